@@ -1,0 +1,198 @@
+"""The module: plain data for a whole network (the seed's "topology").
+
+Objects refer to each other by name (``Ref``), never by pointer, so the IR is
+trivially printable, comparable and serializable.  Every object keeps its source
+location; locations never take part in equality, so ``parse(print(m)) == m``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from vpuc.diagnostics import UNKNOWN_LOC, Loc
+from vpuc.ir.tasks import TaskList
+from vpuc.ir.types import ElemType, MemRefPattern, TensorType
+
+
+class Ref(str):
+    """A symbol reference (``%x`` or ``@k`` without its sigil) that remembers where it was written.
+
+    It compares, hashes and prints as the plain name, so the location never
+    affects equality.
+    """
+
+    loc: Loc
+
+    def __new__(cls, name: str, loc: Loc = UNKNOWN_LOC) -> "Ref":
+        ref = super().__new__(cls, name)
+        ref.loc = loc
+        return ref
+
+    def __reduce__(self):
+        return (Ref, (str(self), self.loc))
+
+
+def loc_field() -> Loc:
+    return field(default=UNKNOWN_LOC, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------- kernels
+
+class KernelSourceKind(Enum):
+    LIBRARY = "library"      # a kernel of our library in kernels/, by name
+    ASM = "asm"              # a path to a SHAVE assembly file
+    ELF = "elf"              # a path to a kernel ELF object
+    GENERATED = "generated"  # produced by the fusion pipeline
+
+
+@dataclass
+class KernelSource:
+    kind: KernelSourceKind
+    ref: str = ""            # library name or path; empty for generated
+
+    def __str__(self) -> str:
+        if self.kind is KernelSourceKind.GENERATED:
+            return "generated"
+        return f'{self.kind.value} "{self.ref}"'
+
+
+@dataclass
+class KernelParam:
+    """One argument of a kernel's contract: a memref (becomes MemRefData) or a scalar."""
+
+    name: str
+    memref: MemRefPattern | None = None
+    scalar: ElemType | None = None
+    loc: Loc = loc_field()
+
+    @property
+    def is_memref(self) -> bool:
+        return self.memref is not None
+
+    def type_str(self) -> str:
+        return str(self.memref) if self.memref is not None else str(self.scalar)
+
+
+@dataclass
+class KernelDecl:
+    name: str
+    params: list[KernelParam]
+    source: KernelSource
+    loc: Loc = loc_field()
+
+
+@dataclass
+class RuntimeDecl:
+    """``VPURT.Graph``: the runtime kernel and the per-tile ACT SHAVE stack sizes."""
+
+    kernel: Ref
+    stacks: tuple[int, ...]
+    loc: Loc = loc_field()
+
+
+# ---------------------------------------------------------------- buffers
+
+class BufferKind(Enum):
+    INPUT = "input"     # a named network input, in DDR
+    OUTPUT = "output"   # a named network output, in DDR
+    DDR = "ddr"         # scratch DDR
+    CMX = "cmx"         # on a tile's CMX
+    CONST = "const"     # constant data, in DDR
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class ConstInit:
+    """Initial contents of a constant: inline values, a splat, or a .npy path."""
+
+    values: tuple[float | int, ...] | None = None
+    splat: float | int | None = None
+    path: str | None = None
+
+    def __str__(self) -> str:
+        if self.path is not None:
+            return f'file "{self.path}"'
+        if self.splat is not None:
+            return f"splat {format_number(self.splat)}"
+        return "[" + ", ".join(format_number(v) for v in self.values or ()) + "]"
+
+
+@dataclass
+class Buffer:
+    name: str
+    kind: BufferKind
+    type: TensorType
+    tile: int | None = None      # CMX only
+    offset: int | None = None    # None: left to the allocator
+    init: ConstInit | None = None
+    loc: Loc = loc_field()
+
+
+@dataclass
+class Slice:
+    """One dim of a view: ``start:stop:step`` over the base's logical dim."""
+
+    start: int
+    stop: int
+    step: int = 1
+
+    @property
+    def size(self) -> int:
+        return max(0, (self.stop - self.start + self.step - 1) // self.step)
+
+    def __str__(self) -> str:
+        if self.step == 1 and self.stop == self.start + 1:
+            return str(self.start)
+        text = f"{self.start}:{self.stop}"
+        return text if self.step == 1 else f"{text}:{self.step}"
+
+
+@dataclass
+class View:
+    """A strided sub-view of a buffer (or of another view); rank is preserved."""
+
+    name: str
+    base: Ref
+    slices: tuple[Slice, ...]
+    loc: Loc = loc_field()
+
+
+@dataclass
+class Barrier:
+    name: str
+    physical: int | None = None  # None: virtual, assigned later
+    loc: Loc = loc_field()
+
+
+# ---------------------------------------------------------------- module
+
+@dataclass
+class Module:
+    name: str
+    arch: str = "NPU37XX"
+    kernels: list[KernelDecl] = field(default_factory=list)
+    runtime: RuntimeDecl | None = None
+    buffers: list[Buffer] = field(default_factory=list)
+    views: list[View] = field(default_factory=list)
+    barriers: list[Barrier] = field(default_factory=list)
+    task_lists: list[TaskList] = field(default_factory=list)
+    loc: Loc = loc_field()
+    # Facts the passes have established (e.g. "cmx-allocated"); printed as a comment.
+    attributes: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def format_number(value: float | int) -> str:
+    """Canonical text of a number: ints as ints, floats round-trippable."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    text = repr(float(value))
+    return text

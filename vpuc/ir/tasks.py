@@ -1,0 +1,173 @@
+"""Tasks and task lists: what the DMA, DPU and ACT SHAVE executors run.
+
+Scheduling follows the seed: every task (and every DPU *variant*, which the
+runtime schedules on its own) waits on some barriers and updates others.  A DPU
+task may also list barriers at task level; they apply to each of its variants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from vpuc.diagnostics import UNKNOWN_LOC, Loc
+from vpuc.ir.types import ElemType
+
+
+def _loc() -> Loc:
+    return field(default=UNKNOWN_LOC, compare=False, repr=False)
+
+
+class Executor(Enum):
+    DMA = "DMA"
+    DPU = "DPU"
+    ACT_SHAVE = "ACT_SHAVE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DmaMode(Enum):
+    COPY = "copy"         # same element type and byte size (strides may differ)
+    CONVERT = "convert"   # element type conversion (e.g. f32 -> f16)
+    PERMUTE = "permute"   # same data, other dims order (e.g. NCHW -> NHWC)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DpuOp(Enum):
+    CONV = "conv"
+    DWCONV = "dwconv"
+    MATMUL = "matmul"     # also fully connected
+    ADD = "add"
+    MUL = "mul"
+    MAXPOOL = "maxpool"
+    AVGPOOL = "avgpool"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def num_inputs(self) -> int:
+        return 2 if self in (DpuOp.ADD, DpuOp.MUL) else 1
+
+    @property
+    def has_weights(self) -> bool:
+        return self in (DpuOp.CONV, DpuOp.DWCONV, DpuOp.MATMUL)
+
+    @property
+    def has_window(self) -> bool:
+        """Whether kernel/stride/pad/dilation apply."""
+        return self in (DpuOp.CONV, DpuOp.DWCONV, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
+
+
+class PostOpKind(Enum):
+    RELU = "relu"
+    LRELU = "lrelu"       # one param: negative slope
+    CLAMP = "clamp"       # two params: min, max
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+POST_OP_ARITY = {PostOpKind.RELU: 0, PostOpKind.LRELU: 1, PostOpKind.CLAMP: 2,
+                 PostOpKind.SIGMOID: 0, PostOpKind.TANH: 0}
+
+
+@dataclass
+class PostOp:
+    kind: PostOpKind
+    params: tuple[float, ...] = ()
+    loc: Loc = _loc()
+
+
+@dataclass
+class Task:
+    """Common scheduling information (``VPURT.Task``)."""
+
+    label: str | None
+    waits: tuple[str, ...]
+    updates: tuple[str, ...]
+
+
+@dataclass
+class DmaTask(Task):
+    src: str
+    dst: str
+    channel: int = 0
+    mode: DmaMode = DmaMode.COPY
+    loc: Loc = _loc()
+
+
+@dataclass
+class DpuVariant:
+    """One workload: an output cuboid, inclusive ``start``..``end`` over (x=W, y=H, z=C)."""
+
+    label: str | None
+    start: tuple[int, int, int]
+    end: tuple[int, int, int]
+    waits: tuple[str, ...] = ()
+    updates: tuple[str, ...] = ()
+    loc: Loc = _loc()
+
+
+@dataclass
+class DpuTask(Task):
+    op: DpuOp
+    tile: int
+    inputs: tuple[str, ...]
+    output: str
+    weights: str | None = None
+    bias: str | None = None
+    kernel: tuple[int, ...] | None = None
+    stride: tuple[int, ...] | None = None
+    pad: tuple[int, ...] | None = None        # top, bottom, left, right
+    dilation: tuple[int, ...] | None = None
+    post: PostOp | None = None
+    variants: list[DpuVariant] = field(default_factory=list)
+    loc: Loc = _loc()
+
+
+@dataclass
+class ScalarConst:
+    """A scalar constant inside a SW kernel's region: ``%minVal = const 0.0 : f16``."""
+
+    name: str
+    value: float | int
+    elem: ElemType
+    loc: Loc = _loc()
+
+
+@dataclass
+class Binding:
+    """``%buffer as %arg``: maps an outer buffer to a name of the inner region."""
+
+    buffer: str
+    alias: str
+
+
+@dataclass
+class SwKernelTask(Task):
+    """``VPUIP.SW.Kernel``: one ACT SHAVE kernel invocation on a tile."""
+
+    kernel: str
+    tile: int
+    inputs: tuple[Binding, ...]
+    outputs: tuple[Binding, ...]
+    consts: tuple[ScalarConst, ...]
+    run_args: tuple[str, ...]
+    run_loc: Loc = _loc()
+    loc: Loc = _loc()
+
+
+AnyTask = DmaTask | DpuTask | SwKernelTask
+
+
+@dataclass
+class TaskList:
+    executor: Executor
+    tasks: list[AnyTask] = field(default_factory=list)
+    loc: Loc = _loc()

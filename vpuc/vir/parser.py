@@ -1,0 +1,318 @@
+"""VIR text → IR module, with lark's LALR parser and an inline transformer.
+
+The transformer runs inside the parser (no intermediate tree), which with the
+garbage collector paused during the parse is what makes big files fast.
+Values that the grammar accepts but that are out of range (a bad order, a
+malformed memref) are collected as located diagnostics; a syntax error stops
+the parse and is turned into a message people understand (see ``syntax.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+from functools import lru_cache
+from pathlib import Path
+
+import lark
+from lark import Token, Transformer, v_args
+
+from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
+from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
+                            KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
+from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
+                           PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
+from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
+                           TensorType)
+from vpuc.vir.syntax import syntax_error
+
+GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
+
+
+def parse_int(text: str) -> int:
+    body = text.lstrip("+-")
+    value = int(body, 16) if body[:2] in ("0x", "0X") else int(body, 10)
+    return -value if text.startswith("-") else value
+
+
+def parse_number(token: Token) -> float | int:
+    if token.type == "INT":
+        return parse_int(token)
+    return float(token)
+
+
+@v_args(inline=True)
+class VirTransformer(Transformer):
+    """Builds IR objects bottom-up while lark parses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.file = "<input>"
+        self.bag = DiagnosticBag()
+
+    def reset(self, file: str) -> None:
+        self.file = file
+        self.bag = DiagnosticBag()
+
+    # ------------------------------------------------------------ helpers
+    def loc(self, token: Token) -> Loc:
+        return Loc(self.file, token.line, token.column)
+
+    def ref(self, token: Token) -> Ref:
+        # Strip the sigil: %x and @k are stored as "x" and "k".
+        return Ref(token[1:], Loc(self.file, token.line, token.column))
+
+    def int_(self, token: Token | None) -> int | None:
+        return None if token is None else parse_int(token)
+
+    def tensor_type(self, shaped: Token, order: DimsOrder | None) -> TensorType:
+        *dims_text, elem_text = shaped.split("x")
+        dims = tuple(Dynamic(int(d[3:])) if d.startswith("?") else int(d) for d in dims_text)
+        if order is None:
+            order = DimsOrder.identity(len(dims))
+        elif order.rank != len(dims):
+            self.bag.error(self.loc(shaped), f"dims order {order} has rank {order.rank} but the "
+                           f"type {shaped} has rank {len(dims)}")
+            order = DimsOrder.identity(len(dims))
+        return TensorType(dims, ELEM_BY_NAME[elem_text], order)
+
+    def memref_pattern(self, token: Token) -> MemRefPattern | None:
+        inner = token[len("memref<"):-1].replace(" ", "")
+        *dims_text, elem_text = inner.split("x") if inner else [""]
+        elem = ELEM_BY_NAME.get(elem_text)
+        if elem is None:
+            self.bag.error(self.loc(token), f"unknown element type '{elem_text}' in {token}; "
+                           "expected one of " + ", ".join(ELEM_BY_NAME))
+            return None
+        if dims_text == ["*"]:
+            return MemRefPattern(elem, None)
+        dims: list[int | None] = []
+        for text in dims_text:
+            if text == "?":
+                dims.append(None)
+            elif text.isdigit():
+                dims.append(int(text))
+            else:
+                self.bag.error(self.loc(token), f"bad dim '{text}' in {token}; expected "
+                               "memref<*xT> (any rank) or dims of sizes or '?', like memref<?x16xf16>")
+                return None
+        return MemRefPattern(elem, tuple(dims))
+
+    # ------------------------------------------------------------ module
+    def start(self, header: Module, *items) -> Module:
+        module = header
+        for item in items:
+            if isinstance(item, KernelDecl):
+                module.kernels.append(item)
+            elif isinstance(item, RuntimeDecl):
+                if module.runtime is not None:
+                    self.bag.error(item.loc, "duplicate runtime declaration; a module has one "
+                                   "runtime kernel", ((module.runtime.loc, "first declared here"),))
+                module.runtime = item
+            elif isinstance(item, Buffer):
+                module.buffers.append(item)
+            elif isinstance(item, View):
+                module.views.append(item)
+            elif isinstance(item, Barrier):
+                module.barriers.append(item)
+            elif isinstance(item, TaskList):
+                module.task_lists.append(item)
+        return module
+
+    def module_decl(self, kw, symbol, _arch_kw, arch) -> Module:
+        return Module(name=symbol[1:], arch=str(arch) if arch else "NPU37XX", loc=self.loc(kw))
+
+    # ------------------------------------------------------------ kernels
+    def kernel_decl(self, kw, symbol, *rest) -> KernelDecl:
+        *params, source = rest
+        params = [p for p in params if p is not None]
+        return KernelDecl(symbol[1:], params, source, loc=self.loc(kw))
+
+    def kparam(self, name, type_token) -> KernelParam:
+        loc = self.loc(name)
+        if type_token.type == "MEMREF":
+            return KernelParam(str(name), memref=self.memref_pattern(type_token), loc=loc)
+        if "x" in type_token:
+            self.bag.error(self.loc(type_token), f"kernel argument '{name}' has tensor type "
+                           f"{type_token}; expected a scalar type (f16, i32, ...) or memref<...>")
+        return KernelParam(str(name), scalar=ELEM_BY_NAME[type_token.split("x")[-1]], loc=loc)
+
+    def kernel_source(self, kind, path=None) -> KernelSource:
+        if kind.type == "GENERATED":
+            return KernelSource(KernelSourceKind.GENERATED)
+        return KernelSource(KernelSourceKind(str(kind)), path[1:-1])
+
+    def runtime_decl(self, kw, symbol, stacks) -> RuntimeDecl:
+        return RuntimeDecl(self.ref(symbol), tuple(stacks), loc=self.loc(kw))
+
+    # ------------------------------------------------------------ buffers
+    def buffer_decl(self, kind, value, shaped, order, tile, offset, init) -> Buffer:
+        return Buffer(value[1:], BufferKind(str(kind)), self.tensor_type(shaped, order),
+                      tile=self.int_(tile), offset=self.int_(offset), init=init,
+                      loc=self.loc(kind))
+
+    def dims_order(self, first, *rest) -> DimsOrder | None:
+        if isinstance(first, list):
+            order = DimsOrder(tuple(first))
+            if not order.is_valid():
+                self.bag.error(None, f"order{tuple(first)} is not a permutation of 0..{len(first) - 1}")
+            return order
+        perm = NAMED_ORDERS.get(str(first))
+        if perm is None:
+            self.bag.error(self.loc(first), f"unknown dims order '{first}'; expected one of "
+                           + ", ".join(n for n in NAMED_ORDERS if n != "SCALAR")
+                           + " or order(i, j, ...)")
+            return None
+        return DimsOrder(perm)
+
+    def init_values(self, *numbers) -> ConstInit:
+        return ConstInit(values=tuple(n for n in numbers if n is not None))
+
+    def init_splat(self, number) -> ConstInit:
+        return ConstInit(splat=number)
+
+    def init_file(self, path) -> ConstInit:
+        return ConstInit(path=path[1:-1])
+
+    def view_decl(self, kw, value, base, *slices) -> View:
+        return View(value[1:], self.ref(base), tuple(slices), loc=self.loc(kw))
+
+    def slice_index(self, index) -> Slice:
+        start = parse_int(index)
+        return Slice(start, start + 1)
+
+    def slice_range(self, start, stop) -> Slice:
+        # An open stop (``a:``) is resolved against the base's shape by the verifier; -1 marks it.
+        return Slice(self.int_(start) or 0, -1 if stop is None else parse_int(stop))
+
+    def slice_step(self, start, stop, step) -> Slice:
+        return Slice(self.int_(start) or 0, -1 if stop is None else parse_int(stop), parse_int(step))
+
+    def barrier_decl(self, kw, value, physical) -> Barrier:
+        return Barrier(value[1:], self.int_(physical), loc=self.loc(kw))
+
+    # ------------------------------------------------------------ tasks
+    def task_list(self, kw, executor, *tasks) -> TaskList:
+        return TaskList(Executor(str(executor)), list(tasks), loc=self.loc(kw))
+
+    def dma_task(self, label, kw, mode, src, dst, channel, waits, updates) -> DmaTask:
+        return DmaTask(label=label[:-1] if label else None, waits=waits or (),
+                       updates=updates or (), src=self.ref(src), dst=self.ref(dst),
+                       channel=self.int_(channel) or 0,
+                       mode=DmaMode(str(mode)) if mode else DmaMode.COPY,
+                       loc=self.loc(label or kw))
+
+    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, output, params, post,
+                 waits, updates, *variants) -> DpuTask:
+        task = DpuTask(label=label[:-1] if label else None, waits=waits or (),
+                       updates=updates or (), op=DpuOp(str(op)), tile=parse_int(tile),
+                       inputs=tuple(inputs), output=self.ref(output),
+                       weights=self.ref(weights) if weights else None,
+                       bias=self.ref(bias) if bias else None, post=post,
+                       variants=list(variants), loc=self.loc(label or kw))
+        for name, values, loc in params:
+            if getattr(task, name) is not None:
+                self.bag.error(loc, f"duplicate '{name}' on a dpu task")
+            setattr(task, name, values)
+        return task
+
+    def dpu_params(self, *params) -> list:
+        return list(params)
+
+    def dpu_param(self, name, values) -> tuple[str, tuple[int, ...], Loc]:
+        return (str(name), tuple(values), self.loc(name))
+
+    def post_op(self, kw, kind, *params) -> PostOp:
+        return PostOp(PostOpKind(str(kind)), tuple(float(p) for p in params if p is not None),
+                      loc=self.loc(kw))
+
+    def variant(self, label, kw, x0, y0, z0, x1, y1, z1, waits, updates) -> DpuVariant:
+        return DpuVariant(label[:-1] if label else None,
+                          (parse_int(x0), parse_int(y0), parse_int(z0)),
+                          (parse_int(x1), parse_int(y1), parse_int(z1)),
+                          waits or (), updates or (), loc=self.loc(label or kw))
+
+    def sw_task(self, label, kw, kernel, tile, inputs, outputs, waits, updates, *body) -> SwKernelTask:
+        *consts, (run_args, run_loc) = body
+        return SwKernelTask(label=label[:-1] if label else None, waits=waits or (),
+                            updates=updates or (), kernel=self.ref(kernel), tile=parse_int(tile),
+                            inputs=inputs, outputs=outputs, consts=tuple(consts),
+                            run_args=run_args, run_loc=run_loc, loc=self.loc(label or kw))
+
+    def sw_inputs(self, *bindings) -> tuple[Binding, ...]:
+        return tuple(b for b in bindings if b is not None)
+
+    sw_outputs = sw_inputs
+
+    def binding(self, buffer, alias) -> Binding:
+        return Binding(self.ref(buffer), self.ref(alias))
+
+    def scalar_const(self, value, kw, number, shaped) -> ScalarConst:
+        loc = self.loc(value)
+        if "x" in shaped:
+            self.bag.error(self.loc(shaped), f"scalar constant {value} has tensor type {shaped}; "
+                           "expected a scalar type such as f16")
+        return ScalarConst(value[1:], number, ELEM_BY_NAME[shaped.split("x")[-1]], loc=loc)
+
+    def run_call(self, kw, args) -> tuple[tuple[Ref, ...], Loc]:
+        return (tuple(args or ()), self.loc(kw))
+
+    def waits(self, values) -> tuple[Ref, ...]:
+        return tuple(values or ())
+
+    updates = waits
+
+    # ------------------------------------------------------------ atoms
+    def value_list(self, *values) -> list[Ref]:
+        return [self.ref(v) for v in values]
+
+    def int_list(self, *ints) -> list[int]:
+        return [parse_int(i) for i in ints]
+
+    def number(self, token) -> float | int:
+        return parse_number(token)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tuple[lark.Lark, VirTransformer]:
+    transformer = VirTransformer()
+    parser = lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr",
+                       lexer="contextual", transformer=transformer)
+    return parser, transformer
+
+
+@lru_cache(maxsize=1)
+def bare_parser() -> lark.Lark:
+    """The same grammar without our transformer: builds lark's tree only (for benchmarks)."""
+    return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="contextual")
+
+
+def parse_text(text: str, file: str = "<input>") -> Module:
+    """Parse VIR text into a module; raises VpucError with every diagnostic found."""
+    parser, transformer = _parser()
+    transformer.reset(file)
+    SOURCES.add(file, text)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # lark allocates many short-lived objects; the cyclic GC only slows it down
+    try:
+        module = parser.parse(text)
+    except lark.exceptions.UnexpectedInput as exc:
+        raise syntax_error(exc, text, file, parser) from None
+    except lark.exceptions.VisitError as exc:
+        # A transformer callback failed: an internal invariant, reported at the rule's position.
+        raise VpucError(f"{file}: internal error while reading {exc.rule}: {exc.orig_exc}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    transformer.bag.raise_if_errors()
+    return module
+
+
+def parse_file(path: str | Path) -> Module:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VpucError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VpucError(f"{path}: cannot read: {exc}") from None
+    return parse_text(text, str(path))
