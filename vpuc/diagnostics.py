@@ -140,10 +140,12 @@ class DiagnosticBag:
     """Collects every diagnostic of a phase, so users see all errors at once."""
 
     items: list[Diagnostic] = field(default_factory=list)
+    error_count: int = 0
 
     def error(self, loc: Loc | BinLoc | None, message: str,
               notes: tuple[tuple[Loc | BinLoc | None, str], ...] = ()) -> None:
         self.items.append(Diagnostic(Severity.ERROR, loc, message, notes))
+        self.error_count += 1
 
     def warning(self, loc: Loc | BinLoc | None, message: str,
                 notes: tuple[tuple[Loc | BinLoc | None, str], ...] = ()) -> None:
@@ -151,7 +153,7 @@ class DiagnosticBag:
 
     @property
     def has_errors(self) -> bool:
-        return any(d.severity is Severity.ERROR for d in self.items)
+        return self.error_count > 0
 
     @property
     def warnings(self) -> list[Diagnostic]:

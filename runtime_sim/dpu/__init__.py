@@ -1,0 +1,21 @@
+"""DPU numerics: layouts, views and generalized convolution as GEMM, plus the op set.
+
+See conv.py for the GEMM formulation (after the GPU conv kernel generator seed),
+view.py for index expressions and padding masks, layout.py for blocked formats
+and ops.py for what the simulator calls per DPU variant.
+"""
+
+from .conv import (ConvProblem, OutputRegion, conv_backward_bias, conv_backward_data, conv_backward_weights,
+                   conv_forward, make_problem)
+from .layout import Block, Layout, from_layout, to_layout
+from .numerics import PostOp, apply_post_op, resolve_dtype, round_to
+from .ops import (Variant, add, avgpool, conv2d, depthwise_conv2d, full_variant, macs, matmul, maxpool, mul,
+                  split_output)
+from .view import IndexExpr, View, ViewDim
+
+__all__ = [
+    "Block", "ConvProblem", "IndexExpr", "Layout", "OutputRegion", "PostOp", "Variant", "View", "ViewDim",
+    "add", "apply_post_op", "avgpool", "conv2d", "conv_backward_bias", "conv_backward_data",
+    "conv_backward_weights", "conv_forward", "depthwise_conv2d", "from_layout", "full_variant", "macs",
+    "make_problem", "matmul", "maxpool", "mul", "resolve_dtype", "round_to", "split_output", "to_layout",
+]

@@ -1,0 +1,250 @@
+"""Generalized convolution as GEMM (forward, backward-data, backward-weights).
+
+Following the seed, every propagation kind is one GEMM ``C = A x B`` over
+M/N/K dims, with A and B given as views (index expressions + padding masks):
+
+============  =====================  ==============  ===========================
+kind          A (view)               B               C
+============  =====================  ==============  ===========================
+FWD           src (M x K)            wei (K x N)     dst; M = mb.od.oh.ow, N = oc,
+                                                     K = ic.kd.kh.kw (per group)
+BWD_D         diff_dst (M x K)       wei (K x N)     diff_src; M = mb.id.ih.iw,
+                                                     N = ic, K = oc.kd.kh.kw
+BWD_W         src (K x M)            diff_dst (K x N) diff_wei; M = ic.kd.kh.kw,
+                                                     N = oc, K = mb.od.oh.ow
+============  =====================  ==============  ===========================
+
+We evaluate the transposed product ``C^T = B^T A^T`` batched over (mb, group):
+the result then comes out channel-major, i.e. directly in NC(D)HW order, and
+the spatial M dims stay innermost and contiguous in the im2col matrix.
+
+Tensors are logical N, C, (D,) (H,) W arrays (1D, 2D or 3D spatial); weights
+are (OC, IC/groups, (KD,) (KH,) KW).  Internally every problem is 3D, missing
+spatial dims having size 1.  Padding is given per spatial dim as (before,
+after), e.g. ((top, bottom), (left, right)) for 2D.  Dilation: 1 means none
+(see view.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.diagnostics import VpucError
+
+from . import numerics
+from .view import IndexExpr, View, ViewDim
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    mb: int
+    groups: int
+    ic: int
+    oc: int
+    in_size: Triple        # (id, ih, iw)
+    kernel: Triple         # (kd, kh, kw)
+    out_size: Triple       # (od, oh, ow)
+    stride: Triple
+    dilation: Triple
+    pad_before: Triple     # (front, top, left)
+    pad_after: Triple      # (back, bottom, right)
+    spatial_rank: int
+
+    @property
+    def icg(self) -> int:
+        return self.ic // self.groups
+
+    @property
+    def ocg(self) -> int:
+        return self.oc // self.groups
+
+    def src_shape(self) -> tuple[int, ...]:
+        return (self.mb, self.ic) + self.in_size[3 - self.spatial_rank:]
+
+    def dst_shape(self) -> tuple[int, ...]:
+        return (self.mb, self.oc) + self.out_size[3 - self.spatial_rank:]
+
+    def weights_shape(self) -> tuple[int, ...]:
+        return (self.oc, self.icg) + self.kernel[3 - self.spatial_rank:]
+
+
+@dataclass(frozen=True)
+class OutputRegion:
+    """A box of the destination, half-open per dim: channels and (d, h, w)."""
+
+    channels: tuple[int, int]
+    spatial: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+
+
+def _spatial_param(value, rank: int, name: str, minimum: int) -> Triple:
+    values = [value] * rank if isinstance(value, (int, np.integer)) else list(value)
+    if len(values) != rank or any(not isinstance(v, (int, np.integer)) or v < minimum for v in values):
+        raise VpucError(f"conv: {name} must be an int >= {minimum} or {rank} of them, got {value!r}")
+    return tuple([1] * (3 - rank) + [int(v) for v in values])
+
+
+def _padding(padding, rank: int) -> tuple[Triple, Triple]:
+    """int, one int per dim (symmetric), or one (before, after) pair per dim."""
+    if isinstance(padding, (int, np.integer)):
+        pairs = [(padding, padding)] * rank
+    else:
+        pairs = [(p, p) if isinstance(p, (int, np.integer)) else tuple(p) for p in padding]
+    if len(pairs) != rank or any(len(p) != 2 or min(p) < 0 for p in pairs):
+        raise VpucError(f"conv: padding must be an int >= 0, {rank} ints, or {rank} (before, after) pairs; got {padding!r}")
+    before = tuple([0] * (3 - rank) + [int(p[0]) for p in pairs])
+    after = tuple([0] * (3 - rank) + [int(p[1]) for p in pairs])
+    return before, after
+
+
+def make_problem(src_shape, weights_shape, *, stride=1, padding=0, dilation=1, groups=1) -> ConvProblem:
+    """Validate a convolution and compute its output size."""
+    src_shape, weights_shape = tuple(src_shape), tuple(weights_shape)
+    rank = len(src_shape) - 2
+    if rank not in (1, 2, 3):
+        raise VpucError(f"conv: source must be N,C plus 1-3 spatial dims, got shape {src_shape}")
+    if len(weights_shape) != rank + 2:
+        raise VpucError(f"conv: weights shape {weights_shape} does not match a {rank}D source {src_shape}")
+    mb, ic = src_shape[:2]
+    oc, icg = weights_shape[:2]
+    if not isinstance(groups, (int, np.integer)) or groups < 1 or ic % groups or oc % groups:
+        raise VpucError(f"conv: groups={groups} must divide input channels {ic} and output channels {oc}")
+    if icg * groups != ic:
+        raise VpucError(f"conv: weights {weights_shape} have {icg} input channels per group, "
+                        f"source has {ic} channels in {groups} group(s)")
+    stride3 = _spatial_param(stride, rank, "stride", 1)
+    dilation3 = _spatial_param(dilation, rank, "dilation", 1)
+    before, after = _padding(padding, rank)
+    in3 = tuple([1] * (3 - rank) + list(src_shape[2:]))
+    kernel3 = tuple([1] * (3 - rank) + list(weights_shape[2:]))
+    if min(in3) < 1 or min(kernel3) < 1 or mb < 1 or oc < 1:
+        raise VpucError(f"conv: empty source {src_shape} or weights {weights_shape}")
+    out3 = []
+    for size, k, s, d, lo, hi in zip(in3, kernel3, stride3, dilation3, before, after):
+        span = (k - 1) * d + 1
+        if size + lo + hi < span:
+            raise VpucError(f"conv: dilated kernel extent {span} exceeds padded input {size + lo + hi}")
+        out3.append((size + lo + hi - span) // s + 1)
+    return ConvProblem(mb, groups, ic, oc, in3, kernel3, tuple(out3), stride3, dilation3, before, after, rank)
+
+
+def _to_3d(array: np.ndarray, rank: int) -> np.ndarray:
+    return array.reshape(array.shape[:2] + (1,) * (3 - rank) + array.shape[2:])
+
+
+def src_view(p: ConvProblem, region: OutputRegion | None = None, group_start: int = 0,
+             groups: int | None = None) -> View:
+    """FWD's A view (also BWD_W's): src seen as (mb, g, ic, kd, kh, kw, od, oh, ow)."""
+    out_ranges = region.spatial if region else tuple((0, n) for n in p.out_size)
+    groups = p.groups if groups is None else groups
+    dims = [ViewDim("mb", p.mb, "M"), ViewDim("g", groups), ViewDim("ic", p.icg, "K")]
+    dims += [ViewDim(k, n, "K") for k, n in zip(("kd", "kh", "kw"), p.kernel)]
+    dims += [ViewDim(o, stop - start, "M") for o, (start, stop) in zip(("od", "oh", "ow"), out_ranges)]
+    spatial = [IndexExpr.of((o, s), (k, d), offset=start * s - lo)
+               for o, k, s, d, (start, _), lo in zip(("od", "oh", "ow"), ("kd", "kh", "kw"),
+                                                     p.stride, p.dilation, out_ranges, p.pad_before)]
+    channel = IndexExpr.of(("g", p.icg), ("ic", 1), offset=group_start * p.icg)
+    exprs = (IndexExpr.var("mb"), channel, *spatial)
+    return View(tuple(dims), (p.mb, p.ic) + p.in_size, exprs)
+
+
+def diff_dst_view(p: ConvProblem) -> View:
+    """BWD_D's A view: diff_dst seen as (mb, g, oc, kd, kh, kw, id, ih, iw) with
+    od = (id + PD - kd*DD) / SD, valid only where the division is exact."""
+    dims = [ViewDim("mb", p.mb, "M"), ViewDim("g", p.groups), ViewDim("oc", p.ocg, "K")]
+    dims += [ViewDim(k, n, "K") for k, n in zip(("kd", "kh", "kw"), p.kernel)]
+    dims += [ViewDim(i, n, "M") for i, n in zip(("id", "ih", "iw"), p.in_size)]
+    spatial = [IndexExpr.of((i, 1), (k, -d), offset=lo, divisor=s)
+               for i, k, s, d, lo in zip(("id", "ih", "iw"), ("kd", "kh", "kw"),
+                                         p.stride, p.dilation, p.pad_before)]
+    channel = IndexExpr.of(("g", p.ocg), ("oc", 1))
+    return View(tuple(dims), (p.mb, p.oc) + p.out_size, (IndexExpr.var("mb"), channel, *spatial))
+
+
+def _im2col(view: View, tensor: np.ndarray) -> np.ndarray:
+    """Materialize a (mb, g, k..., m...) view as the batched GEMM operand (mb, g, K, M)."""
+    mb, groups = view.shape[:2]
+    k = math.prod(view.shape[2:6])
+    return view.gather(tensor).reshape(mb, groups, k, -1)
+
+
+def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None, *,
+                 stride=1, padding=0, dilation=1, groups: int = 1,
+                 post_op: numerics.PostOp | str | None = None, out_dtype=None,
+                 region: OutputRegion | None = None) -> np.ndarray:
+    """dst = post_op(conv(src, weights) + bias), rounded to ``out_dtype`` (default: src's type).
+
+    With ``region`` only that box of dst is computed and returned."""
+    numerics.check_input(src, "conv source")
+    numerics.check_input(weights, "conv weights")
+    p = make_problem(src.shape, weights.shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if bias is not None and (numerics.check_input(bias, "conv bias").shape != (p.oc,)):
+        raise VpucError(f"conv: bias shape {bias.shape} != ({p.oc},)")
+    region = region or OutputRegion((0, p.oc), tuple((0, n) for n in p.out_size))
+    _check_region(region, p)
+    dtype = numerics.compute_dtype(src, weights, bias)
+
+    # Only the groups overlapping the region's channels are computed.
+    c0, c1 = region.channels
+    g0, g1 = c0 // p.ocg, (c1 - 1) // p.ocg + 1
+    view = src_view(p, region, group_start=g0, groups=g1 - g0)
+    a = _im2col(view, _to_3d(numerics.to_compute(src, dtype), p.spatial_rank))
+    w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
+    result = np.matmul(w, a)  # (mb, g, ocg, spatial): channel-major already
+    result = result.reshape(p.mb, (g1 - g0) * p.ocg, -1)[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg]
+    out_spatial = tuple(stop - start for start, stop in region.spatial)[3 - p.spatial_rank:]
+    result = np.ascontiguousarray(result).reshape((p.mb, c1 - c0) + out_spatial)
+    bias_part = None if bias is None else bias[c0:c1]
+    return numerics.finish(result, bias_part, 1, post_op, src.dtype if out_dtype is None else out_dtype)
+
+
+def _check_region(region: OutputRegion, p: ConvProblem) -> None:
+    bounds = [p.oc, *p.out_size]
+    for (start, stop), size in zip([region.channels, *region.spatial], bounds):
+        if not 0 <= start < stop <= size:
+            raise VpucError(f"conv: output region {region} is outside the output {p.dst_shape()}")
+
+
+def conv_backward_data(diff_dst: np.ndarray, weights: np.ndarray, src_shape, *, stride=1, padding=0,
+                       dilation=1, groups: int = 1, out_dtype=None) -> np.ndarray:
+    """diff_src of shape ``src_shape`` (the transposed convolution of diff_dst)."""
+    numerics.check_input(diff_dst, "diff_dst")
+    numerics.check_input(weights, "conv weights")
+    p = make_problem(src_shape, weights.shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if tuple(diff_dst.shape) != p.dst_shape():
+        raise VpucError(f"conv backward-data: diff_dst shape {tuple(diff_dst.shape)} != expected {p.dst_shape()}")
+    dtype = numerics.compute_dtype(diff_dst, weights)
+    a = _im2col(diff_dst_view(p), _to_3d(numerics.to_compute(diff_dst, dtype), p.spatial_rank))
+    # B^T: weights as (g, ic, oc.kd.kh.kw).
+    w = numerics.to_compute(weights, dtype).reshape(p.groups, p.ocg, p.icg, -1)
+    w = w.transpose(0, 2, 1, 3).reshape(p.groups, p.icg, -1)
+    result = np.matmul(w, a).reshape(p.src_shape())
+    return numerics.round_to(result, diff_dst.dtype if out_dtype is None else out_dtype)
+
+
+def conv_backward_weights(src: np.ndarray, diff_dst: np.ndarray, weights_shape, *, stride=1, padding=0,
+                          dilation=1, groups: int = 1, out_dtype=None) -> np.ndarray:
+    """diff_weights of shape ``weights_shape``: sum over mb and output pixels of diff_dst x src."""
+    numerics.check_input(src, "conv source")
+    numerics.check_input(diff_dst, "diff_dst")
+    p = make_problem(src.shape, weights_shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if tuple(diff_dst.shape) != p.dst_shape():
+        raise VpucError(f"conv backward-weights: diff_dst shape {tuple(diff_dst.shape)} != expected {p.dst_shape()}")
+    dtype = numerics.compute_dtype(src, diff_dst)
+    a = _im2col(src_view(p), _to_3d(numerics.to_compute(src, dtype), p.spatial_rank))
+    dy = numerics.to_compute(diff_dst, dtype).reshape(p.mb, p.groups, p.ocg, -1)
+    result = np.matmul(dy, a.swapaxes(-1, -2)).sum(axis=0)  # K = mb.od.oh.ow
+    return numerics.round_to(result.reshape(p.weights_shape()), src.dtype if out_dtype is None else out_dtype)
+
+
+def conv_backward_bias(diff_dst: np.ndarray, out_dtype=None) -> np.ndarray:
+    """diff_bias: diff_dst summed over everything but channels."""
+    numerics.check_input(diff_dst, "diff_dst")
+    dtype = numerics.compute_dtype(diff_dst)
+    axes = (0,) + tuple(range(2, diff_dst.ndim))
+    result = numerics.to_compute(diff_dst, dtype).sum(axis=axes)
+    return numerics.round_to(result, diff_dst.dtype if out_dtype is None else out_dtype)

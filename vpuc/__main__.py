@@ -1,0 +1,3 @@
+from vpuc.cli import entry
+
+entry()

@@ -1,0 +1,144 @@
+"""The ``vpuc`` command line.
+
+Output goes to stdout, diagnostics to stderr.  Exit codes: 0 success, 1 a user
+error (bad input), 2 a usage error (bad arguments, or a subcommand that is not
+built yet), 3 an internal error (a bug in vpuc, reported in one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from vpuc import __version__
+from vpuc.arch import DEFAULT_ARCH, load_arch
+from vpuc.diagnostics import UsageError, VpucError
+from vpuc.passes.base import PassContext
+from vpuc.passes.manager import PassManager
+from vpuc.passes.registry import PASSES, PIPELINES, parse_pipeline
+from vpuc.vir.parser import parse_file
+from vpuc.vir.printer import print_module
+
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+# Subcommands whose issue has not landed yet: they say so plainly and exit 2.
+NOT_BUILT = {
+    "compile": "vpuc compile (VIR -> FlatBuffer/ELF blob) is not built yet; it comes with the "
+               "blob issue. Use 'vpuc opt FILE' to parse, verify and allocate.",
+    "inspect": "vpuc inspect (dump a blob or kernel object) is not built yet; it comes with the "
+               "blob issue.",
+    "run": "vpuc run (simulate a blob) is not built yet; it comes with the runtime_sim issue.",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit is 2 with usage; keep that
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vpuc", description="NPU blob compiler and cycle-approximate simulator.")
+    parser.add_argument("--version", action="version", version=f"vpuc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    opt = sub.add_parser("opt", help="parse a .vir file, run passes, print the resulting IR",
+                         description="Parse FILE, run a pass pipeline and print the resulting "
+                                     "VIR to stdout (or -o).")
+    opt.add_argument("file", metavar="FILE", help="the .vir file to read")
+    opt.add_argument("-p", "--passes", default="default", metavar="PIPELINE",
+                     help="comma-separated pass names, or a pipeline name "
+                          f"(passes: {', '.join(PASSES)}; pipelines: {', '.join(PIPELINES)}; "
+                          "default: %(default)s)")
+    opt.add_argument("-o", "--output", metavar="OUT", help="write the IR here instead of stdout")
+    opt.add_argument("--arch", metavar="NAME|FILE",
+                     help=f"override the module's architecture (default: the module's, or {DEFAULT_ARCH})")
+    opt.add_argument("--print-after-all", action="store_true",
+                     help="print the IR to stderr after every pass")
+    opt.add_argument("--time-passes", action="store_true",
+                     help="print a table of pass timings to stderr")
+    opt.add_argument("--verify-each", action="store_true",
+                     help="debug mode: run the verifier after every pass")
+    opt.set_defaults(handler=cmd_opt)
+
+    for name, text in NOT_BUILT.items():
+        stub = sub.add_parser(name, help=text.split(";")[0] + " (not built yet)", description=text)
+        stub.add_argument("args", nargs="*", help="arguments (ignored until the command is built)")
+        stub.set_defaults(handler=_not_built(name))
+    return parser
+
+
+def _not_built(name: str):
+    def handler(args) -> int:
+        raise UsageError(NOT_BUILT[name])
+    return handler
+
+
+def write_atomically(path: str, data: str | bytes) -> None:
+    """Write to a temp file beside ``path`` and rename it, so nothing is ever half-written."""
+    target = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as exc:
+        raise VpucError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, mode) as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def report_warnings(ctx: PassContext) -> None:
+    for diag in ctx.warnings.items:
+        print(diag.render(), file=sys.stderr)
+
+
+def cmd_opt(args) -> int:
+    passes = parse_pipeline(args.passes)
+    module = parse_file(args.file)
+    arch = load_arch(args.arch or module.arch)
+    ctx = PassContext(arch)
+    manager = PassManager(passes, print_after_all=args.print_after_all,
+                          time_passes=args.time_passes, verify_each=args.verify_each,
+                          stream=sys.stderr)
+    manager.run(module, ctx)
+    report_warnings(ctx)
+    text = print_module(module)
+    if args.output:
+        write_atomically(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except VpucError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("vpuc: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug in vpuc: one line, never a traceback
+        print(f"vpuc: internal error: {type(exc).__name__}: {exc} "
+              "(please report this with the input that caused it; "
+              "set VPUC_TRACEBACK=1 for details)", file=sys.stderr)
+        if os.environ.get("VPUC_TRACEBACK"):
+            raise
+        return EXIT_INTERNAL
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Symbol resolution: names → declarations, and views → concrete memory regions.
+
+A ``Region`` is what every later stage needs to know about a buffer operand:
+which root buffer holds it, where (memory kind, tile), its tensor type, its
+byte offset inside the root, its strides in bits and the bytes it spans.
+Views compose: a view of a view resolves to one region of the root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vpuc.diagnostics import DiagnosticBag, Loc
+from vpuc.ir.module import Barrier, Buffer, BufferKind, KernelDecl, Module, View
+from vpuc.ir.types import TensorType
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    name: str
+    root: Buffer
+    type: TensorType
+    byte_offset: int              # from the start of the root buffer
+    strides_bits: tuple[int, ...]  # per logical dim
+    span_bytes: int               # bytes from the first to past the last element
+
+    @property
+    def kind(self) -> BufferKind:
+        return self.root.kind
+
+    @property
+    def tile(self) -> int | None:
+        return self.root.tile
+
+    @property
+    def is_dense(self) -> bool:
+        return self.span_bytes == self.type.nbytes
+
+    def memory_key(self) -> tuple:
+        """Which memory the region lives in: DDR buffers are separate objects, CMX is per tile."""
+        if self.kind is BufferKind.CMX:
+            return ("cmx", self.root.tile)
+        return ("ddr", self.root.name)
+
+
+def dense_strides_bits(tensor: TensorType) -> tuple[int, ...]:
+    return tuple(s * tensor.elem.bits for s in tensor.dense_strides())
+
+
+def span_of(tensor: TensorType, strides_bits: tuple[int, ...]) -> int:
+    if tensor.num_elements == 0:
+        return 0
+    last_bit = sum((size - 1) * stride for size, stride in zip(tensor.bound_shape, strides_bits))
+    return (last_bit + tensor.elem.bits + 7) // 8
+
+
+class SymbolTable:
+    """Lookup of every module-level name, with duplicates and bad views reported."""
+
+    def __init__(self, module: Module, bag: DiagnosticBag | None = None) -> None:
+        self.module = module
+        self.bag = bag if bag is not None else DiagnosticBag()
+        self.kernels: dict[str, KernelDecl] = {}
+        self.buffers: dict[str, Buffer] = {}
+        self.views: dict[str, View] = {}
+        self.barriers: dict[str, Barrier] = {}
+        self._regions: dict[str, Region | None] = {}
+        self._resolving: set[str] = set()
+        self._declare_all()
+
+    def _declare(self, table: dict, name: str, item, what: str, sigil: str = "%") -> None:
+        previous = self._find_value(name) if sigil == "%" else table.get(name)
+        if previous is not None:
+            self.bag.error(item.loc, f"duplicate symbol {sigil}{name}",
+                           ((previous.loc, f"{sigil}{name} was first declared here"),))
+            return
+        table[name] = item
+
+    def _find_value(self, name: str):
+        return self.buffers.get(name) or self.views.get(name) or self.barriers.get(name)
+
+    def _declare_all(self) -> None:
+        for kernel in self.module.kernels:
+            self._declare(self.kernels, kernel.name, kernel, "kernel", "@")
+        for buffer in self.module.buffers:
+            self._declare(self.buffers, buffer.name, buffer, "buffer")
+        for view in self.module.views:
+            self._declare(self.views, view.name, view, "view")
+        for barrier in self.module.barriers:
+            self._declare(self.barriers, barrier.name, barrier, "barrier")
+
+    def is_buffer_like(self, name: str) -> bool:
+        return name in self.buffers or name in self.views
+
+    def region(self, name: str) -> Region | None:
+        """The resolved region of a buffer or view, or None if it is not one (or is invalid)."""
+        if name in self._regions:
+            return self._regions[name]
+        if name in self._resolving:
+            view = self.views[name]
+            self.bag.error(view.loc, f"view %{name} is defined in terms of itself")
+            return None
+        self._resolving.add(name)
+        region = self._resolve(name)
+        self._resolving.discard(name)
+        self._regions[name] = region
+        return region
+
+    def _resolve(self, name: str) -> Region | None:
+        buffer = self.buffers.get(name)
+        if buffer is not None:
+            strides = dense_strides_bits(buffer.type)
+            return Region(name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
+        view = self.views.get(name)
+        if view is None:
+            return None
+        if not self.is_buffer_like(view.base):
+            self.bag.error(view.base.loc, f"view %{name} slices undefined buffer %{view.base}")
+            return None
+        base = self.region(view.base)
+        return None if base is None else self._slice(view, base)
+
+    def _slice(self, view: View, base: Region) -> Region | None:
+        shape = base.type.bound_shape
+        if len(view.slices) != len(shape):
+            self.bag.error(view.loc, f"view %{view.name} has {len(view.slices)} slices but "
+                           f"%{view.base} has rank {len(shape)}; expected one slice per dim")
+            return None
+        if not base.type.is_static:
+            self.bag.error(view.loc, f"view %{view.name} slices %{view.base}, which has dynamic "
+                           "dims; expected a statically shaped base")
+            return None
+        dims, strides, offset_bits = [], [], base.byte_offset * 8
+        for axis, (piece, size, stride) in enumerate(zip(view.slices, shape, base.strides_bits)):
+            stop = size if piece.stop == -1 else piece.stop
+            if piece.step < 1 or not (0 <= piece.start < stop <= size):
+                self.bag.error(view.loc, f"view %{view.name}: slice {piece.start}:{stop}"
+                               f"{'' if piece.step == 1 else f':{piece.step}'} of dim {axis} "
+                               f"is out of range; expected 0 <= start < stop <= {size} and step >= 1")
+                return None
+            count = (stop - piece.start + piece.step - 1) // piece.step
+            dims.append(count)
+            strides.append(stride * piece.step)
+            offset_bits += piece.start * stride
+        if offset_bits % 8:
+            self.bag.error(view.loc, f"view %{view.name} starts inside a byte; expected a "
+                           "byte-aligned start")
+            return None
+        tensor = TensorType(tuple(dims), base.type.elem, base.type.order)
+        strides_t = tuple(strides)
+        return Region(view.name, base.root, tensor, offset_bits // 8, strides_t,
+                      span_of(tensor, strides_t))
+
+    def require_region(self, ref: str, loc: Loc | None, role: str) -> Region | None:
+        """Resolve an operand, reporting an undefined or non-buffer name."""
+        if not self.is_buffer_like(ref):
+            if ref in self.barriers:
+                self.bag.error(loc, f"{role} %{ref} is a barrier; expected a buffer or view")
+            else:
+                self.bag.error(loc, f"undefined buffer %{ref} used as {role}")
+            return None
+        return self.region(ref)

@@ -1,0 +1,136 @@
+"""allocate-cmx: place every CMX buffer that has no offset.
+
+Expects: a verified module (an acyclic barrier schedule).
+Guarantees: every CMX buffer has an offset, aligned to ``CMX_ALIGNMENT``, inside
+its tile's CMX; two buffers share bytes only if every use of one happens before
+every use of the other (the verifier's overlap rule holds).  Buffers placed by
+hand are kept where they are and allocated around.
+
+Method: interval colouring by first fit.  Buffers are taken in order of first
+use; a buffer may reuse the bytes of any buffer whose every use the barriers
+order before its own.  Buffers that are over for good (ordered before the next
+unit of every queue) are retired, so each step only looks at the live set.  On
+overflow the error names the peak: the buffers live at that point and the
+bytes over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vpuc.analysis.liveness import Lifetime, ordered_before, users_by_root
+from vpuc.analysis.schedule import Schedule
+from vpuc.diagnostics import Diagnostic, Severity, VpucError
+from vpuc.ir.module import Buffer, BufferKind, Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.passes.base import ModulePass, PassContext
+
+CMX_ALIGNMENT = 64  # assumption: DPU and DMA descriptors want 64-byte aligned CMX addresses
+
+
+@dataclass
+class Block:
+    buffer: Buffer
+    life: Lifetime
+    lo: int
+    hi: int
+    fixed: bool
+
+
+def align_up(value: int, alignment: int = CMX_ALIGNMENT) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+class AllocateCmxPass(ModulePass):
+    name = "allocate-cmx"
+
+    def run(self, module: Module, ctx: PassContext) -> None:
+        schedule = Schedule(module, ctx.arch)
+        if schedule.cycle_nodes:
+            raise VpucError("allocate-cmx needs an acyclic barrier schedule; run verify first")
+        symbols = SymbolTable(module)
+        users = users_by_root(schedule, symbols)
+        for tile in range(ctx.arch.tiles):
+            buffers = [b for b in module.buffers
+                       if b.kind is BufferKind.CMX and b.tile == tile]
+            _TileAllocator(schedule, users, ctx.arch.cmx_bytes, tile).allocate(buffers)
+        module.attributes["cmx"] = "allocated"
+
+
+class _TileAllocator:
+    def __init__(self, schedule: Schedule, users: dict[str, list[int]], capacity: int,
+                 tile: int) -> None:
+        self.schedule = schedule
+        self.users = users
+        self.capacity = capacity
+        self.tile = tile
+        self.frontier = [0] * len(schedule.queues)  # next unit of each queue not yet passed
+
+    def allocate(self, buffers: list[Buffer]) -> None:
+        fixed, todo = [], []
+        for buffer in buffers:
+            units = self.users.get(buffer.name, [])
+            if buffer.offset is not None:
+                if units:
+                    fixed.append(Block(buffer, Lifetime.of(self.schedule, units), buffer.offset,
+                                       buffer.offset + buffer.type.nbytes, True))
+            elif not units:
+                buffer.offset = 0  # never used: it occupies nothing while anything is live
+            else:
+                todo.append((Lifetime.of(self.schedule, units), buffer))
+        todo.sort(key=lambda item: (item[0].start_pos, item[1].name))
+        active: list[Block] = []
+        for life, buffer in todo:
+            self._advance_frontier(life.start_pos)
+            active = [b for b in active if not self._retired(b)]
+            obstacles = [b for b in active if not ordered_before(self.schedule, b.life, life)]
+            obstacles += [b for b in fixed if not ordered_before(self.schedule, b.life, life)
+                          and not ordered_before(self.schedule, life, b.life)]
+            size = buffer.type.nbytes
+            offset = self._first_fit(obstacles, size)
+            if offset is None:
+                raise self._overflow(buffer, size, obstacles)
+            buffer.offset = offset
+            active.append(Block(buffer, life, offset, offset + size, False))
+
+    def _advance_frontier(self, start_pos: int) -> None:
+        topo = self.schedule.topo_pos
+        for q, queue in enumerate(self.schedule.queues):
+            units = queue.units
+            i = self.frontier[q]
+            while i < len(units) and topo[2 * units[i]] < start_pos:
+                i += 1
+            self.frontier[q] = i
+
+    def _retired(self, block: Block) -> bool:
+        """Whether every later unit of every queue is ordered after the block's last use."""
+        for q, queue in enumerate(self.schedule.queues):
+            if self.frontier[q] >= len(queue.units):
+                continue
+            head = queue.units[self.frontier[q]]
+            if not all(self.schedule.happens_before(u, head) for u in block.life.last):
+                return False
+        return True
+
+    def _first_fit(self, obstacles: list[Block], size: int) -> int | None:
+        offset = 0
+        for block in sorted(obstacles, key=lambda b: b.lo):
+            if block.lo >= offset + size:
+                break
+            offset = max(offset, align_up(block.hi))
+        return offset if offset + size <= self.capacity else None
+
+    def _overflow(self, buffer: Buffer, size: int, live: list[Block]) -> VpucError:
+        live_bytes = sum(b.hi - b.lo for b in live)
+        need = live_bytes + size
+        over = need - self.capacity
+        detail = ", ".join(f"%{b.buffer.name} ({b.hi - b.lo} bytes at {b.lo})"
+                           for b in sorted(live, key=lambda b: b.lo))
+        if over > 0:
+            message = (f"CMX of tile {self.tile} overflows while placing %{buffer.name} "
+                       f"({size} bytes): {need} bytes are live at this point, {over} bytes over "
+                       f"the {self.capacity} available; live: {detail}")
+        else:
+            message = (f"CMX of tile {self.tile} has no {size}-byte gap for %{buffer.name}: "
+                       f"{live_bytes} bytes are live in fragments ({detail})")
+        return VpucError([Diagnostic(Severity.ERROR, buffer.loc, message)])

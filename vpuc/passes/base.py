@@ -1,0 +1,35 @@
+"""The pass interface, after xDSL: a named class, one per file, run on a module.
+
+A pass's docstring states what it expects and what it guarantees.  Passes never
+print; they report through the context's diagnostics and let the pass manager
+print IR and timings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from vpuc.arch import Arch
+from vpuc.diagnostics import DiagnosticBag
+from vpuc.ir.module import Module
+
+
+@dataclass
+class PassContext:
+    """What every pass may use: the target and a place for warnings and artifacts."""
+
+    arch: Arch
+    warnings: DiagnosticBag = field(default_factory=DiagnosticBag)
+    # Results that later passes or the serializer consume (packed args, windows, ...).
+    artifacts: dict[str, object] = field(default_factory=dict)
+
+
+class ModulePass:
+    """Base class.  Subclasses set ``name`` (kebab-case, matching the file name)."""
+
+    name: ClassVar[str] = ""
+
+    def run(self, module: Module, ctx: PassContext) -> None:
+        """Transform ``module`` in place, or raise VpucError."""
+        raise NotImplementedError(f"{type(self).__name__} must implement run()")

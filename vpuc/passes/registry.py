@@ -1,0 +1,42 @@
+"""The one explicit list of passes, and the named pipelines.
+
+A test checks that every entry's name matches its class and its file
+(``allocate_cmx.py`` ↔ ``allocate-cmx`` ↔ ``AllocateCmxPass``).
+"""
+
+from __future__ import annotations
+
+from vpuc.diagnostics import UsageError
+from vpuc.passes.allocate_cmx import AllocateCmxPass
+from vpuc.passes.base import ModulePass
+from vpuc.passes.verify import VerifyPass
+
+PASSES: dict[str, type[ModulePass]] = {
+    cls.name: cls
+    for cls in (
+        VerifyPass,
+        AllocateCmxPass,
+    )
+}
+
+# Pipelines are readable lists of pass names.
+PIPELINES: dict[str, list[str]] = {
+    "default": ["verify", "allocate-cmx", "verify"],
+}
+
+
+def parse_pipeline(text: str) -> list[ModulePass]:
+    """``pass-a,pass-b`` → pass instances; unknown names are a usage error."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError("empty pass pipeline; expected names such as 'verify,allocate-cmx'")
+    passes = []
+    for name in names:
+        if name in PIPELINES and name not in PASSES:
+            passes += [PASSES[n]() for n in PIPELINES[name]]
+            continue
+        cls = PASSES.get(name)
+        if cls is None:
+            raise UsageError(f"unknown pass '{name}'; expected one of: " + ", ".join(sorted(PASSES)))
+        passes.append(cls())
+    return passes

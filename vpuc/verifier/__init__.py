@@ -1,0 +1,47 @@
+"""The verifier: every rule over a module, all errors collected.
+
+``verify_module`` returns the diagnostics (errors and warnings) instead of
+stopping at the first one; callers raise with ``bag.raise_if_errors()``.
+"""
+
+from __future__ import annotations
+
+from vpuc.analysis.schedule import Schedule
+from vpuc.arch import Arch, load_arch
+from vpuc.diagnostics import DiagnosticBag, VpucError
+from vpuc.ir.module import Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_physical_reuse
+from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
+                                        check_module_header, check_runtime, check_views)
+from vpuc.verifier.memory import check_overlaps
+from vpuc.verifier.tasks import check_tasks
+
+
+def module_arch(module: Module, bag: DiagnosticBag) -> Arch | None:
+    try:
+        return load_arch(module.arch)
+    except VpucError as exc:
+        bag.error(module.loc, exc.diagnostics[0].message)
+        return None
+
+
+def verify_module(module: Module, arch: Arch | None = None) -> DiagnosticBag:
+    bag = DiagnosticBag()
+    arch = arch or module_arch(module, bag)
+    if arch is None:
+        return bag
+    symbols = SymbolTable(module, bag)
+    check_module_header(module, arch, bag)
+    check_kernels(module, bag)
+    check_runtime(module, arch, symbols, bag)
+    check_buffers(module, arch, bag)
+    check_views(module, symbols)
+    check_barriers(module, arch, bag)
+    check_tasks(module, arch, symbols, bag)
+    schedule = Schedule(module, arch)
+    check_barrier_use(module, arch, schedule, symbols, bag)
+    if check_deadlock(schedule, bag):
+        check_physical_reuse(module, schedule, bag)
+        check_overlaps(module, schedule, symbols, bag)
+    return bag

@@ -1,0 +1,71 @@
+"""Verifier rules for barriers: use, counts, deadlocks and physical-id reuse.
+
+Counts follow the real NPU compiler: a DPU task counts once per variant,
+because the runtime schedules (and signals barriers from) each variant.
+"""
+
+from __future__ import annotations
+
+from vpuc.analysis.liveness import Lifetime, ordered_before
+from vpuc.analysis.schedule import Schedule
+from vpuc.arch import Arch
+from vpuc.diagnostics import DiagnosticBag
+from vpuc.ir.module import Module
+from vpuc.ir.symbols import SymbolTable
+
+
+def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: SymbolTable,
+                      bag: DiagnosticBag) -> None:
+    for barrier in module.barriers:
+        producers = schedule.producers.get(barrier.name, [])
+        consumers = schedule.consumers.get(barrier.name, [])
+        if consumers and not producers:
+            first = schedule.units[consumers[0]]
+            bag.error(barrier.loc, f"barrier %{barrier.name} is waited on but never updated; "
+                      f"{first.name} would wait forever", ((first.loc, f"{first.name} waits here"),))
+        elif producers and not consumers:
+            bag.warning(barrier.loc, f"barrier %{barrier.name} is updated but never waited on")
+        elif not producers and not consumers:
+            bag.warning(barrier.loc, f"barrier %{barrier.name} is never used")
+        if len(producers) > arch.max_producers:
+            bag.error(barrier.loc, f"barrier %{barrier.name} has {len(producers)} producers; "
+                      f"{arch.name} allows at most {arch.max_producers} (a DPU task counts once "
+                      "per variant)")
+        if len(consumers) > arch.max_consumers:
+            bag.error(barrier.loc, f"barrier %{barrier.name} has {len(consumers)} consumers; "
+                      f"{arch.name} allows at most {arch.max_consumers}")
+
+
+def check_deadlock(schedule: Schedule, bag: DiagnosticBag) -> bool:
+    """Report a barrier dependency cycle; returns whether the schedule is acyclic."""
+    cycle = schedule.find_cycle()
+    if not cycle:
+        return True
+    steps = " -> ".join(schedule.describe_node(n) for n in cycle + cycle[:1])
+    first_unit = next((schedule.units[n // 2] for n in cycle if n < 2 * len(schedule.units)), None)
+    loc = first_unit.loc if first_unit else None
+    bag.error(loc, f"deadlock: the barriers and task order form a cycle: {steps}")
+    return False
+
+
+def check_physical_reuse(module: Module, schedule: Schedule, bag: DiagnosticBag) -> None:
+    """Two virtual barriers on one physical id must not be in use at the same time."""
+    by_id: dict[int, list] = {}
+    for barrier in module.barriers:
+        if barrier.physical is not None:
+            by_id.setdefault(barrier.physical, []).append(barrier)
+    for physical, barriers in by_id.items():
+        if len(barriers) < 2:
+            continue
+        lives = []
+        for barrier in barriers:
+            units = schedule.producers.get(barrier.name, []) + schedule.consumers.get(barrier.name, [])
+            if units:
+                lives.append((Lifetime.of(schedule, sorted(units)), barrier))
+        lives.sort(key=lambda item: item[0].start_pos)
+        for (life_a, a), (life_b, b) in zip(lives, lives[1:]):
+            if not ordered_before(schedule, life_a, life_b):
+                bag.error(b.loc, f"barriers %{a.name} and %{b.name} share physical barrier "
+                          f"{physical} but may be in use at the same time; expected every task "
+                          f"of %{a.name} to finish before %{b.name} is first used",
+                          ((a.loc, f"%{a.name} is declared here"),))

@@ -1,0 +1,105 @@
+"""Verifier rules for declarations: kernels, runtime, buffers, views, barriers."""
+
+from __future__ import annotations
+
+from vpuc.arch import Arch
+from vpuc.diagnostics import DiagnosticBag
+from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.symbols import SymbolTable
+
+
+def check_module_header(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
+    executors_seen: dict = {}
+    for task_list in module.task_lists:
+        first = executors_seen.get(task_list.executor)
+        if first is not None:
+            bag.error(task_list.loc, f"second task list for {task_list.executor}; expected one "
+                      "task list per executor", ((first.loc, "the first one is here"),))
+        else:
+            executors_seen[task_list.executor] = task_list
+
+
+def check_kernels(module: Module, bag: DiagnosticBag) -> None:
+    for kernel in module.kernels:
+        names: dict[str, object] = {}
+        for param in kernel.params:
+            if param.name in names:
+                bag.error(param.loc, f"kernel @{kernel.name} has two arguments named '{param.name}'")
+            names[param.name] = param
+
+
+def check_runtime(module: Module, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    runtime = module.runtime
+    if runtime is None:
+        if any(tl.tasks for tl in module.task_lists if tl.executor.value == "ACT_SHAVE"):
+            bag.warning(module.loc, "module has ACT SHAVE tasks but no 'runtime' declaration; "
+                        "the default runtime kernel and stack sizes will be used")
+        return
+    kernel = symbols.kernels.get(runtime.kernel)
+    if kernel is None:
+        bag.error(runtime.kernel.loc, f"runtime refers to undefined kernel @{runtime.kernel}")
+    elif kernel.params:
+        bag.error(runtime.kernel.loc, f"runtime kernel @{kernel.name} takes "
+                  f"{len(kernel.params)} arguments; expected a kernel with none")
+    if len(runtime.stacks) != arch.tiles:
+        bag.error(runtime.loc, f"runtime gives {len(runtime.stacks)} stack sizes; expected one "
+                  f"per tile ({arch.tiles} on {arch.name})")
+    for size in runtime.stacks:
+        if size <= 0 or size % 16:
+            bag.error(runtime.loc, f"stack size {size} must be a positive multiple of 16 bytes")
+
+
+def check_buffers(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
+    for buffer in module.buffers:
+        where = f"{buffer.kind} %{buffer.name}"
+        for dim in buffer.type.bound_shape:
+            if dim <= 0:
+                bag.error(buffer.loc, f"{where} has a dim of size {dim}; expected sizes >= 1")
+                break
+        if buffer.kind is BufferKind.CMX:
+            if buffer.tile is None:
+                bag.error(buffer.loc, f"{where} needs a tile: expected 'tile N'")
+            elif not 0 <= buffer.tile < arch.tiles:
+                bag.error(buffer.loc, f"{where} is on tile {buffer.tile}; {arch.name} has tiles "
+                          f"0..{arch.tiles - 1}")
+            elif buffer.offset is not None:
+                end = buffer.offset + buffer.type.nbytes
+                if buffer.offset < 0 or end > arch.cmx_bytes:
+                    bag.error(buffer.loc, f"{where} occupies bytes {buffer.offset}..{end} of "
+                              f"tile {buffer.tile}'s CMX; expected it to fit in "
+                              f"{arch.cmx_bytes} bytes")
+        elif buffer.tile is not None:
+            bag.error(buffer.loc, f"{where} is in DDR; only cmx buffers have a tile")
+        if buffer.offset is not None and buffer.offset < 0:
+            bag.error(buffer.loc, f"{where} has negative offset {buffer.offset}")
+        if buffer.kind in (BufferKind.INPUT, BufferKind.OUTPUT) and buffer.offset is not None:
+            bag.error(buffer.loc, f"{where} is a network {buffer.kind}; its address is given at "
+                      "run time, expected no 'at'")
+        _check_init(buffer, bag)
+
+
+def _check_init(buffer, bag: DiagnosticBag) -> None:
+    where = f"{buffer.kind} %{buffer.name}"
+    if buffer.kind is BufferKind.CONST:
+        if buffer.init is None:
+            bag.error(buffer.loc, f"const %{buffer.name} has no value; expected '= [...]', "
+                      "'= splat V' or '= file \"x.npy\"'")
+        elif not buffer.type.is_static:
+            bag.error(buffer.loc, f"const %{buffer.name} has dynamic dims; constants are static")
+        elif buffer.init.values is not None and len(buffer.init.values) != buffer.type.num_elements:
+            bag.error(buffer.loc, f"const %{buffer.name} has {len(buffer.init.values)} values; "
+                      f"expected {buffer.type.num_elements} for type {buffer.type.shape_str()}")
+    elif buffer.init is not None:
+        bag.error(buffer.loc, f"{where} has an initial value; only const buffers do")
+
+
+def check_views(module: Module, symbols: SymbolTable) -> None:
+    for view in module.views:
+        symbols.region(view.name)  # resolving reports bad slices, cycles and undefined bases
+
+
+def check_barriers(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
+    for barrier in module.barriers:
+        if barrier.physical is not None and not 0 <= barrier.physical < arch.barriers:
+            bag.error(barrier.loc, f"barrier %{barrier.name} uses physical id {barrier.physical}; "
+                      f"{arch.name} has physical barriers 0..{arch.barriers - 1}")

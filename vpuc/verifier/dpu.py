@@ -1,0 +1,164 @@
+"""Verifier rules for DPU tasks: operands on the tile, shapes, window params, variants.
+
+Shapes are logical NCHW.  Conv weights are [OC, IC, KH, KW]; depthwise weights
+[C, 1, KH, KW]; matmul / fully connected takes input [M, K] and weights [N, K]
+and gives [M, N].  Variant coordinates are inclusive output cuboids over
+(x, y, z) = (W, H, C) for 4-D outputs and (x, y, z) = (0, M, N) for matmul.
+"""
+
+from __future__ import annotations
+
+from vpuc.arch import Arch
+from vpuc.diagnostics import DiagnosticBag
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import POST_OP_ARITY, DpuOp, DpuTask
+from vpuc.ir.types import ElemType
+
+DPU_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
+MAX_VARIANTS_PAIRWISE = 512  # beyond this, overlap between variants is not checked pairwise
+
+
+def output_extent(task: DpuTask, out_dims: tuple[int, ...]) -> tuple[int, int, int]:
+    """(W, H, C) of the output in variant coordinates."""
+    if len(out_dims) == 2:
+        return (1, out_dims[0], out_dims[1])
+    return (out_dims[3], out_dims[2], out_dims[1])
+
+
+def window_params(task: DpuTask, weights_dims=None) -> tuple:
+    """(kernel, stride, pad, dilation) with defaults filled in."""
+    kernel = task.kernel or (tuple(weights_dims[2:4]) if weights_dims else (1, 1))
+    return (kernel, task.stride or (1, 1), task.pad or (0, 0, 0, 0), task.dilation or (1, 1))
+
+
+def expected_output(task: DpuTask, in_dims, weights_dims) -> tuple[int, ...] | None:
+    op = task.op
+    if op is DpuOp.MATMUL:
+        return (in_dims[0], weights_dims[0]) if weights_dims else None
+    if op in (DpuOp.ADD, DpuOp.MUL):
+        return tuple(in_dims)
+    kernel, stride, pad, dilation = window_params(task, weights_dims)
+    n, c, h, w = in_dims
+    oh = (h + pad[0] + pad[1] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    ow = (w + pad[2] + pad[3] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    oc = weights_dims[0] if op is DpuOp.CONV and weights_dims else c
+    return (n, oc, oh, ow)
+
+
+def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    op = task.op
+    errors_before = bag.error_count
+    if not 0 <= task.tile < arch.tiles:
+        bag.error(task.loc, f"dpu task on tile {task.tile}; {arch.name} has tiles "
+                  f"0..{arch.tiles - 1}")
+    if len(task.inputs) != op.num_inputs:
+        bag.error(task.loc, f"dpu {op} takes {op.num_inputs} input(s); got {len(task.inputs)}")
+    if op.has_weights and task.weights is None:
+        bag.error(task.loc, f"dpu {op} needs weights(%w)")
+    if not op.has_weights and (task.weights is not None or task.bias is not None):
+        bag.error(task.loc, f"dpu {op} takes no weights or bias")
+    if not op.has_window:
+        for name in ("kernel", "stride", "pad", "dilation"):
+            if getattr(task, name) is not None:
+                bag.error(task.loc, f"dpu {op} has no window; '{name}(...)' does not apply")
+    for name, size in (("kernel", 2), ("stride", 2), ("pad", 4), ("dilation", 2)):
+        values = getattr(task, name)
+        if values is not None and (len(values) != size or min(values) < (0 if name == "pad" else 1)):
+            low = "non-negative" if name == "pad" else "positive"
+            bag.error(task.loc, f"{name}(...) takes {size} {low} integers; got "
+                      f"({', '.join(map(str, values))})")
+            return
+    if task.post is not None and len(task.post.params) != POST_OP_ARITY[task.post.kind]:
+        bag.error(task.post.loc, f"post {task.post.kind} takes {POST_OP_ARITY[task.post.kind]} "
+                  f"parameter(s); got {len(task.post.params)}")
+    if not task.variants:
+        bag.error(task.loc, "dpu task has no variants; expected at least one 'variant start(...) "
+                  "end(...)'")
+    regions = {}
+    operands = [(r, "dpu input") for r in task.inputs] + [(task.output, "dpu output")]
+    operands += [(r, role) for r, role in ((task.weights, "dpu weights"), (task.bias, "dpu bias"))
+                 if r is not None]
+    for ref, role in operands:
+        region = symbols.require_region(ref, ref.loc, role)
+        regions[role if role != "dpu input" else f"in{len(regions)}"] = region
+        if region is None:
+            continue
+        if region.kind is not BufferKind.CMX or region.tile != task.tile:
+            where = f"CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
+            bag.error(ref.loc, f"{role} %{ref} is in {where}; expected the CMX of tile "
+                      f"{task.tile}, where the DPU runs")
+        if role != "dpu bias" and region.type.elem not in DPU_ELEMS:
+            bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU takes "
+                      + ", ".join(map(str, DPU_ELEMS)))
+    if any(r is None for r in regions.values()) or bag.error_count > errors_before:
+        return
+    _check_shapes(task, regions, bag)
+
+
+def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
+    op = task.op
+    inp = regions["in0"].type.bound_shape
+    out = regions["dpu output"].type.bound_shape
+    weights = regions["dpu weights"].type.bound_shape if "dpu weights" in regions else None
+    want_rank = 2 if op is DpuOp.MATMUL else 4
+    if len(inp) != want_rank or len(out) != want_rank:
+        bag.error(task.loc, f"dpu {op} takes rank-{want_rank} input and output; got "
+                  f"{len(inp)} and {len(out)}")
+        return
+    if op is DpuOp.ADD or op is DpuOp.MUL:
+        other = regions.get("in1")
+        if other is not None and other.type.bound_shape != inp:
+            bag.error(task.loc, f"dpu {op} inputs have shapes {inp} and "
+                      f"{other.type.bound_shape}; expected equal shapes")
+    if weights is not None:
+        want = {DpuOp.CONV: (None, inp[1]), DpuOp.DWCONV: (inp[1], 1),
+                DpuOp.MATMUL: (None, inp[1])}[op]
+        if len(weights) != (2 if op is DpuOp.MATMUL else 4) or any(
+                w is not None and w != got for w, got in zip(want, weights)):
+            layout = "[N, K]" if op is DpuOp.MATMUL else (
+                "[OC, IC, KH, KW]" if op is DpuOp.CONV else "[C, 1, KH, KW]")
+            bag.error(task.weights.loc, f"dpu {op} weights %{task.weights} have shape "
+                      f"{weights}; expected {layout} for input {inp}")
+            return
+        if task.kernel is not None and op is not DpuOp.MATMUL and tuple(weights[2:]) != task.kernel:
+            bag.error(task.loc, f"kernel{task.kernel} differs from the weights' {tuple(weights[2:])}")
+    if "dpu bias" in regions:
+        bias = regions["dpu bias"].type.bound_shape
+        channels = out[1]
+        if bias not in ((channels,), (1, channels, 1, 1)):
+            bag.error(task.bias.loc, f"dpu bias %{task.bias} has shape {bias}; expected "
+                      f"({channels},)")
+    expected = expected_output(task, inp, weights)
+    if expected is not None and tuple(out) != expected:
+        bag.error(task.output.loc, f"dpu {op} output %{task.output} has shape {tuple(out)}; "
+                  f"the input, weights and window give {expected}")
+        return
+    _check_variants(task, output_extent(task, out), bag)
+
+
+def _check_variants(task: DpuTask, extent: tuple[int, int, int], bag: DiagnosticBag) -> None:
+    covered = 0
+    boxes = []
+    for variant in task.variants:
+        if any(s > e or s < 0 or e >= limit for s, e, limit in zip(variant.start, variant.end, extent)):
+            bag.error(variant.loc, f"variant start{variant.start} end{variant.end} is outside "
+                      f"the output; expected 0 <= start <= end < {extent} in (x, y, z)")
+            return
+        boxes.append((variant.start, variant.end, variant))
+        covered += _volume(variant.start, variant.end)
+    if len(boxes) <= MAX_VARIANTS_PAIRWISE:
+        for i, (s1, e1, v1) in enumerate(boxes):
+            for s2, e2, v2 in boxes[i + 1:]:
+                if all(a0 <= b1 and b0 <= a1 for a0, a1, b0, b1 in zip(s1, e1, s2, e2)):
+                    bag.error(v2.loc, "variant overlaps an earlier variant of the same task",
+                              ((v1.loc, "the earlier variant"),))
+                    return
+    total = extent[0] * extent[1] * extent[2]
+    if covered != total:
+        bag.error(task.loc, f"the variants cover {covered} of the {total} output elements of "
+                  f"{extent} (x, y, z); expected them to tile the output exactly")
+
+
+def _volume(start, end) -> int:
+    return (end[0] - start[0] + 1) * (end[1] - start[1] + 1) * (end[2] - start[2] + 1)
