@@ -128,10 +128,12 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stri
 def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride=1, padding=0,
                      dilation=1, post_op=None, out_dtype=None, variant: Variant | None = None) -> np.ndarray:
     """x: (N, C, H, W); w: (C * multiplier, 1, KH, KW): one filter per channel."""
+    _check_4d(x, "depthwise input")
     _check_4d(w, "depthwise weights")
     if w.shape[1] != 1:
         raise VpucError(f"DPU: depthwise weights must be (C, 1, KH, KW), got {w.shape}")
-    return conv2d(x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=_check_4d(x, "input").shape[1],
+    channels = x.shape[1]
+    return conv2d(x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=channels,
                   post_op=post_op, out_dtype=out_dtype, variant=variant)
 
 
@@ -185,7 +187,8 @@ def mul(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None, variant: 
 
 
 def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | None, fill: float):
-    """The pooling windows as (N, C, KH*KW, OH, OW) in the compute type, plus the view."""
+    """The pooling windows as a view (n, c, 1, 1, kh, kw, 1, oh, ow) over x in the compute
+    type (a strided window, not a copy) and that view, whose mask marks real cells."""
     _check_4d(x, "pool input")
     kh, kw = (kernel, kernel) if isinstance(kernel, (int, np.integer)) else tuple(kernel)
     stride = (kh, kw) if stride is None else stride
@@ -193,7 +196,7 @@ def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | Non
     if pads[0][0] >= kh or pads[0][1] >= kh or pads[1][0] >= kw or pads[1][1] >= kw:
         raise VpucError(f"DPU: pool padding {padding!r} must be smaller than the kernel {kh}x{kw}")
     n, c = x.shape[:2]
-    # A pool is a depthwise conv with one input channel per group.
+    # A pool window is the source view of a depthwise conv (one channel per group).
     p = make_problem(x.shape, (c, 1, kh, kw), stride=stride, padding=pads, groups=c)
     region = None
     if variant is not None:
@@ -203,14 +206,22 @@ def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | Non
     view = src_view(p, region, group_start=c0, groups=c1 - c0)
     dtype = numerics.compute_dtype(x)
     windows = view.gather(numerics.to_compute(x, dtype).reshape(n, c, 1, *x.shape[2:]), fill=fill)
-    return windows.reshape(n, c1 - c0, kh * kw, *view.shape[-2:]), view
+    return windows, view
+
+
+_WINDOW_AXES = (2, 3, 4, 5)  # ic, kd, kh, kw of the conv source view
+
+
+def _to_nchw(reduced: np.ndarray) -> np.ndarray:
+    """(n, c, 1, oh, ow) -> (n, c, oh, ow)."""
+    return reduced.reshape(reduced.shape[:2] + reduced.shape[3:])
 
 
 def maxpool(x: np.ndarray, kernel, stride=None, padding=0, *, post_op=None, out_dtype=None,
             variant: Variant | None = None) -> np.ndarray:
     """Max over each window (stride defaults to the kernel); padded cells never win."""
     windows, _ = _pool_windows(x, kernel, stride, padding, variant, fill=-np.inf)
-    result = windows.max(axis=2)
+    result = _to_nchw(windows.max(axis=_WINDOW_AXES))
     return numerics.finish(result, None, 1, post_op, x.dtype if out_dtype is None else out_dtype)
 
 
@@ -218,14 +229,15 @@ def avgpool(x: np.ndarray, kernel, stride=None, padding=0, *, exclude_pad: bool 
             out_dtype=None, variant: Variant | None = None) -> np.ndarray:
     """Mean over each window; with exclude_pad the divisor counts only real cells."""
     windows, view = _pool_windows(x, kernel, stride, padding, variant, fill=0.0)
-    result = windows.sum(axis=2)
-    kernel_cells = windows.shape[2]
-    if exclude_pad and view.mask() is not None:
-        # The view's padding mask, summed over the window, counts the real cells.
-        count = np.broadcast_to(view.mask(), view.shape).sum(axis=(2, 3, 4, 5))
-        result /= count.reshape(count.shape[0], count.shape[1], *count.shape[-2:]).astype(result.dtype)
+    result = _to_nchw(windows.sum(axis=_WINDOW_AXES))
+    mask = view.mask()
+    if exclude_pad and mask is not None:
+        # The view's padding mask, summed over each window, counts its real cells.
+        count = np.broadcast_to(mask, view.shape).sum(axis=_WINDOW_AXES)
+        result /= _to_nchw(count).astype(result.dtype)
     else:
-        result /= kernel_cells
+        kh, kw = view.shape[4:6]
+        result /= kh * kw
     return numerics.finish(result, None, 1, post_op, x.dtype if out_dtype is None else out_dtype)
 
 

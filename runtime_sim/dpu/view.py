@@ -164,8 +164,7 @@ class View:
         taken as a C-contiguous logical array."""
         indices, mask = self.indices()
         if layout is None:
-            strides = [math.prod(self.tensor_shape[j + 1:]) for j in range(len(self.tensor_shape))]
-            flat = sum((index * stride for index, stride in zip(indices, strides)), np.int64(0))
+            flat = _flat_offsets(indices, self.tensor_shape)
         else:
             flat = Layout.parse(layout).offsets(self.tensor_shape, indices)
         flat = np.broadcast_to(flat, self.shape)
@@ -197,12 +196,17 @@ class View:
         return values
 
     def _gather_indexed(self, tensor: np.ndarray, fill: float) -> np.ndarray:
-        indices, mask = self.indices()
-        values = tensor[indices]
-        values = np.broadcast_to(values, self.shape).copy()
-        if mask is not None:
-            np.copyto(values, np.asarray(fill, dtype=values.dtype), where=~mask)
-        return values
+        # Masked elements get an offset past the end of the tensor, where one fill
+        # value is appended; take's clip mode sends every such offset onto it.  A
+        # single flat take is several times faster than fancy indexing + copyto.
+        size = tensor.size
+        flat = np.zeros((), dtype=np.int64)
+        for j in range(len(self.tensor_shape)):
+            value, mask = self.tensor_index(j)
+            term = value * math.prod(self.tensor_shape[j + 1:])
+            flat = flat + (term if mask is None else np.where(mask, term, size))
+        source = np.append(np.ascontiguousarray(tensor).reshape(-1), np.asarray(fill, dtype=tensor.dtype))
+        return source.take(np.broadcast_to(flat, self.shape), mode="clip")
 
     def _gather_strided(self, tensor: np.ndarray, fill: float) -> np.ndarray:
         sizes = self.sizes
@@ -225,3 +229,11 @@ class View:
                 step += sum(coef for name, coef in expr.terms if name == dim.name) * tensor_stride
             strides.append(step)
         return as_strided(origin, shape=self.shape, strides=strides, writeable=False)
+
+
+def _flat_offsets(indices: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Offsets into a C-contiguous tensor; the sum only grows to full size at the end."""
+    flat = np.zeros((), dtype=np.int64)
+    for j, index in enumerate(indices):
+        flat = flat + index * math.prod(shape[j + 1:])
+    return flat

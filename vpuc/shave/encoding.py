@@ -85,6 +85,11 @@ def decode_word(word: int) -> Decoded:
         if op.kind in ("sd2", "sa2") and values[op.field] % 2:
             raise DecodeError(f"'{info.mnemonic}' needs an even register pair, "
                               f"got s{values[op.field]}")
+        if op.kind == "f16" and values["imm"] >> 16:
+            raise DecodeError(f"'{info.mnemonic}' immediate {values['imm']:#x} has bits above 16")
+    if info.imm_range and not info.imm_range[0] <= values["imm"] <= info.imm_range[1]:
+        low, high = info.imm_range
+        raise DecodeError(f"'{info.mnemonic}' immediate {values['imm']} is outside {low}..{high}")
     return Decoded(info, values)
 
 
