@@ -4,7 +4,7 @@ Conv: input 1x64x56x56 f16, 3x3 kernel, pad 1, stride 1, 64 output channels,
 f16 output (f32 accumulation).  As GEMM: M = 56*56 = 3136, N = 64,
 K = 64*3*3 = 576.  The baseline is ``np.matmul`` of float32 (3136x576) and
 (576x64) arrays measured in the same run.  Times are the best of several
-repeats (time.perf_counter).  Target: conv <= 2x the bare GEMM.
+interleaved repeats (time.perf_counter).  Target: conv <= 2x the bare GEMM.
 
 Run: .venv/bin/python bench/dpu_bench.py [--repeats N]
 """
@@ -25,13 +25,17 @@ from runtime_sim.dpu import conv2d  # noqa: E402
 TARGET_RATIO = 2.0
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up: first-call allocations, BLAS thread start, lookup tables
-    best = float("inf")
+def best_times(candidates: dict, repeats: int) -> dict[str, float]:
+    """Best wall time of each candidate.  Runs are interleaved so that a noisy
+    neighbour (this may be a shared VM) slows every candidate alike."""
+    for fn in candidates.values():
+        fn()  # warm-up: first-call allocations, BLAS thread start, lookup tables
+    best = {name: float("inf") for name in candidates}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -47,8 +51,9 @@ def main() -> int:
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
 
-    gemm = best_time(lambda: np.matmul(a, b), args.repeats)
-    conv = best_time(lambda: conv2d(src, weights, padding=1), args.repeats)
+    times = best_times({"gemm": lambda: np.matmul(a, b),
+                        "conv": lambda: conv2d(src, weights, padding=1)}, args.repeats)
+    gemm, conv = times["gemm"], times["conv"]
     ratio = conv / gemm
 
     print(f"DPU conv 1x64x56x56 f16, 3x3, pad 1, 64 oc  (GEMM M={m} N={n} K={k}, best of {args.repeats})")

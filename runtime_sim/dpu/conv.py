@@ -14,9 +14,11 @@ BWD_W         src (K x M)            diff_dst (K x N) diff_wei; M = ic.kd.kh.kw,
                                                      N = oc, K = mb.od.oh.ow
 ============  =====================  ==============  ===========================
 
-We evaluate the transposed product ``C^T = B^T A^T`` batched over (mb, group):
-the result then comes out channel-major, i.e. directly in NC(D)HW order, and
-the spatial M dims stay innermost and contiguous in the im2col matrix.
+We evaluate the transposed product ``C^T = B^T A^T``, one GEMM per group: the
+result comes out channel-major (for mb = 1 directly in NC(D)HW order) and the
+spatial M dims stay innermost and contiguous in the im2col matrix.  A view
+lists its dims as (g, K dims..., M dims...), so materializing it and reshaping
+to (g, K, M) *is* the im2col matrix.
 
 Tensors are logical N, C, (D,) (H,) W arrays (1D, 2D or 3D spatial); weights
 are (OC, IC/groups, (KD,) (KH,) KW).  Internally every problem is 3D, missing
@@ -94,8 +96,10 @@ def _padding(padding, rank: int) -> tuple[Triple, Triple]:
         pairs = [(padding, padding)] * rank
     else:
         pairs = [(p, p) if isinstance(p, (int, np.integer)) else tuple(p) for p in padding]
-    if len(pairs) != rank or any(len(p) != 2 or min(p) < 0 for p in pairs):
-        raise VpucError(f"conv: padding must be an int >= 0, {rank} ints, or {rank} (before, after) pairs; got {padding!r}")
+    valid = all(len(p) == 2 and all(isinstance(v, (int, np.integer)) and v >= 0 for v in p) for p in pairs)
+    if len(pairs) != rank or not valid:
+        raise VpucError(f"conv: padding must be an int >= 0, {rank} ints, or {rank} (before, after) pairs; "
+                        f"got {padding!r}")
     before = tuple([0] * (3 - rank) + [int(p[0]) for p in pairs])
     after = tuple([0] * (3 - rank) + [int(p[1]) for p in pairs])
     return before, after
@@ -138,11 +142,12 @@ def _to_3d(array: np.ndarray, rank: int) -> np.ndarray:
 
 def src_view(p: ConvProblem, region: OutputRegion | None = None, group_start: int = 0,
              groups: int | None = None) -> View:
-    """FWD's A view (also BWD_W's): src seen as (mb, g, ic, kd, kh, kw, od, oh, ow)."""
+    """FWD's A view (BWD_W's too): src seen as (g, ic, kd, kh, kw, mb, od, oh, ow)."""
     out_ranges = region.spatial if region else tuple((0, n) for n in p.out_size)
     groups = p.groups if groups is None else groups
-    dims = [ViewDim("mb", p.mb, "M"), ViewDim("g", groups), ViewDim("ic", p.icg, "K")]
+    dims = [ViewDim("g", groups), ViewDim("ic", p.icg, "K")]
     dims += [ViewDim(k, n, "K") for k, n in zip(("kd", "kh", "kw"), p.kernel)]
+    dims += [ViewDim("mb", p.mb, "M")]
     dims += [ViewDim(o, stop - start, "M") for o, (start, stop) in zip(("od", "oh", "ow"), out_ranges)]
     spatial = [IndexExpr.of((o, s), (k, d), offset=start * s - lo)
                for o, k, s, d, (start, _), lo in zip(("od", "oh", "ow"), ("kd", "kh", "kw"),
@@ -153,10 +158,11 @@ def src_view(p: ConvProblem, region: OutputRegion | None = None, group_start: in
 
 
 def diff_dst_view(p: ConvProblem) -> View:
-    """BWD_D's A view: diff_dst seen as (mb, g, oc, kd, kh, kw, id, ih, iw) with
+    """BWD_D's A view: diff_dst seen as (g, oc, kd, kh, kw, mb, id, ih, iw) with
     od = (id + PD - kd*DD) / SD, valid only where the division is exact."""
-    dims = [ViewDim("mb", p.mb, "M"), ViewDim("g", p.groups), ViewDim("oc", p.ocg, "K")]
+    dims = [ViewDim("g", p.groups), ViewDim("oc", p.ocg, "K")]
     dims += [ViewDim(k, n, "K") for k, n in zip(("kd", "kh", "kw"), p.kernel)]
+    dims += [ViewDim("mb", p.mb, "M")]
     dims += [ViewDim(i, n, "M") for i, n in zip(("id", "ih", "iw"), p.in_size)]
     spatial = [IndexExpr.of((i, 1), (k, -d), offset=lo, divisor=s)
                for i, k, s, d, lo in zip(("id", "ih", "iw"), ("kd", "kh", "kw"),
@@ -166,10 +172,17 @@ def diff_dst_view(p: ConvProblem) -> View:
 
 
 def _im2col(view: View, tensor: np.ndarray) -> np.ndarray:
-    """Materialize a (mb, g, k..., m...) view as the batched GEMM operand (mb, g, K, M)."""
-    mb, groups = view.shape[:2]
-    k = math.prod(view.shape[2:6])
-    return view.gather(tensor).reshape(mb, groups, k, -1)
+    """Materialize a (g, k dims..., m dims...) view as the GEMM operand (g, K, M)."""
+    groups = view.shape[0]
+    k = math.prod(view.shape[1:5])
+    return view.gather(tensor).reshape(groups, k, -1)
+
+
+def _channels_first(result: np.ndarray, mb: int) -> np.ndarray:
+    """GEMM output (g, n, mb.spatial) -> (mb, g.n, spatial), i.e. N C spatial."""
+    groups, n = result.shape[:2]
+    result = result.reshape(groups * n, mb, -1).transpose(1, 0, 2)
+    return np.ascontiguousarray(result)  # no copy when mb == 1
 
 
 def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None, *,
@@ -181,9 +194,12 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     With ``region`` only that box of dst is computed and returned."""
     numerics.check_input(src, "conv source")
     numerics.check_input(weights, "conv weights")
-    p = make_problem(src.shape, weights.shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    if bias is not None and (numerics.check_input(bias, "conv bias").shape != (p.oc,)):
-        raise VpucError(f"conv: bias shape {bias.shape} != ({p.oc},)")
+    p = make_problem(src.shape, weights.shape, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
+    if bias is not None:
+        numerics.check_input(bias, "conv bias")
+        if bias.shape != (p.oc,):
+            raise VpucError(f"conv: bias shape {bias.shape} != ({p.oc},)")
     region = region or OutputRegion((0, p.oc), tuple((0, n) for n in p.out_size))
     _check_region(region, p)
     dtype = numerics.compute_dtype(src, weights, bias)
@@ -194,10 +210,11 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     view = src_view(p, region, group_start=g0, groups=g1 - g0)
     a = _im2col(view, _to_3d(numerics.to_compute(src, dtype), p.spatial_rank))
     w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
-    result = np.matmul(w, a)  # (mb, g, ocg, spatial): channel-major already
-    result = result.reshape(p.mb, (g1 - g0) * p.ocg, -1)[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg]
+    result = _channels_first(np.matmul(w, a), p.mb)  # (mb, channels of the groups, spatial)
+    if (c0, c1) != (g0 * p.ocg, g1 * p.ocg):
+        result = np.ascontiguousarray(result[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg])
     out_spatial = tuple(stop - start for start, stop in region.spatial)[3 - p.spatial_rank:]
-    result = np.ascontiguousarray(result).reshape((p.mb, c1 - c0) + out_spatial)
+    result = result.reshape((p.mb, c1 - c0) + out_spatial)
     bias_part = None if bias is None else bias[c0:c1]
     return numerics.finish(result, bias_part, 1, post_op, src.dtype if out_dtype is None else out_dtype)
 
@@ -214,15 +231,17 @@ def conv_backward_data(diff_dst: np.ndarray, weights: np.ndarray, src_shape, *, 
     """diff_src of shape ``src_shape`` (the transposed convolution of diff_dst)."""
     numerics.check_input(diff_dst, "diff_dst")
     numerics.check_input(weights, "conv weights")
-    p = make_problem(src_shape, weights.shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    p = make_problem(src_shape, weights.shape, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
     if tuple(diff_dst.shape) != p.dst_shape():
-        raise VpucError(f"conv backward-data: diff_dst shape {tuple(diff_dst.shape)} != expected {p.dst_shape()}")
+        raise VpucError(f"conv backward-data: diff_dst shape {tuple(diff_dst.shape)} "
+                        f"!= expected {p.dst_shape()}")
     dtype = numerics.compute_dtype(diff_dst, weights)
     a = _im2col(diff_dst_view(p), _to_3d(numerics.to_compute(diff_dst, dtype), p.spatial_rank))
     # B^T: weights as (g, ic, oc.kd.kh.kw).
     w = numerics.to_compute(weights, dtype).reshape(p.groups, p.ocg, p.icg, -1)
     w = w.transpose(0, 2, 1, 3).reshape(p.groups, p.icg, -1)
-    result = np.matmul(w, a).reshape(p.src_shape())
+    result = _channels_first(np.matmul(w, a), p.mb).reshape(p.src_shape())
     return numerics.round_to(result, diff_dst.dtype if out_dtype is None else out_dtype)
 
 
@@ -231,13 +250,17 @@ def conv_backward_weights(src: np.ndarray, diff_dst: np.ndarray, weights_shape, 
     """diff_weights of shape ``weights_shape``: sum over mb and output pixels of diff_dst x src."""
     numerics.check_input(src, "conv source")
     numerics.check_input(diff_dst, "diff_dst")
-    p = make_problem(src.shape, weights_shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    p = make_problem(src.shape, weights_shape, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
     if tuple(diff_dst.shape) != p.dst_shape():
-        raise VpucError(f"conv backward-weights: diff_dst shape {tuple(diff_dst.shape)} != expected {p.dst_shape()}")
+        raise VpucError(f"conv backward-weights: diff_dst shape {tuple(diff_dst.shape)} "
+                        f"!= expected {p.dst_shape()}")
     dtype = numerics.compute_dtype(src, diff_dst)
     a = _im2col(src_view(p), _to_3d(numerics.to_compute(src, dtype), p.spatial_rank))
+    # B^T: diff_dst as (g, oc, mb.od.oh.ow); the GEMM's K runs over batch and pixels.
     dy = numerics.to_compute(diff_dst, dtype).reshape(p.mb, p.groups, p.ocg, -1)
-    result = np.matmul(dy, a.swapaxes(-1, -2)).sum(axis=0)  # K = mb.od.oh.ow
+    dy = dy.transpose(1, 2, 0, 3).reshape(p.groups, p.ocg, -1)
+    result = np.matmul(dy, a.swapaxes(-1, -2))
     return numerics.round_to(result.reshape(p.weights_shape()), src.dtype if out_dtype is None else out_dtype)
 
 

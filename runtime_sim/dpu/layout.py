@@ -66,7 +66,8 @@ class Layout:
         if isinstance(text, Layout):
             return text
         if not isinstance(text, str) or not text or _TOKEN.sub("", text):
-            raise VpucError(f"layout {text!r}: expected letters {CANONICAL_DIMS} with optional block sizes, e.g. nChw16c")
+            raise VpucError(f"layout {text!r}: expected letters {CANONICAL_DIMS} with optional "
+                            "block sizes, e.g. nChw16c")
         entries: list[LayoutEntry] = []
         levels: dict[str, int] = {}
         outer: set[str] = set()
@@ -115,7 +116,8 @@ class Layout:
     def _check_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         shape = tuple(int(s) for s in shape)
         if len(shape) != self.rank:
-            raise VpucError(f"layout {self.name}: shape {shape} has rank {len(shape)}, expected {self.rank} ({self.dims})")
+            raise VpucError(f"layout {self.name}: shape {shape} has rank {len(shape)}, "
+                            f"expected {self.rank} ({self.dims})")
         return shape
 
     def padded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -110,7 +110,8 @@ class PostOp:
 
     def __post_init__(self) -> None:
         if self.kind not in POST_OP_KINDS:
-            raise VpucError(f"DPU: unknown post-op {self.kind!r} (expected one of {', '.join(POST_OP_KINDS)})")
+            raise VpucError(f"DPU: unknown post-op {self.kind!r} "
+                            f"(expected one of {', '.join(POST_OP_KINDS)})")
         if self.kind == "clamp" and not self.low <= self.high:
             raise VpucError(f"DPU: clamp post-op needs low <= high, got [{self.low}, {self.high}]")
 

@@ -76,11 +76,13 @@ def full_variant(out_shape: tuple[int, ...]) -> Variant:
     return Variant(0, 0, 0, w - 1, h - 1, c - 1)
 
 
-def split_output(out_shape: tuple[int, ...], parts_x: int = 1, parts_y: int = 1, parts_z: int = 1) -> list[Variant]:
+def split_output(out_shape: tuple[int, ...], parts_x: int = 1, parts_y: int = 1,
+                 parts_z: int = 1) -> list[Variant]:
     """Variants tiling an (N, C, H, W) output as a near-even grid (z-major order)."""
     _, c, h, w = out_shape
     if min(parts_x, parts_y, parts_z) < 1 or parts_x > w or parts_y > h or parts_z > c:
-        raise VpucError(f"DPU: cannot split output {tuple(out_shape)} into {parts_x}x{parts_y}x{parts_z} variants")
+        raise VpucError(f"DPU: cannot split output {tuple(out_shape)} into "
+                        f"{parts_x}x{parts_y}x{parts_z} variants")
 
     def cuts(size: int, parts: int) -> list[tuple[int, int]]:
         edges = [size * i // parts for i in range(parts + 1)]
@@ -121,8 +123,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stri
     if variant is not None:
         variant.check(_conv_out_shape(x, w, stride, padding, dilation, groups))
         region = variant.region()
-    return conv_forward(x, w, bias, stride=stride, padding=_pads_2d(padding), dilation=dilation, groups=groups,
-                        post_op=post_op, out_dtype=out_dtype, region=region)
+    return conv_forward(x, w, bias, stride=stride, padding=_pads_2d(padding), dilation=dilation,
+                        groups=groups, post_op=post_op, out_dtype=out_dtype, region=region)
 
 
 def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride=1, padding=0,
@@ -149,8 +151,10 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, tran
         raise VpucError(f"DPU: matmul K mismatch: A is {a.shape}, B is {b.shape}"
                         f"{' (as [N, K])' if transpose_b else ' (as [K, N])'}")
     m, n = a.shape[0], b_kn.shape[1]
-    if bias is not None and numerics.check_input(bias, "matmul bias").shape != (n,):
-        raise VpucError(f"DPU: matmul bias shape {bias.shape} != ({n},)")
+    if bias is not None:
+        numerics.check_input(bias, "matmul bias")
+        if bias.shape != (n,):
+            raise VpucError(f"DPU: matmul bias shape {bias.shape} != ({n},)")
     rows, cols = slice(0, m), slice(0, n)
     if variant is not None:
         variant.check((1, n, m, 1))
@@ -176,21 +180,26 @@ def _eltwise(a: np.ndarray, b: np.ndarray, ufunc, post_op, out_dtype, variant: V
     return numerics.finish(result, None, 1, post_op, a.dtype if out_dtype is None else out_dtype)
 
 
-def add(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None, variant: Variant | None = None) -> np.ndarray:
+def add(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None,
+        variant: Variant | None = None) -> np.ndarray:
     """a + b (b broadcasts to a's NCHW shape)."""
     return _eltwise(a, b, np.add, post_op, out_dtype, variant)
 
 
-def mul(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None, variant: Variant | None = None) -> np.ndarray:
+def mul(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None,
+        variant: Variant | None = None) -> np.ndarray:
     """a * b (b broadcasts to a's NCHW shape)."""
     return _eltwise(a, b, np.multiply, post_op, out_dtype, variant)
 
 
 def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | None, fill: float):
-    """The pooling windows as a view (n, c, 1, 1, kh, kw, 1, oh, ow) over x in the compute
+    """The pooling windows as a view (c, 1, 1, kh, kw, n, 1, oh, ow) over x in the compute
     type (a strided window, not a copy) and that view, whose mask marks real cells."""
     _check_4d(x, "pool input")
-    kh, kw = (kernel, kernel) if isinstance(kernel, (int, np.integer)) else tuple(kernel)
+    kernel = (kernel, kernel) if isinstance(kernel, (int, np.integer)) else tuple(kernel)
+    if len(kernel) != 2 or any(not isinstance(k, (int, np.integer)) or k < 1 for k in kernel):
+        raise VpucError(f"DPU: pool kernel must be an int >= 1 or (KH, KW), got {kernel!r}")
+    kh, kw = kernel
     stride = (kh, kw) if stride is None else stride
     pads = _pads_2d(padding)
     if pads[0][0] >= kh or pads[0][1] >= kh or pads[1][0] >= kw or pads[1][1] >= kw:
@@ -209,19 +218,32 @@ def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | Non
     return windows, view
 
 
-_WINDOW_AXES = (2, 3, 4, 5)  # ic, kd, kh, kw of the conv source view
+_WINDOW_AXES = (1, 2, 3, 4)  # ic, kd, kh, kw of the conv source view
 
 
 def _to_nchw(reduced: np.ndarray) -> np.ndarray:
-    """(n, c, 1, oh, ow) -> (n, c, oh, ow)."""
-    return reduced.reshape(reduced.shape[:2] + reduced.shape[3:])
+    """(c, n, 1, oh, ow) -> (n, c, oh, ow)."""
+    return reduced[:, :, 0].transpose(1, 0, 2, 3)
+
+
+def _reduce_taps(windows: np.ndarray, ufunc) -> np.ndarray:
+    """Combine the window taps with ``ufunc``, one tap at a time: numpy's multi-axis
+    reductions over overlapping strided windows are several times slower than
+    KH*KW whole-array ufunc calls."""
+    kh, kw = windows.shape[3:5]
+    result = np.array(windows[:, 0, 0, 0, 0])  # (c, n, 1, oh, ow), a writable copy
+    for i in range(kh):
+        for j in range(kw):
+            if i or j:
+                ufunc(result, windows[:, 0, 0, i, j], out=result)
+    return np.ascontiguousarray(_to_nchw(result))
 
 
 def maxpool(x: np.ndarray, kernel, stride=None, padding=0, *, post_op=None, out_dtype=None,
             variant: Variant | None = None) -> np.ndarray:
     """Max over each window (stride defaults to the kernel); padded cells never win."""
     windows, _ = _pool_windows(x, kernel, stride, padding, variant, fill=-np.inf)
-    result = _to_nchw(windows.max(axis=_WINDOW_AXES))
+    result = _reduce_taps(windows, np.maximum)
     return numerics.finish(result, None, 1, post_op, x.dtype if out_dtype is None else out_dtype)
 
 
@@ -229,14 +251,17 @@ def avgpool(x: np.ndarray, kernel, stride=None, padding=0, *, exclude_pad: bool 
             out_dtype=None, variant: Variant | None = None) -> np.ndarray:
     """Mean over each window; with exclude_pad the divisor counts only real cells."""
     windows, view = _pool_windows(x, kernel, stride, padding, variant, fill=0.0)
-    result = _to_nchw(windows.sum(axis=_WINDOW_AXES))
+    result = _reduce_taps(windows, np.add)
     mask = view.mask()
     if exclude_pad and mask is not None:
         # The view's padding mask, summed over each window, counts its real cells.
-        count = np.broadcast_to(mask, view.shape).sum(axis=_WINDOW_AXES)
-        result /= _to_nchw(count).astype(result.dtype)
+        # The mask may be size 1 along a window axis it does not depend on, so
+        # broadcast it to the full window first.
+        window = [view.shape[axis] if axis in _WINDOW_AXES else 1 for axis in range(len(view.shape))]
+        cells = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, tuple(window)))
+        result /= _to_nchw(cells.sum(axis=_WINDOW_AXES)).astype(result.dtype)
     else:
-        kh, kw = view.shape[4:6]
+        kh, kw = view.shape[3:5]
         result /= kh * kw
     return numerics.finish(result, None, 1, post_op, x.dtype if out_dtype is None else out_dtype)
 

@@ -99,7 +99,8 @@ class View:
         if len(set(names)) != len(names):
             raise VpucError(f"view: duplicate dim names in {names}")
         if len(self.exprs) != len(self.tensor_shape):
-            raise VpucError(f"view: {len(self.exprs)} index expressions for a rank-{len(self.tensor_shape)} tensor")
+            raise VpucError(f"view: {len(self.exprs)} index expressions for a "
+                            f"rank-{len(self.tensor_shape)} tensor")
         for dim in self.dims:
             if dim.size < 1:
                 raise VpucError(f"view: dim {dim.name} has size {dim.size}")
@@ -177,7 +178,8 @@ class View:
         ``strided=None`` picks the strided path when possible; the result may then
         be a read-only strided window, so copy it before writing."""
         if tuple(tensor.shape) != tuple(self.tensor_shape):
-            raise VpucError(f"view: tensor shape {tuple(tensor.shape)} != view's tensor shape {self.tensor_shape}")
+            raise VpucError(f"view: tensor shape {tuple(tensor.shape)} "
+                            f"!= view's tensor shape {self.tensor_shape}")
         can_stride = all(e.is_affine for e in self.exprs)
         if strided is None:
             strided = can_stride
@@ -205,8 +207,12 @@ class View:
             value, mask = self.tensor_index(j)
             term = value * math.prod(self.tensor_shape[j + 1:])
             flat = flat + (term if mask is None else np.where(mask, term, size))
+        if flat.shape != self.shape:
+            # Some view dim is used by no expression.  Broadcast and copy: take()
+            # would silently copy a read-only broadcast index array anyway.
+            flat = np.broadcast_to(flat, self.shape).copy()
         source = np.append(np.ascontiguousarray(tensor).reshape(-1), np.asarray(fill, dtype=tensor.dtype))
-        return source.take(np.broadcast_to(flat, self.shape), mode="clip")
+        return source.take(flat, mode="clip")
 
     def _gather_strided(self, tensor: np.ndarray, fill: float) -> np.ndarray:
         sizes = self.sizes
@@ -216,7 +222,8 @@ class View:
             pads.append((max(0, -low), max(0, high - (size - 1))))
         if any(lo or hi for lo, hi in pads):
             # Out-of-bounds indices land in a border holding the fill value.
-            padded = np.full([s + lo + hi for s, (lo, hi) in zip(tensor.shape, pads)], fill, dtype=tensor.dtype)
+            padded_shape = [s + lo + hi for s, (lo, hi) in zip(tensor.shape, pads)]
+            padded = np.full(padded_shape, fill, dtype=tensor.dtype)
             padded[tuple(slice(lo, lo + s) for s, (lo, _) in zip(tensor.shape, pads))] = tensor
             tensor = padded
         # The window starts where every view index is 0; each view index then

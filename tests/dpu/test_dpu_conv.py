@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dpu_reference as ref
-from runtime_sim.dpu import (OutputRegion, PostOp, conv_backward_bias, conv_backward_data, conv_backward_weights,
-                             conv_forward, make_problem)
+from runtime_sim.dpu import (OutputRegion, PostOp, conv_backward_bias, conv_backward_data,
+                             conv_backward_weights, conv_forward, make_problem)
 from vpuc.diagnostics import VpucError
 
 # (src shape, weights shape, stride, pad_before, pad_after, dilation, groups)
@@ -22,6 +22,7 @@ CASES = {
     "2d_groups": ((2, 6, 5, 5), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2),
     "2d_depthwise": ((1, 5, 6, 6), (5, 1, 3, 3), (2, 1), (1, 1), (0, 1), (1, 1), 5),
     "2d_depthwise_mult": ((1, 3, 5, 5), (6, 1, 2, 2), (1, 1), (0, 0), (1, 1), (1, 1), 3),
+    "2d_stride_gt_kernel": ((1, 2, 7, 7), (2, 2, 1, 2), (3, 2), (0, 0), (0, 1), (1, 1), 1),
     "2d_1x1": ((2, 8, 4, 3), (5, 8, 1, 1), (1, 1), (0, 0), (0, 0), (1, 1), 1),
     "3d": ((1, 2, 4, 5, 5), (3, 2, 2, 3, 3), (1, 2, 1), (1, 1, 1), (0, 1, 1), (1, 1, 2), 1),
     "3d_groups": ((1, 4, 3, 4, 4), (4, 2, 3, 2, 2), (2, 1, 1), (1, 0, 1), (1, 1, 0), (1, 1, 1), 2),
@@ -159,11 +160,15 @@ def test_regions_tile_the_output():
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), stride=0), "stride"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), dilation=(1, 0)), "dilation"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), padding=(1, 2, 3)), "padding"),
+    (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), padding=((1, -1), 0)), "padding"),
+    (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), padding=1.5), "padding"),
     (lambda: conv_forward(np.zeros((1, 3, 2, 2)), np.zeros((2, 3, 3, 3))), "exceeds padded input"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3))), "does not match"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), np.zeros(3)), "bias shape"),
-    (lambda: conv_forward(np.zeros((1, 3, 5, 5), np.int64), np.zeros((2, 3, 3, 3))), "unsupported element type"),
-    (lambda: conv_backward_data(np.zeros((1, 2, 4, 4)), np.zeros((2, 3, 3, 3)), (1, 3, 5, 5)), "diff_dst shape"),
+    (lambda: conv_forward(np.zeros((1, 3, 5, 5), np.int64), np.zeros((2, 3, 3, 3))),
+     "unsupported element type"),
+    (lambda: conv_backward_data(np.zeros((1, 2, 4, 4)), np.zeros((2, 3, 3, 3)), (1, 3, 5, 5)),
+     "diff_dst shape"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)),
                           region=OutputRegion((0, 3), ((0, 1), (0, 3), (0, 3)))), "outside the output"),
 ])

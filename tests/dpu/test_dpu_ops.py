@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import dpu_reference as ref
-from runtime_sim.dpu import (PostOp, Variant, add, avgpool, conv2d, depthwise_conv2d, full_variant, macs, matmul,
-                             maxpool, mul, split_output)
+from runtime_sim.dpu import (PostOp, Variant, add, avgpool, conv2d, depthwise_conv2d, full_variant, macs,
+                             matmul, maxpool, mul, split_output)
 from vpuc.diagnostics import VpucError
 
 
@@ -25,7 +25,8 @@ def test_conv2d_padding_is_top_bottom_left_right():
 def test_depthwise_conv2d():
     x, w = _random((2, 4, 5, 5), 4), _random((4, 1, 3, 3), 5)
     got = depthwise_conv2d(x, w, stride=2, padding=1)
-    np.testing.assert_allclose(got, ref.conv_fwd(x, w, (2, 2), (1, 1), (1, 1), (1, 1), 4), rtol=1e-12, atol=1e-12)
+    expected = ref.conv_fwd(x, w, (2, 2), (1, 1), (1, 1), (1, 1), 4)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_f16_conv2d_output_type():
@@ -40,7 +41,8 @@ def test_matmul_both_weight_layouts():
     a, b, bias = _random((5, 7), 8), _random((7, 3), 9), _random(3, 10)
     expected = ref.matmul(a, b) + bias
     np.testing.assert_allclose(matmul(a, b, bias), expected, rtol=1e-12)
-    np.testing.assert_allclose(matmul(a, np.ascontiguousarray(b.T), bias, transpose_b=True), expected, rtol=1e-12)
+    weights_nk = np.ascontiguousarray(b.T)
+    np.testing.assert_allclose(matmul(a, weights_nk, bias, transpose_b=True), expected, rtol=1e-12)
     clamped = matmul(a, b, bias, post_op=PostOp.clamp(-1, 1))
     np.testing.assert_allclose(clamped, np.clip(expected, -1, 1), rtol=1e-12)
 
@@ -144,6 +146,8 @@ def test_full_variant_and_split_output():
     (lambda: matmul(_random((3, 4), 0), _random((4, 2), 0), np.zeros(3)), "bias shape"),
     (lambda: add(X, X[:, :, :2]), "does not broadcast"),
     (lambda: maxpool(X, 2, 2, 2), "smaller than the kernel"),
+    (lambda: avgpool(X, (2,)), "pool kernel"),
+    (lambda: maxpool(X, 2, stride=0), "stride"),
     (lambda: macs("softmax", (1, 1, 1, 1)), "unknown op"),
     (lambda: split_output((1, 2, 2, 2), parts_x=3), "cannot split"),
     (lambda: add(X, X, post_op="gelu"), "unknown post-op"),

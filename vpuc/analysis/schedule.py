@@ -205,38 +205,57 @@ class Schedule:
 
     # ----------------------------------------------------------- happens-before
     def _compute_clocks(self) -> None:
-        n_queues = len(self.queues)
-        empty = [-1] * n_queues
+        """One clock per node, in topological order.
+
+        Entry ``q`` of a clock is what is known to have ended in queue ``q``: for a
+        serial queue the last ended position (all before it ended too); for a
+        multi-engine queue, where units may end out of order, a pair (prefix,
+        mask): positions up to ``prefix`` have ended, and bit ``i`` of ``mask``
+        says position ``prefix + 1 + i`` has ended as well.
+        """
+        multi = [not q.serial for q in self.queues]
+        empty = [(-1, 0) if m else -1 for m in multi]
         preds: list[list[int]] = [[] for _ in range(self.node_count)]
         for node, targets in enumerate(self.succ):
             for t in targets:
                 preds[t].append(node)
-        clock: list[list[int] | None] = [None] * self.node_count
+        clock: list = [None] * self.node_count
         n_unit_nodes = 2 * len(self.units)
+        any_multi = any(multi)
         for node in self.order:
             sources = preds[node]
             if not sources:
                 merged = list(empty)
             elif len(sources) == 1:
                 merged = list(clock[sources[0]])
-            else:
+            elif not any_multi:
                 merged = [max(column) for column in zip(*(clock[s] for s in sources))]
+            else:
+                merged = [_merge_multi(column) if m else max(column)
+                          for m, column in zip(multi, zip(*(clock[s] for s in sources)))]
             if node < n_unit_nodes and node % 2 == 1:
                 unit = self.units[node // 2]
-                # This unit has ended: extend its queue's known-ended prefix if contiguous.
-                if merged[unit.queue] >= unit.position - 1:
+                if multi[unit.queue]:
+                    merged[unit.queue] = _mark_ended(merged[unit.queue], unit.position)
+                else:
                     merged[unit.queue] = max(merged[unit.queue], unit.position)
             clock[node] = merged
         self.clock = clock
-        self._preds = preds
+        self.fallback_searches = 0
 
     def happens_before(self, a: int, b: int) -> bool:
         """Whether unit ``a`` is guaranteed to end before unit ``b`` starts."""
         if a == b or self.clock is None:
             return False
         unit = self.units[a]
-        if self.clock[2 * b][unit.queue] >= unit.position:
+        known = self.clock[2 * b][unit.queue]
+        if isinstance(known, tuple):
+            prefix, mask = known
+            if unit.position <= prefix or (mask >> (unit.position - prefix - 1)) & 1:
+                return True
+        elif known >= unit.position:
             return True
+        self.fallback_searches += 1
         return self._reaches(2 * a + 1, 2 * b)
 
     def _reaches(self, source: int, target: int) -> bool:
@@ -253,6 +272,32 @@ class Schedule:
                     seen.add(t)
                     stack.append(t)
         return False
+
+
+MASK_BITS = 64  # how far past its prefix a multi-engine queue's clock remembers ended units
+
+
+def _normalize(prefix: int, mask: int) -> tuple[int, int]:
+    # Fold the run of ended positions just past the prefix into the prefix.
+    run = (~mask & (mask + 1)).bit_length() - 1
+    return prefix + run, (mask >> run) & ((1 << MASK_BITS) - 1)
+
+
+def _merge_multi(entries) -> tuple[int, int]:
+    prefix = max(e[0] for e in entries)
+    mask = 0
+    for p, m in entries:
+        if prefix - p < MASK_BITS:
+            mask |= m >> (prefix - p)
+    return _normalize(prefix, mask)
+
+
+def _mark_ended(entry: tuple[int, int], position: int) -> tuple[int, int]:
+    prefix, mask = entry
+    offset = position - prefix - 1
+    if offset < 0 or offset >= MASK_BITS:
+        return entry  # already known, or too far ahead to remember (a search will confirm)
+    return _normalize(prefix, mask | (1 << offset))
 
 
 def _merge(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:

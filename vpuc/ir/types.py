@@ -10,7 +10,7 @@ and ``?`` any size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -126,6 +126,17 @@ class TensorType:
     dims: tuple[Dim, ...]
     elem: ElemType
     order: DimsOrder
+    # Derived once: the verifier and allocator ask for these constantly.
+    bound_shape: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    num_elements: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        shape = tuple(d.bound if isinstance(d, Dynamic) else d for d in self.dims)
+        count = 1
+        for size in shape:
+            count *= size
+        object.__setattr__(self, "bound_shape", shape)  # static sizes, or dynamic upper bounds
+        object.__setattr__(self, "num_elements", count)
 
     @property
     def rank(self) -> int:
@@ -134,18 +145,6 @@ class TensorType:
     @property
     def is_static(self) -> bool:
         return not any(isinstance(d, Dynamic) for d in self.dims)
-
-    @property
-    def bound_shape(self) -> tuple[int, ...]:
-        """Static sizes, or the upper bounds of dynamic dims."""
-        return tuple(dim_bound(d) for d in self.dims)
-
-    @property
-    def num_elements(self) -> int:
-        count = 1
-        for size in self.bound_shape:
-            count *= size
-        return count
 
     @property
     def nbytes(self) -> int:

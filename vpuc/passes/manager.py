@@ -14,6 +14,7 @@ from typing import TextIO
 
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Module
+from vpuc.perf import gc_paused
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier import verify_module
 from vpuc.vir.printer import print_module
@@ -37,7 +38,8 @@ class PassManager:
     def run(self, module: Module, ctx: PassContext) -> Module:
         for pass_ in self.passes:
             started = time.perf_counter()
-            pass_.run(module, ctx)
+            with gc_paused():
+                pass_.run(module, ctx)
             self.timings.append(PassTiming(pass_.name, time.perf_counter() - started))
             if self.verify_each and pass_.name != "verify":
                 bag = verify_module(module, ctx.arch)

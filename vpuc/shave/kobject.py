@@ -12,6 +12,7 @@ The loader places ``.text`` then ``.rodata`` in WIN_D and ``.data`` in WIN_E;
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -126,6 +127,8 @@ class KernelObject:
 
 # --- reading -----------------------------------------------------------------------
 
+_IDENT = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")
+
 _ALLOWED_OTHER = (elf.SHT_NULL, elf.SHT_SYMTAB, elf.SHT_STRTAB, elf.SHT_RELA, elf.SHT_NOTE)
 
 
@@ -187,8 +190,9 @@ def _read_symbols(obj: KernelObject, image: elf.ElfFile, file: str) -> None:
         if sym.value > len(obj.sections[sym.section]):
             raise VpucError(f"symbol '{sym.name}' value {sym.value:#x} is past the end of "
                             f"{sym.section}", where)
-        if not sym.name or sym.name in names:
-            raise VpucError(f"symbol name '{sym.name}' is empty or repeated", where)
+        if not _IDENT.fullmatch(sym.name) or sym.name in names:
+            raise VpucError(f"symbol name '{sym.name}' is not a valid identifier or is "
+                            "repeated", where)
         if sym.bind not in (elf.STB_LOCAL, elf.STB_GLOBAL):
             raise VpucError(f"symbol '{sym.name}' has binding {sym.bind}, expected STB_LOCAL "
                             "or STB_GLOBAL", where)

@@ -11,6 +11,7 @@ from vpuc.arch import Arch, load_arch
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.ir.module import Module
 from vpuc.ir.symbols import SymbolTable
+from vpuc.perf import gc_paused
 from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_physical_reuse
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
@@ -27,6 +28,11 @@ def module_arch(module: Module, bag: DiagnosticBag) -> Arch | None:
 
 
 def verify_module(module: Module, arch: Arch | None = None) -> DiagnosticBag:
+    with gc_paused():
+        return _verify(module, arch)
+
+
+def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     bag = DiagnosticBag()
     arch = arch or module_arch(module, bag)
     if arch is None:

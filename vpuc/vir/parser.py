@@ -9,7 +9,6 @@ the parse and is turned into a message people understand (see ``syntax.py``).
 
 from __future__ import annotations
 
-import gc
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import lark
 from lark import Token, Transformer, v_args
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
+from vpuc.perf import gc_paused
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
                             KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
@@ -291,18 +291,14 @@ def parse_text(text: str, file: str = "<input>") -> Module:
     parser, transformer = _parser()
     transformer.reset(file)
     SOURCES.add(file, text)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # lark allocates many short-lived objects; the cyclic GC only slows it down
     try:
-        module = parser.parse(text)
+        with gc_paused():
+            module = parser.parse(text)
     except lark.exceptions.UnexpectedInput as exc:
         raise syntax_error(exc, text, file, parser) from None
     except lark.exceptions.VisitError as exc:
         # A transformer callback failed: an internal invariant, reported at the rule's position.
         raise VpucError(f"{file}: internal error while reading {exc.rule}: {exc.orig_exc}") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     transformer.bag.raise_if_errors()
     return module
 

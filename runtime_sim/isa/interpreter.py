@@ -1,0 +1,321 @@
+"""The exact SHAVE interpreter: one instruction at a time, with cycle counting.
+
+A ``Program`` decodes linked ``.text`` once into a list of tuples
+``(runner, sources, dests, cost)``; a runner is a small closure calling the
+instruction's semantic function on the register file ``R`` (a Python list:
+the 72 registers, then the program's constants).  It returns ``None`` to fall
+through, a target index to branch, or ``HALT``.
+
+Kernel entry (the ABI of docs/shave-isa.md): s0 = argsAddr, s1 = argsSize,
+sp (s30) = top of the stack, lr (s31) = 0, the exit address; every other
+register is zero.  The run ends at ``halt`` or at ``ret`` to address 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+import numpy as np
+
+from runtime_sim.isa.cycles import CYCLES, NUM_REGISTER_KEYS, Cost, finish, issue, register_key
+from runtime_sim.isa.memory import AccessFault, WindowMemory
+from runtime_sim.isa.semantics import SEMANTICS
+from vpuc.diagnostics import BinLoc, VpucError
+from vpuc.shave.disassembler import format_instruction
+from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
+from vpuc.shave.isa import (EXIT_ADDRESS, NUM_MREGS, NUM_SREGS, NUM_VREGS, REG_ARGS_ADDR,
+                            REG_ARGS_SIZE, REG_LR, REG_SP, VECTOR_BYTES)
+from vpuc.shave.kobject import KernelObject, link_kernel, rodata_address
+
+HALT = -1
+DEFAULT_MAX_STEPS = 10_000_000
+
+
+@dataclass
+class RunResult:
+    cycles: int
+    instructions: int
+    stall_cycles: int
+    opcode_counts: dict[str, int]
+    scalar_regs: list[int]
+    vector_regs: list[bytes]
+    mask_regs: list[int]
+    exit_pc: int                     # address of the halt / ret that ended the run
+
+
+@dataclass
+class Step:
+    runner: object
+    sources: tuple[int, ...]
+    dests: tuple[int, ...]
+    cost: Cost
+
+
+class _BadTarget(VpucError):
+    pass
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+class Program:
+    """Linked .text at ``base``, decoded once and ready to run."""
+
+    def __init__(self, code: bytes, base: int, name: str = "<kernel>") -> None:
+        self.base = base
+        self.name = name
+        self.size = len(code)
+        try:
+            words = unpack_words(bytes(code))
+        except DecodeError as exc:
+            raise VpucError(str(exc), BinLoc(name, ".text", len(code))) from None
+        self.decoded: list[Decoded] = []
+        for i, word in enumerate(words):
+            try:
+                self.decoded.append(decode_word(word))
+            except DecodeError as exc:
+                raise VpucError(f"invalid instruction {word:#018x}: {exc}",
+                                BinLoc(name, ".text", i * WORD_BYTES)) from None
+        self.constants: list[np.uint32] = []
+        self.steps = [self._compile(i, dec) for i, dec in enumerate(self.decoded)]
+
+    def text(self, index: int) -> str:
+        return format_instruction(self.decoded[index], index * WORD_BYTES)
+
+    def index_of(self, address: int) -> int:
+        offset = address - self.base
+        if offset % WORD_BYTES or not 0 <= offset < self.size:
+            raise _BadTarget(f"jump to {address:#010x}, which is not an instruction of .text "
+                             f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
+        return offset // WORD_BYTES
+
+    def _constant(self, value: int) -> int:
+        self.constants.append(np.uint32(value))
+        return NUM_REGISTER_KEYS + len(self.constants) - 1
+
+    def _compile(self, index: int, dec: Decoded) -> Step:
+        sem = SEMANTICS[dec.info.opcode]
+        reads, writes, target = [], [], None
+        for op in dec.info.operands:
+            kind = op.kind
+            if kind == "mem":
+                reads += [register_key("s", dec.fields[op.field]), self._constant(dec.imm)]
+            elif kind in ("imm", "f32", "f16", "sym"):
+                reads.append(self._constant(dec.imm))
+            elif kind == "label":
+                target = index + _signed(dec.imm) // WORD_BYTES
+                if _signed(dec.imm) % WORD_BYTES or not 0 <= target < len(self.decoded) + 1:
+                    target = None
+            else:
+                key = register_key(kind[0], dec.fields[op.field])
+                if kind in ("sa2", "sd2"):
+                    keys = [key, key + 1]
+                else:
+                    keys = [key]
+                if kind in ("sa", "va", "ma", "su", "vu", "sa2"):
+                    reads += keys
+                if kind in ("sd", "vd", "md", "su", "vu", "sd2"):
+                    writes += keys
+        sources = tuple(k for k in reads if k < NUM_REGISTER_KEYS)
+        if sem.mnemonic == "ret":
+            sources = (REG_LR,)
+        dests = tuple(writes) + ((REG_LR,) if sem.mnemonic == "call" else ())
+        runner = self._runner(index, sem, reads, writes, target)
+        return Step(runner, sources, dests, CYCLES[dec.info.opcode])
+
+    def _runner(self, index: int, sem, reads: list[int], writes: list[int], target):
+        fn, kind = sem.fn, sem.kind
+        get = itemgetter(*reads) if len(reads) > 1 else (
+            (lambda R, k=reads[0]: (R[k],)) if reads else (lambda R: ()))
+
+        def bad_target(R, mem):
+            raise _BadTarget(f"branch target .{_signed(self.decoded[index].imm):+d} is outside "
+                             ".text or not on an instruction")
+
+        if kind == "op" or kind == "load":
+            with_mem = kind == "load"
+            if len(writes) == 1:
+                d = writes[0]
+                if with_mem:
+                    def run(R, mem):
+                        R[d] = fn(mem, *get(R))
+                else:
+                    def run(R, mem):
+                        R[d] = fn(*get(R))
+            else:
+                d0, d1 = writes
+
+                def run(R, mem):
+                    R[d0], R[d1] = fn(mem, *get(R))
+            return run
+        if kind == "store":
+            def run(R, mem):
+                fn(mem, *get(R))
+            return run
+        if kind in ("branch", "loop", "jump", "call") and target is None:
+            return bad_target
+        if kind == "branch":
+            def run(R, mem):
+                return target if fn(*get(R)) else None
+            return run
+        if kind == "loop":
+            counter = writes[0]
+
+            def run(R, mem):
+                R[counter], taken = fn(R[counter])
+                return target if taken else None
+            return run
+        if kind == "jump":
+            return lambda R, mem: target
+        if kind == "call":
+            link = np.uint32(self.base + (index + 1) * WORD_BYTES)
+
+            def run(R, mem):
+                R[REG_LR] = link
+                return target
+            return run
+        if kind == "ret":
+            def run(R, mem):
+                address = int(R[REG_LR])
+                return HALT if address == EXIT_ADDRESS else self.index_of(address)
+            return run
+        if kind == "halt":
+            return lambda R, mem: HALT
+        return lambda R, mem: None           # nop
+
+
+def initial_registers(program: Program, args_addr: int, args_size: int, stack_top: int) -> list:
+    zero_vector = np.zeros(VECTOR_BYTES, np.uint8)
+    zero_mask = np.zeros(VECTOR_BYTES, bool)
+    regs: list = ([np.uint32(0)] * NUM_SREGS + [zero_vector] * NUM_VREGS
+                  + [zero_mask] * NUM_MREGS + list(program.constants))
+    regs[REG_ARGS_ADDR] = np.uint32(args_addr)
+    regs[REG_ARGS_SIZE] = np.uint32(args_size)
+    regs[REG_SP] = np.uint32(stack_top)
+    regs[REG_LR] = np.uint32(EXIT_ADDRESS)
+    return regs
+
+
+def default_stack_top(memory: WindowMemory) -> int:
+    """The top of the WIN_E mapping, 16-byte aligned: where the loader puts the stack."""
+    try:
+        array = memory.array("WIN_E")
+    except VpucError:
+        return 0
+    return (memory.base("WIN_E") + len(array)) & ~15
+
+
+def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: int = 0,
+        args_size: int = 0, stack_top: int | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS) -> RunResult:
+    """Run from byte offset ``entry`` of .text until halt or ret to the exit address."""
+    R = initial_registers(program, args_addr, args_size,
+                          default_stack_top(memory) if stack_top is None else stack_top)
+    ready = [0] * NUM_REGISTER_KEYS
+    steps = program.steps
+    counts = [0] * len(steps)
+    now = stalls = executed = 0
+    i = program.index_of(program.base + entry)
+    try:
+        with np.errstate(all="ignore"):
+            while True:
+                step = steps[i]
+                executed += 1
+                if executed > max_steps:
+                    raise VpucError(f"kernel did not halt within {max_steps} instructions "
+                                    f"(now at {_where(program, i)}); check the loop counters "
+                                    "or raise max_steps", BinLoc(program.name, ".text",
+                                                                 i * WORD_BYTES))
+                counts[i] += 1
+                now, stall = issue(ready, now, step.sources, step.dests, step.cost)
+                stalls += stall
+                nxt = step.runner(R, memory)
+                if nxt is None:
+                    i += 1
+                    if i == len(steps):
+                        raise VpucError("execution ran past the end of .text (missing halt "
+                                        "or ret?)", BinLoc(program.name, ".text", program.size))
+                elif nxt == HALT:
+                    break
+                else:
+                    now += step.cost.taken_penalty
+                    i = nxt
+    except (AccessFault, _BadTarget) as fault:
+        message = fault.diagnostics[0].message
+        raise VpucError(f"{_where(program, i)}: {message}",
+                        BinLoc(program.name, ".text", i * WORD_BYTES)) from None
+    opcode_counts: Counter = Counter()
+    for index, count in enumerate(counts):
+        if count:
+            opcode_counts[program.decoded[index].info.mnemonic] += count
+    return RunResult(
+        cycles=finish(ready, now), instructions=executed, stall_cycles=stalls,
+        opcode_counts=dict(opcode_counts),
+        scalar_regs=[int(v) for v in R[:NUM_SREGS]],
+        vector_regs=[bytes(np.asarray(v, np.uint8)) for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
+        mask_regs=[int((np.asarray(m).astype(np.uint32) << np.arange(16, dtype=np.uint32)).sum())
+                   for m in R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS]],
+        exit_pc=program.base + i * WORD_BYTES)
+
+
+def _where(program: Program, index: int) -> str:
+    return (f"pc {program.base + index * WORD_BYTES:#010x} (.text+{index * WORD_BYTES:#x}) "
+            f"'{program.text(index)}'")
+
+
+# --- loading a kernel object -----------------------------------------------------------------
+
+@dataclass
+class LoadedKernel:
+    obj: KernelObject
+    program: Program
+    text_addr: int
+    rodata_addr: int
+    data_addr: int
+    symbols: dict[str, int] = field(default_factory=dict)   # name -> absolute address
+
+    def entry(self, name: str | None = None) -> int:
+        """Byte offset in .text of the named entry point, or of the only one."""
+        return self.obj.entry_offset(name)
+
+
+def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | None = None,
+                data_addr: int | None = None) -> LoadedKernel:
+    """Link ``obj`` and copy it into the windows: .text then .rodata in WIN_D,
+    .data in WIN_E (default: the start of each window)."""
+    text_addr = memory.base("WIN_D") if text_addr is None else text_addr
+    rodata_addr = rodata_address(obj, text_addr)
+    if data_addr is None:
+        data_addr = memory.base("WIN_E") if obj.data else 0
+    text, rodata, data = link_kernel(obj, text_addr, rodata_addr, data_addr)
+    _copy_in(memory, "WIN_D", text_addr, text, obj.name, ".text")
+    _copy_in(memory, "WIN_D", rodata_addr, rodata, obj.name, ".rodata")
+    if data:
+        _copy_in(memory, "WIN_E", data_addr, data, obj.name, ".data")
+    bases = {".text": text_addr, ".rodata": rodata_addr, ".data": data_addr}
+    symbols = {s.name: bases[s.section] + s.value for s in obj.symbols}
+    return LoadedKernel(obj, Program(text, text_addr, obj.name), text_addr, rodata_addr,
+                        data_addr, symbols)
+
+
+def run_kernel(obj: KernelObject, memory: WindowMemory, *, entry: str | None = None,
+               args_addr: int = 0, args_size: int = 0, text_addr: int | None = None,
+               data_addr: int | None = None, stack_top: int | None = None,
+               max_steps: int = DEFAULT_MAX_STEPS) -> RunResult:
+    """Load ``obj`` into ``memory`` and run one invocation of an entry point."""
+    loaded = load_kernel(obj, memory, text_addr=text_addr, data_addr=data_addr)
+    return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
+               args_size=args_size, stack_top=stack_top, max_steps=max_steps)
+
+
+def _copy_in(memory: WindowMemory, window: str, address: int, data: bytes, name: str,
+             section: str) -> None:
+    array, base = memory.array(window), memory.base(window)
+    offset = address - base
+    if offset < 0 or offset + len(data) > len(array):
+        raise VpucError(f"{name}: {section} ({len(data)} bytes at {address:#010x}) does not fit "
+                        f"in the {window} mapping ({base:#010x}..{base + len(array) - 1:#010x})")
+    array[offset:offset + len(data)] = np.frombuffer(data, np.uint8)

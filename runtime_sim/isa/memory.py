@@ -1,0 +1,143 @@
+"""Window-mapped memory as a SHAVE sees it: WIN_D, WIN_E and WIN_F.
+
+Each window is mapped by one flat ``uint8`` numpy array starting at the
+window's base address (from the architecture file).  The arrays are used in
+place, never copied: WIN_F is the caller's CMX slice, so kernel stores land
+directly in it.  WIN_D (code + read-only data) rejects stores.
+
+Every access is bounds-checked.  A faulting access raises ``AccessFault``
+(a ``VpucError``) naming the address, the size and the window -- or "no
+window"; the interpreter adds the pc and the instruction text.
+
+Two access paths, with identical results:
+
+* ``read``/``write``: one access at a Python int address (the interpreter);
+* ``gather``/``scatter``: byte addresses as an int64 array of any shape, with
+  an optional mask of active bytes (strided and masked accesses, and the batched
+  fast path).  Inactive bytes are neither checked nor touched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.arch import WINDOW_NAMES, Arch, load_arch
+from vpuc.diagnostics import VpucError
+
+READ_ONLY_WINDOWS = frozenset({"WIN_D"})
+
+
+class AccessFault(VpucError):
+    """An access outside the mapped windows, or a store to a read-only window."""
+
+    def __init__(self, address: int, size: int, is_write: bool, window: str | None,
+                 reason: str) -> None:
+        self.address = address
+        self.size = size
+        self.is_write = is_write
+        self.window = window
+        self.reason = reason
+        verb = "store" if is_write else "load"
+        super().__init__(f"{verb} of {size} byte{'s' if size != 1 else ''} at {address:#010x}: "
+                         f"{reason}")
+
+
+class WindowMemory:
+    def __init__(self, windows: dict[str, np.ndarray], arch: Arch | None = None) -> None:
+        arch = arch or load_arch()
+        self.window_size = arch.window_size
+        self._maps: list[tuple[str, int, np.ndarray]] = []
+        for name, array in windows.items():
+            if name not in WINDOW_NAMES:
+                raise VpucError(f"unknown window '{name}'; expected one of "
+                                + ", ".join(WINDOW_NAMES))
+            if not (isinstance(array, np.ndarray) and array.dtype == np.uint8 and array.ndim == 1
+                    and array.flags.c_contiguous):
+                raise VpucError(f"{name} must be a contiguous 1-D uint8 numpy array")
+            if len(array) > arch.window_size:
+                raise VpucError(f"{name} mapping of {len(array)} bytes exceeds the "
+                                f"{arch.window_size}-byte window")
+            self._maps.append((name, arch.window_base(name), array))
+
+    def array(self, name: str) -> np.ndarray:
+        for window, _, array in self._maps:
+            if window == name:
+                return array
+        raise VpucError(f"window {name} is not mapped")
+
+    def base(self, name: str) -> int:
+        for window, base, _ in self._maps:
+            if window == name:
+                return base
+        raise VpucError(f"window {name} is not mapped")
+
+    # --- faults ----------------------------------------------------------------
+
+    def _fault(self, address: int, size: int, is_write: bool) -> AccessFault:
+        for name, base, array in self._maps:
+            if base <= address < base + self.window_size:
+                if is_write and name in READ_ONLY_WINDOWS and address + size <= base + len(array):
+                    return AccessFault(address, size, True, name, f"{name} is read-only")
+                return AccessFault(address, size, is_write, name,
+                                   f"outside the mapped part of {name} "
+                                   f"({base:#010x}..{base + len(array) - 1:#010x})")
+        return AccessFault(address, size, is_write, None, "no window maps this address")
+
+    def _locate(self, address: int, size: int, is_write: bool) -> tuple[np.ndarray, int]:
+        for name, base, array in self._maps:
+            offset = address - base
+            if 0 <= offset and offset + size <= len(array):
+                if is_write and name in READ_ONLY_WINDOWS:
+                    break
+                return array, offset
+        raise self._fault(address, size, is_write)
+
+    # --- single accesses ---------------------------------------------------------
+
+    def read(self, address: int, size: int) -> np.ndarray:
+        """A copy of ``size`` bytes at ``address``."""
+        array, offset = self._locate(address, size, False)
+        return array[offset:offset + size].copy()
+
+    def write(self, address: int, data: np.ndarray) -> None:
+        data = np.asarray(data, dtype=np.uint8).reshape(-1)
+        array, offset = self._locate(address, data.size, True)
+        array[offset:offset + data.size] = data
+
+    # --- byte-address arrays -------------------------------------------------------
+
+    def _resolve(self, addresses: np.ndarray, active: np.ndarray | None,
+                 is_write: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Split active byte addresses by window: [(array, selector, offsets)]."""
+        addresses = np.asarray(addresses, dtype=np.int64)
+        live = np.ones(addresses.shape, bool) if active is None else np.asarray(active, bool)
+        if not live.any():
+            return []
+        parts, covered = [], np.zeros(addresses.shape, bool)
+        for name, base, array in self._maps:
+            if is_write and name in READ_ONLY_WINDOWS:
+                continue
+            inside = live & (addresses >= base) & (addresses < base + len(array))
+            if inside.any():
+                covered |= inside
+                parts.append((array, inside, addresses[inside] - base))
+        missing = live & ~covered
+        if missing.any():
+            first = int(addresses[missing].reshape(-1)[0])
+            raise self._fault(first, 1, is_write)
+        return parts
+
+    def gather(self, addresses: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+        """Bytes at the given addresses (any shape); inactive bytes read as 0."""
+        result = np.zeros(np.shape(addresses), np.uint8)
+        for array, inside, offsets in self._resolve(addresses, active, False):
+            result[inside] = array[offsets]
+        return result
+
+    def scatter(self, addresses: np.ndarray, values: np.ndarray,
+                active: np.ndarray | None = None) -> None:
+        """Store bytes at the given addresses; with repeated addresses, the last
+        one in C order wins (as if the accesses ran in order)."""
+        values = np.broadcast_to(np.asarray(values, np.uint8), np.shape(addresses))
+        for array, inside, offsets in self._resolve(addresses, active, True):
+            array[offsets] = values[inside]
