@@ -3,22 +3,17 @@
 Following the seed, every propagation kind is one GEMM ``C = A x B`` over
 M/N/K dims, with A and B given as views (index expressions + padding masks):
 
-============  =====================  ==============  ===========================
-kind          A (view)               B               C
-============  =====================  ==============  ===========================
-FWD           src (M x K)            wei (K x N)     dst; M = mb.od.oh.ow, N = oc,
-                                                     K = ic.kd.kh.kw (per group)
-BWD_D         diff_dst (M x K)       wei (K x N)     diff_src; M = mb.id.ih.iw,
-                                                     N = ic, K = oc.kd.kh.kw
-BWD_W         src (K x M)            diff_dst (K x N) diff_wei; M = ic.kd.kh.kw,
-                                                     N = oc, K = mb.od.oh.ow
-============  =====================  ==============  ===========================
+    kind   A (M x K)   B (K x N)   C (M x N)   M               N    K
+    FWD    src         weights     dst         mb.od.oh.ow     oc   ic.kd.kh.kw
+    BWD_D  diff_dst    weights     diff_src    mb.id.ih.iw     ic   oc.kd.kh.kw
+    BWD_W  src         diff_dst    diff_wei    ic.kd.kh.kw     oc   mb.od.oh.ow
 
-We evaluate the transposed product ``C^T = B^T A^T``, one GEMM per group: the
-result comes out channel-major (for mb = 1 directly in NC(D)HW order) and the
-spatial M dims stay innermost and contiguous in the im2col matrix.  A view
-lists its dims as (g, K dims..., M dims...), so materializing it and reshaping
-to (g, K, M) *is* the im2col matrix.
+one GEMM per group, channel counts being per group.  We evaluate the
+transposed product ``C^T = B^T A^T``: the result comes out channel-major (for
+mb = 1 directly in NC(D)HW order) and the spatial M dims stay innermost and
+contiguous in the im2col matrix.  A view lists its dims as (g, K dims..., M
+dims...), so materializing it and reshaping to (g, K, M) *is* that matrix.
+BWD_W's A^T is FWD's src view; its B^T is diff_dst reshaped to (g, oc, K).
 
 Tensors are logical N, C, (D,) (H,) W arrays (1D, 2D or 3D spatial); weights
 are (OC, IC/groups, (KD,) (KH,) KW).  Internally every problem is 3D, missing
@@ -84,7 +79,10 @@ class OutputRegion:
 
 
 def _spatial_param(value, rank: int, name: str, minimum: int) -> Triple:
-    values = [value] * rank if isinstance(value, (int, np.integer)) else list(value)
+    if isinstance(value, (int, np.integer)):
+        values = [value] * rank
+    else:
+        values = list(value) if isinstance(value, (tuple, list)) else []
     if len(values) != rank or any(not isinstance(v, (int, np.integer)) or v < minimum for v in values):
         raise VpucError(f"conv: {name} must be an int >= {minimum} or {rank} of them, got {value!r}")
     return tuple([1] * (3 - rank) + [int(v) for v in values])
@@ -92,12 +90,21 @@ def _spatial_param(value, rank: int, name: str, minimum: int) -> Triple:
 
 def _padding(padding, rank: int) -> tuple[Triple, Triple]:
     """int, one int per dim (symmetric), or one (before, after) pair per dim."""
-    if isinstance(padding, (int, np.integer)):
+    def is_count(value) -> bool:
+        return isinstance(value, (int, np.integer)) and value >= 0
+
+    def as_pair(value) -> tuple:
+        if is_count(value):
+            return (value, value)
+        return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+    if is_count(padding):
         pairs = [(padding, padding)] * rank
+    elif isinstance(padding, (tuple, list)):
+        pairs = [as_pair(p) for p in padding]
     else:
-        pairs = [(p, p) if isinstance(p, (int, np.integer)) else tuple(p) for p in padding]
-    valid = all(len(p) == 2 and all(isinstance(v, (int, np.integer)) and v >= 0 for v in p) for p in pairs)
-    if len(pairs) != rank or not valid:
+        pairs = []
+    if len(pairs) != rank or not all(len(p) == 2 and is_count(p[0]) and is_count(p[1]) for p in pairs):
         raise VpucError(f"conv: padding must be an int >= 0, {rank} ints, or {rank} (before, after) pairs; "
                         f"got {padding!r}")
     before = tuple([0] * (3 - rank) + [int(p[0]) for p in pairs])

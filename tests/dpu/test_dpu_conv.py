@@ -158,6 +158,7 @@ def test_regions_tile_the_output():
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 4, 3, 3))), "input channels per group"),
     (lambda: conv_forward(np.zeros((1, 4, 5, 5)), np.zeros((3, 2, 3, 3)), groups=2), "groups=2"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), stride=0), "stride"),
+    (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), stride=2.0), "stride"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), dilation=(1, 0)), "dilation"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), padding=(1, 2, 3)), "padding"),
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3)), padding=((1, -1), 0)), "padding"),

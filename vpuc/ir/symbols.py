@@ -43,6 +43,27 @@ class Region:
         return ("ddr", self.root.name)
 
 
+SHAPE_META_ALIGN = 16
+
+
+def shape_meta_offset(buffer: Buffer) -> int:
+    """Where a dynamic CMX buffer's dims and strides sit, from the buffer's start.
+
+    A dynamic tensor's actual dims are only known at run time: the kernel that
+    produces it writes them (seed: "located in WIN_F (dynamic case)"), so they
+    live in CMX right after the data, at the upper bounds: int32 dims, then
+    int64 strides in bits.
+    """
+    return (buffer.type.nbytes + SHAPE_META_ALIGN - 1) // SHAPE_META_ALIGN * SHAPE_META_ALIGN
+
+
+def buffer_footprint(buffer: Buffer) -> int:
+    """Bytes a buffer occupies in its memory, with a dynamic CMX buffer's shape metadata."""
+    if buffer.kind is BufferKind.CMX and not buffer.type.is_static:
+        return shape_meta_offset(buffer) + buffer.type.rank * (4 + 8)
+    return buffer.type.nbytes
+
+
 def dense_strides_bits(tensor: TensorType) -> tuple[int, ...]:
     return tuple(s * tensor.elem.bits for s in tensor.dense_strides())
 

@@ -129,6 +129,8 @@ class DpuTask(Task):
     post: PostOp | None = None
     variants: list[DpuVariant] = field(default_factory=list)
     loc: Loc = _loc()
+    # Where each of kernel/stride/pad/dilation was written, for diagnostics.
+    param_locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass

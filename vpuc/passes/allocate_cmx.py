@@ -22,7 +22,7 @@ from vpuc.analysis.liveness import Lifetime, ordered_before, users_by_root
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Buffer, BufferKind, Module
-from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.symbols import SymbolTable, buffer_footprint
 from vpuc.passes.base import ModulePass, PassContext
 
 CMX_ALIGNMENT = 64  # assumption: DPU and DMA descriptors want 64-byte aligned CMX addresses
@@ -73,7 +73,7 @@ class _TileAllocator:
             if buffer.offset is not None:
                 if units:
                     fixed.append(Block(buffer, Lifetime.of(self.schedule, units), buffer.offset,
-                                       buffer.offset + buffer.type.nbytes, True))
+                                       buffer.offset + buffer_footprint(buffer), True))
             elif not units:
                 buffer.offset = 0  # never used: it occupies nothing while anything is live
             else:
@@ -86,7 +86,7 @@ class _TileAllocator:
             obstacles = [b for b in active if not ordered_before(self.schedule, b.life, life)]
             obstacles += [b for b in fixed if not ordered_before(self.schedule, b.life, life)
                           and not ordered_before(self.schedule, life, b.life)]
-            size = buffer.type.nbytes
+            size = buffer_footprint(buffer)
             offset = self._first_fit(obstacles, size)
             if offset is None:
                 raise self._overflow(buffer, size, obstacles)

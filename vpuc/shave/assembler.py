@@ -19,7 +19,7 @@ from vpuc.shave import elf_layout as elf
 from vpuc.shave.encoding import encode_fields, pack_word
 from vpuc.shave.literals import ExprError, parse_float, parse_int_expr
 from vpuc.shave.isa import (BY_MNEMONIC, KINDS, REGISTER_ALIASES, REGISTER_COUNTS,
-                            SIGNED_OR_UNSIGNED_32, Instruction)
+                            SIGNED_OR_UNSIGNED_32, Instruction, format_placeholders)
 from vpuc.shave.kobject import (DEFAULT_ALIGN, R_SHAVE_ABS32, SECTIONS, KernelObject,
                                 Relocation, Symbol)
 
@@ -252,7 +252,7 @@ def _instruction(st: _State, mnemonic: str, operands: list[_Text], loc: Loc) -> 
     expected = info.operands
     if len(operands) != len(expected):
         where = operands[len(expected)].loc if len(operands) > len(expected) else loc
-        shape = f" ({', '.join(_describe(op.kind) for op in expected)})" if expected else ""
+        shape = f" ({format_placeholders(info.format)})" if expected else ""
         raise _LineError(where, f"'{mnemonic}' takes {len(expected)} operand"
                          f"{'s' if len(expected) != 1 else ''}{shape}, got {len(operands)}")
     for position, (spec, text) in enumerate(zip(expected, operands), start=1):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import BufferKind, Module
-from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.symbols import SymbolTable, buffer_footprint
 
 
 def check_module_header(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
@@ -63,7 +63,7 @@ def check_buffers(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
                 bag.error(buffer.loc, f"{where} is on tile {buffer.tile}; {arch.name} has tiles "
                           f"0..{arch.tiles - 1}")
             elif buffer.offset is not None:
-                end = buffer.offset + buffer.type.nbytes
+                end = buffer.offset + buffer_footprint(buffer)
                 if buffer.offset < 0 or end > arch.cmx_bytes:
                     bag.error(buffer.loc, f"{where} occupies bytes {buffer.offset}..{end} of "
                               f"tile {buffer.tile}'s CMX; expected it to fit in "

@@ -46,14 +46,20 @@ def expected_output(task: DpuTask, in_dims, weights_dims) -> tuple[int, ...] | N
     return (n, oc, oh, ow)
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     op = task.op
     errors_before = bag.error_count
-    if not 0 <= task.tile < arch.tiles:
+    tile_ok = 0 <= task.tile < arch.tiles
+    if not tile_ok:
         bag.error(task.loc, f"dpu task on tile {task.tile}; {arch.name} has tiles "
                   f"0..{arch.tiles - 1}")
     if len(task.inputs) != op.num_inputs:
-        bag.error(task.loc, f"dpu {op} takes {op.num_inputs} input(s); got {len(task.inputs)}")
+        bag.error(task.loc, f"dpu {op} takes {_plural(op.num_inputs, 'input')}; got "
+                  f"{len(task.inputs)}")
     if op.has_weights and task.weights is None:
         bag.error(task.loc, f"dpu {op} needs weights(%w)")
     if not op.has_weights and (task.weights is not None or task.bias is not None):
@@ -61,17 +67,23 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
     if not op.has_window:
         for name in ("kernel", "stride", "pad", "dilation"):
             if getattr(task, name) is not None:
-                bag.error(task.loc, f"dpu {op} has no window; '{name}(...)' does not apply")
+                bag.error(task.param_locs.get(name, task.loc),
+                          f"dpu {op} has no window; '{name}(...)' does not apply")
+    bad_params = False
     for name, size in (("kernel", 2), ("stride", 2), ("pad", 4), ("dilation", 2)):
         values = getattr(task, name)
         if values is not None and (len(values) != size or min(values) < (0 if name == "pad" else 1)):
             low = "non-negative" if name == "pad" else "positive"
-            bag.error(task.loc, f"{name}(...) takes {size} {low} integers; got "
-                      f"({', '.join(map(str, values))})")
-            return
+            what = "(top, bottom, left, right)" if name == "pad" else "(height, width)"
+            bag.error(task.param_locs.get(name, task.loc), f"{name}(...) takes {size} {low} "
+                      f"integers {what}; got ({', '.join(map(str, values))})")
+            bad_params = True
+    if bad_params:
+        return
     if task.post is not None and len(task.post.params) != POST_OP_ARITY[task.post.kind]:
-        bag.error(task.post.loc, f"post {task.post.kind} takes {POST_OP_ARITY[task.post.kind]} "
-                  f"parameter(s); got {len(task.post.params)}")
+        bag.error(task.post.loc, f"post {task.post.kind} takes "
+                  f"{_plural(POST_OP_ARITY[task.post.kind], 'parameter')}; got "
+                  f"{len(task.post.params)}")
     if not task.variants:
         bag.error(task.loc, "dpu task has no variants; expected at least one 'variant start(...) "
                   "end(...)'")
@@ -84,8 +96,8 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
         regions[role if role != "dpu input" else f"in{len(regions)}"] = region
         if region is None:
             continue
-        if region.kind is not BufferKind.CMX or region.tile != task.tile:
-            where = f"CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
+        if tile_ok and (region.kind is not BufferKind.CMX or region.tile != task.tile):
+            where = f"the CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
             bag.error(ref.loc, f"{role} %{ref} is in {where}; expected the CMX of tile "
                       f"{task.tile}, where the DPU runs")
         if role != "dpu bias" and region.type.elem not in DPU_ELEMS:
@@ -103,8 +115,8 @@ def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
     weights = regions["dpu weights"].type.bound_shape if "dpu weights" in regions else None
     want_rank = 2 if op is DpuOp.MATMUL else 4
     if len(inp) != want_rank or len(out) != want_rank:
-        bag.error(task.loc, f"dpu {op} takes rank-{want_rank} input and output; got "
-                  f"{len(inp)} and {len(out)}")
+        bag.error(task.loc, f"dpu {op} takes a rank-{want_rank} input and output; got a "
+                  f"rank-{len(inp)} input and a rank-{len(out)} output")
         return
     if op is DpuOp.ADD or op is DpuOp.MUL:
         other = regions.get("in1")
@@ -122,13 +134,15 @@ def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
                       f"{weights}; expected {layout} for input {inp}")
             return
         if task.kernel is not None and op is not DpuOp.MATMUL and tuple(weights[2:]) != task.kernel:
-            bag.error(task.loc, f"kernel{task.kernel} differs from the weights' {tuple(weights[2:])}")
+            bag.error(task.param_locs.get("kernel", task.loc), f"kernel{task.kernel} does not "
+                      f"match the weights %{task.weights}, whose KH, KW are {tuple(weights[2:])}")
+            return
     if "dpu bias" in regions:
         bias = regions["dpu bias"].type.bound_shape
         channels = out[1]
         if bias not in ((channels,), (1, channels, 1, 1)):
             bag.error(task.bias.loc, f"dpu bias %{task.bias} has shape {bias}; expected "
-                      f"({channels},)")
+                      f"({channels},), one value per output channel")
     expected = expected_output(task, inp, weights)
     if expected is not None and tuple(out) != expected:
         bag.error(task.output.loc, f"dpu {op} output %{task.output} has shape {tuple(out)}; "

@@ -10,7 +10,7 @@ from vpuc.analysis.liveness import overlap_conflicts, users_by_root
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import BufferKind, Module
-from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.symbols import SymbolTable, buffer_footprint
 
 
 def placed_memories(module: Module, users: dict[str, list[int]]) -> dict[tuple, list]:
@@ -25,7 +25,8 @@ def placed_memories(module: Module, users: dict[str, list[int]]) -> dict[tuple, 
         else:
             continue
         memories.setdefault(key, []).append(
-            (buffer, buffer.offset, buffer.offset + buffer.type.nbytes, users.get(buffer.name, [])))
+            (buffer, buffer.offset, buffer.offset + buffer_footprint(buffer),
+             users.get(buffer.name, [])))
     return memories
 
 

@@ -150,11 +150,13 @@ class VirTransformer(Transformer):
                       tile=self.int_(tile), offset=self.int_(offset), init=init,
                       loc=self.loc(kind))
 
-    def dims_order(self, first, *rest) -> DimsOrder | None:
-        if isinstance(first, list):
-            order = DimsOrder(tuple(first))
+    def dims_order(self, first, perm=None) -> DimsOrder | None:
+        if first.type == "ORDER":
+            order = DimsOrder(tuple(perm))
             if not order.is_valid():
-                self.bag.error(None, f"order{tuple(first)} is not a permutation of 0..{len(first) - 1}")
+                self.bag.error(self.loc(first), f"{order} is not a permutation of "
+                               f"0..{len(perm) - 1}; expected each dim exactly once")
+                return None
             return order
         perm = NAMED_ORDERS.get(str(first))
         if perm is None:
@@ -211,8 +213,12 @@ class VirTransformer(Transformer):
                        variants=list(variants), loc=self.loc(label or kw))
         for name, values, loc in params:
             if getattr(task, name) is not None:
-                self.bag.error(loc, f"duplicate '{name}' on a dpu task")
+                self.bag.error(loc, f"duplicate '{name}(...)' on a dpu task; expected each "
+                               "of kernel, stride, pad and dilation at most once",
+                               ((task.param_locs[name], "first given here"),))
+                continue
             setattr(task, name, values)
+            task.param_locs[name] = loc
         return task
 
     def dpu_params(self, *params) -> list:

@@ -1,0 +1,55 @@
+"""The compiled program: the module after the passes, with every decision made.
+
+This is the seed's *program* level.  It holds the final module (CMX offsets,
+physical barriers) plus what the passes derived for ACT SHAVE kernels:
+
+- one ``KernelImage`` per kernel function (the blob's ``ActKernel`` and its
+  ``KernelData``), linked for its window, however many invocations it has;
+- one ``InvocationImage`` per ACT SHAVE task (``ActKernelInvocation``): the
+  bytes its WIN_E window maps, with the packed params at ``args_offset``.
+
+Windows (see docs/shave-isa.md, "ABI"): like the NPU runtime's
+``textWindowBase`` / ``dataWindowBase``, the runtime points WIN_D at the
+invoked kernel's code and WIN_E at the invocation's data before each call, and
+WIN_F at the tile's CMX.  So every kernel is linked once, with ``.text`` at
+WIN_D + 0, ``.rodata`` after it and ``.data`` at WIN_E + 0; each invocation's
+WIN_E image is ``[.data copy][params][dims][strides]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vpuc.arch import Arch
+from vpuc.ir.module import Module
+
+
+@dataclass
+class KernelImage:
+    name: str            # the kernel symbol (@name)
+    origin: str          # where the code came from: 'library "clamp"', 'asm "k.s"', ...
+    elf: bytes           # the kernel object as built (the blob's KernelData)
+    text: bytes          # .text, relocated for WIN_D
+    rodata: bytes        # .rodata, relocated, at WIN_D + rodata_offset
+    data: bytes          # .data template, copied into each invocation's WIN_E image
+    entry: int           # entry point offset in .text
+    rodata_offset: int   # from the WIN_D base
+
+
+@dataclass
+class InvocationImage:
+    task_index: int      # position in the ACT_SHAVE task list
+    kernel: str
+    tile: int
+    window_e: bytes      # what WIN_E maps for this invocation
+    args_offset: int     # params struct, from the WIN_E base
+    args_size: int       # sizeof(params): the runtime passes (argsAddr, argsSize)
+
+
+@dataclass
+class Program:
+    module: Module
+    arch: Arch
+    kernels: dict[str, KernelImage] = field(default_factory=dict)
+    invocations: list[InvocationImage] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
