@@ -47,7 +47,7 @@ SUITES = {
     "syntax": ("opt {file}", 1, "stderr"),
     "usage": ("opt {file}", 2, "stderr"),
 }
-_DIRECTIVE = re.compile(r"^//\s*(ARGS|EXIT):\s*(.*?)\s*$", re.MULTILINE)
+_DIRECTIVE = re.compile(r"^//[ \t]*(ARGS|EXIT):[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 
 
 @dataclass
@@ -104,6 +104,7 @@ def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.suite}/{c.path.stem}" for c in CASES])
 def test_golden(case: Case, capsys, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("COLUMNS", "100")  # argparse wraps its usage line to the terminal
     code, out, err = run_cli(case.args, capsys)
     assert "Traceback" not in err and "internal error" not in err, err
     actual = out if case.stream == "stdout" else err

@@ -14,8 +14,8 @@ Model (deterministic, data-independent except for taken branches):
 * the run ends when ``halt`` (or ``ret`` to the exit address) issues and every
   outstanding result is ready: ``cycles = max(now, max(ready))``.
 
-Registers are numbered for ``ready``: s0..s31 = 0..31, v0..v31 = 32..63,
-m0..m7 = 64..71 (``register_key``).  The fast path reuses ``issue`` and
+``ready`` is indexed by register key (``semantics.register_key``: s0..s31 =
+0..31, v0..v31 = 32..63, m0..m7 = 64..71).  The fast path reuses ``issue`` and
 ``finish`` to get the same count.
 """
 
@@ -23,14 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vpuc.shave.isa import INSTRUCTIONS, NUM_MREGS, NUM_SREGS, NUM_VREGS
-
-REGISTER_KEY_BASE = {"s": 0, "v": NUM_SREGS, "m": NUM_SREGS + NUM_VREGS}
-NUM_REGISTER_KEYS = NUM_SREGS + NUM_VREGS + NUM_MREGS
-
-
-def register_key(regfile: str, number: int) -> int:
-    return REGISTER_KEY_BASE[regfile] + number
+from vpuc.shave.isa import INSTRUCTIONS
 
 
 @dataclass(frozen=True)

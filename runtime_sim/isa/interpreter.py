@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from runtime_sim.isa.cycles import CYCLES, NUM_REGISTER_KEYS, Cost, finish, issue, register_key
+from runtime_sim.isa.cycles import CYCLES, Cost, finish, issue
 from runtime_sim.isa.memory import AccessFault, WindowMemory
-from runtime_sim.isa.semantics import SEMANTICS
+from runtime_sim.isa.semantics import NUM_REGISTER_KEYS, SEMANTICS, operand_access
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.disassembler import format_instruction
 from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
@@ -30,6 +31,7 @@ from vpuc.shave.isa import (EXIT_ADDRESS, NUM_MREGS, NUM_SREGS, NUM_VREGS, REG_A
 from vpuc.shave.kobject import KernelObject, link_kernel, rodata_address
 
 HALT = -1
+BAD_TARGET = -2
 DEFAULT_MAX_STEPS = 10_000_000
 
 
@@ -45,11 +47,10 @@ class RunResult:
     exit_pc: int                     # address of the halt / ret that ended the run
 
 
-@dataclass
-class Step:
-    runner: object
-    sources: tuple[int, ...]
-    dests: tuple[int, ...]
+class Step(NamedTuple):
+    runner: Callable            # runner(R, memory) -> None | next index | HALT | BAD_TARGET
+    sources: tuple[int, ...]    # register keys read (for stalls)
+    dests: tuple[int, ...]      # register keys written
     cost: Cost
 
 
@@ -64,9 +65,11 @@ def _signed(value: int) -> int:
 class Program:
     """Linked .text at ``base``, decoded once and ready to run."""
 
-    def __init__(self, code: bytes, base: int, name: str = "<kernel>") -> None:
+    def __init__(self, code: bytes, base: int, name: str = "<kernel>",
+                 labels: dict[int, str] | None = None) -> None:
         self.base = base
         self.name = name
+        self.labels = labels or {}       # .text offset -> label, for messages
         self.size = len(code)
         try:
             words = unpack_words(bytes(code))
@@ -83,7 +86,7 @@ class Program:
         self.steps = [self._compile(i, dec) for i, dec in enumerate(self.decoded)]
 
     def text(self, index: int) -> str:
-        return format_instruction(self.decoded[index], index * WORD_BYTES)
+        return format_instruction(self.decoded[index], index * WORD_BYTES, self.labels)
 
     def index_of(self, address: int) -> int:
         offset = address - self.base
@@ -92,71 +95,54 @@ class Program:
                              f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
         return offset // WORD_BYTES
 
-    def _constant(self, value: int) -> int:
-        self.constants.append(np.uint32(value))
+    def _constant(self, value: np.uint32) -> int:
+        self.constants.append(value)
         return NUM_REGISTER_KEYS + len(self.constants) - 1
 
     def _compile(self, index: int, dec: Decoded) -> Step:
         sem = SEMANTICS[dec.info.opcode]
-        reads, writes, target = [], [], None
-        for op in dec.info.operands:
-            kind = op.kind
-            if kind == "mem":
-                reads += [register_key("s", dec.fields[op.field]), self._constant(dec.imm)]
-            elif kind in ("imm", "f32", "f16", "sym"):
-                reads.append(self._constant(dec.imm))
-            elif kind == "label":
-                target = index + _signed(dec.imm) // WORD_BYTES
-                if _signed(dec.imm) % WORD_BYTES or not 0 <= target < len(self.decoded) + 1:
-                    target = None
-            else:
-                key = register_key(kind[0], dec.fields[op.field])
-                if kind in ("sa2", "sd2"):
-                    keys = [key, key + 1]
-                else:
-                    keys = [key]
-                if kind in ("sa", "va", "ma", "su", "vu", "sa2"):
-                    reads += keys
-                if kind in ("sd", "vd", "md", "su", "vu", "sd2"):
-                    writes += keys
-        sources = tuple(k for k in reads if k < NUM_REGISTER_KEYS)
+        access = operand_access(dec)
+        # Immediates live in R after the registers, so every operand is an index into R.
+        reads = [value if where == "reg" else self._constant(value)
+                 for where, value in access.reads]
+        writes = list(access.writes)
+        target = BAD_TARGET
+        if access.branch is not None and access.branch % WORD_BYTES == 0:
+            if 0 <= index + access.branch // WORD_BYTES < len(self.decoded):
+                target = index + access.branch // WORD_BYTES
+        sources = tuple(key for where, key in access.reads if where == "reg")
         if sem.mnemonic == "ret":
             sources = (REG_LR,)
         dests = tuple(writes) + ((REG_LR,) if sem.mnemonic == "call" else ())
-        runner = self._runner(index, sem, reads, writes, target)
+        runner = self._runner(sem, index, reads, writes, target)
         return Step(runner, sources, dests, CYCLES[dec.info.opcode])
 
-    def _runner(self, index: int, sem, reads: list[int], writes: list[int], target):
+    def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
+        """A closure running one instruction on R; returns None (fall through), the
+        index to branch to, HALT, or BAD_TARGET (a taken branch leaving .text)."""
         fn, kind = sem.fn, sem.kind
         get = itemgetter(*reads) if len(reads) > 1 else (
             (lambda R, k=reads[0]: (R[k],)) if reads else (lambda R: ()))
-
-        def bad_target(R, mem):
-            raise _BadTarget(f"branch target .{_signed(self.decoded[index].imm):+d} is outside "
-                             ".text or not on an instruction")
-
-        if kind == "op" or kind == "load":
-            with_mem = kind == "load"
+        if kind in ("op", "load"):
+            prefix = (True,) if kind == "load" else ()
             if len(writes) == 1:
                 d = writes[0]
-                if with_mem:
+                if prefix:
                     def run(R, mem):
                         R[d] = fn(mem, *get(R))
                 else:
                     def run(R, mem):
                         R[d] = fn(*get(R))
             else:
-                d0, d1 = writes
-
                 def run(R, mem):
-                    R[d0], R[d1] = fn(mem, *get(R))
+                    values = fn(mem, *get(R)) if prefix else fn(*get(R))
+                    for key, value in zip(writes, values):
+                        R[key] = value
             return run
         if kind == "store":
             def run(R, mem):
                 fn(mem, *get(R))
             return run
-        if kind in ("branch", "loop", "jump", "call") and target is None:
-            return bad_target
         if kind == "branch":
             def run(R, mem):
                 return target if fn(*get(R)) else None
@@ -222,7 +208,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     try:
         with np.errstate(all="ignore"):
             while True:
-                step = steps[i]
+                runner, sources, dests, cost = steps[i]
                 executed += 1
                 if executed > max_steps:
                     raise VpucError(f"kernel did not halt within {max_steps} instructions "
@@ -230,9 +216,9 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                     "or raise max_steps", BinLoc(program.name, ".text",
                                                                  i * WORD_BYTES))
                 counts[i] += 1
-                now, stall = issue(ready, now, step.sources, step.dests, step.cost)
+                now, stall = issue(ready, now, sources, dests, cost)
                 stalls += stall
-                nxt = step.runner(R, memory)
+                nxt = runner(R, memory)
                 if nxt is None:
                     i += 1
                     if i == len(steps):
@@ -240,8 +226,12 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                         "or ret?)", BinLoc(program.name, ".text", program.size))
                 elif nxt == HALT:
                     break
+                elif nxt == BAD_TARGET:
+                    offset = _signed(program.decoded[i].imm)
+                    raise _BadTarget(f"branch target .{offset:+d} is outside .text or not on an "
+                                     "instruction")
                 else:
-                    now += step.cost.taken_penalty
+                    now += cost.taken_penalty
                     i = nxt
     except (AccessFault, _BadTarget) as fault:
         message = fault.diagnostics[0].message
@@ -297,7 +287,11 @@ def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | Non
         _copy_in(memory, "WIN_E", data_addr, data, obj.name, ".data")
     bases = {".text": text_addr, ".rodata": rodata_addr, ".data": data_addr}
     symbols = {s.name: bases[s.section] + s.value for s in obj.symbols}
-    return LoadedKernel(obj, Program(text, text_addr, obj.name), text_addr, rodata_addr,
+    labels: dict[int, str] = {}
+    for sym in obj.symbols:
+        if sym.section == ".text":
+            labels.setdefault(sym.value, sym.name)
+    return LoadedKernel(obj, Program(text, text_addr, obj.name, labels), text_addr, rodata_addr,
                         data_addr, symbols)
 
 

@@ -9,12 +9,14 @@ Every access is bounds-checked.  A faulting access raises ``AccessFault``
 (a ``VpucError``) naming the address, the size and the window -- or "no
 window"; the interpreter adds the pc and the instruction text.
 
-Two access paths, with identical results:
+Three access paths, with identical results:
 
 * ``read``/``write``: one access at a Python int address (the interpreter);
+* ``read_rows``/``write_rows``: one row of bytes per address, for an array of
+  addresses (the batched fast path); evenly spaced rows are one checked span;
 * ``gather``/``scatter``: byte addresses as an int64 array of any shape, with
-  an optional mask of active bytes (strided and masked accesses, and the batched
-  fast path).  Inactive bytes are neither checked nor touched.
+  an optional mask of active bytes (strided and masked accesses).  Inactive
+  bytes are neither checked nor touched.
 """
 
 from __future__ import annotations
@@ -104,13 +106,63 @@ class WindowMemory:
         array, offset = self._locate(address, data.size, True)
         array[offset:offset + data.size] = data
 
+    # --- rows: one access of ``size`` bytes per address ---------------------------------
+
+    def read_rows(self, addresses: np.ndarray, size: int) -> np.ndarray:
+        """(..., size) bytes, one row per address (any shape).  Evenly spaced
+        addresses (a loop walking a buffer) are read through one strided view."""
+        addresses = np.asarray(addresses, np.int64)
+        view = self._row_view(addresses.reshape(-1), size, False)
+        if view is None:
+            return self.gather(addresses[..., None] + np.arange(size))
+        return view.copy().reshape(addresses.shape + (size,))
+
+    def write_rows(self, addresses: np.ndarray, data: np.ndarray) -> None:
+        """Store ``data[..., :]`` at each address (rows in C order; where rows
+        overlap, the later one wins, as if the stores ran one after another)."""
+        addresses = np.asarray(addresses, np.int64)
+        size = data.shape[-1]
+        data = np.broadcast_to(data, addresses.shape + (size,))
+        view = self._row_view(addresses.reshape(-1), size, True)
+        if view is None:
+            self.scatter(addresses[..., None] + np.arange(size), data)
+        else:
+            view[...] = data.reshape(-1, size)
+
+    def _row_view(self, flat: np.ndarray, size: int, is_write: bool) -> np.ndarray | None:
+        """A (rows, size) view of window memory when the rows are evenly spaced,
+        do not overlap and share one window; None otherwise.  Faults name the
+        first faulting row, exactly as the one-row access would."""
+        step = _uniform_step(flat)
+        if step is None or (len(flat) > 1 and abs(step) < size):
+            self._check_rows(flat, size, is_write)
+            return None
+        low = int(flat[0]) + min(0, step * (len(flat) - 1))
+        span = int(flat[0]) + max(0, step * (len(flat) - 1)) + size - low
+        try:
+            array, offset = self._locate(low, span, is_write)
+        except AccessFault:
+            self._check_rows(flat, size, is_write)
+            return None
+        start = array[offset + int(flat[0]) - low:]
+        return np.lib.stride_tricks.as_strided(start, shape=(len(flat), size), strides=(step, 1))
+
+    def _check_rows(self, flat: np.ndarray, size: int, is_write: bool) -> None:
+        good = np.zeros(flat.shape, bool)
+        for name, base, array in self._maps:
+            if not (is_write and name in READ_ONLY_WINDOWS):
+                good |= (flat >= base) & (flat + size <= base + len(array))
+        if not good.all():
+            raise self._fault(int(flat[~good][0]), size, is_write)
+
     # --- byte-address arrays -------------------------------------------------------
 
     def _resolve(self, addresses: np.ndarray, active: np.ndarray | None,
                  is_write: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Split active byte addresses by window: [(array, selector, offsets)]."""
         addresses = np.asarray(addresses, dtype=np.int64)
-        live = np.ones(addresses.shape, bool) if active is None else np.asarray(active, bool)
+        live = (np.ones(addresses.shape, bool) if active is None
+                else np.broadcast_to(np.asarray(active, bool), addresses.shape))
         if not live.any():
             return []
         parts, covered = [], np.zeros(addresses.shape, bool)
@@ -136,8 +188,16 @@ class WindowMemory:
 
     def scatter(self, addresses: np.ndarray, values: np.ndarray,
                 active: np.ndarray | None = None) -> None:
-        """Store bytes at the given addresses; with repeated addresses, the last
-        one in C order wins (as if the accesses ran in order)."""
+        """Store bytes at the given addresses.  With repeated addresses the last one
+        in C order wins: numpy assigns a 1-D fancy index in order (a test pins this)."""
         values = np.broadcast_to(np.asarray(values, np.uint8), np.shape(addresses))
         for array, inside, offsets in self._resolve(addresses, active, True):
             array[offsets] = values[inside]
+
+
+def _uniform_step(flat: np.ndarray) -> int | None:
+    """The common difference of evenly spaced addresses, or None."""
+    if len(flat) < 2:
+        return 0
+    steps = np.diff(flat)
+    return int(steps[0]) if (steps == steps[0]).all() else None

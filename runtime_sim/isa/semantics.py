@@ -34,7 +34,8 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from vpuc.shave.isa import BY_MNEMONIC, INSTRUCTIONS, WIDTH
+from vpuc.shave.encoding import Decoded
+from vpuc.shave.isa import BY_MNEMONIC, INSTRUCTIONS, NUM_MREGS, NUM_SREGS, NUM_VREGS, WIDTH
 
 U32, I32, I64 = np.uint32, np.int32, np.int64
 F16, F32, BF16 = np.float16, np.float32, ml_dtypes.bfloat16
@@ -49,6 +50,54 @@ class Semantic:
     mnemonic: str
     kind: str          # op, load, store, branch, loop, jump, call, ret, halt, nop
     fn: Callable | None
+
+
+# --- the register file and what an instruction reads and writes ----------------------
+
+# One numbering of all registers: s0..s31 = 0..31, v0..v31 = 32..63, m0..m7 = 64..71.
+REGISTER_KEY_BASE = {"s": 0, "v": NUM_SREGS, "m": NUM_SREGS + NUM_VREGS}
+NUM_REGISTER_KEYS = NUM_SREGS + NUM_VREGS + NUM_MREGS
+
+
+def register_key(regfile: str, number: int) -> int:
+    return REGISTER_KEY_BASE[regfile] + number
+
+
+@dataclass(frozen=True)
+class Access:
+    """The operands of one decoded instruction, in the semantic function's order.
+
+    ``reads`` items are ``("reg", key)`` or ``("imm", np.uint32)``; ``writes``
+    are register keys, in the order the function returns them; ``branch`` is
+    the pc-relative byte offset of a label operand, if any.  ``call`` also
+    writes lr and ``ret`` reads it (not listed: they have no semantic function).
+    """
+
+    reads: tuple[tuple[str, object], ...]
+    writes: tuple[int, ...]
+    branch: int | None
+
+
+def operand_access(dec: Decoded) -> Access:
+    reads: list[tuple[str, object]] = []
+    writes: list[int] = []
+    branch = None
+    for op in dec.info.operands:
+        kind = op.kind
+        if kind == "mem":
+            reads += [("reg", register_key("s", dec.fields[op.field])), ("imm", U32(dec.imm))]
+        elif kind in ("imm", "f32", "f16", "sym"):
+            reads.append(("imm", U32(dec.imm)))
+        elif kind == "label":
+            branch = int(np.int32(np.uint32(dec.imm)))
+        else:
+            key = register_key(kind[0], dec.fields[op.field])
+            keys = [key, key + 1] if kind in ("sa2", "sd2") else [key]
+            if kind in ("sa", "va", "ma", "su", "vu", "sa2"):
+                reads += [("reg", k) for k in keys]
+            if kind in ("sd", "vd", "md", "su", "vu", "sd2"):
+                writes += keys
+    return Access(tuple(reads), tuple(writes), branch)
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -203,15 +252,15 @@ def _load(mem, address, size: int) -> np.ndarray:
     """(..., size) bytes at each address."""
     if np.ndim(address) == 0:
         return mem.read(int(address), size)
-    return mem.gather(np.asarray(address, I64)[..., None] + np.arange(size))
+    return mem.read_rows(address, size)
 
 
 def _store(mem, address, data: np.ndarray) -> None:
-    size = data.shape[-1]
     if np.ndim(address) == 0 and data.ndim == 1:
         mem.write(int(address), data)
     else:
-        mem.scatter(np.asarray(address, I64)[..., None] + np.arange(size), data)
+        shape = np.broadcast_shapes(np.shape(address), data.shape[:-1])
+        mem.write_rows(np.broadcast_to(np.asarray(address, I64), shape), data)
 
 
 def _scalar_bytes(value, dtype) -> np.ndarray:

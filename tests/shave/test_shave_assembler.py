@@ -181,3 +181,12 @@ def test_doc_error_example_is_current():
     with pytest.raises(VpucError) as info:
         assemble(source, "k.s")
     assert info.value.render() + "\n" == expected
+
+
+def test_assemble_file(tmp_path):
+    from vpuc.shave import assemble_file
+    path = tmp_path / "k.s"
+    path.write_text("    .global k\nk:\n    halt\n")
+    assert assemble_file(str(path)).entry_offset() == 0
+    with pytest.raises(VpucError, match="cannot read assembly file"):
+        assemble_file(str(tmp_path / "missing.s"))

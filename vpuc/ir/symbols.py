@@ -86,7 +86,6 @@ class SymbolTable:
         self.views: dict[str, View] = {}
         self.barriers: dict[str, Barrier] = {}
         self._regions: dict[str, Region | None] = {}
-        self._resolving: set[str] = set()
         self._declare_all()
 
     def _declare(self, table: dict, name: str, item, what: str, sigil: str = "%") -> None:
@@ -114,32 +113,44 @@ class SymbolTable:
         return name in self.buffers or name in self.views
 
     def region(self, name: str) -> Region | None:
-        """The resolved region of a buffer or view, or None if it is not one (or is invalid)."""
+        """The resolved region of a buffer or view, or None if it is not one (or is invalid).
+
+        A chain of views is walked iteratively down to its root and resolved back
+        up, so chains of any length (declared in any order) cannot overflow the stack.
+        """
         if name in self._regions:
             return self._regions[name]
-        if name in self._resolving:
-            view = self.views[name]
-            self.bag.error(view.loc, f"view %{name} is defined in terms of itself")
-            return None
-        self._resolving.add(name)
-        region = self._resolve(name)
-        self._resolving.discard(name)
-        self._regions[name] = region
-        return region
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current = name
+        while current not in self._regions and current in self.views and current not in on_chain:
+            chain.append(current)
+            on_chain.add(current)
+            current = self.views[current].base
+        if current in self._regions:
+            base = self._regions[current]
+        elif current in on_chain:
+            view = self.views[current]
+            self.bag.error(view.loc, f"view %{current} is defined in terms of itself")
+            base = None
+        elif current in self.buffers:
+            base = self._buffer_region(self.buffers[current])
+            self._regions[current] = base
+        else:
+            if chain:
+                view = self.views[chain[-1]]
+                self.bag.error(view.base.loc, f"view %{view.name} slices undefined buffer "
+                               f"%{view.base}")
+            base = None
+        for view_name in reversed(chain):
+            base = None if base is None else self._slice(self.views[view_name], base)
+            self._regions[view_name] = base
+        return self._regions.get(name)
 
-    def _resolve(self, name: str) -> Region | None:
-        buffer = self.buffers.get(name)
-        if buffer is not None:
-            strides = dense_strides_bits(buffer.type)
-            return Region(name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
-        view = self.views.get(name)
-        if view is None:
-            return None
-        if not self.is_buffer_like(view.base):
-            self.bag.error(view.base.loc, f"view %{name} slices undefined buffer %{view.base}")
-            return None
-        base = self.region(view.base)
-        return None if base is None else self._slice(view, base)
+    @staticmethod
+    def _buffer_region(buffer: Buffer) -> Region:
+        strides = dense_strides_bits(buffer.type)
+        return Region(buffer.name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
 
     def _slice(self, view: View, base: Region) -> Region | None:
         shape = base.type.bound_shape

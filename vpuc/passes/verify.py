@@ -20,4 +20,6 @@ class VerifyPass(ModulePass):
     def run(self, module: Module, ctx: PassContext) -> None:
         bag = verify_module(module, ctx.arch)
         bag.raise_if_errors()
-        ctx.warnings.items.extend(bag.warnings)
+        # A pipeline verifies more than once; report each warning once.
+        seen = set(ctx.warnings.items)
+        ctx.warnings.items.extend(w for w in bag.warnings if w not in seen)

@@ -94,6 +94,16 @@ def assemble(text: str, filename: str = "<asm>") -> KernelObject:
     return _build_object(st)
 
 
+def assemble_file(path: str) -> KernelObject:
+    """Assemble a file; an unreadable file is a VpucError too."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VpucError(f"cannot read assembly file {path}: {exc}") from None
+    return assemble(text, str(path))
+
+
 # --- pass 1: lines ------------------------------------------------------------------
 
 def _strip_comment(line: str) -> str:
@@ -265,7 +275,8 @@ def _describe(kind: str) -> str:
     if info.regfile and kind != "mem":
         count = REGISTER_COUNTS[info.regfile]
         pair = "an even " if kind in ("sd2", "sa2") else "a "
-        return f"{pair}{REGFILE_NAMES[info.regfile]} register ({info.regfile}0..{info.regfile}{count - 1})"
+        names = f"{info.regfile}0..{info.regfile}{count - 1}"
+        return f"{pair}{REGFILE_NAMES[info.regfile]} register ({names})"
     return {"imm": "an integer", "f32": "a float", "f16": "a float", "sym": "a symbol or address",
             "label": "a label", "mem": "a memory operand 'offset(sN)'"}[kind]
 

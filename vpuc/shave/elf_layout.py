@@ -28,8 +28,8 @@ ELFDATA2LSB = 1
 EV_CURRENT = 1
 ELFOSABI_NONE = 0
 
-# e_machine: 0x7ACC is not assigned to any real architecture (checked against the
-# binutils/LLVM EM_* lists); it names our SHAVE kernels.
+# e_machine: 0x7ACC is assigned to no real architecture (not in the gABI registry nor
+# among binutils' unofficial values; readelf prints "<unknown>: 0x7acc").
 EM_VPUC_SHAVE = 0x7ACC
 
 
@@ -87,7 +87,8 @@ ET_NONE, ET_REL, ET_EXEC, ET_DYN = ElfType
 (SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_HASH, SHT_DYNAMIC, SHT_NOTE,
  SHT_NOBITS, SHT_REL) = ShType
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = ShFlags.SHF_WRITE, ShFlags.SHF_ALLOC, ShFlags.SHF_EXECINSTR
-SHF_MERGE, SHF_STRINGS, SHF_INFO_LINK = ShFlags.SHF_MERGE, ShFlags.SHF_STRINGS, ShFlags.SHF_INFO_LINK
+SHF_MERGE, SHF_STRINGS = ShFlags.SHF_MERGE, ShFlags.SHF_STRINGS
+SHF_INFO_LINK = ShFlags.SHF_INFO_LINK
 STB_LOCAL, STB_GLOBAL, STB_WEAK = StBind
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = StType
 

@@ -275,12 +275,15 @@ for i, (name, fmt, unit, doc) in enumerate((
 # type occupies bytes [i*n, (i+1)*n), little-endian.
 _add("vld", 0x100, "VLD", "vld", "vd = the 16 bytes at sa+off")
 _add("vst", 0x101, "VST", "vst", "the 16 bytes at sa+off = va")
-_add("vld.m", 0x102, "VLDM", "vld", "vd byte i = byte at sa+off+i if ma bit i else 0; inactive bytes are not accessed")
-_add("vst.m", 0x103, "VSTM", "vst", "byte at sa+off+i = va byte i where ma bit i; inactive bytes are not accessed")
+_add("vld.m", 0x102, "VLDM", "vld",
+     "vd byte i = byte at sa+off+i if ma bit i else 0; inactive bytes are not accessed")
+_add("vst.m", 0x103, "VSTM", "vst",
+     "byte at sa+off+i = va byte i where ma bit i; inactive bytes are not accessed")
 for j, w in enumerate("bhw"):
     n = 16 // WIDTH[w]
     _add(f"vlds.{w}", 0x104 + j, "VLDS", "vlds",
-         f"vd lane i (of {n}) = the {WIDTH[w]}-byte element at sa+off+i*sb (sb: signed byte stride)")
+         f"vd lane i (of {n}) = the {WIDTH[w]}-byte element at sa+off+i*sb "
+         "(sb: signed byte stride)")
     _add(f"vsts.{w}", 0x108 + j, "VSTS", "vsts",
          f"the {WIDTH[w]}-byte element at sa+off+i*sb = va lane i (of {n})")
     _add(f"vlds.m.{w}", 0x10C + j, "VLDSM", "vlds",

@@ -4,8 +4,35 @@ from __future__ import annotations
 
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag
-from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.module import BufferKind, Module, format_number
 from vpuc.ir.symbols import SymbolTable, buffer_footprint
+from vpuc.ir.types import ElemType
+
+# Largest finite value of each float type; integers get their two's-complement range.
+_FLOAT_MAX = {ElemType.F16: 65504.0, ElemType.BF16: 3.3895313892515355e38,
+              ElemType.F32: 3.4028234663852886e38, ElemType.F64: float("inf")}
+
+
+def value_problem(value: float | int, elem: ElemType) -> str | None:
+    """Why ``value`` cannot be stored as ``elem`` (a phrase such as "does not fit u8
+    (0..255)"), or None if it can."""
+    if elem.is_float:
+        limit = _FLOAT_MAX[elem]
+        if value == value and abs(value) != float("inf") and abs(value) > limit:
+            return f"overflows {elem}, whose largest finite value is {limit:g}"
+        return None
+    if isinstance(value, float):
+        return f"is not an integer, but {elem} holds integers"
+    signed = elem.value.startswith("i")
+    low, high = (-(1 << (elem.bits - 1)), (1 << (elem.bits - 1)) - 1) if signed \
+        else (0, (1 << elem.bits) - 1)
+    if not low <= value <= high:
+        return f"does not fit {elem} ({low}..{high})"
+    return None
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def check_module_header(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
@@ -40,10 +67,11 @@ def check_runtime(module: Module, arch: Arch, symbols: SymbolTable, bag: Diagnos
         bag.error(runtime.kernel.loc, f"runtime refers to undefined kernel @{runtime.kernel}")
     elif kernel.params:
         bag.error(runtime.kernel.loc, f"runtime kernel @{kernel.name} takes "
-                  f"{len(kernel.params)} arguments; expected a kernel with none")
+                  f"{_plural(len(kernel.params), 'argument')}; expected a kernel with none",
+                  ((kernel.loc, f"@{kernel.name} is declared here"),))
     if len(runtime.stacks) != arch.tiles:
-        bag.error(runtime.loc, f"runtime gives {len(runtime.stacks)} stack sizes; expected one "
-                  f"per tile ({arch.tiles} on {arch.name})")
+        bag.error(runtime.loc, f"runtime gives {_plural(len(runtime.stacks), 'stack size')}; "
+                  f"expected one per tile ({arch.tiles} on {arch.name})")
     for size in runtime.stacks:
         if size <= 0 or size % 16:
             bag.error(runtime.loc, f"stack size {size} must be a positive multiple of 16 bytes")
@@ -87,8 +115,20 @@ def _check_init(buffer, bag: DiagnosticBag) -> None:
         elif not buffer.type.is_static:
             bag.error(buffer.loc, f"const %{buffer.name} has dynamic dims; constants are static")
         elif buffer.init.values is not None and len(buffer.init.values) != buffer.type.num_elements:
-            bag.error(buffer.loc, f"const %{buffer.name} has {len(buffer.init.values)} values; "
-                      f"expected {buffer.type.num_elements} for type {buffer.type.shape_str()}")
+            bag.error(buffer.loc, f"const %{buffer.name} has "
+                      f"{_plural(len(buffer.init.values), 'value')}; expected "
+                      f"{buffer.type.num_elements} for type {buffer.type.shape_str()}")
+        else:
+            values = buffer.init.values or ()
+            if buffer.init.splat is not None:
+                values = (buffer.init.splat,)
+            for index, value in enumerate(values):
+                problem = value_problem(value, buffer.type.elem)
+                if problem is not None:
+                    which = (f"splat value {format_number(value)}" if buffer.init.splat is not None
+                             else f"value {format_number(value)} at index {index}")
+                    bag.error(buffer.loc, f"const %{buffer.name}: {which} {problem}")
+                    break  # one error per constant is enough
     elif buffer.init is not None:
         bag.error(buffer.loc, f"{where} has an initial value; only const buffers do")
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag, Loc
-from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.module import BufferKind, Module, format_number
 from vpuc.ir.symbols import Region, SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, Executor, SwKernelTask
+from vpuc.verifier.declarations import value_problem
 from vpuc.verifier.dpu import check_dpu_task
 
 TASK_EXECUTOR = {DmaTask: Executor.DMA, DpuTask: Executor.DPU, SwKernelTask: Executor.ACT_SHAVE}
@@ -64,8 +65,11 @@ def check_dma(task: DmaTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBa
     if src is None or dst is None:
         return
     if dst.kind in (BufferKind.CONST, BufferKind.INPUT):
-        bag.error(task.dst.loc, f"dma writes to {dst.kind} %{dst.root.name}; expected a writable "
-                  "buffer (cmx, ddr or output)")
+        what = f"{dst.kind} %{dst.root.name}"
+        if dst.root.name != task.dst:
+            what = f"%{task.dst}, a view of {what}"
+        bag.error(task.dst.loc, f"dma writes to {what}; expected a writable buffer (cmx, ddr "
+                  "or output)")
     if src.root is dst.root and src.byte_offset == dst.byte_offset:
         bag.error(task.loc, f"dma copies %{task.src} onto itself")
     s, d = src.type, dst.type
@@ -91,7 +95,7 @@ def check_dma(task: DmaTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBa
 
 def _check_on_tile(region: Region, tile: int, ref, what: str, bag: DiagnosticBag) -> None:
     if region.kind is not BufferKind.CMX or region.tile != tile:
-        where = f"CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
+        where = f"the CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
         bag.error(getattr(ref, "loc", None), f"{what} %{ref} is in {where}; expected a buffer "
                   f"in the CMX of tile {tile}, where the task runs")
 
@@ -108,16 +112,22 @@ def check_sw(task: SwKernelTask, arch: Arch, symbols: SymbolTable, bag: Diagnost
         aliases[binding.alias] = region
         if region is None:
             continue
+        if role == "output" and region.kind in (BufferKind.CONST, BufferKind.INPUT):
+            what = "a const" if region.kind is BufferKind.CONST else "the network input"
+            bag.error(binding.buffer.loc, f"kernel output %{binding.buffer} is {what}; expected "
+                      f"a writable buffer in the CMX of tile {task.tile}")
+            continue
         if 0 <= task.tile < arch.tiles:
             _check_on_tile(region, task.tile, binding.buffer, f"kernel {role}", bag)
-        if role == "output" and region.kind in (BufferKind.CONST, BufferKind.INPUT):
-            bag.error(binding.buffer.loc, f"kernel output %{binding.buffer} is a {region.kind}; "
-                      "expected a writable buffer")
     consts = {}
     for const in task.consts:
         if const.name in consts or const.name in aliases:
             bag.error(const.loc, f"%{const.name} is defined twice in the sw task's region")
         consts[const.name] = const
+        problem = value_problem(const.value, const.elem)
+        if problem is not None:
+            bag.error(const.loc, f"scalar constant %{const.name} = "
+                      f"{format_number(const.value)} {problem}")
     kernel = symbols.kernels.get(task.kernel)
     if kernel is None:
         bag.error(task.kernel.loc, f"undefined kernel @{task.kernel}")

@@ -3,11 +3,18 @@
 lark reports the terminals it would have accepted by their grammar names
 (``VALUE``, ``LPAR``).  We map each back to how it is written (``'('``,
 ``a value such as %x``), list what was expected at that point (from the
-parser's ``accepts``), and recognise the common slips with ``match_examples``
-so the message can say what most likely went wrong.
+parser's ``accepts``), and recognise the common slips by example, the way
+lark's ``match_examples`` does, so the message can say what most likely went
+wrong.  An example matches when it fails in the same LR state on the same
+kind of token (lark's own matcher also compares the parser's stack depth, which
+differs with the number of declarations above the slip, so it misses most).
+Slips at the character level (';', '#') and malformed tensor types are
+recognised from the text itself.
 """
 
 from __future__ import annotations
+
+import re
 
 import lark
 from lark.lexer import PatternStr
@@ -35,7 +42,11 @@ _HEADER = "module @m\n"
 COMMON_SLIPS = {
     "a VIR file starts with a module header such as 'module @net arch NPU37XX'": [
         "input %x : 16xf16",
+        "const %c : f16 = splat 0",
         "kernel @k() from library \"copy\"",
+        "runtime @r stacks(1)",
+        "view %v = %x[0]",
+        "barrier %b",
         "tasks DMA { }",
     ],
     "a value name needs its '%' sigil, as in %x": [
@@ -64,9 +75,31 @@ COMMON_SLIPS = {
         _HEADER + "tasks ACT_SHAVE { sw @k on 0 inputs() outputs() { run() } }",
         _HEADER + "tasks DPU { dpu conv on 0 in(%x) out(%y) { } }",
     ],
-    "VIR statements are not terminated by ';'": [
-        _HEADER + "input %x : 16xf16;",
-        _HEADER + "barrier %b0;",
+    "waits(...) comes before updates(...), as in waits(%b0) updates(%b1)": [
+        _HEADER + "tasks DMA { dma %a -> %b updates(%b1) waits(%b0) }",
+        _HEADER + "tasks ACT_SHAVE { sw @k on tile 0 inputs() outputs() updates(%b) waits(%a) { run() } }",
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) updates(%b) waits(%a) { } }",
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) { variant start(0, 0, 0) "
+                  "end(0, 0, 0) updates(%b) waits(%a) } }",
+    ],
+    "a dpu task's clauses come in this order: in(...) weights(...) bias(...) out(...) "
+    "kernel/stride/pad/dilation(...) post ... waits(...) updates(...)": [
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) out(%y) waits(%b) post relu { } }",
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) out(%y) updates(%b) post relu { } }",
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) out(%y) post relu kernel(1, 1) { } }",
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) out(%y) weights(%w) { } }",
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) out(%y) bias(%w) { } }",
+        _HEADER + "tasks DPU { dpu conv on tile 0 in(%x) bias(%b) weights(%w) out(%y) { } }",
+    ],
+    "a variant is written 'variant start(x, y, z) end(x, y, z)', inclusive output coordinates": [
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) { variant start(0, 0) end(1, 1) } }",
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) { variant start(0, 0, 0) end(1, 1) } }",
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) { variant (0, 0, 0) (1, 1, 1) } }",
+        _HEADER + "tasks DPU { dpu add on tile 0 in(%a, %b) out(%c) { variant start(0, 0, 0) (1, 1, 1) } }",
+    ],
+    "a sw task's region ends with run(...), passing the kernel's arguments in contract order": [
+        _HEADER + "tasks ACT_SHAVE { sw @k on tile 0 inputs() outputs() { } }",
+        _HEADER + "tasks ACT_SHAVE { sw @k on tile 0 inputs() outputs() { %c = const 1 : i32 } }",
     ],
     "a buffer declaration needs a type after ':', as in input %x : 1x16xf16 NHWC": [
         _HEADER + "input %x",
@@ -102,22 +135,92 @@ def expected_text(parser: lark.Lark, names) -> str:
     return "one of " + ", ".join(texts[:-1]) + " or " + texts[-1]
 
 
+# Characters that start no token, and what writing them most likely meant.
+CHARACTER_SLIPS = {
+    ";": "VIR statements are not terminated by ';'",
+    "#": "comments start with '//'",
+    '"': 'a string ends with a closing " on the same line',
+}
+
+
 def _describe_token(token: lark.Token) -> str:
     if token.type == "$END":
-        return "the end of the file"
+        return "end of file"
     return f"'{token}'"
+
+
+_slip_states: list[tuple[int, str, frozenset, str]] | None = None
+
+
+def _failure(parse, text: str):
+    try:
+        parse(text)
+    except lark.exceptions.UnexpectedToken as exc:
+        return exc
+    except lark.exceptions.UnexpectedInput:
+        return None
+    return None
+
+
+def _slip_hint(exc: lark.exceptions.UnexpectedToken, parser: lark.Lark) -> str | None:
+    """The COMMON_SLIPS label whose example fails in the same state on the same kind of token."""
+    global _slip_states
+    if _slip_states is None:
+        # The examples are parsed once, by this very parser: state numbers differ
+        # between two lark instances of the same grammar.
+        _slip_states = []
+        for label, examples in COMMON_SLIPS.items():
+            for example in examples:
+                failure = _failure(parser.parse, example)
+                if failure is not None:
+                    _slip_states.append((failure.state.position, failure.token.type,
+                                         frozenset(failure.accepts or ()), label))
+    position = exc.state.position if exc.state is not None else None
+    accepts = frozenset(exc.accepts or ())
+    for state, token_type, example_accepts, label in _slip_states:
+        if state == position and token_type == exc.token.type and example_accepts == accepts:
+            return label
+    return None
+
+
+_ELEM_NAMES = ("bf16", "f16", "f32", "f64", "u8", "i8", "u16", "i16", "u32", "i32", "i64")
+_TYPE_WORD = re.compile(r"[0-9A-Za-z_?<=]+")
+
+
+def _type_hint(text: str, line: int, column: int) -> str | None:
+    """Say what is wrong with a malformed tensor type such as 1x?x16xf16 or 16xf17."""
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    word = _TYPE_WORD.match(lines[line - 1], column - 1)
+    if word is None:
+        return None
+    *dims, elem = word.group().split("x")
+    for dim in dims:
+        if dim.startswith("?") and not re.fullmatch(r"\?<=\d+", dim):
+            return f"a dynamic dim needs an upper bound: write ?<=N (as in 1x?<=128x16xf16), not {dim}"
+        if not dim.isdigit() and not dim.startswith("?"):
+            return None
+    if dims and elem not in _ELEM_NAMES:
+        return f"unknown element type '{elem}'; expected one of {', '.join(_ELEM_NAMES)}"
+    return None
 
 
 def syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, file: str,
                  parser: lark.Lark) -> VpucError:
     """Build the located, human-worded error for a lark syntax error."""
     hint = None
-    try:
-        hint = exc.match_examples(parser.parse, COMMON_SLIPS, use_accepts=True)
-    except Exception:  # an example may trip the transformer; a hint is optional
-        hint = None
     line = getattr(exc, "line", 0) or 0
     column = getattr(exc, "column", 0) or 0
+    try:
+        if isinstance(exc, lark.exceptions.UnexpectedCharacters):
+            hint = CHARACTER_SLIPS.get(exc.char)
+        elif isinstance(exc, lark.exceptions.UnexpectedToken):
+            if "SHAPED" in (exc.accepts or exc.expected):
+                hint = _type_hint(text, line, column)
+            hint = hint or _slip_hint(exc, parser)
+    except Exception:  # a hint is optional; never let it hide the error itself
+        hint = None
     if isinstance(exc, lark.exceptions.UnexpectedToken):
         if exc.token.type == "$END":
             line, column = _end_position(text)
