@@ -143,3 +143,18 @@ def test_no_orphan_expected_files() -> None:
     known = {c.expected for c in CASES}
     orphans = [p for p in GOLDEN.rglob("*.expected") if p not in known]
     assert not orphans, f"expected files without an input: {orphans}"
+
+
+DOC_BLOCKS = re.findall(r"```vir\n(.*?)```", (ROOT / "docs" / "vir.md").read_text(encoding="utf-8"),
+                        re.DOTALL)
+
+
+@pytest.mark.parametrize("index", range(len(DOC_BLOCKS)))
+def test_doc_examples_verify(index: int) -> None:
+    """Every ```vir block of docs/vir.md parses, verifies without errors and round-trips."""
+    from vpuc.verifier import verify_module
+
+    module = parse_text(DOC_BLOCKS[index], f"docs/vir.md#block{index}")
+    bag = verify_module(module)
+    assert not bag.has_errors, [d.message for d in bag.errors]
+    assert parse_text(print_module(module), "<printed>") == module

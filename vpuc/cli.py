@@ -20,6 +20,7 @@ from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import PASSES, PIPELINES, parse_pipeline
 from vpuc.vir.parser import parse_file
+from vpuc.program_printer import print_program
 from vpuc.vir.printer import print_module
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -111,6 +112,9 @@ def cmd_opt(args) -> int:
     manager.run(module, ctx)
     report_warnings(ctx)
     text = print_module(module)
+    program = ctx.artifacts.get("program")
+    if program is not None:
+        text += print_program(program)
     if args.output:
         write_atomically(args.output, text)
     else:

@@ -77,3 +77,15 @@ def test_every_message_has_a_golden(where: str, fragment: str) -> None:
         pytest.skip("unreachable through the CLI")
     assert fragment in golden_text(), (
         f"{where}: no golden in tests/golden/errors or syntax shows {fragment!r}")
+
+
+def _hints() -> list[str]:
+    from vpuc.vir.syntax import CHARACTER_SLIPS, COMMON_SLIPS
+    return list(COMMON_SLIPS) + list(CHARACTER_SLIPS.values())
+
+
+@pytest.mark.parametrize("hint", _hints())
+def test_every_slip_hint_has_a_golden(hint: str) -> None:
+    syntax = "\n".join(p.read_text(encoding="utf-8")
+                       for p in (ROOT / "tests" / "golden" / "syntax").glob("*.expected"))
+    assert f"hint: {hint}\n" in syntax, f"no golden in tests/golden/syntax shows the hint {hint!r}"

@@ -108,3 +108,13 @@ def test_binary_garbage_is_a_user_error(tmp_path, capsys) -> None:
     source.write_bytes(bytes(range(256)) * 4)
     code, _, err = run(["opt", str(source)], capsys)
     assert code == 1 and "Traceback" not in err and "internal error" not in err
+
+
+def test_unknown_pass_lists_the_registry(capsys) -> None:
+    # Not a golden: the list grows with every registered pass.
+    from vpuc.passes.registry import PASSES
+
+    code, out, err = run(["opt", "x.vir", "-p", "verify,frobnicate"], capsys)
+    assert code == 2 and out == ""
+    assert err == ("error: unknown pass 'frobnicate'; expected one of: "
+                   + ", ".join(sorted(PASSES)) + "\n")

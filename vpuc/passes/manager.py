@@ -17,6 +17,7 @@ from vpuc.ir.module import Module
 from vpuc.perf import gc_paused
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier import verify_module
+from vpuc.program_printer import print_program
 from vpuc.vir.printer import print_module
 
 
@@ -50,6 +51,9 @@ class PassManager:
             if self.print_after_all and self.stream is not None:
                 self.stream.write(f"// ----- IR after {pass_.name} -----\n")
                 self.stream.write(print_module(module))
+                program = ctx.artifacts.get("program")
+                if program is not None:
+                    self.stream.write(print_program(program))
         if self.time_passes and self.stream is not None:
             self.stream.write(self.timing_report())
         return module

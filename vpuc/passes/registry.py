@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from vpuc.diagnostics import UsageError
 from vpuc.passes.allocate_cmx import AllocateCmxPass
+from vpuc.passes.assign_windows import AssignWindowsPass
 from vpuc.passes.base import ModulePass
+from vpuc.passes.pack_kernel_args import PackKernelArgsPass
 from vpuc.passes.verify import VerifyPass
 
 PASSES: dict[str, type[ModulePass]] = {
@@ -16,12 +18,15 @@ PASSES: dict[str, type[ModulePass]] = {
     for cls in (
         VerifyPass,
         AllocateCmxPass,
+        AssignWindowsPass,
+        PackKernelArgsPass,
     )
 }
 
 # Pipelines are readable lists of pass names.
 PIPELINES: dict[str, list[str]] = {
     "default": ["verify", "allocate-cmx", "verify"],
+    "kernels": ["verify", "allocate-cmx", "assign-windows", "pack-kernel-args"],
 }
 
 

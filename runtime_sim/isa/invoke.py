@@ -1,0 +1,36 @@
+"""Invoke one ACT SHAVE kernel the way the runtime does.
+
+The runtime points WIN_D at the kernel's code (``.text`` then ``.rodata``),
+WIN_E at the invocation's image (``.data`` copy, params, dims/strides) with the
+SHAVE's stack above it, and WIN_F at the tile's CMX, then calls the entry with
+``s0 = argsAddr`` and ``s1 = argsSize``.  The CMX array is used in place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.arch import Arch, load_arch
+from vpuc.shave import KernelObject
+from runtime_sim.isa.interpreter import RunResult, load_kernel, run
+from runtime_sim.isa.memory import WindowMemory
+
+DEFAULT_STACK_BYTES = 16384
+
+
+def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offset: int,
+                  args_size: int, *, entry: str | None = None, arch: Arch | None = None,
+                  stack_bytes: int = DEFAULT_STACK_BYTES, max_steps: int = 50_000_000,
+                  fast: bool = True) -> RunResult:
+    """Run ``obj`` against ``cmx`` (the tile's CMX bytes, modified in place)."""
+    arch = arch or load_arch()
+    code_size = len(obj.text) + 16 + len(obj.rodata)
+    win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
+    win_e = np.zeros(len(window_e) + (-len(window_e) % 16) + stack_bytes, dtype=np.uint8)
+    win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
+    memory = WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    loaded = load_kernel(obj, memory)
+    # The .data template is already part of the WIN_E image; load_kernel copied the same bytes.
+    args_addr = memory.base("WIN_E") + args_offset
+    return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
+               args_size=args_size, max_steps=max_steps)
