@@ -101,10 +101,20 @@ def report_warnings(ctx: PassContext) -> None:
         print(diag.render(), file=sys.stderr)
 
 
+def arch_for(module, override: str | None):
+    """The module's architecture, or the --arch override (a bad override is a usage error)."""
+    if override is None:
+        return load_arch(module.arch)
+    try:
+        return load_arch(override)
+    except VpucError as exc:
+        raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
+
+
 def cmd_opt(args) -> int:
     passes = parse_pipeline(args.passes)
     module = parse_file(args.file)
-    arch = load_arch(args.arch or module.arch)
+    arch = arch_for(module, args.arch)
     ctx = PassContext(arch)
     manager = PassManager(passes, print_after_all=args.print_after_all,
                           time_passes=args.time_passes, verify_each=args.verify_each,

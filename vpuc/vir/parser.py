@@ -182,12 +182,25 @@ class VirTransformer(Transformer):
         start = parse_int(index)
         return Slice(start, start + 1)
 
+    def _slice_bound(self, token: Token | None, what: str) -> int | None:
+        if token is None:
+            return None
+        value = parse_int(token)
+        if value < 0:
+            self.bag.error(self.loc(token), f"slice {what} {value} is negative; expected an "
+                           "index from 0 (write 'a:' for 'to the end')")
+            return 0
+        return value
+
     def slice_range(self, start, stop) -> Slice:
         # An open stop (``a:``) is resolved against the base's shape by the verifier; -1 marks it.
-        return Slice(self.int_(start) or 0, -1 if stop is None else parse_int(stop))
+        stop_value = self._slice_bound(stop, "stop")
+        return Slice(self._slice_bound(start, "start") or 0, -1 if stop_value is None else stop_value)
 
     def slice_step(self, start, stop, step) -> Slice:
-        return Slice(self.int_(start) or 0, -1 if stop is None else parse_int(stop), parse_int(step))
+        stop_value = self._slice_bound(stop, "stop")
+        return Slice(self._slice_bound(start, "start") or 0,
+                     -1 if stop_value is None else stop_value, parse_int(step))
 
     def barrier_decl(self, kw, value, physical) -> Barrier:
         return Barrier(value[1:], self.int_(physical), loc=self.loc(kw))
