@@ -27,8 +27,6 @@ EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 # Subcommands whose issue has not landed yet: they say so plainly and exit 2.
 NOT_BUILT = {
-    "compile": "vpuc compile (VIR -> FlatBuffer/ELF blob) is not built yet; it comes with the "
-               "blob issue. Use 'vpuc opt FILE' to parse, verify and allocate.",
     "inspect": "vpuc inspect (dump a blob or kernel object) is not built yet; it comes with the "
                "blob issue.",
     "run": "vpuc run (simulate a blob) is not built yet; it comes with the runtime_sim issue.",
@@ -65,6 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--verify-each", action="store_true",
                      help="debug mode: run the verifier after every pass")
     opt.set_defaults(handler=cmd_opt)
+
+    comp = sub.add_parser("compile", help="compile a .vir file to a FlatBuffer or ELF blob",
+                          description="Parse FILE, run the compile pipeline "
+                                      f"({', '.join(PIPELINES['compile'])}) and write a blob. "
+                                      "The output is written atomically and is byte-identical "
+                                      "for the same input and options.")
+    comp.add_argument("file", metavar="FILE", help="the .vir file to compile")
+    comp.add_argument("-o", "--output", metavar="OUT",
+                      help="the blob to write (default: FILE with .blob, or .elf for --format elf)")
+    comp.add_argument("--format", choices=("fb", "elf"), default="fb",
+                      help="FlatBuffer graph file (fb) or ELF container (elf); default: %(default)s")
+    comp.add_argument("--arch", metavar="NAME|FILE", help="override the module's architecture")
+    comp.add_argument("--print-after-all", action="store_true",
+                      help="print the IR to stderr after every pass")
+    comp.add_argument("--time-passes", action="store_true",
+                      help="print pass and serialization timings to stderr")
+    comp.add_argument("--verify-each", action="store_true",
+                      help="debug mode: run the verifier after every pass")
+    comp.set_defaults(handler=cmd_compile)
 
     for name, text in NOT_BUILT.items():
         stub = sub.add_parser(name, help=text.split(";")[0] + " (not built yet)", description=text)
@@ -129,6 +146,39 @@ def cmd_opt(args) -> int:
         write_atomically(args.output, text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_compile(args) -> int:
+    import time
+
+    try:
+        from vpuc.blob import write_blob
+    except ImportError:
+        raise UsageError("vpuc compile: the blob writer (vpuc.blob) is not built yet") from None
+
+    module = parse_file(args.file)
+    arch = arch_for(module, args.arch)
+    ctx = PassContext(arch)
+    manager = PassManager(parse_pipeline("compile"), print_after_all=args.print_after_all,
+                          time_passes=False, verify_each=args.verify_each, stream=sys.stderr)
+    manager.run(module, ctx)
+    program = ctx.artifacts["program"]
+    # Provenance: what made this blob.  No paths or times, so output stays deterministic.
+    program.provenance = {"compiler": f"vpuc {__version__}", "format": args.format,
+                          "pipeline": ",".join(PIPELINES["compile"]),
+                          "arch": arch.name, "source": Path(args.file).name}
+    started = time.perf_counter()
+    data = write_blob(program, args.format, {"format": args.format, "arch": arch.name})
+    serialize_seconds = time.perf_counter() - started
+    output = args.output or str(Path(args.file).with_suffix(".elf" if args.format == "elf" else ".blob"))
+    write_atomically(output, data)
+    report_warnings(ctx)
+    if args.time_passes:
+        from vpuc.passes.manager import PassTiming
+        manager.timings.append(PassTiming(f"serialize ({args.format})", serialize_seconds))
+        sys.stderr.write(manager.timing_report())
+    print(f"wrote {output}: {len(data)} bytes ({args.format})", file=sys.stderr)
     return EXIT_OK
 
 

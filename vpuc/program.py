@@ -48,8 +48,23 @@ class InvocationImage:
 
 @dataclass
 class Program:
+    """Everything a blob holds.
+
+    ``module`` is final: every CMX buffer has an offset and every barrier a
+    physical id, with ``module.barriers`` listed so that the virtual barriers
+    sharing one physical id appear in the order the runtime reuses it.
+    ``constants`` maps each const buffer to its bytes in memory order (dims
+    order applied), ready to be copied to DDR.
+    """
+
     module: Module
     arch: Arch
     kernels: dict[str, KernelImage] = field(default_factory=dict)
     invocations: list[InvocationImage] = field(default_factory=list)
+    constants: dict[str, bytes] = field(default_factory=dict)
+    # Declared kernel → the kernel image it uses (dedupe-kernels merges identical code).
+    kernel_aliases: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
+
+    def kernel_image(self, declared: str) -> KernelImage:
+        return self.kernels[self.kernel_aliases.get(declared, declared)]

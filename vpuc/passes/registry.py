@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from vpuc.diagnostics import UsageError
 from vpuc.passes.allocate_cmx import AllocateCmxPass
+from vpuc.passes.assign_physical_barriers import AssignPhysicalBarriersPass
 from vpuc.passes.assign_windows import AssignWindowsPass
 from vpuc.passes.base import ModulePass
+from vpuc.passes.dedupe_kernels import DedupeKernelsPass
+from vpuc.passes.materialize_constants import MaterializeConstantsPass
 from vpuc.passes.pack_kernel_args import PackKernelArgsPass
 from vpuc.passes.verify import VerifyPass
 
@@ -18,8 +21,11 @@ PASSES: dict[str, type[ModulePass]] = {
     for cls in (
         VerifyPass,
         AllocateCmxPass,
+        AssignPhysicalBarriersPass,
         AssignWindowsPass,
         PackKernelArgsPass,
+        DedupeKernelsPass,
+        MaterializeConstantsPass,
     )
 }
 
@@ -27,6 +33,9 @@ PASSES: dict[str, type[ModulePass]] = {
 PIPELINES: dict[str, list[str]] = {
     "default": ["verify", "allocate-cmx", "verify"],
     "kernels": ["verify", "allocate-cmx", "assign-windows", "pack-kernel-args"],
+    # What `vpuc compile` runs before serializing.
+    "compile": ["verify", "allocate-cmx", "assign-physical-barriers", "verify",
+                "assign-windows", "pack-kernel-args", "dedupe-kernels", "materialize-constants"],
 }
 
 
