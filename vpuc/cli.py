@@ -29,7 +29,6 @@ EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 NOT_BUILT = {
     "inspect": "vpuc inspect (dump a blob or kernel object) is not built yet; it comes with the "
                "blob issue.",
-    "run": "vpuc run (simulate a blob) is not built yet; it comes with the runtime_sim issue.",
 }
 
 
@@ -82,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--verify-each", action="store_true",
                       help="debug mode: run the verifier after every pass")
     comp.set_defaults(handler=cmd_compile)
+
+    from runtime_sim.cli_run import add_run_parser
+    add_run_parser(sub)
 
     for name, text in NOT_BUILT.items():
         stub = sub.add_parser(name, help=text.split(";")[0] + " (not built yet)", description=text)

@@ -45,6 +45,7 @@ class RunResult:
     vector_regs: list[bytes]
     mask_regs: list[int]
     exit_pc: int                     # address of the halt / ret that ended the run
+    batched_iterations: int = 0      # loop iterations the fast path ran as batches
 
 
 class Step(NamedTuple):
@@ -196,8 +197,15 @@ def default_stack_top(memory: WindowMemory) -> int:
 
 def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: int = 0,
         args_size: int = 0, stack_top: int | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS) -> RunResult:
-    """Run from byte offset ``entry`` of .text until halt or ret to the exit address."""
+        max_steps: int = DEFAULT_MAX_STEPS, fast=False) -> RunResult:
+    """Run from byte offset ``entry`` of .text until halt or ret to the exit address.
+
+    ``fast=True`` (or a ``fastpath.FastLoops``) lets the fast path run straight-line
+    loops as numpy batches; the results, cycles and counts are the same."""
+    if fast is True:
+        from runtime_sim.isa.fastpath import FastLoops
+        fast = FastLoops(program)
+    loops = fast or None
     R = initial_registers(program, args_addr, args_size,
                           default_stack_top(memory) if stack_top is None else stack_top)
     ready = [0] * NUM_REGISTER_KEYS
@@ -232,6 +240,13 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                      "instruction")
                 else:
                     now += cost.taken_penalty
+                    if loops is not None and nxt <= i:
+                        # At a loop head: the fast path may run iterations as a batch.
+                        batch = loops(nxt, i, R, ready, now, memory, counts, max_steps - executed)
+                        if batch is not None:
+                            now, nxt, ran, stalled = batch
+                            executed += ran
+                            stalls += stalled
                     i = nxt
     except (AccessFault, _BadTarget) as fault:
         message = fault.diagnostics[0].message
@@ -248,7 +263,8 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         vector_regs=[bytes(np.asarray(v, np.uint8)) for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
         mask_regs=[int((np.asarray(m).astype(np.uint32) << np.arange(16, dtype=np.uint32)).sum())
                    for m in R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS]],
-        exit_pc=program.base + i * WORD_BYTES)
+        exit_pc=program.base + i * WORD_BYTES,
+        batched_iterations=loops.batched_iterations if loops is not None else 0)
 
 
 def _where(program: Program, index: int) -> str:
@@ -291,18 +307,34 @@ def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | Non
     for sym in obj.symbols:
         if sym.section == ".text":
             labels.setdefault(sym.value, sym.name)
-    return LoadedKernel(obj, Program(text, text_addr, obj.name, labels), text_addr, rodata_addr,
+    return LoadedKernel(obj, _program(text, text_addr, obj.name, labels), text_addr, rodata_addr,
                         data_addr, symbols)
+
+
+# Decoding is pure and a Program is never changed by running it, so a kernel loaded
+# again at the same address (every invoke_kernel) reuses its decoded Program.
+_PROGRAMS: dict[tuple, Program] = {}
+MAX_CACHED_PROGRAMS = 256
+
+
+def _program(text: bytes, base: int, name: str, labels: dict[int, str]) -> Program:
+    key = (bytes(text), base, name, tuple(sorted(labels.items())))
+    program = _PROGRAMS.get(key)
+    if program is None:
+        if len(_PROGRAMS) >= MAX_CACHED_PROGRAMS:
+            _PROGRAMS.clear()
+        program = _PROGRAMS[key] = Program(text, base, name, labels)
+    return program
 
 
 def run_kernel(obj: KernelObject, memory: WindowMemory, *, entry: str | None = None,
                args_addr: int = 0, args_size: int = 0, text_addr: int | None = None,
                data_addr: int | None = None, stack_top: int | None = None,
-               max_steps: int = DEFAULT_MAX_STEPS) -> RunResult:
+               max_steps: int = DEFAULT_MAX_STEPS, fast=False) -> RunResult:
     """Load ``obj`` into ``memory`` and run one invocation of an entry point."""
     loaded = load_kernel(obj, memory, text_addr=text_addr, data_addr=data_addr)
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
-               args_size=args_size, stack_top=stack_top, max_steps=max_steps)
+               args_size=args_size, stack_top=stack_top, max_steps=max_steps, fast=fast)
 
 
 def _copy_in(memory: WindowMemory, window: str, address: int, data: bytes, name: str,

@@ -22,7 +22,9 @@ def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offs
                   args_size: int, *, entry: str | None = None, arch: Arch | None = None,
                   stack_bytes: int = DEFAULT_STACK_BYTES, max_steps: int = 50_000_000,
                   fast: bool = True) -> RunResult:
-    """Run ``obj`` against ``cmx`` (the tile's CMX bytes, modified in place)."""
+    """Run ``obj`` against ``cmx`` (the tile's CMX bytes, modified in place).
+    ``fast`` runs straight-line loops through the batched fast path (same results,
+    same cycles); ``fast=False`` is the exact one-instruction-at-a-time reference."""
     arch = arch or load_arch()
     code_size = len(obj.text) + 16 + len(obj.rodata)
     win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
@@ -33,4 +35,4 @@ def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offs
     # The .data template is already part of the WIN_E image; load_kernel copied the same bytes.
     args_addr = memory.base("WIN_E") + args_offset
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
-               args_size=args_size, max_steps=max_steps)
+               args_size=args_size, max_steps=max_steps, fast=fast)

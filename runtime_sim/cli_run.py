@@ -1,0 +1,214 @@
+"""``vpuc run FILE``: simulate a blob (or a .vir file, compiled in-process).
+
+Prints a summary table to stdout; writes outputs (``--output-dir``), a task
+report (``--report``) and a Perfetto trace (``--trace``); checks outputs
+against ``--expected`` tensors or the numpy ``--reference``.  Exit code 1 when
+an output mismatches or a race is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from runtime_sim.inputs import bind, compare, parse_tensor_arg, tolerances
+from runtime_sim.reference import Reference
+from runtime_sim.report import summary, tasks_csv
+from runtime_sim.simarch import sim_arch_for
+from runtime_sim.simulator import simulate
+from runtime_sim.trace import trace_json
+from vpuc.diagnostics import UsageError, VpucError
+
+EXIT_OK, EXIT_USER = 0, 1
+PROGRESS_MIN_UNITS = 2000        # shorter runs finish before a bar is worth drawing
+PROGRESS_DELAY_S = 0.5
+
+
+def add_run_parser(subparsers) -> argparse.ArgumentParser:
+    run = subparsers.add_parser(
+        "run", help="simulate a blob (or a .vir file): outputs, cycles, trace",
+        description="Simulate FILE (a blob, or a .vir file compiled in-process) on the "
+                    "cycle-approximate NPU model: print a summary of cycles and engine use, "
+                    "and optionally write outputs, a task report and a Perfetto trace.")
+    run.add_argument("file", metavar="FILE", help="a blob, or a .vir file")
+    run.add_argument("--input", action="append", default=[], metavar="[NAME=]VALUE",
+                     help="an input: @file.npy or a typed literal like 1x16xf16=1,2,... "
+                          "(repeatable; missing inputs are random)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--output-dir", metavar="DIR", help="write every output as DIR/NAME.npy")
+    run.add_argument("--expected", action="append", default=[], metavar="[NAME=]VALUE",
+                     help="expected output (@ref.npy or a literal) to compare with (repeatable)")
+    run.add_argument("--reference", action="store_true",
+                     help="compute the expected outputs with numpy, op by op, and compare")
+    run.add_argument("--rtol", type=float, help="relative tolerance (default by element type)")
+    run.add_argument("--atol", type=float, help="absolute tolerance (default by element type)")
+    run.add_argument("--report", metavar="CSV", help="write one row per task: id, engine, tile, "
+                     "start, end, cycles, bytes, MACs, ...")
+    run.add_argument("--trace", metavar="JSON", help="write a Chrome trace JSON for Perfetto")
+    run.add_argument("--timing-only", action="store_true", help="skip the numerics")
+    run.add_argument("--arch", metavar="NAME|FILE",
+                     help="simulator timing model (default: runtime_sim/archs/<arch>.toml)")
+    run.add_argument("--max-cycles", type=float, metavar="N",
+                     help="stop with an error if the run goes past N cycles")
+    run.add_argument("--no-races", action="store_true", help="do not check for data races")
+    run.add_argument("-p", "--passes", metavar="PIPELINE",
+                     help="for a .vir file: the pass pipeline to compile with (default: kernels)")
+    run.set_defaults(handler=cmd_run)
+    return run
+
+
+# ------------------------------------------------------------------ loading
+
+def default_pipeline() -> str:
+    from vpuc.passes.registry import PASSES, PIPELINES
+    names = list(PIPELINES["kernels"])
+    for later in ("assign-physical-barriers", "materialize-constants"):
+        if later in PASSES and later not in names:
+            names.append(later)
+    return ",".join(names)
+
+
+def load_program(path: str, passes: str | None):
+    if path.endswith(".vir"):
+        from vpuc.arch import load_arch
+        from vpuc.passes.base import PassContext
+        from vpuc.passes.manager import PassManager
+        from vpuc.passes.registry import parse_pipeline
+        from vpuc.vir.parser import parse_file
+        pipeline = parse_pipeline(passes or default_pipeline())
+        module = parse_file(path)
+        ctx = PassContext(load_arch(module.arch))
+        PassManager(pipeline).run(module, ctx)
+        for diag in ctx.warnings.items:
+            print(diag.render(), file=sys.stderr)
+        program = ctx.artifacts.get("program")
+        if program is None:
+            raise UsageError(f"the pipeline '{passes}' builds no program; it needs "
+                             "assign-windows and pack-kernel-args")
+        return program
+    if passes:
+        raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise VpucError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        from vpuc.blob import read_blob
+    except ImportError:
+        raise UsageError("reading blobs needs vpuc.blob.read_blob, which is not built yet; "
+                         "run the .vir file instead") from None
+    return read_blob(data, path)
+
+
+# ------------------------------------------------------------------ output
+
+def write_atomically(path: str | Path, data: bytes) -> None:
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as exc:
+        raise VpucError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    write_atomically(path, buffer.getvalue())
+
+
+class ProgressBar:
+    """A one-line bar on stderr, drawn only for long runs and when stdout is a terminal."""
+
+    def __init__(self, total: int, stream=sys.stderr) -> None:
+        self.total, self.stream = total, stream
+        self.begin = time.monotonic()
+        self.drawn = False
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.begin < PROGRESS_DELAY_S or now - self.last < 0.1:
+            return
+        self.last, self.drawn = now, True
+        filled = int(30 * done / max(total, 1))
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * done / max(total, 1):3.0f}% "
+                          f"{done:,}/{total:,} units")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * 72 + "\r")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------ the command
+
+def cmd_run(args) -> int:
+    if args.timing_only and (args.output_dir or args.expected or args.reference):
+        raise UsageError("--timing-only computes no outputs; drop --output-dir, --expected and "
+                         "--reference, or drop --timing-only")
+    program = load_program(args.file, args.passes)
+    try:
+        arch = sim_arch_for(program.arch, args.arch)
+    except VpucError as exc:
+        if args.arch:
+            raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
+        raise
+    module = program.module
+    inputs_decl = [b for b in module.buffers if b.kind.value == "input"]
+    outputs_decl = [b for b in module.buffers if b.kind.value == "output"]
+    given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
+                 "input")
+    expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
+                    "--expected", "output")
+    units = sum(len(tl.tasks) for tl in module.task_lists)
+    bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
+    try:
+        result = simulate(program, arch, given, seed=args.seed, timing_only=args.timing_only,
+                          races=not args.no_races, max_cycles=args.max_cycles, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    title = (f"vpuc run {args.file}: @{module.name} on {arch.name} "
+             f"(timing model {arch.path}, version {arch.version})")
+    sys.stdout.write(summary(result.plan, result.timeline, title))
+    if args.report:
+        write_atomically(args.report, tasks_csv(result.plan, result.timeline).encode())
+    if args.trace:
+        write_atomically(args.trace, trace_json(result.plan, result.timeline, title).encode())
+    status = EXIT_OK
+    for diag in result.races:
+        print(diag.render(), file=sys.stderr)
+        status = EXIT_USER
+    if args.output_dir:
+        directory = Path(args.output_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, value in result.outputs.items():
+            save_npy(directory / f"{name}.npy", value)
+            print(f"output %{name} -> {directory / (name + '.npy')}")
+    checks = [(name, value, "the expected tensor") for name, value in expected.items()]
+    if args.reference:
+        reference = Reference(program).run(result.inputs)
+        checks += [(name, value, "the numpy reference") for name, value in reference.items()]
+    buffers = {b.name: b for b in outputs_decl}
+    for name, value, against in checks:
+        rtol, atol = tolerances(buffers[name], args.rtol, args.atol)
+        ok, line = compare(name, result.outputs[name], value, rtol, atol, against)
+        print(line)
+        if not ok:
+            status = EXIT_USER
+    return status

@@ -1,0 +1,132 @@
+"""The DMA engine: transfers, their numerics, and DDR bandwidth shared between channels.
+
+A transfer costs ``dispatch + setup + bytes / rate``.  Setup is the larger
+access latency of its two sides (DDR or CMX).  Its rate is capped by the
+channel's engine (and CMX port), by one element per DMA cycle when it permutes,
+and, when a side is in DDR, by its fair share of the DDR bandwidth: the
+transfers moving data to or from DDR at a moment share it max-min fairly
+(processor sharing), and every time one starts or ends moving data the others
+are re-timed from the bytes they have left.
+
+Numerics use the regions' strides: a copy moves bytes in memory order (so it
+may reshape), a permute copies logical elements into another dims order, a
+convert rounds through f32 to the destination type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_sim.memory import Memory
+from runtime_sim.simarch import SimArch
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import Region
+from vpuc.ir.tasks import DmaMode, DmaTask
+
+
+@dataclass(slots=True)
+class Transfer:
+    nbytes: int        # bytes of work: the larger of the two sides
+    setup: float       # NCE cycles before data moves
+    cap: float         # bytes per NCE cycle without DDR contention
+    ddr_sides: int     # 0, 1 or 2 sides in DDR (a DDR -> DDR copy uses DDR twice)
+    ddr_bytes: int     # bytes read from plus written to DDR
+
+
+def in_ddr(region: Region) -> bool:
+    return region.kind is not BufferKind.CMX
+
+
+def plan_transfer(task: DmaTask, src: Region, dst: Region, arch: SimArch) -> Transfer:
+    src_bytes, dst_bytes = src.type.nbytes, dst.type.nbytes
+    cap = arch.dma_engine_bytes_per_cycle
+    if not in_ddr(src) or not in_ddr(dst):
+        cap = min(cap, arch.cmx_bytes_per_cycle)
+    if task.mode is DmaMode.PERMUTE:
+        cap = min(cap, arch.dma_permute_elements_per_cycle * src.type.elem.nbytes)
+    setup = max(arch.dma_latency(in_ddr(src)), arch.dma_latency(in_ddr(dst)))
+    ddr_bytes = (src_bytes if in_ddr(src) else 0) + (dst_bytes if in_ddr(dst) else 0)
+    return Transfer(max(src_bytes, dst_bytes), setup, cap, in_ddr(src) + in_ddr(dst), ddr_bytes)
+
+
+class DdrSharing:
+    """Transfers in their data phase; rates are recomputed whenever one joins or leaves."""
+
+    def __init__(self, ddr_bytes_per_cycle: float) -> None:
+        self.capacity = ddr_bytes_per_cycle
+        self.active: dict[int, list] = {}     # unit -> [bytes left, rate, cap, ddr sides]
+        self.last = 0.0
+        self.samples: list[tuple[float, float]] = [(0.0, 0.0)]   # (time, DDR bytes/cycle)
+
+    def join(self, unit: int, t: float, transfer: Transfer) -> list[tuple[int, float]]:
+        self._advance(t)
+        self.active[unit] = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
+        return self._retime(t)
+
+    def leave(self, unit: int, t: float) -> list[tuple[int, float]]:
+        self._advance(t)
+        del self.active[unit]
+        return self._retime(t)
+
+    def _advance(self, t: float) -> None:
+        elapsed = t - self.last
+        if elapsed > 0:
+            for state in self.active.values():
+                state[0] = max(state[0] - state[1] * elapsed, 0.0)
+        self.last = t
+
+    def _retime(self, t: float) -> list[tuple[int, float]]:
+        """Water-filling: each DDR user gets an equal share of what is left, up to
+        its own demand; a transfer without DDR sides runs at its cap."""
+        users = sorted((state[2] * state[3], unit) for unit, state in self.active.items()
+                       if state[3])
+        left, count = self.capacity, len(users)
+        used = 0.0
+        for demand, unit in users:
+            given = min(demand, left / count)
+            state = self.active[unit]
+            state[1] = given / state[3]
+            left -= given
+            used += given
+            count -= 1
+        for state in self.active.values():
+            if not state[3]:
+                state[1] = state[2]
+        if used != self.samples[-1][1]:
+            self.samples.append((t, used))
+        return [(unit, t + state[0] / state[1]) for unit, state in self.active.items()]
+
+
+# ------------------------------------------------------------------ numerics
+
+def run_transfer(task: DmaTask, src: Region, dst: Region, memory: Memory) -> None:
+    shape = None
+    if not src.root.type.is_static:
+        shape = memory.shape_of(src)
+        memory.set_dynamic_dims(dst.root, shape)
+    a = memory.view(src)
+    b = memory.view(dst, shape)
+    if task.mode is DmaMode.PERMUTE:
+        b[...] = a
+    elif task.mode is DmaMode.CONVERT:
+        b[...] = convert(a, b.dtype)
+    elif a.shape == b.shape and src.type.order == dst.type.order:
+        b[...] = a
+    else:
+        # A reshaping copy moves bytes in memory order, whatever the logical shapes.
+        src_mem = a.transpose(src.type.order.perm).reshape(-1)
+        b.transpose(dst.type.order.perm)[...] = src_mem.reshape(
+            [b.shape[d] for d in dst.type.order.perm])
+
+
+def convert(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Through f32 (f64 stays f64), rounded once: floats to nearest even, integers
+    half to even and saturated."""
+    wide = np.float64 if values.dtype == np.float64 or dtype == np.float64 else np.float32
+    compute = values.astype(wide)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(compute), info.min, info.max).astype(dtype)
+    return compute.astype(dtype)

@@ -1,0 +1,176 @@
+"""The DPU engine: one variant (workload) at a time, numerics and cycles.
+
+Numerics call ``runtime_sim.dpu`` on in-place views of CMX (logical NCHW, or
+[M, K] for matmul) and store only the variant's output box, so a variant
+writes exactly the bytes it owns.  Cycles follow vpunn's theoretical DPU model
+(see the arch file): MACs over the op class's MACs/cycle for the input type,
+divided by the efficiency of the variant's shape on the MPE grid (the output
+box padded up to whole grid cells), plus a fixed per-variant overhead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from runtime_sim import dpu as ops
+from runtime_sim.dpu.numerics import PostOp
+from runtime_sim.memory import Memory
+from runtime_sim.simarch import SimArch
+from vpuc.diagnostics import VpucError
+from vpuc.ir.symbols import Region, span_of
+from vpuc.ir.tasks import DpuOp, DpuTask, PostOpKind
+from vpuc.ir.types import TensorType
+
+DENSE = (DpuOp.CONV, DpuOp.MATMUL)
+WINDOWED = (DpuOp.DWCONV, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
+MACS_NAME = {DpuOp.CONV: "conv2d", DpuOp.DWCONV: "depthwise_conv2d", DpuOp.MATMUL: "matmul",
+             DpuOp.MAXPOOL: "maxpool", DpuOp.AVGPOOL: "avgpool", DpuOp.ADD: "add",
+             DpuOp.MUL: "mul"}
+
+
+def post_op(task: DpuTask) -> PostOp | None:
+    post = task.post
+    if post is None:
+        return None
+    kind, params = post.kind, post.params
+    if kind is PostOpKind.RELU:
+        return PostOp.relu()
+    if kind is PostOpKind.LRELU:
+        return PostOp.leaky_relu(params[0])
+    if kind is PostOpKind.CLAMP:
+        return PostOp.clamp(params[0], params[1])
+    return PostOp.sigmoid() if kind is PostOpKind.SIGMOID else PostOp.tanh()
+
+
+def variant_box(task: DpuTask, index: int) -> ops.Variant:
+    v = task.variants[index]
+    return ops.Variant(v.start[0], v.start[1], v.start[2], v.end[0], v.end[1], v.end[2])
+
+
+def window(task: DpuTask, weights_shape: tuple[int, ...] | None):
+    kernel = task.kernel or (tuple(weights_shape[2:4]) if weights_shape else (1, 1))
+    return (tuple(kernel), tuple(task.stride or (1, 1)), tuple(task.pad or (0, 0, 0, 0)),
+            tuple(task.dilation or (1, 1)))
+
+
+# ------------------------------------------------------------------ cycles
+
+def variant_cycles(task: DpuTask, index: int, regions: dict[str, Region], arch: SimArch) -> tuple[float, int]:
+    """(NCE cycles without dispatch, MACs) of one variant."""
+    box = variant_box(task, index)
+    channels, rows, cols = box.shape()
+    x = regions["in0"]
+    elem = x.type.elem.value
+    if task.op is DpuOp.MATMUL:
+        k = x.type.bound_shape[1]
+        macs = ops.macs("matmul", (rows, channels), in_channels=k)
+        # The 4x4 spatial grid holds 16 rows of the matmul; its columns are channels.
+        cells = arch.grid[0] * arch.grid[1]
+        padded = math.ceil(rows / cells) * cells * math.ceil(channels / arch.grid[2]) * arch.grid[2]
+        efficiency = rows * channels / padded
+    else:
+        batch = x.type.bound_shape[0]
+        weights = regions.get("weights")
+        kernel, _, _, _ = window(task, weights.type.bound_shape if weights else None)
+        macs = ops.macs(MACS_NAME[task.op], (batch, channels, rows, cols), kernel=kernel,
+                        in_channels=x.type.bound_shape[1])
+        gx, gy, gz = arch.grid
+        padded = (math.ceil(cols / gx) * gx * math.ceil(rows / gy) * gy
+                  * math.ceil(channels / gz) * gz)
+        efficiency = cols * rows * channels / padded
+    if task.op in (DpuOp.ADD, DpuOp.MUL):
+        return math.ceil(macs / arch.eltwise_elements_per_cycle) + arch.variant_overhead, macs
+    table = arch.dense_macs_per_cycle if task.op in DENSE else arch.window_macs_per_cycle
+    if elem not in table:
+        raise VpucError(f"the simulator's DPU model has no {'dense' if task.op in DENSE else 'window'} "
+                        f"MACs/cycle for {elem} (arch file lists {', '.join(table)})")
+    return math.ceil(macs / table[elem] / efficiency) + arch.variant_overhead, macs
+
+
+# ------------------------------------------------------------------ regions a variant touches
+
+def sub_region(region: Region, starts: tuple[int, ...], sizes: tuple[int, ...]) -> Region:
+    offset = region.byte_offset + sum(s * b // 8 for s, b in zip(starts, region.strides_bits))
+    tensor = TensorType(tuple(sizes), region.type.elem, region.type.order)
+    return Region(region.name, region.root, tensor, offset, region.strides_bits,
+                  span_of(tensor, region.strides_bits))
+
+
+def _clip(lo: int, hi: int, size: int) -> tuple[int, int]:
+    lo, hi = max(lo, 0), min(hi, size - 1)
+    return lo, max(hi - lo + 1, 0)
+
+
+def variant_accesses(task: DpuTask, index: int, regions: dict[str, Region]) -> tuple[list[Region], Region]:
+    """(regions read, region written) by one variant: its output box and the input
+    windows, weights and bias slices that box needs."""
+    box = variant_box(task, index)
+    out = regions["out"]
+    reads: list[Region] = []
+    if task.op is DpuOp.MATMUL:
+        rows, cols = (box.y_start, box.y_end - box.y_start + 1), (box.z_start, box.z_end - box.z_start + 1)
+        written = sub_region(out, (rows[0], cols[0]), (rows[1], cols[1]))
+        a = regions["in0"]
+        reads.append(sub_region(a, (rows[0], 0), (rows[1], a.type.bound_shape[1])))
+        w = regions["weights"]
+        reads.append(sub_region(w, (cols[0], 0), (cols[1], w.type.bound_shape[1])))
+    else:
+        n = out.type.bound_shape[0]
+        c, h, w_ = box.shape()
+        written = sub_region(out, (0, box.z_start, box.y_start, box.x_start), (n, c, h, w_))
+        weights = regions.get("weights")
+        (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = window(
+            task, weights.type.bound_shape if weights else None)
+        for key in ("in0", "in1"):
+            x = regions.get(key)
+            if x is None:
+                continue
+            _, xc, xh, xw = x.type.bound_shape
+            y0, ny = _clip(box.y_start * sh - pt, box.y_end * sh - pt + dh * (kh - 1), xh)
+            x0, nx = _clip(box.x_start * sw - pl, box.x_end * sw - pl + dw * (kw - 1), xw)
+            c0, nc = (0, xc) if task.op is DpuOp.CONV else (box.z_start, c)
+            if ny and nx:
+                reads.append(sub_region(x, (0, c0, y0, x0), (x.type.bound_shape[0], nc, ny, nx)))
+        if weights is not None:
+            shape = weights.type.bound_shape
+            reads.append(sub_region(weights, (box.z_start, 0, 0, 0), (c,) + shape[1:]))
+    bias = regions.get("bias")
+    if bias is not None:
+        axis = 0 if bias.type.rank == 1 else 1
+        starts = [0] * bias.type.rank
+        sizes = list(bias.type.bound_shape)
+        starts[axis], sizes[axis] = box.z_start, box.z_end - box.z_start + 1
+        reads.append(sub_region(bias, tuple(starts), tuple(sizes)))
+    return reads, written
+
+
+# ------------------------------------------------------------------ numerics
+
+def run_variant(task: DpuTask, index: int, regions: dict[str, Region], memory: Memory) -> None:
+    """Compute one variant from CMX and store its output box in CMX."""
+    box = variant_box(task, index)
+    out = memory.view(regions["out"])
+    x = memory.view(regions["in0"])
+    weights = memory.view(regions["weights"]) if "weights" in regions else None
+    bias = memory.view(regions["bias"]).reshape(-1) if "bias" in regions else None
+    post, dtype = post_op(task), out.dtype
+    op = task.op
+    if op is DpuOp.MATMUL:
+        part = ops.matmul(x, weights, bias, transpose_b=True, post_op=post, out_dtype=dtype,
+                          variant=box)
+    elif op in (DpuOp.ADD, DpuOp.MUL):
+        fn = ops.add if op is DpuOp.ADD else ops.mul
+        part = fn(x, memory.view(regions["in1"]), post_op=post, out_dtype=dtype, variant=box)
+    else:
+        kernel, stride, pad, dilation = window(task, weights.shape if weights is not None else None)
+        if op is DpuOp.CONV:
+            part = ops.conv2d(x, weights, bias, stride=stride, padding=pad, dilation=dilation,
+                              post_op=post, out_dtype=dtype, variant=box)
+        elif op is DpuOp.DWCONV:
+            part = ops.depthwise_conv2d(x, weights, bias, stride=stride, padding=pad,
+                                        dilation=dilation, post_op=post, out_dtype=dtype,
+                                        variant=box)
+        else:
+            pool = ops.maxpool if op is DpuOp.MAXPOOL else ops.avgpool
+            part = pool(x, kernel, stride, pad, post_op=post, out_dtype=dtype, variant=box)
+    box.store(out, part)

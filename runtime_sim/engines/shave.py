@@ -1,0 +1,60 @@
+"""The ACT SHAVE engine: runs a kernel invocation's machine code.
+
+As the seed's runtime does, WIN_D maps the kernel's code, WIN_E the
+invocation's image (``.data`` copy, params, dims/strides) with the SHAVE's
+stack above it, and WIN_F the tile's CMX, used in place; the kernel is called
+with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
+
+With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
+on its arguments (loop counts), so each distinct invocation image is run once
+on the tile's CMX as it is and its cycle count reused.
+"""
+
+from __future__ import annotations
+
+from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
+from runtime_sim.memory import Memory
+from vpuc.diagnostics import VpucError
+from vpuc.program import InvocationImage, Program
+from vpuc.shave import KernelObject
+
+
+class ShaveEngine:
+    def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
+        self.program = program
+        self.memory = memory
+        self.timing_only = timing_only
+        self._objects: dict[str, tuple[KernelObject, str | None]] = {}
+        self._memo: dict[tuple, int] = {}
+        runtime = program.module.runtime
+        self.stacks = runtime.stacks if runtime is not None else ()
+
+    def _object(self, name: str) -> tuple[KernelObject, str | None]:
+        if name not in self._objects:
+            image = self.program.kernels.get(name)
+            if image is None:
+                raise VpucError(f"kernel @{name} has no image in the program; it cannot run")
+            obj = KernelObject.from_elf(image.elf, f"@{name}")
+            entry = next((s.name for s in obj.entry_points if s.value == image.entry), None)
+            self._objects[name] = (obj, entry)
+        return self._objects[name]
+
+    def run(self, unit_name: str, invocation: InvocationImage) -> int:
+        """Run one invocation on its tile; returns the SHAVE cycles it took."""
+        key = (invocation.kernel, invocation.tile, invocation.window_e)
+        if self.timing_only and key in self._memo:
+            return self._memo[key]
+        obj, entry = self._object(invocation.kernel)
+        tile = invocation.tile
+        stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        try:
+            result = invoke_kernel(obj, self.memory.cmx(tile), invocation.window_e,
+                                   invocation.args_offset, invocation.args_size, entry=entry,
+                                   arch=self.program.arch, stack_bytes=stack)
+        except VpucError as exc:
+            diag = exc.diagnostics[0]
+            origin = self.program.kernels[invocation.kernel].origin
+            raise VpucError(f"{unit_name}: kernel @{invocation.kernel} ({origin}) on tile "
+                            f"{tile}: {diag.message}", diag.loc) from None
+        self._memo[key] = result.cycles
+        return result.cycles

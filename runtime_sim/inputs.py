@@ -1,0 +1,149 @@
+"""Tensor arguments of ``vpuc run``: ``NAME=@file.npy``, typed literals, and output checks.
+
+A value is ``@path.npy`` or a typed literal ``DIMSxELEM=v1,v2,...`` (IREE's
+spelling: ``1x16xf16=1,2,...``; a single value fills the tensor; ``f32=2.5``
+is a scalar).  ``NAME=VALUE`` names the tensor; a bare value goes to the next
+tensor in declaration order.  Arrays are in the tensors' logical shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_sim.memory import numpy_dtype
+from vpuc.diagnostics import UsageError
+from vpuc.ir.module import Buffer
+from vpuc.ir.types import ELEM_BY_NAME
+
+_TYPE = re.compile(r"^(?:(\d+(?:x\d+)*)x)?([a-z]+\d+)$")
+
+
+@dataclass
+class TensorArg:
+    name: str | None       # None: positional
+    value: np.ndarray
+    spelled: str           # for messages
+
+
+def _looks_like_type(text: str) -> bool:
+    match = _TYPE.match(text)
+    return bool(match) and match.group(2) in ELEM_BY_NAME
+
+
+def parse_literal(text: str, option: str) -> np.ndarray:
+    type_text, _, values_text = text.partition("=")
+    match = _TYPE.match(type_text)
+    if not match or match.group(2) not in ELEM_BY_NAME:
+        raise UsageError(f"{option}: '{type_text}' is not a tensor type; expected e.g. "
+                         f"1x16xf16 (element types: {', '.join(ELEM_BY_NAME)})")
+    shape = tuple(int(d) for d in match.group(1).split("x")) if match.group(1) else ()
+    dtype = numpy_dtype(ELEM_BY_NAME[match.group(2)])
+    items = [v for v in re.split(r"[,\s]+", values_text.strip()) if v]
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(items) not in (1, count):
+        raise UsageError(f"{option}: {type_text} needs {count} value{'s' if count != 1 else ''} "
+                         f"(or one to fill it), got {len(items)}")
+    try:
+        numbers = [int(v, 0) if dtype.kind in "iu" else float(v) for v in items]
+    except ValueError as exc:
+        raise UsageError(f"{option}: bad value in '{text}': {exc}") from None
+    try:
+        data = np.array(numbers).astype(dtype) if dtype.kind not in "iu" else np.array(numbers, dtype)
+    except OverflowError:
+        raise UsageError(f"{option}: a value of '{text}' does not fit {match.group(2)}") from None
+    return np.broadcast_to(data, shape).copy() if len(items) == 1 else data.reshape(shape)
+
+
+def load_npy(path: str, option: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"{option}: no such file: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{option}: cannot read {path} as .npy: {exc}") from None
+
+
+def parse_tensor_arg(text: str, option: str) -> TensorArg:
+    name, value_text = None, text
+    head, sep, rest = text.partition("=")
+    if sep and not text.startswith("@") and not _looks_like_type(head):
+        name, value_text = head.lstrip("%"), rest
+    if value_text.startswith("@"):
+        value = load_npy(value_text[1:], option)
+    else:
+        value = parse_literal(value_text, option)
+    return TensorArg(name, value, text)
+
+
+def bind(args: list[TensorArg], buffers: list[Buffer], option: str, what: str) -> dict[str, np.ndarray]:
+    """Named arguments by name, positional ones to the remaining tensors in order."""
+    by_name = {b.name: b for b in buffers}
+    bound: dict[str, np.ndarray] = {}
+    for arg in args:
+        if arg.name is not None:
+            if arg.name not in by_name:
+                names = ", ".join(f"%{b.name}" for b in buffers) or "none"
+                raise UsageError(f"{option} {arg.spelled}: the program has no {what} "
+                                 f"%{arg.name}; its {what}s are {names}")
+            if arg.name in bound:
+                raise UsageError(f"{option}: {what} %{arg.name} is given twice")
+            bound[arg.name] = arg.value
+    free = [b for b in buffers if b.name not in bound]
+    positional = [a for a in args if a.name is None]
+    if len(positional) > len(free):
+        raise UsageError(f"{option}: {len(positional)} unnamed value(s) but only {len(free)} "
+                         f"{what}(s) left to fill")
+    for arg, buffer in zip(positional, free):
+        bound[buffer.name] = arg.value
+    for name, value in bound.items():
+        expected = numpy_dtype(by_name[name].type.elem)
+        if value.dtype != expected and value.dtype.kind != expected.kind:
+            raise UsageError(f"{option}: {what} %{name} is {by_name[name].type.elem}; the value "
+                             f"given is {value.dtype}")
+    return bound
+
+
+# ------------------------------------------------------------------ comparing
+
+DEFAULT_TOLERANCES = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "f32": (1e-4, 1e-5),
+                      "f64": (1e-9, 1e-12)}
+INTEGER_TOLERANCE = (0.0, 1.0)   # one unit: integer outputs round half to even
+
+
+def tolerances(buffer: Buffer, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    default = DEFAULT_TOLERANCES.get(buffer.type.elem.value, INTEGER_TOLERANCE)
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
+def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+            against: str) -> tuple[bool, str]:
+    """(matches, one line): the worst mismatch with its index and both values."""
+    if tuple(got.shape) != tuple(np.shape(expected)):
+        return False, (f"output %{name}: shape {'x'.join(map(str, got.shape))} differs from "
+                       f"{against} shape {'x'.join(map(str, np.shape(expected)))}")
+    a = got.astype(np.float64)
+    b = np.asarray(expected).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        diff = np.where(same, 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        excess = diff - (atol + rtol * np.abs(np.where(np.isfinite(b), b, 0.0)))
+    bad = int((excess > 0).sum())
+    tol = f"rtol {rtol:g}, atol {atol:g}"
+    if not bad:
+        worst = float(diff.max()) if diff.size else 0.0
+        return True, (f"output %{name}: matches {against} ({got.size:,} elements, max |diff| "
+                      f"{worst:.6g}, {tol})")
+    index = np.unravel_index(int(np.argmax(excess)), got.shape)
+    at = "[" + ", ".join(str(int(i)) for i in index) + "]"
+    return False, (f"output %{name}: {bad:,} of {got.size:,} elements differ from {against} "
+                   f"({tol}); worst at {at}: got {_value(got[index])}, expected "
+                   f"{_value(np.asarray(expected)[index])} (|diff| {diff[index]:.6g})")
+
+
+def _value(x) -> str:
+    x = np.asarray(x)
+    return str(int(x)) if x.dtype.kind in "biu" else f"{float(x):.6g}"

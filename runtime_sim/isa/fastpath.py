@@ -1,0 +1,293 @@
+"""The fast path: run a straight-line loop's iterations as one batch of numpy.
+
+The exact interpreter (``interpreter.run(..., fast=True)``) calls ``FastLoops``
+each time it takes a backward branch, i.e. with the machine at the loop head.
+If the loop qualifies (``loop_plan``) and the values in the registers let us
+prove it safe, the fast path runs the remaining iterations -- or as many as are
+provably safe -- by calling the same ``SEMANTICS`` functions with one batch row
+per iteration, then leaves the registers, the pipeline (``loop_timing``), the
+instruction counts and the pc exactly as the interpreter would.  Otherwise it
+declines and the interpreter carries on, so every result is the reference one.
+
+Per entry, with registers known (``loop_bounds`` does the arithmetic):
+
+* the trip count follows from the back-edge's operands, which must be affine in
+  the iteration number; the batch stops short of the end if the step limit
+  (``max_steps``) would be hit, so the interpreter raises it at the same place;
+* every address must be affine; the batch stops before the first iteration
+  whose (hull of) accessed bytes is not inside an accessible window, so a
+  fault is raised by the interpreter replaying that iteration -- same pc,
+  instruction and address;
+* no iteration may touch bytes another iteration stores (a later iteration's
+  load would otherwise see a value a batch has not stored yet, or the reverse):
+  checked exactly on the affine byte ranges; same-iteration overlap is fine
+  because the batch keeps the body's instruction order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
+                                         cross_iteration_overlap, first_exit, first_outside,
+                                         signed)
+from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
+from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
+from vpuc.arch import WINDOW_NAMES
+from vpuc.diagnostics import VpucError
+from vpuc.shave.isa import NUM_SREGS
+
+# A plan (and its cycle traces) depends only on the loop's code, so it is shared by
+# every run of every Program holding the same body (invoke_kernel links afresh).
+_PLANS: dict[tuple, LoopPlan | str] = {}
+MAX_CACHED_PLANS = 4096
+
+# Iterations per numpy batch: large enough to amortise the per-instruction Python
+# overhead, small enough that a batch's temporaries stay in cache.
+DEFAULT_CHUNK = 8192
+# A loop refused this many times in a row (for value-dependent reasons) is left
+# to the interpreter for the rest of the run, so refusals cannot cost O(n^2).
+MAX_REFUSALS = 8
+
+
+class _Decline(Exception):
+    """This entry of the loop stays with the interpreter (the reason is counted)."""
+
+
+class FastLoops:
+    """The fast path of one run: called by the interpreter on backward branches."""
+
+    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK) -> None:
+        self.program = program
+        self.plans: dict[tuple[int, int], LoopPlan | str] = {}
+        self.min_iterations = max(1, min_iterations)
+        self.chunk = chunk
+        self.batched_iterations = 0         # iterations run as batches
+        self.batches = 0                    # loop entries taken over
+        self.declined: Counter = Counter()  # reason -> count
+        self._refusals: Counter = Counter()
+
+    # --- the interpreter's hook -----------------------------------------------------------
+
+    def __call__(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+                 counts: list[int], budget: int):
+        """Run iterations of the loop ``head .. branch`` from its head.  Returns None
+        to decline, else (now, next index, instructions run, stall cycles)."""
+        if self._refusals[head, branch] >= MAX_REFUSALS:
+            return None
+        plan = self._plan(head, branch)
+        if plan is None:
+            return None
+        try:
+            iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
+            self._check_independent(footprints, iterations)
+        except _Decline as why:
+            self.declined[str(why)] += 1
+            self._refusals[head, branch] += 1
+            return None
+        self._refusals[head, branch] = 0
+        try:
+            self._execute(plan, R, memory, iterations)
+        except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
+            raise VpucError(f"internal error: the fast path faulted in a checked loop: "
+                            f"{fault.diagnostics[0].message}") from None
+        now, stalls = plan.timing.advance(ready, now, iterations, exits)
+        for index in range(head, branch + 1):
+            counts[index] += iterations
+        self.batched_iterations += iterations
+        self.batches += 1
+        return now, (branch + 1 if exits else head), iterations * plan.length, stalls
+
+    def _plan(self, head: int, branch: int) -> LoopPlan | None:
+        key = (head, branch)
+        if key not in self.plans:
+            code = tuple((d.info.opcode, tuple(d.fields.values()))
+                         for d in self.program.decoded[head:branch + 1])
+            if code not in _PLANS:
+                if len(_PLANS) >= MAX_CACHED_PLANS:
+                    _PLANS.clear()
+                try:
+                    _PLANS[code] = plan_loop(self.program, head, branch)
+                except NotBatchable as why:
+                    _PLANS[code] = str(why)
+            self.plans[key] = _PLANS[code]
+        plan = self.plans[key]
+        if isinstance(plan, str):
+            self.declined[plan] += 1
+            return None
+        return plan
+
+    # --- bounds: trip count, faults ---------------------------------------------------------
+
+    def _bounds(self, plan: LoopPlan, branch: int, R: list, memory,
+                budget: int) -> tuple[int, bool, list[Footprint]]:
+        """(iterations to batch, whether the last one exits, memory footprints)."""
+        footprints, exit_at = _affine_pass(plan, R)
+        if exit_at is None:
+            raise _Decline("trip count not provable from the back-edge")
+        trip = exit_at + 1
+        iterations = min(trip, budget // plan.length)
+        if iterations == trip and branch + 1 == len(self.program.steps):
+            iterations -= 1         # leave the fall off the end of .text to the interpreter
+        regions = _regions(memory)
+        for fp in footprints:
+            iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
+        if iterations < self.min_iterations:
+            raise _Decline("too few iterations before the loop exits, faults or hits max_steps")
+        return iterations, iterations == trip, footprints
+
+    @staticmethod
+    def _check_independent(footprints: list[Footprint], iterations: int) -> None:
+        for i, a in enumerate(footprints):
+            for b in footprints[i + 1:]:
+                if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
+                    raise _Decline("an iteration accesses bytes another iteration stores")
+
+    # --- the batch ------------------------------------------------------------------------------
+
+    def _execute(self, plan: LoopPlan, R: list, memory, iterations: int) -> None:
+        """Run the body over iterations 0 .. iterations-1 in chunks, in order, and
+        leave the registers as the last iteration does."""
+        final = {key: np.uint32(_induction(plan, R, key).at(iterations)) for key in plan.induction}
+        for first in range(0, iterations, self.chunk):
+            env = _run_chunk(plan, R, memory, first, min(self.chunk, iterations - first))
+        for key, value in env.items():
+            R[key] = _last_row(key, value)
+        for key, value in final.items():
+            R[key] = value
+
+
+def _induction(plan: LoopPlan, R: list, key: int) -> Affine:
+    """An induction register at the loop head: its entry value and total step."""
+    total = sum(_step_value(step, R) for step in plan.induction[key].values())
+    return Affine(int(R[key]), total % MOD)
+
+
+def _step_value(step, R: list) -> int:
+    value = int(step.value) if step.source == "imm" else int(R[step.value])
+    return step.sign * value
+
+
+def _operand_affine(operand, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Affine | None:
+    where, value = operand
+    if where == "imm":
+        return affine_const(int(value))
+    if value in aff:
+        return aff[value]
+    if value < NUM_SREGS and value not in plan.written:
+        return affine_const(int(R[value]))
+    return None
+
+
+def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
+    """Walk the body symbolically: each scalar that is affine in the iteration
+    number.  Returns the memory footprints and the first iteration that exits."""
+    aff = {key: _induction(plan, R, key) for key in plan.induction}
+    footprints = []
+    for op in plan.ops[:-1]:
+        if op.memory is not None:
+            footprints.append(_footprint(op, aff, plan, R))
+        key = plan.updates.get(op.position)
+        if key is not None:                  # an induction update: shift the affine value
+            shift = _step_value(plan.induction[key][op.position], R)
+            aff[key] = Affine((aff[key].start + shift) % MOD, aff[key].step)
+            continue
+        args = [_operand_affine(r, aff, plan, R) for r in op.reads]
+        result = (affine_op(op.mnemonic, args)
+                  if op.kind == "op" and len(op.writes) == 1 and None not in args else None)
+        for key in op.writes:
+            if result is not None and key < NUM_SREGS:
+                aff[key] = result
+            else:
+                aff.pop(key, None)
+    back = plan.ops[-1]
+    operands = [_operand_affine(r, aff, plan, R) for r in back.reads]
+    if None in operands:
+        return footprints, None
+    if back.kind == "loop":                  # decrement, then continue while != 0
+        counter = operands[0]
+        return footprints, first_exit("bne", Affine((counter.start - 1) % MOD, counter.step),
+                                      affine_const(0))
+    if len(operands) == 1:
+        operands.append(affine_const(0))
+    return footprints, first_exit(back.mnemonic, *operands)
+
+
+def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint:
+    shape = op.memory
+    base = _operand_affine(("reg", shape.base), aff, plan, R)
+    if base is None:
+        raise _Decline(f"address of '{op.mnemonic}' is not affine in the iteration number")
+    low, length = (base.start + shape.offset) % MOD, shape.size
+    if shape.stride is not None:
+        stride = _operand_affine(("reg", shape.stride), aff, plan, R)
+        if stride is None or stride.step != 0:
+            raise _Decline(f"stride of '{op.mnemonic}' varies between iterations")
+        reach = (shape.lanes - 1) * signed(stride.start)
+        low, length = low + min(0, reach), length + abs(reach)
+    return Footprint(low, signed(base.step), length, shape.is_store, op.position)
+
+
+def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
+    """Accessible address ranges: {is_store: [(begin, end)]}."""
+    loads, stores = [], []
+    for name in WINDOW_NAMES:
+        try:
+            base, size = memory.base(name), len(memory.array(name))
+        except VpucError:
+            continue
+        loads.append((base, base + size))
+        if name not in READ_ONLY_WINDOWS:
+            stores.append((base, base + size))
+    return {False: loads, True: stores}
+
+
+def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int) -> dict:
+    """Iterations first .. first+rows-1; returns the per-iteration registers' batches."""
+    k = np.arange(first, first + rows, dtype=np.uint32)
+    current = {key: _induction(plan, R, key) for key in plan.induction}
+    cache: dict[tuple[int, int], np.ndarray] = {}
+    env: dict[int, object] = {}
+
+    def read(operand):
+        where, key = operand
+        if where == "imm":
+            return key
+        if key in env:
+            return env[key]
+        if key in current:
+            a = current[key]
+            if (key, a.start) not in cache:
+                cache[key, a.start] = np.uint32(a.start) + k * np.uint32(a.step)
+            return cache[key, a.start]
+        return R[key]
+
+    for op in plan.ops[:-1]:
+        if op.kind == "nop":
+            continue
+        key = plan.updates.get(op.position)
+        if key is not None:                  # computed from the iteration number instead
+            shift = _step_value(plan.induction[key][op.position], R)
+            current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
+            continue
+        args = [read(r) for r in op.reads]
+        if op.kind == "store":
+            op.fn(memory, *args)
+            continue
+        result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
+        if len(op.writes) == 1:
+            env[op.writes[0]] = result
+        else:
+            env.update(zip(op.writes, result))
+    return env
+
+
+def _last_row(key: int, value):
+    """The last iteration's value of a register from its batch (or the unbatched value)."""
+    batched = np.ndim(value) >= (1 if key < NUM_SREGS else 2)
+    if not batched:
+        return value
+    row = value[-1]
+    return row if key < NUM_SREGS else row.copy()

@@ -1,0 +1,172 @@
+"""Static analysis of a loop for the fast path: is its body straight-line code,
+and what role does each register play?
+
+A loop is the instructions ``head .. branch`` where ``branch`` is a backward
+``loop`` or conditional branch to ``head``.  Registers the body touches are:
+
+* **invariant**: read, never written in the body -- one unbatched value;
+* **per-iteration**: written before any read in the body -- recomputed each
+  iteration, so the batch computes one row per iteration;
+* **induction**: read before written, and every write adds a loop-invariant
+  amount (``addi r, r, imm``, ``add r, r, x``, ``sub r, r, x``, and the
+  ``loop`` counter's decrement) -- an affine function of the iteration number;
+* anything else read before written is **loop-carried** (a running sum, a
+  software-pipelined value): the iterations depend on each other and the loop
+  is not batched.
+
+The plan is computed once per loop and cached; everything that depends on
+register values (addresses, trip count) is decided per entry by ``fastpath``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, WIDTH
+
+# Bytes of one contiguous access, by mnemonic (strided ones are derived below).
+_ACCESS_BYTES = {"lb": 1, "lbu": 1, "sb": 1, "lh": 2, "lhu": 2, "sh": 2, "lw": 4, "sw": 4,
+                 "ld": 8, "sd": 8, "vld": 16, "vst": 16, "vld.m": 16, "vst.m": 16}
+for _w, _size in WIDTH.items():
+    _ACCESS_BYTES[f"vldb.{_w}"] = _size
+
+
+@dataclass(frozen=True)
+class MemoryShape:
+    """Where an access goes: ``base + offset``, ``lanes`` elements of ``size``
+    bytes, ``stride`` (a register key) apart when strided."""
+
+    base: int
+    offset: int
+    size: int
+    lanes: int
+    stride: int | None
+    is_store: bool
+
+
+@dataclass(frozen=True)
+class BodyOp:
+    position: int                            # index within the body
+    mnemonic: str
+    kind: str                                # op, load, store, nop, loop, branch
+    fn: Callable | None
+    reads: tuple[tuple[str, object], ...]    # ("reg", key) or ("imm", np.uint32)
+    writes: tuple[int, ...]
+    memory: MemoryShape | None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One induction update: add ``sign * value`` of an immediate or invariant register."""
+
+    source: str          # "imm" or "reg"
+    value: object        # np.uint32 immediate, or a register key
+    sign: int
+
+
+@dataclass
+class LoopPlan:
+    """What a loop body does, independent of where it sits in .text."""
+
+    ops: list[BodyOp]                        # the body, back-edge last
+    induction: dict[int, dict[int, Step]]    # key -> {position: step}
+    written: frozenset[int]
+    timing: LoopTiming
+
+    updates: dict[int, int] = field(init=False)          # position -> induction key
+
+    def __post_init__(self) -> None:
+        self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}
+
+    @property
+    def length(self) -> int:
+        return len(self.ops)
+
+
+class NotBatchable(Exception):
+    """Why a loop stays with the interpreter (a message for reports and tests)."""
+
+
+def _memory_shape(dec, mnemonic: str, kind: str) -> MemoryShape:
+    base = offset = stride = None
+    for op in dec.info.operands:
+        if op.kind == "mem":
+            base, offset = dec.fields[op.field], dec.imm
+        elif base is not None and op.kind == "sa":
+            stride = dec.fields[op.field]
+    if stride is not None:                   # vlds.w / vsts.m.h ...: lanes of WIDTH bytes
+        size = WIDTH[mnemonic[-1]]
+        return MemoryShape(base, offset, size, 16 // size, stride, kind == "store")
+    return MemoryShape(base, offset, _ACCESS_BYTES[mnemonic], 1, None, kind == "store")
+
+
+def _body_op(position: int, dec) -> BodyOp:
+    sem = SEMANTICS[dec.info.opcode]
+    access = operand_access(dec)
+    memory = (_memory_shape(dec, sem.mnemonic, sem.kind)
+              if sem.kind in ("load", "store") else None)
+    return BodyOp(position, sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, memory)
+
+
+def _induction_step(op: BodyOp, key: int, written: frozenset[int]) -> Step | None:
+    """The step if ``op`` (which writes ``key``) adds an invariant amount to it."""
+    if op.kind == "loop":
+        return Step("imm", 1, -1)
+    if op.writes != (key,) or len(op.reads) != 2:
+        return None
+    (kind_a, a), (kind_b, b) = op.reads
+    if op.mnemonic == "addi" and a == key and kind_a == "reg":
+        return Step("imm", b, 1)
+    if op.mnemonic in ("add", "sub") and kind_a == kind_b == "reg":
+        other = b if a == key else (a if b == key and op.mnemonic == "add" else None)
+        if other is not None and other != key and other not in written:
+            return Step("reg", other, 1 if op.mnemonic == "add" else -1)
+    return None
+
+
+def plan_loop(program, head: int, branch: int) -> LoopPlan:
+    """Analyse ``head .. branch``; raises ``NotBatchable`` with the reason."""
+    ops = [_body_op(p, program.decoded[i]) for p, i in enumerate(range(head, branch + 1))]
+    back = ops[-1]
+    if back.kind not in ("loop", "branch"):
+        raise NotBatchable(f"the back-edge '{back.mnemonic}' is not a loop or conditional branch")
+    for op in ops[:-1]:
+        if op.kind not in ("op", "load", "store", "nop"):
+            raise NotBatchable(f"control flow inside the body ('{op.mnemonic}')")
+
+    first_use: dict[int, str] = {}
+    writers: dict[int, list[BodyOp]] = {}
+    for op in ops:                           # within an instruction, reads come first
+        for where, key in op.reads:
+            if where == "reg":
+                first_use.setdefault(key, "read")
+        for key in op.writes:
+            first_use.setdefault(key, "write")
+            writers.setdefault(key, []).append(op)
+    written = frozenset(writers)
+
+    induction: dict[int, dict[int, Step]] = {}
+    for key, ops_writing in writers.items():
+        if first_use[key] != "read":
+            continue                         # per-iteration: defined before use
+        steps = {op.position: _induction_step(op, key, written) for op in ops_writing}
+        if key >= NUM_SREGS or None in steps.values():
+            raise NotBatchable(f"register {_name(key)} carries a value from one iteration to "
+                               "the next (read before written, not an induction variable)")
+        induction[key] = steps
+    if back.kind == "loop" and back.writes[0] not in induction:
+        raise NotBatchable(f"the loop counter {_name(back.writes[0])} is redefined in the body")
+
+    timing = LoopTiming([program.steps[i] for i in range(head, branch + 1)])
+    return LoopPlan(ops, induction, written, timing)
+
+
+def _name(key: int) -> str:
+    if key < NUM_SREGS:
+        return f"s{key}"
+    if key < NUM_SREGS + NUM_VREGS:
+        return f"v{key - NUM_SREGS}"
+    return f"m{key - NUM_SREGS - NUM_VREGS}"

@@ -1,0 +1,108 @@
+"""Exact cycle accounting for a batched loop, without stepping every iteration.
+
+The timing model (``cycles.py``) is data-independent inside a straight-line
+loop body, so one iteration's effect on the pipeline depends only on the
+pipeline state at its start *relative to* ``now``: how far in the future each
+register the body touches becomes ready (values in the past are clamped to 0,
+since ``issue`` only uses ``max(now, ready)``).  We step ``issue`` over whole
+iterations until that relative state repeats; from then on each period of p
+iterations adds the same cycles and stalls, so any iteration count is an
+extrapolation.  The final iteration is replayed on the real ``ready`` list, so
+every register the body writes ends with exactly the ready time the
+interpreter would give it; registers the body only reads are never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime_sim.isa.cycles import issue
+
+# Give up looking for a period after this many iterations (then keep stepping).
+MAX_TRACE = 4096
+
+
+@dataclass
+class _Trace:
+    """Pipeline states after j = 0, 1, ... taken iterations, from one start state."""
+
+    now: list[int]                     # cycles elapsed (relative to the start)
+    stalls: list[int]
+    rel: list[tuple[int, ...]]         # ready[key] - now, clamped at 0, per key
+    period_start: int | None = None    # rel[period_start] == rel[period_start + period]
+    period: int | None = None
+
+
+class LoopTiming:
+    def __init__(self, steps: list) -> None:
+        """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last."""
+        self.steps = [(s.sources, s.dests, s.cost) for s in steps]
+        self.penalty = steps[-1].cost.taken_penalty
+        self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests)})
+        self.dests = frozenset(k for s in steps for k in s.dests)
+        self._traces: dict[tuple[int, ...], _Trace] = {}
+
+    def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
+        stalls = 0
+        for sources, dests, cost in self.steps:
+            now, stall = issue(ready, now, sources, dests, cost)
+            stalls += stall
+        return (now + self.penalty if taken else now), stalls
+
+    def _relative(self, ready, now: int) -> tuple[int, ...]:
+        return tuple(max(ready[k] - now, 0) for k in self.keys)
+
+    def _trace(self, start: tuple[int, ...]) -> _Trace:
+        trace = self._traces.get(start)
+        if trace is not None:
+            return trace
+        ready = dict(zip(self.keys, start))
+        trace = _Trace([0], [0], [start])
+        seen = {start: 0}
+        now = stalls = 0
+        while len(trace.rel) <= MAX_TRACE:
+            now, stall = self._iteration(ready, now, True)
+            stalls += stall
+            rel = self._relative(ready, now)
+            trace.now.append(now)
+            trace.stalls.append(stalls)
+            trace.rel.append(rel)
+            if rel in seen:
+                trace.period_start = seen[rel]
+                trace.period = len(trace.rel) - 1 - seen[rel]
+                break
+            seen[rel] = len(trace.rel) - 1
+        self._traces[start] = trace
+        return trace
+
+    def _after(self, trace: _Trace, count: int) -> tuple[int, int, tuple[int, ...]]:
+        """(cycles, stalls, relative state) after ``count`` taken iterations."""
+        if count < len(trace.rel):
+            return trace.now[count], trace.stalls[count], trace.rel[count]
+        if trace.period is None:                 # no period found: step the rest
+            last = len(trace.rel) - 1
+            now, stalls = trace.now[last], trace.stalls[last]
+            ready = {k: ahead + now for k, ahead in zip(self.keys, trace.rel[last])}
+            for _ in range(count - last):
+                now, stall = self._iteration(ready, now, True)
+                stalls += stall
+            return now, stalls, self._relative(ready, now)
+        first, period = trace.period_start, trace.period
+        cycles, phase = divmod(count - first, period)
+        j = first + phase
+        d_now = trace.now[first + period] - trace.now[first]
+        d_stalls = trace.stalls[first + period] - trace.stalls[first]
+        return trace.now[j] + cycles * d_now, trace.stalls[j] + cycles * d_stalls, trace.rel[j]
+
+    def advance(self, ready: list[int], now: int, iterations: int, exits: bool) -> tuple[int, int]:
+        """Account ``iterations`` >= 1 iterations from the loop head; the back-edge is
+        taken in all of them except the last when ``exits``.  Updates ``ready``;
+        returns (now, stall cycles) as the interpreter would have them."""
+        trace = self._trace(self._relative(ready, now))
+        elapsed, stalls, rel = self._after(trace, iterations - 1)
+        now += elapsed
+        for key, ahead in zip(self.keys, rel):
+            if key in self.dests:
+                ready[key] = now + ahead
+        now, stall = self._iteration(ready, now, not exits)
+        return now, stalls + stall

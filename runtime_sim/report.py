@@ -1,0 +1,134 @@
+"""What a run tells the user: the summary table, the per-task CSV and the critical path.
+
+Every figure derives from the timeline: busy time is the sum of a track's
+slices (dispatch included), a barrier stall is the time an engine sat free at
+a unit whose barriers were not ready, and the critical path follows, from the
+unit that ends last, the unit whose end let each one start.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+from runtime_sim.plan import ACT, DMA, DPU, Plan
+from runtime_sim.runtime import Timeline
+
+KIND_NAMES = {DMA: "DMA", DPU: "DPU", ACT: "ACT_SHAVE"}
+
+
+def num(value: float) -> str:
+    """A cycle count for machines: an integer when exact, else 3 decimals."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def track_names(plan: Plan) -> list[list[str]]:
+    """Track names per queue and engine: DMA0, DPU1, SHAVE0.1, ..."""
+    names = []
+    for queue, engines in zip(plan.schedule.queues, plan.queue_engines):
+        kind, index = queue.key
+        short = {"DMA": "DMA", "DPU": "DPU", "ACT_SHAVE": "SHAVE"}[kind]
+        if kind == "ACT_SHAVE" or engines > 1:
+            names.append([f"{short}{index}.{e}" for e in range(engines)])
+        else:
+            names.append([f"{short}{index}"])
+    return names
+
+
+@dataclass
+class TrackStats:
+    name: str
+    units: int = 0
+    busy: float = 0.0
+    stall: float = 0.0
+
+
+def track_stats(plan: Plan, timeline: Timeline) -> list[TrackStats]:
+    names = track_names(plan)
+    stats = {(q, e): TrackStats(name) for q, row in enumerate(names) for e, name in enumerate(row)}
+    start, end, engine, stall = timeline.start, timeline.end, timeline.engine, timeline.stall
+    for u in range(plan.size):
+        s = stats[(plan.queue_of[u], engine[u])]
+        s.units += 1
+        s.busy += end[u] - start[u]
+        s.stall += stall[u]
+    order = {"DMA": 0, "DPU": 1, "SHAVE": 2}
+    return sorted(stats.values(), key=lambda s: (order[s.name.rstrip("0123456789.")], s.name))
+
+
+def critical_path(plan: Plan, timeline: Timeline) -> list[int]:
+    if not plan.size:
+        return []
+    unit = max(range(plan.size), key=lambda u: (timeline.end[u], -u))
+    path = []
+    while unit >= 0:
+        path.append(unit)
+        unit = timeline.cause[unit]
+    return path[::-1]
+
+
+def summary(plan: Plan, timeline: Timeline, title: str) -> str:
+    arch = plan.arch
+    total = timeline.total
+    rows = [title,
+            f"total        {total:,.0f} cycles = {arch.us(total):,.2f} us at {arch.nce_mhz:g} MHz "
+            f"(NCE clock); {plan.size:,} units, {timeline.events:,} events"]
+    rows.append(f"{'engine':<10} {'units':>7} {'busy cycles':>14} {'busy %':>7} {'barrier stall':>14}")
+    for s in track_stats(plan, timeline):
+        share = 100.0 * s.busy / total if total else 0.0
+        rows.append(f"{s.name:<10} {s.units:>7,} {s.busy:>14,.0f} {share:>6.1f}% {s.stall:>14,.0f}")
+    dma_units = [u for u in range(plan.size) if plan.kind[u] == DMA]
+    moved = sum(plan.nbytes[u] for u in dma_units)
+    ddr = sum(plan.transfers[u].ddr_bytes for u in dma_units)
+    seconds = total / (arch.nce_mhz * 1e6) if total else 0.0
+    achieved = f"{moved / seconds / 1e9:,.2f}" if seconds else "0.00"
+    rows.append(f"DMA          {moved:,} bytes in {len(dma_units):,} transfers ({ddr:,} B to/from DDR); "
+                f"{achieved} GB/s achieved, DDR peak {arch.gbps(arch.ddr_bytes_per_cycle):,.2f} GB/s")
+    macs = sum(plan.macs)
+    if macs:
+        rows.append(f"DPU          {macs:,} MACs")
+    rows.append(f"stalls       {sum(timeline.stall):,.0f} cycles with an engine free at a unit "
+                "whose barriers were not ready")
+    rows.append(critical_path_text(plan, timeline))
+    return "\n".join(rows) + "\n"
+
+
+def critical_path_text(plan: Plan, timeline: Timeline, shown: int = 4) -> str:
+    path = critical_path(plan, timeline)
+    if not path:
+        return "critical path: empty program"
+    by_kind: dict[str, float] = {}
+    for u in path:
+        name = KIND_NAMES[plan.kind[u]]
+        by_kind[name] = by_kind.get(name, 0.0) + timeline.end[u] - timeline.start[u]
+    total = timeline.end[path[-1]]
+    shares = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in by_kind.items()) if total else ""
+    tracks = track_names(plan)
+    steps = [f"{plan.names[u]} [{tracks[plan.queue_of[u]][timeline.engine[u]]} "
+             f"{timeline.start[u]:,.0f}-"
+             f"{timeline.end[u]:,.0f}]" for u in path]
+    if len(steps) > 2 * shown:
+        steps = steps[:shown] + [f"... {len(steps) - 2 * shown} more ..."] + steps[-shown:]
+    return (f"critical path {len(path)} units, {total:,.0f} cycles ({shares}):\n  "
+            + " -> ".join(steps))
+
+
+def tasks_csv(plan: Plan, timeline: Timeline) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "name", "engine", "track", "tile", "start", "end", "cycles", "bytes",
+                     "macs", "stall", "waits", "updates"])
+    names = track_names(plan)
+    for u in range(plan.size):
+        tile = plan.tile[u]
+        writer.writerow([u, plan.names[u], KIND_NAMES[plan.kind[u]],
+                         names[plan.queue_of[u]][timeline.engine[u]],
+                         "" if tile is None else tile, num(timeline.start[u]), num(timeline.end[u]),
+                         num(timeline.end[u] - timeline.start[u]), plan.nbytes[u], plan.macs[u],
+                         num(timeline.stall[u]),
+                         " ".join(f"%{plan.barrier_names[b]}" for b in plan.waits[u]),
+                         " ".join(f"%{plan.barrier_names[b]}" for b in plan.updates[u])])
+    return out.getvalue()

@@ -1,0 +1,261 @@
+"""The runtime: FIFO queues, barriers and physical barrier reuse, driven by events.
+
+Rules (docs/simulator.md, "Runtime semantics"):
+
+* Each queue (a DMA channel, a tile's DPU, a tile's ACT SHAVEs) starts its
+  units in list order; a unit starts when an engine of its queue is free, every
+  barrier it waits on has no producers left, and every barrier it waits on or
+  updates is the one its physical barrier currently holds.
+* A unit occupies its engine for the dispatch cost plus its work.
+* When a unit ends, each barrier it updates loses a producer and each barrier
+  it waits on loses a consumer.  A barrier with neither left is done; its
+  physical barrier then moves on to its next virtual barrier (module order).
+* Time jumps from event to event (a heap of timestamps).  When nothing runs
+  and units remain, the run is deadlocked.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable
+
+from runtime_sim.engines.dma import DdrSharing
+from runtime_sim.plan import ACT, DMA, Plan
+from vpuc.diagnostics import Diagnostic, Severity, VpucError
+
+END, DMA_DATA, DMA_DONE = 0, 1, 2
+
+
+@dataclass
+class Timeline:
+    start: list[float]
+    end: list[float]
+    engine: list[int]              # engine index within the unit's queue
+    stall: list[float]             # cycles the unit waited at its queue head on barriers
+    cause: list[int]               # the unit whose end let this one start (-1: none)
+    total: float = 0.0
+    ddr_samples: list[tuple[float, float]] = field(default_factory=list)
+    events: int = 0
+
+
+class DeadlockError(VpucError):
+    pass
+
+
+def _fmt(t: float) -> str:
+    return f"{t:,.0f}"
+
+
+class Runtime:
+    def __init__(self, plan: Plan, *, on_start: Callable[[int, float], None] | None = None,
+                 act_cycles: Callable[[int], float] | None = None,
+                 max_cycles: float | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.plan = plan
+        self.on_start = on_start
+        self.act_cycles = act_cycles
+        self.max_cycles = max_cycles
+        self.progress = progress
+
+    def run(self) -> Timeline:  # noqa: C901 -- the event loop is kept in one frame for speed
+        plan = self.plan
+        n = plan.size
+        start = [0.0] * n
+        end = [-1.0] * n
+        engine_of = [0] * n
+        stall = [0.0] * n
+        cause = [-1] * n
+        ready_at = [-1.0] * n
+        kinds, fixed, waits, updates = plan.kind, plan.fixed, plan.waits, plan.updates
+        queue_of, queue_units = plan.queue_of, plan.queue_units
+        transfers = plan.transfers
+        barrier_phys = plan.barrier_phys
+        needs = [tuple((b, barrier_phys[b]) for b in waits[u] + updates[u]) for u in range(n)]
+        prod_left = [len(p) for p in plan.producers]
+        cons_left = [len(c) for c in plan.consumers]
+        phys_pos = [0] * len(plan.phys_lists)
+        active = [lst[0] for lst in plan.phys_lists]
+        bar_waiters: list[list[int]] = [[] for _ in prod_left]
+        phys_waiters: list[list[int]] = [[] for _ in active]
+        head = [0] * len(queue_units)
+        free = [list(range(e)) for e in plan.queue_engines]
+        on_start, act_cycles = self.on_start, self.act_cycles
+        shave_cycle = plan.arch.shave_cycle
+        sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
+        dma_token: dict[int, int] = {}
+        heap: list = []
+        push, pop = heapq.heappush, heapq.heappop
+        seq = 0
+        phys_lists = plan.phys_lists
+
+        def advance_physical(p: int, woken: set) -> None:
+            # Skip virtual barriers nobody uses; they are done as soon as they are active.
+            lst = phys_lists[p]
+            pos = phys_pos[p] + 1
+            while pos < len(lst) and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                pos += 1
+            phys_pos[p] = pos
+            active[p] = lst[pos] if pos < len(lst) else -1
+            if phys_waiters[p]:
+                woken.update(phys_waiters[p])
+                phys_waiters[p].clear()
+
+        for p, lst in enumerate(phys_lists):
+            if not prod_left[lst[0]] and not cons_left[lst[0]]:
+                phys_pos[p] = -1
+                advance_physical(p, set())
+
+        def try_queue(q: int, t: float, by: int) -> None:
+            nonlocal seq
+            units = queue_units[q]
+            engines = free[q]
+            while engines and head[q] < len(units):
+                u = units[head[q]]
+                for b, p in needs[u]:
+                    if active[p] != b:
+                        if q not in phys_waiters[p]:
+                            phys_waiters[p].append(q)
+                        break
+                else:
+                    for b in waits[u]:
+                        if prod_left[b]:
+                            if q not in bar_waiters[b]:
+                                bar_waiters[b].append(q)
+                            break
+                    else:
+                        b = -1
+                    if b < 0:
+                        head[q] += 1
+                        engine = engines.pop(0) if len(engines) == 1 else _take_lowest(engines)
+                        engine_of[u] = engine
+                        start[u] = t
+                        cause[u] = by
+                        if ready_at[u] >= 0:
+                            stall[u] = t - ready_at[u]
+                        if on_start is not None:
+                            on_start(u, t)
+                        kind = kinds[u]
+                        seq += 1
+                        if kind == DMA:
+                            push(heap, (t + fixed[u] + transfers[u].setup, seq, DMA_DATA, u))
+                        elif kind == ACT:
+                            push(heap, (t + fixed[u] + act_cycles(u) * shave_cycle, seq, END, u))
+                        else:
+                            push(heap, (t + fixed[u], seq, END, u))
+                        continue
+                if ready_at[u] < 0:
+                    ready_at[u] = t
+                return
+
+        for q in range(len(queue_units)):
+            try_queue(q, 0.0, -1)
+
+        done = events = 0
+        t = 0.0
+        max_cycles, progress = self.max_cycles, self.progress
+        progress_every = max(1, n // 200)
+        while heap:
+            t, token, what, u = pop(heap)
+            events += 1
+            if max_cycles is not None and t > max_cycles:
+                raise self._over_limit(t, start, end, head)
+            if what == DMA_DATA:
+                for v, finish in sharing.join(u, t, transfers[u]):
+                    seq += 1
+                    dma_token[v] = seq
+                    push(heap, (finish, seq, DMA_DONE, v))
+                continue
+            if what == DMA_DONE:
+                if dma_token.get(u) != token:
+                    continue  # re-timed since this event was pushed
+                del dma_token[u]
+                for v, finish in sharing.leave(u, t):
+                    seq += 1
+                    dma_token[v] = seq
+                    push(heap, (finish, seq, DMA_DONE, v))
+            end[u] = t
+            done += 1
+            q = queue_of[u]
+            free[q].append(engine_of[u])
+            woken = {q}
+            for b in updates[u]:
+                prod_left[b] -= 1
+                if not prod_left[b]:
+                    if bar_waiters[b]:
+                        woken.update(bar_waiters[b])
+                        bar_waiters[b].clear()
+                    if not cons_left[b] and active[barrier_phys[b]] == b:
+                        advance_physical(barrier_phys[b], woken)
+            for b in waits[u]:
+                cons_left[b] -= 1
+                if not cons_left[b] and not prod_left[b] and active[barrier_phys[b]] == b:
+                    advance_physical(barrier_phys[b], woken)
+            for q in (sorted(woken) if len(woken) > 1 else woken):
+                try_queue(q, t, u)
+            if progress is not None and not done % progress_every:
+                progress(done, n)
+        if done < n:
+            raise self._deadlock(t, end, head, prod_left, active)
+        timeline = Timeline(start, end, engine_of, stall, cause, max(end, default=0.0),
+                            sharing.samples, events)
+        return timeline
+
+    # ------------------------------------------------------------ failures
+    def _blocked_heads(self, end, head) -> list[int]:
+        plan = self.plan
+        heads = []
+        for q, units in enumerate(plan.queue_units):
+            if head[q] < len(units):
+                heads.append(units[head[q]])
+        return heads
+
+    def _deadlock(self, t: float, end, head, prod_left, active) -> DeadlockError:
+        plan = self.plan
+        heads = self._blocked_heads(end, head)
+        waiting = sum(len(units) - head[q] for q, units in enumerate(plan.queue_units))
+        lines = []
+        for u in heads:
+            reasons = []
+            for b in plan.waits[u] + plan.updates[u]:
+                p = plan.barrier_phys[b]
+                holder = active[p]
+                if holder != b and len(plan.phys_lists[p]) > 1:
+                    held = (f"still holds %{plan.barrier_names[holder]}" if holder >= 0
+                            else "has no virtual barrier left")
+                    reasons.append(f"%{plan.barrier_names[b]} is not programmed yet "
+                                   f"({plan.phys_labels[p]} {held})")
+            for b in plan.waits[u]:
+                if prod_left[b]:
+                    left = [plan.names[v] for v in plan.producers[b] if end[v] < 0]
+                    who = ", ".join(left[:4]) + (", ..." if len(left) > 4 else "")
+                    reasons.append(f"waits on %{plan.barrier_names[b]}: {prod_left[b]} producer"
+                                   f"{'s' if prod_left[b] != 1 else ''} left ({who})"
+                                   if left else f"waits on %{plan.barrier_names[b]}, which no "
+                                   "task updates")
+            where = plan.queue_names[plan.queue_of[u]]
+            lines.append(f"{plan.names[u]} ({where}): " + "; ".join(reasons or ["blocked"]))
+        behind = waiting - len(heads)
+        message = (f"deadlock at cycle {_fmt(t)}: nothing is running and no task can start; "
+                   f"{waiting} task{'s' if waiting != 1 else ''} never ran. Blocked at the head "
+                   "of their queues:\n  " + "\n  ".join(lines))
+        if behind:
+            message += f"\n  ({behind} more queued behind them)"
+        loc = plan.schedule.units[heads[0]].loc if heads else None
+        return DeadlockError([Diagnostic(Severity.ERROR, loc, message)])
+
+    def _over_limit(self, t: float, start, end, head) -> VpucError:
+        plan = self.plan
+        running = [u for q, units in enumerate(plan.queue_units) for u in units[:head[q]]
+                   if end[u] < 0]
+        waiting = sum(len(units) - head[q] for q, units in enumerate(plan.queue_units))
+        names = ", ".join(plan.names[u] for u in running[:6]) + (", ..." if len(running) > 6 else "")
+        return VpucError(f"the run passed --max-cycles {_fmt(self.max_cycles)} (next event at cycle "
+                         f"{_fmt(t)}); {len(running)} task{'s' if len(running) != 1 else ''} running"
+                         f"{' (' + names + ')' if running else ''}, {waiting} not started")
+
+
+def _take_lowest(engines: list[int]) -> int:
+    lowest = min(engines)
+    engines.remove(lowest)
+    return lowest

@@ -1,0 +1,180 @@
+"""Run library kernels on numpy tensors placed in a CMX array, the way the runtime does.
+
+A ``Tensor`` is a logical numpy array plus where and how it sits in CMX: its
+dims order (outermost first, as ``MemRefArg.perm``) and element strides per
+logical dim (dense in that order unless given, so strided views are just
+other strides).  ``run`` packs the params through ``vpuc.abi.params``, runs
+the kernel with the exact interpreter and with the fast path, checks that
+both leave identical CMX bytes and cycle counts, that nothing outside the
+output's elements changed, and returns the output as a numpy array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from runtime_sim.isa.invoke import invoke_kernel
+from vpuc.abi.params import MemRefArg, ScalarArg, layout_window_e
+from vpuc.arch import load_arch
+from vpuc.ir.types import ElemType
+from vpuc.kernel_library import load_library_kernel
+
+ARCH = load_arch()
+WIN_E = ARCH.window_bases["WIN_E"]
+WIN_F = ARCH.window_bases["WIN_F"]
+CMX_BYTES = 1 << 18
+SENTINEL = 0xA5
+ELEM = {np.dtype(np.float16): ElemType.F16, np.dtype(np.float32): ElemType.F32,
+        np.dtype(np.int16): ElemType.I16, np.dtype(np.uint16): ElemType.U16,
+        np.dtype(np.int32): ElemType.I32, np.dtype(np.uint32): ElemType.U32}
+NCHW, NHWC = (0, 1, 2, 3), (0, 2, 3, 1)
+
+
+def dense_strides(shape, perm) -> tuple[int, ...]:
+    """Element strides per logical dim of a dense tensor stored in ``perm`` order."""
+    strides, step = [0] * len(shape), 1
+    for dim in reversed(perm):
+        strides[dim] = step
+        step *= shape[dim]
+    return tuple(strides)
+
+
+def channels_last(rank: int) -> tuple[int, ...]:
+    """NHWC-like order for any rank >= 2: dim 1 innermost."""
+    return (0,) + tuple(range(2, rank)) + (1,) if rank >= 2 else tuple(range(rank))
+
+
+@dataclass
+class Tensor:
+    values: np.ndarray                   # logical values (dtype = element type)
+    perm: tuple[int, ...] | None = None  # dims order, outermost first (default: identity)
+    strides: tuple[int, ...] | None = None   # element strides per logical dim
+    dynamic: bool = False                # dims/strides in WIN_F (written by the kernel for an output)
+    offset: int = field(default=0, init=False)
+    meta: int = field(default=0, init=False)
+
+    def __post_init__(self):
+        self.values = np.asarray(self.values)
+        rank = self.values.ndim
+        self.perm = tuple(range(rank)) if self.perm is None else tuple(self.perm)
+        if self.strides is None:
+            self.strides = dense_strides(self.values.shape, self.perm)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def span(self) -> int:
+        """Bytes from the first to past the last element."""
+        if self.values.size == 0:
+            return 0
+        last = sum((d - 1) * s for d, s in zip(self.values.shape, self.strides))
+        return (last + 1) * self.dtype.itemsize
+
+    def view(self, cmx: np.ndarray) -> np.ndarray:
+        item = self.dtype.itemsize
+        base = cmx[self.offset:].view(np.uint8)
+        typed = base[:(len(base) // item) * item].view(self.dtype)
+        return as_strided(typed, self.values.shape, [s * item for s in self.strides])
+
+    def byte_positions(self) -> np.ndarray:
+        item = self.dtype.itemsize
+        index = np.zeros(self.values.shape, np.int64)
+        for axis, stride in enumerate(self.strides):
+            shape = [1] * self.values.ndim
+            shape[axis] = self.values.shape[axis]
+            index = index + np.arange(self.values.shape[axis]).reshape(shape) * stride
+        starts = self.offset + index.reshape(-1) * item
+        return (starts[:, None] + np.arange(item)).reshape(-1)
+
+    def memref(self) -> MemRefArg:
+        bits = self.dtype.itemsize * 8
+        return MemRefArg(WIN_F + self.offset, ELEM[self.dtype], tuple(self.values.shape),
+                         self.perm, tuple(s * bits for s in self.strides),
+                         meta_addr=WIN_F + self.meta if self.dynamic else None)
+
+
+@dataclass
+class Result:
+    output: np.ndarray
+    cycles: int
+    instructions: int
+    status: int                          # s0 at halt: 0 ok
+    cmx: np.ndarray
+
+
+def place(tensors: list[Tensor], rng: np.random.Generator | None = None) -> None:
+    """Give every tensor a CMX offset (element aligned, sometimes not vector aligned)."""
+    offset = 64
+    for tensor in tensors:
+        item = tensor.dtype.itemsize
+        skew = int(rng.integers(0, 8)) * item if rng is not None else 0
+        tensor.offset = offset + skew
+        offset = tensor.offset + tensor.span() + 64
+        offset += -offset % 16
+        if tensor.dynamic:
+            tensor.meta = offset
+            offset += 16 * 12 + 16
+    assert offset < CMX_BYTES, "test tensors do not fit in the CMX array"
+
+
+def run(name: str, inputs: list[Tensor], output: Tensor, scalars: list[ScalarArg] = (),
+        rng: np.random.Generator | None = None, expect_status: int = 0,
+        check_paths: bool = True) -> Result:
+    """Run library kernel ``name``; ``output.values`` only gives its shape and type."""
+    obj = load_library_kernel(name)
+    place(inputs + [output], rng)
+    cmx = np.full(CMX_BYTES, SENTINEL, np.uint8)
+    for tensor in inputs:
+        if tensor.values.ndim == 0:
+            tensor.view(cmx)[...] = tensor.values
+        else:
+            tensor.view(cmx)[...] = tensor.values
+        if tensor.dynamic:
+            _write_meta(cmx, tensor)
+    args = [t.memref() for t in inputs] + [output.memref()] + list(scalars)
+    image = layout_window_e(obj.data, args, WIN_E)
+    before = cmx.copy()
+    results = []
+    for fast in ((False, True) if check_paths else (False,)):
+        memory = before.copy()
+        run_result = invoke_kernel(obj, memory, image.image, image.args_offset, image.args_size,
+                                   fast=fast)
+        results.append((memory, run_result))
+    (cmx, first), *others = results
+    for memory, other in others:
+        assert np.array_equal(memory, cmx), "fast path and interpreter left different CMX bytes"
+        assert other.cycles == first.cycles, (other.cycles, first.cycles)
+    status = first.scalar_regs[0]
+    assert status == expect_status, f"kernel status {status}, expected {expect_status}"
+    changed = np.flatnonzero(cmx != before)
+    allowed = set(output.byte_positions().tolist()) if status == 0 else set()
+    if output.dynamic:
+        allowed |= set(range(output.meta, output.meta + 16 * 12 + 16))
+    stray = [int(i) for i in changed if int(i) not in allowed]
+    assert not stray, f"kernel wrote outside its output: CMX offsets {stray[:8]}..."
+    return Result(output.view(cmx).copy(), first.cycles, first.instructions, status, cmx)
+
+
+def _write_meta(cmx: np.ndarray, tensor: Tensor) -> None:
+    meta = tensor.memref().meta_bytes()
+    cmx[tensor.meta:tensor.meta + len(meta)] = np.frombuffer(meta, np.uint8)
+
+
+# --- numerics ---------------------------------------------------------------------------
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in units in the last place between same-typed float arrays (0 for equal NaNs)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype
+    bits = {2: np.int16, 4: np.int32}[a.dtype.itemsize]
+    ia, ib = a.view(bits).astype(np.int64), b.view(bits).astype(np.int64)
+    sign = np.int64(1) << (8 * a.dtype.itemsize - 1)
+    # map sign-magnitude to a monotonic integer line
+    ia = np.where(ia < 0, -(ia + sign), ia)
+    ib = np.where(ib < 0, -(ib + sign), ib)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return np.where(both_nan, 0, np.abs(ia - ib))

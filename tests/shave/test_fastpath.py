@@ -1,0 +1,490 @@
+"""The fast path against the exact interpreter: identical memory, registers,
+instruction counts and cycles -- and the same errors -- on hand-written loops
+that it batches, loops it must refuse, and random straight-line bodies."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime_sim.isa import load_kernel, run
+from runtime_sim.isa.fastpath import FastLoops
+from shave_testlib import WIN_D, WIN_E, WIN_F, make_memory
+from test_shave_assembler import CLAMP
+from vpuc.diagnostics import VpucError
+from vpuc.shave import assemble
+
+ARGS = WIN_E                       # the kernels read their arguments as u32 words here
+
+
+def run_both(source: str, words: list[int], fill=None, *, sizes=(4096, 4096, 65536),
+             max_steps: int = 1_000_000, **fast_options):
+    """Run ``source`` exactly and through the fast path; assert identical outcomes.
+    Returns (fast result or error text, the fast path's FastLoops, WIN_F after)."""
+    obj = assemble(source, "loop.s")
+    outcomes = []
+    for fast in (False, True):
+        memory, arrays = make_memory(*sizes)
+        if fill is not None:
+            fill(arrays)
+        args = struct.pack(f"<{len(words)}I", *[w & 0xFFFFFFFF for w in words])
+        arrays["WIN_E"][:len(args)] = np.frombuffer(args, np.uint8)
+        loaded = load_kernel(obj, memory)
+        loops = FastLoops(loaded.program, **fast_options) if fast else False
+        try:
+            result = run(loaded.program, memory, entry=loaded.entry(), args_addr=ARGS,
+                         args_size=len(args), max_steps=max_steps, fast=loops)
+        except VpucError as exc:
+            result = str(exc)
+        outcomes.append((result, {k: v.copy() for k, v in arrays.items()}, loops))
+    (exact, exact_mem, _), (fast, fast_mem, loops) = outcomes
+    if isinstance(exact, str) or isinstance(fast, str):
+        assert fast == exact
+    else:
+        for name in exact.__dataclass_fields__:
+            if name != "batched_iterations":
+                assert getattr(fast, name) == getattr(exact, name), name
+        assert exact.batched_iterations == 0
+    for window in exact_mem:
+        assert np.array_equal(fast_mem[window], exact_mem[window]), window
+    return fast, loops, fast_mem["WIN_F"]
+
+
+def random_fill(seed: int):
+    def fill(arrays):
+        rng = np.random.default_rng(seed)
+        x = (rng.standard_normal(len(arrays["WIN_F"]) // 2) * 4).astype(np.float16)
+        arrays["WIN_F"][:] = x.view(np.uint8)
+    return fill
+
+
+# --- kernels it batches -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 24, 100, 1003, 2047])
+def test_clamp_with_tail(n):
+    source = CLAMP
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, n, 0x4600BC00], random_fill(n))
+    assert fast.batched_iterations == (n // 8 - 1 if n // 8 > 2 else 0)
+
+
+def test_chunks_of_any_size_give_the_same_result():
+    for chunk in (1, 3, 64):
+        fast, _, _ = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, 999, 0x4600BC00], random_fill(1),
+                              chunk=chunk, min_iterations=1)
+        assert fast.batched_iterations == 999 // 8 - 1
+
+
+STRIDED = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # iterations
+    lw s5, 12(s0)           # source row pitch (bytes)
+    li s7, 4                # destination lane stride
+    slli s6, s5, 3          # eight rows per vector
+    li.f16 s12, 0.5
+    vbcast.h v4, s12
+body:
+    vlds.h v1, 0(s2), s5    # one column, eight rows
+    vfma.f16 v2, v1, v4, v1
+    vsts.h v2, 2(s3), s7    # every other half-word
+    lhu s9, 6(s2)
+    muli s10, s9, 3
+    sh s10, 0(s3)
+    vlds.m.w v3, 8(s2), s5, m0
+    vsts.m.w v3, 40(s3), s7, m0
+    add s2, s2, s6
+    addi s3, s3, 64
+    loop s4, body
+    halt
+"""
+
+
+@pytest.mark.parametrize("pitch", [64, 34, -64])
+def test_strided_and_scalar_accesses(pitch):
+    start = WIN_F + (0x8000 if pitch < 0 else 0)
+    fast, _, _ = run_both(STRIDED, [start, WIN_F + 0xA000, 50, pitch], random_fill(2))
+    assert fast.batched_iterations == 49
+
+
+MASKED = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # elements left
+    lw s8, 12(s0)           # one word of mask bits per vector
+    addi s7, s4, 7
+    srli s7, s7, 3          # vectors, the last one partial
+    beqz s7, done
+body:
+    vmask.h m1, s4          # min(left, 8) lanes
+    vld.m v1, 0(s2), m1
+    vneg.f16 v1, v1
+    vcmplt.f16 m2, v1, v7
+    vsel v1, v1, v7, m2
+    mand m3, m1, m2
+    vst.m v1, 0(s3), m1
+    mget s9, m3
+    sw s9, 0(s8)
+    addi s8, s8, 4
+    addi s2, s2, 16
+    addi s3, s3, 16
+    addi s4, s4, -8
+    loop s7, body
+done:
+    halt
+"""
+
+
+@pytest.mark.parametrize("n", [5, 64, 203])
+def test_masked_tail_inside_the_loop(n):
+    fast, _, _ = run_both(MASKED, [WIN_F, WIN_F + 0x8000, n, WIN_F + 0xC000], random_fill(3))
+    vectors = -(-n // 8)
+    assert fast.batched_iterations == (vectors - 1 if vectors > 2 else 0)
+
+
+def test_masked_tail_at_the_very_end_of_the_window():
+    """The last partial vector's full 16 bytes would leave WIN_F: the batch stops
+    before it, the interpreter runs it (its inactive bytes are never accessed)."""
+    n, end = 203, WIN_F + 65536
+    fast, _, _ = run_both(MASKED, [end - 2 * n, WIN_F + 0x8000, n, WIN_F + 0xC000],
+                          random_fill(4))
+    assert fast.batched_iterations == -(-n // 8) - 2
+
+
+PAIRS = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+body:
+    ld s10, 0(s2)
+    add s12, s10, s11
+    mulhu s13, s10, s11
+    sd s12, 0(s3)
+    sw s13, 8(s3)
+    vld v1, 0(s2)
+    vredmax.f16 s14, v1
+    vcvtl.f32.f16 v2, v1
+    vcvth.f32.f16 v3, v1
+    vexp.f32 v2, v2
+    vdiv.f32 v3, v3, v2
+    vcvt.f16.f32 v4, v2, v3
+    vext.h s15, v4, 3
+    vins.h v4, s14, 0
+    vst v4, 16(s3)
+    addi s2, s2, 16
+    addi s3, s3, 32
+    loop s4, body
+    halt
+"""
+
+
+def test_pairs_conversions_and_slow_units():
+    fast, _, _ = run_both(PAIRS, [WIN_F, WIN_F + 0x4000, 200], random_fill(5))
+    assert fast.batched_iterations == 199
+    assert fast.stall_cycles > 0
+
+
+# --- conditional back-edges ------------------------------------------------------------------
+
+def _counted(prologue: str, step: str, back_edge: str) -> str:
+    return f"""
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+{prologue}
+body:
+    vld v1, 0(s2)
+    vmul.f16 v1, v1, v1
+    vst v1, 0(s3)
+    addi s2, s2, 16
+    addi s3, s3, 16
+{step}
+    {back_edge}
+    halt
+"""
+
+
+BACK_EDGES = {
+    "bne-end-pointer": ("    addi s5, s2, 1600", "", "bne s2, s5, body", 99),
+    "bltu-end-pointer": ("    addi s5, s2, 1599", "", "bltu s2, s5, body", 99),
+    "bnez-countdown": ("    li s4, 100", "    addi s4, s4, -1", "bnez s4, body", 99),
+    "blt-signed-up": ("    li s4, -50\n    li s5, 100", "    addi s4, s4, 3", "blt s4, s5, body", 49),
+    "bge-down": ("    li s4, 200\n    li s5, 3", "    addi s4, s4, -2", "bge s4, s5, body", 98),
+    "bgeu-down": ("    li s4, 99\n    li s6, 1", "    sub s4, s4, s6", "bgeu s4, s6, body", 98),
+    "bne-two-inductions": ("    li s4, 0\n    li s5, 300", "    addi s4, s4, 5\n    addi s5, s5, 2",
+                           "bne s4, s5, body", 99),
+    "beq-runs-twice": ("    li s4, 6\n    li s5, 7", "    addi s4, s4, 1", "beq s4, s5, body", 0),
+}
+
+
+@pytest.mark.parametrize("name", BACK_EDGES)
+def test_conditional_back_edges(name):
+    prologue, step, back_edge, batched = BACK_EDGES[name]
+    fast, _, _ = run_both(_counted(prologue, step, back_edge), [WIN_F, WIN_F + 0x8000],
+                          random_fill(6))
+    assert fast.batched_iterations == batched
+
+
+def test_loop_never_ending_hits_max_steps_at_the_same_instruction():
+    source = _counted("    li s4, 4\n    li s5, 7", "    addi s4, s4, 2", "bne s4, s5, body")
+    source = source.replace("addi s2, s2, 16", "addi s2, s2, 0").replace(
+        "addi s3, s3, 16", "addi s3, s3, 0")
+    error, _, _ = run_both(source, [WIN_F, WIN_F + 0x8000], random_fill(7), max_steps=5000)
+    assert "did not halt within 5000 instructions" in error
+
+
+def test_max_steps_inside_a_long_batchable_loop():
+    error, _, _ = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, 4000, 0x4600BC00], random_fill(8),
+                           max_steps=1234)
+    assert "did not halt within 1234 instructions" in error
+
+
+def test_loop_ending_the_text_runs_off_the_end_as_the_interpreter_does():
+    source = "    .global k\nk:\n    li s4, 50\nbody:\n    addi s5, s5, 3\n    loop s4, body\n"
+    error, _, _ = run_both(source, [])
+    assert "ran past the end of .text" in error
+
+
+# --- loops it must refuse --------------------------------------------------------------------
+
+ACCUMULATE = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+    li s10, 0
+body:
+    vld v1, 0(s2)
+    vredsum.f16 s11, v1
+    fadd s10, s10, s11
+    addi s2, s2, 16
+    loop s4, body
+    sw s10, 0(s3)
+    halt
+"""
+
+
+def test_accumulating_loop_falls_back():
+    fast, loops, _ = run_both(ACCUMULATE, [WIN_F, WIN_F + 0x8000, 100], random_fill(9))
+    assert fast.batched_iterations == 0
+    assert any("s10 carries a value" in reason for reason in loops.declined)
+
+
+RECURRENCE = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+body:
+    vld v1, 0(s2)
+    vld v2, OFFSET(s3)
+    vadd.f16 v1, v1, v2
+    vst v1, 0(s3)
+    addi s2, s2, 16
+    addi s3, s3, 16
+    loop s4, body
+    halt
+"""
+
+
+@pytest.mark.parametrize("offset, batched", [(-16, False), (-8, False), (-32, False),
+                                             (0, True), (16, False), (-4096, True)])
+def test_stores_feeding_later_loads_fall_back(offset, batched):
+    """out[i] = x[i] + out[i-1] reads what the previous iteration stored; reading
+    the bytes this iteration will store (offset 0, in place) is fine."""
+    source = RECURRENCE.replace("OFFSET", str(offset))
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 200], random_fill(10))
+    assert (fast.batched_iterations > 0) == batched
+    if not batched:
+        assert "an iteration accesses bytes another iteration stores" in loops.declined
+
+
+def test_two_stores_to_overlapping_bytes_in_different_iterations_fall_back():
+    source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n", "").replace(
+        "    vst v1, 0(s3)\n", "    vst v1, 0(s3)\n    vst v1, 8(s3)\n")
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 200], random_fill(11))
+    assert fast.batched_iterations == 0
+
+
+def test_software_pipelined_loop_falls_back():
+    source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n    vadd.f16 v1, v1, v2\n",
+                                "    vadd.f16 v3, v1, v1\n").replace(
+        "    vst v1, 0(s3)\n", "    vst v5, 0(s3)\n    vmov v5, v3\n")
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 50], random_fill(12))
+    assert fast.batched_iterations == 0
+    assert any("v5 carries a value" in reason for reason in loops.declined)
+
+
+def test_data_dependent_address_falls_back():
+    source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n", "    lhu s9, 0(s2)\n"
+                                "    andi s9, s9, 0xff0\n    add s9, s9, s2\n"
+                                "    vld v2, 0(s9)\n")
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 50], random_fill(13))
+    assert fast.batched_iterations == 0
+    assert any("not affine" in reason for reason in loops.declined)
+
+
+# --- nested loops ------------------------------------------------------------------------------
+
+NESTED = """
+    .global k
+k:
+    lw s2, 0(s0)            # source rows
+    lw s3, 4(s0)            # destination rows
+    lw s4, 8(s0)            # rows
+    lw s5, 12(s0)           # vectors per row
+    lw s6, 16(s0)           # source pitch
+    li.f16 s12, -1.5
+    vbcast.h v3, s12
+    beqz s4, done
+outer:
+    mov s8, s2
+    mov s9, s3
+    mov s10, s5
+inner:
+    vld v1, 0(s8)
+    vmul.f16 v1, v1, v3
+    vst v1, 0(s9)
+    addi s8, s8, 16
+    addi s9, s9, 16
+    loop s10, inner
+    add s2, s2, s6
+    slli s11, s5, 4
+    add s3, s3, s11
+    loop s4, outer
+done:
+    halt
+"""
+
+
+def test_nested_loops_batch_the_inner_one():
+    fast, loops, _ = run_both(NESTED, [WIN_F, WIN_F + 0x8000, 12, 9, 160], random_fill(14))
+    assert fast.batched_iterations == 12 * 8
+    assert loops.batches == 12
+    assert any("control flow inside the body" in reason for reason in loops.declined)
+
+
+# --- faults inside a batched loop ------------------------------------------------------------
+
+def test_load_fault_reports_the_first_faulting_iteration():
+    """The source runs off the end of WIN_F in iteration 36 (from 0): same message,
+    same partial output, whichever path ran the iterations before it."""
+    n = 8 * 60
+    source_start = WIN_F + 65536 - 16 * 37 + 6
+    error, _, _ = run_both(CLAMP, [source_start, WIN_F, n, 0x4600BC00], random_fill(15))
+    assert "pc 0x1d000050 (.text+0x50) 'vld v3, 0(s2)'" in error
+    assert f"load of 16 bytes at {WIN_F + 65536 + 6 - 16:#010x}" in error
+    assert "outside the mapped part of WIN_F" in error
+
+
+def test_store_fault_to_a_read_only_window():
+    source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n", "")
+    n = 100
+    error, _, _ = run_both(source.replace("    lw s3, 4(s0)", "    la s3, k+64"),
+                           [WIN_F, 0, n], random_fill(16))
+    assert "WIN_D is read-only" in error and "'vst v1, 0(s3)'" in error
+
+
+def test_store_fault_past_the_mapping_keeps_earlier_stores():
+    source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n", "")
+    error, _, win_f = run_both(source, [WIN_F, WIN_F + 65536 - 16 * 20, 100], random_fill(17))
+    assert f"store of 16 bytes at {WIN_F + 65536:#010x}" in error
+
+
+def test_pending_loads_before_the_loop_stall_it_identically():
+    source = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+    vld v9, 0(s2)
+    vexp.f16 v8, v9
+    lw s11, 12(s0)
+body:
+    vsub.f16 v1, v8, v9
+    vst v1, 0(s3)
+    sw s11, 16(s3)
+    addi s3, s3, 32
+    loop s4, body
+    halt
+"""
+    fast, _, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 40, 7], random_fill(18))
+    assert fast.batched_iterations == 39
+
+
+# --- random straight-line bodies ----------------------------------------------------------------
+
+VECTOR_OPS = ["vadd.f16", "vsub.f16", "vmul.f16", "vmax.f16", "vmin.f32", "vadd.f32",
+              "vand", "vxor", "vadd.i32", "vmin.u8", "vsub.i16", "vmul.i16", "vcvt.f16.f32",
+              "vdiv.f16"]
+UNARY_OPS = ["vabs.f16", "vneg.f32", "vcvtl.f32.f16", "vcvth.f32.f16", "vrcp.f16", "vexp.f16",
+             "vmov"]
+
+
+@st.composite
+def straight_line_body(draw):
+    """A loop body over two walking pointers: mostly well-formed (registers
+    defined before use), sometimes carrying a value or aliasing memory."""
+    defined_v, defined_s = ["v20", "v21"], ["s20"]
+    lines = []
+    for _ in range(draw(st.integers(1, 10))):
+        choice = draw(st.integers(0, 7))
+        pick_v = st.sampled_from(defined_v + (["v3"] if draw(st.integers(0, 9)) == 0 else []))
+        dest_v = draw(st.sampled_from(["v1", "v2", "v3", "v4"]))
+        off = draw(st.sampled_from([0, 2, 16, 32, -16, 48]))
+        if choice in (0, 1):
+            lines.append(f"vld {dest_v}, {off}(s2)")
+        elif choice == 2:
+            lines.append(f"{draw(st.sampled_from(VECTOR_OPS))} {dest_v}, {draw(pick_v)}, "
+                         f"{draw(pick_v)}")
+        elif choice == 3:
+            lines.append(f"{draw(st.sampled_from(UNARY_OPS))} {dest_v}, {draw(pick_v)}")
+        elif choice == 4:
+            lines.append(f"vst {draw(pick_v)}, {off}(s3)")
+            continue
+        elif choice == 5:
+            lines.append(f"lhu s9, {off}(s2)")
+            lines.append(f"add s10, s9, {draw(st.sampled_from(defined_s))}")
+            lines.append(f"sh s10, {off + 64}(s3)")
+            defined_s += ["s9", "s10"]
+            continue
+        elif choice == 6:
+            lines.append(f"vmask.h m1, s4")
+            lines.append(f"vst.m {draw(pick_v)}, {off}(s3), m1")
+            continue
+        else:
+            lines.append(f"vcmplt.f16 m2, {draw(pick_v)}, {draw(pick_v)}")
+            lines.append(f"vsel {dest_v}, {draw(pick_v)}, {draw(pick_v)}, m2")
+        if dest_v not in defined_v:
+            defined_v.append(dest_v)
+    src_step = draw(st.sampled_from([16, 32, 8, -16]))
+    dst_step = draw(st.sampled_from([16, 64, 0, -32]))
+    return lines, src_step, dst_step, draw(st.integers(1, 40)), draw(st.integers(1, 9))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(straight_line_body(), st.integers(0, 2 ** 16))
+def test_random_straight_line_bodies(body, seed):
+    lines, src_step, dst_step, count, chunk = body
+    source = "\n".join([
+        "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
+        "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
+        "    vbcast.w v21, s21", "body:", *[f"    {line}" for line in lines],
+        f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}",
+        "    loop s4, body", "    halt"])
+    src = WIN_F + 0x1000 if src_step > 0 else WIN_F + 0x5000
+    dst = WIN_F + 0x8000 if dst_step >= 0 else WIN_F + 0xC000
+    run_both(source, [src, dst, count], random_fill(seed), chunk=chunk, min_iterations=1)

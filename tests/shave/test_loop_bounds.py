@@ -1,0 +1,97 @@
+"""The fast path's closed forms against brute force: trip counts, the first
+iteration outside the windows, cross-iteration overlap, cycle extrapolation."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime_sim.isa.cycles import Cost, issue
+from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, cross_iteration_overlap,
+                                         first_exit, first_outside)
+from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.semantics import BRANCH_CONDITIONS
+
+values = st.one_of(st.integers(0, 300), st.integers(MOD - 300, MOD - 1),
+                   st.integers(0, MOD - 1), st.sampled_from([1 << 31, (1 << 31) - 1]))
+steps = st.one_of(st.integers(-40, 40), st.sampled_from([1 << 31, 3 << 29, 12345678]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(sorted(BRANCH_CONDITIONS)), values, steps, values, steps)
+def test_first_exit_matches_stepping(mnemonic, a0, da, b0, db):
+    a, b = Affine(a0, da % MOD), Affine(b0, db % MOD)
+    condition = BRANCH_CONDITIONS[mnemonic]
+    operands = (lambda k: (np.uint32(a.at(k)),)) if mnemonic in ("beqz", "bnez") else (
+        lambda k: (np.uint32(a.at(k)), np.uint32(b.at(k))))
+    if mnemonic in ("beqz", "bnez"):
+        b = Affine(0, 0)
+    k = first_exit(mnemonic, a, b)
+    stepped = next((j for j in range(2000) if not condition(*operands(j))), None)
+    if k is None:
+        # Only allowed when the loop does not exit soon without wrapping around.
+        assert stepped is None or mnemonic in ("blt", "bge", "bltu", "bgeu")
+        return
+    assert not condition(*operands(k))
+    assert all(condition(*operands(j)) for j in range(min(k, 2000)))
+    if mnemonic in ("bne", "bnez", "beq", "beqz") or stepped is not None:
+        assert k == stepped or (stepped is None and k >= 2000)
+
+
+footprints = st.builds(Footprint, st.integers(0, 400), st.integers(-24, 24),
+                       st.integers(1, 20), st.booleans(), st.just(0))
+
+
+@settings(max_examples=600, deadline=None)
+@given(footprints, footprints, st.integers(1, 25))
+def test_cross_iteration_overlap_matches_brute_force(a, b, iterations):
+    def touches(fp, k):
+        return set(range(fp.low + k * fp.step, fp.low + k * fp.step + fp.length))
+
+    expected = any(touches(a, k) & touches(b, j) for k in range(iterations)
+                   for j in range(iterations) if k != j)
+    assert cross_iteration_overlap(a, b, iterations) == expected
+
+
+@settings(max_examples=600, deadline=None)
+@given(footprints, st.integers(1, 60),
+       st.lists(st.tuples(st.integers(-50, 600), st.integers(0, 300)), max_size=3))
+def test_first_outside_matches_brute_force(fp, iterations, raw_regions):
+    regions = [(begin, begin + size) for begin, size in raw_regions]
+
+    def inside(k):
+        low = fp.low + k * fp.step
+        return any(begin <= low and low + fp.length <= end for begin, end in regions)
+
+    expected = next((k for k in range(iterations) if not inside(k)), iterations)
+    assert first_outside(fp, iterations, regions) == expected
+
+
+class _Step:
+    def __init__(self, sources, dests, cost):
+        self.sources, self.dests, self.cost = sources, dests, cost
+
+
+instruction = st.builds(
+    _Step, st.lists(st.integers(0, 5), max_size=3).map(tuple),
+    st.lists(st.integers(0, 5), max_size=2).map(tuple),
+    st.builds(Cost, st.integers(1, 8), st.integers(1, 12), st.integers(0, 2)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(instruction, min_size=1, max_size=8), st.lists(st.integers(0, 30), min_size=6,
+       max_size=6), st.integers(1, 300), st.booleans())
+def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iterations, exits):
+    timing = LoopTiming(body)
+    ready_fast, ready_slow = list(start_ready), list(start_ready)
+    now, stalls = timing.advance(ready_fast, 7, iterations, exits)
+    slow_now, slow_stalls = 7, 0
+    for j in range(iterations):
+        for step in body:
+            slow_now, stall = issue(ready_slow, slow_now, step.sources, step.dests, step.cost)
+            slow_stalls += stall
+        if j < iterations - 1 or not exits:
+            slow_now += body[-1].cost.taken_penalty
+    assert (now, stalls) == (slow_now, slow_stalls)
+    assert ready_fast == ready_slow

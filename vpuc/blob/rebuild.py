@@ -1,0 +1,360 @@
+"""BlobContent -> Program, after checking every index, code and count.
+
+The format readers guarantee only that the bytes decode; this module checks
+that what they decoded makes a program: every tensor, barrier and kernel index
+in range and of the right kind, every enum code known, names well formed and
+unique, lists sized as declared, the header's counts and network inputs and
+outputs equal to what the records hold, and the architecture known to this
+vpuc with the same parameters.  Then ``verify=True`` (the default of
+``read_blob``) runs the module verifier and checks each view's recorded
+strides and offset against the region the verifier resolves.
+
+Every failure is a one-line VpucError naming the record.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vpuc.arch import Arch, known_archs, load_arch
+from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
+                               INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, POST_OP_OF, SOURCE_KIND_OF,
+                               ActTaskRec, ArchRec, BlobContent, DmaRec, DpuRec, Number)
+from vpuc.diagnostics import Diagnostic, Severity, VpucError
+from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
+                            KernelSource, Module, Ref, RuntimeDecl, Slice, View)
+from vpuc.ir.tasks import (Binding, DmaTask, DpuTask, DpuVariant, Executor, PostOp,
+                           ScalarConst, SwKernelTask, TaskList)
+from vpuc.ir.types import DimsOrder, Dynamic, MemRefPattern, TensorType
+from vpuc.program import InvocationImage, KernelImage, Program
+
+MAX_RANK = 15                 # what a MemRefData dimsOrder code can express
+MAX_DIM = (1 << 31) - 1       # MemRefData dims are int32
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
+
+
+class _Checker:
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, where: str, message: str) -> VpucError:
+        return VpucError(f"{self.file}: blob {where}: {message}")
+
+    def name(self, where: str, text, pattern=_NAME) -> str:
+        if not isinstance(text, str) or not pattern.fullmatch(text):
+            raise self.fail(where, f"name {text!r} is not an identifier")
+        return text
+
+    def label(self, where: str, text):
+        return None if text is None else self.name(where, text, _LABEL)
+
+    def code(self, where: str, table: dict, code, what: str):
+        member = table.get(code)
+        if member is None:
+            raise self.fail(where, f"unknown {what} code {code}")
+        return member
+
+    def index(self, where: str, value, limit: int, what: str) -> int:
+        if not 0 <= value < limit:
+            raise self.fail(where, f"{what} index {value} is out of range ({limit} {what}s)")
+        return value
+
+
+def check_arch(rec: ArchRec, file: str, expected: str | None = None) -> Arch:
+    if expected is not None and rec.name.upper() != expected.upper():
+        raise VpucError(f"{file}: blob is compiled for {rec.name}; expected {expected}")
+    if rec.name.upper() not in known_archs():
+        raise VpucError(f"{file}: blob is compiled for architecture '{rec.name}', which this "
+                        f"vpuc does not know (known: {', '.join(known_archs())})")
+    arch = load_arch(rec.name)
+    ours = ArchRec(arch.name, arch.version, arch.tiles, arch.cmx_bytes, arch.act_shaves_per_tile,
+                   arch.dpus_per_tile, arch.dma_channels, arch.barriers, arch.max_producers,
+                   arch.max_consumers, arch.window_size, arch.window_bases["WIN_D"],
+                   arch.window_bases["WIN_E"], arch.window_bases["WIN_F"])
+    for field, theirs, mine in zip(ArchRec._fields, rec, ours):
+        if theirs != mine:
+            shown = (lambda v: f"{v:#x}") if isinstance(mine, int) and mine > 4096 else repr
+            raise VpucError(f"{file}: blob is compiled for {rec.name} with {field} = "
+                            f"{shown(theirs)}; this vpuc's {arch.name} has {shown(mine)}")
+    return arch
+
+
+def _number(check: _Checker, where: str, value: Number) -> int | float:
+    if value.is_int not in (0, 1):
+        raise check.fail(where, f"number flag {value.is_int} is not 0 or 1")
+    return int(value.value) if value.is_int else float(value.value)
+
+
+def _tensor_type(check: _Checker, where: str, t) -> TensorType:
+    rank = len(t.dims)
+    if rank > MAX_RANK:
+        raise check.fail(where, f"rank {rank} exceeds {MAX_RANK}")
+    if len(t.strides) != rank or len(t.dims_order) != rank or \
+            (t.dynamic_dims and len(t.dynamic_dims) != rank):
+        raise check.fail(where, "dims, strides, dims order and dynamic flags differ in length")
+    if sorted(t.dims_order) != list(range(rank)):
+        raise check.fail(where, f"dims order {list(t.dims_order)} is not a permutation")
+    if any(not 0 <= d <= MAX_DIM for d in t.dims):
+        raise check.fail(where, f"dims {list(t.dims)} are out of range")
+    dims = tuple(Dynamic(d) if t.dynamic_dims and t.dynamic_dims[i] else d
+                 for i, d in enumerate(t.dims))
+    return TensorType(dims, check.code(where, ELEM_OF, t.data_type, "element type"),
+                      DimsOrder(tuple(t.dims_order)))
+
+
+def _barriers(check: _Checker, where: str, indices, names: list[str]) -> tuple[str, ...]:
+    limit = len(names)
+    for b in indices:
+        if not 0 <= b < limit:
+            raise check.fail(where, f"barrier index {b} is out of range ({limit} barriers)")
+    return tuple(names[b] for b in indices)
+
+
+def rebuild(content: BlobContent, file: str, *, expected_arch: str | None = None,
+            verify: bool = True) -> Program:
+    check = _Checker(file)
+    header = content.header
+    arch = check_arch(header.arch, file, expected_arch)
+    module = Module(check.name("header", header.module_name), header.module_arch)
+    module.attributes = {kv.key: kv.value for kv in header.attributes}
+
+    tensors = content.tensors
+    names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
+    n_tensors = len(names)
+    kinds: list[BufferKind] = []
+    for i, t in enumerate(tensors):
+        where = f"tensor #{i} '{t.name}'"
+        kind = check.code(where, LOCATION_OF, t.location, "memory location")
+        kinds.append(kind)
+        tensor_type = _tensor_type(check, where, t)
+        if t.base == -1:
+            if t.slices:
+                raise check.fail(where, "a buffer has slices")
+            module.buffers.append(Buffer(t.name, kind, tensor_type,
+                                         None if t.tile == -1 else t.tile,
+                                         None if t.offset == -1 else t.offset,
+                                         _init(check, where, t.const_init)))
+        else:
+            check.index(where, t.base, n_tensors, "tensor")
+            if t.base == i or len(t.slices) != len(t.dims):
+                raise check.fail(where, "a view needs another tensor as base and one slice "
+                                 "per dim")
+            module.views.append(View(t.name, Ref(names[t.base]),
+                                     tuple(Slice(s.start, s.stop, s.step) for s in t.slices)))
+    for kind, name in ((BufferKind.INPUT, "network_inputs"), (BufferKind.OUTPUT, "network_outputs")):
+        actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
+        if tuple(getattr(header, name)) != actual:
+            raise check.fail("header", f"{name} {list(getattr(header, name))} do not match the "
+                             f"{kind} tensors {list(actual)}")
+
+    barrier_names = []
+    for i, b in enumerate(content.barriers):
+        where = f"barrier #{i}"
+        if b.id != i or b.physical_id < -1:
+            raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
+        barrier_names.append(check.name(where, b.name))
+        module.barriers.append(Barrier(b.name, None if b.physical_id == -1 else b.physical_id))
+
+    kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
+    program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
+    _kernels(check, content, module, program)
+    _tasks(check, content, module, program, names, kinds, barrier_names, kernel_names)
+    _counts(check, content)
+
+    for c in content.constants:
+        where = f"constant for tensor #{c.tensor}"
+        check.index(where, c.tensor, n_tensors, "tensor")
+        if kinds[c.tensor] is not BufferKind.CONST or tensors[c.tensor].base != -1 \
+                or names[c.tensor] in program.constants:
+            raise check.fail(where, f"'{names[c.tensor]}' is not a const buffer, or has two "
+                             "constants")
+        program.constants[names[c.tensor]] = c.data
+    if verify:
+        verify_program(program, content, file)
+    return program
+
+
+def _init(check: _Checker, where: str, init) -> ConstInit | None:
+    if init is None:
+        return None
+    values = tuple(_number(check, where, v) for v in init.values)
+    if init.kind == INIT_FILE and init.path is not None and not values:
+        return ConstInit(path=init.path)
+    if init.kind == INIT_SPLAT and len(values) == 1 and init.path is None:
+        return ConstInit(splat=values[0])
+    if init.kind == INIT_VALUES and init.path is None:
+        return ConstInit(values=values)
+    raise check.fail(where, f"constant initializer (kind {init.kind}) is malformed")
+
+
+def _kernels(check: _Checker, content: BlobContent, module: Module, program: Program) -> None:
+    for i, k in enumerate(content.kernels):
+        where = f"kernel #{i} '{k.name}'"
+        params = []
+        for p in k.params:
+            elem = check.code(where, ELEM_OF, p.data_type, "element type")
+            check.name(where, p.name)
+            if p.is_memref:
+                if p.dims is not None and (len(p.dims) > MAX_RANK or any(d < -1 for d in p.dims)):
+                    raise check.fail(where, f"memref dims {list(p.dims)} are invalid")
+                dims = None if p.dims is None else tuple(None if d == -1 else d for d in p.dims)
+                params.append(KernelParam(p.name, memref=MemRefPattern(elem, dims)))
+            elif p.dims is None and p.is_memref == 0:
+                params.append(KernelParam(p.name, scalar=elem))
+            else:
+                raise check.fail(where, f"scalar parameter {p.name} has dims")
+        source = KernelSource(check.code(where, SOURCE_KIND_OF, k.source_kind, "kernel source"),
+                              k.source_ref)
+        module.kernels.append(KernelDecl(k.name, params, source))
+        img = k.image
+        if img is not None:
+            if img.entry > len(img.text) or img.rodata_offset < len(img.text):
+                raise check.fail(where, f"entry {img.entry} / rodata offset {img.rodata_offset} "
+                                 f"do not fit its {len(img.text)}-byte .text")
+            program.kernels[k.name] = KernelImage(k.name, img.origin, img.elf, img.text,
+                                                  img.rodata, img.data, img.entry,
+                                                  img.rodata_offset)
+    if content.runtime is not None:
+        rt = content.runtime
+        check.index("runtime", rt.kernel, len(content.kernels), "kernel")
+        module.runtime = RuntimeDecl(Ref(content.kernels[rt.kernel].name), tuple(rt.stack_sizes))
+
+
+def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,
+           names: list[str], kinds: list[BufferKind], barrier_names: list[str],
+           kernel_names: list[str]) -> None:
+    n_tensors = len(names)
+
+    def tensor(where: str, index: int) -> Ref:
+        if not 0 <= index < n_tensors:
+            raise check.fail(where, f"tensor index {index} is out of range ({n_tensors} tensors)")
+        return Ref(names[index])
+
+    seen: set[Executor] = set()
+    for li, tl in enumerate(content.task_lists):
+        executor = check.code(f"task list #{li}", EXECUTOR_OF, tl.executor, "executor")
+        if executor in seen:
+            raise check.fail(f"task list #{li}", f"second {executor} task list")
+        seen.add(executor)
+        expected = _TASK_KIND[executor]
+        tasks = []
+        for ti, rec in enumerate(tl.tasks):
+            where = f"{executor} task #{ti}"
+            if type(rec) is not expected:
+                raise check.fail(where, f"is not a {executor} task")
+            label = check.label(where, rec.label)
+            waits = _barriers(check, where, rec.waits, barrier_names)
+            updates = _barriers(check, where, rec.updates, barrier_names)
+            if executor is Executor.DMA:
+                tasks.append(DmaTask(label, waits, updates, tensor(where, rec.src),
+                                     tensor(where, rec.dst), rec.channel,
+                                     check.code(where, DMA_MODE_OF, rec.mode, "DMA mode")))
+            elif executor is Executor.DPU:
+                tasks.append(_dpu(check, where, rec, label, waits, updates, tensor,
+                                  barrier_names))
+            else:
+                tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
+                                 program, ti))
+        module.task_lists.append(TaskList(executor, tasks))
+
+
+def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names) -> DpuTask:
+    post = None
+    if rec.post_op is not None:
+        post = PostOp(check.code(where, POST_OP_OF, rec.post_op.kind, "post op"),
+                      tuple(float(p) for p in rec.post_op.params))
+    variants = [DpuVariant(check.label(where, v.label), tuple(v.start), tuple(v.end),
+                           _barriers(check, where, v.waits, barrier_names),
+                           _barriers(check, where, v.updates, barrier_names))
+                for v in rec.variants]
+    opt = (lambda values: None if values is None else tuple(values))
+    return DpuTask(label, waits, updates, check.code(where, DPU_OP_OF, rec.op, "DPU op"),
+                   rec.tile, tuple(tensor(where, i) for i in rec.inputs),
+                   tensor(where, rec.output),
+                   None if rec.weights == -1 else tensor(where, rec.weights),
+                   None if rec.bias == -1 else tensor(where, rec.bias),
+                   opt(rec.kernel), opt(rec.stride), opt(rec.pad), opt(rec.dilation), post,
+                   variants)
+
+
+def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_names, program,
+        index: int) -> SwKernelTask:
+    kernel = kernel_names[check.index(where, rec.kernel, len(kernel_names), "kernel")]
+    consts = tuple(ScalarConst(check.name(where, s.name), _number(check, where, s.value),
+                               check.code(where, ELEM_OF, s.data_type, "element type"))
+                   for s in rec.scalars)
+    bindings = [tuple(Binding(tensor(where, b.tensor), Ref(check.name(where, b.alias)))
+                      for b in group) for group in (rec.inputs, rec.outputs)]
+    task = SwKernelTask(label, waits, updates, Ref(kernel), rec.tile, bindings[0], bindings[1],
+                        consts, tuple(Ref(check.name(where, a)) for a in rec.run_args))
+    inv = rec.invocation
+    if inv is not None:
+        if kernel not in program.kernels:
+            raise check.fail(where, f"has an invocation image but @{kernel} has no kernel image")
+        if inv.args_offset + inv.args_size > len(inv.window):
+            raise check.fail(where, f"args ({inv.args_size} bytes at {inv.args_offset:#x}) "
+                             f"run past its {len(inv.window)}-byte WIN_E image")
+        program.invocations.append(InvocationImage(index, kernel, rec.tile, inv.window,
+                                                   inv.args_offset, inv.args_size))
+    return task
+
+
+def _counts(check: _Checker, content: BlobContent) -> None:
+    """The header's counts, and each barrier's producer and consumer counts, must match."""
+    lists = {EXECUTOR_OF[tl.executor]: tl.tasks for tl in content.task_lists}
+    dpu = lists.get(Executor.DPU, ())
+    actual = (len(lists.get(Executor.DMA, ())), len(dpu), sum(len(t.variants) for t in dpu),
+              len(lists.get(Executor.ACT_SHAVE, ())), len(content.barriers),
+              len(content.tensors), len(content.kernels))
+    if tuple(content.header.task_counts) != actual:
+        raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
+                         f"match the records {list(actual)}")
+    producers = [0] * len(content.barriers)
+    consumers = [0] * len(content.barriers)
+    for tl in content.task_lists:
+        for t in tl.tasks:
+            if type(t) is DpuRec:
+                for v in t.variants:
+                    for b in set(t.waits + v.waits):
+                        consumers[b] += 1
+                    for b in set(t.updates + v.updates):
+                        producers[b] += 1
+            else:
+                for b in set(t.waits):
+                    consumers[b] += 1
+                for b in set(t.updates):
+                    producers[b] += 1
+    for b in content.barriers:
+        if (b.producer_count, b.consumer_count) != (producers[b.id], consumers[b.id]):
+            raise check.fail(f"barrier #{b.id} '{b.name}'",
+                             f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
+                             f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
+
+
+def verify_program(program: Program, content: BlobContent, file: str) -> None:
+    """Run the module verifier, and check each view's recorded region against it."""
+    from vpuc.ir.symbols import SymbolTable
+    from vpuc.perf import gc_paused
+    from vpuc.verifier import verify_module
+
+    bag = verify_module(program.module, program.arch)
+    if bag.has_errors:
+        first, *rest = bag.errors
+        notes = tuple((None, d.message) for d in rest[:5])
+        raise VpucError([Diagnostic(Severity.ERROR, None, f"{file}: the blob's program does not "
+                                    f"verify: {first.message}", notes)])
+    with gc_paused():
+        symbols = SymbolTable(program.module)
+        for i, t in enumerate(content.tensors):
+            region = symbols.region(t.name)
+            root = region.root if region is not None else None
+            if region is None or (region.byte_offset, tuple(region.strides_bits),
+                                  region.type.bound_shape) != (t.data_offset, tuple(t.strides),
+                                                               tuple(t.dims)) \
+                    or (LOCATION_CODE[root.kind], root.tile, root.offset) != \
+                    (t.location, None if t.tile == -1 else t.tile,
+                     None if t.offset == -1 else t.offset):
+                raise VpucError(f"{file}: blob tensor #{i} '{t.name}': recorded location, "
+                                "offset, dims or strides differ from its declaration")

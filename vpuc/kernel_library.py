@@ -1,0 +1,66 @@
+"""The ACT SHAVE kernel library: one assembly file per kernel in the repo's ``kernels/``.
+
+``from library "clamp"`` in VIR resolves here: ``kernels/clamp.s`` is assembled
+(once per process) into a ``KernelObject`` whose entry point is named like the
+kernel.  ``build_library`` writes every kernel as an ELF object (``NAME.o``),
+which is what ``vpuc kernels build`` does.  The kernels' contracts, numerics and
+costs are documented in docs/kernels.md.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from vpuc.diagnostics import VpucError
+from vpuc.shave import KernelObject, assemble
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+DEFAULT_BUILD_DIR = KERNEL_DIR / "build"
+
+
+def library_names() -> list[str]:
+    """Every library kernel, sorted: the stems of ``kernels/*.s``."""
+    return sorted(path.stem for path in KERNEL_DIR.glob("*.s"))
+
+
+def library_source(name: str) -> Path:
+    """The assembly file of library kernel ``name``; unknown names are errors."""
+    names = library_names()
+    if name not in names:
+        raise VpucError(f"unknown library kernel '{name}'; expected one of {', '.join(names)}")
+    return KERNEL_DIR / f"{name}.s"
+
+
+def load_library_kernel(name: str) -> KernelObject:
+    """Library kernel ``name``, assembled; assembly errors carry the .s file and line."""
+    return _assemble(library_source(name))
+
+
+@lru_cache(maxsize=None)
+def _assemble(path: Path) -> KernelObject:
+    obj = assemble(path.read_text(encoding="utf-8"), str(path))
+    entries = [sym.name for sym in obj.entry_points]
+    if entries != [path.stem]:
+        raise VpucError(f"{path}: a library kernel has one entry point named like its file "
+                        f"('{path.stem}'); found {', '.join(entries) or 'none'}")
+    return obj
+
+
+def build_library(out_dir: str | Path | None = None) -> list[Path]:
+    """Assemble every kernel and write ``NAME.o`` (ELF32) into ``out_dir``."""
+    out = Path(out_dir) if out_dir is not None else DEFAULT_BUILD_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise VpucError(f"cannot create {out}: {exc.strerror}") from None
+    written = []
+    for name in library_names():
+        path = out / f"{name}.o"
+        data = load_library_kernel(name).to_elf()
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            raise VpucError(f"cannot write {path}: {exc.strerror}") from None
+        written.append(path)
+    return written
