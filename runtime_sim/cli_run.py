@@ -25,6 +25,7 @@ from runtime_sim.simarch import sim_arch_for
 from runtime_sim.simulator import simulate
 from runtime_sim.trace import trace_json
 from vpuc.diagnostics import UsageError, VpucError
+from vpuc.ir.module import BufferKind
 
 EXIT_OK, EXIT_USER = 0, 1
 PROGRESS_MIN_UNITS = 2000        # shorter runs finish before a bar is worth drawing
@@ -59,7 +60,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                      help="stop with an error if the run goes past N cycles")
     run.add_argument("--no-races", action="store_true", help="do not check for data races")
     run.add_argument("-p", "--passes", metavar="PIPELINE",
-                     help="for a .vir file: the pass pipeline to compile with (default: kernels)")
+                     help="for a .vir file: the pass pipeline to compile with (default: compile)")
     run.set_defaults(handler=cmd_run)
     return run
 
@@ -68,6 +69,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 def default_pipeline() -> str:
     from vpuc.passes.registry import PASSES, PIPELINES
+    if "compile" in PIPELINES:  # what `vpuc compile` runs before serializing a blob
+        return "compile"
     names = list(PIPELINES["kernels"])
     for later in ("assign-physical-barriers", "materialize-constants"):
         if later in PASSES and later not in names:
@@ -110,7 +113,16 @@ def load_program(path: str, passes: str | None):
 # ------------------------------------------------------------------ output
 
 def write_atomically(path: str | Path, data: bytes) -> None:
+    """Write to a temp file beside ``path`` and rename it over, so no reader sees half a
+    file.  Devices, pipes and their symlinks (/dev/stdout) are written in place."""
     target = Path(path)
+    if target.exists() and not target.resolve().is_file():
+        try:
+            with open(target, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise VpucError(f"cannot write {path}: {exc.strerror}") from None
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     except OSError as exc:
@@ -145,7 +157,8 @@ class ProgressBar:
             return
         self.last, self.drawn = now, True
         filled = int(30 * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * done / max(total, 1):3.0f}% "
+        share = 100 * done / max(total, 1)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {share:3.0f}% "
                           f"{done:,}/{total:,} units")
         self.stream.flush()
 
@@ -153,6 +166,14 @@ class ProgressBar:
         if self.drawn:
             self.stream.write("\r" + " " * 72 + "\r")
             self.stream.flush()
+
+
+def display_path(path: str) -> str:
+    """Relative to the working directory when the file is under it (stable in messages)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
 
 
 # ------------------------------------------------------------------ the command
@@ -169,8 +190,8 @@ def cmd_run(args) -> int:
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
         raise
     module = program.module
-    inputs_decl = [b for b in module.buffers if b.kind.value == "input"]
-    outputs_decl = [b for b in module.buffers if b.kind.value == "output"]
+    inputs_decl = [b for b in module.buffers if b.kind is BufferKind.INPUT]
+    outputs_decl = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
     given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
                  "input")
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
@@ -184,7 +205,7 @@ def cmd_run(args) -> int:
         if bar is not None:
             bar.close()
     title = (f"vpuc run {args.file}: @{module.name} on {arch.name} "
-             f"(timing model {arch.path}, version {arch.version})")
+             f"(timing model {display_path(arch.path)}, version {arch.version})")
     sys.stdout.write(summary(result.plan, result.timeline, title))
     if args.report:
         write_atomically(args.report, tasks_csv(result.plan, result.timeline).encode())

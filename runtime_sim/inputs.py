@@ -51,10 +51,12 @@ def parse_literal(text: str, option: str) -> np.ndarray:
     except ValueError as exc:
         raise UsageError(f"{option}: bad value in '{text}': {exc}") from None
     try:
-        data = np.array(numbers).astype(dtype) if dtype.kind not in "iu" else np.array(numbers, dtype)
+        data = np.array(numbers, dtype) if dtype.kind in "iu" else np.array(numbers).astype(dtype)
     except OverflowError:
         raise UsageError(f"{option}: a value of '{text}' does not fit {match.group(2)}") from None
-    return np.broadcast_to(data, shape).copy() if len(items) == 1 else data.reshape(shape)
+    if len(items) == 1:
+        return np.full(shape, data[0], dtype)
+    return data.reshape(shape)
 
 
 def load_npy(path: str, option: str) -> np.ndarray:
@@ -78,7 +80,8 @@ def parse_tensor_arg(text: str, option: str) -> TensorArg:
     return TensorArg(name, value, text)
 
 
-def bind(args: list[TensorArg], buffers: list[Buffer], option: str, what: str) -> dict[str, np.ndarray]:
+def bind(args: list[TensorArg], buffers: list[Buffer], option: str,
+         what: str) -> dict[str, np.ndarray]:
     """Named arguments by name, positional ones to the remaining tensors in order."""
     by_name = {b.name: b for b in buffers}
     bound: dict[str, np.ndarray] = {}

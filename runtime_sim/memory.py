@@ -27,6 +27,15 @@ from vpuc.ir.types import ElemType
 MIN_CMX_BYTES = 64  # a tile with ACT tasks but no buffers still maps a (tiny) WIN_F
 
 
+def footprint(buffer: Buffer) -> int:
+    """Bytes a buffer occupies.  A dynamic CMX buffer's shape metadata is laid out as the
+    kernel ABI packs it (vpuc.abi.params): int32 dims, padding to 8, int64 strides."""
+    if buffer.kind is BufferKind.CMX and not buffer.type.is_static:
+        rank = buffer.type.rank
+        return shape_meta_offset(buffer) + 4 * rank + (-4 * rank % 8) + 8 * rank
+    return buffer_footprint(buffer)
+
+
 def numpy_dtype(elem: ElemType) -> np.dtype:
     dtype = data_type(elem.value).numpy
     if dtype is None:
@@ -52,11 +61,12 @@ class Memory:
         self.placement: dict[str, tuple[tuple, int]] = {}   # root buffer -> (key, byte offset)
         self.actual_dims: dict[str, tuple[int, ...]] = {}   # dynamic DDR roots
         self.buffers = {b.name: b for b in module.buffers}
+        self.dynamic = {b.name for b in module.buffers if not b.type.is_static}
         sizes: dict[tuple, int] = {("cmx", t): MIN_CMX_BYTES for t in range(tiles)}
         for buffer in module.buffers:
             key, offset = self._key(buffer)
             self.placement[buffer.name] = (key, offset)
-            sizes[key] = max(sizes.get(key, 0), offset + buffer_footprint(buffer))
+            sizes[key] = max(sizes.get(key, 0), offset + footprint(buffer))
         for key, size in sizes.items():
             self.arrays[key] = np.zeros(size, np.uint8)
 
@@ -95,7 +105,7 @@ class Memory:
     def span(self, region: Region) -> tuple[tuple, int, int]:
         """(memory, first byte, past the last byte) of the bytes the region may touch."""
         key, start = self.locate(region)
-        size = region.span_bytes if region.root.type.is_static else buffer_footprint(region.root)
+        size = footprint(region.root) if region.root.name in self.dynamic else region.span_bytes
         return key, start, start + size
 
     def shape_of(self, region: Region) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ const buffer's initializer.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +27,16 @@ class Network:
     def __init__(self, program: Program) -> None:
         self.program = program
         module = program.module
-        self.symbols = SymbolTable(module)
         self.memory = Memory(module, program.arch.tiles)
         self.inputs = [b for b in module.buffers if b.kind is BufferKind.INPUT]
         self.outputs = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
         for buffer in module.buffers:
             if buffer.kind is BufferKind.CONST:
                 self._load_constant(buffer)
+
+    @cached_property
+    def symbols(self) -> SymbolTable:
+        return SymbolTable(self.program.module)
 
     # ------------------------------------------------------------ constants
     def _load_constant(self, buffer: Buffer) -> None:
@@ -47,9 +51,6 @@ class Network:
         self.memory.view(self.symbols.region(buffer.name))[...] = materialize(buffer)
 
     # ------------------------------------------------------------ inputs and outputs
-    def buffer(self, name: str) -> Buffer:
-        return self.memory.buffers[name]
-
     def set_input(self, name: str, value: np.ndarray) -> None:
         buffer = self.memory.buffers.get(name)
         if buffer is None or buffer.kind is not BufferKind.INPUT:

@@ -77,7 +77,7 @@ class RaceDetector:
     def _access(self, unit: int, region: Region, write: bool) -> Access:
         key, lo, hi = self.memory.span(region)
         rows = None
-        if region.root.type.is_static and not region.is_dense:
+        if region.span_bytes != region.type.nbytes and region.root.name not in self.memory.dynamic:
             rows = byte_intervals(region, lo)
             if len(rows) == 1:
                 rows = None
@@ -134,9 +134,9 @@ class RaceDetector:
 
         message = (f"race on {Memory.describe(first.key)} bytes {lo:#x}..{hi - 1:#x}: "
                    f"{who(first)} and {who(second)}, and no barrier orders the two tasks")
-        units = self.schedule.units
-        self.races.append(Diagnostic(Severity.ERROR, units[second.unit].loc, message,
-                                     ((units[first.unit].loc,
+        locs = plan.loc
+        self.races.append(Diagnostic(Severity.ERROR, locs[second.unit], message,
+                                     ((locs[first.unit],
                                        f"{plan.names[first.unit]} is here"),)))
 
     def diagnostics(self) -> list[Diagnostic]:

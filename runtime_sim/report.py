@@ -28,8 +28,7 @@ def num(value: float) -> str:
 def track_names(plan: Plan) -> list[list[str]]:
     """Track names per queue and engine: DMA0, DPU1, SHAVE0.1, ..."""
     names = []
-    for queue, engines in zip(plan.schedule.queues, plan.queue_engines):
-        kind, index = queue.key
+    for (kind, index), engines in zip(plan.queue_keys, plan.queue_engines):
         short = {"DMA": "DMA", "DPU": "DPU", "ACT_SHAVE": "SHAVE"}[kind]
         if kind == "ACT_SHAVE" or engines > 1:
             names.append([f"{short}{index}.{e}" for e in range(engines)])
@@ -76,7 +75,8 @@ def summary(plan: Plan, timeline: Timeline, title: str) -> str:
     rows = [title,
             f"total        {total:,.0f} cycles = {arch.us(total):,.2f} us at {arch.nce_mhz:g} MHz "
             f"(NCE clock); {plan.size:,} units, {timeline.events:,} events"]
-    rows.append(f"{'engine':<10} {'units':>7} {'busy cycles':>14} {'busy %':>7} {'barrier stall':>14}")
+    rows.append(f"{'engine':<10} {'units':>7} {'busy cycles':>14} {'busy %':>7} "
+                f"{'barrier stall':>14}")
     for s in track_stats(plan, timeline):
         share = 100.0 * s.busy / total if total else 0.0
         rows.append(f"{s.name:<10} {s.units:>7,} {s.busy:>14,.0f} {share:>6.1f}% {s.stall:>14,.0f}")
@@ -85,8 +85,9 @@ def summary(plan: Plan, timeline: Timeline, title: str) -> str:
     ddr = sum(plan.transfers[u].ddr_bytes for u in dma_units)
     seconds = total / (arch.nce_mhz * 1e6) if total else 0.0
     achieved = f"{moved / seconds / 1e9:,.2f}" if seconds else "0.00"
-    rows.append(f"DMA          {moved:,} bytes in {len(dma_units):,} transfers ({ddr:,} B to/from DDR); "
-                f"{achieved} GB/s achieved, DDR peak {arch.gbps(arch.ddr_bytes_per_cycle):,.2f} GB/s")
+    rows.append(f"DMA          {moved:,} bytes in {len(dma_units):,} transfers ({ddr:,} B to/from "
+                f"DDR); {achieved} GB/s achieved, DDR peak "
+                f"{arch.gbps(arch.ddr_bytes_per_cycle):,.2f} GB/s")
     macs = sum(plan.macs)
     if macs:
         rows.append(f"DPU          {macs:,} MACs")

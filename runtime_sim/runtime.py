@@ -71,15 +71,20 @@ class Runtime:
         queue_of, queue_units = plan.queue_of, plan.queue_units
         transfers = plan.transfers
         barrier_phys = plan.barrier_phys
-        needs = [tuple((b, barrier_phys[b]) for b in waits[u] + updates[u]) for u in range(n)]
+        # Only barriers sharing a physical id need the "is it programmed yet" check.
+        shared = [len(plan.phys_lists[barrier_phys[b]]) > 1 for b in range(len(barrier_phys))]
+        needs = [tuple((b, barrier_phys[b]) for b in waits[u] + updates[u] if shared[b])
+                 for u in range(n)]
         prod_left = [len(p) for p in plan.producers]
         cons_left = [len(c) for c in plan.consumers]
-        phys_pos = [0] * len(plan.phys_lists)
-        active = [lst[0] for lst in plan.phys_lists]
+        phys_lists = plan.phys_lists
+        phys_pos = [0] * len(phys_lists)
+        active = [lst[0] for lst in phys_lists]
         bar_waiters: list[list[int]] = [[] for _ in prod_left]
         phys_waiters: list[list[int]] = [[] for _ in active]
         head = [0] * len(queue_units)
-        free = [list(range(e)) for e in plan.queue_engines]
+        lengths = [len(units) for units in queue_units]
+        free = [list(range(e - 1, -1, -1)) for e in plan.queue_engines]  # lowest index last
         on_start, act_cycles = self.on_start, self.act_cycles
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
@@ -87,9 +92,8 @@ class Runtime:
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
         seq = 0
-        phys_lists = plan.phys_lists
 
-        def advance_physical(p: int, woken: set) -> None:
+        def advance_physical(p: int, woken: list) -> None:
             # Skip virtual barriers nobody uses; they are done as soon as they are active.
             lst = phys_lists[p]
             pos = phys_pos[p] + 1
@@ -98,20 +102,21 @@ class Runtime:
             phys_pos[p] = pos
             active[p] = lst[pos] if pos < len(lst) else -1
             if phys_waiters[p]:
-                woken.update(phys_waiters[p])
+                woken.extend(phys_waiters[p])
                 phys_waiters[p].clear()
 
         for p, lst in enumerate(phys_lists):
             if not prod_left[lst[0]] and not cons_left[lst[0]]:
                 phys_pos[p] = -1
-                advance_physical(p, set())
+                advance_physical(p, [])
 
         def try_queue(q: int, t: float, by: int) -> None:
             nonlocal seq
             units = queue_units[q]
             engines = free[q]
-            while engines and head[q] < len(units):
-                u = units[head[q]]
+            h = head[q]
+            while engines and h < lengths[q]:
+                u = units[h]
                 for b, p in needs[u]:
                     if active[p] != b:
                         if q not in phys_waiters[p]:
@@ -124,11 +129,9 @@ class Runtime:
                                 bar_waiters[b].append(q)
                             break
                     else:
-                        b = -1
-                    if b < 0:
-                        head[q] += 1
-                        engine = engines.pop(0) if len(engines) == 1 else _take_lowest(engines)
-                        engine_of[u] = engine
+                        h += 1
+                        head[q] = h
+                        engine_of[u] = engines.pop()
                         start[u] = t
                         cause[u] = by
                         if ready_at[u] >= 0:
@@ -153,20 +156,21 @@ class Runtime:
 
         done = events = 0
         t = 0.0
-        max_cycles, progress = self.max_cycles, self.progress
+        max_cycles = float("inf") if self.max_cycles is None else self.max_cycles
+        progress = self.progress
         progress_every = max(1, n // 200)
         while heap:
             t, token, what, u = pop(heap)
             events += 1
-            if max_cycles is not None and t > max_cycles:
+            if t > max_cycles:
                 raise self._over_limit(t, start, end, head)
-            if what == DMA_DATA:
-                for v, finish in sharing.join(u, t, transfers[u]):
-                    seq += 1
-                    dma_token[v] = seq
-                    push(heap, (finish, seq, DMA_DONE, v))
-                continue
-            if what == DMA_DONE:
+            if what:
+                if what == DMA_DATA:
+                    for v, finish in sharing.join(u, t, transfers[u]):
+                        seq += 1
+                        dma_token[v] = seq
+                        push(heap, (finish, seq, DMA_DONE, v))
+                    continue
                 if dma_token.get(u) != token:
                     continue  # re-timed since this event was pushed
                 del dma_token[u]
@@ -177,13 +181,16 @@ class Runtime:
             end[u] = t
             done += 1
             q = queue_of[u]
-            free[q].append(engine_of[u])
-            woken = {q}
+            engines = free[q]
+            engines.append(engine_of[u])
+            if len(engines) > 1:
+                engines.sort(reverse=True)
+            woken = [q]
             for b in updates[u]:
                 prod_left[b] -= 1
                 if not prod_left[b]:
                     if bar_waiters[b]:
-                        woken.update(bar_waiters[b])
+                        woken.extend(bar_waiters[b])
                         bar_waiters[b].clear()
                     if not cons_left[b] and active[barrier_phys[b]] == b:
                         advance_physical(barrier_phys[b], woken)
@@ -191,8 +198,11 @@ class Runtime:
                 cons_left[b] -= 1
                 if not cons_left[b] and not prod_left[b] and active[barrier_phys[b]] == b:
                     advance_physical(barrier_phys[b], woken)
-            for q in (sorted(woken) if len(woken) > 1 else woken):
+            if len(woken) == 1:
                 try_queue(q, t, u)
+            else:
+                for q in sorted(set(woken)):
+                    try_queue(q, t, u)
             if progress is not None and not done % progress_every:
                 progress(done, n)
         if done < n:
@@ -241,7 +251,7 @@ class Runtime:
                    "of their queues:\n  " + "\n  ".join(lines))
         if behind:
             message += f"\n  ({behind} more queued behind them)"
-        loc = plan.schedule.units[heads[0]].loc if heads else None
+        loc = plan.loc[heads[0]] if heads else None
         return DeadlockError([Diagnostic(Severity.ERROR, loc, message)])
 
     def _over_limit(self, t: float, start, end, head) -> VpucError:
@@ -249,13 +259,10 @@ class Runtime:
         running = [u for q, units in enumerate(plan.queue_units) for u in units[:head[q]]
                    if end[u] < 0]
         waiting = sum(len(units) - head[q] for q, units in enumerate(plan.queue_units))
-        names = ", ".join(plan.names[u] for u in running[:6]) + (", ..." if len(running) > 6 else "")
+        names = ", ".join(plan.names[u] for u in running[:6])
+        names += ", ..." if len(running) > 6 else ""
         return VpucError(f"the run passed --max-cycles {_fmt(self.max_cycles)} (next event at cycle "
                          f"{_fmt(t)}); {len(running)} task{'s' if len(running) != 1 else ''} running"
                          f"{' (' + names + ')' if running else ''}, {waiting} not started")
 
 
-def _take_lowest(engines: list[int]) -> int:
-    lowest = min(engines)
-    engines.remove(lowest)
-    return lowest

@@ -7,6 +7,7 @@ hooked in at each unit's start.  Inputs not given are random, from ``seed``.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,6 +24,7 @@ from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.diagnostics import Diagnostic, VpucError
 from vpuc.ir.module import Buffer
+from vpuc.perf import gc_paused
 from vpuc.program import Program
 
 
@@ -35,6 +37,7 @@ class SimResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     races: list[Diagnostic] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)   # wall time per phase
 
     @property
     def cycles(self) -> float:
@@ -57,52 +60,70 @@ def simulate(program: Program, arch: SimArch | None = None,
              timing_only: bool = False, races: bool = True, max_cycles: float | None = None,
              progress: Callable[[int, int], None] | None = None) -> SimResult:
     arch = arch or sim_arch_for(program.arch)
+    clock = time.perf_counter()
     network = Network(program)
     given = dict(inputs or {})
     rng = np.random.default_rng(seed)
     used: dict[str, np.ndarray] = {}
     for buffer in network.inputs:  # random draws in declaration order: deterministic
         value = given.pop(buffer.name, None)
+        if value is None and timing_only:
+            continue  # no numerics: the input's values do not matter
         if value is None:
             value = random_input(buffer, rng)
         network.set_input(buffer.name, value)
         used[buffer.name] = np.asarray(value)
     if given:
         network.set_input(next(iter(given)), next(iter(given.values())))  # raises: unknown input
-    plan = build_plan(program, arch, network.memory)
-    detector = RaceDetector(plan, network.memory) if races else None
+    seconds = {"network": time.perf_counter() - clock}
+    clock = time.perf_counter()
+    with gc_paused():  # the plan and the timeline are many small objects that all stay alive
+        plan = build_plan(program, arch)
+        detector = RaceDetector(plan, network.memory) if races else None  # builds the schedule
+    seconds["plan"] = time.perf_counter() - clock
     shave = ShaveEngine(program, network.memory, timing_only)
-    memory, names, kinds = network.memory, plan.names, plan.kind
-    units = plan.schedule.units
+    memory, names, kinds, tasks = network.memory, plan.names, plan.kind, plan.task
+
+    # Without numerics, DMAs of dynamic tensors still pass their actual dims on, so the
+    # kernels that read them loop as often as they would.
+    dims_only = set()
+    if timing_only and memory.dynamic:
+        dims_only = {u for u in range(plan.size) if kinds[u] == DMA
+                     and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
     def on_start(u: int, t: float) -> None:
         if detector is not None:
             detector.check(u)
         if timing_only:
+            if u in dims_only:
+                src, dst = plan.dma_regions(u)
+                memory.set_dynamic_dims(dst.root, memory.shape_of(src))
             return
         kind = kinds[u]
         try:
             if kind == DMA:
-                src, dst = plan.dma_regions[u]
-                dma_engine.run_transfer(units[u].task, src, dst, memory)
+                src, dst = plan.dma_regions(u)
+                dma_engine.run_transfer(tasks[u], src, dst, memory)
             elif kind == DPU:
-                dpu_engine.run_variant(units[u].task, units[u].variant, plan.dpu_regions[u], memory)
+                dpu_engine.run_variant(tasks[u], plan.variant[u], plan.dpu_regions(u), memory)
         except VpucError as exc:
-            raise VpucError(f"{names[u]}: {exc.diagnostics[0].message}", units[u].loc) from None
+            raise VpucError(f"{names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
 
     def act_cycles(u: int) -> float:
         return shave.run(names[u], plan.invocations[u])
 
-    hook = on_start if (detector is not None or not timing_only) else None
+    hook = on_start if (detector is not None or not timing_only or dims_only) else None
     runtime = Runtime(plan, on_start=hook, act_cycles=act_cycles, max_cycles=max_cycles,
                       progress=progress)
-    timeline = runtime.run()
-    result = SimResult(arch, plan, timeline, network, inputs=used)
+    clock = time.perf_counter()
+    with gc_paused():
+        timeline = runtime.run()
+    seconds["run"] = time.perf_counter() - clock
+    seconds["kernels"] = shave.seconds   # part of "run": ACT SHAVE kernels in the interpreter
+    result = SimResult(arch, plan, timeline, network, inputs=used, seconds=seconds)
     if not timing_only:
         result.outputs = {b.name: network.output(b.name) for b in network.outputs}
     if detector is not None:
         result.races = detector.diagnostics()
     return result
 
-
-__all__ = ["SimResult", "simulate", "random_input", "ACT"]

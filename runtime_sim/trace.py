@@ -66,7 +66,7 @@ def trace_events(plan: Plan, timeline: Timeline, title: str) -> dict:
     for t, used in timeline.ddr_samples:
         events.append({"ph": "C", "name": "DDR bandwidth", "pid": PID, "tid": 0, "ts": us(t),
                        "args": {"GB/s": round(arch.gbps(used), 6)}})
-    if timeline.ddr_samples:
+    if timeline.ddr_samples and timeline.ddr_samples[-1][1]:
         events.append({"ph": "C", "name": "DDR bandwidth", "pid": PID, "tid": 0,
                        "ts": us(timeline.total), "args": {"GB/s": 0.0}})
     return {"traceEvents": events, "displayTimeUnit": "ns",

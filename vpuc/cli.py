@@ -84,6 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     from runtime_sim.cli_run import add_run_parser
     add_run_parser(sub)
+    from vpuc.fusion.cli_fuse import add_fuse_parser
+    add_fuse_parser(sub)
+
+    kernels = sub.add_parser("kernels", help="the ACT SHAVE kernel library (kernels/*.s)",
+                             description="Build or list the library kernels (docs/kernels.md).")
+    ksub = kernels.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    ksub.required = True
+    kbuild = ksub.add_parser("build", help="assemble every kernel into an ELF object NAME.o",
+                             description="Assemble kernels/*.s into ELF32 objects, one line per "
+                                         "object with its size.")
+    kbuild.add_argument("-o", "--output", metavar="DIR",
+                        help="where to write the objects (default: kernels/build)")
+    kbuild.set_defaults(handler=cmd_kernels_build)
+    klist = ksub.add_parser("list", help="print the library kernel names")
+    klist.set_defaults(handler=cmd_kernels_list)
 
     for name, text in NOT_BUILT.items():
         stub = sub.add_parser(name, help=text.split(";")[0] + " (not built yet)", description=text)
@@ -102,6 +117,14 @@ def write_atomically(path: str, data: str | bytes) -> None:
     """Write to a temp file beside ``path`` and rename it, so nothing is ever half-written."""
     target = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
+    if target.exists() and not target.is_file():
+        # A device or pipe (say /dev/stdout): renaming over it would replace it.
+        try:
+            with open(target, mode) as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise VpucError(f"cannot write {path}: {exc.strerror}") from None
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     except OSError as exc:
@@ -181,6 +204,19 @@ def cmd_compile(args) -> int:
         manager.timings.append(PassTiming(f"serialize ({args.format})", serialize_seconds))
         sys.stderr.write(manager.timing_report())
     print(f"wrote {output}: {len(data)} bytes ({args.format})", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_kernels_build(args) -> int:
+    from vpuc.kernel_library import build_library
+    for path in build_library(args.output):
+        print(f"{path}  {path.stat().st_size} bytes")
+    return EXIT_OK
+
+
+def cmd_kernels_list(args) -> int:
+    from vpuc.kernel_library import library_names
+    print("\n".join(library_names()))
     return EXIT_OK
 
 

@@ -2,9 +2,11 @@
 
 ``from library "clamp"`` in VIR resolves here: ``kernels/clamp.s`` is assembled
 (once per process) into a ``KernelObject`` whose entry point is named like the
-kernel.  ``build_library`` writes every kernel as an ELF object (``NAME.o``),
-which is what ``vpuc kernels build`` does.  The kernels' contracts, numerics and
-costs are documented in docs/kernels.md.
+kernel; the blocks the kernels share (the driver, the elementwise and reduction
+rows) are ``.include``d from ``kernels/include/*.inc``.  ``build_library`` writes
+every kernel as an ELF object (``NAME.o``), which is what ``vpuc kernels build``
+does.  The kernels' contracts, numerics and costs are documented in
+docs/kernels.md.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from vpuc.diagnostics import VpucError
-from vpuc.shave import KernelObject, assemble
+from vpuc.shave import KernelObject, assemble_file
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 DEFAULT_BUILD_DIR = KERNEL_DIR / "build"
@@ -39,7 +41,7 @@ def load_library_kernel(name: str) -> KernelObject:
 
 @lru_cache(maxsize=None)
 def _assemble(path: Path) -> KernelObject:
-    obj = assemble(path.read_text(encoding="utf-8"), str(path))
+    obj = assemble_file(path)            # .include paths are relative to kernels/
     entries = [sym.name for sym in obj.entry_points]
     if entries != [path.stem]:
         raise VpucError(f"{path}: a library kernel has one entry point named like its file "

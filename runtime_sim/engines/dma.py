@@ -21,9 +21,9 @@ import numpy as np
 
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
-from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import Region
 from vpuc.ir.tasks import DmaMode, DmaTask
+from vpuc.ir.types import TensorType
 
 
 @dataclass(slots=True)
@@ -35,20 +35,17 @@ class Transfer:
     ddr_bytes: int     # bytes read from plus written to DDR
 
 
-def in_ddr(region: Region) -> bool:
-    return region.kind is not BufferKind.CMX
-
-
-def plan_transfer(task: DmaTask, src: Region, dst: Region, arch: SimArch) -> Transfer:
-    src_bytes, dst_bytes = src.type.nbytes, dst.type.nbytes
+def plan_transfer(mode: DmaMode, src: TensorType, src_ddr: bool, dst: TensorType, dst_ddr: bool,
+                  arch: SimArch) -> Transfer:
+    src_bytes, dst_bytes = src.nbytes, dst.nbytes
     cap = arch.dma_engine_bytes_per_cycle
-    if not in_ddr(src) or not in_ddr(dst):
+    if not src_ddr or not dst_ddr:
         cap = min(cap, arch.cmx_bytes_per_cycle)
-    if task.mode is DmaMode.PERMUTE:
-        cap = min(cap, arch.dma_permute_elements_per_cycle * src.type.elem.nbytes)
-    setup = max(arch.dma_latency(in_ddr(src)), arch.dma_latency(in_ddr(dst)))
-    ddr_bytes = (src_bytes if in_ddr(src) else 0) + (dst_bytes if in_ddr(dst) else 0)
-    return Transfer(max(src_bytes, dst_bytes), setup, cap, in_ddr(src) + in_ddr(dst), ddr_bytes)
+    if mode is DmaMode.PERMUTE:
+        cap = min(cap, arch.dma_permute_elements_per_cycle * src.elem.nbytes)
+    setup = max(arch.dma_latency(src_ddr), arch.dma_latency(dst_ddr))
+    ddr_bytes = (src_bytes if src_ddr else 0) + (dst_bytes if dst_ddr else 0)
+    return Transfer(max(src_bytes, dst_bytes), setup, cap, src_ddr + dst_ddr, ddr_bytes)
 
 
 class DdrSharing:
@@ -80,23 +77,24 @@ class DdrSharing:
     def _retime(self, t: float) -> list[tuple[int, float]]:
         """Water-filling: each DDR user gets an equal share of what is left, up to
         its own demand; a transfer without DDR sides runs at its cap."""
-        users = sorted((state[2] * state[3], unit) for unit, state in self.active.items()
-                       if state[3])
+        active = self.active
+        users = [(state[2] * state[3], unit) for unit, state in active.items() if state[3]]
+        if len(users) > 1:
+            users.sort()
         left, count = self.capacity, len(users)
-        used = 0.0
         for demand, unit in users:
-            given = min(demand, left / count)
-            state = self.active[unit]
+            given = demand if demand * count <= left else left / count
+            state = active[unit]
             state[1] = given / state[3]
             left -= given
-            used += given
             count -= 1
-        for state in self.active.values():
+        used = self.capacity - left
+        for state in active.values():
             if not state[3]:
                 state[1] = state[2]
         if used != self.samples[-1][1]:
             self.samples.append((t, used))
-        return [(unit, t + state[0] / state[1]) for unit, state in self.active.items()]
+        return [(unit, t + state[0] / state[1]) for unit, state in active.items()]
 
 
 # ------------------------------------------------------------------ numerics
@@ -128,5 +126,6 @@ def convert(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     compute = values.astype(wide)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
+        compute = np.nan_to_num(compute, nan=0.0)  # NaN converts to 0, as the DPU's output stage
         return np.clip(np.rint(compute), info.min, info.max).astype(dtype)
     return compute.astype(dtype)

@@ -55,25 +55,26 @@ def window(task: DpuTask, weights_shape: tuple[int, ...] | None):
 
 # ------------------------------------------------------------------ cycles
 
-def variant_cycles(task: DpuTask, index: int, regions: dict[str, Region], arch: SimArch) -> tuple[float, int]:
-    """(NCE cycles without dispatch, MACs) of one variant."""
+def variant_cycles(task: DpuTask, index: int, tensors: dict[str, TensorType],
+                   arch: SimArch) -> tuple[float, int]:
+    """(NCE cycles without dispatch, MACs) of one variant, from its operands' tensor types."""
     box = variant_box(task, index)
     channels, rows, cols = box.shape()
-    x = regions["in0"]
-    elem = x.type.elem.value
+    x = tensors["in0"]
+    elem = x.elem.value
     if task.op is DpuOp.MATMUL:
-        k = x.type.bound_shape[1]
+        k = x.bound_shape[1]
         macs = ops.macs("matmul", (rows, channels), in_channels=k)
         # The 4x4 spatial grid holds 16 rows of the matmul; its columns are channels.
         cells = arch.grid[0] * arch.grid[1]
         padded = math.ceil(rows / cells) * cells * math.ceil(channels / arch.grid[2]) * arch.grid[2]
         efficiency = rows * channels / padded
     else:
-        batch = x.type.bound_shape[0]
-        weights = regions.get("weights")
-        kernel, _, _, _ = window(task, weights.type.bound_shape if weights else None)
+        batch = x.bound_shape[0]
+        weights = tensors.get("weights")
+        kernel, _, _, _ = window(task, weights.bound_shape if weights else None)
         macs = ops.macs(MACS_NAME[task.op], (batch, channels, rows, cols), kernel=kernel,
-                        in_channels=x.type.bound_shape[1])
+                        in_channels=x.bound_shape[1])
         gx, gy, gz = arch.grid
         padded = (math.ceil(cols / gx) * gx * math.ceil(rows / gy) * gy
                   * math.ceil(channels / gz) * gz)
@@ -82,8 +83,9 @@ def variant_cycles(task: DpuTask, index: int, regions: dict[str, Region], arch: 
         return math.ceil(macs / arch.eltwise_elements_per_cycle) + arch.variant_overhead, macs
     table = arch.dense_macs_per_cycle if task.op in DENSE else arch.window_macs_per_cycle
     if elem not in table:
-        raise VpucError(f"the simulator's DPU model has no {'dense' if task.op in DENSE else 'window'} "
-                        f"MACs/cycle for {elem} (arch file lists {', '.join(table)})")
+        kind = "dense" if task.op in DENSE else "window"
+        raise VpucError(f"the simulator's DPU model has no {kind} MACs/cycle for {elem} (arch "
+                        f"file lists {', '.join(table)})")
     return math.ceil(macs / table[elem] / efficiency) + arch.variant_overhead, macs
 
 
@@ -101,14 +103,16 @@ def _clip(lo: int, hi: int, size: int) -> tuple[int, int]:
     return lo, max(hi - lo + 1, 0)
 
 
-def variant_accesses(task: DpuTask, index: int, regions: dict[str, Region]) -> tuple[list[Region], Region]:
+def variant_accesses(task: DpuTask, index: int,
+                     regions: dict[str, Region]) -> tuple[list[Region], Region]:
     """(regions read, region written) by one variant: its output box and the input
     windows, weights and bias slices that box needs."""
     box = variant_box(task, index)
     out = regions["out"]
     reads: list[Region] = []
     if task.op is DpuOp.MATMUL:
-        rows, cols = (box.y_start, box.y_end - box.y_start + 1), (box.z_start, box.z_end - box.z_start + 1)
+        rows = (box.y_start, box.y_end - box.y_start + 1)
+        cols = (box.z_start, box.z_end - box.z_start + 1)
         written = sub_region(out, (rows[0], cols[0]), (rows[1], cols[1]))
         a = regions["in0"]
         reads.append(sub_region(a, (rows[0], 0), (rows[1], a.type.bound_shape[1])))

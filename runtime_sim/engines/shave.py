@@ -12,6 +12,8 @@ on the tile's CMX as it is and its cycle count reused.
 
 from __future__ import annotations
 
+import time
+
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.memory import Memory
 from vpuc.diagnostics import VpucError
@@ -26,6 +28,8 @@ class ShaveEngine:
         self.timing_only = timing_only
         self._objects: dict[str, tuple[KernelObject, str | None]] = {}
         self._memo: dict[tuple, int] = {}
+        self.seconds = 0.0          # wall time spent running kernels
+        self.runs = 0
         runtime = program.module.runtime
         self.stacks = runtime.stacks if runtime is not None else ()
 
@@ -47,6 +51,7 @@ class ShaveEngine:
         obj, entry = self._object(invocation.kernel)
         tile = invocation.tile
         stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        clock = time.perf_counter()
         try:
             result = invoke_kernel(obj, self.memory.cmx(tile), invocation.window_e,
                                    invocation.args_offset, invocation.args_size, entry=entry,
@@ -56,5 +61,7 @@ class ShaveEngine:
             origin = self.program.kernels[invocation.kernel].origin
             raise VpucError(f"{unit_name}: kernel @{invocation.kernel} ({origin}) on tile "
                             f"{tile}: {diag.message}", diag.loc) from None
+        self.seconds += time.perf_counter() - clock
+        self.runs += 1
         self._memo[key] = result.cycles
         return result.cycles

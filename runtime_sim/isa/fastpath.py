@@ -26,6 +26,7 @@ Per entry, with registers known (``loop_bounds`` does the arithmetic):
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 
 import numpy as np
@@ -43,17 +44,25 @@ from vpuc.shave.isa import NUM_SREGS
 # every run of every Program holding the same body (invoke_kernel links afresh).
 _PLANS: dict[tuple, LoopPlan | str] = {}
 MAX_CACHED_PLANS = 4096
+# ... and looked up by position once per Program (Programs are cached by load_kernel).
+_BY_PROGRAM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # Iterations per numpy batch: large enough to amortise the per-instruction Python
 # overhead, small enough that a batch's temporaries stay in cache.
-DEFAULT_CHUNK = 8192
-# A loop refused this many times in a row (for value-dependent reasons) is left
-# to the interpreter for the rest of the run, so refusals cannot cost O(n^2).
+DEFAULT_CHUNK = 16384
+# A loop refused this many times in a row for a reason that recurs on every
+# back-edge (aliasing, an unprovable trip count, ...) is left to the interpreter
+# for the rest of the run, so trying cannot cost more than interpreting.
 MAX_REFUSALS = 8
 
 
 class _Decline(Exception):
-    """This entry of the loop stays with the interpreter (the reason is counted)."""
+    """This entry of the loop stays with the interpreter (the reason is counted).
+    ``recurs``: asking again at the next back-edge would most likely fail again."""
+
+    def __init__(self, reason: str, recurs: bool = True) -> None:
+        super().__init__(reason)
+        self.recurs = recurs
 
 
 class FastLoops:
@@ -61,7 +70,7 @@ class FastLoops:
 
     def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK) -> None:
         self.program = program
-        self.plans: dict[tuple[int, int], LoopPlan | str] = {}
+        self.plans: dict[tuple[int, int], LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
         self.min_iterations = max(1, min_iterations)
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
@@ -85,7 +94,7 @@ class FastLoops:
             self._check_independent(footprints, iterations)
         except _Decline as why:
             self.declined[str(why)] += 1
-            self._refusals[head, branch] += 1
+            self._refusals[head, branch] += why.recurs
             return None
         self._refusals[head, branch] = 0
         try:
@@ -128,6 +137,8 @@ class FastLoops:
         if exit_at is None:
             raise _Decline("trip count not provable from the back-edge")
         trip = exit_at + 1
+        if trip < self.min_iterations:
+            raise _Decline("the loop ends within min_iterations", recurs=False)
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # leave the fall off the end of .text to the interpreter
@@ -135,7 +146,8 @@ class FastLoops:
         for fp in footprints:
             iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
         if iterations < self.min_iterations:
-            raise _Decline("too few iterations before the loop exits, faults or hits max_steps")
+            raise _Decline("too few iterations before a possible fault, max_steps or the end "
+                           "of .text")
         return iterations, iterations == trip, footprints
 
     @staticmethod

@@ -370,13 +370,22 @@ for _w in WIDTH:
 
 FLOAT_TYPES = {"f16": (F16, np.uint16, 0x8000), "f32": (F32, U32, 0x80000000)}
 
+# f16 -> f32 of every bit pattern, made by numpy's own cast: a table lookup gives the
+# same bits and is about twice as fast as the (scalar) cast on large batches.
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(F16).astype(F32)
+
+
+def _widen_f16(bits: np.ndarray) -> np.ndarray:
+    """f16 lanes, given as their uint16 bit patterns, as float32."""
+    return _F16_TO_F32.take(bits)
+
 
 def _float_ops(suffix: str) -> dict[str, Callable]:
     ftype, utype, sign = FLOAT_TYPES[suffix]
     width = np.dtype(ftype).itemsize
 
     def wide(v):                 # lanes widened to float32
-        return lanes(v, ftype).astype(F32)
+        return _widen_f16(lanes(v, utype)) if ftype is F16 else lanes(v, ftype).astype(F32)
 
     def out(x):                  # float32 (or float64) lanes rounded to the lane type
         return to_bytes(np.asarray(x).astype(ftype), ftype)
@@ -458,8 +467,8 @@ def _pack(a, b, ftype) -> np.ndarray:
 
 
 VECTOR_OPS.update({
-    "vcvtl.f32.f16": lambda a: to_bytes(lanes(a, F16)[..., :4].astype(F32), F32),
-    "vcvth.f32.f16": lambda a: to_bytes(lanes(a, F16)[..., 4:].astype(F32), F32),
+    "vcvtl.f32.f16": lambda a: to_bytes(_widen_f16(lanes(a, np.uint16)[..., :4]), F32),
+    "vcvth.f32.f16": lambda a: to_bytes(_widen_f16(lanes(a, np.uint16)[..., 4:]), F32),
     "vcvt.f16.f32": lambda a, b: _pack(a, b, F16),
     "vcvtl.f32.bf16": lambda a: to_bytes(lanes(a, BF16)[..., :4].astype(F32), F32),
     "vcvth.f32.bf16": lambda a: to_bytes(lanes(a, BF16)[..., 4:].astype(F32), F32),

@@ -135,8 +135,15 @@ class ActKernel(object):
             return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
         return 0
 
+    # ActKernel
+    def ImageKernel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
 def Start(builder):
-    builder.StartObject(11)
+    builder.StartObject(12)
 
 def AddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -173,6 +180,9 @@ def AddEntry(builder, entry):
 
 def AddRodataOffset(builder, rodataOffset):
     builder.PrependUint32Slot(10, rodataOffset, 0)
+
+def AddImageKernel(builder, imageKernel):
+    builder.PrependInt32Slot(11, imageKernel, -1)
 
 def End(builder):
     return builder.EndObject()

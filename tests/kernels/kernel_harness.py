@@ -52,7 +52,8 @@ class Tensor:
     values: np.ndarray                   # logical values (dtype = element type)
     perm: tuple[int, ...] | None = None  # dims order, outermost first (default: identity)
     strides: tuple[int, ...] | None = None   # element strides per logical dim
-    dynamic: bool = False                # dims/strides in WIN_F (written by the kernel for an output)
+    dynamic: bool = False                # dims/strides in WIN_F (an output's: kernel-written)
+    alias: "Tensor | None" = None        # share this tensor's memory (an in-place output)
     offset: int = field(default=0, init=False)
     meta: int = field(default=0, init=False)
 
@@ -67,18 +68,21 @@ class Tensor:
     def dtype(self) -> np.dtype:
         return self.values.dtype
 
-    def span(self) -> int:
-        """Bytes from the first to past the last element."""
-        if self.values.size == 0:
-            return 0
-        last = sum((d - 1) * s for d, s in zip(self.values.shape, self.strides))
-        return (last + 1) * self.dtype.itemsize
+    def extent(self) -> tuple[int, int]:
+        """Bytes before element 0 and from element 0 to past the last (strides may be negative)."""
+        steps = [(d - 1) * s for d, s in zip(self.values.shape, self.strides)]
+        low = sum(min(0, step) for step in steps)
+        high = sum(max(0, step) for step in steps) + 1
+        return -low * self.dtype.itemsize, high * self.dtype.itemsize
 
     def view(self, cmx: np.ndarray) -> np.ndarray:
+        """The tensor's elements in ``cmx``, as a numpy view (bounds checked here)."""
+        before, after = self.extent()
+        assert 0 <= self.offset - before and self.offset + after <= len(cmx)
         item = self.dtype.itemsize
-        base = cmx[self.offset:].view(np.uint8)
-        typed = base[:(len(base) // item) * item].view(self.dtype)
-        return as_strided(typed, self.values.shape, [s * item for s in self.strides])
+        typed = cmx[self.offset - before:self.offset + after].view(self.dtype)
+        return as_strided(typed[before // item:], self.values.shape,
+                          [s * item for s in self.strides])
 
     def byte_positions(self) -> np.ndarray:
         item = self.dtype.itemsize
@@ -104,16 +108,21 @@ class Result:
     instructions: int
     status: int                          # s0 at halt: 0 ok
     cmx: np.ndarray
+    opcodes: dict[str, int]
 
 
 def place(tensors: list[Tensor], rng: np.random.Generator | None = None) -> None:
     """Give every tensor a CMX offset (element aligned, sometimes not vector aligned)."""
     offset = 64
     for tensor in tensors:
+        if tensor.alias is not None:
+            tensor.offset = tensor.alias.offset
+            continue
         item = tensor.dtype.itemsize
         skew = int(rng.integers(0, 8)) * item if rng is not None else 0
-        tensor.offset = offset + skew
-        offset = tensor.offset + tensor.span() + 64
+        before, after = tensor.extent()
+        tensor.offset = offset + skew + before
+        offset = tensor.offset + after + 64
         offset += -offset % 16
         if tensor.dynamic:
             tensor.meta = offset
@@ -123,26 +132,27 @@ def place(tensors: list[Tensor], rng: np.random.Generator | None = None) -> None
 
 def run(name: str, inputs: list[Tensor], output: Tensor, scalars: list[ScalarArg] = (),
         rng: np.random.Generator | None = None, expect_status: int = 0,
-        check_paths: bool = True) -> Result:
-    """Run library kernel ``name``; ``output.values`` only gives its shape and type."""
+        check_paths: bool = True, patch: dict[int, bytes] | None = None) -> Result:
+    """Run library kernel ``name``; ``output.values`` only gives its shape and type.
+    ``patch`` overwrites bytes of the packed params struct (offset -> bytes)."""
     obj = load_library_kernel(name)
     place(inputs + [output], rng)
     cmx = np.full(CMX_BYTES, SENTINEL, np.uint8)
     for tensor in inputs:
-        if tensor.values.ndim == 0:
-            tensor.view(cmx)[...] = tensor.values
-        else:
-            tensor.view(cmx)[...] = tensor.values
+        tensor.view(cmx)[...] = tensor.values
         if tensor.dynamic:
             _write_meta(cmx, tensor)
     args = [t.memref() for t in inputs] + [output.memref()] + list(scalars)
     image = layout_window_e(obj.data, args, WIN_E)
+    window_e = bytearray(image.image)
+    for offset, data in (patch or {}).items():
+        window_e[image.args_offset + offset:image.args_offset + offset + len(data)] = data
     before = cmx.copy()
     results = []
     for fast in ((False, True) if check_paths else (False,)):
         memory = before.copy()
-        run_result = invoke_kernel(obj, memory, image.image, image.args_offset, image.args_size,
-                                   fast=fast)
+        run_result = invoke_kernel(obj, memory, bytes(window_e), image.args_offset,
+                                   image.args_size, fast=fast)
         results.append((memory, run_result))
     (cmx, first), *others = results
     for memory, other in others:
@@ -156,7 +166,8 @@ def run(name: str, inputs: list[Tensor], output: Tensor, scalars: list[ScalarArg
         allowed |= set(range(output.meta, output.meta + 16 * 12 + 16))
     stray = [int(i) for i in changed if int(i) not in allowed]
     assert not stray, f"kernel wrote outside its output: CMX offsets {stray[:8]}..."
-    return Result(output.view(cmx).copy(), first.cycles, first.instructions, status, cmx)
+    return Result(output.view(cmx).copy(), first.cycles, first.instructions, status, cmx,
+                  first.opcode_counts)
 
 
 def _write_meta(cmx: np.ndarray, tensor: Tensor) -> None:

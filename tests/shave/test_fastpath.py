@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from runtime_sim.isa import load_kernel, run
 from runtime_sim.isa.fastpath import FastLoops
-from shave_testlib import WIN_D, WIN_E, WIN_F, make_memory
+from shave_testlib import WIN_E, WIN_F, make_memory
 from test_shave_assembler import CLAMP
 from vpuc.diagnostics import VpucError
 from vpuc.shave import assemble
@@ -66,8 +66,7 @@ def random_fill(seed: int):
 
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 24, 100, 1003, 2047])
 def test_clamp_with_tail(n):
-    source = CLAMP
-    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, n, 0x4600BC00], random_fill(n))
+    fast, _, _ = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, n, 0x4600BC00], random_fill(n))
     assert fast.batched_iterations == (n // 8 - 1 if n // 8 > 2 else 0)
 
 
@@ -218,7 +217,8 @@ BACK_EDGES = {
     "bne-end-pointer": ("    addi s5, s2, 1600", "", "bne s2, s5, body", 99),
     "bltu-end-pointer": ("    addi s5, s2, 1599", "", "bltu s2, s5, body", 99),
     "bnez-countdown": ("    li s4, 100", "    addi s4, s4, -1", "bnez s4, body", 99),
-    "blt-signed-up": ("    li s4, -50\n    li s5, 100", "    addi s4, s4, 3", "blt s4, s5, body", 49),
+    "blt-signed-up": ("    li s4, -50\n    li s5, 100", "    addi s4, s4, 3", "blt s4, s5, body",
+                      49),
     "bge-down": ("    li s4, 200\n    li s5, 3", "    addi s4, s4, -2", "bge s4, s5, body", 98),
     "bgeu-down": ("    li s4, 99\n    li s6, 1", "    sub s4, s4, s6", "bgeu s4, s6, body", 98),
     "bne-two-inductions": ("    li s4, 0\n    li s5, 300", "    addi s4, s4, 5\n    addi s5, s5, 2",
@@ -316,6 +316,7 @@ def test_two_stores_to_overlapping_bytes_in_different_iterations_fall_back():
         "    vst v1, 0(s3)\n", "    vst v1, 0(s3)\n    vst v1, 8(s3)\n")
     fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 200], random_fill(11))
     assert fast.batched_iterations == 0
+    assert "an iteration accesses bytes another iteration stores" in loops.declined
 
 
 def test_software_pipelined_loop_falls_back():
@@ -399,7 +400,7 @@ def test_store_fault_to_a_read_only_window():
 
 def test_store_fault_past_the_mapping_keeps_earlier_stores():
     source = RECURRENCE.replace("    vld v2, OFFSET(s3)\n", "")
-    error, _, win_f = run_both(source, [WIN_F, WIN_F + 65536 - 16 * 20, 100], random_fill(17))
+    error, _, _ = run_both(source, [WIN_F, WIN_F + 65536 - 16 * 20, 100], random_fill(17))
     assert f"store of 16 bytes at {WIN_F + 65536:#010x}" in error
 
 
@@ -441,7 +442,7 @@ def straight_line_body(draw):
     defined_v, defined_s = ["v20", "v21"], ["s20"]
     lines = []
     for _ in range(draw(st.integers(1, 10))):
-        choice = draw(st.integers(0, 7))
+        choice = draw(st.integers(0, 9))
         pick_v = st.sampled_from(defined_v + (["v3"] if draw(st.integers(0, 9)) == 0 else []))
         dest_v = draw(st.sampled_from(["v1", "v2", "v3", "v4"]))
         off = draw(st.sampled_from([0, 2, 16, 32, -16, 48]))
@@ -465,26 +466,124 @@ def straight_line_body(draw):
             lines.append(f"vmask.h m1, s4")
             lines.append(f"vst.m {draw(pick_v)}, {off}(s3), m1")
             continue
-        else:
+        elif choice == 7:
             lines.append(f"vcmplt.f16 m2, {draw(pick_v)}, {draw(pick_v)}")
             lines.append(f"vsel {dest_v}, {draw(pick_v)}, {draw(pick_v)}, m2")
+        elif choice == 8:
+            lines.append(f"vlds.h {dest_v}, {off}(s2), s22")
+        else:
+            lines.append(f"vext.h s11, {draw(pick_v)}, {draw(st.integers(0, 7))}")
+            lines.append(f"vins.h {draw(pick_v)}, s11, {draw(st.integers(0, 7))}")
+            continue
         if dest_v not in defined_v:
             defined_v.append(dest_v)
     src_step = draw(st.sampled_from([16, 32, 8, -16]))
     dst_step = draw(st.sampled_from([16, 64, 0, -32]))
-    return lines, src_step, dst_step, draw(st.integers(1, 40)), draw(st.integers(1, 9))
+    edges = ["loop", "bnez", "bltu"] if src_step > 0 else ["loop", "bnez"]
+    back_edge = draw(st.sampled_from(edges))
+    return (lines, src_step, dst_step, draw(st.integers(1, 40)), draw(st.integers(1, 9)),
+            back_edge)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(straight_line_body(), st.integers(0, 2 ** 16))
 def test_random_straight_line_bodies(body, seed):
-    lines, src_step, dst_step, count, chunk = body
+    lines, src_step, dst_step, count, chunk, back_edge = body
+    closing = {"loop": ["    loop s4, body"],
+               "bnez": ["    addi s4, s4, -1", "    bnez s4, body"],
+               "bltu": ["    bltu s2, s23, body"]}[back_edge]
     source = "\n".join([
         "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
         "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
-        "    vbcast.w v21, s21", "body:", *[f"    {line}" for line in lines],
-        f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}",
-        "    loop s4, body", "    halt"])
+        "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}",
+        f"    muli s23, s4, {src_step}", "    add s23, s23, s2",
+        "body:", *[f"    {line}" for line in lines],
+        f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}", *closing, "    halt"])
     src = WIN_F + 0x1000 if src_step > 0 else WIN_F + 0x5000
     dst = WIN_F + 0x8000 if dst_step >= 0 else WIN_F + 0xC000
     run_both(source, [src, dst, count], random_fill(seed), chunk=chunk, min_iterations=1)
+
+
+# --- the library kernels: every field of the result, not just memory and cycles ------------------
+
+def _library_case(name: str, seed: int):
+    """(object, CMX, WIN_E image) for a random strided / broadcast / tail case."""
+    from vpuc.abi.params import MemRefArg, ScalarArg, layout_window_e
+    from vpuc.ir.types import ElemType
+    from vpuc.kernel_library import load_library_kernel
+
+    rng = np.random.default_rng(seed)
+    obj = load_library_kernel(name)
+    dtype, elem = [(np.float16, ElemType.F16), (np.float32, ElemType.F32)][seed % 2]
+    shape = (2, 3, int(rng.integers(5, 40)))
+    binary = name in ("add", "sub", "mul", "max", "min")
+    cmx = np.zeros(1 << 16, np.uint8)
+    cmx[:0x8000] = rng.integers(0, 256, 0x8000, dtype=np.uint8) & 0x3F   # finite floats
+    item, bits = np.dtype(dtype).itemsize, np.dtype(dtype).itemsize * 8
+    perm = (0, 1, 2) if seed % 3 else (0, 2, 1)
+
+    def memref(offset, dims, pitch):            # element strides per logical dim
+        strides = [0, 0, 0]
+        step = pitch
+        for dim in reversed(perm):
+            strides[dim] = step * (dims[dim] != 1)
+            step *= dims[dim]
+        return MemRefArg(WIN_F + offset, elem, dims, perm, tuple(s * bits for s in strides))
+
+    inputs = [memref(64, shape, 2 if seed % 4 == 0 else 1)]
+    if binary:
+        inputs.append(memref(0x4000 + 2 * item, (shape[0], 1, shape[2]), 1))
+    output = memref(0x8000 + item, shape, 1)
+    if name in ("reduce_sum", "reduce_mean"):
+        output = memref(0x8000 + item, shape[:2] + (1,), 1)
+    scalars = [ScalarArg(ElemType.F16, -0.5), ScalarArg(ElemType.F16, 1.5)] if name == "clamp" \
+        else []
+    image = layout_window_e(obj.data, inputs + [output] + scalars, 0x1E000000)
+    return obj, cmx, image
+
+
+LIBRARY = ["clamp", "relu", "sigmoid", "tanh", "gelu", "swish", "hswish", "add", "mul", "max",
+           "softmax", "reduce_sum", "reduce_mean", "convert", "copy"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", LIBRARY)
+def test_library_kernels_identical_on_both_paths(name, seed):
+    pytest.importorskip("vpuc.kernel_library")
+    from runtime_sim.isa.invoke import invoke_kernel
+    from vpuc.kernel_library import library_names
+    if name not in library_names():
+        pytest.skip(f"kernels/{name}.s is not there yet")
+    obj, cmx, image = _library_case(name, seed)
+    results = []
+    for fast in (False, True):
+        memory = cmx.copy()
+        result = invoke_kernel(obj, memory, image.image, image.args_offset, image.args_size,
+                               fast=fast)
+        results.append((memory, result))
+    (exact_cmx, exact), (fast_cmx, fast) = results
+    assert np.array_equal(fast_cmx, exact_cmx)
+    for field in exact.__dataclass_fields__:
+        if field != "batched_iterations":
+            assert getattr(fast, field) == getattr(exact, field), field
+    assert exact.scalar_regs[0] == 0, "kernel status"
+
+
+def test_f16_widening_is_numpy_cast_for_every_bit_pattern():
+    """The semantics widen f16 through a table (for speed); it must be the cast."""
+    from runtime_sim.isa.semantics import SEMANTICS
+    from vpuc.shave.isa import BY_MNEMONIC
+
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    vectors = patterns.view(np.uint8).reshape(-1, 16)
+    expected = patterns.view(np.float16).astype(np.float32).view(np.uint32).reshape(-1, 8)
+    low = SEMANTICS[BY_MNEMONIC["vcvtl.f32.f16"].opcode].fn(vectors).view(np.uint32)
+    high = SEMANTICS[BY_MNEMONIC["vcvth.f32.f16"].opcode].fn(vectors).view(np.uint32)
+    assert np.array_equal(np.concatenate([low, high], axis=1), expected)
+    add = SEMANTICS[BY_MNEMONIC["vadd.f16"].opcode].fn
+    zero = np.zeros(16, np.uint8)
+    with np.errstate(all="ignore"):        # the caller silences numpy, as the interpreter does
+        same = (patterns.view(np.float16).astype(np.float32) + np.float32(0)).astype(np.float16)
+        batched, single = add(vectors, zero), add(vectors[5], zero)
+    assert np.array_equal(batched.view(np.uint16).reshape(-1), same.view(np.uint16))
+    assert np.array_equal(single, batched[5])                                # unbatched alike

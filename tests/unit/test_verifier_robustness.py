@@ -95,7 +95,7 @@ def test_user_error_exit_1(tmp_path, capsys) -> None:
 
 @pytest.mark.parametrize("args", [
     [], ["opt"], ["opt", "x.vir", "--bogus"], ["opt", "x.vir", "-p", "nope"], ["opt", "x.vir", "-p", ","],
-    ["compile", "x.vir"], ["inspect", "x.blob"], ["run", "x.blob"], ["frobnicate"],
+    ["compile"], ["compile", "x.vir", "--format", "zip"], ["inspect"], ["run"], ["frobnicate"],
 ])
 def test_usage_error_exit_2(args, capsys) -> None:
     code, out, err = run(args, capsys)

@@ -242,6 +242,7 @@ class KernelRec(NamedTuple):
     source_ref: str
     params: tuple[ParamRec, ...]
     image: KernelImageRec | None
+    image_kernel: int              # Program.kernel_aliases: the kernel whose image it uses; -1
 
 
 class RuntimeRec(NamedTuple):

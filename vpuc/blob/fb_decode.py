@@ -31,6 +31,7 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _VT_HEAD = struct.Struct("<HH")
 MAX_BLOB_BYTES = 1 << 31          # a FlatBuffer cannot address more
+_SCALAR, _STRUCT, _TABLE, _STRING, _VECTOR = range(5)
 
 
 class Decoder:
@@ -45,6 +46,7 @@ class Decoder:
         self._cache: dict[tuple, object] = {}
         self._vt_seen: set[int] = set()
         self._vt_formats: dict[int, struct.Struct] = {}
+        self._plans: dict[str, list[tuple]] = {}
         if self.n > MAX_BLOB_BYTES:
             raise VpucError(f"blob is {self.n} bytes; a FlatBuffer holds at most {MAX_BLOB_BYTES}",
                             BinLoc(file, "buffer", 0))
@@ -62,16 +64,12 @@ class Decoder:
 
     def root(self, only: tuple[str, ...] | None = None):
         """Decode the root table (just the fields in ``only`` if given)."""
-        if self.n < 8:
-            raise self.fail("buffer", 0, f"blob is {self.n} bytes; a FlatBuffer has at least 8")
-        pos = _U32.unpack_from(self.buf, 0)[0]
+        pos = self.root_position()
         tdef = self.schema.tables[self.schema.root]
         return self.table(tdef, pos, f"root {tdef.name}", only, split_sizes=True)
 
-    def table(self, tdef: TableDef, pos: int, where: str, only=None, split_sizes=False):
-        key = (tdef.name, pos)
-        if only is None and key in self._cache:
-            return self._cache[key]
+    def _vtable(self, tdef: TableDef, pos: int, where: str) -> tuple[tuple[int, ...], int, int]:
+        """Check a table's vtable; returns (field offsets, slot count, table size)."""
         buf, n = self.buf, self.n
         if pos & 3 or pos + 4 > n:
             raise self.fail(where, pos, f"{tdef.name} table offset {pos:#x} is outside the "
@@ -84,49 +82,89 @@ class Decoder:
         if vsize < 4 or vsize & 1 or vt + vsize > n or tsize < 4 or pos + tsize > n:
             raise self.fail(where, pos, f"{tdef.name} vtable at {vt:#x} (size {vsize}, table "
                             f"size {tsize}) does not fit the buffer")
-        self._spend(len(tdef.fields), where, pos)
         slots = (vsize - 4) >> 1
         fmt = self._vt_formats.get(slots)
         if fmt is None:
             fmt = self._vt_formats[slots] = struct.Struct(f"<{slots}H")
-        voffsets = fmt.unpack_from(buf, vt + 4)
-        if not split_sizes:
-            self.sizes[self._part] += tsize
-            if vt not in self._vt_seen:
-                self._vt_seen.add(vt)
-                self.sizes[self._part] += vsize
+        if vt not in self._vt_seen:
+            self._vt_seen.add(vt)
+            self.sizes[self._part] += vsize
+        return fmt.unpack_from(buf, vt + 4), slots, tsize
+
+    def locate(self, tdef: TableDef, pos: int, name: str) -> int | None:
+        """Where the table (or vector, string) in field ``name`` starts; None if absent."""
+        voffsets, slots, tsize = self._vtable(tdef, pos, tdef.name)
+        fdef = next(f for f in tdef.fields if f.name == name)
+        voff = voffsets[fdef.index] if fdef.index < slots else 0
+        if voff == 0:
+            return None
+        if voff + 4 > tsize:
+            raise self.fail(f"{tdef.name}.{name}", pos + voff,
+                            f"offset field runs past its table ({tsize} bytes)")
+        return pos + voff + _U32.unpack_from(self.buf, pos + voff)[0]
+
+    def root_position(self) -> int:
+        if self.n < 8:
+            raise self.fail("buffer", 0, f"blob is {self.n} bytes; a FlatBuffer has at least 8")
+        return _U32.unpack_from(self.buf, 0)[0]
+
+    def _plan(self, tdef: TableDef) -> list[tuple]:
+        """Per field: (slot, kind, inline size, unpack, argument, default, name), built once."""
+        plan = self._plans.get(tdef.name)
+        if plan is None:
+            plan = []
+            for f in tdef.fields:
+                t, unpack, arg = f.type, None, None
+                if t.kind == "scalar":
+                    kind, size = _SCALAR, t.inline_size
+                    unpack = struct.Struct("<" + t.code).unpack_from
+                elif t.kind == "struct":
+                    sdef = self.schema.structs[t.name]
+                    kind, size = _STRUCT, sdef.size
+                    unpack, arg = struct.Struct(sdef.format).unpack_from, sdef.record._make
+                else:
+                    kind, size = {"table": _TABLE, "string": _STRING, "vector": _VECTOR}[t.kind], 4
+                    arg = self.schema.tables[t.name] if t.kind == "table" else t.element
+                plan.append((f.index, kind, size, unpack, arg, f.default, f.name))
+            self._plans[tdef.name] = plan
+        return plan
+
+    def table(self, tdef: TableDef, pos: int, where: str, only=None, split_sizes=False):
+        key = (tdef.name, pos)
+        if only is None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                return cached
+        buf = self.buf
+        voffsets, slots, tsize = self._vtable(tdef, pos, where)
+        self._spend(len(tdef.fields), where, pos)
+        self.sizes[self._part] += tsize
         values = []
-        for fdef in tdef.fields:
-            if only is not None and fdef.name not in only:
-                values.append(fdef.default)
+        append = values.append
+        for index, kind, size, unpack, arg, default, fname in self._plan(tdef):
+            voff = voffsets[index] if index < slots else 0
+            if voff == 0 or (only is not None and fname not in only):
+                append(default)
                 continue
-            voff = voffsets[fdef.index] if fdef.index < slots else 0
-            if voff == 0:
-                values.append(fdef.default)
+            if voff + size > tsize:
+                raise self.fail(f"{tdef.name}.{fname}", pos + voff,
+                                f"field runs past its table ({tsize} bytes)")
+            at = pos + voff
+            if kind == _SCALAR:
+                append(unpack(buf, at)[0])
                 continue
-            ftype = fdef.type
-            kind = ftype.kind
+            if kind == _STRUCT:
+                append(arg(unpack(buf, at)))
+                continue
             if split_sizes:
-                self._part = fdef.name
-            if kind == "scalar":
-                size = ftype.inline_size
-                if voff + size > tsize:
-                    raise self.fail(f"{tdef.name}.{fdef.name}", pos + voff,
-                                    f"field runs past its table ({tsize} bytes)")
-                values.append(struct.unpack_from("<" + ftype.code, buf, pos + voff)[0])
-            elif kind == "struct":
-                sdef = self.schema.structs[ftype.name]
-                if voff + sdef.size > tsize:
-                    raise self.fail(f"{tdef.name}.{fdef.name}", pos + voff,
-                                    f"struct {sdef.name} runs past its table ({tsize} bytes)")
-                values.append(sdef.record._make(struct.unpack_from(sdef.format, buf, pos + voff)))
+                self._part = fname
+            target = at + _U32.unpack_from(buf, at)[0]
+            if kind == _TABLE:
+                append(self.table(arg, target, f"{tdef.name}.{fname}"))
+            elif kind == _STRING:
+                append(self.string(target, f"{tdef.name}.{fname}"))
             else:
-                if voff + 4 > tsize:
-                    raise self.fail(f"{tdef.name}.{fdef.name}", pos + voff,
-                                    f"offset field runs past its table ({tsize} bytes)")
-                at = pos + voff
-                values.append(self.object(ftype, at + _U32.unpack_from(buf, at)[0],
-                                          f"{tdef.name}.{fdef.name}"))
+                append(self.vector(arg, target, f"{tdef.name}.{fname}"))
         record = tdef.record._make(values)
         if only is None:
             self._cache[key] = record

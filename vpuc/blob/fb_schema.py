@@ -25,9 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import schema as _schema_package
-from vpuc.diagnostics import BinLoc, VpucError
 
-SCHEMA_PATH = Path(_schema_package.__file__).parent / "vpu_blob.fbs"
+# Package data of ``schema``; found through __path__, which a regular package and
+# an editable install's namespace mapping both have.
+SCHEMA_PATH = Path(next(iter(_schema_package.__path__))) / "vpu_blob.fbs"
 
 SCALARS: dict[str, str] = {
     "bool": "?", "byte": "b", "ubyte": "B", "short": "h", "ushort": "H", "int": "i",

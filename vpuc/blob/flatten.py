@@ -152,6 +152,9 @@ def flatten(program: Program, options: dict[str, str] | None = None) -> BlobCont
                     "kernel tasks")
 
     kernels = []
+    aliases = program.kernel_aliases
+    if not set(aliases.values()) <= set(program.kernels) or not set(aliases) <= set(kernel_index):
+        raise _fail("kernel aliases refer to kernels or images that do not exist")
     for decl in module.kernels:
         image = program.kernels.get(decl.name)
         params = tuple(ParamRec(p.name, int(p.is_memref),
@@ -163,7 +166,8 @@ def flatten(program: Program, options: dict[str, str] | None = None) -> BlobCont
                                  params, None if image is None else KernelImageRec(
                                      image.origin, bytes(image.text), bytes(image.rodata),
                                      bytes(image.data), bytes(image.elf), image.entry,
-                                     image.rodata_offset)))
+                                     image.rodata_offset),
+                                 kernel_index[aliases[decl.name]] if decl.name in aliases else -1))
     unknown = set(program.kernels) - set(kernel_index)
     if unknown:
         raise _fail(f"kernel images for undeclared kernels {sorted(unknown)}")

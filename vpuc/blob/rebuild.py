@@ -18,8 +18,9 @@ import re
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
-                               INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, POST_OP_OF, SOURCE_KIND_OF,
-                               ActTaskRec, ArchRec, BlobContent, DmaRec, DpuRec, Number)
+                               INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, POST_OP_OF,
+                               SOURCE_KIND_OF, ActTaskRec, ArchRec, BlobContent, DmaRec, DpuRec,
+                               Number)
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
                             KernelSource, Module, Ref, RuntimeDecl, Slice, View)
@@ -143,7 +144,8 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | None = None
                                  "per dim")
             module.views.append(View(t.name, Ref(names[t.base]),
                                      tuple(Slice(s.start, s.stop, s.step) for s in t.slices)))
-    for kind, name in ((BufferKind.INPUT, "network_inputs"), (BufferKind.OUTPUT, "network_outputs")):
+    for kind, name in ((BufferKind.INPUT, "network_inputs"),
+                       (BufferKind.OUTPUT, "network_outputs")):
         actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
         if tuple(getattr(header, name)) != actual:
             raise check.fail("header", f"{name} {list(getattr(header, name))} do not match the "
@@ -216,6 +218,16 @@ def _kernels(check: _Checker, content: BlobContent, module: Module, program: Pro
             program.kernels[k.name] = KernelImage(k.name, img.origin, img.elf, img.text,
                                                   img.rodata, img.data, img.entry,
                                                   img.rodata_offset)
+    for i, k in enumerate(content.kernels):
+        if k.image_kernel == -1:
+            continue
+        target = check.index(f"kernel #{i} '{k.name}'", k.image_kernel, len(content.kernels),
+                             "kernel")
+        owner = content.kernels[target]
+        if owner.image is None or (target != i and k.image is not None):
+            raise check.fail(f"kernel #{i} '{k.name}'", f"runs the image of kernel #{target}, "
+                             "which has none, or has an image of its own")
+        program.kernel_aliases[k.name] = owner.name
     if content.runtime is not None:
         rt = content.runtime
         check.index("runtime", rt.kernel, len(content.kernels), "kernel")
@@ -291,7 +303,7 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
                         consts, tuple(Ref(check.name(where, a)) for a in rec.run_args))
     inv = rec.invocation
     if inv is not None:
-        if kernel not in program.kernels:
+        if program.kernel_aliases.get(kernel, kernel) not in program.kernels:
             raise check.fail(where, f"has an invocation image but @{kernel} has no kernel image")
         if inv.args_offset + inv.args_size > len(inv.window):
             raise check.fail(where, f"args ({inv.args_size} bytes at {inv.args_offset:#x}) "
@@ -341,7 +353,7 @@ def verify_program(program: Program, content: BlobContent, file: str) -> None:
 
     bag = verify_module(program.module, program.arch)
     if bag.has_errors:
-        first, *rest = bag.errors
+        first, *rest = [d for d in bag.items if d.severity is Severity.ERROR]
         notes = tuple((None, d.message) for d in rest[:5])
         raise VpucError([Diagnostic(Severity.ERROR, None, f"{file}: the blob's program does not "
                                     f"verify: {first.message}", notes)])

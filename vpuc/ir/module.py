@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from vpuc.diagnostics import UNKNOWN_LOC, Loc
 from vpuc.ir.tasks import TaskList
 from vpuc.ir.types import ElemType, MemRefPattern, TensorType
+
+if TYPE_CHECKING:
+    from vpuc.ir.graph import Graph
 
 
 class Ref(str):
@@ -179,6 +183,8 @@ class Module:
     views: list[View] = field(default_factory=list)
     barriers: list[Barrier] = field(default_factory=list)
     task_lists: list[TaskList] = field(default_factory=list)
+    # Graph-level blocks (vpuc/ir/graph.py): networks before fusion, or fused subgraph bodies.
+    graphs: list["Graph"] = field(default_factory=list)
     loc: Loc = loc_field()
     # Facts the passes have established (e.g. "cmx-allocated"); printed as a comment.
     attributes: dict[str, str] = field(default_factory=dict, compare=False)

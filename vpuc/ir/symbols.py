@@ -60,7 +60,9 @@ def shape_meta_offset(buffer: Buffer) -> int:
 def buffer_footprint(buffer: Buffer) -> int:
     """Bytes a buffer occupies in its memory, with a dynamic CMX buffer's shape metadata."""
     if buffer.kind is BufferKind.CMX and not buffer.type.is_static:
-        return shape_meta_offset(buffer) + buffer.type.rank * (4 + 8)
+        rank = buffer.type.rank
+        dims_bytes = (4 * rank + 7) // 8 * 8  # int32 dims, padded so the int64 strides align
+        return shape_meta_offset(buffer) + dims_bytes + 8 * rank
     return buffer.type.nbytes
 
 

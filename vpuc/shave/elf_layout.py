@@ -112,6 +112,23 @@ class Struct:
         self._struct = struct.Struct("<" + "".join(code for _, code in fields))
         self.size = self._struct.size
         self.record = namedtuple(name, [fname for fname, _ in fields])
+        # Byte offset of each field, for relocations that patch one field of a record.
+        self.offsets: dict[str, int] = {}
+        for index, (fname, _) in enumerate(fields):
+            prefix = "<" + "".join(code for _, code in fields[:index])
+            self.offsets[fname] = struct.calcsize(prefix)
+
+    def pack_values(self, *values: object) -> bytes:
+        """Pack every field, in declaration order (the fast path for big tables)."""
+        return self._struct.pack(*values)
+
+    def unpack_all(self, data: bytes, file: str, where: str) -> list:
+        """Unpack a section that is a table of these records; a partial record is a VpucError."""
+        if len(data) % self.size:
+            raise VpucError(f"section of {self.name} records is {len(data)} bytes, not a "
+                            f"multiple of {self.size}", BinLoc(file, where, len(data)))
+        make = self.record._make
+        return [make(values) for values in self._struct.iter_unpack(data)]
 
     def pack(self, **values: object) -> bytes:
         """Pack; fields not given are zero."""

@@ -15,6 +15,7 @@ from vpuc.perf import gc_paused
 from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_physical_reuse
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
+from vpuc.verifier.graph import check_graphs
 from vpuc.verifier.memory import check_overlaps
 from vpuc.verifier.tasks import check_tasks
 
@@ -45,6 +46,7 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     check_views(module, symbols)
     check_barriers(module, arch, bag)
     check_tasks(module, arch, symbols, bag)
+    check_graphs(module, bag)
     schedule = Schedule(module, arch)
     check_barrier_use(module, arch, schedule, symbols, bag)
     if check_deadlock(schedule, bag):

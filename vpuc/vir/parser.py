@@ -17,12 +17,14 @@ from lark import Token, Transformer, v_args
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
+from vpuc.ir.graph import Graph, GraphOp
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
                             KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
                            PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
 from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
                            TensorType)
+from vpuc.verifier.graph import check_graph
 from vpuc.vir.syntax import syntax_error
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
@@ -116,6 +118,8 @@ class VirTransformer(Transformer):
                 module.barriers.append(item)
             elif isinstance(item, TaskList):
                 module.task_lists.append(item)
+            elif isinstance(item, Graph):
+                module.graphs.append(item)
         return module
 
     def module_decl(self, kw, symbol, _arch_kw, arch) -> Module:
@@ -279,6 +283,68 @@ class VirTransformer(Transformer):
         return tuple(values or ())
 
     updates = waits
+
+    # ------------------------------------------------------------ graphs
+    def graph_decl(self, kw, symbol, *ops) -> Graph:
+        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw))
+        # Names, arity, attributes and shapes are checked (and types inferred) here, so the
+        # IR of a parsed graph is always fully typed.
+        check_graph(graph, self.bag)
+        return graph
+
+    def graph_op(self, value, kind, attrs, args, type_) -> GraphOp:
+        return GraphOp(str(kind), value[1:], tuple(args or ()), attrs or {}, type_,
+                       loc=self.loc(value))
+
+    def graph_const(self, value, kind, payload, type_) -> GraphOp:
+        return GraphOp(str(kind), value[1:], (), {}, type_, const=payload, loc=self.loc(value))
+
+    def graph_result(self, kw, attrs, args, type_) -> GraphOp:
+        return GraphOp(str(kw), None, tuple(args or ()), attrs or {}, type_, loc=self.loc(kw))
+
+    def graph_type(self, shaped, order) -> TensorType:
+        return self.tensor_type(shaped, order)
+
+    def payload_scalar(self, number) -> ConstInit:
+        return ConstInit(values=(number,))
+
+    def attr_dict(self, *attrs) -> dict:
+        result: dict = {}
+        for item in attrs:
+            if item is None:
+                continue
+            name, value = item
+            if name in result:
+                self.bag.error(self.loc(name), f"attribute '{name}' is given twice")
+            result[str(name)] = value
+        return result
+
+    def attr(self, name, value):
+        return (name, value)
+
+    def attr_value(self, value):
+        if not isinstance(value, Token):
+            return value          # a number or a list, already converted
+        if value.type in ("TRUE", "FALSE"):
+            return value.type == "TRUE"
+        if value.type == "STRING":
+            return str(value[1:-1])
+        if value.type == "DYN_DIM":
+            return Dynamic(int(value[3:]))
+        if value.type == "SHAPED":
+            if "x" in value:
+                self.bag.error(self.loc(value), f"attribute value {value} is a tensor type; "
+                               "expected an element type such as f32")
+            return ELEM_BY_NAME[value.split("x")[-1]]
+        return str(value)
+
+    def attr_list(self, *items) -> tuple:
+        return tuple(i for i in items if i is not None)
+
+    def attr_item(self, value):
+        if isinstance(value, Token):
+            return Dynamic(int(value[3:]))
+        return value
 
     # ------------------------------------------------------------ atoms
     def value_list(self, *values) -> list[Ref]:

@@ -1,12 +1,16 @@
 """IR module → canonical VIR text.
 
 The output parses back to an equal module.  Declarations are grouped by kind in
-a fixed order (kernels, runtime, buffers, views, barriers, task lists), one
-statement per line, two-space indentation inside blocks.
+a fixed order (kernels, runtime, buffers, views, barriers, task lists, graphs),
+one statement per line, two-space indentation inside blocks.
 """
 
 from __future__ import annotations
 
+import re
+
+from vpuc.ir.graph import CONSTANT, RESULT, SCALAR, Graph, GraphOp
+from vpuc.ir.graph_ops import OPS
 from vpuc.ir.module import Barrier, Buffer, BufferKind, KernelDecl, Module, View, format_number
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, DpuVariant, SwKernelTask, TaskList
 
@@ -126,6 +130,62 @@ def print_task_list(task_list: TaskList) -> list[str]:
     return lines
 
 
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_BARE = re.compile(r"(?:bf16|f16|f32|f64|u8|i8|u16|i16|u32|i32|i64|true|false|inf|nan)")
+
+
+def format_attr(value) -> str:
+    """An attribute value as VIR writes it (lists in brackets, names bare when they can be)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return format_number(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(format_attr(v) for v in value) + "]"
+    if isinstance(value, str) and not (_BARE_WORD.fullmatch(value) and not _NOT_BARE.fullmatch(value)):
+        return f'"{value}"'
+    return str(value)
+
+
+def _attrs(op: GraphOp) -> str:
+    spec = OPS.get(op.kind)
+    shown = []
+    for name, value in op.attrs.items():
+        attr = spec.attr(name) if spec else None
+        if attr is not None and type(value) is type(attr.default) and value == attr.default:
+            continue  # defaults are implied
+        shown.append(f"{name} = {format_attr(value)}")
+    return "{" + ", ".join(shown) + "}" if shown else ""
+
+
+def print_graph_op(op: GraphOp, operand_type=None) -> str:
+    """One graph statement; ``operand_type`` lets a Result omit a type equal to its operand's."""
+    args = _values(op.operands)
+    if op.kind in (CONSTANT, SCALAR) and op.const is not None:
+        init = op.const
+        if op.type is not None and op.type.rank == 0 and init.values is not None and len(init.values) == 1:
+            payload = format_number(init.values[0])
+        else:
+            payload = str(init)
+        return f"%{op.result} = {op.kind}({payload}) : {op.type}"
+    head = f"{op.kind}{_attrs(op)}({args})"
+    if op.result is not None:
+        head = f"%{op.result} = {head}"
+    if op.type is not None and not (op.kind == RESULT and op.type == operand_type):
+        head += f" : {op.type}"
+    return head
+
+
+def print_graph(graph: Graph) -> list[str]:
+    types = {op.result: op.type for op in graph.ops if op.result is not None}
+    lines = [f"graph @{graph.name} {{"]
+    for op in graph.ops:
+        operand_type = types.get(op.operands[0]) if op.operands else None
+        lines.append("  " + print_graph_op(op, operand_type))
+    lines.append("}")
+    return lines
+
+
 def print_module(module: Module) -> str:
     lines = [f"module @{module.name} arch {module.arch}"]
     for key, value in sorted(module.attributes.items()):
@@ -140,6 +200,8 @@ def print_module(module: Module) -> str:
     ]
     for task_list in module.task_lists:
         sections.append(print_task_list(task_list))
+    for graph in module.graphs:
+        sections.append(print_graph(graph))
     for section in sections:
         if section:
             lines.append("")

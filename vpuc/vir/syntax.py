@@ -33,6 +33,7 @@ TERMINAL_TEXT = {
     "FLOAT": "a number",
     "INT": "an integer",
     "STRING": 'a string in double quotes',
+    "DYN_DIM": "a dynamic dim such as ?<=128",
     "$END": "the end of the file",
 }
 
@@ -100,6 +101,20 @@ COMMON_SLIPS = {
     "a sw task's region ends with run(...), passing the kernel's arguments in contract order": [
         _HEADER + "tasks ACT_SHAVE { sw @k on tile 0 inputs() outputs() { } }",
         _HEADER + "tasks ACT_SHAVE { sw @k on tile 0 inputs() outputs() { %c = const 1 : i32 } }",
+    ],
+    "every graph op but Result defines a value, as in '%y = Relu(%x)'": [
+        _HEADER + "graph @g { Relu(%x) }",
+        _HEADER + "graph @g { %x = Parameter() : 4xf16\n Relu(%x) }",
+    ],
+    "a graph op has parentheses even without operands, as in '%x = Parameter() : 1x16xf16'": [
+        _HEADER + "graph @g { %x = Parameter : 4xf16 }",
+        _HEADER + "graph @g { %x = Relu %y }",
+    ],
+    "attributes are written {name = value, ...} between the op name and its operands, "
+    "as in Clamp{min = 0, max = 6}(%x)": [
+        _HEADER + "graph @g { %y = Clamp{min 0}(%x) }",
+        _HEADER + "graph @g { %y = Clamp(%x){min = 0} }",
+        _HEADER + "graph @g { %y = Clamp{min: 0}(%x) }",
     ],
     "a buffer declaration needs a type after ':', as in input %x : 1x16xf16 NHWC": [
         _HEADER + "input %x",

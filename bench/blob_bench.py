@@ -1,0 +1,118 @@
+"""Blob benchmark: compile (passes + serialize) and read back the 10k and 100k
+task programs of bench/gen_program.py, in both formats.
+
+For each size it prints the wall time of every phase (parse, passes,
+serialize, read-back with and without the verifier), the blob size and the
+bytes per task, and checks the target: serialize + read-back (verified) take
+at most the parse time of the same program.  The phases run with the garbage
+collector paused, as the parser and the pass manager run.
+
+    python bench/blob_bench.py [--sizes 10000,100000] [--repeat 1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_program import generate  # noqa: E402
+
+from vpuc.arch import load_arch  # noqa: E402
+from vpuc.blob import read_blob, write_blob  # noqa: E402
+from vpuc.diagnostics import VpucError  # noqa: E402
+from vpuc.passes.base import PassContext  # noqa: E402
+from vpuc.passes.manager import PassManager  # noqa: E402
+from vpuc.passes.registry import PIPELINES, parse_pipeline  # noqa: E402
+from vpuc.perf import gc_paused  # noqa: E402
+from vpuc.vir.parser import parse_text  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PIPELINE = "compile" if "compile" in PIPELINES else "kernels"
+# If the library kernels are not there, an assembly kernel of the same contract stands in.
+ASM_STAND_IN = REPO / "tests" / "unit" / "data" / "clamp_test.s"
+
+
+def timed(fn):
+    started = time.perf_counter()
+    with gc_paused():
+        result = fn()
+    return result, time.perf_counter() - started
+
+
+def best_of(repeat: int, fn):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        result, seconds = timed(fn)
+        best = min(best, seconds)
+    return result, best
+
+
+def compile_program(text: str):
+    module = parse_text(text, "bench.vir")
+    ctx = PassContext(load_arch(module.arch))
+    PassManager(parse_pipeline(PIPELINE)).run(module, ctx)
+    return ctx.artifacts["program"]
+
+
+def program_text(size: int) -> tuple[str, str]:
+    text = generate(size)
+    try:
+        compile_program(generate(8))
+        return text, "library hswish"
+    except VpucError:
+        stand_in = f'from asm "{ASM_STAND_IN}"'
+        return (text.replace('from library "hswish"', stand_in)
+                .replace('from library "runtime"', stand_in), f"asm {ASM_STAND_IN.name}")
+
+
+def run(size: int, repeat: int) -> list[dict]:
+    text, kernel = program_text(size)
+    tasks = size // 4 * 4
+    _, t_parse = best_of(repeat, lambda: parse_text(text, "bench.vir"))
+    module = parse_text(text, "bench.vir")
+    ctx = PassContext(load_arch(module.arch))
+    _, t_passes = timed(lambda: PassManager(parse_pipeline(PIPELINE)).run(module, ctx))
+    program = ctx.artifacts["program"]
+    rows = []
+    for fmt in ("fb", "elf"):
+        data, t_write = best_of(repeat, lambda: write_blob(program, fmt, {"format": fmt}))
+        back, t_read = best_of(repeat, lambda: read_blob(data, "bench.blob"))
+        _, t_read_raw = best_of(repeat, lambda: read_blob(data, "bench.blob", verify=False))
+        assert back.module == program.module and back.invocations == program.invocations
+        rows.append(dict(tasks=tasks, format=fmt, kernel=kernel, parse=t_parse, passes=t_passes,
+                         serialize=t_write, read=t_read, read_unverified=t_read_raw,
+                         bytes=len(data), bytes_per_task=len(data) / tasks,
+                         target_met=t_write + t_read <= t_parse))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = ap.parse_args()
+    parse_text("module @warmup\n", "warmup.vir")
+    rows = [row for size in args.sizes.split(",") for row in run(int(size), args.repeat)]
+    print(f"{'tasks':>7} {'fmt':>4} {'parse':>8} {'passes':>8} {'serialize':>9} {'read':>8} "
+          f"{'read -v':>8} {'ser+read':>8} {'blob':>10} {'B/task':>7}  target")
+    for r in rows:
+        both = r["serialize"] + r["read"]
+        print(f"{r['tasks']:>7} {r['format']:>4} {r['parse']:>7.2f}s {r['passes']:>7.2f}s "
+              f"{r['serialize']:>8.2f}s {r['read']:>7.2f}s {r['read_unverified']:>7.2f}s "
+              f"{both:>7.2f}s {r['bytes']:>10} {r['bytes_per_task']:>7.1f}  "
+              f"{'met' if r['target_met'] else 'MISSED'} ({both / r['parse']:.0%} of parse)")
+    print(f"kernel: {rows[0]['kernel']}; read = read_blob with the verifier, read -v without; "
+          "target: serialize + read <= parse")
+    if args.json:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

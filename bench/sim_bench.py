@@ -1,0 +1,204 @@
+"""Benchmarks of issue 5: the simulator.
+
+1. Timing-only simulation of the 100k-task program of bench/gen_program.py, against
+   a bare heapq loop that pushes and pops the same number of events (both with the
+   garbage collector paused, as the simulator runs).  Target: at most 5x, peak RSS
+   under 1 GiB.  The program is compiled to a blob by `vpuc compile` in a child
+   process, and read back and simulated in another, so the peak RSS is the
+   simulator's (reading the blob included), not the compiler's.
+2. End-to-end simulation with numerics of a 1x64x128x128 f16 program, DMA -> ACT
+   kernel (library hswish) -> DMA over 2 tiles, against numpy computing the same
+   math (f16 -> f32 hswish -> f16) on the whole tensor.  Reports the ratio.
+3. DPU conv numerics is bench/dpu_bench.py (1x64x56x56, 3x3, 64 output channels
+   against a bare numpy GEMM); it is run and its output shown.
+
+Run: .venv/bin/python bench/sim_bench.py [--tasks N] [--workdir DIR] [--skip-dpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+TARGET_RATIO = 5.0
+TARGET_RSS_MB = 1024
+
+
+# ------------------------------------------------------------------ 1. timing only
+
+def bare_loop(events: int) -> float:
+    """Push and pop ``events`` events shaped like the simulator's (time, seq, kind, unit)."""
+    from vpuc.perf import gc_paused
+    with gc_paused():
+        start = time.perf_counter()
+        heap: list = []
+        push, pop = heapq.heappush, heapq.heappop
+        for i in range(events):
+            push(heap, (float(i), i, 0, i))
+        while heap:
+            pop(heap)
+        return time.perf_counter() - start
+
+
+def child_timing(blob: str) -> None:
+    """Runs in its own process: read the blob, simulate timing-only, print JSON figures."""
+    from runtime_sim.simulator import simulate
+    from vpuc.blob import read_blob
+    from vpuc.perf import gc_paused
+    start = time.perf_counter()
+    with gc_paused():
+        program = read_blob(Path(blob).read_bytes(), blob)
+    read = time.perf_counter() - start
+    start = time.perf_counter()
+    result = simulate(program, timing_only=True, races=False)
+    total = time.perf_counter() - start
+    events = result.timeline.events
+    bare = min(bare_loop(events) for _ in range(3))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    simulate(program, timing_only=True, races=True)
+    with_races = time.perf_counter() - start
+    print(json.dumps({"units": result.plan.size, "events": events, "cycles": result.cycles,
+                      "read_blob_s": read, "simulate_s": total, "phases": result.seconds,
+                      "bare_s": bare, "peak_rss_mb": peak, "with_races_s": with_races}))
+
+
+def bench_timing(tasks: int, workdir: Path) -> None:
+    from gen_program import generate
+    blob = workdir / f"gen{tasks}.blob"
+    if not blob.exists():
+        source = workdir / f"gen{tasks}.vir"
+        source.write_text(generate(tasks))
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "vpuc", "compile", str(source), "-o", str(blob)],
+                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(f"   (compiled {source.name} to a blob in {time.perf_counter() - start:.1f} s)")
+    out = subprocess.run([sys.executable, __file__, "--child-timing", str(blob)], check=True,
+                         cwd=ROOT, capture_output=True, text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    phases = r["phases"]
+    loop, full = phases["run"], phases["plan"] + phases["run"]
+    print(f"1. timing-only, {tasks:,} tasks = {r['units']:,} units, {r['events']:,} events, "
+          f"{r['cycles']:,.0f} cycles simulated")
+    print(f"   event loop           {loop:7.3f} s  = {loop / r['bare_s']:5.2f}x the bare heapq loop "
+          f"({r['bare_s']:.3f} s)   target <= {TARGET_RATIO:g}x")
+    kernels = phases["kernels"]
+    print(f"     of which kernels   {kernels:7.3f} s  (each distinct invocation runs once in the "
+          f"interpreter); without them {(loop - kernels) / r['bare_s']:.2f}x")
+    print(f"   plan + event loop    {full:7.3f} s  = {full / r['bare_s']:5.2f}x   (plan from the "
+          f"program {phases['plan']:.3f} s, memory {phases['network']:.3f} s)")
+    print(f"   with race checks     {r['with_races_s']:7.3f} s  (the default of vpuc run)")
+    print(f"   peak RSS             {r['peak_rss_mb']:7.0f} MB (reading the blob took "
+          f"{r['read_blob_s']:.1f} s)   target < {TARGET_RSS_MB} MB")
+
+
+# ------------------------------------------------------------------ 2. numerics end to end
+
+def pipeline_vir(blocks: int = 8, rows: int = 16) -> str:
+    """1x64x128x128 f16 NHWC in blocks of ``rows`` rows, alternating over the 2 tiles,
+    double-buffered per tile: load (channel 0) -> hswish -> store (channel 1)."""
+    block_bytes = 64 * rows * 128 * 2
+    lines = ["module @sim_bench arch NPU37XX",
+             'kernel @hswish(input: memref<*xf16>, output: memref<*xf16>) from library "hswish"',
+             'kernel @runtime() from library "runtime"', "runtime @runtime stacks(16384, 16384)",
+             "input %in : 1x64x128x128xf16 NHWC", "output %out : 1x64x128x128xf16 NHWC"]
+    dma, act = [], []
+    for k in range(blocks):
+        tile, slot = k % 2, (k // 2) % 2
+        lines += [f"cmx %x{k} : 1x64x{rows}x128xf16 NHWC tile {tile} at {slot * block_bytes}",
+                  f"cmx %y{k} : 1x64x{rows}x128xf16 NHWC tile {tile} at {(2 + slot) * block_bytes}",
+                  f"view %in{k} = %in[0, :, {k * rows}:{(k + 1) * rows}, :]",
+                  f"view %out{k} = %out[0, :, {k * rows}:{(k + 1) * rows}, :]",
+                  f"barrier %l{k}", f"barrier %a{k}", f"barrier %s{k}"]
+        prev = k - 4  # the block that used the same slot of the same tile
+        dma.append(f"  load{k}: dma %in{k} -> %x{k} channel 0"
+                   + (f" waits(%a{prev})" if prev >= 0 else "") + f" updates(%l{k})")
+        dma.append(f"  store{k}: dma %y{k} -> %out{k} channel 1 waits(%a{k})"
+                   + (f" updates(%s{k})" if k + 4 < blocks else ""))
+        waits = f"%l{k}" + (f", %s{prev}" if prev >= 0 else "")
+        act += [f"  act{k}: sw @hswish on tile {tile} inputs(%x{k} as %i) outputs(%y{k} as %o) "
+                f"waits({waits}) updates(%a{k}) {{", "    run(%i, %o)", "  }"]
+    return "\n".join(lines + ["tasks DMA {"] + dma + ["}", "tasks ACT_SHAVE {"] + act + ["}"]) + "\n"
+
+
+def bench_numerics(workdir: Path) -> None:
+    from runtime_sim.kernel_refs import REFERENCES
+    from runtime_sim.simulator import simulate
+    from vpuc.arch import load_arch
+    from vpuc.passes.base import PassContext
+    from vpuc.passes.manager import PassManager
+    from vpuc.passes.registry import parse_pipeline
+    from vpuc.vir.parser import parse_file
+    source = workdir / "hswish_2tiles.vir"
+    source.write_text(pipeline_vir())
+    module = parse_file(str(source))
+    ctx = PassContext(load_arch(module.arch))
+    PassManager(parse_pipeline("compile")).run(module, ctx)
+    program = ctx.artifacts["program"]
+    x = np.random.default_rng(0).uniform(-4, 4, (1, 64, 128, 128)).astype(np.float16)
+
+    def numpy_math() -> np.ndarray:
+        return REFERENCES["hswish"](x.astype(np.float32), axis=1).astype(np.float16)
+
+    sim_best, numpy_best, result = float("inf"), float("inf"), None
+    for _ in range(3):
+        start = time.perf_counter()
+        result = simulate(program, inputs={"in": x}, races=False)
+        sim_best = min(sim_best, time.perf_counter() - start)
+        start = time.perf_counter()
+        expected = numpy_math()
+        numpy_best = min(numpy_best, time.perf_counter() - start)
+    worst = float(np.abs(result.outputs["out"].astype(np.float32) - expected).max())
+    print(f"2. numerics, 1x64x128x128 f16 DMA -> hswish -> DMA over 2 tiles "
+          f"({result.plan.size} units, {result.cycles:,.0f} cycles simulated)")
+    print(f"   simulate {sim_best:.3f} s, numpy {numpy_best:.4f} s: ratio {sim_best / numpy_best:.1f}x "
+          f"(max |diff| vs numpy {worst:.3g}; plan {result.seconds['plan']:.3f} s, "
+          f"run {result.seconds['run']:.3f} s)")
+
+
+# ------------------------------------------------------------------ 3. DPU
+
+def bench_dpu() -> None:
+    print("3. DPU conv numerics (bench/dpu_bench.py):")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dpu_bench.py")], cwd=ROOT,
+                         capture_output=True, text=True)
+    for line in (out.stdout + out.stderr).strip().splitlines():
+        print("   " + line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=100_000, help="tasks of the timing program")
+    parser.add_argument("--workdir", help="where to keep the generated program and blob "
+                                          "(default: a temporary directory)")
+    parser.add_argument("--skip-dpu", action="store_true", help="do not run bench/dpu_bench.py")
+    parser.add_argument("--child-timing", metavar="BLOB", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_timing:
+        child_timing(args.child_timing)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        bench_timing(args.tasks, workdir)
+        bench_numerics(workdir)
+        if not args.skip_dpu:
+            bench_dpu()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

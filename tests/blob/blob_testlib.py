@@ -1,0 +1,72 @@
+"""Shared helpers for the blob tests: compile the examples once, find the outside tools."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from vpuc.arch import load_arch
+from vpuc.diagnostics import VpucError
+from vpuc.ir.module import Barrier, Module
+from vpuc.passes.base import PassContext
+from vpuc.passes.manager import PassManager
+from vpuc.passes.registry import PIPELINES, parse_pipeline
+from vpuc.program import Program
+from vpuc.vir.parser import parse_file
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = sorted(REPO.glob("examples/*.vir")) + [REPO / "tests/unit/data/clamp_asm.vir",
+                                                 REPO / "tests/unit/data/dynamic_asm.vir"]
+IDS = [p.stem for p in SOURCES]
+PIPELINE = "compile" if "compile" in PIPELINES else "kernels"
+VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+
+
+@lru_cache(maxsize=None)
+def _compiled(path: Path) -> Program | str:
+    try:
+        module = parse_file(str(path))
+        ctx = PassContext(load_arch(module.arch))
+        PassManager(parse_pipeline(PIPELINE)).run(module, ctx)
+    except VpucError as exc:
+        return exc.diagnostics[0].message
+    program = ctx.artifacts.get("program") or Program(module, ctx.arch)
+    program.provenance = {"source": path.name}
+    return program
+
+
+def compiled(path: Path) -> Program:
+    """A fresh copy of the compiled example; skips those that do not compile yet
+    (a library kernel or a .npy file not written yet)."""
+    result = _compiled(path)
+    if isinstance(result, str):
+        pytest.skip(f"{path.name} does not compile yet: {result}")
+    return copy.deepcopy(result)
+
+
+def tool(name: str) -> str:
+    """A tool from the venv or PATH, or skip."""
+    found = VENV_BIN / name if (VENV_BIN / name).exists() else shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} is not installed")
+    return str(found)
+
+
+def normalized(read: Module, source: Module) -> Module:
+    """``read`` with what compiling decided undone: CMX offsets and physical barrier
+    ids the source left open, the barrier order, and the pass attributes."""
+    module = copy.deepcopy(read)
+    module.attributes = {}
+    offsets = {b.name: b.offset for b in source.buffers}
+    for buffer in module.buffers:
+        if offsets.get(buffer.name, 0) is None:
+            buffer.offset = None
+    physical = {b.name: b.physical for b in source.barriers}
+    by_name = {b.name: b for b in module.barriers}
+    module.barriers = [Barrier(b.name, by_name[b.name].physical if physical[b.name] is not None
+                               else None) for b in source.barriers if b.name in by_name]
+    return module

@@ -1,0 +1,116 @@
+"""vpuc inspect: every blob in both formats, JSON with the same content, filters,
+kernel objects, and the command-line glue."""
+
+import argparse
+import json
+
+import pytest
+from blob_testlib import IDS, REPO, SOURCES, compiled
+
+from vpuc.blob import inspect_blob, inspect_kernel_object, write_blob
+from vpuc.blob.cli_inspect import add_inspect_parser
+from vpuc.blob.inspect import inspect_file
+from vpuc.diagnostics import UsageError, VpucError
+from vpuc.ir.tasks import SwKernelTask
+from vpuc.shave import assemble
+
+CLAMP = REPO / "examples" / "clamp.vir"
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_every_blob_inspects_as_text_and_json(source, fmt):
+    program = compiled(source)
+    data = write_blob(program, fmt, {"format": fmt})
+    text = inspect_blob(data, f"x.{fmt}")
+    report = json.loads(inspect_blob(data, f"x.{fmt}", json=True))
+    module = program.module
+    assert f"module @{module.name}" in text and "verifies: ok" in text
+    assert report["verifies"] == "ok" and report["header"]["options"] == {"format": fmt}
+    assert report["header"]["provenance"] == program.provenance
+    assert [b["name"] for b in report["barriers"]] == [b.name for b in module.barriers]
+    for task_list, listed in zip(module.task_lists, report["task_lists"]):
+        assert [t["label"] for t in listed["tasks"]] == [t.label for t in task_list.tasks]
+        for task in task_list.tasks:
+            if task.label:
+                assert f"{task.label}: " in text
+    assert {k["name"] for k in report["kernels"]} == set(program.kernels)
+    for kernel in report["kernels"]:
+        assert any(s["name"] == ".text" for s in kernel["elf_sections"])
+        assert kernel["disassembly"].startswith("    .text")
+        assert f"kernel @{kernel['name']}" in text
+    assert len(report["invocations"]) == len(program.invocations)
+    for inv in report["invocations"]:
+        assert inv["error"] is None
+        memrefs = [a for a in inv["args"] if a["kind"] == "memref"]
+        assert memrefs and all("dataAddr" in a and "numDims" in a for a in memrefs)
+    assert report["total"] == len(data) and "total" in text
+
+
+def test_invocation_args_are_decoded():
+    report = json.loads(inspect_blob(write_blob(compiled(CLAMP), "fb"), "x", json=True))
+    (inv,) = report["invocations"]
+    first, second, low, high = inv["args"]
+    assert (first["name"], first["dataAddr"], first["numDims"]) == ("input", 0x1F000000, 4)
+    assert first["dims"] == [16, 32, 32, 1] and first["strides_bits"] == [16, 256, 8192, 262144]
+    assert (low["value"], high["value"]) == (0.0, 6.0) and low["type"] == "f16"
+
+
+def test_filters():
+    data = write_blob(compiled(CLAMP), "elf")
+    report = json.loads(inspect_blob(data, "x", json=True, task_list="dma"))
+    assert [tl["executor"] for tl in report["task_lists"]] == ["DMA"]
+    assert report["kernels"] == [] and report["invocations"] == []
+    report = json.loads(inspect_blob(data, "x", json=True, task="store"))
+    assert [t["label"] for tl in report["task_lists"] for t in tl["tasks"]] == ["store"]
+    report = json.loads(inspect_blob(data, "x", json=True, task_list="ACT_SHAVE", task="0"))
+    assert [k["name"] for k in report["kernels"]] == ["builtin_clamp"]
+    assert len(report["invocations"]) == 1
+    report = json.loads(inspect_blob(data, "x", json=True, kernel="runtime"))
+    assert [k["name"] for k in report["kernels"]] == ["runtime"] and not report["invocations"]
+    for bad in (dict(task_list="DPU"), dict(task="nope"), dict(kernel="nope")):
+        with pytest.raises(UsageError):
+            inspect_blob(data, "x", **bad)
+
+
+def test_kernel_object_inspection():
+    obj = assemble((REPO / "tests/unit/data/clamp_test.s").read_text(), "clamp_test.s")
+    data = obj.to_elf()
+    text = inspect_kernel_object(data, "clamp_test.o")
+    assert "SHAVE kernel object" in text and ".text" in text and "clamp_test" in text
+    report = json.loads(inspect_file(data, "clamp_test.o", json=True))
+    assert {s["name"] for s in report["sections"]} >= {".text", ".symtab"}
+    assert any(s["name"] == "clamp_test" and s["global"] for s in report["symbols"])
+    assert report["disassembly"].strip()
+    with pytest.raises(UsageError):
+        inspect_file(data, "clamp_test.o", kernel="x")
+
+
+def test_not_a_blob_is_a_clean_error(tmp_path):
+    with pytest.raises(VpucError, match="not a vpuc blob"):
+        inspect_file(b"plain text, not a blob", "notes.txt")
+    elf = bytearray(write_blob(compiled(CLAMP), "elf"))
+    elf[18:20] = (0x3E).to_bytes(2, "little")          # x86-64
+    with pytest.raises(VpucError, match="neither a vpuc blob"):
+        inspect_file(bytes(elf), "a.out")
+
+
+def test_cli_glue(tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="vpuc")
+    add_inspect_parser(parser.add_subparsers(dest="command"))
+    blob = tmp_path / "clamp.blob"
+    blob.write_bytes(write_blob(compiled(CLAMP), "fb"))
+    args = parser.parse_args(["inspect", str(blob), "--json", "--task-list", "DMA"])
+    assert args.handler(args) == 0
+    assert json.loads(capsys.readouterr().out)["task_lists"][0]["executor"] == "DMA"
+    args = parser.parse_args(["inspect", str(tmp_path / "missing.blob")])
+    with pytest.raises(VpucError, match="cannot read"):
+        args.handler(args)
+
+
+def test_sw_tasks_are_listed_with_bindings():
+    program = compiled(CLAMP)
+    text = inspect_blob(write_blob(program, "fb"), "x")
+    task = next(t for tl in program.module.task_lists for t in tl.tasks
+                if isinstance(t, SwKernelTask))
+    assert f"sw @{task.kernel} on tile {task.tile} inputs(%in_cmx as %arg0)" in text

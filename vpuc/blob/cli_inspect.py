@@ -1,0 +1,39 @@
+"""`vpuc inspect FILE`: the command-line glue.  vpuc/cli.py calls
+``add_inspect_parser(subparsers)``; the parser's handler is ``cmd_inspect``."""
+
+from __future__ import annotations
+
+import sys
+
+from vpuc.diagnostics import VpucError
+
+DESCRIPTION = (
+    "Dump a blob (FlatBuffer or ELF): header and provenance, network inputs and outputs, "
+    "barriers, every task list with waits and updates, every kernel with its ELF sections "
+    "and disassembly, every invocation with its arguments decoded, and section sizes.  "
+    "Or dump a single SHAVE kernel object: sections, symbols and disassembly.")
+
+
+def add_inspect_parser(subparsers) -> None:
+    parser = subparsers.add_parser("inspect", help="dump a blob or a kernel object",
+                                   description=DESCRIPTION)
+    parser.add_argument("file", metavar="FILE", help="a .blob / .elf blob or a kernel .o")
+    parser.add_argument("--json", action="store_true", help="print the same content as JSON")
+    parser.add_argument("--task-list", metavar="EXECUTOR",
+                        help="only this task list: DMA, DPU or ACT_SHAVE")
+    parser.add_argument("--task", metavar="LABEL|INDEX", help="only this task (label or index)")
+    parser.add_argument("--kernel", metavar="NAME",
+                        help="only this kernel, its tasks and its invocations")
+    parser.set_defaults(handler=cmd_inspect)
+
+
+def cmd_inspect(args) -> int:
+    from vpuc.blob.inspect import inspect_file
+    try:
+        with open(args.file, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise VpucError(f"cannot read {args.file}: {exc.strerror}") from None
+    sys.stdout.write(inspect_file(data, args.file, json=args.json, task_list=args.task_list,
+                                  task=args.task, kernel=args.kernel))
+    return 0

@@ -1,0 +1,470 @@
+"""BlobContent -> FlatBuffer bytes, with the builders flatc generated from
+``schema/vpu_blob.fbs`` (no offset is computed here).
+
+``ForceDefaults``: the tables a runtime reads to set itself up (the summary
+header with the version, architecture and counts; the barrier table; the
+kernels and their data references; the runtime; constants) are written with
+every scalar present, even one equal to its schema default, so that they never
+depend on a default.  The bulk per-task and per-tensor tables leave default
+values out, as FlatBuffers intends: that is most of the write time saved.
+
+Identical vectors and strings are written once and shared, and identical
+byte payloads (kernel images, invocation WIN_E images) become one KernelData:
+the runtime copies an invocation's image into its own WIN_E memory.  The
+generated ``Start*Vector`` ignores ``force_align``, so KernelData and
+ConstantData bytes are aligned to 64 with the builder's ``Prep``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import flatbuffers
+
+from schema.vpu_blob import (ActKernel, ActKernelInvocation, ActKernelRuntime, ActKernelTask,
+                             Architecture, Barrier, BarrierReference, Blob, ConstantData,
+                             ConstInit, Coord3, DMATask, DPUInvariant, DPUTask, DPUVariant,
+                             KernelData, KernelDataReference, KernelParam, KeyValue, Number,
+                             PostOp, ScalarArg, Slice, SummaryHeader, TaskCounts, TaskList,
+                             TensorBinding, TensorReference, Version)
+from vpuc.blob.content import (FORMAT_VERSION, ActTaskRec, BlobContent, DmaRec, DpuRec,
+                               HeaderRec, KernelRec, TensorRec)
+
+IDENTIFIER = b"VPUB"
+DATA_ALIGN = 64
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.b = flatbuffers.Builder(1 << 16)
+        self._vectors: dict[tuple, int] = {}
+        self._shared: dict[tuple, int] = {}
+        self.data: list[bytes] = []              # Blob.kernel_data, by index
+        self._data_index: dict[bytes, int] = {}
+
+    @contextmanager
+    def forced(self):
+        """Write every scalar of the tables built inside, defaults included."""
+        self.b.ForceDefaults(True)
+        try:
+            yield
+        finally:
+            self.b.ForceDefaults(False)
+
+    # --- shared pieces -----------------------------------------------------------
+
+    def string(self, text: str | None) -> int | None:
+        return None if text is None else self.b.CreateSharedString(text)
+
+    def scalars(self, code: str, values) -> int | None:
+        """A vector of scalars ('I', 'i', 'Q', 'B', '?', 'd'); None stays absent."""
+        if values is None:
+            return None
+        key = (code, tuple(values))
+        off = self._vectors.get(key)
+        if off is None:
+            b = self.b
+            width = _WIDTH[code]
+            b.StartVector(width, len(values), width)
+            prepend = getattr(b, _PREPEND[code])
+            for v in reversed(values):
+                prepend(v)
+            off = self._vectors[key] = b.EndVector()
+        return off
+
+    def shared(self, key: tuple, build) -> int:
+        """Build a table or vector once per distinct key; FlatBuffers lets many
+        fields point at one object, and the reader decodes it once too."""
+        off = self._shared.get(key)
+        if off is None:
+            off = self._shared[key] = build()
+        return off
+
+    def offsets(self, offs: list[int]) -> int:
+        def build() -> int:
+            b = self.b
+            b.StartVector(4, len(offs), 4)
+            for off in reversed(offs):
+                b.PrependUOffsetTRelative(off)
+            return b.EndVector()
+        return self.shared(("offsets", tuple(offs)), build)
+
+    def aligned_bytes(self, data: bytes) -> int:
+        self.b.Prep(DATA_ALIGN, len(data))       # the data, not its length, lands aligned
+        return self.b.CreateByteVector(data)
+
+    def data_ref(self, name: str | None, data: bytes, offset: int, size: int) -> int:
+        """A KernelDataReference to ``data[offset:offset + size]`` of a shared KernelData."""
+        index = self._data_index.get(data)
+        if index is None:
+            index = self._data_index[data] = len(self.data)
+            self.data.append(data)
+        def build() -> int:
+            name_off = self.string(name)
+            b = self.b
+            KernelDataReference.Start(b)
+            if name_off is not None:
+                KernelDataReference.AddName(b, name_off)
+            KernelDataReference.AddDataIndex(b, index)
+            KernelDataReference.AddOffset(b, offset)
+            KernelDataReference.AddSize(b, size)
+            return KernelDataReference.End(b)
+        return self.shared(("data_ref", name, index, offset, size, self.b.forceDefaults), build)
+
+    def key_values(self, pairs) -> int:
+        offs = []
+        for kv in pairs:
+            key, value = self.string(kv.key), self.string(kv.value)
+            KeyValue.Start(self.b)
+            KeyValue.AddKey(self.b, key)
+            KeyValue.AddValue(self.b, value)
+            offs.append(KeyValue.End(self.b))
+        return self.offsets(offs)
+
+    def barriers(self, waits, updates) -> int:
+        def build() -> int:
+            w, u = self.scalars("I", waits), self.scalars("I", updates)
+            b = self.b
+            BarrierReference.Start(b)
+            BarrierReference.AddWaitBarriers(b, w)
+            BarrierReference.AddUpdateBarriers(b, u)
+            return BarrierReference.End(b)
+        return self.shared(("barriers", tuple(waits), tuple(updates)), build)
+
+    def number_fields(self, value) -> tuple[int, float, bool]:
+        return (value.value, 0.0, True) if value.is_int else (0, value.value, False)
+
+    # --- tables ------------------------------------------------------------------
+
+    def header(self, h: HeaderRec, digest: bytes) -> int:
+        b, a = self.b, h.arch
+        name = self.string(a.name)
+        Architecture.Start(b)
+        Architecture.AddName(b, name)
+        for field, value in zip(a._fields[1:], a[1:]):
+            getattr(Architecture, "Add" + _camel(field))(b, value)
+        arch = Architecture.End(b)
+        counts = h.task_counts
+        TaskCounts.Start(b)
+        for field, value in zip(counts._fields, counts):
+            getattr(TaskCounts, "Add" + _camel(field))(b, value)
+        counts_off = TaskCounts.End(b)
+        module_name, compiler, module_arch = (self.string(h.module_name),
+                                              self.string(h.compiler_version),
+                                              self.string(h.module_arch))
+        inputs, outputs = self.scalars("I", h.network_inputs), self.scalars("I", h.network_outputs)
+        options, provenance = self.key_values(h.options), self.key_values(h.provenance)
+        attributes, hash_off = self.key_values(h.attributes), self.b.CreateByteVector(digest)
+        SummaryHeader.Start(b)
+        SummaryHeader.AddVersion(b, Version.CreateVersion(b, *FORMAT_VERSION))
+        SummaryHeader.AddArchitecture(b, arch)
+        SummaryHeader.AddModuleName(b, module_name)
+        SummaryHeader.AddNetworkInputs(b, inputs)
+        SummaryHeader.AddNetworkOutputs(b, outputs)
+        SummaryHeader.AddTaskCounts(b, counts_off)
+        SummaryHeader.AddCompilerVersion(b, compiler)
+        SummaryHeader.AddOptions(b, options)
+        SummaryHeader.AddProvenance(b, provenance)
+        SummaryHeader.AddAttributes(b, attributes)
+        SummaryHeader.AddContentHash(b, hash_off)
+        SummaryHeader.AddModuleArch(b, module_arch)
+        return SummaryHeader.End(b)
+
+    def tensor(self, t: TensorRec) -> int:
+        b = self.b
+        name = self.string(t.name)
+        dims, strides = self.scalars("I", t.dims), self.scalars("Q", t.strides)
+        dynamic = self.scalars("?", t.dynamic_dims) if t.dynamic_dims else None
+        order = self.scalars("B", t.dims_order)
+        slices = init = None
+        if t.base != -1:
+            TensorReference.StartSlicesVector(b, len(t.slices))
+            for s in reversed(t.slices):
+                Slice.CreateSlice(b, s.start, s.stop, s.step)
+            slices = b.EndVector()
+        if t.const_init is not None:
+            ci = t.const_init
+            path = self.string(ci.path)
+            ConstInit.StartValuesVector(b, len(ci.values))
+            for v in reversed(ci.values):
+                Number.CreateNumber(b, *self.number_fields(v))
+            values = b.EndVector()
+            ConstInit.Start(b)
+            ConstInit.AddKind(b, ci.kind)
+            ConstInit.AddValues(b, values)
+            if path is not None:
+                ConstInit.AddPath(b, path)
+            init = ConstInit.End(b)
+        TensorReference.Start(b)
+        TensorReference.AddName(b, name)
+        TensorReference.AddLocation(b, t.location)
+        TensorReference.AddTile(b, t.tile)
+        TensorReference.AddOffset(b, t.offset)
+        TensorReference.AddDataOffset(b, t.data_offset)
+        TensorReference.AddDims(b, dims)
+        if dynamic is not None:
+            TensorReference.AddDynamicDims(b, dynamic)
+        TensorReference.AddStrides(b, strides)
+        TensorReference.AddDataType(b, t.data_type)
+        TensorReference.AddDimsOrder(b, order)
+        TensorReference.AddBase(b, t.base)
+        if slices is not None:
+            TensorReference.AddSlices(b, slices)
+        if init is not None:
+            TensorReference.AddConstInit(b, init)
+        return TensorReference.End(b)
+
+    def barrier(self, rec) -> int:
+        b = self.b
+        name = self.string(rec.name)
+        Barrier.Start(b)
+        Barrier.AddId(b, rec.id)
+        Barrier.AddPhysicalId(b, rec.physical_id)
+        Barrier.AddName(b, name)
+        Barrier.AddProducerCount(b, rec.producer_count)
+        Barrier.AddConsumerCount(b, rec.consumer_count)
+        return Barrier.End(b)
+
+    def dma(self, t: DmaRec) -> int:
+        b = self.b
+        label, refs = self.string(t.label), self.barriers(t.waits, t.updates)
+        DMATask.Start(b)
+        if label is not None:
+            DMATask.AddLabel(b, label)
+        DMATask.AddSrc(b, t.src)
+        DMATask.AddDst(b, t.dst)
+        DMATask.AddChannel(b, t.channel)
+        DMATask.AddMode(b, t.mode)
+        DMATask.AddBarriers(b, refs)
+        return DMATask.End(b)
+
+    def dpu(self, t: DpuRec) -> int:
+        b = self.b
+        variants = []
+        for v in t.variants:
+            label, refs = self.string(v.label), self.barriers(v.waits, v.updates)
+            DPUVariant.Start(b)
+            if label is not None:
+                DPUVariant.AddLabel(b, label)
+            DPUVariant.AddStart(b, Coord3.CreateCoord3(b, *v.start))
+            DPUVariant.AddEnd(b, Coord3.CreateCoord3(b, *v.end))
+            DPUVariant.AddBarriers(b, refs)
+            variants.append(DPUVariant.End(b))
+        variants_off = self.offsets(variants)
+        label, refs = self.string(t.label), self.barriers(t.waits, t.updates)
+        inputs = self.scalars("I", t.inputs)
+        params = [self.scalars("I", p) for p in (t.kernel, t.stride, t.pad, t.dilation)]
+        post = None
+        if t.post_op is not None:
+            post_params = self.scalars("d", t.post_op.params)
+            PostOp.Start(b)
+            PostOp.AddKind(b, t.post_op.kind)
+            PostOp.AddParams(b, post_params)
+            post = PostOp.End(b)
+        DPUInvariant.Start(b)
+        if label is not None:
+            DPUInvariant.AddLabel(b, label)
+        DPUInvariant.AddOp(b, t.op)
+        DPUInvariant.AddTile(b, t.tile)
+        DPUInvariant.AddInputs(b, inputs)
+        DPUInvariant.AddOutput(b, t.output)
+        DPUInvariant.AddWeights(b, t.weights)
+        DPUInvariant.AddBias(b, t.bias)
+        for add, off in zip((DPUInvariant.AddKernel, DPUInvariant.AddStride, DPUInvariant.AddPad,
+                             DPUInvariant.AddDilation), params):
+            if off is not None:
+                add(b, off)
+        if post is not None:
+            DPUInvariant.AddPostOp(b, post)
+        DPUInvariant.AddBarriers(b, refs)
+        invariant = DPUInvariant.End(b)
+        DPUTask.Start(b)
+        DPUTask.AddInvariant(b, invariant)
+        DPUTask.AddVariants(b, variants_off)
+        return DPUTask.End(b)
+
+    def act(self, t: ActTaskRec, kernels: tuple[KernelRec, ...]) -> int:
+        b = self.b
+        groups = []
+        for group in (t.inputs, t.outputs):
+            offs = []
+            for binding in group:
+                offs.append(self.shared(("binding",) + binding, lambda: self.binding(binding)))
+            groups.append(self.offsets(offs))
+        scalars = [self.shared(("scalar", s.name, s.data_type, s.value.is_int, repr(s.value.value)),
+                               lambda: self.scalar_arg(s)) for s in t.scalars]
+        scalars_off = self.offsets(scalars)
+        run_args = self.offsets([self.string(a) for a in t.run_args])
+        refs = self.barriers(t.waits, t.updates)
+        inv = t.invocation
+        if inv is not None:
+            image = _image_of(kernels, t.kernel)
+            data_size = 0 if image is None else len(image.data)
+            window = self.data_ref(None, inv.window, 0, len(inv.window))
+            args = self.data_ref(None, inv.window, inv.args_offset, inv.args_size)
+            data_section = self.data_ref(None, inv.window, 0, data_size)
+        ActKernelInvocation.Start(b)
+        ActKernelInvocation.AddKernel(b, t.kernel)
+        ActKernelInvocation.AddTile(b, t.tile)
+        ActKernelInvocation.AddInputs(b, groups[0])
+        ActKernelInvocation.AddOutputs(b, groups[1])
+        ActKernelInvocation.AddScalars(b, scalars_off)
+        ActKernelInvocation.AddRunArgs(b, run_args)
+        if inv is not None:
+            ActKernelInvocation.AddWindow(b, window)
+            ActKernelInvocation.AddArgs(b, args)
+            ActKernelInvocation.AddDataSection(b, data_section)
+        ActKernelInvocation.AddBarriers(b, refs)
+        invocation = ActKernelInvocation.End(b)
+        label = self.string(t.label)
+        ActKernelTask.Start(b)
+        if label is not None:
+            ActKernelTask.AddLabel(b, label)
+        ActKernelTask.AddInvocation(b, invocation)
+        return ActKernelTask.End(b)
+
+    def binding(self, binding) -> int:
+        b = self.b
+        alias = self.string(binding.alias)
+        TensorBinding.Start(b)
+        TensorBinding.AddTensor(b, binding.tensor)
+        TensorBinding.AddAlias(b, alias)
+        return TensorBinding.End(b)
+
+    def scalar_arg(self, s) -> int:
+        b = self.b
+        name = self.string(s.name)
+        ScalarArg.Start(b)
+        ScalarArg.AddName(b, name)
+        ScalarArg.AddDataType(b, s.data_type)
+        ScalarArg.AddValue(b, Number.CreateNumber(b, *self.number_fields(s.value)))
+        return ScalarArg.End(b)
+
+    def kernel(self, k: KernelRec) -> int:
+        b = self.b
+        params = []
+        for p in k.params:
+            name, dims = self.string(p.name), self.scalars("i", p.dims)
+            KernelParam.Start(b)
+            KernelParam.AddName(b, name)
+            KernelParam.AddIsMemref(b, bool(p.is_memref))
+            KernelParam.AddDataType(b, p.data_type)
+            if dims is not None:
+                KernelParam.AddDims(b, dims)
+            params.append(KernelParam.End(b))
+        params_off = self.offsets(params)
+        name, source_ref = self.string(k.name), self.string(k.source_ref)
+        img = k.image
+        if img is not None:
+            origin = self.string(img.origin)
+            # One KernelData per kernel: [WIN_D image: .text, .rodata][.data][object].
+            win_d = img.text + bytes(img.rodata_offset - len(img.text)) + img.rodata
+            data_at = _align(len(win_d), DATA_ALIGN)
+            elf_at = _align(data_at + len(img.data), DATA_ALIGN)
+            blob = (win_d + bytes(data_at - len(win_d)) + img.data
+                    + bytes(elf_at - data_at - len(img.data)) + img.elf)
+            refs = [self.data_ref(f"{k.name}{suffix}", blob, offset, size) for suffix, offset, size
+                    in ((".text", 0, len(img.text)),
+                        (".rodata", img.rodata_offset, len(img.rodata)),
+                        (".data", data_at, len(img.data)), (".elf", elf_at, len(img.elf)))]
+        ActKernel.Start(b)
+        ActKernel.AddName(b, name)
+        ActKernel.AddSourceKind(b, k.source_kind)
+        ActKernel.AddSourceRef(b, source_ref)
+        ActKernel.AddParams(b, params_off)
+        if img is not None:
+            ActKernel.AddOrigin(b, origin)
+            for add, ref in zip((ActKernel.AddText, ActKernel.AddRodata, ActKernel.AddData,
+                                 ActKernel.AddElf), refs):
+                add(b, ref)
+            ActKernel.AddEntry(b, img.entry)
+            ActKernel.AddRodataOffset(b, img.rodata_offset)
+        ActKernel.AddImageKernel(b, k.image_kernel)
+        return ActKernel.End(b)
+
+    def blob(self, content: BlobContent, digest: bytes) -> bytes:
+        b = self.b
+        with self.forced():
+            header = self.header(content.header, digest)
+            barriers = self.offsets([self.barrier(r) for r in content.barriers])
+        tensors = self.offsets([self.tensor(t) for t in content.tensors])
+        lists = []
+        for tl in content.task_lists:
+            dma = [self.dma(t) for t in tl.tasks if type(t) is DmaRec]
+            dpu = [self.dpu(t) for t in tl.tasks if type(t) is DpuRec]
+            act = [self.act(t, content.kernels) for t in tl.tasks if type(t) is ActTaskRec]
+            vectors = [self.offsets(v) if v else None for v in (dma, dpu, act)]
+            TaskList.Start(b)
+            TaskList.AddExecutor(b, tl.executor)
+            for add, off in zip((TaskList.AddDmaTasks, TaskList.AddDpuTasks,
+                                 TaskList.AddActKernelTasks), vectors):
+                if off is not None:
+                    add(b, off)
+            lists.append(TaskList.End(b))
+        lists_off = self.offsets(lists)
+        with self.forced():
+            return self.finish(content, header, tensors, barriers, lists_off)
+
+    def finish(self, content: BlobContent, header: int, tensors: int, barriers: int,
+               lists_off: int) -> bytes:
+        b = self.b
+        kernels = self.offsets([self.kernel(k) for k in content.kernels])
+        runtime = None
+        if content.runtime is not None:
+            stacks = self.scalars("I", content.runtime.stack_sizes)
+            ActKernelRuntime.Start(b)
+            ActKernelRuntime.AddKernel(b, content.runtime.kernel)
+            ActKernelRuntime.AddStackSizes(b, stacks)
+            runtime = ActKernelRuntime.End(b)
+        constants = []
+        for c in content.constants:
+            data = self.aligned_bytes(c.data)
+            ConstantData.Start(b)
+            ConstantData.AddTensor(b, c.tensor)
+            ConstantData.AddData(b, data)
+            constants.append(ConstantData.End(b))
+        constants_off = self.offsets(constants)
+        kernel_data = []
+        for data in self.data:
+            vector = self.aligned_bytes(data)
+            KernelData.Start(b)
+            KernelData.AddData(b, vector)
+            kernel_data.append(KernelData.End(b))
+        kernel_data_off = self.offsets(kernel_data)
+        Blob.Start(b)
+        Blob.AddHeader(b, header)
+        Blob.AddTensors(b, tensors)
+        Blob.AddBarriers(b, barriers)
+        Blob.AddTaskLists(b, lists_off)
+        Blob.AddKernelData(b, kernel_data_off)
+        Blob.AddActKernels(b, kernels)
+        if runtime is not None:
+            Blob.AddActKernelRuntime(b, runtime)
+        Blob.AddConstants(b, constants_off)
+        b.Finish(Blob.End(b), IDENTIFIER)
+        return bytes(b.Output())
+
+
+_WIDTH = {"I": 4, "i": 4, "Q": 8, "B": 1, "?": 1, "d": 8}
+_PREPEND = {"I": "PrependUint32", "i": "PrependInt32", "Q": "PrependUint64",
+            "B": "PrependUint8", "?": "PrependBool", "d": "PrependFloat64"}
+
+
+def _image_of(kernels, index: int):
+    """The image a kernel runs: its own, or the one it was deduplicated into."""
+    k = kernels[index]
+    if k.image is None and 0 <= k.image_kernel < len(kernels):
+        return kernels[k.image_kernel].image
+    return k.image
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def write_fb(content: BlobContent, digest: bytes) -> bytes:
+    return _Writer().blob(content, digest)
