@@ -67,20 +67,18 @@ class Runtime:
         stall = [0.0] * n
         cause = [-1] * n
         ready_at = [-1.0] * n
-        kinds, fixed, waits, updates = plan.kind, plan.fixed, plan.waits, plan.updates
+        kinds, fixed, waits, updates, work = plan.kind, plan.fixed, plan.waits, plan.updates, plan.work
         queue_of, queue_units = plan.queue_of, plan.queue_units
-        transfers = plan.transfers
-        barrier_phys = plan.barrier_phys
-        # Only barriers sharing a physical id need the "is it programmed yet" check.
-        shared = [len(plan.phys_lists[barrier_phys[b]]) > 1 for b in range(len(barrier_phys))]
-        needs = [tuple((b, barrier_phys[b]) for b in waits[u] + updates[u] if shared[b])
-                 for u in range(n)]
-        prod_left = [len(p) for p in plan.producers]
-        cons_left = [len(c) for c in plan.consumers]
-        phys_lists = plan.phys_lists
+        barrier_phys, phys_lists = plan.barrier_phys, plan.phys_lists
+        # Only barriers sharing a physical id can fail the "is it programmed yet" check (a
+        # barrier alone in its physical id stays programmed while any of its users has not
+        # ended), so without shared ids the check is skipped altogether.
+        check_phys = any(len(lst) > 1 for lst in phys_lists)
+        prod_left = list(plan.producer_count)
+        cons_left = list(plan.consumer_count)
         phys_pos = [0] * len(phys_lists)
         active = [lst[0] for lst in phys_lists]
-        bar_waiters: list[list[int]] = [[] for _ in prod_left]
+        bar_waiters: dict[int, list[int]] = {}          # barrier -> queues waiting on it
         phys_waiters: list[list[int]] = [[] for _ in active]
         head = [0] * len(queue_units)
         lengths = [len(units) for units in queue_units]
@@ -88,6 +86,7 @@ class Runtime:
         on_start, act_cycles = self.on_start, self.act_cycles
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
+        join, leave = sharing.join, sharing.leave
         dma_token: dict[int, int] = {}
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
@@ -110,74 +109,91 @@ class Runtime:
                 phys_pos[p] = -1
                 advance_physical(p, [])
 
-        def try_queue(q: int, t: float, by: int) -> None:
-            nonlocal seq
-            units = queue_units[q]
-            engines = free[q]
-            h = head[q]
-            while engines and h < lengths[q]:
-                u = units[h]
-                for b, p in needs[u]:
-                    if active[p] != b:
-                        if q not in phys_waiters[p]:
-                            phys_waiters[p].append(q)
-                        break
-                else:
-                    for b in waits[u]:
-                        if prod_left[b]:
-                            if q not in bar_waiters[b]:
-                                bar_waiters[b].append(q)
-                            break
-                    else:
-                        h += 1
-                        head[q] = h
-                        engine_of[u] = engines.pop()
-                        start[u] = t
-                        cause[u] = by
-                        if ready_at[u] >= 0:
-                            stall[u] = t - ready_at[u]
-                        if on_start is not None:
-                            on_start(u, t)
-                        kind = kinds[u]
-                        seq += 1
-                        if kind == DMA:
-                            push(heap, (t + fixed[u] + transfers[u].setup, seq, DMA_DATA, u))
-                        elif kind == ACT:
-                            push(heap, (t + fixed[u] + act_cycles(u) * shave_cycle, seq, END, u))
-                        else:
-                            push(heap, (t + fixed[u], seq, END, u))
-                        continue
-                if ready_at[u] < 0:
-                    ready_at[u] = t
-                return
-
-        for q in range(len(queue_units)):
-            try_queue(q, 0.0, -1)
-
         done = events = 0
         t = 0.0
         max_cycles = float("inf") if self.max_cycles is None else self.max_cycles
         progress = self.progress
         progress_every = max(1, n // 200)
-        while heap:
+        no_queues = ()
+        woken = range(len(queue_units))   # at 0, every queue tries its head
+        by = -1                           # the unit whose end woke the queues
+        while True:
+            # Start what can start, queue by queue in index order: the unit at a queue's
+            # head, while an engine is free and its barriers are programmed and ready.
+            for q in woken:
+                engines = free[q]
+                if not engines:
+                    continue
+                units = queue_units[q]
+                h = head[q]
+                length = lengths[q]
+                while h < length:
+                    u = units[h]
+                    blocked = False
+                    if check_phys:
+                        for b in waits[u] + updates[u]:
+                            p = barrier_phys[b]
+                            if active[p] != b:
+                                if q not in phys_waiters[p]:
+                                    phys_waiters[p].append(q)
+                                blocked = True
+                                break
+                    if not blocked:
+                        for b in waits[u]:
+                            if prod_left[b]:
+                                queues = bar_waiters.get(b)
+                                if queues is None:
+                                    bar_waiters[b] = [q]
+                                elif q not in queues:
+                                    queues.append(q)
+                                blocked = True
+                                break
+                    if blocked:
+                        if ready_at[u] < 0:
+                            ready_at[u] = t
+                        break
+                    h += 1
+                    head[q] = h
+                    engine_of[u] = engines.pop()
+                    start[u] = t
+                    cause[u] = by
+                    if ready_at[u] >= 0:
+                        stall[u] = t - ready_at[u]
+                    if on_start is not None:
+                        on_start(u, t)
+                    kind = kinds[u]
+                    seq += 1
+                    if kind == DMA:
+                        push(heap, (t + fixed[u] + work[u].setup, seq, DMA_DATA, u))
+                    elif kind == ACT:
+                        push(heap, (t + fixed[u] + act_cycles(u) * shave_cycle, seq, END, u))
+                    else:
+                        push(heap, (t + fixed[u], seq, END, u))
+                    if not engines:
+                        break
+            if not heap:
+                break
             t, token, what, u = pop(heap)
             events += 1
             if t > max_cycles:
                 raise self._over_limit(t, start, end, head)
             if what:
                 if what == DMA_DATA:
-                    for v, finish in sharing.join(u, t, transfers[u]):
+                    for v, finish in join(u, t, work[u]):
                         seq += 1
                         dma_token[v] = seq
                         push(heap, (finish, seq, DMA_DONE, v))
+                    woken = no_queues
                     continue
                 if dma_token.get(u) != token:
+                    woken = no_queues
                     continue  # re-timed since this event was pushed
                 del dma_token[u]
-                for v, finish in sharing.leave(u, t):
+                for v, finish in leave(u, t):
                     seq += 1
                     dma_token[v] = seq
                     push(heap, (finish, seq, DMA_DONE, v))
+            # The unit ends: free its engine, count its barriers down.
             end[u] = t
             done += 1
             q = queue_of[u]
@@ -187,29 +203,28 @@ class Runtime:
                 engines.sort(reverse=True)
             woken = [q]
             for b in updates[u]:
-                prod_left[b] -= 1
-                if not prod_left[b]:
-                    if bar_waiters[b]:
-                        woken.extend(bar_waiters[b])
-                        bar_waiters[b].clear()
+                left = prod_left[b] - 1
+                prod_left[b] = left
+                if not left:
+                    queues = bar_waiters.pop(b, None)
+                    if queues:
+                        woken.extend(queues)
                     if not cons_left[b] and active[barrier_phys[b]] == b:
                         advance_physical(barrier_phys[b], woken)
             for b in waits[u]:
-                cons_left[b] -= 1
-                if not cons_left[b] and not prod_left[b] and active[barrier_phys[b]] == b:
+                left = cons_left[b] - 1
+                cons_left[b] = left
+                if not left and not prod_left[b] and active[barrier_phys[b]] == b:
                     advance_physical(barrier_phys[b], woken)
-            if len(woken) == 1:
-                try_queue(q, t, u)
-            else:
-                for q in sorted(set(woken)):
-                    try_queue(q, t, u)
+            if len(woken) > 1:
+                woken = sorted(set(woken))
+            by = u
             if progress is not None and not done % progress_every:
                 progress(done, n)
         if done < n:
             raise self._deadlock(t, end, head, prod_left, active)
-        timeline = Timeline(start, end, engine_of, stall, cause, max(end, default=0.0),
-                            sharing.samples, events)
-        return timeline
+        return Timeline(start, end, engine_of, stall, cause, max(end, default=0.0),
+                        sharing.samples, events)
 
     # ------------------------------------------------------------ failures
     def _blocked_heads(self, end, head) -> list[int]:

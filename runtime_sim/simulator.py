@@ -82,7 +82,7 @@ def simulate(program: Program, arch: SimArch | None = None,
         detector = RaceDetector(plan, network.memory) if races else None  # builds the schedule
     seconds["plan"] = time.perf_counter() - clock
     shave = ShaveEngine(program, network.memory, timing_only)
-    memory, names, kinds, tasks = network.memory, plan.names, plan.kind, plan.task
+    memory, kinds, tasks = network.memory, plan.kind, plan.task
 
     # Without numerics, DMAs of dynamic tensors still pass their actual dims on, so the
     # kernels that read them loop as often as they would.
@@ -107,10 +107,12 @@ def simulate(program: Program, arch: SimArch | None = None,
             elif kind == DPU:
                 dpu_engine.run_variant(tasks[u], plan.variant[u], plan.dpu_regions(u), memory)
         except VpucError as exc:
-            raise VpucError(f"{names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
+            raise VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
+
+    work, run_kernel = plan.work, shave.run
 
     def act_cycles(u: int) -> float:
-        return shave.run(names[u], plan.invocations[u])
+        return run_kernel(lambda: plan.names[u], work[u])
 
     hook = on_start if (detector is not None or not timing_only or dims_only) else None
     runtime = Runtime(plan, on_start=hook, act_cycles=act_cycles, max_cycles=max_cycles,

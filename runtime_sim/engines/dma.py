@@ -37,12 +37,17 @@ class Transfer:
 
 def plan_transfer(mode: DmaMode, src: TensorType, src_ddr: bool, dst: TensorType, dst_ddr: bool,
                   arch: SimArch) -> Transfer:
-    src_bytes, dst_bytes = src.nbytes, dst.nbytes
+    return transfer_for(mode, src.nbytes, src.elem.nbytes, src_ddr, dst.nbytes, dst_ddr, arch)
+
+
+def transfer_for(mode: DmaMode, src_bytes: int, src_elem_bytes: int, src_ddr: bool,
+                 dst_bytes: int, dst_ddr: bool, arch: SimArch) -> Transfer:
+    """A transfer's cost from its two sides' bytes and places (all that timing needs)."""
     cap = arch.dma_engine_bytes_per_cycle
     if not src_ddr or not dst_ddr:
         cap = min(cap, arch.cmx_bytes_per_cycle)
     if mode is DmaMode.PERMUTE:
-        cap = min(cap, arch.dma_permute_elements_per_cycle * src.elem.nbytes)
+        cap = min(cap, arch.dma_permute_elements_per_cycle * src_elem_bytes)
     setup = max(arch.dma_latency(src_ddr), arch.dma_latency(dst_ddr))
     ddr_bytes = (src_bytes if src_ddr else 0) + (dst_bytes if dst_ddr else 0)
     return Transfer(max(src_bytes, dst_bytes), setup, cap, src_ddr + dst_ddr, ddr_bytes)
@@ -58,13 +63,40 @@ class DdrSharing:
         self.samples: list[tuple[float, float]] = [(0.0, 0.0)]   # (time, DDR bytes/cycle)
 
     def join(self, unit: int, t: float, transfer: Transfer) -> list[tuple[int, float]]:
+        active = self.active
+        if not active:
+            # Alone: the general computation below for one transfer, term for term, so
+            # the result is bit-identical.
+            self.last = t
+            state = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
+            active[unit] = state
+            sides = state[3]
+            if sides:
+                capacity = self.capacity
+                demand = state[2] * sides
+                given = demand if demand <= capacity else capacity
+                state[1] = given / sides
+                used = capacity - (capacity - given)
+            else:
+                state[1] = state[2]
+                used = 0.0
+            if used != self.samples[-1][1]:
+                self.samples.append((t, used))
+            return [(unit, t + state[0] / state[1])]
         self._advance(t)
-        self.active[unit] = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
+        active[unit] = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
         return self._retime(t)
 
     def leave(self, unit: int, t: float) -> list[tuple[int, float]]:
+        active = self.active
+        if len(active) == 1:
+            active.clear()
+            self.last = t
+            if self.samples[-1][1] != 0.0:
+                self.samples.append((t, 0.0))
+            return []
         self._advance(t)
-        del self.active[unit]
+        del active[unit]
         return self._retime(t)
 
     def _advance(self, t: float) -> None:

@@ -13,6 +13,7 @@ on the tile's CMX as it is and its cycle count reused.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.memory import Memory
@@ -43,11 +44,14 @@ class ShaveEngine:
             self._objects[name] = (obj, entry)
         return self._objects[name]
 
-    def run(self, unit_name: str, invocation: InvocationImage) -> int:
-        """Run one invocation on its tile; returns the SHAVE cycles it took."""
+    def run(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> int:
+        """Run one invocation on its tile; returns the SHAVE cycles it took.  ``unit_name``
+        (or a function giving it, called only for an error) names the task in errors."""
         key = (invocation.kernel, invocation.tile, invocation.window_e)
-        if self.timing_only and key in self._memo:
-            return self._memo[key]
+        if self.timing_only:
+            cycles = self._memo.get(key)
+            if cycles is not None:
+                return cycles
         obj, entry = self._object(invocation.kernel)
         tile = invocation.tile
         stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
@@ -59,6 +63,8 @@ class ShaveEngine:
         except VpucError as exc:
             diag = exc.diagnostics[0]
             origin = self.program.kernels[invocation.kernel].origin
+            if callable(unit_name):
+                unit_name = unit_name()
             raise VpucError(f"{unit_name}: kernel @{invocation.kernel} ({origin}) on tile "
                             f"{tile}: {diag.message}", diag.loc) from None
         self.seconds += time.perf_counter() - clock

@@ -78,7 +78,7 @@ def test_byte_flips_are_caught_by_the_content_hash(fmt):
 def test_seeded_mutations_behind_the_hash_never_crash(fmt, path, no_hash_check):
     data = write_blob(compiled(path), fmt)
     rng = random.Random(fmt + path.stem)
-    outcomes = [refused_or_consistent(_mutate(data, rng)) for _ in range(2500)]
+    outcomes = [refused_or_consistent(_mutate(data, rng)) for _ in range(5000)]
     assert "refused" in outcomes
 
 
@@ -86,7 +86,7 @@ def test_seeded_mutations_behind_the_hash_never_crash(fmt, path, no_hash_check):
 def test_hypothesis_mutations_never_crash(fmt, no_hash_check):
     data = write_blob(compiled(CLAMP), fmt)
 
-    @settings(max_examples=250, deadline=None, derandomize=True,
+    @settings(max_examples=500, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(st.tuples(st.integers(0, len(data) - 1), st.integers(0, 255)),
                     min_size=1, max_size=6))
@@ -214,3 +214,19 @@ def _replace(node, path, value):
     items = list(node)
     items[head] = _replace(items[head], rest, value)
     return type(node)(*items) if hasattr(node, "_fields") else tuple(items)
+
+
+def test_elf_records_of_an_older_minor_read_with_zero_for_new_fields():
+    """A record that grew at its end (a minor bump) still reads from an older blob."""
+    from vpuc.blob import elf_records as R
+    from vpuc.blob.reader_elf import ElfReader
+    reader = ElfReader(write_blob(compiled(CLAMP), "elf"), "x.elf")
+    full = R.BarrierRecord.pack_values(7, 3, 2, 0, 5, 6)
+    short = full[:16]                              # as if consumer_count were new
+    header = elf.Elf32_Shdr.record._make([0] * 9 + [16])
+    section = elf.ElfSection(9, R.BARRIERS, header, short * 2)
+    records = reader.unpack(section, R.BarrierRecord)
+    assert [(r.id, r.producer_count, r.consumer_count) for r in records] == [(3, 5, 0)] * 2
+    with pytest.raises(VpucError, match="record size 24"):
+        reader.unpack(elf.ElfSection(9, R.BARRIERS, header._replace(sh_entsize=24), full),
+                      R.BarrierRecord)

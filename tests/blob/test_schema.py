@@ -110,3 +110,18 @@ def test_docs_describe_every_table_record_and_section():
                     R.KERNEL_OBJECTS, R.KERNEL_PARAMS, R.CONSTANT_RECORDS, R.CONSTANT_DATA,
                     R.STACKS, R.DDR_SCRATCH, R.NETWORK_INPUTS, R.NETWORK_OUTPUTS):
         assert f"`{section}`" in doc, section
+
+
+def test_fast_builder_writes_what_the_stock_builder_writes():
+    import flatbuffers
+    from blob_testlib import SOURCES, _compiled
+
+    from vpuc.blob.content import content_hash
+    from vpuc.blob.flatten import flatten
+    from vpuc.blob.writer_fb import write_fb
+    programs = [p for p in map(_compiled, SOURCES) if not isinstance(p, str)]
+    assert programs
+    for program in programs:
+        content = flatten(program, {"k": "v"})
+        digest = content_hash(content)
+        assert write_fb(content, digest) == write_fb(content, digest, flatbuffers.Builder)

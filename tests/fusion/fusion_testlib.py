@@ -90,7 +90,8 @@ BASE = (1, 4, 3, 5)   # N, C, H, W
 def elementwise_graphs(draw, max_ops: int = 30, layers: bool = True):
     """A random graph of up to ``max_ops`` ops: elementwise ops on shapes that broadcast to
     BASE, random scalar and tensor constants, branches (operands drawn from every value
-    so far), a few ops the tokenizer leaves alone (Softmax, 1x1 Convolution) and 1-3 Results."""
+    so far, the newest most often), a few ops the tokenizer leaves alone (Softmax, 1x1
+    Convolution), and a Result for every value nobody reads plus up to two more."""
     b = Builder("rand")
     values: list[tuple[str, tuple]] = []   # (name, dims), all f32
     shapes = st.sampled_from([BASE, (1, 4, 1, 1), (1, 1, 3, 5), (5,), (3, 1), (1, 4, 3, 1)])
@@ -100,8 +101,9 @@ def elementwise_graphs(draw, max_ops: int = 30, layers: bool = True):
     n_ops = draw(st.integers(1, max_ops))
     for _ in range(n_ops):
         choice = draw(st.sampled_from(["unary"] * 4 + ["binary"] * 4 + ["const"] * 2 +
-                                      ["select", "broadcast"] + (["layer"] if layers else [])))
-        pick = st.sampled_from(values)
+                                      ["select", "broadcast"] + (["layer"] * 2 if layers else [])))
+        # Mostly chains (the newest value), sometimes a branch from any earlier value.
+        pick = st.sampled_from(values[-1:] * 3 + values)
         if choice == "unary":
             (x, dims), kind = draw(pick), draw(st.sampled_from(UNARY))
             attrs = {"Clamp": {"min": -1.0, "max": 2.0}, "Elu": {"alpha": 0.5}}.get(kind, {})
@@ -136,8 +138,11 @@ def elementwise_graphs(draw, max_ops: int = 30, layers: bool = True):
             else:
                 x, dx = draw(pick)
                 values.append((b.op("Softmax", x, axis=-1), dx))
+    # Every value nobody reads is a Result (so no op is dead), plus a few read ones.
     names = [v for v, _ in values[-n_ops:]]
-    results = {names[-1]} | set(draw(st.lists(st.sampled_from(names), max_size=2)))
+    read = {o for op in b.ops for o in op.operands}
+    results = {n for n in names if n not in read} | set(draw(st.lists(st.sampled_from(names),
+                                                                     max_size=2)))
     for name in sorted(results, key=names.index):
         b.result(name)
     return b.build()

@@ -27,7 +27,7 @@ from vpuc.ir.graph_ops import broadcasts_to
 SHAVE, X64 = get_target("shave"), get_target("x64")
 TIGHT = dataclasses.replace(SHAVE, name="tight", data_pointers=4)
 TARGETS = st.sampled_from([SHAVE, X64, TIGHT])
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -65,13 +65,12 @@ def test_tokenization_is_acyclic_within_limits_and_exact(graph, target, seed):
         assert same(whole, fused)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(graph=elementwise_graphs(max_ops=30, layers=False))
-def test_pure_elementwise_graphs_fuse_into_few_subgraphs(graph):
-    # Without layers nothing forces a cycle cut: every cut is a limit or a second Result.
+def test_pure_elementwise_graphs_leave_nothing_out(graph):
+    # Every op is fusable and reaches a Result: each one lands in a subgraph.
     tok = tokenize(graph, SHAVE)
     assert not tok.left_out
-    for sub in tok.subgraphs[1:]:
-        assert sub.start.reason.value in ("no-subgraph-parent", "second-result",
-                                          "data-pointer-limit", "output-shapes")
+    assert sum(len(sub.ops) for sub in tok.subgraphs) == len(
+        [op for op in graph.ops if op.kind not in SOURCE_KINDS and op.kind != RESULT])

@@ -265,6 +265,14 @@ class BlobContent(NamedTuple):
     constants: tuple[ConstantRec, ...]
 
 
+def image_of(kernels: tuple[KernelRec, ...], index: int) -> KernelImageRec | None:
+    """The image kernel ``index`` runs: its own, or the one dedupe-kernels kept."""
+    k = kernels[index]
+    if k.image is None and 0 <= k.image_kernel < len(kernels):
+        return kernels[k.image_kernel].image
+    return k.image
+
+
 def _digest_bytes(value):
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "sha256:" + hashlib.sha256(value).hexdigest()

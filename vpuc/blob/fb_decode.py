@@ -109,7 +109,8 @@ class Decoder:
         return _U32.unpack_from(self.buf, 0)[0]
 
     def _plan(self, tdef: TableDef) -> list[tuple]:
-        """Per field: (slot, kind, inline size, unpack, argument, default, name), built once."""
+        """Per field: (slot, kind, inline size, unpack, argument, default, name, where),
+        built once per table type."""
         plan = self._plans.get(tdef.name)
         if plan is None:
             plan = []
@@ -125,7 +126,8 @@ class Decoder:
                 else:
                     kind, size = {"table": _TABLE, "string": _STRING, "vector": _VECTOR}[t.kind], 4
                     arg = self.schema.tables[t.name] if t.kind == "table" else t.element
-                plan.append((f.index, kind, size, unpack, arg, f.default, f.name))
+                plan.append((f.index, kind, size, unpack, arg, f.default, f.name,
+                             f"{tdef.name}.{f.name}"))
             self._plans[tdef.name] = plan
         return plan
 
@@ -137,18 +139,20 @@ class Decoder:
                 return cached
         buf = self.buf
         voffsets, slots, tsize = self._vtable(tdef, pos, where)
-        self._spend(len(tdef.fields), where, pos)
+        plan = self._plans.get(tdef.name) or self._plan(tdef)
+        self.budget -= len(plan)
+        if self.budget < 0:
+            self._spend(0, where, pos)
         self.sizes[self._part] += tsize
         values = []
         append = values.append
-        for index, kind, size, unpack, arg, default, fname in self._plan(tdef):
+        for index, kind, size, unpack, arg, default, fname, fwhere in plan:
             voff = voffsets[index] if index < slots else 0
             if voff == 0 or (only is not None and fname not in only):
                 append(default)
                 continue
             if voff + size > tsize:
-                raise self.fail(f"{tdef.name}.{fname}", pos + voff,
-                                f"field runs past its table ({tsize} bytes)")
+                raise self.fail(fwhere, pos + voff, f"field runs past its table ({tsize} bytes)")
             at = pos + voff
             if kind == _SCALAR:
                 append(unpack(buf, at)[0])
@@ -160,11 +164,11 @@ class Decoder:
                 self._part = fname
             target = at + _U32.unpack_from(buf, at)[0]
             if kind == _TABLE:
-                append(self.table(arg, target, f"{tdef.name}.{fname}"))
+                append(self.table(arg, target, fwhere))
             elif kind == _STRING:
-                append(self.string(target, f"{tdef.name}.{fname}"))
+                append(self.string(target, fwhere))
             else:
-                append(self.vector(arg, target, f"{tdef.name}.{fname}"))
+                append(self.vector(arg, target, fwhere))
         record = tdef.record._make(values)
         if only is None:
             self._cache[key] = record

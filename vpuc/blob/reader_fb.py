@@ -11,10 +11,9 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
                                ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
-                               TaskListRec, TensorRec, VariantRec)
+                               TaskListRec, TensorRec, VariantRec, image_of)
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
-from vpuc.blob.writer_fb import _image_of
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -142,7 +141,7 @@ class FbReader:
             if args is None or args.data_index != window.data_index or \
                     not window.offset <= args.offset <= window.offset + window.size:
                 raise self.fail(where, "args reference lies outside the WIN_E image")
-            kernel_image = _image_of(kernels, inv.kernel) if 0 <= inv.kernel < len(kernels) \
+            kernel_image = image_of(kernels, inv.kernel) if 0 <= inv.kernel < len(kernels) \
                 else None
             if inv.data_section is None or inv.data_section.data_index != window.data_index \
                     or inv.data_section.offset != window.offset or kernel_image is None \

@@ -12,14 +12,13 @@ Identical vectors and strings are written once and shared, and identical
 byte payloads (kernel images, invocation WIN_E images) become one KernelData:
 the runtime copies an invocation's image into its own WIN_E memory.  The
 generated ``Start*Vector`` ignores ``force_align``, so KernelData and
-ConstantData bytes are aligned to 64 with the builder's ``Prep``.
+ConstantData bytes are aligned to 64 with the builder's ``Prep``.  The builder
+is ``FastBuilder``, the stock one with its hot paths inlined (same bytes).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-
-import flatbuffers
 
 from schema.vpu_blob import (ActKernel, ActKernelInvocation, ActKernelRuntime, ActKernelTask,
                              Architecture, Barrier, BarrierReference, Blob, ConstantData,
@@ -28,15 +27,16 @@ from schema.vpu_blob import (ActKernel, ActKernelInvocation, ActKernelRuntime, A
                              PostOp, ScalarArg, Slice, SummaryHeader, TaskCounts, TaskList,
                              TensorBinding, TensorReference, Version)
 from vpuc.blob.content import (FORMAT_VERSION, ActTaskRec, BlobContent, DmaRec, DpuRec,
-                               HeaderRec, KernelRec, TensorRec)
+                               HeaderRec, KernelRec, TensorRec, image_of)
+from vpuc.blob.fb_builder import FastBuilder
 
 IDENTIFIER = b"VPUB"
 DATA_ALIGN = 64
 
 
 class _Writer:
-    def __init__(self) -> None:
-        self.b = flatbuffers.Builder(1 << 16)
+    def __init__(self, builder=FastBuilder) -> None:
+        self.b = builder(1 << 16)
         self._vectors: dict[tuple, int] = {}
         self._shared: dict[tuple, int] = {}
         self.data: list[bytes] = []              # Blob.kernel_data, by index
@@ -112,14 +112,8 @@ class _Writer:
         return self.shared(("data_ref", name, index, offset, size, self.b.forceDefaults), build)
 
     def key_values(self, pairs) -> int:
-        offs = []
-        for kv in pairs:
-            key, value = self.string(kv.key), self.string(kv.value)
-            KeyValue.Start(self.b)
-            KeyValue.AddKey(self.b, key)
-            KeyValue.AddValue(self.b, value)
-            offs.append(KeyValue.End(self.b))
-        return self.offsets(offs)
+        return self.offsets([self.table(KeyValue, key=self.string(kv.key),
+                                        value=self.string(kv.value)) for kv in pairs])
 
     def barriers(self, waits, updates) -> int:
         def build() -> int:
@@ -131,44 +125,36 @@ class _Writer:
             return BarrierReference.End(b)
         return self.shared(("barriers", tuple(waits), tuple(updates)), build)
 
+    def table(self, module, **fields) -> int:
+        """A table through ``module``'s generated Start/Add<Field>/End, fields in the
+        order given; None stays absent, a callable builds an inline struct."""
+        b = self.b
+        module.Start(b)
+        for name, value in fields.items():
+            if value is not None:
+                getattr(module, "Add" + _camel(name))(b, value(b) if callable(value) else value)
+        return module.End(b)
+
     def number_fields(self, value) -> tuple[int, float, bool]:
         return (value.value, 0.0, True) if value.is_int else (0, value.value, False)
 
     # --- tables ------------------------------------------------------------------
 
     def header(self, h: HeaderRec, digest: bytes) -> int:
-        b, a = self.b, h.arch
-        name = self.string(a.name)
-        Architecture.Start(b)
-        Architecture.AddName(b, name)
-        for field, value in zip(a._fields[1:], a[1:]):
-            getattr(Architecture, "Add" + _camel(field))(b, value)
-        arch = Architecture.End(b)
-        counts = h.task_counts
-        TaskCounts.Start(b)
-        for field, value in zip(counts._fields, counts):
-            getattr(TaskCounts, "Add" + _camel(field))(b, value)
-        counts_off = TaskCounts.End(b)
-        module_name, compiler, module_arch = (self.string(h.module_name),
-                                              self.string(h.compiler_version),
-                                              self.string(h.module_arch))
-        inputs, outputs = self.scalars("I", h.network_inputs), self.scalars("I", h.network_outputs)
-        options, provenance = self.key_values(h.options), self.key_values(h.provenance)
-        attributes, hash_off = self.key_values(h.attributes), self.b.CreateByteVector(digest)
-        SummaryHeader.Start(b)
-        SummaryHeader.AddVersion(b, Version.CreateVersion(b, *FORMAT_VERSION))
-        SummaryHeader.AddArchitecture(b, arch)
-        SummaryHeader.AddModuleName(b, module_name)
-        SummaryHeader.AddNetworkInputs(b, inputs)
-        SummaryHeader.AddNetworkOutputs(b, outputs)
-        SummaryHeader.AddTaskCounts(b, counts_off)
-        SummaryHeader.AddCompilerVersion(b, compiler)
-        SummaryHeader.AddOptions(b, options)
-        SummaryHeader.AddProvenance(b, provenance)
-        SummaryHeader.AddAttributes(b, attributes)
-        SummaryHeader.AddContentHash(b, hash_off)
-        SummaryHeader.AddModuleArch(b, module_arch)
-        return SummaryHeader.End(b)
+        arch = h.arch._replace(name=self.string(h.arch.name))
+        return self.table(
+            SummaryHeader,
+            version=lambda b: Version.CreateVersion(b, *FORMAT_VERSION),
+            architecture=self.table(Architecture, **arch._asdict()),
+            module_name=self.string(h.module_name),
+            network_inputs=self.scalars("I", h.network_inputs),
+            network_outputs=self.scalars("I", h.network_outputs),
+            task_counts=self.table(TaskCounts, **h.task_counts._asdict()),
+            compiler_version=self.string(h.compiler_version),
+            options=self.key_values(h.options), provenance=self.key_values(h.provenance),
+            attributes=self.key_values(h.attributes),
+            content_hash=self.b.CreateByteVector(digest),
+            module_arch=self.string(h.module_arch))
 
     def tensor(self, t: TensorRec) -> int:
         b = self.b
@@ -298,7 +284,7 @@ class _Writer:
         refs = self.barriers(t.waits, t.updates)
         inv = t.invocation
         if inv is not None:
-            image = _image_of(kernels, t.kernel)
+            image = image_of(kernels, t.kernel)
             data_size = 0 if image is None else len(image.data)
             window = self.data_ref(None, inv.window, 0, len(inv.window))
             args = self.data_ref(None, inv.window, inv.args_offset, inv.args_size)
@@ -341,49 +327,30 @@ class _Writer:
         return ScalarArg.End(b)
 
     def kernel(self, k: KernelRec) -> int:
-        b = self.b
-        params = []
-        for p in k.params:
-            name, dims = self.string(p.name), self.scalars("i", p.dims)
-            KernelParam.Start(b)
-            KernelParam.AddName(b, name)
-            KernelParam.AddIsMemref(b, bool(p.is_memref))
-            KernelParam.AddDataType(b, p.data_type)
-            if dims is not None:
-                KernelParam.AddDims(b, dims)
-            params.append(KernelParam.End(b))
-        params_off = self.offsets(params)
-        name, source_ref = self.string(k.name), self.string(k.source_ref)
+        params = self.offsets([self.table(KernelParam, name=self.string(p.name),
+                                          is_memref=bool(p.is_memref), data_type=p.data_type,
+                                          dims=self.scalars("i", p.dims)) for p in k.params])
         img = k.image
+        image = {}
         if img is not None:
-            origin = self.string(img.origin)
             # One KernelData per kernel: [WIN_D image: .text, .rodata][.data][object].
             win_d = img.text + bytes(img.rodata_offset - len(img.text)) + img.rodata
             data_at = _align(len(win_d), DATA_ALIGN)
             elf_at = _align(data_at + len(img.data), DATA_ALIGN)
             blob = (win_d + bytes(data_at - len(win_d)) + img.data
                     + bytes(elf_at - data_at - len(img.data)) + img.elf)
-            refs = [self.data_ref(f"{k.name}{suffix}", blob, offset, size) for suffix, offset, size
-                    in ((".text", 0, len(img.text)),
-                        (".rodata", img.rodata_offset, len(img.rodata)),
-                        (".data", data_at, len(img.data)), (".elf", elf_at, len(img.elf)))]
-        ActKernel.Start(b)
-        ActKernel.AddName(b, name)
-        ActKernel.AddSourceKind(b, k.source_kind)
-        ActKernel.AddSourceRef(b, source_ref)
-        ActKernel.AddParams(b, params_off)
-        if img is not None:
-            ActKernel.AddOrigin(b, origin)
-            for add, ref in zip((ActKernel.AddText, ActKernel.AddRodata, ActKernel.AddData,
-                                 ActKernel.AddElf), refs):
-                add(b, ref)
-            ActKernel.AddEntry(b, img.entry)
-            ActKernel.AddRodataOffset(b, img.rodata_offset)
-        ActKernel.AddImageKernel(b, k.image_kernel)
-        return ActKernel.End(b)
+            image = dict(origin=self.string(img.origin), **{
+                part: self.data_ref(f"{k.name}.{part}", blob, offset, size)
+                for part, offset, size in (("text", 0, len(img.text)),
+                                           ("rodata", img.rodata_offset, len(img.rodata)),
+                                           ("data", data_at, len(img.data)),
+                                           ("elf", elf_at, len(img.elf)))},
+                entry=img.entry, rodata_offset=img.rodata_offset)
+        return self.table(ActKernel, name=self.string(k.name), source_kind=k.source_kind,
+                          source_ref=self.string(k.source_ref), params=params, **image,
+                          image_kernel=k.image_kernel)
 
     def blob(self, content: BlobContent, digest: bytes) -> bytes:
-        b = self.b
         with self.forced():
             header = self.header(content.header, digest)
             barriers = self.offsets([self.barrier(r) for r in content.barriers])
@@ -393,69 +360,35 @@ class _Writer:
             dma = [self.dma(t) for t in tl.tasks if type(t) is DmaRec]
             dpu = [self.dpu(t) for t in tl.tasks if type(t) is DpuRec]
             act = [self.act(t, content.kernels) for t in tl.tasks if type(t) is ActTaskRec]
-            vectors = [self.offsets(v) if v else None for v in (dma, dpu, act)]
-            TaskList.Start(b)
-            TaskList.AddExecutor(b, tl.executor)
-            for add, off in zip((TaskList.AddDmaTasks, TaskList.AddDpuTasks,
-                                 TaskList.AddActKernelTasks), vectors):
-                if off is not None:
-                    add(b, off)
-            lists.append(TaskList.End(b))
+            dma, dpu, act = [self.offsets(v) if v else None for v in (dma, dpu, act)]
+            lists.append(self.table(TaskList, executor=tl.executor, dma_tasks=dma,
+                                    dpu_tasks=dpu, act_kernel_tasks=act))
         lists_off = self.offsets(lists)
         with self.forced():
             return self.finish(content, header, tensors, barriers, lists_off)
 
     def finish(self, content: BlobContent, header: int, tensors: int, barriers: int,
-               lists_off: int) -> bytes:
-        b = self.b
+               lists: int) -> bytes:
         kernels = self.offsets([self.kernel(k) for k in content.kernels])
         runtime = None
         if content.runtime is not None:
-            stacks = self.scalars("I", content.runtime.stack_sizes)
-            ActKernelRuntime.Start(b)
-            ActKernelRuntime.AddKernel(b, content.runtime.kernel)
-            ActKernelRuntime.AddStackSizes(b, stacks)
-            runtime = ActKernelRuntime.End(b)
-        constants = []
-        for c in content.constants:
-            data = self.aligned_bytes(c.data)
-            ConstantData.Start(b)
-            ConstantData.AddTensor(b, c.tensor)
-            ConstantData.AddData(b, data)
-            constants.append(ConstantData.End(b))
-        constants_off = self.offsets(constants)
-        kernel_data = []
-        for data in self.data:
-            vector = self.aligned_bytes(data)
-            KernelData.Start(b)
-            KernelData.AddData(b, vector)
-            kernel_data.append(KernelData.End(b))
-        kernel_data_off = self.offsets(kernel_data)
-        Blob.Start(b)
-        Blob.AddHeader(b, header)
-        Blob.AddTensors(b, tensors)
-        Blob.AddBarriers(b, barriers)
-        Blob.AddTaskLists(b, lists_off)
-        Blob.AddKernelData(b, kernel_data_off)
-        Blob.AddActKernels(b, kernels)
-        if runtime is not None:
-            Blob.AddActKernelRuntime(b, runtime)
-        Blob.AddConstants(b, constants_off)
-        b.Finish(Blob.End(b), IDENTIFIER)
-        return bytes(b.Output())
+            runtime = self.table(ActKernelRuntime, kernel=content.runtime.kernel,
+                                 stack_sizes=self.scalars("I", content.runtime.stack_sizes))
+        constants = self.offsets([self.table(ConstantData, tensor=c.tensor,
+                                             data=self.aligned_bytes(c.data))
+                                  for c in content.constants])
+        kernel_data = self.offsets([self.table(KernelData, data=self.aligned_bytes(data))
+                                    for data in self.data])
+        root = self.table(Blob, header=header, tensors=tensors, barriers=barriers,
+                          task_lists=lists, kernel_data=kernel_data, act_kernels=kernels,
+                          act_kernel_runtime=runtime, constants=constants)
+        self.b.Finish(root, IDENTIFIER)
+        return bytes(self.b.Output())
 
 
 _WIDTH = {"I": 4, "i": 4, "Q": 8, "B": 1, "?": 1, "d": 8}
 _PREPEND = {"I": "PrependUint32", "i": "PrependInt32", "Q": "PrependUint64",
             "B": "PrependUint8", "?": "PrependBool", "d": "PrependFloat64"}
-
-
-def _image_of(kernels, index: int):
-    """The image a kernel runs: its own, or the one it was deduplicated into."""
-    k = kernels[index]
-    if k.image is None and 0 <= k.image_kernel < len(kernels):
-        return kernels[k.image_kernel].image
-    return k.image
 
 
 def _camel(name: str) -> str:
@@ -466,5 +399,6 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def write_fb(content: BlobContent, digest: bytes) -> bytes:
-    return _Writer().blob(content, digest)
+def write_fb(content: BlobContent, digest: bytes, builder=FastBuilder) -> bytes:
+    """``builder``: the builder class (tests compare FastBuilder with flatbuffers.Builder)."""
+    return _Writer(builder).blob(content, digest)

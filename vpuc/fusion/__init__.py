@@ -5,5 +5,5 @@
 - ``tokenizer.py``: greedy tokenization of a graph into subgraphs, every cut explained.
 - ``subgraph.py``: the tokenizer's output: subgraph bodies and the condensed graph.
 - ``dataflow/``: the data-flow optimizer on subgraph bodies.
-- ``cli_fuse.py``: ``vpuc fuse``.
+- ``report.py``, ``cli_fuse.py``: ``vpuc fuse`` (text and JSON reports).
 """

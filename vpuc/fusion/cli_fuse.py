@@ -4,7 +4,7 @@ Prints, per graph, which ops went into which subgraph, the ops left out and
 why, and every boundary of the condensed graph with the decision that made it.
 ``--json`` gives the same for machines; ``--bodies`` prints the subgraph bodies
 as a VIR module instead (what the Linear IR receives), after the data-flow
-optimizer with ``--dataflow``.
+optimizer with ``--dataflow`` (or the passes of ``--passes``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ def add_fuse_parser(subparsers) -> None:
     fuse.add_argument("--json", action="store_true", help="print the report as JSON")
     fuse.add_argument("--bodies", action="store_true",
                       help="print the subgraph bodies as a VIR module instead of the report")
-    fuse.add_argument("--dataflow", nargs="?", const="", metavar="PASSES",
-                      help="run the data-flow optimizer on each body first: the target's "
-                           "pipeline, or the comma-separated passes given (implies --bodies)")
+    fuse.add_argument("--dataflow", action="store_true",
+                      help="run the target's data-flow pipeline on each body and print the "
+                           "bodies (implies --bodies)")
+    fuse.add_argument("--passes", metavar="P1,P2",
+                      help="run these data-flow passes instead of the target's pipeline "
+                           "(implies --dataflow)")
     fuse.add_argument("--layout", action="append", default=[], metavar="VALUE=LAYOUT",
                       help="the layout of an input for canonicalization, e.g. %%x=NCHW16c "
                            "(repeatable; default: planar in the value's dims order)")
@@ -61,10 +64,9 @@ def _layouts(specs: list[str]) -> dict[str, PortLayout]:
 def cmd_fuse(args) -> int:
     target = get_target(args.target)
     layouts = _layouts(args.layout)
-    names = None
-    if args.dataflow:
-        names = [n.strip() for n in args.dataflow.split(",") if n.strip()]
-    passes = pipeline_names(target, names) if args.dataflow is not None else []
+    names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
+    dataflow = args.dataflow or args.passes is not None
+    passes = pipeline_names(target, names) if dataflow else []
     module = parse_file(args.file)
     bag = DiagnosticBag()
     check_graphs(module, bag)
@@ -82,7 +84,7 @@ def cmd_fuse(args) -> int:
     bodies = [sub.body for tok in tokenizations for sub in tok.subgraphs]
     for body in bodies:
         run_dataflow(body, DataflowContext(target, layouts), passes)
-    if args.bodies or args.dataflow is not None:
+    if args.bodies or dataflow:
         if args.json:
             data = {sub.body.name: "\n".join(print_graph(sub.body)) + "\n"
                     for tok in tokenizations for sub in tok.subgraphs}

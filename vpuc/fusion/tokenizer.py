@@ -2,8 +2,8 @@
 
 The seed's algorithm (OpenVINO's ``TokenizeSnippets``), walking the ops in
 topological order.  An op the target cannot fuse (not elementwise, marked
-``skipped-by-plugin``, an element type the target lacks) is left out.  Any other
-op either
+``skipped-by-plugin``, an element type the target lacks) is left out, and so is
+a dead op (nothing it computes reaches a Result).  Any other op either
 
 - starts a subgraph, when none of its operands comes from a subgraph;
 - attaches to the one subgraph its operands come from; or
@@ -152,7 +152,7 @@ class Tokenizer:
                    else f"has no {self.target.name} code generator")
             return Decision(Reason.NOT_TOKENIZABLE, f"{op.kind} {why}")
         for name in op.operands + ((op.result,) if op.result else ()):
-            elem = self.graph.value_type(name).elem if name != op.result else op.type.elem
+            elem = self.index.producer(name).type.elem if name != op.result else op.type.elem
             if elem not in self.target.elem_types:
                 return Decision(Reason.UNSUPPORTED_TYPE, f"%{name} is {elem}; {self.target.name} "
                                 "kernels handle " + ", ".join(sorted(str(e) for e in self.target.elem_types)))

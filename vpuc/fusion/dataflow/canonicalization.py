@@ -49,20 +49,27 @@ class Canonicalization(GraphPass):
                                 f"its type {param.type} has rank {param.type.rank}", param.loc)
             own[param.result] = layout.prepended(rank - param.type.rank)
         base = self._base(body, own, rank)
+        # Check and compute everything first, so a body that cannot be canonicalized is untouched.
+        new_types = {}
         for param in params:
             dims = (1,) * (rank - param.type.rank) + param.type.dims
             self._check_compatible(param, own[param.result], base, dims)
-            param.type = self._memory_type(base, dims, param.type)
-            param.attrs["layout"] = str(own[param.result])
+            new_types[id(param)] = (self._memory_type(base, dims, param.type), own[param.result])
         for result in results:
-            logical = result.type
-            dims = (1,) * (rank - logical.rank) + logical.dims
-            result.type = self._memory_type(base, dims, logical)
-            result.attrs["layout"] = str(base)
+            dims = (1,) * (rank - result.type.rank) + result.type.dims
+            new_types[id(result)] = (self._memory_type(base, dims, result.type), base)
+        targets = {}
         for op in body.ops:
             if op.kind == "Broadcast":
                 shape = tuple(op.attrs["shape"])
-                op.attrs["shape"] = base.memory_dims((1,) * (rank - len(shape)) + shape)
+                targets[id(op)] = self._memory_type(base, (1,) * (rank - len(shape)) + shape,
+                                                    op.type).dims
+        for op in params + results:
+            op.type, layout = new_types[id(op)]
+            op.attrs["layout"] = str(layout)
+        for op in body.ops:
+            if op.kind == "Broadcast":
+                op.attrs["shape"] = targets[id(op)]
         infer_graph(body)
         return True
 
