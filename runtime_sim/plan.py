@@ -34,17 +34,15 @@ DMA, DPU, ACT = 0, 1, 2
 class Plan:
     program: Program
     arch: SimArch
-    kind: list[int] = field(default_factory=list)
-    task: list = field(default_factory=list)
-    variant: list[int | None] = field(default_factory=list)
     queue_of: list[int] = field(default_factory=list)
     queue_keys: list[tuple] = field(default_factory=list)
+    queue_kind: list[int] = field(default_factory=list)      # DMA, DPU or ACT per queue
     queue_units: list[list[int]] = field(default_factory=list)
     queue_engines: list[int] = field(default_factory=list)
     waits: list[tuple[int, ...]] = field(default_factory=list)
     updates: list[tuple[int, ...]] = field(default_factory=list)
-    fixed: list[float] = field(default_factory=list)     # dispatch + fixed work, NCE cycles
-    # Per unit: Transfer (DMA), (cycles without dispatch, MACs) (DPU), InvocationImage (ACT).
+    # Per unit: its Transfer (DMA), (fixed cycles with dispatch, MACs) (DPU variant), or
+    # InvocationImage (ACT).
     work: list = field(default_factory=list)
     # Barriers: ids in module order; every barrier belongs to one physical id, whose
     # virtual barriers are reused in module order.
@@ -57,9 +55,31 @@ class Plan:
 
     @property
     def size(self) -> int:
-        return len(self.kind)
+        return len(self.queue_of)
 
     # ------------------------------------------------------------ derived on first use
+    @cached_property
+    def kind(self) -> list[int]:
+        kinds = self.queue_kind
+        return [kinds[q] for q in self.queue_of]
+
+    @cached_property
+    def fixed(self) -> list[float]:
+        """Dispatch plus the work known before the run (a DMA's setup and data phase and
+        an ACT task's kernel are timed by the runtime), NCE cycles."""
+        dispatch = self.arch.dispatch
+        dma, act = dispatch["DMA"], dispatch["ACT_SHAVE"]
+        return [dma if k == DMA else act if k == ACT else w[0]
+                for k, w in zip(self.kind, self.work)]
+
+    @cached_property
+    def task(self) -> list:
+        return [task for task, _, _, _ in self._walk()]
+
+    @cached_property
+    def variant(self) -> list[int | None]:
+        return [v for _, _, _, v in self._walk()]
+
     @cached_property
     def names(self) -> list[str]:
         return [unit_name(task, index, executor, v) for task, index, executor, v in self._walk()]

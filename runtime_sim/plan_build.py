@@ -60,7 +60,9 @@ class _Shapes:
             sizes = []
             count = 1
             for piece, size in zip(view.slices, dims):
-                stop = size if piece.stop == -1 else piece.stop
+                stop = piece.stop
+                if stop == -1:
+                    stop = size
                 step = piece.step
                 extent = stop - piece.start if step == 1 else (stop - piece.start + step - 1) // step
                 if extent < 0:
@@ -98,31 +100,34 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
     bid = dict(zip(plan.barrier_names, range(len(plan.barrier_names))))
     ids = bid.__getitem__
     shapes = _Shapes(module)
-    shape_class = shapes.shape_class
+    shape_class, class_info = shapes.shape_class, shapes.class_info
     act_list = next((tl.tasks for tl in module.task_lists if tl.executor is Executor.ACT_SHAVE), [])
     act_invocations = [None] * len(act_list)
     for inv in program.invocations:
         if inv.task_index < len(act_list):
             act_invocations[inv.task_index] = inv
-    dispatch = arch.dispatch
-    dma_fixed, dpu_dispatch, act_fixed = dispatch["DMA"], dispatch["DPU"], dispatch["ACT_SHAVE"]
+    dpu_dispatch = arch.dispatch["DPU"]
     engines = {"DMA": 1, "DPU": arch.structure.dpus_per_tile,
                "ACT_SHAVE": arch.structure.act_shaves_per_tile}
+    kinds = {"DMA": DMA, "DPU": DPU, "ACT_SHAVE": ACT}
     queue_index: dict[tuple, int] = {}
+    queue_units = plan.queue_units
 
-    def new_queue(key: tuple) -> int:
-        q = queue_index[key] = len(plan.queue_units)
-        plan.queue_keys.append(key)
-        plan.queue_units.append([])
-        plan.queue_engines.append(max(engines[key[0]], 1))
+    def queue(key: tuple, by_index: dict) -> int:
+        """The queue of ``key``, numbered in order of first use; cached by channel or tile."""
+        q = queue_index.get(key)
+        if q is None:
+            q = queue_index[key] = len(queue_units)
+            plan.queue_keys.append(key)
+            plan.queue_kind.append(kinds[key[0]])
+            queue_units.append([])
+            plan.queue_engines.append(max(engines[key[0]], 1))
+        by_index[key[1]] = q
         return q
 
     transfers: dict[tuple, dma_engine.Transfer] = {}
     dpu_costs: dict[tuple, dict] = {}
-    kind, task_of, variant_of = plan.kind, plan.task, plan.variant
-    queue_of, waits_of, updates_of = plan.queue_of, plan.waits, plan.updates
-    fixed, work = plan.fixed, plan.work
-    queue_units = plan.queue_units
+    queue_of, waits_of, updates_of, work = plan.queue_of, plan.waits, plan.updates, plan.work
     u = 0
     try:
         for task_list in module.task_lists:
@@ -131,36 +136,24 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
                 if isinstance(task, DmaTask):
                     q = by_index.get(task.channel)
                     if q is None:
-                        key = ("DMA", task.channel)
-                        q = queue_index.get(key)
-                        if q is None:
-                            q = new_queue(key)
-                        by_index[task.channel] = q
+                        q = queue(("DMA", task.channel), by_index)
                     src, dst = shape_class(task.src), shape_class(task.dst)
                     key = (id(task.mode), src, dst)
                     transfer = transfers.get(key)
                     if transfer is None:
-                        s, d = shapes.class_info[src], shapes.class_info[dst]
+                        s, d = class_info[src], class_info[dst]
                         transfer = transfers[key] = dma_engine.transfer_for(
                             task.mode, s[3], s[4], s[5], d[3], d[5], arch)
-                    kind.append(DMA)
-                    task_of.append(task)
-                    variant_of.append(None)
                     queue_of.append(q)
                     queue_units[q].append(u)
                     waits_of.append(tuple(map(ids, task.waits)))
                     updates_of.append(tuple(map(ids, task.updates)))
-                    fixed.append(dma_fixed)
                     work.append(transfer)
                     u += 1
                 elif isinstance(task, DpuTask):
                     q = by_index.get(task.tile)
                     if q is None:
-                        key = ("DPU", task.tile)
-                        q = queue_index.get(key)
-                        if q is None:
-                            q = new_queue(key)
-                        by_index[task.tile] = q
+                        q = queue(("DPU", task.tile), by_index)
                     key = (id(task.op), task.kernel, task.inputs[0] if task.inputs else None,
                            task.weights)
                     costs = dpu_costs.get(key)
@@ -174,39 +167,27 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
                         cost = costs.get(box)
                         if cost is None:
                             tensors = dpu_operands(task, shapes.tensor)
-                            cycles = dpu_engine.variant_cycles(task, v, tensors, arch)
-                            cost = costs[box] = (dpu_dispatch + cycles[0], cycles)
-                        kind.append(DPU)
-                        task_of.append(task)
-                        variant_of.append(v)
+                            cycles, macs = dpu_engine.variant_cycles(task, v, tensors, arch)
+                            cost = costs[box] = (dpu_dispatch + cycles, macs)
                         queue_of.append(q)
                         units.append(u)
                         waits_of.append(_merge(task_waits, variant.waits, ids))
                         updates_of.append(_merge(task_updates, variant.updates, ids))
-                        fixed.append(cost[0])
-                        work.append(cost[1])
+                        work.append(cost)
                         u += 1
                 elif isinstance(task, SwKernelTask):
                     q = by_index.get(task.tile)
                     if q is None:
-                        key = ("ACT_SHAVE", task.tile)
-                        q = queue_index.get(key)
-                        if q is None:
-                            q = new_queue(key)
-                        by_index[task.tile] = q
+                        q = queue(("ACT_SHAVE", task.tile), by_index)
                     invocation = act_invocations[index] if task_list.tasks is act_list else None
                     if invocation is None:
                         raise VpucError(f"{plan.names[u]}: ACT SHAVE task has no packed "
                                         "invocation; run pack-kernel-args before simulating",
                                         task.loc)
-                    kind.append(ACT)
-                    task_of.append(task)
-                    variant_of.append(None)
                     queue_of.append(q)
                     queue_units[q].append(u)
                     waits_of.append(tuple(map(ids, task.waits)))
                     updates_of.append(tuple(map(ids, task.updates)))
-                    fixed.append(act_fixed)
                     work.append(invocation)
                     u += 1
     except KeyError as exc:

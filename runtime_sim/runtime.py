@@ -67,7 +67,9 @@ class Runtime:
         stall = [0.0] * n
         cause = [-1] * n
         ready_at = [-1.0] * n
-        kinds, fixed, waits, updates, work = plan.kind, plan.fixed, plan.waits, plan.updates, plan.work
+        waits, updates, work = plan.waits, plan.updates, plan.work
+        queue_kind = plan.queue_kind
+        dma_fixed, act_fixed = plan.arch.dispatch["DMA"], plan.arch.dispatch["ACT_SHAVE"]
         queue_of, queue_units = plan.queue_of, plan.queue_units
         barrier_phys, phys_lists = plan.barrier_phys, plan.phys_lists
         # Only barriers sharing a physical id can fail the "is it programmed yet" check (a
@@ -127,50 +129,57 @@ class Runtime:
                 units = queue_units[q]
                 h = head[q]
                 length = lengths[q]
+                kind = queue_kind[q]
                 while h < length:
                     u = units[h]
-                    blocked = False
                     if check_phys:
-                        for b in waits[u] + updates[u]:
-                            p = barrier_phys[b]
-                            if active[p] != b:
-                                if q not in phys_waiters[p]:
-                                    phys_waiters[p].append(q)
-                                blocked = True
-                                break
-                    if not blocked:
+                        p = -1
                         for b in waits[u]:
-                            if prod_left[b]:
-                                queues = bar_waiters.get(b)
-                                if queues is None:
-                                    bar_waiters[b] = [q]
-                                elif q not in queues:
-                                    queues.append(q)
-                                blocked = True
+                            if active[barrier_phys[b]] != b:
+                                p = barrier_phys[b]
                                 break
-                    if blocked:
-                        if ready_at[u] < 0:
-                            ready_at[u] = t
-                        break
-                    h += 1
-                    head[q] = h
-                    engine_of[u] = engines.pop()
-                    start[u] = t
-                    cause[u] = by
-                    if ready_at[u] >= 0:
-                        stall[u] = t - ready_at[u]
-                    if on_start is not None:
-                        on_start(u, t)
-                    kind = kinds[u]
-                    seq += 1
-                    if kind == DMA:
-                        push(heap, (t + fixed[u] + work[u].setup, seq, DMA_DATA, u))
-                    elif kind == ACT:
-                        push(heap, (t + fixed[u] + act_cycles(u) * shave_cycle, seq, END, u))
+                        else:
+                            for b in updates[u]:
+                                if active[barrier_phys[b]] != b:
+                                    p = barrier_phys[b]
+                                    break
+                        if p >= 0:
+                            if q not in phys_waiters[p]:
+                                phys_waiters[p].append(q)
+                            if ready_at[u] < 0:
+                                ready_at[u] = t
+                            break
+                    for b in waits[u]:
+                        if prod_left[b]:
+                            queues = bar_waiters.get(b)
+                            if queues is None:
+                                bar_waiters[b] = [q]
+                            elif q not in queues:
+                                queues.append(q)
+                            break
                     else:
-                        push(heap, (t + fixed[u], seq, END, u))
-                    if not engines:
+                        h += 1
+                        head[q] = h
+                        engine_of[u] = engines.pop()
+                        start[u] = t
+                        cause[u] = by
+                        if ready_at[u] >= 0:
+                            stall[u] = t - ready_at[u]
+                        if on_start is not None:
+                            on_start(u, t)
+                        seq += 1
+                        if kind == DMA:
+                            push(heap, (t + dma_fixed + work[u].setup, seq, DMA_DATA, u))
+                        elif kind == ACT:
+                            push(heap, (t + act_fixed + act_cycles(u) * shave_cycle, seq, END, u))
+                        else:
+                            push(heap, (t + work[u][0], seq, END, u))
+                        if engines:
+                            continue
                         break
+                    if ready_at[u] < 0:
+                        ready_at[u] = t
+                    break
             if not heap:
                 break
             t, token, what, u = pop(heap)

@@ -25,13 +25,6 @@ from vpuc.vir.printer import print_module
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
-# Subcommands whose issue has not landed yet: they say so plainly and exit 2.
-NOT_BUILT = {
-    "inspect": "vpuc inspect (dump a blob or kernel object) is not built yet; it comes with the "
-               "blob issue.",
-}
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own exit is 2 with usage; keep that
         self.print_usage(sys.stderr)
@@ -100,17 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     klist = ksub.add_parser("list", help="print the library kernel names")
     klist.set_defaults(handler=cmd_kernels_list)
 
-    for name, text in NOT_BUILT.items():
-        stub = sub.add_parser(name, help=text.split(";")[0] + " (not built yet)", description=text)
-        stub.add_argument("args", nargs="*", help="arguments (ignored until the command is built)")
-        stub.set_defaults(handler=_not_built(name))
+    from vpuc.blob.cli_inspect import add_inspect_parser
+    add_inspect_parser(sub)
     return parser
-
-
-def _not_built(name: str):
-    def handler(args) -> int:
-        raise UsageError(NOT_BUILT[name])
-    return handler
 
 
 def write_atomically(path: str, data: str | bytes) -> None:
@@ -177,10 +162,7 @@ def cmd_opt(args) -> int:
 def cmd_compile(args) -> int:
     import time
 
-    try:
-        from vpuc.blob import write_blob
-    except ImportError:
-        raise UsageError("vpuc compile: the blob writer (vpuc.blob) is not built yet") from None
+    from vpuc.blob import write_blob
 
     module = parse_file(args.file)
     arch = arch_for(module, args.arch)

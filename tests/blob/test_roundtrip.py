@@ -144,3 +144,13 @@ def test_write_refuses_unknown_formats_and_unfit_values():
     for fmt in FORMATS:
         with pytest.raises(VpucError, match="cannot serialize"):
             write_blob(program, fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_deduplicated_kernels_keep_one_image_and_their_aliases(fmt):
+    from blob_testlib import REPO
+    program = compiled(REPO / "tests/unit/data/clamp_asm.vir")   # two kernels, one code
+    assert len(program.kernels) == 1 and len(program.kernel_aliases) == 2
+    again = read_blob(write_blob(program, fmt), "x")
+    assert again.kernel_aliases == program.kernel_aliases
+    assert again.kernel_image("runtime") is again.kernels["builtin_clamp"]
