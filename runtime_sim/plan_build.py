@@ -8,15 +8,16 @@ does each piece of work once per distinct thing, not once per unit:
 * a DMA's ``Transfer`` is computed once per (mode, source class, destination
   class), a DPU variant's cycles once per (op, window, operands, box);
 * barrier names become ids through one dict; producer and consumer counts are
-  counted in C (``collections.Counter``);
+  counted by numpy;
 * no per-unit objects beyond the barrier-id tuples (the same tuple is shared
   by a DPU task's variants when they add no barriers of their own).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from itertools import chain
+
+import numpy as np
 
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
@@ -29,8 +30,8 @@ from vpuc.ir.types import TensorType
 
 class _Shapes:
     """Per buffer or view name: (dims, element type, dims order, bytes, element bytes,
-    in DDR) without offsets or strides, all that timing needs; and a small int per
-    distinct (bytes, element bytes, in DDR), the key of the transfer cache."""
+    in DDR) without offsets or strides, all that timing needs; and ``classes``, a small
+    int per name for its (bytes, element bytes, in DDR), the key of the transfer cache."""
 
     def __init__(self, module) -> None:
         self.views = {v.name: v for v in module.views}
@@ -39,10 +40,45 @@ class _Shapes:
             t = b.type
             self.cache[b.name] = (t.bound_shape, t.elem, t.order, t.nbytes, t.elem.nbytes,
                                   b.kind is not BufferKind.CMX)
-        self.classes: dict[str, int] = {}
         self._class_ids: dict[tuple, int] = {}
-        self.class_info: list[tuple] = []    # class id -> the name's full shape tuple
+        self.class_info: list[tuple] = []    # class id -> a name's shape tuple
+        self.classes: dict[str, int] = {name: self._class(shape)
+                                        for name, shape in self.cache.items()}
+        self._view_classes(module.views)
         self.tensors: dict[str, TensorType] = {}
+
+    def _class(self, shape: tuple) -> int:
+        key = shape[3:]
+        found = self._class_ids.get(key)
+        if found is None:
+            found = self._class_ids[key] = len(self.class_info)
+            self.class_info.append(shape)
+        return found
+
+    def _view_classes(self, views) -> None:
+        """The class of every view of a buffer, in one tight pass (the 100k-task program
+        has 50,000 views, each used once); views of views go through ``__call__``."""
+        cache, classes, class_ids = self.cache, self.classes, self._class_ids
+        for view in views:
+            base = cache.get(view.base)
+            if base is None:
+                continue           # a view of a view: resolved on first use
+            dims, elem, order, _, esize, ddr = base
+            count = 1
+            for piece, size in zip(view.slices, dims):
+                stop = piece.stop
+                if stop == -1:
+                    stop = size
+                step = piece.step
+                extent = stop - piece.start if step == 1 else (stop - piece.start + step - 1) // step
+                if extent < 0:
+                    extent = 0
+                count *= extent
+            key = (count * esize, esize, ddr)
+            found = class_ids.get(key)
+            if found is None:
+                found = self._class(self(view.name))
+            classes[view.name] = found
 
     def __call__(self, name: str) -> tuple:
         found = self.cache.get(name)
@@ -76,13 +112,7 @@ class _Shapes:
     def shape_class(self, name: str) -> int:
         found = self.classes.get(name)
         if found is None:
-            shape = self(name)
-            key = shape[3:]
-            found = self._class_ids.get(key)
-            if found is None:
-                found = self._class_ids[key] = len(self.class_info)
-                self.class_info.append(shape)
-            self.classes[name] = found
+            found = self.classes[name] = self._class(self(name))
         return found
 
     def tensor(self, name: str) -> TensorType:
@@ -100,7 +130,7 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
     bid = dict(zip(plan.barrier_names, range(len(plan.barrier_names))))
     ids = bid.__getitem__
     shapes = _Shapes(module)
-    shape_class, class_info = shapes.shape_class, shapes.class_info
+    classes, shape_class, class_info = shapes.classes, shapes.shape_class, shapes.class_info
     act_list = next((tl.tasks for tl in module.task_lists if tl.executor is Executor.ACT_SHAVE), [])
     act_invocations = [None] * len(act_list)
     for inv in program.invocations:
@@ -137,7 +167,12 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
                     q = by_index.get(task.channel)
                     if q is None:
                         q = queue(("DMA", task.channel), by_index)
-                    src, dst = shape_class(task.src), shape_class(task.dst)
+                    src = classes.get(task.src)
+                    if src is None:
+                        src = shape_class(task.src)
+                    dst = classes.get(task.dst)
+                    if dst is None:
+                        dst = shape_class(task.dst)
                     key = (id(task.mode), src, dst)
                     transfer = transfers.get(key)
                     if transfer is None:
@@ -159,8 +194,12 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
                     costs = dpu_costs.get(key)
                     if costs is None:
                         costs = dpu_costs[key] = {}
-                    task_waits = _unique(tuple(map(ids, task.waits)))
-                    task_updates = _unique(tuple(map(ids, task.updates)))
+                    task_waits = tuple(map(ids, task.waits))
+                    if len(task_waits) > 1:
+                        task_waits = tuple(dict.fromkeys(task_waits))
+                    task_updates = tuple(map(ids, task.updates))
+                    if len(task_updates) > 1:
+                        task_updates = tuple(dict.fromkeys(task_updates))
                     units = queue_units[q]
                     for v, variant in enumerate(task.variants):
                         box = (variant.start, variant.end)
@@ -171,8 +210,15 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
                             cost = costs[box] = (dpu_dispatch + cycles, macs)
                         queue_of.append(q)
                         units.append(u)
-                        waits_of.append(_merge(task_waits, variant.waits, ids))
-                        updates_of.append(_merge(task_updates, variant.updates, ids))
+                        names = variant.waits
+                        waits_of.append(_merge(task_waits, names, ids) if names else task_waits)
+                        names = variant.updates
+                        if not names:
+                            updates_of.append(task_updates)
+                        elif task_updates:
+                            updates_of.append(_merge(task_updates, names, ids))
+                        else:
+                            updates_of.append(tuple(map(ids, names)))
                         work.append(cost)
                         u += 1
                 elif isinstance(task, SwKernelTask):
@@ -197,10 +243,6 @@ def build(plan: Plan) -> Plan:  # noqa: C901 -- one loop per executor, kept flat
     return plan
 
 
-def _unique(ids: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(ids)) if len(ids) > 1 else ids
-
-
 def _merge(first: tuple[int, ...], names: tuple[str, ...], ids) -> tuple[int, ...]:
     """The task's barrier ids (already unique) then the variant's, without repeats
     (first use kept); a variant without barriers shares its task's tuple."""
@@ -211,8 +253,8 @@ def _merge(first: tuple[int, ...], names: tuple[str, ...], ids) -> tuple[int, ..
 
 
 def _counts(size: int, per_unit: list[tuple[int, ...]]) -> list[int]:
-    counted = Counter(chain.from_iterable(per_unit))
-    return [counted.get(b, 0) for b in range(size)]
+    ids = np.fromiter(chain.from_iterable(per_unit), dtype=np.intp)
+    return np.bincount(ids, minlength=size).tolist()
 
 
 def _barriers(plan: Plan, module) -> None:

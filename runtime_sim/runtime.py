@@ -78,8 +78,21 @@ class Runtime:
         check_phys = any(len(lst) > 1 for lst in phys_lists)
         prod_left = list(plan.producer_count)
         cons_left = list(plan.consumer_count)
+        # Physical barriers: each holds one virtual barrier at a time (``active``; -1 when
+        # it has none left), ``programmed[b]`` says whether ``b`` is the one its physical
+        # barrier holds.  Virtual barriers nobody uses are skipped: they are done as soon
+        # as they would be held.
         phys_pos = [0] * len(phys_lists)
-        active = [lst[0] for lst in phys_lists]
+        active = [-1] * len(phys_lists)
+        programmed = [False] * len(barrier_phys)
+        for p, lst in enumerate(phys_lists):
+            pos = 0
+            while pos < len(lst) and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                pos += 1
+            phys_pos[p] = pos
+            if pos < len(lst):
+                active[p] = lst[pos]
+                programmed[lst[pos]] = True
         bar_waiters: dict[int, list[int]] = {}          # barrier -> queues waiting on it
         phys_waiters: list[list[int]] = [[] for _ in active]
         head = [0] * len(queue_units)
@@ -89,27 +102,10 @@ class Runtime:
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
         join, leave = sharing.join, sharing.leave
-        dma_token: dict[int, int] = {}
+        dma_token = [0] * n          # the sequence number of a DMA's live DMA_DONE event
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
         seq = 0
-
-        def advance_physical(p: int, woken: list) -> None:
-            # Skip virtual barriers nobody uses; they are done as soon as they are active.
-            lst = phys_lists[p]
-            pos = phys_pos[p] + 1
-            while pos < len(lst) and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
-                pos += 1
-            phys_pos[p] = pos
-            active[p] = lst[pos] if pos < len(lst) else -1
-            if phys_waiters[p]:
-                woken.extend(phys_waiters[p])
-                phys_waiters[p].clear()
-
-        for p, lst in enumerate(phys_lists):
-            if not prod_left[lst[0]] and not cons_left[lst[0]]:
-                phys_pos[p] = -1
-                advance_physical(p, [])
 
         done = events = 0
         t = 0.0
@@ -135,12 +131,12 @@ class Runtime:
                     if check_phys:
                         p = -1
                         for b in waits[u]:
-                            if active[barrier_phys[b]] != b:
+                            if not programmed[b]:
                                 p = barrier_phys[b]
                                 break
                         else:
                             for b in updates[u]:
-                                if active[barrier_phys[b]] != b:
+                                if not programmed[b]:
                                     p = barrier_phys[b]
                                     break
                         if p >= 0:
@@ -194,15 +190,16 @@ class Runtime:
                         push(heap, (finish, seq, DMA_DONE, v))
                     woken = no_queues
                     continue
-                if dma_token.get(u) != token:
+                if dma_token[u] != token:
                     woken = no_queues
                     continue  # re-timed since this event was pushed
-                del dma_token[u]
                 for v, finish in leave(u, t):
                     seq += 1
                     dma_token[v] = seq
                     push(heap, (finish, seq, DMA_DONE, v))
-            # The unit ends: free its engine, count its barriers down.
+            # The unit ends: free its engine, count its barriers down.  A barrier with no
+            # producers and no consumers left is done: its physical barrier moves on to
+            # its next virtual barrier (the same code twice, inline for speed).
             end[u] = t
             done += 1
             q = queue_of[u]
@@ -218,13 +215,41 @@ class Runtime:
                     queues = bar_waiters.pop(b, None)
                     if queues:
                         woken.extend(queues)
-                    if not cons_left[b] and active[barrier_phys[b]] == b:
-                        advance_physical(barrier_phys[b], woken)
+                    if not cons_left[b] and programmed[b]:
+                        programmed[b] = False
+                        p = barrier_phys[b]
+                        lst = phys_lists[p]
+                        pos, last = phys_pos[p] + 1, len(lst)
+                        while pos < last and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                            pos += 1
+                        phys_pos[p] = pos
+                        if pos < last:
+                            active[p] = lst[pos]
+                            programmed[lst[pos]] = True
+                        else:
+                            active[p] = -1
+                        if phys_waiters[p]:
+                            woken.extend(phys_waiters[p])
+                            phys_waiters[p].clear()
             for b in waits[u]:
                 left = cons_left[b] - 1
                 cons_left[b] = left
-                if not left and not prod_left[b] and active[barrier_phys[b]] == b:
-                    advance_physical(barrier_phys[b], woken)
+                if not left and not prod_left[b] and programmed[b]:
+                    programmed[b] = False
+                    p = barrier_phys[b]
+                    lst = phys_lists[p]
+                    pos, last = phys_pos[p] + 1, len(lst)
+                    while pos < last and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                        pos += 1
+                    phys_pos[p] = pos
+                    if pos < last:
+                        active[p] = lst[pos]
+                        programmed[lst[pos]] = True
+                    else:
+                        active[p] = -1
+                    if phys_waiters[p]:
+                        woken.extend(phys_waiters[p])
+                        phys_waiters[p].clear()
             if len(woken) > 1:
                 woken = sorted(set(woken))
             by = u
