@@ -3,8 +3,10 @@
 Each function takes the kernel's memref arguments but the last (the output) as
 float32 arrays of their logical shapes, then its scalar arguments, and
 returns the output values in float32; the caller rounds them to the output
-type.  Reductions and softmax work along the innermost dim in memory (the
-kernels walk memory innermost first), passed as ``axis``.
+type.  Softmax and the reductions work along the last logical dim, passed as
+``axis`` (None for a scalar): the kernels' contract (docs/kernels.md, "reduce
+row"), whatever the dims order -- for NHWC that is W, not the innermost C.
+gelu is the tanh approximation the kernel implements, not the exact erf form.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-x))
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), as numpy has no erf.
-    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
-                                                                          + t * 1.061405429))))
-    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """The kernel's gelu: the tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x +
+    0.044715 x^3), evaluated as the identical x sigmoid(2u) in float64 (no cancellation in
+    1 + tanh u for x << 0) and returned in the input's type."""
+    w = x.astype(np.float64)
+    u = np.sqrt(2.0 / np.pi) * (w + 0.044715 * w * w * w)
+    return (w * _sigmoid(2.0 * u)).astype(x.dtype)
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -37,7 +40,7 @@ REFERENCES = {
     "clamp": lambda x, lo, hi, axis: np.clip(x, lo, hi),
     "sigmoid": lambda x, axis: _sigmoid(x),
     "tanh": lambda x, axis: np.tanh(x),
-    "gelu": lambda x, axis: 0.5 * x * (1.0 + _erf(x / np.sqrt(np.float32(2.0)))),
+    "gelu": lambda x, axis: _gelu(x),
     "hswish": lambda x, axis: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
     "swish": lambda x, axis: x * _sigmoid(x),
     "add": lambda a, b, axis: a + b,

@@ -23,7 +23,8 @@ from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.simarch import SimArch
 from vpuc.analysis.schedule import Schedule, unit_name
 from vpuc.diagnostics import Loc, VpucError
-from vpuc.ir.symbols import Region, SymbolTable
+from vpuc.ir.module import Buffer
+from vpuc.ir.symbols import Region, SymbolTable, dense_strides_bits, span_of
 from vpuc.ir.tasks import DpuTask, DmaTask, SwKernelTask
 from vpuc.program import InvocationImage, Program
 
@@ -141,7 +142,17 @@ class Plan:
         return SymbolTable(self.program.module)
 
     # ------------------------------------------------------------ operands
+    @cached_property
+    def _buffers(self) -> dict[str, Buffer]:
+        return {b.name: b for b in self.program.module.buffers}
+
     def region(self, name: str) -> Region:
+        """A buffer's region directly; a view's through the symbol table (built on the first
+        view: it declares every name of the module)."""
+        buffer = self._buffers.get(name)
+        if buffer is not None:
+            strides = dense_strides_bits(buffer.type)
+            return Region(name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
         region = self.symbols.region(name)
         if region is None:
             raise VpucError(f"%{name} does not resolve to a buffer region")

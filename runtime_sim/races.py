@@ -1,123 +1,146 @@
 """Data races: two units touching the same bytes, one of them writing, unordered by barriers.
 
 Checked when a unit starts, against the accesses of units that started before
-it (finished or still running), using the schedule's happens-before
-(``vpuc.analysis.schedule``): ``a`` is ordered before ``b`` iff a chain of
-barriers and queue order leads from the end of ``a`` to the start of ``b``.
-A running unit never happens before the one starting, so touching the bytes it
+it (finished or still running), using happens-before (``race_clock``: ``a`` is
+ordered before ``b`` iff a chain of barriers and queue order leads from the end
+of ``a`` to the start of ``b``, as ``vpuc.analysis.schedule`` defines it).  A
+running unit never happens before the one starting, so touching the bytes it
 writes is always reported; so is an unordered pair that happened not to
 overlap in this run.
 
-Memory is indexed by pages so a check only visits accesses near its bytes, and
-accesses that can no longer matter are dropped: an access ordered before a
-later write covering its bytes (any conflict with it is a conflict with that
-write too, or is ordered after both), and a read ordered before a later read
-covering its bytes.
+Accesses are grouped by the exact bytes they touch (a *group*: memory, span
+and, for a strided region, its byte intervals).  When a group is first seen,
+it is linked to every group sharing a byte with it (found through a 16 KiB
+page index), with the bytes they share; a check then visits only the accesses
+of linked groups.  Accesses that can no longer matter are dropped: an access
+ordered before a later write covering its bytes (any conflict with it is a
+conflict with that write too, or is ordered after both), and a read ordered
+before a later read covering its bytes.  So a long pipeline over a few buffers
+keeps a few live accesses per buffer and the check stays linear.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from runtime_sim.memory import Memory, byte_intervals
+from runtime_sim.memory import Memory
 from runtime_sim.plan import Plan
+from runtime_sim.race_access import Accesses, Span
+from runtime_sim.race_clock import HappensBefore
 from vpuc.diagnostics import Diagnostic, Severity
-from vpuc.ir.symbols import Region
 
 PAGE_BITS = 14            # 16 KiB pages
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
 
 
-class Access:
-    __slots__ = ("unit", "key", "lo", "hi", "write", "region", "rows")
+class _Group:
+    """Accesses to one exact set of bytes: ``live`` holds (unit, writes, name, sequence);
+    ``links`` (group, shared bytes (lo, hi), whether this group covers that one), self
+    included."""
 
-    def __init__(self, unit: int, key: tuple, lo: int, hi: int, write: bool, region: Region,
-                 rows: np.ndarray | None) -> None:
-        self.unit, self.key, self.lo, self.hi = unit, key, lo, hi
-        self.write, self.region, self.rows = write, region, rows
+    __slots__ = ("key", "lo", "hi", "rows", "live", "links")
+
+    def __init__(self, key: tuple, lo: int, hi: int, rows: np.ndarray | None) -> None:
+        self.key, self.lo, self.hi, self.rows = key, lo, hi, rows
+        self.live: list[tuple[int, bool, str, int]] = []
+        self.links: list[tuple[_Group, tuple[int, int], bool]] = []
 
 
 class RaceDetector:
     def __init__(self, plan: Plan, memory: Memory, limit: int = DEFAULT_LIMIT) -> None:
+        clock = time.perf_counter()
         self.plan = plan
-        self.memory = memory
-        self.schedule = plan.schedule
         self.limit = limit
-        self.pages: dict[tuple, list[Access]] = {}
+        self.clock = HappensBefore(plan)
+        self.accesses = Accesses(plan, memory, self._group)
+        self.groups: dict[tuple, _Group] = {}
+        self.pages: dict[tuple, list[_Group]] = {}
         self.races: list[Diagnostic] = []
         self.count = 0
+        self.sequence = 0
         self._pairs: set[tuple[int, int]] = set()
-        # Without a happens-before (a cyclic schedule) the run deadlocks; nothing to check.
-        self.enabled = self.schedule.clock is not None
+        self.seconds = time.perf_counter() - clock     # wall time spent on races
+
+    def end(self, unit: int) -> None:
+        """The runtime's hook at a unit's end."""
+        clock = time.perf_counter()
+        self.clock.end(unit)
+        self.seconds += time.perf_counter() - clock
 
     def check(self, unit: int) -> None:
-        if not self.enabled:
-            return
-        reads, writes = self.plan.accesses(unit)
-        accesses = [self._access(unit, r, False) for r in reads]
-        accesses += [self._access(unit, w, True) for w in writes]
+        """The runtime's hook at a unit's start: check its accesses, then record them."""
+        clock = time.perf_counter()
+        hb = self.clock
+        hb.start(unit)
+        before = hb.before
+        accesses = self.accesses(unit)
         ordered: dict[int, bool] = {}
-        for access in accesses:
-            for other in self._near(access):
-                if other.unit == unit or not (access.write or other.write):
+        for group, write, name in accesses:
+            found = None
+            for other, shared, _ in group.links:
+                for entry in other.live:
+                    u = entry[0]
+                    if u == unit or not (write or entry[1]):
+                        continue
+                    known = ordered.get(u)
+                    if known is None:
+                        known = ordered[u] = before(u)
+                    if not known:
+                        if found is None:
+                            found = []
+                        found.append((max(group.lo, other.lo) >> PAGE_BITS, entry[3], entry,
+                                      other, shared))
+            if found:
+                # In the order of a page-by-page scan: by first shared page, then by age.
+                found.sort(key=lambda f: f[:2])
+                for _, _, entry, other, shared in found:
+                    self._report(entry, other, (unit, write, name), group, shared)
+        for group, write, name in accesses:
+            self.sequence += 1
+            if group.rows is None:   # only an access covering its whole span retires others
+                for other, _, covers in group.links:
+                    if covers and other.live:
+                        other.live = [e for e in other.live
+                                      if not (write or not e[1])
+                                      or (e[0] != unit and not _ordered(e[0], ordered, before))]
+            group.live.append((unit, write, name, self.sequence))
+        self.seconds += time.perf_counter() - clock
+
+    # ------------------------------------------------------------ groups
+    def _group(self, span: Span) -> _Group:
+        key, lo, hi, rows = span
+        ident = (key, lo, hi) if rows is None else (key, lo, hi, rows.tobytes())
+        group = self.groups.get(ident)
+        if group is not None:
+            return group
+        group = self.groups[ident] = _Group(key, lo, hi, rows)
+        if hi <= lo:
+            return group            # touches no byte: never conflicts, never covers
+        shared = _overlap(group, group)
+        group.links.append((group, shared, rows is None))
+        seen: set[int] = set()
+        for page in range(lo >> PAGE_BITS, ((hi - 1) >> PAGE_BITS) + 1):
+            bucket = self.pages.setdefault((key, page), [])
+            for other in bucket:
+                if id(other) in seen or other.hi <= lo or hi <= other.lo:
                     continue
-                if other.hi <= access.lo or access.hi <= other.lo:
+                seen.add(id(other))
+                shared = _overlap(group, other)
+                if shared is None:
                     continue
-                overlap = _overlap(access, other)
-                if overlap is None:
-                    continue
-                if other.unit not in ordered:
-                    ordered[other.unit] = self.schedule.happens_before(other.unit, unit)
-                if not ordered[other.unit]:
-                    self._report(other, access, overlap)
-        for access in accesses:
-            self._record(access, ordered)
-
-    # ------------------------------------------------------------ index
-    def _access(self, unit: int, region: Region, write: bool) -> Access:
-        key, lo, hi = self.memory.span(region)
-        rows = None
-        if region.span_bytes != region.type.nbytes and region.root.name not in self.memory.dynamic:
-            rows = byte_intervals(region, lo)
-            if len(rows) == 1:
-                rows = None
-        return Access(unit, key, lo, hi, write, region, rows)
-
-    def _pages(self, access: Access) -> range:
-        return range(access.lo >> PAGE_BITS, ((access.hi - 1) >> PAGE_BITS) + 1)
-
-    def _near(self, access: Access) -> list[Access]:
-        seen: dict[int, Access] = {}
-        for page in self._pages(access):
-            for other in self.pages.get((access.key, page), ()):
-                seen.setdefault(id(other), other)
-        return list(seen.values())
-
-    def _record(self, access: Access, ordered: dict[int, bool]) -> None:
-        unit = access.unit
-        happens_before = self.schedule.happens_before
-
-        def retired(other: Access) -> bool:
-            if not (access.lo <= other.lo and other.hi <= access.hi
-                    and (access.write or not other.write)):
-                return False
-            if other.unit == unit:
-                return True
-            if other.unit not in ordered:
-                ordered[other.unit] = happens_before(other.unit, unit)
-            return ordered[other.unit]
-
-        if access.rows is not None:  # only an access covering its whole span retires others
-            retired = None
-        for page in self._pages(access):
-            bucket = self.pages.setdefault((access.key, page), [])
-            if retired is not None and bucket:
-                bucket[:] = [other for other in bucket if not retired(other)]
-            bucket.append(access)
+                group.links.append((other, shared, rows is None and lo <= other.lo
+                                    and other.hi <= hi))
+                other.links.append((group, shared, other.rows is None and other.lo <= lo
+                                    and hi <= other.hi))
+            bucket.append(group)
+        return group
 
     # ------------------------------------------------------------ reports
-    def _report(self, first: Access, second: Access, overlap: tuple[int, int]) -> None:
-        pair = (min(first.unit, second.unit), max(first.unit, second.unit))
+    def _report(self, first: tuple, first_group: _Group, second: tuple, second_group: _Group,
+                overlap: tuple[int, int]) -> None:
+        pair = (min(first[0], second[0]), max(first[0], second[0]))
         if pair in self._pairs:
             return
         self._pairs.add(pair)
@@ -127,17 +150,16 @@ class RaceDetector:
         plan = self.plan
         lo, hi = overlap
 
-        def who(access: Access) -> str:
-            queue = plan.queue_names[plan.queue_of[access.unit]]
-            verb = "writes" if access.write else "reads"
-            return f"{plan.names[access.unit]} ({queue}) {verb} %{access.region.name}"
+        def who(access: tuple) -> str:
+            unit, write, name = access[:3]
+            queue = plan.queue_names[plan.queue_of[unit]]
+            return f"{plan.names[unit]} ({queue}) {'writes' if write else 'reads'} %{name}"
 
-        message = (f"race on {Memory.describe(first.key)} bytes {lo:#x}..{hi - 1:#x}: "
+        message = (f"race on {Memory.describe(first_group.key)} bytes {lo:#x}..{hi - 1:#x}: "
                    f"{who(first)} and {who(second)}, and no barrier orders the two tasks")
         locs = plan.loc
-        self.races.append(Diagnostic(Severity.ERROR, locs[second.unit], message,
-                                     ((locs[first.unit],
-                                       f"{plan.names[first.unit]} is here"),)))
+        self.races.append(Diagnostic(Severity.ERROR, locs[second[0]], message,
+                                     ((locs[first[0]], f"{plan.names[first[0]]} is here"),)))
 
     def diagnostics(self) -> list[Diagnostic]:
         found = list(self.races)
@@ -147,8 +169,15 @@ class RaceDetector:
         return found
 
 
-def _overlap(a: Access, b: Access) -> tuple[int, int] | None:
-    """The first and past-the-last byte both accesses touch, or None if they share none."""
+def _ordered(unit: int, ordered: dict[int, bool], before) -> bool:
+    known = ordered.get(unit)
+    if known is None:
+        known = ordered[unit] = before(unit)
+    return known
+
+
+def _overlap(a: _Group, b: _Group) -> tuple[int, int] | None:
+    """The first and past-the-last byte both spans touch, or None if they share none."""
     if a.rows is None and b.rows is None:
         return max(a.lo, b.lo), min(a.hi, b.hi)
     rows_a = a.rows if a.rows is not None else np.array([[a.lo, a.hi]], np.int64)

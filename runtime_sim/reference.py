@@ -152,7 +152,11 @@ class Reference:
         *inputs, output = memrefs
         values = [self.array(n) for n in inputs]
         wide = _compute_type(*values) if values else np.float32
-        axis = self._root(inputs[0]).type.order.perm[-1] if inputs else -1
+        # Softmax and the reductions work over the last logical dim, whatever the dims order
+        # (docs/kernels.md, "reduce row"): W for NCHW and NHWC alike, not the innermost dim
+        # in memory.
+        rank = values[0].ndim if values else 0
+        axis = rank - 1 if rank else None
         result = np.asarray(fn(*[v.astype(wide) for v in values], *scalars, axis=axis))
         target = self._set_dynamic(output, result.shape)
         try:

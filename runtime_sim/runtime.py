@@ -35,8 +35,13 @@ class Timeline:
     stall: list[float]             # cycles the unit waited at its queue head on barriers
     cause: list[int]               # the unit whose end let this one start (-1: none)
     total: float = 0.0
-    ddr_samples: list[tuple[float, float]] = field(default_factory=list)
+    ddr_times: list[float] = field(default_factory=list)    # DDR bandwidth in use (bytes per
+    ddr_rates: list[float] = field(default_factory=list)    # cycle) from each time on
     events: int = 0
+
+    @property
+    def ddr_samples(self) -> list[tuple[float, float]]:
+        return list(zip(self.ddr_times, self.ddr_rates))
 
 
 class DeadlockError(VpucError):
@@ -49,11 +54,13 @@ def _fmt(t: float) -> str:
 
 class Runtime:
     def __init__(self, plan: Plan, *, on_start: Callable[[int, float], None] | None = None,
+                 on_end: Callable[[int], None] | None = None,
                  act_cycles: Callable[[int], float] | None = None,
                  max_cycles: float | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.plan = plan
         self.on_start = on_start
+        self.on_end = on_end
         self.act_cycles = act_cycles
         self.max_cycles = max_cycles
         self.progress = progress
@@ -93,21 +100,22 @@ class Runtime:
             if pos < len(lst):
                 active[p] = lst[pos]
                 programmed[lst[pos]] = True
-        bar_waiters: dict[int, list[int]] = {}          # barrier -> queues waiting on it
+        bar_waiters: list = [None] * len(barrier_phys)   # barrier -> queues waiting on it
         phys_waiters: list[list[int]] = [[] for _ in active]
         head = [0] * len(queue_units)
         lengths = [len(units) for units in queue_units]
         free = [list(range(e - 1, -1, -1)) for e in plan.queue_engines]  # lowest index last
-        on_start, act_cycles = self.on_start, self.act_cycles
+        on_start, on_end, act_cycles = self.on_start, self.on_end, self.act_cycles
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
         join, leave = sharing.join, sharing.leave
+        join_alone, leave_alone, ddr_active = sharing.join_alone, sharing.leave_alone, sharing.active
         dma_token = [0] * n          # the sequence number of a DMA's live DMA_DONE event
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
         seq = 0
 
-        done = events = 0
+        done = 0
         t = 0.0
         max_cycles = float("inf") if self.max_cycles is None else self.max_cycles
         progress = self.progress
@@ -147,7 +155,7 @@ class Runtime:
                             break
                     for b in waits[u]:
                         if prod_left[b]:
-                            queues = bar_waiters.get(b)
+                            queues = bar_waiters[b]
                             if queues is None:
                                 bar_waiters[b] = [q]
                             elif q not in queues:
@@ -179,29 +187,38 @@ class Runtime:
             if not heap:
                 break
             t, token, what, u = pop(heap)
-            events += 1
             if t > max_cycles:
                 raise self._over_limit(t, start, end, head)
             if what:
                 if what == DMA_DATA:
-                    for v, finish in join(u, t, work[u]):
+                    if ddr_active:
+                        for v, finish in join(u, t, work[u]):
+                            seq += 1
+                            dma_token[v] = seq
+                            push(heap, (finish, seq, DMA_DONE, v))
+                    else:
                         seq += 1
-                        dma_token[v] = seq
-                        push(heap, (finish, seq, DMA_DONE, v))
+                        dma_token[u] = seq
+                        push(heap, (join_alone(u, t, work[u]), seq, DMA_DONE, u))
                     woken = no_queues
                     continue
                 if dma_token[u] != token:
                     woken = no_queues
                     continue  # re-timed since this event was pushed
-                for v, finish in leave(u, t):
-                    seq += 1
-                    dma_token[v] = seq
-                    push(heap, (finish, seq, DMA_DONE, v))
+                if len(ddr_active) == 1:
+                    leave_alone(t)
+                else:
+                    for v, finish in leave(u, t):
+                        seq += 1
+                        dma_token[v] = seq
+                        push(heap, (finish, seq, DMA_DONE, v))
             # The unit ends: free its engine, count its barriers down.  A barrier with no
             # producers and no consumers left is done: its physical barrier moves on to
             # its next virtual barrier (the same code twice, inline for speed).
             end[u] = t
             done += 1
+            if on_end is not None:
+                on_end(u)
             q = queue_of[u]
             engines = free[q]
             engines.append(engine_of[u])
@@ -212,9 +229,10 @@ class Runtime:
                 left = prod_left[b] - 1
                 prod_left[b] = left
                 if not left:
-                    queues = bar_waiters.pop(b, None)
-                    if queues:
+                    queues = bar_waiters[b]
+                    if queues is not None:
                         woken.extend(queues)
+                        bar_waiters[b] = None
                     if not cons_left[b] and programmed[b]:
                         programmed[b] = False
                         p = barrier_phys[b]
@@ -250,15 +268,22 @@ class Runtime:
                     if phys_waiters[p]:
                         woken.extend(phys_waiters[p])
                         phys_waiters[p].clear()
-            if len(woken) > 1:
+            if len(woken) == 2:
+                a, b = woken
+                if a > b:
+                    woken = (b, a)
+                elif a == b:
+                    woken = (a,)
+            elif len(woken) > 2:
                 woken = sorted(set(woken))
             by = u
             if progress is not None and not done % progress_every:
                 progress(done, n)
         if done < n:
             raise self._deadlock(t, end, head, prod_left, active)
+        # Every event pushed was popped (each push took a sequence number).
         return Timeline(start, end, engine_of, stall, cause, max(end, default=0.0),
-                        sharing.samples, events)
+                        sharing.times, sharing.rates, seq)
 
     # ------------------------------------------------------------ failures
     def _blocked_heads(self, end, head) -> list[int]:

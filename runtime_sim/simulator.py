@@ -59,7 +59,17 @@ def simulate(program: Program, arch: SimArch | None = None,
              inputs: dict[str, np.ndarray] | None = None, *, seed: int = 0,
              timing_only: bool = False, races: bool = True, max_cycles: float | None = None,
              progress: Callable[[int, int], None] | None = None) -> SimResult:
-    arch = arch or sim_arch_for(program.arch)
+    # The plan, the schedule and the timeline are many small objects that all stay alive:
+    # the cyclic garbage collector would rescan them (and the whole program) over and over,
+    # so it is paused for the whole simulation and runs once afterwards.
+    with gc_paused():
+        return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
+                         timing_only, races, max_cycles, progress)
+
+
+def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | None, seed: int,
+              timing_only: bool, races: bool, max_cycles: float | None,
+              progress: Callable[[int, int], None] | None) -> SimResult:
     clock = time.perf_counter()
     network = Network(program)
     given = dict(inputs or {})
@@ -77,12 +87,12 @@ def simulate(program: Program, arch: SimArch | None = None,
         network.set_input(next(iter(given)), next(iter(given.values())))  # raises: unknown input
     seconds = {"network": time.perf_counter() - clock}
     clock = time.perf_counter()
-    with gc_paused():  # the plan and the timeline are many small objects that all stay alive
-        plan = build_plan(program, arch)
-        detector = RaceDetector(plan, network.memory) if races else None  # builds the schedule
+    plan = build_plan(program, arch)
     seconds["plan"] = time.perf_counter() - clock
+    detector = RaceDetector(plan, network.memory) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
-    memory, kinds, tasks = network.memory, plan.kind, plan.task
+    memory = network.memory
+    kinds = plan.kind if not timing_only or memory.dynamic else None
 
     # Without numerics, DMAs of dynamic tensors still pass their actual dims on, so the
     # kernels that read them loop as often as they would.
@@ -103,9 +113,10 @@ def simulate(program: Program, arch: SimArch | None = None,
         try:
             if kind == DMA:
                 src, dst = plan.dma_regions(u)
-                dma_engine.run_transfer(tasks[u], src, dst, memory)
+                dma_engine.run_transfer(plan.task[u], src, dst, memory)
             elif kind == DPU:
-                dpu_engine.run_variant(tasks[u], plan.variant[u], plan.dpu_regions(u), memory)
+                dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
+                                       memory)
         except VpucError as exc:
             raise VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
 
@@ -115,17 +126,17 @@ def simulate(program: Program, arch: SimArch | None = None,
         return run_kernel(lambda: plan.names[u], work[u])
 
     hook = on_start if (detector is not None or not timing_only or dims_only) else None
-    runtime = Runtime(plan, on_start=hook, act_cycles=act_cycles, max_cycles=max_cycles,
-                      progress=progress)
+    runtime = Runtime(plan, on_start=hook, on_end=detector.end if detector is not None else None,
+                      act_cycles=act_cycles, max_cycles=max_cycles, progress=progress)
     clock = time.perf_counter()
-    with gc_paused():
-        timeline = runtime.run()
+    timeline = runtime.run()
     seconds["run"] = time.perf_counter() - clock
     seconds["kernels"] = shave.seconds   # part of "run": ACT SHAVE kernels in the interpreter
+    if detector is not None:
+        seconds["races"] = detector.seconds   # part of "run": race checks and their clocks
     result = SimResult(arch, plan, timeline, network, inputs=used, seconds=seconds)
     if not timing_only:
         result.outputs = {b.name: network.output(b.name) for b in network.outputs}
     if detector is not None:
         result.races = detector.diagnostics()
     return result
-

@@ -9,6 +9,7 @@ Each ``X.vir`` has an ``X.expected`` beside it, compared byte for byte:
   pipeline), with nothing on stdout and exit code 1.
 - ``usage/``: the exact stderr of a command-line mistake; exit code 2.
 - ``fusion/``: the report of ``vpuc fuse X.vir`` (tokenization, data-flow bodies).
+- ``lir/``: the Linear IR of ``vpuc fuse X.vir --lir`` (``--print-around P``: before and after P).
 - ``examples/``: the printed IR of ``vpuc opt examples/X.vir`` (default pipeline).
 
 A file may override the command and the exit code with directives in comments::
@@ -48,6 +49,7 @@ SUITES = {
     "syntax": ("opt {file}", 1, "stderr"),
     "usage": ("opt {file}", 2, "stderr"),
     "fusion": ("fuse {file}", 0, "stdout"),
+    "lir": ("fuse {file} --lir", 0, "stdout"),
 }
 _DIRECTIVE = re.compile(r"^//[ \t]*(ARGS|EXIT):[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 

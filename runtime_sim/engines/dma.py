@@ -60,44 +60,55 @@ class DdrSharing:
         self.capacity = ddr_bytes_per_cycle
         self.active: dict[int, list] = {}     # unit -> [bytes left, rate, cap, ddr sides]
         self.last = 0.0
-        self.samples: list[tuple[float, float]] = [(0.0, 0.0)]   # (time, DDR bytes/cycle)
+        # DDR bytes/cycle in use from each time on (two flat lists: no object per sample).
+        self.times: list[float] = [0.0]
+        self.rates: list[float] = [0.0]
 
     def join(self, unit: int, t: float, transfer: Transfer) -> list[tuple[int, float]]:
-        active = self.active
-        if not active:
-            # Alone: the general computation below for one transfer, term for term, so
-            # the result is bit-identical.
-            self.last = t
-            state = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
-            active[unit] = state
-            sides = state[3]
-            if sides:
-                capacity = self.capacity
-                demand = state[2] * sides
-                given = demand if demand <= capacity else capacity
-                state[1] = given / sides
-                used = capacity - (capacity - given)
-            else:
-                state[1] = state[2]
-                used = 0.0
-            if used != self.samples[-1][1]:
-                self.samples.append((t, used))
-            return [(unit, t + state[0] / state[1])]
+        """``transfer`` starts moving data: (unit, finish time) of every active transfer."""
+        if not self.active:
+            return [(unit, self.join_alone(unit, t, transfer))]
         self._advance(t)
-        active[unit] = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
+        self.active[unit] = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
         return self._retime(t)
 
+    def join_alone(self, unit: int, t: float, transfer: Transfer) -> float:
+        """``join`` when nothing else moves data (the runtime's fast path): the general
+        computation for one transfer, term for term, so the result is bit-identical."""
+        self.last = t
+        state = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
+        self.active[unit] = state
+        sides = state[3]
+        if sides:
+            capacity = self.capacity
+            demand = state[2] * sides
+            given = demand if demand <= capacity else capacity
+            state[1] = given / sides
+            used = capacity - (capacity - given)
+        else:
+            state[1] = state[2]
+            used = 0.0
+        if used != self.rates[-1]:
+            self.times.append(t)
+            self.rates.append(used)
+        return t + state[0] / state[1]
+
     def leave(self, unit: int, t: float) -> list[tuple[int, float]]:
-        active = self.active
-        if len(active) == 1:
-            active.clear()
-            self.last = t
-            if self.samples[-1][1] != 0.0:
-                self.samples.append((t, 0.0))
+        """``unit`` has moved all its data: (unit, finish time) of the others, re-timed."""
+        if len(self.active) == 1:
+            self.leave_alone(t)
             return []
         self._advance(t)
-        del active[unit]
+        del self.active[unit]
         return self._retime(t)
+
+    def leave_alone(self, t: float) -> None:
+        """``leave`` of the only active transfer (the runtime's fast path)."""
+        self.active.clear()
+        self.last = t
+        if self.rates[-1] != 0.0:
+            self.times.append(t)
+            self.rates.append(0.0)
 
     def _advance(self, t: float) -> None:
         elapsed = t - self.last
@@ -124,8 +135,9 @@ class DdrSharing:
         for state in active.values():
             if not state[3]:
                 state[1] = state[2]
-        if used != self.samples[-1][1]:
-            self.samples.append((t, used))
+        if used != self.rates[-1]:
+            self.times.append(t)
+            self.rates.append(used)
         return [(unit, t + state[0] / state[1]) for unit, state in active.items()]
 
 

@@ -22,6 +22,21 @@ from vpuc.program import InvocationImage, Program
 from vpuc.shave import KernelObject
 
 
+# Parsing and checking a kernel's ELF decodes all its code (a few ms); a KernelObject is
+# never changed by running it, so every simulation of the same ELF shares one.
+_OBJECTS: dict[tuple[bytes, str], KernelObject] = {}
+MAX_CACHED_OBJECTS = 64
+
+
+def kernel_object(elf: bytes, name: str) -> KernelObject:
+    obj = _OBJECTS.get((elf, name))
+    if obj is None:
+        if len(_OBJECTS) >= MAX_CACHED_OBJECTS:
+            _OBJECTS.clear()
+        obj = _OBJECTS[(elf, name)] = KernelObject.from_elf(elf, name)
+    return obj
+
+
 class ShaveEngine:
     def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
         self.program = program
@@ -39,7 +54,7 @@ class ShaveEngine:
             image = self.program.kernels.get(name)
             if image is None:
                 raise VpucError(f"kernel @{name} has no image in the program; it cannot run")
-            obj = KernelObject.from_elf(image.elf, f"@{name}")
+            obj = kernel_object(image.elf, f"@{name}")
             entry = next((s.name for s in obj.entry_points if s.value == image.entry), None)
             self._objects[name] = (obj, entry)
         return self._objects[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -108,3 +109,41 @@ def test_timing_only_skips_numerics_but_keeps_the_cycles(path):
     timing = simulate(program, timing_only=True)
     assert timing.outputs == {}
     assert timing.timeline.end == full.timeline.end
+
+
+def test_nhwc_softmax_and_reductions_work_over_the_last_logical_dim():
+    # For NHWC the last logical dim (W) is not the innermost in memory (C): the kernels
+    # reduce over W (docs/kernels.md), and so must the reference.
+    program = compile_vir(DATA / "nhwc_reductions.vir")
+    x = np.random.default_rng(7).uniform(-4, 4, (1, 16, 4, 24)).astype(np.float16)
+    result = simulate(program, inputs={"x": x})
+    check_against_reference(program, result)
+    wide = x.astype(np.float32)
+    shifted = np.exp(wide - wide.max(axis=3, keepdims=True))
+    by_w = {"soft": shifted / shifted.sum(axis=3, keepdims=True),
+            "sum": wide.sum(axis=3, keepdims=True), "mean": wide.mean(axis=3, keepdims=True)}
+    for name, expected in by_w.items():
+        got = result.outputs[name].astype(np.float32)
+        assert np.allclose(got, expected.astype(np.float16), rtol=4e-3, atol=1e-4), name
+    over_c = np.exp(wide - wide.max(axis=1, keepdims=True))
+    assert not np.allclose(result.outputs["soft"], over_c / over_c.sum(axis=1, keepdims=True),
+                           rtol=0.1, atol=0.01)
+
+
+def test_gelu_is_the_tanh_approximation_within_one_ulp():
+    program = compile_vir(DATA / "nhwc_reductions.vir")
+    x = np.linspace(-6, 6, 1536, dtype=np.float32).reshape(1, 16, 4, 24).astype(np.float16)
+    result = simulate(program, inputs={"x": x})
+    check_against_reference(program, result)
+    w = x.astype(np.float64)
+    tanh_form = (0.5 * w * (1 + np.tanh(np.sqrt(2 / np.pi) * (w + 0.044715 * w ** 3))))
+    got = result.outputs["gel"]
+    ulps = np.abs(got.view(np.int16).astype(np.int32) - tanh_form.astype(np.float16).view(
+        np.int16).astype(np.int32))
+    assert ulps[np.abs(w) <= 4].max() <= 1        # where 1 + tanh(u) does not cancel in f64
+    # The exact-erf gelu is a different function: the default f16 tolerance tells them apart.
+    erf = np.vectorize(math.erf)
+    exact = (0.5 * w * (1 + erf(w / np.sqrt(2)))).astype(np.float16)
+    gel = next(b for b in program.module.buffers if b.name == "gel")
+    ok, _ = compare("gel", got, exact, *tolerances(gel, None, None), "the exact gelu")
+    assert not ok

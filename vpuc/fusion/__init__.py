@@ -5,5 +5,7 @@
 - ``tokenizer.py``: greedy tokenization of a graph into subgraphs, every cut explained.
 - ``subgraph.py``: the tokenizer's output: subgraph bodies and the condensed graph.
 - ``dataflow/``: the data-flow optimizer on subgraph bodies.
+- ``lir/``: the Linear IR and ``lower_subgraph`` (docs/lir.md).
+- ``controlflow/``, ``prepare/``: its control-flow passes and the generator's preparation passes.
 - ``report.py``, ``cli_fuse.py``: ``vpuc fuse`` (text and JSON reports).
 """

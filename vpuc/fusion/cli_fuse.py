@@ -15,6 +15,7 @@ import sys
 from vpuc.diagnostics import DiagnosticBag, UsageError, VpucError
 from vpuc.fusion.dataflow import DataflowContext, pipeline_names, run_dataflow
 from vpuc.fusion.dataflow.layout import PortLayout
+from vpuc.fusion.lir.cli import add_lir_arguments, run_lir_cli, wants_lir
 from vpuc.fusion.report import as_json, as_text, target_json
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import TARGET_NAMES, get_target
@@ -45,6 +46,7 @@ def add_fuse_parser(subparsers) -> None:
     fuse.add_argument("--layout", action="append", default=[], metavar="VALUE=LAYOUT",
                       help="the layout of an input for canonicalization, e.g. %%x=NCHW16c "
                            "(repeatable; default: planar in the value's dims order)")
+    add_lir_arguments(fuse)
     fuse.set_defaults(handler=cmd_fuse)
 
 
@@ -65,7 +67,7 @@ def cmd_fuse(args) -> int:
     target = get_target(args.target)
     layouts = _layouts(args.layout)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
-    dataflow = args.dataflow or args.passes is not None
+    dataflow = args.dataflow or args.passes is not None or wants_lir(args)
     passes = pipeline_names(target, names) if dataflow else []
     module = parse_file(args.file)
     bag = DiagnosticBag()
@@ -84,6 +86,8 @@ def cmd_fuse(args) -> int:
     bodies = [sub.body for tok in tokenizations for sub in tok.subgraphs]
     for body in bodies:
         run_dataflow(body, DataflowContext(target, layouts), passes)
+    if wants_lir(args):
+        return run_lir_cli(args, tokenizations, target)
     if args.bodies or dataflow:
         if args.json:
             data = {sub.body.name: "\n".join(print_graph(sub.body)) + "\n"

@@ -1,0 +1,130 @@
+"""The bytes each unit touches, for the race detector: resolved once, not per use.
+
+A unit's accesses are (memory, first byte, past the last byte, rows) with the
+name of the buffer or view and whether it writes; ``rows`` lists the exact
+byte intervals of a strided region (None when it is dense).  They are
+resolved once per buffer or view name (a DMA's source and destination, an ACT
+task's bound buffers) and once per distinct DPU variant (operands, window and
+output box), so a long pipeline over a few buffers resolves a few regions.
+
+A view of a buffer is resolved by arithmetic on its slices (what
+``vpuc.ir.symbols`` does, without building a ``Region``): the 100k-task
+benchmark program has 50,000 views, each used by one DMA.  Strided views,
+views of views and anything invalid take the ``Region`` path, which also
+reports the errors.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from runtime_sim.engines import dpu as dpu_engine
+from runtime_sim.memory import Memory, byte_intervals
+from runtime_sim.plan import DMA, DPU, Plan
+from vpuc.ir.symbols import Region
+
+Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
+
+
+class Accesses:
+    """``accesses(u)``: [(group, writes, name)] of unit ``u``, reads first.  ``group``
+    turns a span into the detector's object for those bytes."""
+
+    def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object]) -> None:
+        self.plan, self.memory, self.group = plan, memory, group
+        self.views = {v.name: v for v in plan.program.module.views}
+        self.by_name: dict[str, object] = {}
+        self.by_variant: dict[tuple, list] = {}
+        self.operand_ids: dict[tuple, int] = {}      # a DPU task's operands and window -> id
+        self.dpu_tasks: dict[int, int] = {}          # recent DPU tasks -> their operands' id
+        self.roots: dict[str, tuple | None] = {}
+
+    def __call__(self, u: int) -> list[tuple[object, bool, str]]:
+        plan = self.plan
+        kind, task = plan.kind[u], plan.task[u]
+        if kind == DMA:
+            return [(self.named(task.src), False, task.src), (self.named(task.dst), True, task.dst)]
+        if kind == DPU:
+            v = plan.variant[u]
+            operands = self.dpu_tasks.get(id(task))
+            if operands is None:
+                if len(self.dpu_tasks) > 64:       # only the tasks running now matter
+                    self.dpu_tasks.clear()
+                operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
+                    (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
+                     task.stride, task.pad, task.dilation), len(self.operand_ids))
+            variant = task.variants[v]
+            key = (operands, variant.start, variant.end)
+            found = self.by_variant.get(key)
+            if found is None:
+                reads, written = dpu_engine.variant_accesses(task, v, plan.dpu_regions(u))
+                found = self.by_variant[key] = (
+                    [(self.group(self.region_span(r)), False, r.name) for r in reads]
+                    + [(self.group(self.region_span(written)), True, written.name)])
+            return found
+        return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
+                + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
+
+    # ------------------------------------------------------------ spans
+    def named(self, name: str) -> object:
+        found = self.by_name.get(name)
+        if found is None:
+            view = self.views.get(name)
+            span = self._view_span(view) if view is not None else None
+            if span is None:
+                span = self.region_span(self.plan.region(name))
+            found = self.by_name[name] = self.group(span)
+        return found
+
+    def region_span(self, region: Region) -> Span:
+        memory = self.memory
+        key, lo, hi = memory.span(region)
+        rows = None
+        if region.span_bytes != region.type.nbytes and region.root.name not in memory.dynamic:
+            rows = byte_intervals(region, lo)
+            if len(rows) == 1:
+                rows = None
+        return key, lo, hi, rows
+
+    def _root(self, name: str) -> tuple | None:
+        """(shape, strides in bits, element bits, memory, offset) of a static buffer."""
+        memory = self.memory
+        root = memory.buffers.get(name)
+        if root is None or name in memory.dynamic:
+            found = None
+        else:
+            bits = root.type.elem.bits
+            found = (root.type.bound_shape, tuple(s * bits for s in root.type.dense_strides()),
+                     bits) + memory.placement[name]
+        self.roots[name] = found
+        return found
+
+    def _view_span(self, view) -> Span | None:
+        """A dense view of a static buffer, by arithmetic; None for anything else."""
+        root = self.roots.get(view.base, False)
+        if root is False:
+            root = self._root(view.base)
+        if root is None:
+            return None
+        shape, strides, bits, key, base = root
+        if len(view.slices) != len(shape):
+            return None
+        offset = last = 0
+        count = 1
+        for piece, size, stride in zip(view.slices, shape, strides):
+            stop = size if piece.stop == -1 else piece.stop
+            step = piece.step
+            if step < 1 or not 0 <= piece.start < stop <= size:
+                return None
+            extent = (stop - piece.start + step - 1) // step
+            offset += piece.start * stride
+            last += (extent - 1) * stride * step
+            count *= extent
+        span = (last + bits + 7) // 8
+        if offset % 8 or span != (count * bits + 7) // 8:
+            return None
+        lo = base + offset // 8
+        return key, lo, lo + span, None
+

@@ -1,0 +1,47 @@
+"""Address-arithmetic clean-ups on the generated MIR, one pass per file.
+
+After ``gpu_conv_kernel_generator.md`` ("More Optimizations and IR Passes"):
+the emitters write straightforward code (every value computed where it is
+used, every constant materialized where it is needed); these passes clean it:
+
+1. simplify: constant folding and algebraic identities on scalar arithmetic;
+2. strength-reduction: multiplications, divisions and remainders by powers of
+   two become shifts and masks;
+3. cse: one computation of each pure instruction (constants, dims loads, address
+   arithmetic, repeated loads of the same vector);
+4. licm: loop-invariant instructions move to the loop's preheader;
+5. peephole: ``addi r, r, 0``, chains of ``addi``, moves into the defining
+   instruction, dead instructions;
+6. unroll: innermost counted loops unrolled with renamed temporaries;
+7. schedule: list scheduling of straight-line code by the cycle table.
+
+``CLEANUP_PASSES`` is the registry (file ``strength_reduction.py`` <->
+``strength-reduction`` <-> ``StrengthReductionPass``), ``CLEANUP_PIPELINE``
+the order.  Passes never print; ``run_cleanups`` times them and records the
+instruction count after each.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from vpuc.fusion.generator.cleanup.base import CleanupConfig, MirPass
+from vpuc.fusion.generator.mir import count
+
+CLEANUP_PASSES: dict[str, type[MirPass]] = {}
+CLEANUP_PIPELINE: list[str] = []
+
+
+def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,
+                 sizes: list, after=None) -> None:
+    for name in names:
+        clock = time.perf_counter()
+        CLEANUP_PASSES[name]().run(mir, target, config)
+        timings.append((name, time.perf_counter() - clock))
+        sizes.append((name, count(mir.body) + len(mir.tail)))
+        if after is not None:
+            after(name, mir)
+
+
+__all__ = ["CLEANUP_PASSES", "CLEANUP_PIPELINE", "CleanupConfig", "MirPass", "run_cleanups"]

@@ -1,0 +1,144 @@
+"""The generator's driver: a subgraph body to a kernel ELF object with its contract.
+
+Stages, each timed (``GeneratedKernel.timings``) and, with ``print_after``,
+followed by a print hook (how ``--print-lir`` / ``--print-after-all`` work;
+nothing here prints):
+
+1. ``dataflow``: the target's data-flow pipeline on a copy of the body;
+2. ``lir``: ``lower_subgraph`` -- the control-flow and preparation passes
+   (registers assigned, loops with work amounts and increments, tails);
+3. ``emit``: the kernel emitter and the target machine's emitters (MIR);
+4. the clean-ups (``cleanup/``), one pass at a time;
+5. ``regalloc``: physical registers for the temporaries;
+6. ``assemble``: the flattened MIR as assembly text, assembled into a
+   ``KernelObject`` (the same ELF the hand-written kernels are).
+
+If the temporaries do not fit the register files after unrolling and
+hoisting, the clean-ups run again with a smaller unroll factor, then without
+hoisting vector constants: correctness never depends on them.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from vpuc.fusion.dataflow import DataflowContext, pipeline_names, run_dataflow
+from vpuc.fusion.generator.cleanup import CLEANUP_PIPELINE, CleanupConfig, run_cleanups
+from vpuc.fusion.generator.contract import kernel_decl
+from vpuc.fusion.generator.kernel_emitter import MirKernel, emit_kernel
+from vpuc.fusion.generator.mir import Flat, count, flatten, print_asm
+from vpuc.fusion.generator.regalloc import AllocationError, allocate
+from vpuc.fusion.generator.target_machine import SHAVE_TM, TargetMachine
+from vpuc.fusion.lir.linear_ir import LinearIR, LoweringConfig
+from vpuc.fusion.lir.pipeline import lower_subgraph
+from vpuc.ir.graph import Graph
+from vpuc.ir.module import KernelDecl
+from vpuc.shave import KernelObject, assemble
+
+# print_after(stage, text): the LIR passes print their LIR, MIR stages their MIR.
+PrintHook = Callable[[str, str], None]
+
+
+@dataclass
+class GeneratedKernel:
+    name: str
+    body: Graph                      # the data-flow-optimized body
+    lir: LinearIR
+    mir: MirKernel
+    flat: list[Flat]
+    asm: str
+    obj: KernelObject
+    decl: KernelDecl
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    sizes: list[tuple[str, int]] = field(default_factory=list)    # instructions after each stage
+    config: CleanupConfig | None = None
+
+    @property
+    def instructions(self) -> int:
+        return len(self.flat)
+
+
+def optimize_body(body: Graph, target: TargetMachine = SHAVE_TM,
+                  passes: list[str] | None = None) -> Graph:
+    """A data-flow-optimized copy of ``body``."""
+    out = copy.deepcopy(body)
+    run_dataflow(out, DataflowContext(target.fusion), passes or pipeline_names(target.fusion))
+    return out
+
+
+def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
+             cleanups: list[str] | None = None, config: CleanupConfig | None = None,
+             optimized: bool = False, print_after: PrintHook | None = None,
+             lir_config: LoweringConfig | None = None) -> GeneratedKernel:
+    """Generate the kernel ``name`` for a subgraph body (as the tokenizer made it, or already
+    data-flow optimized with ``optimized=True``)."""
+    timings: list[tuple[str, float]] = []
+    clock = time.perf_counter()
+    if not optimized:
+        body = optimize_body(body, target)
+    timings.append(("dataflow", time.perf_counter() - clock))
+
+    lir_hook = None
+    if print_after is not None:
+        from vpuc.fusion.lir.printer import print_lir
+        lir_hook = lambda stage, lir: print_after(f"lir:{stage}", print_lir(lir))  # noqa: E731
+    clock = time.perf_counter()
+    lir = lower_subgraph(body, target.fusion, lir_config or LoweringConfig(target.fusion),
+                         print_after=lir_hook)
+    timings.append(("lir", time.perf_counter() - clock))
+
+    ranks = [op.type.rank for op in body.results]
+    names = list(CLEANUP_PIPELINE if cleanups is None else cleanups)
+    attempts = _attempts(config or CleanupConfig())
+    last_error: AllocationError | None = None
+    for attempt in attempts:
+        stage_timings: list[tuple[str, float]] = []
+        sizes: list[tuple[str, int]] = []
+        clock = time.perf_counter()
+        mir = emit_kernel(lir, target, ranks)
+        stage_timings.append(("emit", time.perf_counter() - clock))
+        sizes.append(("emit", count(mir.body) + len(mir.tail)))
+        _show(print_after, "emit", mir)
+        run_cleanups(mir, names, target, attempt, stage_timings, sizes,
+                     (lambda stage, m: _show(print_after, stage, m)) if print_after else None)
+        clock = time.perf_counter()
+        try:
+            allocate(mir.body, mir.tail)
+        except AllocationError as exc:
+            last_error = exc
+            continue
+        stage_timings.append(("regalloc", time.perf_counter() - clock))
+        _show(print_after, "regalloc", mir)
+        break
+    else:
+        raise last_error  # type: ignore[misc]
+    timings += stage_timings
+    clock = time.perf_counter()
+    flat = flatten(mir.body, mir.tail)
+    asm = print_asm(name, flat, [f"generated by vpuc from @{body.name}"])
+    obj = assemble(asm, f"<generated {name}>")
+    timings.append(("assemble", time.perf_counter() - clock))
+    sizes.append(("final", len(flat)))
+    if print_after is not None:
+        print_after("asm", asm)
+    return GeneratedKernel(name, body, lir, mir, flat, asm, obj, kernel_decl(name, body),
+                           timings, sizes, attempt)
+
+
+def _attempts(config: CleanupConfig) -> list[CleanupConfig]:
+    out = [config]
+    unroll = config.unroll
+    while unroll > 1:
+        unroll //= 2
+        out.append(config.with_(unroll=unroll))
+    out.append(config.with_(unroll=1, hoist_vectors=False))
+    return out
+
+
+def _show(hook, stage: str, mir: MirKernel) -> None:
+    if hook is not None:
+        from vpuc.fusion.generator.mir import print_mir
+        hook(f"mir:{stage}", print_mir(mir.body) + print_mir(mir.tail))
