@@ -79,27 +79,23 @@ class Runtime:
         dma_fixed, act_fixed = plan.arch.dispatch["DMA"], plan.arch.dispatch["ACT_SHAVE"]
         queue_of, queue_units = plan.queue_of, plan.queue_units
         barrier_phys, phys_lists = plan.barrier_phys, plan.phys_lists
-        # Only barriers sharing a physical id can fail the "is it programmed yet" check (a
-        # barrier alone in its physical id stays programmed while any of its users has not
-        # ended), so without shared ids the check is skipped altogether.
-        check_phys = any(len(lst) > 1 for lst in phys_lists)
-        prod_left = list(plan.producer_count)
         cons_left = list(plan.consumer_count)
-        # Physical barriers: each holds one virtual barrier at a time (``active``; -1 when
-        # it has none left), ``programmed[b]`` says whether ``b`` is the one its physical
-        # barrier holds.  Virtual barriers nobody uses are skipped: they are done as soon
-        # as they would be held.
+        # A barrier's state: its producers left while its physical barrier holds it (>= 0),
+        # -1 - producers left while it does not (< 0).  So a unit may wait on ``b`` iff
+        # ``state[b] == 0`` and may update it iff ``state[b] >= 0`` (rule 1).  Each physical
+        # barrier holds one virtual barrier at a time (``active``; -1 when none is left);
+        # virtual barriers nobody uses are skipped: they are done as soon as they are held.
+        state = [-1 - count for count in plan.producer_count]
         phys_pos = [0] * len(phys_lists)
         active = [-1] * len(phys_lists)
-        programmed = [False] * len(barrier_phys)
         for p, lst in enumerate(phys_lists):
             pos = 0
-            while pos < len(lst) and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+            while pos < len(lst) and state[lst[pos]] == -1 and not cons_left[lst[pos]]:
                 pos += 1
             phys_pos[p] = pos
             if pos < len(lst):
-                active[p] = lst[pos]
-                programmed[lst[pos]] = True
+                active[p] = b = lst[pos]
+                state[b] = -1 - state[b]
         bar_waiters: list = [None] * len(barrier_phys)   # barrier -> queues waiting on it
         phys_waiters: list[list[int]] = [[] for _ in active]
         head = [0] * len(queue_units)
@@ -136,51 +132,46 @@ class Runtime:
                 kind = queue_kind[q]
                 while h < length:
                     u = units[h]
-                    if check_phys:
-                        p = -1
-                        for b in waits[u]:
-                            if not programmed[b]:
-                                p = barrier_phys[b]
-                                break
-                        else:
-                            for b in updates[u]:
-                                if not programmed[b]:
-                                    p = barrier_phys[b]
-                                    break
-                        if p >= 0:
-                            if q not in phys_waiters[p]:
-                                phys_waiters[p].append(q)
-                            if ready_at[u] < 0:
-                                ready_at[u] = t
-                            break
                     for b in waits[u]:
-                        if prod_left[b]:
-                            queues = bar_waiters[b]
-                            if queues is None:
-                                bar_waiters[b] = [q]
-                            elif q not in queues:
-                                queues.append(q)
+                        if state[b]:
+                            if state[b] > 0:
+                                queues = bar_waiters[b]
+                                if queues is None:
+                                    bar_waiters[b] = [q]
+                                elif q not in queues:
+                                    queues.append(q)
+                            else:
+                                waiting = phys_waiters[barrier_phys[b]]
+                                if q not in waiting:
+                                    waiting.append(q)
                             break
                     else:
-                        h += 1
-                        head[q] = h
-                        engine_of[u] = engines.pop()
-                        start[u] = t
-                        cause[u] = by
-                        if ready_at[u] >= 0:
-                            stall[u] = t - ready_at[u]
-                        if on_start is not None:
-                            on_start(u, t)
-                        seq += 1
-                        if kind == DMA:
-                            push(heap, (t + dma_fixed + work[u].setup, seq, DMA_DATA, u))
-                        elif kind == ACT:
-                            push(heap, (t + act_fixed + act_cycles(u) * shave_cycle, seq, END, u))
+                        for b in updates[u]:
+                            if state[b] < 0:
+                                waiting = phys_waiters[barrier_phys[b]]
+                                if q not in waiting:
+                                    waiting.append(q)
+                                break
                         else:
-                            push(heap, (t + work[u][0], seq, END, u))
-                        if engines:
-                            continue
-                        break
+                            h += 1
+                            head[q] = h
+                            engine_of[u] = engines.pop()
+                            start[u] = t
+                            cause[u] = by
+                            if ready_at[u] >= 0:
+                                stall[u] = t - ready_at[u]
+                            if on_start is not None:
+                                on_start(u, t)
+                            seq += 1
+                            if kind == DMA:
+                                push(heap, (t + dma_fixed + work[u].setup, seq, DMA_DATA, u))
+                            elif kind == ACT:
+                                push(heap, (t + act_fixed + act_cycles(u) * shave_cycle, seq, END, u))
+                            else:
+                                push(heap, (t + work[u][0], seq, END, u))
+                            if engines:
+                                continue
+                            break
                     if ready_at[u] < 0:
                         ready_at[u] = t
                     break
@@ -226,24 +217,24 @@ class Runtime:
                 engines.sort(reverse=True)
             woken = [q]
             for b in updates[u]:
-                left = prod_left[b] - 1
-                prod_left[b] = left
+                left = state[b] - 1              # >= 0: it was held when u started
+                state[b] = left
                 if not left:
                     queues = bar_waiters[b]
                     if queues is not None:
                         woken.extend(queues)
                         bar_waiters[b] = None
-                    if not cons_left[b] and programmed[b]:
-                        programmed[b] = False
+                    if not cons_left[b]:
+                        state[b] = -1
                         p = barrier_phys[b]
                         lst = phys_lists[p]
                         pos, last = phys_pos[p] + 1, len(lst)
-                        while pos < last and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                        while pos < last and state[lst[pos]] == -1 and not cons_left[lst[pos]]:
                             pos += 1
                         phys_pos[p] = pos
                         if pos < last:
-                            active[p] = lst[pos]
-                            programmed[lst[pos]] = True
+                            active[p] = held = lst[pos]
+                            state[held] = -1 - state[held]
                         else:
                             active[p] = -1
                         if phys_waiters[p]:
@@ -252,17 +243,17 @@ class Runtime:
             for b in waits[u]:
                 left = cons_left[b] - 1
                 cons_left[b] = left
-                if not left and not prod_left[b] and programmed[b]:
-                    programmed[b] = False
+                if not left and not state[b]:
+                    state[b] = -1
                     p = barrier_phys[b]
                     lst = phys_lists[p]
                     pos, last = phys_pos[p] + 1, len(lst)
-                    while pos < last and not prod_left[lst[pos]] and not cons_left[lst[pos]]:
+                    while pos < last and state[lst[pos]] == -1 and not cons_left[lst[pos]]:
                         pos += 1
                     phys_pos[p] = pos
                     if pos < last:
-                        active[p] = lst[pos]
-                        programmed[lst[pos]] = True
+                        active[p] = held = lst[pos]
+                        state[held] = -1 - state[held]
                     else:
                         active[p] = -1
                     if phys_waiters[p]:
@@ -280,6 +271,7 @@ class Runtime:
             if progress is not None and not done % progress_every:
                 progress(done, n)
         if done < n:
+            prod_left = [left if left >= 0 else -1 - left for left in state]
             raise self._deadlock(t, end, head, prod_left, active)
         # Every event pushed was popped (each push took a sequence number).
         return Timeline(start, end, engine_of, stall, cause, max(end, default=0.0),

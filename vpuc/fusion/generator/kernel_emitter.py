@@ -44,6 +44,12 @@ class MirKernel:
     body: list                             # structured MIR: prologue, loops, ...
     tail: list[Inst] = field(default_factory=list)   # the epilogue
     frame_size: int = 0
+    counters: dict = field(default_factory=lambda: {"s": 0, "v": 0, "m": 0})
+
+    def fresh(self, file: str) -> Reg:
+        """A new virtual register (clean-ups that need temporaries)."""
+        self.counters[file] += 1
+        return Reg(file, self.counters[file], virtual=True)
 
 
 def _reg(lir_reg) -> Reg:
@@ -70,7 +76,7 @@ def emit_kernel(lir: LinearIR, target, output_ranks: list[int]) -> MirKernel:
     prologue = _prologue(ctx, lir, output_ranks)
     ctx.tag = "epilogue"
     tail = [Inst("li", [ARGS, 0], "epilogue", "status: ok"), Inst("halt", [], "epilogue")]
-    return MirKernel(lir.name, prologue + body, tail, ctx.frame_size)
+    return MirKernel(lir.name, prologue + body, tail, ctx.frame_size, ctx._next)
 
 
 def _open_loop(ctx: EmitContext, lir: LinearIR, begin) -> tuple:

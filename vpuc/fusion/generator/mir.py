@@ -94,6 +94,8 @@ class Inst:
     args: list
     tag: object = None           # LIR expression id (int) or a kernel-level tag (str)
     note: str = ""
+    group: int | None = None     # unrolled copy it belongs to (memory of different copies
+                                 # never overlaps: the scheduler may reorder across them)
 
     def kinds(self) -> tuple[str, ...]:
         return FORMATS[BY_MNEMONIC[self.op].format]
@@ -155,7 +157,7 @@ class Inst:
         return f"{self.op:<9} " + ", ".join(str(a) for a in self.args)
 
     def copy(self) -> "Inst":
-        return Inst(self.op, list(self.args), self.tag, self.note)
+        return Inst(self.op, list(self.args), self.tag, self.note, self.group)
 
 
 @dataclass
@@ -223,8 +225,9 @@ class Flat:
     labels: list[str] = field(default_factory=list)
 
 
-def flatten(nodes: list, tail: list[Inst]) -> list[Flat]:
-    """Structured MIR to instructions with labels and branches; ``tail`` ends the kernel."""
+def flatten(nodes: list, tail: list[Inst], where: dict | None = None) -> list[Flat]:
+    """Structured MIR to instructions with labels and branches; ``tail`` ends the kernel.
+    ``where`` (if given) receives id(Loop) -> index of its closing instruction."""
     out: list[Flat] = []
     pending: list[str] = []
     counter = [0]
@@ -256,6 +259,8 @@ def flatten(nodes: list, tail: list[Inst]) -> list[Flat]:
                     put(Inst("sw", [n.counter, Mem(SP, n.slot)], n.tag, "counter to its slot"))
                 pending.append(head)
                 emit(n.body)
+                if where is not None:
+                    where[id(n)] = len(out) + (3 if n.slot is not None else 0)
                 if n.slot is None:
                     put(Inst("loop", [n.counter, head], n.tag))
                 else:

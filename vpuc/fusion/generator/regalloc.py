@@ -44,8 +44,8 @@ def successors(flat: list[Flat]) -> list[list[int]]:
     return succ
 
 
-def liveness(flat: list[Flat]) -> list[set[Reg]]:
-    """Registers live after each instruction."""
+def liveness(flat: list[Flat], with_in: bool = False):
+    """Registers live after each instruction (and before it, with ``with_in``)."""
     succ = successors(flat)
     uses = [set(f.inst.uses()) for f in flat]
     defs = [set(f.inst.defs()) for f in flat]
@@ -62,7 +62,7 @@ def liveness(flat: list[Flat]) -> list[set[Reg]]:
             if out != live_out[i] or new_in != live_in[i]:
                 live_out[i], live_in[i] = out, new_in
                 changed = True
-    return live_out
+    return (live_out, live_in) if with_in else live_out
 
 
 def allocate(body: list, tail: list[Inst]) -> dict[Reg, Reg]:

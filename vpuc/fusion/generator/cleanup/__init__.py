@@ -24,13 +24,26 @@ instruction count after each.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 
 from vpuc.fusion.generator.cleanup.base import CleanupConfig, MirPass
+from vpuc.fusion.generator.cleanup.cse import CsePass
+from vpuc.fusion.generator.cleanup.licm import LicmPass
+from vpuc.fusion.generator.cleanup.peephole import PeepholePass
+from vpuc.fusion.generator.cleanup.schedule import SchedulePass
+from vpuc.fusion.generator.cleanup.simplify import SimplifyPass
+from vpuc.fusion.generator.cleanup.strength_reduction import StrengthReductionPass
+from vpuc.fusion.generator.cleanup.unroll import UnrollPass
 from vpuc.fusion.generator.mir import count
 
-CLEANUP_PASSES: dict[str, type[MirPass]] = {}
-CLEANUP_PIPELINE: list[str] = []
+CLEANUP_PASSES: dict[str, type[MirPass]] = {
+    cls.name: cls
+    for cls in (SimplifyPass, StrengthReductionPass, CsePass, LicmPass, PeepholePass,
+                UnrollPass, SchedulePass)
+}
+# cse runs again after licm: constants hoisted out of sibling loops (a main body and its
+# tail) meet in the preheader.
+CLEANUP_PIPELINE: list[str] = ["simplify", "strength-reduction", "cse", "licm", "cse",
+                               "peephole", "unroll", "schedule"]
 
 
 def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,

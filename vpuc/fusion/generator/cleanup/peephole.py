@@ -1,0 +1,123 @@
+"""peephole: local rewrites of the emitted code, then dead-code elimination.
+
+In each straight-line block:
+
+- ``addi r, r, 0``, ``mov r, r``, ``vmov v, v`` go;
+- ``addi r, r, a`` ... ``addi r, r, b`` with nothing reading or writing ``r``
+  in between become one ``addi r, r, a+b`` (an inner loop's finalization
+  offset next to its outer loop's increment; consecutive pointer shifts);
+- a move out of a virtual register written once and read only by the move
+  (``vcvt.f16.f32 %v7, ...; vmov v3, %v7``) writes its destination directly,
+  when nothing in between touches the destination;
+
+then, kernel-wide and to a fixed point, pure instructions (and loads) whose
+virtual destination nothing reads are deleted.
+"""
+
+from __future__ import annotations
+
+from vpuc.fusion.generator.cleanup.analysis import (LOAD_UNITS, def_counts, is_pure,
+                                                    use_counts)
+from vpuc.fusion.generator.cleanup.base import MirPass
+from vpuc.fusion.generator.mir import Inst, walk_bodies
+
+MOVES = ("mov", "vmov")
+
+
+def trivial(n: Inst) -> bool:
+    return (n.op in MOVES and n.args[0] == n.args[1]) or (
+        n.op == "addi" and n.args[2] == 0 and n.args[0] == n.args[1])
+
+
+class PeepholePass(MirPass):
+    name = "peephole"
+
+    def run(self, mir, target, config) -> bool:
+        changed = False
+        for body in list(walk_bodies(mir.body)):
+            changed |= self._trivial(body)
+            changed |= self._merge_addi(body)
+        changed |= self._coalesce(mir)
+        changed |= dead_code(mir)
+        for body in list(walk_bodies(mir.body)):
+            changed |= self._trivial(body)
+        return changed
+
+    @staticmethod
+    def _trivial(body: list) -> bool:
+        keep = [n for n in body if not (isinstance(n, Inst) and trivial(n))]
+        changed = len(keep) != len(body)
+        body[:] = keep
+        return changed
+
+    @staticmethod
+    def _merge_addi(body: list) -> bool:
+        changed = False
+        i = 0
+        while i < len(body):
+            n = body[i]
+            if isinstance(n, Inst) and n.op == "addi" and n.args[0] == n.args[1]:
+                r = n.args[0]
+                for j in range(i + 1, len(body)):
+                    m = body[j]
+                    if not isinstance(m, Inst):
+                        break
+                    if m.op == "addi" and m.args[0] == r and m.args[1] == r:
+                        n.args = [r, r, n.args[2] + m.args[2]]
+                        n.note = n.note or m.note
+                        del body[j]
+                        changed = True
+                        break
+                    if r in m.uses() or r in m.defs():
+                        break
+            i += 1
+        return changed
+
+    @staticmethod
+    def _coalesce(mir) -> bool:
+        defs, uses = def_counts(mir), use_counts(mir)
+        changed = False
+        for body in walk_bodies(mir.body):
+            i = 0
+            while i < len(body):
+                n = body[i]
+                if not (isinstance(n, Inst) and n.op in MOVES):
+                    i += 1
+                    continue
+                dst, src = n.args
+                if not (src.virtual and defs[src] == 1 and uses[src] == 1):
+                    i += 1
+                    continue
+                j = i - 1
+                while j >= 0 and isinstance(body[j], Inst) and src not in body[j].defs():
+                    if dst in body[j].uses() or dst in body[j].defs():
+                        break
+                    j -= 1
+                if j >= 0 and isinstance(body[j], Inst) and body[j].defs() == [src]:
+                    body[j].replace_regs({src: dst})
+                    del body[i]
+                    defs[dst] += 1
+                    changed = True
+                    continue
+                i += 1
+        return changed
+
+
+def dead_code(mir) -> bool:
+    changed = False
+    while True:
+        uses = use_counts(mir)
+        removed = False
+        for body in walk_bodies(mir.body):
+            keep = []
+            for n in body:
+                if (isinstance(n, Inst) and (is_pure(n) or n.unit in LOAD_UNITS)
+                        and len(n.defs()) == 1 and n.defs()[0].virtual
+                        and uses[n.defs()[0]] == 0):
+                    removed = True
+                    continue
+                keep.append(n)
+            body[:] = keep
+        if not removed:
+            return changed
+        changed = True

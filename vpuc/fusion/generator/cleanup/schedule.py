@@ -1,0 +1,105 @@
+"""schedule: list scheduling of straight-line code for the in-order pipeline.
+
+Each maximal run of instructions in a body is reordered by a greedy list
+scheduler driven by the simulator's cycle table (``TargetMachine.cost``):
+among the instructions whose predecessors are placed, it takes the one that
+can issue first (its operands ready), breaking ties by the longest latency
+path to the end of the block.  Dependences: a register read after its write
+(the writer's latency), a register written after a read or a write (order
+only), and memory: a store stays in order with every load and store, except
+that accesses of different unrolled copies (``Inst.group``) never overlap.
+"""
+
+from __future__ import annotations
+
+from vpuc.fusion.generator.cleanup.base import MirPass
+from vpuc.fusion.generator.mir import Inst, walk_bodies
+
+MEMORY_UNITS = frozenset({"sld", "sst", "vld", "vst", "vlds", "vsts"})
+
+
+def _conflict(a: Inst, b: Inst) -> bool:
+    if a.unit not in MEMORY_UNITS or b.unit not in MEMORY_UNITS:
+        return False
+    if not (a.is_store or b.is_store):
+        return False
+    return a.group is None or b.group is None or a.group == b.group
+
+
+def schedule_block(insts: list[Inst], target) -> list[Inst]:
+    n = len(insts)
+    if n < 3:
+        return insts
+    preds: list[dict[int, int]] = [dict() for _ in range(n)]    # pred -> latency
+    last_def: dict = {}
+    reads_since: dict = {}
+    memory: list[int] = []
+    for j, inst in enumerate(insts):
+        deps = preds[j]
+        for r in inst.uses():
+            if r in last_def:
+                i = last_def[r]
+                deps[i] = max(deps.get(i, 0), target.cost(insts[i].op).latency)
+        for r in inst.defs():
+            for i in reads_since.get(r, ()):
+                if i != j:
+                    deps.setdefault(i, 0)
+            if r in last_def:
+                deps.setdefault(last_def[r], 0)
+        if inst.unit in MEMORY_UNITS:
+            for i in memory:
+                if _conflict(insts[i], inst):
+                    deps.setdefault(i, 0)
+            memory.append(j)
+        for r in inst.uses():
+            reads_since.setdefault(r, []).append(j)
+        for r in inst.defs():
+            last_def[r] = j
+            reads_since[r] = []
+    succs: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for j in range(n):
+        for i, lat in preds[j].items():
+            succs[i].append((j, lat))
+    height = [0] * n
+    for i in range(n - 1, -1, -1):
+        own = target.cost(insts[i].op)
+        height[i] = max([own.latency] + [lat + height[j] for j, lat in succs[i]])
+    waiting = [len(p) for p in preds]
+    earliest = [0] * n
+    ready = [i for i in range(n) if waiting[i] == 0]
+    order: list[int] = []
+    now = 0
+    while ready:
+        best = min(ready, key=lambda i: (max(now, earliest[i]), -height[i], i))
+        ready.remove(best)
+        start = max(now, earliest[best])
+        order.append(best)
+        now = start + target.cost(insts[best].op).issue
+        for j, lat in succs[best]:
+            earliest[j] = max(earliest[j], start + lat)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready.append(j)
+    assert len(order) == n, "schedule: dependence cycle"
+    return [insts[i] for i in order]
+
+
+class SchedulePass(MirPass):
+    name = "schedule"
+
+    def run(self, mir, target, config) -> bool:
+        changed = False
+        for body in walk_bodies(mir.body):
+            out, run = [], []
+            for node in body + [None]:
+                if isinstance(node, Inst):
+                    run.append(node)
+                    continue
+                scheduled = schedule_block(run, target)
+                changed |= scheduled != run
+                out += scheduled
+                run = []
+                if node is not None:
+                    out.append(node)
+            body[:] = out
+        return changed

@@ -1,0 +1,144 @@
+"""unroll: innermost counted loops run U iterations per pass of their body.
+
+ACT SHAVE issues in order and exposes latencies (a ``vld`` is ready after 4
+cycles, a ``vfpu`` op after 3), so one vector per iteration stalls on every
+dependence.  Unrolling puts U independent copies of the body in one
+iteration for the scheduler to interleave.  A loop qualifies when its body is
+straight-line, every register it reads before writing is either loop
+invariant or a data pointer advanced once by ``addi p, p, k`` after its last
+use, and it does not touch the stack.  Then:
+
+- copy *k* of the body gets fresh virtual registers for everything the body
+  computes (registers dead at the loop's exit) and reads pointer ``p`` at
+  ``offset + k*k_p``; each copy's instructions carry ``group = k`` (their
+  memory never overlaps another copy's, which lets the scheduler move loads
+  above earlier copies' stores);
+- the pointers advance by ``U*k_p`` once per iteration;
+- the loop runs ``T // U`` times, and the original body runs the ``T % U``
+  remaining iterations in a second loop (static counts are folded; a run-time
+  count is split with ``srli``/``andi``, both loops guarded).
+
+U is ``CleanupConfig.unroll`` (a power of two), lowered for short trip counts.
+"""
+
+from __future__ import annotations
+
+from vpuc.fusion.generator.cleanup.base import MirPass
+from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten
+from vpuc.fusion.generator.regalloc import liveness
+
+
+def _is_step(n: Inst) -> bool:
+    return n.op == "addi" and n.args[0] == n.args[1] and isinstance(n.args[2], int)
+
+
+def _inductions(body: list[Inst]) -> dict[Reg, int] | None:
+    """Pointer -> step for ``addi p, p, k`` updates after every other use of ``p``; None
+    if the body carries any other register from one iteration to the next."""
+    steps: dict[Reg, int] = {}
+    for i, n in enumerate(body):
+        if _is_step(n):
+            p = n.args[0]
+            if not any(p in m.uses() or p in m.defs() for m in body[i + 1:]):
+                if any(p in m.defs() for m in body[:i]):
+                    return None
+                steps[p] = n.args[2]
+    defined_anywhere = {r for n in body for r in n.defs()}
+    written: set[Reg] = set()
+    for n in body:
+        if _is_step(n) and n.args[0] in steps:
+            continue
+        for r in n.uses():
+            if r not in steps and r not in written and r in defined_anywhere:
+                return None                      # read before written: loop-carried
+        written.update(n.defs())
+    return steps
+
+
+class UnrollPass(MirPass):
+    name = "unroll"
+
+    def run(self, mir, target, config) -> bool:
+        if config.unroll < 2:
+            return False
+        where: dict[int, int] = {}
+        flat = flatten(mir.body, mir.tail, where)
+        _, live_in = liveness(flat, with_in=True)
+        self.mir, self.config = mir, config
+        self.live_at_exit = {key: live_in[i + 1] if i + 1 < len(flat) else set()
+                             for key, i in where.items()}
+        return self._nodes(mir.body)
+
+    def _nodes(self, body: list) -> bool:
+        changed = False
+        i = 0
+        while i < len(body):
+            n = body[i]
+            if isinstance(n, Loop) and all(isinstance(x, Inst) for x in n.body):
+                replacement = self._unroll(body, i, n)
+                if replacement is not None:
+                    body[i - 1:i + 1] = replacement
+                    i += len(replacement) - 1
+                    changed = True
+                    continue
+            elif not isinstance(n, Inst):
+                changed |= self._nodes(n.body)
+            i += 1
+        return changed
+
+    def _unroll(self, parent: list, i: int, loop: Loop) -> list | None:
+        init = parent[i - 1] if i > 0 else None
+        if (loop.slot is not None or not isinstance(init, Inst) or init.op not in ("li", "mov")
+                or init.args[0] != loop.counter):
+            return None
+        body: list[Inst] = loop.body
+        if any(isinstance(a, Mem) and a.base == SP for n in body for a in n.args):
+            return None
+        steps = _inductions(body)
+        if steps is None or loop.counter in {r for n in body for r in n.defs() + n.uses()}:
+            return None
+        static = init.args[1] if init.op == "li" else None
+        u = self.config.unroll
+        if static is not None:
+            while u > 1 and static < u:
+                u //= 2
+            if u < 2:
+                return None
+        exit_live = self.live_at_exit.get(id(loop), set())
+        local = {r for n in body for r in n.defs() if r not in steps}
+        if local & exit_live:
+            return None
+        core = [n for n in body if not (_is_step(n) and n.args[0] in steps)]
+        unrolled: list[Inst] = []
+        for k in range(u):
+            names = {r: self.mir.fresh(r.file) for r in sorted(local, key=str)}
+            for n in core:
+                m = n.copy()
+                m.replace_regs(names)
+                m.args = [Mem(a.base, a.offset + k * steps[a.base]) if isinstance(a, Mem)
+                          and a.base in steps else a for a in m.args]
+                m.group = k
+                unrolled.append(m)
+        for reg, step in steps.items():
+            unrolled.append(Inst("addi", [reg, reg, u * step], loop.tag, "pointer increment"))
+        shift = u.bit_length() - 1
+        main = Loop(loop.counter, unrolled, loop.guard, None, loop.tag, f"{loop.name} x{u}",
+                    dict(loop.info, unrolled=u))
+        rest = Loop(loop.counter, body, True, None, loop.tag, f"{loop.name} remainder",
+                    dict(loop.info))
+        if static is not None:
+            if static // u == 1:          # one pass: straight-line code, no counter
+                out = list(unrolled)
+            else:
+                out = [Inst("li", [loop.counter, static // u], init.tag, "trip count"), main]
+            if static % u:
+                rest.guard = False
+                out += [Inst("li", [loop.counter, static % u], init.tag, "remainder"), rest]
+            return out
+        left = self.mir.fresh("s")
+        main.guard = True
+        return [init,
+                Inst("andi", [left, loop.counter, u - 1], init.tag, "remainder"),
+                Inst("srli", [loop.counter, loop.counter, shift], init.tag, f"trip count / {u}"),
+                main,
+                Inst("mov", [loop.counter, left], init.tag), rest]
