@@ -6,11 +6,14 @@ lists in order, a DPU task's variants in order), so the schedule's
 happens-before applies to plan units directly.
 
 ``build_plan`` (``plan_build.py``) fills only what the event loop needs, as flat
-per-unit lists: kind, queue, barrier ids waited on and updated, fixed cycles
-and the unit's work (a DMA's ``Transfer``, a DPU variant's (cycles, MACs), an
-ACT task's invocation).  Everything else is derived on first use: names and
+per-unit lists: queue, barrier ids waited on and updated, and the unit's work
+(a DMA's ``Transfer``, a DPU variant's (fixed cycles, MACs), an ACT task's
+invocation); per queue its kind; per barrier its physical slot and its
+producer and consumer counts.  Everything else is derived on first use:
+kinds, fixed cycles, tasks and variants (numerics, races), names and
 locations (reports, errors), producers and consumers per barrier (traces,
-deadlock messages), operand regions (numerics, races) and the schedule (races).
+deadlock messages), operand regions, and the schedule itself (tests compare
+against it; the race detector computes happens-before online).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from runtime_sim.engines import dma as dma_engine
-from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.simarch import SimArch
 from vpuc.analysis.schedule import Schedule, unit_name
 from vpuc.diagnostics import Loc, VpucError
@@ -164,19 +166,6 @@ class Plan:
 
     def dpu_regions(self, unit: int) -> dict[str, Region]:
         return dpu_operands(self.task[unit], self.region)
-
-    def accesses(self, unit: int) -> tuple[list[Region], list[Region]]:
-        """(regions read, regions written) by a unit."""
-        kind, task = self.kind[unit], self.task[unit]
-        if kind == DMA:
-            src, dst = self.dma_regions(unit)
-            return [src], [dst]
-        if kind == DPU:
-            reads, written = dpu_engine.variant_accesses(task, self.variant[unit],
-                                                         self.dpu_regions(unit))
-            return reads, [written]
-        return ([self.region(b.buffer) for b in task.inputs],
-                [self.region(b.buffer) for b in task.outputs])
 
 
 def _users(count: int, per_unit: list[tuple[int, ...]]) -> list[list[int]]:

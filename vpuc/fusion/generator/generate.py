@@ -45,6 +45,8 @@ PrintHook = Callable[[str, str], None]
 @dataclass
 class GeneratedKernel:
     name: str
+    source: Graph                    # the body as given: its Parameters and Results are the
+                                     # kernel's interface (logical dims, dims orders)
     body: Graph                      # the data-flow-optimized body
     lir: LinearIR
     mir: MirKernel
@@ -77,6 +79,7 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
     data-flow optimized with ``optimized=True``)."""
     timings: list[tuple[str, float]] = []
     clock = time.perf_counter()
+    source = body
     if not optimized:
         body = optimize_body(body, target)
     timings.append(("dataflow", time.perf_counter() - clock))
@@ -90,7 +93,7 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
                          print_after=lir_hook)
     timings.append(("lir", time.perf_counter() - clock))
 
-    ranks = [op.type.rank for op in body.results]
+    ranks = [op.type.rank for op in source.results]
     names = list(CLEANUP_PIPELINE if cleanups is None else cleanups)
     attempts = _attempts(config or CleanupConfig())
     last_error: AllocationError | None = None
@@ -102,7 +105,9 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
         stage_timings.append(("emit", time.perf_counter() - clock))
         sizes.append(("emit", count(mir.body) + len(mir.tail)))
         _show(print_after, "emit", mir)
-        run_cleanups(mir, names, target, attempt, stage_timings, sizes,
+        passes = names if attempt.unroll or attempt.hoist_vectors else [
+            n for n in names if n not in ("unroll", "schedule")]
+        run_cleanups(mir, passes, target, attempt, stage_timings, sizes,
                      (lambda stage, m: _show(print_after, stage, m)) if print_after else None)
         clock = time.perf_counter()
         try:
@@ -124,7 +129,7 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
     sizes.append(("final", len(flat)))
     if print_after is not None:
         print_after("asm", asm)
-    return GeneratedKernel(name, body, lir, mir, flat, asm, obj, kernel_decl(name, body),
+    return GeneratedKernel(name, source, body, lir, mir, flat, asm, obj, kernel_decl(name, source),
                            timings, sizes, attempt)
 
 
@@ -135,6 +140,7 @@ def _attempts(config: CleanupConfig) -> list[CleanupConfig]:
         unroll //= 2
         out.append(config.with_(unroll=unroll))
     out.append(config.with_(unroll=1, hoist_vectors=False))
+    out.append(config.with_(unroll=0, hoist_vectors=False))      # no unroll, no schedule
     return out
 
 

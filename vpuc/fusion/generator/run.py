@@ -82,7 +82,7 @@ def run_kernel(kernel, inputs: list[np.ndarray], output_shapes: list[tuple[int, 
     """Run ``kernel`` (a ``GeneratedKernel``) on ``inputs`` (arrays in logical shapes, in
     Parameter order).  ``dynamic_meta``: dynamic operands get isStatic = 0 and their dims
     in CMX (outputs' written by the kernel); otherwise every MemRefData is static."""
-    params, results = kernel.body.parameters, kernel.body.results
+    params, results = kernel.source.parameters, kernel.source.results
     types = [op.type for op in params] + [op.type for op in results]
     shapes = [tuple(np.shape(x)) for x in inputs] + [tuple(s) for s in output_shapes]
     for t, shape in zip(types, shapes):

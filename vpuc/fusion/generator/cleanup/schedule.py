@@ -1,6 +1,7 @@
 """schedule: list scheduling of straight-line code for the in-order pipeline.
 
-Each maximal run of instructions in a body is reordered by a greedy list
+The body of each innermost loop (straight-line code, where the time goes) is
+reordered by a greedy list
 scheduler driven by the simulator's cycle table (``TargetMachine.cost``):
 among the instructions whose predecessors are placed, it takes the one that
 can issue first (its operands ready), breaking ties by the longest latency
@@ -13,7 +14,7 @@ that accesses of different unrolled copies (``Inst.group``) never overlap.
 from __future__ import annotations
 
 from vpuc.fusion.generator.cleanup.base import MirPass
-from vpuc.fusion.generator.mir import Inst, walk_bodies
+from vpuc.fusion.generator.mir import Inst, loops
 
 MEMORY_UNITS = frozenset({"sld", "sst", "vld", "vst", "vlds", "vsts"})
 
@@ -26,10 +27,29 @@ def _conflict(a: Inst, b: Inst) -> bool:
     return a.group is None or b.group is None or a.group == b.group
 
 
+POOL = {"s": 29, "v": 32, "m": 8}
+
+
+def _budgets(insts: list[Inst]) -> dict[str, int]:
+    """Registers per file left for the block's own temporaries: the pool minus physical
+    registers it names and values it reads from outside."""
+    defined = {r for i in insts for r in i.defs()}
+    outside = {r for i in insts for r in i.uses() if r not in defined or not r.virtual}
+    outside |= {r for r in defined if not r.virtual}
+    return {f: POOL[f] - sum(1 for r in outside if r.file == f) for f in POOL}
+
+
 def schedule_block(insts: list[Inst], target) -> list[Inst]:
     n = len(insts)
     if n < 3:
         return insts
+    budget = _budgets(insts)
+    remaining_uses: dict = {}
+    for inst in insts:
+        for r in inst.uses():
+            if r.virtual:
+                remaining_uses[r] = remaining_uses.get(r, 0) + 1
+    live = {f: 0 for f in POOL}
     preds: list[dict[int, int]] = [dict() for _ in range(n)]    # pred -> latency
     last_def: dict = {}
     reads_since: dict = {}
@@ -69,9 +89,22 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
     ready = [i for i in range(n) if waiting[i] == 0]
     order: list[int] = []
     now = 0
+    def grows(i: int) -> bool:
+        return any(r.virtual and r.file in live and live[r.file] >= budget[r.file] - 1
+                   for r in insts[i].defs())
+
     while ready:
-        best = min(ready, key=lambda i: (max(now, earliest[i]), -height[i], i))
+        allowed = [i for i in ready if not grows(i)] or ready
+        best = min(allowed, key=lambda i: (max(now, earliest[i]), -height[i], i))
         ready.remove(best)
+        for r in insts[best].uses():
+            if r in remaining_uses:
+                remaining_uses[r] -= 1
+                if remaining_uses[r] == 0:
+                    live[r.file] -= 1
+        for r in insts[best].defs():
+            if r.virtual and remaining_uses.get(r, 0) > 0:
+                live[r.file] += 1
         start = max(now, earliest[best])
         order.append(best)
         now = start + target.cost(insts[best].op).issue
@@ -89,17 +122,9 @@ class SchedulePass(MirPass):
 
     def run(self, mir, target, config) -> bool:
         changed = False
-        for body in walk_bodies(mir.body):
-            out, run = [], []
-            for node in body + [None]:
-                if isinstance(node, Inst):
-                    run.append(node)
-                    continue
-                scheduled = schedule_block(run, target)
-                changed |= scheduled != run
-                out += scheduled
-                run = []
-                if node is not None:
-                    out.append(node)
-            body[:] = out
+        for loop in loops(mir.body):
+            if all(isinstance(n, Inst) for n in loop.body):
+                scheduled = schedule_block(loop.body, target)
+                changed |= scheduled != loop.body
+                loop.body[:] = scheduled
         return changed
