@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="FlatBuffer graph file (fb) or ELF container (elf); default: %(default)s")
     comp.add_argument("--arch", metavar="NAME|FILE", help="override the module's architecture")
     comp.add_argument("--print-after-all", action="store_true",
-                      help="print the IR to stderr after every pass")
+                      help="print the IR to stderr after every pass (with a graph block: also "
+                           "the Linear IR after every LIR pass and the generated code after "
+                           "every generator stage)")
+    comp.add_argument("--print-lir", action="store_true",
+                      help="print the final Linear IR of every generated kernel to stderr")
     comp.add_argument("--time-passes", action="store_true",
                       help="print pass and serialization timings to stderr")
     comp.add_argument("--verify-each", action="store_true",
@@ -164,16 +168,21 @@ def cmd_compile(args) -> int:
 
     from vpuc.blob import write_blob
 
+    from vpuc.passes.registry import compile_pipeline
+
     module = parse_file(args.file)
     arch = arch_for(module, args.arch)
     ctx = PassContext(arch)
-    manager = PassManager(parse_pipeline("compile"), print_after_all=args.print_after_all,
+    if args.print_lir or args.print_after_all:
+        ctx.artifacts["fusion-print"] = _fusion_printer(args)
+    pipeline = compile_pipeline(module)
+    manager = PassManager(parse_pipeline(",".join(pipeline)), print_after_all=args.print_after_all,
                           time_passes=False, verify_each=args.verify_each, stream=sys.stderr)
     manager.run(module, ctx)
     program = ctx.artifacts["program"]
     # Provenance: what made this blob.  No paths or times, so output stays deterministic.
     program.provenance = {"compiler": f"vpuc {__version__}", "format": args.format,
-                          "pipeline": ",".join(PIPELINES["compile"]),
+                          "pipeline": ",".join(pipeline),
                           "arch": arch.name, "source": Path(args.file).name}
     started = time.perf_counter()
     data = write_blob(program, args.format, {"format": args.format, "arch": arch.name})
@@ -185,8 +194,22 @@ def cmd_compile(args) -> int:
         from vpuc.passes.manager import PassTiming
         manager.timings.append(PassTiming(f"serialize ({args.format})", serialize_seconds))
         sys.stderr.write(manager.timing_report())
+        fusion = ctx.artifacts.get("fusion-timings")
+        if fusion:
+            sys.stderr.write("===== lower-graph stages =====\n" + "".join(
+                f"{seconds * 1e3:10.3f}  {stage}\n" for stage, seconds in fusion))
     print(f"wrote {output}: {len(data)} bytes ({args.format})", file=sys.stderr)
     return EXIT_OK
+
+
+def _fusion_printer(args):
+    """The generator's print hook: --print-lir prints each kernel's final Linear IR,
+    --print-after-all every LIR pass, every MIR stage and the assembly (to stderr)."""
+    def show(stage: str, text: str) -> None:
+        final_lir = stage.endswith("lir:assign-registers")
+        if args.print_after_all or (args.print_lir and final_lir):
+            sys.stderr.write(f"// ----- {stage} -----\n{text}")
+    return show
 
 
 def cmd_kernels_build(args) -> int:

@@ -2,12 +2,15 @@
 
 ``from library "clamp"`` assembles ``kernels/clamp.s``; ``from asm "k.s"`` and
 ``from elf "k.o"`` are paths relative to the .vir file that declares them.
-Fused (``generated``) kernels come from the fusion pipeline.
+Fused (``generated``) kernels come from the fusion pipeline: the lower-graph
+pass puts their objects in ``ctx.artifacts["generated-kernels"]`` (name ->
+``KernelObject``), which the caller passes as ``generated``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import KernelDecl, KernelSourceKind
@@ -18,7 +21,8 @@ def _fail(kernel: KernelDecl, message: str) -> VpucError:
     return VpucError([Diagnostic(Severity.ERROR, kernel.loc, message)])
 
 
-def load_kernel_object(kernel: KernelDecl) -> KernelObject:
+def load_kernel_object(kernel: KernelDecl,
+                       generated: Mapping[str, KernelObject] | None = None) -> KernelObject:
     source = kernel.source
     if source.kind is KernelSourceKind.LIBRARY:
         from vpuc.kernel_library import load_library_kernel
@@ -27,6 +31,8 @@ def load_kernel_object(kernel: KernelDecl) -> KernelObject:
         except VpucError as exc:
             raise _fail(kernel, f"kernel @{kernel.name}: {exc.diagnostics[0].message}") from None
     if source.kind is KernelSourceKind.GENERATED:
+        if generated is not None and kernel.name in generated:
+            return generated[kernel.name]
         raise _fail(kernel, f"kernel @{kernel.name} is 'generated', but no fusion result "
                     "provides its code; generated kernels come from the fusion pipeline")
     base = Path(kernel.loc.file).parent if kernel.loc.line else Path(".")

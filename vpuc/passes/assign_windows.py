@@ -51,7 +51,7 @@ class AssignWindowsPass(ModulePass):
         for kernel in module.kernels:
             if kernel.name not in used:
                 continue
-            obj = load_kernel_object(kernel)
+            obj = load_kernel_object(kernel, ctx.artifacts.get("generated-kernels"))
             win_d, win_e = ctx.arch.window_base("WIN_D"), ctx.arch.window_base("WIN_E")
             rodata_at = rodata_address(obj, win_d)
             text, rodata, data = link_kernel(obj, win_d, rodata_at, win_e)

@@ -7,6 +7,7 @@ A test checks that every entry's name matches its class and its file
 from __future__ import annotations
 
 from vpuc.diagnostics import UsageError
+from vpuc.fusion.lower_graph import LowerGraphPass
 from vpuc.passes.allocate_cmx import AllocateCmxPass
 from vpuc.passes.assign_physical_barriers import AssignPhysicalBarriersPass
 from vpuc.passes.assign_windows import AssignWindowsPass
@@ -26,6 +27,7 @@ PASSES: dict[str, type[ModulePass]] = {
         PackKernelArgsPass,
         DedupeKernelsPass,
         MaterializeConstantsPass,
+        LowerGraphPass,
     )
 }
 
@@ -37,6 +39,12 @@ PIPELINES: dict[str, list[str]] = {
     "compile": ["verify", "allocate-cmx", "assign-physical-barriers", "verify",
                 "assign-windows", "pack-kernel-args", "dedupe-kernels", "materialize-constants"],
 }
+
+
+def compile_pipeline(module) -> list[str]:
+    """What ``vpuc compile`` runs on ``module``: lower-graph first when it has graph blocks,
+    so task-level modules compile exactly as before."""
+    return (["lower-graph"] if module.graphs else []) + PIPELINES["compile"]
 
 
 def parse_pipeline(text: str) -> list[ModulePass]:

@@ -6,12 +6,12 @@ is not disambiguated).  Availability flows down into a nested body, minus
 what that body (a loop: every iteration) writes, and back up minus the same.
 A repeated computation of an available one:
 
-- whose destination is a virtual register written nowhere else is deleted,
+- is deleted when both results are virtual registers written nowhere else,
   and its uses read the first result (constants, dims and strides loads,
   vector constants the emitters materialize per use);
-- otherwise (a LIR value register) becomes a register move: e.g. the second
-  ``vld`` of the same input element, which insert-load-store creates for
-  each consumer of a Parameter, becomes a ``vmov``.
+- a repeated *load* into any other register becomes a register move (e.g.
+  the second ``vld`` of an input element when its first result is still
+  there).
 
 Pure instructions (the ALU, multiply, float, vector and conversion units)
 and loads qualify; stores and control flow never do.
@@ -65,14 +65,15 @@ class CsePass(MirPass):
                 n.replace_regs({r: self.renames[r] for r in n.uses() if r in self.renames})
                 found = available.get(_key(n)) if _candidate(n) else None
                 dst = n.defs()[0] if found is not None else None
+                stable = found is not None and found.virtual and self.defs[found] == 1
                 if found is not None and dst == found:
                     self.changed = True
                     continue                               # recomputes its own value
-                if found is not None and dst.virtual and self.defs[dst] == 1:
-                    self.renames[dst] = found
+                if stable and dst.virtual and self.defs[dst] == 1:
+                    self.renames[dst] = found              # neither is ever written again
                     self.changed = True
                     continue
-                if found is not None and dst.file in MOVES:
+                if found is not None and dst.file in MOVES and n.is_load:
                     n = Inst(MOVES[dst.file], [dst, found], n.tag, "cse")
                     self.changed = True
                 self._kill(available, n.defs(), n.is_store)

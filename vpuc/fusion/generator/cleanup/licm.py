@@ -66,8 +66,10 @@ class LicmPass(MirPass):
                 d = n.defs()[0]
                 if not d.virtual or self.defs[d] != 1:
                     continue
-                if d.file != "s" and not self.config.hoist_vectors:
-                    continue
+                if not self.config.hoist_vectors and (d.file != "s" or any(
+                        d in m.uses() and any(r.file != "s" for r in m.defs())
+                        for m in walk(loop.body))):
+                    continue          # a vector constant (or the scalar it is made from)
                 hoisted.append(n)
                 del loop.body[k]
                 written.discard(d)
