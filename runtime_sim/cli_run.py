@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from runtime_sim.simarch import sim_arch_for
 from runtime_sim.simulator import simulate
 from runtime_sim.trace import trace_json
 from vpuc.diagnostics import UsageError, VpucError
+from vpuc.fileio import write_atomically
 from vpuc.ir.module import BufferKind
 
 EXIT_OK, EXIT_USER = 0, 1
@@ -111,30 +110,6 @@ def load_program(path: str, passes: str | None):
 
 
 # ------------------------------------------------------------------ output
-
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """Write to a temp file beside ``path`` and rename it over, so no reader sees half a
-    file.  Devices, pipes and their symlinks (/dev/stdout) are written in place."""
-    target = Path(path)
-    if target.exists() and not target.resolve().is_file():
-        try:
-            with open(target, "wb") as handle:
-                handle.write(data)
-        except OSError as exc:
-            raise VpucError(f"cannot write {path}: {exc.strerror}") from None
-        return
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as exc:
-        raise VpucError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def save_npy(path: Path, array: np.ndarray) -> None:
     buffer = io.BytesIO()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from vpuc import __version__
 from vpuc.arch import DEFAULT_ARCH, load_arch
 from vpuc.diagnostics import UsageError, VpucError
+from vpuc.fileio import write_atomically
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import PASSES, PIPELINES, parse_pipeline
@@ -100,31 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
     from vpuc.blob.cli_inspect import add_inspect_parser
     add_inspect_parser(sub)
     return parser
-
-
-def write_atomically(path: str, data: str | bytes) -> None:
-    """Write to a temp file beside ``path`` and rename it, so nothing is ever half-written."""
-    target = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    if target.exists() and not target.is_file():
-        # A device or pipe (say /dev/stdout): renaming over it would replace it.
-        try:
-            with open(target, mode) as handle:
-                handle.write(data)
-        except OSError as exc:
-            raise VpucError(f"cannot write {path}: {exc.strerror}") from None
-        return
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as exc:
-        raise VpucError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, mode) as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def report_warnings(ctx: PassContext) -> None:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from vpuc.cli import main, write_atomically
+from vpuc.cli import main
+from vpuc.fileio import write_atomically
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]
