@@ -15,11 +15,7 @@ clamp:                          # entry: the shared driver
 
 // ---- clamp: setup and compute ----
 // setup: same float type everywhere; minVal/maxVal (f16 scalars) into v16/v17
-setup:
-    mov      s15, lr
-    call     drv_same_float
-    mov      lr, s15
-    bnez     s0, k_setup_end
+    setup_same_float
     lhu      s3, SCALARS(s17)         # minVal
     lhu      s4, SCALARS + 2(s17)     # maxVal
     bnez     s2, k_setup_f32

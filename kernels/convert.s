@@ -16,19 +16,7 @@ convert:                        # entry: the shared driver
 
 // ---- convert: setup and compute ----
 // setup: f16 or f32 on each side
-setup:
-    li       s0, E_TYPE
-    seqi     s2, s6, DT_F16
-    seqi     s3, s6, DT_F32
-    or       s2, s2, s3
-    beqz     s2, k_setup_end
-    seqi     s2, s7, DT_F16
-    seqi     s3, s7, DT_F32
-    or       s2, s2, s3
-    beqz     s2, k_setup_end
-    li       s0, 0
-k_setup_end:
-    ret
+    setup_float_in_out
 
 compute:
     li       s8, DT_F16

@@ -23,6 +23,8 @@ EXPECTED = {"copy", "clamp", "relu", "sigmoid", "tanh", "gelu", "hswish", "swish
             "mul", "max", "min", "softmax", "reduce_sum", "reduce_mean", "convert", "runtime"}
 INCLUDE = re.compile(r'^\s*\.include "include/([a-z_]+\.inc)"', re.MULTILINE)
 LABEL = re.compile(r"^([A-Za-z_.$][A-Za-z0-9_.$]*):", re.MULTILINE)
+# a macro's body defines its labels in the kernel that invokes it, not in the block
+MACRO_BODY = re.compile(r"^\s*\.macro\b.*?^\s*\.endm\b", re.MULTILINE | re.DOTALL)
 
 
 def test_the_library_has_every_kernel():
@@ -87,7 +89,7 @@ def test_shared_blocks_are_included_once():
     assert blocks == ["byte_copy.inc", "driver.inc", "eltwise_row.inc", "reduce_row.inc"]
     # and no kernel carries a copy of a block: none defines one of the blocks' labels
     for block in blocks:
-        labels = LABEL.findall((KERNEL_DIR / "include" / block).read_text())
+        labels = LABEL.findall(MACRO_BODY.sub("", (KERNEL_DIR / "include" / block).read_text()))
         assert labels
         for name in NAMES:
             own = set(LABEL.findall(library_source(name).read_text()))

@@ -13,7 +13,8 @@ between stages stays in CMX.  Barriers: ``loaded``/``done``/``stored`` per
 block, one per stage boundary; the loads of block k wait for ``done`` of the
 block that used its slot before (k - 2*tiles), its first stage for that
 block's ``stored``.  Buffers are one per (value, tile, slot), placed by
-allocate-cmx.
+allocate-cmx; a constant that does not span the axis is loaded into each slot
+once.
 
 ``build_program(...)`` returns VIR text (the verifier checks what it builds);
 ``lower-graph`` (fused subgraphs, generated kernels) and ``bench/fusion_bench.py``
@@ -140,6 +141,8 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
         for v in values:
             if v.kind not in ("input", "const"):
                 continue
+            if v.kind == "const" and before >= 0 and block_type(v.type, axis, rank, 1) == v.type:
+                continue                 # the same for every block: already in this slot
             src = f"%{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
             wait = f" waits(%done{before})" if before >= 0 else ""
             dma.append(f"  load{k}.{v.name}: dma {src} -> %{v.name}.t{t}s{s} channel 0{wait} "

@@ -76,7 +76,10 @@ class LowerGraphPass(ModulePass):
         module.attributes["graph"] = "lowered"
 
 
-def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int) -> str:
+def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
+          blocks: int | None = None, config=None) -> str:
+    """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
+    overrides the number of blocks (it must divide the extent of the chosen axis)."""
     clock = time.perf_counter()
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
@@ -88,7 +91,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     master = _master(graph)
     rank = len(master)
     values, names = _values(graph, tok)
-    axis, blocks = _split(graph, values, master)
+    axis, chosen = _split(graph, values, master)
+    if blocks is None or axis is None:
+        blocks = chosen
     chunk = master[axis] // blocks if axis is not None else None
     parts = 2 if chunk is not None and chunk % 2 == 0 else 1
     stages, decls = [], []
@@ -101,7 +106,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             body = retype(body, axis, rank, chunk // parts)
         name = sanitize(f"{graph.name}.{sub.name}")
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
-        kernel = generate(body, name, print_after=show)
+        kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
         generated[name] = kernel.obj
         params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)

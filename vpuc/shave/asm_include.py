@@ -39,6 +39,7 @@ class SourceLine:
     number: int
     text: str
     via: Notes = ()            # "included from X:line", innermost first
+    cols: tuple[int, ...] | None = None   # macro expansions: text index -> body column
 
 
 class _IncludeError(Exception):

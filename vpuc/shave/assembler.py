@@ -2,23 +2,26 @@
 
 One statement per line: optional labels (``name:``), then a directive or an
 instruction.  Comments start with ``//`` or ``#`` and run to the end of the
-line.  ``.include "path"`` assembles another file in place (``asm_include``).
+line.  ``.include "path"`` assembles another file in place (``asm_include``);
+``.macro``/``.endm`` define macros, expanded before assembly (``asm_macro``).
 All errors of a file are collected and raised together, each located
 ``file:line:col`` with what was expected -- in the included file for its lines,
-with notes saying where it was included from.  The syntax is documented in
+with notes saying where it was included from (and which macro expansion).  The syntax is documented in
 ``docs/shave-isa.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
 import struct
 from collections.abc import Iterable
 
-from vpuc.diagnostics import Loc, VpucError
+from vpuc.diagnostics import Diagnostic, Loc, VpucError
 from vpuc.shave.asm_include import expand
+from vpuc.shave.asm_macro import expand_macros
 from vpuc.shave.asm_resolve import build_object, resolve
 from vpuc.shave.asm_state import (IDENT, LineError, PendingInsn, State, Text, int_operand,
                                   looks_like_symbol, shift)
@@ -34,7 +37,7 @@ _MEM = re.compile(r"^(.*)\(\s*([A-Za-z0-9_]+)\s*\)\s*$", re.S)
 REGFILE_NAMES = {"s": "scalar", "v": "vector", "m": "mask"}
 DIRECTIVES = (".text", ".rodata", ".data", ".section", ".global", ".globl", ".align",
               ".byte", ".half", ".word", ".dword", ".float", ".float16", ".zero", ".equ", ".set",
-              ".include")
+              ".include", ".macro", ".endm")
 DATA_SIZES = {".byte": (1, "<B"), ".half": (2, "<H"), ".word": (4, "<I"), ".dword": (8, "<Q")}
 _NOP = pack_word(encode_fields({"opcode": BY_MNEMONIC["nop"].opcode}))
 
@@ -52,15 +55,34 @@ def assemble(text: str, filename: str = "<asm>",
     directory of ``include_path``.
     """
     st = State(filename)
-    for line in expand(text, filename, include_path, st.bag):
+    columns: dict[tuple, tuple[int, ...]] = {}
+    for line in expand_macros(expand(text, filename, include_path, st.bag), st.bag):
         st.file, st.via = line.file, line.via
+        if line.cols is not None:
+            columns[(line.file, line.number, line.via)] = line.cols
         try:
             _assemble_line(st, line.text, line.number)
         except LineError as err:
             st.bag.error(err.loc, err.message, st.via)
     resolve(st)
+    if columns and st.bag.items:
+        st.bag.items = [_body_column(d, columns) for d in st.bag.items]
     st.bag.raise_if_errors()
     return build_object(st)
+
+
+def _body_column(diag: Diagnostic, columns: dict[tuple, tuple[int, ...]]) -> Diagnostic:
+    """``diag`` located in a macro body line: its column in the expanded text mapped
+    back to the body line's."""
+    loc = diag.loc
+    if not isinstance(loc, Loc):
+        return diag
+    for k in range(len(diag.notes) + 1):
+        cols = columns.get((loc.file, loc.line, diag.notes[k:]))
+        if cols is not None:
+            col = cols[min(max(loc.col - 1, 0), len(cols) - 1)] + 1
+            return dataclasses.replace(diag, loc=Loc(loc.file, loc.line, col))
+    return diag
 
 
 def assemble_file(path: str | os.PathLike,

@@ -15,7 +15,8 @@ nothing here prints):
 
 If the temporaries do not fit the register files after unrolling and
 hoisting, the clean-ups run again with a smaller unroll factor, then without
-hoisting vector constants: correctness never depends on them.
+moving vector values (no vector CSE or hoisting, no unroll or schedule), and
+at last with only the local scalar clean-ups: correctness never depends on them.
 """
 
 from __future__ import annotations
@@ -105,8 +106,11 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
         stage_timings.append(("emit", time.perf_counter() - clock))
         sizes.append(("emit", count(mir.body) + len(mir.tail)))
         _show(print_after, "emit", mir)
-        passes = names if attempt.unroll or attempt.hoist_vectors else [
-            n for n in names if n not in ("unroll", "schedule")]
+        passes = names
+        if attempt.unroll < 2 and not attempt.hoist_vectors:
+            passes = [n for n in names if n not in ("unroll", "schedule")]
+        if attempt.unroll < 0:          # the last resort: the emitters' code, barely cleaned
+            passes = [n for n in names if n in ("simplify", "strength-reduction", "peephole")]
         run_cleanups(mir, passes, target, attempt, stage_timings, sizes,
                      (lambda stage, m: _show(print_after, stage, m)) if print_after else None)
         clock = time.perf_counter()
@@ -139,8 +143,8 @@ def _attempts(config: CleanupConfig) -> list[CleanupConfig]:
     while unroll > 1:
         unroll //= 2
         out.append(config.with_(unroll=unroll))
-    out.append(config.with_(unroll=1, hoist_vectors=False))
-    out.append(config.with_(unroll=0, hoist_vectors=False))      # no unroll, no schedule
+    out.append(config.with_(unroll=1, hoist_vectors=False))     # no unroll, no schedule
+    out.append(config.with_(unroll=-1, hoist_vectors=False))    # no cse, licm either
     return out
 
 

@@ -4,6 +4,7 @@ After ``gpu_conv_kernel_generator.md`` ("More Optimizations and IR Passes"):
 the emitters write straightforward code (every value computed where it is
 used, every constant materialized where it is needed); these passes clean it:
 
+0. fold-min-max: chains of vector max/min with constants become one clamp;
 1. simplify: constant folding and algebraic identities on scalar arithmetic;
 2. strength-reduction: multiplications, divisions and remainders by powers of
    two become shifts and masks;
@@ -27,6 +28,7 @@ import time
 
 from vpuc.fusion.generator.cleanup.base import CleanupConfig, MirPass
 from vpuc.fusion.generator.cleanup.cse import CsePass
+from vpuc.fusion.generator.cleanup.fold_min_max import FoldMinMaxPass
 from vpuc.fusion.generator.cleanup.licm import LicmPass
 from vpuc.fusion.generator.cleanup.peephole import PeepholePass
 from vpuc.fusion.generator.cleanup.schedule import SchedulePass
@@ -37,13 +39,13 @@ from vpuc.fusion.generator.mir import count
 
 CLEANUP_PASSES: dict[str, type[MirPass]] = {
     cls.name: cls
-    for cls in (SimplifyPass, StrengthReductionPass, CsePass, LicmPass, PeepholePass,
-                UnrollPass, SchedulePass)
+    for cls in (FoldMinMaxPass, SimplifyPass, StrengthReductionPass, CsePass, LicmPass,
+                PeepholePass, UnrollPass, SchedulePass)
 }
 # cse runs again after licm: constants hoisted out of sibling loops (a main body and its
 # tail) meet in the preheader.
-CLEANUP_PIPELINE: list[str] = ["simplify", "strength-reduction", "cse", "licm", "cse",
-                               "peephole", "unroll", "schedule"]
+CLEANUP_PIPELINE: list[str] = ["fold-min-max", "simplify", "strength-reduction", "cse", "licm",
+                               "cse", "peephole", "unroll", "schedule"]
 
 
 def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,

@@ -8,8 +8,9 @@ from typing import ClassVar
 
 @dataclass(frozen=True)
 class CleanupConfig:
-    unroll: int = 4                 # innermost-loop unroll factor (a power of two)
-    hoist_vectors: bool = True      # licm may hoist vector constants (register pressure)
+    unroll: int = 8                 # innermost-loop unroll factor (a power of two)
+    hoist_vectors: bool = True      # licm may hoist, cse may merge vector values (register
+                                    # pressure: the generator's fallbacks turn it off)
 
     def with_(self, **changes) -> "CleanupConfig":
         return replace(self, **changes)

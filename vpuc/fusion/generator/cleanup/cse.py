@@ -44,6 +44,7 @@ class CsePass(MirPass):
     name = "cse"
 
     def run(self, mir, target, config) -> bool:
+        self.vectors = config.hoist_vectors
         self.defs = def_counts(mir)
         self.renames: dict[Reg, Reg] = {}
         self.changed = False
@@ -63,7 +64,8 @@ class CsePass(MirPass):
         for n in body:
             if isinstance(n, Inst):
                 n.replace_regs({r: self.renames[r] for r in n.uses() if r in self.renames})
-                found = available.get(_key(n)) if _candidate(n) else None
+                found = available.get(_key(n)) if _candidate(n) and (
+                    self.vectors or n.defs()[0].file == "s") else None
                 dst = n.defs()[0] if found is not None else None
                 stable = found is not None and found.virtual and self.defs[found] == 1
                 if found is not None and dst == found:

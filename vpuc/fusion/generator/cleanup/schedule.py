@@ -44,11 +44,18 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
     if n < 3:
         return insts
     budget = _budgets(insts)
-    remaining_uses: dict = {}
-    for inst in insts:
+    # uses of each definition (position, register) before the register's next definition
+    web_uses: dict[tuple[int, object], int] = {}
+    reaching: dict = {}
+    for j, inst in enumerate(insts):
         for r in inst.uses():
+            if r in reaching:
+                web_uses[reaching[r]] += 1
+        for r in inst.defs():
             if r.virtual:
-                remaining_uses[r] = remaining_uses.get(r, 0) + 1
+                reaching[r] = (j, r)
+                web_uses[(j, r)] = 0
+    remaining: dict = {}
     live = {f: 0 for f in POOL}
     preds: list[dict[int, int]] = [dict() for _ in range(n)]    # pred -> latency
     last_def: dict = {}
@@ -98,13 +105,17 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
         best = min(allowed, key=lambda i: (max(now, earliest[i]), -height[i], i))
         ready.remove(best)
         for r in insts[best].uses():
-            if r in remaining_uses:
-                remaining_uses[r] -= 1
-                if remaining_uses[r] == 0:
+            if remaining.get(r, 0) > 0:
+                remaining[r] -= 1
+                if remaining[r] == 0:
                     live[r.file] -= 1
         for r in insts[best].defs():
-            if r.virtual and remaining_uses.get(r, 0) > 0:
-                live[r.file] += 1
+            if r.virtual:
+                if remaining.get(r, 0) > 0:
+                    live[r.file] -= 1
+                remaining[r] = web_uses[(best, r)]
+                if remaining[r] > 0:
+                    live[r.file] += 1
         start = max(now, earliest[best])
         order.append(best)
         now = start + target.cost(insts[best].op).issue

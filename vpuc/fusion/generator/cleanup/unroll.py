@@ -8,8 +8,9 @@ straight-line, every register it reads before writing is either loop
 invariant or a data pointer advanced once by ``addi p, p, k`` after its last
 use, and it does not touch the stack.  Then:
 
-- copy *k* of the body gets fresh virtual registers for everything the body
-  computes (registers dead at the loop's exit) and reads pointer ``p`` at
+- copy *k* of the body gets a fresh virtual register for every definition of
+  what the body computes (registers dead at the loop's exit), so copies share
+  no register and no false dependence remains, and reads pointer ``p`` at
   ``offset + k*k_p``; each copy's instructions carry ``group = k`` (their
   memory never overlaps another copy's, which lets the scheduler move loads
   above earlier copies' stores);
@@ -75,10 +76,11 @@ class UnrollPass(MirPass):
         while i < len(body):
             n = body[i]
             if isinstance(n, Loop) and all(isinstance(x, Inst) for x in n.body):
-                replacement = self._unroll(body, i, n)
-                if replacement is not None:
-                    body[i - 1:i + 1] = replacement
-                    i += len(replacement) - 1
+                found = self._unroll(body, i, n)
+                if found is not None:
+                    at, replacement = found
+                    body[at:i + 1] = body[at + 1:i] + replacement
+                    i = at + (i - at - 1) + len(replacement)
                     changed = True
                     continue
             elif not isinstance(n, Inst):
@@ -87,7 +89,11 @@ class UnrollPass(MirPass):
         return changed
 
     def _unroll(self, parent: list, i: int, loop: Loop) -> list | None:
-        init = parent[i - 1] if i > 0 else None
+        at = i - 1            # the counter's initialization: the last write of it before
+        while at >= 0 and isinstance(parent[at], Inst) and loop.counter not in (
+                parent[at].defs() + parent[at].uses()):
+            at -= 1
+        init = parent[at] if at >= 0 else None
         if (loop.slot is not None or not isinstance(init, Inst) or init.op not in ("li", "mov")
                 or init.args[0] != loop.counter):
             return None
@@ -111,10 +117,18 @@ class UnrollPass(MirPass):
         core = [n for n in body if not (_is_step(n) and n.args[0] in steps)]
         unrolled: list[Inst] = []
         for k in range(u):
-            names = {r: self.mir.fresh(r.file) for r in sorted(local, key=str)}
+            current: dict[Reg, Reg] = {}        # every definition gets its own name (SSA)
             for n in core:
                 m = n.copy()
-                m.replace_regs(names)
+                m.replace_regs({r: current[r] for r in n.uses() if r in current})
+                renamed = {}
+                for r in n.defs():
+                    if r in local:
+                        renamed[r] = current[r] = self.mir.fresh(r.file)
+                defs_only = dict(renamed)
+                m.args = [defs_only.get(a, a) if isinstance(a, Reg) and a in n.defs()
+                          and kind in ("sd", "vd", "md", "sd2") else a
+                          for kind, a in zip(n.kinds(), m.args)]
                 m.args = [Mem(a.base, a.offset + k * steps[a.base]) if isinstance(a, Mem)
                           and a.base in steps else a for a in m.args]
                 m.group = k
@@ -134,10 +148,10 @@ class UnrollPass(MirPass):
             if static % u:
                 rest.guard = False
                 out += [Inst("li", [loop.counter, static % u], init.tag, "remainder"), rest]
-            return out
+            return at, out
         left = self.mir.fresh("s")
         main.guard = True
-        return [init,
+        return at, [init,
                 Inst("andi", [left, loop.counter, u - 1], init.tag, "remainder"),
                 Inst("srli", [loop.counter, loop.counter, shift], init.tag, f"trip count / {u}"),
                 main,

@@ -1,0 +1,227 @@
+"""Benchmark of issue 6 (part 8): fused vs unfused elementwise chains in the simulator.
+
+The workload: a chain of 8 elementwise ops on a 1x64x128x128 f16 tensor (NHWC) in
+DDR, tiled over the 2 tiles in blocks of rows with double-buffered CMX (block k
+on tile k % 2, slot (k // 2) % 2; each block split between the tile's two ACT
+SHAVEs).  Two task programs per chain, both built by
+``vpuc.fusion.blocked_program``:
+
+- fused: DMA in -> one generated kernel (``lower-graph``: tokenize, data-flow,
+  Linear IR, generator) -> DMA out per block;
+- unfused: one library kernel per op (``kernels/*.s``), intermediates
+  ping-ponging between two CMX buffers per slot, constants as 1x1x1x1 CMX
+  tensors -- what a naive compiler emits.
+
+Both are compiled by the compile pipeline and simulated with
+``runtime_sim.simulator.simulate`` (timing only; ``--check`` also runs the
+numerics once and compares with the numpy reference executor).  Reported per
+chain: simulated cycles (NCE clock), unfused / fused (target >= 4x), fused
+against the DMA roofline (bytes moved over the DDR bandwidth of
+runtime_sim/archs/npu37xx.toml; target <= 1.25x), the generated kernel's
+cycles per element, and the time of every compiler stage.
+
+Run: .venv/bin/python bench/fusion_bench.py [--chain NAME] [--blocks N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runtime_sim.simulator import simulate  # noqa: E402
+from vpuc.arch import load_arch  # noqa: E402
+from vpuc.fusion.blocked_program import Stage, Value, build_program  # noqa: E402
+from vpuc.fusion.lower_graph import lower  # noqa: E402
+from vpuc.fusion.reference import run_graph  # noqa: E402
+from vpuc.ir.module import ConstInit  # noqa: E402
+from vpuc.ir.types import DimsOrder, ElemType, TensorType  # noqa: E402
+from vpuc.passes.base import PassContext  # noqa: E402
+from vpuc.passes.manager import PassManager  # noqa: E402
+from vpuc.passes.registry import parse_pipeline  # noqa: E402
+from vpuc.vir.parser import parse_text  # noqa: E402
+
+SHAPE = (1, 64, 128, 128)
+# (op, constant or attrs); the constant is the second operand of a binary op
+CHAINS = {
+    # BN-like scale and shift, ReLU6, a rescale, a clamp: FMA, max, min, FMA, max, min
+    "affine": [("Multiply", 0.5), ("Add", 1.0), ("Relu", None), ("Minimum", 6.0),
+               ("Multiply", 0.25), ("Add", -0.5), ("Maximum", -1.0), ("Clamp", (-0.75, 1.25))],
+    # range limits only: folds to one max and one min (memory-bound)
+    "clamps": [("Relu", None), ("Minimum", 6.0), ("Maximum", -1.0), ("Clamp", (-4.0, 4.0)),
+               ("Minimum", 5.0), ("Maximum", 0.5), ("Relu", None), ("Clamp", (0.0, 3.0))],
+    # activations (f32 inside): compute-bound
+    "activations": [("Multiply", 0.5), ("Add", 1.0), ("HSwish", None), ("Multiply", 2.0),
+                    ("Sigmoid", None), ("Add", -0.5), ("Tanh", None), ("Clamp", (-0.5, 0.5))],
+}
+LIBRARY = {"Multiply": "mul", "Add": "add", "Subtract": "sub", "Maximum": "max",
+           "Minimum": "min", "Relu": "relu", "Clamp": "clamp", "HSwish": "hswish",
+           "Sigmoid": "sigmoid", "Tanh": "tanh", "Gelu": "gelu", "Swish": "swish"}
+
+
+def graph_text(chain) -> str:
+    dims = "x".join(map(str, SHAPE))
+    lines = ["module @fusion_bench arch NPU37XX", "graph @chain {",
+             f"  %x = Parameter() : {dims}xf16 NHWC"]
+    prev = "x"
+    for i, (op, arg) in enumerate(chain):
+        if op == "Clamp":
+            lines.append(f"  %y{i} = Clamp{{min = {arg[0]}, max = {arg[1]}}}(%{prev})")
+        elif arg is None:
+            lines.append(f"  %y{i} = {op}(%{prev})")
+        else:
+            lines.append(f"  %k{i} = Constant({arg}) : f16")
+            lines.append(f"  %y{i} = {op}(%{prev}, %k{i})")
+        prev = f"y{i}"
+    lines += [f"  Result(%{prev})", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_text(text: str, generated: dict | None = None):
+    module = parse_text(text, "<fusion-bench>")
+    ctx = PassContext(load_arch(module.arch))
+    if generated:
+        ctx.artifacts["generated-kernels"] = dict(generated)
+    manager = PassManager(parse_pipeline("compile"))
+    manager.run(module, ctx)
+    return ctx.artifacts["program"], manager.timings
+
+
+def fused_program(chain, blocks: int):
+    text = graph_text(chain)
+    module = parse_text(text, "<fusion-bench graph>")
+    graph = module.graphs[0]
+    generated, timings = {}, []
+    clock = time.perf_counter()
+    program_text = lower(graph, module, generated, timings, None, tiles=2, blocks=blocks)
+    timings.append(("lower-graph (total)", time.perf_counter() - clock))
+    clock = time.perf_counter()
+    program, passes = compile_text(program_text, generated)
+    timings.append(("compile passes (total)", time.perf_counter() - clock))
+    timings += [(f"  {p.name}", p.seconds) for p in passes]
+    return graph, program, timings, program_text
+
+
+def unfused_program(chain, blocks: int):
+    t = TensorType(SHAPE, ElemType.F16, DimsOrder.from_name("NHWC") if hasattr(
+        DimsOrder, "from_name") else _nhwc())
+    one = TensorType((1, 1, 1, 1), ElemType.F16, t.order)
+    values = [Value("x", t, "input"), Value("ta", t, "temp"), Value("tb", t, "temp"),
+              Value("y", t, "output")]
+    stages, decls, used = [], [], set()
+    prev = "x"
+    for i, (op, arg) in enumerate(chain):
+        out = "y" if i == len(chain) - 1 else ("ta" if i % 2 == 0 else "tb")
+        kernel = LIBRARY[op]
+        if kernel not in used:
+            used.add(kernel)
+            if op == "Clamp":
+                decls.append(f'kernel @{kernel}(input: memref<*xf16>, output: memref<*xf16>, '
+                             f'minVal: f16, maxVal: f16) from library "{kernel}"')
+            elif arg is None:
+                decls.append(f'kernel @{kernel}(input: memref<*xf16>, output: memref<*xf16>) '
+                             f'from library "{kernel}"')
+            else:
+                decls.append(f'kernel @{kernel}(a: memref<*xf16>, b: memref<*xf16>, '
+                             f'output: memref<*xf16>) from library "{kernel}"')
+        if op == "Clamp":
+            stages.append(Stage(kernel, [prev], [out], [("f16", arg[0]), ("f16", arg[1])]))
+        elif arg is None:
+            stages.append(Stage(kernel, [prev], [out]))
+        else:
+            values.append(Value(f"k{i}", one, "const", ConstInit(values=(arg,))))
+            stages.append(Stage(kernel, [prev, f"k{i}"], [out]))
+        prev = out
+    text = build_program("unfused", decls, values, stages, axis=2, rank=4, extent=SHAPE[2],
+                         blocks=blocks)
+    clock = time.perf_counter()
+    program, _ = compile_text(text)
+    return program, time.perf_counter() - clock, text
+
+
+def _nhwc() -> DimsOrder:
+    from vpuc.ir.types import NAMED_ORDERS
+    return DimsOrder(NAMED_ORDERS["NHWC"])
+
+
+def roofline_cycles(arch_name: str = "npu37xx") -> tuple[float, int]:
+    data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+    moved = 2 * int(np.prod(SHAPE)) * 2                     # f16 in and out, through DDR
+    seconds = moved / (data["ddr"]["bandwidth_mbps"] * 1e6)
+    return seconds * data["clocks"]["nce_mhz"] * 1e6, moved
+
+
+def kernel_cycles_per_element(chain, blocks: int) -> float:
+    from vpuc.fusion.generator.run import run_kernel
+    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.subgraph import tokenize
+    from vpuc.fusion.targets import get_target
+    from vpuc.fusion.generator.generate import generate
+    graph = parse_text(graph_text(chain), "<g>").graphs[0]
+    sub = tokenize(graph, get_target("shave")).subgraphs[0]
+    part = SHAPE[2] // blocks // 2
+    body = retype(sub.body, 2, 4, part)
+    kernel = generate(body, "k")
+    x = np.random.default_rng(0).uniform(-3, 3, body.parameters[0].type.bound_shape)
+    run = run_kernel(kernel, [x], [body.results[0].type.bound_shape])
+    return run.cycles / x.size
+
+
+def check(graph, program, name: str) -> str:
+    x = np.random.default_rng(1).uniform(-4, 4, SHAPE).astype(np.float16)
+    result = simulate(program, inputs={"x": x})
+    out = result.outputs[next(iter(result.outputs))]
+    ref = run_graph(graph, {"x": x})[0]
+    exact = np.array_equal(out, ref, equal_nan=True)
+    close = np.allclose(out.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=1e-3)
+    return f"{name}: {'bit-exact' if exact else ('close' if close else 'MISMATCH')} vs numpy"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chain", choices=list(CHAINS) + ["all"], default="all")
+    ap.add_argument("--blocks", type=int, default=16)
+    ap.add_argument("--check", action="store_true", help="also simulate with numerics and compare")
+    args = ap.parse_args()
+    roof, moved = roofline_cycles()
+    print(f"workload: 1x64x128x128 f16 NHWC, {args.blocks} blocks over 2 tiles, "
+          f"{moved / 2**20:.0f} MiB through DDR; DMA roofline {roof:,.0f} cycles (NCE)")
+    for name in (CHAINS if args.chain == "all" else [args.chain]):
+        chain = CHAINS[name]
+        graph, fused, timings, _ = fused_program(chain, args.blocks)
+        unfused, unfused_compile, _ = unfused_program(chain, args.blocks)
+        clock = time.perf_counter()
+        f = simulate(fused, timing_only=True)
+        sim_fused = time.perf_counter() - clock
+        clock = time.perf_counter()
+        u = simulate(unfused, timing_only=True)
+        sim_unfused = time.perf_counter() - clock
+        cpe = kernel_cycles_per_element(chain, args.blocks)
+        print(f"\n== chain '{name}': " + ", ".join(op for op, _ in chain))
+        print(f"  fused   {f.cycles:>12,.0f} cycles  ({len(fused.module.task_lists[1].tasks)} "
+              f"ACT tasks; kernel {cpe:.3f} SHAVE cycles/element)")
+        print(f"  unfused {u.cycles:>12,.0f} cycles  ({len(unfused.module.task_lists[1].tasks)} "
+              f"ACT tasks)")
+        print(f"  unfused / fused   {u.cycles / f.cycles:6.2f}x   (target >= 4x)")
+        print(f"  fused / roofline  {f.cycles / roof:6.2f}x   (target <= 1.25x)")
+        print("  compiler stages (fused, ms):")
+        for stage, seconds in timings:
+            print(f"    {seconds * 1e3:9.3f}  {stage}")
+        print(f"    {unfused_compile * 1e3:9.3f}  unfused program: compile passes")
+        print(f"    {sim_fused * 1e3:9.3f}  simulate fused (timing only)")
+        print(f"    {sim_unfused * 1e3:9.3f}  simulate unfused (timing only)")
+        if args.check:
+            print("  " + check(graph, fused, "fused"))
+            print("  " + check(graph, unfused, "unfused"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
