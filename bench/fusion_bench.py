@@ -20,7 +20,12 @@ against the DMA roofline (bytes moved over the DDR bandwidth of
 runtime_sim/archs/npu37xx.toml; target <= 1.25x), the generated kernel's
 cycles per element, and the time of every compiler stage.
 
-Run: .venv/bin/python bench/fusion_bench.py [--chain NAME] [--blocks N] [--check]
+``--profile`` prints the generated kernels' cycles per LIR expression;
+``--cleanups`` prints instead what each generator clean-up saves (static
+instructions, instructions run, interpreter cycles) on the chain's kernel and
+on two kernels with run-time dims (vpuc/fusion/generator/savings.py).
+
+Run: .venv/bin/python bench/fusion_bench.py [--chain NAME] [--blocks N] [--check] [--cleanups]
 """
 
 from __future__ import annotations
@@ -174,6 +179,22 @@ def kernel_cycles_per_element(chain, blocks: int) -> float:
     return run.cycles / x.size
 
 
+def profile_chain(chain, blocks: int) -> str:
+    """Cycles per LIR expression of the chain's generated kernel (one part of a block)."""
+    from vpuc.fusion.generator.generate import generate
+    from vpuc.fusion.generator.profile import format_profile, profile_kernel
+    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.subgraph import tokenize
+    from vpuc.fusion.targets import get_target
+    graph = parse_text(graph_text(chain), "<g>").graphs[0]
+    body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
+                  SHAPE[2] // blocks // 2)
+    kernel = generate(body, "chain")
+    shape = body.parameters[0].type.bound_shape
+    x = np.random.default_rng(0).uniform(-3, 3, shape)
+    return format_profile(kernel, profile_kernel(kernel, [x], [shape]))
+
+
 def check(graph, program, name: str) -> str:
     x = np.random.default_rng(1).uniform(-4, 4, SHAPE).astype(np.float16)
     result = simulate(program, inputs={"x": x})
@@ -184,12 +205,67 @@ def check(graph, program, name: str) -> str:
     return f"{name}: {'bit-exact' if exact else ('close' if close else 'MISMATCH')} vs numpy"
 
 
+SAVINGS_CASES = {
+    # name: (graph text, input shapes, output shapes)
+    "dynamic rows 1x?x37, broadcast bias": ("""module @s
+graph @g {
+  %x = Parameter() : 1x?<=64x37xf16
+  %y = Parameter() : 1x1x37xf16
+  %c = Constant(0.5) : f16
+  %a = Multiply(%x, %c)
+  %b = Add(%a, %y)
+  %s = Sigmoid(%b)
+  Result(%s)
+}
+""", [(1, 50, 37), (1, 1, 37)], [(1, 50, 37)]),
+    "dynamic innermost 4x?<=1000 (tails)": ("""module @s
+graph @g {
+  %x = Parameter() : 4x?<=1000xf16
+  %r = Relu(%x)
+  %t = Tanh(%r)
+  Result(%t)
+}
+""", [(4, 999)], [(4, 999)]),
+}
+
+
+def cleanup_savings(blocks: int) -> None:
+    from vpuc.fusion.generator.savings import format_savings, savings
+    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.subgraph import tokenize
+    from vpuc.fusion.targets import get_target
+    rng = np.random.default_rng(0)
+    cases = {}
+    graph = parse_text(graph_text(CHAINS["affine"]), "<g>").graphs[0]
+    body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
+                  SHAPE[2] // blocks // 2)
+    shape = body.parameters[0].type.bound_shape
+    cases["'affine' chain kernel (1x64x4x128)"] = (body, [rng.uniform(-3, 3, shape)], [shape])
+    for name, (text, ins, outs) in SAVINGS_CASES.items():
+        g = parse_text(text, "<g>").graphs[0]
+        body = tokenize(g, get_target("shave")).subgraphs[0].body
+        cases[name] = (body, [rng.uniform(-3, 3, s) for s in ins], outs)
+    for name, (body, ins, outs) in cases.items():
+        print(format_savings(name, savings(body, ins, outs)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chain", choices=list(CHAINS) + ["all"], default="all")
     ap.add_argument("--blocks", type=int, default=16)
     ap.add_argument("--check", action="store_true", help="also simulate with numerics and compare")
+    ap.add_argument("--cleanups", action="store_true",
+                    help="only print what each generator clean-up saves on the bench kernels")
+    ap.add_argument("--profile", action="store_true",
+                    help="only print the generated kernels' cycles per LIR expression")
     args = ap.parse_args()
+    if args.cleanups:
+        cleanup_savings(args.blocks)
+        return 0
+    if args.profile:
+        for name in (CHAINS if args.chain == "all" else [args.chain]):
+            print(profile_chain(CHAINS[name], args.blocks))
+        return 0
     roof, moved = roofline_cycles()
     print(f"workload: 1x64x128x128 f16 NHWC, {args.blocks} blocks over 2 tiles, "
           f"{moved / 2**20:.0f} MiB through DDR; DMA roofline {roof:,.0f} cycles (NCE)")

@@ -23,10 +23,8 @@ from runtime_sim.isa.cycles import finish, issue
 from runtime_sim.isa.interpreter import (BAD_TARGET, HALT, default_stack_top, initial_registers,
                                          load_kernel)
 from runtime_sim.isa.memory import WindowMemory
-from vpuc.abi.params import layout_window_e
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.generator.run import WIN_E, _place, ARCH
-from vpuc.fusion.reference import round_to
+from vpuc.fusion.generator.run import ARCH, prepare
 
 
 @dataclass
@@ -39,27 +37,13 @@ class Profile:
 
 
 def _memory(kernel, inputs, output_shapes):
-    params, results = kernel.source.parameters, kernel.source.results
-    types = [op.type for op in params] + [op.type for op in results]
-    shapes = [tuple(np.shape(x)) for x in inputs] + [tuple(s) for s in output_shapes]
-    placed, end = _place(types, shapes, True)
-    cmx = np.full(end + 4096, 0xA5, np.uint8)
-    for p, x in zip(placed, inputs):
-        data = np.ascontiguousarray(np.transpose(round_to(np.asarray(x, np.float64), p.type.elem),
-                                                 p.type.order.perm))
-        cmx[p.offset:p.offset + p.nbytes] = np.frombuffer(data.tobytes(), np.uint8)
-    for p in placed:
-        if p.meta is not None:
-            meta = p.memref().meta_bytes()
-            cmx[p.meta:p.meta + len(meta)] = np.frombuffer(meta, np.uint8)
-    image = layout_window_e(kernel.obj.data, [p.memref() for p in placed], WIN_E)
+    _, cmx, image = prepare(kernel, inputs, output_shapes)
     obj = kernel.obj
     code = len(obj.text) + 16 + len(obj.rodata)
     win_d = np.zeros(code + (-code % 16), np.uint8)
     win_e = np.zeros(len(image.image) + (-len(image.image) % 16) + 16384, np.uint8)
     win_e[:len(image.image)] = np.frombuffer(image.image, np.uint8)
-    memory = WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, ARCH)
-    return memory, image
+    return WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, ARCH), image
 
 
 def profile_kernel(kernel, inputs: list[np.ndarray], output_shapes,

@@ -76,12 +76,10 @@ def _place(types: list[TensorType], shapes: list[tuple[int, ...]], dynamic_meta:
     return placed, offset
 
 
-def run_kernel(kernel, inputs: list[np.ndarray], output_shapes: list[tuple[int, ...]], *,
-               fast: bool = True, dynamic_meta: bool = True, skew: int = 0,
-               max_steps: int = 50_000_000) -> KernelRun:
-    """Run ``kernel`` (a ``GeneratedKernel``) on ``inputs`` (arrays in logical shapes, in
-    Parameter order).  ``dynamic_meta``: dynamic operands get isStatic = 0 and their dims
-    in CMX (outputs' written by the kernel); otherwise every MemRefData is static."""
+def prepare(kernel, inputs: list[np.ndarray], output_shapes, *, dynamic_meta: bool = True,
+            skew: int = 0):
+    """The CMX array with the inputs (and dynamic operands' dims) in place, the operands'
+    placements, and the invocation's WIN_E image."""
     params, results = kernel.source.parameters, kernel.source.results
     types = [op.type for op in params] + [op.type for op in results]
     shapes = [tuple(np.shape(x)) for x in inputs] + [tuple(s) for s in output_shapes]
@@ -100,6 +98,17 @@ def run_kernel(kernel, inputs: list[np.ndarray], output_shapes: list[tuple[int, 
             meta = p.memref().meta_bytes()
             cmx[p.meta:p.meta + len(meta)] = np.frombuffer(meta, np.uint8)
     image = layout_window_e(kernel.obj.data, [p.memref() for p in placed], WIN_E)
+    return placed, cmx, image
+
+
+def run_kernel(kernel, inputs: list[np.ndarray], output_shapes: list[tuple[int, ...]], *,
+               fast: bool = True, dynamic_meta: bool = True, skew: int = 0,
+               max_steps: int = 50_000_000) -> KernelRun:
+    """Run ``kernel`` (a ``GeneratedKernel``) on ``inputs`` (arrays in logical shapes, in
+    Parameter order).  ``dynamic_meta``: dynamic operands get isStatic = 0 and their dims
+    in CMX (outputs' written by the kernel); otherwise every MemRefData is static."""
+    placed, cmx, image = prepare(kernel, inputs, output_shapes, dynamic_meta=dynamic_meta,
+                                 skew=skew)
     result = invoke_kernel(kernel.obj, cmx, image.image, image.args_offset, image.args_size,
                            fast=fast, max_steps=max_steps)
     outputs = []

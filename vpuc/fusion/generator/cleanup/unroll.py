@@ -94,8 +94,8 @@ class UnrollPass(MirPass):
                 parent[at].defs() + parent[at].uses()):
             at -= 1
         init = parent[at] if at >= 0 else None
-        if (loop.slot is not None or not isinstance(init, Inst) or init.op not in ("li", "mov")
-                or init.args[0] != loop.counter):
+        if (loop.slot is not None or not isinstance(init, Inst) or init.defs() != [loop.counter]
+                or loop.counter in init.uses()):
             return None
         body: list[Inst] = loop.body
         if any(isinstance(a, Mem) and a.base == SP for n in body for a in n.args):
@@ -103,7 +103,7 @@ class UnrollPass(MirPass):
         steps = _inductions(body)
         if steps is None or loop.counter in {r for n in body for r in n.defs() + n.uses()}:
             return None
-        static = init.args[1] if init.op == "li" else None
+        static = init.args[1] if init.op == "li" and isinstance(init.args[1], int) else None
         u = self.config.unroll
         if static is not None:
             while u > 1 and static < u:

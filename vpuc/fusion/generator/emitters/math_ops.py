@@ -15,8 +15,9 @@ bit-identical:
   (erf) uses it.
 - Power and the other PowerStatic exponents: ``exp(b log|a|)`` with the
   product's rounding error added back (``vfma``), the sign of odd integer
-  exponents, NaN for a negative base and a non-integer exponent, and
-  ``pow(a, 0) = pow(1, b) = 1``.  Relative error about ``(3 + 2 |b log a|)``
+  exponents (|b| >= 2^24 and infinities count as even), NaN for a negative base
+  and a non-integer exponent (but ``pow(-inf, b)`` = inf or 0, as IEEE says),
+  and ``pow(a, 0) = pow(1, b) = 1``.  Relative error about ``(3 + 2 |b log a|)``
   f32 ulp (the logarithm's error, amplified).
 """
 
@@ -122,13 +123,15 @@ def power(ctx: EmitContext, a: Reg, b: Reg, exponent: float | None = None) -> Re
     fixed = _op(ctx, "vfma.f32", r, err, r)
     r = _op(ctx, "vsel", fixed, r, _op(ctx, "vcmpeq.f32", fixed, fixed))   # keep inf / NaN
     zero = _c(ctx, 0.0)
-    negative = _op(ctx, "vcmplt.f32", a, zero)
+    negative = _op(ctx, "mand", _op(ctx, "vcmplt.f32", a, zero),          # -inf < a < 0
+                   _op(ctx, "vcmplt.f32", _c(ctx, -math.inf), a))
     if exponent is None:
         trunc = _op(ctx, "vcvt.i32.f32", b)
-        integer = _op(ctx, "vcmpeq.f32", _op(ctx, "vcvt.f32.i32", trunc), b)
+        big = _op(ctx, "vcmple.f32", _c(ctx, 16777216.0), _op(ctx, "vabs.f32", b))  # even, inf
+        integer = _op(ctx, "mor", _op(ctx, "vcmpeq.f32", _op(ctx, "vcvt.f32.i32", trunc), b), big)
         one_i = ctx.splat_int(1, 4)
         odd = _op(ctx, "mand", _op(ctx, "vcmpeq.i32", _op(ctx, "vand", trunc, one_i), one_i),
-                  integer)
+                  _op(ctx, "mnot", big))
         signed = _op(ctx, "vcmplt.i32", a, ctx.splat_int(0, 4))    # sign bit, -0 included
         r = _op(ctx, "vsel", _op(ctx, "vneg.f32", r), r, _op(ctx, "mand", signed, odd))
         r = _op(ctx, "vsel", _c(ctx, math.nan), r,
@@ -136,8 +139,8 @@ def power(ctx: EmitContext, a: Reg, b: Reg, exponent: float | None = None) -> Re
         one = _c(ctx, 1.0)
         r = _op(ctx, "vsel", one, r, _op(ctx, "vcmpeq.f32", b, zero))
         return _op(ctx, "vsel", one, r, _op(ctx, "vcmpeq.f32", a, one))
-    if float(exponent).is_integer():
-        if int(exponent) % 2:
+    if not math.isfinite(exponent) or abs(exponent) >= 2 ** 24 or float(exponent).is_integer():
+        if math.isfinite(exponent) and abs(exponent) < 2 ** 24 and int(exponent) % 2:
             signed = _op(ctx, "vcmplt.i32", a, ctx.splat_int(0, 4))
             r = _op(ctx, "vsel", _op(ctx, "vneg.f32", r), r, signed)
     else:
