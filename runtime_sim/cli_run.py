@@ -66,26 +66,16 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------ loading
 
-def default_pipeline() -> str:
-    from vpuc.passes.registry import PASSES, PIPELINES
-    if "compile" in PIPELINES:  # what `vpuc compile` runs before serializing a blob
-        return "compile"
-    names = list(PIPELINES["kernels"])
-    for later in ("assign-physical-barriers", "materialize-constants"):
-        if later in PASSES and later not in names:
-            names.append(later)
-    return ",".join(names)
-
-
 def load_program(path: str, passes: str | None):
     if path.endswith(".vir"):
         from vpuc.arch import load_arch
         from vpuc.passes.base import PassContext
         from vpuc.passes.manager import PassManager
-        from vpuc.passes.registry import parse_pipeline
+        from vpuc.passes.registry import compile_pipeline, parse_pipeline
         from vpuc.vir.parser import parse_file
-        pipeline = parse_pipeline(passes or default_pipeline())
         module = parse_file(path)
+        # By default, exactly what `vpuc compile` would run (lower-graph first for graph modules).
+        pipeline = parse_pipeline(passes or ",".join(compile_pipeline(module)))
         ctx = PassContext(load_arch(module.arch))
         PassManager(pipeline).run(module, ctx)
         for diag in ctx.warnings.items:

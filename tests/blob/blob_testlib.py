@@ -14,7 +14,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Barrier, Module
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
-from vpuc.passes.registry import PIPELINES, parse_pipeline
+from vpuc.passes.registry import compile_pipeline, parse_pipeline
 from vpuc.program import Program
 from vpuc.vir.parser import parse_file
 
@@ -22,7 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted(REPO.glob("examples/*.vir")) + [REPO / "tests/unit/data/clamp_asm.vir",
                                                  REPO / "tests/unit/data/dynamic_asm.vir"]
 IDS = [p.stem for p in SOURCES]
-PIPELINE = "compile" if "compile" in PIPELINES else "kernels"
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 
@@ -31,7 +30,8 @@ def _compiled(path: Path) -> Program | str:
     try:
         module = parse_file(str(path))
         ctx = PassContext(load_arch(module.arch))
-        PassManager(parse_pipeline(PIPELINE)).run(module, ctx)
+        # What `vpuc compile` runs: lower-graph first for graph modules.
+        PassManager(parse_pipeline(",".join(compile_pipeline(module)))).run(module, ctx)
     except VpucError as exc:
         return exc.diagnostics[0].message
     program = ctx.artifacts.get("program") or Program(module, ctx.arch)

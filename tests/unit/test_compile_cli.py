@@ -61,3 +61,18 @@ def test_writing_to_a_pipe_does_not_replace_it(tmp_path):
         assert not fifo.is_file() and fifo.exists()
     finally:
         os.close(reader)
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+def test_graph_example_compiles_reads_back_and_runs(tmp_path, monkeypatch, capsys, fmt):
+    # Generated kernels name their block tensors like %x.t0s0; the blob reader must
+    # accept every name VIR accepts.
+    from runtime_sim.simulator import simulate
+    from vpuc.blob import read_blob
+
+    monkeypatch.chdir(REPO)
+    out = tmp_path / f"fused.{fmt}"
+    assert main(["compile", "examples/fused_chain.vir", "-o", str(out), "--format", fmt]) == 0
+    program = read_blob(out.read_bytes(), str(out))
+    assert any("." in b.name for b in program.module.buffers)
+    assert simulate(program, timing_only=True).cycles > 0

@@ -31,7 +31,8 @@ from vpuc.program import InvocationImage, KernelImage, Program
 
 MAX_RANK = 15                 # what a MemRefData dimsOrder code can express
 MAX_DIM = (1 << 31) - 1       # MemRefData dims are int32
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What VIR accepts after % (vpuc/vir/grammar.lark, VALUE): the names a blob may carry.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
 

@@ -13,9 +13,11 @@ of a block (static trip counts), declared ``kernel @<graph>.sgN(...) from
 generated`` with its generated contract, and its ELF object goes to
 ``ctx.artifacts["generated-kernels"]``, where assign-windows finds it.
 
-Ops the tokenizer leaves out (Convolution, MatMul, Softmax, MaxPool,
-Reshape, Transpose) are not lowered yet: the pass stops with an error naming
-them.  Graphs with run-time dims run as one block (no slicing of a dynamic
+A Softmax over the last logical dim, which the tokenizer leaves out, runs
+as the library's ``softmax`` kernel in the same block pipeline (the blocks are
+then never cut along that dim).  Other ops left out (Convolution, MatMul,
+MaxPool, Reshape, Transpose, other Softmax axes) are not lowered yet: the pass
+stops with an error naming them.  Graphs with run-time dims run as one block (no slicing of a dynamic
 dim).  ``ctx.artifacts["fusion-print"]``, when set by the command line, is
 called with (stage, text) after every generator stage (``--print-lir``,
 ``--print-after-all``); the pass itself never prints.
@@ -83,21 +85,33 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     clock = time.perf_counter()
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
-    if tok.left_out:
-        ops = ", ".join(f"{graph.ops[i].label} ({graph.ops[i].kind}: {d.detail})"
-                        for i, d in sorted(tok.left_out.items()))
+    library = {i for i in tok.left_out if _library_softmax(graph.ops[i])}
+    unsupported = sorted(set(tok.left_out) - library)
+    if unsupported:
+        ops = ", ".join(f"{graph.ops[i].label} ({graph.ops[i].kind}: {tok.left_out[i].detail})"
+                        for i in unsupported)
         raise VpucError(f"graph @{graph.name}: {ops} cannot be fused into ACT SHAVE kernels; "
                         "lowering them (DPU or library tasks) is not supported yet", graph.loc)
     master = _master(graph)
     rank = len(master)
-    values, names = _values(graph, tok)
-    axis, chosen = _split(graph, values, master)
+    values, names = _values(graph, tok, library)
+    axis, chosen = _split(graph, values, master, {rank - 1} if library else set())
     if blocks is None or axis is None:
         blocks = chosen
     chunk = master[axis] // blocks if axis is not None else None
     parts = 2 if chunk is not None and chunk % 2 == 0 else 1
     stages, decls = [], []
     for kind, n in tok.condensed_order():
+        if kind == "op" and n in library:
+            op = graph.ops[n]
+            kernel = f"softmax_{op.type.elem}"
+            decl = (f"kernel @{kernel}(input: memref<*x{op.type.elem}>, output: "
+                    f"memref<*x{op.type.elem}>) from library \"softmax\"")
+            if decl not in decls:
+                decls.append(decl)
+            stages.append(Stage(kernel, [names[op.operands[0]]], [names[op.result]],
+                                parts=parts))
+            continue
         if kind != "sg":
             continue
         sub = tok.subgraphs[n]
@@ -125,7 +139,15 @@ def _master(graph: Graph) -> tuple:
     return broadcast_shapes(*(op.type.dims for op in graph.ops if op.type is not None))
 
 
-def _split(graph: Graph, values: list[Value], master: tuple) -> tuple[int | None, int]:
+def _library_softmax(op) -> bool:
+    """A Softmax over the last logical dim: the library kernel's reduced axis."""
+    if op.kind != "Softmax" or op.type.elem.value not in ("f16", "f32"):
+        return False
+    return op.attrs["axis"] % op.type.rank == op.type.rank - 1
+
+
+def _split(graph: Graph, values: list[Value], master: tuple,
+           forbidden: set[int]) -> tuple[int | None, int]:
     """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
     if any(isinstance(d, Dynamic) for d in master):
         return None, 1
@@ -134,7 +156,7 @@ def _split(graph: Graph, values: list[Value], master: tuple) -> tuple[int | None
     order = first.type.order.perm if first is not None else tuple(range(len(master)))
     for axis in order:                        # outermost in memory first
         extent = master[axis]
-        if extent < 2:
+        if extent < 2 or axis in forbidden:
             continue
         for blocks in range(1, extent + 1):
             if extent % blocks:
@@ -145,12 +167,14 @@ def _split(graph: Graph, values: list[Value], master: tuple) -> tuple[int | None
     return None, 1
 
 
-def _values(graph: Graph, tok: Tokenization) -> tuple[list[Value], dict[str, str]]:
+def _values(graph: Graph, tok: Tokenization,
+            library: set[int]) -> tuple[list[Value], dict[str, str]]:
     names: dict[str, str] = {}
     values: list[Value] = []
     outputs = {op.operands[0] for op in graph.results}
     index = graph.index()
     crossing = {v for sub in tok.subgraphs for v in sub.inputs + sub.outputs}
+    crossing |= {v for i in library for v in graph.ops[i].operands + (graph.ops[i].result,)}
     taken: set[str] = set()
 
     def fresh(base: str) -> str:
@@ -164,7 +188,7 @@ def _values(graph: Graph, tok: Tokenization) -> tuple[list[Value], dict[str, str
     for op in graph.ops:
         if op.result is None or op.kind == RESULT:
             continue
-        used = [i for i in index.users.get(op.result, []) if i in tok.owner]
+        used = [i for i in index.users.get(op.result, []) if i in tok.owner or i in library]
         if op.kind == PARAMETER:
             names[op.result] = fresh(op.result)
             values.append(Value(names[op.result], op.type, "input"))

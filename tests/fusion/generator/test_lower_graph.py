@@ -146,3 +146,22 @@ def test_vpuc_compile_prints_lir_and_generator_stages(tmp_path, capsys):
     for stage in ("lir:mark-loops", "mir:emit", "mir:licm", "mir:schedule", "asm"):
         assert stage in err
     assert (tmp_path / "net.blob").stat().st_size > 0
+
+
+def test_softmax_over_the_last_dim_runs_as_the_library_kernel():
+    text = """module @m arch NPU37XX
+graph @g {
+  %x = Parameter() : 1x8x16x32xf16 NCHW
+  %c = Constant(0.5) : f16
+  %a = Multiply(%x, %c)
+  %s = Softmax{axis = 3}(%a)
+  %r = Relu(%s)
+  %t = Tanh(%r)
+  Result(%t)
+  Result(%s)
+}
+"""
+    graph, module, ctx = compile_module(text)
+    assert any(str(k.source) == 'library "softmax"' for k in module.kernels)
+    # the library softmax is within 1 ulp of numpy (docs/kernels.md)
+    simulate_against_numpy(graph, ctx.artifacts["program"], exact=False)
