@@ -58,14 +58,19 @@ class Diagnostic:
     notes: tuple[tuple[Loc | BinLoc | None, str], ...] = ()
 
     def render(self, sources: "SourceCache | None" = None) -> str:
-        head = f"{self.loc}: " if self.loc is not None else ""
+        head = f"{self.loc}: " if _known(self.loc) else ""
         lines = [f"{head}{self.severity.value}: {self.message}"]
         lines += _snippet(self.loc, sources)
         for note_loc, note in self.notes:
-            nhead = f"{note_loc}: " if note_loc is not None else ""
+            nhead = f"{note_loc}: " if _known(note_loc) else ""
             lines.append(f"{nhead}note: {note}")
             lines += _snippet(note_loc, sources)
         return "\n".join(lines)
+
+
+def _known(loc: "Loc | BinLoc | None") -> bool:
+    """Whether a location is worth printing (objects built outside a parse have none)."""
+    return loc is not None and not (isinstance(loc, Loc) and loc.line <= 0)
 
 
 class SourceCache:
