@@ -45,7 +45,7 @@ class Timeline:
 
 
 class DeadlockError(VpucError):
-    pass
+    """Nothing can progress: every queue head waits on a barrier that will never fire."""
 
 
 def _fmt(t: float) -> str:

@@ -56,7 +56,7 @@ class Step(NamedTuple):
 
 
 class _BadTarget(VpucError):
-    pass
+    """A branch or call to an address outside the kernel's .text."""
 
 
 def _signed(value: int) -> int:

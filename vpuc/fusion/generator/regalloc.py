@@ -25,7 +25,7 @@ BRANCHES = {"beq", "bne", "blt", "bge", "bltu", "bgeu", "beqz", "bnez", "loop"}
 
 
 class AllocationError(VpucError):
-    pass
+    """The emitted code needs more registers than the target has (the generator retries smaller)."""
 
 
 def successors(flat: list[Flat]) -> list[list[int]]:
