@@ -3,22 +3,28 @@
 The workload: a chain of 8 elementwise ops on a 1x64x128x128 f16 tensor (NHWC) in
 DDR, tiled over the 2 tiles in blocks of rows with double-buffered CMX (block k
 on tile k % 2, slot (k // 2) % 2; each block split between the tile's two ACT
-SHAVEs).  Two task programs per chain, both built by
-``vpuc.fusion.blocked_program``:
+SHAVEs).  Three task programs per chain:
 
-- fused: DMA in -> one generated kernel (``lower-graph``: tokenize, data-flow,
-  Linear IR, generator) -> DMA out per block;
-- unfused: one library kernel per op (``kernels/*.s``), intermediates
-  ping-ponging between two CMX buffers per slot, constants as 1x1x1x1 CMX
-  tensors -- what a naive compiler emits.
+- fused (``vpuc.fusion.blocked_program``): DMA in -> one generated kernel
+  (``lower-graph``: tokenize, data-flow, Linear IR, generator) -> DMA out per
+  block;
+- unfused (``vpuc.fusion.blocked_program``): one library kernel per op
+  (``kernels/*.s``) per block, intermediates ping-ponging between two CMX
+  buffers per slot, constants as 1x1x1x1 CMX tensors -- an unfused compiler
+  that still keeps a block in CMX across the ops;
+- naive (``bench/naive_program.py``): one layer per op, each tiled on its own
+  -- for each op, for every block: DMA in -> one library kernel -> DMA out --
+  so every intermediate tensor goes through DDR (the issue's "intermediates
+  going through CMX or DDR as a naive compiler would"), same constants.
 
-Both are compiled by the compile pipeline and simulated with
-``runtime_sim.simulator.simulate`` (timing only; ``--check`` also runs the
-numerics once and compares with the numpy reference executor).  Reported per
-chain: simulated cycles (NCE clock), unfused / fused (target >= 4x), fused
-against the DMA roofline (bytes moved over the DDR bandwidth of
-runtime_sim/archs/npu37xx.toml; target <= 1.25x), the generated kernel's
-cycles per element, and the time of every compiler stage.
+All are compiled by the compile pipeline and simulated with
+``runtime_sim.simulator.simulate`` (timing only, with the race detector;
+``--check`` also runs the numerics once and compares with the numpy reference
+executor).  Reported per chain: simulated cycles (NCE clock), unfused / fused
+and naive / fused (target >= 4x, against the naive one), fused against the DMA
+roofline (bytes moved over the DDR bandwidth of runtime_sim/archs/npu37xx.toml;
+target <= 1.25x), the generated kernel's cycles per element, and the time of
+every compiler stage.
 
 ``--profile`` prints the generated kernels' cycles per LIR expression;
 ``--cleanups`` prints instead what each generator clean-up saves (static
@@ -40,7 +46,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from naive_program import LIBRARY, build_naive_program, kernel_decls  # noqa: E402
 from runtime_sim.simulator import simulate  # noqa: E402
 from vpuc.arch import load_arch  # noqa: E402
 from vpuc.fusion.blocked_program import Stage, Value, build_program  # noqa: E402
@@ -66,13 +74,10 @@ CHAINS = {
     "activations": [("Multiply", 0.5), ("Add", 1.0), ("HSwish", None), ("Multiply", 2.0),
                     ("Sigmoid", None), ("Add", -0.5), ("Tanh", None), ("Clamp", (-0.5, 0.5))],
 }
-LIBRARY = {"Multiply": "mul", "Add": "add", "Subtract": "sub", "Maximum": "max",
-           "Minimum": "min", "Relu": "relu", "Clamp": "clamp", "HSwish": "hswish",
-           "Sigmoid": "sigmoid", "Tanh": "tanh", "Gelu": "gelu", "Swish": "swish"}
 
 
-def graph_text(chain) -> str:
-    dims = "x".join(map(str, SHAPE))
+def graph_text(chain, shape=SHAPE) -> str:
+    dims = "x".join(map(str, shape))
     lines = ["module @fusion_bench arch NPU37XX", "graph @chain {",
              f"  %x = Parameter() : {dims}xf16 NHWC"]
     prev = "x"
@@ -99,8 +104,8 @@ def compile_text(text: str, generated: dict | None = None):
     return ctx.artifacts["program"], manager.timings
 
 
-def fused_program(chain, blocks: int):
-    text = graph_text(chain)
+def fused_program(chain, blocks: int, shape=SHAPE):
+    text = graph_text(chain, shape)
     module = parse_text(text, "<fusion-bench graph>")
     graph = module.graphs[0]
     generated, timings = {}, []
@@ -114,28 +119,17 @@ def fused_program(chain, blocks: int):
     return graph, program, timings, program_text
 
 
-def unfused_program(chain, blocks: int):
-    t = TensorType(SHAPE, ElemType.F16, DimsOrder.from_name("NHWC") if hasattr(
+def unfused_program(chain, blocks: int, shape=SHAPE):
+    t = TensorType(tuple(shape), ElemType.F16, DimsOrder.from_name("NHWC") if hasattr(
         DimsOrder, "from_name") else _nhwc())
     one = TensorType((1, 1, 1, 1), ElemType.F16, t.order)
     values = [Value("x", t, "input"), Value("ta", t, "temp"), Value("tb", t, "temp"),
               Value("y", t, "output")]
-    stages, decls, used = [], [], set()
+    stages, decls = [], kernel_decls(chain)
     prev = "x"
     for i, (op, arg) in enumerate(chain):
         out = "y" if i == len(chain) - 1 else ("ta" if i % 2 == 0 else "tb")
         kernel = LIBRARY[op]
-        if kernel not in used:
-            used.add(kernel)
-            if op == "Clamp":
-                decls.append(f'kernel @{kernel}(input: memref<*xf16>, output: memref<*xf16>, '
-                             f'minVal: f16, maxVal: f16) from library "{kernel}"')
-            elif arg is None:
-                decls.append(f'kernel @{kernel}(input: memref<*xf16>, output: memref<*xf16>) '
-                             f'from library "{kernel}"')
-            else:
-                decls.append(f'kernel @{kernel}(a: memref<*xf16>, b: memref<*xf16>, '
-                             f'output: memref<*xf16>) from library "{kernel}"')
         if op == "Clamp":
             stages.append(Stage(kernel, [prev], [out], [("f16", arg[0]), ("f16", arg[1])]))
         elif arg is None:
@@ -144,8 +138,16 @@ def unfused_program(chain, blocks: int):
             values.append(Value(f"k{i}", one, "const", ConstInit(values=(arg,))))
             stages.append(Stage(kernel, [prev, f"k{i}"], [out]))
         prev = out
-    text = build_program("unfused", decls, values, stages, axis=2, rank=4, extent=SHAPE[2],
+    text = build_program("unfused", decls, values, stages, axis=2, rank=4, extent=shape[2],
                          blocks=blocks)
+    clock = time.perf_counter()
+    program, _ = compile_text(text)
+    return program, time.perf_counter() - clock, text
+
+
+def naive_program(chain, blocks: int, shape=SHAPE):
+    """One layer per op, intermediates in DDR (bench/naive_program.py)."""
+    text = build_naive_program(chain, shape, blocks=blocks, axis=2)
     clock = time.perf_counter()
     program, _ = compile_text(text)
     return program, time.perf_counter() - clock, text
@@ -156,9 +158,9 @@ def _nhwc() -> DimsOrder:
     return DimsOrder(NAMED_ORDERS["NHWC"])
 
 
-def roofline_cycles(arch_name: str = "npu37xx") -> tuple[float, int]:
+def roofline_cycles(arch_name: str = "npu37xx", shape=SHAPE) -> tuple[float, int]:
     data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
-    moved = 2 * int(np.prod(SHAPE)) * 2                     # f16 in and out, through DDR
+    moved = 2 * int(np.prod(shape)) * 2                     # f16 in and out, through DDR
     seconds = moved / (data["ddr"]["bandwidth_mbps"] * 1e6)
     return seconds * data["clocks"]["nce_mhz"] * 1e6, moved
 
@@ -195,14 +197,26 @@ def profile_chain(chain, blocks: int) -> str:
     return format_profile(kernel, profile_kernel(kernel, [x], [shape]))
 
 
-def check(graph, program, name: str) -> str:
-    x = np.random.default_rng(1).uniform(-4, 4, SHAPE).astype(np.float16)
+def compare(graph, program, shape=SHAPE) -> tuple[str, int]:
+    """Simulate ``program`` with numerics on a random input: ('bit-exact' | 'close' |
+    'MISMATCH' against the numpy reference executor, the number of races found)."""
+    x = np.random.default_rng(1).uniform(-4, 4, shape).astype(np.float16)
     result = simulate(program, inputs={"x": x})
     out = result.outputs[next(iter(result.outputs))]
     ref = run_graph(graph, {"x": x})[0]
     exact = np.array_equal(out, ref, equal_nan=True)
     close = np.allclose(out.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=1e-3)
-    return f"{name}: {'bit-exact' if exact else ('close' if close else 'MISMATCH')} vs numpy"
+    return ("bit-exact" if exact else ("close" if close else "MISMATCH")), len(result.races)
+
+
+def check(graph, program, name: str, shape=SHAPE) -> str:
+    verdict, races = compare(graph, program, shape)
+    return f"{name + ':':8} {verdict} vs numpy" + (f", {races} RACES" if races else "")
+
+
+def races_note(*results) -> str:
+    found = sum(len(r.races) for r in results)
+    return f"  RACES: {found} found by the simulator" if found else ""
 
 
 SAVINGS_CASES = {
@@ -273,29 +287,40 @@ def main() -> int:
         chain = CHAINS[name]
         graph, fused, timings, _ = fused_program(chain, args.blocks)
         unfused, unfused_compile, _ = unfused_program(chain, args.blocks)
-        clock = time.perf_counter()
-        f = simulate(fused, timing_only=True)
-        sim_fused = time.perf_counter() - clock
-        clock = time.perf_counter()
-        u = simulate(unfused, timing_only=True)
-        sim_unfused = time.perf_counter() - clock
+        naive, naive_compile, _ = naive_program(chain, args.blocks)
+        sims = {}
+        for kind, program in (("fused", fused), ("unfused", unfused), ("naive", naive)):
+            clock = time.perf_counter()
+            sims[kind] = (simulate(program, timing_only=True), time.perf_counter() - clock)
+        (f, sim_fused), (u, sim_unfused), (n, sim_naive) = sims.values()
         cpe = kernel_cycles_per_element(chain, args.blocks)
+        acts = {kind: len(p.module.task_lists[1].tasks) for kind, p in
+                (("fused", fused), ("unfused", unfused), ("naive", naive))}
         print(f"\n== chain '{name}': " + ", ".join(op for op, _ in chain))
-        print(f"  fused   {f.cycles:>12,.0f} cycles  ({len(fused.module.task_lists[1].tasks)} "
-              f"ACT tasks; kernel {cpe:.3f} SHAVE cycles/element)")
-        print(f"  unfused {u.cycles:>12,.0f} cycles  ({len(unfused.module.task_lists[1].tasks)} "
-              f"ACT tasks)")
-        print(f"  unfused / fused   {u.cycles / f.cycles:6.2f}x   (target >= 4x)")
+        print(f"  fused   {f.cycles:>12,.0f} cycles  ({acts['fused']} ACT tasks; "
+              f"kernel {cpe:.3f} SHAVE cycles/element)")
+        print(f"  unfused {u.cycles:>12,.0f} cycles  ({acts['unfused']} ACT tasks; "
+              f"intermediates in CMX)")
+        print(f"  naive   {n.cycles:>12,.0f} cycles  ({acts['naive']} ACT tasks; one layer per op, "
+              f"intermediates in DDR: {len(chain) * moved / 2**20:.0f} MiB through DDR)")
+        print(f"  unfused / fused   {u.cycles / f.cycles:6.2f}x")
+        print(f"  naive / fused     {n.cycles / f.cycles:6.2f}x   (target >= 4x)")
         print(f"  fused / roofline  {f.cycles / roof:6.2f}x   (target <= 1.25x)")
+        note = races_note(f, u, n)
+        if note:
+            print(note)
         print("  compiler stages (fused, ms):")
         for stage, seconds in timings:
             print(f"    {seconds * 1e3:9.3f}  {stage}")
         print(f"    {unfused_compile * 1e3:9.3f}  unfused program: compile passes")
+        print(f"    {naive_compile * 1e3:9.3f}  naive program: compile passes")
         print(f"    {sim_fused * 1e3:9.3f}  simulate fused (timing only)")
         print(f"    {sim_unfused * 1e3:9.3f}  simulate unfused (timing only)")
+        print(f"    {sim_naive * 1e3:9.3f}  simulate naive (timing only)")
         if args.check:
             print("  " + check(graph, fused, "fused"))
             print("  " + check(graph, unfused, "unfused"))
+            print("  " + check(graph, naive, "naive"))
     return 0
 
 

@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from runtime_sim.isa.cycles import CYCLES, Cost, finish, issue
+from runtime_sim.isa.cycles import CYCLES, Cost, finish, issue, new_ready
 from runtime_sim.isa.memory import AccessFault, WindowMemory
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS, SEMANTICS, operand_access
 from vpuc.diagnostics import BinLoc, VpucError
@@ -208,7 +208,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     loops = fast or None
     R = initial_registers(program, args_addr, args_size,
                           default_stack_top(memory) if stack_top is None else stack_top)
-    ready = [0] * NUM_REGISTER_KEYS
+    ready = new_ready()
     steps = program.steps
     counts = [0] * len(steps)
     now = stalls = executed = 0

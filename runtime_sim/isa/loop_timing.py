@@ -38,8 +38,9 @@ class LoopTiming:
         """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last."""
         self.steps = [(s.sources, s.dests, s.cost) for s in steps]
         self.penalty = steps[-1].cost.taken_penalty
-        self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests)})
-        self.dests = frozenset(k for s in steps for k in s.dests)
+        # registers and the slots the body uses (a slot is "written" when it issues)
+        self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests, *s.cost.slots)})
+        self.dests = frozenset(k for s in steps for k in (*s.dests, *s.cost.slots))
         self._traces: dict[tuple[int, ...], _Trace] = {}
 
     def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:

@@ -76,12 +76,14 @@ class _Step:
 instruction = st.builds(
     _Step, st.lists(st.integers(0, 5), max_size=3).map(tuple),
     st.lists(st.integers(0, 5), max_size=2).map(tuple),
-    st.builds(Cost, st.integers(1, 8), st.integers(1, 12), st.integers(0, 2)))
+    # registers 0..5, slots 6..8 (6 and 7 a pair, like the two LSUs)
+    st.builds(Cost, st.integers(1, 8), st.integers(1, 12), st.integers(0, 2),
+              st.sampled_from([(6,), (7,), (6, 7), (8,)]), st.booleans()))
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(instruction, min_size=1, max_size=8), st.lists(st.integers(0, 30), min_size=6,
-       max_size=6), st.integers(1, 300), st.booleans())
+@given(st.lists(instruction, min_size=1, max_size=8), st.lists(st.integers(0, 30), min_size=9,
+       max_size=9), st.integers(1, 300), st.booleans())
 def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iterations, exits):
     timing = LoopTiming(body)
     ready_fast, ready_slow = list(start_ready), list(start_ready)
@@ -94,4 +96,6 @@ def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iteration
         if j < iterations - 1 or not exits:
             slow_now += body[-1].cost.taken_penalty
     assert (now, stalls) == (slow_now, slow_stalls)
-    assert ready_fast == ready_slow
+    # registers exactly; a slot only as far as the future sees it (free by ``now`` or not)
+    assert ready_fast[:6] == ready_slow[:6]
+    assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]

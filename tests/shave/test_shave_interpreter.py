@@ -44,10 +44,10 @@ def test_cycle_count_of_doc_example():
 
 
 def test_cycle_count_loop_is_zero_overhead():
-    # li@0; (addi, loop) x3 back to back at 1..6; halt@7 -> 8 cycles
+    # li@0; each (addi, loop) pair is one bundle, at 1, 2, 3; halt@4 -> 5 cycles
     result = run_source("    .global k\nk:\n    li s1, 3\nl:\n    addi s2, s2, 1\n"
                         "    loop s1, l\n    halt\n")
-    assert (result.cycles, result.instructions, result.stall_cycles) == (8, 8, 0)
+    assert (result.cycles, result.instructions, result.stall_cycles) == (5, 8, 0)
     assert result.opcode_counts == {"li": 1, "addi": 3, "loop": 3, "halt": 1}
 
 

@@ -1,8 +1,9 @@
 """A mid-size generated program (bench/gen_program.py, 2000 tasks = 2500 units), pinned.
 
 The figures were recorded before the plan, the event loop and the race checker
-were optimized (issue 5, benchmark 1); any change to them is a change in the
-simulator's semantics, not an optimization.  The timeline digest covers every
+were optimized (issue 5, benchmark 1), and re-recorded when the SHAVE timing
+model became VLIW (issue 6); any change to them is a change in the simulator's
+semantics, not an optimization.  The timeline digest covers every
 unit's start, end, engine, stall and cause.
 """
 
@@ -19,9 +20,9 @@ from tests.sim.simlib import NO_VERIFY, REPO, compile_vir
 sys.path.insert(0, str(REPO / "bench"))
 from gen_program import generate  # noqa: E402
 
-CYCLES = 1076800.4000000043
-EVENTS = 3508
-DIGEST = "36b87fb97fd8752ec552abab9e3628d226044876695310d004a4b93a31147c85"
+CYCLES = 954064.5777777805
+EVENTS = 3500
+DIGEST = "778769db509ec559abfbc21a33a2fb9bf315799403e0e0b5f9a3e4322fc1040e"
 
 
 def _digest(timeline) -> str:
@@ -42,8 +43,8 @@ def test_generated_program_cycles_events_and_timeline_are_pinned(program, races)
     assert result.plan.size == 2500
     assert result.cycles == CYCLES
     assert result.timeline.events == EVENTS
-    assert sum(result.timeline.start) == 1335057418.7555566
-    assert len(result.timeline.ddr_samples) == 1993
+    assert sum(result.timeline.start) == 1182850318.01482
+    assert len(result.timeline.ddr_samples) == 2001
     assert _digest(result.timeline) == DIGEST
     assert result.races == []
 
@@ -73,7 +74,7 @@ def test_racy_generated_program_reports_the_same_races(tmp_path):
     path = tmp_path / "racy.vir"
     path.write_text(_racy_source())
     result = simulate(compile_vir(path, NO_VERIFY), timing_only=True)
-    assert result.cycles == 1067720.0592592643 and result.timeline.events == 3532
+    assert result.cycles == 947893.8518518549 and result.timeline.events == 3504
     messages = [d.message for d in result.races]
     assert len(messages) == 21 and messages[-1] == "168 more races not shown"
     assert messages[0] == ("race on CMX of tile 0 bytes 0x1200..0x1bff: conv0.v0 (DPU tile 0) "

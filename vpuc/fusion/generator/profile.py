@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_sim.isa.cycles import finish, issue
+from runtime_sim.isa.cycles import finish, issue, new_ready
 from runtime_sim.isa.interpreter import (BAD_TARGET, HALT, default_stack_top, initial_registers,
                                          load_kernel)
 from runtime_sim.isa.memory import WindowMemory
@@ -53,7 +53,7 @@ def profile_kernel(kernel, inputs: list[np.ndarray], output_shapes,
     program = loaded.program
     R = initial_registers(program, memory.base("WIN_E") + image.args_offset, image.args_size,
                           default_stack_top(memory))
-    ready = [0] * 72
+    ready = new_ready()
     steps = program.steps
     per_pc = [0] * len(steps)
     counts = [0] * len(steps)

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 @dataclass(frozen=True)
 class CleanupConfig:
-    unroll: int = 8                 # innermost-loop unroll factor (a power of two)
+    unroll: int = 16                # innermost-loop unroll factor (a power of two)
     hoist_vectors: bool = True      # licm may hoist, cse may merge vector values (register
                                     # pressure: the generator's fallbacks turn it off)
 

@@ -1,11 +1,11 @@
 """schedule: list scheduling of straight-line code for the in-order pipeline.
 
 The body of each innermost loop (straight-line code, where the time goes) is
-reordered by a greedy list
-scheduler driven by the simulator's cycle table (``TargetMachine.cost``):
-among the instructions whose predecessors are placed, it takes the one that
-can issue first (its operands ready), breaking ties by the longest latency
-path to the end of the block.  Dependences: a register read after its write
+reordered by a greedy list scheduler driven by the simulator's cycle table and
+VLIW slots (``TargetMachine.cost``): among the instructions whose predecessors
+are placed, it takes the one that can issue first (its operands ready and its
+slot free; instructions on different slots share a cycle), breaking ties by
+the longest latency path to the end of the block.  Dependences: a register read after its write
 (the writer's latency), a register written after a read or a write (order
 only), and memory: a store stays in order with every load and store, except
 that accesses of different unrolled copies (``Inst.group``) never overlap.
@@ -100,9 +100,15 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
         return any(r.virtual and r.file in live and live[r.file] >= budget[r.file] - 1
                    for r in insts[i].defs())
 
+    slot_free: dict[int, int] = {}
+
+    def start_of(i: int) -> int:
+        free = min(slot_free.get(k, 0) for k in target.cost(insts[i].op).slots)
+        return max(now, earliest[i], free)
+
     while ready:
         allowed = [i for i in ready if not grows(i)] or ready
-        best = min(allowed, key=lambda i: (max(now, earliest[i]), -height[i], i))
+        best = min(allowed, key=lambda i: (start_of(i), -height[i], i))
         ready.remove(best)
         for r in insts[best].uses():
             if remaining.get(r, 0) > 0:
@@ -116,9 +122,12 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
                 remaining[r] = web_uses[(best, r)]
                 if remaining[r] > 0:
                     live[r.file] += 1
-        start = max(now, earliest[best])
+        start = start_of(best)
         order.append(best)
-        now = start + target.cost(insts[best].op).issue
+        cost = target.cost(insts[best].op)
+        slot = min(cost.slots, key=lambda k: slot_free.get(k, 0))
+        slot_free[slot] = start + cost.issue
+        now = start + 1 if cost.closes_bundle else start
         for j, lat in succs[best]:
             earliest[j] = max(earliest[j], start + lat)
             waiting[j] -= 1

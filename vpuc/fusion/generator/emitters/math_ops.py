@@ -5,7 +5,7 @@ the ISA's transcendentals are numpy's float32 functions the result is
 bit-identical:
 
 - Sigmoid ``1 / (1 + exp(-x))`` (``vrcp`` is the correctly rounded ``1/x``);
-  Swish ``x * sigmoid(beta x)``; HSwish ``x * clip(x + 3, 0, 6) / 6``;
+  Swish ``x * sigmoid(beta x)``; HSwish ``x * clip(x + 3, 0, 6) * (1/6)``;
   Elu ``x > 0 ? x : alpha (exp(x) - 1)``; Gelu (tanh) in the reference's order;
   Floor from a truncating conversion (exact, keeps -0, NaN and |x| >= 2^23);
   PowerStatic with exponents 0, 1, 2, 0.5, -1 (numpy's exact special cases).
@@ -79,7 +79,7 @@ def _swish(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
 def _hswish(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
     t = _op(ctx, "vadd.f32", x, _c(ctx, 3.0))
     t = _op(ctx, "vmin.f32", _op(ctx, "vmax.f32", t, _c(ctx, 0.0)), _c(ctx, 6.0))
-    return _op(ctx, "vdiv.f32", _op(ctx, "vmul.f32", x, t), _c(ctx, 6.0))
+    return _op(ctx, "vmul.f32", _op(ctx, "vmul.f32", x, t), _c(ctx, 1 / 6))
 
 
 def _elu(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
@@ -97,7 +97,7 @@ def _gelu(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
         inner = _op(ctx, "vmul.f32", _c(ctx, math.sqrt(2 / math.pi)), _op(ctx, "vadd.f32", x, k))
         t = _op(ctx, "vtanh.f32", inner)
     else:
-        t = erf(ctx, _op(ctx, "vdiv.f32", x, _c(ctx, math.sqrt(2))))
+        t = erf(ctx, _op(ctx, "vmul.f32", x, _c(ctx, 1 / math.sqrt(2))))
     return _op(ctx, "vmul.f32", half, _op(ctx, "vadd.f32", _c(ctx, 1.0), t))
 
 
