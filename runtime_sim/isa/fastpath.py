@@ -21,7 +21,9 @@ Per entry, with registers known (``loop_bounds`` does the arithmetic):
 * no iteration may touch bytes another iteration stores (a later iteration's
   load would otherwise see a value a batch has not stored yet, or the reverse):
   checked exactly on the affine byte ranges; same-iteration overlap is fine
-  because the batch keeps the body's instruction order.
+  because the batch keeps the body's instruction order -- except in a
+  software-pipelined body (``loop_pipelined``), whose two passes reorder a
+  stage-2 access before a later stage-1 one: those pairs must not overlap.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import numpy as np
 
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
                                          cross_iteration_overlap, first_exit, first_outside,
-                                         signed)
+                                         same_iteration_overlap, signed)
+from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
 from vpuc.arch import WINDOW_NAMES
@@ -92,6 +95,8 @@ class FastLoops:
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
             self._check_independent(footprints, iterations)
+            if plan.pipelined is not None:
+                _check_passes(plan.pipelined, footprints, iterations)
         except _Decline as why:
             self.declined[str(why)] += 1
             self._refusals[head, branch] += why.recurs
@@ -163,8 +168,15 @@ class FastLoops:
         """Run the body over iterations 0 .. iterations-1 in chunks, in order, and
         leave the registers as the last iteration does."""
         final = {key: np.uint32(_induction(plan, R, key).at(iterations)) for key in plan.induction}
+        incoming = ({key: R[key] for key in plan.pipelined.carried}
+                    if plan.pipelined is not None else None)
         for first in range(0, iterations, self.chunk):
-            env = _run_chunk(plan, R, memory, first, min(self.chunk, iterations - first))
+            rows = min(self.chunk, iterations - first)
+            if incoming is None:
+                env = _run_chunk(plan, R, memory, first, rows)
+            else:
+                env = run_pipelined_chunk(plan, plan.pipelined, memory,
+                                          _reader_at(plan, R, first, rows), incoming, rows)
         for key, value in env.items():
             R[key] = _last_row(key, value)
         for key, value in final.items():
@@ -294,6 +306,40 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int) -> dict:
         else:
             env.update(zip(op.writes, result))
     return env
+
+
+def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):
+    """``read_at(operand, position)`` for a pipelined chunk: an induction register as
+    the instruction at ``position`` sees it (after the updates above it)."""
+    k = np.arange(first, first + rows, dtype=np.uint32)
+    entry = {key: _induction(plan, R, key) for key in plan.induction}
+    cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def read_at(operand, position: int):
+        where, key = operand
+        if where == "imm":
+            return key
+        if key not in entry:
+            return R[key]
+        start = entry[key].start
+        for pos, step in plan.induction[key].items():
+            if pos < position:
+                start = (start + _step_value(step, R)) % MOD
+        if (key, start) not in cache:
+            cache[key, start] = np.uint32(start) + k * np.uint32(entry[key].step)
+        return cache[key, start]
+    return read_at
+
+
+def _check_passes(pipelined, footprints: list[Footprint], iterations: int) -> None:
+    """A stage-2 access runs before a later stage-1 access of its own iteration."""
+    for a in footprints:
+        if a.position not in pipelined.stage2:
+            continue
+        for b in footprints:
+            if (b.position > a.position and b.position not in pipelined.stage2
+                    and (a.is_store or b.is_store) and same_iteration_overlap(a, b, iterations)):
+                raise _Decline("a software-pipelined body reorders accesses to the same bytes")
 
 
 def _last_row(key: int, value):

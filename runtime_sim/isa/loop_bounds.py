@@ -185,3 +185,14 @@ def cross_iteration_overlap(a: Footprint, b: Footprint, iterations: int) -> bool
     hit = first <= last
     only_self = (first == k) & (last == k)
     return bool((hit & ~only_self).any())
+
+
+def same_iteration_overlap(a: Footprint, b: Footprint, iterations: int) -> bool:
+    """Does iteration k of ``a`` touch a byte of iteration k of ``b`` for some k?"""
+    if iterations < 1:
+        return False
+    if a.step == b.step:
+        return -a.length < a.low - b.low < b.length
+    k = np.arange(iterations, dtype=np.int64)
+    delta = (a.low + k * a.step) - (b.low + k * b.step)
+    return bool(((-a.length < delta) & (delta < b.length)).any())

@@ -10,9 +10,9 @@ A loop is the instructions ``head .. branch`` where ``branch`` is a backward
 * **induction**: read before written, and every write adds a loop-invariant
   amount (``addi r, r, imm``, ``add r, r, x``, ``sub r, r, x``, and the
   ``loop`` counter's decrement) -- an affine function of the iteration number;
-* anything else read before written is **loop-carried** (a running sum, a
-  software-pipelined value): the iterations depend on each other and the loop
-  is not batched.
+* anything else read before written is **loop-carried**: a software-pipelined
+  value (its new value does not depend on its old one) is batched in two passes
+  (``loop_pipelined``); a recurrence (a running sum) is not batched.
 
 The plan is computed once per loop and cached; everything that depends on
 register values (addresses, trip count) is decided per entry by ``fastpath``.
@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from runtime_sim.isa.loop_pipelined import Pipelined, Recurrence, analyse, register_name
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, WIDTH
+from vpuc.shave.isa import NUM_SREGS, WIDTH
 
 # Bytes of one contiguous access, by mnemonic (strided ones are derived below).
 _ACCESS_BYTES = {"lb": 1, "lbu": 1, "sb": 1, "lh": 2, "lhu": 2, "sh": 2, "lw": 4, "sw": 4,
@@ -75,6 +76,7 @@ class LoopPlan:
     induction: dict[int, dict[int, Step]]    # key -> {position: step}
     written: frozenset[int]
     timing: LoopTiming
+    pipelined: Pipelined | None = None       # carried registers: the two-pass schedule
 
     updates: dict[int, int] = field(init=False)          # position -> induction key
 
@@ -149,24 +151,28 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
     written = frozenset(writers)
 
     induction: dict[int, dict[int, Step]] = {}
+    carried: set[int] = set()
     for key, ops_writing in writers.items():
         if first_use[key] != "read":
             continue                         # per-iteration: defined before use
         steps = {op.position: _induction_step(op, key, written) for op in ops_writing}
         if key >= NUM_SREGS or None in steps.values():
-            raise NotBatchable(f"register {_name(key)} carries a value from one iteration to "
-                               "the next (read before written, not an induction variable)")
-        induction[key] = steps
+            carried.add(key)
+        else:
+            induction[key] = steps
     if back.kind == "loop" and back.writes[0] not in induction:
         raise NotBatchable(f"the loop counter {_name(back.writes[0])} is redefined in the body")
+    pipelined = None
+    if carried:
+        try:
+            pipelined = analyse(ops, carried)
+        except Recurrence as why:
+            raise NotBatchable(str(why)) from None
+        if any(pos in pipelined.stage2 for steps in induction.values() for pos in steps):
+            raise NotBatchable("an induction update depends on a carried value")
 
     timing = LoopTiming([program.steps[i] for i in range(head, branch + 1)])
-    return LoopPlan(ops, induction, written, timing)
+    return LoopPlan(ops, induction, written, timing, pipelined)
 
 
-def _name(key: int) -> str:
-    if key < NUM_SREGS:
-        return f"s{key}"
-    if key < NUM_SREGS + NUM_VREGS:
-        return f"v{key - NUM_SREGS}"
-    return f"m{key - NUM_SREGS - NUM_VREGS}"
+_name = register_name

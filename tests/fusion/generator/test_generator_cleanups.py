@@ -142,7 +142,7 @@ def test_unroll_and_schedule_save_cycles():
     body = body_of(CLAMPS)
     x = np.random.default_rng(0).uniform(-3, 3, (2, 77))
     base = measure(body, [x], [(2, 77)], [p for p in CLEANUP_PIPELINE
-                                           if p not in ("unroll", "schedule")])
+                                           if p not in ("unroll", "pipeline", "schedule")])
     full = measure(body, [x], [(2, 77)], CLEANUP_PIPELINE)
     assert full.cycles < base.cycles
     # 19 vectors: the default factor (16) leaves one straight-line pass; 4 keeps a loop
@@ -169,3 +169,33 @@ def test_per_expression_cycles_add_up_to_the_interpreter():
     assert "Sigmoid" in text and "prologue" in text
     sigmoid = next(e.id for e in kernel.lir.exprs if e.kind == "Sigmoid")
     assert prof.per_tag[sigmoid] == max(v for k, v in prof.per_tag.items() if isinstance(k, int))
+
+
+LONG_CHAIN = graph_of("""
+graph @g {
+  %x = Parameter() : 4x1000xf16
+  %a = Constant(0.5) : f16
+  %b = Constant(1.0) : f16
+  %m = Multiply(%x, %a)
+  %s = Add(%m, %b)
+  %r = Relu(%s)
+  %k = Clamp{min = -0.5, max = 4.0}(%r)
+  Result(%k)
+}""")
+
+
+def test_pipeline_overlaps_iterations_and_stays_exact():
+    body = body_of(LONG_CHAIN)
+    x = np.random.default_rng(3).uniform(-3, 3, (4, 1000))
+    without = measure(body, [x], [(4, 1000)], [p for p in CLEANUP_PIPELINE if p != "pipeline"])
+    full = measure(body, [x], [(4, 1000)], CLEANUP_PIPELINE)
+    assert full.cycles < 0.95 * without.cycles
+    kernel = generate(body, "k")
+    loops = [n for n in kernel.mir.body if hasattr(n, "info") and n.info.get("pipelined")]
+    assert len(loops) == 1
+    # the stage-2 instructions address one iteration back: the stores trail the pointer
+    stores = [i for i in loops[0].body if i.is_store]
+    assert stores and all(i.mem.offset < 0 for i in stores)
+    expected = run_graph(body, {"x": x.astype(np.float16)})
+    run = run_both(kernel, [x.astype(np.float16)], [(4, 1000)])
+    assert same(expected[0], run.outputs[0])

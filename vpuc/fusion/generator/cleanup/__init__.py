@@ -14,7 +14,9 @@ used, every constant materialized where it is needed); these passes clean it:
 5. peephole: ``addi r, r, 0``, chains of ``addi``, moves into the defining
    instruction, dead instructions;
 6. unroll: innermost counted loops unrolled with renamed temporaries;
-7. schedule: list scheduling of straight-line code by the cycle table.
+7. pipeline: unrolled loops software-pipelined in two stages (the next
+   iteration's loads overlap this one's tail);
+8. schedule: list scheduling of straight-line code by the cycle table and slots.
 
 ``CLEANUP_PASSES`` is the registry (file ``strength_reduction.py`` <->
 ``strength-reduction`` <-> ``StrengthReductionPass``), ``CLEANUP_PIPELINE``
@@ -31,6 +33,7 @@ from vpuc.fusion.generator.cleanup.cse import CsePass
 from vpuc.fusion.generator.cleanup.fold_min_max import FoldMinMaxPass
 from vpuc.fusion.generator.cleanup.licm import LicmPass
 from vpuc.fusion.generator.cleanup.peephole import PeepholePass
+from vpuc.fusion.generator.cleanup.pipeline import PipelinePass
 from vpuc.fusion.generator.cleanup.schedule import SchedulePass
 from vpuc.fusion.generator.cleanup.simplify import SimplifyPass
 from vpuc.fusion.generator.cleanup.strength_reduction import StrengthReductionPass
@@ -40,12 +43,12 @@ from vpuc.fusion.generator.mir import count
 CLEANUP_PASSES: dict[str, type[MirPass]] = {
     cls.name: cls
     for cls in (FoldMinMaxPass, SimplifyPass, StrengthReductionPass, CsePass, LicmPass,
-                PeepholePass, UnrollPass, SchedulePass)
+                PeepholePass, UnrollPass, PipelinePass, SchedulePass)
 }
 # cse runs again after licm: constants hoisted out of sibling loops (a main body and its
 # tail) meet in the preheader.
 CLEANUP_PIPELINE: list[str] = ["fold-min-max", "simplify", "strength-reduction", "cse", "licm",
-                               "cse", "peephole", "unroll", "schedule"]
+                               "cse", "peephole", "unroll", "pipeline", "schedule"]
 
 
 def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,
