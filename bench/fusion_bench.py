@@ -145,6 +145,55 @@ def unfused_program(chain, blocks: int, shape=SHAPE):
     return program, time.perf_counter() - clock, text
 
 
+def per_op_kernels(chain, blocks: int, shape=SHAPE) -> tuple[dict, list[tuple[str, str]]]:
+    """One generated kernel per op (the same generator, fusion off), each for the part
+    of a block one ACT SHAVE runs: (objects by name, [(name, declaration)] in order)."""
+    from vpuc.fusion.generator.generate import generate
+    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.subgraph import tokenize
+    from vpuc.fusion.targets import get_target
+    part = shape[2] // blocks // 2                 # a block's rows, halved over two SHAVEs
+    generated, kernels = {}, []
+    for i, step in enumerate(chain):
+        graph = parse_text(graph_text([step], shape), "<per-op>").graphs[0]
+        body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4, part)
+        name = f"op{i}_{step[0].lower()}"
+        kernel = generate(body, name)
+        generated[name] = kernel.obj
+        params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
+        kernels.append((name, f"kernel @{name}({params}) from generated"))
+    return generated, kernels
+
+
+def per_op_program(chain, blocks: int, shape=SHAPE):
+    """One generated kernel per op, intermediates in CMX: separates what fusion saves
+    from what the generator's code quality saves."""
+    t = TensorType(tuple(shape), ElemType.F16, _nhwc())
+    values = [Value("x", t, "input"), Value("ta", t, "temp"), Value("tb", t, "temp"),
+              Value("y", t, "output")]
+    generated, kernels = per_op_kernels(chain, blocks, shape)
+    stages, prev = [], "x"
+    for i, (name, _) in enumerate(kernels):
+        out = "y" if i == len(chain) - 1 else ("ta" if i % 2 == 0 else "tb")
+        stages.append(Stage(name, [prev], [out]))
+        prev = out
+    text = build_program("per_op", [decl for _, decl in kernels], values, stages, axis=2,
+                         rank=4, extent=shape[2], blocks=blocks)
+    clock = time.perf_counter()
+    program, _ = compile_text(text, generated)
+    return program, time.perf_counter() - clock, text
+
+
+def naive_generated_program(chain, blocks: int, shape=SHAPE):
+    """One layer per op with intermediates in DDR, each layer a generated kernel."""
+    generated, kernels = per_op_kernels(chain, blocks, shape)
+    text = build_naive_program(chain, shape, blocks=blocks, axis=2, generated=kernels,
+                               module="naive_generated")
+    clock = time.perf_counter()
+    program, _ = compile_text(text, generated)
+    return program, time.perf_counter() - clock, text
+
+
 def naive_program(chain, blocks: int, shape=SHAPE):
     """One layer per op, intermediates in DDR (bench/naive_program.py)."""
     text = build_naive_program(chain, shape, blocks=blocks, axis=2)
@@ -158,6 +207,12 @@ def _nhwc() -> DimsOrder:
     return DimsOrder(NAMED_ORDERS["NHWC"])
 
 
+def clock_ratio(arch_name: str = "npu37xx") -> float:
+    """NCE cycles per SHAVE cycle."""
+    data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+    return data["clocks"]["nce_mhz"] / data["clocks"]["shave_mhz"]
+
+
 def roofline_cycles(arch_name: str = "npu37xx", shape=SHAPE) -> tuple[float, int]:
     data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
     moved = 2 * int(np.prod(shape)) * 2                     # f16 in and out, through DDR
@@ -165,7 +220,32 @@ def roofline_cycles(arch_name: str = "npu37xx", shape=SHAPE) -> tuple[float, int
     return seconds * data["clocks"]["nce_mhz"] * 1e6, moved
 
 
-def kernel_cycles_per_element(chain, blocks: int) -> float:
+def slot_floor(kernel) -> tuple[float, str]:
+    """The kernel's compute floor: SHAVE cycles per element of the busiest VLIW slot in its
+    main loop (the innermost loop with the most instructions), and that slot's name."""
+    from runtime_sim.isa.cycles import LSU, SLOTS, SLOT_KEYS
+    from vpuc.fusion.generator.mir import loops
+    from vpuc.fusion.generator.target_machine import SHAVE_TM
+    inner = [lp for lp in loops(kernel.mir.body) if all(hasattr(n, "op") for n in lp.body)]
+    main = max(inner, key=lambda lp: len(lp.body))
+    busy = dict.fromkeys(SLOTS, 0.0)
+    names = {key: name for name, key in SLOT_KEYS.items()}
+    stored = 0
+    for inst in main.body:
+        cost = SHAVE_TM.cost(inst.op)
+        share = cost.issue / len(cost.slots)          # either LSU: half a cycle each
+        for key in cost.slots:
+            busy[names[key]] += share
+        if inst.is_store:
+            stored += 16
+    slot = max(busy, key=busy.get)
+    elements = stored // 2                            # f16 outputs
+    label = "lsu" if SLOT_KEYS[slot] in LSU else slot
+    return busy[slot] / elements, label
+
+
+def kernel_cycles_per_element(chain, blocks: int) -> tuple[float, float, str]:
+    """(measured SHAVE cycles per element, compute floor per element, its slot)."""
     from vpuc.fusion.generator.run import run_kernel
     from vpuc.fusion.lower_graph import retype
     from vpuc.fusion.subgraph import tokenize
@@ -178,7 +258,8 @@ def kernel_cycles_per_element(chain, blocks: int) -> float:
     kernel = generate(body, "k")
     x = np.random.default_rng(0).uniform(-3, 3, body.parameters[0].type.bound_shape)
     run = run_kernel(kernel, [x], [body.results[0].type.bound_shape])
-    return run.cycles / x.size
+    floor, slot = slot_floor(kernel)
+    return run.cycles / x.size, floor, slot
 
 
 def profile_chain(chain, blocks: int) -> str:
@@ -288,12 +369,18 @@ def main() -> int:
         graph, fused, timings, _ = fused_program(chain, args.blocks)
         unfused, unfused_compile, _ = unfused_program(chain, args.blocks)
         naive, naive_compile, _ = naive_program(chain, args.blocks)
+        per_op, per_op_compile, _ = per_op_program(chain, args.blocks)
+        naive_gen, naive_gen_compile, _ = naive_generated_program(chain, args.blocks)
         sims = {}
-        for kind, program in (("fused", fused), ("unfused", unfused), ("naive", naive)):
+        for kind, program in (("fused", fused), ("unfused", unfused), ("naive", naive),
+                              ("per-op", per_op), ("naive-gen", naive_gen)):
             clock = time.perf_counter()
             sims[kind] = (simulate(program, timing_only=True), time.perf_counter() - clock)
-        (f, sim_fused), (u, sim_unfused), (n, sim_naive) = sims.values()
-        cpe = kernel_cycles_per_element(chain, args.blocks)
+        ((f, sim_fused), (u, sim_unfused), (n, sim_naive), (g, sim_per_op),
+         (ng, sim_naive_gen)) = sims.values()
+        cpe, floor, slot = kernel_cycles_per_element(chain, args.blocks)
+        # 4 ACT SHAVEs (2 tiles x 2) share the elements; SHAVE cycles -> NCE cycles
+        compute = floor * np.prod(SHAPE) / 4 * clock_ratio()
         acts = {kind: len(p.module.task_lists[1].tasks) for kind, p in
                 (("fused", fused), ("unfused", unfused), ("naive", naive))}
         print(f"\n== chain '{name}': " + ", ".join(op for op, _ in chain))
@@ -303,9 +390,20 @@ def main() -> int:
               f"intermediates in CMX)")
         print(f"  naive   {n.cycles:>12,.0f} cycles  ({acts['naive']} ACT tasks; one layer per op, "
               f"intermediates in DDR: {len(chain) * moved / 2**20:.0f} MiB through DDR)")
+        print(f"  per-op  {g.cycles:>12,.0f} cycles  ({len(per_op.module.task_lists[1].tasks)} ACT "
+              f"tasks; one generated kernel per op, intermediates in CMX)")
+        print(f"  naive-gen {ng.cycles:>10,.0f} cycles  (one layer per op, intermediates in DDR, "
+              f"each layer a generated kernel)")
         print(f"  unfused / fused   {u.cycles / f.cycles:6.2f}x")
+        print(f"  per-op / fused    {g.cycles / f.cycles:6.2f}x   (fusion alone, same generator, "
+              f"intermediates in CMX)")
+        print(f"  naive-gen / fused {ng.cycles / f.cycles:6.2f}x   (fusion alone, same generator, "
+              f"intermediates in DDR)")
         print(f"  naive / fused     {n.cycles / f.cycles:6.2f}x   (target >= 4x)")
         print(f"  fused / roofline  {f.cycles / roof:6.2f}x   (target <= 1.25x)")
+        print(f"  compute floor     {compute:>12,.0f} cycles  (busiest SHAVE slot: {slot}, "
+              f"{floor:.3f} cycles/element on each of 4 SHAVEs) = {compute / roof:.2f}x roofline;"
+              f" fused / max(roofline, floor) {f.cycles / max(roof, compute):.2f}x")
         note = races_note(f, u, n)
         if note:
             print(note)
@@ -317,10 +415,16 @@ def main() -> int:
         print(f"    {sim_fused * 1e3:9.3f}  simulate fused (timing only)")
         print(f"    {sim_unfused * 1e3:9.3f}  simulate unfused (timing only)")
         print(f"    {sim_naive * 1e3:9.3f}  simulate naive (timing only)")
+        print(f"    {per_op_compile * 1e3:9.3f}  per-op program: compile passes")
+        print(f"    {sim_per_op * 1e3:9.3f}  simulate per-op (timing only)")
+        print(f"    {naive_gen_compile * 1e3:9.3f}  naive-gen program: compile passes")
+        print(f"    {sim_naive_gen * 1e3:9.3f}  simulate naive-gen (timing only)")
         if args.check:
             print("  " + check(graph, fused, "fused"))
             print("  " + check(graph, unfused, "unfused"))
             print("  " + check(graph, naive, "naive"))
+            print("  " + check(graph, per_op, "per-op"))
+            print("  " + check(graph, naive_gen, "naive-gen"))
     return 0
 
 

@@ -121,10 +121,13 @@ def _waits(layers: int, blocks: int, prev: dict) -> tuple[dict, dict]:
 
 def build_naive_program(chain, shape, *, blocks: int, axis: int = 2, tiles: int = 2,
                         parts: int = 2, order: str = "NHWC", module: str = "naive",
-                        stacks: int = 16384, arch: str = "NPU37XX") -> str:
+                        stacks: int = 16384, arch: str = "NPU37XX",
+                        generated: list[tuple[str, str]] | None = None) -> str:
     """VIR text of the per-layer program of ``chain`` (a list of ``(op, constant or
     attrs)``, as in ``bench/fusion_bench.py``) on an f16 tensor of logical ``shape``
-    cut along logical dim ``axis`` into ``blocks`` blocks."""
+    cut along logical dim ``axis`` into ``blocks`` blocks.  ``generated``: per layer,
+    (kernel name, declaration) of a generated one-op kernel (its constants inside) to
+    use instead of the library kernel."""
     if not chain:
         raise ValueError("an empty chain")
     extent = shape[axis]
@@ -161,19 +164,19 @@ def build_naive_program(chain, shape, *, blocks: int, axis: int = 2, tiles: int 
     slots_on = [min(SLOTS, c) for c in count]
 
     lines = [f"module @{module} arch {arch}", ""]
-    lines += kernel_decls(chain)
+    lines += [decl for _, decl in generated] if generated else kernel_decls(chain)
     lines += ['kernel @runtime() from library "runtime"',
               f"runtime @runtime stacks({', '.join([str(stacks)] * tiles)})", ""]
     lines += [f"input %x : {full}", f"output %y : {full}"]
     lines += [f"ddr %{name} : {full}" for name in temps]
     for i, (op, arg) in enumerate(chain):
-        if op != "Clamp" and arg is not None:
+        if op != "Clamp" and arg is not None and not generated:
             lines.append(f"const %k{i} : {one} = [{arg!r}]")
     for t in range(used_tiles):
         for s in range(slots_on[t]):
             lines += [f"cmx %in.t{t}s{s} : {blk} tile {t}", f"cmx %out.t{t}s{s} : {blk} tile {t}"]
         for i, (op, arg) in enumerate(chain):
-            if op != "Clamp" and arg is not None:
+            if op != "Clamp" and arg is not None and not generated:
                 lines.append(f"cmx %k{i}.t{t} : {one} tile {t}")
     lines.append("")
     for name in ["x", *temps, "y"]:
@@ -191,8 +194,8 @@ def build_naive_program(chain, shape, *, blocks: int, axis: int = 2, tiles: int 
 
     barriers, loads, stores, act = [], [], [], []
     for i, (op, arg) in enumerate(chain):
-        kernel = LIBRARY[op]
-        binary = op != "Clamp" and arg is not None
+        kernel = generated[i][0] if generated else LIBRARY[op]
+        binary = op != "Clamp" and arg is not None and not generated
         first_on = {}
         for k in range(blocks):
             first_on.setdefault(tile_of[k], k)
@@ -218,7 +221,7 @@ def build_naive_program(chain, shape, *, blocks: int, axis: int = 2, tiles: int 
                 binds = [f"%in.t{t}s{s}{part} as %a0"] + ([f"%k{i}.t{t} as %a1"] if binary else [])
                 args = ["%a0"] + (["%a1"] if binary else []) + ["%r0"]
                 region = []
-                if op == "Clamp":
+                if op == "Clamp" and not generated:
                     region = [f"    %c0 = const {arg[0]!r} : f16", f"    %c1 = const {arg[1]!r} : f16"]
                     args += ["%c0", "%c1"]
                 act.append(f"  s{name}.{j}: sw @{kernel} on tile {t} inputs({', '.join(binds)}) "

@@ -2,8 +2,10 @@
 
 Prints a summary table to stdout; writes outputs (``--output-dir``), a task
 report (``--report``) and a Perfetto trace (``--trace``); checks outputs
-against ``--expected`` tensors or the numpy ``--reference``.  Exit code 1 when
-an output mismatches or a race is found.
+against ``--expected`` tensors or the numpy ``--reference`` (which also checks
+every task of a generated kernel against the graph its object records:
+``kernel_check.py``).  Exit code 1 when an output or a checked kernel
+mismatches or a race is found.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime_sim.inputs import bind, compare, parse_tensor_arg, tolerances
+from runtime_sim.kernel_check import KernelCheck, load_graphs
 from runtime_sim.reference import Reference
 from runtime_sim.report import summary, tasks_csv
 from runtime_sim.simarch import sim_arch_for
@@ -29,6 +32,7 @@ from vpuc.ir.module import BufferKind
 EXIT_OK, EXIT_USER = 0, 1
 PROGRESS_MIN_UNITS = 2000        # shorter runs finish before a bar is worth drawing
 PROGRESS_DELAY_S = 0.5
+MAX_MISMATCH_LINES = 20         # generated-kernel mismatches printed one by one
 
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
@@ -161,11 +165,16 @@ def cmd_run(args) -> int:
                  "input")
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
                     "--expected", "output")
+    check = None
+    if args.reference:    # before the run: a recorded graph that does not parse stops it here
+        graphs = load_graphs(program, args.file)
+        check = KernelCheck(program, graphs, args.rtol, args.atol) if graphs else None
     units = sum(len(tl.tasks) for tl in module.task_lists)
     bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
     try:
         result = simulate(program, arch, given, seed=args.seed, timing_only=args.timing_only,
-                          races=not args.no_races, max_cycles=args.max_cycles, progress=bar)
+                          races=not args.no_races, max_cycles=args.max_cycles, progress=bar,
+                          kernel_observer=check)
     finally:
         if bar is not None:
             bar.close()
@@ -188,8 +197,16 @@ def cmd_run(args) -> int:
             print(f"output %{name} -> {directory / (name + '.npy')}")
     checks = [(name, value, "the expected tensor") for name, value in expected.items()]
     if args.reference:
-        reference = Reference(program).run(result.inputs)
+        reference = Reference(program, graphs=graphs).run(result.inputs)
         checks += [(name, value, "the numpy reference") for name, value in reference.items()]
+    if check is not None:
+        for mismatch in check.mismatches[:MAX_MISMATCH_LINES]:
+            print(mismatch.render())
+        if len(check.mismatches) > MAX_MISMATCH_LINES:
+            print(f"... and {len(check.mismatches) - MAX_MISMATCH_LINES:,} more mismatches")
+        print(check.summary())
+        if check.mismatches:
+            status = EXIT_USER
     buffers = {b.name: b for b in outputs_decl}
     for name, value, against in checks:
         rtol, atol = tolerances(buffers[name], args.rtol, args.atol)

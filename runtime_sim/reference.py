@@ -5,8 +5,10 @@ their base.  Units run one at a time in a topological order of the schedule
 (any order the barriers allow gives the same result in a race-free program):
 DMA copies, permutes and converts; each DPU variant computes the whole op with
 the straightforward references of ``reference_ops`` and keeps its own output
-box; library kernels use the table of ``kernel_refs``.  Nothing here reads the
-simulator's memory, engines or cycle model.
+box; library kernels use the table of ``kernel_refs``; generated (fused)
+kernels run the subgraph body their object records, with
+``vpuc.fusion.reference.run_graph`` (``runtime_sim.kernel_check.load_graphs``).
+Nothing here reads the simulator's memory, engines or cycle model.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Callable
 import numpy as np
 
 from runtime_sim.engines.dma import convert
+from runtime_sim.kernel_check import load_graphs
 from runtime_sim.kernel_refs import REFERENCES
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import constant_value
 from runtime_sim.reference_ops import dpu_op
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.reference import run_graph
+from vpuc.ir.graph import Graph
 from vpuc.ir.module import BufferKind, KernelSourceKind
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuOp, DpuTask, SwKernelTask
 from vpuc.program import Program
@@ -32,11 +37,14 @@ def _compute_type(*arrays: np.ndarray) -> type:
 
 
 class Reference:
-    def __init__(self, program: Program, extra: dict[str, Callable] | None = None) -> None:
-        """``extra`` adds references for kernels by kernel symbol (e.g. asm test kernels)."""
+    def __init__(self, program: Program, extra: dict[str, Callable] | None = None,
+                 graphs: dict[str, Graph] | None = None) -> None:
+        """``extra`` adds references for kernels by kernel symbol (e.g. asm test kernels);
+        ``graphs`` are the generated kernels' recorded bodies (default: ``load_graphs``)."""
         self.program = program
         self.module = program.module
         self.extra = extra or {}
+        self.graphs = load_graphs(program) if graphs is None else graphs
         self.views = {v.name: v for v in self.module.views}
         self.kernels = {k.name: k for k in self.module.kernels}
         self.arrays: dict[str, np.ndarray] = {}
@@ -136,12 +144,15 @@ class Reference:
         fn = self.extra.get(decl.name)
         if fn is None and decl.source.kind is KernelSourceKind.LIBRARY:
             fn = REFERENCES.get(decl.source.ref)
+        bound = {b.alias: b.buffer for b in task.inputs + task.outputs}
+        if fn is None and decl.name in self.graphs:
+            return self._generated(task, name, self.graphs[decl.name], bound)
         if fn is None:
             raise VpucError(f"--reference: {name} calls @{decl.name} from {decl.source}, which has "
                             "no numpy reference (the table covers the library kernels: "
-                            f"{', '.join(sorted(REFERENCES))}); compare with --expected instead",
-                            task.loc)
-        bound = {b.alias: b.buffer for b in task.inputs + task.outputs}
+                            f"{', '.join(sorted(REFERENCES))}; generated kernels are checked "
+                            "against the graph their object records, which this one lacks); "
+                            "compare with --expected instead", task.loc)
         consts = {c.name: c.value for c in task.consts}
         memrefs, scalars = [], []
         for arg, param in zip(task.run_args, decl.params):
@@ -165,3 +176,22 @@ class Reference:
             raise VpucError(f"--reference: {name}: the reference of @{decl.name} gives shape "
                             f"{result.shape}, but its output %{output} has shape {target.shape}",
                             task.loc) from None
+
+    def _generated(self, task: SwKernelTask, name: str, graph: Graph, bound: dict) -> None:
+        """A generated kernel: its recorded body on the arguments, inputs then outputs."""
+        count = len(graph.parameters)
+        inputs = {p.result: self.array(bound[arg])
+                  for p, arg in zip(graph.parameters, task.run_args)}
+        try:
+            results = run_graph(graph, inputs)
+        except VpucError as exc:
+            raise VpucError(f"--reference: {name}: the graph recorded by @{task.kernel} cannot "
+                            f"run: {exc.diagnostics[0].message}", task.loc) from None
+        for arg, result in zip(task.run_args[count:], results):
+            target = self._set_dynamic(bound[arg], result.shape)
+            try:
+                target[...] = convert(result, target.dtype)
+            except ValueError:
+                raise VpucError(f"--reference: {name}: the graph recorded by @{task.kernel} "
+                                f"gives shape {result.shape}, but %{bound[arg]} has shape "
+                                f"{target.shape}", task.loc) from None

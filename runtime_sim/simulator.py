@@ -58,18 +58,21 @@ def random_input(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:
 def simulate(program: Program, arch: SimArch | None = None,
              inputs: dict[str, np.ndarray] | None = None, *, seed: int = 0,
              timing_only: bool = False, races: bool = True, max_cycles: float | None = None,
-             progress: Callable[[int, int], None] | None = None) -> SimResult:
+             progress: Callable[[int, int], None] | None = None,
+             kernel_observer=None) -> SimResult:
+    """``kernel_observer`` sees every ACT SHAVE invocation (``ShaveEngine.observer``), e.g. a
+    ``runtime_sim.kernel_check.KernelCheck``."""
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
     # so it is paused for the whole simulation and runs once afterwards.
     with gc_paused():
         return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
-                         timing_only, races, max_cycles, progress)
+                         timing_only, races, max_cycles, progress, kernel_observer)
 
 
 def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | None, seed: int,
               timing_only: bool, races: bool, max_cycles: float | None,
-              progress: Callable[[int, int], None] | None) -> SimResult:
+              progress: Callable[[int, int], None] | None, kernel_observer=None) -> SimResult:
     clock = time.perf_counter()
     network = Network(program)
     given = dict(inputs or {})
@@ -91,6 +94,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     seconds["plan"] = time.perf_counter() - clock
     detector = RaceDetector(plan, network.memory) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
+    shave.observer = kernel_observer
     memory = network.memory
     kinds = plan.kind if not timing_only or memory.dynamic else None
 

@@ -34,6 +34,9 @@ class KernelImage:
     data: bytes          # .data template, copied into each invocation's WIN_E image
     entry: int           # entry point offset in .text
     rodata_offset: int   # from the WIN_D base
+    # A generated kernel's record of what it computes: the subgraph body as VIR text, from
+    # its kernel object's .note.vpuc.graph (vpuc.fusion.generator.kernel_graph); else None.
+    graph: str | None = None
 
 
 @dataclass

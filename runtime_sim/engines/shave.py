@@ -48,6 +48,10 @@ class ShaveEngine:
         self.runs = 0
         runtime = program.module.runtime
         self.stacks = runtime.stacks if runtime is not None else ()
+        # Sees every invocation with numerics: ``before(invocation, memory)`` gives a state
+        # (None: not interested), ``after(invocation, memory, state, task_name)`` runs after
+        # the kernel (runtime_sim.kernel_check.KernelCheck).
+        self.observer = None
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:
@@ -70,6 +74,8 @@ class ShaveEngine:
         obj, entry = self._object(invocation.kernel)
         tile = invocation.tile
         stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        observer = self.observer if not self.timing_only else None
+        state = observer.before(invocation, self.memory) if observer is not None else None
         clock = time.perf_counter()
         try:
             result = invoke_kernel(obj, self.memory.cmx(tile), invocation.window_e,
@@ -84,5 +90,8 @@ class ShaveEngine:
                             f"{tile}: {diag.message}", diag.loc) from None
         self.seconds += time.perf_counter() - clock
         self.runs += 1
+        if state is not None:
+            observer.after(invocation, self.memory, state,
+                           unit_name() if callable(unit_name) else unit_name)
         self._memo[key] = result.cycles
         return result.cycles

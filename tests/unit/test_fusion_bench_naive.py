@@ -93,3 +93,17 @@ def test_dropping_a_wait_is_a_race():
             assert simulate(program, timing_only=True).races, (match.group(1), barrier)
     assert set(kinds) == {("load", "%stored"), ("load", "%done"), ("s", "%loaded"),
                           ("s", "%stored"), ("store", "%done")}, kinds
+
+
+@pytest.mark.parametrize("variant", ["per_op_program", "naive_generated_program"])
+def test_generated_per_op_variants_match_numpy_and_lose_to_fusion(programs, variant):
+    """One generated kernel per op (intermediates in CMX, or per-layer through DDR): the
+    bench's measure of what fusion alone saves; both must compute the graph."""
+    graph, fused, _, _ = programs
+    program, _, _ = getattr(fb, variant)(CHAIN, BLOCKS, SHAPE)
+    x = np.random.default_rng(4).uniform(-4, 4, SHAPE).astype(np.float16)
+    result = simulate(program, inputs={"x": x})
+    assert not result.races, [d.message for d in result.races]
+    ref = fb.run_graph(graph, {"x": x})[0]
+    assert np.array_equal(result.outputs["y"], ref)          # one op per kernel: no contraction
+    assert simulate(program, timing_only=True).cycles > simulate(fused, timing_only=True).cycles

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from vpuc.shave.elf_layout import Struct
+from vpuc.shave.elf_layout import Elf32_Nhdr, Struct  # noqa: F401  (Elf32_Nhdr: the note)
 
 EM_VPUC_NPU = 0x7ACD          # like EM_VPUC_SHAVE (0x7ACC), assigned to no real machine
 STR_NONE = 0xFFFFFFFF
@@ -63,7 +63,6 @@ ENTRY_SYMBOL = "vpuc.mapped_inference"
 KERNEL_SYMBOL_PREFIX = "vpuc.kernel."
 STACK_SYMBOL_PREFIX = "vpuc.stack.tile"
 
-Elf32_Nhdr = Struct("Elf32_Nhdr", (("n_namesz", "I"), ("n_descsz", "I"), ("n_type", "I")))
 VersionNote = Struct("VersionNote", (("major", "H"), ("minor", "H")))
 
 # Sections, in file order.  Task list sections come after .text.BarrierConfigs.

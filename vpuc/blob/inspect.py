@@ -168,6 +168,7 @@ def _kernel(program, k, file: str) -> dict:
             "text_size": len(img.text), "rodata_size": len(img.rodata),
             "rodata_offset": img.rodata_offset, "data_size": len(img.data),
             "elf_size": len(img.elf), "elf_sections": elf_sections(img.elf, f"{file}:@{k.name}"),
+            "graph": program.kernels[k.name].graph,
             "disassembly": _disassembly(img.text, f"{file}:@{k.name}")}
 
 
@@ -236,6 +237,7 @@ def render_blob(r: dict) -> str:
         for s in k["elf_sections"]:
             lines.append(f"    {s['name'] or '(null)':<16} {s['type']:<14} {s['size']:>6} B  "
                          f"flags {s['flags']:#x} align {s['align']}")
+        lines += _computes(k["graph"], "  ")
         lines.append("  disassembly of .text (linked for WIN_D):")
         lines += ["    " + line for line in k["disassembly"].splitlines()]
     for inv in r["invocations"]:
@@ -259,6 +261,14 @@ def render_blob(r: dict) -> str:
         lines.append(f"  {s['size']:>10}  {s['name']}")
     lines.append(f"  {r['total']:>10}  total")
     return "\n".join(lines) + "\n"
+
+
+def _computes(graph: str | None, indent: str) -> list[str]:
+    """A generated kernel's recorded body (its object's .note.vpuc.graph), if any."""
+    if graph is None:
+        return []
+    return [f"{indent}computes (the graph recorded in .note.vpuc.graph):"] + \
+        [f"{indent}  {line}" for line in graph.splitlines() if line.strip()]
 
 
 def _sync(t: dict) -> str:
@@ -297,7 +307,7 @@ def kernel_object_report(data: bytes, file: str) -> dict:
                          "global": s.is_global, "type": int(s.type)} for s in obj.symbols],
             "relocations": [{"section": r.section, "offset": r.offset, "type": int(r.type),
                              "symbol": r.symbol, "addend": r.addend} for r in obj.relocations],
-            "disassembly": disassemble_object(obj)}
+            "graph": obj.graph, "disassembly": disassemble_object(obj)}
 
 
 def inspect_kernel_object(data: bytes, file: str, json: bool = False) -> str:
@@ -317,6 +327,7 @@ def inspect_kernel_object(data: bytes, file: str, json: bool = False) -> str:
         for rel in r["relocations"]:
             lines.append(f"  {rel['section']}+{rel['offset']:#x}: type {rel['type']} "
                          f"{rel['symbol']}{rel['addend']:+d}")
+    lines += _computes(r["graph"], "")
     lines += ["disassembly:"] + ["  " + line for line in r["disassembly"].splitlines()]
     return "\n".join(lines) + "\n"
 

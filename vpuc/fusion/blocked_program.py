@@ -16,9 +16,18 @@ block's ``stored``.  Buffers are one per (value, tile, slot), placed by
 allocate-cmx; a constant that does not span the axis is loaded into each slot
 once.
 
-``build_program(...)`` returns VIR text (the verifier checks what it builds);
-``lower-graph`` (fused subgraphs, generated kernels) and ``bench/fusion_bench.py``
-(fused and unfused) use it.
+Values in DDR (``input``, ``const``, ``output``, a ``ddr`` tensor between
+pipelines, a temp that is also a graph output) are loaded when no stage of the
+pipeline produces them and stored when one does.  ``emit_blocks`` adds one such
+pipeline to a ``ProgramText`` (so ``lower-graph`` can put several, and DPU
+layers, in one program): its names carry a ``prefix``, its first loads wait on
+the ``gate`` barriers and its last store updates ``finish``.  Every store is on
+DMA channel 1, which runs them in list order, so the last one ends after every
+task of the pipeline.
+
+``build_program(...)`` returns the VIR text of a one-pipeline program (the
+verifier checks what it builds); ``lower-graph`` (fused subgraphs, generated
+kernels) and ``bench/fusion_bench.py`` (fused and unfused) use it.
 """
 
 from __future__ import annotations
@@ -36,9 +45,13 @@ SLOTS = 2
 class Value:
     name: str
     type: TensorType             # the whole tensor (logical dims, dims order)
-    kind: str                    # input, output, const or temp
+    kind: str                    # input, output, const, temp (CMX only) or ddr (DDR scratch)
     init: ConstInit | None = None
     also_output: bool = False    # a temp that is also a graph output
+
+    @property
+    def in_ddr(self) -> bool:
+        return self.kind != "temp" or self.also_output
 
 
 @dataclass
@@ -50,11 +63,54 @@ class Stage:
     parts: int = 2               # invocations per block (one per ACT SHAVE)
 
 
+@dataclass
+class ProgramText:
+    """The statements of a program being built, by section, rendered in VIR order."""
+
+    kernels: list[str] = field(default_factory=list)
+    buffers: list[str] = field(default_factory=list)     # DDR: input, output, const, ddr
+    cmx: list[str] = field(default_factory=list)
+    views: list[str] = field(default_factory=list)
+    barriers: list[str] = field(default_factory=list)
+    dma: list[str] = field(default_factory=list)
+    dpu: list[str] = field(default_factory=list)
+    act: list[str] = field(default_factory=list)
+
+    def declare(self, values: list[Value]) -> None:
+        """The DDR declaration of every value that lives in DDR."""
+        for v in values:
+            t = type_text(v.type)
+            if v.kind == "input":
+                self.buffers.append(f"input %{v.name} : {t}")
+            elif v.kind == "output" or v.also_output:
+                self.buffers.append(f"output %{v.name} : {t}")
+            elif v.kind == "const":
+                self.buffers.append(f"const %{v.name} : {t} = {v.init}")
+            elif v.kind == "ddr":
+                self.buffers.append(f"ddr %{v.name} : {t}")
+
+    def render(self, module: str, arch: str, tiles: int, stacks: int = 16384) -> str:
+        lines = [f"module @{module} arch {arch}", ""] + self.kernels
+        if self.act:
+            lines += ['kernel @runtime() from library "runtime"',
+                      f"runtime @runtime stacks({', '.join([str(stacks)] * tiles)})"]
+        lines += [""] + self.buffers + self.cmx + [""] + self.views + [""] + self.barriers
+        for name, tasks in (("DMA", self.dma), ("DPU", self.dpu), ("ACT_SHAVE", self.act)):
+            if tasks:
+                lines += ["", f"tasks {name} {{"] + tasks + ["}"]
+        return "\n".join(lines) + "\n"
+
+
 def sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.$]", "_", name)
 
 
-def _type_text(t: TensorType) -> str:
+def label(name: str) -> str:
+    """A task label from value names (labels take no '$')."""
+    return name.replace("$", "_")
+
+
+def type_text(t: TensorType) -> str:
     text = "x".join([str(d) for d in t.dims] + [str(t.elem)])
     return text + (f" {t.order}" if t.rank > 1 else "")
 
@@ -80,35 +136,37 @@ def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int) -> str:
 def build_program(module: str, kernel_decls: list[str], values: list[Value],
                   stages: list[Stage], *, axis: int, rank: int, extent: int, blocks: int,
                   tiles: int = 2, stacks: int = 16384, arch: str = "NPU37XX") -> str:
+    prog = ProgramText(kernels=list(kernel_decls))
+    prog.declare(values)
+    emit_blocks(prog, values, stages, axis=axis, rank=rank, extent=extent, blocks=blocks,
+                tiles=tiles)
+    return prog.render(module, arch, tiles, stacks)
+
+
+def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int,
+                rank: int, extent: int, blocks: int, tiles: int = 2, prefix: str = "",
+                gate: tuple[str, ...] = (), finish: str | None = None) -> None:
+    """Add one block pipeline over ``stages`` to ``prog``; ``values`` are the values the
+    stages read or write (declared by the caller when they live in DDR)."""
     if extent % blocks:
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
-    lines = [f"module @{module} arch {arch}", ""]
-    lines += kernel_decls
-    lines += ['kernel @runtime() from library "runtime"',
-              f"runtime @runtime stacks({', '.join([str(stacks)] * tiles)})", ""]
-    for v in values:
-        t = _type_text(v.type)
-        if v.kind == "input":
-            lines.append(f"input %{v.name} : {t}")
-        elif v.kind == "output" or v.also_output:
-            lines.append(f"output %{v.name} : {t}")
-        elif v.kind == "const":
-            lines.append(f"const %{v.name} : {t} = {v.init}")
+    produced = {v for st in stages for v in st.outputs}
+    loaded = [v for v in values if v.in_ddr and v.name not in produced]
+    stored = [v for v in values if v.in_ddr and v.name in produced]
+    p, lp = prefix, label(prefix)
     used_tiles = min(tiles, blocks)
     for v in values:
-        bt = _type_text(block_type(v.type, axis, rank, chunk))
+        bt = type_text(block_type(v.type, axis, rank, chunk))
         for t in range(used_tiles):
             for s in range(min(SLOTS, -(-blocks // used_tiles))):
-                lines.append(f"cmx %{v.name}.t{t}s{s} : {bt} tile {t}")
-    lines.append("")
-    moved = [v for v in values if v.kind in ("input", "const", "output") or v.also_output]
+                prog.cmx.append(f"cmx %{p}{v.name}.t{t}s{s} : {bt} tile {t}")
     for k in range(blocks):
-        for v in moved:
-            if v.type.is_static:
-                lines.append(f"view %{v.name}.b{k} = %{v.name}"
-                             f"[{_slices(v.type, axis, rank, k * chunk, (k + 1) * chunk)}]")
+        for v in values:
+            if v.in_ddr and v.type.is_static:
+                prog.views.append(f"view %{p}{v.name}.b{k} = %{v.name}"
+                                  f"[{_slices(v.type, axis, rank, k * chunk, (k + 1) * chunk)}]")
     parts_of: dict[tuple, list[str]] = {}
     for k in range(min(blocks, used_tiles * SLOTS)):
         t, s = k % used_tiles, (k // used_tiles) % SLOTS
@@ -118,45 +176,48 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
                 if key in parts_of:
                     continue
                 if st.parts == 1 or chunk % st.parts:
-                    parts_of[key] = [f"%{v}.t{t}s{s}"]
+                    parts_of[key] = [f"%{p}{v}.t{t}s{s}"]
                     continue
                 bt, sub = block_type(by_name[v].type, axis, rank, chunk), chunk // st.parts
                 names = []
                 for j in range(st.parts):
-                    name = f"%{v}.t{t}s{s}p{j}"
-                    lines.append(f"view {name} = %{v}.t{t}s{s}"
-                                 f"[{_slices(bt, axis, rank, j * sub, (j + 1) * sub)}]")
+                    name = f"%{p}{v}.t{t}s{s}p{j}"
+                    prog.views.append(f"view {name} = %{p}{v}.t{t}s{s}"
+                                      f"[{_slices(bt, axis, rank, j * sub, (j + 1) * sub)}]")
                     names.append(name)
                 parts_of[key] = names
     reuse = used_tiles * SLOTS
-    barriers, dma, act = [], [], []
+    gate_waits = ", ".join(f"%{g}" for g in gate)
     for k in range(blocks):
         t, s = k % used_tiles, (k // used_tiles) % SLOTS
         before = k - reuse
         later = k + reuse < blocks
-        barriers += [f"barrier %loaded{k}", f"barrier %done{k}"]
+        prog.barriers += [f"barrier %{p}loaded{k}", f"barrier %{p}done{k}"]
         if later:
-            barriers.append(f"barrier %stored{k}")
-        barriers += [f"barrier %stage{k}.{i}" for i in range(len(stages) - 1)]
-        for v in values:
-            if v.kind not in ("input", "const"):
-                continue
+            prog.barriers.append(f"barrier %{p}stored{k}")
+        prog.barriers += [f"barrier %{p}stage{k}.{i}" for i in range(len(stages) - 1)]
+        for v in loaded:
             if v.kind == "const" and before >= 0 and block_type(v.type, axis, rank, 1) == v.type:
                 continue                 # the same for every block: already in this slot
-            src = f"%{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
-            wait = f" waits(%done{before})" if before >= 0 else ""
-            dma.append(f"  load{k}.{v.name}: dma {src} -> %{v.name}.t{t}s{s} channel 0{wait} "
-                       f"updates(%loaded{k})")
-        for v in values:
-            if v.kind == "output" or v.also_output:
-                dst = f"%{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
-                upd = f" updates(%stored{k})" if later else ""
-                dma.append(f"  store{k}.{v.name}: dma %{v.name}.t{t}s{s} -> {dst} channel 1 "
-                           f"waits(%done{k}){upd}")
+            src = f"%{p}{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
+            wait = (f" waits(%{p}done{before})" if before >= 0
+                    else f" waits({gate_waits})" if gate else "")
+            prog.dma.append(f"  {lp}load{k}.{label(v.name)}: dma {src} -> %{p}{v.name}.t{t}s{s} "
+                            f"channel 0{wait} updates(%{p}loaded{k})")
+        for n, v in enumerate(stored):
+            dst = f"%{p}{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
+            updates = ([f"%{p}stored{k}"] if later else [])
+            if finish and k == blocks - 1 and n == len(stored) - 1:
+                updates.append(f"%{finish}")
+            upd = f" updates({', '.join(updates)})" if updates else ""
+            prog.dma.append(f"  {lp}store{k}.{label(v.name)}: dma %{p}{v.name}.t{t}s{s} -> {dst} "
+                            f"channel 1 waits(%{p}done{k}){upd}")
         for i, st in enumerate(stages):
-            waits = [f"%loaded{k}"] + ([f"%stored{before}"] if before >= 0 and i == 0 else []) \
-                if i == 0 else [f"%stage{k}.{i - 1}"]
-            update = f"%done{k}" if i == len(stages) - 1 else f"%stage{k}.{i}"
+            if i == 0:
+                waits = [f"%{p}loaded{k}"] + ([f"%{p}stored{before}"] if before >= 0 else [])
+            else:
+                waits = [f"%{p}stage{k}.{i - 1}"]
+            update = f"%{p}done{k}" if i == len(stages) - 1 else f"%{p}stage{k}.{i}"
             ins = [parts_of[(v, t, s, st.parts)] for v in st.inputs]
             outs = [parts_of[(v, t, s, st.parts)] for v in st.outputs]
             count = len(outs[0]) if outs else 1
@@ -168,8 +229,7 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
                           for m, (elem, value) in enumerate(st.scalars)]
                 args = [f"%a{m}" for m in range(len(ins))] + [f"%r{m}" for m in range(len(outs))]
                 args += [f"%c{m}" for m in range(len(st.scalars))]
-                act.append(f"  s{k}.{i}.{j}: sw @{st.kernel} on tile {t} inputs({binds_in}) "
-                           f"outputs({binds_out}) waits({', '.join(waits)}) updates({update}) {{")
-                act += region + [f"    run({', '.join(args)})", "  }"]
-    lines += [""] + barriers + ["", "tasks DMA {"] + dma + ["}", "", "tasks ACT_SHAVE {"] + act + ["}"]
-    return "\n".join(lines) + "\n"
+                prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{st.kernel} on tile {t} "
+                                f"inputs({binds_in}) outputs({binds_out}) "
+                                f"waits({', '.join(waits)}) updates({update}) {{")
+                prog.act += region + [f"    run({', '.join(args)})", "  }"]

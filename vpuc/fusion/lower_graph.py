@@ -1,47 +1,70 @@
-"""lower-graph: a graph-level module to a task-level program with generated ACT SHAVE kernels.
+"""lower-graph: a graph-level module to a task-level program (ACT SHAVE kernels and DPU tasks).
 
 For each graph block: tokenize it for ACT SHAVE (``vpuc.fusion.subgraph``),
-generate one kernel per subgraph (``vpuc.fusion.generator``), and replace the
-graph with a program (``blocked_program.py``): the network's Parameters become
-``input`` buffers, its Results ``output`` buffers, tensor Constants read by a
-subgraph ``const`` buffers; the tensors are cut into blocks along one axis
-(double-buffered CMX slots, alternating over the tiles, the two ACT SHAVEs of a
-tile each taking half of a block), and every block is DMA in -> one ACT SHAVE
-task per subgraph, in the condensed graph's order, values between subgraphs
-staying in CMX -> DMA out.  Each kernel is generated for the shape of its part
-of a block (static trip counts), declared ``kernel @<graph>.sgN(...) from
-generated`` with its generated contract, and its ELF object goes to
-``ctx.artifacts["generated-kernels"]``, where assign-windows finds it.
+generate one kernel per subgraph (``vpuc.fusion.generator``), lower the layers
+the tokenizer leaves out to DPU tasks (``lower_dpu``), and replace the graph
+with a program: the network's Parameters become ``input`` buffers, its Results
+``output`` buffers, tensor Constants read by a subgraph or a layer ``const``
+buffers.
 
-A Softmax over the last logical dim, which the tokenizer leaves out, runs
-as the library's ``softmax`` kernel in the same block pipeline (the blocks are
-then never cut along that dim).  Other ops left out (Convolution, MatMul,
-MaxPool, Reshape, Transpose, other Softmax axes) are not lowered yet: the pass
-stops with an error naming them.  Graphs with run-time dims run as one block (no slicing of a dynamic
-dim).  ``ctx.artifacts["fusion-print"]``, when set by the command line, is
-called with (stage, text) after every generator stage (``--print-lir``,
-``--print-after-all``); the pass itself never prints.
+The condensed graph's order (subgraphs and left-out ops, topologically sorted)
+is cut into **segments**, run one after another:
+
+- an *ACT segment* is a run of consecutive subgraphs (and library softmaxes)
+  whose shapes broadcast together: a block pipeline (``blocked_program.py``):
+  the tensors are cut into blocks along one axis (double-buffered CMX slots,
+  alternating over the tiles, the two ACT SHAVEs of a tile each taking half of
+  a block), and every block is DMA in -> one ACT SHAVE task per stage, values
+  between stages staying in CMX -> DMA out.  Each kernel is generated for the
+  shape of its part of a block (static trip counts), declared ``kernel
+  @<graph>.sgN(...) from generated`` with its generated contract, and its ELF
+  object goes to ``ctx.artifacts["generated-kernels"]``, where assign-windows
+  finds it;
+- a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
+  marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``).
+
+**Values between segments go through DDR**: a value one segment produces and
+another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
+its producer and loaded block by block by its readers.  The simplest correct
+order: each segment's first loads wait on a barrier its predecessor's last
+store updates (all stores are on DMA channel 1, which runs them in order, so
+that store ends after every task of the segment); segments never overlap.
+
+A Softmax over the last logical dim, which the tokenizer leaves out, runs as
+the library's ``softmax`` kernel in the block pipeline (the blocks are then
+never cut along that dim).  Other ops left out (Reshape, Transpose, other
+Softmax axes, a layer the DPU cannot run) stop the pass with an error at the
+op.  Ops nothing reaches a Result from are dropped.  Graphs with run-time dims
+run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]``,
+when set by the command line, is called with (stage, text) after every
+generator stage (``--print-lir``, ``--print-after-all``); the pass never prints.
 
 Expects: a verified module whose graph blocks are typed; no task lists beside them.
 Guarantees: no graph block is left; every subgraph has a kernel declaration,
 its generated object in ``ctx.artifacts["generated-kernels"]``, buffers,
-views, barriers and tasks; the module verifies.
+views, barriers and tasks; every left-out layer DPU tasks; the module verifies.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass, field
 
-from vpuc.diagnostics import VpucError
-from vpuc.fusion.blocked_program import Stage, Value, block_type, build_program, sanitize
+from vpuc.diagnostics import DiagnosticBag, VpucError
+from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
+                                         sanitize)
 from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_support import DPU_LAYERS
 from vpuc.fusion.reference import constant_value
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
+from vpuc.fusion.tokenizer import Reason
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
+from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
-from vpuc.ir.types import Dynamic, TensorType
+from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
@@ -78,43 +101,81 @@ class LowerGraphPass(ModulePass):
         module.attributes["graph"] = "lowered"
 
 
+@dataclass
+class Segment:
+    units: list[tuple[str, int]] = field(default_factory=list)   # ACT stages, condensed units
+    layer: DpuLayer | None = None                                # or one DPU layer
+    master: tuple = ()
+
+    def reads(self, tok: Tokenization) -> list[str]:
+        if self.layer is not None:
+            return list(self.layer.op.operands)
+        return [v for u in self.units for v in _stage_io(tok, u)[0]]
+
+    def writes(self, tok: Tokenization) -> list[str]:
+        if self.layer is not None:
+            return [self.layer.output]
+        return [v for u in self.units for v in _stage_io(tok, u)[1]]
+
+
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
           blocks: int | None = None, config=None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
-    overrides the number of blocks (it must divide the extent of the chosen axis)."""
+    overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
-    library = {i for i in tok.left_out if _library_softmax(graph.ops[i])}
-    unsupported = sorted(set(tok.left_out) - library)
-    if unsupported:
-        ops = ", ".join(f"{graph.ops[i].label} ({graph.ops[i].kind}: {tok.left_out[i].detail})"
-                        for i in unsupported)
-        raise VpucError(f"graph @{graph.name}: {ops} cannot be fused into ACT SHAVE kernels; "
-                        "lowering them (DPU or library tasks) is not supported yet", graph.loc)
-    master = _master(graph)
+    library, layers = _left_out(graph, tok)
+    segments = _segments(graph, tok, library, layers)
+    values, names = _values(graph, tok, segments)
+    prog = ProgramText()
+    prog.declare(values)
+    by_name = {v.name: v for v in values}
+    single = len(segments) == 1
+    gate: tuple[str, ...] = ()
+    for s, seg in enumerate(segments):
+        prefix = "" if single and seg.layer is None else _prefix(tok, seg)
+        finish = None if s == len(segments) - 1 else f"{prefix}finished"
+        if finish:
+            prog.barriers.append(f"barrier %{finish}")
+        if seg.layer is not None:
+            clock = time.perf_counter()
+            renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+            emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
+            timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
+        else:
+            _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
+                      blocks, config, prefix, gate, finish)
+        gate = (finish,) if finish else ()
+    return prog.render(sanitize(module.name), module.arch, tiles)
+
+
+def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
+              config, prefix, gate, finish) -> None:
+    master = seg.master
     rank = len(master)
-    values, names = _values(graph, tok, library)
-    axis, chosen = _split(graph, values, master, {rank - 1} if library else set())
+    used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
+    seg_values = [v for v in values if v.name in used]
+    softmax = any(kind == "op" for kind, _ in seg.units)
+    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set())
     if blocks is None or axis is None:
         blocks = chosen
     chunk = master[axis] // blocks if axis is not None else None
     parts = 2 if chunk is not None and chunk % 2 == 0 else 1
-    stages, decls = [], []
-    for kind, n in tok.condensed_order():
-        if kind == "op" and n in library:
-            op = graph.ops[n]
+    stages = []
+    for unit in seg.units:
+        ins, outs = _stage_io(tok, unit)
+        ins, outs = [names[v] for v in ins], [names[v] for v in outs]
+        if unit[0] == "op":
+            op = graph.ops[unit[1]]
             kernel = f"softmax_{op.type.elem}"
             decl = (f"kernel @{kernel}(input: memref<*x{op.type.elem}>, output: "
                     f"memref<*x{op.type.elem}>) from library \"softmax\"")
-            if decl not in decls:
-                decls.append(decl)
-            stages.append(Stage(kernel, [names[op.operands[0]]], [names[op.result]],
-                                parts=parts))
+            if decl not in prog.kernels:
+                prog.kernels.append(decl)
+            stages.append(Stage(kernel, ins, outs, parts=parts))
             continue
-        if kind != "sg":
-            continue
-        sub = tok.subgraphs[n]
+        sub = tok.subgraphs[unit[1]]
         body = sub.body
         if chunk is not None:
             body = retype(body, axis, rank, chunk // parts)
@@ -124,19 +185,92 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
         generated[name] = kernel.obj
         params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
-        decls.append(f"kernel @{name}({params}) from generated")
-        stages.append(Stage(name, [names[v] for v in sub.inputs], [names[v] for v in sub.outputs],
-                            parts=parts))
-    text = build_program(sanitize(module.name), decls, values, stages,
-                         axis=axis if axis is not None else 0, rank=rank,
-                         extent=master[axis] if axis is not None else 1,
-                         blocks=blocks, tiles=tiles, arch=module.arch)
-    return text
+        prog.kernels.append(f"kernel @{name}({params}) from generated")
+        stages.append(Stage(name, ins, outs, parts=parts))
+    emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
+                extent=master[axis] if axis is not None else 1, blocks=blocks, tiles=tiles,
+                prefix=prefix, gate=gate, finish=finish)
 
 
-def _master(graph: Graph) -> tuple:
-    from vpuc.ir.graph_ops import broadcast_shapes
-    return broadcast_shapes(*(op.type.dims for op in graph.ops if op.type is not None))
+def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuLayer]]:
+    """Library softmaxes and DPU layers among the ops left out; VpucError for the rest."""
+    bag = DiagnosticBag()
+    index = graph.index()
+    library, layers = set(), {}
+    for i, decision in tok.left_out.items():
+        op = graph.ops[i]
+        if decision.reason in (Reason.DEAD, Reason.SKIPPED_BY_PLUGIN):
+            continue
+        if _library_softmax(op):
+            library.add(i)
+        elif op.kind in DPU_LAYERS:
+            try:
+                layers[i] = dpu_layer(graph, index, op)
+            except VpucError as exc:
+                bag.items += exc.diagnostics
+                bag.error_count += len(exc.errors)
+        else:
+            why = _softmax_problem(op) if op.kind == "Softmax" else None
+            bag.error(op.loc, f"{op.kind} {op.label} cannot be fused into an ACT SHAVE kernel "
+                      f"({decision.reason}: {decision.detail}) and has no other lowering"
+                      + (f" ({why})" if why else "") + "; not supported yet")
+    folded = {id(link) for layer in layers.values() for link in layer.chain}
+    for i, decision in tok.left_out.items():
+        op = graph.ops[i]
+        if decision.reason is Reason.SKIPPED_BY_PLUGIN and id(op) not in folded \
+                and not bag.has_errors:
+            bag.error(op.loc, f"internal: {op.label} ({op.kind}) is marked skipped-by-plugin "
+                      "but no DPU layer folds it")
+    bag.raise_if_errors()
+    return library, layers
+
+
+def _stage_io(tok: Tokenization, unit: tuple[str, int]) -> tuple[list[str], list[str]]:
+    kind, n = unit
+    if kind == "sg":
+        return tok.subgraphs[n].inputs, tok.subgraphs[n].outputs
+    op = tok.graph.ops[n]
+    return [op.operands[0]], [op.result]
+
+
+def _segments(graph: Graph, tok: Tokenization, library: set[int],
+              layers: dict[int, DpuLayer]) -> list[Segment]:
+    index = graph.index()
+    segments: list[Segment] = []
+    for unit in tok.condensed_order():
+        kind, n = unit
+        if kind == "op" and n in layers:
+            segments.append(Segment(layer=layers[n]))
+            continue
+        if kind == "op" and n not in library:
+            continue
+        ops = [graph.ops[n]] if kind == "op" else [graph.ops[i] for i in tok.subgraphs[n].ops]
+        shapes = [op.type.dims for op in ops] + [
+            index.producer(v).type.dims for v in _stage_io(tok, unit)[0]]
+        last = segments[-1] if segments and segments[-1].layer is None else None
+        if last is not None:
+            try:
+                last.master = broadcast_shapes(last.master, *shapes)
+                last.units.append(unit)
+                continue
+            except InferError:
+                pass
+        segments.append(Segment(units=[unit], master=broadcast_shapes(*shapes)))
+    return segments
+
+
+def _prefix(tok: Tokenization, seg: Segment) -> str:
+    if seg.layer is not None:
+        return sanitize(seg.layer.op.result) + "."
+    kind, n = seg.units[0]
+    return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
+
+
+def _softmax_problem(op) -> str:
+    axis = op.attrs["axis"] % op.type.rank
+    if axis != op.type.rank - 1:
+        return f"the library softmax reduces the last logical dim ({op.type.rank - 1}), not {axis}"
+    return f"the library softmax takes f16 and f32, not {op.type.elem}"
 
 
 def _library_softmax(op) -> bool:
@@ -146,13 +280,13 @@ def _library_softmax(op) -> bool:
     return op.attrs["axis"] % op.type.rank == op.type.rank - 1
 
 
-def _split(graph: Graph, values: list[Value], master: tuple,
-           forbidden: set[int]) -> tuple[int | None, int]:
+def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int | None, int]:
     """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
     if any(isinstance(d, Dynamic) for d in master):
         return None, 1
     total = sum(v.type.nbytes for v in values)
-    first = next((op for op in graph.parameters if op.type.rank == len(master)), None)
+    ddr = [v for v in values if v.kind == "input"] + [v for v in values if v.kind != "input"]
+    first = next((v for v in ddr if v.type.rank == len(master)), None)
     order = first.type.order.perm if first is not None else tuple(range(len(master)))
     for axis in order:                        # outermost in memory first
         extent = master[axis]
@@ -168,13 +302,25 @@ def _split(graph: Graph, values: list[Value], master: tuple,
 
 
 def _values(graph: Graph, tok: Tokenization,
-            library: set[int]) -> tuple[list[Value], dict[str, str]]:
+            segments: list[Segment]) -> tuple[list[Value], dict[str, str]]:
+    """Every value a segment reads or writes, named for the program, with where it lives."""
     names: dict[str, str] = {}
     values: list[Value] = []
     outputs = {op.operands[0] for op in graph.results}
     index = graph.index()
-    crossing = {v for sub in tok.subgraphs for v in sub.inputs + sub.outputs}
-    crossing |= {v for i in library for v in graph.ops[i].operands + (graph.ops[i].result,)}
+    producer: dict[str, int] = {v: s for s, seg in enumerate(segments) for v in seg.writes(tok)}
+    readers: dict[str, set[int]] = {}
+    for s, seg in enumerate(segments):
+        for v in seg.reads(tok):
+            readers.setdefault(v, set()).add(s)
+    conv_weights, other_reads = set(), set()
+    for seg in segments:
+        reads = seg.reads(tok)
+        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+            conv_weights.add(reads[1])
+            reads = reads[:1]
+        other_reads.update(reads)
+    weights_only = conv_weights - other_reads        # laid out NHWC, as the DPU reads them
     taken: set[str] = set()
 
     def fresh(base: str) -> str:
@@ -186,25 +332,30 @@ def _values(graph: Graph, tok: Tokenization,
         return name
 
     for op in graph.ops:
-        if op.result is None or op.kind == RESULT:
-            continue
-        used = [i for i in index.users.get(op.result, []) if i in tok.owner or i in library]
+        v = op.result
+        if v is None or op.kind == RESULT or (
+                op.kind != PARAMETER and v not in producer and v not in readers):
+            continue                  # every Parameter is a network input, used or not
+        names[v] = fresh(v)
         if op.kind == PARAMETER:
-            names[op.result] = fresh(op.result)
-            values.append(Value(names[op.result], op.type, "input"))
-        elif op.kind == CONSTANT and not op.is_scalar_constant and used:
-            names[op.result] = fresh(op.result)
+            values.append(Value(names[v], op.type, "input"))
+        elif op.kind == CONSTANT:
             init = op.const if op.const.path is None else ConstInit(
                 values=tuple(constant_value(op).ravel().tolist()))
-            values.append(Value(names[op.result], op.type, "const", init))
-        elif op.kind != CONSTANT and op.result in crossing:
-            names[op.result] = fresh(op.result)
-            values.append(Value(names[op.result], op.type, "temp",
-                                also_output=op.result in outputs))
+            t = op.type
+            if v in weights_only:
+                t = TensorType(t.dims, t.elem, DimsOrder(NAMED_ORDERS["NHWC"]))
+            values.append(Value(names[v], t, "const", init))
+        elif v in outputs:
+            values.append(Value(names[v], op.type, "output"))
+        elif readers.get(v, set()) - {producer[v]}:
+            values.append(Value(names[v], op.type, "ddr"))
+        else:
+            values.append(Value(names[v], op.type, "temp"))
     for v in outputs:
-        if graph.ops[index.position[v]].kind == PARAMETER:
-            raise VpucError(f"graph @{graph.name}: Result(%{v}) returns an input unchanged; "
-                            "not supported yet", graph.loc)
+        if graph.ops[index.position[v]].kind in (PARAMETER, CONSTANT):
+            raise VpucError(f"graph @{graph.name}: Result(%{v}) returns an input or a constant "
+                            "unchanged; not supported yet", graph.loc)
     return values, names
 
 

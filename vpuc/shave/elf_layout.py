@@ -164,6 +164,9 @@ Elf32_Sym = Struct("Elf32_Sym", (
 ))
 Elf32_Rel = Struct("Elf32_Rel", (("r_offset", "I"), ("r_info", "I")))
 Elf32_Rela = Struct("Elf32_Rela", (("r_offset", "I"), ("r_info", "I"), ("r_addend", "i")))
+# A note entry's header; the name (n_namesz bytes, NUL included) and the descriptor
+# (n_descsz bytes) follow, each padded to 4 bytes in ELF32.
+Elf32_Nhdr = Struct("Elf32_Nhdr", (("n_namesz", "I"), ("n_descsz", "I"), ("n_type", "I")))
 
 
 # --- writer --------------------------------------------------------------------

@@ -6,6 +6,10 @@ import numpy as np
 
 from fusion_testlib import Builder  # noqa: F401  (re-exported for the tests)
 from vpuc.fusion.generator.generate import GeneratedKernel, generate
+# Which ops the generated code approximates (documented accuracy, not bit-exact) and FMA
+# contraction are defined once, in the library: `vpuc run --reference` uses them too, to
+# check generated kernels against the graphs their objects record.
+from vpuc.fusion.generator.kernel_graph import APPROXIMATE, approximate, contracted  # noqa: F401
 from vpuc.fusion.generator.run import KernelRun, run_kernel
 from vpuc.fusion.reference import run_graph, run_graph_values
 from vpuc.fusion.subgraph import tokenize
@@ -13,14 +17,6 @@ from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import Graph
 
 SHAVE = get_target("shave")
-# Ops whose generated code approximates the reference (documented accuracy), not bit-exact.
-APPROXIMATE = {"Erf", "Power"}
-
-
-def approximate(graph: Graph) -> bool:
-    return any(op.kind in APPROXIMATE or (op.kind == "Gelu" and op.attrs.get(
-        "approximation", "erf") == "erf") or (op.kind == "PowerStatic" and float(
-            op.attrs["power"]) not in (0.0, 1.0, 2.0, 0.5, -1.0)) for op in graph.ops)
 
 
 def same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -54,12 +50,6 @@ def to_memory(x: np.ndarray, logical, memory) -> np.ndarray:
     """A logical array in the memory shape the data-flow optimizer gave its port."""
     return np.transpose(np.asarray(x), logical.order.perm).reshape(memory.bound_shape
                                                                    if memory.is_static else -1)
-
-
-def contracted(body: Graph) -> bool:
-    """Whether the data-flow optimizer fused a Multiply and an Add into an FMA (one rounding
-    instead of two: the only place a fused kernel legitimately differs from the unfused graph)."""
-    return any(op.kind == "FMA" for op in body.ops)
 
 
 def check_graph(graph: Graph, inputs: dict, both: bool = True, **kw) -> list[GeneratedKernel]:

@@ -5,12 +5,15 @@ exactly one op starts a *post-op chain*; each link is an op the backend applies
 while the layer's result is still in its accumulators (a bias Add with a
 per-channel constant, an activation).  The tokenizer never takes a marked op,
 so the layer keeps its post-ops.  Each target says which links it can take and
-how many (``ChainRule``).
+how many (``ChainRule``), and which layers it fuses into at all (``anchor_ok``:
+a backend that cannot run the layer applies none of its post-ops, so they stay
+for the tokenizer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from vpuc.ir.graph import CONSTANT, RESULT, Graph, GraphIndex, GraphOp
 
@@ -26,6 +29,7 @@ class ChainRule:
     max_biases: int               # how many bias/scale links one layer takes
     max_activations: int          # how many activation links
     activation_last: bool         # nothing follows the activation (a DPU's bias comes first)
+    anchor_ok: Callable[[GraphOp, GraphIndex], bool] | None = None   # None: every anchor
 
 
 def _per_channel_constant(op: GraphOp, data: str, anchor: GraphOp, index: GraphIndex) -> bool:
@@ -47,6 +51,8 @@ def mark_post_op_chains(graph: Graph, rule: ChainRule) -> None:
         op.marks.pop(SKIPPED, None)
     for anchor in graph.ops:
         if anchor.kind not in ANCHORS:
+            continue
+        if rule.anchor_ok is not None and not rule.anchor_ok(anchor, index):
             continue
         current, biases, activations = anchor, 0, 0
         while True:

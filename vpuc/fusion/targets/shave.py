@@ -14,11 +14,16 @@ Vectors: 32 registers of 128 bits: 8 f16/bf16 lanes, 4 f32/i32 lanes, 16 u8.
 
 Post-ops: the DPU applies a bias and one activation (relu, clamp, sigmoid,
 tanh: ``PostOpKind``) to a convolution or matmul result before it leaves the
-tile, so those ops are left to the DPU.
+tile, so those ops are left to the DPU -- but only behind a layer the DPU
+lowering takes (``vpuc/fusion/lower_dpu_support.py``: f16/bf16, static shapes,
+padding within the window); behind any other layer (an f32 convolution, say)
+they stay for the tokenizer.  The activations are exactly the keys of
+``DPU_ACTIVATIONS``, so every marked op has a task-level ``post`` spelling.
 """
 
 from __future__ import annotations
 
+from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem
 from vpuc.fusion.targets import TargetMachine
 from vpuc.fusion.targets.mark_skipped import ChainRule, mark_post_op_chains
 from vpuc.ir.graph import Graph
@@ -28,9 +33,10 @@ from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
 DATA_POINTERS = NUM_SREGS - 2 - 1 - 2 - 3
 
-DPU_POST_OPS = ChainRule(backend="DPU", activations=frozenset({"Relu", "Clamp", "Sigmoid", "Tanh"}),
+DPU_POST_OPS = ChainRule(backend="DPU", activations=frozenset(DPU_ACTIVATIONS),
                          bias_kinds=frozenset({"Add"}), max_biases=1, max_activations=1,
-                         activation_last=True)
+                         activation_last=True,
+                         anchor_ok=lambda op, index: dpu_problem(op, index) is None)
 
 
 def mark_dpu_post_ops(graph: Graph) -> None:

@@ -1,0 +1,76 @@
+"""Helpers for the lower-graph DPU tests: graph text with inline weights, compile, simulate."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from runtime_sim.simulator import simulate
+from vpuc.arch import load_arch
+from vpuc.fusion.reference import run_graph, storage_dtype
+from vpuc.passes.base import PassContext
+from vpuc.passes.manager import PassManager
+from vpuc.passes.registry import compile_pipeline, parse_pipeline
+from vpuc.vir.parser import parse_text
+
+
+
+def values_text(array) -> str:
+    return "[" + ", ".join(repr(float(v)) for v in np.ravel(array)) + "]"
+
+
+def constant(name: str, shape: tuple, seed: int, elem: str = "f16", order: str = "",
+             scale: int = 16) -> str:
+    """A Constant of small exact values (multiples of 1/scale in [-0.5, 0.5])."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-scale // 2, scale // 2 + 1, shape) / scale
+    dims = "x".join(str(d) for d in shape)
+    suffix = f" {order}" if order else ""
+    return f"  %{name} = Constant({values_text(data)}) : {dims}x{elem}{suffix}\n"
+
+
+def module(body: str, name: str = "net") -> str:
+    return f"module @{name} arch NPU37XX\ngraph @main {{\n{body}}}\n"
+
+
+def compile_text(text: str, path: str = "<test>"):
+    """(graph before lowering, lowered module, pass context) of `vpuc compile`."""
+    mod = parse_text(text, path)
+    graph = copy.deepcopy(mod.graphs[0])
+    ctx = PassContext(load_arch(mod.arch))
+    PassManager(parse_pipeline(",".join(compile_pipeline(mod)))).run(mod, ctx)
+    return graph, mod, ctx
+
+
+def run_both(graph, program, seed: int = 0, low: float = -2, high: float = 2):
+    """Simulate with random inputs; (simulation result, [(got, expected)] per Result)."""
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for p in graph.parameters:
+        dtype = np.dtype(storage_dtype(p.type.elem))
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            values = rng.integers(info.min, info.max + 1, p.type.bound_shape)
+            inputs[p.result] = values.astype(dtype)
+        else:
+            inputs[p.result] = rng.uniform(low, high, p.type.bound_shape).astype(dtype)
+    result = simulate(program, inputs=inputs)
+    assert not result.races
+    expected = run_graph(graph, inputs)
+    pairs = [(result.outputs[op.operands[0]], e) for op, e in zip(graph.results, expected)]
+    return result, pairs
+
+
+def assert_close(got, expected, ulps: float = 2.0) -> None:
+    """Within ``ulps`` f16 ulps of the larger of the value and the tensor's largest
+    magnitude / 8: the DPU rounds once after accumulating, bias and activation in f32,
+    the reference rounds after each op, so a value that cancels keeps its operands' error."""
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    ulp = 2.0 ** (-7 if got.dtype.name == "bfloat16" else -10)
+    g, e = got.astype(np.float64), expected.astype(np.float64)
+    scale = np.maximum(np.abs(e), np.abs(e).max() / 8)
+    tol = ulps * scale * ulp + 1e-6
+    bad = np.abs(g - e) > tol
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} differ; worst {np.abs(g - e).max()} "
+                           f"at {np.unravel_index(np.argmax(np.abs(g - e) - tol), g.shape)}")

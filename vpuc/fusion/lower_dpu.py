@@ -1,0 +1,268 @@
+"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``.
+
+``lower-graph`` calls ``dpu_layer`` for every Convolution, MatMul and MaxPool
+the tokenizer left out, then ``emit_layer`` to add the layer's tasks to the
+program being built.
+
+Expects: a verified, typed graph tokenized for the ``shave`` target, so the
+post-ops the DPU applies are marked ``skipped-by-plugin``
+(``targets/shave.py``); the layer's data operands and its result in DDR
+(``input``, ``const``, ``output`` or ``ddr`` buffers of the whole tensor, in the
+graph's dims orders; constant convolution weights preferably NHWC).
+
+Guarantees:
+
+- the marked chain after a Convolution or MatMul (one bias ``Add`` with a
+  per-channel constant, then one activation) is folded into the DPU task as
+  ``bias(...)`` (f32, one value per output channel) and ``post ...``; its ops
+  produce nothing of their own, and the layer writes the chain's last value;
+- a layer the DPU cannot run, or a marked op without a DPU form, is a
+  ``VpucError`` at the op naming its kind, attributes and the reason
+  (``lower_dpu_support.dpu_problem``);
+- the output rows (H, or M for a matmul) are cut into blocks: one per tile when
+  a block's input rows (with the halo the window needs), its output rows and
+  the weights fit in ``CMX_BUDGET`` bytes of a tile, else as many as it takes,
+  double-buffered.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
+  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task with
+  two variants (halves of its rows) -> DMA out (channel 1).  Weights and bias
+  are loaded once per tile.  A block pads only at the real image border.  Its
+  first loads wait on ``gate``, its last store updates ``finish``;
+- every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.diagnostics import VpucError
+from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem, post_op_text, window
+from vpuc.fusion.reference import constant_value
+from vpuc.fusion.targets.mark_skipped import SKIPPED
+from vpuc.ir.graph import Graph, GraphIndex, GraphOp
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
+from vpuc.vir.printer import format_attr
+
+CMX_BUDGET = 1 << 20        # bytes of a tile's CMX one layer's blocks may use
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+
+
+@dataclass
+class DpuLayer:
+    op: GraphOp                     # the Convolution, MatMul or MaxPool
+    chain: list[GraphOp]            # the post-ops folded into it, in order
+    bias: np.ndarray | None         # float32, one per output channel
+    post: str                       # "" or " post relu", ...
+
+    @property
+    def last(self) -> GraphOp:
+        return self.chain[-1] if self.chain else self.op
+
+    @property
+    def output(self) -> str:
+        """The graph value the DPU tasks write."""
+        return self.last.result
+
+
+def describe(op: GraphOp) -> str:
+    """``Kind{every attribute} %value``, as messages name a layer."""
+    attrs = ", ".join(f"{k} = {format_attr(v)}" for k, v in op.attrs.items())
+    return f"{op.kind}{{{attrs}}} {op.label}" if attrs else f"{op.kind} {op.label}"
+
+
+def dpu_layer(graph: Graph, index: GraphIndex, op: GraphOp) -> DpuLayer:
+    """The layer ``op`` with its marked post-op chain folded in; VpucError if the DPU cannot."""
+    problem = dpu_problem(op, index)
+    if problem is not None:
+        raise VpucError(f"{describe(op)} cannot run on the DPU: {problem}", op.loc)
+    chain, current = [], op
+    while True:
+        users = index.users.get(current.result, [])
+        if len(users) != 1 or SKIPPED not in graph.ops[users[0]].marks:
+            break
+        current = graph.ops[users[0]]
+        chain.append(current)
+    bias, post = None, ""
+    for link in chain:
+        if link.kind == "Add" and bias is None and not post:
+            bias = _bias(op, link, index)
+        elif link.kind in DPU_ACTIVATIONS and not post:
+            post = " " + post_op_text(link)
+        else:
+            raise VpucError(f"internal: {link.label} ({link.kind}) is marked as a DPU post-op of "
+                            f"{op.label}, but a DPU task has no post-op for it here", link.loc)
+    return DpuLayer(op, chain, bias, post)
+
+
+def _bias(anchor: GraphOp, add: GraphOp, index: GraphIndex) -> np.ndarray:
+    """The per-channel constant of a bias Add, one float32 per output channel."""
+    data = anchor.result if anchor.result in add.operands else None
+    other = next(o for o in add.operands if o != data)
+    value = constant_value(index.producer(other)).astype(np.float32)
+    rank = anchor.type.rank
+    value = value.reshape((1,) * (rank - value.ndim) + value.shape)
+    axis = 1 if anchor.kind == "Convolution" else rank - 1
+    channels = anchor.type.dims[axis]
+    return np.broadcast_to(value.reshape(-1), (channels,)) if value.size == 1 else value.reshape(-1)
+
+
+def vector(size: int, elem: ElemType) -> TensorType:
+    return TensorType((size,), elem, DimsOrder.identity(1))
+
+
+def const_text(values: np.ndarray) -> str:
+    return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
+
+
+def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp):
+    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX."""
+    used = min(tiles, extent)
+    count = used
+    while True:
+        rows = math.ceil(extent / count)
+        live = 1 if count <= used else 2
+        need = resident + live * footprint(rows)
+        if need <= CMX_BUDGET:
+            break
+        if rows == 1:
+            raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need} bytes with one "
+                            f"{what} per block ({resident} of them weights and bias) over a budget "
+                            f"of {CMX_BUDGET}; splitting the output channels is not supported yet",
+                            op.loc)
+        count = min(count + used, extent)
+    edges = [extent * i // count for i in range(count + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(count)]
+
+
+class LayerEmitter:
+    """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
+
+    def __init__(self, prog: ProgramText, prefix: str, tiles: int, gate: tuple[str, ...],
+                 finish: str | None, blocks: int) -> None:
+        self.prog, self.p, self.lp = prog, prefix, label(prefix)
+        self.gate, self.finish, self.blocks = gate, finish, blocks
+        self.used = min(tiles, blocks)
+        self.reuse = 2 * self.used
+
+    def tile(self, k: int) -> int:
+        return k % self.used
+
+    def cmx(self, name: str, t: TensorType, tile: int) -> str:
+        self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
+        return f"%{self.p}{name}"
+
+    def view(self, name: str, base: str, slices: list[str]) -> str:
+        self.prog.views.append(f"view %{self.p}{name} = %{base}[{', '.join(slices)}]")
+        return f"%{self.p}{name}"
+
+    def load_waits(self, k: int) -> str:
+        if k >= self.reuse:
+            return f" waits(%{self.p}done{k - self.reuse})"
+        return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
+
+    def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
+            permute: bool = False) -> None:
+        mode = "permute " if permute else ""
+        upd = f" updates({', '.join(updates)})" if updates else ""
+        self.prog.dma.append(f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}"
+                             f"{waits}{upd}")
+
+    def barriers(self, k: int) -> None:
+        self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
+        if k + self.reuse < self.blocks:
+            self.prog.barriers.append(f"barrier %{self.p}stored{k}")
+
+    def task(self, k: int, head: str, extent: tuple[int, int, int]) -> None:
+        """One DPU task for block ``k``: ``head`` up to its post-op, variants halving its rows."""
+        waits = [f"%{self.p}loaded{k}"]
+        if k >= self.reuse:
+            waits.append(f"%{self.p}stored{k - self.reuse}")
+        self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
+                             f"updates(%{self.p}done{k}) {{")
+        x, rows, z = extent
+        cuts = [0, rows // 2, rows] if rows >= 2 else [0, rows]
+        for a, b in zip(cuts, cuts[1:]):
+            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z[0]}) end({x[1]}, {b - 1}, "
+                                 f"{z[1]})")
+        self.prog.dpu.append("  }")
+
+    def load_bias(self, t: int, bias: np.ndarray | None) -> str:
+        """The bias in tile ``t``'s CMX (declared in DDR with tile 0's load); "" without one."""
+        if bias is None:
+            return ""
+        if t == 0:
+            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias)}")
+        cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
+        self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
+                 [f"%{self.p}loaded{t}"])
+        return f" bias({cmx})"
+
+    def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
+        updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
+        if self.finish and k == self.blocks - 1:
+            updates.append(f"%{self.finish}")
+        self.dma(f"store{k}", src, dst, 1, f" waits(%{self.p}done{k})", updates, permute)
+
+
+def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+               tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    if layer.op.kind == "MatMul":
+        from vpuc.fusion.lower_dpu_matmul import emit_matmul
+        emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
+    else:
+        emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
+
+
+def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    """A Convolution or MaxPool: blocks of output rows, each with its input rows and halo."""
+    op = layer.op
+    x, out = values[op.operands[0]], values[layer.output]
+    n, c, h, w = x.type.dims
+    _, oc, oh, ow = out.type.dims
+    (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = window(op, index)
+    elem: ElemType = x.type.elem
+    conv = op.kind == "Convolution"
+    resident = 0
+    if conv:
+        resident = values[op.operands[1]].type.nbytes + (4 * oc if layer.bias is not None else 0)
+
+    def rows_in(r0: int, r1: int) -> tuple[int, int, int, int]:
+        """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
+        first, last = r0 * sh - pt, (r1 - 1) * sh - pt + dh * (kh - 1)
+        lo, hi = max(first, 0), min(last, h - 1)
+        return lo, hi - lo + 1, lo - first, last - hi
+
+    def footprint(rows: int) -> int:
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        return (n * c * loaded * w + n * oc * rows * ow) * elem.nbytes
+
+    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    dpu_op, bias_of = ("conv" if conv else "maxpool"), {}
+    for k, (r0, r1) in enumerate(blocks):
+        t = e.tile(k)
+        lo, rows, top, bottom = rows_in(r0, r1)
+        e.barriers(k)
+        if k < e.used:              # weights and bias: once per tile, before its first block
+            if conv:
+                wv = values[op.operands[1]]
+                wt = e.cmx(f"w.t{t}", TensorType(wv.type.dims, elem, NHWC), t)
+                e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, e.load_waits(t),
+                      [f"%{prefix}loaded{t}"], permute=wv.type.order != NHWC)
+            bias_of[t] = e.load_bias(t, layer.bias)
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
+        xin = e.cmx(f"in.c{k}", TensorType((n, c, rows, w), elem, NHWC), t)
+        e.dma(f"load{k}", src, xin, 0, e.load_waits(k), [f"%{prefix}loaded{k}"],
+              permute=x.type.order != NHWC)
+        y = e.cmx(f"out.c{k}", TensorType((n, oc, r1 - r0, ow), elem, NHWC), t)
+        weights = f" weights(%{prefix}w.t{t})" if conv else ""
+        head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
+                f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
+                + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)))
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+        e.store(k, y, dst, permute=out.type.order != NHWC)

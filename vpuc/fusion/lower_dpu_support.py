@@ -1,0 +1,84 @@
+"""What the DPU lowering supports: one answer for the marking pass and for lower-graph.
+
+``dpu_problem(op, index)`` says why a graph layer (Convolution, MatMul,
+MaxPool) cannot become task-level DPU tasks, or None when it can; the ACT
+SHAVE target's marking pass (``targets/shave.py``) only hides post-ops behind
+a layer the DPU lowering takes, and ``lower_dpu`` reports the same sentence
+when it meets a layer it cannot take.  ``DPU_ACTIVATIONS`` maps the graph ops
+the DPU applies as a post-op activation to the task-level ``post`` syntax
+(``PostOpKind``); the marking pass marks exactly these (and one bias ``Add``
+with a per-channel constant), so everything it marks has a DPU spelling.
+
+The rules, from the task-level IR (``docs/vir.md``, DPU tasks) and its
+simulator (``runtime_sim/dpu``):
+
+- element types: the DPU computes on f16, bf16, u8, i8 and has no f32.  A
+  Convolution or MatMul is lowered for f16 and bf16 only: integer layers would
+  need the quantization scales the graph does not carry.  MaxPool takes all
+  four (a max is exact);
+- shapes are static (DPU tasks and variants have no run-time dims);
+- padding: every window must hold a real input cell (the DPU pools never pick
+  a padded cell, and a row block must load at least one row), so each pad is
+  at most the dilated kernel extent minus one.
+"""
+
+from __future__ import annotations
+
+from vpuc.ir.graph import GraphIndex, GraphOp
+from vpuc.ir.module import format_number
+from vpuc.ir.tasks import PostOpKind
+from vpuc.ir.types import ElemType
+
+DPU_LAYERS = ("Convolution", "MatMul", "MaxPool")
+DPU_FLOATS = (ElemType.F16, ElemType.BF16)
+POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
+
+# graph op kind -> the task-level post-op that applies it (after the bias)
+DPU_ACTIVATIONS = {"Relu": PostOpKind.RELU, "Clamp": PostOpKind.CLAMP,
+                   "Sigmoid": PostOpKind.SIGMOID, "Tanh": PostOpKind.TANH}
+
+
+def post_op_text(op: GraphOp) -> str:
+    """The ``post ...`` clause that applies the activation ``op``."""
+    kind = DPU_ACTIVATIONS[op.kind]
+    if kind is PostOpKind.CLAMP:
+        return f"post clamp({format_number(op.attrs['min'])}, {format_number(op.attrs['max'])})"
+    return f"post {kind}"
+
+
+def window(op: GraphOp, index: GraphIndex):
+    """(kernel, strides, pads_begin, pads_end, dilations) of a Convolution or MaxPool."""
+    if op.kind == "Convolution":
+        kernel = tuple(index.producer(op.operands[1]).type.dims[2:])
+        dilations = tuple(op.attrs["dilations"])
+    else:
+        kernel, dilations = tuple(op.attrs["kernel"]), (1, 1)
+    return (kernel, tuple(op.attrs["strides"]), tuple(op.attrs["pads_begin"]),
+            tuple(op.attrs["pads_end"]), dilations)
+
+
+def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
+    """Why ``op`` (a Convolution, MatMul or MaxPool) cannot run as DPU tasks; None if it can."""
+    types = [index.producer(o).type for o in op.operands] + [op.type]
+    if not all(t.is_static for t in types):
+        return "it has run-time dims, and DPU tasks have static shapes"
+    elem = op.type.elem
+    allowed = POOL_ELEMS if op.kind == "MaxPool" else DPU_FLOATS
+    if elem not in allowed:
+        names = [str(e) for e in allowed]
+        why = (f"it is {elem}; the DPU lowering takes {op.kind} on "
+               + ", ".join(names[:-1]) + " or " + names[-1])
+        if elem is ElemType.F32 or elem is ElemType.F64:
+            return why + f" (the DPU has no {elem}: insert a Convert)"
+        if not elem.is_float:
+            return why + " (an integer layer needs quantization scales the graph does not carry)"
+        return why
+    if op.kind == "MatMul":
+        return None
+    kernel, _, begin, end, dilations = window(op, index)
+    for axis, name in ((0, "height"), (1, "width")):
+        extent = dilations[axis] * (kernel[axis] - 1)
+        if max(begin[axis], end[axis]) > extent:
+            return (f"its {name} padding ({begin[axis]}, {end[axis]}) is wider than the kernel "
+                    f"window can reach ({extent}); a window of padding only has no DPU form")
+    return None
