@@ -331,11 +331,13 @@ def cleanup_savings(blocks: int) -> None:
     from vpuc.fusion.targets import get_target
     rng = np.random.default_rng(0)
     cases = {}
-    graph = parse_text(graph_text(CHAINS["affine"]), "<g>").graphs[0]
-    body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
-                  SHAPE[2] // blocks // 2)
-    shape = body.parameters[0].type.bound_shape
-    cases["'affine' chain kernel (1x64x4x128)"] = (body, [rng.uniform(-3, 3, shape)], [shape])
+    for chain in ("affine", "activations"):
+        graph = parse_text(graph_text(CHAINS[chain]), "<g>").graphs[0]
+        body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
+                      SHAPE[2] // blocks // 2)
+        shape = body.parameters[0].type.bound_shape
+        cases[f"'{chain}' chain kernel (1x64x4x128)"] = (body, [rng.uniform(-3, 3, shape)],
+                                                         [shape])
     for name, (text, ins, outs) in SAVINGS_CASES.items():
         g = parse_text(text, "<g>").graphs[0]
         body = tokenize(g, get_target("shave")).subgraphs[0].body
