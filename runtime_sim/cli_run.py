@@ -1,7 +1,9 @@
 """``vpuc run FILE``: simulate a blob (or a .vir file, compiled in-process).
 
-Prints a summary table to stdout; writes outputs (``--output-dir``), a task
-report (``--report``) and a Perfetto trace (``--trace``); checks outputs
+Prints a summary table to stdout (then, with ``--kernel-profile``, the ACT
+SHAVE cycles per kernel and per LIR expression: ``kernel_profile.py``); writes
+outputs (``--output-dir``), a task report (``--report``), the per-expression
+profile (``--kernel-profile-csv``) and a Perfetto trace (``--trace``); checks outputs
 against ``--expected`` tensors or the numpy ``--reference`` (which also checks
 every task of a generated kernel against the graph its object records:
 ``kernel_check.py``).  Exit code 1 when an output or a checked kernel
@@ -55,6 +57,11 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--atol", type=float, help="absolute tolerance (default by element type)")
     run.add_argument("--report", metavar="CSV", help="write one row per task: id, engine, tile, "
                      "start, end, cycles, bytes, MACs, ...")
+    run.add_argument("--kernel-profile", action="store_true",
+                     help="after the summary, print each kernel's ACT SHAVE cycles and, for "
+                          "generated kernels, the cycles of each LIR expression")
+    run.add_argument("--kernel-profile-csv", metavar="CSV",
+                     help="write the per-expression profile: one row per kernel and expression")
     run.add_argument("--trace", metavar="JSON", help="write a Chrome trace JSON for Perfetto")
     run.add_argument("--timing-only", action="store_true", help="skip the numerics")
     run.add_argument("--arch", metavar="NAME|FILE",
@@ -174,13 +181,18 @@ def cmd_run(args) -> int:
     try:
         result = simulate(program, arch, given, seed=args.seed, timing_only=args.timing_only,
                           races=not args.no_races, max_cycles=args.max_cycles, progress=bar,
-                          kernel_observer=check)
+                          kernel_observer=check,
+                          kernel_profile=args.kernel_profile or bool(args.kernel_profile_csv))
     finally:
         if bar is not None:
             bar.close()
     title = (f"vpuc run {args.file}: @{module.name} on {arch.name} "
              f"(timing model {display_path(arch.path)}, version {arch.version})")
     sys.stdout.write(summary(result.plan, result.timeline, title))
+    if args.kernel_profile:
+        sys.stdout.write(result.kernel_profile.text())
+    if args.kernel_profile_csv:
+        write_atomically(args.kernel_profile_csv, result.kernel_profile.csv().encode())
     if args.report:
         write_atomically(args.report, tasks_csv(result.plan, result.timeline).encode())
     if args.trace:

@@ -16,6 +16,7 @@ import numpy as np
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
+from runtime_sim.kernel_profile import KernelProfile, KernelProfiler
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -38,6 +39,8 @@ class SimResult:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     races: list[Diagnostic] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)   # wall time per phase
+    # simulate(kernel_profile=True): ACT SHAVE cycles per kernel and per LIR expression
+    kernel_profile: KernelProfile | None = None
 
     @property
     def cycles(self) -> float:
@@ -59,20 +62,24 @@ def simulate(program: Program, arch: SimArch | None = None,
              inputs: dict[str, np.ndarray] | None = None, *, seed: int = 0,
              timing_only: bool = False, races: bool = True, max_cycles: float | None = None,
              progress: Callable[[int, int], None] | None = None,
-             kernel_observer=None) -> SimResult:
+             kernel_observer=None, kernel_profile: bool = False) -> SimResult:
     """``kernel_observer`` sees every ACT SHAVE invocation (``ShaveEngine.observer``), e.g. a
-    ``runtime_sim.kernel_check.KernelCheck``."""
+    ``runtime_sim.kernel_check.KernelCheck``.  ``kernel_profile`` attributes every ACT SHAVE
+    task's cycles to the LIR expressions of its kernel (``runtime_sim.kernel_profile``):
+    ``SimResult.kernel_profile``."""
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
     # so it is paused for the whole simulation and runs once afterwards.
     with gc_paused():
         return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
-                         timing_only, races, max_cycles, progress, kernel_observer)
+                         timing_only, races, max_cycles, progress, kernel_observer,
+                         kernel_profile)
 
 
 def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | None, seed: int,
               timing_only: bool, races: bool, max_cycles: float | None,
-              progress: Callable[[int, int], None] | None, kernel_observer=None) -> SimResult:
+              progress: Callable[[int, int], None] | None, kernel_observer=None,
+              kernel_profile: bool = False) -> SimResult:
     clock = time.perf_counter()
     network = Network(program)
     given = dict(inputs or {})
@@ -95,6 +102,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     detector = RaceDetector(plan, network.memory) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
+    shave.profiler = KernelProfiler(program) if kernel_profile else None
     memory = network.memory
     kinds = plan.kind if not timing_only or memory.dynamic else None
 
@@ -139,6 +147,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     if detector is not None:
         seconds["races"] = detector.seconds   # part of "run": race checks and their clocks
     result = SimResult(arch, plan, timeline, network, inputs=used, seconds=seconds)
+    if shave.profiler is not None:
+        result.kernel_profile = shave.profiler.result()
     if not timing_only:
         result.outputs = {b.name: network.output(b.name) for b in network.outputs}
     if detector is not None:

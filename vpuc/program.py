@@ -19,9 +19,13 @@ WIN_E image is ``[.data copy][params][dims][strides]``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vpuc.arch import Arch
 from vpuc.ir.module import Module
+
+if TYPE_CHECKING:
+    from vpuc.shave.kernel_notes import ExprTags
 
 
 @dataclass
@@ -37,6 +41,9 @@ class KernelImage:
     # A generated kernel's record of what it computes: the subgraph body as VIR text, from
     # its kernel object's .note.vpuc.graph (vpuc.fusion.generator.kernel_graph); else None.
     graph: str | None = None
+    # ... and the LIR expression each .text instruction came from (``ExprTags``, run-length;
+    # vpuc.shave.kernel_notes), from the same section; else None.
+    tags: ExprTags | None = None
 
 
 @dataclass

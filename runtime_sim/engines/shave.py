@@ -8,6 +8,10 @@ with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
 With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
 on its arguments (loop counts), so each distinct invocation image is run once
 on the tile's CMX as it is and its cycle count reused.
+
+A ``profiler`` (``runtime_sim.kernel_profile.KernelProfiler``) sees every
+invocation, with or without numerics: ``before(invocation, memory)`` before the
+kernel runs, ``charge(state, cycles, unit_name)`` with the cycles it took.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class ShaveEngine:
         # (None: not interested), ``after(invocation, memory, state, task_name)`` runs after
         # the kernel (runtime_sim.kernel_check.KernelCheck).
         self.observer = None
+        self.profiler = None
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:
@@ -66,6 +71,15 @@ class ShaveEngine:
     def run(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> int:
         """Run one invocation on its tile; returns the SHAVE cycles it took.  ``unit_name``
         (or a function giving it, called only for an error) names the task in errors."""
+        profiler = self.profiler
+        if profiler is None:
+            return self._run(unit_name, invocation)
+        state = profiler.before(invocation, self.memory)
+        cycles = self._run(unit_name, invocation)
+        profiler.charge(state, cycles, unit_name)
+        return cycles
+
+    def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> int:
         key = (invocation.kernel, invocation.tile, invocation.window_e)
         if self.timing_only:
             cycles = self._memo.get(key)

@@ -18,6 +18,19 @@ from runtime_sim.isa.memory import WindowMemory
 DEFAULT_STACK_BYTES = 16384
 
 
+def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
+                      arch: Arch | None = None,
+                      stack_bytes: int = DEFAULT_STACK_BYTES) -> WindowMemory:
+    """The windows of one call: WIN_D sized for ``obj``'s code, WIN_E a copy of the
+    invocation's image with ``stack_bytes`` of stack above it, WIN_F ``cmx`` itself."""
+    arch = arch or load_arch()
+    code_size = len(obj.text) + 16 + len(obj.rodata)
+    win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
+    win_e = np.zeros(len(window_e) + (-len(window_e) % 16) + stack_bytes, dtype=np.uint8)
+    win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
+    return WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+
+
 def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offset: int,
                   args_size: int, *, entry: str | None = None, arch: Arch | None = None,
                   stack_bytes: int = DEFAULT_STACK_BYTES, max_steps: int = 50_000_000,
@@ -25,12 +38,7 @@ def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offs
     """Run ``obj`` against ``cmx`` (the tile's CMX bytes, modified in place).
     ``fast`` runs straight-line loops through the batched fast path (same results,
     same cycles); ``fast=False`` is the exact one-instruction-at-a-time reference."""
-    arch = arch or load_arch()
-    code_size = len(obj.text) + 16 + len(obj.rodata)
-    win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
-    win_e = np.zeros(len(window_e) + (-len(window_e) % 16) + stack_bytes, dtype=np.uint8)
-    win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
-    memory = WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    memory = invocation_memory(obj, cmx, window_e, arch=arch, stack_bytes=stack_bytes)
     loaded = load_kernel(obj, memory)
     # The .data template is already part of the WIN_E image; load_kernel copied the same bytes.
     args_addr = memory.base("WIN_E") + args_offset

@@ -47,9 +47,9 @@ def elf_sections(data: bytes, file: str) -> list[dict]:
                         BinLoc(file, "ELF", 0)) from None
 
 
-def _disassembly(text: bytes, file: str) -> str:
+def _disassembly(text: bytes, file: str, tags=None) -> str:
     try:
-        return disassemble(text, file)
+        return disassemble(text, file, tags.starts() if tags is not None else None)
     except VpucError as exc:
         return f"// cannot disassemble: {exc.diagnostics[0].message}\n"
 
@@ -169,7 +169,9 @@ def _kernel(program, k, file: str) -> dict:
             "rodata_offset": img.rodata_offset, "data_size": len(img.data),
             "elf_size": len(img.elf), "elf_sections": elf_sections(img.elf, f"{file}:@{k.name}"),
             "graph": program.kernels[k.name].graph,
-            "disassembly": _disassembly(img.text, f"{file}:@{k.name}")}
+            "tags": _tags(program.kernels[k.name].tags),
+            "disassembly": _disassembly(img.text, f"{file}:@{k.name}",
+                                        program.kernels[k.name].tags)}
 
 
 def _invocations(program, lists: list[dict], kernel: str | None) -> list[dict]:
@@ -237,7 +239,7 @@ def render_blob(r: dict) -> str:
         for s in k["elf_sections"]:
             lines.append(f"    {s['name'] or '(null)':<16} {s['type']:<14} {s['size']:>6} B  "
                          f"flags {s['flags']:#x} align {s['align']}")
-        lines += _computes(k["graph"], "  ")
+        lines += _computes(k["graph"], "  ") + _tags_line(k["tags"], "  ")
         lines.append("  disassembly of .text (linked for WIN_D):")
         lines += ["    " + line for line in k["disassembly"].splitlines()]
     for inv in r["invocations"]:
@@ -269,6 +271,27 @@ def _computes(graph: str | None, indent: str) -> list[str]:
         return []
     return [f"{indent}computes (the graph recorded in .note.vpuc.graph):"] + \
         [f"{indent}  {line}" for line in graph.splitlines() if line.strip()]
+
+
+def _tags(tags) -> list[dict] | None:
+    """A generated kernel's expression tags (``.note.vpuc.graph``) as ranges of .text
+    instruction indices; None for other kernels."""
+    if tags is None:
+        return None
+    out, first = [], 0
+    for count, label in tags.runs:
+        out.append({"first": first, "count": count, "label": tags.label(label)})
+        first += count
+    return out
+
+
+def _tags_line(tags: list[dict] | None, indent: str) -> list[str]:
+    if tags is None:
+        return []
+    labels = len({t["label"] for t in tags})
+    insts = sum(t["count"] for t in tags)
+    return [f"{indent}expression tags (.note.vpuc.graph): {insts} instructions in {len(tags)} "
+            f"runs of {labels} labels; '# label' in the disassembly starts a run"]
 
 
 def _sync(t: dict) -> str:
@@ -307,7 +330,8 @@ def kernel_object_report(data: bytes, file: str) -> dict:
                          "global": s.is_global, "type": int(s.type)} for s in obj.symbols],
             "relocations": [{"section": r.section, "offset": r.offset, "type": int(r.type),
                              "symbol": r.symbol, "addend": r.addend} for r in obj.relocations],
-            "graph": obj.graph, "disassembly": disassemble_object(obj)}
+            "graph": obj.graph, "tags": _tags(obj.tags),
+            "disassembly": disassemble_object(obj, obj.tags.starts() if obj.tags else None)}
 
 
 def inspect_kernel_object(data: bytes, file: str, json: bool = False) -> str:
@@ -327,7 +351,7 @@ def inspect_kernel_object(data: bytes, file: str, json: bool = False) -> str:
         for rel in r["relocations"]:
             lines.append(f"  {rel['section']}+{rel['offset']:#x}: type {rel['type']} "
                          f"{rel['symbol']}{rel['addend']:+d}")
-    lines += _computes(r["graph"], "")
+    lines += _computes(r["graph"], "") + _tags_line(r["tags"], "")
     lines += ["disassembly:"] + ["  " + line for line in r["disassembly"].splitlines()]
     return "\n".join(lines) + "\n"
 

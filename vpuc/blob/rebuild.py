@@ -216,10 +216,10 @@ def _kernels(check: _Checker, content: BlobContent, module: Module, program: Pro
             if img.entry > len(img.text) or img.rodata_offset < len(img.text):
                 raise check.fail(where, f"entry {img.entry} / rodata offset {img.rodata_offset} "
                                  f"do not fit its {len(img.text)}-byte .text")
+            notes = _recorded(check, k.name, img)
             program.kernels[k.name] = KernelImage(k.name, img.origin, img.elf, img.text,
                                                   img.rodata, img.data, img.entry,
-                                                  img.rodata_offset,
-                                                  _recorded_graph(check, k.name, img.elf))
+                                                  img.rodata_offset, notes.graph, notes.tags)
     for i, k in enumerate(content.kernels):
         if k.image_kernel == -1:
             continue
@@ -236,23 +236,11 @@ def _kernels(check: _Checker, content: BlobContent, module: Module, program: Pro
         module.runtime = RuntimeDecl(Ref(content.kernels[rt.kernel].name), tuple(rt.stack_sizes))
 
 
-def _recorded_graph(check: _Checker, kernel: str, data: bytes) -> str | None:
-    """A kernel object's record of what it computes (``.note.vpuc.graph``), if any.  An
-    object that is not a readable ELF file has none here: the kernel loader reports its
-    problem when the kernel runs; a malformed note is an error naming the kernel."""
-    from vpuc.shave import elf_layout as elf
-    from vpuc.shave.kobject import GRAPH_SECTION, read_graph_note
-    file = f"{check.file}: kernel @{kernel}'s object"
-    try:
-        image = elf.read_elf32(data, file, machine=elf.EM_VPUC_SHAVE)
-    except VpucError:
-        return None
-    sections = [s for s in image.sections if s.name == GRAPH_SECTION
-                and s.header.sh_type == elf.SHT_NOTE]
-    if len(sections) > 1:
-        raise check.fail(f"kernel '{kernel}'", f"its object has {len(sections)} "
-                         f"{GRAPH_SECTION} sections; expected at most one")
-    return read_graph_note(sections[0].data, file) if sections else None
+def _recorded(check: _Checker, kernel: str, img):
+    """A kernel object's notes (``.note.vpuc.graph``: what a generated kernel computes, the
+    LIR expression of each instruction); a malformed note is an error naming the kernel."""
+    from vpuc.shave.kernel_notes import object_notes
+    return object_notes(img.elf, f"{check.file}: kernel @{kernel}'s object", len(img.text) // 8)
 
 
 def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,

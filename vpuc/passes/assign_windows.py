@@ -61,7 +61,7 @@ class AssignWindowsPass(ModulePass):
                           f"(.text + .rodata); the window has {window}, {size - window} over")
             program.kernels[kernel.name] = KernelImage(
                 kernel.name, str(kernel.source), obj.to_elf(), text, rodata, data,
-                _entry(obj, kernel), rodata_at - win_d, obj.graph)
+                _entry(obj, kernel), rodata_at - win_d, obj.graph, obj.tags)
         for buffer in module.buffers:
             if buffer.kind is BufferKind.CMX and buffer.offset is not None:
                 end = buffer.offset + buffer_footprint(buffer)

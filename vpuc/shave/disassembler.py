@@ -4,6 +4,10 @@ Raw code gets generated labels (``L_<offset>``) at branch targets.  A kernel
 object keeps exactly its own symbols (a generated label would add a symbol on
 reassembly), so branch targets without a symbol are written ``.+N``; the
 symbol operand of ``la`` and ``.word`` is written from the relocation.
+
+``comments`` (instruction index -> text) appends ``# text`` to instructions,
+e.g. where each run of a generated kernel's expression tags starts
+(``ExprTags.starts()``, as ``vpuc inspect`` shows them).
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from vpuc.shave.literals import format_float, format_int
 
 _REG_NAMES = {("s", REG_SP): "sp", ("s", REG_LR): "lr"}
 _BYTES_PER_LINE = 16
+_COMMENT_COLUMN = 40
+
+
+def _commented(line: str, comment: str | None) -> str:
+    return line if comment is None else f"{line:<{_COMMENT_COLUMN - 1}} # {comment}"
 
 
 def _signed(value: int) -> int:
@@ -74,7 +83,8 @@ def _decode_all(code: bytes, file: str) -> list[Decoded]:
     return decoded
 
 
-def disassemble(code: bytes, file: str = "<bytes>") -> str:
+def disassemble(code: bytes, file: str = "<bytes>",
+                comments: dict[int, str] | None = None) -> str:
     """Raw .text bytes -> assembly, with generated labels at branch targets."""
     decoded = _decode_all(bytes(code), file)
     labels: dict[int, str] = {}
@@ -88,13 +98,14 @@ def disassemble(code: bytes, file: str = "<bytes>") -> str:
         pc = i * WORD_BYTES
         if pc in labels:
             lines.append(f"{labels[pc]}:")
-        lines.append(f"    {format_instruction(dec, pc, labels)}")
+        lines.append(_commented(f"    {format_instruction(dec, pc, labels)}",
+                                (comments or {}).get(i)))
     if len(code) in labels:
         lines.append(f"{labels[len(code)]}:")
     return "\n".join(lines) + "\n"
 
 
-def disassemble_object(obj: KernelObject) -> str:
+def disassemble_object(obj: KernelObject, comments: dict[int, str] | None = None) -> str:
     """A kernel object -> assembly that reassembles to the same ELF bytes."""
     lines = [f"// {obj.name}"]
     for sym in obj.symbols:
@@ -113,21 +124,23 @@ def disassemble_object(obj: KernelObject) -> str:
             by_offset.setdefault(sym.value, []).append(sym.name)
         relocs = {r.offset: (r.symbol, r.addend) for r in obj.relocations if r.section == section}
         if section == ".text":
-            lines += _text_lines(obj, by_offset, relocs)
+            lines += _text_lines(obj, by_offset, relocs, comments or {})
         else:
             lines += _data_lines(content, by_offset, relocs)
     return "\n".join(lines) + "\n"
 
 
 def _text_lines(obj: KernelObject, by_offset: dict[int, list[str]],
-                relocs: dict[int, tuple[str, int]]) -> list[str]:
+                relocs: dict[int, tuple[str, int]], comments: dict[int, str]) -> list[str]:
     first_label = {offset: names[0] for offset, names in by_offset.items()}
     lines = []
     decoded = _decode_all(obj.text, obj.name)
     for i, dec in enumerate(decoded):
         pc = i * WORD_BYTES
         lines += [f"{name}:" for name in by_offset.get(pc, [])]
-        lines.append(f"    {format_instruction(dec, pc, first_label, relocs.get(pc + 4))}")
+        lines.append(_commented(
+            f"    {format_instruction(dec, pc, first_label, relocs.get(pc + 4))}",
+            comments.get(i)))
     lines += [f"{name}:" for name in by_offset.get(len(obj.text), [])]
     return lines
 

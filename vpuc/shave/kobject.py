@@ -9,17 +9,12 @@ where code or data holds the address of a symbol.
 The loader places ``.text`` then ``.rodata`` in WIN_D and ``.data`` in WIN_E;
 ``link_kernel`` applies the relocations for given section addresses.
 
-A generated kernel's object also records what it computes (``KernelObject.graph``):
-the subgraph body, as graph-level VIR text (a module holding the one graph, as
-``vpuc fuse --bodies`` prints bodies), whose Parameters are the kernel's inputs
-and whose Results are its outputs in the generated contract's order, with the
-types of one invocation.  It lives in a section ``.note.vpuc.graph``
-(``SHT_NOTE``, no flags: never loaded; ``sh_addralign`` 4) holding one ELF note:
-``n_namesz`` 5, name ``"VPUC\\0"`` padded to 8, ``n_type`` ``NT_VPUC_GRAPH`` (0x10),
-descriptor the UTF-8 text (``n_descsz`` bytes, no NUL) padded with zeros to 4.
-Kernel objects have always allowed any non-alloc ``SHT_NOTE``, so older readers
-skip it; other notes in the section are skipped too, two graph notes are an
-error (docs/blob-format.md, "Kernel objects").
+A generated kernel's object also records what it computes (``KernelObject.graph``:
+the subgraph body as graph-level VIR text) and which LIR expression each
+instruction came from (``KernelObject.tags``), as notes in a non-alloc
+``SHT_NOTE`` section ``.note.vpuc.graph`` (``kernel_notes.py``; docs/blob-format.md,
+"Kernel objects").  Kernel objects have always allowed any non-alloc ``SHT_NOTE``,
+so older readers skip it.
 """
 
 from __future__ import annotations
@@ -32,6 +27,10 @@ from enum import IntEnum
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave import elf_layout as elf
 from vpuc.shave.encoding import WORD_BYTES, DecodeError, decode_word, unpack_words
+# The notes' declarations, re-exported for the importers of kobject.
+from vpuc.shave.kernel_notes import (GRAPH_SECTION, NOTE_ALIGN, NT_VPUC_GRAPH,  # noqa: F401
+                                     NT_VPUC_TAGS, ExprTags, KernelNoteType, graph_note,
+                                     notes_section, read_graph_note, read_notes)
 
 SECTIONS = (".text", ".rodata", ".data")
 SECTION_FLAGS = {
@@ -41,24 +40,6 @@ SECTION_FLAGS = {
 }
 # .text holds 8-byte words; data sections are vector-aligned.
 DEFAULT_ALIGN = {".text": 8, ".rodata": 16, ".data": 16}
-
-GRAPH_SECTION = ".note.vpuc.graph"
-NOTE_NAME = b"VPUC"
-NOTE_ALIGN = 4                   # ELF32 notes: name and descriptor each padded to 4 bytes
-
-
-class KernelNoteType(IntEnum):
-    """Note types of the "VPUC" owner in kernel objects (the blob's version note is 1).
-
-    Values stay clear of the note types readelf names whatever the owner (NT_VERSION 1,
-    NT_ARCH 2, Go's build id 4, GNU build attributes 0x100 and 0x101), so that
-    ``readelf -n`` says "Unknown note type" instead of misnaming ours.
-    """
-
-    NT_VPUC_GRAPH = 0x10         # desc: UTF-8 graph-level VIR text (what the kernel computes)
-
-
-NT_VPUC_GRAPH = KernelNoteType.NT_VPUC_GRAPH
 
 
 class RelocType(IntEnum):
@@ -100,6 +81,7 @@ class KernelObject:
     symbols: list[Symbol] = field(default_factory=list)
     relocations: list[Relocation] = field(default_factory=list)
     graph: str | None = None     # generated kernels: the subgraph body it computes (VIR)
+    tags: ExprTags | None = None  # generated kernels: the LIR expression of each instruction
 
     @property
     def text(self) -> bytes:
@@ -143,8 +125,9 @@ class KernelObject:
         sections = [elf.SectionSpec(name, elf.SHT_PROGBITS, self.sections[name],
                                     flags=SECTION_FLAGS[name], addralign=self.alignments[name])
                     for name in SECTIONS]
-        if self.graph is not None:
-            sections.append(elf.SectionSpec(GRAPH_SECTION, elf.SHT_NOTE, graph_note(self.graph),
+        if self.graph is not None or self.tags is not None:
+            sections.append(elf.SectionSpec(GRAPH_SECTION, elf.SHT_NOTE,
+                                            notes_section(self.graph, self.tags),
                                             addralign=NOTE_ALIGN))
         symbols = [elf.SymbolSpec(s.name, s.value, s.size,
                                   elf.STB_GLOBAL if s.is_global else elf.STB_LOCAL, s.type,
@@ -173,6 +156,7 @@ def _read_kernel_elf(data: bytes, file: str) -> KernelObject:
                         BinLoc(file, "ELF header", 16))
     obj = KernelObject(file)
     seen: set[str] = set()
+    notes: bytes | None = None
     for sec in image.sections:
         sh = sec.header
         if sec.name in SECTIONS:
@@ -193,57 +177,19 @@ def _read_kernel_elf(data: bytes, file: str) -> KernelObject:
             if sec.name in seen:
                 raise VpucError(f"section {sec.name} appears twice", BinLoc(file, sec.name, 0))
             seen.add(sec.name)
-            obj.graph = read_graph_note(sec.data, file)
+            notes = sec.data
         elif sh.sh_type not in _ALLOWED_OTHER or sh.sh_flags & elf.SHF_ALLOC:
             raise VpucError(f"unexpected section '{sec.name}' (sh_type {sh.sh_type}); kernel "
                             "objects hold .text, .rodata and .data", BinLoc(file, sec.name, 0))
     if ".text" not in seen:
         raise VpucError("kernel object has no .text section", BinLoc(file, "section headers", 0))
     _check_text(obj.text, file)
+    if notes is not None:
+        found = read_notes(notes, file, len(obj.text) // WORD_BYTES)
+        obj.graph, obj.tags = found.graph, found.tags
     _read_symbols(obj, image, file)
     _read_relocations(obj, image, file)
     return obj
-
-
-def _padded(size: int) -> int:
-    return size + (-size % NOTE_ALIGN)
-
-
-def graph_note(text: str) -> bytes:
-    """The contents of ``.note.vpuc.graph`` recording ``text``."""
-    name = NOTE_NAME + b"\0"
-    desc = text.encode("utf-8")
-    return (elf.Elf32_Nhdr.pack_values(len(name), len(desc), NT_VPUC_GRAPH)
-            + name + bytes(_padded(len(name)) - len(name))
-            + desc + bytes(_padded(len(desc)) - len(desc)))
-
-
-def read_graph_note(data: bytes, file: str) -> str | None:
-    """The graph text in a ``.note.vpuc.graph`` section (None if it holds no graph note);
-    every size is checked, and errors name the section and the byte offset."""
-    found: str | None = None
-    offset = 0
-    while offset < len(data):
-        head = elf.Elf32_Nhdr.unpack_from(data, offset, file, GRAPH_SECTION)
-        name_at = offset + elf.Elf32_Nhdr.size
-        desc_at = name_at + _padded(head.n_namesz)
-        end = desc_at + _padded(head.n_descsz)
-        if end > len(data):
-            raise VpucError(f"note ({head.n_namesz}-byte name, {head.n_descsz}-byte descriptor) "
-                            f"runs past the end of the section ({len(data)} bytes)",
-                            BinLoc(file, GRAPH_SECTION, offset))
-        if data[name_at:name_at + head.n_namesz] == NOTE_NAME + b"\0" and \
-                head.n_type == NT_VPUC_GRAPH:
-            if found is not None:
-                raise VpucError("a second graph note; a kernel object records one graph",
-                                BinLoc(file, GRAPH_SECTION, offset))
-            try:
-                found = data[desc_at:desc_at + head.n_descsz].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise VpucError("the graph note's text is not UTF-8",
-                                BinLoc(file, GRAPH_SECTION, desc_at + exc.start)) from None
-        offset = end
-    return found
 
 
 def _check_text(text: bytes, file: str) -> None:

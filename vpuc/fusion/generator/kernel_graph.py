@@ -19,6 +19,8 @@ each fused kernel computes: ``vpuc run --reference`` runs the body with
 - ``kernel_tolerance(body)``: how close the kernel is to ``run_graph(body)``,
   as the generator's tests require it (``tests/fusion/generator/gen_testlib.py``):
   bit for bit, except documented approximations and FMA contraction.
+
+The same section also holds the kernel's expression tags (``profile.expression_tags``).
 """
 
 from __future__ import annotations
