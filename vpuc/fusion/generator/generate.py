@@ -37,7 +37,7 @@ from vpuc.fusion.generator.cleanup import CLEANUP_PIPELINE, CleanupConfig, run_c
 from vpuc.fusion.generator.contract import kernel_decl
 from vpuc.fusion.generator.kernel_graph import body_text
 from vpuc.fusion.generator.kernel_emitter import MirKernel, emit_kernel
-from vpuc.fusion.generator.mir import Flat, count, flatten, print_asm
+from vpuc.fusion.generator.mir import Flat, count, flatten, loops, print_asm
 from vpuc.fusion.generator.profile import expression_tags
 from vpuc.fusion.generator.regalloc import AllocationError, allocate
 from vpuc.fusion.generator.target_machine import SHAVE_TM, TargetMachine
@@ -106,10 +106,13 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
     names = list(CLEANUP_PIPELINE if cleanups is None else cleanups)
     attempts = _attempts(config or CleanupConfig())
     last_error: AllocationError | None = None
+    ceiling = None          # after a failure: the factor the unroll pass actually used, halved
     for attempt in attempts:
+        if ceiling is not None and attempt.unroll > max(ceiling, 1):
+            continue
         stage_timings: list[tuple[str, float]] = []
         sizes: list[tuple[str, int]] = []
-        clock = time.perf_counter()
+        clock = started = time.perf_counter()
         mir = emit_kernel(lir, target, ranks)
         stage_timings.append(("emit", time.perf_counter() - clock))
         sizes.append(("emit", count(mir.body) + len(mir.tail)))
@@ -126,6 +129,12 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
             allocate(mir.body, mir.tail)
         except AllocationError as exc:
             last_error = exc
+            used = max((lp.info.get("unrolled", 1) for lp in loops(mir.body)), default=1)
+            ceiling = used // 2
+            # the time of an attempt that ran out of registers, so the stages add up
+            timings.append((f"attempt unroll={attempt.unroll}, hoist_vectors="
+                            f"{attempt.hoist_vectors}: out of registers, retried",
+                            time.perf_counter() - started))
             continue
         stage_timings.append(("regalloc", time.perf_counter() - clock))
         _show(print_after, "regalloc", mir)

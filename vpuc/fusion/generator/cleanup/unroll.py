@@ -19,7 +19,8 @@ use, and it does not touch the stack.  Then:
   remaining iterations in a second loop (static counts are folded; a run-time
   count is split with ``srli``/``andi``, both loops guarded).
 
-U is ``CleanupConfig.unroll`` (a power of two), lowered for short trip counts.
+U is ``CleanupConfig.unroll`` (a power of two), lowered for short trip counts
+and to what the vector register file can hold (``_fit_registers``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,29 @@ def _inductions(body: list[Inst]) -> dict[Reg, int] | None:
                 return None                      # read before written: loop-carried
         written.update(n.defs())
     return steps
+
+
+VECTOR_REGISTERS = 32
+
+
+def _fit_registers(core: list[Inst], local: set, u: int) -> int:
+    """The largest factor (a power of two, at most ``u``) whose copies can all be in
+    flight in the vector file: the values read from outside the loop, plus per copy
+    the most body-local vector values live at once.  An optimistic estimate (software
+    pipelining may need up to twice that, the scheduler less): it skips the attempts
+    that cannot fit, and the generator still retries with a smaller factor when
+    allocation fails."""
+    outside = {r for n in core for r in n.uses() if r.file == "v" and r not in local}
+    live: set = set()
+    peak = 0
+    for n in reversed(core):
+        defs = {r for r in n.defs() if r.file == "v"}
+        peak = max(peak, len(live | defs))
+        live -= defs
+        live |= {r for r in n.uses() if r.file == "v" and r in local}
+    while u > 1 and len(outside) + u * max(peak, 1) > VECTOR_REGISTERS:
+        u //= 2
+    return u
 
 
 class UnrollPass(MirPass):
@@ -115,6 +139,9 @@ class UnrollPass(MirPass):
         if local & exit_live:
             return None
         core = [n for n in body if not (_is_step(n) and n.args[0] in steps)]
+        u = _fit_registers(core, local, u)
+        if u < 2:
+            return None
         unrolled: list[Inst] = []
         for k in range(u):
             current: dict[Reg, Reg] = {}        # every definition gets its own name (SSA)
