@@ -131,6 +131,11 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
             last_error = exc
             used = max((lp.info.get("unrolled", 1) for lp in loops(mir.body)), default=1)
             ceiling = used // 2
+            if print_after is not None:
+                why = exc.diagnostics[0].message
+                print_after("retry", f"// register allocation failed ({why}); the clean-ups "
+                                     "run again with a smaller unroll factor or fewer vector "
+                                     "moves\n")
             # the time of an attempt that ran out of registers, so the stages add up
             timings.append((f"attempt unroll={attempt.unroll}, hoist_vectors="
                             f"{attempt.hoist_vectors}: out of registers, retried",
