@@ -46,9 +46,10 @@ CLEANUP_PASSES: dict[str, type[MirPass]] = {
                 PeepholePass, UnrollPass, PipelinePass, SchedulePass)
 }
 # cse runs again after licm: constants hoisted out of sibling loops (a main body and its
-# tail) meet in the preheader.
+# tail) meet in the preheader; peephole again after unroll, whose renamed copies are
+# virtual registers written once, so copies between them can go.
 CLEANUP_PIPELINE: list[str] = ["fold-min-max", "simplify", "strength-reduction", "cse", "licm",
-                               "cse", "peephole", "unroll", "pipeline", "schedule"]
+                               "cse", "peephole", "unroll", "peephole", "pipeline", "schedule"]
 
 
 def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,

@@ -9,6 +9,9 @@ In each straight-line block:
 - a move out of a virtual register written once and read only by the move
   (``vcvt.f16.f32 %v7, ...; vmov v3, %v7``) writes its destination directly,
   when nothing in between touches the destination;
+- a copy between virtual registers each written once (``vmov %v4, %v1``, what
+  CSE leaves when two Loads of one input merge) goes, its readers reading the
+  source, when they all follow it in the same block;
 
 then, kernel-wide and to a fixed point, pure instructions (and loads) whose
 virtual destination nothing reads are deleted.
@@ -19,7 +22,7 @@ from __future__ import annotations
 from vpuc.fusion.generator.cleanup.analysis import (LOAD_UNITS, def_counts, is_pure,
                                                     use_counts)
 from vpuc.fusion.generator.cleanup.base import MirPass
-from vpuc.fusion.generator.mir import Inst, walk_bodies
+from vpuc.fusion.generator.mir import Inst, walk, walk_bodies
 
 MOVES = ("mov", "vmov")
 
@@ -38,6 +41,7 @@ class PeepholePass(MirPass):
             changed |= self._trivial(body)
             changed |= self._merge_addi(body)
         changed |= self._coalesce(mir)
+        changed |= self._propagate_copies(mir)
         changed |= dead_code(mir)
         for body in list(walk_bodies(mir.body)):
             changed |= self._trivial(body)
@@ -100,6 +104,41 @@ class PeepholePass(MirPass):
                     changed = True
                     continue
                 i += 1
+        return changed
+
+
+    @staticmethod
+    def _propagate_copies(mir) -> bool:
+        defs, uses = def_counts(mir), use_counts(mir)
+        changed = False
+        for body in walk_bodies(mir.body):
+            i = 0
+            while i < len(body):
+                n = body[i]
+                if not (isinstance(n, Inst) and n.op in MOVES):
+                    i += 1
+                    continue
+                dst, src = n.args
+                later = [m for m in body[i + 1:] if isinstance(m, Inst)]
+                flat = {id(m) for m in later}
+                defined_here = [j for j, m in enumerate(body) if isinstance(m, Inst)
+                                and src in m.defs()]
+                if not (dst.virtual and src.virtual and dst != src and defs[dst] == 1
+                        and defs[src] == 1
+                        and sum(m.uses().count(dst) for m in later) == uses[dst]
+                        and all(j < i for j in defined_here)
+                        and not any(src in m.defs() for m in walk(body[i + 1:])
+                                    if id(m) not in flat)):
+                    i += 1
+                    continue
+                for m in later:
+                    if dst in m.uses():
+                        m.replace_regs({dst: src})
+                del body[i]
+                defs[dst] -= 1
+                uses[src] += uses[dst]
+                uses[dst] = 0
+                changed = True
         return changed
 
 
