@@ -30,72 +30,11 @@ k_setup_f32:
 k_setup_end:
     ret
 
-compute:
-    li       s8, DT_F32
-    beq      s6, s8, k_f32
-k_f16:
-    srli     s8, s5, 4          # iterations of 16 elements
-    andi     s9, s5, 15          # tail
-    beqz     s8, k_f16_tail
-k_f16_loop:
-    vld      v1, 0(s2)
-    vld      v2, 16(s2)
-    addi     s2, s2, 32
-    vmax.f16 v1, v1, v16
-    vmax.f16 v2, v2, v16
-    vmin.f16 v1, v1, v17
-    vmin.f16 v2, v2, v17
-    vst      v1, 0(s4)
-    vst      v2, 16(s4)
-    addi     s4, s4, 32
-    loop     s8, k_f16_loop
-k_f16_tail:
-    beqz     s9, k_f16_done
-    vmask.h  m0, s9             # lanes of vector 0
-    li       s11, 0
-    addi     s10, s9, -8
-    max      s10, s10, s11
-    vmask.h  m1, s10            # of vector 1
-    vld.m    v1, 0(s2), m0
-    vld.m    v2, 16(s2), m1
-    vmax.f16 v1, v1, v16
-    vmax.f16 v2, v2, v16
-    vmin.f16 v1, v1, v17
-    vmin.f16 v2, v2, v17
-    vst.m    v1, 0(s4), m0
-    vst.m    v2, 16(s4), m1
-k_f16_done:
-    ret
-k_f32:
-    srli     s8, s5, 3          # iterations of 8 elements
-    andi     s9, s5, 7          # tail
-    beqz     s8, k_f32_tail
-k_f32_loop:
-    vld      v1, 0(s2)
-    vld      v2, 16(s2)
-    addi     s2, s2, 32
-    vmax.f32 v1, v1, v16
-    vmax.f32 v2, v2, v16
-    vmin.f32 v1, v1, v17
-    vmin.f32 v2, v2, v17
-    vst      v1, 0(s4)
-    vst      v2, 16(s4)
-    addi     s4, s4, 32
-    loop     s8, k_f32_loop
-k_f32_tail:
-    beqz     s9, k_f32_done
-    vmask.w  m0, s9             # lanes of vector 0
-    li       s11, 0
-    addi     s10, s9, -4
-    max      s10, s10, s11
-    vmask.w  m1, s10            # of vector 1
-    vld.m    v1, 0(s2), m0
-    vld.m    v2, 16(s2), m1
-    vmax.f32 v1, v1, v16
-    vmax.f32 v2, v2, v16
-    vmin.f32 v1, v1, v17
-    vmin.f32 v2, v2, v17
-    vst.m    v1, 0(s4), m0
-    vst.m    v2, 16(s4), m1
-k_f32_done:
-    ret
+// compute: one input, two instructions per vector (max, then min)
+    .macro k_max ty, d, b
+    vmax.\ty \d, \d, v16         # v16 = minVal
+    .endm
+    .macro k_min ty, d
+    vmin.\ty \d, \d, v17         # v17 = maxVal
+    .endm
+    ew_compute2 1, k_max, k_min

@@ -3,7 +3,7 @@
 //             type (f16, bf16, i16, u16, f32, i32, u32), the same for both
 //   params:   struct { MemRefData input, output; }              64 bytes
 // Any rank, strides and layouts: with different dimsOrders it is a transpose;
-// input dims may broadcast (size 1).  Dense rows move 32 bytes per iteration.
+// input dims may broadcast (size 1).  Dense rows move 128 bytes per iteration.
 
     .global copy
     .equ NUM_IN, 1              # memref inputs; the output follows them

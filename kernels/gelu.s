@@ -27,39 +27,29 @@ gelu:                           # entry: the shared driver
 k_setup_end:
     ret
 
-// compute: in f32 (fw_compute); k_body turns v1, v2, v9, v10 into the results
-    .macro k_body
-    vmul.f32 v5, v1, v1
-    vmul.f32 v6, v2, v2
-    vmul.f32 v13, v9, v9
-    vmul.f32 v14, v10, v10
-    vfma.f32 v5, v5, v17, v18
-    vfma.f32 v6, v6, v17, v18
-    vfma.f32 v13, v13, v17, v18
-    vfma.f32 v14, v14, v17, v18
-    vmul.f32 v5, v5, v1
-    vmul.f32 v6, v6, v2
-    vmul.f32 v13, v13, v9
-    vmul.f32 v14, v14, v10
-    vneg.f32 v5, v5
-    vneg.f32 v6, v6
-    vneg.f32 v13, v13
-    vneg.f32 v14, v14
-    vexp.f32 v5, v5
-    vexp.f32 v6, v6
-    vexp.f32 v13, v13
-    vexp.f32 v14, v14
-    vadd.f32 v5, v5, v16
-    vadd.f32 v6, v6, v16
-    vadd.f32 v13, v13, v16
-    vadd.f32 v14, v14, v16
-    vrcp.f32 v5, v5
-    vrcp.f32 v6, v6
-    vrcp.f32 v13, v13
-    vrcp.f32 v14, v14
-    vmul.f32 v1, v1, v5
-    vmul.f32 v2, v2, v6
-    vmul.f32 v9, v9, v13
-    vmul.f32 v10, v10, v14
+// compute: in f32 (fw_compute), a chain of one-instruction steps on X -> T
+    .macro k_sq x, t
+    vmul.f32 \t, \x, \x
     .endm
-    fw_compute k_body
+    .macro k_poly x, t
+    vfma.f32 \t, \t, v17, v18     # K0 + K1 x^2
+    .endm
+    .macro k_arg x, t
+    vmul.f32 \t, \t, \x
+    .endm
+    .macro k_neg x, t
+    vneg.f32 \t, \t
+    .endm
+    .macro k_exp x, t
+    vexp.f32 \t, \t
+    .endm
+    .macro k_inc x, t
+    vadd.f32 \t, \t, v16         # 1 + exp(-z)
+    .endm
+    .macro k_rcp x, t
+    vrcp.f32 \t, \t
+    .endm
+    .macro k_mulx x, t
+    vmul.f32 \t, \x, \t
+    .endm
+    fw_compute k_sq, k_poly, k_arg, k_neg, k_exp, k_inc, k_rcp, k_mulx

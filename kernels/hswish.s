@@ -25,27 +25,20 @@ hswish:                         # entry: the shared driver
 k_setup_end:
     ret
 
-// compute: in f32 (fw_compute); k_body turns v1, v2, v9, v10 into the results
-    .macro k_body
-    vadd.f32 v5, v1, v17
-    vadd.f32 v6, v2, v17
-    vadd.f32 v13, v9, v17
-    vadd.f32 v14, v10, v17
-    vmax.f32 v5, v5, v19
-    vmax.f32 v6, v6, v19
-    vmax.f32 v13, v13, v19
-    vmax.f32 v14, v14, v19
-    vmin.f32 v5, v5, v18
-    vmin.f32 v6, v6, v18
-    vmin.f32 v13, v13, v18
-    vmin.f32 v14, v14, v18
-    vmul.f32 v1, v1, v5
-    vmul.f32 v2, v2, v6
-    vmul.f32 v9, v9, v13
-    vmul.f32 v10, v10, v14
-    vmul.f32 v1, v1, v20
-    vmul.f32 v2, v2, v20
-    vmul.f32 v9, v9, v20
-    vmul.f32 v10, v10, v20
+// compute: in f32 (fw_compute), a chain of one-instruction steps on X -> T
+    .macro k_add3 x, t
+    vadd.f32 \t, \x, v17         # x + 3
     .endm
-    fw_compute k_body
+    .macro k_max0 x, t
+    vmax.f32 \t, \t, v19
+    .endm
+    .macro k_min6 x, t
+    vmin.f32 \t, \t, v18
+    .endm
+    .macro k_mulx x, t
+    vmul.f32 \t, \x, \t
+    .endm
+    .macro k_sixth x, t
+    vmul.f32 \t, \t, v20
+    .endm
+    fw_compute k_add3, k_max0, fw_none, fw_none, fw_none, k_min6, k_mulx, k_sixth

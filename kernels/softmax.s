@@ -26,39 +26,62 @@ setup:
     vbcast.w v21, s3           # -inf, f32 lanes
     ret
 
-reduce_row:
-    li       s8, DT_F32
-    beq      s6, s8, k_row32
-k_row16:
-    srli     s9, s5, 4           # iterations of 16
-    andi     s10, s5, 15          # tail (maybe none)
-    vmask.h  m0, s10
-    addi     s11, s10, -8
-    li       s12, 0
-    max      s11, s11, s12
-    vmask.h  m1, s11
-    # pass 1: the row max (f16 max is exact)
-    vmov     v0, v20
-    vmov     v8, v20
+// reduce_row: one dense row of n elements (s2 in, s4 out), for f16 or f32 --
+// one macro, sm_row, with per-type steps: an f16 vector is widened to two f32
+// vectors and rounded back, an f32 vector is used as it is.  Three passes,
+// each over blocks of 4 vectors, then a pair, then a masked pair: the max
+// (in the type: v0 takes the even vectors, v8 the odd), the sum of
+// exp(x - max) in f32 (f16: v3, v4 take the low and high halves of the even
+// vectors, v12, v13 of the odd; f32: v3 the even vectors, v12 the odd), and
+// exp(x - max) * (1 / sum), rounded once.  Passes 2 and 3 are
+// software-pipelined: iteration i loads, widens and exponentiates block i and
+// finishes block i-1 (the sum's additions keep their order).  In a block the
+// steps of the 4 vectors run as a wavefront (step s of vector k in wave s + k,
+// earlier steps first), so that few instructions wait for the one before.
+    .macro sm_row ty, m, shift, ninf
+k_row_\ty:
+    srli     s9, s5, \shift + 2      # blocks of 4 vectors
+    srli     s10, s5, \shift + 1
+    andi     s10, s10, 1           # then a pair of vectors (0 or 1)
+    andi     s11, s5, (2 << \shift) - 1   # then a masked pair (maybe no lanes)
+    vmask.\m m0, s11
+    addi     s12, s11, -(1 << \shift)
+    li       s13, 0
+    max      s12, s12, s13
+    vmask.\m m1, s12
+    # pass 1: the row max (exact in either type)
+    vmov     v0, \ninf
+    vmov     v8, \ninf
     mov      s12, s2
     mov      s13, s9
-    beqz     s13, k_max16_tail
-k_max16:
+    beqz     s13, k_max_\ty\()_rest
+k_max_\ty:
     vld      v1, 0(s12)
-    vld      v9, 16(s12)
+    vld      v5, 16(s12)
+    vld      v9, 32(s12)
+    vld      v14, 48(s12)
+    addi     s12, s12, 64
+    vmax.\ty v0, v0, v1
+    vmax.\ty v8, v8, v5
+    vmax.\ty v0, v0, v9
+    vmax.\ty v8, v8, v14
+    loop     s13, k_max_\ty
+k_max_\ty\()_rest:
+    beqz     s10, k_max_\ty\()_tail
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
     addi     s12, s12, 32
-    vmax.f16 v0, v0, v1
-    vmax.f16 v8, v8, v9
-    loop     s13, k_max16
-k_max16_tail:
+    vmax.\ty v0, v0, v1
+    vmax.\ty v8, v8, v5
+k_max_\ty\()_tail:
     vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vsel     v1, v1, v20, m0
-    vsel     v9, v9, v20, m1
-    vmax.f16 v0, v0, v1
-    vmax.f16 v8, v8, v9
-    vmax.f16 v0, v0, v8
-    vredmax.f16 s14, v0
+    vld.m    v5, 16(s12), m1
+    vsel     v1, v1, \ninf, m0
+    vsel     v5, v5, \ninf, m1
+    vmax.\ty v0, v0, v1
+    vmax.\ty v8, v8, v5
+    vmax.\ty v0, v0, v8
+    vredmax.\ty s14, v0
     vbcast.w v2, s14            # max, f32 lanes
     # pass 2: the sum of exp(x - max), in f32
     vxor     v3, v3, v3
@@ -67,258 +90,471 @@ k_max16_tail:
     vxor     v13, v13, v13
     mov      s12, s2
     mov      s13, s9
-    beqz     s13, k_sum16_tail
-k_sum16:
+    beqz     s13, k_sum_\ty\()_rest
     vld      v1, 0(s12)
-    vld      v9, 16(s12)
+    vld      v5, 16(s12)
+    sm_widen_\ty v1, v6
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    sm_widen_\ty v9, v11
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_widen_\ty v14, v15
+    sm_op_\ty vsub.f32, v9, v11, v2
+    sm_exp_\ty v5, v10
+    sm_op_\ty vsub.f32, v14, v15, v2
+    sm_exp_\ty v9, v11
+    sm_exp_\ty v14, v15
+    addi     s12, s12, 64
+    addi     s13, s13, -1
+    beqz     s13, k_sum_\ty\()_last
+k_sum_\ty:
+    sm_acc_\ty v1, v6, v3, v4
+    sm_acc_\ty v5, v10, v12, v13
+    vld      v1, 0(s12)
+    sm_acc_\ty v9, v11, v3, v4
+    vld      v5, 16(s12)
+    sm_widen_\ty v1, v6
+    sm_acc_\ty v14, v15, v12, v13
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    addi     s12, s12, 64
+    sm_widen_\ty v9, v11
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_widen_\ty v14, v15
+    sm_op_\ty vsub.f32, v9, v11, v2
+    sm_exp_\ty v5, v10
+    sm_op_\ty vsub.f32, v14, v15, v2
+    sm_exp_\ty v9, v11
+    sm_exp_\ty v14, v15
+    loop     s13, k_sum_\ty
+k_sum_\ty\()_last:
+    sm_acc_\ty v1, v6, v3, v4
+    sm_acc_\ty v5, v10, v12, v13
+    sm_acc_\ty v9, v11, v3, v4
+    sm_acc_\ty v14, v15, v12, v13
+k_sum_\ty\()_rest:
+    beqz     s10, k_sum_\ty\()_tail
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
     addi     s12, s12, 32
-    vcvtl.f32.f16 v5, v1
-    vcvth.f32.f16 v6, v1
-    vcvtl.f32.f16 v10, v9
-    vcvth.f32.f16 v11, v9
-    vsub.f32 v5, v5, v2
-    vsub.f32 v6, v6, v2
-    vsub.f32 v10, v10, v2
-    vsub.f32 v11, v11, v2
-    vexp.f32 v5, v5
-    vexp.f32 v6, v6
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
-    vadd.f32 v3, v3, v5
-    vadd.f32 v4, v4, v6
-    vadd.f32 v12, v12, v10
-    vadd.f32 v13, v13, v11
-    loop     s13, k_sum16
-k_sum16_tail:
+    sm_widen_\ty v1, v6
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_exp_\ty v5, v10
+    sm_acc_\ty v1, v6, v3, v4
+    sm_acc_\ty v5, v10, v12, v13
+k_sum_\ty\()_tail:
     vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vsel     v1, v1, v20, m0
-    vsel     v9, v9, v20, m1
-    vcvtl.f32.f16 v5, v1
-    vcvth.f32.f16 v6, v1
-    vcvtl.f32.f16 v10, v9
-    vcvth.f32.f16 v11, v9
-    vsub.f32 v5, v5, v2
-    vsub.f32 v6, v6, v2
-    vsub.f32 v10, v10, v2
-    vsub.f32 v11, v11, v2
-    vexp.f32 v5, v5
-    vexp.f32 v6, v6
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
-    vadd.f32 v3, v3, v5
-    vadd.f32 v4, v4, v6
-    vadd.f32 v12, v12, v10
-    vadd.f32 v13, v13, v11
+    vld.m    v5, 16(s12), m1
+    vsel     v1, v1, \ninf, m0
+    vsel     v5, v5, \ninf, m1
+    sm_widen_\ty v1, v6
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_exp_\ty v5, v10
+    sm_acc_\ty v1, v6, v3, v4
+    sm_acc_\ty v5, v10, v12, v13
+    sm_total_\ty
+    vredsum.f32 s14, v3
+    vbcast.w v7, s14
+    vrcp.f32 v7, v7            # 1 / sum
+    # pass 3: exp(x - max) / sum, rounded once to the type
+    mov      s12, s2
+    mov      s13, s9
+    beqz     s13, k_out_\ty\()_rest
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
+    sm_widen_\ty v1, v6
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    sm_widen_\ty v9, v11
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_widen_\ty v14, v15
+    sm_op_\ty vsub.f32, v9, v11, v2
+    sm_exp_\ty v5, v10
+    sm_op_\ty vsub.f32, v14, v15, v2
+    sm_exp_\ty v9, v11
+    sm_exp_\ty v14, v15
+    addi     s12, s12, 64
+    addi     s13, s13, -1
+    beqz     s13, k_out_\ty\()_last
+k_out_\ty:
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_op_\ty vmul.f32, v9, v11, v7
+    sm_narrow_\ty v5, v10
+    vst      v1, 0(s4)
+    sm_op_\ty vmul.f32, v14, v15, v7
+    sm_narrow_\ty v9, v11
+    vst      v5, 16(s4)
+    vld      v1, 0(s12)
+    sm_narrow_\ty v14, v15
+    vst      v9, 32(s4)
+    vld      v5, 16(s12)
+    sm_widen_\ty v1, v6
+    vst      v14, 48(s4)
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    addi     s12, s12, 64
+    sm_widen_\ty v9, v11
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_widen_\ty v14, v15
+    sm_op_\ty vsub.f32, v9, v11, v2
+    sm_exp_\ty v5, v10
+    sm_op_\ty vsub.f32, v14, v15, v2
+    sm_exp_\ty v9, v11
+    sm_exp_\ty v14, v15
+    addi     s4, s4, 64
+    loop     s13, k_out_\ty
+k_out_\ty\()_last:
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_op_\ty vmul.f32, v9, v11, v7
+    sm_narrow_\ty v5, v10
+    vst      v1, 0(s4)
+    sm_op_\ty vmul.f32, v14, v15, v7
+    sm_narrow_\ty v9, v11
+    vst      v5, 16(s4)
+    sm_narrow_\ty v14, v15
+    vst      v9, 32(s4)
+    vst      v14, 48(s4)
+    addi     s4, s4, 64
+k_out_\ty\()_rest:
+    beqz     s10, k_out_\ty\()_tail
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
+    addi     s12, s12, 32
+    sm_widen_\ty v1, v6
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_exp_\ty v5, v10
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_narrow_\ty v5, v10
+    vst      v1, 0(s4)
+    vst      v5, 16(s4)
+    addi     s4, s4, 32
+k_out_\ty\()_tail:
+    vld.m    v1, 0(s12), m0
+    vld.m    v5, 16(s12), m1
+    sm_widen_\ty v1, v6
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_exp_\ty v5, v10
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_narrow_\ty v5, v10
+    vst.m    v1, 0(s4), m0
+    vst.m    v5, 16(s4), m1
+    ret
+    .endm
+
+// the per-type steps of sm_row on one loaded vector A (f16: widened to A, B;
+// f32: A alone, B unused), accumulating into C (and D)
+    .macro sm_widen_f16 a, b
+    vcvth.f32.f16 \b, \a
+    vcvtl.f32.f16 \a, \a
+    .endm
+    .macro sm_widen_f32 a, b
+    .endm
+    .macro sm_op_f16 op, a, b, c
+    \op      \a, \a, \c
+    \op      \b, \b, \c
+    .endm
+    .macro sm_op_f32 op, a, b, c
+    \op      \a, \a, \c
+    .endm
+    .macro sm_exp_f16 a, b
+    vexp.f32 \a, \a
+    vexp.f32 \b, \b
+    .endm
+    .macro sm_exp_f32 a, b
+    vexp.f32 \a, \a
+    .endm
+    .macro sm_acc_f16 a, b, c, d
+    vadd.f32 \c, \c, \a
+    vadd.f32 \d, \d, \b
+    .endm
+    .macro sm_acc_f32 a, b, c, d
+    vadd.f32 \c, \c, \a
+    .endm
+    .macro sm_narrow_f16 a, b
+    vcvt.f16.f32 \a, \a, \b
+    .endm
+    .macro sm_narrow_f32 a, b
+    .endm
+// the accumulators' total into v3: f16 (v3 + v4) + (v12 + v13), f32 v3 + v12
+    .macro sm_total_f16
     vadd.f32 v3, v3, v4
     vadd.f32 v12, v12, v13
     vadd.f32 v3, v3, v12
-    vredsum.f32 s14, v3
-    vbcast.w v7, s14
-    vrcp.f32 v7, v7            # 1 / sum
-    # pass 3: exp(x - max) / sum, rounded once to f16
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_out16_tail
-k_out16:
-    vld      v1, 0(s12)
-    vld      v9, 16(s12)
-    addi     s12, s12, 32
-    vcvtl.f32.f16 v5, v1
-    vcvth.f32.f16 v6, v1
-    vcvtl.f32.f16 v10, v9
-    vcvth.f32.f16 v11, v9
-    vsub.f32 v5, v5, v2
-    vsub.f32 v6, v6, v2
-    vsub.f32 v10, v10, v2
-    vsub.f32 v11, v11, v2
-    vexp.f32 v5, v5
-    vexp.f32 v6, v6
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
-    vmul.f32 v5, v5, v7
-    vmul.f32 v6, v6, v7
-    vmul.f32 v10, v10, v7
-    vmul.f32 v11, v11, v7
-    vcvt.f16.f32 v1, v5, v6
-    vcvt.f16.f32 v9, v10, v11
-    vst      v1, 0(s4)
-    vst      v9, 16(s4)
-    addi     s4, s4, 32
-    loop     s13, k_out16
-k_out16_tail:
-    vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vcvtl.f32.f16 v5, v1
-    vcvth.f32.f16 v6, v1
-    vcvtl.f32.f16 v10, v9
-    vcvth.f32.f16 v11, v9
-    vsub.f32 v5, v5, v2
-    vsub.f32 v6, v6, v2
-    vsub.f32 v10, v10, v2
-    vsub.f32 v11, v11, v2
-    vexp.f32 v5, v5
-    vexp.f32 v6, v6
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
-    vmul.f32 v5, v5, v7
-    vmul.f32 v6, v6, v7
-    vmul.f32 v10, v10, v7
-    vmul.f32 v11, v11, v7
-    vcvt.f16.f32 v1, v5, v6
-    vcvt.f16.f32 v9, v10, v11
-    vst.m    v1, 0(s4), m0
-    vst.m    v9, 16(s4), m1
-    ret
-k_row32:
-    srli     s9, s5, 3           # iterations of 8
-    andi     s10, s5, 7          # tail (maybe none)
-    vmask.w  m0, s10
-    addi     s11, s10, -4
-    li       s12, 0
-    max      s11, s11, s12
-    vmask.w  m1, s11
-    # pass 1: the row max
-    vmov     v0, v21
-    vmov     v8, v21
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_max32_tail
-k_max32:
-    vld      v1, 0(s12)
-    vld      v9, 16(s12)
-    addi     s12, s12, 32
-    vmax.f32 v0, v0, v1
-    vmax.f32 v8, v8, v9
-    loop     s13, k_max32
-k_max32_tail:
-    vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vsel     v1, v1, v21, m0
-    vsel     v9, v9, v21, m1
-    vmax.f32 v0, v0, v1
-    vmax.f32 v8, v8, v9
-    vmax.f32 v0, v0, v8
-    vredmax.f32 s14, v0
-    vbcast.w v2, s14            # max, f32 lanes
-    # pass 2: the sum of exp(x - max), in f32
-    vxor     v3, v3, v3
-    vxor     v12, v12, v12
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_sum32_tail
-k_sum32:
-    vld      v1, 0(s12)
-    vld      v9, 16(s12)
-    addi     s12, s12, 32
-    vsub.f32 v1, v1, v2
-    vsub.f32 v9, v9, v2
-    vexp.f32 v1, v1
-    vexp.f32 v9, v9
-    vadd.f32 v3, v3, v1
-    vadd.f32 v12, v12, v9
-    loop     s13, k_sum32
-k_sum32_tail:
-    vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vsel     v1, v1, v21, m0
-    vsel     v9, v9, v21, m1
-    vsub.f32 v1, v1, v2
-    vsub.f32 v9, v9, v2
-    vexp.f32 v1, v1
-    vexp.f32 v9, v9
-    vadd.f32 v3, v3, v1
-    vadd.f32 v12, v12, v9
+    .endm
+    .macro sm_total_f32
     vadd.f32 v3, v3, v12
-    vredsum.f32 s14, v3
-    vbcast.w v7, s14
-    vrcp.f32 v7, v7            # 1 / sum
-    # pass 3: exp(x - max) / sum
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_out32_tail
-k_out32:
-    vld      v1, 0(s12)
-    vld      v9, 16(s12)
-    addi     s12, s12, 32
-    vsub.f32 v1, v1, v2
-    vsub.f32 v9, v9, v2
-    vexp.f32 v1, v1
-    vexp.f32 v9, v9
-    vmul.f32 v1, v1, v7
-    vmul.f32 v9, v9, v7
-    vst      v1, 0(s4)
-    vst      v9, 16(s4)
-    addi     s4, s4, 32
-    loop     s13, k_out32
-k_out32_tail:
-    vld.m    v1, 0(s12), m0
-    vld.m    v9, 16(s12), m1
-    vsub.f32 v1, v1, v2
-    vsub.f32 v9, v9, v2
-    vexp.f32 v1, v1
-    vexp.f32 v9, v9
-    vmul.f32 v1, v1, v7
-    vmul.f32 v9, v9, v7
-    vst.m    v1, 0(s4), m0
-    vst.m    v9, 16(s4), m1
-    ret
+    .endm
 
-reduce_group:
-    li       s12, DT_F32
-    beq      s6, s12, k_g32
-k_g16:
-    vmask.h  m0, s11            # active lanes
+reduce_row:
+    li       s8, DT_F32
+    beq      s6, s8, k_row_f32
+    sm_row   f16, h, 3, v20
+    sm_row   f32, w, 2, v21
+
+// reduce_group: 8 rows at once (one per lane, s11 of them active), for f16 or
+// f32 -- one macro, sg_group, with per-type loads and stores: an f16 step is
+// one strided load widened to two f32 vectors (lanes 0..3 and 4..7), an f32
+// step two strided loads.  Three passes along R, each over blocks of 4 steps
+// then one step at a time: the max of each lane (v0, v8), the sum of
+// exp(x - max) (v4, v9), and exp(x - max) * (1 / sum), rounded once.  The
+// blocks of the first two passes are software-pipelined: iteration i loads
+// (and widens, and exponentiates) block i and finishes block i-1; the third
+// pass's blocks are not (its strided stores step their pointer between them,
+// which the fast path's pipelined batches cannot take).  In a block the steps
+// run as a wavefront (as in reduce_row); each lane's max and sum keep their
+// order along R.
+    .macro sg_group ty
+k_g_\ty:
+    sg_setup_\ty
+    # pass 1: the max of each lane, in f32
     vmov     v0, v21
     vmov     v8, v21
-    mov      s12, s2
-    mov      s13, s5
-k_g16_max:
-    vlds.m.h v1, 0(s12), s3, m0
-    add      s12, s12, s8
-    vcvtl.f32.f16 v2, v1
-    vcvth.f32.f16 v3, v1
-    vmax.f32 v0, v0, v2
-    vmax.f32 v8, v8, v3
-    loop     s13, k_g16_max
+    sg_start_\ty
+    srli     s13, s5, 2           # blocks of 4 steps along R
+    beqz     s13, k_gmax_\ty\()_rest
+    sg_load_\ty v1, v2
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    sg_widen_\ty v10, v11
+    addi     s13, s13, -1
+    beqz     s13, k_gmax_\ty\()_last
+k_gmax_\ty:
+    vmax.f32 v0, v0, v1
+    vmax.f32 v8, v8, v2
+    vmax.f32 v0, v0, v3
+    vmax.f32 v8, v8, v5
+    sg_load_\ty v1, v2
+    vmax.f32 v0, v0, v6
+    vmax.f32 v8, v8, v7
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    vmax.f32 v0, v0, v10
+    vmax.f32 v8, v8, v11
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    sg_widen_\ty v10, v11
+    loop     s13, k_gmax_\ty
+k_gmax_\ty\()_last:
+    vmax.f32 v0, v0, v1
+    vmax.f32 v8, v8, v2
+    vmax.f32 v0, v0, v3
+    vmax.f32 v8, v8, v5
+    vmax.f32 v0, v0, v6
+    vmax.f32 v8, v8, v7
+    vmax.f32 v0, v0, v10
+    vmax.f32 v8, v8, v11
+k_gmax_\ty\()_rest:
+    andi     s13, s5, 3           # steps after them
+    beqz     s13, k_gmax_\ty\()_done
+k_gmax_\ty\()_one:
+    sg_load_\ty v1, v2
+    sg_widen_\ty v1, v2
+    vmax.f32 v0, v0, v1
+    vmax.f32 v8, v8, v2
+    loop     s13, k_gmax_\ty\()_one
+k_gmax_\ty\()_done:
+    # pass 2: the sum of exp(x - max) of each lane
     vxor     v4, v4, v4
     vxor     v9, v9, v9
-    mov      s12, s2
-    mov      s13, s5
-k_g16_sum:
-    vlds.m.h v1, 0(s12), s3, m0
-    add      s12, s12, s8
-    vcvtl.f32.f16 v2, v1
-    vcvth.f32.f16 v3, v1
-    vsub.f32 v2, v2, v0
-    vsub.f32 v3, v3, v8
+    sg_start_\ty
+    srli     s13, s5, 2           # blocks of 4 steps along R
+    beqz     s13, k_gsum_\ty\()_rest
+    sg_load_\ty v1, v2
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    vsub.f32 v1, v1, v0
+    vsub.f32 v2, v2, v8
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    vsub.f32 v3, v3, v0
+    vsub.f32 v5, v5, v8
+    vexp.f32 v1, v1
     vexp.f32 v2, v2
+    sg_widen_\ty v10, v11
+    vsub.f32 v6, v6, v0
+    vsub.f32 v7, v7, v8
     vexp.f32 v3, v3
-    vadd.f32 v4, v4, v2
-    vadd.f32 v9, v9, v3
-    loop     s13, k_g16_sum
+    vexp.f32 v5, v5
+    vsub.f32 v10, v10, v0
+    vsub.f32 v11, v11, v8
+    vexp.f32 v6, v6
+    vexp.f32 v7, v7
+    vexp.f32 v10, v10
+    vexp.f32 v11, v11
+    addi     s13, s13, -1
+    beqz     s13, k_gsum_\ty\()_last
+k_gsum_\ty:
+    vadd.f32 v4, v4, v1
+    vadd.f32 v9, v9, v2
+    vadd.f32 v4, v4, v3
+    vadd.f32 v9, v9, v5
+    sg_load_\ty v1, v2
+    vadd.f32 v4, v4, v6
+    vadd.f32 v9, v9, v7
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    vadd.f32 v4, v4, v10
+    vadd.f32 v9, v9, v11
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    vsub.f32 v1, v1, v0
+    vsub.f32 v2, v2, v8
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    vsub.f32 v3, v3, v0
+    vsub.f32 v5, v5, v8
+    vexp.f32 v1, v1
+    vexp.f32 v2, v2
+    sg_widen_\ty v10, v11
+    vsub.f32 v6, v6, v0
+    vsub.f32 v7, v7, v8
+    vexp.f32 v3, v3
+    vexp.f32 v5, v5
+    vsub.f32 v10, v10, v0
+    vsub.f32 v11, v11, v8
+    vexp.f32 v6, v6
+    vexp.f32 v7, v7
+    vexp.f32 v10, v10
+    vexp.f32 v11, v11
+    loop     s13, k_gsum_\ty
+k_gsum_\ty\()_last:
+    vadd.f32 v4, v4, v1
+    vadd.f32 v9, v9, v2
+    vadd.f32 v4, v4, v3
+    vadd.f32 v9, v9, v5
+    vadd.f32 v4, v4, v6
+    vadd.f32 v9, v9, v7
+    vadd.f32 v4, v4, v10
+    vadd.f32 v9, v9, v11
+k_gsum_\ty\()_rest:
+    andi     s13, s5, 3           # steps after them
+    beqz     s13, k_gsum_\ty\()_done
+k_gsum_\ty\()_one:
+    sg_load_\ty v1, v2
+    sg_widen_\ty v1, v2
+    vsub.f32 v1, v1, v0
+    vsub.f32 v2, v2, v8
+    vexp.f32 v1, v1
+    vexp.f32 v2, v2
+    vadd.f32 v4, v4, v1
+    vadd.f32 v9, v9, v2
+    loop     s13, k_gsum_\ty\()_one
+k_gsum_\ty\()_done:
     vrcp.f32 v4, v4
     vrcp.f32 v9, v9
-    mov      s12, s2
-    mov      s14, s4
-    mov      s13, s5
-k_g16_out:
-    vlds.m.h v1, 0(s12), s3, m0
-    add      s12, s12, s8
-    vcvtl.f32.f16 v2, v1
-    vcvth.f32.f16 v3, v1
-    vsub.f32 v2, v2, v0
-    vsub.f32 v3, v3, v8
+    # pass 3: exp(x - max) / sum, rounded once to the type
+    sg_start_\ty
+    sg_out_start_\ty
+    srli     s13, s5, 2           # blocks of 4 steps along R
+    beqz     s13, k_gout_\ty\()_rest
+k_gout_\ty:
+    sg_load_\ty v1, v2
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    vsub.f32 v1, v1, v0
+    vsub.f32 v2, v2, v8
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    vsub.f32 v3, v3, v0
+    vsub.f32 v5, v5, v8
+    vexp.f32 v1, v1
     vexp.f32 v2, v2
+    sg_widen_\ty v10, v11
+    vsub.f32 v6, v6, v0
+    vsub.f32 v7, v7, v8
     vexp.f32 v3, v3
-    vmul.f32 v2, v2, v4
-    vmul.f32 v3, v3, v9
-    vcvt.f16.f32 v1, v2, v3
-    vsts.m.h v1, 0(s14), s10, m0
-    add      s14, s14, s9
-    loop     s13, k_g16_out
+    vexp.f32 v5, v5
+    vmul.f32 v1, v1, v4
+    vmul.f32 v2, v2, v9
+    vsub.f32 v10, v10, v0
+    vsub.f32 v11, v11, v8
+    vexp.f32 v6, v6
+    vexp.f32 v7, v7
+    vmul.f32 v3, v3, v4
+    vmul.f32 v5, v5, v9
+    sg_narrow_\ty v1, v2
+    vexp.f32 v10, v10
+    vexp.f32 v11, v11
+    vmul.f32 v6, v6, v4
+    vmul.f32 v7, v7, v9
+    sg_narrow_\ty v3, v5
+    sg_store_\ty v1, v2
+    vmul.f32 v10, v10, v4
+    vmul.f32 v11, v11, v9
+    sg_narrow_\ty v6, v7
+    sg_store_\ty v3, v5
+    sg_narrow_\ty v10, v11
+    sg_store_\ty v6, v7
+    sg_store_\ty v10, v11
+    loop     s13, k_gout_\ty
+k_gout_\ty\()_rest:
+    andi     s13, s5, 3           # steps after them
+    beqz     s13, k_gout_\ty\()_done
+k_gout_\ty\()_one:
+    sg_load_\ty v1, v2
+    sg_widen_\ty v1, v2
+    vsub.f32 v1, v1, v0
+    vsub.f32 v2, v2, v8
+    vexp.f32 v1, v1
+    vexp.f32 v2, v2
+    vmul.f32 v1, v1, v4
+    vmul.f32 v2, v2, v9
+    sg_narrow_\ty v1, v2
+    sg_store_\ty v1, v2
+    loop     s13, k_gout_\ty\()_one
+k_gout_\ty\()_done:
     ret
-k_g32:
+    .endm
+
+// the per-type steps of sg_group: masks and pointers, one step's load (the 8
+// lanes into two f32 vectors A, B: f16 one strided load widened, f32 two) and
+// store (f16 rounded into one strided store, f32 two)
+    .macro sg_setup_f16
+    vmask.h  m0, s11            # active lanes
+    .endm
+    .macro sg_setup_f32
     vmask.w  m0, s11            # active lanes 0..3
     addi     s12, s11, -4
     li       s13, 0
@@ -326,57 +562,55 @@ k_g32:
     vmask.w  m1, s12            # and 4..7
     slli     s6, s3, 2            # lane 4, from lane 0
     slli     s7, s10, 2
-    vmov     v0, v21
-    vmov     v8, v21
+    .endm
+    .macro sg_start_f16
+    mov      s12, s2
+    .endm
+    .macro sg_start_f32
     mov      s12, s2
     add      s15, s2, s6
-    mov      s13, s5
-k_g32_max:
-    vlds.m.w v2, 0(s12), s3, m0
-    vlds.m.w v3, 0(s15), s3, m1
-    add      s12, s12, s8
-    add      s15, s15, s8
-    vmax.f32 v0, v0, v2
-    vmax.f32 v8, v8, v3
-    loop     s13, k_g32_max
-    vxor     v4, v4, v4
-    vxor     v9, v9, v9
-    mov      s12, s2
-    add      s15, s2, s6
-    mov      s13, s5
-k_g32_sum:
-    vlds.m.w v2, 0(s12), s3, m0
-    vlds.m.w v3, 0(s15), s3, m1
-    add      s12, s12, s8
-    add      s15, s15, s8
-    vsub.f32 v2, v2, v0
-    vsub.f32 v3, v3, v8
-    vexp.f32 v2, v2
-    vexp.f32 v3, v3
-    vadd.f32 v4, v4, v2
-    vadd.f32 v9, v9, v3
-    loop     s13, k_g32_sum
-    vrcp.f32 v4, v4
-    vrcp.f32 v9, v9
-    mov      s12, s2
-    add      s15, s2, s6
+    .endm
+    .macro sg_out_start_f16
+    mov      s14, s4
+    .endm
+    .macro sg_out_start_f32
     mov      s14, s4
     add      s7, s4, s7
-    mov      s13, s5
-k_g32_out:
-    vlds.m.w v2, 0(s12), s3, m0
-    vlds.m.w v3, 0(s15), s3, m1
+    .endm
+    .macro sg_load_f16 a, b
+    vlds.m.h \a, 0(s12), s3, m0
+    add      s12, s12, s8
+    .endm
+    .macro sg_load_f32 a, b
+    vlds.m.w \a, 0(s12), s3, m0
+    vlds.m.w \b, 0(s15), s3, m1
     add      s12, s12, s8
     add      s15, s15, s8
-    vsub.f32 v2, v2, v0
-    vsub.f32 v3, v3, v8
-    vexp.f32 v2, v2
-    vexp.f32 v3, v3
-    vmul.f32 v2, v2, v4
-    vmul.f32 v3, v3, v9
-    vsts.m.w v2, 0(s14), s10, m0
-    vsts.m.w v3, 0(s7), s10, m1
+    .endm
+    .macro sg_widen_f16 a, b
+    vcvth.f32.f16 \b, \a
+    vcvtl.f32.f16 \a, \a
+    .endm
+    .macro sg_widen_f32 a, b
+    .endm
+    .macro sg_narrow_f16 a, b
+    vcvt.f16.f32 \a, \a, \b
+    .endm
+    .macro sg_narrow_f32 a, b
+    .endm
+    .macro sg_store_f16 a, b
+    vsts.m.h \a, 0(s14), s10, m0
+    add      s14, s14, s9
+    .endm
+    .macro sg_store_f32 a, b
+    vsts.m.w \a, 0(s14), s10, m0
+    vsts.m.w \b, 0(s7), s10, m1
     add      s14, s14, s9
     add      s7, s7, s9
-    loop     s13, k_g32_out
-    ret
+    .endm
+
+reduce_group:
+    li       s12, DT_F32
+    beq      s6, s12, k_g_f32
+    sg_group f16
+    sg_group f32

@@ -47,9 +47,11 @@ class Pipelined:
     final_writer: dict[int, int]              # register key -> position of its last writer
 
 
-def analyse(ops, carried_keys: set[int]) -> Pipelined:
+def analyse(ops, carried_keys: set[int], inductions=frozenset()) -> Pipelined:
     """``ops``: the body (``loop_plan.BodyOp``, back-edge last); ``carried_keys``: the
-    registers read before written that are not inductions.  Raises ``Recurrence``."""
+    registers read before written that are not inductions; ``inductions``: the
+    induction registers (read through ``read_at`` wherever they are read: their
+    updates are not run as instructions).  Raises ``Recurrence``."""
     holds_old = set(carried_keys)             # keys whose current value is last iteration's
     stage2: set[int] = set()
     last_writer: dict[int, int] = {}
@@ -63,8 +65,10 @@ def analyse(ops, carried_keys: set[int]) -> Pipelined:
             tainted = bool(stage1_reads)
         if tainted:
             stage2.add(op.position)
-            sources[op.position] = tuple(_source(where, key, last_writer, carried_keys)
-                                         for where, key in op.reads)
+            sources[op.position] = tuple(
+                None if where == "reg" and key in inductions
+                else _source(where, key, last_writer, carried_keys)
+                for where, key in op.reads)
         for key in op.writes:
             last_writer[key] = op.position
             if tainted:

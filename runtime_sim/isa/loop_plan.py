@@ -165,7 +165,7 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
     pipelined = None
     if carried:
         try:
-            pipelined = analyse(ops, carried)
+            pipelined = analyse(ops, carried, frozenset(induction))
         except Recurrence as why:
             raise NotBatchable(str(why)) from None
         if any(pos in pipelined.stage2 for steps in induction.values() for pos in steps):

@@ -354,6 +354,22 @@ def test_software_pipelined_loop_is_batched_in_two_passes(chunk):
     assert np.array_equal(got, (x.astype(np.float32) * 0.5).astype(np.float16))
 
 
+def test_software_pipelined_store_after_its_pointer_step():
+    # stage 2 (the store) reads s3 after the body stepped it: read as the induction it is
+    head, rest = PIPELINED.split("body:\n")
+    _, tail = rest.split("    loop s4, body\n")
+    source = head + "\n".join([
+        "body:",
+        "    vmul.f16 v6, v5, v7",
+        "    addi s3, s3, 16",
+        "    vst v6, -32(s3)",
+        "    vld v5, 0(s2)",
+        "    addi s2, s2, 16",
+        "    loop s4, body", ""]) + tail
+    fast, loops, win_f = run_both(source, [WIN_F, WIN_F + 0x8010, 50], random_fill(12), chunk=7)
+    assert fast.batched_iterations >= 48
+
+
 def test_software_pipelined_loop_reordering_aliased_bytes_falls_back():
     # in place, with the store one vector *ahead*: stage 2 (the store) would overwrite the
     # bytes stage 1 (the load) of the same iteration reads later in the body

@@ -20,9 +20,9 @@ from tests.sim.simlib import NO_VERIFY, REPO, compile_vir
 sys.path.insert(0, str(REPO / "bench"))
 from gen_program import generate  # noqa: E402
 
-CYCLES = 954064.5777777805
-EVENTS = 3500
-DIGEST = "778769db509ec559abfbc21a33a2fb9bf315799403e0e0b5f9a3e4322fc1040e"
+CYCLES = 776280.0148148291
+EVENTS = 4492
+DIGEST = "c01570245f6652dcafdd0e7a72a470113af79305a18d8790929d5fd7a1cb7559"
 
 
 def _digest(timeline) -> str:
@@ -43,8 +43,8 @@ def test_generated_program_cycles_events_and_timeline_are_pinned(program, races)
     assert result.plan.size == 2500
     assert result.cycles == CYCLES
     assert result.timeline.events == EVENTS
-    assert sum(result.timeline.start) == 1182850318.01482
-    assert len(result.timeline.ddr_samples) == 2001
+    assert sum(result.timeline.start) == 966313306.5185305
+    assert len(result.timeline.ddr_samples) == 1009
     assert _digest(result.timeline) == DIGEST
     assert result.races == []
 
@@ -74,17 +74,17 @@ def test_racy_generated_program_reports_the_same_races(tmp_path):
     path = tmp_path / "racy.vir"
     path.write_text(_racy_source())
     result = simulate(compile_vir(path, NO_VERIFY), timing_only=True)
-    assert result.cycles == 947893.8518518549 and result.timeline.events == 3504
+    assert result.cycles == 776280.0148148291 and result.timeline.events == 4492
     messages = [d.message for d in result.races]
     assert len(messages) == 21 and messages[-1] == "168 more races not shown"
     assert messages[0] == ("race on CMX of tile 0 bytes 0x1200..0x1bff: conv0.v0 (DPU tile 0) "
                            "reads %x0_0 and load4 (DMA channel 0) writes %x0_0, and no barrier "
                            "orders the two tasks")
-    assert messages[8] == ("race on CMX of tile 1 bytes 0x1200..0x1bff: load25 (DMA channel 0) "
-                           "writes %x1_0 and conv21.v0 (DPU tile 1) reads %x1_0, and no barrier "
+    assert messages[8] == ("race on CMX of tile 1 bytes 0x1200..0x1bff: conv21.v0 (DPU tile 1) "
+                           "reads %x1_0 and load25 (DMA channel 0) writes %x1_0, and no barrier "
                            "orders the two tasks")
     digest = hashlib.sha256("\n".join(messages).encode()).hexdigest()
-    assert digest == "3986c468e8314f0e207b0d4f1fcf9bd609d958df9a97c35fb62ed1c37e8ff724"
+    assert digest == "0a18fece24aab54aeada71b45d1fc7ff59e37e6641fc19ab41189cf6c8401a56"
     first = result.races[0]
     assert (first.loc.line, first.loc.col) == (3034, 3)        # load4
     assert [(loc.line, note) for loc, note in first.notes] == [(4030, "conv0.v0 is here")]
