@@ -80,66 +80,61 @@ class PeepholePass(MirPass):
     @staticmethod
     def _coalesce(mir) -> bool:
         defs, uses = def_counts(mir), use_counts(mir)
-        changed = False
-        for body in walk_bodies(mir.body):
-            i = 0
-            while i < len(body):
-                n = body[i]
-                if not (isinstance(n, Inst) and n.op in MOVES):
-                    i += 1
-                    continue
-                dst, src = n.args
-                if not (src.virtual and defs[src] == 1 and uses[src] == 1):
-                    i += 1
-                    continue
-                j = i - 1
-                while j >= 0 and isinstance(body[j], Inst) and src not in body[j].defs():
-                    if dst in body[j].uses() or dst in body[j].defs():
-                        break
-                    j -= 1
-                if j >= 0 and isinstance(body[j], Inst) and body[j].defs() == [src]:
-                    body[j].replace_regs({src: dst})
-                    del body[i]
-                    defs[dst] += 1
-                    changed = True
-                    continue
-                i += 1
-        return changed
 
+        def rewrite(body: list, i: int, dst, src) -> bool:
+            if not (src.virtual and defs[src] == 1 and uses[src] == 1):
+                return False
+            j = i - 1
+            while j >= 0 and isinstance(body[j], Inst) and src not in body[j].defs():
+                if dst in body[j].uses() or dst in body[j].defs():
+                    return False
+                j -= 1
+            if not (j >= 0 and isinstance(body[j], Inst) and body[j].defs() == [src]):
+                return False
+            body[j].replace_regs({src: dst})
+            defs[dst] += 1
+            return True
+        return _rewrite_moves(mir, rewrite)
 
     @staticmethod
     def _propagate_copies(mir) -> bool:
         defs, uses = def_counts(mir), use_counts(mir)
-        changed = False
-        for body in walk_bodies(mir.body):
-            i = 0
-            while i < len(body):
-                n = body[i]
-                if not (isinstance(n, Inst) and n.op in MOVES):
-                    i += 1
-                    continue
-                dst, src = n.args
-                later = [m for m in body[i + 1:] if isinstance(m, Inst)]
-                flat = {id(m) for m in later}
-                defined_here = [j for j, m in enumerate(body) if isinstance(m, Inst)
-                                and src in m.defs()]
-                if not (dst.virtual and src.virtual and dst != src and defs[dst] == 1
-                        and defs[src] == 1
-                        and sum(m.uses().count(dst) for m in later) == uses[dst]
-                        and all(j < i for j in defined_here)
-                        and not any(src in m.defs() for m in walk(body[i + 1:])
-                                    if id(m) not in flat)):
-                    i += 1
-                    continue
-                for m in later:
-                    if dst in m.uses():
-                        m.replace_regs({dst: src})
+
+        def rewrite(body: list, i: int, dst, src) -> bool:
+            later = [m for m in body[i + 1:] if isinstance(m, Inst)]
+            flat = {id(m) for m in later}
+            if not (dst.virtual and src.virtual and dst != src and defs[dst] == 1
+                    and defs[src] == 1
+                    and sum(m.uses().count(dst) for m in later) == uses[dst]
+                    and all(j < i for j, m in enumerate(body)
+                            if isinstance(m, Inst) and src in m.defs())
+                    and not any(src in m.defs() for m in walk(body[i + 1:])
+                                if id(m) not in flat)):
+                return False
+            for m in later:
+                if dst in m.uses():
+                    m.replace_regs({dst: src})
+            defs[dst] -= 1
+            uses[src] += uses[dst]
+            uses[dst] = 0
+            return True
+        return _rewrite_moves(mir, rewrite)
+
+
+def _rewrite_moves(mir, rewrite) -> bool:
+    """Offer every move of every block to ``rewrite(body, i, dst, src)``, which returns
+    True when the move is no longer needed (then it is deleted)."""
+    changed = False
+    for body in walk_bodies(mir.body):
+        i = 0
+        while i < len(body):
+            n = body[i]
+            if isinstance(n, Inst) and n.op in MOVES and rewrite(body, i, *n.args):
                 del body[i]
-                defs[dst] -= 1
-                uses[src] += uses[dst]
-                uses[dst] = 0
                 changed = True
-        return changed
+                continue
+            i += 1
+    return changed
 
 
 def dead_code(mir) -> bool:
