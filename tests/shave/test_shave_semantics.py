@@ -371,3 +371,32 @@ def test_scatter_last_write_wins():
     mem, arrays = make_memory()
     mem.scatter(np.array([WIN_F, WIN_F + 1, WIN_F, WIN_F]), np.array([1, 2, 3, 4], np.uint8))
     assert list(arrays["WIN_F"][:2]) == [4, 2]
+
+
+@pytest.mark.parametrize("suffix", ["f16", "f32"])
+def test_min_max_pick_operand_bits_as_numpy_minimum_maximum(suffix):
+    """vmin/vmax are numpy's minimum/maximum in float32, rounded back -- which returns an
+    operand's exact bits: a NaN operand with its payload (the first of two), else of two
+    equal values (signed zeros included) the second.  Pinned here, bit for bit."""
+    from runtime_sim.isa.semantics import VECTOR_OPS, _widen_f16
+    rng = np.random.default_rng(5)
+    if suffix == "f16":
+        a = np.arange(65536, dtype=np.uint16).reshape(-1, 8)      # every bit pattern
+        b = np.roll(a.ravel(), 12345).reshape(-1, 8)
+        b[::5] = a[::5]                                           # ties
+        b[1::5] = a[1::5] ^ 0x8000                                # +-0 and sign flips
+        widen, narrow = _widen_f16, (lambda x: x.astype(np.float16).view(np.uint16))
+    else:
+        a = rng.integers(0, 2**32, (50000, 4), dtype=np.uint64).astype(np.uint32)
+        b = rng.integers(0, 2**32, (50000, 4), dtype=np.uint64).astype(np.uint32)
+        b[::5] = a[::5]
+        b[1::5] = a[1::5] ^ 0x80000000
+        widen, narrow = (lambda x: x.view(np.float32)), (lambda x: x.view(np.uint32))
+    for name, ref in (("vmax", np.maximum), ("vmin", np.minimum)):
+        got = VECTOR_OPS[f"{name}.{suffix}"](a.view(np.uint8), b.view(np.uint8))
+        expected = narrow(ref(widen(a), widen(b)))
+        assert np.array_equal(got.view(a.dtype).reshape(a.shape), expected), name
+        wa, wb = widen(a), widen(b)
+        better = wa > wb if name == "vmax" else wa < wb
+        picked = np.where(np.isnan(wa) | better, a, b)           # the rule, stated once more
+        assert np.array_equal(got.view(a.dtype).reshape(a.shape), picked), name
