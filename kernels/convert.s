@@ -18,6 +18,35 @@ convert:                        # entry: the shared driver
 // setup: f16 or f32 on each side
     setup_float_in_out
 
+// the head of each direction DIR (narrow, widen): vectors of 8 elements (in
+// the f16 operand), blocks of 4 of them first, then single vectors (into
+// k_DIR_one), then a masked tail of 0..7 elements
+    .macro cv_head dir
+k_\dir:
+    srli     s8, s5, 3            # vectors of 8 elements
+    andi     s9, s5, 7            # then elements (0..7)
+    beqz     s8, k_\dir\()_tail
+    srli     s10, s8, 2           # blocks of 32 elements
+    bnez     s10, k_\dir\()_blocks
+k_\dir\()_rest:
+    andi     s8, s8, 3            # vectors after the blocks (0..3)
+    beqz     s8, k_\dir\()_tail
+k_\dir\()_one:
+    .endm
+// the tail's masks of two f32 vectors: LO for elements 0..3, HI for 4..7 (of s9)
+    .macro cv_masks_w lo, hi
+    vmask.w  \lo, s9
+    addi     s10, s9, -4
+    li       s11, 0
+    max      s10, s10, s11
+    vmask.w  \hi, s10
+    .endm
+// an f16 vector V widened into two f32 vectors LO, HI
+    .macro cv_widen lo, hi, v
+    vcvtl.f32.f16 \lo, \v
+    vcvth.f32.f16 \hi, \v
+    .endm
+
 compute:
     li       s8, DT_F16
     beq      s6, s7, k_same
@@ -25,16 +54,7 @@ compute:
 // f32 -> f16: two f32 vectors in, one f16 vector out.  Blocks of 32 elements
 // (8 vectors in, 4 out), software-pipelined: iteration i loads block i and
 // rounds and stores block i-1; then 8 elements at a time, then a masked tail.
-k_narrow:
-    srli     s8, s5, 3            # output vectors of 8 elements
-    andi     s9, s5, 7            # then elements (0..7)
-    beqz     s8, k_narrow_tail
-    srli     s10, s8, 2           # blocks of 32 elements
-    bnez     s10, k_narrow_blocks
-k_narrow_rest:
-    andi     s8, s8, 3            # vectors after the blocks (0..3)
-    beqz     s8, k_narrow_tail
-k_narrow_one:
+    cv_head  narrow
     vld      v1, 0(s2)
     vld      v2, 16(s2)
     addi     s2, s2, 32
@@ -44,26 +64,17 @@ k_narrow_one:
     loop     s8, k_narrow_one
 k_narrow_tail:
     beqz     s9, k_done
-    vmask.w  m0, s9
-    addi     s10, s9, -4
-    li       s11, 0
-    max      s10, s10, s11
-    vmask.w  m1, s10
+    cv_masks_w m0, m1
     vmask.h  m2, s9
     vld.m    v1, 0(s2), m0
     vld.m    v2, 16(s2), m1
     vcvt.f16.f32 v0, v1, v2
     vst.m    v0, 0(s4), m2
     ret
-k_narrow_blocks:
-    vld      v0, 0(s2)            # prologue: block 0
-    vld      v1, 16(s2)
-    vld      v2, 32(s2)
-    vld      v3, 48(s2)
-    vld      v4, 64(s2)
-    vld      v5, 80(s2)
-    vld      v6, 96(s2)
-    vld      v7, 112(s2)
+k_narrow_blocks:                  # prologue: block 0
+    .irp     r, 0, 1, 2, 3, 4, 5, 6, 7
+    vld      v\r, 16 * \r(s2)
+    .endr
     addi     s2, s2, 128
     addi     s10, s10, -1
     beqz     s10, k_narrow_last
@@ -82,9 +93,9 @@ k_narrow_loop:
     vcvt.f16.f32 v11, v6, v7
     vld      v6, -32(s2)
     vld      v7, -16(s2)
-    vst      v9, 16(s4)
-    vst      v10, 32(s4)
-    vst      v11, 48(s4)
+    .irp     r, 9, 10, 11
+    vst      v\r, 16 * (\r - 8)(s4)
+    .endr
     addi     s4, s4, 64           # after the stores that use it
     loop     s10, k_narrow_loop
 k_narrow_last:                    # epilogue: the last block
@@ -92,29 +103,18 @@ k_narrow_last:                    # epilogue: the last block
     vcvt.f16.f32 v9, v2, v3
     vcvt.f16.f32 v10, v4, v5
     vcvt.f16.f32 v11, v6, v7
-    vst      v8, 0(s4)
-    vst      v9, 16(s4)
-    vst      v10, 32(s4)
-    vst      v11, 48(s4)
+    .irp     r, 8, 9, 10, 11
+    vst      v\r, 16 * (\r - 8)(s4)
+    .endr
     addi     s4, s4, 64
     j        k_narrow_rest
 // f16 -> f32: one f16 vector in, two f32 vectors out.  Blocks of 32 elements
 // (4 vectors in, 8 out), software-pipelined as above; then 8 elements at a
 // time, then a masked tail.
-k_widen:
-    srli     s8, s5, 3            # input vectors of 8 elements
-    andi     s9, s5, 7            # then elements (0..7)
-    beqz     s8, k_widen_tail
-    srli     s10, s8, 2           # blocks of 32 elements
-    bnez     s10, k_widen_blocks
-k_widen_rest:
-    andi     s8, s8, 3            # vectors after the blocks (0..3)
-    beqz     s8, k_widen_tail
-k_widen_one:
+    cv_head  widen
     vld      v0, 0(s2)
     addi     s2, s2, 16
-    vcvtl.f32.f16 v1, v0
-    vcvth.f32.f16 v2, v0
+    cv_widen v1, v2, v0
     vst      v1, 0(s4)
     vst      v2, 16(s4)
     addi     s4, s4, 32
@@ -122,67 +122,47 @@ k_widen_one:
 k_widen_tail:
     beqz     s9, k_done
     vmask.h  m0, s9
-    vmask.w  m1, s9
-    addi     s10, s9, -4
-    li       s11, 0
-    max      s10, s10, s11
-    vmask.w  m2, s10
+    cv_masks_w m1, m2
     vld.m    v0, 0(s2), m0
-    vcvtl.f32.f16 v1, v0
-    vcvth.f32.f16 v2, v0
+    cv_widen v1, v2, v0
     vst.m    v1, 0(s4), m1
     vst.m    v2, 16(s4), m2
 k_done:
     ret
-k_widen_blocks:
-    vld      v0, 0(s2)            # prologue: block 0
-    vld      v1, 16(s2)
-    vld      v2, 32(s2)
-    vld      v3, 48(s2)
+k_widen_blocks:                   # prologue: block 0
+    .irp     r, 0, 1, 2, 3
+    vld      v\r, 16 * \r(s2)
+    .endr
     addi     s2, s2, 64
     addi     s10, s10, -1
     beqz     s10, k_widen_last
 k_widen_loop:
-    vcvtl.f32.f16 v4, v0
-    vcvth.f32.f16 v5, v0
+    cv_widen v4, v5, v0
     vld      v0, 0(s2)
-    vcvtl.f32.f16 v6, v1
-    vcvth.f32.f16 v7, v1
+    cv_widen v6, v7, v1
     vld      v1, 16(s2)
     vst      v4, 0(s4)
     vst      v5, 16(s4)
     addi     s2, s2, 64
-    vcvtl.f32.f16 v8, v2
-    vcvth.f32.f16 v9, v2
+    cv_widen v8, v9, v2
     vld      v2, -32(s2)
     vst      v6, 32(s4)
     vst      v7, 48(s4)
-    vcvtl.f32.f16 v10, v3
-    vcvth.f32.f16 v11, v3
+    cv_widen v10, v11, v3
     vld      v3, -16(s2)
-    vst      v8, 64(s4)
-    vst      v9, 80(s4)
-    vst      v10, 96(s4)
-    vst      v11, 112(s4)
+    .irp     r, 8, 9, 10, 11
+    vst      v\r, 16 * (\r - 4)(s4)
+    .endr
     addi     s4, s4, 128          # after the stores that use it
     loop     s10, k_widen_loop
 k_widen_last:                     # epilogue: the last block
-    vcvtl.f32.f16 v4, v0
-    vcvth.f32.f16 v5, v0
-    vcvtl.f32.f16 v6, v1
-    vcvth.f32.f16 v7, v1
-    vcvtl.f32.f16 v8, v2
-    vcvth.f32.f16 v9, v2
-    vcvtl.f32.f16 v10, v3
-    vcvth.f32.f16 v11, v3
-    vst      v4, 0(s4)
-    vst      v5, 16(s4)
-    vst      v6, 32(s4)
-    vst      v7, 48(s4)
-    vst      v8, 64(s4)
-    vst      v9, 80(s4)
-    vst      v10, 96(s4)
-    vst      v11, 112(s4)
+    cv_widen v4, v5, v0
+    cv_widen v6, v7, v1
+    cv_widen v8, v9, v2
+    cv_widen v10, v11, v3
+    .irp     r, 4, 5, 6, 7, 8, 9, 10, 11
+    vst      v\r, 16 * (\r - 4)(s4)
+    .endr
     addi     s4, s4, 128
     j        k_widen_rest
 // the same type: a byte copy

@@ -16,10 +16,8 @@ gelu:                           # entry: the shared driver
     .include "include/eltwise_row.inc"
 
 // ---- gelu: setup and compute ----
-// setup: every operand f16, or every operand f32
-    setup_same_float
-    li.f32   s3, 1.0
-    vbcast.w v16, s3           # 1.0 (f32)
+// setup: every operand f16, or every operand f32; 1.0 in v16, then K1, K0
+    fw_setup_one
     li.f32   s3, 0.07135481627159562
     vbcast.w v17, s3           # K1
     li.f32   s3, 1.5957691216057308
@@ -27,7 +25,9 @@ gelu:                           # entry: the shared driver
 k_setup_end:
     ret
 
-// compute: in f32 (fw_compute), a chain of one-instruction steps on X -> T
+// compute: in f32 (fw_compute), a chain of one-instruction steps on X -> T:
+// z = x (K0 + K1 x^2) by gelu's own steps, then x * (1 / (1 + exp(-z))) by
+// the shared ones
     .macro k_sq x, t
     vmul.f32 \t, \x, \x
     .endm
@@ -40,16 +40,4 @@ k_setup_end:
     .macro k_neg x, t
     vneg.f32 \t, \t
     .endm
-    .macro k_exp x, t
-    vexp.f32 \t, \t
-    .endm
-    .macro k_inc x, t
-    vadd.f32 \t, \t, v16         # 1 + exp(-z)
-    .endm
-    .macro k_rcp x, t
-    vrcp.f32 \t, \t
-    .endm
-    .macro k_mulx x, t
-    vmul.f32 \t, \x, \t
-    .endm
-    fw_compute k_sq, k_poly, k_arg, k_neg, k_exp, k_inc, k_rcp, k_mulx
+    fw_compute k_sq, k_poly, k_arg, k_neg, fw_exp, fw_inc, fw_rcp, fw_mulx

@@ -84,86 +84,41 @@ k_max_\ty\()_tail:
     vredmax.\ty s14, v0
     vbcast.w v2, s14            # max, f32 lanes
     # pass 2: the sum of exp(x - max), in f32
-    vxor     v3, v3, v3
-    vxor     v4, v4, v4
-    vxor     v12, v12, v12
-    vxor     v13, v13, v13
+    .irp     r, v3, v4, v12, v13
+    vxor     \r, \r, \r
+    .endr
     mov      s12, s2
     mov      s13, s9
     beqz     s13, k_sum_\ty\()_rest
-    vld      v1, 0(s12)
-    vld      v5, 16(s12)
-    sm_widen_\ty v1, v6
-    vld      v9, 32(s12)
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    vld      v14, 48(s12)
-    sm_widen_\ty v9, v11
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_widen_\ty v14, v15
-    sm_op_\ty vsub.f32, v9, v11, v2
-    sm_exp_\ty v5, v10
-    sm_op_\ty vsub.f32, v14, v15, v2
-    sm_exp_\ty v9, v11
-    sm_exp_\ty v14, v15
+    sm_exp_block \ty
     addi     s12, s12, 64
     addi     s13, s13, -1
     beqz     s13, k_sum_\ty\()_last
 k_sum_\ty:
-    sm_acc_\ty v1, v6, v3, v4
-    sm_acc_\ty v5, v10, v12, v13
+    sm_acc_pair \ty
     vld      v1, 0(s12)
     sm_acc_\ty v9, v11, v3, v4
     vld      v5, 16(s12)
     sm_widen_\ty v1, v6
     sm_acc_\ty v14, v15, v12, v13
-    vld      v9, 32(s12)
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    vld      v14, 48(s12)
-    addi     s12, s12, 64
-    sm_widen_\ty v9, v11
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_widen_\ty v14, v15
-    sm_op_\ty vsub.f32, v9, v11, v2
-    sm_exp_\ty v5, v10
-    sm_op_\ty vsub.f32, v14, v15, v2
-    sm_exp_\ty v9, v11
-    sm_exp_\ty v14, v15
+    sm_exp_next \ty
     loop     s13, k_sum_\ty
 k_sum_\ty\()_last:
-    sm_acc_\ty v1, v6, v3, v4
-    sm_acc_\ty v5, v10, v12, v13
+    sm_acc_pair \ty
     sm_acc_\ty v9, v11, v3, v4
     sm_acc_\ty v14, v15, v12, v13
 k_sum_\ty\()_rest:
     beqz     s10, k_sum_\ty\()_tail
-    vld      v1, 0(s12)
-    vld      v5, 16(s12)
-    addi     s12, s12, 32
-    sm_widen_\ty v1, v6
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_exp_\ty v5, v10
-    sm_acc_\ty v1, v6, v3, v4
-    sm_acc_\ty v5, v10, v12, v13
+    sm_load_pair
+    sm_exp_pair \ty
+    sm_acc_pair \ty
 k_sum_\ty\()_tail:
     vld.m    v1, 0(s12), m0
     vld.m    v5, 16(s12), m1
     vsel     v1, v1, \ninf, m0
     vsel     v5, v5, \ninf, m1
-    sm_widen_\ty v1, v6
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_exp_\ty v5, v10
-    sm_acc_\ty v1, v6, v3, v4
-    sm_acc_\ty v5, v10, v12, v13
+    sm_exp_pair \ty
+    sm_acc_pair \ty
     sm_total_\ty
     vredsum.f32 s14, v3
     vbcast.w v7, s14
@@ -172,102 +127,40 @@ k_sum_\ty\()_tail:
     mov      s12, s2
     mov      s13, s9
     beqz     s13, k_out_\ty\()_rest
-    vld      v1, 0(s12)
-    vld      v5, 16(s12)
-    sm_widen_\ty v1, v6
-    vld      v9, 32(s12)
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    vld      v14, 48(s12)
-    sm_widen_\ty v9, v11
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_widen_\ty v14, v15
-    sm_op_\ty vsub.f32, v9, v11, v2
-    sm_exp_\ty v5, v10
-    sm_op_\ty vsub.f32, v14, v15, v2
-    sm_exp_\ty v9, v11
-    sm_exp_\ty v14, v15
+    sm_exp_block \ty
     addi     s12, s12, 64
     addi     s13, s13, -1
     beqz     s13, k_out_\ty\()_last
 k_out_\ty:
-    sm_op_\ty vmul.f32, v1, v6, v7
-    sm_op_\ty vmul.f32, v5, v10, v7
-    sm_narrow_\ty v1, v6
-    sm_op_\ty vmul.f32, v9, v11, v7
-    sm_narrow_\ty v5, v10
-    vst      v1, 0(s4)
-    sm_op_\ty vmul.f32, v14, v15, v7
-    sm_narrow_\ty v9, v11
-    vst      v5, 16(s4)
+    sm_scale_head \ty
     vld      v1, 0(s12)
     sm_narrow_\ty v14, v15
     vst      v9, 32(s4)
     vld      v5, 16(s12)
     sm_widen_\ty v1, v6
     vst      v14, 48(s4)
-    vld      v9, 32(s12)
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    vld      v14, 48(s12)
-    addi     s12, s12, 64
-    sm_widen_\ty v9, v11
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_widen_\ty v14, v15
-    sm_op_\ty vsub.f32, v9, v11, v2
-    sm_exp_\ty v5, v10
-    sm_op_\ty vsub.f32, v14, v15, v2
-    sm_exp_\ty v9, v11
-    sm_exp_\ty v14, v15
+    sm_exp_next \ty
     addi     s4, s4, 64
     loop     s13, k_out_\ty
 k_out_\ty\()_last:
-    sm_op_\ty vmul.f32, v1, v6, v7
-    sm_op_\ty vmul.f32, v5, v10, v7
-    sm_narrow_\ty v1, v6
-    sm_op_\ty vmul.f32, v9, v11, v7
-    sm_narrow_\ty v5, v10
-    vst      v1, 0(s4)
-    sm_op_\ty vmul.f32, v14, v15, v7
-    sm_narrow_\ty v9, v11
-    vst      v5, 16(s4)
+    sm_scale_head \ty
     sm_narrow_\ty v14, v15
     vst      v9, 32(s4)
     vst      v14, 48(s4)
     addi     s4, s4, 64
 k_out_\ty\()_rest:
     beqz     s10, k_out_\ty\()_tail
-    vld      v1, 0(s12)
-    vld      v5, 16(s12)
-    addi     s12, s12, 32
-    sm_widen_\ty v1, v6
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_exp_\ty v5, v10
-    sm_op_\ty vmul.f32, v1, v6, v7
-    sm_op_\ty vmul.f32, v5, v10, v7
-    sm_narrow_\ty v1, v6
-    sm_narrow_\ty v5, v10
+    sm_load_pair
+    sm_exp_pair \ty
+    sm_scale_pair \ty
     vst      v1, 0(s4)
     vst      v5, 16(s4)
     addi     s4, s4, 32
 k_out_\ty\()_tail:
     vld.m    v1, 0(s12), m0
     vld.m    v5, 16(s12), m1
-    sm_widen_\ty v1, v6
-    sm_widen_\ty v5, v10
-    sm_op_\ty vsub.f32, v1, v6, v2
-    sm_op_\ty vsub.f32, v5, v10, v2
-    sm_exp_\ty v1, v6
-    sm_exp_\ty v5, v10
-    sm_op_\ty vmul.f32, v1, v6, v7
-    sm_op_\ty vmul.f32, v5, v10, v7
-    sm_narrow_\ty v1, v6
-    sm_narrow_\ty v5, v10
+    sm_exp_pair \ty
+    sm_scale_pair \ty
     vst.m    v1, 0(s4), m0
     vst.m    v5, 16(s4), m1
     ret
@@ -317,6 +210,78 @@ k_out_\ty\()_tail:
     vadd.f32 v3, v3, v12
     .endm
 
+// the wavefronts of sm_row, by type TY.  A block of 4 vectors (v1, v5, v9, v14;
+// f16: widened into v6, v10, v11, v15): sm_exp_block loads it and computes
+// exp(x - max); sm_exp_next is its second half, after the loads of v1 and v5
+// (the loops interleave those with the previous block's finish), bumping s12;
+// sm_exp_last is the last waves of both.  sm_scale_head: the first waves of a
+// block's scale and store (all but v14's rounding and v9's, v14's stores).
+    .macro sm_exp_block ty
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
+    sm_widen_\ty v1, v6
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    sm_exp_last \ty
+    .endm
+    .macro sm_exp_next ty
+    vld      v9, 32(s12)
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    vld      v14, 48(s12)
+    addi     s12, s12, 64
+    sm_exp_last \ty
+    .endm
+    .macro sm_exp_last ty
+    sm_widen_\ty v9, v11
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_widen_\ty v14, v15
+    sm_op_\ty vsub.f32, v9, v11, v2
+    sm_exp_\ty v5, v10
+    sm_op_\ty vsub.f32, v14, v15, v2
+    sm_exp_\ty v9, v11
+    sm_exp_\ty v14, v15
+    .endm
+    .macro sm_scale_head ty
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_op_\ty vmul.f32, v9, v11, v7
+    sm_narrow_\ty v5, v10
+    vst      v1, 0(s4)
+    sm_op_\ty vmul.f32, v14, v15, v7
+    sm_narrow_\ty v9, v11
+    vst      v5, 16(s4)
+    .endm
+// a pair of vectors (v1, v5; f16: and v6, v10): loaded (bumping s12),
+// exp(x - max), added to the sums, scaled by 1 / sum and rounded
+    .macro sm_load_pair
+    vld      v1, 0(s12)
+    vld      v5, 16(s12)
+    addi     s12, s12, 32
+    .endm
+    .macro sm_exp_pair ty
+    sm_widen_\ty v1, v6
+    sm_widen_\ty v5, v10
+    sm_op_\ty vsub.f32, v1, v6, v2
+    sm_op_\ty vsub.f32, v5, v10, v2
+    sm_exp_\ty v1, v6
+    sm_exp_\ty v5, v10
+    .endm
+    .macro sm_acc_pair ty
+    sm_acc_\ty v1, v6, v3, v4
+    sm_acc_\ty v5, v10, v12, v13
+    .endm
+    .macro sm_scale_pair ty
+    sm_op_\ty vmul.f32, v1, v6, v7
+    sm_op_\ty vmul.f32, v5, v10, v7
+    sm_narrow_\ty v1, v6
+    sm_narrow_\ty v5, v10
+    .endm
+
 reduce_row:
     li       s8, DT_F32
     beq      s6, s8, k_row_f32
@@ -344,51 +309,27 @@ k_g_\ty:
     sg_start_\ty
     srli     s13, s5, 2           # blocks of 4 steps along R
     beqz     s13, k_gmax_\ty\()_rest
-    sg_load_\ty v1, v2
-    sg_load_\ty v3, v5
-    sg_widen_\ty v1, v2
-    sg_load_\ty v6, v7
-    sg_widen_\ty v3, v5
+    sg_load_block \ty
     sg_load_\ty v10, v11
     sg_widen_\ty v6, v7
     sg_widen_\ty v10, v11
     addi     s13, s13, -1
     beqz     s13, k_gmax_\ty\()_last
 k_gmax_\ty:
-    vmax.f32 v0, v0, v1
-    vmax.f32 v8, v8, v2
-    vmax.f32 v0, v0, v3
-    vmax.f32 v8, v8, v5
-    sg_load_\ty v1, v2
-    vmax.f32 v0, v0, v6
-    vmax.f32 v8, v8, v7
-    sg_load_\ty v3, v5
-    sg_widen_\ty v1, v2
-    vmax.f32 v0, v0, v10
-    vmax.f32 v8, v8, v11
-    sg_load_\ty v6, v7
-    sg_widen_\ty v3, v5
+    sg_fold_next \ty, sg_max
     sg_load_\ty v10, v11
     sg_widen_\ty v6, v7
     sg_widen_\ty v10, v11
     loop     s13, k_gmax_\ty
 k_gmax_\ty\()_last:
-    vmax.f32 v0, v0, v1
-    vmax.f32 v8, v8, v2
-    vmax.f32 v0, v0, v3
-    vmax.f32 v8, v8, v5
-    vmax.f32 v0, v0, v6
-    vmax.f32 v8, v8, v7
-    vmax.f32 v0, v0, v10
-    vmax.f32 v8, v8, v11
+    sg_fold  sg_max
 k_gmax_\ty\()_rest:
     andi     s13, s5, 3           # steps after them
     beqz     s13, k_gmax_\ty\()_done
 k_gmax_\ty\()_one:
     sg_load_\ty v1, v2
     sg_widen_\ty v1, v2
-    vmax.f32 v0, v0, v1
-    vmax.f32 v8, v8, v2
+    sg_max   v1, v2
     loop     s13, k_gmax_\ty\()_one
 k_gmax_\ty\()_done:
     # pass 2: the sum of exp(x - max) of each lane
@@ -397,87 +338,24 @@ k_gmax_\ty\()_done:
     sg_start_\ty
     srli     s13, s5, 2           # blocks of 4 steps along R
     beqz     s13, k_gsum_\ty\()_rest
-    sg_load_\ty v1, v2
-    sg_load_\ty v3, v5
-    sg_widen_\ty v1, v2
-    sg_load_\ty v6, v7
-    sg_widen_\ty v3, v5
-    vsub.f32 v1, v1, v0
-    vsub.f32 v2, v2, v8
-    sg_load_\ty v10, v11
-    sg_widen_\ty v6, v7
-    vsub.f32 v3, v3, v0
-    vsub.f32 v5, v5, v8
-    vexp.f32 v1, v1
-    vexp.f32 v2, v2
-    sg_widen_\ty v10, v11
-    vsub.f32 v6, v6, v0
-    vsub.f32 v7, v7, v8
-    vexp.f32 v3, v3
-    vexp.f32 v5, v5
-    vsub.f32 v10, v10, v0
-    vsub.f32 v11, v11, v8
-    vexp.f32 v6, v6
-    vexp.f32 v7, v7
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
+    sg_load_block \ty
+    sg_exp_mid \ty
+    sg_exp_end
     addi     s13, s13, -1
     beqz     s13, k_gsum_\ty\()_last
 k_gsum_\ty:
-    vadd.f32 v4, v4, v1
-    vadd.f32 v9, v9, v2
-    vadd.f32 v4, v4, v3
-    vadd.f32 v9, v9, v5
-    sg_load_\ty v1, v2
-    vadd.f32 v4, v4, v6
-    vadd.f32 v9, v9, v7
-    sg_load_\ty v3, v5
-    sg_widen_\ty v1, v2
-    vadd.f32 v4, v4, v10
-    vadd.f32 v9, v9, v11
-    sg_load_\ty v6, v7
-    sg_widen_\ty v3, v5
-    vsub.f32 v1, v1, v0
-    vsub.f32 v2, v2, v8
-    sg_load_\ty v10, v11
-    sg_widen_\ty v6, v7
-    vsub.f32 v3, v3, v0
-    vsub.f32 v5, v5, v8
-    vexp.f32 v1, v1
-    vexp.f32 v2, v2
-    sg_widen_\ty v10, v11
-    vsub.f32 v6, v6, v0
-    vsub.f32 v7, v7, v8
-    vexp.f32 v3, v3
-    vexp.f32 v5, v5
-    vsub.f32 v10, v10, v0
-    vsub.f32 v11, v11, v8
-    vexp.f32 v6, v6
-    vexp.f32 v7, v7
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
+    sg_fold_next \ty, sg_add
+    sg_exp_mid \ty
+    sg_exp_end
     loop     s13, k_gsum_\ty
 k_gsum_\ty\()_last:
-    vadd.f32 v4, v4, v1
-    vadd.f32 v9, v9, v2
-    vadd.f32 v4, v4, v3
-    vadd.f32 v9, v9, v5
-    vadd.f32 v4, v4, v6
-    vadd.f32 v9, v9, v7
-    vadd.f32 v4, v4, v10
-    vadd.f32 v9, v9, v11
+    sg_fold  sg_add
 k_gsum_\ty\()_rest:
     andi     s13, s5, 3           # steps after them
     beqz     s13, k_gsum_\ty\()_done
 k_gsum_\ty\()_one:
-    sg_load_\ty v1, v2
-    sg_widen_\ty v1, v2
-    vsub.f32 v1, v1, v0
-    vsub.f32 v2, v2, v8
-    vexp.f32 v1, v1
-    vexp.f32 v2, v2
-    vadd.f32 v4, v4, v1
-    vadd.f32 v9, v9, v2
+    sg_exp_one \ty
+    sg_add   v1, v2
     loop     s13, k_gsum_\ty\()_one
 k_gsum_\ty\()_done:
     vrcp.f32 v4, v4
@@ -488,41 +366,18 @@ k_gsum_\ty\()_done:
     srli     s13, s5, 2           # blocks of 4 steps along R
     beqz     s13, k_gout_\ty\()_rest
 k_gout_\ty:
-    sg_load_\ty v1, v2
-    sg_load_\ty v3, v5
-    sg_widen_\ty v1, v2
-    sg_load_\ty v6, v7
-    sg_widen_\ty v3, v5
-    vsub.f32 v1, v1, v0
-    vsub.f32 v2, v2, v8
-    sg_load_\ty v10, v11
-    sg_widen_\ty v6, v7
-    vsub.f32 v3, v3, v0
-    vsub.f32 v5, v5, v8
-    vexp.f32 v1, v1
-    vexp.f32 v2, v2
-    sg_widen_\ty v10, v11
-    vsub.f32 v6, v6, v0
-    vsub.f32 v7, v7, v8
-    vexp.f32 v3, v3
-    vexp.f32 v5, v5
-    vmul.f32 v1, v1, v4
-    vmul.f32 v2, v2, v9
-    vsub.f32 v10, v10, v0
-    vsub.f32 v11, v11, v8
-    vexp.f32 v6, v6
-    vexp.f32 v7, v7
-    vmul.f32 v3, v3, v4
-    vmul.f32 v5, v5, v9
+    sg_load_block \ty
+    sg_exp_mid \ty
+    sg_mul   v1, v2
+    sg_sub   v10, v11
+    sg_exp   v6, v7
+    sg_mul   v3, v5
     sg_narrow_\ty v1, v2
-    vexp.f32 v10, v10
-    vexp.f32 v11, v11
-    vmul.f32 v6, v6, v4
-    vmul.f32 v7, v7, v9
+    sg_exp   v10, v11
+    sg_mul   v6, v7
     sg_narrow_\ty v3, v5
     sg_store_\ty v1, v2
-    vmul.f32 v10, v10, v4
-    vmul.f32 v11, v11, v9
+    sg_mul   v10, v11
     sg_narrow_\ty v6, v7
     sg_store_\ty v3, v5
     sg_narrow_\ty v10, v11
@@ -533,19 +388,87 @@ k_gout_\ty\()_rest:
     andi     s13, s5, 3           # steps after them
     beqz     s13, k_gout_\ty\()_done
 k_gout_\ty\()_one:
-    sg_load_\ty v1, v2
-    sg_widen_\ty v1, v2
-    vsub.f32 v1, v1, v0
-    vsub.f32 v2, v2, v8
-    vexp.f32 v1, v1
-    vexp.f32 v2, v2
-    vmul.f32 v1, v1, v4
-    vmul.f32 v2, v2, v9
+    sg_exp_one \ty
+    sg_mul   v1, v2
     sg_narrow_\ty v1, v2
     sg_store_\ty v1, v2
     loop     s13, k_gout_\ty\()_one
 k_gout_\ty\()_done:
     ret
+    .endm
+
+// the wavefronts of sg_group, by type TY, on the steps of a block (lanes 0..3
+// and 4..7 in v1, v2; v3, v5; v6, v7; v10, v11).  sg_load_block: the first
+// loads and widenings; sg_exp_mid and sg_exp_end: the rest of the loads and
+// exp(x - max) (sg_exp_end: its last waves); sg_fold_next OP: OP (sg_max,
+// sg_add) on the previous block interleaved with sg_load_block; sg_fold OP: OP
+// on the block; sg_exp_one: one step loaded and exponentiated
+    .macro sg_load_block ty
+    sg_load_\ty v1, v2
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    .endm
+    .macro sg_exp_mid ty
+    sg_sub   v1, v2
+    sg_load_\ty v10, v11
+    sg_widen_\ty v6, v7
+    sg_sub   v3, v5
+    sg_exp   v1, v2
+    sg_widen_\ty v10, v11
+    sg_sub   v6, v7
+    sg_exp   v3, v5
+    .endm
+    .macro sg_exp_end
+    sg_sub   v10, v11
+    sg_exp   v6, v7
+    sg_exp   v10, v11
+    .endm
+    .macro sg_fold_next ty, op
+    \op      v1, v2
+    \op      v3, v5
+    sg_load_\ty v1, v2
+    \op      v6, v7
+    sg_load_\ty v3, v5
+    sg_widen_\ty v1, v2
+    \op      v10, v11
+    sg_load_\ty v6, v7
+    sg_widen_\ty v3, v5
+    .endm
+    .macro sg_fold op
+    \op      v1, v2
+    \op      v3, v5
+    \op      v6, v7
+    \op      v10, v11
+    .endm
+    .macro sg_exp_one ty
+    sg_load_\ty v1, v2
+    sg_widen_\ty v1, v2
+    sg_sub   v1, v2
+    sg_exp   v1, v2
+    .endm
+// one f32 operation on a step's lanes A (0..3), B (4..7): into the max (v0,
+// v8) or the sum (v4, v9); x - max; exp; times 1 / sum (v4, v9)
+    .macro sg_max a, b
+    vmax.f32 v0, v0, \a
+    vmax.f32 v8, v8, \b
+    .endm
+    .macro sg_add a, b
+    vadd.f32 v4, v4, \a
+    vadd.f32 v9, v9, \b
+    .endm
+    .macro sg_sub a, b
+    vsub.f32 \a, \a, v0
+    vsub.f32 \b, \b, v8
+    .endm
+    .macro sg_exp a, b
+    vexp.f32 \a, \a
+    vexp.f32 \b, \b
+    .endm
+    .macro sg_mul a, b
+    vmul.f32 \a, \a, v4
+    vmul.f32 \b, \b, v9
     .endm
 
 // the per-type steps of sg_group: masks and pointers, one step's load (the 8

@@ -12,27 +12,10 @@ swish:                          # entry: the shared driver
     .include "include/eltwise_row.inc"
 
 // ---- swish: setup and compute ----
-// setup: every operand f16, or every operand f32
-    setup_same_float
-    li.f32   s3, 1.0
-    vbcast.w v16, s3           # 1.0 (f32)
+// setup: every operand f16, or every operand f32; 1.0 in v16
+    fw_setup_one
 k_setup_end:
     ret
 
-// compute: in f32 (fw_compute), a chain of one-instruction steps on X -> T
-    .macro k_neg x, t
-    vneg.f32 \t, \x
-    .endm
-    .macro k_exp x, t
-    vexp.f32 \t, \t
-    .endm
-    .macro k_inc x, t
-    vadd.f32 \t, \t, v16         # 1 + exp(-x)
-    .endm
-    .macro k_rcp x, t
-    vrcp.f32 \t, \t
-    .endm
-    .macro k_mulx x, t
-    vmul.f32 \t, \x, \t
-    .endm
-    fw_compute k_neg, k_exp, fw_none, fw_none, fw_none, k_inc, k_rcp, k_mulx
+// compute: in f32 (fw_compute), x * (1 / (1 + exp(-x))) with the shared steps
+    fw_compute fw_negx, fw_exp, fw_none, fw_none, fw_none, fw_inc, fw_rcp, fw_mulx

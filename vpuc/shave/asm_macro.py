@@ -10,10 +10,20 @@ takes exactly as many arguments as it names.  A body may invoke other macros,
 up to ``MAX_DEPTH`` expansions deep (which also stops recursion); it may not
 define one.
 
+``.rept N`` ... ``.endr`` assembles its body N times (N a decimal or hex
+integer, 0 to ``MAX_REPT``); ``.irp SYM, A, B`` ... ``.endr`` assembles it once per
+value with ``\\SYM`` replaced by it (no values: once, with ``\\SYM`` empty).  Both
+nest with each other and with macros; as in GNU as, the enclosing substitution
+comes first (a macro's ``\\p`` and ``\\@`` inside a ``.irp`` in its body are replaced
+when the macro expands), and ``\\@`` in a repetition outside any macro is the
+number of macro expansions so far (a repetition is not counted).  ``\\()`` ends a
+symbol name as in macros.
+
 An expanded line is located at its line in the macro body, with a note ``in
-expansion of macro NAME at file:line`` per level, then the invocation's own
-include notes; a column inside a substituted argument is that of its ``\\p``
-(``SourceLine.cols``, mapped back by the assembler).
+expansion of macro NAME at file:line`` per level (``in repetition K of .rept at
+file:line``, ``in .irp SYM = VALUE at file:line`` for repetitions), then the
+invocation's own include notes; a column inside a substituted argument is that
+of its ``\\p`` (``SourceLine.cols``, mapped back by the assembler).
 """
 
 from __future__ import annotations
@@ -25,6 +35,9 @@ from vpuc.diagnostics import DiagnosticBag, Loc
 from vpuc.shave.asm_include import SourceLine
 
 MAX_DEPTH = 16
+MAX_REPT = 65536
+_BLOCKS = (".rept", ".irp")
+_COUNT = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
 _IDENT = r"[A-Za-z_.$][A-Za-z0-9_.$]*"
 _HEAD = re.compile(rf"^((?:\s*{_IDENT}\s*:)*)\s*(\S+)")
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -37,6 +50,49 @@ class Macro:
     params: tuple[str, ...]
     body: list[SourceLine]
     loc: Loc
+
+
+@dataclass
+class _Context:
+    """How the lines of a macro body or a repetition are substituted: the values
+    of the names, ``\\@``, the notes of the expansion, and per line the names of
+    the ``.irp`` blocks around it inside these lines (kept for those blocks) and
+    whether it is inside one at all (``\\()`` is then kept too)."""
+    values: dict[str, str]
+    serial: str
+    via: tuple
+    scopes: list[tuple[frozenset, bool]]
+    kind: str                   # "macro" or ".irp" / ".rept": names its escapes
+
+
+def _word(line: SourceLine) -> tuple[re.Match | None, str | None]:
+    head = _HEAD.match(_code(line.text))
+    return head, (head.group(2) if head else None)
+
+
+def _scopes(lines: list[SourceLine]) -> list[tuple[frozenset, bool]]:
+    """Per line: the ``.irp`` symbols of the blocks (among ``lines``) around it, and
+    whether any block is around it."""
+    stack: list[str] = []
+    out = []
+    for line in lines:
+        head, word = _word(line)
+        out.append((frozenset(s for s in stack if s), bool(stack)))
+        if word == ".endr" and stack:
+            stack.pop()
+        elif word in _BLOCKS:
+            sym = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)", _code(line.text)[head.end(2):]) \
+                if word == ".irp" else None
+            stack.append(sym.group(1) if sym else "")
+    return out
+
+
+def _at(line: SourceLine, col: int) -> Loc:
+    """The location of 0-based column ``col`` of ``line`` (in its source line when
+    it was substituted)."""
+    if line.cols is not None:
+        col = line.cols[min(max(col, 0), len(line.cols) - 1)]
+    return Loc(line.file, line.number, col + 1)
 
 
 class _MacroError(Exception):
@@ -86,22 +142,113 @@ class _Expander:
         self.out: list[SourceLine] = []
 
     def run(self, lines: list[SourceLine]) -> list[SourceLine]:
+        self._lines(lines, 0, None)
+        return self.out
+
+    def _lines(self, lines: list[SourceLine], depth: int, ctx: _Context | None) -> None:
+        """Expand ``lines``: top-level text (``ctx`` None: macro definitions are
+        taken here) or a macro body / repetition, substituted line by line."""
         i = 0
         while i < len(lines):
             line = lines[i]
-            head = _HEAD.match(_code(line.text))
-            if head and head.group(2) == ".macro":
+            head, word = _word(line)
+            if word == ".macro" and ctx is None:
                 i = self._define(lines, i, head)
                 continue
+            if word in _BLOCKS:
+                i = self._block(lines, i, head, depth, ctx)
+                continue
             try:
-                if head and head.group(2) == ".endm":
+                if word == ".endm" and ctx is None:
                     raise _MacroError(Loc(line.file, line.number, head.start(2) + 1),
                                       "'.endm' without '.macro'")
-                self._line(line, 0)
+                if word == ".endr":
+                    raise _MacroError(_at(line, head.start(2)),
+                                      "'.endr' without '.rept' or '.irp'")
+                self._line(self._apply(ctx, i, line), depth)
             except _MacroError as err:
-                self.bag.error(err.loc, err.message, err.notes + line.via)
+                self.bag.error(err.loc, err.message,
+                               err.notes + (line.via if ctx is None else ctx.via))
             i += 1
-        return self.out
+
+    def _apply(self, ctx: _Context | None, i: int, line: SourceLine) -> SourceLine:
+        """Line ``i`` of the lines ``ctx`` substitutes, substituted."""
+        if ctx is None:
+            return line
+        text, cols = self._substitute(line, ctx, i)
+        return SourceLine(line.file, line.number, text, ctx.via, cols)
+
+    def _block(self, lines: list[SourceLine], i: int, head: re.Match, depth: int,
+               ctx: _Context | None) -> int:
+        """The ``.rept`` or ``.irp`` at ``lines[i]`` expanded; the index after its
+        ``.endr``."""
+        line, word = lines[i], head.group(2)
+        via = line.via if ctx is None else ctx.via
+        level, end = 0, i + 1
+        while end < len(lines):
+            inner, other = _word(lines[end])
+            if other in _BLOCKS:
+                level += 1
+            elif other == ".endr":
+                if level == 0:
+                    break
+                level -= 1
+            elif other in (".macro", ".endm") and ctx is None:
+                self.bag.error(_at(lines[end], inner.start(2)),
+                               f"'{other}' inside a '.rept' or '.irp' (missing '.endr'?)",
+                               lines[end].via)
+            end += 1
+        if end == len(lines):
+            self.bag.error(_at(line, head.start(2)), f"missing '.endr' for this '{word}'", via)
+            return end
+        body: list[SourceLine] = []
+        try:
+            first = self._apply(ctx, i, line)
+            for k in range(i + 1, end):      # the enclosing substitution first
+                try:
+                    body.append(self._apply(ctx, k, lines[k]))
+                except _MacroError as err:
+                    self.bag.error(err.loc, err.message, err.notes + via)
+            head = _HEAD.match(_code(first.text))
+            sym, values = self._block_head(first, head)
+        except _MacroError as err:
+            self.bag.error(err.loc, err.message, err.notes + via)
+            return end + 1
+        if head.group(1).strip():
+            self.out.append(SourceLine(line.file, line.number, head.group(1), via))
+        scopes, serial = _scopes(body), str(self.count)
+        where = f"{line.file}:{line.number}"
+        for n, value in enumerate(values, 1):
+            note = f"in repetition {n} of .rept at {where}" if sym is None \
+                else f"in .irp {sym} = {value} at {where}"
+            self._lines(body, depth + 1, _Context(
+                {} if sym is None else {sym: value}, serial, ((None, note),) + via, scopes,
+                word))
+        labels = _HEAD.match(_code(lines[end].text)).group(1)
+        if labels.strip():                       # keep labels in front of '.endr'
+            self.out.append(SourceLine(lines[end].file, lines[end].number, labels, via))
+        return end + 1
+
+    @staticmethod
+    def _block_head(line: SourceLine, head: re.Match) -> tuple[str | None, list[str]]:
+        """``.rept N``: (None, N empty values); ``.irp SYM, A, ...``: (SYM, values)."""
+        word, code = head.group(2), _code(line.text)
+        args = _split_args(line, code, head.end(2))
+        if word == ".rept":
+            if len(args) != 1:
+                raise _MacroError(_at(line, head.start(2) if not args else args[1][1]),
+                                  "expected '.rept COUNT'")
+            text, col = args[0]
+            if not _COUNT.fullmatch(text) or int(text, 0) > MAX_REPT:
+                raise _MacroError(_at(line, col), f"expected a count from 0 to {MAX_REPT} "
+                                  f"for '.rept', got '{text}'")
+            return None, [""] * int(text, 0)
+        if not args:
+            raise _MacroError(_at(line, head.start(2)), "expected '.irp SYMBOL, value, ...'")
+        sym, col = args[0]
+        if not _PARAM.fullmatch(sym):
+            raise _MacroError(_at(line, col), f"expected a symbol name, got '{sym}'")
+        return sym, [text for text, _ in args[1:]] or [""]
 
     def _define(self, lines: list[SourceLine], i: int, head: re.Match) -> int:
         line = lines[i]
@@ -173,55 +320,61 @@ class _Expander:
                               ((macro.loc, "macro defined here"),))
         if head.group(1).strip():
             self.out.append(SourceLine(line.file, line.number, head.group(1), line.via))
-        values = dict(zip(macro.params, (text for text, _ in args)))
         serial = str(self.count)
         self.count += 1
         via = ((None, f"in expansion of macro {macro.name} at {line.file}:{line.number}"),) \
             + line.via
-        for body in macro.body:
-            try:
-                text, cols = self._substitute(body, values, serial)
-                self._line(SourceLine(body.file, body.number, text, via, cols), depth + 1)
-            except _MacroError as err:
-                self.bag.error(err.loc, err.message, err.notes + via)
+        self._lines(macro.body, depth + 1, _Context(
+            dict(zip(macro.params, (text for text, _ in args))), serial, via,
+            _scopes(macro.body), "macro"))
 
-    def _substitute(self, body: SourceLine, values: dict[str, str],
-                    serial: str) -> tuple[str, tuple[int, ...]]:
-        """The body line with its escapes replaced, and for each index of the result
-        (and one past its end) the 0-based column in the body line it came from."""
-        code = _code(body.text)
-        base = tuple(range(len(body.text) + 1))   # body lines are never expansions
+    @staticmethod
+    def _substitute(line: SourceLine, ctx: _Context, i: int) -> tuple[str, tuple[int, ...]]:
+        """Line ``i`` of ``ctx`` with its escapes replaced, and for each index of the
+        result (and one past its end) the 0-based column in the source line it came
+        from."""
+        code = _code(line.text)
+        base = line.cols if line.cols is not None else tuple(range(len(line.text) + 1))
         pieces: list[str] = []
         cols: list[int] = []
         pos = 0
         for match in _ESCAPE.finditer(code):
             pieces.append(code[pos:match.start()])
             cols.extend(base[pos:match.start()])
-            value = self._escape(body, values, serial, match)
+            value = _Expander._escape(line, ctx, ctx.scopes[i], match)
             pieces.append(value)
             cols.extend([base[match.start()]] * len(value))
             pos = match.end()
-        pieces.append(body.text[pos:])
+        pieces.append(line.text[pos:])
         cols.extend(base[pos:])
         return "".join(pieces), tuple(cols)
 
     @staticmethod
-    def _escape(body: SourceLine, values: dict[str, str], serial: str,
+    def _escape(line: SourceLine, ctx: _Context, scope: tuple[frozenset, bool],
                 match: re.Match) -> str:
         key = match.group(1)
         if key == "@":
-            return serial
+            return ctx.serial
         if key == "()":
-            return ""
-        if key in values:
-            return values[key]
-        where = Loc(body.file, body.number, match.start() + 1)
+            return match.group(0) if scope[1] else ""
+        if key in scope[0]:
+            return match.group(0)         # an inner .irp's symbol: replaced there
+        if key in ctx.values:
+            return ctx.values[key]
+        where = _at(line, match.start())
+        what = {"macro": ("parameter", "macro parameter", "parameters"),
+                ".irp": ("symbol", ".irp symbol", "symbol")}.get(ctx.kind)
+        if what is None:
+            raise _MacroError(where, "expected '@' or '()' after '\\' in a '.rept'" if key is None
+                              else f"unknown name '\\{key}' in a '.rept' (only '\\@' and "
+                              "'\\()' are replaced)")
         if key is None:
-            raise _MacroError(where, "expected a parameter name, '@' or '()' after '\\'")
-        known = ", ".join(f"\\{p}" for p in values) or "none"
-        raise _MacroError(where, f"unknown macro parameter '\\{key}' (parameters: {known})")
+            raise _MacroError(where, f"expected a {what[0]} name, '@' or '()' after '\\'")
+        known = ", ".join(f"\\{p}" for p in ctx.values) or "none"
+        raise _MacroError(where, f"unknown {what[1]} '\\{key}' ({what[2]}: {known})")
 
 
 def expand_macros(lines: list[SourceLine], bag: DiagnosticBag) -> list[SourceLine]:
-    """``lines`` with macro definitions removed and invocations expanded."""
+    """``lines`` with macro definitions removed, invocations and ``.rept`` / ``.irp``
+    blocks expanded."""
     return _Expander(bag).run(lines)
