@@ -37,6 +37,7 @@ Run: .venv/bin/python bench/fusion_bench.py [--chain NAME] [--blocks N] [--check
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 import tomllib
@@ -145,18 +146,24 @@ def unfused_program(chain, blocks: int, shape=SHAPE):
     return program, time.perf_counter() - clock, text
 
 
+def part_body(chain, blocks: int, shape=SHAPE):
+    """The chain's (first) subgraph body, typed for the part of a block one ACT SHAVE
+    runs (as lower-graph generates it): a block's rows halved over two SHAVEs."""
+    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.subgraph import tokenize
+    from vpuc.fusion.targets import get_target
+    graph = parse_text(graph_text(chain, shape), "<chain>").graphs[0]
+    return retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
+                  shape[2] // blocks // 2)
+
+
 def per_op_kernels(chain, blocks: int, shape=SHAPE) -> tuple[dict, list[tuple[str, str]]]:
     """One generated kernel per op (the same generator, fusion off), each for the part
     of a block one ACT SHAVE runs: (objects by name, [(name, declaration)] in order)."""
     from vpuc.fusion.generator.generate import generate
-    from vpuc.fusion.lower_graph import retype
-    from vpuc.fusion.subgraph import tokenize
-    from vpuc.fusion.targets import get_target
-    part = shape[2] // blocks // 2                 # a block's rows, halved over two SHAVEs
     generated, kernels = {}, []
     for i, step in enumerate(chain):
-        graph = parse_text(graph_text([step], shape), "<per-op>").graphs[0]
-        body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4, part)
+        body = part_body([step], blocks, shape)
         name = f"op{i}_{step[0].lower()}"
         kernel = generate(body, name)
         generated[name] = kernel.obj
@@ -207,14 +214,20 @@ def _nhwc() -> DimsOrder:
     return DimsOrder(NAMED_ORDERS["NHWC"])
 
 
+@functools.cache
+def timing_model(arch_name: str = "npu37xx") -> dict:
+    """runtime_sim/archs/<arch_name>.toml, read once."""
+    return tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+
+
 def clock_ratio(arch_name: str = "npu37xx") -> float:
     """NCE cycles per SHAVE cycle."""
-    data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+    data = timing_model(arch_name)
     return data["clocks"]["nce_mhz"] / data["clocks"]["shave_mhz"]
 
 
 def roofline_cycles(arch_name: str = "npu37xx", shape=SHAPE) -> tuple[float, int]:
-    data = tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+    data = timing_model(arch_name)
     moved = 2 * int(np.prod(shape)) * 2                     # f16 in and out, through DDR
     seconds = moved / (data["ddr"]["bandwidth_mbps"] * 1e6)
     return seconds * data["clocks"]["nce_mhz"] * 1e6, moved
@@ -246,15 +259,9 @@ def slot_floor(kernel) -> tuple[float, str]:
 
 def kernel_cycles_per_element(chain, blocks: int) -> tuple[float, float, str]:
     """(measured SHAVE cycles per element, compute floor per element, its slot)."""
-    from vpuc.fusion.generator.run import run_kernel
-    from vpuc.fusion.lower_graph import retype
-    from vpuc.fusion.subgraph import tokenize
-    from vpuc.fusion.targets import get_target
     from vpuc.fusion.generator.generate import generate
-    graph = parse_text(graph_text(chain), "<g>").graphs[0]
-    sub = tokenize(graph, get_target("shave")).subgraphs[0]
-    part = SHAPE[2] // blocks // 2
-    body = retype(sub.body, 2, 4, part)
+    from vpuc.fusion.generator.run import run_kernel
+    body = part_body(chain, blocks)
     kernel = generate(body, "k")
     x = np.random.default_rng(0).uniform(-3, 3, body.parameters[0].type.bound_shape)
     run = run_kernel(kernel, [x], [body.results[0].type.bound_shape])
@@ -266,12 +273,7 @@ def profile_chain(chain, blocks: int) -> str:
     """Cycles per LIR expression of the chain's generated kernel (one part of a block)."""
     from vpuc.fusion.generator.generate import generate
     from vpuc.fusion.generator.profile import format_profile, profile_kernel
-    from vpuc.fusion.lower_graph import retype
-    from vpuc.fusion.subgraph import tokenize
-    from vpuc.fusion.targets import get_target
-    graph = parse_text(graph_text(chain), "<g>").graphs[0]
-    body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
-                  SHAPE[2] // blocks // 2)
+    body = part_body(chain, blocks)
     kernel = generate(body, "chain")
     shape = body.parameters[0].type.bound_shape
     x = np.random.default_rng(0).uniform(-3, 3, shape)
@@ -326,15 +328,12 @@ graph @g {
 
 def cleanup_savings(blocks: int) -> None:
     from vpuc.fusion.generator.savings import format_savings, savings
-    from vpuc.fusion.lower_graph import retype
     from vpuc.fusion.subgraph import tokenize
     from vpuc.fusion.targets import get_target
     rng = np.random.default_rng(0)
     cases = {}
     for chain in ("affine", "activations"):
-        graph = parse_text(graph_text(CHAINS[chain]), "<g>").graphs[0]
-        body = retype(tokenize(graph, get_target("shave")).subgraphs[0].body, 2, 4,
-                      SHAPE[2] // blocks // 2)
+        body = part_body(CHAINS[chain], blocks)
         shape = body.parameters[0].type.bound_shape
         cases[f"'{chain}' chain kernel (1x64x4x128)"] = (body, [rng.uniform(-3, 3, shape)],
                                                          [shape])

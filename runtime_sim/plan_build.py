@@ -86,13 +86,7 @@ class _Shapes:
             dims, elem, order, _, esize, ddr = base
             count = 1
             for piece, size in zip(view.slices, dims):
-                stop = piece.stop
-                if stop == -1:
-                    stop = size
-                step = piece.step
-                extent = stop - piece.start if step == 1 else (stop - piece.start + step - 1) // step
-                if extent < 0:
-                    extent = 0
+                extent = _extent(piece, size)
                 count *= extent
             key = (count * esize, esize, ddr)
             found = class_ids.get(key)
@@ -120,13 +114,7 @@ class _Shapes:
             sizes = []
             count = 1
             for piece, size in zip(view.slices, dims):
-                stop = piece.stop
-                if stop == -1:
-                    stop = size
-                step = piece.step
-                extent = stop - piece.start if step == 1 else (stop - piece.start + step - 1) // step
-                if extent < 0:
-                    extent = 0
+                extent = _extent(piece, size)
                 sizes.append(extent)
                 count *= extent
             dims = tuple(sizes)
@@ -388,3 +376,11 @@ def _barriers(plan: Plan, module) -> None:
     order = np.argsort(np.array(plan.barrier_phys, dtype=np.intp), kind="stable")
     sizes = np.bincount(plan.barrier_phys, minlength=len(slots))
     plan.phys_lists = [part.tolist() for part in np.split(order, np.cumsum(sizes)[:-1])]
+
+
+def _extent(piece, size: int) -> int:
+    """Elements a view's slice ``piece`` takes of a dim of ``size`` (stop -1: to the end)."""
+    stop = size if piece.stop == -1 else piece.stop
+    step = piece.step
+    extent = stop - piece.start if step == 1 else (stop - piece.start + step - 1) // step
+    return max(extent, 0)

@@ -248,14 +248,12 @@ def _segments(graph: Graph, tok: Tokenization, library: set[int],
         shapes = [op.type.dims for op in ops] + [
             index.producer(v).type.dims for v in _stage_io(tok, unit)[0]]
         last = segments[-1] if segments and segments[-1].layer is None else None
-        if last is not None:
-            try:
-                last.master = broadcast_shapes(last.master, *shapes)
-                last.units.append(unit)
-                continue
-            except InferError:
-                pass
-        segments.append(Segment(units=[unit], master=broadcast_shapes(*shapes)))
+        joined = _joined_master(last, shapes)
+        if joined is not None:
+            last.master = joined
+            last.units.append(unit)
+        else:               # after a layer, or shapes that do not broadcast together
+            segments.append(Segment(units=[unit], master=broadcast_shapes(*shapes)))
     return segments
 
 
@@ -370,3 +368,14 @@ def retype(body: Graph, axis: int, rank: int, size: int) -> Graph:
             op.attrs["shape"] = block_type(t, axis, rank, size).dims
     infer_graph(out)
     return out
+
+
+def _joined_master(segment, shapes) -> tuple | None:
+    """The broadcast shape of ``segment``'s blocks with ``shapes`` added, or None when
+    there is no run to join or the shapes do not broadcast with it."""
+    if segment is None:
+        return None
+    try:
+        return broadcast_shapes(segment.master, *shapes)
+    except InferError:
+        return None

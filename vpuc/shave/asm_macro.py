@@ -111,12 +111,13 @@ def _code(text: str) -> str:
     return text[:cut]
 
 
-def _split_args(line: SourceLine, text: str, start: int) -> list[tuple[str, int]]:
-    """Arguments at top-level commas, each with its 0-based column."""
-    body = text[start:]
+def split_commas(body: str) -> list[tuple[str, int, bool]]:
+    """``body`` split at top-level commas (not inside parentheses): per piece, its text
+    stripped, the offset in ``body`` of its first non-blank character, and whether it
+    is the last piece.  The assembler's operands and the macro arguments both use it."""
     if not body.strip():
         return []
-    args, depth, begin = [], 0, 0
+    pieces, depth, begin = [], 0, 0
     for i, ch in enumerate(body + ","):
         if ch == "(":
             depth += 1
@@ -124,13 +125,22 @@ def _split_args(line: SourceLine, text: str, start: int) -> list[tuple[str, int]
             depth -= 1
         elif ch == "," and depth <= 0:
             piece = body[begin:i]
-            col = start + begin + len(piece) - len(piece.lstrip())
-            if not piece.strip():
-                raise _MacroError(Loc(line.file, line.number, col + 1),
-                                  "expected an argument before ','" if i < len(body)
-                                  else "expected an argument after ','")
-            args.append((piece.strip(), col))
+            pieces.append((piece.strip(), begin + len(piece) - len(piece.lstrip()),
+                           i == len(body)))
             begin = i + 1
+    return pieces
+
+
+def _split_args(line: SourceLine, text: str, start: int) -> list[tuple[str, int]]:
+    """Arguments at top-level commas, each with its 0-based column."""
+    args = []
+    for piece, offset, last in split_commas(text[start:]):
+        col = start + offset
+        if not piece:
+            raise _MacroError(Loc(line.file, line.number, col + 1),
+                              "expected an argument after ','" if last
+                              else "expected an argument before ','")
+        args.append((piece, col))
     return args
 
 

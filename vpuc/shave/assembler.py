@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from vpuc.diagnostics import Diagnostic, Loc, VpucError
 from vpuc.shave.asm_include import expand
-from vpuc.shave.asm_macro import expand_macros
+from vpuc.shave.asm_macro import expand_macros, split_commas
 from vpuc.shave.asm_resolve import build_object, resolve
 from vpuc.shave.asm_state import (IDENT, LineError, PendingInsn, State, Text, int_operand,
                                   looks_like_symbol, shift)
@@ -130,24 +130,13 @@ def _assemble_line(st: State, raw: str, number: int) -> None:
 
 def _split_operands(line: str, pos: int, number: int, file: str) -> list[Text]:
     """Split at top-level commas, keeping each operand's column."""
-    body = line[pos:]
-    if not body.strip():
-        return []
-    pieces, depth, begin = [], 0, 0
-    for i, ch in enumerate(body + ","):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth <= 0:
-            piece = body[begin:i]
-            lead = len(piece) - len(piece.lstrip())
-            col = pos + begin + lead + 1
-            if not piece.strip():
-                raise LineError(Loc(file, number, col), "expected an operand before ','"
-                                if i < len(body) else "expected an operand after ','")
-            pieces.append(Text(piece.strip(), Loc(file, number, col)))
-            begin = i + 1
+    pieces = []
+    for piece, offset, last in split_commas(line[pos:]):
+        loc = Loc(file, number, pos + offset + 1)
+        if not piece:
+            raise LineError(loc, "expected an operand after ','" if last
+                            else "expected an operand before ','")
+        pieces.append(Text(piece, loc))
     return pieces
 
 
