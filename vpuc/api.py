@@ -25,7 +25,7 @@ import numpy as np
 
 from vpuc import __version__
 from vpuc.arch import Arch, load_arch
-from vpuc.diagnostics import Diagnostic, UsageError, VpucError
+from vpuc.diagnostics import BinLoc, Diagnostic, Severity, UsageError, VpucError
 from vpuc.input_files import STDIN, decode_text, display_name, read_bytes
 from vpuc.program import Program
 
@@ -156,6 +156,19 @@ def is_blob(data: bytes) -> bool:
     return data[:4] == ELF_MAGIC or (len(data) >= 8 and data[4:8] == FB_IDENTIFIER)
 
 
+def not_a_blob(data: bytes, name: str) -> VpucError:
+    """The error for a file that is neither a blob nor .vir, suggesting ``vpuc compile``."""
+    from vpuc.blob.reader import FB_IDENTIFIER
+    what = "empty" if not data else f"its first bytes are {bytes(data[:8]).hex()}"
+    blob = Path(name).with_suffix(".blob").as_posix() if name != "<stdin>" else "net.blob"
+    return VpucError([Diagnostic(
+        Severity.ERROR, BinLoc(name, "file header", 0),
+        f"not a vpuc blob: expected an ELF file or a FlatBuffer with file identifier "
+        f"{FB_IDENTIFIER.decode()} ({what})",
+        ((None, f"if {name} is VIR text, name it .vir or compile it first: "
+                f"vpuc compile {name} -o {blob}"),))])
+
+
 def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
          passes: str | None = None, report: CompileReport | None = None) -> Program:
     """What ``vpuc run`` and ``vpuc inspect`` take: a .vir file (compiled in memory with
@@ -168,6 +181,8 @@ def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
     if path == STDIN and not is_blob(data):
         return compile(decode_text(data, shown), arch, passes=passes, name=shown,
                        report=report)
+    if not is_blob(data):
+        raise not_a_blob(data, shown)
     if passes:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     return read_blob(data, shown)
