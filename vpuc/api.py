@@ -94,6 +94,8 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     from vpuc.vir.parser import parse_text
     if format not in FORMATS:
         raise UsageError(f"unknown blob format '{format}'; expected one of: {', '.join(FORMATS)}")
+    if passes is not None:
+        parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
     text, path = _source(source, name)
     shown = path or name or "<text>"
     module = parse_text(text, shown)
