@@ -129,9 +129,8 @@ def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], optio
         expected = numpy_dtype(by_name[name].type.elem)
         if value.dtype != expected:
             raise VpucError(f"{option}: input %{name} is {by_name[name].type.elem}, the value "
-                            f"given is {elem_name(value.dtype)}; give a "
-                            f"{by_name[name].type.elem} value, or pass --cast-inputs to "
-                            "convert it")
+                            f"given is {elem_name(value.dtype)}; give it as "
+                            f"{by_name[name].type.elem}, or pass --cast-inputs to convert it")
 
 
 # ------------------------------------------------------------------ comparing

@@ -178,6 +178,8 @@ def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
     path = os.fspath(path)
     if path.endswith(".vir"):
         return compile(path, arch, passes=passes, report=report)
+    if passes and path != STDIN:
+        raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
