@@ -69,14 +69,27 @@ def critical_path(plan: Plan, timeline: Timeline) -> list[int]:
     return path[::-1]
 
 
-def summary_data(plan: Plan, timeline: Timeline) -> dict:
+def _exact(value: float, digits: int = 3) -> float:
+    return value
+
+
+def _rounded(value: float, digits: int = 3) -> float | int:
+    """A figure for machines: an int when whole, else rounded to ``digits`` decimals (the
+    last bits of a float sum say nothing and would make equal runs print differently)."""
+    value = round(float(value), digits)
+    return int(value) if value.is_integer() else value
+
+
+def summary_data(plan: Plan, timeline: Timeline, exact: bool = False) -> dict:
     """The summary's figures as plain data (``vpuc run --json``; docs/simulator.md lists the
-    fields).  ``summary`` prints these same numbers."""
+    fields), ``rounded`` unless ``exact``.  ``summary`` prints these same numbers (exact, so
+    its own formatting rounds once)."""
+    rounded = _exact if exact else _rounded
     arch = plan.arch
     total = timeline.total
-    engines = [{"name": s.name, "units": s.units, "busy_cycles": s.busy,
-                "busy_percent": 100.0 * s.busy / total if total else 0.0,
-                "stall_cycles": s.stall} for s in track_stats(plan, timeline)]
+    engines = [{"name": s.name, "units": s.units, "busy_cycles": rounded(s.busy),
+                "busy_percent": rounded(100.0 * s.busy / total if total else 0.0, 2),
+                "stall_cycles": rounded(s.stall)} for s in track_stats(plan, timeline)]
     dma_units = [u for u in range(plan.size) if plan.kind[u] == DMA]
     moved = sum(plan.nbytes[u] for u in dma_units)
     seconds = total / (arch.nce_mhz * 1e6) if total else 0.0
@@ -88,25 +101,27 @@ def summary_data(plan: Plan, timeline: Timeline) -> dict:
         by_kind[name] = by_kind.get(name, 0.0) + timeline.end[u] - timeline.start[u]
     tracks = track_names(plan)
     return {
-        "cycles": total, "time_us": arch.us(total), "nce_mhz": arch.nce_mhz,
+        "cycles": rounded(total), "time_us": rounded(arch.us(total), 4),
+        "nce_mhz": rounded(arch.nce_mhz),
         "units": plan.size, "events": timeline.events, "engines": engines,
         "dma": {"bytes": moved, "transfers": len(dma_units),
                 "ddr_bytes": sum(plan.transfers[u].ddr_bytes for u in dma_units),
-                "achieved_gbps": moved / seconds / 1e9 if seconds else 0.0,
-                "ddr_peak_gbps": arch.gbps(arch.ddr_bytes_per_cycle)},
+                "achieved_gbps": rounded(moved / seconds / 1e9 if seconds else 0.0),
+                "ddr_peak_gbps": rounded(arch.gbps(arch.ddr_bytes_per_cycle))},
         "dpu_macs": sum(plan.macs),
-        "stall_cycles": sum(timeline.stall),
+        "stall_cycles": rounded(sum(timeline.stall)),
         "critical_path": {
-            "units": len(path), "cycles": path_total,
-            "percent_by_engine": {k: 100 * v / path_total for k, v in by_kind.items()}
-            if path_total else {},
+            "units": len(path), "cycles": rounded(path_total),
+            "percent_by_engine": {k: rounded(100 * v / path_total, 2)
+                                  for k, v in by_kind.items()} if path_total else {},
             "tasks": [{"name": plan.names[u], "track": tracks[plan.queue_of[u]][timeline.engine[u]],
-                       "start": timeline.start[u], "end": timeline.end[u]} for u in path]},
+                       "start": rounded(timeline.start[u]), "end": rounded(timeline.end[u])}
+                      for u in path]},
     }
 
 
 def summary(plan: Plan, timeline: Timeline, title: str) -> str:
-    data = summary_data(plan, timeline)
+    data = summary_data(plan, timeline, exact=True)
     total, dma = data["cycles"], data["dma"]
     rows = [title,
             f"total        {total:,.0f} cycles = {data['time_us']:,.2f} us at "
