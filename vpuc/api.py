@@ -88,6 +88,23 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
             fusion_print: Callable[[str, str], None] | None = None) -> Program:
     """Compile a .vir file (a path, or ``-`` for stdin) or VIR text (a string holding a
     newline or a ``{``) into a Program.  See docs/python-api.md for every argument."""
+    options = dict(passes=passes, report=report, print_after_all=print_after_all,
+                   verify_each=verify_each, trace=trace, fusion_print=fusion_print)
+    if passes is not None:
+        from vpuc.passes.registry import parse_pipeline
+        parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
+    text, path = _source(source, name)
+    return compile_text(text, path or name or "<text>", arch, format,
+                        source_name=Path(path).name if path else None, **options)
+
+
+def compile_text(text: str, name: str, arch: Arch | str | None = None, format: str = "fb", *,
+                 source_name: str | None = None, passes: str | None = None,
+                 report: CompileReport | None = None, print_after_all: bool = False,
+                 verify_each: bool = False, trace: TextIO | None = None,
+                 fusion_print: Callable[[str, str], None] | None = None) -> Program:
+    """``compile`` of VIR text that diagnostics call ``name`` (the provenance records
+    ``source_name``, default ``name``)."""
     from vpuc.passes.base import PassContext
     from vpuc.passes.manager import PassManager
     from vpuc.passes.registry import parse_pipeline
@@ -95,10 +112,8 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     if format not in FORMATS:
         raise UsageError(f"unknown blob format '{format}'; expected one of: {', '.join(FORMATS)}")
     if passes is not None:
-        parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
-    text, path = _source(source, name)
-    shown = path or name or "<text>"
-    module = parse_text(text, shown)
+        parse_pipeline(passes)
+    module = parse_text(text, name)
     target = resolve_arch(module, arch)
     names = pipeline_names(passes, module)
     ctx = PassContext(target)
@@ -123,7 +138,7 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     # Provenance: what made this program.  No paths or times, so blobs stay deterministic.
     program.provenance = {"compiler": f"vpuc {__version__}", "format": format,
                           "pipeline": ",".join(names), "arch": target.name,
-                          "source": Path(shown).name if path else shown}
+                          "source": source_name or name}
     return program
 
 
@@ -183,8 +198,8 @@ def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
-        return compile(decode_text(data, shown), arch, passes=passes, name=shown,
-                       report=report)
+        return compile_text(decode_text(data, shown), shown, arch, passes=passes,
+                            report=report)
     if not is_blob(data):
         raise not_a_blob(data, shown)
     if passes:

@@ -234,3 +234,15 @@ def test_dash_reads_stdin_and_writes_stdout():
         assert shown.returncode == 0 and shown.stdout.startswith(b"<stdin>: vpuc blob")
     report = vpuc_cmd("run", CLAMP, "--report", "-")
     assert report.returncode == 0 and b"\nid,name,engine,track" in report.stdout
+
+
+def test_python_api_doc_examples_run(monkeypatch, capsys):
+    """The Python blocks of docs/python-api.md run as written, from the repository root."""
+    import re
+    text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block, "docs/python-api.md", "exec"), {})
+    assert "cycles" in capsys.readouterr().out

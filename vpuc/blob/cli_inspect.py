@@ -42,7 +42,7 @@ def cmd_inspect(args) -> int:
     else:
         data = read_bytes(args.file)
         if args.file == "-" and not api.is_blob(data):        # VIR text on stdin
-            program = api.compile(decode_text(data, name), _arch_override(args.arch), name=name)
+            program = api.compile_text(decode_text(data, name), name, _arch_override(args.arch))
             data = api.write_blob(program)
         elif not api.is_blob(data):
             raise api.not_a_blob(data, name)
