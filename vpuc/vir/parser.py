@@ -389,11 +389,7 @@ def parse_text(text: str, file: str = "<input>") -> Module:
 
 
 def parse_file(path: str | Path) -> Module:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise VpucError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise VpucError(f"{path}: cannot read: {exc}") from None
-    return parse_text(text, str(path))
+    """Parse a .vir file (``-``: stdin); an unreadable file or a byte that is not UTF-8 is
+    a plain error (``vpuc.input_files``)."""
+    from vpuc.input_files import display_name, read_text
+    return parse_text(read_text(path, "the .vir file"), display_name(path))
