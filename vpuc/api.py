@@ -248,7 +248,6 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     """Run ``program`` on the cycle-approximate simulator.  ``reference=True`` also checks
     every generated kernel's tasks against the graph it records and computes the numpy
     reference of every output (``Simulation.reference``).  See docs/python-api.md."""
-    from vpuc.fusion.generator.kernel_graph import kernel_tolerance
     from runtime_sim.kernel_check import KernelCheck
     from runtime_sim.reference import Reference
     from runtime_sim.simarch import SimArch, sim_arch_for
@@ -261,6 +260,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     if reference:     # before the run: a recorded graph that does not parse stops it here
         graphs = recorded_graphs(program, source) if graphs is None else graphs
         if graphs:
+            from vpuc.fusion.generator.kernel_graph import kernel_tolerance
             tolerances = {name: kernel_tolerance(graph) for name, graph in graphs.items()}
             check = KernelCheck(program, graphs, tolerances, rtol, atol)
     result = run(program, target, inputs, seed=seed, timing_only=timing_only, races=races,
