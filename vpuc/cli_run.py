@@ -57,7 +57,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                           "the input's unless --cast-inputs")
     run.add_argument("--cast-inputs", action="store_true",
                      help="convert --input values of another element type to the input's "
-                          "(floats to integers round to nearest; out-of-range is an error)")
+                          "(a float value for an integer input must hold whole numbers)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--output-dir", metavar="DIR", help="write every output as DIR/NAME.npy")
     run.add_argument("--output", action="append", default=[], metavar="[NAME=]@FILE.npy",
