@@ -34,11 +34,23 @@ def test_every_blob_inspects_as_text_and_json(source, fmt):
         for task in task_list.tasks:
             if task.label:
                 assert f"{task.label}: " in text
-    assert {k["name"] for k in report["kernels"]} == set(program.kernels)
+    assert [k["name"] for k in report["kernels"]] == [k.name for k in module.kernels]
+    assert {k["name"] for k in report["kernels"] if k["image"]} == set(program.kernels)
     for kernel in report["kernels"]:
-        assert any(s["name"] == ".text" for s in kernel["elf_sections"])
-        assert kernel["disassembly"].startswith("    .text")
-        assert f"kernel @{kernel['name']}" in text
+        assert f"kernel @{kernel['name']}(" in text
+        if kernel["image"] is None:
+            continue
+        assert any(s["name"] == ".text" for s in kernel["image"]["elf_sections"])
+        assert kernel["image"]["disassembly"] is None        # only with --kernel
+    assert "disassembly of .text" not in text
+    assert len(report["tensors"]) == len(module.buffers) + len(module.views)
+    assert [c["tensor"] for c in report["constants"]] == list(program.constants)
+    for const in report["constants"]:
+        assert const["bytes"] == len(program.constants[const["tensor"]])
+    runtime = module.runtime
+    assert (report["runtime"] is None) == (runtime is None)
+    if runtime is not None:
+        assert report["runtime"] == {"kernel": runtime.kernel, "stack_sizes": list(runtime.stacks)}
     assert len(report["invocations"]) == len(program.invocations)
     for inv in report["invocations"]:
         assert inv["error"] is None

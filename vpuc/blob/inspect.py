@@ -232,7 +232,7 @@ def _kernel(program, content, index: int, file: str, disasm: bool) -> dict:
              "source_ref": rec.source_ref,
              "params": [{"name": p.name, "kind": "memref" if p.is_memref else "scalar",
                          "type": p.type_str()} for p in decl.params],
-             "image_of": None if rec.image_kernel < 0 else
+             "image_of": None if rec.image_kernel in (-1, index) else
              content.kernels[rec.image_kernel].name, "image": None}
     img = rec.image
     if img is not None:
