@@ -29,6 +29,7 @@ from vpuc.blob.content import (ELEM_OF, INIT_FILE, INIT_SPLAT, LOCATION_OF, SOUR
 from vpuc.blob.reader import decode_blob
 from vpuc.blob.rebuild import rebuild, verify_program
 from vpuc.diagnostics import BinLoc, UsageError, VpucError
+from vpuc.ir.tasks import SwKernelTask
 from vpuc.passes.pack_kernel_args import contract_slots
 from vpuc.program_printer import describe_memref
 from vpuc.shave.disassembler import disassemble, disassemble_object
@@ -158,7 +159,8 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
         raise UsageError(f"no kernel '{kernel}' in {file}; it has " + ", ".join(names))
     shown = None   # kernels: all, or those the filtered tasks run
     if task_list is not None or task is not None:
-        shown = {t["kernel"] for tl in report["task_lists"] for t in tl["tasks"] if "kernel" in t}
+        shown = {t["kernel"] for tl in report["task_lists"] if tl["executor"] == "ACT_SHAVE"
+                 for t in tl["tasks"]}
     report["kernels"] = [_kernel(program, content, i, file, disasm)
                          for i, k in enumerate(content.kernels)
                          if kernel in (None, k.name) and (shown is None or k.name in shown)]
@@ -200,7 +202,7 @@ def _task_list(tl, task: str | None, kernel: str | None) -> dict:
     for index, t in enumerate(tl.tasks):
         if task is not None and task not in (t.label, str(index)):
             continue
-        if kernel is not None and getattr(t, "kernel", kernel) != kernel:
+        if kernel is not None and not (isinstance(t, SwKernelTask) and t.kernel == kernel):
             continue
         entry = {"index": index, "label": t.label, **_sync(t)}
         kind = type(t).__name__
