@@ -14,38 +14,27 @@ is refused: vpuc writes at most a few dozen sections.
 
 from __future__ import annotations
 
-import struct
-
 from vpuc.diagnostics import BinLoc, VpucError
+from vpuc.shave.elf_layout import (EV_CURRENT, PT_LOAD, SHF_INFO_LINK, SHN_XINDEX, SHT_NOBITS,
+                                   SHT_NOTE, SHT_NULL, SHT_REL, SHT_RELA, Elf32_Ehdr,
+                                   Elf32_Nhdr, Elf32_Phdr, Elf32_Shdr)
 
-# Sizes and field offsets of the ELF32 headers (elf_layout declares the records).
-EHDR_SIZE, PHDR_SIZE, SHDR_SIZE = 52, 32, 40
-_PHDR = struct.Struct("<8I")      # p_type p_offset p_vaddr p_paddr p_filesz p_memsz p_flags p_align
-_NHDR = struct.Struct("<3I")
-SHN_XINDEX = 0xFFFF
-PT_LOAD = 1
-_SHT_NULL, _SHT_STRTAB, _SHT_RELA, _SHT_NOTE, _SHT_NOBITS, _SHT_REL = 0, 3, 4, 7, 8, 9
-_SHF_INFO_LINK = 0x40
-# Offsets of fields inside an Elf32_Ehdr / Elf32_Shdr / Elf32_Phdr, for the error locations.
-_E = {"e_version": 20, "e_phoff": 28, "e_shoff": 32, "e_ehsize": 40, "e_phentsize": 42,
-      "e_phnum": 44, "e_shentsize": 46, "e_shnum": 48, "e_shstrndx": 50}
-_SH = {"sh_offset": 16, "sh_size": 20, "sh_link": 24, "sh_info": 28, "sh_addralign": 32,
-       "sh_addr": 12}
-_P = {"p_offset": 4, "p_vaddr": 8, "p_filesz": 16, "p_align": 28}
+EHDR_SIZE, PHDR_SIZE, SHDR_SIZE = Elf32_Ehdr.size, Elf32_Phdr.size, Elf32_Shdr.size
+_E, _SH, _P = Elf32_Ehdr.offsets, Elf32_Shdr.offsets, Elf32_Phdr.offsets
 
 
 def _power_of_two_or_zero(value: int) -> bool:
     return value & (value - 1) == 0
 
 
-def check_header(ehdr, size: int, file: str, ev_current: int) -> None:
+def check_header(ehdr, size: int, file: str) -> None:
     """The ELF header's own fields and the bounds of both header tables."""
     def fail(field: str, message: str, where: str = "ELF header", offset: int | None = None):
         return VpucError(message, BinLoc(file, where, _E[field] if offset is None else offset))
 
-    if ehdr.e_version != ev_current:
+    if ehdr.e_version != EV_CURRENT:
         raise fail("e_version", f"e_version is {ehdr.e_version}, expected EV_CURRENT "
-                                f"({ev_current})")
+                                f"({EV_CURRENT})")
     if ehdr.e_ehsize != EHDR_SIZE:
         raise fail("e_ehsize", f"e_ehsize is {ehdr.e_ehsize}, expected {EHDR_SIZE} (the size "
                                "of an Elf32_Ehdr)")
@@ -88,18 +77,21 @@ def check_program_headers(data: bytes, ehdr, file: str) -> None:
     for PT_LOAD, p_vaddr congruent to p_offset modulo p_align."""
     for i in range(ehdr.e_phnum):
         at = ehdr.e_phoff + i * PHDR_SIZE
-        p_type, p_offset, p_vaddr, _, p_filesz, p_memsz, _, p_align = _PHDR.unpack_from(data, at)
+        ph = Elf32_Phdr.unpack_from(data, at, file, f"program header #{i}")
+        p_offset, p_vaddr, p_filesz, p_memsz, p_align = \
+            ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align
         where = f"program header #{i}"
         if p_offset + p_filesz > len(data):
             raise VpucError(f"segment ({p_filesz} bytes at {p_offset:#x}) runs past the end of "
-                            f"the file ({len(data)} bytes)", BinLoc(file, where, at + _P["p_offset"]))
+                            f"the file ({len(data)} bytes)",
+                            BinLoc(file, where, at + _P["p_offset"]))
         if p_filesz > p_memsz:
             raise VpucError(f"p_filesz {p_filesz} is larger than p_memsz {p_memsz}",
                             BinLoc(file, where, at + _P["p_filesz"]))
         if not _power_of_two_or_zero(p_align):
             raise VpucError(f"p_align {p_align} is not 0 or a power of two",
                             BinLoc(file, where, at + _P["p_align"]))
-        if p_type == PT_LOAD and p_align > 1 and (p_vaddr - p_offset) % p_align:
+        if ph.p_type == PT_LOAD and p_align > 1 and (p_vaddr - p_offset) % p_align:
             raise VpucError(f"p_vaddr {p_vaddr:#x} and p_offset {p_offset:#x} are not congruent "
                             f"modulo p_align {p_align}", BinLoc(file, where, at + _P["p_vaddr"]))
 
@@ -131,14 +123,14 @@ def check_section_headers(headers: list, ehdr, size: int, file: str) -> None:
         if sh.sh_link >= shnum:
             raise VpucError(f"sh_link {sh.sh_link} is out of range: the file has {shnum} "
                             "sections", where(i, "sh_link"))
-        if (sh.sh_type in (_SHT_REL, _SHT_RELA) or sh.sh_flags & _SHF_INFO_LINK) and \
+        if (sh.sh_type in (SHT_REL, SHT_RELA) or sh.sh_flags & SHF_INFO_LINK) and \
                 sh.sh_info >= shnum:
             raise VpucError(f"sh_info {sh.sh_info} is out of range: the file has {shnum} "
                             "sections", where(i, "sh_info"))
-        if sh.sh_type == _SHT_NOTE and sh.sh_addralign > 4:
+        if sh.sh_type == SHT_NOTE and sh.sh_addralign > 4:
             raise VpucError(f"SHT_NOTE section with sh_addralign {sh.sh_addralign}: ELF32 "
                             "notes are 4-byte aligned", where(i, "sh_addralign"))
-        if sh.sh_type in (_SHT_NOBITS, _SHT_NULL):
+        if sh.sh_type in (SHT_NOBITS, SHT_NULL):
             continue
         if sh.sh_offset + sh.sh_size > size:
             raise VpucError(f"section contents ({sh.sh_size} bytes at {sh.sh_offset:#x}) run "
@@ -167,11 +159,12 @@ def check_notes(data: bytes, name: str, file: str) -> None:
     4 bytes) lies inside the section."""
     pos = 0
     while pos < len(data):
-        if pos + _NHDR.size > len(data):
+        if pos + Elf32_Nhdr.size > len(data):
             raise VpucError(f"note header at {pos:#x} runs past the section ({len(data)} bytes)",
                             BinLoc(file, name, pos))
-        namesz, descsz, _ = _NHDR.unpack_from(data, pos)
-        end = pos + _NHDR.size + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+        note = Elf32_Nhdr.unpack_from(data, pos, file, name)
+        namesz, descsz = note.n_namesz, note.n_descsz
+        end = pos + Elf32_Nhdr.size + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
         if end > len(data):
             raise VpucError(f"note at {pos:#x} (n_namesz {namesz}, n_descsz {descsz}) runs past "
                             f"the section ({len(data)} bytes)", BinLoc(file, name, pos))

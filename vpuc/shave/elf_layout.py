@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
 from vpuc.diagnostics import BinLoc, VpucError
-from vpuc.shave import elf_checks as checks
 
 # --- e_ident -------------------------------------------------------------------
 
@@ -82,6 +81,7 @@ SHN_UNDEF = 0
 SHN_LORESERVE = 0xFF00
 SHN_ABS = 0xFFF1
 SHN_COMMON = 0xFFF2
+SHN_XINDEX = 0xFFFF
 
 # The enum members under their spec names, for code that reads like the spec.
 ET_NONE, ET_REL, ET_EXEC, ET_DYN = ElfType
@@ -159,6 +159,12 @@ Elf32_Shdr = Struct("Elf32_Shdr", (
     ("sh_offset", "I"), ("sh_size", "I"), ("sh_link", "I"), ("sh_info", "I"),
     ("sh_addralign", "I"), ("sh_entsize", "I"),
 ))
+# Program headers: vpuc writes none, the reader checks those a file has.
+Elf32_Phdr = Struct("Elf32_Phdr", (
+    ("p_type", "I"), ("p_offset", "I"), ("p_vaddr", "I"), ("p_paddr", "I"), ("p_filesz", "I"),
+    ("p_memsz", "I"), ("p_flags", "I"), ("p_align", "I"),
+))
+PT_LOAD = 1
 Elf32_Sym = Struct("Elf32_Sym", (
     ("st_name", "I"), ("st_value", "I"), ("st_size", "I"), ("st_info", "B"),
     ("st_other", "B"), ("st_shndx", "H"),
@@ -356,6 +362,7 @@ def _c_string(table: bytes, offset: int, file: str, where: str) -> str:
 
 def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile:
     """Parse an ELF32 LE file with every offset checked; errors are VpucErrors."""
+    from vpuc.shave import elf_checks as checks   # it reads this module's structs
     data = bytes(data)
     ehdr = Elf32_Ehdr.unpack_from(data, 0, file, "ELF header")
     ident = ehdr.e_ident
@@ -370,7 +377,7 @@ def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile
     if machine is not None and ehdr.e_machine != machine:
         raise VpucError(f"e_machine is {ehdr.e_machine:#x}, expected {machine:#x}",
                         BinLoc(file, "ELF header", 18))
-    checks.check_header(ehdr, len(data), file, EV_CURRENT)
+    checks.check_header(ehdr, len(data), file)
     checks.check_program_headers(data, ehdr, file)
     headers = [Elf32_Shdr.unpack_from(data, ehdr.e_shoff + i * Elf32_Shdr.size, file,
                                       "section headers") for i in range(ehdr.e_shnum)]
