@@ -5,9 +5,10 @@ spec: ``e_ident``, ``sh_type``, ``SHT_PROGBITS``, ``STB_GLOBAL`` ...  Only the
 relocatable subset vpuc needs is declared, but nothing here is specific to
 SHAVE kernels: the blob container reuses the writer and the reader.
 
-The reader never trusts the file: every offset and size is checked before use
-and every failure is a ``VpucError`` naming the file, the section (or header)
-and the byte offset.
+The reader never trusts the file: every offset and size is checked before use,
+the ELF specification's structural rules first (``vpuc.shave.elf_checks``), and
+every failure is a ``VpucError`` naming the file, the section (or header) and
+the byte offset.
 """
 
 from __future__ import annotations
