@@ -114,8 +114,11 @@ def _cases(lay: Layout):
     yield ("e_version", _put(d, 20, "I", 2), "ELF header", 20,
            "e_version is 2, expected EV_CURRENT (1)", False)
     yield ("note runs past its section", _put(d, note.header.sh_offset, "I", 1000),
-           ".note.vpuc", 0, f"note at 0x0 (n_namesz 1000, n_descsz 4) runs past the section "
-           f"({note.header.sh_size} bytes)", True)
+           ".note.vpuc", 0, f"note (1000-byte name, 4-byte descriptor) runs past the end of the "
+           f"section ({note.header.sh_size} bytes)", True)
+    yield ("note descriptor runs past its section", _put(d, note.header.sh_offset + 4, "I", 64),
+           ".note.vpuc", 0, f"note (5-byte name, 64-byte descriptor) runs past the end of the "
+           f"section ({note.header.sh_size} bytes)", True)
     yield ("section 0 not null", _put(d, lay.shoff + 20, "I", 5), "section header #0",
            lay.shoff, "section header #0 is not all zero (SHT_NULL)", False)
     symtab = lay.sections[lay.index[".symtab"]].header

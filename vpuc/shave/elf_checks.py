@@ -2,11 +2,15 @@
 
 ``read_elf32`` (``vpuc.shave.elf_layout``) calls these on every file it reads,
 blobs and kernel objects alike.  Each rule is one the System V gABI states
-("ELF Header", "Sections", "Program Header", "Note Section"); a file breaking
+("ELF Header", "Sections", "Program Header"); a file breaking
 it is refused with a ``VpucError`` naming the header or section and the file
 offset of the offending field (for a section's contents: the offset inside
 the section).  ``readelf -a -W`` (binutils 2.40) reports most of these files
 on stderr too; ``tests/blob/test_elf_strictness.py`` pins which.
+
+The notes inside an SHT_NOTE section are checked by the code that reads them,
+which names what the note is for: ``vpuc.shave.kernel_notes`` (a kernel's
+``.note.vpuc.graph``) and ``vpuc.blob.reader_elf`` (a blob's ``.note.vpuc``).
 
 Extended numbering (``e_shnum`` 0 with the count in section 0, ``SHN_XINDEX``)
 is refused: vpuc writes at most a few dozen sections.
@@ -152,20 +156,3 @@ def check_string_table(data: bytes, name: str, file: str) -> None:
         at = 0 if data[0] != 0 else len(data) - 1
         raise VpucError(f"string table {'starts' if at == 0 else 'ends'} with byte "
                         f"{data[at]:#04x}, not NUL", BinLoc(file, name, at))
-
-
-def check_notes(data: bytes, name: str, file: str) -> None:
-    """Every note of an SHT_NOTE section (header, name and descriptor, each padded to
-    4 bytes) lies inside the section."""
-    pos = 0
-    while pos < len(data):
-        if pos + Elf32_Nhdr.size > len(data):
-            raise VpucError(f"note header at {pos:#x} runs past the section ({len(data)} bytes)",
-                            BinLoc(file, name, pos))
-        note = Elf32_Nhdr.unpack_from(data, pos, file, name)
-        namesz, descsz = note.n_namesz, note.n_descsz
-        end = pos + Elf32_Nhdr.size + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
-        if end > len(data):
-            raise VpucError(f"note at {pos:#x} (n_namesz {namesz}, n_descsz {descsz}) runs past "
-                            f"the section ({len(data)} bytes)", BinLoc(file, name, pos))
-        pos = end

@@ -396,8 +396,6 @@ def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile
     for sec in sections:
         if sec.header.sh_type == SHT_STRTAB and sec.index != ehdr.e_shstrndx:
             checks.check_string_table(sec.data, sec.name, file)
-        elif sec.header.sh_type == SHT_NOTE:
-            checks.check_notes(sec.data, sec.name, file)
     elf = ElfFile(ehdr, sections)
     symtabs = [s for s in sections if s.header.sh_type == SHT_SYMTAB]
     if len(symtabs) > 1:
