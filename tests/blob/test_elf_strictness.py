@@ -156,3 +156,24 @@ def test_the_clean_blob_and_the_kernel_objects_pass(tmp_path):
         elf.read_elf32(image.elf, f"{name}.o")
     for obj in sorted((REPO / "kernels" / "build").glob("*.o")):
         elf.read_elf32(obj.read_bytes(), obj.name)
+
+
+def test_kernel_objects_get_the_same_rules():
+    """Kernel objects are read by the same reader: one rule of each kind, on clamp.o."""
+    from vpuc.shave import KernelObject
+    data = (REPO / "kernels" / "build" / "clamp.o").read_bytes()
+    lay = Layout(data)
+    text = lay.sh(".text", "sh_addralign")
+    for bad, where, offset, message in (
+            (_put(data, 40, "H", 60), "ELF header", 40,
+             "e_ehsize is 60, expected 52 (the size of an Elf32_Ehdr)"),
+            (_put(data, text, "I", 12), f"section header #{lay.index['.text']}", text,
+             "sh_addralign 12 is not 0 or a power of two"),
+            (_put(_put(_put(data, 28, "I", len(data) - 8), 42, "H", 32), 44, "H", 2),
+             "program headers", len(data) - 8,
+             f"program header table (2 entries of 32 bytes at {len(data) - 8:#x}) runs past "
+             f"the end of the file ({len(data)} bytes)")):
+        with pytest.raises(VpucError) as caught:
+            KernelObject.from_elf(bad, "clamp.o")
+        assert str(caught.value) == f"clamp.o: section {where} at offset {offset:#x}: error: " \
+                                    f"{message}"
