@@ -34,11 +34,23 @@ def test_every_blob_inspects_as_text_and_json(source, fmt):
         for task in task_list.tasks:
             if task.label:
                 assert f"{task.label}: " in text
-    assert {k["name"] for k in report["kernels"]} == set(program.kernels)
+    assert [k["name"] for k in report["kernels"]] == [k.name for k in module.kernels]
+    assert {k["name"] for k in report["kernels"] if k["image"]} == set(program.kernels)
     for kernel in report["kernels"]:
-        assert any(s["name"] == ".text" for s in kernel["elf_sections"])
-        assert kernel["disassembly"].startswith("    .text")
-        assert f"kernel @{kernel['name']}" in text
+        assert f"kernel @{kernel['name']}(" in text
+        if kernel["image"] is None:
+            continue
+        assert any(s["name"] == ".text" for s in kernel["image"]["elf_sections"])
+        assert kernel["image"]["disassembly"] is None        # only with --kernel
+    assert "disassembly of .text" not in text
+    assert len(report["tensors"]) == len(module.buffers) + len(module.views)
+    assert [c["tensor"] for c in report["constants"]] == list(program.constants)
+    for const in report["constants"]:
+        assert const["bytes"] == len(program.constants[const["tensor"]])
+    runtime = module.runtime
+    assert (report["runtime"] is None) == (runtime is None)
+    if runtime is not None:
+        assert report["runtime"] == {"kernel": runtime.kernel, "stack_sizes": list(runtime.stacks)}
     assert len(report["invocations"]) == len(program.invocations)
     for inv in report["invocations"]:
         assert inv["error"] is None
@@ -114,3 +126,61 @@ def test_sw_tasks_are_listed_with_bindings():
     task = next(t for tl in program.module.task_lists for t in tl.tasks
                 if isinstance(t, SwKernelTask))
     assert f"sw @{task.kernel} on tile {task.tile} inputs(%in_cmx as %arg0)" in text
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+def test_dpu_tasks_show_every_parameter_and_variant(fmt):
+    program = compiled(REPO / "examples" / "graph_conv.vir")
+    report = json.loads(inspect_blob(write_blob(program, fmt), "x", json=True))
+    dpu_ir = next(tl for tl in program.module.task_lists if str(tl.executor) == "DPU").tasks
+    dpu = next(tl for tl in report["task_lists"] if tl["executor"] == "DPU")["tasks"]
+    assert len(dpu) == len(dpu_ir) == 2
+    for task, ir in zip(dpu, dpu_ir):
+        assert (task["kernel"], task["stride"], task["pad"], task["dilation"]) == \
+            (list(ir.kernel), list(ir.stride), list(ir.pad), list(ir.dilation))
+        assert task["post_op"] == {"kind": str(ir.post.kind), "params": list(ir.post.params)}
+        assert [(v["start"], v["end"], v["waits"], v["updates"]) for v in task["variants"]] == \
+            [(list(v.start), list(v.end), list(v.waits), list(v.updates)) for v in ir.variants]
+    assert task["pad"] == [0, 1, 1, 1] and task["post_op"]["kind"] == "relu"
+    text = inspect_blob(write_blob(program, fmt), "x")
+    assert "      kernel 3x3, stride 1x1, dilation 1x1, pad top 0 bottom 1 left 1 right 1, " \
+           "post relu\n" in text
+    assert "      variant -: x 0..31, y 8..15, z 0..15 (W x H x C = 32x8x16)\n" in text
+
+
+def test_act_tasks_show_scalars_run_args_and_contracts():
+    report = json.loads(inspect_blob(write_blob(compiled(CLAMP), "elf"), "x", json=True))
+    (task,) = next(tl for tl in report["task_lists"] if tl["executor"] == "ACT_SHAVE")["tasks"]
+    assert task["scalars"] == [{"name": "minVal", "type": "f16", "value": 0.0},
+                               {"name": "maxVal", "type": "f16", "value": 6.0}]
+    assert task["run_args"] == ["arg0", "arg1", "minVal", "maxVal"]
+    clamp = next(k for k in report["kernels"] if k["name"] == "builtin_clamp")
+    assert (clamp["source"], clamp["source_ref"]) == ("library", "clamp")
+    assert [(p["name"], p["kind"]) for p in clamp["params"]] == [
+        ("input", "memref"), ("output", "memref"), ("minVal", "scalar"), ("maxVal", "scalar")]
+    assert report["runtime"] == {"kernel": "runtime", "stack_sizes": [16384, 16384]}
+
+
+def test_constants_carry_shape_dtype_bytes_and_hash():
+    import hashlib
+    program = compiled(REPO / "examples" / "graph_conv.vir")
+    report = json.loads(inspect_blob(write_blob(program, "fb"), "x", json=True))
+    assert report["constants"]
+    for const in report["constants"]:
+        data = program.constants[const["tensor"]]
+        assert const["bytes"] == len(data)
+        assert const["sha256"] == hashlib.sha256(data).hexdigest()
+        assert const["dtype"] in ("f16", "f32") and const["shape"]
+
+
+def test_disassembly_only_with_kernel_and_not_with_no_disasm():
+    data = write_blob(compiled(CLAMP), "fb")
+    assert "disassembly of .text" not in inspect_file(data, "x")
+    shown = inspect_file(data, "x", kernel="builtin_clamp")
+    assert "  disassembly of .text (linked for WIN_D):" in shown
+    assert "disassembly of .text" not in inspect_file(data, "x", kernel="builtin_clamp",
+                                                      no_disasm=True)
+    obj = assemble((REPO / "tests/unit/data/clamp_test.s").read_text(), "clamp_test.s").to_elf()
+    assert "disassembly:" in inspect_file(obj, "k.o")
+    report = json.loads(inspect_file(obj, "k.o", json=True, no_disasm=True))
+    assert report["disassembly"] is None

@@ -9,9 +9,12 @@ from vpuc.diagnostics import UsageError
 
 DESCRIPTION = (
     "Dump a blob (FlatBuffer or ELF): header and provenance, network inputs and outputs, "
-    "barriers, every task list with waits and updates, every kernel with its ELF sections "
-    "and disassembly, every invocation with its arguments decoded, and section sizes.  "
-    "Or dump a single SHAVE kernel object: sections, symbols and disassembly.")
+    "the tensor table, barriers, every task list with waits, updates and parameters (DPU "
+    "kernel, stride, pad, dilation, post-op, variants), every kernel with its contract and "
+    "ELF sections, the runtime, the constants, every invocation with its arguments decoded, "
+    "and section sizes; a kernel's disassembly with --kernel.  Or dump a single SHAVE "
+    "kernel object: sections, symbols and disassembly.  --section NAME --hex dumps one "
+    "part's bytes.")
 
 
 def add_inspect_parser(subparsers) -> None:
@@ -27,7 +30,15 @@ def add_inspect_parser(subparsers) -> None:
                         help="only this task list: DMA, DPU or ACT_SHAVE")
     parser.add_argument("--task", metavar="LABEL|INDEX", help="only this task (label or index)")
     parser.add_argument("--kernel", metavar="NAME",
-                        help="only this kernel, its tasks and its invocations")
+                        help="only this kernel, its tasks and its invocations, with its "
+                             "disassembly (a blob's kernels are disassembled only this way)")
+    parser.add_argument("--no-disasm", action="store_true",
+                        help="no disassembly (of the --kernel, or of a kernel object)")
+    parser.add_argument("--section", metavar="NAME",
+                        help="only one part of the file: an ELF section by name, or a "
+                             "FlatBuffer field path from the root table (tensors[0].dims)")
+    parser.add_argument("--hex", action="store_true",
+                        help="with --section: dump its bytes as hexdump -C does")
     parser.set_defaults(handler=cmd_inspect)
 
 
@@ -49,5 +60,7 @@ def cmd_inspect(args) -> int:
         elif args.arch:
             raise UsageError("--arch applies to .vir files only; a blob is already compiled")
     sys.stdout.write(inspect_file(data, name, json=args.json, task_list=args.task_list,
-                                  task=args.task, kernel=args.kernel))
+                                  task=args.task, kernel=args.kernel,
+                                  no_disasm=args.no_disasm, section=args.section,
+                                  hexdump=args.hex))
     return 0

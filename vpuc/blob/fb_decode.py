@@ -91,17 +91,35 @@ class Decoder:
             self.sizes[self._part] += vsize
         return fmt.unpack_from(buf, vt + 4), slots, tsize
 
-    def locate(self, tdef: TableDef, pos: int, name: str) -> int | None:
-        """Where the table (or vector, string) in field ``name`` starts; None if absent."""
+    def slot(self, tdef: TableDef, pos: int, name: str, size: int) -> int | None:
+        """Where field ``name`` (``size`` bytes inline) of the table at ``pos`` is; None
+        if absent."""
         voffsets, slots, tsize = self._vtable(tdef, pos, tdef.name)
         fdef = next(f for f in tdef.fields if f.name == name)
         voff = voffsets[fdef.index] if fdef.index < slots else 0
         if voff == 0:
             return None
-        if voff + 4 > tsize:
+        if voff + size > tsize:
             raise self.fail(f"{tdef.name}.{name}", pos + voff,
-                            f"offset field runs past its table ({tsize} bytes)")
-        return pos + voff + _U32.unpack_from(self.buf, pos + voff)[0]
+                            f"field runs past its table ({tsize} bytes)")
+        return pos + voff
+
+    def follow(self, at: int) -> int:
+        """The target of the offset stored at ``at`` (inside the buffer, checked by the caller)."""
+        return at + _U32.unpack_from(self.buf, at)[0]
+
+    def locate(self, tdef: TableDef, pos: int, name: str) -> int | None:
+        """Where the table (or vector, string) in field ``name`` starts; None if absent."""
+        at = self.slot(tdef, pos, name, 4)
+        return None if at is None else self.follow(at)
+
+    def table_size(self, tdef: TableDef, pos: int, where: str) -> int:
+        """A table's inline size (from its checked vtable), for ``vpuc inspect --section``."""
+        return self._vtable(tdef, pos, where)[2]
+
+    def length(self, pos: int, width: int, where: str, what: str) -> int:
+        """A checked vector or string length: its elements lie inside the buffer."""
+        return self._length(pos, width, where, what)
 
     def root_position(self) -> int:
         if self.n < 8:

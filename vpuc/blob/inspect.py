@@ -1,15 +1,22 @@
-"""vpuc inspect: a blob or a kernel object, as text or as JSON with the same content.
+"""vpuc inspect: a blob or a kernel object, as a report of plain data.
 
-The report is built once as plain data (dicts and lists) and then either
-dumped as JSON or rendered as text, so the two always agree.  A blob is
-decoded with the same checked reader as ``read_blob`` but not verified (the
-report says whether it verifies), so a blob the simulator would refuse can
-still be looked at.  Kernel ELF objects are listed with pyelftools and
-disassembled with vpuc's disassembler.
+The report is built once as dicts and lists and then either dumped as JSON or
+rendered as text (``vpuc.blob.inspect_text``), so the two always agree.  Its
+shape is versioned (``INSPECT_VERSION``, the ``"inspect_version"`` key) and
+every key is documented in docs/blob-format.md ("Inspecting").
+
+A blob is decoded with the same checked reader as ``read_blob`` but not
+verified (the report says whether it verifies), so a blob the simulator would
+refuse can still be looked at.  Everything the reader decodes is in the report:
+the header, the tensor table, barriers, every task with its parameters, kernels
+with their contracts and images, the runtime, the constants and the invocations.
+Disassembly is produced only when asked for (``disasm``): for a blob, when one
+kernel is selected (``--kernel``); for a kernel object, unless ``--no-disasm``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json as jsonlib
 from dataclasses import asdict
@@ -17,22 +24,47 @@ from dataclasses import asdict
 from vpuc.abi.dtypes import data_type
 from vpuc.abi.memref import MemRefData, unpack_dims, unpack_strides
 from vpuc.abi.params import decode_params
-from vpuc.blob.content import ELEM_OF, LOCATION_OF
+from vpuc.blob.content import (ELEM_OF, INIT_FILE, INIT_SPLAT, LOCATION_OF, SOURCE_KIND_OF,
+                               TensorRec)
 from vpuc.blob.reader import decode_blob
 from vpuc.blob.rebuild import rebuild, verify_program
 from vpuc.diagnostics import BinLoc, UsageError, VpucError
 from vpuc.abi.contract import contract_slots
+from vpuc.ir.tasks import SwKernelTask
 from vpuc.program_printer import describe_memref
 from vpuc.shave.disassembler import disassemble, disassemble_object
 from vpuc.shave.kobject import KernelObject
 
+# Bump on any change of the JSON shape (a key added, removed, renamed or retyped).
+INSPECT_VERSION = 1
 
-def _tensor_summary(t) -> dict:
+
+def _type(t: TensorRec) -> str:
+    dims = [f"?<={d}" if t.dynamic_dims and t.dynamic_dims[i] else str(d)
+            for i, d in enumerate(t.dims)]
+    return "x".join(dims + [str(ELEM_OF[t.data_type])])
+
+
+def _tensor_summary(t: TensorRec) -> dict:
     return {"name": t.name, "location": str(LOCATION_OF.get(t.location, t.location)),
-            "type": "x".join(str(d) for d in t.dims) + f"x{ELEM_OF[t.data_type]}",
-            "dims_order": list(t.dims_order), "tile": None if t.tile == -1 else t.tile,
+            "type": _type(t), "dims_order": list(t.dims_order),
+            "tile": None if t.tile == -1 else t.tile,
             "offset": None if t.offset == -1 else t.offset, "data_offset": t.data_offset,
             "strides_bits": list(t.strides)}
+
+
+def _tensor(index: int, t: TensorRec, tensors) -> dict:
+    entry = {"index": index, **_tensor_summary(t), "kind": "view" if t.base >= 0 else "buffer",
+             "dims": list(t.dims),
+             "dynamic_dims": [bool(d) for d in t.dynamic_dims] if t.dynamic_dims else None,
+             "element_type": str(ELEM_OF[t.data_type]),
+             "base": tensors[t.base].name if t.base >= 0 else None,
+             "slices": [list(s) for s in t.slices] if t.base >= 0 else None, "init": None}
+    if t.const_init is not None:
+        ci = t.const_init
+        kind = "file" if ci.kind == INIT_FILE else "splat" if ci.kind == INIT_SPLAT else "values"
+        entry["init"] = {"kind": kind, "values": [n.value for n in ci.values], "path": ci.path}
+    return entry
 
 
 def elf_sections(data: bytes, file: str) -> list[dict]:
@@ -54,7 +86,7 @@ def _disassembly(text: bytes, file: str, tags=None) -> str:
         return f"// cannot disassemble: {exc.diagnostics[0].message}\n"
 
 
-def _decode_args(program, inv, kernels_by_name, win_e: int) -> tuple[list[dict], str | None]:
+def _decode_args(inv, kernels_by_name, win_e: int) -> tuple[list[dict], str | None]:
     struct_bytes = inv.window_e[inv.args_offset:inv.args_offset + inv.args_size]
     try:
         decoded = decode_params(contract_slots(kernels_by_name[inv.kernel]), struct_bytes)
@@ -68,6 +100,7 @@ def _decode_args(program, inv, kernels_by_name, win_e: int) -> tuple[list[dict],
                 entry["data_type_name"] = data_type(value.dataType).name
             except VpucError:
                 entry["data_type_name"] = None
+            entry["dims"] = entry["strides_bits"] = None
             dims_at, strides_at = value.dimsAddr - win_e, value.stridesAddr - win_e
             if value.isStatic and value.numDims <= 64 and 0 <= dims_at and 0 <= strides_at and \
                     strides_at + 8 * value.numDims <= len(inv.window_e):
@@ -82,7 +115,8 @@ def _decode_args(program, inv, kernels_by_name, win_e: int) -> tuple[list[dict],
 
 
 def blob_report(data: bytes, file: str, *, task_list: str | None = None,
-                task: str | None = None, kernel: str | None = None) -> dict:
+                task: str | None = None, kernel: str | None = None,
+                disasm: bool = False) -> dict:
     decoded = decode_blob(data, file)
     content = decoded.content
     program = rebuild(content, file, verify=False)
@@ -93,7 +127,9 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
         verified = exc.diagnostics[0].message
     h = content.header
     module = program.module
+    tensors = content.tensors
     report: dict = {
+        "inspect_version": INSPECT_VERSION,
         "file": file, "format": decoded.format, "version": "%d.%d" % decoded.version,
         "size": decoded.total, "verifies": verified,
         "header": {"module": h.module_name, "module_arch": h.module_arch,
@@ -101,8 +137,9 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
                    "options": dict(h.options), "provenance": dict(h.provenance),
                    "attributes": dict(h.attributes), "task_counts": h.task_counts._asdict(),
                    "content_hash": decoded.digest.hex()},
-        "network": {"inputs": [_tensor_summary(content.tensors[i]) for i in h.network_inputs],
-                    "outputs": [_tensor_summary(content.tensors[i]) for i in h.network_outputs]},
+        "network": {"inputs": [_tensor_summary(tensors[i]) for i in h.network_inputs],
+                    "outputs": [_tensor_summary(tensors[i]) for i in h.network_outputs]},
+        "tensors": [_tensor(i, t, tensors) for i, t in enumerate(tensors)],
         "barriers": [{"id": b.id, "name": b.name,
                       "physical": None if b.physical_id == -1 else b.physical_id,
                       "producers": b.producer_count, "consumers": b.consumer_count}
@@ -122,10 +159,15 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
         raise UsageError(f"no kernel '{kernel}' in {file}; it has " + ", ".join(names))
     shown = None   # kernels: all, or those the filtered tasks run
     if task_list is not None or task is not None:
-        shown = {t["kernel"] for tl in report["task_lists"] for t in tl["tasks"] if "kernel" in t}
-    report["kernels"] = [_kernel(program, k, file) for k in content.kernels
-                         if k.image is not None and kernel in (None, k.name)
-                         and (shown is None or k.name in shown)]
+        shown = {t["kernel"] for tl in report["task_lists"] if tl["executor"] == "ACT_SHAVE"
+                 for t in tl["tasks"]}
+    report["kernels"] = [_kernel(program, content, i, file, disasm)
+                         for i, k in enumerate(content.kernels)
+                         if kernel in (None, k.name) and (shown is None or k.name in shown)]
+    rt = content.runtime
+    report["runtime"] = None if rt is None else {
+        "kernel": content.kernels[rt.kernel].name, "stack_sizes": list(rt.stack_sizes)}
+    report["constants"] = [_constant(tensors[c.tensor], c.data) for c in content.constants]
     report["invocations"] = _invocations(program, report["task_lists"], kernel)
     parts = sorted(decoded.sizes.items(), key=lambda kv: -kv[1])
     report["sections"] = [{"name": n, "size": s} for n, s in parts]
@@ -136,42 +178,76 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
     return report
 
 
+def _constant(t: TensorRec, data: bytes) -> dict:
+    return {"tensor": t.name, "type": _type(t), "shape": list(t.dims),
+            "dtype": str(ELEM_OF[t.data_type]), "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _sync(obj) -> dict:
+    return {"waits": list(obj.waits), "updates": list(obj.updates)}
+
+
+def _variant(v) -> dict:
+    entry = {"label": v.label, "start": list(v.start), "end": list(v.end), **_sync(v)}
+    # The execution mode (MPE grid) of blobs whose DPUVariant records one.
+    mode = getattr(v, "mode", None)
+    if mode is not None:
+        entry["mode"] = str(mode)
+    return entry
+
+
 def _task_list(tl, task: str | None, kernel: str | None) -> dict:
     out = []
     for index, t in enumerate(tl.tasks):
         if task is not None and task not in (t.label, str(index)):
             continue
-        if kernel is not None and getattr(t, "kernel", kernel) != kernel:
+        if kernel is not None and not (isinstance(t, SwKernelTask) and t.kernel == kernel):
             continue
-        entry = {"index": index, "label": t.label, "waits": list(t.waits),
-                 "updates": list(t.updates)}
+        entry = {"index": index, "label": t.label, **_sync(t)}
         kind = type(t).__name__
         if kind == "DmaTask":
             entry.update(src=t.src, dst=t.dst, channel=t.channel, mode=str(t.mode))
         elif kind == "DpuTask":
             entry.update(op=str(t.op), tile=t.tile, inputs=list(t.inputs), output=t.output,
                          weights=t.weights, bias=t.bias,
-                         variants=[{"label": v.label, "start": list(v.start), "end": list(v.end),
-                                    "waits": list(v.waits), "updates": list(v.updates)}
-                                   for v in t.variants])
+                         **{p: None if getattr(t, p) is None else list(getattr(t, p))
+                            for p in ("kernel", "stride", "pad", "dilation")},
+                         post_op=None if t.post is None else
+                         {"kind": str(t.post.kind), "params": list(t.post.params)},
+                         variants=[_variant(v) for v in t.variants])
         else:
             entry.update(kernel=t.kernel, tile=t.tile,
                          inputs=[f"%{b.buffer} as %{b.alias}" for b in t.inputs],
-                         outputs=[f"%{b.buffer} as %{b.alias}" for b in t.outputs])
+                         outputs=[f"%{b.buffer} as %{b.alias}" for b in t.outputs],
+                         scalars=[{"name": c.name, "type": str(c.elem), "value": c.value}
+                                  for c in t.consts],
+                         run_args=list(t.run_args))
         out.append(entry)
     return {"executor": str(tl.executor), "tasks": out}
 
 
-def _kernel(program, k, file: str) -> dict:
-    img = k.image
-    return {"name": k.name, "origin": img.origin, "entry": img.entry,
-            "text_size": len(img.text), "rodata_size": len(img.rodata),
-            "rodata_offset": img.rodata_offset, "data_size": len(img.data),
-            "elf_size": len(img.elf), "elf_sections": elf_sections(img.elf, f"{file}:@{k.name}"),
-            "graph": program.kernels[k.name].graph,
-            "tags": _tags(program.kernels[k.name].tags),
-            "disassembly": _disassembly(img.text, f"{file}:@{k.name}",
-                                        program.kernels[k.name].tags)}
+def _kernel(program, content, index: int, file: str, disasm: bool) -> dict:
+    rec = content.kernels[index]
+    decl = next(k for k in program.module.kernels if k.name == rec.name)
+    entry = {"name": rec.name, "source": str(SOURCE_KIND_OF[rec.source_kind].value),
+             "source_ref": rec.source_ref,
+             "params": [{"name": p.name, "kind": "memref" if p.is_memref else "scalar",
+                         "type": p.type_str()} for p in decl.params],
+             "image_of": None if rec.image_kernel in (-1, index) else
+             content.kernels[rec.image_kernel].name, "image": None}
+    img = rec.image
+    if img is not None:
+        where = f"{file}:@{rec.name}"
+        built = program.kernels[rec.name]
+        entry["image"] = {
+            "origin": img.origin, "entry": img.entry, "text_size": len(img.text),
+            "rodata_size": len(img.rodata), "rodata_offset": img.rodata_offset,
+            "data_size": len(img.data), "elf_size": len(img.elf),
+            "elf_sections": elf_sections(img.elf, where), "graph": built.graph,
+            "tags": _tags(built.tags),
+            "disassembly": _disassembly(img.text, where, built.tags) if disasm else None}
+    return entry
 
 
 def _invocations(program, lists: list[dict], kernel: str | None) -> list[dict]:
@@ -183,7 +259,7 @@ def _invocations(program, lists: list[dict], kernel: str | None) -> list[dict]:
     for inv in program.invocations:
         if inv.task_index not in shown or kernel not in (None, inv.kernel):
             continue
-        args, error = _decode_args(program, inv, kernels, win_e)
+        args, error = _decode_args(inv, kernels, win_e)
         label = act.tasks[inv.task_index].label if act else None
         out.append({"task": inv.task_index, "label": label, "kernel": inv.kernel,
                     "tile": inv.tile, "window_size": len(inv.window_e),
@@ -191,86 +267,6 @@ def _invocations(program, lists: list[dict], kernel: str | None) -> list[dict]:
                     "error": error,
                     "bytes": inv.window_e[inv.args_offset:inv.args_offset + inv.args_size].hex()})
     return out
-
-
-# --- text rendering -------------------------------------------------------------------
-
-def _kv(mapping: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "(none)"
-
-
-def render_blob(r: dict) -> str:
-    h = r["header"]
-    a = h["architecture"]
-    lines = [f"{r['file']}: vpuc blob, {r['format'].upper()} format {r['version']}, "
-             f"{r['size']} bytes",
-             f"module @{h['module']} (arch {h['module_arch']}), compiled by {h['compiler']} "
-             f"for {a['name']} v{a['version']}",
-             f"  windows: WIN_D={a['win_d_base']:#x} WIN_E={a['win_e_base']:#x} "
-             f"WIN_F={a['win_f_base']:#x} ({a['window_size']:#x} bytes each)",
-             f"  options: {_kv(h['options'])}", f"  provenance: {_kv(h['provenance'])}",
-             f"  attributes: {_kv(h['attributes'])}",
-             f"  task counts: {_kv(h['task_counts'])}",
-             f"  content hash: sha256:{h['content_hash']}",
-             f"  verifies: {r['verifies']}", "", "network inputs:"]
-    for role in ("inputs", "outputs"):
-        if role == "outputs":
-            lines.append("network outputs:")
-        for t in r["network"][role]:
-            lines.append(f"  %{t['name']} : {t['type']} order {t['dims_order']}")
-    lines += ["", f"barriers ({len(r['barriers'])}):"]
-    for b in r["barriers"]:
-        phys = "virtual" if b["physical"] is None else f"physical {b['physical']}"
-        lines.append(f"  #{b['id']} %{b['name']}: {phys}, {b['producers']} producers, "
-                     f"{b['consumers']} consumers")
-    for tl in r["task_lists"]:
-        lines += ["", f"task list {tl['executor']} ({len(tl['tasks'])} tasks):"]
-        for t in tl["tasks"]:
-            lines.append(f"  [{t['index']}] {t['label'] or '-'}: {_task_text(t)}"
-                         f"{_sync(t)}")
-            for v in t.get("variants", ()):
-                lines.append(f"      variant {v['label'] or '-'} start{tuple(v['start'])} "
-                             f"end{tuple(v['end'])}{_sync(v)}")
-    for k in r["kernels"]:
-        lines += ["", f"kernel @{k['name']} from {k['origin']}: .text {k['text_size']} B, "
-                  f".rodata {k['rodata_size']} B at WIN_D+{k['rodata_offset']:#x}, .data "
-                  f"{k['data_size']} B, entry .text+{k['entry']:#x}, ELF {k['elf_size']} B",
-                  "  ELF sections:"]
-        for s in k["elf_sections"]:
-            lines.append(f"    {s['name'] or '(null)':<16} {s['type']:<14} {s['size']:>6} B  "
-                         f"flags {s['flags']:#x} align {s['align']}")
-        lines += _computes(k["graph"], "  ") + _tags_line(k["tags"], "  ")
-        lines.append("  disassembly of .text (linked for WIN_D):")
-        lines += ["    " + line for line in k["disassembly"].splitlines()]
-    for inv in r["invocations"]:
-        lines += ["", f"invocation of @{inv['kernel']} by task [{inv['task']}] "
-                  f"{inv['label'] or '-'} on tile {inv['tile']}: WIN_E image "
-                  f"{inv['window_size']} B, argsAddr=WIN_E+{inv['args_offset']:#x} "
-                  f"argsSize={inv['args_size']}"]
-        if inv["error"]:
-            lines.append(f"  cannot decode: {inv['error']}")
-        for arg in inv["args"]:
-            if arg["kind"] == "memref":
-                first, *rest = arg["text"]
-                lines.append(f"  {arg['name']}: MemRefData {first}")
-                lines += [f"    {line}" for line in rest]
-            else:
-                lines.append(f"  {arg['name']}: {arg['type']} {arg['value']!r}")
-        hexes = inv["bytes"]
-        lines.append("  bytes: " + " ".join(hexes[i:i + 2] for i in range(0, len(hexes), 2)))
-    lines += ["", "sizes:"]
-    for s in r["sections"]:
-        lines.append(f"  {s['size']:>10}  {s['name']}")
-    lines.append(f"  {r['total']:>10}  total")
-    return "\n".join(lines) + "\n"
-
-
-def _computes(graph: str | None, indent: str) -> list[str]:
-    """A generated kernel's recorded body (its object's .note.vpuc.graph), if any."""
-    if graph is None:
-        return []
-    return [f"{indent}computes (the graph recorded in .note.vpuc.graph):"] + \
-        [f"{indent}  {line}" for line in graph.splitlines() if line.strip()]
 
 
 def _tags(tags) -> list[dict] | None:
@@ -285,92 +281,76 @@ def _tags(tags) -> list[dict] | None:
     return out
 
 
-def _tags_line(tags: list[dict] | None, indent: str) -> list[str]:
-    if tags is None:
-        return []
-    labels = len({t["label"] for t in tags})
-    insts = sum(t["count"] for t in tags)
-    return [f"{indent}expression tags (.note.vpuc.graph): {insts} instructions in {len(tags)} "
-            f"runs of {labels} labels; '# label' in the disassembly starts a run"]
-
-
-def _sync(t: dict) -> str:
-    text = ""
-    if t["waits"]:
-        text += " waits(" + ", ".join("%" + w for w in t["waits"]) + ")"
-    if t["updates"]:
-        text += " updates(" + ", ".join("%" + u for u in t["updates"]) + ")"
-    return text
-
-
-def _task_text(t: dict) -> str:
-    if "src" in t:
-        return f"dma {t['mode']} %{t['src']} -> %{t['dst']} channel {t['channel']}"
-    if "op" in t:
-        extra = "".join(f" {k}(%{t[k]})" for k in ("weights", "bias") if t[k])
-        return (f"dpu {t['op']} on tile {t['tile']} in({', '.join('%' + i for i in t['inputs'])})"
-                f"{extra} out(%{t['output']})")
-    return (f"sw @{t['kernel']} on tile {t['tile']} inputs({', '.join(t['inputs'])}) "
-            f"outputs({', '.join(t['outputs'])})")
-
-
-# --- entry points -------------------------------------------------------------------
-
-def inspect_blob(data: bytes, file: str, *, json: bool = False, task_list: str | None = None,
-                 task: str | None = None, kernel: str | None = None) -> str:
-    report = blob_report(data, file, task_list=task_list, task=task, kernel=kernel)
-    return jsonlib.dumps(report, indent=2) + "\n" if json else render_blob(report)
-
-
-def kernel_object_report(data: bytes, file: str) -> dict:
+def kernel_object_report(data: bytes, file: str, disasm: bool = True) -> dict:
     obj = KernelObject.from_elf(bytes(data), file)
-    return {"file": file, "kind": "kernel object", "size": len(data),
-            "sections": elf_sections(bytes(data), file),
+    return {"inspect_version": INSPECT_VERSION, "file": file, "kind": "kernel object",
+            "size": len(data), "sections": elf_sections(bytes(data), file),
             "symbols": [{"name": s.name, "section": s.section, "value": s.value, "size": s.size,
                          "global": s.is_global, "type": int(s.type)} for s in obj.symbols],
             "relocations": [{"section": r.section, "offset": r.offset, "type": int(r.type),
                              "symbol": r.symbol, "addend": r.addend} for r in obj.relocations],
             "graph": obj.graph, "tags": _tags(obj.tags),
-            "disassembly": disassemble_object(obj, obj.tags.starts() if obj.tags else None)}
+            "disassembly": disassemble_object(obj, obj.tags.starts() if obj.tags else None)
+            if disasm else None}
 
 
-def inspect_kernel_object(data: bytes, file: str, json: bool = False) -> str:
-    r = kernel_object_report(data, file)
-    if json:
-        return jsonlib.dumps(r, indent=2) + "\n"
-    lines = [f"{file}: SHAVE kernel object, {r['size']} bytes", "sections:"]
-    for s in r["sections"]:
-        lines.append(f"  {s['name'] or '(null)':<16} {s['type']:<14} {s['size']:>6} B  "
-                     f"flags {s['flags']:#x} align {s['align']}")
-    lines.append("symbols:")
-    for s in r["symbols"]:
-        lines.append(f"  {s['name']:<24} {s['section']}+{s['value']:#x} size {s['size']} "
-                     f"{'global' if s['global'] else 'local'}")
-    if r["relocations"]:
-        lines.append("relocations:")
-        for rel in r["relocations"]:
-            lines.append(f"  {rel['section']}+{rel['offset']:#x}: type {rel['type']} "
-                         f"{rel['symbol']}{rel['addend']:+d}")
-    lines += _computes(r["graph"], "") + _tags_line(r["tags"], "")
-    lines += ["disassembly:"] + ["  " + line for line in r["disassembly"].splitlines()]
-    return "\n".join(lines) + "\n"
+# --- entry points -------------------------------------------------------------------
+
+def _dump(report: dict) -> str:
+    return jsonlib.dumps(report, indent=2) + "\n"
+
+
+def inspect_blob(data: bytes, file: str, *, json: bool = False, task_list: str | None = None,
+                 task: str | None = None, kernel: str | None = None,
+                 disasm: bool | None = None) -> str:
+    """``disasm`` None: disassemble only when ``kernel`` selects one kernel."""
+    from vpuc.blob.inspect_text import render_blob
+    report = blob_report(data, file, task_list=task_list, task=task, kernel=kernel,
+                         disasm=kernel is not None if disasm is None else disasm)
+    return _dump(report) if json else render_blob(report)
+
+
+def inspect_kernel_object(data: bytes, file: str, json: bool = False,
+                          disasm: bool = True) -> str:
+    from vpuc.blob.inspect_text import render_kernel_object
+    report = kernel_object_report(data, file, disasm)
+    return _dump(report) if json else render_kernel_object(report)
 
 
 def inspect_file(data: bytes, file: str, *, json: bool = False, task_list: str | None = None,
-                 task: str | None = None, kernel: str | None = None) -> str:
-    """A blob (either format) or a single SHAVE kernel object, told apart by their headers."""
+                 task: str | None = None, kernel: str | None = None, no_disasm: bool = False,
+                 section: str | None = None, hexdump: bool = False) -> str:
+    """A blob (either format) or a single SHAVE kernel object, told apart by their headers.
+
+    Disassembly: of a blob's kernel when ``kernel`` selects it, of a kernel object
+    always; ``no_disasm`` turns both off.  ``section`` reports one part of the file
+    instead (``hexdump``: with its bytes); see ``vpuc.blob.inspect_section``."""
     from vpuc.blob.elf_records import EM_VPUC_NPU
+    from vpuc.blob.reader import detect_format
     from vpuc.shave.elf_layout import EM_VPUC_SHAVE
     data = bytes(data)
+    if hexdump and section is None:
+        raise UsageError("--hex dumps a part of the file: give it with --section NAME")
+    is_object = False
     if data[:4] == b"\x7fELF" and len(data) >= 20:
         machine = int.from_bytes(data[18:20], "little")
-        if machine == EM_VPUC_SHAVE:
-            if task_list or task or kernel:
-                raise UsageError("--task-list, --task and --kernel apply to blobs, not to a "
-                                 "kernel object")
-            return inspect_kernel_object(data, file, json=json)
-        if machine != EM_VPUC_NPU:
+        is_object = machine == EM_VPUC_SHAVE
+        if not is_object and machine != EM_VPUC_NPU:
             raise VpucError(f"ELF e_machine {machine:#x} is neither a vpuc blob "
                             f"({EM_VPUC_NPU:#x}) nor a SHAVE kernel object ({EM_VPUC_SHAVE:#x})",
                             BinLoc(file, "ELF header", 18))
-    return inspect_blob(data, file, json=json, task_list=task_list, task=task, kernel=kernel)
+    if section is not None:
+        if task_list or task or kernel:
+            raise UsageError("--section shows one part of the file; it does not combine with "
+                             "--task-list, --task or --kernel")
+        from vpuc.blob.inspect_section import render_section, section_report
+        fmt = "object" if is_object else detect_format(data, file)
+        report = section_report(data, file, section, fmt, INSPECT_VERSION)
+        return _dump(report) if json else render_section(report, hexdump)
+    if is_object:
+        if task_list or task or kernel:
+            raise UsageError("--task-list, --task and --kernel apply to blobs, not to a "
+                             "kernel object")
+        return inspect_kernel_object(data, file, json=json, disasm=not no_disasm)
+    return inspect_blob(data, file, json=json, task_list=task_list, task=task, kernel=kernel,
+                        disasm=kernel is not None and not no_disasm)

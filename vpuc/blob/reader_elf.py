@@ -86,6 +86,9 @@ class ElfReader:
         head = R.Elf32_Nhdr.unpack_from(data, 0, self.file, R.NOTE)
         name_end = 12 + head.n_namesz
         desc_at = 12 + (head.n_namesz + 3) // 4 * 4
+        if desc_at + (head.n_descsz + 3) // 4 * 4 > len(data):
+            raise self.fail(R.NOTE, f"note ({head.n_namesz}-byte name, {head.n_descsz}-byte "
+                            f"descriptor) runs past the end of the section ({len(data)} bytes)")
         if data[12:name_end] != R.NOTE_NAME + b"\0" or \
                 head.n_type != R.VpucNoteType.NT_VPUC_VERSION or head.n_descsz < 4:
             raise self.fail(R.NOTE, "the note is not a VPUC version note")

@@ -5,9 +5,10 @@ spec: ``e_ident``, ``sh_type``, ``SHT_PROGBITS``, ``STB_GLOBAL`` ...  Only the
 relocatable subset vpuc needs is declared, but nothing here is specific to
 SHAVE kernels: the blob container reuses the writer and the reader.
 
-The reader never trusts the file: every offset and size is checked before use
-and every failure is a ``VpucError`` naming the file, the section (or header)
-and the byte offset.
+The reader never trusts the file: every offset and size is checked before use,
+the ELF specification's structural rules first (``vpuc.shave.elf_checks``), and
+every failure is a ``VpucError`` naming the file, the section (or header) and
+the byte offset.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ SHN_UNDEF = 0
 SHN_LORESERVE = 0xFF00
 SHN_ABS = 0xFFF1
 SHN_COMMON = 0xFFF2
+SHN_XINDEX = 0xFFFF
 
 # The enum members under their spec names, for code that reads like the spec.
 ET_NONE, ET_REL, ET_EXEC, ET_DYN = ElfType
@@ -158,6 +160,12 @@ Elf32_Shdr = Struct("Elf32_Shdr", (
     ("sh_offset", "I"), ("sh_size", "I"), ("sh_link", "I"), ("sh_info", "I"),
     ("sh_addralign", "I"), ("sh_entsize", "I"),
 ))
+# Program headers: vpuc writes none, the reader checks those a file has.
+Elf32_Phdr = Struct("Elf32_Phdr", (
+    ("p_type", "I"), ("p_offset", "I"), ("p_vaddr", "I"), ("p_paddr", "I"), ("p_filesz", "I"),
+    ("p_memsz", "I"), ("p_flags", "I"), ("p_align", "I"),
+))
+PT_LOAD = 1
 Elf32_Sym = Struct("Elf32_Sym", (
     ("st_name", "I"), ("st_value", "I"), ("st_size", "I"), ("st_info", "B"),
     ("st_other", "B"), ("st_shndx", "H"),
@@ -355,49 +363,39 @@ def _c_string(table: bytes, offset: int, file: str, where: str) -> str:
 
 def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile:
     """Parse an ELF32 LE file with every offset checked; errors are VpucErrors."""
+    from vpuc.shave import elf_checks as checks   # it reads this module's structs
     data = bytes(data)
     ehdr = Elf32_Ehdr.unpack_from(data, 0, file, "ELF header")
     ident = ehdr.e_ident
     if ident[:4] != ELFMAG:
         raise VpucError("not an ELF file (bad magic)", BinLoc(file, "ELF header", 0))
-    checks = ((4, ELFCLASS32, "ELFCLASS32"), (5, ELFDATA2LSB, "ELFDATA2LSB (little-endian)"),
+    idents = ((4, ELFCLASS32, "ELFCLASS32"), (5, ELFDATA2LSB, "ELFDATA2LSB (little-endian)"),
               (6, EV_CURRENT, "EV_CURRENT"))
-    for pos, want, what in checks:
+    for pos, want, what in idents:
         if ident[pos] != want:
             raise VpucError(f"e_ident[{pos}] is {ident[pos]}, expected {what}",
                             BinLoc(file, "ELF header", pos))
     if machine is not None and ehdr.e_machine != machine:
         raise VpucError(f"e_machine is {ehdr.e_machine:#x}, expected {machine:#x}",
                         BinLoc(file, "ELF header", 18))
-    if ehdr.e_shentsize != Elf32_Shdr.size:
-        raise VpucError(f"e_shentsize is {ehdr.e_shentsize}, expected {Elf32_Shdr.size}",
-                        BinLoc(file, "ELF header", 46))
-    if ehdr.e_shnum == 0 or ehdr.e_shstrndx >= ehdr.e_shnum:
-        raise VpucError(f"bad section count {ehdr.e_shnum} / e_shstrndx {ehdr.e_shstrndx}",
-                        BinLoc(file, "ELF header", 48))
-    end = ehdr.e_shoff + ehdr.e_shnum * Elf32_Shdr.size
-    if end > len(data):
-        raise VpucError(f"section header table ({ehdr.e_shnum} entries at {ehdr.e_shoff:#x}) "
-                        f"runs past the end of the file ({len(data)} bytes)",
-                        BinLoc(file, "section headers", ehdr.e_shoff))
+    checks.check_header(ehdr, len(data), file)
+    checks.check_program_headers(data, ehdr, file)
     headers = [Elf32_Shdr.unpack_from(data, ehdr.e_shoff + i * Elf32_Shdr.size, file,
                                       "section headers") for i in range(ehdr.e_shnum)]
-    contents = []
-    for i, sh in enumerate(headers):
-        if sh.sh_type in (SHT_NOBITS, SHT_NULL):
-            contents.append(b"")
-            continue
-        if sh.sh_offset + sh.sh_size > len(data):
-            raise VpucError(f"section #{i} ({sh.sh_size} bytes at {sh.sh_offset:#x}) runs "
-                            f"past the end of the file ({len(data)} bytes)",
-                            BinLoc(file, f"section #{i}", sh.sh_offset))
-        contents.append(data[sh.sh_offset:sh.sh_offset + sh.sh_size])
+    checks.check_section_headers(headers, ehdr, len(data), file)
+    contents = [b"" if sh.sh_type in (SHT_NOBITS, SHT_NULL) else
+                data[sh.sh_offset:sh.sh_offset + sh.sh_size] for sh in headers]
     if headers[ehdr.e_shstrndx].sh_type != SHT_STRTAB:
-        raise VpucError("e_shstrndx does not name a string table",
+        raise VpucError(f"e_shstrndx {ehdr.e_shstrndx} names a section of type "
+                        f"{headers[ehdr.e_shstrndx].sh_type:#x}, not a string table",
                         BinLoc(file, "ELF header", 50))
     shstrtab = contents[ehdr.e_shstrndx]
+    checks.check_string_table(shstrtab, "the section name table", file)
     sections = [ElfSection(i, _c_string(shstrtab, sh.sh_name, file, ".shstrtab") if i else "",
                            sh, contents[i]) for i, sh in enumerate(headers)]
+    for sec in sections:
+        if sec.header.sh_type == SHT_STRTAB and sec.index != ehdr.e_shstrndx:
+            checks.check_string_table(sec.data, sec.name, file)
     elf = ElfFile(ehdr, sections)
     symtabs = [s for s in sections if s.header.sh_type == SHT_SYMTAB]
     if len(symtabs) > 1:
@@ -420,6 +418,10 @@ def _read_symbols(elf: ElfFile, symtab: ElfSection, file: str) -> list[ElfSymbol
         raise VpucError(f"symbol table sh_link {sh.sh_link} is not a string table",
                         BinLoc(file, symtab.name, 0))
     strtab = elf.sections[sh.sh_link].data
+    count = sh.sh_size // Elf32_Sym.size
+    if not 0 < sh.sh_info <= count:
+        raise VpucError(f"symbol table sh_info {sh.sh_info} (one past the last local symbol) "
+                        f"is not in 1..{count}", BinLoc(file, symtab.name, 0))
     symbols = []
     for i in range(sh.sh_size // Elf32_Sym.size):
         offset = i * Elf32_Sym.size
@@ -431,6 +433,10 @@ def _read_symbols(elf: ElfFile, symtab: ElfSection, file: str) -> list[ElfSymbol
                 raise VpucError(f"symbol '{name}' has section index {st.st_shndx}, file has "
                                 f"{len(elf.sections)} sections", BinLoc(file, symtab.name, offset))
             section = elf.sections[st.st_shndx].name
+        if (st.st_info >> 4 == STB_LOCAL) != (i < sh.sh_info):
+            raise VpucError(f"symbol #{i} '{name}' is {'local' if i >= sh.sh_info else 'not local'}"
+                            f" but sh_info is {sh.sh_info}: every local symbol comes before the "
+                            "others", BinLoc(file, symtab.name, offset))
         symbols.append(ElfSymbol(i, name, st.st_value, st.st_size, st.st_info >> 4,
                                  st.st_info & 0xF, st.st_shndx, section))
     return symbols
