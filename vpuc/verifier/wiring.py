@@ -1,0 +1,172 @@
+"""Verifier rules for argument wiring: library declarations and run(...) bindings.
+
+A ``kernel @k(...) from library "NAME"`` declaration must match the library's
+contract (``kernels/contracts.toml``, ``vpuc.kernel_contracts``): the argument
+count, their order and kinds, element types (with the contract's type
+variables: ``add`` has one type for a, b and output), ranks, declared shapes
+and directions.  Each error prints the contract.
+
+A ``run(...)`` must then bind what the kernel writes under ``outputs(...)`` and
+what it only reads under ``inputs(...)``: the race checker and the reference
+trust those bindings, so a kernel writing an input binding would go unnoticed.
+Directions come from the library's contract for library kernels, else from
+the declaration; an asm, elf or generated kernel without declared directions
+leaves the bindings as they are.
+"""
+
+from __future__ import annotations
+
+from vpuc.diagnostics import DiagnosticBag, Loc, VpucError
+from vpuc.ir.module import Direction, KernelDecl, KernelParam, KernelSourceKind, Module
+from vpuc.ir.tasks import SwKernelTask
+from vpuc.kernel_contracts import (MAX_RANK, ArgContract, KernelContract, kernel_directions,
+                                   library_contract)
+from vpuc.kernel_library import library_source
+
+_DOES = {Direction.IN: "only reads", Direction.OUT: "writes", Direction.INOUT: "reads and writes"}
+
+
+def check_wiring(module: Module, bag: DiagnosticBag) -> None:
+    for kernel in module.kernels:
+        if kernel.source.kind is KernelSourceKind.LIBRARY:
+            check_library_declaration(kernel, bag)
+    kernels = {k.name: k for k in module.kernels}
+    for task_list in module.task_lists:
+        for task in task_list.tasks:
+            if isinstance(task, SwKernelTask) and task.kernel in kernels:
+                check_run_bindings(task, kernels[task.kernel], bag)
+
+
+# ---------------------------------------------------------------- declarations
+
+def check_library_declaration(kernel: KernelDecl, bag: DiagnosticBag) -> None:
+    library = kernel.source.ref
+    contract = library_contract(library)
+    if contract is None:
+        try:
+            library_source(library)
+        except VpucError as exc:
+            bag.error(kernel.loc, f"kernel @{kernel.name}: {exc.diagnostics[0].message}")
+            return
+        bag.error(kernel.loc, f"library kernel \"{library}\" has no contract in "
+                  "kernels/contracts.toml")
+        return
+    note = ((None, contract.text()),)
+    found = []
+
+    def error(loc: Loc, message: str) -> None:
+        found.append(message)
+        bag.error(loc, message, note)
+
+    params, args = kernel.params, contract.args
+    if len(params) != len(args):
+        what = f"kernel @{kernel.name} declares {_count(len(params))}, but library kernel " \
+               f"\"{library}\" takes {len(args)}"
+        if len(params) > len(args):
+            extra = params[len(args)]
+            error(extra.loc, f"{what}: '{extra.name}' has no place in its contract")
+        else:
+            missing = ", ".join(f"'{a.name}'" for a in args[len(params):])
+            error(kernel.loc, f"{what}: missing {missing}")
+        return
+    bound: dict[str, tuple[KernelParam, object]] = {}   # type variable -> first param giving it
+    for index, (param, arg) in enumerate(zip(params, args)):
+        problem = _argument_problem(kernel, index, param, arg, contract, bound)
+        if problem is not None:
+            error(param.loc, problem)
+    if not found:
+        for loc, problem in _shape_problems(kernel, contract):
+            error(loc, problem)
+
+
+def _count(n: int) -> str:
+    return f"{n} argument" if n == 1 else f"{n} arguments"
+
+
+def _argument_problem(kernel: KernelDecl, index: int, param: KernelParam, arg: ArgContract,
+                      contract: KernelContract, bound: dict) -> str | None:
+    where = f"argument {index + 1} '{param.name}' of @{kernel.name}"
+    library = f"library kernel \"{contract.name}\""
+    elsewhere = next((i for i, a in enumerate(contract.args)
+                      if a.name == param.name and i != index), None)
+    if elsewhere is not None:
+        return (f"{where} is in the place of '{arg.name}'; {library} takes '{param.name}' as "
+                f"argument {elsewhere + 1}: declare the arguments in the contract's order")
+    if param.is_memref != arg.memref:
+        have = "a memref" if param.is_memref else f"scalar {param.scalar}"
+        want = f"a memref '{arg.name}'" if arg.memref else f"scalar '{arg.name}: {arg.elem}'"
+        return f"{where} is {have}; {library} takes {want} there"
+    if not arg.memref:
+        if param.scalar.value != arg.elem:
+            return f"{where} is {param.scalar}; {library} takes '{arg.name}: {arg.elem}' there"
+        return None
+    if param.direction is not None and param.direction is not arg.direction:
+        return (f"{where} is declared '{param.direction}', but {library} "
+                f"{_DOES[arg.direction]} '{arg.name}': expected '{arg.direction}'")
+    elem, allowed = param.memref.elem, contract.types[arg.elem]
+    if elem not in allowed:
+        return (f"{where} has element type {elem}; {library} takes {arg.elem} in "
+                f"{{{', '.join(str(e) for e in allowed)}}} there")
+    first = bound.setdefault(arg.elem, (param, elem))
+    if first[1] is not elem:
+        return (f"{where} has element type {elem}, but {library} needs the element type of "
+                f"'{first[0].name}' ({first[1]}) here: both are {arg.elem}")
+    rank = param.memref.rank
+    if rank is not None and rank > MAX_RANK:
+        return f"{where} has rank {rank}; {library} takes ranks 0 to {MAX_RANK}"
+    return None
+
+
+def _shape_problems(kernel: KernelDecl, contract: KernelContract):
+    """Declared dims that contradict the contract's shape rule (only where both are known)."""
+    memrefs = [(p, a) for p, a in zip(kernel.params, contract.args) if a.memref]
+    outputs = [p for p, a in memrefs if a.direction.writes]
+    if len(outputs) != 1 or outputs[0].memref.dims is None:
+        return
+    out = outputs[0].memref.dims
+    for param, arg in memrefs:
+        dims = param.memref.dims
+        if param is outputs[0] or dims is None:
+            continue
+        where = f"argument '{param.name}' of @{kernel.name} ({param.memref})"
+        target = f"output '{outputs[0].name}' ({outputs[0].memref})"
+        if contract.shapes == "broadcast" and len(dims) == 0:
+            continue
+        if len(dims) != len(out):
+            yield param.loc, f"{where} has rank {len(dims)}, {target} rank {len(out)}"
+            continue
+        for axis, (d, o) in enumerate(zip(dims, out)):
+            if d is None or o is None or contract.shapes == "reduce" and axis == len(out) - 1:
+                continue
+            if contract.shapes == "broadcast" and d not in (1, o):
+                yield param.loc, f"{where}: dim {axis} is {d}; it broadcasts to {target} " \
+                                 f"only if it is 1 or {o}"
+            elif contract.shapes != "broadcast" and d != o:
+                yield param.loc, f"{where}: dim {axis} is {d}; {target} has {o}, expected equal"
+    if contract.shapes == "reduce" and out and out[-1] not in (None, 1):
+        yield outputs[0].loc, f"output '{outputs[0].name}' of @{kernel.name} " \
+                              f"({outputs[0].memref}) has {out[-1]} along the reduced last dim; " \
+                              "expected 1"
+
+
+# ---------------------------------------------------------------- run(...)
+
+def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, bag: DiagnosticBag) -> None:
+    inputs = {b.alias for b in task.inputs}
+    outputs = {b.alias for b in task.outputs}
+    notes = [(kernel.loc, f"@{kernel.name} is declared here")]
+    if kernel.source.kind is KernelSourceKind.LIBRARY:
+        contract = library_contract(kernel.source.ref)
+        if contract is not None:
+            notes.append((None, contract.text()))
+    for arg, param, direction in zip(task.run_args, kernel.params, kernel_directions(kernel)):
+        if direction is None:
+            continue
+        where = f"argument '{param.name}' of @{kernel.name}"
+        if direction.writes and arg in inputs and arg not in outputs:
+            bag.error(arg.loc, f"{where} is written by the kernel ({direction}), but %{arg} is "
+                      "bound under inputs(...); bind the buffer it writes under outputs(...)",
+                      tuple(notes))
+        elif direction is Direction.IN and arg in outputs and arg not in inputs:
+            bag.error(arg.loc, f"{where} is only read by the kernel (in), but %{arg} is bound "
+                      "under outputs(...); pass a binding of inputs(...) here", tuple(notes))
