@@ -19,6 +19,7 @@ from pathlib import Path
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Direction, KernelDecl, KernelSourceKind
 from vpuc.ir.types import ELEM_BY_NAME, ElemType
+from vpuc.kernel_library import library_names
 
 CONTRACTS_PATH = Path(__file__).resolve().parent.parent / "kernels" / "contracts.toml"
 MAX_RANK = 15                       # the driver's limit (kernels/include/driver.inc)
@@ -120,7 +121,12 @@ def library_contracts() -> dict[str, KernelContract]:
         data = tomllib.loads(CONTRACTS_PATH.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise VpucError(f"{CONTRACTS_PATH}: cannot read the library's contracts: {exc}") from None
-    return {name: _contract(name, table) for name, table in data.items()}
+    contracts = {name: _contract(name, table) for name, table in data.items()}
+    missing = sorted(set(library_names()) - set(contracts))
+    if missing:
+        raise VpucError(f"{CONTRACTS_PATH}: no contract for library kernel(s) "
+                        f"{', '.join(missing)}")
+    return contracts
 
 
 def library_contract(name: str) -> KernelContract | None:

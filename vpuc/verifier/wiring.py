@@ -42,14 +42,11 @@ def check_wiring(module: Module, bag: DiagnosticBag) -> None:
 def check_library_declaration(kernel: KernelDecl, bag: DiagnosticBag) -> None:
     library = kernel.source.ref
     contract = library_contract(library)
-    if contract is None:
+    if contract is None:       # every library kernel has one: the name is unknown
         try:
             library_source(library)
         except VpucError as exc:
             bag.error(kernel.loc, f"kernel @{kernel.name}: {exc.diagnostics[0].message}")
-            return
-        bag.error(kernel.loc, f"library kernel \"{library}\" has no contract in "
-                  "kernels/contracts.toml")
         return
     note = ((None, contract.text()),)
     found = []
@@ -133,7 +130,9 @@ def _shape_problems(kernel: KernelDecl, contract: KernelContract):
         if contract.shapes == "broadcast" and len(dims) == 0:
             continue
         if len(dims) != len(out):
-            yield param.loc, f"{where} has rank {len(dims)}, {target} rank {len(out)}"
+            also = " or 0" if contract.shapes == "broadcast" else ""
+            yield param.loc, f"{where} has rank {len(dims)}; expected the rank of {target}, " \
+                             f"{len(out)}{also}"
             continue
         for axis, (d, o) in enumerate(zip(dims, out)):
             if d is None or o is None or contract.shapes == "reduce" and axis == len(out) - 1:
