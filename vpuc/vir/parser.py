@@ -19,7 +19,8 @@ from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
 from vpuc.ir.graph import Graph, GraphOp
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
-                            KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
+                            KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
+                            Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
                            PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
 from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
