@@ -26,7 +26,7 @@ MAX_RANK = 15                       # the driver's limit (kernels/include/driver
 SHAPE_RULES = {
     "broadcast": "inputs broadcast to the output (each dim 1 or the output's, or rank 0)",
     "same": "input and output of one shape",
-    "reduce": "output = input with the last dim 1",
+    "reduce": "inputs broadcast to the output but along the last dim, where the output is 1",
 }
 
 

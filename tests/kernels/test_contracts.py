@@ -18,6 +18,7 @@ from vpuc.ir.module import Direction
 from vpuc.ir.types import ELEM_BY_NAME
 from vpuc.kernel_contracts import library_contracts
 from vpuc.kernel_library import library_names, library_source
+from vpuc.verifier.wiring import Operand, shape_problems
 
 E_TYPE = 1
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "kernels.md").read_text()
@@ -125,3 +126,29 @@ def test_a_malformed_contract_file_is_a_located_error(tmp_path, monkeypatch):
             f"{bad}: [relu]: memref 'input' has direction None; expected in, out or inout")
     finally:
         contracts.library_contracts.cache_clear()
+
+
+# (input shape, output shape): every broadcasting case the driver distinguishes
+SHAPE_CASES = [((2, 3), (2, 3)), ((1, 3), (2, 3)), ((2, 1), (2, 3)), ((), (2, 3)),
+               ((3, 3), (2, 3)), ((3,), (2, 3)), ((2, 3), (2, 1)), ((1, 3), (2, 1)),
+               ((2, 1), (2, 1)), ((), (2, 1)), ((2, 3), (1, 1)), ((2, 3, 1), (2, 3))]
+E_SHAPE = 2
+
+
+@pytest.mark.parametrize("name", [n for n, c in sorted(library_contracts().items()) if c.args])
+def test_shape_rule_matches_the_kernel(name):
+    """Where the contract's shape rule allows a case the kernel runs it; where it does not,
+    the kernel rejects it too, except softmax, whose contract is stricter (see contracts.toml)."""
+    contract = library_contracts()[name]
+    elem = np.float32 if name == "copy" else np.float16
+    scalars = [ScalarArg(ELEM_BY_NAME[a.elem], 0.0) for a in contract.args if not a.memref]
+    for shape, out_shape in SHAPE_CASES:
+        inputs = [np.ones(shape, elem)] + [np.ones(out_shape, elem)] * (len(contract.inputs) - 1)
+        operands = [Operand(None, f"input {i}", x.shape) for i, x in enumerate(inputs)]
+        allowed = not list(shape_problems(contract.shapes, operands,
+                                          Operand(None, "output", out_shape)))
+        if not allowed and contract.shapes == "same":
+            continue
+        status = 0 if allowed else E_SHAPE
+        run(name, [Tensor(x) for x in inputs], Tensor(np.zeros(out_shape, elem)), scalars,
+            expect_status=status)

@@ -47,7 +47,7 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     check_views(module, symbols)
     check_barriers(module, arch, bag)
     check_tasks(module, arch, symbols, bag)
-    check_wiring(module, bag)
+    check_wiring(module, symbols, bag)
     check_graphs(module, bag)
     schedule = Schedule(module, arch)
     check_barrier_use(module, arch, schedule, symbols, bag)

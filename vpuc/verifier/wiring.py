@@ -16,9 +16,13 @@ leaves the bindings as they are.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vpuc.diagnostics import DiagnosticBag, Loc, VpucError
 from vpuc.ir.module import Direction, KernelDecl, KernelParam, KernelSourceKind, Module
+from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import SwKernelTask
+from vpuc.ir.types import Dynamic
 from vpuc.kernel_contracts import (MAX_RANK, ArgContract, KernelContract, kernel_directions,
                                    library_contract)
 from vpuc.kernel_library import library_source
@@ -26,7 +30,7 @@ from vpuc.kernel_library import library_source
 _DOES = {Direction.IN: "only reads", Direction.OUT: "writes", Direction.INOUT: "reads and writes"}
 
 
-def check_wiring(module: Module, bag: DiagnosticBag) -> None:
+def check_wiring(module: Module, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     for kernel in module.kernels:
         if kernel.source.kind is KernelSourceKind.LIBRARY:
             check_library_declaration(kernel, bag)
@@ -34,7 +38,7 @@ def check_wiring(module: Module, bag: DiagnosticBag) -> None:
     for task_list in module.task_lists:
         for task in task_list.tasks:
             if isinstance(task, SwKernelTask) and task.kernel in kernels:
-                check_run_bindings(task, kernels[task.kernel], bag)
+                check_run_bindings(task, kernels[task.kernel], symbols, bag)
 
 
 # ---------------------------------------------------------------- declarations
@@ -72,7 +76,7 @@ def check_library_declaration(kernel: KernelDecl, bag: DiagnosticBag) -> None:
         if problem is not None:
             error(param.loc, problem)
     if not found:
-        for loc, problem in _shape_problems(kernel, contract):
+        for loc, problem in _declared_shape_problems(kernel, contract):
             error(loc, problem)
 
 
@@ -114,50 +118,66 @@ def _argument_problem(kernel: KernelDecl, index: int, param: KernelParam, arg: A
     return None
 
 
-def _shape_problems(kernel: KernelDecl, contract: KernelContract):
-    """Declared dims that contradict the contract's shape rule (only where both are known)."""
-    memrefs = [(p, a) for p, a in zip(kernel.params, contract.args) if a.memref]
-    outputs = [p for p, a in memrefs if a.direction.writes]
-    if len(outputs) != 1 or outputs[0].memref.dims is None:
+@dataclass
+class Operand:
+    """A memref operand for ``shape_problems``: how messages name it, and its dims (None
+    entries where unknown; ``dims`` None for any rank)."""
+
+    loc: Loc | None
+    label: str
+    dims: tuple[int | None, ...] | None
+
+
+def shape_problems(rule: str, inputs: list[Operand], out: Operand):
+    """Dims that contradict the contract's shape rule, where both sides are known."""
+    if out.dims is None:
         return
-    out = outputs[0].memref.dims
-    for param, arg in memrefs:
-        dims = param.memref.dims
-        if param is outputs[0] or dims is None:
+    for operand in inputs:
+        dims = operand.dims
+        if dims is None or rule != "same" and len(dims) == 0:
             continue
-        where = f"argument '{param.name}' of @{kernel.name} ({param.memref})"
-        target = f"output '{outputs[0].name}' ({outputs[0].memref})"
-        if contract.shapes == "broadcast" and len(dims) == 0:
+        if len(dims) != len(out.dims):
+            also = "" if rule == "same" else " or 0"
+            yield operand.loc, f"{operand.label} has rank {len(dims)}; expected the rank of " \
+                               f"{out.label}, {len(out.dims)}{also}"
             continue
-        if len(dims) != len(out):
-            also = " or 0" if contract.shapes == "broadcast" else ""
-            yield param.loc, f"{where} has rank {len(dims)}; expected the rank of {target}, " \
-                             f"{len(out)}{also}"
-            continue
-        for axis, (d, o) in enumerate(zip(dims, out)):
-            if d is None or o is None or contract.shapes == "reduce" and axis == len(out) - 1:
+        for axis, (d, o) in enumerate(zip(dims, out.dims)):
+            if d is None or o is None or rule == "reduce" and axis == len(dims) - 1:
                 continue
-            if contract.shapes == "broadcast" and d not in (1, o):
-                yield param.loc, f"{where}: dim {axis} is {d}; it broadcasts to {target} " \
-                                 f"only if it is 1 or {o}"
-            elif contract.shapes != "broadcast" and d != o:
-                yield param.loc, f"{where}: dim {axis} is {d}; {target} has {o}, expected equal"
-    if contract.shapes == "reduce" and out and out[-1] not in (None, 1):
-        yield outputs[0].loc, f"output '{outputs[0].name}' of @{kernel.name} " \
-                              f"({outputs[0].memref}) has {out[-1]} along the reduced last dim; " \
-                              "expected 1"
+            if rule != "same" and d not in (1, o):
+                yield operand.loc, f"{operand.label}: dim {axis} is {d}; it broadcasts to " \
+                                   f"{out.label} only if it is 1 or {o}"
+            elif rule == "same" and d != o:
+                yield operand.loc, f"{operand.label}: dim {axis} is {d}; {out.label} has {o}, " \
+                                   "expected equal"
+    if rule == "reduce" and out.dims and out.dims[-1] not in (None, 1):
+        yield out.loc, f"{out.label} has {out.dims[-1]} along the reduced last dim; expected 1"
+
+
+def _declared_shape_problems(kernel: KernelDecl, contract: KernelContract):
+    memrefs = [(p, a) for p, a in zip(kernel.params, contract.args) if a.memref]
+    operands = [Operand(p.loc, f"argument '{p.name}' of @{kernel.name} ({p.memref})",
+                         p.memref.dims) for p, _ in memrefs]
+    written = [i for i, (_, a) in enumerate(memrefs) if a.direction.writes]
+    if len(written) == 1:
+        out = operands.pop(written[0])
+        out.label = "output" + out.label[len("argument"):]
+        yield from shape_problems(contract.shapes, operands, out)
 
 
 # ---------------------------------------------------------------- run(...)
 
-def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, bag: DiagnosticBag) -> None:
+def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, symbols: SymbolTable,
+                       bag: DiagnosticBag) -> None:
     inputs = {b.alias for b in task.inputs}
     outputs = {b.alias for b in task.outputs}
     notes = [(kernel.loc, f"@{kernel.name} is declared here")]
+    contract = None
     if kernel.source.kind is KernelSourceKind.LIBRARY:
         contract = library_contract(kernel.source.ref)
         if contract is not None:
             notes.append((None, contract.text()))
+    wired = True
     for arg, param, direction in zip(task.run_args, kernel.params, kernel_directions(kernel)):
         if direction is None:
             continue
@@ -166,6 +186,34 @@ def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, bag: DiagnosticBa
             bag.error(arg.loc, f"{where} is written by the kernel ({direction}), but %{arg} is "
                       "bound under inputs(...); bind the buffer it writes under outputs(...)",
                       tuple(notes))
+            wired = False
         elif direction is Direction.IN and arg in outputs and arg not in inputs:
             bag.error(arg.loc, f"{where} is only read by the kernel (in), but %{arg} is bound "
                       "under outputs(...); pass a binding of inputs(...) here", tuple(notes))
+            wired = False
+    if wired and contract is not None and len(contract.args) == len(kernel.params):
+        for loc, problem in _bound_shape_problems(task, kernel, contract, symbols):
+            bag.error(loc, problem, tuple(notes))
+
+
+def _bound_shape_problems(task: SwKernelTask, kernel: KernelDecl, contract: KernelContract,
+                          symbols: SymbolTable):
+    """The contract's shape rule on the buffers a run() passes (static dims only): what the
+    kernel would reject at run time with status 2."""
+    bound = {b.alias: b.buffer for b in task.inputs + task.outputs}
+    inputs, out = [], None
+    for arg, param, slot in zip(task.run_args, kernel.params, contract.args):
+        if not slot.memref:
+            continue
+        region = symbols.region(bound[arg]) if arg in bound else None
+        if region is None or not param.memref.matches(region.type):
+            return                  # reported by the task rules
+        dims = tuple(None if isinstance(d, Dynamic) else d for d in region.type.dims)
+        shape = region.type.shape_str()
+        if slot.direction.writes:
+            out = Operand(arg.loc, f"output %{arg} of @{kernel.name} ({shape})", dims)
+        else:
+            inputs.append(Operand(arg.loc, f"argument '{param.name}' of @{kernel.name}, "
+                                            f"%{arg} ({shape})", dims))
+    if out is not None:
+        yield from shape_problems(contract.shapes, inputs, out)
