@@ -50,7 +50,8 @@ def test_contract_matches_the_assembly(name):
         return
     equ = {key: int(value) for key, value in EQU.findall(source)}
     # the driver reads NUM_IN input MemRefData, then the output's
-    assert [a.direction for a in contract.memrefs] == [Direction.IN] * equ["NUM_IN"] + [Direction.OUT]
+    directions = [a.direction for a in contract.memrefs]
+    assert directions == [Direction.IN] * equ["NUM_IN"] + [Direction.OUT]
     assert equ["AXIS_KIND"] == contract.axis
     assert int(HEADER_BYTES.search(source).group(1)) == contract.params_bytes
     # scalars: the kernel's loads cover exactly the contract's packed scalars

@@ -9,6 +9,8 @@ and directions.  Each error prints the contract.
 A ``run(...)`` must then bind what the kernel writes under ``outputs(...)`` and
 what it only reads under ``inputs(...)``: the race checker and the reference
 trust those bindings, so a kernel writing an input binding would go unnoticed.
+For a library kernel the buffers it passes must also fit the contract's shape
+rule, which the kernel would otherwise reject at run time (status 2).
 Directions come from the library's contract for library kernels, else from
 the declaration; an asm, elf or generated kernel without declared directions
 leaves the bindings as they are.
