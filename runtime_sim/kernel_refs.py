@@ -7,11 +7,22 @@ type.  Softmax and the reductions work along the last logical dim, passed as
 ``axis`` (None for a scalar): the kernels' contract (docs/kernels.md, "reduce
 row"), whatever the dims order -- for NHWC that is W, not the innermost C.
 gelu is the tanh approximation the kernel implements, not the exact erf form.
+
+``library_reference`` hands out a reference only for a kernel declared with
+the library's contract (``kernels/contracts.toml``): a program read from a blob
+that declares, say, an extra scalar gets a clear error instead of a call with
+the wrong arguments.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
+
+from vpuc.diagnostics import Loc, VpucError
+from vpuc.ir.module import KernelDecl
+from vpuc.kernel_contracts import library_contract
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -52,3 +63,24 @@ REFERENCES = {
     "reduce_sum": lambda x, axis: x.sum(axis=axis, keepdims=True),
     "reduce_mean": lambda x, axis: x.mean(axis=axis, keepdims=True),
 }
+
+
+def _kinds(params) -> list[str]:
+    return ["memref" if p.is_memref else str(p.scalar) for p in params]
+
+
+def library_reference(kernel: KernelDecl, where: str, loc: Loc | None = None) -> Callable | None:
+    """The numpy reference of library kernel ``kernel`` (None if the table has none), called
+    ``fn(*inputs, *scalars, axis=...)``; a declaration whose memrefs and scalars differ from
+    the library's contract is an error naming the task (``where``) and the contract."""
+    library = kernel.source.ref
+    fn, contract = REFERENCES.get(library), library_contract(library)
+    if fn is None or contract is None:
+        return None
+    expected = ["memref" if a.memref else a.elem for a in contract.args]
+    if _kinds(kernel.params) != expected:
+        declared = ", ".join(str(p) for p in kernel.params)
+        raise VpucError(f"--reference: {where} calls @{kernel.name}, declared ({declared}) from "
+                        f"library \"{library}\", whose reference follows the library's "
+                        f"contract: {contract.text()}", loc)
+    return fn

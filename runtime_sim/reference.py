@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from runtime_sim.engines.dma import convert
-from runtime_sim.kernel_refs import REFERENCES
+from runtime_sim.kernel_refs import REFERENCES, library_reference
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import constant_value
 from runtime_sim.reference_ops import dpu_op
@@ -145,7 +145,7 @@ class Reference:
         decl = self.kernels[task.kernel]
         fn = self.extra.get(decl.name)
         if fn is None and decl.source.kind is KernelSourceKind.LIBRARY:
-            fn = REFERENCES.get(decl.source.ref)
+            fn = library_reference(decl, name, task.loc)
         bound = {b.alias: b.buffer for b in task.inputs + task.outputs}
         if fn is None and decl.name in self.graphs:
             return self._generated(task, name, self.graphs[decl.name], bound)

@@ -7,8 +7,9 @@ verify: the round trip is a property of the parser and printer alone.
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
-                            KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
+from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
+                            KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
+                            Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
                            PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, Dynamic, ElemType, MemRefPattern, TensorType
@@ -58,8 +59,11 @@ def modules(draw):
     barriers = [Barrier(n, draw(st.none() | st.integers(0, 63))) for n in pool[3:]]
     value = st.sampled_from(pool).map(Ref)
     sync = st.lists(value, max_size=3).map(tuple)
-    kernels = [KernelDecl("k0", [KernelParam("x", memref=MemRefPattern(ElemType.F16, None)),
-                                 KernelParam("y", memref=MemRefPattern(ElemType.F32, (None, 16))),
+    direction = st.none() | st.sampled_from(list(Direction))
+    kernels = [KernelDecl("k0", [KernelParam("x", memref=MemRefPattern(ElemType.F16, None),
+                                             direction=draw(direction)),
+                                 KernelParam("y", memref=MemRefPattern(ElemType.F32, (None, 16)),
+                                             direction=draw(direction)),
                                  KernelParam("s", scalar=draw(elems))],
                           draw(st.sampled_from([KernelSource(KernelSourceKind.LIBRARY, "clamp"),
                                                 KernelSource(KernelSourceKind.ASM, "k/a.s"),

@@ -61,14 +61,39 @@ class KernelSource:
         return f'{self.kind.value} "{self.ref}"'
 
 
+class Direction(Enum):
+    """What a kernel does with a memref argument (docs/vir.md, "Kernels")."""
+
+    IN = "in"          # reads it only
+    OUT = "out"        # writes it (and may read what it wrote)
+    INOUT = "inout"    # reads it, then writes it
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def writes(self) -> bool:
+        return self is not Direction.IN
+
+    @property
+    def reads(self) -> bool:
+        return self is not Direction.OUT
+
+
 @dataclass
 class KernelParam:
-    """One argument of a kernel's contract: a memref (becomes MemRefData) or a scalar."""
+    """One argument of a kernel's contract: a memref (becomes MemRefData) or a scalar.
+
+    ``direction`` is what the declaration says (None: not written; a library
+    kernel then takes it from the library's contract, other kernels leave it to
+    the ``run()`` bindings).  Scalars are always read and carry none.
+    """
 
     name: str
     memref: MemRefPattern | None = None
     scalar: ElemType | None = None
     loc: Loc = loc_field()
+    direction: Direction | None = None
 
     @property
     def is_memref(self) -> bool:
@@ -76,6 +101,11 @@ class KernelParam:
 
     def type_str(self) -> str:
         return str(self.memref) if self.memref is not None else str(self.scalar)
+
+    def __str__(self) -> str:
+        """As VIR declares it: ``name: [direction] type``."""
+        head = f"{self.direction} " if self.direction is not None else ""
+        return f"{self.name}: {head}{self.type_str()}"
 
 
 @dataclass

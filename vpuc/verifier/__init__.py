@@ -18,6 +18,7 @@ from vpuc.verifier.declarations import (check_barriers, check_buffers, check_ker
 from vpuc.verifier.graph import check_graphs
 from vpuc.verifier.memory import check_overlaps
 from vpuc.verifier.tasks import check_tasks
+from vpuc.verifier.wiring import check_wiring
 
 
 def module_arch(module: Module, bag: DiagnosticBag) -> Arch | None:
@@ -46,6 +47,7 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     check_views(module, symbols)
     check_barriers(module, arch, bag)
     check_tasks(module, arch, symbols, bag)
+    check_wiring(module, symbols, bag)
     check_graphs(module, bag)
     schedule = Schedule(module, arch)
     check_barrier_use(module, arch, schedule, symbols, bag)

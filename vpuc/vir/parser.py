@@ -18,8 +18,9 @@ from lark import Token, Transformer, v_args
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
 from vpuc.ir.graph import Graph, GraphOp
-from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
-                            KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
+from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
+                            KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
+                            Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
                            PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
 from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
@@ -131,10 +132,15 @@ class VirTransformer(Transformer):
         params = [p for p in params if p is not None]
         return KernelDecl(symbol[1:], params, source, loc=self.loc(kw))
 
-    def kparam(self, name, type_token) -> KernelParam:
+    def kparam(self, name, direction, type_token) -> KernelParam:
         loc = self.loc(name)
         if type_token.type == "MEMREF":
-            return KernelParam(str(name), memref=self.memref_pattern(type_token), loc=loc)
+            return KernelParam(str(name), memref=self.memref_pattern(type_token), loc=loc,
+                               direction=Direction(str(direction)) if direction else None)
+        if direction is not None:
+            self.bag.error(self.loc(direction), f"scalar argument '{name}' has direction "
+                           f"'{direction}'; a kernel only reads its scalars, so only memref "
+                           "arguments take in, out or inout")
         if "x" in type_token:
             self.bag.error(self.loc(type_token), f"kernel argument '{name}' has tensor type "
                            f"{type_token}; expected a scalar type (f16, i32, ...) or memref<...>")

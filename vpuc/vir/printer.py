@@ -33,7 +33,7 @@ def _label(label: str | None) -> str:
 
 
 def print_kernel(kernel: KernelDecl) -> str:
-    params = ", ".join(f"{p.name}: {p.type_str()}" for p in kernel.params)
+    params = ", ".join(str(p) for p in kernel.params)
     return f"kernel @{kernel.name}({params}) from {kernel.source}"
 
 

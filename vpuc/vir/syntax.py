@@ -30,6 +30,7 @@ TERMINAL_TEXT = {
     "ORDER_NAME": "a dims order such as NHWC",
     "SHAPED": "a type such as 1x16x32x32xf16 or f16",
     "MEMREF": "a memref type such as memref<*xf16>",
+    "DIRECTION": "a direction (in, out or inout)",
     "FLOAT": "a number",
     "INT": "an integer",
     "STRING": 'a string in double quotes',
@@ -63,6 +64,10 @@ COMMON_SLIPS = {
     "barrier lists are written in parentheses, as in waits(%b0, %b1)": [
         _HEADER + "tasks DMA { dma %a -> %b waits %b0 }",
         _HEADER + "tasks DMA { dma %a -> %b updates %b0 }",
+    ],
+    "an argument's direction follows its colon, as in 'x: in memref<*xf16>'": [
+        _HEADER + "kernel @k(in x: memref<*xf16>) from library \"relu\"",
+        _HEADER + "kernel @k(x: memref<*xf16>, out y: memref<*xf16>) from library \"relu\"",
     ],
     "a kernel declaration says where its code comes from, as in: from library \"clamp\"": [
         _HEADER + "kernel @k(x: f16) library \"clamp\"",
