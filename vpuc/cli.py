@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from vpuc.blob.cli_inspect import add_inspect_parser
     add_inspect_parser(sub)
+    from vpuc.onnx_import.cli_import import add_import_parser
+    add_import_parser(sub)
     return parser
 
 
