@@ -54,7 +54,7 @@ from runtime_sim.simulator import simulate  # noqa: E402
 from vpuc.arch import load_arch  # noqa: E402
 from vpuc.fusion.blocked_program import Stage, Value, build_program  # noqa: E402
 from vpuc.fusion.lower_graph import lower  # noqa: E402
-from vpuc.fusion.reference import run_graph  # noqa: E402
+from vpuc.reference.graph import run_graph  # noqa: E402
 from vpuc.ir.module import ConstInit  # noqa: E402
 from vpuc.ir.types import DimsOrder, ElemType, TensorType  # noqa: E402
 from vpuc.passes.base import PassContext  # noqa: E402

@@ -8,14 +8,16 @@ tensor in declaration order.  Arrays are in the tensors' logical shapes.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from runtime_sim.memory import numpy_dtype
-from vpuc.diagnostics import UsageError
+from vpuc.diagnostics import UsageError, VpucError
 from vpuc.ir.module import Buffer
+from vpuc.input_files import display_name, read_bytes
 from vpuc.ir.types import ELEM_BY_NAME
 
 _TYPE = re.compile(r"^(?:(\d+(?:x\d+)*)x)?([a-z]+\d+)$")
@@ -60,12 +62,15 @@ def parse_literal(text: str, option: str) -> np.ndarray:
 
 
 def load_npy(path: str, option: str) -> np.ndarray:
+    """A .npy file (``-``: stdin); an unreadable or malformed one is an error (exit 1)."""
     try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UsageError(f"{option}: no such file: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{option}: cannot read {path} as .npy: {exc}") from None
+        data = read_bytes(path, "the .npy file")
+    except VpucError as exc:
+        raise VpucError(f"{option}: {exc.diagnostics[0].message}") from None
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise VpucError(f"{option}: {display_name(path)} is not a .npy file ({exc})") from None
 
 
 def parse_tensor_arg(text: str, option: str) -> TensorArg:
@@ -101,12 +106,31 @@ def bind(args: list[TensorArg], buffers: list[Buffer], option: str,
                          f"{what}(s) left to fill")
     for arg, buffer in zip(positional, free):
         bound[buffer.name] = arg.value
+    return bound
+
+
+def elem_name(dtype: np.dtype) -> str:
+    """A numpy dtype in VIR's spelling (f16, i32, ...) when it has one."""
+    for name, elem in ELEM_BY_NAME.items():
+        try:
+            if numpy_dtype(elem) == dtype:
+                return name
+        except VpucError:
+            continue
+    return str(dtype)
+
+
+def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], option: str) -> None:
+    """A value whose element type is not its input's is an error (exit 1): the simulator
+    would convert it, and a silently rounded or truncated input is a wrong answer.
+    ``vpuc run --cast-inputs`` skips this check and converts (``network.cast_to``)."""
+    by_name = {b.name: b for b in buffers}
     for name, value in bound.items():
         expected = numpy_dtype(by_name[name].type.elem)
-        if value.dtype != expected and value.dtype.kind != expected.kind:
-            raise UsageError(f"{option}: {what} %{name} is {by_name[name].type.elem}; the value "
-                             f"given is {value.dtype}")
-    return bound
+        if value.dtype != expected:
+            raise VpucError(f"{option}: input %{name} is {by_name[name].type.elem}, the value "
+                            f"given is {elem_name(value.dtype)}; give it as "
+                            f"{by_name[name].type.elem}, or pass --cast-inputs to convert it")
 
 
 # ------------------------------------------------------------------ comparing

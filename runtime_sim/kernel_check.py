@@ -2,7 +2,10 @@
 
 A kernel from the fusion pipeline records the subgraph body it computes in its
 ELF object (``KernelImage.graph``; ``vpuc.fusion.generator.kernel_graph``), so
-a blob alone says what each fused kernel should compute.  ``KernelCheck`` is
+a blob alone says what each fused kernel should compute.  The compiler's side
+parses those bodies and computes each kernel's tolerance (``vpuc.api.simulate``:
+``kernel_graph.load_graphs``, ``kernel_tolerance``): the simulator never
+imports the parser or the fusion pipeline.  ``KernelCheck`` is
 the ACT SHAVE engine's observer: for every task that runs such a kernel,
 
 1. before the kernel runs, it decodes the invocation's params struct (in its
@@ -11,17 +14,18 @@ the ACT SHAVE engine's observer: for every task that runs such a kernel,
    (``dataAddr`` in WIN_F, the tile's CMX; dims and strides in WIN_E, or next to
    a dynamic tensor in WIN_F), in its logical shape;
 2. after it ran, it reads the outputs the same way (a dynamic output with the
-   dims the kernel wrote), runs ``vpuc.fusion.reference.run_graph`` on the
+   dims the kernel wrote), runs ``vpuc.reference.graph.run_graph`` on the
    inputs, bound to the body's Parameters in order, and compares each Result
    with its output: bit for bit (NaN equal to NaN), or within the tolerance the
    generator's tests allow where the kernel legitimately differs (documented
-   approximations; FMA contraction): ``kernel_graph.kernel_tolerance``.
+   approximations; FMA contraction): the ``tolerances`` it is given.
    ``--rtol`` / ``--atol`` override it.
 
 Mismatches are collected, not raised: the run goes on and ``cli_run`` prints
 each (task, kernel, output, worst element) and how many tasks were checked.
 A recorded graph that does not parse, or whose contract is not the kernel's,
-stops the run before it starts (``load_graphs``), naming the kernel and section.
+stops the run before it starts (``kernel_graph.load_graphs``), naming the
+kernel and section.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 
 from runtime_sim.inputs import compare
 from runtime_sim.memory import Memory
+from vpuc.abi.contract import contract_slots
 from vpuc.abi.dtypes import data_type, dims_order_permutation
 from vpuc.abi.memref import MemRefData, unpack_dims, unpack_strides
 from vpuc.abi.params import decode_params
@@ -39,23 +44,10 @@ from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import Graph
 from vpuc.ir.tasks import Executor
 from vpuc.program import InvocationImage, Program
-from vpuc.shave.kobject import GRAPH_SECTION
+from vpuc.reference.graph import run_graph
 
 MAX_DIMS = 15
 AGAINST = "the recorded graph"
-
-
-def load_graphs(program: Program, source: str = "<program>") -> dict[str, Graph]:
-    """The recorded body of every declared kernel whose image carries one, by kernel name;
-    a graph that does not parse or does not fit the kernel's contract is a VpucError."""
-    from vpuc.fusion.generator.kernel_graph import parse_body
-    graphs: dict[str, Graph] = {}
-    for decl in program.module.kernels:
-        name = program.kernel_aliases.get(decl.name, decl.name)
-        image = program.kernels.get(name)
-        if image is not None and image.graph is not None:
-            graphs[decl.name] = parse_body(image.graph, decl, f"{source}:@{name}:{GRAPH_SECTION}")
-    return graphs
 
 
 def tensor_in_memory(memref: MemRefData, invocation: InvocationImage, cmx: np.ndarray,
@@ -113,6 +105,8 @@ class KernelCheck:
 
     program: Program
     graphs: dict[str, Graph]
+    # (rtol, atol) per kernel within which it matches run_graph(body), None: bit for bit
+    tolerances: dict[str, tuple[float, float] | None]
     rtol: float | None = None
     atol: float | None = None
     checked: int = 0
@@ -121,14 +115,12 @@ class KernelCheck:
     kernels_run: set = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        from vpuc.fusion.generator.kernel_graph import kernel_tolerance
-        from vpuc.passes.pack_kernel_args import contract_slots
         module = self.program.module
         decls = {k.name: k for k in module.kernels}
         act = next((tl for tl in module.task_lists if tl.executor is Executor.ACT_SHAVE), None)
         self._tasks = act.tasks if act is not None else []
         self._kernels = {name: _Kernel(name, graph, contract_slots(decls[name]),
-                                       kernel_tolerance(graph))
+                                       self.tolerances.get(name))
                          for name, graph in self.graphs.items()}
         arch = self.program.arch
         self._win_e, self._win_f = arch.window_base("WIN_E"), arch.window_base("WIN_F")
@@ -178,7 +170,6 @@ class KernelCheck:
             outputs = self._tensors(invocation, memory, kernel, True)
         except VpucError as exc:
             return fail(f"cannot read the outputs: {exc.diagnostics[0].message}")
-        from vpuc.fusion.reference import run_graph
         try:
             expected = run_graph(kernel.graph, {p.result: x for p, x in
                                                 zip(kernel.graph.parameters, inputs)})

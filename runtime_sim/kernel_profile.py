@@ -197,7 +197,7 @@ class KernelProfiler:
 
     # ------------------------------------------------------------------ internals
     def _key(self, invocation: InvocationImage, memory: Memory) -> tuple:
-        from vpuc.passes.pack_kernel_args import contract_slots
+        from vpuc.abi.contract import contract_slots
         try:
             task = self._tasks[invocation.task_index]
             slots = contract_slots(self._decls[task.kernel])

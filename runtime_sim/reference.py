@@ -7,7 +7,8 @@ DMA copies, permutes and converts; each DPU variant computes the whole op with
 the straightforward references of ``reference_ops`` and keeps its own output
 box; library kernels use the table of ``kernel_refs``; generated (fused)
 kernels run the subgraph body their object records, with
-``vpuc.fusion.reference.run_graph`` (``runtime_sim.kernel_check.load_graphs``).
+``vpuc.reference.graph.run_graph`` (the parsed bodies come from the caller:
+``vpuc.api.simulate`` reads them with ``kernel_graph.load_graphs``).
 Nothing here reads the simulator's memory, engines or cycle model.
 """
 
@@ -18,14 +19,13 @@ from typing import Callable
 import numpy as np
 
 from runtime_sim.engines.dma import convert
-from runtime_sim.kernel_check import load_graphs
 from runtime_sim.kernel_refs import REFERENCES
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import constant_value
 from runtime_sim.reference_ops import dpu_op
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.ir.graph import Graph
 from vpuc.ir.module import BufferKind, KernelSourceKind
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuOp, DpuTask, SwKernelTask
@@ -40,11 +40,13 @@ class Reference:
     def __init__(self, program: Program, extra: dict[str, Callable] | None = None,
                  graphs: dict[str, Graph] | None = None) -> None:
         """``extra`` adds references for kernels by kernel symbol (e.g. asm test kernels);
-        ``graphs`` are the generated kernels' recorded bodies (default: ``load_graphs``)."""
+        ``graphs`` are the generated kernels' recorded bodies, by kernel name
+        (``vpuc.fusion.generator.kernel_graph.load_graphs``); a generated kernel without
+        one is an error when it runs."""
         self.program = program
         self.module = program.module
         self.extra = extra or {}
-        self.graphs = load_graphs(program) if graphs is None else graphs
+        self.graphs = graphs or {}
         self.views = {v.name: v for v in self.module.views}
         self.kernels = {k.name: k for k in self.module.kernels}
         self.arrays: dict[str, np.ndarray] = {}

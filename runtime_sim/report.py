@@ -69,51 +69,91 @@ def critical_path(plan: Plan, timeline: Timeline) -> list[int]:
     return path[::-1]
 
 
-def summary(plan: Plan, timeline: Timeline, title: str) -> str:
+def _exact(value: float, digits: int = 3) -> float:
+    return value
+
+
+def _rounded(value: float, digits: int = 3) -> float | int:
+    """A figure for machines: an int when whole, else rounded to ``digits`` decimals (the
+    last bits of a float sum say nothing and would make equal runs print differently)."""
+    value = round(float(value), digits)
+    return int(value) if value.is_integer() else value
+
+
+def summary_data(plan: Plan, timeline: Timeline, exact: bool = False) -> dict:
+    """The summary's figures as plain data (``vpuc run --json``; docs/simulator.md lists the
+    fields), ``rounded`` unless ``exact``.  ``summary`` prints these same numbers (exact, so
+    its own formatting rounds once)."""
+    rounded = _exact if exact else _rounded
     arch = plan.arch
     total = timeline.total
-    rows = [title,
-            f"total        {total:,.0f} cycles = {arch.us(total):,.2f} us at {arch.nce_mhz:g} MHz "
-            f"(NCE clock); {plan.size:,} units, {timeline.events:,} events"]
-    rows.append(f"{'engine':<10} {'units':>7} {'busy cycles':>14} {'busy %':>7} "
-                f"{'barrier stall':>14}")
-    for s in track_stats(plan, timeline):
-        share = 100.0 * s.busy / total if total else 0.0
-        rows.append(f"{s.name:<10} {s.units:>7,} {s.busy:>14,.0f} {share:>6.1f}% {s.stall:>14,.0f}")
+    engines = [{"name": s.name, "units": s.units, "busy_cycles": rounded(s.busy),
+                "busy_percent": rounded(100.0 * s.busy / total if total else 0.0, 2),
+                "stall_cycles": rounded(s.stall)} for s in track_stats(plan, timeline)]
     dma_units = [u for u in range(plan.size) if plan.kind[u] == DMA]
     moved = sum(plan.nbytes[u] for u in dma_units)
-    ddr = sum(plan.transfers[u].ddr_bytes for u in dma_units)
     seconds = total / (arch.nce_mhz * 1e6) if total else 0.0
-    achieved = f"{moved / seconds / 1e9:,.2f}" if seconds else "0.00"
-    rows.append(f"DMA          {moved:,} bytes in {len(dma_units):,} transfers ({ddr:,} B to/from "
-                f"DDR); {achieved} GB/s achieved, DDR peak "
-                f"{arch.gbps(arch.ddr_bytes_per_cycle):,.2f} GB/s")
-    macs = sum(plan.macs)
-    if macs:
-        rows.append(f"DPU          {macs:,} MACs")
-    rows.append(f"stalls       {sum(timeline.stall):,.0f} cycles with an engine free at a unit "
-                "whose barriers were not ready")
-    rows.append(critical_path_text(plan, timeline))
-    return "\n".join(rows) + "\n"
-
-
-def critical_path_text(plan: Plan, timeline: Timeline, shown: int = 4) -> str:
     path = critical_path(plan, timeline)
-    if not path:
-        return "critical path: empty program"
+    path_total = timeline.end[path[-1]] if path else 0.0
     by_kind: dict[str, float] = {}
     for u in path:
         name = KIND_NAMES[plan.kind[u]]
         by_kind[name] = by_kind.get(name, 0.0) + timeline.end[u] - timeline.start[u]
-    total = timeline.end[path[-1]]
-    shares = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in by_kind.items()) if total else ""
     tracks = track_names(plan)
-    steps = [f"{plan.names[u]} [{tracks[plan.queue_of[u]][timeline.engine[u]]} "
-             f"{timeline.start[u]:,.0f}-"
-             f"{timeline.end[u]:,.0f}]" for u in path]
+    return {
+        "cycles": rounded(total), "time_us": rounded(arch.us(total), 4),
+        "nce_mhz": rounded(arch.nce_mhz),
+        "units": plan.size, "events": timeline.events, "engines": engines,
+        "dma": {"bytes": moved, "transfers": len(dma_units),
+                "ddr_bytes": sum(plan.transfers[u].ddr_bytes for u in dma_units),
+                "achieved_gbps": rounded(moved / seconds / 1e9 if seconds else 0.0),
+                "ddr_peak_gbps": rounded(arch.gbps(arch.ddr_bytes_per_cycle))},
+        "dpu_macs": sum(plan.macs),
+        "stall_cycles": rounded(sum(timeline.stall)),
+        "critical_path": {
+            "units": len(path), "cycles": rounded(path_total),
+            "percent_by_engine": {k: rounded(100 * v / path_total, 2)
+                                  for k, v in by_kind.items()} if path_total else {},
+            "tasks": [{"name": plan.names[u], "track": tracks[plan.queue_of[u]][timeline.engine[u]],
+                       "start": rounded(timeline.start[u]), "end": rounded(timeline.end[u])}
+                      for u in path]},
+    }
+
+
+def summary(plan: Plan, timeline: Timeline, title: str) -> str:
+    data = summary_data(plan, timeline, exact=True)
+    total, dma = data["cycles"], data["dma"]
+    rows = [title,
+            f"total        {total:,.0f} cycles = {data['time_us']:,.2f} us at "
+            f"{data['nce_mhz']:g} MHz (NCE clock); {data['units']:,} units, "
+            f"{data['events']:,} events"]
+    rows.append(f"{'engine':<10} {'units':>7} {'busy cycles':>14} {'busy %':>7} "
+                f"{'barrier stall':>14}")
+    for e in data["engines"]:
+        rows.append(f"{e['name']:<10} {e['units']:>7,} {e['busy_cycles']:>14,.0f} "
+                    f"{e['busy_percent']:>6.1f}% {e['stall_cycles']:>14,.0f}")
+    achieved = f"{dma['achieved_gbps']:,.2f}"
+    rows.append(f"DMA          {dma['bytes']:,} bytes in {dma['transfers']:,} transfers "
+                f"({dma['ddr_bytes']:,} B to/from DDR); {achieved} GB/s achieved, DDR peak "
+                f"{dma['ddr_peak_gbps']:,.2f} GB/s")
+    if data["dpu_macs"]:
+        rows.append(f"DPU          {data['dpu_macs']:,} MACs")
+    rows.append(f"stalls       {data['stall_cycles']:,.0f} cycles with an engine free at a unit "
+                "whose barriers were not ready")
+    rows.append(critical_path_text(data["critical_path"]))
+    return "\n".join(rows) + "\n"
+
+
+def critical_path_text(path: dict, shown: int = 4) -> str:
+    """The critical path line of the summary, from ``summary_data(...)["critical_path"]``."""
+    if not path["units"]:
+        return "critical path: empty program"
+    shares = ", ".join(f"{k} {v:.0f}%" for k, v in path["percent_by_engine"].items())
+    steps = [f"{t['name']} [{t['track']} {t['start']:,.0f}-{t['end']:,.0f}]"
+             for t in path["tasks"]]
     if len(steps) > 2 * shown:
         steps = steps[:shown] + [f"... {len(steps) - 2 * shown} more ..."] + steps[-shown:]
-    return (f"critical path {len(path)} units, {total:,.0f} cycles ({shares}):\n  "
+    return (f"critical path {path['units']} units, {path['cycles']:,.0f} cycles ({shares}):\n  "
             + " -> ".join(steps))
 
 

@@ -19,7 +19,7 @@ from vpuc.fileio import write_atomically
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import PASSES, PIPELINES, parse_pipeline
-from vpuc.vir.parser import parse_file
+from vpuc.vir.parser import parse_text
 from vpuc.program_printer import print_program
 from vpuc.vir.printer import print_module
 
@@ -40,11 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     opt = sub.add_parser("opt", help="parse a .vir file, run passes, print the resulting IR",
                          description="Parse FILE, run a pass pipeline and print the resulting "
                                      "VIR to stdout (or -o).")
-    opt.add_argument("file", metavar="FILE", help="the .vir file to read")
+    opt.add_argument("file", metavar="FILE", help="the .vir file to read ('-': stdin)")
     opt.add_argument("-p", "--passes", default="default", metavar="PIPELINE",
                      help="comma-separated pass names, or a pipeline name "
                           f"(passes: {', '.join(PASSES)}; pipelines: {', '.join(PIPELINES)}; "
-                          "default: %(default)s)")
+                          "'compile' is what vpuc compile runs, lower-graph first for a graph "
+                          "module; default: %(default)s)")
     opt.add_argument("-o", "--output", metavar="OUT", help="write the IR here instead of stdout")
     opt.add_argument("--arch", metavar="NAME|FILE",
                      help=f"override the module's architecture (default: the module's, or {DEFAULT_ARCH})")
@@ -61,9 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       f"({', '.join(PIPELINES['compile'])}) and write a blob. "
                                       "The output is written atomically and is byte-identical "
                                       "for the same input and options.")
-    comp.add_argument("file", metavar="FILE", help="the .vir file to compile")
+    comp.add_argument("file", metavar="FILE", help="the .vir file to compile ('-': stdin)")
     comp.add_argument("-o", "--output", metavar="OUT",
-                      help="the blob to write (default: FILE with .blob, or .elf for --format elf)")
+                      help="the blob to write ('-': stdout; default: FILE with .blob, or .elf "
+                           "for --format elf; stdout when FILE is '-')")
+    comp.add_argument("-p", "--passes", metavar="PIPELINE",
+                      help="the pass pipeline (comma-separated names; default: compile, with "
+                           "lower-graph first for a graph module); it must build a program")
     comp.add_argument("--format", choices=("fb", "elf"), default="fb",
                       help="FlatBuffer graph file (fb) or ELF container (elf); default: %(default)s")
     comp.add_argument("--arch", metavar="NAME|FILE", help="override the module's architecture")
@@ -79,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="debug mode: run the verifier after every pass")
     comp.set_defaults(handler=cmd_compile)
 
-    from runtime_sim.cli_run import add_run_parser
+    from vpuc.cli_run import add_run_parser
     add_run_parser(sub)
     from vpuc.fusion.cli_fuse import add_fuse_parser
     add_fuse_parser(sub)
@@ -104,36 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report_warnings(ctx: PassContext) -> None:
-    for diag in ctx.warnings.items:
-        print(diag.render(), file=sys.stderr)
-
-
-def arch_for(module, override: str | None):
-    """The module's architecture, or the --arch override (a bad override is a usage error)."""
-    if override is None:
-        return load_arch(module.arch)
-    try:
-        return load_arch(override)
-    except VpucError as exc:
-        raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
-
-
 def cmd_opt(args) -> int:
-    passes = parse_pipeline(args.passes)
-    module = parse_file(args.file)
-    arch = arch_for(module, args.arch)
-    ctx = PassContext(arch)
+    from vpuc.api import pipeline_names
+    from vpuc.input_files import display_name, read_text
+    parse_pipeline(args.passes)          # a bad pipeline is a usage error, before any reading
+    arch = _arch_override(args.arch)
+    module = parse_text(read_text(args.file, "the .vir file"), display_name(args.file))
+    passes = parse_pipeline(",".join(pipeline_names(args.passes, module)))
+    ctx = PassContext(arch or load_arch(module.arch))
     manager = PassManager(passes, print_after_all=args.print_after_all,
                           time_passes=args.time_passes, verify_each=args.verify_each,
                           stream=sys.stderr)
     manager.run(module, ctx)
-    report_warnings(ctx)
+    for diag in ctx.warnings.items:
+        print(diag.render(), file=sys.stderr)
     text = print_module(module)
     program = ctx.artifacts.get("program")
     if program is not None:
         text += print_program(program)
-    if args.output:
+    if args.output and args.output != "-":
         write_atomically(args.output, text)
     else:
         sys.stdout.write(text)
@@ -143,40 +137,50 @@ def cmd_opt(args) -> int:
 def cmd_compile(args) -> int:
     import time
 
-    from vpuc.blob import write_blob
+    from vpuc import api
+    from vpuc.passes.manager import PassTiming
 
-    from vpuc.passes.registry import compile_pipeline
-
-    module = parse_file(args.file)
-    arch = arch_for(module, args.arch)
-    ctx = PassContext(arch)
-    if args.print_lir or args.print_after_all:
-        ctx.artifacts["fusion-print"] = _fusion_printer(args)
-    pipeline = compile_pipeline(module)
-    manager = PassManager(parse_pipeline(",".join(pipeline)), print_after_all=args.print_after_all,
-                          time_passes=False, verify_each=args.verify_each, stream=sys.stderr)
-    manager.run(module, ctx)
-    program = ctx.artifacts["program"]
-    # Provenance: what made this blob.  No paths or times, so output stays deterministic.
-    program.provenance = {"compiler": f"vpuc {__version__}", "format": args.format,
-                          "pipeline": ",".join(pipeline),
-                          "arch": arch.name, "source": Path(args.file).name}
+    arch = _arch_override(args.arch)
+    report = api.CompileReport()
+    fusion_print = _fusion_printer(args) if args.print_lir or args.print_after_all else None
+    program = api.compile(args.file, arch, args.format, passes=args.passes, report=report,
+                          print_after_all=args.print_after_all, verify_each=args.verify_each,
+                          trace=sys.stderr, fusion_print=fusion_print)
     started = time.perf_counter()
-    data = write_blob(program, args.format, {"format": args.format, "arch": arch.name})
+    output = args.output or _default_output(args.file, args.format)
+    data = api.write_blob(program, args.format, output)
     serialize_seconds = time.perf_counter() - started
-    output = args.output or str(Path(args.file).with_suffix(".elf" if args.format == "elf" else ".blob"))
-    write_atomically(output, data)
-    report_warnings(ctx)
+    for diag in report.warnings:
+        print(diag.render(), file=sys.stderr)
     if args.time_passes:
-        from vpuc.passes.manager import PassTiming
-        manager.timings.append(PassTiming(f"serialize ({args.format})", serialize_seconds))
-        sys.stderr.write(manager.timing_report())
-        fusion = ctx.artifacts.get("fusion-timings")
-        if fusion:
+        from vpuc.passes.manager import PassManager
+        timings = PassManager([], timings=report.pass_timings + [
+            PassTiming(f"serialize ({args.format})", serialize_seconds)])
+        sys.stderr.write(timings.timing_report())
+        if report.stage_timings:
             sys.stderr.write("===== lower-graph stages =====\n" + "".join(
-                f"{seconds * 1e3:10.3f}  {stage}\n" for stage, seconds in fusion))
-    print(f"wrote {output}: {len(data)} bytes ({args.format})", file=sys.stderr)
+                f"{seconds * 1e3:10.3f}  {stage}\n" for stage, seconds in report.stage_timings))
+    shown = "<stdout>" if output == "-" else output
+    print(f"wrote {shown}: {len(data)} bytes ({args.format})", file=sys.stderr)
     return EXIT_OK
+
+
+def _default_output(file: str, fmt: str) -> str:
+    """FILE with the format's suffix; stdout when FILE is stdin."""
+    if file == "-":
+        return "-"
+    from vpuc.api import BLOB_SUFFIX
+    return str(Path(file).with_suffix(BLOB_SUFFIX[fmt]))
+
+
+def _arch_override(name: str | None):
+    """The --arch override loaded up front (None: the module's); a bad one is a usage error."""
+    if name is None:
+        return None
+    try:
+        return load_arch(name)
+    except VpucError as exc:
+        raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
 
 
 def _fusion_printer(args):

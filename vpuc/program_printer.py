@@ -11,7 +11,7 @@ from __future__ import annotations
 from vpuc.abi.dtypes import data_type
 from vpuc.abi.memref import MemRefData, unpack_dims, unpack_strides
 from vpuc.abi.params import decode_params
-from vpuc.passes.pack_kernel_args import contract_slots
+from vpuc.abi.contract import contract_slots
 from vpuc.program import Program
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime_sim.simulator import simulate
 from vpuc.arch import load_arch
-from vpuc.fusion.reference import run_graph, storage_dtype
+from vpuc.reference.graph import run_graph, storage_dtype
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import compile_pipeline, parse_pipeline

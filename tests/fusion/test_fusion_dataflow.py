@@ -18,7 +18,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.dataflow import DataflowContext, pipeline_names, run_dataflow
 from vpuc.fusion.dataflow.base import insert_positioned
 from vpuc.fusion.dataflow.layout import PortLayout
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 

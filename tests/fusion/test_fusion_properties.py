@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fusion_testlib import elementwise_graphs, random_inputs, same
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.subgraph import run_tokenized, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import RESULT, SOURCE_KINDS

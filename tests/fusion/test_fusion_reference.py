@@ -10,7 +10,7 @@ import pytest
 
 from fusion_testlib import Builder, graph_of, same
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.reference import round_to, run_graph, run_graph_values
+from vpuc.reference.graph import round_to, run_graph, run_graph_values
 from vpuc.ir.types import ElemType
 
 RNG = np.random.default_rng(7)

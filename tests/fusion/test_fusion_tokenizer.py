@@ -8,7 +8,7 @@ import numpy as np
 
 from fusion_testlib import graph_of, random_inputs, same
 from vpuc.fusion.subgraph import run_tokenized, tokenize
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.targets.mark_skipped import SKIPPED
 from vpuc.fusion.tokenizer import Reason

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime_sim.inputs import parse_literal
-from runtime_sim.cli_run import ProgressBar
+from vpuc.cli_run import ProgressBar
 from tests.sim.simlib import run_cli
 
 RELU = "tests/sim/data/relu_pipeline.vir"
@@ -76,7 +76,7 @@ def test_a_blob_runs_like_its_source(capsys, monkeypatch, tmp_path):
     (["--input", "in=1x2xf16=1,2,3"], "--input: 1x2xf16 needs 2 values (or one to fill it), got 3"),
     (["--input", "in=3xq9=1"], "--input: '3xq9' is not a tensor type"),
     (["--input", "in=16xf16=1"], "input %in has shape 16; expected 1x16x32x32"),
-    (["--input", "@missing.npy"], "--input: no such file: missing.npy"),
+    (["--input", "@missing.npy"], "--input: cannot read the .npy file missing.npy: no such file"),
     (["--timing-only", "--reference"], "--timing-only computes no outputs"),
     (["--arch", "nowhere.toml"], "--arch: cannot read simulator architecture file nowhere.toml"),
 ])

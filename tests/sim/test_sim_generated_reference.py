@@ -18,6 +18,7 @@ from runtime_sim.simulator import simulate
 from tests.sim.simlib import REPO, compile_vir, run_cli
 from vpuc.blob import read_blob, write_blob
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.generator.kernel_graph import load_graphs
 from vpuc.ir.module import KernelSourceKind
 from vpuc.ir.tasks import Executor
 from vpuc.passes.registry import compile_pipeline
@@ -187,7 +188,7 @@ def test_rtol_and_atol_override_the_kernel_tolerance(tmp_path, capsys, monkeypat
 def test_reference_api_runs_generated_kernels_op_by_op():
     prog = program("fused_broadcast")
     result = simulate(prog)
-    expected = Reference(prog).run(result.inputs)
+    expected = Reference(prog, graphs=load_graphs(prog)).run(result.inputs)
     for name, value in expected.items():
         assert np.allclose(result.outputs[name].astype(np.float32), value.astype(np.float32),
                            rtol=4e-3, atol=1e-4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from vpuc.diagnostics import VpucError
+from vpuc.diagnostics import UsageError
 
 DESCRIPTION = (
     "Dump a blob (FlatBuffer or ELF): header and provenance, network inputs and outputs, "
@@ -17,7 +17,11 @@ DESCRIPTION = (
 def add_inspect_parser(subparsers) -> None:
     parser = subparsers.add_parser("inspect", help="dump a blob or a kernel object",
                                    description=DESCRIPTION)
-    parser.add_argument("file", metavar="FILE", help="a .blob / .elf blob or a kernel .o")
+    parser.add_argument("file", metavar="FILE",
+                        help="a .blob / .elf blob, a kernel .o, or a .vir file (compiled in "
+                             "memory, like vpuc run does); '-': stdin")
+    parser.add_argument("--arch", metavar="NAME|FILE",
+                        help="for a .vir file: override the module's architecture")
     parser.add_argument("--json", action="store_true", help="print the same content as JSON")
     parser.add_argument("--task-list", metavar="EXECUTOR",
                         help="only this task list: DMA, DPU or ACT_SHAVE")
@@ -28,12 +32,22 @@ def add_inspect_parser(subparsers) -> None:
 
 
 def cmd_inspect(args) -> int:
+    from vpuc import api
     from vpuc.blob.inspect import inspect_file
-    try:
-        with open(args.file, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise VpucError(f"cannot read {args.file}: {exc.strerror}") from None
-    sys.stdout.write(inspect_file(data, args.file, json=args.json, task_list=args.task_list,
+    from vpuc.cli import _arch_override
+    from vpuc.input_files import decode_text, display_name, read_bytes
+    name = display_name(args.file)
+    if args.file.endswith(".vir"):     # compiled in memory exactly as `vpuc compile` would
+        data = api.write_blob(api.compile(args.file, _arch_override(args.arch)))
+    else:
+        data = read_bytes(args.file)
+        if args.file == "-" and not api.is_blob(data):        # VIR text on stdin
+            program = api.compile(decode_text(data, name), _arch_override(args.arch), name=name)
+            data = api.write_blob(program)
+        elif not api.is_blob(data):
+            raise api.not_a_blob(data, name)
+        elif args.arch:
+            raise UsageError("--arch applies to .vir files only; a blob is already compiled")
+    sys.stdout.write(inspect_file(data, name, json=args.json, task_list=args.task_list,
                                   task=args.task, kernel=args.kernel))
     return 0

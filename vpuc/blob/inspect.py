@@ -21,7 +21,7 @@ from vpuc.blob.content import ELEM_OF, LOCATION_OF
 from vpuc.blob.reader import decode_blob
 from vpuc.blob.rebuild import rebuild, verify_program
 from vpuc.diagnostics import BinLoc, UsageError, VpucError
-from vpuc.passes.pack_kernel_args import contract_slots
+from vpuc.abi.contract import contract_slots
 from vpuc.program_printer import describe_memref
 from vpuc.shave.disassembler import disassemble, disassemble_object
 from vpuc.shave.kobject import KernelObject

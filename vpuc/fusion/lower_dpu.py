@@ -40,7 +40,7 @@ import numpy as np
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem, post_op_text, window
-from vpuc.fusion.reference import constant_value
+from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
 from vpuc.ir.graph import Graph, GraphIndex, GraphOp
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType

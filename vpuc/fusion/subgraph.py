@@ -29,7 +29,7 @@ from typing import Mapping
 import numpy as np
 
 from vpuc.diagnostics import DiagnosticBag, VpucError
-from vpuc.fusion.reference import check_input, run_graph, run_op, runtime_dims
+from vpuc.reference.graph import check_input, run_graph, run_op, runtime_dims
 from vpuc.fusion.targets import TargetMachine
 from vpuc.fusion.tokenizer import DataPointers, Decision, Tokenizer
 from vpuc.ir.graph import PARAMETER, RESULT, Graph, GraphIndex, GraphOp

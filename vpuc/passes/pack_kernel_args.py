@@ -12,8 +12,8 @@ whose image plus the SHAVE stack overflows WIN_E is an error.
 
 from __future__ import annotations
 
-from vpuc.abi.params import (ContractSlot, MemRefArg, ScalarArg, decode_params,
-                             layout_window_e)
+from vpuc.abi.contract import contract_slots
+from vpuc.abi.params import MemRefArg, ScalarArg, decode_params, layout_window_e
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.ir.module import Module
 from vpuc.ir.symbols import Region, SymbolTable, shape_meta_offset
@@ -23,11 +23,6 @@ from vpuc.passes.base import ModulePass, PassContext
 from vpuc.program import InvocationImage
 
 DEFAULT_STACK_BYTES = 16384  # per SHAVE, when the module declares no runtime
-
-
-def contract_slots(kernel) -> list[ContractSlot]:
-    return [ContractSlot(p.name, p.is_memref, p.memref.elem if p.is_memref else p.scalar,
-                         p.memref.rank if p.is_memref else None) for p in kernel.params]
 
 
 def memref_arg(region: Region, win_f: int) -> MemRefArg:

@@ -11,7 +11,7 @@ from vpuc.fusion.generator.generate import GeneratedKernel, generate
 # check generated kernels against the graphs their objects record.
 from vpuc.fusion.generator.kernel_graph import APPROXIMATE, approximate, contracted  # noqa: F401
 from vpuc.fusion.generator.run import KernelRun, run_kernel
-from vpuc.fusion.reference import run_graph, run_graph_values
+from vpuc.reference.graph import run_graph, run_graph_values
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import Graph

@@ -22,7 +22,7 @@ from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.mir import walk
 from vpuc.fusion.generator.profile import format_profile, profile_kernel
 from vpuc.fusion.generator.savings import measure
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 

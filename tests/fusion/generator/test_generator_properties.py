@@ -22,7 +22,7 @@ from fusion_testlib import elementwise_graphs, random_inputs
 from gen_testlib import approximate, check_graph, check_outputs, contracted
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.run import run_kernel
-from vpuc.fusion.reference import check_input, run_graph, run_op, runtime_dims
+from vpuc.reference.graph import check_input, run_graph, run_op, runtime_dims
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import PARAMETER, RESULT

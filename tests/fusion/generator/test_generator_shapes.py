@@ -13,7 +13,7 @@ from gen_testlib import Builder, check_graph, run_both, same
 from fusion_testlib import graph_of
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.run import run_kernel, written_meta
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.types import ElemType

@@ -11,7 +11,7 @@ from runtime_sim.simulator import simulate
 from vpuc.arch import load_arch
 from vpuc.cli import main
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import PIPELINES, compile_pipeline, parse_pipeline

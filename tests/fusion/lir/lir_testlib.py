@@ -10,7 +10,7 @@ from vpuc.fusion.dataflow import DataflowContext, pipeline_names, run_dataflow
 from vpuc.fusion.lir.interpreter import run_lir
 from vpuc.fusion.lir.linear_ir import LinearIR, LoweringConfig
 from vpuc.fusion.lir.pipeline import lower_subgraph
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import Graph

@@ -8,14 +8,16 @@ The text is a module holding the one graph, as ``vpuc fuse --bodies`` prints
 bodies; its Parameters are the kernel's inputs and its Results its outputs, in
 the generated contract's order (``contract.py``).  So the blob alone says what
 each fused kernel computes: ``vpuc run --reference`` runs the body with
-``vpuc.fusion.reference.run_graph`` on every invocation's inputs, and
+``vpuc.reference.graph.run_graph`` on every invocation's inputs, and
 ``vpuc inspect`` prints it.
 
 - ``body_text(name, body)``: the text to embed (constants read from files are
   inlined: the blob must not depend on them);
 - ``parse_body(text, kernel, where)``: the body back, checked to be one graph
   whose contract is the declared one; any problem is a ``VpucError`` naming the
-  kernel and the section, never a traceback;
+  kernel and the section, never a traceback; ``load_graphs(program)``: every
+  kernel's body (``vpuc.api.simulate`` hands them to the simulator, which does
+  not parse VIR itself);
 - ``kernel_tolerance(body)``: how close the kernel is to ``run_graph(body)``,
   as the generator's tests require it (``tests/fusion/generator/gen_testlib.py``):
   bit for bit, except documented approximations and FMA contraction.
@@ -50,7 +52,7 @@ def body_text(name: str, body: Graph) -> str:
     """The VIR text recording ``body`` in the object of kernel ``name``."""
     if any(op.kind == CONSTANT and op.const is not None and op.const.path is not None
            for op in body.ops):
-        from vpuc.fusion.reference import constant_value
+        from vpuc.reference.graph import constant_value
         body = copy.deepcopy(body)
         for op in body.ops:
             if op.kind == CONSTANT and op.const is not None and op.const.path is not None:
@@ -89,6 +91,19 @@ def parse_body(text: str, decl: KernelDecl, where: str) -> Graph:
         raise VpucError(f"{where}: {what} does not match the kernel's contract: its Parameters "
                         f"and Results give ({have}), the kernel is declared ({want})")
     return graph
+
+
+def load_graphs(program, source: str = "<program>") -> dict[str, Graph]:
+    """The recorded body of every declared kernel of ``program`` (a ``vpuc.program.Program``)
+    whose image carries one, by kernel name; a graph that does not parse or does not fit
+    the kernel's contract is a VpucError."""
+    graphs: dict[str, Graph] = {}
+    for decl in program.module.kernels:
+        name = program.kernel_aliases.get(decl.name, decl.name)
+        image = program.kernels.get(name)
+        if image is not None and image.graph is not None:
+            graphs[decl.name] = parse_body(image.graph, decl, f"{source}:@{name}:{GRAPH_SECTION}")
+    return graphs
 
 
 def approximate(body: Graph) -> bool:

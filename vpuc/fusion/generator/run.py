@@ -18,7 +18,7 @@ from runtime_sim.isa.interpreter import RunResult
 from runtime_sim.isa.invoke import invoke_kernel
 from vpuc.abi.params import MemRefArg, layout_window_e
 from vpuc.arch import load_arch
-from vpuc.fusion.reference import round_to, storage_dtype
+from vpuc.reference.graph import round_to, storage_dtype
 from vpuc.ir.types import Dynamic, TensorType
 
 ARCH = load_arch()

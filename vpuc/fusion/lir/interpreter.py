@@ -38,7 +38,7 @@ from vpuc.fusion.lir.kinds import (BROADCAST_LOAD, BUFFER, COPY, LOAD, LOOP_BEGI
                                    SPILL, STORE, is_pointer)
 from vpuc.fusion.lir.linear_ir import LinearIR
 from vpuc.fusion.lir.values import Value
-from vpuc.fusion.reference import round_to, run_op, storage_dtype
+from vpuc.reference.graph import round_to, run_op, storage_dtype
 from vpuc.ir.graph import GraphOp
 from vpuc.ir.types import TensorType, DimsOrder
 

@@ -1,0 +1,286 @@
+"""``vpuc run FILE``: simulate a blob (or a .vir file, compiled in-process).
+
+The compiler's side of the CLI: ``vpuc.api.load`` compiles a .vir file with
+``vpuc.compile`` (the same pipeline, arch override and provenance as ``vpuc
+compile``) or reads a blob, and ``vpuc.api.simulate`` hands the Program to
+``runtime_sim``, which never imports the parser, the passes or the fusion
+pipeline.
+
+Prints a summary table to stdout (then, with ``--kernel-profile``, the ACT
+SHAVE cycles per kernel and per LIR expression: ``kernel_profile.py``); writes
+outputs (``--output-dir``), a task report (``--report``), the per-expression
+profile (``--kernel-profile-csv``) and a Perfetto trace (``--trace``); checks outputs
+against ``--expected`` tensors or the numpy ``--reference`` (which also checks
+every task of a generated kernel against the graph its object records:
+``runtime_sim/kernel_check.py``).  ``--json`` prints all of it as one JSON
+object instead (docs/simulator.md).  Exit code 1 when an output or a checked
+kernel mismatches or a race is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from runtime_sim.inputs import bind, check_input_types, compare, parse_tensor_arg, tolerances
+from runtime_sim.report import summary, summary_data, tasks_csv
+from runtime_sim.simarch import load_sim_arch, sim_arch_for
+from runtime_sim.trace import trace_json
+from vpuc import api
+from vpuc.diagnostics import UsageError, VpucError
+from vpuc.fileio import write_atomically
+from vpuc.ir.module import BufferKind
+
+EXIT_OK, EXIT_USER = 0, 1
+PROGRESS_MIN_UNITS = 2000        # shorter runs finish before a bar is worth drawing
+PROGRESS_DELAY_S = 0.5
+MAX_MISMATCH_LINES = 20         # generated-kernel mismatches printed one by one
+RUN_JSON_SCHEMA, RUN_JSON_VERSION = "vpuc-run", 1      # vpuc run --json (docs/simulator.md)
+
+
+def add_run_parser(subparsers) -> argparse.ArgumentParser:
+    run = subparsers.add_parser(
+        "run", help="simulate a blob (or a .vir file): outputs, cycles, trace",
+        description="Simulate FILE (a blob, or a .vir file compiled in-process) on the "
+                    "cycle-approximate NPU model: print a summary of cycles and engine use, "
+                    "and optionally write outputs, a task report and a Perfetto trace.")
+    run.add_argument("file", metavar="FILE", help="a blob, or a .vir file ('-': stdin)")
+    run.add_argument("--input", action="append", default=[], metavar="[NAME=]VALUE",
+                     help="an input: @file.npy or a typed literal like 1x16xf16=1,2,... "
+                          "(repeatable; missing inputs are random); its element type must be "
+                          "the input's unless --cast-inputs")
+    run.add_argument("--cast-inputs", action="store_true",
+                     help="convert --input values of another element type to the input's "
+                          "(floats to integers round to nearest; out-of-range is an error)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--output-dir", metavar="DIR", help="write every output as DIR/NAME.npy")
+    run.add_argument("--output", action="append", default=[], metavar="[NAME=]@FILE.npy",
+                     help="write an output to FILE.npy (IREE's spelling; repeatable, unnamed "
+                          "ones go to the outputs in declaration order)")
+    run.add_argument("--expected", "--expected_output", action="append", default=[],
+                     metavar="[NAME=]VALUE",
+                     help="expected output (@ref.npy or a literal) to compare with (repeatable)")
+    run.add_argument("--reference", action="store_true",
+                     help="compute the expected outputs with numpy, op by op, and compare")
+    run.add_argument("--rtol", type=float, help="relative tolerance (default by element type)")
+    run.add_argument("--atol", type=float, help="absolute tolerance (default by element type)")
+    run.add_argument("--report", metavar="CSV", help="write one row per task: id, engine, tile, "
+                     "start, end, cycles, bytes, MACs, ... ('-': stdout)")
+    run.add_argument("--json", action="store_true",
+                     help="print the summary, the checks and their verdicts as one JSON object "
+                          "(fields: docs/simulator.md)")
+    run.add_argument("--kernel-profile", action="store_true",
+                     help="after the summary, print each kernel's ACT SHAVE cycles and, for "
+                          "generated kernels, the cycles of each LIR expression")
+    run.add_argument("--kernel-profile-csv", metavar="CSV",
+                     help="write the per-expression profile: one row per kernel and expression "
+                          "('-': stdout)")
+    run.add_argument("--trace", metavar="JSON",
+                     help="write a Chrome trace JSON for Perfetto ('-': stdout)")
+    run.add_argument("--timing-only", action="store_true", help="skip the numerics")
+    run.add_argument("--arch", metavar="NAME|FILE",
+                     help="simulator timing model (default: runtime_sim/archs/<arch>.toml)")
+    run.add_argument("--max-cycles", type=float, metavar="N",
+                     help="stop with an error if the run goes past N cycles")
+    run.add_argument("--no-races", action="store_true", help="do not check for data races")
+    run.add_argument("-p", "--passes", metavar="PIPELINE",
+                     help="for a .vir file: the pass pipeline to compile with (default: compile)")
+    run.set_defaults(handler=cmd_run)
+    return run
+
+
+# ------------------------------------------------------------------ output
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    write_atomically(path, buffer.getvalue())
+
+
+class ProgressBar:
+    """A one-line bar on stderr, drawn only for long runs and when stdout is a terminal."""
+
+    def __init__(self, total: int, stream=sys.stderr) -> None:
+        self.total, self.stream = total, stream
+        self.begin = time.monotonic()
+        self.drawn = False
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.begin < PROGRESS_DELAY_S or now - self.last < 0.1:
+            return
+        self.last, self.drawn = now, True
+        filled = int(30 * done / max(total, 1))
+        share = 100 * done / max(total, 1)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {share:3.0f}% "
+                          f"{done:,}/{total:,} units")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * 72 + "\r")
+            self.stream.flush()
+
+
+def display_path(path: str) -> str:
+    """Relative to the working directory when the file is under it (stable in messages)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+# ------------------------------------------------------------------ the command
+
+def write_output(path: str, text: str) -> None:
+    """A text output of the run: the file atomically, or stdout for ``-``."""
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomically(path, text.encode())
+
+
+def output_files(specs: list[str], names: list[str]) -> dict[str, str]:
+    """``--output [NAME=]@FILE.npy`` (IREE's spelling) → path by output name."""
+    files: dict[str, str] = {}
+    free = iter([n for n in names])
+    for spec in specs:
+        head, sep, rest = spec.partition("=")
+        name, value = (head.lstrip("%"), rest) if sep and not spec.startswith("@") else (None, spec)
+        if not value.startswith("@") or len(value) < 2:
+            raise UsageError(f"--output {spec}: expected @FILE.npy or NAME=@FILE.npy")
+        if name is None:
+            name = next((n for n in free if n not in files), None)
+            if name is None:
+                raise UsageError(f"--output {spec}: more --output files than the program's "
+                                 f"{len(names)} output(s)")
+        elif name not in names:
+            listed = ", ".join(f"%{n}" for n in names) or "none"
+            raise UsageError(f"--output {spec}: the program has no output %{name}; its "
+                             f"outputs are {listed}")
+        if name in files:
+            raise UsageError(f"--output: output %{name} is given twice")
+        files[name] = value[1:]
+    return files
+
+
+def cmd_run(args) -> int:
+    if args.timing_only and (args.output_dir or args.output or args.expected or args.reference):
+        raise UsageError("--timing-only computes no outputs; drop --output-dir, --output, "
+                         "--expected and --reference, or drop --timing-only")
+    if args.json and "-" in (args.report, args.trace, args.kernel_profile_csv):
+        raise UsageError("--json writes stdout; give --report, --trace and "
+                         "--kernel-profile-csv a file, not '-'")
+    timing = None
+    if args.arch:   # checked before anything is read; a .vir file compiles for its structure
+        try:
+            timing = load_sim_arch(args.arch)
+        except VpucError as exc:
+            raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
+    program = api.load(args.file, timing.structure if timing else None, passes=args.passes)
+    try:
+        arch = sim_arch_for(program.arch, args.arch)
+    except VpucError as exc:
+        if args.arch:
+            raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
+        raise
+    module = program.module
+    inputs_decl = [b for b in module.buffers if b.kind is BufferKind.INPUT]
+    outputs_decl = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
+    given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
+                 "input")
+    if not args.cast_inputs:
+        check_input_types(given, inputs_decl, "--input")
+    expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
+                    "--expected", "output")
+    files = output_files(args.output, [b.name for b in outputs_decl])
+    units = sum(len(tl.tasks) for tl in module.task_lists)
+    bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
+    try:
+        run = api.simulate(program, given, arch=arch, seed=args.seed,
+                           timing_only=args.timing_only, races=not args.no_races,
+                           max_cycles=args.max_cycles, reference=args.reference,
+                           rtol=args.rtol, atol=args.atol, progress=bar, source=args.file,
+                           kernel_profile=args.kernel_profile or bool(args.kernel_profile_csv))
+    finally:
+        if bar is not None:
+            bar.close()
+    result, check = run.result, run.kernel_check
+    title = (f"vpuc run {args.file}: @{module.name} on {arch.name} "
+             f"(timing model {display_path(arch.path)}, version {arch.version})")
+    lines: list[str] = []       # printed after the summary (or folded into --json)
+    if not args.json:
+        sys.stdout.write(summary(result.plan, result.timeline, title))
+        if args.kernel_profile:
+            sys.stdout.write(result.kernel_profile.text())
+    if args.kernel_profile_csv:
+        write_output(args.kernel_profile_csv, result.kernel_profile.csv())
+    if args.report:
+        write_output(args.report, tasks_csv(result.plan, result.timeline))
+    if args.trace:
+        write_output(args.trace, trace_json(result.plan, result.timeline, title))
+    status = EXIT_OK
+    for diag in result.races:
+        print(diag.render(), file=sys.stderr)
+        status = EXIT_USER
+    written = []
+    if args.output_dir:
+        directory = Path(args.output_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, value in result.outputs.items():
+            save_npy(directory / f"{name}.npy", value)
+            written.append((name, str(directory / f"{name}.npy")))
+    for name, path in files.items():
+        save_npy(Path(path), result.outputs[name])
+        written.append((name, path))
+    lines += [f"output %{name} -> {path}" for name, path in written]
+    checks = [(name, value, "the expected tensor") for name, value in expected.items()]
+    if run.reference is not None:
+        checks += [(name, value, "the numpy reference") for name, value in run.reference.items()]
+    if check is not None:
+        lines += [m.render() for m in check.mismatches[:MAX_MISMATCH_LINES]]
+        if len(check.mismatches) > MAX_MISMATCH_LINES:
+            lines.append(f"... and {len(check.mismatches) - MAX_MISMATCH_LINES:,} more mismatches")
+        lines.append(check.summary())
+        if check.mismatches:
+            status = EXIT_USER
+    buffers = {b.name: b for b in outputs_decl}
+    verdicts = []
+    for name, value, against in checks:
+        rtol, atol = tolerances(buffers[name], args.rtol, args.atol)
+        ok, line = compare(name, result.outputs[name], value, rtol, atol, against)
+        lines.append(line)
+        verdicts.append({"output": name, "against": against, "ok": ok, "message": line})
+        if not ok:
+            status = EXIT_USER
+    if args.json:
+        sys.stdout.write(run_json(args, program, arch, run, written, verdicts, status))
+    elif lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+    return status
+
+
+def run_json(args, program, arch, run, written, verdicts, status: int) -> str:
+    """``vpuc run --json``: one object, the fields documented in docs/simulator.md."""
+    result, check = run.result, run.kernel_check
+    data = {"schema": RUN_JSON_SCHEMA, "version": RUN_JSON_VERSION,
+            "file": args.file, "program": program.module.name,
+            "provenance": dict(program.provenance),
+            "arch": arch.name, "timing_model": display_path(arch.path),
+            "timing_model_version": arch.version}
+    data.update(summary_data(result.plan, result.timeline))
+    data["races"] = [d.render() for d in result.races]
+    data["outputs_written"] = {name: path for name, path in written}
+    data["checks"] = verdicts
+    data["kernel_check"] = None if check is None else {
+        "tasks_checked": check.checked, "kernels": sorted(check.kernels_run),
+        "mismatches": [m.render() for m in check.mismatches], "summary": check.summary()}
+    data["ok"] = status == EXIT_OK
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"
