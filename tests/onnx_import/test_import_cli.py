@@ -10,7 +10,7 @@ from onnx import helper
 
 from onnx_models import ModelBuilder, small_cnn
 from vpuc.cli import main
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.onnx_import import import_onnx, write_import
 from vpuc.vir.parser import parse_file
 
@@ -96,7 +96,7 @@ def test_unsupported_op_names_the_node(tmp_path, capsys):
     code, out, err = _run(capsys, "import", path)
     assert code == 1 and out == ""
     assert err.startswith(f"error: {path}: node 'hm' (Hardmax, domain ai.onnx, opset 17): Hardmax is not "
-                          "supported; supported ops: Abs, Add, BatchNormalization, Cast, Clip, Conv, ")
+                          "supported; supported ops: Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, Conv, ")
     assert not (tmp_path / "m.vir").exists()
 
 

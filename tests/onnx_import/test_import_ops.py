@@ -1,6 +1,6 @@
 """Each supported ONNX op: its import (golden text), and its numerics against onnxruntime.
 
-The graph is run by vpuc's reference executor (``vpuc/fusion/reference.py``) in
+The graph is run by vpuc's reference executor (``vpuc/reference/graph.py``) in
 the precision it was imported in; onnxruntime runs the f32 model.  Imported as
 f32 the graph matches onnxruntime to f32 round-off.  Imported as f16, the
 inputs and weights are rounded to f16 on both sides (onnxruntime gets the f16
@@ -22,7 +22,7 @@ from onnx import numpy_helper
 import pytest
 
 from onnx_models import ModelBuilder
-from vpuc.fusion.reference import run_graph
+from vpuc.reference.graph import run_graph
 from vpuc.onnx_import import import_onnx, write_import
 from vpuc.vir.parser import parse_file
 from vpuc.vir.printer import print_module
@@ -103,7 +103,69 @@ def _batchnorm_alone(m):
     return m.node("BatchNormalization", [x] + stats)
 
 
+def _x(m, shape=(1, 4, 6, 6)):
+    return m.input("x", list(shape))
+
+
+def _split(m):
+    a, c = m.node("Split", [_x(m), m.init(np.asarray([1, 3], np.int64))], n_out=2, axis=1)
+    return m.node("Mul", [m.node("ReduceSum", [a, m.init(np.asarray([1], np.int64))], keepdims=1), c])
+
+
+def _layer_norm(m):
+    x = m.input("x", [2, 5, 16])
+    return m.node("LayerNormalization", [x, m.weight((16,), 1.0), m.weight((16,), 0.1)], axis=-1, epsilon=1e-5)
+
+
+def _attention(m):
+    """QK^T / sqrt(d), softmax, times V: the batched and broadcast MatMuls of attention."""
+    q, k, v = (m.input(n, [1, 2, 6, 8]) for n in ("q", "k", "v"))
+    scores = m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    weights = m.node("Softmax", [m.node("Div", [scores, m.init(np.asarray(8 ** 0.5, np.float32))])], axis=-1)
+    return m.node("MatMul", [weights, v])
+
+
 CASES = {
+    "depthwise": lambda m: m.node("Conv", [_x(m), m.weight((4, 1, 3, 3)), m.weight((4,), 0.1)],
+                                  kernel_shape=[3, 3], group=4, pads=[1, 1, 1, 1], strides=[2, 2]),
+    "grouped": lambda m: m.node("Conv", [_x(m), m.weight((6, 2, 3, 3))], kernel_shape=[3, 3], group=2,
+                                dilations=[2, 1], pads=[0, 1, 2, 0]),
+    "conv_transpose": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 3, 3)), m.weight((3,), 0.1)],
+                                       kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                       output_padding=[1, 1]),
+    "avgpool_include": lambda m: m.node("AveragePool", [_x(m)], kernel_shape=[3, 3], strides=[2, 2],
+                                        pads=[1, 1, 1, 1], count_include_pad=1),
+    "avgpool_exclude": lambda m: m.node("AveragePool", [_x(m)], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    "global_avgpool": lambda m: m.node("GlobalAveragePool", [_x(m)]),
+    "global_maxpool": lambda m: m.node("GlobalMaxPool", [_x(m)]),
+    "reduce_mean": lambda m: m.node("ReduceMean", [_x(m), m.init(np.asarray([1, 3], np.int64))], keepdims=0),
+    "reduce_max": lambda m: m.node("ReduceMax", [_x(m), m.init(np.asarray([-1], np.int64))], keepdims=1),
+    "reduce_sum_opset13": lambda m: m.node("ReduceSum", [_x(m), m.init(np.asarray([0, 2], np.int64))]),
+    "concat": lambda m: m.node("Concat", [_x(m), m.node("Relu", ["x"]), m.weight((1, 2, 6, 6), 1.0)], axis=1),
+    "split": _split,
+    "slice": lambda m: m.node("Slice", [_x(m), *(m.init(np.asarray(v, np.int64)) for v in
+                                                 ([1, 5, 0], [3, 0, 2 ** 62], [1, 2, 3], [1, -2, 2]))]),
+    "gather": lambda m: m.node("Gather", [_x(m), m.init(np.asarray([3, 0, -1], np.int64))], axis=1),
+    "gather_scalar": lambda m: m.node("Gather", [_x(m), m.init(np.asarray(2, np.int64))], axis=2),
+    "pad": lambda m: m.node("Pad", [_x(m), m.init(np.asarray([0, 1, 2, 0, 0, 0, 1, 3], np.int64)),
+                                    m.init(np.asarray(0.5, np.float32))]),
+    "resize_nearest": lambda m: m.node("Resize", [_x(m), "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
+                                       mode="nearest", coordinate_transformation_mode="asymmetric",
+                                       nearest_mode="floor"),
+    "resize_linear": lambda m: m.node("Resize", [_x(m), "", "", m.init(np.asarray([1, 4, 12, 9], np.int64))],
+                                      mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+    "resize_align": lambda m: m.node("Resize", [_x(m), "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
+                                     mode="linear", coordinate_transformation_mode="align_corners"),
+    "depth_to_space_dcr": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="DCR"),
+    "depth_to_space_crd": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="CRD"),
+    "space_to_depth": lambda m: m.node("SpaceToDepth", [_x(m)], blocksize=3),
+    "log_softmax": lambda m: m.node("LogSoftmax", [_x(m)], axis=1),
+    "layer_norm": _layer_norm,
+    "instance_norm": lambda m: m.node("InstanceNormalization", [_x(m), m.weight((4,), 1.0), m.weight((4,), 0.1)]),
+    "softplus": _unary("Softplus"), "mish": _unary("Mish"),
+    "log": lambda m: m.node("Log", [m.node("Exp", [m.input("x", [1, 4, 5, 6])])]),
+    "attention": _attention,
+
     "abs": _unary("Abs"), "neg": _unary("Neg"), "relu": _unary("Relu"), "exp": _unary("Exp"),
     "sigmoid": _unary("Sigmoid"), "tanh": _unary("Tanh"), "erf": _unary("Erf"),
     "floor": _unary("Floor"), "hardswish": _unary("HardSwish"),

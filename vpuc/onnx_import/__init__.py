@@ -25,6 +25,7 @@ from vpuc.ir.types import ElemType
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
+from vpuc.onnx_import.convert_nn import NN_CONVERTERS
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_node
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
 
@@ -70,7 +71,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         attrs = attributes(node)
         if fold_node(b, node, attrs):
             continue
-        convert = CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
+        convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
+                   or NN_CONVERTERS.get(node.op_type))
         if convert is None:
             raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
         convert(b, node, attrs)

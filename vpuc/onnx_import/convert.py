@@ -132,7 +132,8 @@ def _cast(b, node, attrs):
 
 def supported_ops() -> list[str]:
     from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
-    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS))
+    from vpuc.onnx_import.convert_nn import NN_CONVERTERS
+    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS) | set(NN_CONVERTERS))
 
 
 CONVERTERS: dict[str, Converter] = {

@@ -50,7 +50,9 @@ def _conv(b, node, attrs):
     weights = b.array(node.input[1])
     group = attrs.get("group", 1)
     if group != 1:
-        raise b.error(f"group = {group}: grouped and depthwise convolution are not supported yet")
+        from vpuc.onnx_import.convert_nn import grouped_conv
+        grouped_conv(b, node, attrs, weights, group)
+        return
     strides, dilations, begin, end = _window_attrs(b, node, attrs, weights.shape[2:])
     x = b.value(node.input[0])
     conv = b.op("Convolution", [x, b.value(node.input[1])],

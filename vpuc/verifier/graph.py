@@ -111,9 +111,10 @@ def _check_name(op: GraphOp, bag: DiagnosticBag) -> bool:
 
 
 def _check_arity(op: GraphOp, spec: OpSpec, bag: DiagnosticBag) -> bool:
-    if len(op.operands) == spec.arity:
+    if len(op.operands) == spec.arity or (spec.arity < 0 and op.operands):
         return True
-    wanted = {0: "no operands", 1: "1 operand"}.get(spec.arity, f"{spec.arity} operands")
+    wanted = {0: "no operands", 1: "1 operand", -1: "one or more operands"}.get(
+        spec.arity, f"{spec.arity} operands")
     bag.error(op.loc, f"{op.kind} takes {wanted}; got {len(op.operands)}")
     return False
 
