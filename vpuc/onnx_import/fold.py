@@ -27,7 +27,13 @@ def attributes(node) -> dict:
     values = {}
     for attr in node.attribute:
         value = helper.get_attribute_value(attr)
-        values[attr.name] = value.decode() if isinstance(value, bytes) else value
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, float):          # a float32 in the protobuf: its shortest spelling
+            value = float(str(np.float32(value)))
+        elif isinstance(value, list) and value and isinstance(value[0], float):
+            value = [float(str(np.float32(v))) for v in value]
+        values[attr.name] = value
     return values
 
 
