@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from onnx_models import ModelBuilder, small_cnn
+from vpuc.onnx_import.zoo import ModelBuilder, small_cnn
 from vpuc.cli import main
 from vpuc.reference.graph import run_graph
 from vpuc.onnx_import import import_onnx, write_import

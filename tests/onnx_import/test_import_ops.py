@@ -21,7 +21,7 @@ import onnxruntime as ort
 from onnx import numpy_helper
 import pytest
 
-from onnx_models import ModelBuilder
+from vpuc.onnx_import.zoo import ModelBuilder
 from vpuc.reference.graph import run_graph
 from vpuc.onnx_import import import_onnx, write_import
 from vpuc.vir.parser import parse_file
