@@ -113,7 +113,7 @@ def test_unreadable_model(tmp_path, capsys, setup, message):
 
 
 def test_dynamic_input_needs_a_shape(tmp_path, capsys):
-    dyn = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])  # y: 1x4 declared, batch 1 fits
+    dyn = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])
     path = _model_with(tmp_path, helper.make_node("Relu", ["x"], ["y"]), [dyn], out_shape=["batch", 4])
     code, _, err = _run(capsys, "import", path)
     assert (code, err) == (1, f"error: {path}: input 'x' has dims ?x4 that are not fixed; "
@@ -125,7 +125,7 @@ def test_dynamic_input_needs_a_shape(tmp_path, capsys):
     assert err == (f"error: {path}: --input-shape names 'y', which is not an input of the model; "
                    "its inputs are x\n")
     code, _, err = _run(capsys, "import", path, "--input-shape", "x=2by4")
-    assert code == 1 and "expected NAME=DIMS" in err
+    assert code == 2 and "expected NAME=DIMS" in err   # a malformed option: usage error
 
 
 def test_opset_and_domain_limits(tmp_path, capsys):
@@ -146,3 +146,34 @@ def test_f16_overflow_warns(tmp_path, capsys):
     assert code == 0
     assert err == (f"warning: {path}: constant 'big_1' has values beyond the f16 range (±65504); "
                    "they become ±inf\n")
+
+
+def test_compile_run_inspect_and_fuse_take_onnx(tmp_path, capsys):
+    m = ModelBuilder(4)
+    y = m.node("Conv", [m.input("image", [1, 3, 8, 8]), m.weight((16, 3, 3, 3))], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1])
+    m.output(m.node("Tanh", [m.node("Add", [y, m.init(np.asarray(0.25, np.float32))])]))
+    model = m.save(tmp_path / "tiny.onnx")
+    code, _, err = _run(capsys, "compile", model, "-o", tmp_path / "tiny.blob")
+    assert code == 0, err
+    np.save(tmp_path / "image.npy", np.ones((1, 3, 8, 8), np.float16))
+    code, out, err = _run(capsys, "run", model, "--input", f"image=@{tmp_path / 'image.npy'}", "--reference")
+    assert code == 0, err
+    assert "matches the numpy reference" in out
+    code, out, _ = _run(capsys, "inspect", model, "--task-list", "DPU")
+    assert code == 0 and "source=" + str(model) + " (imported)" in out
+    code, out, _ = _run(capsys, "fuse", model)
+    assert code == 0 and "0 subgraphs, 3 ops left out" in out   # bias and tanh are DPU post-ops
+    code, _, err = _run(capsys, "compile", tmp_path / "tiny.blob", "--input-shape", "image=1x3x8x8")
+    assert (code, err) == (2, "error: --input-shape applies to .onnx models only\n")
+
+
+def test_compile_error_quotes_the_imported_op(tmp_path, capsys):
+    """An op the lowering does not take yet: the error names the ONNX output it computes."""
+    m = ModelBuilder(5)
+    m.output(m.node("Transpose", [m.node("Relu", [m.input("x", [1, 8, 4, 4])])], perm=[0, 2, 3, 1]))
+    model = m.save(tmp_path / "perm.onnx")
+    code, _, err = _run(capsys, "compile", model, "-o", tmp_path / "perm.blob")
+    assert code == 1
+    assert err.startswith(f"{model} (imported):6:3: error: Transpose %transpose_3 ")
+    assert not (tmp_path / "perm.blob").exists()

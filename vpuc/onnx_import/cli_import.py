@@ -17,6 +17,23 @@ def add_onnx_options(parser) -> None:
                              "NPU does; f32 keeps the model's)")
 
 
+def onnx_arguments(args) -> dict:
+    """The keyword arguments ``vpuc.compile`` takes for an .onnx FILE; a usage error when
+    --input-shape is given for anything else."""
+    from vpuc.diagnostics import UsageError
+    from vpuc.onnx_import.model import parse_input_shapes
+    from vpuc.onnx_import.source import is_onnx
+    if not is_onnx(args.file):
+        if args.input_shape:
+            raise UsageError("--input-shape applies to .onnx models only")
+        return {}
+    try:
+        shapes = parse_input_shapes(args.input_shape)
+    except Exception as exc:
+        raise UsageError(str(exc.diagnostics[0].message)) from None
+    return {"input_shapes": shapes, "precision": args.precision}
+
+
 def add_import_parser(sub) -> None:
     imp = sub.add_parser("import", help="import an ONNX model as a graph-VIR module",
                          description="Import MODEL.onnx as a graph-VIR module: MODEL.vir, with its "
@@ -29,8 +46,8 @@ def add_import_parser(sub) -> None:
 
 
 def cmd_import(args) -> int:
-    from vpuc.onnx_import import import_onnx, parse_input_shapes, write_import
-    imported = import_onnx(args.file, parse_input_shapes(args.input_shape), args.precision)
+    from vpuc.onnx_import import import_onnx, write_import
+    imported = import_onnx(args.file, **onnx_arguments(args))
     for warning in imported.warnings:
         print(warning.render(), file=sys.stderr)
     output = args.output or str(Path(args.file).with_suffix(".vir"))
