@@ -125,7 +125,18 @@ def _attention(m):
     return m.node("MatMul", [weights, v])
 
 
+def _decomposed_layer_norm(m):
+    """LayerNorm as exporters before opset 17 write it; the importer makes it one MVN."""
+    x = m.input("x", [2, 5, 16])
+    axes = m.init(np.asarray([-1], np.int64))
+    d = m.node("Sub", [x, m.node("ReduceMean", [x, axes])])
+    var = m.node("ReduceMean", [m.node("Pow", [d, m.init(np.asarray(2.0, np.float32))]), axes])
+    y = m.node("Div", [d, m.node("Sqrt", [m.node("Add", [var, m.init(np.asarray(1e-5, np.float32))])])])
+    return m.node("Add", [m.node("Mul", [y, m.weight((16,), 1.0)]), m.weight((16,), 0.1)])
+
+
 CASES = {
+    "layer_norm_decomposed": _decomposed_layer_norm,
     "depthwise": lambda m: m.node("Conv", [_x(m), m.weight((4, 1, 3, 3)), m.weight((4,), 0.1)],
                                   kernel_shape=[3, 3], group=4, pads=[1, 1, 1, 1], strides=[2, 2]),
     "grouped": lambda m: m.node("Conv", [_x(m), m.weight((6, 2, 3, 3))], kernel_shape=[3, 3], group=2,
