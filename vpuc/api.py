@@ -85,14 +85,20 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
             passes: str | None = None, name: str | None = None,
             report: CompileReport | None = None, print_after_all: bool = False,
             verify_each: bool = False, trace: TextIO | None = None,
-            fusion_print: Callable[[str, str], None] | None = None) -> Program:
-    """Compile a .vir file (a path, or ``-`` for stdin) or VIR text (a string holding a
-    newline or a ``{``) into a Program.  See docs/python-api.md for every argument."""
+            fusion_print: Callable[[str, str], None] | None = None,
+            input_shapes: dict[str, tuple[int, ...]] | None = None,
+            precision: str = "f16") -> Program:
+    """Compile a .vir file (a path, or ``-`` for stdin), VIR text (a string holding a
+    newline or a ``{``) or an ONNX model (a path ending in .onnx, imported with
+    ``input_shapes`` and ``precision``) into a Program.  See docs/python-api.md."""
     options = dict(passes=passes, report=report, print_after_all=print_after_all,
                    verify_each=verify_each, trace=trace, fusion_print=fusion_print)
     if passes is not None:
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
+    from vpuc.onnx_import.source import is_onnx, onnx_as_vir
+    if is_onnx(source):
+        source, name = onnx_as_vir(source, input_shapes, precision)
     text, path = _source(source, name)
     return compile_text(text, path or name or "<text>", arch, format,
                         source_name=Path(path).name if path else None, **options)
@@ -187,12 +193,14 @@ def not_a_blob(data: bytes, name: str) -> VpucError:
 
 
 def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
-         passes: str | None = None, report: CompileReport | None = None) -> Program:
-    """What ``vpuc run`` and ``vpuc inspect`` take: a .vir file (compiled in memory with
-    ``compile``) or a blob; ``-`` reads stdin and tells them apart by the first bytes."""
+         passes: str | None = None, report: CompileReport | None = None,
+         input_shapes: dict[str, tuple[int, ...]] | None = None, precision: str = "f16") -> Program:
+    """What ``vpuc run`` and ``vpuc inspect`` take: a .vir or .onnx file (compiled in memory
+    with ``compile``) or a blob; ``-`` reads stdin and tells them apart by the first bytes."""
     path = os.fspath(path)
-    if path.endswith(".vir"):
-        return compile(path, arch, passes=passes, report=report)
+    if path.endswith((".vir", ".onnx")):
+        return compile(path, arch, passes=passes, report=report, input_shapes=input_shapes,
+                       precision=precision)
     if passes and path != STDIN:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     data = read_bytes(path)

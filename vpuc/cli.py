@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       f"({', '.join(PIPELINES['compile'])}) and write a blob. "
                                       "The output is written atomically and is byte-identical "
                                       "for the same input and options.")
-    comp.add_argument("file", metavar="FILE", help="the .vir file to compile ('-': stdin)")
+    comp.add_argument("file", metavar="FILE", help="the .vir file or ONNX model to compile ('-': stdin)")
+    from vpuc.onnx_import.cli_import import add_onnx_options
+    add_onnx_options(comp)
     comp.add_argument("-o", "--output", metavar="OUT",
                       help="the blob to write ('-': stdout; default: FILE with .blob, or .elf "
                            "for --format elf; stdout when FILE is '-')")
@@ -104,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from vpuc.blob.cli_inspect import add_inspect_parser
     add_inspect_parser(sub)
+    from vpuc.onnx_import.cli_import import add_import_parser
+    add_import_parser(sub)
     return parser
 
 
@@ -141,9 +145,10 @@ def cmd_compile(args) -> int:
     arch = _arch_override(args.arch)
     report = api.CompileReport()
     fusion_print = _fusion_printer(args) if args.print_lir or args.print_after_all else None
+    from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.compile(args.file, arch, args.format, passes=args.passes, report=report,
                           print_after_all=args.print_after_all, verify_each=args.verify_each,
-                          trace=sys.stderr, fusion_print=fusion_print)
+                          trace=sys.stderr, fusion_print=fusion_print, **onnx_arguments(args))
     started = time.perf_counter()
     output = args.output or _default_output(args.file, args.format)
     data = api.write_blob(program, args.format, output)

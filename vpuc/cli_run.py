@@ -50,7 +50,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
         description="Simulate FILE (a blob, or a .vir file compiled in-process) on the "
                     "cycle-approximate NPU model: print a summary of cycles and engine use, "
                     "and optionally write outputs, a task report and a Perfetto trace.")
-    run.add_argument("file", metavar="FILE", help="a blob, or a .vir file ('-': stdin)")
+    run.add_argument("file", metavar="FILE", help="a blob, a .vir file or an ONNX model ('-': stdin)")
+    from vpuc.onnx_import.cli_import import add_onnx_options
+    add_onnx_options(run)
     run.add_argument("--input", action="append", default=[], metavar="[NAME=]VALUE",
                      help="an input: @file.npy or a typed literal like 1x16xf16=1,2,... "
                           "(repeatable; missing inputs are random); its element type must be "
@@ -184,7 +186,9 @@ def cmd_run(args) -> int:
             timing = load_sim_arch(args.arch)
         except VpucError as exc:
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
-    program = api.load(args.file, timing.structure if timing else None, passes=args.passes)
+    from vpuc.onnx_import.cli_import import onnx_arguments
+    program = api.load(args.file, timing.structure if timing else None, passes=args.passes,
+                       **onnx_arguments(args))
     try:
         arch = sim_arch_for(program.arch, args.arch)
     except VpucError as exc:

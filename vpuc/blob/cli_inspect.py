@@ -23,6 +23,8 @@ def add_inspect_parser(subparsers) -> None:
     parser.add_argument("file", metavar="FILE",
                         help="a .blob / .elf blob, a kernel .o, or a .vir file (compiled in "
                              "memory, like vpuc run does); '-': stdin")
+    from vpuc.onnx_import.cli_import import add_onnx_options
+    add_onnx_options(parser)
     parser.add_argument("--arch", metavar="NAME|FILE",
                         help="for a .vir file: override the module's architecture")
     parser.add_argument("--json", action="store_true", help="print the same content as JSON")
@@ -48,8 +50,9 @@ def cmd_inspect(args) -> int:
     from vpuc.cli import _arch_override
     from vpuc.input_files import decode_text, display_name, read_bytes
     name = display_name(args.file)
-    if args.file.endswith(".vir"):     # compiled in memory exactly as `vpuc compile` would
-        data = api.write_blob(api.compile(args.file, _arch_override(args.arch)))
+    from vpuc.onnx_import.cli_import import onnx_arguments
+    if args.file.endswith((".vir", ".onnx")):   # compiled in memory exactly as `vpuc compile` would
+        data = api.write_blob(api.compile(args.file, _arch_override(args.arch), **onnx_arguments(args)))
     else:
         data = read_bytes(args.file)
         if args.file == "-" and not api.is_blob(data):        # VIR text on stdin

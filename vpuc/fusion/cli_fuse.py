@@ -30,7 +30,9 @@ def add_fuse_parser(subparsers) -> None:
         "fuse", help="tokenize a graph into fused subgraphs and explain every cut",
         description="Tokenize the graph blocks of FILE for a target machine and print which ops "
                     "went into which subgraph and, at every boundary, why it was cut.")
-    fuse.add_argument("file", metavar="FILE", help="a .vir file with graph blocks")
+    fuse.add_argument("file", metavar="FILE", help="a .vir file with graph blocks, or an ONNX model")
+    from vpuc.onnx_import.cli_import import add_onnx_options
+    add_onnx_options(fuse)
     fuse.add_argument("--target", choices=TARGET_NAMES, default="shave",
                       help="the target machine whose limits apply (default: %(default)s)")
     fuse.add_argument("--graph", metavar="NAME", help="only this graph (default: every graph)")
@@ -69,7 +71,14 @@ def cmd_fuse(args) -> int:
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
     dataflow = args.dataflow or args.passes is not None or wants_lir(args)
     passes = pipeline_names(target, names) if dataflow else []
-    module = parse_file(args.file)
+    from vpuc.onnx_import.cli_import import onnx_arguments
+    onnx = onnx_arguments(args)
+    if onnx:
+        from vpuc.onnx_import.source import onnx_as_vir
+        from vpuc.vir.parser import parse_text
+        module = parse_text(*onnx_as_vir(args.file, onnx["input_shapes"], onnx["precision"]))
+    else:
+        module = parse_file(args.file)
     bag = DiagnosticBag()
     check_graphs(module, bag)
     bag.raise_if_errors()

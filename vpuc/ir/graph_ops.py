@@ -346,5 +346,9 @@ _SPECS = [
     OpSpec("Reshape", 1, "layer", _reshape, (AttrSpec("shape", "dims"),)),
     OpSpec("Transpose", 1, "layer", _transpose, (AttrSpec("order", "ints"),)),
 ]
+# The ops of imported models live in their own module; it builds on the helpers above.
+from vpuc.ir.graph_ops_nn import NN_SPECS  # noqa: E402
+
+_SPECS += NN_SPECS
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
 ELEMENTWISE = frozenset(n for n, s in OPS.items() if s.group == "eltwise")

@@ -22,6 +22,7 @@ import numpy as np
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.types import Dynamic, ElemType, TensorType
+from vpuc.reference.graph_nn import NN_LAYERS, NN_UNARY
 
 STORAGE = {
     ElemType.F16: np.float16, ElemType.BF16: ml_dtypes.bfloat16, ElemType.F32: np.float32,
@@ -193,6 +194,10 @@ LAYERS = {
     "Reshape": lambda args, a: _reshape(args[0], a["shape"]),
     "Transpose": lambda args, a: np.transpose(args[0], a["order"]),
 }
+
+# The ops of imported models (vpuc/ir/graph_ops_nn.py) have their semantics in their own module.
+UNARY.update(NN_UNARY)
+LAYERS.update(NN_LAYERS)
 
 
 def run_op(op: GraphOp, args: list[np.ndarray], base_dir: str | Path = ".") -> np.ndarray:

@@ -86,8 +86,9 @@ def infer_graph(graph: Graph) -> None:
 # ----------------------------------------------------------------- pieces
 
 def _suggest(kind: str) -> str:
-    close = difflib.get_close_matches(kind, OPS, n=1) or difflib.get_close_matches(
-        kind.capitalize(), OPS, n=1)
+    # 0.7: close enough to be a slip (Multipy, relu), not any name sharing a few letters
+    close = difflib.get_close_matches(kind, OPS, n=1, cutoff=0.7) or difflib.get_close_matches(
+        kind.capitalize(), OPS, n=1, cutoff=0.7)
     return f"; did you mean '{close[0]}'?" if close else "; see docs/vir.md for the op list"
 
 
@@ -111,9 +112,10 @@ def _check_name(op: GraphOp, bag: DiagnosticBag) -> bool:
 
 
 def _check_arity(op: GraphOp, spec: OpSpec, bag: DiagnosticBag) -> bool:
-    if len(op.operands) == spec.arity:
+    if len(op.operands) == spec.arity or (spec.arity < 0 and op.operands):
         return True
-    wanted = {0: "no operands", 1: "1 operand"}.get(spec.arity, f"{spec.arity} operands")
+    wanted = {0: "no operands", 1: "1 operand", -1: "one or more operands"}.get(
+        spec.arity, f"{spec.arity} operands")
     bag.error(op.loc, f"{op.kind} takes {wanted}; got {len(op.operands)}")
     return False
 

@@ -1,0 +1,139 @@
+"""ONNX import: a model file → a graph-VIR module (`vpuc import`).
+
+The walk is ``load_model`` (read, check, fix input shapes) → BatchNorm folding
+→ one pass over the nodes in order: fold the node if its inputs are constants
+(``fold.py``), otherwise convert it (``convert.py``, ``convert_layers.py``) →
+the graph verifier types and canonicalizes the result.  ``write_import`` puts
+the module in ``NAME.vir`` and its large constants in ``NAME.consts/*.npy``.
+
+Precision: the NPU computes in f16 with f32 accumulation, so by default a
+float model is imported as f16 (``precision="f16"``), as the NPU plugin does;
+weights are converted at import, with a warning naming every constant that
+overflows f16.  ``precision="f32"`` keeps f32 (the DPU does not take it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vpuc.diagnostics import Diagnostic, DiagnosticBag, Severity, VpucError
+from vpuc.ir.module import Module
+from vpuc.ir.types import ElemType
+from vpuc.onnx_import.builder import GraphBuilder, describe_node
+from vpuc.onnx_import.convert import CONVERTERS, supported_ops
+from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
+from vpuc.onnx_import.convert_nn import NN_CONVERTERS
+from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_node
+from vpuc.onnx_import.patterns import fuse_layer_norms
+from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
+
+PRECISIONS = {"f16": ElemType.F16, "f32": ElemType.F32}
+
+__all__ = ["ImportedModel", "import_onnx", "parse_input_shapes", "write_import", "supported_ops"]
+
+
+@dataclass
+class ImportedModel:
+    module: Module
+    arrays: dict[str, np.ndarray]          # graph Constant name -> values for its .npy file
+    inputs: dict[str, str]                 # ONNX input name -> graph Parameter name
+    outputs: dict[str, str]                # ONNX output name -> graph value name
+    origin: dict[str, str]                 # graph value name -> ONNX node name
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+
+def _module_name(path: str) -> str:
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in Path(path).stem) or "model"
+    return stem if stem[0].isalpha() or stem[0] == "_" else "m_" + stem
+
+
+def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                precision: str = "f16") -> ImportedModel:
+    """Import ``path``; raises ``VpucError`` naming the file, input or node at fault."""
+    if precision not in PRECISIONS:
+        raise VpucError(f"--precision {precision}: expected one of {', '.join(PRECISIONS)}")
+    model = load_model(path, input_shapes)
+    b = GraphBuilder("main", PRECISIONS[precision], model.path, model.opset)
+    b.known.update(model.initializers)
+    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs))
+    nodes = fuse_layer_norms(nodes, b.known, set(model.outputs))
+    for name, (shape, dtype) in model.inputs.items():
+        if not np.issubdtype(dtype, np.floating):
+            raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "
+                            "only float inputs are supported")
+        b.parameter(name, shape)
+    for node in nodes:
+        b.node = node
+        if node.domain not in DEFAULT_DOMAINS:
+            raise b.error(f"ops of domain '{node.domain}' are not supported; supported are the "
+                          f"default-domain ops {', '.join(supported_ops())}")
+        attrs = attributes(node)
+        if fold_node(b, node, attrs):
+            continue
+        convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
+                   or NN_CONVERTERS.get(node.op_type))
+        if convert is None:
+            raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
+        convert(b, node, attrs)
+    b.node = None
+    for name in model.outputs:
+        b.result(name)
+    module = Module(name=_module_name(model.path), arch="NPU37XX", graphs=[b.graph])
+    _verify(module)
+    warnings = [Diagnostic(Severity.WARNING, None,
+                           f"{model.path}: constant '{name}' has values beyond the f16 range "
+                           f"(±{np.finfo(np.float16).max:g}); they become ±inf")
+                for name in b.overflows]
+    return ImportedModel(module, b.arrays, {n: b.values[n] for n in model.inputs},
+                         {n: b.values.get(n, n) for n in model.outputs}, b.origin, warnings)
+
+
+def _verify(module: Module) -> None:
+    from vpuc.verifier.graph import check_graph
+    bag = DiagnosticBag()
+    for graph in module.graphs:
+        check_graph(graph, bag, declared=False)
+    if bag.has_errors:                   # a converter produced something the dialect refuses: say so
+        raise VpucError(bag.items)
+
+
+def write_import(imported: ImportedModel, vir_path: str | Path) -> list[Path]:
+    """``vir_path`` and its ``.consts`` folder; returns the files written.
+
+    Every file is written atomically; the .vir goes last, so a failure leaves
+    no module that names missing constants."""
+    from vpuc.fileio import write_atomically
+    from vpuc.vir.printer import print_module
+    vir_path = Path(vir_path)
+    consts_dir = vir_path.with_name(vir_path.stem + ".consts")
+    written = []
+    graph = imported.module.graphs[0]
+    for op in graph.ops:
+        if op.const is not None and op.const.path is not None and op.result in imported.arrays:
+            op.const.path = f"{consts_dir.name}/{op.result}.npy"
+    for folder in [vir_path.parent] + ([consts_dir] if imported.arrays else []):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise VpucError(f"cannot create {folder}: {exc.strerror}") from None
+    for name, array in imported.arrays.items():
+        target = consts_dir / f"{name}.npy"
+        write_atomically(target, _npy_bytes(array))
+        written.append(target)
+    write_atomically(vir_path, print_module(imported.module).encode())
+    written.append(vir_path)
+    return written
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def node_description(node, opset: int) -> str:
+    return describe_node(node, opset)

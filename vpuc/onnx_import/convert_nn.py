@@ -1,0 +1,276 @@
+"""ONNX ops of real CNNs and transformers → the graph ops of ``graph_ops_nn.py``.
+
+Grouped/depthwise Conv, ConvTranspose, Average/Global pools, reductions,
+normalizations (LayerNormalization and InstanceNormalization as MVN times scale
+plus bias, as OpenVINO's ONNX front end lowers them), and the data-movement
+ops (Concat, Split, Slice, Gather on constant indices, constant Pad, Resize,
+DepthToSpace, SpaceToDepth).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.convert_layers import _window_attrs
+
+
+def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
+    """Conv with ``group`` > 1: GroupConvolution over GOIHW weights, then the bias."""
+    out_ch, per_in = weights.shape[:2]
+    if out_ch % group:
+        raise b.error(f"{out_ch} output channels do not split into group = {group}")
+    strides, dilations, begin, end = _window_attrs(b, node, attrs, weights.shape[2:])
+    grouped = weights.reshape(group, out_ch // group, per_in, *weights.shape[2:])
+    has_bias = len(node.input) > 2 and bool(node.input[2])
+    y = b.op("GroupConvolution", [b.value(node.input[0]), b.constant(grouped, node.input[1] + ".g")],
+             {"strides": strides, "pads_begin": begin, "pads_end": end, "dilations": dilations},
+             out=None if has_bias else node.output[0])
+    if has_bias:
+        bias = b.array(node.input[2]).reshape(1, -1, 1, 1)
+        b.op("Add", [y, b.constant(bias, node.input[2])], out=node.output[0])
+
+
+def _conv_transpose(b, node, attrs):
+    weights = b.array(node.input[1])
+    if attrs.get("group", 1) != 1:
+        raise b.error(f"group = {attrs['group']}: grouped ConvTranspose is not supported")
+    if "output_shape" in attrs:
+        raise b.error("ConvTranspose output_shape is not supported; give pads instead")
+    kernel = weights.shape[2:]
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dilations = tuple(attrs.get("dilations", (1, 1)))
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", ""):
+        raise b.error(f"ConvTranspose auto_pad {auto} is not supported; give pads instead")
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    has_bias = len(node.input) > 2 and bool(node.input[2])
+    y = b.op("ConvolutionBackpropData", [b.value(node.input[0]), b.value(node.input[1])],
+             {"strides": strides, "pads_begin": (pads[0], pads[1]), "pads_end": (pads[2], pads[3]),
+              "dilations": dilations, "output_padding": tuple(attrs.get("output_padding", (0, 0)))},
+             out=None if has_bias else node.output[0])
+    if len(kernel) != 2:
+        raise b.error("only 2-D ConvTranspose is supported")
+    if has_bias:
+        bias = b.array(node.input[2]).reshape(1, -1, 1, 1)
+        b.op("Add", [y, b.constant(bias, node.input[2])], out=node.output[0])
+
+
+def _average_pool(b, node, attrs):
+    kernel = tuple(attrs["kernel_shape"])
+    strides, dilations, begin, end = _window_attrs(b, node, attrs, kernel)
+    if attrs.get("ceil_mode", 0) or dilations != (1, 1):
+        raise b.error("AveragePool with ceil_mode or dilations is not supported")
+    b.op("AvgPool", [b.value(node.input[0])],
+         {"kernel": kernel, "strides": strides, "pads_begin": begin, "pads_end": end,
+          "exclude_pad": not attrs.get("count_include_pad", 0)}, out=node.output[0])
+
+
+def _global_pool(kind: str):
+    def convert(b, node, attrs):
+        rank = len(b.shape(node.input[0]))
+        b.op(kind, [b.value(node.input[0])], {"axes": tuple(range(2, rank)), "keep_dims": True},
+             out=node.output[0])
+    return convert
+
+
+def _reduce(kind: str):
+    def convert(b, node, attrs):
+        rank = len(b.shape(node.input[0]))
+        if "axes" in attrs:
+            axes = list(attrs["axes"])
+        elif len(node.input) > 1 and node.input[1]:
+            axes = [int(a) for a in b.array(node.input[1])]
+        else:
+            axes = [] if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+        if not axes:
+            b.alias(node.output[0], node.input[0])
+            return
+        b.op(kind, [b.value(node.input[0])], {"axes": tuple(a % rank for a in axes),
+                                              "keep_dims": bool(attrs.get("keepdims", 1))}, out=node.output[0])
+    return convert
+
+
+def _concat(b, node, attrs):
+    values = [b.value(n) for n in node.input if n]
+    rank = len(b.shape(node.input[0]))
+    b.op("Concat", values, {"axis": attrs["axis"] % rank}, out=node.output[0])
+
+
+def _slice_to(b, node, out_name, source, begins, ends, steps):
+    b.op("Slice", [source], {"begin": tuple(begins), "end": tuple(ends), "step": tuple(steps)}, out=out_name)
+
+
+def _split(b, node, attrs):
+    shape = b.shape(node.input[0])
+    axis = attrs.get("axis", 0) % len(shape)
+    if "split" in attrs:
+        sizes = list(attrs["split"])
+    elif len(node.input) > 1 and node.input[1]:
+        sizes = [int(s) for s in b.array(node.input[1])]
+    else:
+        parts = attrs.get("num_outputs", len(node.output))
+        chunk = -(-shape[axis] // parts)
+        sizes = [min(chunk, shape[axis] - i * chunk) for i in range(parts)]
+    if sum(sizes) != shape[axis] or len(sizes) != len(node.output):
+        raise b.error(f"Split sizes {sizes} do not cover dim {axis} of size {shape[axis]} "
+                      f"in {len(node.output)} outputs")
+    source, start = b.value(node.input[0]), 0
+    for out_name, size in zip(node.output, sizes):
+        begins = [0] * len(shape)
+        ends = list(shape)
+        begins[axis], ends[axis] = start, start + size
+        _slice_to(b, node, out_name, source, begins, ends, [1] * len(shape))
+        start += size
+
+
+def _slice(b, node, attrs):
+    shape = b.shape(node.input[0])
+    if b.opset < 10 or "starts" in attrs:
+        starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
+    else:
+        get = lambda i: [int(v) for v in b.array(node.input[i])] if len(node.input) > i and node.input[i] else None
+        starts, ends, axes, steps = get(1), get(2), get(3), get(4)
+    axes = list(range(len(starts))) if axes is None else [a % len(shape) for a in axes]
+    steps = steps or [1] * len(axes)
+    begins, finals, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        # clamp like ONNX (and numpy slicing): huge sentinels such as INT64_MAX mean "to the end"
+        size = shape[axis]
+        clamp = (lambda v: max(-1, min(v, size - 1))) if step < 0 else (lambda v: max(0, min(v, size)))
+        start = start + size if start < 0 else start
+        end = end + size if end < 0 and end > -(2 ** 62) else end
+        begins[axis], finals[axis], strides[axis] = clamp(start), clamp(end), step
+    if any(s < 0 and f == -1 for s, f in zip(strides, finals)):
+        raise b.error("a negative-step Slice that runs to the start of an axis is not supported")
+    _slice_to(b, node, node.output[0], b.value(node.input[0]), begins, finals, strides)
+
+
+def _gather(b, node, attrs):
+    indices = np.asarray(b.array(node.input[1]))
+    shape = b.shape(node.input[0])
+    axis = attrs.get("axis", 0) % len(shape)
+    flat = tuple(int(i) % shape[axis] for i in indices.reshape(-1))
+    if indices.ndim > 1:
+        raise b.error("Gather with indices of rank > 1 is not supported")
+    y = b.op("Gather", [b.value(node.input[0])], {"axis": axis, "indices": flat},
+             out=None if indices.ndim == 0 else node.output[0])
+    if indices.ndim == 0:                     # a scalar index drops the axis
+        b.op("Reshape", [y], {"shape": tuple(d for i, d in enumerate(shape) if i != axis)}, out=node.output[0])
+
+
+def _pad(b, node, attrs):
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        raise b.error(f"Pad mode '{mode}' is not supported; only constant padding is")
+    rank = len(b.shape(node.input[0]))
+    pads = list(attrs["pads"]) if "pads" in attrs else [int(p) for p in b.array(node.input[1])]
+    value = attrs.get("value", 0.0)
+    if len(node.input) > 2 and node.input[2]:
+        value = float(b.array(node.input[2]))
+    if len(node.input) > 3 and node.input[3]:
+        axes = [int(a) % rank for a in b.array(node.input[3])]
+        full = [0] * (2 * rank)
+        for i, axis in enumerate(axes):
+            full[axis], full[rank + axis] = pads[i], pads[len(axes) + i]
+        pads = full
+    if min(pads) < 0:
+        raise b.error(f"negative pads {pads} (cropping) are not supported")
+    b.op("Pad", [b.value(node.input[0])], {"pads_begin": tuple(pads[:rank]), "pads_end": tuple(pads[rank:]),
+                                           "value": float(value)}, out=node.output[0])
+
+
+_RESIZE_MODES = {"nearest": "nearest", "linear": "linear"}
+
+
+def _resize(b, node, attrs):
+    shape = b.shape(node.input[0])
+    mode = attrs.get("mode", "nearest")
+    if mode not in _RESIZE_MODES:
+        raise b.error(f"Resize mode '{mode}' is not supported; supported: nearest, linear")
+    sizes = scales = None
+    if len(node.input) > 3 and node.input[3]:
+        sizes = [int(s) for s in b.array(node.input[3])]
+    elif len(node.input) > 2 and node.input[2] and b.array(node.input[2]).size:
+        scales = [float(s) for s in b.array(node.input[2])]
+    if sizes is None and scales is None:
+        raise b.error("Resize needs constant scales or sizes")
+    if sizes is None:
+        sizes = [int(np.floor(d * s)) for d, s in zip(shape, scales)]
+        if any(abs(s - round(s)) > 1e-6 and d * s != n for d, s, n in zip(shape, scales, sizes)):
+            # ONNX computes coordinates from the scale, not from the rounded size
+            raise b.error(f"Resize by non-integral scales {scales} is not supported")
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    supported = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
+    if ctm not in supported:
+        raise b.error(f"Resize coordinate_transformation_mode '{ctm}' is not supported; "
+                      f"supported: {', '.join(supported)}")
+    if mode == "linear" and attrs.get("exclude_outside", 0):
+        raise b.error("Resize exclude_outside is not supported")
+    b.op("Interpolate", [b.value(node.input[0])],
+         {"shape": tuple(sizes), "mode": mode, "coordinate_transformation_mode": ctm,
+          "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor")}, out=node.output[0])
+
+
+def _depth_to_space(b, node, attrs):
+    mode = {"DCR": "blocks_first", "CRD": "depth_first"}[attrs.get("mode", "DCR")]
+    b.op("DepthToSpace", [b.value(node.input[0])], {"block_size": attrs["blocksize"], "mode": mode},
+         out=node.output[0])
+
+
+def _space_to_depth(b, node, attrs):
+    b.op("SpaceToDepth", [b.value(node.input[0])], {"block_size": attrs["blocksize"]}, out=node.output[0])
+
+
+def _log_softmax(b, node, attrs):
+    rank = len(b.shape(node.input[0]))
+    axis = attrs.get("axis", -1 if b.opset >= 13 else 1) % rank
+    if b.opset < 13 and axis != rank - 1:
+        raise b.error(f"opset {b.opset} LogSoftmax flattens from axis {axis}; only the last axis is supported")
+    b.op("LogSoftmax", [b.value(node.input[0])], {"axis": axis}, out=node.output[0])
+
+
+def _scale_shift(b, node, normalized: str, scale: np.ndarray, bias: np.ndarray | None, shape):
+    y = b.op("Multiply", [normalized, b.constant(scale.reshape(shape), node.output[0] + ".scale")],
+             out=node.output[0] if bias is None else None)
+    if bias is not None:
+        b.op("Add", [y, b.constant(bias.reshape(shape), node.output[0] + ".bias")], out=node.output[0])
+
+
+def _layer_norm(b, node, attrs):
+    """LayerNormalization: MVN over axes [axis, rank) times scale plus bias."""
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise b.error("LayerNormalization's Mean and InvStdDev outputs are not supported")
+    rank = len(b.shape(node.input[0]))
+    axis = attrs.get("axis", -1) % rank
+    eps = float(attrs.get("epsilon", 1e-5))
+    scale = b.array(node.input[1]).astype(np.float32)
+    bias = b.array(node.input[2]).astype(np.float32) if len(node.input) > 2 and node.input[2] else None
+    normalized = b.op("MVN", [b.value(node.input[0])], {"axes": tuple(range(axis, rank)), "eps": eps})
+    _scale_shift(b, node, normalized, scale, bias, scale.shape)
+
+
+def _instance_norm(b, node, attrs):
+    rank = len(b.shape(node.input[0]))
+    eps = float(attrs.get("epsilon", 1e-5))
+    scale, bias = (b.array(n).astype(np.float32) for n in node.input[1:3])
+    normalized = b.op("MVN", [b.value(node.input[0])], {"axes": tuple(range(2, rank)), "eps": eps})
+    _scale_shift(b, node, normalized, scale, bias, (1, -1) + (1,) * (rank - 2))
+
+
+def _unary(kind):
+    def convert(b, node, attrs):
+        b.op(kind, [b.value(node.input[0])], out=node.output[0])
+    return convert
+
+
+NN_CONVERTERS = {
+    "ConvTranspose": _conv_transpose, "AveragePool": _average_pool,
+    "GlobalAveragePool": _global_pool("ReduceMean"), "GlobalMaxPool": _global_pool("ReduceMax"),
+    "ReduceMean": _reduce("ReduceMean"), "ReduceSum": _reduce("ReduceSum"), "ReduceMax": _reduce("ReduceMax"),
+    "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather, "Pad": _pad,
+    "Resize": _resize, "DepthToSpace": _depth_to_space, "SpaceToDepth": _space_to_depth,
+    "LogSoftmax": _log_softmax, "LayerNormalization": _layer_norm,
+    "InstanceNormalization": _instance_norm,
+    "Log": _unary("Log"), "Softplus": _unary("SoftPlus"), "Mish": _unary("Mish"),
+}

@@ -1,0 +1,110 @@
+"""Import-time folding: constant subgraphs, Shape of static tensors, BatchNorm into Conv.
+
+- **Constant subgraphs.** A node whose inputs are all known (initializers,
+  Constant nodes, earlier folds) is evaluated at import with ``onnx.reference``
+  (the ONNX project's own executable definition of every op, so the folded
+  value is what the standard says, whatever the op).  This is how the Shape →
+  Gather → Concat → Reshape chains exporters emit become plain constants.
+- **Shape / Size** of a graph value: its static dims, known once the input
+  shapes are fixed.
+- **BatchNormalization after Conv** (inference form, one consumer): folded into
+  the Conv's weights and bias, as OpenVINO's and onnxruntime's graph
+  optimizers do: ``w' = w * s``, ``b' = (b - mean) * s + beta`` with
+  ``s = gamma / sqrt(var + eps)``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from vpuc.onnx_import.builder import GraphBuilder
+
+
+def attributes(node) -> dict:
+    from onnx import helper
+    values = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, float):          # a float32 in the protobuf: its shortest spelling
+            value = float(str(np.float32(value)))
+        elif isinstance(value, list) and value and isinstance(value[0], float):
+            value = [float(str(np.float32(v))) for v in value]
+        values[attr.name] = value
+    return values
+
+
+def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str]) -> list:
+    """Nodes with every Conv → BatchNormalization pair merged into one Conv.
+
+    ``known`` (the initializers) gains the new weights and biases; ``keep`` are
+    values that must stay visible (the graph outputs)."""
+    from onnx import helper
+    consumers = Counter(name for node in nodes for name in node.input if name)
+    producer = {out: node for node in nodes for out in node.output}
+    out = []
+    folded: set[int] = set()
+    for node in nodes:
+        conv = producer.get(node.input[0]) if node.op_type == "BatchNormalization" and node.input else None
+        if (conv is None or conv.op_type != "Conv" or consumers[conv.output[0]] != 1
+                or conv.output[0] in keep or len(node.output) > 1 and any(node.output[1:])
+                or not all(n in known for n in list(node.input[1:5]) + list(conv.input[1:]) if n)):
+            out.append(node)
+            continue
+        gamma, beta, mean, var = (known[n].astype(np.float64) for n in node.input[1:5])
+        eps = attributes(node).get("epsilon", 1e-5)
+        scale = gamma / np.sqrt(var + eps)
+        weights = known[conv.input[1]].astype(np.float64)
+        bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
+            else np.zeros(weights.shape[0])
+        w_name, b_name = f"{conv.input[1]}.bn", f"{node.output[0]}.bias"
+        known[w_name] = (weights * scale.reshape(-1, *([1] * (weights.ndim - 1)))).astype(np.float32)
+        known[b_name] = ((bias - mean) * scale + beta).astype(np.float32)
+        merged = helper.make_node("Conv", [conv.input[0], w_name, b_name], [node.output[0]],
+                                  name=conv.name or node.name)
+        merged.attribute.extend(conv.attribute)
+        index = out.index(conv)
+        out[index] = merged
+        folded.add(id(node))
+    return out
+
+
+def fold_node(b: GraphBuilder, node, attrs: dict) -> bool:
+    """Fold ``node`` if it can be: its outputs become known arrays.  Returns whether it did."""
+    if node.op_type in ("Shape", "Size") and node.input[0] and not b.is_known(node.input[0]):
+        shape = np.asarray(b.shape(node.input[0]), np.int64)
+        if node.op_type == "Size":
+            b.known[node.output[0]] = np.asarray(np.prod(shape), np.int64)
+        else:
+            start, end = attrs.get("start", 0), attrs.get("end", None)
+            b.known[node.output[0]] = shape[start:end]
+        return True
+    if node.op_type == "Constant":
+        b.known[node.output[0]] = _evaluate(b, node, [])[0]
+        return True
+    inputs = [name for name in node.input if name]
+    if not inputs or not all(b.is_known(name) for name in inputs):
+        return False
+    results = _evaluate(b, node, inputs)
+    for name, value in zip(node.output, results):
+        if name:
+            b.known[name] = np.asarray(value)
+    return True
+
+
+def _evaluate(b: GraphBuilder, node, inputs: list[str]) -> list[np.ndarray]:
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+    feeds = {name: b.known[name] for name in inputs}
+    graph_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape)
+                    for name, arr in feeds.items()]
+    outputs = [helper.make_tensor_value_info(name, 0, None) for name in node.output if name]
+    model = helper.make_model(helper.make_graph([node], "fold", graph_inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", b.opset)])
+    try:
+        return ReferenceEvaluator(model).run(None, feeds)
+    except Exception as exc:             # the reference raises whatever the op's numpy code raises
+        raise b.error(f"cannot fold this node over its constant inputs: {exc}") from None

@@ -1,0 +1,171 @@
+"""Reading an ONNX model: load, check, fix the input shapes, and name what is wrong.
+
+Everything that can go wrong with the file itself (not a file, not an ONNX
+protobuf, a checker failure, an opset out of range, an input whose dims are
+not known) is a ``VpucError`` that names the file and, where there is one, the
+input or node.  The rest of the importer sees a ``LoadedModel``: nodes in
+topological order, initializers as numpy arrays, and every graph input with a
+fully static shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vpuc.diagnostics import VpucError
+
+# The oldest default-domain opset we read: opset 11 is where Resize, Pad and
+# Clip took their modern input-based forms, and what most exporters still emit.
+MIN_OPSET = 11
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:                       # pragma: no cover - onnx is a dependency
+        raise VpucError("reading ONNX models needs the 'onnx' package (pip install onnx)") from None
+    return onnx
+
+
+def newest_opset() -> int:
+    """The newest default-domain opset the installed ``onnx`` knows."""
+    return _onnx().defs.onnx_opset_version()
+
+
+@dataclass
+class LoadedModel:
+    path: str
+    opset: int
+    nodes: list                                  # onnx.NodeProto, topologically ordered
+    initializers: dict[str, np.ndarray]
+    inputs: dict[str, tuple[tuple[int, ...], np.dtype]]   # graph inputs that are not initializers
+    outputs: list[str]
+    producer: str = ""
+    value_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``NAME=1x3x224x224`` strings (the ``--input-shape`` option) as a dict."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        except ValueError:
+            shape = None
+        if not sep or not name or shape is None or any(d <= 0 for d in shape):
+            raise VpucError(f"--input-shape '{spec}': expected NAME=DIMS with positive dims "
+                            "joined by 'x', such as input=1x3x224x224")
+        shapes[name] = shape
+    return shapes
+
+
+def _read(path: Path):
+    onnx = _onnx()
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise VpucError(f"{path}: is a directory, not an ONNX model") from None
+    except FileNotFoundError:
+        raise VpucError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise VpucError(f"{path}: cannot read the file ({exc.strerror.lower()})") from None
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:                  # protobuf raises its own DecodeError types
+        raise VpucError(f"{path}: not an ONNX model (the protobuf does not decode: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    if not model.HasField("graph") or not model.graph.node:
+        raise VpucError(f"{path}: the ONNX model has no graph nodes")
+    return model
+
+
+def _opset(path: Path, model) -> int:
+    versions = {imp.domain: imp.version for imp in model.opset_import}
+    version = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
+    if version is None:
+        raise VpucError(f"{path}: the model imports no default-domain (ai.onnx) opset")
+    newest = newest_opset()
+    if not MIN_OPSET <= version <= newest:
+        raise VpucError(f"{path}: opset {version} is outside the supported range "
+                        f"{MIN_OPSET} to {newest} (the newest this 'onnx' knows)")
+    return version
+
+
+def _static_shape(path: Path, value, given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    name = value.name
+    dims = value.type.tensor_type.shape.dim if value.type.tensor_type.HasField("shape") else None
+    declared = None if dims is None else [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    if name in given:
+        shape = given[name]
+        if declared is not None and len(declared) != len(shape):
+            raise VpucError(f"{path}: --input-shape {name}={'x'.join(map(str, shape))} has rank "
+                            f"{len(shape)}; the model's input '{name}' has rank {len(declared)}")
+        for axis, (want, got) in enumerate(zip(declared or [], shape)):
+            if want is not None and want != got:
+                raise VpucError(f"{path}: --input-shape {name}: dim {axis} is {got}; "
+                                f"the model fixes it to {want}")
+        return shape
+    if declared is None or any(d is None for d in declared):
+        spelled = "?" if declared is None else "x".join("?" if d is None else str(d) for d in declared)
+        raise VpucError(f"{path}: input '{name}' has dims {spelled} that are not fixed; "
+                        f"give them with --input-shape {name}=...")
+    return tuple(declared)
+
+
+def _fix_inputs(path: Path, model, given: dict[str, tuple[int, ...]]) -> None:
+    onnx = _onnx()
+    initializer_names = {init.name for init in model.graph.initializer}
+    names = [v.name for v in model.graph.input if v.name not in initializer_names]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise VpucError(f"{path}: --input-shape names '{unknown[0]}', which is not an input of the "
+                        f"model; its inputs are {', '.join(names) or '(none)'}")
+    for value in model.graph.input:
+        if value.name in initializer_names:
+            continue
+        shape = _static_shape(path, value, given)
+        elem = value.type.tensor_type.elem_type
+        value.type.CopyFrom(onnx.helper.make_tensor_type_proto(elem, shape))
+
+
+def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> LoadedModel:
+    """Read, check and shape an ONNX model; every failure names the file and what."""
+    onnx = _onnx()
+    from onnx import numpy_helper
+    path = Path(path)
+    model = _read(path)
+    opset = _opset(path, model)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise VpucError(f"{path}: the ONNX checker refuses the model: {first}") from None
+    _fix_inputs(path, model, input_shapes or {})
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:                  # InferenceError and friends
+        first = str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
+        raise VpucError(f"{path}: ONNX shape inference fails: {first}") from None
+    graph = model.graph
+    initializers = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    inputs = {}
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        inputs[value.name] = (tuple(d.dim_value for d in tensor.shape.dim),
+                              onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    shapes = {}
+    for value in list(graph.value_info) + list(graph.output):
+        tensor = value.type.tensor_type
+        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+            shapes[value.name] = tuple(d.dim_value for d in tensor.shape.dim)
+    return LoadedModel(path=str(path), opset=opset, nodes=list(graph.node), initializers=initializers,
+                       inputs=inputs, outputs=[o.name for o in graph.output],
+                       producer=f"{model.producer_name} {model.producer_version}".strip(),
+                       value_shapes=shapes)

@@ -1,0 +1,196 @@
+"""Numpy semantics of the graph ops of imported models (``vpuc/ir/graph_ops_nn.py``).
+
+Each function takes its operands already widened to the compute type (float32,
+or float64 for f64 tensors) and returns the unrounded result; ``graph.py``'s
+``run_op`` rounds it to the stored type like every other op.  Where ONNX and
+OpenVINO define an op by formula the formula is quoted; the resize
+coordinate modes are ONNX's Resize (opset 11+) definitions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _window(x, axis, start, stride, count, dilation=1):
+    index = [slice(None)] * x.ndim
+    first = start * dilation
+    index[axis] = slice(first, first + stride * (count - 1) + 1, stride)
+    return x[tuple(index)]
+
+
+def _pad_hw(x, attrs, value=0.0):
+    (pb0, pb1), (pe0, pe1) = attrs["pads_begin"], attrs["pads_end"]
+    return np.pad(x, ((0, 0), (0, 0), (pb0, pe0), (pb1, pe1)), constant_values=value)
+
+
+def group_conv(x, w, attrs):
+    """Convolution of each group of input channels with its own weights (GOIHW)."""
+    groups, per_out, per_in, kh, kw = w.shape
+    (s0, s1), (d0, d1) = attrs["strides"], attrs["dilations"]
+    xp = _pad_hw(x, attrs)
+    oh = (xp.shape[2] - d0 * (kh - 1) - 1) // s0 + 1
+    ow = (xp.shape[3] - d1 * (kw - 1) - 1) // s1 + 1
+    xg = xp.reshape(x.shape[0], groups, per_in, *xp.shape[2:])
+    out = np.zeros((x.shape[0], groups, per_out, oh, ow), x.dtype)
+    for i in range(kh):
+        rows = _window(xg, 3, i, s0, oh, d0)
+        for j in range(kw):
+            patch = _window(rows, 4, j, s1, ow, d1)          # N G I OH OW
+            out += np.einsum("ngihw,goi->ngohw", patch, w[:, :, :, i, j])
+    return out.reshape(x.shape[0], groups * per_out, oh, ow)
+
+
+def deconv(x, w, attrs):
+    """ConvolutionBackpropData: every input pixel scatters w * x into a stride-spaced
+    output grid, which is then cropped by the pads (ONNX ConvTranspose)."""
+    (s0, s1), (d0, d1) = attrs["strides"], attrs["dilations"]
+    (pb0, pb1), (pe0, pe1) = attrs["pads_begin"], attrs["pads_end"]
+    (op0, op1) = attrs["output_padding"]
+    n, _, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    full_h, full_w = (h - 1) * s0 + d0 * (kh - 1) + 1 + op0, (wd - 1) * s1 + d1 * (kw - 1) + 1 + op1
+    out = np.zeros((n, w.shape[1], full_h, full_w), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            contrib = np.einsum("nchw,co->nohw", x, w[:, :, i, j])
+            out[:, :, i * d0:i * d0 + (h - 1) * s0 + 1:s0, j * d1:j * d1 + (wd - 1) * s1 + 1:s1] += contrib
+    return out[:, :, pb0:full_h - pe0, pb1:full_w - pe1]
+
+
+def avg_pool(x, attrs):
+    (k0, k1), (s0, s1) = attrs["kernel"], attrs["strides"]
+    xp = _pad_hw(x, attrs)
+    ones = _pad_hw(np.ones((1, 1) + x.shape[2:], x.dtype), attrs)
+    oh, ow = (xp.shape[2] - k0) // s0 + 1, (xp.shape[3] - k1) // s1 + 1
+    total = np.zeros(x.shape[:2] + (oh, ow), x.dtype)
+    count = np.zeros((1, 1, oh, ow), x.dtype)
+    for i in range(k0):
+        rows, ones_rows = _window(xp, 2, i, s0, oh), _window(ones, 2, i, s0, oh)
+        for j in range(k1):
+            total += _window(rows, 3, j, s1, ow)
+            count += _window(ones_rows, 3, j, s1, ow)
+    return total / (count if attrs["exclude_pad"] else np.asarray(k0 * k1, x.dtype))
+
+
+def reduce(kind):
+    func = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max}[kind]
+
+    def run(args, attrs):
+        return func(args[0], axis=tuple(attrs["axes"]), keepdims=attrs["keep_dims"])
+    return run
+
+
+def slice_op(x, attrs):
+    return x[tuple(slice(b, e, s) for b, e, s in zip(attrs["begin"], attrs["end"], attrs["step"]))]
+
+
+def pad(x, attrs):
+    return np.pad(x, list(zip(attrs["pads_begin"], attrs["pads_end"])), constant_values=attrs["value"])
+
+
+def _source_coords(out_size: int, in_size: int, mode: str) -> np.ndarray:
+    """The input coordinate each output index samples (ONNX Resize's coordinate modes)."""
+    scale = out_size / in_size
+    i = np.arange(out_size, dtype=np.float64)
+    if mode == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if out_size > 1 else np.zeros(out_size)
+    if mode == "align_corners":
+        return i * (in_size - 1) / (out_size - 1) if out_size > 1 else np.zeros(out_size)
+    if mode == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    return i / scale                                           # asymmetric
+
+
+def _nearest_index(coords: np.ndarray, in_size: int, mode: str) -> np.ndarray:
+    if mode == "floor":
+        index = np.floor(coords)
+    elif mode == "ceil":
+        index = np.ceil(coords)
+    elif mode == "round_prefer_ceil":
+        index = np.floor(coords + 0.5)
+    else:                                                      # round_prefer_floor
+        index = np.ceil(coords - 0.5)
+    return np.clip(index, 0, in_size - 1).astype(np.int64)
+
+
+def interpolate(x, attrs):
+    shape, ctm = attrs["shape"], attrs["coordinate_transformation_mode"]
+    if attrs["mode"] == "nearest":
+        out = x
+        for axis, size in enumerate(shape):
+            if size != x.shape[axis]:
+                coords = _source_coords(size, x.shape[axis], ctm)
+                out = np.take(out, _nearest_index(coords, x.shape[axis], attrs["nearest_mode"]), axis=axis)
+        return out
+    out = x
+    for axis in (2, 3):                                        # separable bilinear
+        size, in_size = shape[axis], x.shape[axis]
+        coords = np.clip(_source_coords(size, in_size, ctm), 0, in_size - 1)
+        low = np.floor(coords).astype(np.int64)
+        high = np.minimum(low + 1, in_size - 1)
+        frac = (coords - low).astype(x.dtype)
+        bshape = [1] * x.ndim
+        bshape[axis] = size
+        frac = frac.reshape(bshape)
+        out = np.take(out, low, axis=axis) * (1 - frac) + np.take(out, high, axis=axis) * frac
+    return out
+
+
+def depth_to_space(x, attrs):
+    b, (n, c, h, w) = attrs["block_size"], x.shape
+    if attrs["mode"] == "blocks_first":                        # ONNX DCR
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:                                                      # ONNX CRD
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth(x, attrs):
+    b, (n, c, h, w) = attrs["block_size"], x.shape
+    t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+def log_softmax(x, axis):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def mvn(x, attrs):
+    """(x - mean) / sqrt(var + eps) over ``axes`` (eps outside the root if asked)."""
+    axes = tuple(attrs["axes"])
+    centered = x - np.mean(x, axis=axes, keepdims=True)
+    if not attrs["normalize_variance"]:
+        return centered
+    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    eps = np.asarray(attrs["eps"], x.dtype)
+    return centered / (np.sqrt(var + eps) if attrs["eps_mode"] == "inside_sqrt" else np.sqrt(var) + eps)
+
+
+def _softplus(x):
+    return np.logaddexp(0, x).astype(x.dtype)
+
+
+NN_UNARY = {
+    "Log": lambda x, a: np.log(x),
+    "SoftPlus": lambda x, a: _softplus(x),
+    "Mish": lambda x, a: x * np.tanh(_softplus(x)),
+}
+NN_LAYERS = {
+    "GroupConvolution": lambda args, a: group_conv(args[0], args[1], a),
+    "ConvolutionBackpropData": lambda args, a: deconv(args[0], args[1], a),
+    "AvgPool": lambda args, a: avg_pool(args[0], a),
+    "ReduceMean": reduce("ReduceMean"), "ReduceSum": reduce("ReduceSum"), "ReduceMax": reduce("ReduceMax"),
+    "Concat": lambda args, a: np.concatenate(args, axis=a["axis"]),
+    "Slice": lambda args, a: slice_op(args[0], a),
+    "Gather": lambda args, a: np.take(args[0], a["indices"], axis=a["axis"]),
+    "Pad": lambda args, a: pad(args[0], a),
+    "Interpolate": lambda args, a: interpolate(args[0], a),
+    "DepthToSpace": lambda args, a: depth_to_space(args[0], a),
+    "SpaceToDepth": lambda args, a: space_to_depth(args[0], a),
+    "LogSoftmax": lambda args, a: log_softmax(args[0], a["axis"]),
+    "MVN": lambda args, a: mvn(args[0], a),
+}
