@@ -133,9 +133,13 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
             raise VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
 
     work, run_kernel = plan.work, shave.run
+    shave.region = plan.region
+    act_fixed, shave_cycle = arch.dispatch["ACT_SHAVE"], arch.shave_cycle
 
-    def act_cycles(u: int) -> float:
-        return run_kernel(lambda: plan.names[u], work[u])
+    def act_cycles(u: int, t: float) -> float:
+        # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
+        budget = None if max_cycles is None else (max_cycles - t - act_fixed) / shave_cycle
+        return run_kernel(lambda: plan.names[u], work[u], budget)
 
     hook = on_start if (detector is not None or not timing_only or dims_only) else None
     runtime = Runtime(plan, on_start=hook, on_end=detector.end if detector is not None else None,
