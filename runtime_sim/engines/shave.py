@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from runtime_sim.isa.interpreter import CycleBudgetExceeded
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
@@ -39,9 +40,9 @@ from vpuc.shave import KernelObject
 # The status a kernel leaves in s0 (docs/kernels.md keeps the same table): the library
 # kernels' failure paths (kernels/include/driver.inc) and what each means.
 KERNEL_STATUS = {
-    1: "E_TYPE: element types the kernel does not support (see its contract); nothing written",
-    2: "E_SHAPE: a rank above 15, or dims that neither match nor broadcast (1), or a "
-       "reduction's output not 1 along the reduced axis; nothing written",
+    1: "E_TYPE: element types the kernel does not handle; nothing written",
+    2: "E_SHAPE: shapes the kernel does not handle (a rank above 15, dims that neither match "
+       "nor are 1, a reduction's output not 1 along its axis); nothing written",
     3: "E_ORDER: a dimsOrder naming a dim the tensor does not have; nothing written",
 }
 
@@ -173,6 +174,11 @@ class ShaveEngine:
                                    invocation.args_offset, invocation.args_size, entry=entry,
                                    arch=self.program.arch, stack_bytes=stack,
                                    max_cycles=max_cycles, bindings=bindings)
+        except CycleBudgetExceeded as exc:
+            raise VpucError(f"{self._who(unit_name, invocation)}: still running after "
+                            f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
+                            f"--max-cycles left it; stopped at {exc.where}",
+                            exc.diagnostics[0].loc) from None
         except VpucError as exc:
             diag = exc.diagnostics[0]
             raise VpucError(f"{self._who(unit_name, invocation)}: {diag.message}",
@@ -180,8 +186,11 @@ class ShaveEngine:
         status = result.scalar_regs[0]
         if status:
             task = self._act_tasks[invocation.task_index]
+            args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
+            meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
+                       if status == args_addr else status_meaning(status))
             raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
-                                    f"status {status} ({status_meaning(status)})", task.loc)
+                                    f"status {status} ({meaning})", task.loc)
         self.seconds += time.perf_counter() - clock
         self.runs += 1
         if state is not None:

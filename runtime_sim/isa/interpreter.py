@@ -70,6 +70,11 @@ class StackOverflow(VpucError):
 class CycleBudgetExceeded(VpucError):
     """The kernel ran past the cycles it was allowed (``run(max_cycles=...)``)."""
 
+    def __init__(self, cycles: int, budget: float, where: str, loc: BinLoc) -> None:
+        self.cycles, self.budget, self.where = cycles, budget, where
+        super().__init__(f"still running after {cycles:,} cycles, past its budget of "
+                         f"{budget:,.0f}; stopped at {where}", loc)
+
 
 def _stack_checked(inner: Callable) -> Callable:
     """``inner`` (an instruction writing sp), then sp checked against the memory's stack."""
@@ -272,10 +277,8 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                 else:
                     now += cost.taken_penalty
                     if now > budget:
-                        raise CycleBudgetExceeded(
-                            f"still running after {now:,} cycles, past its budget of "
-                            f"{budget:,.0f}; stopped at {_where(program, i)}",
-                            BinLoc(program.name, ".text", i * WORD_BYTES))
+                        raise CycleBudgetExceeded(now, budget, _where(program, i),
+                                                  BinLoc(program.name, ".text", i * WORD_BYTES))
                     if loops is not None and nxt <= i:
                         # At a loop head: the fast path may run iterations as a batch (each
                         # takes a cycle at least, so at most the cycles left of the budget).
