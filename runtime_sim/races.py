@@ -71,7 +71,7 @@ class RaceDetector:
         self.count = 0
         self.sequence = 0
         self._pairs: set[tuple[int, int]] = set()
-        self.started = [False] * plan.size
+        self._started = [False] * plan.size
         self.seconds = time.perf_counter() - clock     # wall time spent on races
 
     def end(self, unit: int) -> None:
@@ -85,7 +85,7 @@ class RaceDetector:
         clock = time.perf_counter()
         hb = self.clock
         hb.start(unit)
-        self.started[unit] = True
+        self._started[unit] = True
         before = hb.before
         accesses = self.accesses(unit)
         ordered: dict[int, bool] = {}
@@ -191,7 +191,7 @@ class RaceDetector:
         after = ordered_after(self.plan, unit)
         mine = self.accesses(unit)
         for v in range(self.plan.size):
-            if self.started[v] or after[v]:
+            if self._started[v] or after[v]:
                 continue
             for group, write, name in self.accesses(v):
                 for other, shared, _ in group.links:

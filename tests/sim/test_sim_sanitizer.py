@@ -186,3 +186,24 @@ def test_a_race_on_shape_metadata_is_reported_as_the_race(capsys):
     assert race.notes[-1][1].startswith(
         "the run then stopped: store: dynamic buffer %pooled_cmx holds dims (")
     assert len(error.value.diagnostics) == 1
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_ordered_after_matches_the_schedule_for_every_pair(tmp_path, chained):
+    from runtime_sim.plan import build_plan
+    from runtime_sim.race_clock import ordered_after
+    from runtime_sim.simarch import sim_arch_for
+    from tests.sim.simlib import NO_VERIFY
+    from tests.sim.test_sim_races import _act_program
+    path = tmp_path / "act_order.vir"
+    path.write_text(_act_program(24, chained))
+    program = compile_vir(path, NO_VERIFY)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    ordered = 0
+    for u in range(plan.size):
+        after = ordered_after(plan, u)
+        for v in range(plan.size):
+            if v != u:
+                assert after[v] == plan.schedule.happens_before(u, v), (u, v)
+                ordered += after[v]
+    assert 0 < ordered < plan.size * (plan.size - 1)
