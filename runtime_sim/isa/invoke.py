@@ -39,9 +39,9 @@ def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
     memory.stack = (e_base + stack_low, e_base + len(win_e))
     if bindings is not None:
         d_base = memory.base("WIN_D")
-        memory.bounds = invocation_bounds(memory.base("WIN_F"), bindings,
-                                          (d_base, d_base + len(win_d)), (e_base, e_base + len(win_e)),
-                                          (e_base, e_base + len(obj.data)), memory.stack)
+        memory.bounds = invocation_bounds(
+            memory.base("WIN_F"), bindings, (d_base, d_base + len(win_d)),
+            (e_base, e_base + len(win_e)), (e_base, e_base + len(obj.data)), memory.stack)
     return memory
 
 
