@@ -55,15 +55,15 @@ def test_a_kernel_may_not_write_its_own_arguments(capsys, monkeypatch):
         "arguments (read-only)\n")
 
 
-def _first_bad_access(fast: bool) -> tuple[str, int]:
-    """Run the first invocation of sanitizer_past.vir as the engine would, through the
-    interpreter alone or with the fast path: (the error, iterations batched)."""
-    program = compile_vir(DATA / "sanitizer_past.vir")
+def _first_bad_access(name: str, fast: bool) -> tuple[str, int]:
+    """Run the invocation of NAME.vir as the engine would, through the interpreter alone
+    or with the fast path: (the error, iterations batched)."""
+    program = compile_vir(DATA / f"{name}.vir")
     memory = Network(program).memory
     engine = ShaveEngine(program, memory)
     invocation = program.invocations[0]
     task = program.module.task_lists[0].tasks[0]
-    obj = kernel_object(program.kernels[invocation.kernel].elf, "@past")
+    obj = kernel_object(program.kernels[invocation.kernel].elf, invocation.kernel)
     windows = invocation_memory(obj, memory.cmx(0), invocation.window_e, arch=program.arch,
                                 bindings=engine.bindings(task))
     loaded = load_kernel(obj, windows)
@@ -75,13 +75,18 @@ def _first_bad_access(fast: bool) -> tuple[str, int]:
     return str(error.value.diagnostics[0].message), loops.batched_iterations if fast else 0
 
 
-def test_the_fast_path_and_the_interpreter_report_the_same_first_bad_access():
-    exact, _ = _first_bad_access(fast=False)
-    fast, batched = _first_bad_access(fast=True)
+@pytest.mark.parametrize("name, message", [
+    ("sanitizer_past", "pc 0x1d000020 (.text+0x20) 'vst v1, 0(s2)': store of 16 bytes at "
+                       "0x1f000100: outside the outputs bound to the task; it hits %z (not "
+                       "bound to this task)"),
+    ("sanitizer_gather", "pc 0x1d000018 (.text+0x18) 'vlds.h v1, 0(s2), s4': load of 1 byte at "
+                         "0x1f000080: outside the buffers bound to the task; it hits %z (not "
+                         "bound to this task)")])
+def test_the_fast_path_and_the_interpreter_report_the_same_first_bad_access(name, message):
+    exact, _ = _first_bad_access(name, fast=False)
+    fast, batched = _first_bad_access(name, fast=True)
     assert batched == 7                  # the 7 good iterations after the first ran as a batch
-    assert fast == exact == (
-        "pc 0x1d000020 (.text+0x20) 'vst v1, 0(s2)': store of 16 bytes at 0x1f000100: outside "
-        "the outputs bound to the task; it hits %z (not bound to this task)")
+    assert fast == exact == message
 
 
 def _wired(order: tuple[int, ...]):
