@@ -85,9 +85,10 @@ class FastLoops:
     # --- the interpreter's hook -----------------------------------------------------------
 
     def __call__(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
-                 counts: list[int], budget: int):
-        """Run iterations of the loop ``head .. branch`` from its head.  Returns None
-        to decline, else (now, next index, instructions run, stall cycles)."""
+                 counts: list[int], budget: int, max_cycles: float = float("inf")):
+        """Run iterations of the loop ``head .. branch`` from its head, at most ``budget``
+        instructions and none whose back-edge would pass cycle ``max_cycles``.  Returns
+        None to decline, else (now, next index, instructions run, stall cycles)."""
         if self._refusals[head, branch] >= MAX_REFUSALS:
             return None
         plan = self._plan(head, branch)
@@ -95,6 +96,14 @@ class FastLoops:
             return None
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
+            if max_cycles != float("inf"):
+                # The interpreter stops at the first taken back-edge past max_cycles: leave
+                # that iteration to it, so both stop at the same pc and cycle.
+                within = plan.timing.within(ready, now, iterations, max_cycles)
+                if within < iterations:
+                    iterations, exits = within, False
+                if iterations < self.min_iterations:
+                    raise _Decline("too few iterations before the cycle budget", recurs=False)
             self._check_independent(footprints, iterations)
             if plan.pipelined is not None:
                 _check_passes(plan.pipelined, footprints, iterations)

@@ -280,12 +280,9 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                         raise CycleBudgetExceeded(now, budget, _where(program, i),
                                                   BinLoc(program.name, ".text", i * WORD_BYTES))
                     if loops is not None and nxt <= i:
-                        # At a loop head: the fast path may run iterations as a batch (each
-                        # takes a cycle at least, so at most the cycles left of the budget).
-                        allowed = max_steps - executed
-                        if budget - now < allowed:
-                            allowed = min(allowed, int(budget - now + 1) * (i - nxt + 1))
-                        batch = loops(nxt, i, R, ready, now, memory, counts, allowed)
+                        # At a loop head: the fast path may run iterations as a batch.
+                        batch = loops(nxt, i, R, ready, now, memory, counts,
+                                      max_steps - executed, budget)
                         if batch is not None:
                             now, nxt, ran, stalled = batch
                             executed += ran

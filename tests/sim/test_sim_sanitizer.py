@@ -212,3 +212,35 @@ def test_ordered_after_matches_the_schedule_for_every_pair(tmp_path, chained):
                 assert after[v] == plan.schedule.happens_before(u, v), (u, v)
                 ordered += after[v]
     assert 0 < ordered < plan.size * (plan.size - 1)
+
+
+WRAP = """
+    .global wrap
+    .text
+wrap:
+    li      s3, 0               # loop decrements first: 2^32 iterations
+body:
+    addi    s2, s2, 1
+    loop    s3, body
+    li      s0, 0
+    halt
+"""
+
+
+@pytest.mark.parametrize("budget", [1000, 100_000])
+def test_a_batched_runaway_loop_stops_where_the_interpreter_does(budget):
+    from runtime_sim.isa.interpreter import CycleBudgetExceeded
+    from vpuc.shave.assembler import assemble
+    obj = assemble(WRAP, "wrap.s")
+    stops = []
+    for fast in (False, True):
+        memory = invocation_memory(obj, np.zeros(64, np.uint8), bytes(16))
+        loaded = load_kernel(obj, memory)
+        loops = FastLoops(loaded.program) if fast else False
+        with pytest.raises(CycleBudgetExceeded) as error:
+            run(loaded.program, memory, max_cycles=budget, fast=loops)
+        stops.append((error.value.cycles, error.value.where))
+        if fast:
+            assert loops.batched_iterations > budget // 4      # the fast path did run it
+    assert stops[0] == stops[1]
+    assert stops[0][0] == budget + 1 and stops[0][1] == "pc 0x1d000010 (.text+0x10) 'loop s3, body'"
