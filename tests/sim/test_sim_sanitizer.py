@@ -244,3 +244,19 @@ def test_a_batched_runaway_loop_stops_where_the_interpreter_does(budget):
             assert loops.batched_iterations > budget // 4      # the fast path did run it
     assert stops[0] == stops[1]
     assert stops[0][0] == budget + 1 and stops[0][1] == "pc 0x1d000010 (.text+0x10) 'loop s3, body'"
+
+
+def test_bounds_name_the_first_refused_byte_and_what_holds_it():
+    from runtime_sim.isa.sanitizer import Bounds, merge
+    assert merge([(8, 12), (0, 4), (4, 6), (20, 20)]) == [(0, 6), (8, 12)]
+    bounds = Bounds(loads=[(0, 64)], stores=[(16, 32), (32, 48)],
+                    labels=[[(16, 48, "%y (bound under outputs() as %o)")],
+                            [(48, 64, "%z (not bound to this task)")], []])
+    assert bounds.ranges(True) == [(16, 48)]
+    assert bounds.covers(40, 8, True) and not bounds.covers(44, 8, True)
+    assert bounds.covers_rows(np.array([0, 16, 40, 44]), 8, True).tolist() == [
+        False, True, True, False]
+    assert bounds.reason(44, 8, True) == (
+        "outside the outputs bound to the task (byte 0x00000030); it hits %z (not bound to "
+        "this task)")
+    assert bounds.reason(64, 4, False) == "outside the buffers bound to the task; it hits no buffer"
