@@ -260,3 +260,28 @@ def test_bounds_name_the_first_refused_byte_and_what_holds_it():
         "outside the outputs bound to the task (byte 0x00000030); it hits %z (not bound to "
         "this task)")
     assert bounds.reason(64, 4, False) == "outside the buffers bound to the task; it hits no buffer"
+
+
+def test_a_loop_moving_sp_out_of_the_stack_stops_in_both_paths():
+    from vpuc.shave.assembler import assemble
+    obj = assemble("""
+    .global push
+    .text
+push:
+    li      s3, 2000
+body:
+    addi    sp, sp, -16
+    loop    s3, body
+    li      s0, 0
+    halt
+""", "push.s")
+    messages = []
+    for fast in (False, True):
+        memory = invocation_memory(obj, np.zeros(64, np.uint8), bytes(16), stack_bytes=1024)
+        loaded = load_kernel(obj, memory)
+        with pytest.raises(VpucError) as error:
+            run(loaded.program, memory, fast=fast)
+        messages.append(error.value.diagnostics[0].message)
+    assert messages[0] == messages[1] == (
+        "pc 0x1d000008 (.text+0x8) 'addi sp, sp, -16': stack overflow: sp = 0x1e000000 left "
+        "the task's stack (0x1e000010..0x1e00040f, 1,024 bytes)")
