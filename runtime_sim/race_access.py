@@ -28,6 +28,18 @@ from vpuc.ir.symbols import Region
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
 
 
+def region_span(memory: Memory, region: Region) -> Span:
+    """The bytes a region may touch (a dynamic CMX buffer's dims and strides included);
+    the memory sanitizer bounds ACT SHAVE kernels by the same spans."""
+    key, lo, hi = memory.span(region)
+    rows = None
+    if region.span_bytes != region.type.nbytes and region.root.name not in memory.dynamic:
+        rows = byte_intervals(region, lo)
+        if len(rows) == 1:
+            rows = None
+    return key, lo, hi, rows
+
+
 class Accesses:
     """``accesses(u)``: [(group, writes, name)] of unit ``u``, reads first.  ``group``
     turns a span into the detector's object for those bytes."""
@@ -79,14 +91,7 @@ class Accesses:
         return found
 
     def region_span(self, region: Region) -> Span:
-        memory = self.memory
-        key, lo, hi = memory.span(region)
-        rows = None
-        if region.span_bytes != region.type.nbytes and region.root.name not in memory.dynamic:
-            rows = byte_intervals(region, lo)
-            if len(rows) == 1:
-                rows = None
-        return key, lo, hi, rows
+        return region_span(self.memory, region)
 
     def _root(self, name: str) -> tuple | None:
         """(shape, strides in bits, element bits, memory, offset) of a static buffer."""

@@ -120,3 +120,39 @@ def _mark(entry: tuple[int, int], position: int) -> tuple[int, int]:
     if offset < 0:
         return entry
     return _normalize(prefix, mask | (1 << offset))
+
+
+def ordered_after(plan: Plan, u: int) -> list[bool]:
+    """For every unit v: does ``u`` happen before ``v`` (a path from end(u) to start(v))?
+    A search over the whole graph, for the one question a failed run asks
+    (``RaceDetector.explain``), not for the per-start checks."""
+    position = [0] * plan.size
+    for units in plan.queue_units:
+        for i, v in enumerate(units):
+            position[v] = i
+    consumers = plan.consumers
+    started = [False] * plan.size       # start(v) reached; end(v) follows from it
+    ended = [False] * plan.size
+    todo = [(True, u)]                  # (end node?, unit)
+    ended[u] = True
+    while todo:
+        is_end, v = todo.pop()
+        q = plan.queue_of[v]
+        units, multi = plan.queue_units[q], plan.queue_engines[q] > 1
+        after = position[v] + 1
+        nxt = units[after] if after < len(units) else None
+        reached: list[tuple[bool, int]] = []
+        if is_end:
+            reached += [(False, c) for b in plan.updates[v] for c in consumers[b]]
+            if nxt is not None and not multi:
+                reached.append((False, nxt))
+        else:
+            reached.append((True, v))
+            if nxt is not None and multi:
+                reached.append((False, nxt))
+        for node in reached:
+            seen = ended if node[0] else started
+            if not seen[node[1]]:
+                seen[node[1]] = True
+                todo.append(node)
+    return started

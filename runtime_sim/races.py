@@ -17,6 +17,12 @@ ordered before a later write covering its bytes (any conflict with it is a
 conflict with that write too, or is ordered after both), and a read ordered
 before a later read covering its bytes.  So a long pipeline over a few buffers
 keeps a few live accesses per buffer and the check stays linear.
+
+When a unit fails (a fault, garbage dims in a dynamic tensor's shape metadata,
+a kernel status), ``explain`` looks for the race behind it: the races found so
+far, and those of the failed unit with units that have not started yet but are
+not ordered after it -- its accesses are checked before it runs, but such a
+race would only be seen when the other unit starts, which it never does.
 """
 
 from __future__ import annotations
@@ -28,11 +34,15 @@ import numpy as np
 from runtime_sim.memory import Memory
 from runtime_sim.plan import Plan
 from runtime_sim.race_access import Accesses, Span
-from runtime_sim.race_clock import HappensBefore
-from vpuc.diagnostics import Diagnostic, Severity
+from runtime_sim.race_clock import HappensBefore, ordered_after
+from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 PAGE_BITS = 14            # 16 KiB pages
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
+
+
+class RaceError(VpucError):
+    """Races that made a unit fail: reported instead of the failure they caused."""
 
 
 class _Group:
@@ -61,6 +71,7 @@ class RaceDetector:
         self.count = 0
         self.sequence = 0
         self._pairs: set[tuple[int, int]] = set()
+        self._started = [False] * plan.size
         self.seconds = time.perf_counter() - clock     # wall time spent on races
 
     def end(self, unit: int) -> None:
@@ -74,6 +85,7 @@ class RaceDetector:
         clock = time.perf_counter()
         hb = self.clock
         hb.start(unit)
+        self._started[unit] = True
         before = hb.before
         accesses = self.accesses(unit)
         ordered: dict[int, bool] = {}
@@ -160,6 +172,33 @@ class RaceDetector:
         locs = plan.loc
         self.races.append(Diagnostic(Severity.ERROR, locs[second[0]], message,
                                      ((locs[first[0]], f"{plan.names[first[0]]} is here"),)))
+
+    def explain(self, unit: int, failure: VpucError) -> VpucError:
+        """The error to report when ``unit`` failed with ``failure``: the races that may
+        have caused it, with the failure as a note; ``failure`` itself if there are none."""
+        self._pending_races(unit)
+        if not self.races:
+            return failure
+        diag = failure.diagnostics[0]
+        note = (diag.loc, f"the run then stopped: {diag.message}")
+        first = self.races[0]
+        races = [Diagnostic(first.severity, first.loc, first.message, first.notes + (note,))]
+        return RaceError(races + self.diagnostics()[1:])
+
+    def _pending_races(self, unit: int) -> None:
+        """Races of ``unit`` with the units that have not started and are not ordered
+        after it."""
+        after = ordered_after(self.plan, unit)
+        mine = self.accesses(unit)
+        for v in range(self.plan.size):
+            if self._started[v] or after[v]:
+                continue
+            for group, write, name in self.accesses(v):
+                for other, shared, _ in group.links:
+                    for mine_group, mine_write, mine_name in mine:
+                        if mine_group is other and (write or mine_write):
+                            self._report((unit, mine_write, mine_name), other,
+                                         (v, write, name), group, shared)
 
     def diagnostics(self) -> list[Diagnostic]:
         found = list(self.races)

@@ -55,7 +55,7 @@ def _fmt(t: float) -> str:
 class Runtime:
     def __init__(self, plan: Plan, *, on_start: Callable[[int, float], None] | None = None,
                  on_end: Callable[[int], None] | None = None,
-                 act_cycles: Callable[[int], float] | None = None,
+                 act_cycles: Callable[[int, float], float] | None = None,
                  max_cycles: float | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.plan = plan
@@ -166,7 +166,7 @@ class Runtime:
                             if kind == DMA:
                                 push(heap, (t + dma_fixed + work[u].setup, seq, DMA_DATA, u))
                             elif kind == ACT:
-                                push(heap, (t + act_fixed + act_cycles(u) * shave_cycle, seq, END, u))
+                                push(heap, (t + act_fixed + act_cycles(u, t) * shave_cycle, seq, END, u))
                             else:
                                 push(heap, (t + work[u][0], seq, END, u))
                             if engines:

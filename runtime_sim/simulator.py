@@ -113,29 +113,40 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         dims_only = {u for u in range(plan.size) if kinds[u] == DMA
                      and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
+    def failed(u: int, failure: VpucError) -> VpucError:
+        # A unit that fails in a racy run most likely failed because of the race.
+        return detector.explain(u, failure) if detector is not None else failure
+
     def on_start(u: int, t: float) -> None:
         if detector is not None:
             detector.check(u)
-        if timing_only:
-            if u in dims_only:
-                src, dst = plan.dma_regions(u)
-                memory.set_dynamic_dims(dst.root, memory.shape_of(src))
-            return
-        kind = kinds[u]
+        kind = kinds[u] if kinds is not None else None
         try:
-            if kind == DMA:
+            if timing_only:
+                if u in dims_only:
+                    src, dst = plan.dma_regions(u)
+                    memory.set_dynamic_dims(dst.root, memory.shape_of(src))
+            elif kind == DMA:
                 src, dst = plan.dma_regions(u)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
             elif kind == DPU:
                 dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
                                        memory)
         except VpucError as exc:
-            raise VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}", plan.loc[u]) from None
+            raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
+                                      plan.loc[u])) from None
 
     work, run_kernel = plan.work, shave.run
+    shave.region = plan.region
+    act_fixed, shave_cycle = arch.dispatch["ACT_SHAVE"], arch.shave_cycle
 
-    def act_cycles(u: int) -> float:
-        return run_kernel(lambda: plan.names[u], work[u])
+    def act_cycles(u: int, t: float) -> float:
+        # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
+        budget = None if max_cycles is None else (max_cycles - t - act_fixed) / shave_cycle
+        try:
+            return run_kernel(lambda: plan.names[u], work[u], budget)
+        except VpucError as exc:
+            raise failed(u, exc) from None
 
     hook = on_start if (detector is not None or not timing_only or dims_only) else None
     runtime = Runtime(plan, on_start=hook, on_end=detector.end if detector is not None else None,

@@ -12,6 +12,12 @@ on the tile's CMX as it is and its cycle count reused.
 A ``profiler`` (``runtime_sim.kernel_profile.KernelProfiler``) sees every
 invocation, with or without numerics: ``before(invocation, memory)`` before the
 kernel runs, ``charge(state, cycles, unit_name)`` with the cycles it took.
+
+Every invocation runs under the memory sanitizer (``runtime_sim.isa.sanitizer``):
+it may load only what its task binds (and its own WIN_D/WIN_E), and store only
+into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
+``s0`` (docs/kernels.md, "Status"); anything but 0 stops the run
+(``KernelStatusError``).
 """
 
 from __future__ import annotations
@@ -19,11 +25,34 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from runtime_sim.isa.interpreter import CycleBudgetExceeded
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
-from runtime_sim.memory import Memory
+from runtime_sim.isa.sanitizer import CmxBindings
+from runtime_sim.memory import Memory, footprint
+from runtime_sim.race_access import region_span
 from vpuc.diagnostics import VpucError
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.program import InvocationImage, Program
 from vpuc.shave import KernelObject
+
+# The status a kernel leaves in s0 (docs/kernels.md keeps the same table): the library
+# kernels' failure paths (kernels/include/driver.inc) and what each means.
+KERNEL_STATUS = {
+    1: "E_TYPE: element types the kernel does not handle; nothing written",
+    2: "E_SHAPE: shapes the kernel does not handle (a rank above 15, dims that neither match "
+       "nor are 1, a reduction's output not 1 along its axis); nothing written",
+    3: "E_ORDER: a dimsOrder naming a dim the tensor does not have; nothing written",
+}
+
+
+class KernelStatusError(VpucError):
+    """A kernel ended with a non-zero status in s0."""
+
+
+def status_meaning(status: int) -> str:
+    return KERNEL_STATUS.get(status, "not a status the library kernels use")
 
 
 # Parsing and checking a kernel's ELF decodes all its code (a few ms); a KernelObject is
@@ -57,6 +86,51 @@ class ShaveEngine:
         # the kernel (runtime_sim.kernel_check.KernelCheck).
         self.observer = None
         self.profiler = None
+        self.region = None          # name -> Region (the plan's); a SymbolTable's by default
+        self._bindings: dict[tuple, CmxBindings] = {}      # by what the task binds
+        self._by_task: dict[int, CmxBindings] = {}          # by task (they outlive the engine)
+        self._act_tasks = [t for tl in program.module.task_lists
+                           if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
+
+    def bindings(self, task: SwKernelTask) -> CmxBindings:
+        """What ``task`` binds in its tile's CMX, as the sanitizer checks it."""
+        found = self._by_task.get(id(task))
+        if found is None:
+            key = (task.tile, tuple((b.buffer, b.alias) for b in task.inputs),
+                   tuple((b.buffer, b.alias) for b in task.outputs))
+            found = self._bindings.get(key)
+            if found is None:
+                found = self._bindings[key] = self._resolve_bindings(task)
+            self._by_task[id(task)] = found
+        return found
+
+    def _resolve_bindings(self, task: SwKernelTask) -> CmxBindings:
+        if self.region is None:
+            self.region = SymbolTable(self.program.module).region
+        memory, cmx = self.memory, ("cmx", task.tile)
+        reads, writes, bound, names = [], [], [], set()
+        for binding, written in ([(b, False) for b in task.inputs]
+                                 + [(b, True) for b in task.outputs]):
+            region = self.region(binding.buffer)
+            if region is None:
+                continue
+            key, lo, hi, rows = region_span(memory, region)
+            if key != cmx:
+                continue                # not in WIN_F: the kernel cannot reach it anyway
+            ranges = [(lo, hi)] if rows is None else [(int(a), int(b)) for a, b in rows]
+            reads += ranges
+            role = (f"bound under outputs() as %{binding.alias}" if written else
+                    f"bound under inputs() as %{binding.alias}: read-only for this task")
+            if written:
+                writes += ranges
+            bound.append((lo, hi, f"%{binding.buffer} ({role})"))
+            names.add(region.root.name)
+        others = [(offset, offset + footprint(buffer), f"%{buffer.name} (not bound to this task)")
+                  for buffer in self.program.module.buffers
+                  if buffer.kind is BufferKind.CMX and buffer.tile == task.tile
+                  and buffer.name not in names
+                  for _, offset in (memory.placement[buffer.name],)]
+        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), tuple(others))
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:
@@ -68,19 +142,23 @@ class ShaveEngine:
             self._objects[name] = (obj, entry)
         return self._objects[name]
 
-    def run(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> int:
+    def run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
+            max_cycles: float | None = None) -> int:
         """Run one invocation on its tile; returns the SHAVE cycles it took.  ``unit_name``
-        (or a function giving it, called only for an error) names the task in errors."""
+        (or a function giving it, called only for an error) names the task in errors;
+        past ``max_cycles`` SHAVE cycles the kernel is stopped (an error)."""
         profiler = self.profiler
         if profiler is None:
-            return self._run(unit_name, invocation)
+            return self._run(unit_name, invocation, max_cycles)
         state = profiler.before(invocation, self.memory)
-        cycles = self._run(unit_name, invocation)
+        cycles = self._run(unit_name, invocation, max_cycles)
         profiler.charge(state, cycles, unit_name)
         return cycles
 
-    def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> int:
-        key = (invocation.kernel, invocation.tile, invocation.window_e)
+    def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
+             max_cycles: float | None) -> int:
+        bindings = self.bindings(self._act_tasks[invocation.task_index])
+        key = (invocation.kernel, invocation.tile, invocation.window_e, id(bindings))
         if self.timing_only:
             cycles = self._memo.get(key)
             if cycles is not None:
@@ -94,14 +172,25 @@ class ShaveEngine:
         try:
             result = invoke_kernel(obj, self.memory.cmx(tile), invocation.window_e,
                                    invocation.args_offset, invocation.args_size, entry=entry,
-                                   arch=self.program.arch, stack_bytes=stack)
+                                   arch=self.program.arch, stack_bytes=stack,
+                                   max_cycles=max_cycles, bindings=bindings)
+        except CycleBudgetExceeded as exc:
+            raise VpucError(f"{self._who(unit_name, invocation)}: still running after "
+                            f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
+                            f"--max-cycles left it; stopped at {exc.where}",
+                            exc.diagnostics[0].loc) from None
         except VpucError as exc:
             diag = exc.diagnostics[0]
-            origin = self.program.kernels[invocation.kernel].origin
-            if callable(unit_name):
-                unit_name = unit_name()
-            raise VpucError(f"{unit_name}: kernel @{invocation.kernel} ({origin}) on tile "
-                            f"{tile}: {diag.message}", diag.loc) from None
+            raise VpucError(f"{self._who(unit_name, invocation)}: {diag.message}",
+                            diag.loc) from None
+        status = result.scalar_regs[0]
+        if status:
+            task = self._act_tasks[invocation.task_index]
+            args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
+            meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
+                       if status == args_addr else status_meaning(status))
+            raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
+                                    f"status {status} ({meaning})", task.loc)
         self.seconds += time.perf_counter() - clock
         self.runs += 1
         if state is not None:
@@ -109,3 +198,8 @@ class ShaveEngine:
                            unit_name() if callable(unit_name) else unit_name)
         self._memo[key] = result.cycles
         return result.cycles
+
+    def _who(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> str:
+        origin = self.program.kernels[invocation.kernel].origin
+        name = unit_name() if callable(unit_name) else unit_name
+        return f"{name}: kernel @{invocation.kernel} ({origin}) on tile {invocation.tile}"

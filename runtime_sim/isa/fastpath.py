@@ -15,9 +15,10 @@ Per entry, with registers known (``loop_bounds`` does the arithmetic):
   the iteration number; the batch stops short of the end if the step limit
   (``max_steps``) would be hit, so the interpreter raises it at the same place;
 * every address must be affine; the batch stops before the first iteration
-  whose (hull of) accessed bytes is not inside an accessible window, so a
-  fault is raised by the interpreter replaying that iteration -- same pc,
-  instruction and address;
+  whose (hull of) accessed bytes is not inside an accessible window -- or,
+  with the memory sanitizer on, inside the ranges the invocation may load or
+  store (``sanitizer.Bounds``) -- so a fault is raised by the interpreter
+  replaying that iteration: same pc, instruction, address and message;
 * no iteration may touch bytes another iteration stores (a later iteration's
   load would otherwise see a value a batch has not stored yet, or the reverse):
   checked exactly on the affine byte ranges; same-iteration overlap is fine
@@ -84,9 +85,10 @@ class FastLoops:
     # --- the interpreter's hook -----------------------------------------------------------
 
     def __call__(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
-                 counts: list[int], budget: int):
-        """Run iterations of the loop ``head .. branch`` from its head.  Returns None
-        to decline, else (now, next index, instructions run, stall cycles)."""
+                 counts: list[int], budget: int, max_cycles: float = float("inf")):
+        """Run iterations of the loop ``head .. branch`` from its head, at most ``budget``
+        instructions and none whose back-edge would pass cycle ``max_cycles``.  Returns
+        None to decline, else (now, next index, instructions run, stall cycles)."""
         if self._refusals[head, branch] >= MAX_REFUSALS:
             return None
         plan = self._plan(head, branch)
@@ -94,6 +96,14 @@ class FastLoops:
             return None
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
+            if max_cycles != float("inf"):
+                # The interpreter stops at the first taken back-edge past max_cycles: leave
+                # that iteration to it, so both stop at the same pc and cycle.
+                within = plan.timing.within(ready, now, iterations, max_cycles)
+                if within < iterations:
+                    iterations, exits = within, False
+                if iterations < self.min_iterations:
+                    raise _Decline("too few iterations before the cycle budget", recurs=False)
             self._check_independent(footprints, iterations)
             if plan.pipelined is not None:
                 _check_passes(plan.pipelined, footprints, iterations)
@@ -102,11 +112,15 @@ class FastLoops:
             self._refusals[head, branch] += why.recurs
             return None
         self._refusals[head, branch] = 0
+        # The sanitizer's bounds were proven for the whole batch above: not checked again.
+        bounds, memory.bounds = memory.bounds, None
         try:
             self._execute(plan, R, memory, iterations)
         except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
             raise VpucError(f"internal error: the fast path faulted in a checked loop: "
                             f"{fault.diagnostics[0].message}") from None
+        finally:
+            memory.bounds = bounds
         now, stalls = plan.timing.advance(ready, now, iterations, exits)
         for index in range(head, branch + 1):
             counts[index] += iterations
@@ -255,7 +269,11 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
 
 
 def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
-    """Accessible address ranges: {is_store: [(begin, end)]}."""
+    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
+    is on (they lie inside the mapped windows), else the mapped windows."""
+    bounds = memory.bounds
+    if bounds is not None:
+        return {False: bounds.ranges(False), True: bounds.ranges(True)}
     loads, stores = [], []
     for name in WINDOW_NAMES:
         try:

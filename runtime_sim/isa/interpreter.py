@@ -9,6 +9,10 @@ through, a target index to branch, or ``HALT``.
 Kernel entry (the ABI of docs/shave-isa.md): s0 = argsAddr, s1 = argsSize,
 sp (s30) = top of the stack, lr (s31) = 0, the exit address; every other
 register is zero.  The run ends at ``halt`` or at ``ret`` to address 0.
+
+Limits: ``max_steps`` instructions; ``max_cycles``, checked at every taken
+branch (a kernel that runs on and on loops or recurses, so it takes branches);
+``sp`` inside the memory's ``stack`` after every instruction that writes it.
 """
 
 from __future__ import annotations
@@ -57,6 +61,33 @@ class Step(NamedTuple):
 
 class _BadTarget(VpucError):
     """A branch or call to an address outside the kernel's .text."""
+
+
+class StackOverflow(VpucError):
+    """``sp`` left the task's stack."""
+
+
+class CycleBudgetExceeded(VpucError):
+    """The kernel ran past the cycles it was allowed (``run(max_cycles=...)``)."""
+
+    def __init__(self, cycles: int, budget: float, where: str, loc: BinLoc) -> None:
+        self.cycles, self.budget, self.where = cycles, budget, where
+        super().__init__(f"still running after {cycles:,} cycles, past its budget of "
+                         f"{budget:,.0f}; stopped at {where}", loc)
+
+
+def _stack_checked(inner: Callable) -> Callable:
+    """``inner`` (an instruction writing sp), then sp checked against the memory's stack."""
+    def run(R, mem):
+        nxt = inner(R, mem)
+        stack = getattr(mem, "stack", None)
+        if stack is not None and not stack[0] <= R[REG_SP] <= stack[1]:
+            sp, (lo, hi) = int(R[REG_SP]), stack
+            raise StackOverflow(f"stack {'overflow' if sp < lo else 'underflow'}: sp = {sp:#010x} "
+                                f"left the task's stack ({lo:#010x}..{hi - 1:#010x}, "
+                                f"{hi - lo:,} bytes)")
+        return nxt
+    return run
 
 
 def _signed(value: int) -> int:
@@ -116,6 +147,8 @@ class Program:
             sources = (REG_LR,)
         dests = tuple(writes) + ((REG_LR,) if sem.mnemonic == "call" else ())
         runner = self._runner(sem, index, reads, writes, target)
+        if REG_SP in dests:
+            runner = _stack_checked(runner)
         return Step(runner, sources, dests, CYCLES[dec.info.opcode])
 
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
@@ -197,11 +230,13 @@ def default_stack_top(memory: WindowMemory) -> int:
 
 def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: int = 0,
         args_size: int = 0, stack_top: int | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS, fast=False) -> RunResult:
+        max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None,
+        fast=False) -> RunResult:
     """Run from byte offset ``entry`` of .text until halt or ret to the exit address.
 
     ``fast=True`` (or a ``fastpath.FastLoops``) lets the fast path run straight-line
-    loops as numpy batches; the results, cycles and counts are the same."""
+    loops as numpy batches; the results, cycles and counts are the same.  Past
+    ``max_cycles`` (checked at taken branches) the run stops with ``CycleBudgetExceeded``."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
@@ -212,6 +247,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     steps = program.steps
     counts = [0] * len(steps)
     now = stalls = executed = 0
+    budget = float("inf") if max_cycles is None else max_cycles
     i = program.index_of(program.base + entry)
     try:
         with np.errstate(all="ignore"):
@@ -240,15 +276,19 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                      "instruction")
                 else:
                     now += cost.taken_penalty
+                    if now > budget:
+                        raise CycleBudgetExceeded(now, budget, _where(program, i),
+                                                  BinLoc(program.name, ".text", i * WORD_BYTES))
                     if loops is not None and nxt <= i:
                         # At a loop head: the fast path may run iterations as a batch.
-                        batch = loops(nxt, i, R, ready, now, memory, counts, max_steps - executed)
+                        batch = loops(nxt, i, R, ready, now, memory, counts,
+                                      max_steps - executed, budget)
                         if batch is not None:
                             now, nxt, ran, stalled = batch
                             executed += ran
                             stalls += stalled
                     i = nxt
-    except (AccessFault, _BadTarget) as fault:
+    except (AccessFault, _BadTarget, StackOverflow) as fault:
         message = fault.diagnostics[0].message
         raise VpucError(f"{_where(program, i)}: {message}",
                         BinLoc(program.name, ".text", i * WORD_BYTES)) from None
@@ -330,11 +370,13 @@ def _program(text: bytes, base: int, name: str, labels: dict[int, str]) -> Progr
 def run_kernel(obj: KernelObject, memory: WindowMemory, *, entry: str | None = None,
                args_addr: int = 0, args_size: int = 0, text_addr: int | None = None,
                data_addr: int | None = None, stack_top: int | None = None,
-               max_steps: int = DEFAULT_MAX_STEPS, fast=False) -> RunResult:
+               max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None,
+               fast=False) -> RunResult:
     """Load ``obj`` into ``memory`` and run one invocation of an entry point."""
     loaded = load_kernel(obj, memory, text_addr=text_addr, data_addr=data_addr)
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
-               args_size=args_size, stack_top=stack_top, max_steps=max_steps, fast=fast)
+               args_size=args_size, stack_top=stack_top, max_steps=max_steps,
+               max_cycles=max_cycles, fast=fast)
 
 
 def _copy_in(memory: WindowMemory, window: str, address: int, data: bytes, name: str,

@@ -4,6 +4,9 @@ The runtime points WIN_D at the kernel's code (``.text`` then ``.rodata``),
 WIN_E at the invocation's image (``.data`` copy, params, dims/strides) with the
 SHAVE's stack above it, and WIN_F at the tile's CMX, then calls the entry with
 ``s0 = argsAddr`` and ``s1 = argsSize``.  The CMX array is used in place.
+
+``bindings`` (what the task binds in CMX) turns the memory sanitizer on
+(``sanitizer.py``); the stack is always checked (``sp`` must stay in it).
 """
 
 from __future__ import annotations
@@ -14,33 +17,47 @@ from vpuc.arch import Arch, load_arch
 from vpuc.shave import KernelObject
 from runtime_sim.isa.interpreter import RunResult, load_kernel, run
 from runtime_sim.isa.memory import WindowMemory
+from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
 
 DEFAULT_STACK_BYTES = 16384
 
 
 def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
-                      arch: Arch | None = None,
-                      stack_bytes: int = DEFAULT_STACK_BYTES) -> WindowMemory:
+                      arch: Arch | None = None, stack_bytes: int = DEFAULT_STACK_BYTES,
+                      bindings: CmxBindings | None = None) -> WindowMemory:
     """The windows of one call: WIN_D sized for ``obj``'s code, WIN_E a copy of the
-    invocation's image with ``stack_bytes`` of stack above it, WIN_F ``cmx`` itself."""
+    invocation's image with ``stack_bytes`` of stack above it, WIN_F ``cmx`` itself.
+    With ``bindings``, accesses are limited to them (the memory sanitizer)."""
     arch = arch or load_arch()
     code_size = len(obj.text) + 16 + len(obj.rodata)
     win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
-    win_e = np.zeros(len(window_e) + (-len(window_e) % 16) + stack_bytes, dtype=np.uint8)
+    stack_low = len(window_e) + (-len(window_e) % 16)
+    win_e = np.zeros(stack_low + stack_bytes, dtype=np.uint8)
     win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
-    return WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    memory = WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    e_base = memory.base("WIN_E")
+    memory.stack = (e_base + stack_low, e_base + len(win_e))
+    if bindings is not None:
+        d_base = memory.base("WIN_D")
+        memory.bounds = invocation_bounds(
+            memory.base("WIN_F"), bindings, (d_base, d_base + len(win_d)),
+            (e_base, e_base + len(win_e)), (e_base, e_base + len(obj.data)), memory.stack)
+    return memory
 
 
 def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offset: int,
                   args_size: int, *, entry: str | None = None, arch: Arch | None = None,
                   stack_bytes: int = DEFAULT_STACK_BYTES, max_steps: int = 50_000_000,
-                  fast: bool = True) -> RunResult:
+                  max_cycles: float | None = None, fast: bool = True,
+                  bindings: CmxBindings | None = None) -> RunResult:
     """Run ``obj`` against ``cmx`` (the tile's CMX bytes, modified in place).
     ``fast`` runs straight-line loops through the batched fast path (same results,
-    same cycles); ``fast=False`` is the exact one-instruction-at-a-time reference."""
-    memory = invocation_memory(obj, cmx, window_e, arch=arch, stack_bytes=stack_bytes)
+    same cycles); ``fast=False`` is the exact one-instruction-at-a-time reference.
+    ``bindings``: the memory sanitizer's view of what the task binds in CMX."""
+    memory = invocation_memory(obj, cmx, window_e, arch=arch, stack_bytes=stack_bytes,
+                               bindings=bindings)
     loaded = load_kernel(obj, memory)
     # The .data template is already part of the WIN_E image; load_kernel copied the same bytes.
     args_addr = memory.base("WIN_E") + args_offset
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
-               args_size=args_size, max_steps=max_steps, fast=fast)
+               args_size=args_size, max_steps=max_steps, max_cycles=max_cycles, fast=fast)

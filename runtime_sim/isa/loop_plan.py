@@ -26,7 +26,7 @@ from typing import Callable
 from runtime_sim.isa.loop_pipelined import Pipelined, Recurrence, analyse, register_name
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from vpuc.shave.isa import NUM_SREGS, WIDTH
+from vpuc.shave.isa import NUM_SREGS, REG_SP, WIDTH
 
 # Bytes of one contiguous access, by mnemonic (strided ones are derived below).
 _ACCESS_BYTES = {"lb": 1, "lbu": 1, "sb": 1, "lh": 2, "lhu": 2, "sh": 2, "lw": 4, "sw": 4,
@@ -138,6 +138,8 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
     for op in ops[:-1]:
         if op.kind not in ("op", "load", "store", "nop"):
             raise NotBatchable(f"control flow inside the body ('{op.mnemonic}')")
+        if REG_SP in op.writes:         # the interpreter checks sp against the stack
+            raise NotBatchable(f"the body moves sp ('{op.mnemonic}')")
 
     first_use: dict[int, str] = {}
     writers: dict[int, list[BodyOp]] = {}

@@ -95,6 +95,19 @@ class LoopTiming:
         d_stalls = trace.stalls[first + period] - trace.stalls[first]
         return trace.now[j] + cycles * d_now, trace.stalls[j] + cycles * d_stalls, trace.rel[j]
 
+    def within(self, ready: list[int], now: int, iterations: int, budget: float) -> int:
+        """How many of ``iterations`` can run with every back-edge taken at or before
+        cycle ``budget`` (the interpreter's cycle-budget check; ``ready`` unchanged)."""
+        trace = self._trace(self._relative(ready, now))
+        low, high = 0, iterations               # now after ``low`` iterations is within
+        while low < high:
+            mid = (low + high + 1) // 2
+            if now + self._after(trace, mid)[0] <= budget:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
     def advance(self, ready: list[int], now: int, iterations: int, exits: bool) -> tuple[int, int]:
         """Account ``iterations`` >= 1 iterations from the loop head; the back-edge is
         taken in all of them except the last when ``exits``.  Updates ``ready``;

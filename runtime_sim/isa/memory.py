@@ -17,6 +17,11 @@ Three access paths, with identical results:
 * ``gather``/``scatter``: byte addresses as an int64 array of any shape, with
   an optional mask of active bytes (strided and masked accesses).  Inactive
   bytes are neither checked nor touched.
+
+With ``bounds`` set (``runtime_sim.isa.sanitizer.Bounds``, the memory sanitizer),
+every access must also lie inside the ranges the invocation may load or store;
+a refused one raises ``SanitizerFault`` naming what it hits.  ``stack`` is the
+task's stack [lo, hi), which ``sp`` must not leave (checked by the interpreter).
 """
 
 from __future__ import annotations
@@ -44,7 +49,14 @@ class AccessFault(VpucError):
                          f"{reason}")
 
 
+class SanitizerFault(AccessFault):
+    """An access inside the windows but outside what the invocation's task binds."""
+
+
 class WindowMemory:
+    bounds = None           # runtime_sim.isa.sanitizer.Bounds, or None: every window is open
+    stack: tuple[int, int] | None = None
+
     def __init__(self, windows: dict[str, np.ndarray], arch: Arch | None = None) -> None:
         arch = arch or load_arch()
         self.window_size = arch.window_size
@@ -76,10 +88,14 @@ class WindowMemory:
     # --- faults ----------------------------------------------------------------
 
     def _fault(self, address: int, size: int, is_write: bool) -> AccessFault:
+        bounds = self.bounds
         for name, base, array in self._maps:
             if base <= address < base + self.window_size:
                 if is_write and name in READ_ONLY_WINDOWS and address + size <= base + len(array):
                     return AccessFault(address, size, True, name, f"{name} is read-only")
+                if bounds is not None and address + size <= base + len(array):
+                    return SanitizerFault(address, size, is_write, name,
+                                          bounds.reason(address, size, is_write))
                 return AccessFault(address, size, is_write, name,
                                    f"outside the mapped part of {name} "
                                    f"({base:#010x}..{base + len(array) - 1:#010x})")
@@ -90,6 +106,8 @@ class WindowMemory:
             offset = address - base
             if 0 <= offset and offset + size <= len(array):
                 if is_write and name in READ_ONLY_WINDOWS:
+                    break
+                if self.bounds is not None and not self.bounds.covers(address, size, is_write):
                     break
                 return array, offset
         raise self._fault(address, size, is_write)
@@ -152,6 +170,8 @@ class WindowMemory:
         for name, base, array in self._maps:
             if not (is_write and name in READ_ONLY_WINDOWS):
                 good |= (flat >= base) & (flat + size <= base + len(array))
+        if self.bounds is not None:
+            good &= self.bounds.covers_rows(flat, size, is_write)
         if not good.all():
             raise self._fault(int(flat[~good][0]), size, is_write)
 
@@ -174,6 +194,8 @@ class WindowMemory:
                 covered |= inside
                 parts.append((array, inside, addresses[inside] - base))
         missing = live & ~covered
+        if self.bounds is not None:
+            missing |= live & ~self.bounds.covers_rows(addresses, 1, is_write)
         if missing.any():
             first = int(addresses[missing].reshape(-1)[0])
             raise self._fault(first, 1, is_write)
