@@ -35,6 +35,7 @@ from runtime_sim.trace import trace_json
 from vpuc import api
 from vpuc.diagnostics import UsageError, VpucError
 from vpuc.fileio import write_atomically
+from vpuc.input_files import make_directory
 from vpuc.ir.module import BufferKind
 
 EXIT_OK, EXIT_USER = 0, 1
@@ -201,6 +202,8 @@ def cmd_run(args) -> int:
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
                     "--expected", "output")
     files = output_files(args.output, [b.name for b in outputs_decl])
+    directory = make_directory(args.output_dir, "the output directory") if args.output_dir \
+        else None                     # before the run: a bad directory stops it early
     units = sum(len(tl.tasks) for tl in module.task_lists)
     bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
     try:
@@ -231,9 +234,7 @@ def cmd_run(args) -> int:
         print(diag.render(), file=sys.stderr)
         status = EXIT_USER
     written = []
-    if args.output_dir:
-        directory = Path(args.output_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+    if directory is not None:
         for name, value in result.outputs.items():
             save_npy(directory / f"{name}.npy", value)
             written.append((name, str(directory / f"{name}.npy")))
