@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import sys
 import time
 from pathlib import Path
@@ -29,19 +28,20 @@ from pathlib import Path
 import numpy as np
 
 from runtime_sim.inputs import bind, check_input_types, compare, parse_tensor_arg, tolerances
-from runtime_sim.report import summary, summary_data, tasks_csv
+from runtime_sim.report import summary, tasks_csv
 from runtime_sim.simarch import load_sim_arch, sim_arch_for
 from runtime_sim.trace import trace_json
 from vpuc import api
 from vpuc.diagnostics import UsageError, VpucError
 from vpuc.fileio import write_atomically
+from vpuc.input_files import make_directory
+from vpuc.run_outputs import output_files, run_json, write_output
 from vpuc.ir.module import BufferKind
 
 EXIT_OK, EXIT_USER = 0, 1
 PROGRESS_MIN_UNITS = 2000        # shorter runs finish before a bar is worth drawing
 PROGRESS_DELAY_S = 0.5
 MAX_MISMATCH_LINES = 20         # generated-kernel mismatches printed one by one
-RUN_JSON_SCHEMA, RUN_JSON_VERSION = "vpuc-run", 1      # vpuc run --json (docs/simulator.md)
 
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
@@ -141,38 +141,6 @@ def display_path(path: str) -> str:
 
 # ------------------------------------------------------------------ the command
 
-def write_output(path: str, text: str) -> None:
-    """A text output of the run: the file atomically, or stdout for ``-``."""
-    if path == "-":
-        sys.stdout.write(text)
-    else:
-        write_atomically(path, text.encode())
-
-
-def output_files(specs: list[str], names: list[str]) -> dict[str, str]:
-    """``--output [NAME=]@FILE.npy`` (IREE's spelling) → path by output name."""
-    files: dict[str, str] = {}
-    free = iter([n for n in names])
-    for spec in specs:
-        head, sep, rest = spec.partition("=")
-        name, value = (head.lstrip("%"), rest) if sep and not spec.startswith("@") else (None, spec)
-        if not value.startswith("@") or len(value) < 2:
-            raise UsageError(f"--output {spec}: expected @FILE.npy or NAME=@FILE.npy")
-        if name is None:
-            name = next((n for n in free if n not in files), None)
-            if name is None:
-                raise UsageError(f"--output {spec}: more --output files than the program's "
-                                 f"{len(names)} output(s)")
-        elif name not in names:
-            listed = ", ".join(f"%{n}" for n in names) or "none"
-            raise UsageError(f"--output {spec}: the program has no output %{name}; its "
-                             f"outputs are {listed}")
-        if name in files:
-            raise UsageError(f"--output: output %{name} is given twice")
-        files[name] = value[1:]
-    return files
-
-
 def cmd_run(args) -> int:
     if args.timing_only and (args.output_dir or args.output or args.expected or args.reference):
         raise UsageError("--timing-only computes no outputs; drop --output-dir, --output, "
@@ -205,6 +173,8 @@ def cmd_run(args) -> int:
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
                     "--expected", "output")
     files = output_files(args.output, [b.name for b in outputs_decl])
+    directory = make_directory(args.output_dir, "the output directory") if args.output_dir \
+        else None                     # before the run: a bad directory stops it early
     units = sum(len(tl.tasks) for tl in module.task_lists)
     bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
     try:
@@ -235,9 +205,7 @@ def cmd_run(args) -> int:
         print(diag.render(), file=sys.stderr)
         status = EXIT_USER
     written = []
-    if args.output_dir:
-        directory = Path(args.output_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+    if directory is not None:
         for name, value in result.outputs.items():
             save_npy(directory / f"{name}.npy", value)
             written.append((name, str(directory / f"{name}.npy")))
@@ -265,26 +233,8 @@ def cmd_run(args) -> int:
         if not ok:
             status = EXIT_USER
     if args.json:
-        sys.stdout.write(run_json(args, program, arch, run, written, verdicts, status))
+        sys.stdout.write(run_json(args, program, arch, display_path(arch.path), run, written,
+                                  verdicts, status))
     elif lines:
         sys.stdout.write("\n".join(lines) + "\n")
     return status
-
-
-def run_json(args, program, arch, run, written, verdicts, status: int) -> str:
-    """``vpuc run --json``: one object, the fields documented in docs/simulator.md."""
-    result, check = run.result, run.kernel_check
-    data = {"schema": RUN_JSON_SCHEMA, "version": RUN_JSON_VERSION,
-            "file": args.file, "program": program.module.name,
-            "provenance": dict(program.provenance),
-            "arch": arch.name, "timing_model": display_path(arch.path),
-            "timing_model_version": arch.version}
-    data.update(summary_data(result.plan, result.timeline))
-    data["races"] = [d.render() for d in result.races]
-    data["outputs_written"] = {name: path for name, path in written}
-    data["checks"] = verdicts
-    data["kernel_check"] = None if check is None else {
-        "tasks_checked": check.checked, "kernels": sorted(check.kernels_run),
-        "mismatches": [m.render() for m in check.mismatches], "summary": check.summary()}
-    data["ok"] = status == EXIT_OK
-    return json.dumps(data, indent=1, sort_keys=False) + "\n"

@@ -35,6 +35,23 @@ def display_name(path: str | Path) -> str:
     return STDIN_NAME if str(path) == STDIN else str(path)
 
 
+def reason(exc: OSError) -> str:
+    """Why an OSError happened, in words (never ``[Errno N]``)."""
+    return _REASONS.get(exc.errno, (exc.strerror or "failed").lower())
+
+
+def make_directory(path: str | Path, what: str = "the directory") -> Path:
+    """``path`` as a directory, created with its parents if needed."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise VpucError(f"cannot create {what} {path}: a file of that name exists") from None
+    except OSError as exc:
+        raise VpucError(f"cannot create {what} {path}: {reason(exc)}") from None
+    return target
+
+
 def read_bytes(path: str | Path, what: str = "") -> bytes:
     """The bytes of ``path`` (standard input for ``-``); ``what`` says what the file was
     expected to be, for the message (``"the .vir file"``)."""
@@ -46,8 +63,8 @@ def read_bytes(path: str | Path, what: str = "") -> bytes:
             raise IsADirectoryError(errno.EISDIR, "")
         return target.read_bytes()
     except OSError as exc:
-        reason = _REASONS.get(exc.errno, (exc.strerror or "unreadable").lower())
-        raise VpucError(f"cannot read {what + ' ' if what else ''}{path}: {reason}") from None
+        raise VpucError(f"cannot read {what + ' ' if what else ''}{path}: {reason(exc)}") \
+            from None
 
 
 def decode_text(data: bytes, name: str) -> str:
