@@ -43,8 +43,8 @@ from vpuc.ir.types import TensorType
 _name, _physical = attrgetter("name"), attrgetter("physical")
 _dma_fields = attrgetter("channel", "waits", "updates", "src", "dst", "mode")
 _dpu_fields = attrgetter("tile", "waits", "updates", "variants", "op", "kernel", "inputs",
-                         "weights")
-_variant_fields = attrgetter("start", "end", "waits", "updates")
+                         "weights", "stride", "mode")
+_variant_fields = attrgetter("start", "end", "waits", "updates", "mode")
 _act_fields = attrgetter("tile", "waits", "updates")
 
 
@@ -268,7 +268,7 @@ class _Builder:
 
     def dpu(self, tasks: list) -> None:
         plan = self.plan
-        tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights = zip(
+        tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights, strides, modes = zip(
             *map(_dpu_fields, tasks))
         counts = list(map(len, per_task_variants))
         variants = list(chain.from_iterable(per_task_variants))
@@ -276,7 +276,8 @@ class _Builder:
         # Barriers: the task's, then the variant's own (usually one side is empty).
         task_waits = self.unique_ids(waits)
         task_updates = self.unique_ids(updates)
-        starts, ends, variant_waits, variant_updates = zip(*map(_variant_fields, variants))
+        starts, ends, variant_waits, variant_updates, variant_modes = zip(
+            *map(_variant_fields, variants))
         owner: list[int] = []            # each variant's task, when needed
 
         def owners() -> list[int]:
@@ -293,15 +294,15 @@ class _Builder:
             else:
                 ids = lambda n: self.by_name[n][0]
                 out.extend(_merge(per_task[j], n, ids) for j, n in zip(owners(), names))
-        # Cycles and MACs, once per (op, window, input, weights, box): the per-task part
-        # of the key is numbered first, so each variant's key hashes a few ints.
+        # Cycles and MACs, once per (op, window, input, weights, mode, box): the per-task
+        # part of the key is numbered first, so each variant's key hashes a few ints.
         task_ids = self.dpu_task_ids
-        per_task = list(zip(map(id, ops), kernels, map(_first, inputs), weights))
+        per_task = list(zip(map(id, ops), kernels, map(_first, inputs), weights, strides, modes))
         for key in dict.fromkeys(per_task):
             task_ids.setdefault(key, len(task_ids))
         keys = list(zip(chain.from_iterable(map(repeat, map(task_ids.__getitem__, per_task),
                                                 counts)),
-                        starts, ends))
+                        starts, ends, variant_modes))
         found = list(map(self.dpu_costs.get, keys))
         if any(map(is_, found, repeat(None))):
             costs, dispatch = self.dpu_costs, self.arch.dispatch["DPU"]

@@ -15,7 +15,7 @@ from runtime_sim import dpu as ops
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
-from vpuc.cost.dpu import DpuCost, DpuWorkload, dpu_cost
+from vpuc.cost.dpu import DpuCost, DpuWorkload, choose_mode, dpu_cost
 from vpuc.diagnostics import VpucError
 from vpuc.ir.symbols import Region, span_of
 from vpuc.ir.tasks import DpuOp, DpuTask, PostOpKind
@@ -63,7 +63,7 @@ def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWo
     w_bytes = weights.elem.nbytes if weights is not None else x.elem.nbytes
     common = dict(op=task.op.value, elem=x.elem.value, channels=channels,
                   in_bytes=x.elem.nbytes, out_bytes=out.elem.nbytes, weight_bytes=w_bytes,
-                  mode=getattr(task.variants[index], "mode", None))
+                  mode=task.variants[index].mode or task.mode)
     if task.op is DpuOp.MATMUL:
         # A matmul runs as a 1x1 convolution over its rows laid along W (H = 1).
         return DpuWorkload(width=rows, height=1, in_channels=x.bound_shape[1], **common)
@@ -75,8 +75,11 @@ def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWo
 
 def variant_cost(task: DpuTask, index: int, tensors: dict[str, TensorType],
                  arch: SimArch) -> DpuCost:
+    """The variant's cost in its pinned mode (the variant's, else the task's), else in the
+    mode the cost model chooses, as the compiler would have."""
     try:
-        return dpu_cost(workload(task, index, tensors), arch.dpu)
+        w = workload(task, index, tensors)
+        return dpu_cost(w, arch.dpu, choose_mode(w, arch.dpu))
     except ValueError as exc:
         raise VpucError(f"the DPU cost model cannot cost this variant: {exc}", task.loc) from None
 
