@@ -99,7 +99,8 @@ def program_text(row: Row) -> str:
         window = f" kernel({k}, {k}) stride({s}, {s}) pad({p}, {max(pb, 0)}, {p}, {max(pr, 0)})"
     lines.append("tasks DPU {")
     lines.append(f"  t: dpu {row.op} on tile 0 in({ins}){extra} out(%y){window} {{")
-    lines.append(f"    v: variant start(0, 0, 0) end({ow - 1}, {oh - 1}, {oc - 1})")
+    lines.append(f"    v: variant start(0, 0, 0) end({ow - 1}, {oh - 1}, {oc - 1}) "
+                 f"mode({row.mode})")
     lines += ["  }", "}"]
     return "\n".join(lines) + "\n"
 

@@ -152,7 +152,8 @@ def _task_list(tl, task: str | None, kernel: str | None) -> dict:
             entry.update(op=str(t.op), tile=t.tile, inputs=list(t.inputs), output=t.output,
                          weights=t.weights, bias=t.bias,
                          variants=[{"label": v.label, "start": list(v.start), "end": list(v.end),
-                                    "waits": list(v.waits), "updates": list(v.updates)}
+                                    "waits": list(v.waits), "updates": list(v.updates),
+                                    "mode": v.mode or t.mode}
                                    for v in t.variants])
         else:
             entry.update(kernel=t.kernel, tile=t.tile,
@@ -230,7 +231,8 @@ def render_blob(r: dict) -> str:
                          f"{_sync(t)}")
             for v in t.get("variants", ()):
                 lines.append(f"      variant {v['label'] or '-'} start{tuple(v['start'])} "
-                             f"end{tuple(v['end'])}{_sync(v)}")
+                             f"end{tuple(v['end'])}"
+                             + (f" mode({v['mode']})" if v.get("mode") else "") + _sync(v))
     for k in r["kernels"]:
         lines += ["", f"kernel @{k['name']} from {k['origin']}: .text {k['text_size']} B, "
                   f".rodata {k['rodata_size']} B at WIN_D+{k['rodata_offset']:#x}, .data "
