@@ -49,7 +49,8 @@ def simulated_cycles(row: Row, arch_name: str = "NPU37XX") -> float:
     result = simulate(ctx.artifacts["program"], arch, timing_only=True, races=False)
     timeline = result.timeline
     assert len(timeline.start) == 1, "one unit per calibration program"
-    return timeline.end[0] - timeline.start[0] - arch.dispatch["DMA" if row.kind == "DMA" else "DPU"]
+    dispatch = arch.dispatch["DMA" if row.kind == "DMA" else "DPU"]
+    return timeline.end[0] - timeline.start[0] - dispatch
 
 
 # ------------------------------------------------------------------ statistics

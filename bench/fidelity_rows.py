@@ -51,7 +51,8 @@ def read_rows(path: Path) -> list[Row]:
             rows.append(Row(r["id"], r["kind"], r["family"], op,
                             (num("in_h"), num("in_w"), num("in_c")),
                             (num("out_h"), num("out_w"), num("out_c")),
-                            int(kernel), num("stride") or 1, num("pad"), r["mode"] or "CUBOID_16x16",
+                            int(kernel), num("stride") or 1, num("pad"),
+                            r["mode"] or "CUBOID_16x16",
                             r["direction"] == "CMX2DDR" or r["family"] == "dma_CMX2DDR",
                             num("bytes"), float(r["vpunn_cycles"])))
     return rows
@@ -73,7 +74,8 @@ def program_text(row: Row) -> str:
         elems = row.nbytes // 2
         side = "output" if row.to_ddr else "input"
         lines += [f"{side} %ddr : {elems}xf16", f"cmx %c : {elems}xf16 tile 0 at 0", "tasks DMA {"]
-        lines.append("  t: dma %c -> %ddr channel 0" if row.to_ddr else "  t: dma %ddr -> %c channel 0")
+        src, dst = ("%c", "%ddr") if row.to_ddr else ("%ddr", "%c")
+        lines.append(f"  t: dma {src} -> {dst} channel 0")
         lines.append("}")
         return "\n".join(lines) + "\n"
     (ih, iw, ic), (oh, ow, oc) = row.in_hwc, row.out_hwc

@@ -268,8 +268,8 @@ class _Builder:
 
     def dpu(self, tasks: list) -> None:
         plan = self.plan
-        tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights, strides, modes = zip(
-            *map(_dpu_fields, tasks))
+        (tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights, strides,
+         modes) = zip(*map(_dpu_fields, tasks))
         counts = list(map(len, per_task_variants))
         variants = list(chain.from_iterable(per_task_variants))
         self.queues("DPU", list(chain.from_iterable(map(repeat, tiles, counts))))
