@@ -50,8 +50,9 @@ _act_fields = attrgetter("tile", "waits", "updates")
 
 class _Shapes:
     """Per buffer or view name: (dims, element type, dims order, bytes, element bytes,
-    in DDR) without offsets or strides, all that timing needs; and ``classes``, a small
-    int per name for its (bytes, element bytes, in DDR), the key of the transfer cache."""
+    in DDR, contiguous run in bytes or None) without offsets or strides, all that timing
+    needs; and ``classes``, a small int per name for its (bytes, element bytes, in DDR,
+    run), the key of the transfer cache."""
 
     def __init__(self, module) -> None:
         self.module = module
@@ -59,7 +60,7 @@ class _Shapes:
         for b in module.buffers:
             t = b.type
             self.cache[b.name] = (t.bound_shape, t.elem, t.order, t.nbytes, t.elem.nbytes,
-                                  b.kind is not BufferKind.CMX)
+                                  b.kind is not BufferKind.CMX, None)
         self._class_ids: dict[tuple, int] = {}
         self.class_info: list[tuple] = []    # class id -> a name's shape tuple
         self.classes: dict[str, int] = {name: self._class(shape)
@@ -83,12 +84,12 @@ class _Shapes:
             base = cache.get(view.base)
             if base is None:
                 continue           # a view of a view: resolved on first use
-            dims, elem, order, _, esize, ddr = base
+            dims, elem, order, _, esize, ddr, _ = base
             count = 1
             for piece, size in zip(view.slices, dims):
                 extent = _extent(piece, size)
                 count *= extent
-            key = (count * esize, esize, ddr)
+            key = (count * esize, esize, ddr, _run(view.slices, dims, order, count, esize))
             found = class_ids.get(key)
             if found is None:
                 found = self._class(self(view.name))
@@ -109,7 +110,7 @@ class _Shapes:
                 raise VpucError(f"%{name} is not a buffer or view")
             chain_.append(view)
             name = view.base
-        dims, elem, order, _, esize, ddr = self.cache[name]
+        dims, elem, order, _, esize, ddr, run = self.cache[name]
         for view in reversed(chain_):
             sizes = []
             count = 1
@@ -117,8 +118,13 @@ class _Shapes:
                 extent = _extent(piece, size)
                 sizes.append(extent)
                 count *= extent
+            inner = _run(view.slices, dims, order, count, esize)
+            # A view of a strided view: its runs are no longer than its base's.
+            if run is not None:
+                inner = min(inner, run) if inner is not None else min(run, count * esize)
+            run = inner
             dims = tuple(sizes)
-            self.cache[view.name] = (dims, elem, order, count * esize, esize, ddr)
+            self.cache[view.name] = (dims, elem, order, count * esize, esize, ddr, run)
         return self.cache[chain_[0].name]
 
     def shape_class(self, name: str) -> int:
@@ -262,7 +268,8 @@ class _Builder:
                 if transfer is None:
                     s, d = shapes.class_info[srcs[i]], shapes.class_info[dsts[i]]
                     transfer = transfers[keys[i]] = dma_engine.transfer_for(
-                        tasks[i].mode, s[3], s[4], s[5], d[3], d[5], self.arch)
+                        tasks[i].mode, s[3], s[4], s[5], d[3], d[5], self.arch,
+                        _shortest(s[6], d[6]))
                 found[i] = transfer
         plan.work.extend(found)
 
@@ -377,6 +384,26 @@ def _barriers(plan: Plan, module) -> None:
     order = np.argsort(np.array(plan.barrier_phys, dtype=np.intp), kind="stable")
     sizes = np.bincount(plan.barrier_phys, minlength=len(slots))
     plan.phys_lists = [part.tolist() for part in np.split(order, np.cumsum(sizes)[:-1])]
+
+
+def _run(slices, dims, order, count: int, esize: int) -> int | None:
+    """Bytes of a view's contiguous runs in its base's memory, None when it is one run:
+    from the innermost dim outwards, whole dims extend a run, a partial one ends it."""
+    run = 1
+    by_dim = dict(zip(range(len(dims)), zip(slices, dims)))
+    for d in reversed(order.perm):
+        piece, size = by_dim[d]
+        if piece.step != 1:
+            break
+        extent = _extent(piece, size)
+        run *= extent
+        if extent != size:
+            break
+    return None if run >= count else run * esize
+
+
+def _shortest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _extent(piece, size: int) -> int:

@@ -31,10 +31,12 @@ def plan_transfer(mode: DmaMode, src: TensorType, src_ddr: bool, dst: TensorType
 
 
 def transfer_for(mode: DmaMode, src_bytes: int, src_elem_bytes: int, src_ddr: bool,
-                 dst_bytes: int, dst_ddr: bool, arch: SimArch) -> Transfer:
-    """A transfer's cost from its two sides' bytes and places (the cost model's)."""
+                 dst_bytes: int, dst_ddr: bool, arch: SimArch,
+                 run_bytes: int | None = None) -> Transfer:
+    """A transfer's cost from its two sides' bytes and places and its shortest contiguous
+    run (None: both sides contiguous), the cost model's."""
     return transfer_cost(mode is DmaMode.PERMUTE, src_bytes, src_elem_bytes, src_ddr,
-                         dst_bytes, dst_ddr, arch.dma)
+                         dst_bytes, dst_ddr, arch.dma, run_bytes)
 
 
 class DdrSharing:
