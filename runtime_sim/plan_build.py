@@ -43,15 +43,16 @@ from vpuc.ir.types import TensorType
 _name, _physical = attrgetter("name"), attrgetter("physical")
 _dma_fields = attrgetter("channel", "waits", "updates", "src", "dst", "mode")
 _dpu_fields = attrgetter("tile", "waits", "updates", "variants", "op", "kernel", "inputs",
-                         "weights")
-_variant_fields = attrgetter("start", "end", "waits", "updates")
+                         "weights", "stride", "mode")
+_variant_fields = attrgetter("start", "end", "waits", "updates", "mode")
 _act_fields = attrgetter("tile", "waits", "updates")
 
 
 class _Shapes:
     """Per buffer or view name: (dims, element type, dims order, bytes, element bytes,
-    in DDR) without offsets or strides, all that timing needs; and ``classes``, a small
-    int per name for its (bytes, element bytes, in DDR), the key of the transfer cache."""
+    in DDR, contiguous run in bytes or None) without offsets or strides, all that timing
+    needs; and ``classes``, a small int per name for its (bytes, element bytes, in DDR,
+    run), the key of the transfer cache."""
 
     def __init__(self, module) -> None:
         self.module = module
@@ -59,7 +60,7 @@ class _Shapes:
         for b in module.buffers:
             t = b.type
             self.cache[b.name] = (t.bound_shape, t.elem, t.order, t.nbytes, t.elem.nbytes,
-                                  b.kind is not BufferKind.CMX)
+                                  b.kind is not BufferKind.CMX, None)
         self._class_ids: dict[tuple, int] = {}
         self.class_info: list[tuple] = []    # class id -> a name's shape tuple
         self.classes: dict[str, int] = {name: self._class(shape)
@@ -83,12 +84,12 @@ class _Shapes:
             base = cache.get(view.base)
             if base is None:
                 continue           # a view of a view: resolved on first use
-            dims, elem, order, _, esize, ddr = base
+            dims, elem, order, _, esize, ddr, _ = base
             count = 1
             for piece, size in zip(view.slices, dims):
                 extent = _extent(piece, size)
                 count *= extent
-            key = (count * esize, esize, ddr)
+            key = (count * esize, esize, ddr, _run(view.slices, dims, order, count, esize))
             found = class_ids.get(key)
             if found is None:
                 found = self._class(self(view.name))
@@ -109,7 +110,7 @@ class _Shapes:
                 raise VpucError(f"%{name} is not a buffer or view")
             chain_.append(view)
             name = view.base
-        dims, elem, order, _, esize, ddr = self.cache[name]
+        dims, elem, order, _, esize, ddr, run = self.cache[name]
         for view in reversed(chain_):
             sizes = []
             count = 1
@@ -117,8 +118,13 @@ class _Shapes:
                 extent = _extent(piece, size)
                 sizes.append(extent)
                 count *= extent
+            inner = _run(view.slices, dims, order, count, esize)
+            # A view of a strided view: its runs are no longer than its base's.
+            if run is not None:
+                inner = min(inner, run) if inner is not None else min(run, count * esize)
+            run = inner
             dims = tuple(sizes)
-            self.cache[view.name] = (dims, elem, order, count * esize, esize, ddr)
+            self.cache[view.name] = (dims, elem, order, count * esize, esize, ddr, run)
         return self.cache[chain_[0].name]
 
     def shape_class(self, name: str) -> int:
@@ -262,21 +268,23 @@ class _Builder:
                 if transfer is None:
                     s, d = shapes.class_info[srcs[i]], shapes.class_info[dsts[i]]
                     transfer = transfers[keys[i]] = dma_engine.transfer_for(
-                        tasks[i].mode, s[3], s[4], s[5], d[3], d[5], self.arch)
+                        tasks[i].mode, s[3], s[4], s[5], d[3], d[5], self.arch,
+                        _shortest(s[6], d[6]))
                 found[i] = transfer
         plan.work.extend(found)
 
     def dpu(self, tasks: list) -> None:
         plan = self.plan
-        tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights = zip(
-            *map(_dpu_fields, tasks))
+        (tiles, waits, updates, per_task_variants, ops, kernels, inputs, weights, strides,
+         modes) = zip(*map(_dpu_fields, tasks))
         counts = list(map(len, per_task_variants))
         variants = list(chain.from_iterable(per_task_variants))
         self.queues("DPU", list(chain.from_iterable(map(repeat, tiles, counts))))
         # Barriers: the task's, then the variant's own (usually one side is empty).
         task_waits = self.unique_ids(waits)
         task_updates = self.unique_ids(updates)
-        starts, ends, variant_waits, variant_updates = zip(*map(_variant_fields, variants))
+        starts, ends, variant_waits, variant_updates, variant_modes = zip(
+            *map(_variant_fields, variants))
         owner: list[int] = []            # each variant's task, when needed
 
         def owners() -> list[int]:
@@ -293,15 +301,15 @@ class _Builder:
             else:
                 ids = lambda n: self.by_name[n][0]
                 out.extend(_merge(per_task[j], n, ids) for j, n in zip(owners(), names))
-        # Cycles and MACs, once per (op, window, input, weights, box): the per-task part
-        # of the key is numbered first, so each variant's key hashes a few ints.
+        # Cycles and MACs, once per (op, window, input, weights, mode, box): the per-task
+        # part of the key is numbered first, so each variant's key hashes a few ints.
         task_ids = self.dpu_task_ids
-        per_task = list(zip(map(id, ops), kernels, map(_first, inputs), weights))
+        per_task = list(zip(map(id, ops), kernels, map(_first, inputs), weights, strides, modes))
         for key in dict.fromkeys(per_task):
             task_ids.setdefault(key, len(task_ids))
         keys = list(zip(chain.from_iterable(map(repeat, map(task_ids.__getitem__, per_task),
                                                 counts)),
-                        starts, ends))
+                        starts, ends, variant_modes))
         found = list(map(self.dpu_costs.get, keys))
         if any(map(is_, found, repeat(None))):
             costs, dispatch = self.dpu_costs, self.arch.dispatch["DPU"]
@@ -376,6 +384,26 @@ def _barriers(plan: Plan, module) -> None:
     order = np.argsort(np.array(plan.barrier_phys, dtype=np.intp), kind="stable")
     sizes = np.bincount(plan.barrier_phys, minlength=len(slots))
     plan.phys_lists = [part.tolist() for part in np.split(order, np.cumsum(sizes)[:-1])]
+
+
+def _run(slices, dims, order, count: int, esize: int) -> int | None:
+    """Bytes of a view's contiguous runs in its base's memory, None when it is one run:
+    from the innermost dim outwards, whole dims extend a run, a partial one ends it."""
+    run = 1
+    by_dim = dict(zip(range(len(dims)), zip(slices, dims)))
+    for d in reversed(order.perm):
+        piece, size = by_dim[d]
+        if piece.step != 1:
+            break
+        extent = _extent(piece, size)
+        run *= extent
+        if extent != size:
+            break
+    return None if run >= count else run * esize
+
+
+def _shortest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _extent(piece, size: int) -> int:

@@ -1,23 +1,26 @@
-"""The simulator's architecture: a timing model (``runtime_sim/archs/*.toml``) over a structure.
+"""The simulator's architecture: the timing model (``runtime_sim/archs/*.toml``) over a structure.
 
-The structure (tiles, CMX, executors, barriers) is the compiler's ``vpuc.arch.Arch``
-named by the file's ``structure`` key, so the two never disagree.  Everything
-here is converted once to the simulator's time base, cycles of the NCE clock,
-so the event loop never converts units.
+The numbers are read by the cost model (``vpuc.cost.timing``), which the
+compiler reads too; the *structure* (tiles, CMX, executors, barriers) is the
+compiler's ``vpuc.arch.Arch`` named by the file's ``structure`` key, so the two
+never disagree.  Everything is in cycles of the NCE clock, so the event loop
+never converts units.
 """
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from vpuc.arch import Arch, load_arch
+from vpuc.cost.dma import DmaParams
+from vpuc.cost.dpu import DpuParams
+from vpuc.cost.timing import (TIMING_DIR, checked_timing, read_timing_file,
+                              resolve_timing_path, timing_path)
 from vpuc.diagnostics import VpucError
 
-SIM_ARCH_DIR = Path(__file__).parent / "archs"
-FLOAT_ELEMS = ("f16", "bf16", "f32", "f64")
+SIM_ARCH_DIR = TIMING_DIR
 
 
 @dataclass(frozen=True)
@@ -28,19 +31,9 @@ class SimArch:
     structure: Arch
     nce_mhz: float
     shave_mhz: float
-    # DMA, in bytes per NCE cycle and NCE cycles.
-    ddr_bytes_per_cycle: float
-    ddr_latency: float
-    cmx_bytes_per_cycle: float
-    cmx_latency: float
-    dma_engine_bytes_per_cycle: float
-    dma_permute_elements_per_cycle: float
-    # DPU.
-    dense_macs_per_cycle: dict[str, int]
-    window_macs_per_cycle: dict[str, int]
-    eltwise_elements_per_cycle: int
-    grid: tuple[int, int, int]
-    variant_overhead: float
+    ddr_bytes_per_cycle: float     # shared by every transfer with a side in DDR
+    dma: DmaParams
+    dpu: DpuParams
     # ACT SHAVE: NCE cycles per interpreter cycle (clock ratio times the table scale).
     shave_cycle: float
     # Runtime dispatch per unit, NCE cycles.
@@ -53,91 +46,25 @@ class SimArch:
     def gbps(self, bytes_per_cycle: float) -> float:
         return bytes_per_cycle * self.nce_mhz / 1000.0
 
-    def dma_latency(self, in_ddr: bool) -> float:
-        return self.ddr_latency if in_ddr else self.cmx_latency
-
 
 def default_sim_arch_path(structure_name: str) -> Path:
-    return SIM_ARCH_DIR / f"{structure_name.lower()}.toml"
-
-
-def _get(data: dict, path: str, kind=float):
-    node = data
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            raise KeyError(path)
-        node = node[key]
-    if kind is dict:
-        if not isinstance(node, dict):
-            raise TypeError(path)
-        return node
-    if isinstance(node, bool) or not isinstance(node, (int, float)) or node < 0:
-        raise ValueError(path)
-    return kind(node)
+    return timing_path(structure_name)
 
 
 @lru_cache(maxsize=None)
 def load_sim_arch(name_or_path: str = "NPU37XX") -> SimArch:
     """Load a timing model by structure name (``NPU37XX``) or by the path of a TOML file."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = default_sim_arch_path(name_or_path)
-        if not path.exists():
-            known = ", ".join(sorted(p.stem.upper() for p in SIM_ARCH_DIR.glob("*.toml")))
-            raise VpucError(f"no simulator timing model for architecture '{name_or_path}'; "
-                            f"expected one of {known}, or --arch FILE")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise VpucError(f"cannot read simulator architecture file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise VpucError(f"{path}: malformed simulator architecture file: {exc}") from None
-    try:
-        structure_ref = data["structure"]
-        if not isinstance(structure_ref, str):
-            raise TypeError("structure")
-        if structure_ref.endswith(".toml"):
-            structure_ref = str((path.parent / structure_ref).resolve())
-        structure = load_arch(structure_ref)
-        nce = _get(data, "clocks.nce_mhz")
-        cmx = _get(data, "clocks.cmx_mhz")
-        dma = _get(data, "clocks.dma_mhz")
-        shave = _get(data, "clocks.shave_mhz")
-        if min(nce, cmx, dma, shave) <= 0:
-            raise ValueError("clocks")
-        dense = {k: int(v) for k, v in _get(data, "dpu.dense_macs_per_cycle", dict).items()}
-        window = {k: int(v) for k, v in _get(data, "dpu.window_macs_per_cycle", dict).items()}
-        grid = data["dpu"]["grid"]
-        if len(grid) != 3 or any(not isinstance(g, int) or g < 1 for g in grid):
-            raise ValueError("dpu.grid")
-        arch = SimArch(
-            name=str(data["name"]), version=int(data["version"]), path=str(path),
-            structure=structure, nce_mhz=nce, shave_mhz=shave,
-            ddr_bytes_per_cycle=_get(data, "ddr.bandwidth_mbps") / nce,
-            ddr_latency=_get(data, "ddr.latency_ns") * nce / 1000.0,
-            cmx_bytes_per_cycle=_get(data, "cmx.bytes_per_cycle") * cmx / nce,
-            cmx_latency=_get(data, "cmx.latency_cycles") * nce / cmx,
-            dma_engine_bytes_per_cycle=_get(data, "dma.engine_bytes_per_cycle") * dma / nce,
-            dma_permute_elements_per_cycle=_get(data, "dma.permute_elements_per_cycle") * dma / nce,
-            dense_macs_per_cycle=dense, window_macs_per_cycle=window,
-            eltwise_elements_per_cycle=_get(data, "dpu.eltwise_elements_per_cycle", int),
-            grid=tuple(grid), variant_overhead=_get(data, "dpu.variant_overhead_cycles"),
-            shave_cycle=nce / shave * _get(data, "shave.cycle_scale"),
-            dispatch={
-                "DMA": _get(data, "runtime.dispatch_dma_cycles") * nce / dma,
-                "DPU": _get(data, "runtime.dispatch_dpu_cycles"),
-                "ACT_SHAVE": _get(data, "runtime.dispatch_act_shave_cycles") * nce / shave,
-            },
-        )
-    except KeyError as exc:
-        raise VpucError(f"{path}: simulator architecture file lacks {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise VpucError(f"{path}: simulator architecture file has a bad value for {exc}; "
-                        "expected a non-negative number") from None
-    if min(arch.ddr_bytes_per_cycle, arch.cmx_bytes_per_cycle, arch.dma_engine_bytes_per_cycle,
-           arch.dma_permute_elements_per_cycle, arch.eltwise_elements_per_cycle) <= 0:
-        raise VpucError(f"{path}: bandwidths and rates must be positive")
-    return arch
+    path = resolve_timing_path(name_or_path)
+    data = read_timing_file(path)
+    timing = checked_timing(data, path)
+    structure_ref = timing.structure
+    if structure_ref.endswith(".toml"):
+        structure_ref = str((path.parent / structure_ref).resolve())
+    structure = load_arch(structure_ref)
+    return SimArch(name=timing.name, version=timing.version, path=timing.path,
+                   structure=structure, nce_mhz=timing.nce_mhz, shave_mhz=timing.shave_mhz,
+                   ddr_bytes_per_cycle=timing.ddr_bytes_per_cycle, dma=timing.dma,
+                   dpu=timing.dpu, shave_cycle=timing.shave_cycle, dispatch=timing.dispatch)
 
 
 def sim_arch_for(structure: Arch, override: str | None = None) -> SimArch:

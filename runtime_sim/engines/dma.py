@@ -1,9 +1,9 @@
 """The DMA engine: transfers, their numerics, and DDR bandwidth shared between channels.
 
-A transfer costs ``dispatch + setup + bytes / rate``.  Setup is the larger
-access latency of its two sides (DDR or CMX).  Its rate is capped by the
-channel's engine (and CMX port), by one element per DMA cycle when it permutes,
-and, when a side is in DDR, by its fair share of the DDR bandwidth: the
+A transfer costs ``dispatch + setup + bytes / rate``; setup, the rate's cap
+and the bytes of work come from the cost model (``vpuc.cost.dma``: latency by
+direction, engine and CMX port, permute).  When a side is in DDR the rate is
+also capped by its fair share of the DDR bandwidth: the
 transfers moving data to or from DDR at a moment share it max-min fairly
 (processor sharing), and every time one starts or ends moving data the others
 are re-timed from the bytes they have left.
@@ -15,24 +15,14 @@ convert rounds through f32 to the destination type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
+from vpuc.cost.dma import Transfer, transfer_cost
 from vpuc.ir.symbols import Region
 from vpuc.ir.tasks import DmaMode, DmaTask
 from vpuc.ir.types import TensorType
-
-
-@dataclass(slots=True)
-class Transfer:
-    nbytes: int        # bytes of work: the larger of the two sides
-    setup: float       # NCE cycles before data moves
-    cap: float         # bytes per NCE cycle without DDR contention
-    ddr_sides: int     # 0, 1 or 2 sides in DDR (a DDR -> DDR copy uses DDR twice)
-    ddr_bytes: int     # bytes read from plus written to DDR
 
 
 def plan_transfer(mode: DmaMode, src: TensorType, src_ddr: bool, dst: TensorType, dst_ddr: bool,
@@ -41,16 +31,12 @@ def plan_transfer(mode: DmaMode, src: TensorType, src_ddr: bool, dst: TensorType
 
 
 def transfer_for(mode: DmaMode, src_bytes: int, src_elem_bytes: int, src_ddr: bool,
-                 dst_bytes: int, dst_ddr: bool, arch: SimArch) -> Transfer:
-    """A transfer's cost from its two sides' bytes and places (all that timing needs)."""
-    cap = arch.dma_engine_bytes_per_cycle
-    if not src_ddr or not dst_ddr:
-        cap = min(cap, arch.cmx_bytes_per_cycle)
-    if mode is DmaMode.PERMUTE:
-        cap = min(cap, arch.dma_permute_elements_per_cycle * src_elem_bytes)
-    setup = max(arch.dma_latency(src_ddr), arch.dma_latency(dst_ddr))
-    ddr_bytes = (src_bytes if src_ddr else 0) + (dst_bytes if dst_ddr else 0)
-    return Transfer(max(src_bytes, dst_bytes), setup, cap, src_ddr + dst_ddr, ddr_bytes)
+                 dst_bytes: int, dst_ddr: bool, arch: SimArch,
+                 run_bytes: int | None = None) -> Transfer:
+    """A transfer's cost from its two sides' bytes and places and its shortest contiguous
+    run (None: both sides contiguous), the cost model's."""
+    return transfer_cost(mode is DmaMode.PERMUTE, src_bytes, src_elem_bytes, src_ddr,
+                         dst_bytes, dst_ddr, arch.dma, run_bytes)
 
 
 class DdrSharing:

@@ -2,10 +2,9 @@
 
 Numerics call ``runtime_sim.dpu`` on in-place views of CMX (logical NCHW, or
 [M, K] for matmul) and store only the variant's output box, so a variant
-writes exactly the bytes it owns.  Cycles follow vpunn's theoretical DPU model
-(see the arch file): MACs over the op class's MACs/cycle for the input type,
-divided by the efficiency of the variant's shape on the MPE grid (the output
-box padded up to whole grid cells), plus a fixed per-variant overhead.
+writes exactly the bytes it owns.  Cycles come from the cost model
+(``vpuc.cost.dpu``: execution mode, per-op throughput, CMX fetch and write,
+per-workload setup), fed with the variant's box and its operands' types.
 """
 
 from __future__ import annotations
@@ -16,13 +15,13 @@ from runtime_sim import dpu as ops
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
+from vpuc.cost.dpu import DpuCost, DpuWorkload, choose_mode, dpu_cost
 from vpuc.diagnostics import VpucError
 from vpuc.ir.symbols import Region, span_of
 from vpuc.ir.tasks import DpuOp, DpuTask, PostOpKind
 from vpuc.ir.types import TensorType
 
 DENSE = (DpuOp.CONV, DpuOp.MATMUL)
-WINDOWED = (DpuOp.DWCONV, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
 MACS_NAME = {DpuOp.CONV: "conv2d", DpuOp.DWCONV: "depthwise_conv2d", DpuOp.MATMUL: "matmul",
              DpuOp.MAXPOOL: "maxpool", DpuOp.AVGPOOL: "avgpool", DpuOp.ADD: "add",
              DpuOp.MUL: "mul"}
@@ -55,38 +54,46 @@ def window(task: DpuTask, weights_shape: tuple[int, ...] | None):
 
 # ------------------------------------------------------------------ cycles
 
+def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWorkload:
+    """The cost model's description of one variant, from its operands' tensor types."""
+    box = variant_box(task, index)
+    channels, rows, cols = box.shape()
+    x, out = tensors["in0"], tensors["out"]
+    weights = tensors.get("weights")
+    w_bytes = weights.elem.nbytes if weights is not None else x.elem.nbytes
+    common = dict(op=task.op.value, elem=x.elem.value, channels=channels,
+                  in_bytes=x.elem.nbytes, out_bytes=out.elem.nbytes, weight_bytes=w_bytes,
+                  mode=task.variants[index].mode or task.mode)
+    if task.op is DpuOp.MATMUL:
+        # A matmul runs as a 1x1 convolution over its rows laid along W (H = 1).
+        return DpuWorkload(width=rows, height=1, in_channels=x.bound_shape[1], **common)
+    kernel, stride, _, _ = window(task, weights.bound_shape if weights else None)
+    return DpuWorkload(width=cols, height=rows, batch=x.bound_shape[0],
+                       in_channels=x.bound_shape[1] if task.op in DENSE else channels,
+                       kernel=kernel, stride=stride, **common)
+
+
+def variant_cost(task: DpuTask, index: int, tensors: dict[str, TensorType],
+                 arch: SimArch) -> DpuCost:
+    """The variant's cost in its pinned mode (the variant's, else the task's), else in the
+    mode the cost model chooses, as the compiler would have."""
+    try:
+        w = workload(task, index, tensors)
+        return dpu_cost(w, arch.dpu, choose_mode(w, arch.dpu))
+    except ValueError as exc:
+        raise VpucError(f"the DPU cost model cannot cost this variant: {exc}", task.loc) from None
+
+
 def variant_cycles(task: DpuTask, index: int, tensors: dict[str, TensorType],
                    arch: SimArch) -> tuple[float, int]:
     """(NCE cycles without dispatch, MACs) of one variant, from its operands' tensor types."""
-    box = variant_box(task, index)
-    channels, rows, cols = box.shape()
-    x = tensors["in0"]
-    elem = x.elem.value
+    w = workload(task, index, tensors)
     if task.op is DpuOp.MATMUL:
-        k = x.bound_shape[1]
-        macs = ops.macs("matmul", (rows, channels), in_channels=k)
-        # The 4x4 spatial grid holds 16 rows of the matmul; its columns are channels.
-        cells = arch.grid[0] * arch.grid[1]
-        padded = math.ceil(rows / cells) * cells * math.ceil(channels / arch.grid[2]) * arch.grid[2]
-        efficiency = rows * channels / padded
+        macs = ops.macs("matmul", (w.width, w.channels), in_channels=w.in_channels)
     else:
-        batch = x.bound_shape[0]
-        weights = tensors.get("weights")
-        kernel, _, _, _ = window(task, weights.bound_shape if weights else None)
-        macs = ops.macs(MACS_NAME[task.op], (batch, channels, rows, cols), kernel=kernel,
-                        in_channels=x.bound_shape[1])
-        gx, gy, gz = arch.grid
-        padded = (math.ceil(cols / gx) * gx * math.ceil(rows / gy) * gy
-                  * math.ceil(channels / gz) * gz)
-        efficiency = cols * rows * channels / padded
-    if task.op in (DpuOp.ADD, DpuOp.MUL):
-        return math.ceil(macs / arch.eltwise_elements_per_cycle) + arch.variant_overhead, macs
-    table = arch.dense_macs_per_cycle if task.op in DENSE else arch.window_macs_per_cycle
-    if elem not in table:
-        kind = "dense" if task.op in DENSE else "window"
-        raise VpucError(f"the simulator's DPU model has no {kind} MACs/cycle for {elem} (arch "
-                        f"file lists {', '.join(table)})")
-    return math.ceil(macs / table[elem] / efficiency) + arch.variant_overhead, macs
+        macs = ops.macs(MACS_NAME[task.op], (w.batch, w.channels, w.height, w.width),
+                        kernel=w.kernel, in_channels=w.in_channels)
+    return math.ceil(variant_cost(task, index, tensors, arch).cycles), macs
 
 
 # ------------------------------------------------------------------ regions a variant touches

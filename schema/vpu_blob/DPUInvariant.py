@@ -223,8 +223,15 @@ class DPUInvariant(object):
             return obj
         return None
 
+    # DPUInvariant
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+        return 0
+
 def Start(builder):
-    builder.StartObject(13)
+    builder.StartObject(14)
 
 def AddLabel(builder, label):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(label), 0)
@@ -279,6 +286,9 @@ def AddPostOp(builder, postOp):
 
 def AddBarriers(builder, barriers):
     builder.PrependUOffsetTRelativeSlot(12, flatbuffers.number_types.UOffsetTFlags.py_type(barriers), 0)
+
+def AddMode(builder, mode):
+    builder.PrependUint8Slot(13, mode, 0)
 
 def End(builder):
     return builder.EndObject()

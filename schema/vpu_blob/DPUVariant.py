@@ -64,8 +64,15 @@ class DPUVariant(object):
             return obj
         return None
 
+    # DPUVariant
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+        return 0
+
 def Start(builder):
-    builder.StartObject(4)
+    builder.StartObject(5)
 
 def AddLabel(builder, label):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(label), 0)
@@ -78,6 +85,9 @@ def AddEnd(builder, end):
 
 def AddBarriers(builder, barriers):
     builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(barriers), 0)
+
+def AddMode(builder, mode):
+    builder.PrependUint8Slot(4, mode, 0)
 
 def End(builder):
     return builder.EndObject()

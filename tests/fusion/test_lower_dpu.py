@@ -9,6 +9,8 @@ agree within a couple of f16 ulps (``assert_close``); max-pools are exact.
 
 from __future__ import annotations
 
+from vpuc.cost import MODE_NAMES
+
 import numpy as np
 import pytest
 
@@ -62,7 +64,10 @@ def test_example_graph_conv():
     # each tile pads only at the image border; bias and relu are the task's post-ops
     assert [t.pad for t in dpu] == [(1, 0, 1, 1), (0, 1, 1, 1)]
     assert all(t.bias is not None and t.post.kind is PostOpKind.RELU for t in dpu)
-    assert all(len(t.variants) == 2 for t in dpu)
+    # the cost model splits each task's rows into variants and picks their modes
+    for t in dpu:
+        assert t.variants[0].start[1] == 0 and all(v.mode in MODE_NAMES for v in t.variants)
+        assert all(a.end[1] + 1 == b.start[1] for a, b in zip(t.variants, t.variants[1:]))
     generated = [k for k in mod.kernels if str(k.source) == "generated"]
     assert [k.name for k in generated] == ["main.sg0"]
     assert result.cycles < 200_000

@@ -78,7 +78,7 @@ def test_a_blob_runs_like_its_source(capsys, monkeypatch, tmp_path):
     (["--input", "in=16xf16=1"], "input %in has shape 16; expected 1x16x32x32"),
     (["--input", "@missing.npy"], "--input: cannot read the .npy file missing.npy: no such file"),
     (["--timing-only", "--reference"], "--timing-only computes no outputs"),
-    (["--arch", "nowhere.toml"], "--arch: cannot read simulator architecture file nowhere.toml"),
+    (["--arch", "nowhere.toml"], "--arch: cannot read timing file nowhere.toml"),
 ])
 def test_usage_errors(args, message, capsys, monkeypatch):
     code, out, err = run_cli(["run", RELU] + args, capsys, monkeypatch)

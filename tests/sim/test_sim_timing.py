@@ -1,9 +1,11 @@
 """Cycle counts worked out by hand, on tests/sim/data/round.toml.
 
-The round model: every clock 1000 MHz; DDR 16 B/cycle with 100 cycles of latency;
+The round model: every clock 1000 MHz; DDR 16 B/cycle with 100 cycles of latency
+(read and write);
 CMX 10 cycles of latency; the DMA engine moves 32 B/cycle, a permute one element
 per cycle; dispatch costs 4 (DMA), 8 (DPU variant) and 20 (ACT SHAVE) cycles; the
-DPU does 1024 f16 MACs/cycle on a 4x4x16 grid, plus 32 cycles per variant.
+DPU does 1024 f16 MACs/cycle on a 4x4x16 grid (CUBOID_16x16), plus 32 cycles of setup per
+variant; its fetch and write bandwidths are too large to count.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.simarch import load_sim_arch
-from tests.sim.simlib import DATA, NO_VERIFY, compile_vir, run_round, times
+from runtime_sim.simulator import simulate
+from tests.sim.simlib import DATA, NO_VERIFY, ROUND, compile_vir, run_round, times
 
 
 def test_one_dma_costs_dispatch_setup_and_bytes_over_ddr_bandwidth():
@@ -34,10 +37,21 @@ def test_cmx_copy_runs_at_the_engine_rate_and_a_permute_one_element_per_cycle():
 def test_dpu_conv_cycles_are_macs_over_rate_over_grid_efficiency_plus_overhead():
     result = run_round("one_conv")
     # top: 10 rows x 16 cols x 32 channels, 144 MACs each = 737280 MACs = 720 cycles at
-    # 1024/cycle; 10 rows fill 12 of the 4-row grid, so efficiency 10/12: 864.
-    # bottom: 6 rows: 432 cycles, 6 of 8 grid rows used: 576.
-    assert times(result) == {"conv.top": (0, 8 + 864 + 32), "conv.bottom": (904, 904 + 8 + 576 + 32)}
+    # 1024/cycle.  Unpinned, each variant runs in its cheapest mode: CUBOID_16x16 pads the
+    # 10 rows to 12 (864 cycles), CUBOID_8x16's 4x2x32 grid fits 10 rows and 32 channels
+    # exactly: 720.  bottom: 6 rows, 432 cycles, exact in CUBOID_8x16 too.
+    assert times(result) == {"conv.top": (0, 8 + 720 + 32),
+                             "conv.bottom": (760, 760 + 8 + 432 + 32)}
     assert result.plan.macs == [737280, 442368]
+
+
+def test_a_pinned_mode_pads_to_its_grid(tmp_path):
+    path = tmp_path / "one_conv_16x16.vir"
+    path.write_text((DATA / "one_conv.vir").read_text().replace(") {", ") mode(CUBOID_16x16) {", 1))
+    result = simulate(compile_vir(path), load_sim_arch(str(ROUND)))
+    # the 4x4x16 grid pads top's 10 rows to 12 (864) and bottom's 6 to 8 (576)
+    assert times(result) == {"conv.top": (0, 8 + 864 + 32),
+                             "conv.bottom": (904, 904 + 8 + 576 + 32)}
 
 
 def test_shave_kernel_cycles_come_from_the_interpreter():
@@ -64,15 +78,15 @@ def test_a_physical_barrier_is_reprogrammed_only_when_its_consumers_are_done():
 def test_the_default_model_converts_every_clock_to_nce_cycles():
     arch = load_sim_arch("NPU37XX")
     assert arch.nce_mhz == 1300
-    assert arch.ddr_bytes_per_cycle == 27000 / 1300           # 27 GB/s at 1.3 GHz
-    assert arch.dma_engine_bytes_per_cycle == 32 * 975 / 1300  # 32 B per DMA (975 MHz) cycle
+    assert arch.ddr_bytes_per_cycle == 31200 / 1300           # 31.2 GB/s at 1.3 GHz
+    assert arch.dma.engine_bytes_per_cycle == 32 * 975 / 1300  # 32 B per DMA (975 MHz) cycle
     assert arch.shave_cycle == 1300 / 975
-    assert round(arch.ddr_latency, 6) == round(956 * 1.3, 6)
+    read = arch.dma.ddr_read_latency                          # fitted, in NCE cycles
     result = run_round("one_dma")  # and the same program on it:
     real = compile_vir(DATA / "one_dma.vir")
     from runtime_sim.simulator import simulate
     end = simulate(real, arch).timeline.end[0]
-    assert abs(end - (16 * 1300 / 975 + 956 * 1.3 + 8192 / (27000 / 1300))) < 1e-6
+    assert abs(end - (16 * 1300 / 975 + read + 8192 / (32 * 975 / 1300))) < 1e-6
     assert result.timeline.end[0] == 616
 
 

@@ -96,7 +96,7 @@ def test_csv_has_one_row_per_task_with_the_required_columns():
     assert [r["name"] for r in rows] == ["conv.top", "conv.bottom"]
     assert {"id", "engine", "tile", "start", "end", "cycles", "bytes", "macs"} <= set(rows[0])
     assert rows[1] == {"id": "1", "name": "conv.bottom", "engine": "DPU", "track": "DPU0",
-                       "tile": "0", "start": "904", "end": "1520", "cycles": "616", "bytes": "0",
+                       "tile": "0", "start": "760", "end": "1232", "cycles": "472", "bytes": "0",
                        "macs": "442368", "stall": "0", "waits": "", "updates": ""}
 
 

@@ -29,9 +29,11 @@ from schema.vpu_blob.Executor import Executor as FbExecutor
 from schema.vpu_blob.KernelSourceKind import KernelSourceKind as FbKernelSourceKind
 from schema.vpu_blob.MemoryLocation import MemoryLocation
 from schema.vpu_blob.PostOpKind import PostOpKind as FbPostOpKind
+from schema.vpu_blob.MpeMode import MpeMode as FbMpeMode
 from schema.vpu_blob.VersionMajor import VersionMajor
 from schema.vpu_blob.VersionMinor import VersionMinor
 from vpuc.abi.dtypes import data_type
+from vpuc.cost.modes import MODE_NAMES
 from vpuc.ir.module import BufferKind, KernelSourceKind
 from vpuc.ir.tasks import DmaMode, DpuOp, Executor, PostOpKind
 from vpuc.ir.types import ElemType
@@ -55,6 +57,10 @@ INIT_VALUES, INIT_SPLAT, INIT_FILE = ConstInitKind.VALUES, ConstInitKind.SPLAT, 
 # Element types: the ABI's dataType codes (the schema's DataType spells them the same).
 ELEM_CODE = {e: getattr(FbDataType, data_type(e.value).code.name) for e in ElemType}
 ELEM_OF = {code: e for e, code in ELEM_CODE.items()}
+# DPU execution modes by name (vpuc/cost/modes.py); None is UNSET.
+MPE_MODE_CODE = {name: getattr(FbMpeMode, name) for name in MODE_NAMES}
+MPE_MODE_CODE[None] = FbMpeMode.UNSET
+MPE_MODE_OF = {code: name for name, code in MPE_MODE_CODE.items() if name is not None}
 
 
 class KeyValue(NamedTuple):
@@ -164,6 +170,7 @@ class VariantRec(NamedTuple):
     end: tuple[int, int, int]
     waits: tuple[int, ...]
     updates: tuple[int, ...]
+    mode: int = 0                  # MpeMode code; 0: unset
 
 
 class DpuRec(NamedTuple):
@@ -182,6 +189,7 @@ class DpuRec(NamedTuple):
     waits: tuple[int, ...]
     updates: tuple[int, ...]
     variants: tuple[VariantRec, ...]
+    mode: int = 0                  # MpeMode code; 0: unset
 
 
 class BindingRec(NamedTuple):

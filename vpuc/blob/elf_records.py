@@ -138,12 +138,13 @@ DpuInvariantRecord = Struct("DpuInvariantRecord", (
     ("post_params_start", "I"), ("post_params_count", "I"),
     ("waits_start", "I"), ("waits_count", "I"), ("updates_start", "I"), ("updates_count", "I"),
     ("variants_start", "I"), ("variants_count", "I"),
-    ("op", "B"), ("tile", "B"), ("post_kind", "b"), ("reserved", "B"),
+    ("op", "B"), ("tile", "B"), ("post_kind", "b"), ("mode", "B"),
 ))
 DpuVariantRecord = Struct("DpuVariantRecord", (
     ("label", "I"), ("invariant", "I"), ("start_x", "i"), ("start_y", "i"), ("start_z", "i"),
     ("end_x", "i"), ("end_y", "i"), ("end_z", "i"),
     ("waits_start", "I"), ("waits_count", "I"), ("updates_start", "I"), ("updates_count", "I"),
+    ("mode", "B"), ("reserved", "B"), ("reserved2", "H"),
 ))
 ActKernelRangeRecord = Struct("ActKernelRangeRecord", (
     ("name", "I"), ("source_ref", "I"), ("origin", "I"), ("params_start", "I"),

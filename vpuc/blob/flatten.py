@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from vpuc import __version__
 from vpuc.blob.content import (DMA_MODE_CODE, DPU_OP_CODE, ELEM_CODE, EXECUTOR_CODE,
-                               INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE, POST_OP_CODE,
+                               INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE, MPE_MODE_CODE,
+                               POST_OP_CODE,
                                SOURCE_KIND_CODE, ActTaskRec, ArchRec, BarrierRec, BindingRec,
                                BlobContent, ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
@@ -204,7 +205,8 @@ def _dpu(task: DpuTask, tensor, barriers, waits, updates, count) -> DpuRec:
     for v in task.variants:
         v_waits, v_updates = barriers(v.waits), barriers(v.updates)
         count(waits + v_waits, updates + v_updates)
-        variants.append(VariantRec(v.label, tuple(v.start), tuple(v.end), v_waits, v_updates))
+        variants.append(VariantRec(v.label, tuple(v.start), tuple(v.end), v_waits, v_updates,
+                                   MPE_MODE_CODE[v.mode]))
     post = None
     if task.post is not None:
         post = PostOpRec(POST_OP_CODE[task.post.kind], tuple(float(p) for p in task.post.params))
@@ -214,4 +216,4 @@ def _dpu(task: DpuTask, tensor, barriers, waits, updates, count) -> DpuRec:
                   -1 if task.weights is None else tensor(task.weights),
                   -1 if task.bias is None else tensor(task.bias),
                   opt(task.kernel), opt(task.stride), opt(task.pad), opt(task.dilation), post,
-                  waits, updates, tuple(variants))
+                  waits, updates, tuple(variants), MPE_MODE_CODE[task.mode])

@@ -188,10 +188,10 @@ def _sync(obj) -> dict:
     return {"waits": list(obj.waits), "updates": list(obj.updates)}
 
 
-def _variant(v) -> dict:
+def _variant(v, task_mode=None) -> dict:
     entry = {"label": v.label, "start": list(v.start), "end": list(v.end), **_sync(v)}
-    # The execution mode (MPE grid) of blobs whose DPUVariant records one.
-    mode = getattr(v, "mode", None)
+    # The execution mode (MPE grid): the variant's own, else its task's.
+    mode = v.mode or task_mode
     if mode is not None:
         entry["mode"] = str(mode)
     return entry
@@ -215,7 +215,7 @@ def _task_list(tl, task: str | None, kernel: str | None) -> dict:
                             for p in ("kernel", "stride", "pad", "dilation")},
                          post_op=None if t.post is None else
                          {"kind": str(t.post.kind), "params": list(t.post.params)},
-                         variants=[_variant(v) for v in t.variants])
+                         variants=[_variant(v, t.mode) for v in t.variants])
         else:
             entry.update(kernel=t.kernel, tile=t.tile,
                          inputs=[f"%{b.buffer} as %{b.alias}" for b in t.inputs],

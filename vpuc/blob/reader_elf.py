@@ -277,7 +277,8 @@ class ElfReader:
                 u32(t.waits_start, t.waits_count), u32(t.updates_start, t.updates_count),
                 tuple(VariantRec(s(v.label), (v.start_x, v.start_y, v.start_z),
                                  (v.end_x, v.end_y, v.end_z), u32(v.waits_start, v.waits_count),
-                                 u32(v.updates_start, v.updates_count)) for v in group)))
+                                 u32(v.updates_start, v.updates_count), v.mode)
+                      for v in group), t.mode))
         return tuple(out)
 
     def act(self, t, name: str) -> ActTaskRec:

@@ -122,13 +122,13 @@ class FbReader:
         inv = t.invariant
         if inv is None:
             raise self.fail("DPUTask", "DPU task has no invariant")
-        variants = tuple(VariantRec(v.label, _coord(v.start), _coord(v.end), *_refs(v.barriers))
-                         for v in t.variants or ())
+        variants = tuple(VariantRec(v.label, _coord(v.start), _coord(v.end), *_refs(v.barriers),
+                                    v.mode) for v in t.variants or ())
         post = None if inv.post_op is None else PostOpRec(inv.post_op.kind,
                                                           tuple(inv.post_op.params or ()))
         return DpuRec(inv.label, inv.op, inv.tile, tuple(inv.inputs or ()), inv.output,
                       inv.weights, inv.bias, inv.kernel, inv.stride, inv.pad, inv.dilation,
-                      post, *_refs(inv.barriers), variants)
+                      post, *_refs(inv.barriers), variants, inv.mode)
 
     def act(self, t, data, kernels) -> ActTaskRec:
         inv = t.invocation

@@ -18,7 +18,9 @@ import re
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
-                               INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, POST_OP_OF,
+                               INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
+                               MPE_MODE_OF,
+                               POST_OP_OF,
                                SOURCE_KIND_OF, ActTaskRec, ArchRec, BlobContent, DmaRec, DpuRec,
                                Number)
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
@@ -288,7 +290,8 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                       tuple(float(p) for p in rec.post_op.params))
     variants = [DpuVariant(check.label(where, v.label), tuple(v.start), tuple(v.end),
                            _barriers(check, where, v.waits, barrier_names),
-                           _barriers(check, where, v.updates, barrier_names))
+                           _barriers(check, where, v.updates, barrier_names),
+                           mode=_mode(check, where, v.mode))
                 for v in rec.variants]
     opt = (lambda values: None if values is None else tuple(values))
     return DpuTask(label, waits, updates, check.code(where, DPU_OP_OF, rec.op, "DPU op"),
@@ -297,7 +300,13 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    None if rec.weights == -1 else tensor(where, rec.weights),
                    None if rec.bias == -1 else tensor(where, rec.bias),
                    opt(rec.kernel), opt(rec.stride), opt(rec.pad), opt(rec.dilation), post,
-                   variants)
+                   variants, mode=_mode(check, where, rec.mode))
+
+
+def _mode(check, where: str, code: int) -> str | None:
+    """An execution mode's name; None for UNSET (not pinned)."""
+    return None if code == MPE_MODE_CODE[None] else check.code(where, MPE_MODE_OF, code,
+                                                                 "execution mode")
 
 
 def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_names, program,

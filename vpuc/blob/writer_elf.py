@@ -138,7 +138,7 @@ class _ElfWriter:
             for v in t.variants:
                 variants_out += R.DpuVariantRecord.pack_values(
                     s.add(v.label), index, *v.start, *v.end, *u32.add(v.waits),
-                    *u32.add(v.updates))
+                    *u32.add(v.updates), v.mode, 0, 0)
             post = t.post_op
             post_params = (R.LIST_NONE, 0) if post is None else \
                 i64.add([_float_bits(p) for p in post.params])
@@ -146,7 +146,7 @@ class _ElfWriter:
                 s.add(t.label), *u32.add(t.inputs), t.output, t.weights, t.bias,
                 *u32.add(t.kernel), *u32.add(t.stride), *u32.add(t.pad), *u32.add(t.dilation),
                 *post_params, *u32.add(t.waits), *u32.add(t.updates), first, len(t.variants),
-                t.op, t.tile, -1 if post is None else post.kind, 0)
+                t.op, t.tile, -1 if post is None else post.kind, t.mode)
         return bytes(out)
 
     def act(self, tasks, scalars_out: bytearray, params: _Blobs, section: str) -> bytes:

@@ -235,6 +235,7 @@ class _Writer:
             DPUVariant.AddStart(b, Coord3.CreateCoord3(b, *v.start))
             DPUVariant.AddEnd(b, Coord3.CreateCoord3(b, *v.end))
             DPUVariant.AddBarriers(b, refs)
+            DPUVariant.AddMode(b, v.mode)
             variants.append(DPUVariant.End(b))
         variants_off = self.offsets(variants)
         label, refs = self.string(t.label), self.barriers(t.waits, t.updates)
@@ -263,6 +264,7 @@ class _Writer:
         if post is not None:
             DPUInvariant.AddPostOp(b, post)
         DPUInvariant.AddBarriers(b, refs)
+        DPUInvariant.AddMode(b, t.mode)
         invariant = DPUInvariant.End(b)
         DPUTask.Start(b)
         DPUTask.AddInvariant(b, invariant)

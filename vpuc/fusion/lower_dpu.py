@@ -23,8 +23,9 @@ Guarantees:
   a block's input rows (with the halo the window needs), its output rows and
   the weights fit in ``CMX_BUDGET`` bytes of a tile, else as many as it takes,
   double-buffered.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
-  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task with
-  two variants (halves of its rows) -> DMA out (channel 1).  Weights and bias
+  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task whose
+  rows are split into the variants, each with its execution mode, that the cost
+  model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
   are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
@@ -33,10 +34,13 @@ Guarantees:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from vpuc.arch import DEFAULT_ARCH
+from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost, load_timing
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem, post_op_text, window
@@ -117,6 +121,28 @@ def const_text(values: np.ndarray) -> str:
     return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
 
 
+def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
+               timing: Timing) -> list[tuple[int, int, str]]:
+    """[(first row, end row, mode)] of a block's variants: the cut into 1, 2 or 4 runs of
+    rows (as even as rows allow), each in its cheapest execution mode, that the cost model
+    says ends first; each variant also pays the runtime's dispatch.  Ties go to fewer
+    variants."""
+    best, best_cycles = None, math.inf
+    for parts in (1, 2, 4):
+        if parts > rows:
+            break
+        edges = [rows * i // parts for i in range(parts + 1)]
+        plan, cycles = [], 0.0
+        for a, b in zip(edges, edges[1:]):
+            w = workload_of(b - a)
+            mode = choose_mode(w, timing.dpu)
+            cycles += dpu_cost(w, timing.dpu, mode).cycles + timing.dispatch["DPU"]
+            plan.append((a, b, mode))
+        if cycles < best_cycles - 1e-9:
+            best, best_cycles = plan, cycles
+    return best
+
+
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX."""
     used = min(tiles, extent)
@@ -146,6 +172,7 @@ class LayerEmitter:
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
         self.reuse = 2 * self.used
+        self.timing = load_timing(DEFAULT_ARCH)
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -175,18 +202,19 @@ class LayerEmitter:
         if k + self.reuse < self.blocks:
             self.prog.barriers.append(f"barrier %{self.p}stored{k}")
 
-    def task(self, k: int, head: str, extent: tuple[int, int, int]) -> None:
-        """One DPU task for block ``k``: ``head`` up to its post-op, variants halving its rows."""
+    def task(self, k: int, head: str, extent: tuple[int, int, int],
+             workload_of: Callable[[int], DpuWorkload]) -> None:
+        """One DPU task for block ``k``: ``head`` up to its post-op, its rows split into the
+        variants and modes the cost model finds cheapest (``split_rows``)."""
         waits = [f"%{self.p}loaded{k}"]
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        cuts = [0, rows // 2, rows] if rows >= 2 else [0, rows]
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b, mode in split_rows(rows, workload_of, self.timing):
             self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z[0]}) end({x[1]}, {b - 1}, "
-                                 f"{z[1]})")
+                                 f"{z[1]}) mode({mode})")
         self.prog.dpu.append("  }")
 
     def load_bias(self, t: int, bias: np.ndarray | None) -> str:
@@ -263,6 +291,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)))
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)),
+               lambda rows: DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows,
+                                        channels=oc, in_channels=c, kernel=(kh, kw),
+                                        stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
+                                        out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 
+from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, choose_blocks, vector
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
@@ -102,7 +103,12 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         y = e.cmx(f"out.c{k}", TensorType((r1 - r0, n), elem,
                                           _out_order(out.type, ro)), t)
         head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias_of[t]} out({y}){layer.post}"
-        e.task(k, head, ((0, 0), r1 - r0, (0, n - 1)))
+        # The DPU runs a matmul as a 1x1 convolution with its rows along W (H = 1).
+        e.task(k, head, ((0, 0), r1 - r0, (0, n - 1)),
+               lambda rows: DpuWorkload(op="matmul", elem=a.type.elem.value, width=rows,
+                                        height=1, channels=n, in_channels=k_dim,
+                                        in_bytes=a.type.elem.nbytes, out_bytes=eb,
+                                        weight_bytes=b.type.elem.nbytes))
         slices = [str(i) for i in item] + [f"{r0}:{r1}", f"0:{n}"]
         dst = e.view(f"out.v{k}", out.name, slices)
         e.store(k, y, dst)

@@ -112,6 +112,7 @@ class DpuVariant:
     waits: tuple[str, ...] = ()
     updates: tuple[str, ...] = ()
     loc: Loc = _loc()
+    mode: str | None = None       # execution mode (vpuc.cost.modes); None: the task's, else chosen
 
 
 @dataclass
@@ -129,6 +130,7 @@ class DpuTask(Task):
     post: PostOp | None = None
     variants: list[DpuVariant] = field(default_factory=list)
     loc: Loc = _loc()
+    mode: str | None = None       # execution mode of variants that do not pin their own
     # Where each of kernel/stride/pad/dilation was written, for diagnostics.
     param_locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 

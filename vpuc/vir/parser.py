@@ -226,13 +226,13 @@ class VirTransformer(Transformer):
                        mode=DmaMode(str(mode)) if mode else DmaMode.COPY,
                        loc=self.loc(label or kw))
 
-    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, output, params, post,
+    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, output, params, mode, post,
                  waits, updates, *variants) -> DpuTask:
         task = DpuTask(label=label[:-1] if label else None, waits=waits or (),
                        updates=updates or (), op=DpuOp(str(op)), tile=parse_int(tile),
                        inputs=tuple(inputs), output=self.ref(output),
                        weights=self.ref(weights) if weights else None,
-                       bias=self.ref(bias) if bias else None, post=post,
+                       bias=self.ref(bias) if bias else None, post=post, mode=mode,
                        variants=list(variants), loc=self.loc(label or kw))
         for name, values, loc in params:
             if getattr(task, name) is not None:
@@ -254,11 +254,14 @@ class VirTransformer(Transformer):
         return PostOp(PostOpKind(str(kind)), tuple(float(p) for p in params if p is not None),
                       loc=self.loc(kw))
 
-    def variant(self, label, kw, x0, y0, z0, x1, y1, z1, waits, updates) -> DpuVariant:
+    def variant(self, label, kw, x0, y0, z0, x1, y1, z1, mode, waits, updates) -> DpuVariant:
         return DpuVariant(label[:-1] if label else None,
                           (parse_int(x0), parse_int(y0), parse_int(z0)),
                           (parse_int(x1), parse_int(y1), parse_int(z1)),
-                          waits or (), updates or (), loc=self.loc(label or kw))
+                          waits or (), updates or (), mode=mode, loc=self.loc(label or kw))
+
+    def mpe_mode(self, kw, name) -> str:
+        return str(name)
 
     def sw_task(self, label, kw, kernel, tile, inputs, outputs, waits, updates, *body) -> SwKernelTask:
         *consts, (run_args, run_loc) = body

@@ -79,7 +79,12 @@ def _ints(values) -> str:
 
 def print_variant(variant: DpuVariant) -> str:
     return (f"{_label(variant.label)}variant start({_ints(variant.start)}) "
-            f"end({_ints(variant.end)})" + _sync(variant.waits, variant.updates))
+            f"end({_ints(variant.end)})" + _mode(variant.mode)
+            + _sync(variant.waits, variant.updates))
+
+
+def _mode(mode: str | None) -> str:
+    return f" mode({mode})" if mode else ""
 
 
 def print_dpu(task: DpuTask, indent: str) -> list[str]:
@@ -93,6 +98,7 @@ def print_dpu(task: DpuTask, indent: str) -> list[str]:
         values = getattr(task, name)
         if values is not None:
             head += f" {name}({_ints(values)})"
+    head += _mode(task.mode)
     if task.post is not None:
         head += f" post {task.post.kind}"
         if task.post.params:
