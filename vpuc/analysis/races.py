@@ -179,7 +179,7 @@ class _Footprints:
     def of(self, name: str, box: tuple | None) -> Footprint | None:
         whole = self.by_name.get(name, False)
         if whole is False:
-            region = self.symbols.region(name) if self.symbols.is_buffer_like(name) else None
+            region = self.symbols.region(name)
             whole = None if region is None else make_footprint(region.root, region_box(region))
             self.by_name[name] = whole
         if box is None or whole is None or whole.box is None:
@@ -193,27 +193,43 @@ class _Footprints:
 
 
 def find_races(schedule: Schedule, symbols: SymbolTable) -> list[Race]:
-    """Every unordered pair of units that touch a shared byte of a buffer, one writing
-    (one race per pair of units, the first shared bytes found)."""
-    footprints = _Footprints(symbols)
+    """Unordered pairs of units that touch a shared byte of a buffer, one writing.
+
+    Every unit that races is reported with at least one partner (the sweep
+    retires accesses that later ones stand for), each pair once."""
+    # Group the operands by root in topological order of the units' starts; only roots
+    # that some unit writes, and that two units touch, can race.
     n_start = 2 * len(schedule.units)
-    by_root: dict[str, list[Access]] = {}
+    by_root: dict[str, list[tuple]] = {}
     written: set[str] = set()
+    roots: dict[str, str | None] = {}
     for node in schedule.order:
         if node >= n_start or node % 2:
             continue
         unit = schedule.units[node // 2]
         for operand, write, box in unit_accesses(unit.task, unit.variant):
-            fp = footprints.of(operand, box)
-            if fp is None or fp.hi <= fp.lo:
+            root = roots.get(operand, False)
+            if root is False:
+                region = symbols.region(operand) if symbols.is_buffer_like(operand) else None
+                root = roots[operand] = None if region is None else region.root.name
+            if root is None:
                 continue
-            by_root.setdefault(fp.root.name, []).append(Access(unit.index, write, operand, fp))
+            by_root.setdefault(root, []).append((unit.index, write, operand, box))
             if write:
-                written.add(fp.root.name)
+                written.add(root)
+    footprints = _Footprints(symbols)
     races: list[Race] = []
     reported: set[tuple[int, int]] = set()
     for name in written:
-        _sweep(schedule, by_root[name], races, reported)
+        entries = by_root[name]
+        if all(e[0] == entries[0][0] for e in entries):
+            continue
+        accesses = []
+        for unit, write, operand, box in entries:
+            fp = footprints.of(operand, box)
+            if fp is not None and fp.hi > fp.lo:
+                accesses.append(Access(unit, write, operand, fp))
+        _sweep(schedule, accesses, races, reported)
     races.sort(key=lambda r: (r.second.unit, r.first.unit))
     return races
 
@@ -223,35 +239,28 @@ def _sweep(schedule: Schedule, accesses: list[Access], races: list[Race],
     painter = Painter()
     happens_before = schedule.happens_before
     for access in accesses:
-        fp, unit = access.footprint, access.unit
-        live: list[Access] = []
-        seen_lists: set[int] = set()
+        fp, unit, write = access.footprint, access.unit, access.write
         cell: list[Access] = []
-        for occupants, _, _ in painter.paint(fp.lo, fp.hi, cell):
-            if id(occupants) not in seen_lists:
-                seen_lists.add(id(occupants))
-                live.extend(occupants)
+        lists = [occupants for occupants, _, _ in painter.paint(fp.lo, fp.hi, cell)]
+        if len(lists) == 1:
+            live = lists[0]
+        else:   # segments share accesses: each once
+            live = list({id(a): a for occupants in {id(o): o for o in lists}.values()
+                         for a in occupants}.values())
         ordered: dict[int, bool] = {}
-        keep: list[Access] = []
-        seen: set[int] = set()
         for other in live:
-            if id(other) in seen:
-                continue
-            seen.add(id(other))
             before = other.unit == unit
             if not before:
                 before = ordered.get(other.unit)
                 if before is None:
                     before = ordered[other.unit] = happens_before(other.unit, unit)
-                if not before and (other.write or access.write):
+                if not before and (other.write or write):
                     pair = (other.unit, unit)
                     if pair not in reported:
                         both = shared_bytes(other.footprint, fp)
                         if both is not None:
                             reported.add(pair)
                             races.append(Race(other, access, *both))
-            retired = fp.dense and before and (access.write or not other.write)
-            if not retired:
-                keep.append(other)
-        keep.append(access)
-        cell.extend(keep)
+            if not (before and fp.dense and (write or not other.write)):
+                cell.append(other)     # not retired: it may still race with a later access
+        cell.append(access)
