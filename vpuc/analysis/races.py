@@ -238,15 +238,22 @@ def _sweep(schedule: Schedule, accesses: list[Access], races: list[Race],
            reported: set[tuple[int, int]]) -> None:
     painter = Painter()
     happens_before = schedule.happens_before
+    # Accesses that all cover the same bytes (a buffer used whole) need no painting.
+    hull = (accesses[0].footprint.lo, accesses[0].footprint.hi) if accesses else None
+    uniform = all((a.footprint.lo, a.footprint.hi) == hull for a in accesses)
+    cell: list[Access] = []
     for access in accesses:
         fp, unit, write = access.footprint, access.unit, access.write
-        cell: list[Access] = []
-        lists = [occupants for occupants, _, _ in painter.paint(fp.lo, fp.hi, cell)]
-        if len(lists) == 1:
-            live = lists[0]
-        else:   # segments share accesses: each once
-            live = list({id(a): a for occupants in {id(o): o for o in lists}.values()
-                         for a in occupants}.values())
+        if uniform:
+            live, cell = cell, []
+        else:
+            cell = []
+            lists = [occupants for occupants, _, _ in painter.paint(fp.lo, fp.hi, cell)]
+            if len(lists) == 1:
+                live = lists[0]
+            else:   # segments share accesses: each once
+                live = list({id(a): a for occupants in {id(o): o for o in lists}.values()
+                             for a in occupants}.values())
         ordered: dict[int, bool] = {}
         for other in live:
             before = other.unit == unit
