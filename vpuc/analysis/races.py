@@ -197,16 +197,12 @@ def find_races(schedule: Schedule, symbols: SymbolTable) -> list[Race]:
 
     Every unit that races is reported with at least one partner (the sweep
     retires accesses that later ones stand for), each pair once."""
-    # Group the operands by root in topological order of the units' starts; only roots
-    # that some unit writes, and that two units touch, can race.
-    n_start = 2 * len(schedule.units)
+    # Group the operands by root; only roots that some unit writes, and that two units
+    # touch, can race.  Those are then swept in topological order of the units' starts.
     by_root: dict[str, list[tuple]] = {}
     written: set[str] = set()
     roots: dict[str, str | None] = {}
-    for node in schedule.order:
-        if node >= n_start or node % 2:
-            continue
-        unit = schedule.units[node // 2]
+    for unit in schedule.units:
         for operand, write, box in unit_accesses(unit.task, unit.variant):
             root = roots.get(operand, False)
             if root is False:
@@ -224,6 +220,8 @@ def find_races(schedule: Schedule, symbols: SymbolTable) -> list[Race]:
         entries = by_root[name]
         if all(e[0] == entries[0][0] for e in entries):
             continue
+        topo = schedule.topo_pos
+        entries.sort(key=lambda e: topo[2 * e[0]])      # stable: reads before writes
         accesses = []
         for unit, write, operand, box in entries:
             fp = footprints.of(operand, box)
