@@ -13,6 +13,7 @@ compilers do.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -177,3 +178,11 @@ def _sort_key(diag: Diagnostic) -> tuple:
     if isinstance(loc, BinLoc):
         return (1, loc.file, loc.section, loc.offset)
     return (2, "", 0, 0)
+
+
+def closest_name(word: str, candidates) -> str | None:
+    """The candidate a misspelt ``word`` most likely meant (difflib's ratio >= 0.7: close
+    enough to be a slip, like Multipy or %bufer, not any name sharing a few letters), or
+    None: the one did-you-mean of every "unknown/undefined NAME" message."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.7)
+    return close[0] if close else None

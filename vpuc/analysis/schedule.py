@@ -143,8 +143,8 @@ class Schedule:
             for barrier in unit.updates:
                 succ[2 * unit.index + 1].append(self.barrier_node[barrier])
             for barrier in unit.waits:
-                # A barrier nobody updates never fires; that is reported on its own
-                # and must not count as a graph edge source here.
+                # A barrier nobody updates has no producers left from the start:
+                # it orders nothing (the verifier reports it on its own).
                 if barrier in self.producers:
                     succ[self.barrier_node[barrier]].append(2 * unit.index)
         for queue in self.queues:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vpuc.diagnostics import DiagnosticBag, Loc
+from vpuc.diagnostics import DiagnosticBag, Loc, closest_name
 from vpuc.ir.module import Barrier, Buffer, BufferKind, KernelDecl, Module, View
 from vpuc.ir.types import TensorType
 
@@ -111,6 +111,14 @@ class SymbolTable:
         for barrier in self.module.barriers:
             self._declare(self.barriers, barrier.name, barrier, "barrier")
 
+    def did_you_mean(self, name: str, kind: str) -> str:
+        """"; did you mean %x?" for a misspelt name of a ``kind`` ("buffer" covers views,
+        "barrier", "kernel"), or "" when nothing is close."""
+        candidates = {"buffer": [*self.buffers, *self.views], "barrier": self.barriers,
+                      "kernel": self.kernels}[kind]
+        close = closest_name(name, candidates)
+        return f"; did you mean {'@' if kind == 'kernel' else '%'}{close}?" if close else ""
+
     def is_buffer_like(self, name: str) -> bool:
         return name in self.buffers or name in self.views
 
@@ -142,7 +150,7 @@ class SymbolTable:
             if chain:
                 view = self.views[chain[-1]]
                 self.bag.error(view.base.loc, f"view %{view.name} slices undefined buffer "
-                               f"%{view.base}")
+                               f"%{view.base}" + self.did_you_mean(view.base, "buffer"))
             base = None
         for view_name in reversed(chain):
             base = None if base is None else self._slice(self.views[view_name], base)
@@ -191,6 +199,7 @@ class SymbolTable:
             if ref in self.barriers:
                 self.bag.error(loc, f"{role} %{ref} is a barrier; expected a buffer or view")
             else:
-                self.bag.error(loc, f"undefined buffer %{ref} used as {role}")
+                self.bag.error(loc, f"undefined buffer %{ref} used as {role}"
+                               + self.did_you_mean(ref, "buffer"))
             return None
         return self.region(ref)

@@ -16,7 +16,7 @@ from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_phys
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
 from vpuc.verifier.graph import check_graphs
-from vpuc.verifier.memory import check_overlaps
+from vpuc.verifier.memory import check_overlaps, check_races
 from vpuc.verifier.tasks import check_tasks
 from vpuc.verifier.wiring import check_wiring
 
@@ -54,4 +54,6 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     if check_deadlock(schedule, bag):
         check_physical_reuse(module, schedule, bag)
         check_overlaps(module, schedule, symbols, bag)
+        if not bag.has_errors:  # races are judged on an otherwise valid module
+            check_races(schedule, symbols, bag)
     return bag

@@ -21,8 +21,13 @@ def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: S
         consumers = schedule.consumers.get(barrier.name, [])
         if consumers and not producers:
             first = schedule.units[consumers[0]]
-            bag.error(barrier.loc, f"barrier %{barrier.name} is waited on but never updated; "
-                      f"{first.name} would wait forever", ((first.loc, f"{first.name} waits here"),))
+            # The runtime starts a waiter once the barrier has no producers left
+            # (docs/simulator.md, runtime rule b): with none at all, it never waits.
+            bag.error(barrier.loc, f"barrier %{barrier.name} is waited on but never updated: "
+                      "the runtime programs it with a producer count of 0, so it counts as "
+                      f"fired before anything runs and {first.name} starts without waiting "
+                      "(the wait orders nothing); expected a task that updates it",
+                      ((first.loc, f"{first.name} waits here"),))
         elif producers and not consumers:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is updated but never waited on")
         elif not producers and not consumers:

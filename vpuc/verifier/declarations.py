@@ -64,7 +64,8 @@ def check_runtime(module: Module, arch: Arch, symbols: SymbolTable, bag: Diagnos
         return
     kernel = symbols.kernels.get(runtime.kernel)
     if kernel is None:
-        bag.error(runtime.kernel.loc, f"runtime refers to undefined kernel @{runtime.kernel}")
+        bag.error(runtime.kernel.loc, f"runtime refers to undefined kernel @{runtime.kernel}"
+                  + symbols.did_you_mean(runtime.kernel, "kernel"))
     elif kernel.params:
         bag.error(runtime.kernel.loc, f"runtime kernel @{kernel.name} takes "
                   f"{_plural(len(kernel.params), 'argument')}; expected a kernel with none",
@@ -100,10 +101,24 @@ def check_buffers(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
             bag.error(buffer.loc, f"{where} is in DDR; only cmx buffers have a tile")
         if buffer.offset is not None and buffer.offset < 0:
             bag.error(buffer.loc, f"{where} has negative offset {buffer.offset}")
+        elif buffer.offset is not None and buffer.offset % buffer.type.elem.nbytes:
+            _misaligned(buffer, where, bag)
         if buffer.kind in (BufferKind.INPUT, BufferKind.OUTPUT) and buffer.offset is not None:
             bag.error(buffer.loc, f"{where} is a network {buffer.kind}; its address is given at "
                       "run time, expected no 'at'")
         _check_init(buffer, bag)
+
+
+def _misaligned(buffer, where: str, bag: DiagnosticBag) -> None:
+    # Kernels get a buffer as MemRefData.dataAddr and read it through a pointer to its
+    # element type (software layers HLD, "Kernel Arguments Contract"); C/C++ requires
+    # such an object at a multiple of its alignment, which is its size for these types.
+    elem, offset = buffer.type.elem, buffer.offset
+    size = elem.nbytes
+    below, above = offset - offset % size, offset - offset % size + size
+    bag.error(buffer.loc, f"{where} is placed at byte {offset}, not a multiple of {size}; "
+              f"{elem} elements need {size}-byte alignment (kernels read them through "
+              f"{elem} pointers, C's natural alignment); expected 'at {below}' or 'at {above}'")
 
 
 def _check_init(buffer, bag: DiagnosticBag) -> None:

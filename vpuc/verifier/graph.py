@@ -15,9 +15,7 @@ whose operands have no type is skipped.
 
 from __future__ import annotations
 
-import difflib
-
-from vpuc.diagnostics import DiagnosticBag, VpucError
+from vpuc.diagnostics import DiagnosticBag, VpucError, closest_name
 from vpuc.ir.graph import CONSTANT, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.graph_ops import FLOAT_TYPES, OPS, REQUIRED, AttrSpec, InferError, OpSpec
 from vpuc.ir.module import Module, format_number
@@ -86,10 +84,8 @@ def infer_graph(graph: Graph) -> None:
 # ----------------------------------------------------------------- pieces
 
 def _suggest(kind: str) -> str:
-    # 0.7: close enough to be a slip (Multipy, relu), not any name sharing a few letters
-    close = difflib.get_close_matches(kind, OPS, n=1, cutoff=0.7) or difflib.get_close_matches(
-        kind.capitalize(), OPS, n=1, cutoff=0.7)
-    return f"; did you mean '{close[0]}'?" if close else "; see docs/vir.md for the op list"
+    close = closest_name(kind, OPS) or closest_name(kind.capitalize(), OPS)
+    return f"; did you mean '{close}'?" if close else "; see docs/vir.md for the op list"
 
 
 def _define(op: GraphOp, inferred, types, defined_at, bag: DiagnosticBag) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vpuc.arch import Arch
-from vpuc.diagnostics import DiagnosticBag, Loc
+from vpuc.diagnostics import DiagnosticBag, Loc, closest_name
 from vpuc.ir.module import BufferKind, Module, format_number
 from vpuc.ir.symbols import Region, SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, Executor, SwKernelTask
@@ -50,7 +50,7 @@ def _check_sync(waits, updates, symbols: SymbolTable, bag: DiagnosticBag) -> Non
         if ref not in symbols.barriers:
             what = "a buffer" if symbols.is_buffer_like(ref) else "undefined"
             bag.error(getattr(ref, "loc", None), f"%{ref} is {what}; expected a barrier in "
-                      "waits(...)/updates(...)")
+                      "waits(...)/updates(...)" + symbols.did_you_mean(ref, "barrier"))
     for ref in set(waits) & set(updates):
         bag.error(getattr(ref, "loc", None), f"a task both waits on and updates barrier %{ref}; "
                   "it could never start")
@@ -130,9 +130,15 @@ def check_sw(task: SwKernelTask, arch: Arch, symbols: SymbolTable, bag: Diagnost
                       f"{format_number(const.value)} {problem}")
     kernel = symbols.kernels.get(task.kernel)
     if kernel is None:
-        bag.error(task.kernel.loc, f"undefined kernel @{task.kernel}")
+        bag.error(task.kernel.loc, f"undefined kernel @{task.kernel}"
+                  + symbols.did_you_mean(task.kernel, "kernel"))
         return
     _check_run(task, kernel, aliases, consts, bag)
+
+
+def _closest(name: str, names) -> str:
+    close = closest_name(name, names)
+    return f"; did you mean %{close}?" if close else ""
 
 
 def _check_run(task, kernel, aliases, consts, bag: DiagnosticBag) -> None:
@@ -150,7 +156,7 @@ def _check_run(task, kernel, aliases, consts, bag: DiagnosticBag) -> None:
                 bag.error(arg.loc, f"{where} is {param.type_str()}; got scalar constant %{arg}")
             elif arg not in aliases:
                 bag.error(arg.loc, f"undefined %{arg} in run(...); expected a name bound by "
-                          "inputs(... as %x) or outputs(... as %x)")
+                          "inputs(... as %x) or outputs(... as %x)" + _closest(arg, aliases))
             elif aliases[arg] is not None and not param.memref.matches(aliases[arg].type):
                 got = aliases[arg].type
                 bag.error(arg.loc, f"{where} is {param.type_str()}; got %{arg} of type "
@@ -160,7 +166,8 @@ def _check_run(task, kernel, aliases, consts, bag: DiagnosticBag) -> None:
                 bag.error(arg.loc, f"{where} is scalar {param.scalar}; got buffer %{arg}")
             elif arg not in consts:
                 bag.error(arg.loc, f"undefined %{arg} in run(...); expected a scalar constant "
-                          f"of the region, like %{param.name} = const 0.0 : {param.scalar}")
+                          f"of the region, like %{param.name} = const 0.0 : {param.scalar}"
+                          + _closest(arg, consts))
             elif consts[arg].elem is not param.scalar:
                 bag.error(arg.loc, f"{where} is {param.scalar}; got %{arg} of type "
                           f"{consts[arg].elem}")
