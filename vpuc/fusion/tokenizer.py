@@ -1,6 +1,6 @@
 """The tokenizer: greedy grouping of a graph's elementwise ops into subgraphs.
 
-The seed's algorithm (OpenVINO's ``TokenizeSnippets``), walking the ops in
+The Snippets Design Guide's algorithm (§Tokenizer; OpenVINO's ``TokenizeSnippets``), walking the ops in
 topological order.  An op the target cannot fuse (not elementwise, marked
 ``skipped-by-plugin``, an element type the target lacks, declined by the
 target's tokenization callback) is left out, and so is
