@@ -64,7 +64,7 @@ def stored_sum_bound(got, want, magnitude, terms: int, accumulate, store) -> np.
     return sum_bound(magnitude, terms, accumulate) + rounding + 2 * eta
 
 
-def assert_within_bound(got, want, bound, what: str = "") -> None:
+def assert_within_bound(got, want, bound) -> None:
     """|got - want| <= bound elementwise (NaN only where both are NaN, infinities equal)."""
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got64.shape == want64.shape, (got64.shape, want64.shape)
@@ -73,11 +73,11 @@ def assert_within_bound(got, want, bound, what: str = "") -> None:
         error = np.abs(got64 - want64)
     bad = ~same & ~(error <= np.broadcast_to(bound, error.shape))
     if bad.any():
-        i = np.unravel_index(np.argmax(bad), bad.shape)
-        limit = np.broadcast_to(bound, error.shape)[i]
-        raise AssertionError(f"{what}{int(bad.sum())} of {bad.size} elements beyond the derived bound, "
-                             f"e.g. at {i}: {got64[i]!r} vs {want64[i]!r} (|diff| {error[i]:.3g} > "
-                             f"{limit:.3g})")
+        i = tuple(int(n) for n in np.unravel_index(np.argmax(bad), bad.shape))
+        limit = float(np.broadcast_to(bound, error.shape)[i])
+        raise AssertionError(f"{int(bad.sum())} of {bad.size} elements beyond the derived bound, "
+                             f"e.g. at {i}: {float(got64[i])!r} vs {float(want64[i])!r} "
+                             f"(|diff| {float(error[i]):.3g} > {limit:.3g})")
 
 
 def assert_sums_close(got, want, magnitude, terms: int, dtype, evaluations: int = 2) -> None:
