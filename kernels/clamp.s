@@ -1,4 +1,4 @@
-// clamp: output = min(max(input, minVal), maxVal), elementwise (the seed's example).
+// clamp: output = min(max(input, minVal), maxVal), elementwise (the Software Layers HLD's example).
 //   contract: clamp(input: memref<*xT>, output: memref<*xT>, minVal: f16, maxVal: f16)
 //             T = f16 or f32 (the bounds stay f16 in the params; widened for f32)
 //   params:   struct { MemRefData input, output; f16 minVal, maxVal; }   68 bytes

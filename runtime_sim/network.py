@@ -1,4 +1,5 @@
-"""A network: one program instantiated with memory (the seed's program -> network step).
+"""A network: one program instantiated with memory (the program -> network step of OpenVINO's
+"Basic Data Structures of GPU Graph and Overall Flow").
 
 It allocates DDR and CMX (``runtime_sim.memory``), copies the constants in,
 takes the inputs and hands back the outputs, all as numpy arrays of the

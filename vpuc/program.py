@@ -1,6 +1,6 @@
 """The compiled program: the module after the passes, with every decision made.
 
-This is the seed's *program* level.  It holds the final module (CMX offsets,
+This is the *program* level of OpenVINO's GPU graph design.  It holds the final module (CMX offsets,
 physical barriers) plus what the passes derived for ACT SHAVE kernels:
 
 - one ``KernelImage`` per kernel function (the blob's ``ActKernel`` and its

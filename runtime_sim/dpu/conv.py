@@ -1,6 +1,6 @@
 """Generalized convolution as GEMM (forward, backward-data, backward-weights).
 
-Following the seed, every propagation kind is one GEMM ``C = A x B`` over
+Following oneDNN's "GPU Convolution Kernel Generator", every propagation kind is one GEMM ``C = A x B`` over
 M/N/K dims, with A and B given as views (index expressions + padding masks):
 
     kind   A (M x K)   B (K x N)   C (M x N)   M               N    K

@@ -17,7 +17,7 @@ W, so ``NHWC`` describes a logical NCHW tensor and ``HWIO`` a logical OIHW one.
 Blocked dims whose size is not a multiple of the block are zero-padded in
 memory, as oneDNN does.
 
-Following the seed, ``Layout.blocks(shape)`` lists every memory block (outer
+Following the "GPU Convolution Kernel Generator" (§Tensor, Layout and View), ``Layout.blocks(shape)`` lists every memory block (outer
 parts and plain dims included) with its dim, size and stride.
 """
 
@@ -136,7 +136,7 @@ class Layout:
         return math.prod(self.physical_shape(shape))
 
     def blocks(self, shape: tuple[int, ...]) -> tuple[Block, ...]:
-        """Every memory block with its element stride, outermost first (the seed's layout blocks)."""
+        """Every memory block with its element stride, outermost first (the Kernel Generator's layout blocks)."""
         sizes = self.physical_shape(shape)
         strides = _contiguous_strides(sizes)
         return tuple(Block(e.dim, size, stride) for e, size, stride in zip(self.order, sizes, strides))

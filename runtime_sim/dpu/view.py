@@ -1,4 +1,4 @@
-"""Views: virtual tensors indexed by GEMM/loop indices, as in the seed.
+"""Views: virtual tensors indexed by GEMM/loop indices, as in oneDNN's "GPU Convolution Kernel Generator" (§Tensor, Layout and View).
 
 A view ``V(v0, ..., v(m-1))`` reads an underlying tensor ``T(t0, ..., t(n-1))``
 through one index expression per tensor dim, ``t_j = F_j(v0, ...)``, plus an
@@ -9,12 +9,12 @@ access mask per tensor dim; where a mask is false the view reads a fill value
     ih = oh*SH + kh*DH - PH        mask: 0 <= ih < IH
 
 **Dilation convention**: ``DH`` is the distance between kernel taps, so 1
-means "no dilation" (the ONNX/PyTorch convention).  The seed's oneDNN
+means "no dilation" (the ONNX/PyTorch convention).  The Kernel Generator's oneDNN
 convention writes ``kh*(DH+1)`` with 0 meaning none; our ``DH`` is its ``DH+1``.
 
 An index expression may divide by a constant (``od = (id + PD - kd*DD) / SD``
 in backward-data); its mask then also requires the division to be exact,
-which is the seed's "stride condition".
+which is the Kernel Generator's "stride condition".
 
 Materializing a view (``View.gather``) has two paths:
 

@@ -1,6 +1,6 @@
 """The ACT SHAVE engine: runs a kernel invocation's machine code.
 
-As the seed's runtime does, WIN_D maps the kernel's code, WIN_E the
+As the Software Layers HLD's runtime does, WIN_D maps the kernel's code, WIN_E the
 invocation's image (``.data`` copy, params, dims/strides) with the SHAVE's
 stack above it, and WIN_F the tile's CMX, used in place; the kernel is called
 with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.

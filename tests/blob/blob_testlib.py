@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,11 +17,12 @@ from vpuc.passes.registry import compile_pipeline, parse_pipeline
 from vpuc.program import Program
 from vpuc.vir.parser import parse_file
 
+from tests.tools import tool  # noqa: F401  (the blob tests import it from here)
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted(REPO.glob("examples/*.vir")) + [REPO / "tests/unit/data/clamp_asm.vir",
                                                  REPO / "tests/unit/data/dynamic_asm.vir"]
 IDS = [p.stem for p in SOURCES]
-VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 
 @lru_cache(maxsize=None)
@@ -46,14 +46,6 @@ def compiled(path: Path) -> Program:
     if isinstance(result, str):
         pytest.skip(f"{path.name} does not compile yet: {result}")
     return copy.deepcopy(result)
-
-
-def tool(name: str) -> str:
-    """A tool from the venv or PATH, or skip."""
-    found = VENV_BIN / name if (VENV_BIN / name).exists() else shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not installed")
-    return str(found)
 
 
 def normalized(read: Module, source: Module) -> Module:

@@ -5,12 +5,12 @@ driver blocks are included from kernels/include/, not copied; the library API an
 
 import io
 import re
-import shutil
 import subprocess
 
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from tests.tools import tool
 from vpuc.cli import main
 from vpuc.diagnostics import VpucError
 from vpuc.kernel_library import (KERNEL_DIR, build_library, library_names, library_source,
@@ -50,10 +50,9 @@ def test_assembler_disassembler_round_trip(name):
     assert assemble(disassemble(obj.text), f"{name}.raw.s").text == obj.text
 
 
-@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf not installed")
 def test_readelf_reads_every_object_cleanly(tmp_path):
     for path in build_library(tmp_path):
-        result = subprocess.run(["readelf", "-a", "-W", str(path)], capture_output=True,
+        result = subprocess.run([tool("readelf"), "-a", "-W", str(path)], capture_output=True,
                                 text=True)
         assert result.returncode == 0, path
         assert result.stderr == "", (path, result.stderr)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import re
-import shutil
 import subprocess
 from functools import lru_cache
 
@@ -16,6 +15,7 @@ import pytest
 from runtime_sim.reference import Reference
 from runtime_sim.simulator import simulate
 from tests.sim.simlib import REPO, compile_vir, run_cli
+from tests.tools import tool
 from vpuc.blob import read_blob, write_blob
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.generator.kernel_graph import load_graphs
@@ -102,12 +102,11 @@ def test_repeated_compiles_are_byte_identical():
     assert first == again
 
 
-@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf not installed")
 def test_readelf_reads_the_generated_object_silently(tmp_path):
     image = program("fused_chain").kernels["main.sg0"]
     path = tmp_path / "main.sg0.o"
     path.write_bytes(image.elf)
-    done = subprocess.run(["readelf", "-a", "-W", str(path)], capture_output=True, text=True)
+    done = subprocess.run([tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == ""
     assert ".note.vpuc.graph" in done.stdout
     assert "VPUC" in done.stdout and "Unknown note type: (0x00000010)" in done.stdout

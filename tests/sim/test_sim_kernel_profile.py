@@ -7,7 +7,6 @@ import copy
 import csv
 import io
 import re
-import shutil
 import subprocess
 from functools import lru_cache
 
@@ -17,6 +16,7 @@ from runtime_sim.plan import ACT
 from runtime_sim.simarch import load_sim_arch
 from runtime_sim.simulator import simulate
 from tests.sim.simlib import REPO, ROUND, compile_vir, run_cli
+from tests.tools import tool
 from vpuc.blob import read_blob, write_blob
 from vpuc.diagnostics import VpucError
 from vpuc.passes.registry import compile_pipeline
@@ -197,11 +197,10 @@ def test_blob_reader_checks_tags_against_text():
         object_notes(image.elf, "k.o", 143)
 
 
-@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf not installed")
 def test_readelf_reads_the_tags_note_silently(tmp_path):
     path = tmp_path / "main.sg0.o"
     path.write_bytes(program(CHAIN).kernels["main.sg0"].elf)
-    done = subprocess.run(["readelf", "-a", "-W", str(path)], capture_output=True, text=True)
+    done = subprocess.run([tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == ""
     assert "Unknown note type: (0x00000010)" in done.stdout
     assert "Unknown note type: (0x00000011)" in done.stdout

@@ -1,4 +1,4 @@
-"""assign-windows and pack-kernel-args: golden output, the seed's ClampParams bytes,
+"""assign-windows and pack-kernel-args: golden output, the Software Layers HLD's ClampParams bytes,
 a dynamic-shape invocation, and window overflow errors."""
 
 from pathlib import Path
@@ -17,7 +17,7 @@ from vpuc.vir.parser import parse_file
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]
 
-# The seed's ClampParams for a 1x16x32x32 f16 NHWC tensor in and out (tests/abi has the
+# The Software Layers HLD's ClampParams for a 1x16x32x32 f16 NHWC tensor in and out (tests/abi has the
 # hand-built version of the same bytes).
 CLAMP_PARAMS = bytes.fromhex(
     "0000001f 01000000 04000000 4800001e 5800001e 02000000 4213000000000000"

@@ -1,4 +1,4 @@
-"""``MemRefData``: how a kernel sees a buffer argument, byte for byte as in the seed.
+"""``MemRefData``: how a kernel sees a buffer argument, byte for byte as in the Software Layers HLD.
 
     struct __attribute__((packed)) MemRefData {
         uint32_t dataAddr;     // WIN_F

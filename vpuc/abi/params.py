@@ -1,4 +1,4 @@
-"""A kernel's params struct, packed from its contract: the seed's argument contract.
+"""A kernel's params struct, packed from its contract: the Software Layers HLD's argument contract.
 
 Memref arguments become ``MemRefData`` (32 bytes); scalars are stored as
 themselves (f16 in 2 bytes, i32 in 4, ...); the struct is packed with no

@@ -1,8 +1,9 @@
 """The tokenizer: greedy grouping of a graph's elementwise ops into subgraphs.
 
-The seed's algorithm (OpenVINO's ``TokenizeSnippets``), walking the ops in
+The Snippets Design Guide's algorithm (§Tokenizer; OpenVINO's ``TokenizeSnippets``), walking the ops in
 topological order.  An op the target cannot fuse (not elementwise, marked
-``skipped-by-plugin``, an element type the target lacks) is left out, and so is
+``skipped-by-plugin``, an element type the target lacks, declined by the
+target's tokenization callback) is left out, and so is
 a dead op (nothing it computes reaches a Result).  Any other op either
 
 - starts a subgraph, when none of its operands comes from a subgraph;
@@ -55,6 +56,7 @@ class Reason(Enum):
     NOT_TOKENIZABLE = "not-tokenizable"
     SKIPPED_BY_PLUGIN = "skipped-by-plugin"
     UNSUPPORTED_TYPE = "unsupported-type"
+    CALLBACK = "plugin-callback"             # the target's tokenization callback declined it
     CYCLE = "cycle"
     DATA_POINTERS = "data-pointer-limit"
     RESULTS = "second-result"
@@ -156,7 +158,8 @@ class Tokenizer:
             if elem not in self.target.elem_types:
                 return Decision(Reason.UNSUPPORTED_TYPE, f"%{name} is {elem}; {self.target.name} "
                                 "kernels handle " + ", ".join(sorted(str(e) for e in self.target.elem_types)))
-        return None
+        why = self.target.refuse(op, self.index) if self.target.refuse is not None else None
+        return Decision(Reason.CALLBACK, why) if why is not None else None
 
     def _place(self, i: int, op: GraphOp) -> None:
         parents: list[int] = []

@@ -1,4 +1,4 @@
-"""The module: plain data for a whole network (the seed's "topology").
+"""The module: plain data for a whole network (the "topology" of OpenVINO's GPU graph design).
 
 Objects refer to each other by name (``Ref``), never by pointer, so the IR is
 trivially printable, comparable and serializable.  Every object keeps its source

@@ -1,6 +1,6 @@
 """Tasks and task lists: what the DMA, DPU and ACT SHAVE executors run.
 
-Scheduling follows the seed: every task (and every DPU *variant*, which the
+Scheduling follows the Software Layers HLD: every task (and every DPU *variant*, which the
 runtime schedules on its own) waits on some barriers and updates others.  A DPU
 task may also list barriers at task level; they apply to each of its variants.
 """

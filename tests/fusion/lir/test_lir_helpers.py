@@ -1,4 +1,4 @@
-"""The Linear IR container: building from a body, the seed's helpers, validation, loop ports."""
+"""The Linear IR container: building from a body, the Snippets Design Guide's helpers, validation, loop ports."""
 
 import pytest
 

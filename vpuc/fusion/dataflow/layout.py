@@ -8,7 +8,7 @@ storage order, so a dense row-major array of the memory shape is exactly the
 buffer's bytes; canonicalization gives body ports their memory shapes.
 
 A dim of size 1 splits into (1, 1): a planar input broadcast along the blocked
-dim gets a trailing 1, the seed's "trailing 1 for broadcasting".
+dim gets a trailing 1, the Snippets Design Guide's "trailing 1 for broadcasting".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Expressions, their ports, port descriptors and port connectors (the seed's LIR pieces).
+"""Expressions, their ports, port descriptors and port connectors (the Snippets Design Guide's LIR pieces).
 
 - ``Node``: what an expression computes: a kind and its attributes (the LIR's
   ``ov::Node``).  Kinds are listed in ``kinds.py``.

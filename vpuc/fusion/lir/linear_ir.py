@@ -3,7 +3,7 @@
 ``LinearIR.exprs`` is the control flow: code for ``exprs[i]`` is emitted before
 ``exprs[i + 1]``; the connectors carry the data flow, and every input must be
 produced above its use.  Passes change the LIR only through the helpers here,
-which keep connectors and loop ports consistent (the seed's ``insert_node``,
+which keep connectors and loop ports consistent (the Snippets Design Guide's ``insert_node``,
 ``replace_with_node``, ``replace_with_expr``).
 
 Kernel-level facts the emitter needs live here too:
@@ -165,7 +165,7 @@ class LinearIR:
             conn.remove_consumer(expr.input_port(i))
         del self.exprs[self.position(expr)]
 
-    # ------------------------------------------------------------ the seed's helpers
+    # ------------------------------------------------------------ the Snippets Design Guide's helpers
     def insert_node(self, node: Node, inputs: list[PortConnector], out_descs: list[PortDescriptor],
                     position: int, loop_ids: list[int], consumers: list[ExpressionPort] = (),
                     names: list[str] | None = None,

@@ -5,7 +5,8 @@ that depends on the hardware comes from a ``TargetMachine``: which op kinds and
 element types the backend generates, how many data pointers (inputs + outputs +
 buffers) one kernel can hold in registers, its vector registers and lanes, the
 marking pass that hides ops the backend fuses by itself (``skipped-by-plugin``),
-and the data-flow passes it inserts at named points of the pipeline.
+the conditions under which its plugin declines an op (``refuse``: OpenVINO's
+tokenization callback), and the data-flow passes it inserts at named points of the pipeline.
 
 ``TARGETS`` lists them: ``shave`` (our ACT SHAVE, the default) and ``x64``
 (OpenVINO's CPU plugin, for comparing tokenizations with OpenVINO's).
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from vpuc.diagnostics import UsageError
-from vpuc.ir.graph import Graph
+from vpuc.ir.graph import Graph, GraphIndex, GraphOp
 from vpuc.ir.types import ElemType
 
 
@@ -31,6 +32,9 @@ class TargetMachine:
     elem_types: frozenset[ElemType]       # element types its kernels load, compute and store
     tokenizable: frozenset[str]           # op kinds its generator emits
     mark_skipped: Callable[[Graph], None]  # sets op.marks["skipped-by-plugin"]
+    # The plugin's tokenization callback: why the backend declines an op the tokenizer
+    # could take (a sentence), or None; None for a target with no such conditions.
+    refuse: Callable[[GraphOp, GraphIndex], str | None] | None = None
     # Data-flow passes the target inserts: (position, pass name), see fusion/dataflow/base.py.
     positioned_passes: tuple[tuple[str, str], ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)   # where each number comes from

@@ -1,6 +1,6 @@
 """Address-arithmetic clean-ups on the generated MIR, one pass per file.
 
-After ``gpu_conv_kernel_generator.md`` ("More Optimizations and IR Passes"):
+After oneDNN's "GPU Convolution Kernel Generator" (§More Optimizations and IR Passes):
 the emitters write straightforward code (every value computed where it is
 used, every constant materialized where it is needed); these passes clean it:
 
