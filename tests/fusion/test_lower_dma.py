@@ -119,3 +119,11 @@ def test_reshape_of_a_non_identity_order_is_an_error_at_the_op(tmp_path):
         compile_text(path.read_text(), str(path))
     assert "Reshape %y of a NHWC tensor" in str(exc.value)
     assert main(["compile", str(path), "-o", str(tmp_path / "bad.blob")]) == 1
+
+
+def test_golden_case_runs_exactly():
+    """tests/golden/fusion/lower_dma.vir (its lowered task list is the golden)."""
+    graph, mod, ctx = compile_text(open("tests/golden/fusion/lower_dma.vir").read())
+    _, pairs = run_both(graph, ctx.artifacts["program"])
+    for got, expected in pairs:
+        assert np.array_equal(got, expected)

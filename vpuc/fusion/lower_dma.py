@@ -77,13 +77,15 @@ class _Emitter:
         self.prog, self.names, self.prefix = prog, names, prefix
         self.queued = [0] * CHANNELS
         self.count = 0
+        self.views = 0
 
     def ref(self, part: Part) -> str:
         base = self.names[part.buffer]
         if part.spans is None or part.spans == full(part.type):
             return f"%{base}"
         slices = ", ".join(f"{a}:{b}" if s == 1 else f"{a}:{b}:{s}" for a, b, s in part.spans)
-        name = f"{self.prefix}v{len(self.prog.views)}"
+        name = f"{self.prefix}v{self.views}"
+        self.views += 1
         self.prog.views.append(f"view %{name} = %{base}[{slices}]")
         return f"%{name}"
 
