@@ -85,3 +85,37 @@ def _f16_weights(path, tmp_path) -> str:
     rounded = tmp_path / "rounded.onnx"
     onnx.save(model, str(rounded))
     return str(rounded)
+
+
+def _attention(m):
+    """Multi-head self-attention as exporters write it: heads split with Reshape and
+    Transpose (DMA), the MatMuls on the DPU, the softmax on ACT SHAVE."""
+    x = m.input("x", [1, 17, 48])
+
+    def heads(v):
+        r = m.node("Reshape", [v, _ints(m, [1, 17, 3, 16])])
+        return m.node("Transpose", [r], perm=[0, 2, 1, 3])
+    q, k, v = (heads(m.node("MatMul", [x, m.weight((48, 48))])) for _ in range(3))
+    scores = m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    weights = m.node("Softmax", [m.node("Mul", [scores, m.init(np.asarray(0.25, np.float32))])],
+                     axis=-1)
+    merged = m.node("Transpose", [m.node("MatMul", [weights, v])], perm=[0, 2, 1, 3])
+    return m.node("Reshape", [merged, _ints(m, [1, 17, 48])])
+
+
+def test_multi_head_attention_within_the_f16_tolerance(tmp_path):
+    """The f16 tolerance of docs/onnx-import.md (cosine >= 0.999, max |diff| <= 1% of the
+    output's range) against onnxruntime's f32 run of the f32 model."""
+    m = ModelBuilder(seed=1, opset=17)
+    out = _attention(m)
+    m.output(out)
+    path = m.save(tmp_path / "attention.onnx", "attention")
+    x = np.random.default_rng(3).standard_normal((1, 17, 48)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x.astype(np.float16))
+    assert main(["run", path, "--input", f"x=@{tmp_path / 'x.npy'}", "--reference",
+                 "--output-dir", str(tmp_path / "out")]) == 0
+    got = np.load(tmp_path / "out" / f"{out}.npy").astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
+    assert cosine >= 0.999
+    assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
