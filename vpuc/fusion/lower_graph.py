@@ -21,7 +21,9 @@ is cut into **segments**, run one after another:
   object goes to ``ctx.artifacts["generated-kernels"]``, where assign-windows
   finds it;
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
-  marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``).
+  marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
+- a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
+  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
@@ -32,8 +34,8 @@ that store ends after every task of the segment); segments never overlap.
 
 A Softmax over the last logical dim, which the tokenizer leaves out, runs as
 the library's ``softmax`` kernel in the block pipeline (the blocks are then
-never cut along that dim).  Other ops left out (Reshape, Transpose, other
-Softmax axes, a layer the DPU cannot run) stop the pass with an error at the
+never cut along that dim).  Other ops left out (other Softmax axes, a layer
+the DPU cannot run, a data-movement op DMA cannot do) stop the pass with an error at the
 op.  Ops nothing reaches a Result from are dropped.  Graphs with run-time dims
 run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]``,
 when set by the command line, is called with (stage, text) after every
