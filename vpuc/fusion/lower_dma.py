@@ -40,7 +40,7 @@ def dma_plan(op: GraphOp, types: dict) -> Plan:
     """The plan of ``op`` over graph values (``types``: value -> TensorType)."""
     x = op.operands[0]
     operands = [(v, types[v]) for v in op.operands]
-    return plan(op, x, types[x], op.result, op.type, operands)
+    return plan(op, x, types[x], op.result, types[op.result], operands)
 
 
 def emit_dma(prog: ProgramText, op: GraphOp, renamed: dict[str, Value], prefix: str,
@@ -150,9 +150,9 @@ def dma_ops(graph: Graph, tok: Tokenization) -> dict[int, GraphOp]:
         if op.kind not in DMA_OPS or decision.reason is Reason.DEAD:
             continue
         types = {v: index.producer(v).type for v in op.operands}
+        types[op.result] = op.type
         try:
-            plan(op, op.operands[0], types[op.operands[0]], op.result, op.type,
-                 [(v, types[v]) for v in op.operands])
+            dma_plan(op, types)
         except VpucError as exc:
             bag.items += exc.diagnostics
             bag.error_count += len(exc.errors)
