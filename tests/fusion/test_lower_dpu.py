@@ -337,14 +337,6 @@ Softmax is not elementwise) and has no other lowering (the library softmax reduc
 logical dim (3), not 1); not supported yet
       %s = Softmax{axis = 1}(%x)
       ^
-net.vir:5:3: error: Transpose %t cannot be fused into an ACT SHAVE kernel (not-tokenizable: \
-Transpose is not elementwise) and has no other lowering; not supported yet
-      %t = Transpose{order = [0, 2, 3, 1]}(%s)
-      ^
-net.vir:6:3: error: Reshape %r cannot be fused into an ACT SHAVE kernel (not-tokenizable: \
-Reshape is not elementwise) and has no other lowering; not supported yet
-      %r = Reshape{shape = [1, 128]}(%t)
-      ^
 net.vir:7:3: error: Convert %i cannot be fused into an ACT SHAVE kernel (unsupported-type: %i is \
 i8; shave kernels handle bf16, f16, f32, i32, u8) and has no other lowering; not supported yet
       %i = Convert{to = i8}(%r)

@@ -21,7 +21,9 @@ is cut into **segments**, run one after another:
   object goes to ``ctx.artifacts["generated-kernels"]``, where assign-windows
   finds it;
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
-  marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``).
+  marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
+- a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
+  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
@@ -32,8 +34,8 @@ that store ends after every task of the segment); segments never overlap.
 
 A Softmax over the last logical dim, which the tokenizer leaves out, runs as
 the library's ``softmax`` kernel in the block pipeline (the blocks are then
-never cut along that dim).  Other ops left out (Reshape, Transpose, other
-Softmax axes, a layer the DPU cannot run) stop the pass with an error at the
+never cut along that dim).  Other ops left out (other Softmax axes, a layer
+the DPU cannot run, a data-movement op DMA cannot do) stop the pass with an error at the
 op.  Ops nothing reaches a Result from are dropped.  Graphs with run-time dims
 run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]``,
 when set by the command line, is called with (stage, text) after every
@@ -55,13 +57,14 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
 from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
-from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
+from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph, GraphOp
 from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
 from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
@@ -106,13 +109,18 @@ class Segment:
     units: list[tuple[str, int]] = field(default_factory=list)   # ACT stages, condensed units
     layer: DpuLayer | None = None                                # or one DPU layer
     master: tuple = ()
+    dma: GraphOp | None = None                                   # or one data-movement op
 
     def reads(self, tok: Tokenization) -> list[str]:
+        if self.dma is not None:
+            return list(self.dma.operands)
         if self.layer is not None:
             return list(self.layer.op.operands)
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
+        if self.dma is not None:
+            return [self.dma.result]
         if self.layer is not None:
             return [self.layer.output]
         return [v for u in self.units for v in _stage_io(tok, u)[1]]
@@ -126,7 +134,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers = _left_out(graph, tok)
-    segments = _segments(graph, tok, library, layers)
+    segments = _segments(graph, tok, library, layers, dma_ops(graph, tok))
     values, names = _values(graph, tok, segments)
     prog = ProgramText()
     prog.declare(values)
@@ -134,7 +142,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     single = len(segments) == 1
     gate: tuple[str, ...] = ()
     for s, seg in enumerate(segments):
-        prefix = "" if single and seg.layer is None else _prefix(tok, seg)
+        prefix = "" if single and seg.layer is None and seg.dma is None else _prefix(tok, seg)
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
@@ -143,6 +151,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
+        elif seg.dma is not None:
+            renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+            emit_dma(prog, seg.dma, renamed, prefix, gate, finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish)
@@ -203,6 +214,8 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
             continue
         if _library_softmax(op):
             library.add(i)
+        elif op.kind in DMA_OPS:
+            continue                              # lower_dma.dma_ops takes them
         elif op.kind in DPU_LAYERS:
             try:
                 layers[i] = dpu_layer(graph, index, op)
@@ -234,7 +247,7 @@ def _stage_io(tok: Tokenization, unit: tuple[str, int]) -> tuple[list[str], list
 
 
 def _segments(graph: Graph, tok: Tokenization, library: set[int],
-              layers: dict[int, DpuLayer]) -> list[Segment]:
+              layers: dict[int, DpuLayer], dma: dict[int, GraphOp]) -> list[Segment]:
     index = graph.index()
     segments: list[Segment] = []
     for unit in tok.condensed_order():
@@ -242,12 +255,15 @@ def _segments(graph: Graph, tok: Tokenization, library: set[int],
         if kind == "op" and n in layers:
             segments.append(Segment(layer=layers[n]))
             continue
+        if kind == "op" and n in dma:
+            segments.append(Segment(dma=dma[n]))
+            continue
         if kind == "op" and n not in library:
             continue
         ops = [graph.ops[n]] if kind == "op" else [graph.ops[i] for i in tok.subgraphs[n].ops]
         shapes = [op.type.dims for op in ops] + [
             index.producer(v).type.dims for v in _stage_io(tok, unit)[0]]
-        last = segments[-1] if segments and segments[-1].layer is None else None
+        last = segments[-1] if segments and segments[-1].units else None
         joined = _joined_master(last, shapes)
         if joined is not None:
             last.master = joined
@@ -260,6 +276,8 @@ def _segments(graph: Graph, tok: Tokenization, library: set[int],
 def _prefix(tok: Tokenization, seg: Segment) -> str:
     if seg.layer is not None:
         return sanitize(seg.layer.op.result) + "."
+    if seg.dma is not None:
+        return sanitize(seg.dma.result) + "."
     kind, n = seg.units[0]
     return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
 
