@@ -17,7 +17,7 @@ from lark import Token, Transformer, v_args
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
-from vpuc.ir.graph import Graph, GraphOp
+from vpuc.ir.graph import Graph, GraphOp, number_as_float
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
                             KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl, Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
@@ -245,7 +245,7 @@ class VirTransformer(Transformer):
         return (str(name), tuple(values), self.loc(name))
 
     def post_op(self, kw, kind, *params) -> PostOp:
-        return PostOp(PostOpKind(str(kind)), tuple(float(p) for p in params if p is not None),
+        return PostOp(PostOpKind(str(kind)), tuple(number_as_float(p) for p in params if p is not None),
                       loc=self.loc(kw))
 
     def variant(self, label, kw, x0, y0, z0, x1, y1, z1, waits, updates) -> DpuVariant:
