@@ -35,6 +35,12 @@ class Arch:
     max_consumers: int
     window_size: int
     window_bases: dict[str, int]
+    ddr_address_bits: int = 32
+
+    @property
+    def max_tensor_bytes(self) -> int:
+        """The largest tensor the target can address."""
+        return 1 << self.ddr_address_bits
 
     def window_base(self, window: str) -> int:
         return self.window_bases[window]
@@ -73,6 +79,7 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
             max_consumers=int(data["barriers"]["max_consumers"]),
             window_size=int(data["windows"]["size"]),
             window_bases={w: int(data["windows"][w]) for w in WINDOW_NAMES},
+            ddr_address_bits=int(data.get("ddr", {}).get("address_bits", 32)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise VpucError(f"{path}: architecture file lacks or mistypes {exc}") from None

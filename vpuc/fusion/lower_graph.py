@@ -86,6 +86,7 @@ class LowerGraphPass(ModulePass):
             raise VpucError(f"module @{module.name} has {len(module.graphs)} graph blocks; "
                             "lowering one graph per module is supported so far", module.loc)
         graph = module.graphs[0]
+        check_sizes(graph, ctx.arch.max_tensor_bytes)
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
@@ -99,6 +100,22 @@ class LowerGraphPass(ModulePass):
         module.task_lists += lowered.task_lists
         module.graphs = []
         module.attributes["graph"] = "lowered"
+
+
+def check_sizes(graph: Graph, limit: int) -> None:
+    """Every tensor fits the target's address space (checked before any work that grows
+    with the tensors)."""
+    bag = DiagnosticBag()
+    oversized: set[str] = set()
+    for op in graph.ops:
+        if op.kind == RESULT or op.type is None or op.type.nbytes <= limit:
+            continue
+        oversized.add(op.result)
+        if not oversized.intersection(op.operands):      # the first one on its path
+                bag.error(op.loc, f"%{op.result} ({op.type}) has {op.type.nbytes:,} bytes; a "
+                          f"tensor on this target holds at most {limit:,} bytes (its address "
+                          "space)")
+    bag.raise_if_errors()
 
 
 @dataclass
