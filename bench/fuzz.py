@@ -3,9 +3,10 @@ corrupted blobs, run through the ``vpuc`` CLI entry in worker processes.
 
 Each case is made from (seed, kind, index) alone (``tests/fuzz/mutate.py``), so a
 campaign can be split over processes and any case replayed.  A worker runs its
-cases in process with a per-case time budget (SIGALRM) under an address-space
-limit; a worker that does not answer within twice the budget is killed and the
-case counted as a hang.  Findings (internal errors, timeouts, memory) are
+cases in process with a per-case budget of CPU seconds (SIGPROF; CPU time, so a
+machine shared with other work does not turn slow cases into hangs) under an
+address-space limit; a worker that does not answer within 6x the budget of wall
+time is killed and the case counted as a hang.  Findings (internal errors, timeouts, memory) are
 written to the output directory as reproducer files with the command and the
 error.  The report: counts by outcome per kind, the findings, the slowest case
 and the largest RSS a worker reached.
@@ -22,6 +23,7 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import re
 import sys
 import tempfile
 import time
@@ -32,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit, case_rng,  # noqa: E402
-                                max_rss_bytes, run_case)
+                                max_rss_bytes, run_case, unlocated_error)
 
 SUFFIX = {"vir": ".vir", "asm": ".s", "blob": ".blob"}
 
@@ -49,7 +51,7 @@ def _worker(jobs, results, seed: int, budget: float, memory: int, root: str) -> 
             mutant = workspace.mutant(kind, case_rng(seed, kind, index))
             outcome = run_case(workspace, mutant, budget)
             results.put(("done", kind, index, outcome.outcome, outcome.seconds, max_rss_bytes(),
-                         outcome.stderr[-2000:], outcome.argv))
+                         outcome.stderr[-2000:], outcome.argv, unlocated_error(outcome)))
 
 
 class Campaign:
@@ -61,6 +63,7 @@ class Campaign:
         self.findings: list[dict] = []
         self.slowest = (0.0, "")
         self.max_rss = 0
+        self.unlocated: Counter = Counter()      # user errors without a location, by message
         self.scratch = tempfile.TemporaryDirectory(prefix="vpuc-fuzz-")
 
     def run(self) -> dict:
@@ -84,13 +87,15 @@ class Campaign:
             if msg and msg[0] == "start":
                 running[msg[3]] = (msg[1], msg[2], time.time())
             elif msg:
-                _, kind, index, outcome, seconds, rss, stderr, argv = msg
+                _, kind, index, outcome, seconds, rss, stderr, argv, unlocated = msg
                 self._record(kind, index, outcome, seconds, stderr, argv)
+                if unlocated is not None:
+                    self.unlocated[re.sub(r"\d+", "N", unlocated)[:160]] += 1
                 self.max_rss = max(self.max_rss, rss)
                 running = {p: r for p, r in running.items() if r[:2] != (kind, index)}
                 remaining -= 1
             for pid, (kind, index, t0) in list(running.items()):
-                if time.time() - t0 > 2 * args.budget + 5:      # SIGALRM could not stop it
+                if time.time() - t0 > 6 * args.budget + 10:      # SIGALRM could not stop it
                     n = next(k for k, w in workers.items() if w.pid == pid)
                     workers[n].kill()
                     workers[n].join()
@@ -112,8 +117,10 @@ class Campaign:
                   "seconds": round(time.time() - started_at, 1),
                   "counts": {k: dict(c) for k, c in self.counts.items()},
                   "findings": len(self.findings),
-                  "max_case_seconds": round(self.slowest[0], 3), "slowest_case": self.slowest[1],
-                  "max_rss_mib": round(self.max_rss / 2**20, 1)}
+                  "max_case_cpu_seconds": round(self.slowest[0], 3), "slowest_case": self.slowest[1],
+                  "max_rss_mib": round(self.max_rss / 2**20, 1),
+                  "errors_without_location": sum(self.unlocated.values()),
+                  "unlocated_messages": dict(self.unlocated.most_common(15))}
         (self.out / "report.json").write_text(json.dumps(report | {"finding_list": self.findings},
                                                         indent=2))
         return report
@@ -172,7 +179,7 @@ def main() -> int:
     parser.add_argument("--blobs", type=int, default=10_000, help="corrupted blobs")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--processes", type=int, default=1)
-    parser.add_argument("--budget", type=float, default=10.0, help="seconds per case")
+    parser.add_argument("--budget", type=float, default=10.0, help="CPU seconds per case")
     parser.add_argument("--memory-gib", type=float, default=1.0,
                         help="address space a worker may map beyond its start")
     parser.add_argument("--out", default="fuzz-out", help="report.json and reproducers go here")

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from vpuc.diagnostics import VpucError
+from vpuc.diagnostics import Loc, VpucError
 
 _counter = itertools.count()
 
@@ -142,3 +142,13 @@ def _running(pid: int) -> bool:
 def _errno(name: str) -> int:
     import errno
     return getattr(errno, name, -1)
+
+
+def not_utf8(path: str | Path, exc: UnicodeDecodeError, what: str) -> VpucError:
+    """The error for a text file that is not UTF-8, at the line and column of its first
+    bad byte (``what`` names the kind of file: "VIR", "assembly")."""
+    before = exc.object[:exc.start]
+    line = before.count(b"\n") + 1
+    col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+    return VpucError(f"byte 0x{exc.object[exc.start]:02x} is not UTF-8 text; {what} files are "
+                     "UTF-8", Loc(str(path), line, col))

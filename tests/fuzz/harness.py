@@ -2,7 +2,8 @@
 
 Outcomes: ``ok`` (exit 0), ``error`` (exit 1, a located user error),
 ``usage`` (exit 2), ``internal`` (exit 3, a traceback, or any exception escaping
-``main``), ``timeout`` (the case ran past its time budget: a SIGALRM stops it)
+``main``), ``timeout`` (the case ran past its budget of CPU seconds: a SIGPROF stops it;
+CPU time, not wall time, so that a loaded machine does not make hangs of slow cases)
 and ``memory`` (a MemoryError under the address-space limit).  Everything but
 ``ok``, ``error`` and ``usage`` is a finding.
 
@@ -17,6 +18,7 @@ import contextlib
 import io
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -34,14 +36,14 @@ MAX_CYCLES = "20000000"
 
 
 class CaseTimeout(BaseException):
-    """Raised by SIGALRM in the case that ran too long (BaseException: no handler eats it)."""
+    """Raised by SIGPROF in the case that ran too long (BaseException: no handler eats it)."""
 
 
 @dataclass
 class Outcome:
     outcome: str
     exit_code: int | None
-    seconds: float
+    seconds: float               # CPU seconds (user + system)
     stderr: str
     argv: list[str]
 
@@ -112,11 +114,11 @@ def run_case(workspace: Workspace, mutant: Mutant, budget: float) -> Outcome:
 def run_cli(argv: list[str], budget: float) -> Outcome:
     stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace")
     stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace")
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    started = time.perf_counter()
+    previous = signal.signal(signal.SIGPROF, _alarm)
+    started = time.process_time()
     code, outcome = None, None
     try:
-        signal.setitimer(signal.ITIMER_REAL, budget)
+        signal.setitimer(signal.ITIMER_PROF, budget)
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(argv)
     except CaseTimeout:
@@ -129,9 +131,9 @@ def run_cli(argv: list[str], budget: float) -> Outcome:
         outcome = "internal"
         print(f"escaped main: {type(exc).__name__}: {exc}", file=stderr)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    seconds = time.perf_counter() - started
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+    seconds = time.process_time() - started
     stderr.flush()
     text = stderr.buffer.getvalue().decode("utf-8", "replace")
     if outcome is None:
@@ -140,6 +142,19 @@ def run_cli(argv: list[str], budget: float) -> Outcome:
         else:
             outcome = {0: "ok", 1: "error", 2: "usage"}.get(code, "internal")
     return Outcome(outcome, code, seconds, text, argv)
+
+
+_LOCATED = re.compile(r"^\S.*?:(\d+:\d+|\s*section .* at offset 0x[0-9a-f]+): (error|warning)",
+                      re.MULTILINE)
+
+
+def unlocated_error(outcome: Outcome) -> str | None:
+    """For a user error without a location (file:line:col, or blob section and offset),
+    its first line; None otherwise."""
+    if outcome.outcome != "error":
+        return None
+    first = next((line for line in outcome.stderr.splitlines() if "error" in line), "")
+    return None if _LOCATED.match(first) else first
 
 
 def _alarm(signum, frame):

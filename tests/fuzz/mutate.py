@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # A token: a comment, a string, a number (with dims like 1x16xf16 as one word),
 # a %value / @symbol / name, one punctuation character, or a run of spaces.
-_TOKEN = re.compile(r'//[^\n]*|#[^\n]*|"(?:[^"\\\n]|\\.)*"|[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*'
+_TOKEN = re.compile(r'//[^\n]*|#[^\n]*|"(?:[^"\\\n]|\\.)*"|(?:\d+|\?(?:<=\d+)?)(?:x(?:\d+|\?(?:<=\d+)?))*x[a-z]+\d+|[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*'
                     r'(?:[eE][-+]?\d+)?)|[%@$.]?[A-Za-z_][\w.$]*|\s+|.', re.DOTALL)
 _NUMBER = re.compile(r'[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)$')
 
@@ -95,7 +95,7 @@ def _extreme_number(toks, words, rng):
 
 def _dims(toks, words, rng):
     """A shape like 1x64x128x128xf16 with one dim set to an extreme."""
-    shaped = [i for i in words if re.match(r"^\d+x", toks[i])]
+    shaped = [i for i in words if re.match(r"^(\d+|\?)\S*x[a-z]+\d+$", toks[i])]
     if not shaped:
         return _extreme_number(toks, words, rng)
     i = rng.choice(shaped)

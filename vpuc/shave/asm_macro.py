@@ -33,14 +33,13 @@ import re
 from dataclasses import dataclass
 
 from vpuc.diagnostics import DiagnosticBag, Loc
-from vpuc.shave.asm_include import SourceLine
+from vpuc.shave.asm_include import MAX_LINES, SourceLine
 
 MAX_DEPTH = 16
 MAX_REPT = 65536
 # Lines expanded (and repetitions of empty bodies), over the whole file: the product
-# of nested counts is capped, not only each count (a library kernel expands to < 2,000 lines;
-# the assembler takes ~0.1 ms a line, so the cap is a few seconds of work).
-MAX_EXPANSION = 1 << 17
+# of nested counts is capped, not only each count (the cap of asm_include).
+MAX_EXPANSION = MAX_LINES
 _BLOCKS = (".rept", ".irp")
 _COUNT = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
 _IDENT = r"[A-Za-z_.$][A-Za-z0-9_.$]*"

@@ -20,6 +20,7 @@ import struct
 from collections.abc import Iterable
 
 from vpuc.diagnostics import Diagnostic, Loc, VpucError
+from vpuc.fileio import not_utf8
 from vpuc.shave.asm_include import expand
 from vpuc.shave.asm_macro import expand_macros, split_commas
 from vpuc.shave.asm_resolve import build_object, resolve
@@ -32,7 +33,7 @@ from vpuc.shave.isa import (BY_MNEMONIC, KINDS, REGISTER_ALIASES, REGISTER_COUNT
 from vpuc.shave.kobject import SECTIONS, KernelObject
 
 _LABEL = re.compile(rf"\s*({IDENT})\s*:")
-_REGISTER = re.compile(r"([svm])(\d+)")
+_REGISTER = re.compile(r"([svm])(\d{1,9})")
 _MEM = re.compile(r"^(.*)\(\s*([A-Za-z0-9_]+)\s*\)\s*$", re.S)
 REGFILE_NAMES = {"s": "scalar", "v": "vector", "m": "mask"}
 DIRECTIVES = (".text", ".rodata", ".data", ".section", ".global", ".globl", ".align",
@@ -98,8 +99,10 @@ def assemble_file(path: str | os.PathLike,
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise VpucError(f"cannot read assembly file {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc, "assembly") from None
+    except OSError as exc:
+        raise VpucError(f"cannot read assembly file {path}: {exc.strerror or exc}") from None
     return assemble(text, os.fspath(path), include_path)
 
 

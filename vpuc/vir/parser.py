@@ -15,7 +15,9 @@ from pathlib import Path
 import lark
 from lark import Token, Transformer, v_args
 
+from vpuc.arch import known_archs, unknown_arch_message
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
+from vpuc.fileio import not_utf8
 from vpuc.perf import gc_paused
 from vpuc.ir.graph import Graph, GraphOp, number_as_float
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
@@ -139,6 +141,8 @@ class VirTransformer(Transformer):
         return module
 
     def module_decl(self, kw, symbol, _arch_kw, arch) -> Module:
+        if arch and str(arch).upper() not in known_archs():
+            self.bag.error(self.loc(arch), unknown_arch_message(str(arch)))
         return Module(name=symbol[1:], arch=str(arch) if arch else "NPU37XX", loc=self.loc(kw))
 
     # ------------------------------------------------------------ kernels
@@ -411,8 +415,8 @@ def parse_text(text: str, file: str = "<input>") -> Module:
 def _too_long(exc: LiteralTooLong, file: str) -> VpucError:
     token = exc.token
     loc = Loc(file, getattr(token, "line", 0) or 0, getattr(token, "column", 0) or 0)
-    return VpucError(f"a number of {len(token)} characters; vpuc reads decimal numbers of at "
-                     f"most {MAX_DECIMAL_DIGITS} digits", loc)
+    return VpucError(f"a number of more than {MAX_DECIMAL_DIGITS} digits; vpuc reads decimal "
+                     f"numbers of at most {MAX_DECIMAL_DIGITS} digits", loc)
 
 
 def parse_file(path: str | Path) -> Module:
@@ -421,6 +425,9 @@ def parse_file(path: str | Path) -> Module:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise VpucError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc, "VIR") from None
+    except OSError as exc:
         raise VpucError(f"{path}: cannot read: {exc}") from None
     return parse_text(text, str(path))
+
