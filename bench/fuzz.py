@@ -24,6 +24,7 @@ import multiprocessing as mp
 import os
 import queue
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -79,7 +80,9 @@ class Campaign:
             self._start(ctx, workers, jobs, results, n)
         running: dict[int, tuple] = {}          # pid -> (kind, index, started)
         remaining, started_at, last_print = len(cases), time.time(), 0.0
-        while remaining:
+        for sig in (signal.SIGTERM, signal.SIGINT):      # stop early: report what ran
+            signal.signal(sig, _stop)
+        while remaining and not _STOPPED:
             try:
                 msg = results.get(timeout=1.0)
             except queue.Empty:
@@ -109,11 +112,17 @@ class Campaign:
                 done = len(cases) - remaining
                 print(f"[{time.time() - started_at:7.0f} s] {done}/{len(cases)} cases, "
                       f"{len(self.findings)} findings", file=sys.stderr, flush=True)
+        interrupted = bool(_STOPPED)
+        if interrupted:
+            for w in workers.values():
+                w.kill()
         for _ in workers:
             jobs.put(None)
         for w in workers.values():
             w.join(timeout=30)
-        report = {"seed": args.seed, "budget_s": args.budget, "memory_limit_gib": args.memory_gib,
+        report = {"seed": args.seed, "budget_cpu_s": args.budget,
+                  "memory_limit_gib": args.memory_gib,
+                  "cases_run": len(cases) - remaining, "interrupted": interrupted,
                   "seconds": round(time.time() - started_at, 1),
                   "counts": {k: dict(c) for k, c in self.counts.items()},
                   "findings": len(self.findings),
@@ -149,6 +158,13 @@ class Campaign:
                                   "error": stderr.strip().splitlines()[-1:] if stderr else []})
             print(f"FINDING {outcome} {name}: {stderr.strip()[-300:]}", file=sys.stderr,
                   flush=True)
+
+
+_STOPPED: list[int] = []
+
+
+def _stop(signum, frame):
+    _STOPPED.append(signum)
 
 
 _REMAKE_WS: dict[str, Workspace] = {}
