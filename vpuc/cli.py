@@ -110,7 +110,10 @@ def report_warnings(ctx: PassContext) -> None:
 def arch_for(module, override: str | None):
     """The module's architecture, or the --arch override (a bad override is a usage error)."""
     if override is None:
-        return load_arch(module.arch)
+        try:
+            return load_arch(module.arch)
+        except VpucError as exc:        # located at the module's header
+            raise VpucError(exc.diagnostics[0].message, module.loc) from None
     try:
         return load_arch(override)
     except VpucError as exc:

@@ -15,7 +15,6 @@ from pathlib import Path
 import lark
 from lark import Token, Transformer, v_args
 
-from vpuc.arch import known_archs, unknown_arch_message
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.fileio import not_utf8
 from vpuc.perf import gc_paused
@@ -141,8 +140,6 @@ class VirTransformer(Transformer):
         return module
 
     def module_decl(self, kw, symbol, _arch_kw, arch) -> Module:
-        if arch and str(arch).upper() not in known_archs():
-            self.bag.error(self.loc(arch), unknown_arch_message(str(arch)))
         return Module(name=symbol[1:], arch=str(arch) if arch else "NPU37XX", loc=self.loc(kw))
 
     # ------------------------------------------------------------ kernels
