@@ -13,7 +13,7 @@ Targets (held-out): DPU median |error| <= 10%, >= 75% of rows within +-20%,
 every family's geometric-mean ratio in [0.85, 1.15]; DMA median |error| <= 10%.
 
 Run: .venv/bin/python bench/fidelity_bench.py [CSV] [--no-cv] [--worst N]
-(default CSV: ../shared/calibration/vpunn_2_7_train.csv, else the copy in bench/data/).
+(default CSV: the workplace's calibration set when present, else the copy in bench/data/).
 """
 
 from __future__ import annotations

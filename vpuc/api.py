@@ -78,7 +78,12 @@ def resolve_arch(module, arch: Arch | str | None) -> Arch:
     """``arch`` (an Arch, a name or a .toml file) or else the module's own architecture."""
     if isinstance(arch, Arch):
         return arch
-    return load_arch(module.arch if arch is None else arch)
+    if arch is None:
+        try:
+            return load_arch(module.arch)
+        except VpucError as exc:        # located at the module's header
+            raise VpucError(exc.diagnostics[0].message, module.loc) from None
+    return load_arch(arch)
 
 
 def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: str = "fb", *,

@@ -9,6 +9,7 @@ model (clocks, bandwidths, cycle tables) is a separate file in
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,6 +36,12 @@ class Arch:
     max_consumers: int
     window_size: int
     window_bases: dict[str, int]
+    ddr_address_bits: int = 32
+
+    @property
+    def max_tensor_bytes(self) -> int:
+        """The largest tensor the target can address."""
+        return 1 << self.ddr_address_bits
 
     def window_base(self, window: str) -> int:
         return self.window_bases[window]
@@ -44,6 +51,15 @@ def known_archs() -> list[str]:
     return sorted(p.stem.upper() for p in ARCH_DIR.glob("*.toml"))
 
 
+def unknown_arch_message(name: str) -> str:
+    """What to say about an architecture name vpuc does not know (with a did-you-mean)."""
+    known = known_archs()
+    hint = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.5)
+    return (f"unknown architecture '{name}'; "
+            + (f"did you mean '{hint[0]}'? " if hint else "")
+            + "expected one of " + ", ".join(known))
+
+
 @lru_cache(maxsize=None)
 def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
     """Load an architecture by name (``NPU37XX``) or by the path of a TOML file."""
@@ -51,8 +67,7 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
     if not path.suffix:
         path = ARCH_DIR / f"{name_or_path.lower()}.toml"
         if not path.exists():
-            raise VpucError(f"unknown architecture '{name_or_path}'; expected one of "
-                            + ", ".join(known_archs()))
+            raise VpucError(unknown_arch_message(name_or_path))
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -73,6 +88,7 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
             max_consumers=int(data["barriers"]["max_consumers"]),
             window_size=int(data["windows"]["size"]),
             window_bases={w: int(data["windows"][w]) for w in WINDOW_NAMES},
+            ddr_address_bits=int(data.get("ddr", {}).get("address_bits", 32)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise VpucError(f"{path}: architecture file lacks or mistypes {exc}") from None

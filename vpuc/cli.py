@@ -112,13 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_opt(args) -> int:
-    from vpuc.api import pipeline_names
+    from vpuc.api import pipeline_names, resolve_arch
     from vpuc.input_files import display_name, read_text
     parse_pipeline(args.passes)          # a bad pipeline is a usage error, before any reading
     arch = _arch_override(args.arch)
     module = parse_text(read_text(args.file, "the .vir file"), display_name(args.file))
     passes = parse_pipeline(",".join(pipeline_names(args.passes, module)))
-    ctx = PassContext(arch or load_arch(module.arch))
+    ctx = PassContext(resolve_arch(module, arch))
     manager = PassManager(passes, print_after_all=args.print_after_all,
                           time_passes=args.time_passes, verify_each=args.verify_each,
                           stream=sys.stderr)

@@ -13,7 +13,8 @@ import errno
 import sys
 from pathlib import Path
 
-from vpuc.diagnostics import Loc, VpucError
+from vpuc.fileio import not_utf8
+from vpuc.diagnostics import VpucError
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -72,11 +73,7 @@ def decode_text(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        before = data[:exc.start]
-        line = before.count(b"\n") + 1
-        col = len(before[before.rfind(b"\n") + 1:].decode("utf-8")) + 1   # in characters
-        raise VpucError(f"byte {data[exc.start]:#04x} is not UTF-8 text; vpuc reads .vir "
-                        f"files as UTF-8", Loc(name, line, col)) from None
+        raise not_utf8(name, exc, "VIR") from None
 
 
 def read_text(path: str | Path, what: str = "") -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
+from vpuc.fileio import not_utf8
 from vpuc.ir.module import KernelDecl, KernelSourceKind
 from vpuc.shave import KernelObject, assemble
 
@@ -45,8 +46,9 @@ def load_kernel_object(kernel: KernelDecl,
     if source.kind is KernelSourceKind.ASM:
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _fail(kernel, f"kernel @{kernel.name}: {path} is not UTF-8 text; expected "
-                        "SHAVE assembly") from None
+        except UnicodeDecodeError as exc:
+            bad = not_utf8(path, exc, "assembly").diagnostics[0]
+            raise _fail(kernel, f"kernel @{kernel.name}: {path} is not UTF-8 text ({bad.loc}: "
+                        f"{bad.message}); expected SHAVE assembly") from None
         return assemble(text, str(path))
     return KernelObject.from_elf(data, str(path))

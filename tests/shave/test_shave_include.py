@@ -183,4 +183,6 @@ def test_unreadable_include(tmp_path):
     lines = errors(lambda: assemble_file(k)).splitlines()
     assert lines[0] == f"{k}:1:14: error: cannot read include file '{tmp_path}/dir.inc': " \
                        "Is a directory"
-    assert lines[3] == f"{k}:2:14: error: include file '{tmp_path}/bad.inc' is not UTF-8 text"
+    assert lines[3] == (f"{k}:2:14: error: include file '{tmp_path}/bad.inc' is not UTF-8 text: "
+                        f"{tmp_path}/bad.inc:1:1: byte 0xff is not UTF-8 text; assembly files "
+                        "are UTF-8")

@@ -119,10 +119,16 @@ def block_type(t: TensorType, axis: int, rank: int, size: int) -> TensorType:
     """``t`` with its dim along master axis ``axis`` (right-aligned ranks) set to ``size``
     when it spans that axis (dims of 1 broadcast and stay)."""
     a = axis - (rank - t.rank)
-    if a < 0 or t.dims[a] == 1:
+    if not 0 <= a < t.rank or t.dims[a] == 1:      # rank 0, or not along the axis
         return t
     dims = tuple(size if i == a else d for i, d in enumerate(t.dims))
     return TensorType(dims, t.elem, t.order)
+
+
+def _sliced(t: TensorType) -> bool:
+    """Whether blocks move through views of ``t`` (a dynamic or rank-0 tensor moves whole,
+    in one block)."""
+    return t.is_static and t.rank > 0
 
 
 def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int) -> str:
@@ -164,7 +170,7 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                 prog.cmx.append(f"cmx %{p}{v.name}.t{t}s{s} : {bt} tile {t}")
     for k in range(blocks):
         for v in values:
-            if v.in_ddr and v.type.is_static:
+            if v.in_ddr and _sliced(v.type):
                 prog.views.append(f"view %{p}{v.name}.b{k} = %{v.name}"
                                   f"[{_slices(v.type, axis, rank, k * chunk, (k + 1) * chunk)}]")
     parts_of: dict[tuple, list[str]] = {}
@@ -175,7 +181,7 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                 key = (v, t, s, st.parts)
                 if key in parts_of:
                     continue
-                if st.parts == 1 or chunk % st.parts:
+                if st.parts == 1 or chunk % st.parts or by_name[v].type.rank == 0:
                     parts_of[key] = [f"%{p}{v}.t{t}s{s}"]
                     continue
                 bt, sub = block_type(by_name[v].type, axis, rank, chunk), chunk // st.parts
@@ -192,20 +198,22 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
         t, s = k % used_tiles, (k // used_tiles) % SLOTS
         before = k - reuse
         later = k + reuse < blocks
-        prog.barriers += [f"barrier %{p}loaded{k}", f"barrier %{p}done{k}"]
+        # Every value it reads may be a constant folded into the kernels: nothing to load.
+        loads = [v for v in loaded if not (v.kind == "const" and before >= 0
+                                           and block_type(v.type, axis, rank, 1) == v.type)]
+        # (a constant that is the same for every block is already in this slot)
+        prog.barriers += ([f"barrier %{p}loaded{k}"] if loads else []) + [f"barrier %{p}done{k}"]
         if later:
             prog.barriers.append(f"barrier %{p}stored{k}")
         prog.barriers += [f"barrier %{p}stage{k}.{i}" for i in range(len(stages) - 1)]
-        for v in loaded:
-            if v.kind == "const" and before >= 0 and block_type(v.type, axis, rank, 1) == v.type:
-                continue                 # the same for every block: already in this slot
-            src = f"%{p}{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
+        for v in loads:
+            src = f"%{p}{v.name}.b{k}" if _sliced(v.type) else f"%{v.name}"
             wait = (f" waits(%{p}done{before})" if before >= 0
                     else f" waits({gate_waits})" if gate else "")
             prog.dma.append(f"  {lp}load{k}.{label(v.name)}: dma {src} -> %{p}{v.name}.t{t}s{s} "
                             f"channel 0{wait} updates(%{p}loaded{k})")
         for n, v in enumerate(stored):
-            dst = f"%{p}{v.name}.b{k}" if v.type.is_static else f"%{v.name}"
+            dst = f"%{p}{v.name}.b{k}" if _sliced(v.type) else f"%{v.name}"
             updates = ([f"%{p}stored{k}"] if later else [])
             if finish and k == blocks - 1 and n == len(stored) - 1:
                 updates.append(f"%{finish}")
@@ -214,7 +222,8 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                             f"channel 1 waits(%{p}done{k}){upd}")
         for i, st in enumerate(stages):
             if i == 0:
-                waits = [f"%{p}loaded{k}"] + ([f"%{p}stored{before}"] if before >= 0 else [])
+                waits = ([f"%{p}loaded{k}"] if loads else [f"%{g}" for g in gate] if before < 0
+                         else []) + ([f"%{p}stored{before}"] if before >= 0 else [])
             else:
                 waits = [f"%{p}stage{k}.{i - 1}"]
             update = f"%{p}done{k}" if i == len(stages) - 1 else f"%{p}stage{k}.{i}"
@@ -231,5 +240,6 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                 args += [f"%c{m}" for m in range(len(st.scalars))]
                 prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{st.kernel} on tile {t} "
                                 f"inputs({binds_in}) outputs({binds_out}) "
-                                f"waits({', '.join(waits)}) updates({update}) {{")
+                                + (f"waits({', '.join(waits)}) " if waits else "")
+                                + f"updates({update}) {{")
                 prog.act += region + [f"    run({', '.join(args)})", "  }"]

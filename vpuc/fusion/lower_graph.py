@@ -73,6 +73,9 @@ from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
 CMX_BUDGET = 1 << 20          # bytes of one tile's CMX the two slots of a block may use
+# Blocks of one segment (each ~4 tasks; lowering and the later passes take ~1 ms a task).
+# A dim with no divisor near its size / budget (a large prime) would need one block a row.
+MAX_BLOCKS = 4096
 
 
 class LowerGraphPass(ModulePass):
@@ -89,6 +92,7 @@ class LowerGraphPass(ModulePass):
             raise VpucError(f"module @{module.name} has {len(module.graphs)} graph blocks; "
                             "lowering one graph per module is supported so far", module.loc)
         graph = module.graphs[0]
+        check_sizes(graph, ctx.arch.max_tensor_bytes)
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
@@ -102,6 +106,22 @@ class LowerGraphPass(ModulePass):
         module.task_lists += lowered.task_lists
         module.graphs = []
         module.attributes["graph"] = "lowered"
+
+
+def check_sizes(graph: Graph, limit: int) -> None:
+    """Every tensor fits the target's address space (checked before any work that grows
+    with the tensors)."""
+    bag = DiagnosticBag()
+    oversized: set[str] = set()
+    for op in graph.ops:
+        if op.kind == RESULT or op.type is None or op.type.nbytes <= limit:
+            continue
+        oversized.add(op.result)
+        if not oversized.intersection(op.operands):      # the first one on its path
+                bag.error(op.loc, f"%{op.result} ({op.type}) has {op.type.nbytes:,} bytes; a "
+                          f"tensor on this target holds at most {limit:,} bytes (its address "
+                          "space)")
+    bag.raise_if_errors()
 
 
 @dataclass
@@ -171,6 +191,13 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
     axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set())
     if blocks is None or axis is None:
         blocks = chosen
+    if blocks > MAX_BLOCKS:
+        first = seg.units[0]
+        op = graph.ops[first[1] if first[0] == "op" else tok.subgraphs[first[1]].ops[0]]
+        raise VpucError(f"lowering {op.label} ({op.type}) needs {blocks:,} blocks along dim "
+                        f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
+                        f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
+                        f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
     parts = 2 if chunk is not None and chunk % 2 == 0 else 1
     stages = []
@@ -308,13 +335,23 @@ def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int
         extent = master[axis]
         if extent < 2 or axis in forbidden:
             continue
-        for blocks in range(1, extent + 1):
-            if extent % blocks:
-                continue
+        for blocks in _divisors(extent):
             if blocks >= 4 or blocks == extent:
                 if 2 * total // blocks <= CMX_BUDGET:
                     return axis, blocks
     return None, 1
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order (sqrt(n) steps, not n)."""
+    small, large, d = [], [], 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def _values(graph: Graph, tok: Tokenization,

@@ -188,7 +188,7 @@ def tokenize(graph: Graph, target: TargetMachine) -> Tokenization:
 
 
 def run_tokenized(tok: Tokenization, inputs: Mapping[str, np.ndarray],
-                  base_dir: str = ".") -> list[np.ndarray]:
+                  base_dir: str | None = None) -> list[np.ndarray]:
     """Execute subgraphs and left-out ops in condensed order; the Results in graph order."""
     values: dict[str, np.ndarray] = {}
     results: dict[int, np.ndarray] = {}

@@ -35,6 +35,15 @@ from vpuc.ir.types import Dim, Dynamic, ElemType, TensorType
 AttrScalar = Union[int, float, bool, str, ElemType, Dynamic]
 AttrValue = Union[AttrScalar, tuple]
 
+def number_as_float(value: int | float) -> float:
+    """A VIR number as a float.  An integer beyond the float range rounds to +-inf,
+    as IEEE rounding (and the same number written with a '.0') gives."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
 # Op kinds with a role in the graph rather than a computation.
 PARAMETER, CONSTANT, RESULT, SCALAR = "Parameter", "Constant", "Result", "Scalar"
 SOURCE_KINDS = frozenset({PARAMETER, CONSTANT, SCALAR})

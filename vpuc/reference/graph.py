@@ -104,13 +104,18 @@ COMPARE = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less,
            "LessEqual": np.less_equal, "Greater": np.greater, "GreaterEqual": np.greater_equal}
 
 
-def constant_value(op: GraphOp, base_dir: str | Path = ".") -> np.ndarray:
-    """The array a Constant or Scalar holds, in its storage type."""
+def constant_value(op: GraphOp, base_dir: str | Path | None = None) -> np.ndarray:
+    """The array a Constant or Scalar holds, in its storage type.  A relative ``file``
+    path starts at ``base_dir``, by default the directory of the .vir file that wrote
+    the op (as a task-level ``const`` does)."""
     t, init = op.type, op.const
     shape = t.bound_shape
     if init.path is not None:
+        path = Path(init.path)
+        if base_dir is None:
+            base_dir = Path(op.loc.file).parent if op.loc.line > 0 else Path(".")
         try:
-            data = np.load(Path(base_dir) / init.path)
+            data = np.load(Path(base_dir) / path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise VpucError(f"cannot load constant %{op.result} from {init.path}: {exc}", op.loc) from None
         if data.size != t.num_elements:
@@ -200,7 +205,7 @@ UNARY.update(NN_UNARY)
 LAYERS.update(NN_LAYERS)
 
 
-def run_op(op: GraphOp, args: list[np.ndarray], base_dir: str | Path = ".") -> np.ndarray:
+def run_op(op: GraphOp, args: list[np.ndarray], base_dir: str | Path | None = None) -> np.ndarray:
     """One op on stored-type arrays; returns its result in its stored type."""
     kind, attrs, out = op.kind, op.attrs, op.type
     if kind in (CONSTANT, SCALAR):
@@ -246,7 +251,7 @@ def check_input(op: GraphOp, array: np.ndarray) -> np.ndarray:
 
 
 def run_graph_values(graph: Graph, inputs: Mapping[str, np.ndarray],
-                     base_dir: str | Path = ".") -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+                     base_dir: str | Path | None = None) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Every value of ``graph`` by name, and the Results' arrays in order."""
     values: dict[str, np.ndarray] = {}
     outputs: list[np.ndarray] = []
@@ -264,6 +269,6 @@ def run_graph_values(graph: Graph, inputs: Mapping[str, np.ndarray],
 
 
 def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray],
-              base_dir: str | Path = ".") -> list[np.ndarray]:
+              base_dir: str | Path | None = None) -> list[np.ndarray]:
     """The Results of ``graph`` for ``inputs`` (arrays keyed by Parameter name)."""
     return run_graph_values(graph, inputs, base_dir)[1]

@@ -21,8 +21,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc
+from vpuc.fileio import not_utf8
 
 MAX_DEPTH = 16
+# Lines a file may expand to, with its includes and (asm_macro) its macros and
+# repetitions: a library kernel expands to < 2,000; the assembler takes ~0.1 ms a line.
+MAX_LINES = 1 << 17
 # Labels, then the directive (not a longer name such as '.includes'), then the rest.
 _INCLUDE = re.compile(r"^(\s*(?:[A-Za-z_.$][A-Za-z0-9_.$]*\s*:\s*)*)(\.include)"
                       r"(?![A-Za-z0-9_.$])(.*)$")
@@ -40,6 +44,10 @@ class SourceLine:
     text: str
     via: Notes = ()            # "included from X:line", innermost first
     cols: tuple[int, ...] | None = None   # macro expansions: text index -> body column
+
+
+class _TooLong(Exception):
+    """The expansion outgrew MAX_LINES (already reported)."""
 
 
 class _IncludeError(Exception):
@@ -60,7 +68,10 @@ def expand(text: str, filename: str, include_path: Iterable[str | os.PathLike],
         include_path = (include_path,)          # one directory, not its characters
     search = tuple(os.fspath(d) for d in include_path)
     out: list[SourceLine] = []
-    _expand(text, filename, (), ((os.path.realpath(filename), filename),), search, bag, out)
+    try:
+        _expand(text, filename, (), ((os.path.realpath(filename), filename),), search, bag, out)
+    except _TooLong:
+        return []
     return out
 
 
@@ -73,6 +84,10 @@ def _expand(text: str, file: str, via: Notes, stack: tuple[tuple[str, str], ...]
             out.append(SourceLine(file, number, raw, via))
             continue
         out.append(SourceLine(file, number, match.group(1), via))
+        if len(out) > MAX_LINES:
+            bag.error(Loc(file, number, match.start(2) + 1), f"includes expand to more than "
+                      f"{MAX_LINES:,} lines; assembly stopped here", via)
+            raise _TooLong()
         try:
             path, real, included = _open(match, Loc(file, number, match.start(2) + 1),
                                          via, stack, search)
@@ -103,8 +118,10 @@ def _open(match: re.Match, loc: Loc, via: Notes, stack: tuple[tuple[str, str], .
     try:
         with open(path, encoding="utf-8") as handle:
             return path, real, handle.read()
-    except UnicodeDecodeError:
-        raise _IncludeError(name_loc, f"include file '{path}' is not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        bad = not_utf8(path, exc, "assembly").diagnostics[0]
+        raise _IncludeError(name_loc, f"include file '{path}' is not UTF-8 text: {bad.loc}: "
+                            f"{bad.message}") from None
     except OSError as exc:
         raise _IncludeError(name_loc, f"cannot read include file '{path}': "
                             f"{exc.strerror or exc}") from None

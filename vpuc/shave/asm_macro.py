@@ -11,7 +11,8 @@ up to ``MAX_DEPTH`` expansions deep (which also stops recursion); it may not
 define one.
 
 ``.rept N`` ... ``.endr`` assembles its body N times (N a decimal or hex
-integer, 0 to ``MAX_REPT``); ``.irp SYM, A, B`` ... ``.endr`` assembles it once per
+integer, 0 to ``MAX_REPT``; a file expands to at most ``MAX_EXPANSION`` lines and
+repetitions in all); ``.irp SYM, A, B`` ... ``.endr`` assembles it once per
 value with ``\\SYM`` replaced by it (no values: once, with ``\\SYM`` empty).  Both
 nest with each other and with macros; as in GNU as, the enclosing substitution
 comes first (a macro's ``\\p`` and ``\\@`` inside a ``.irp`` in its body are replaced
@@ -32,10 +33,13 @@ import re
 from dataclasses import dataclass
 
 from vpuc.diagnostics import DiagnosticBag, Loc
-from vpuc.shave.asm_include import SourceLine
+from vpuc.shave.asm_include import MAX_LINES, SourceLine
 
 MAX_DEPTH = 16
 MAX_REPT = 65536
+# Lines expanded (and repetitions of empty bodies), over the whole file: the product
+# of nested counts is capped, not only each count (the cap of asm_include).
+MAX_EXPANSION = MAX_LINES
 _BLOCKS = (".rept", ".irp")
 _COUNT = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
 _IDENT = r"[A-Za-z_.$][A-Za-z0-9_.$]*"
@@ -144,16 +148,35 @@ def _split_args(line: SourceLine, text: str, start: int) -> list[tuple[str, int]
     return args
 
 
+class _OverBudget(Exception):
+    def __init__(self, line: SourceLine) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 class _Expander:
     def __init__(self, bag: DiagnosticBag) -> None:
         self.bag = bag
         self.macros: dict[str, Macro] = {}
         self.count = 0                  # expansions so far: the value of \@
         self.out: list[SourceLine] = []
+        self.spent = 0                  # lines expanded and repetitions run
 
     def run(self, lines: list[SourceLine]) -> list[SourceLine]:
-        self._lines(lines, 0, None)
+        try:
+            self._lines(lines, 0, None)
+        except _OverBudget as over:
+            line = over.line
+            self.bag.error(Loc(line.file, line.number, 1),
+                           f"macros and repetitions expand to more than {MAX_EXPANSION:,} lines "
+                           "(nested '.rept' counts multiply); assembly stopped here", line.via)
+            return []
         return self.out
+
+    def _spend(self, line: SourceLine, via) -> None:
+        self.spent += 1
+        if self.spent > MAX_EXPANSION:
+            raise _OverBudget(SourceLine(line.file, line.number, line.text, via))
 
     def _lines(self, lines: list[SourceLine], depth: int, ctx: _Context | None) -> None:
         """Expand ``lines``: top-level text (``ctx`` None: macro definitions are
@@ -161,6 +184,7 @@ class _Expander:
         i = 0
         while i < len(lines):
             line = lines[i]
+            self._spend(line, line.via if ctx is None else ctx.via)
             head, word = _word(line)
             if word == ".macro" and ctx is None:
                 i = self._define(lines, i, head)
@@ -231,6 +255,8 @@ class _Expander:
         for n, value in enumerate(values, 1):
             note = f"in repetition {n} of .rept at {where}" if sym is None \
                 else f"in .irp {sym} = {value} at {where}"
+            if not body:                 # (a body's lines count themselves)
+                self._spend(line, ((None, note),) + via)
             self._lines(body, depth + 1, _Context(
                 {} if sym is None else {sym: value}, serial, ((None, note),) + via, scopes,
                 word))

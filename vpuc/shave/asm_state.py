@@ -12,6 +12,10 @@ from vpuc.shave.isa import Instruction
 from vpuc.shave.kobject import DEFAULT_ALIGN, SECTIONS, Relocation
 from vpuc.shave.literals import ExprError, parse_int_expr
 
+# An object's sections are loaded into one 16 MiB window (WIN_D, vpuc/archs/): the
+# assembler stops as soon as its output outgrows that, not after building it.
+MAX_OBJECT_BYTES = 1 << 24
+
 IDENT = r"[A-Za-z_.$][A-Za-z0-9_.$]*"
 SYMREF = re.compile(rf"^({IDENT})\s*(?:([+-])(.*))?$", re.S)
 

@@ -20,11 +20,12 @@ import struct
 from collections.abc import Iterable
 
 from vpuc.diagnostics import Diagnostic, Loc, VpucError
+from vpuc.fileio import not_utf8
 from vpuc.shave.asm_include import expand
 from vpuc.shave.asm_macro import expand_macros, split_commas
 from vpuc.shave.asm_resolve import build_object, resolve
-from vpuc.shave.asm_state import (IDENT, LineError, PendingInsn, State, Text, int_operand,
-                                  looks_like_symbol, shift)
+from vpuc.shave.asm_state import (IDENT, MAX_OBJECT_BYTES, LineError, PendingInsn, State, Text,
+                                  int_operand, looks_like_symbol, shift)
 from vpuc.shave.encoding import encode_fields, pack_word
 from vpuc.shave.literals import ExprError, parse_float
 from vpuc.shave.isa import (BY_MNEMONIC, KINDS, REGISTER_ALIASES, REGISTER_COUNTS,
@@ -32,7 +33,7 @@ from vpuc.shave.isa import (BY_MNEMONIC, KINDS, REGISTER_ALIASES, REGISTER_COUNT
 from vpuc.shave.kobject import SECTIONS, KernelObject
 
 _LABEL = re.compile(rf"\s*({IDENT})\s*:")
-_REGISTER = re.compile(r"([svm])(\d+)")
+_REGISTER = re.compile(r"([svm])(\d{1,9})")
 _MEM = re.compile(r"^(.*)\(\s*([A-Za-z0-9_]+)\s*\)\s*$", re.S)
 REGFILE_NAMES = {"s": "scalar", "v": "vector", "m": "mask"}
 DIRECTIVES = (".text", ".rodata", ".data", ".section", ".global", ".globl", ".align",
@@ -64,6 +65,12 @@ def assemble(text: str, filename: str = "<asm>",
             _assemble_line(st, line.text, line.number)
         except LineError as err:
             st.bag.error(err.loc, err.message, st.via)
+        if sum(map(len, st.data.values())) > MAX_OBJECT_BYTES:
+            st.bag.error(Loc(line.file, line.number, 1), "the object outgrows the "
+                         f"{MAX_OBJECT_BYTES >> 20} MiB window it is loaded into "
+                         f"({', '.join(f'{n} {len(b):,} bytes' for n, b in st.data.items())}); "
+                         "assembly stopped here", st.via)
+            break
     resolve(st)
     if columns and st.bag.items:
         st.bag.items = [_body_column(d, columns) for d in st.bag.items]
@@ -92,8 +99,10 @@ def assemble_file(path: str | os.PathLike,
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise VpucError(f"cannot read assembly file {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc, "assembly") from None
+    except OSError as exc:
+        raise VpucError(f"cannot read assembly file {path}: {exc.strerror or exc}") from None
     return assemble(text, os.fspath(path), include_path)
 
 
@@ -193,7 +202,11 @@ def _directive(st: State, word: str, operands: list[Text], loc: Loc) -> None:
     if word == ".zero":
         if len(operands) != 1:
             raise LineError(loc, "expected '.zero count'")
-        out += bytes(int_operand(st, operands[0], (0, 1 << 24)))
+        count = int_operand(st, operands[0], (0, 1 << 24))
+        if sum(map(len, st.data.values())) + count > MAX_OBJECT_BYTES:
+            raise LineError(operands[0].loc, f"'.zero {count}' makes the object outgrow the "
+                            f"{MAX_OBJECT_BYTES >> 20} MiB window it is loaded into")
+        out += bytes(count)
     elif word in (".float", ".float16"):
         bits = 32 if word == ".float" else 16
         for op in operands:

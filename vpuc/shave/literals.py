@@ -51,12 +51,16 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
     return tokens
 
 
+MAX_NESTING = 100          # parentheses and unary operators (recursion depth)
+
+
 class _Parser:
     def __init__(self, text: str, constants: dict[str, int]) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.pos = 0
         self.constants = constants
+        self.depth = 0
 
     def peek(self):
         return self.tokens[self.pos] if self.pos < len(self.tokens) else ("end", "", len(self.text))
@@ -86,6 +90,15 @@ class _Parser:
 
     def unary(self) -> int:
         kind, value, column = self.take()
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExprError(f"expression nested more than {MAX_NESTING} levels deep", column)
+        try:
+            return self._unary(kind, value, column)
+        finally:
+            self.depth -= 1
+
+    def _unary(self, kind: str, value: str, column: int) -> int:
         if kind == "op" and value in "-+~":
             operand = self.unary()
             return {"-": -operand, "+": operand, "~": ~operand}[value]
@@ -95,6 +108,8 @@ class _Parser:
                 raise ExprError("expected ')' in expression", column)
             return inner
         if kind == "num":
+            if len(value) > 100:          # (no operand is wider than 64 bits)
+                raise ExprError(f"number of {len(value)} characters is too long", column)
             return int(value.replace("_", ""), 0) if not re.fullmatch(r"0[0-9_]+", value) \
                 else int(value.replace("_", ""), 10)
         if kind == "name":

@@ -16,7 +16,7 @@ whose operands have no type is skipped.
 from __future__ import annotations
 
 from vpuc.diagnostics import DiagnosticBag, VpucError, closest_name
-from vpuc.ir.graph import CONSTANT, RESULT, SCALAR, Graph, GraphOp
+from vpuc.ir.graph import CONSTANT, RESULT, SCALAR, Graph, GraphOp, number_as_float
 from vpuc.ir.graph_ops import FLOAT_TYPES, OPS, REQUIRED, AttrSpec, InferError, OpSpec
 from vpuc.ir.module import Module, format_number
 from vpuc.ir.types import Dynamic, ElemType, TensorType
@@ -152,7 +152,7 @@ def _coerce(value, attr: AttrSpec):
     kind = attr.kind
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
-        return float(value) if is_int or isinstance(value, float) else None
+        return number_as_float(value) if is_int or isinstance(value, float) else None
     if kind == "int":
         return value if is_int else None
     if kind == "bool":

@@ -17,7 +17,7 @@ from lark import Token, Transformer, v_args
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
-from vpuc.ir.graph import Graph, GraphOp
+from vpuc.ir.graph import Graph, GraphOp, number_as_float
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
                             KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
                             Slice, View)
@@ -31,8 +31,22 @@ from vpuc.vir.syntax import syntax_error
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 
 
+# Python refuses to convert longer decimal strings (a guard against quadratic time).
+MAX_DECIMAL_DIGITS = 4300
+
+
+class LiteralTooLong(ValueError):
+    """A decimal integer literal longer than Python converts; carries the token."""
+
+    def __init__(self, token) -> None:
+        super().__init__(token)
+        self.token = token
+
+
 def parse_int(text: str) -> int:
     body = text.lstrip("+-")
+    if len(body) > MAX_DECIMAL_DIGITS and body[:2] not in ("0x", "0X"):
+        raise LiteralTooLong(text)
     value = int(body, 16) if body[:2] in ("0x", "0X") else int(body, 10)
     return -value if text.startswith("-") else value
 
@@ -69,6 +83,8 @@ class VirTransformer(Transformer):
 
     def tensor_type(self, shaped: Token, order: DimsOrder | None) -> TensorType:
         *dims_text, elem_text = shaped.split("x")
+        if len(shaped) > MAX_DECIMAL_DIGITS:
+            raise LiteralTooLong(shaped)
         dims = tuple(Dynamic(int(d[3:])) if d.startswith("?") else int(d) for d in dims_text)
         if order is None:
             order = DimsOrder.identity(len(dims))
@@ -251,7 +267,7 @@ class VirTransformer(Transformer):
         return (str(name), tuple(values), self.loc(name))
 
     def post_op(self, kw, kind, *params) -> PostOp:
-        return PostOp(PostOpKind(str(kind)), tuple(float(p) for p in params if p is not None),
+        return PostOp(PostOpKind(str(kind)), tuple(number_as_float(p) for p in params if p is not None),
                       loc=self.loc(kw))
 
     def variant(self, label, kw, x0, y0, z0, x1, y1, z1, mode, waits, updates) -> DpuVariant:
@@ -390,11 +406,22 @@ def parse_text(text: str, file: str = "<input>") -> Module:
             module = parser.parse(text)
     except lark.exceptions.UnexpectedInput as exc:
         raise syntax_error(exc, text, file, parser) from None
+    except LiteralTooLong as exc:
+        raise _too_long(exc, file) from None
     except lark.exceptions.VisitError as exc:
+        if isinstance(exc.orig_exc, LiteralTooLong):
+            raise _too_long(exc.orig_exc, file) from None
         # A transformer callback failed: an internal invariant, reported at the rule's position.
         raise VpucError(f"{file}: internal error while reading {exc.rule}: {exc.orig_exc}") from None
     transformer.bag.raise_if_errors()
     return module
+
+
+def _too_long(exc: LiteralTooLong, file: str) -> VpucError:
+    token = exc.token
+    loc = Loc(file, getattr(token, "line", 0) or 0, getattr(token, "column", 0) or 0)
+    return VpucError(f"a number of more than {MAX_DECIMAL_DIGITS} digits; vpuc reads decimal "
+                     f"numbers of at most {MAX_DECIMAL_DIGITS} digits", loc)
 
 
 def parse_file(path: str | Path) -> Module:

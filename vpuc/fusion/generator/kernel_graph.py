@@ -28,7 +28,6 @@ The same section also holds the kernel's expression tags (``profile.expression_t
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import numpy as np
 
@@ -56,8 +55,7 @@ def body_text(name: str, body: Graph) -> str:
         body = copy.deepcopy(body)
         for op in body.ops:
             if op.kind == CONSTANT and op.const is not None and op.const.path is not None:
-                base = Path(op.loc.file).parent if op.loc.line else Path(".")
-                values = np.asarray(constant_value(op, base)).astype(np.float64).ravel().tolist()
+                values = np.asarray(constant_value(op)).astype(np.float64).ravel().tolist()
                 op.const = ConstInit(values=tuple(values))
     return print_module(Module(name, graphs=[body]))
 
