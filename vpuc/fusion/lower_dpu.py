@@ -104,7 +104,7 @@ def _bias(anchor: GraphOp, add: GraphOp, index: GraphIndex) -> np.ndarray:
     value = constant_value(index.producer(other)).astype(np.float32)
     rank = anchor.type.rank
     value = value.reshape((1,) * (rank - value.ndim) + value.shape)
-    axis = 1 if anchor.kind == "Convolution" else rank - 1
+    axis = rank - 1 if anchor.kind == "MatMul" else 1
     channels = anchor.type.dims[axis]
     return np.broadcast_to(value.reshape(-1), (channels,)) if value.size == 1 else value.reshape(-1)
 
@@ -209,9 +209,13 @@ class LayerEmitter:
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    from vpuc.fusion import lower_dpu_nn
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
+    elif layer.op.kind in lower_dpu_nn.NN_LAYERS or not lower_dpu_nn.fits_whole(layer, values,
+                                                                                 index):
+        lower_dpu_nn.emit_nn_window(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
 

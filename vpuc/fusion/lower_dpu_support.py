@@ -29,7 +29,7 @@ from vpuc.ir.module import format_number
 from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
-DPU_LAYERS = ("Convolution", "MatMul", "MaxPool")
+DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 
@@ -62,6 +62,9 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     types = [index.producer(o).type for o in op.operands] + [op.type]
     if not all(t.is_static for t in types):
         return "it has run-time dims, and DPU tasks have static shapes"
+    if op.kind not in ("Convolution", "MatMul", "MaxPool"):
+        from vpuc.fusion.lower_dpu_nn import nn_problem
+        return nn_problem(op, index)
     elem = op.type.elem
     allowed = POOL_ELEMS if op.kind == "MaxPool" else DPU_FLOATS
     if elem not in allowed:

@@ -18,7 +18,7 @@ from typing import Callable
 from vpuc.ir.graph import CONSTANT, RESULT, Graph, GraphIndex, GraphOp
 
 SKIPPED = "skipped-by-plugin"
-ANCHORS = ("Convolution", "MatMul")
+ANCHORS = ("Convolution", "MatMul", "GroupConvolution")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def _per_channel_constant(op: GraphOp, data: str, anchor: GraphOp, index: GraphI
     const = index.producer(others[0])
     if const is None or const.kind != CONSTANT or op.type != index.producer(data).type:
         return False
-    axis = 1 if anchor.kind == "Convolution" else anchor.type.rank - 1
+    axis = anchor.type.rank - 1 if anchor.kind == "MatMul" else 1
     dims = (1,) * (anchor.type.rank - const.type.rank) + const.type.dims
     return len(dims) == anchor.type.rank and all(d == 1 for i, d in enumerate(dims) if i != axis)
 
