@@ -18,7 +18,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``avgpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
-  fit, each chunk a series of row blocks of its own.
+  fit, each chunk a series of row blocks of its own.  A layer of fewer output rows
+  than tiles (a global pool) is cut over its output channels, one chunk per tile.
 
 Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
@@ -190,7 +191,9 @@ def emit_nn_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
                                   + (job.outs[1] - job.outs[0]) * rows * ow)
 
     jobs = plan.jobs
-    for parts in range(1, oc + 1):        # fewest channel chunks whose one-row blocks fit
+    # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
+    first = tiles if oh < tiles and len(jobs) == 1 and oc > CHANNEL_GRANULE else 1
+    for parts in range(first, oc + 1):
         jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
         single = len(jobs) == 1
         worst = max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
