@@ -352,16 +352,16 @@ the graph does not carry)
 """),
     "too_big": ("""module @m arch NPU37XX
 graph @g {
-  %x = Parameter() : 1x512x8x8xf16
-  %w = Constant(splat 0.01) : 512x512x3x3xf16
+  %x = Parameter() : 1x2048x4x64xf16
+  %w = Constant(splat 0.01) : 32x2048x3x3xf16
   %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
   Result(%c)
 }
 """, """\
 net.vir:5:3: error: Convolution{strides = [1, 1], pads_begin = [1, 1], pads_end = [1, 1], \
-dilations = [1, 1]} %c does not fit a tile's CMX: 4784128 bytes with one output row per block \
-(4718592 of them weights and bias) over a budget of 1048576; splitting the output channels is \
-not supported yet
+dilations = [1, 1]} %c does not fit a tile's CMX: 2756608 bytes with one output row and at most \
+16 output channels per block over a budget of 1048576; splitting the input channels (partial \
+sums) is not supported yet
       %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
       ^
 """),
