@@ -39,7 +39,8 @@ import numpy as np
 
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem, post_op_text, window
+from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
+                                           post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
 from vpuc.ir.graph import Graph, GraphIndex, GraphOp
@@ -81,7 +82,8 @@ def dpu_layer(graph: Graph, index: GraphIndex, op: GraphOp) -> DpuLayer:
     chain, current = [], op
     while True:
         users = index.users.get(current.result, [])
-        if len(users) != 1 or SKIPPED not in graph.ops[users[0]].marks:
+        if len(users) != 1 or SKIPPED not in graph.ops[users[0]].marks \
+                or eltwise_anchor(graph.ops[users[0]]):
             break
         current = graph.ops[users[0]]
         chain.append(current)
@@ -213,9 +215,8 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
-    elif layer.op.kind in lower_dpu_nn.NN_LAYERS or not lower_dpu_nn.fits_whole(layer, values,
-                                                                                 index):
-        lower_dpu_nn.emit_nn_window(prog, layer, values, index, tiles, prefix, gate, finish)
+    elif lower_dpu_nn.takes(layer, values, index, tiles):
+        lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
 

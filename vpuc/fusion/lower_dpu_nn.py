@@ -47,6 +47,7 @@ from vpuc.ir.types import ElemType, TensorType
 from vpuc.reference.graph import constant_value
 
 NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean")
+ELTWISE = {"Add": "add", "Multiply": "mul"}      # marked by targets/shave.py (dpu_eltwise)
 CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
 
 
@@ -152,7 +153,25 @@ def split_job(plan: Plan, job: Job, parts: int) -> list[Job]:
     return out
 
 
-def fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
+def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int) -> bool:
+    """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
+    Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
+    op = layer.op
+    if op.kind in NN_LAYERS or op.kind in ELTWISE:
+        return True
+    return not _fits_whole(layer, values, index) or (
+        values[layer.output].type.dims[2] < tiles and values[layer.output].type.dims[1] > CHANNEL_GRANULE)
+
+
+def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+            tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    if layer.op.kind in ELTWISE:
+        emit_eltwise(prog, layer, values, tiles, prefix, gate, finish)
+    else:
+        emit_nn_window(prog, layer, values, index, tiles, prefix, gate, finish)
+
+
+def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
     """Whether a Convolution or MaxPool runs as one job: its weights and bias with one
     output row (and its input rows), double-buffered, fit the budget."""
     op = layer.op
@@ -290,3 +309,31 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         e.dma(f"load_bias.{tag}", src, bias, 0, waits, loaded)
         clauses += f" bias({bias})"
     return clauses
+
+
+def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
+                 prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    """An Add or Multiply of two activations of one NCHW shape: blocks of rows, both
+    operands loaded NHWC, one DPU ``add``/``mul`` per block with the folded activation."""
+    op = layer.op
+    a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
+    n, c, h, w = out.type.dims
+    elem = out.type.elem
+    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
+                           "row", op)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    for k, (r0, r1) in enumerate(blocks):
+        t = e.tile(k)
+        e.barriers(k)
+        rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
+        block = TensorType((n, c, r1 - r0, w), elem, NHWC)
+        ins = []
+        for i, v in enumerate((a, b)):
+            cmx = e.cmx(f"in{i}.c{k}", block, t)
+            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), cmx, 0, e.load_waits(k),
+                  [f"%{prefix}loaded{k}"], permute=v.type.order != NHWC)
+            ins.append(cmx)
+        y = e.cmx(f"out.c{k}", block, t)
+        e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
+               ((0, w - 1), r1 - r0, (0, c - 1)))
+        e.store(k, y, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)

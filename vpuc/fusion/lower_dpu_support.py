@@ -24,7 +24,8 @@ simulator (``runtime_sim/dpu``):
 
 from __future__ import annotations
 
-from vpuc.ir.graph import GraphIndex, GraphOp
+from vpuc.fusion.targets.mark_skipped import SKIPPED
+from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.module import format_number
 from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
@@ -36,6 +37,31 @@ POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 # graph op kind -> the task-level post-op that applies it (after the bias)
 DPU_ACTIVATIONS = {"Relu": PostOpKind.RELU, "Clamp": PostOpKind.CLAMP,
                    "Sigmoid": PostOpKind.SIGMOID, "Tanh": PostOpKind.TANH}
+
+
+# the mark of an Add or Multiply the DPU runs as an eltwise layer (``dpu_eltwise``)
+DPU_ELTWISE = "the DPU runs it as an eltwise layer (two activations of one shape)"
+
+
+def dpu_eltwise(op: GraphOp, index: GraphIndex) -> bool:
+    """An Add or Multiply of two rank-4 f16/bf16 activations of the op's own shape (the DPU's
+    eltwise takes two inputs of one shape, no broadcast), one of them already coming from
+    the DPU (a layer or its post-op chain), as ResNet's residual Add does: it then runs
+    on the DPU instead of a one-op ACT SHAVE kernel of its own."""
+    if op.kind not in ("Add", "Multiply") or SKIPPED in op.marks or len(op.operands) != 2:
+        return False
+    producers = [index.producer(o) for o in op.operands]
+    if any(p.kind == CONSTANT or p.type != op.type for p in producers):
+        return False
+    if op.type.rank != 4 or not op.type.is_static or op.type.elem not in DPU_FLOATS:
+        return False
+    return any(SKIPPED in p.marks or (p.kind in DPU_LAYERS and dpu_problem(p, index) is None)
+               for p in producers)
+
+
+def eltwise_anchor(op: GraphOp) -> bool:
+    """Whether ``op`` was marked as a DPU eltwise layer (not as a post-op of another)."""
+    return op.marks.get(SKIPPED) == DPU_ELTWISE
 
 
 def post_op_text(op: GraphOp) -> str:
@@ -62,6 +88,8 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     types = [index.producer(o).type for o in op.operands] + [op.type]
     if not all(t.is_static for t in types):
         return "it has run-time dims, and DPU tasks have static shapes"
+    if op.kind in ("Add", "Multiply"):
+        return None if eltwise_anchor(op) else "it is not marked as a DPU eltwise layer"
     if op.kind not in ("Convolution", "MatMul", "MaxPool"):
         from vpuc.fusion.lower_dpu_nn import nn_problem
         return nn_problem(op, index)

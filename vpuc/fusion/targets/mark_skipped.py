@@ -54,21 +54,26 @@ def mark_post_op_chains(graph: Graph, rule: ChainRule) -> None:
             continue
         if rule.anchor_ok is not None and not rule.anchor_ok(anchor, index):
             continue
-        current, biases, activations = anchor, 0, 0
-        while True:
-            users = index.users.get(current.result, [])
-            if len(users) != 1:
-                break       # the layer's raw output is needed elsewhere: no post-op
-            nxt = graph.ops[users[0]]
-            if nxt.kind == RESULT:
-                break
-            closed = rule.activation_last and activations > 0
-            if nxt.kind in rule.activations and activations < rule.max_activations and not closed:
-                what, activations = "activation", activations + 1
-            elif (nxt.kind in rule.bias_kinds and biases < rule.max_biases and not closed
-                  and _per_channel_constant(nxt, current.result, anchor, index)):
-                what, biases = ("bias" if nxt.kind == "Add" else "scale"), biases + 1
-            else:
-                break
-            nxt.marks[SKIPPED] = f"{rule.backend} applies it as a post-op ({what}) of %{anchor.result}"
-            current = nxt
+        mark_chain(graph, index, anchor, rule)
+
+
+def mark_chain(graph: Graph, index: GraphIndex, anchor: GraphOp, rule: ChainRule) -> None:
+    """Mark the post-op chain ``rule`` allows after ``anchor``."""
+    current, biases, activations = anchor, 0, 0
+    while True:
+        users = index.users.get(current.result, [])
+        if len(users) != 1:
+            break       # the layer's raw output is needed elsewhere: no post-op
+        nxt = graph.ops[users[0]]
+        if nxt.kind == RESULT:
+            break
+        closed = rule.activation_last and activations > 0
+        if nxt.kind in rule.activations and activations < rule.max_activations and not closed:
+            what, activations = "activation", activations + 1
+        elif (nxt.kind in rule.bias_kinds and biases < rule.max_biases and not closed
+              and _per_channel_constant(nxt, current.result, anchor, index)):
+            what, biases = ("bias" if nxt.kind == "Add" else "scale"), biases + 1
+        else:
+            break
+        nxt.marks[SKIPPED] = f"{rule.backend} applies it as a post-op ({what}) of %{anchor.result}"
+        current = nxt
