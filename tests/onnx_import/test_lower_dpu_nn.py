@@ -158,3 +158,56 @@ def test_layer_that_cannot_split_further_is_an_error(tmp_path, monkeypatch):
     with pytest.raises(api.VpucError if hasattr(api, "VpucError") else Exception,
                        match="does not fit a tile's CMX: .* splitting the input channels"):
         api.compile(path)
+
+
+def _residual(m, op="Add"):
+    """conv + bias, then ``op`` with the block input, then Relu: ResNet's residual join."""
+    x = _x(m, (1, 16, 8, 8))
+    y = m.node("Conv", [x, m.weight((16, 16, 3, 3)), m.weight((16,), 0.1)], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1])
+    return m.node("Relu", [m.node(op, [y, x])])
+
+
+@pytest.mark.parametrize("op, dpu_op", [("Add", DpuOp.ADD), ("Mul", DpuOp.MUL)])
+def test_residual_join_is_a_dpu_eltwise_with_its_activation(op, dpu_op, tmp_path):
+    tasks = compile_and_compare(tmp_path, lambda m: _residual(m, op))
+    eltwise = [t for t in tasks if t.op is dpu_op]
+    assert len(eltwise) == 2 and {t.tile for t in eltwise} == {0, 1}
+    assert all(str(t.post.kind) == "relu" and len(t.inputs) == 2 for t in eltwise)
+    conv = [t for t in tasks if t.op is DpuOp.CONV]
+    assert conv and all(t.bias is not None and t.post is None for t in conv)
+
+
+def test_add_of_two_inputs_stays_on_act_shave(tmp_path):
+    """Neither operand comes from the DPU: the Add is an ACT SHAVE kernel as before."""
+    m = ModelBuilder(seed=0, opset=17)
+    m.output(m.node("Add", [_x(m, (1, 16, 4, 4)), m.input("z", [1, 16, 4, 4])]))
+    program = api.compile(m.save(tmp_path / "m.onnx", "m"))
+    assert not any(tl.tasks for tl in program.module.task_lists if tl.executor.name == "DPU")
+
+
+def test_conv_with_fewer_rows_than_tiles_splits_channels_over_the_tiles(tmp_path):
+    build = lambda m: m.node("Conv", [_x(m, (1, 16, 3, 3)), m.weight((48, 16, 3, 3)), m.weight((48,), 0.1)],
+                             kernel_shape=[3, 3])
+    tasks = compile_and_compare(tmp_path, build)
+    assert [t.tile for t in tasks] == [0, 1] and [t.variants[0].end[2] + 1 for t in tasks] == [32, 16]
+
+
+DECONVS = {
+    "stride2_pads_output_padding": dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                        output_padding=[1, 1]),
+    "k2_s2_unet_upsample": dict(kernel_shape=[2, 2], strides=[2, 2]),
+    "k4_s2_p1_asymmetric_stride": dict(kernel_shape=[4, 3], strides=[2, 1], pads=[1, 0, 1, 1]),
+    "dilated": dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[1, 2, 0, 1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECONVS))
+def test_conv_transpose_is_a_conv_over_the_upsampled_input(case, tmp_path):
+    attrs = DECONVS[case]
+    kernel = tuple(attrs["kernel_shape"])
+    build = lambda m: m.node("Relu", [m.node("ConvTranspose", [_x(m, (1, 16, 5, 6)), m.weight((16, 24) + kernel),
+                                                               m.weight((24,), 0.1)], **attrs)])
+    tasks = compile_and_compare(tmp_path, build)
+    assert {t.op for t in tasks} == {DpuOp.CONV} and {t.tile for t in tasks} == {0, 1}
+    assert all(t.bias is not None and str(t.post.kind) == "relu" for t in tasks)

@@ -30,7 +30,8 @@ from vpuc.ir.module import format_number
 from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
-DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean")
+DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean",
+              "ConvolutionBackpropData")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 

@@ -18,7 +18,7 @@ from typing import Callable
 from vpuc.ir.graph import CONSTANT, RESULT, Graph, GraphIndex, GraphOp
 
 SKIPPED = "skipped-by-plugin"
-ANCHORS = ("Convolution", "MatMul", "GroupConvolution")
+ANCHORS = ("Convolution", "MatMul", "GroupConvolution", "ConvolutionBackpropData")
 
 
 @dataclass(frozen=True)
