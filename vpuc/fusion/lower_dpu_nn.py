@@ -166,8 +166,9 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
     op = layer.op
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
-    return not _fits_whole(layer, values, index) or (
-        values[layer.output].type.dims[2] < tiles and values[layer.output].type.dims[1] > CHANNEL_GRANULE)
+    _, channels, rows, _ = values[layer.output].type.dims
+    few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
+    return few_rows or not _fits_whole(layer, values, index)
 
 
 def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

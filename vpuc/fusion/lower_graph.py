@@ -218,8 +218,8 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
     folded = {id(link) for layer in layers.values() for link in layer.chain}
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
-        if decision.reason is Reason.SKIPPED_BY_PLUGIN and id(op) not in folded and i not in layers \
-                and not bag.has_errors:
+        if decision.reason is Reason.SKIPPED_BY_PLUGIN and id(op) not in folded \
+                and i not in layers and not bag.has_errors:
             bag.error(op.loc, f"internal: {op.label} ({op.kind}) is marked skipped-by-plugin "
                       "but no DPU layer folds it")
     bag.raise_if_errors()
