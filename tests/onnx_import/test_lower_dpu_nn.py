@@ -29,7 +29,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
 from vpuc.onnx_import import import_onnx, write_import
-from vpuc.onnx_import.zoo import ModelBuilder
+from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn, _squeeze_excite
 from vpuc.reference.graph import run_graph
 
 U = 2.0 ** -11
@@ -211,3 +211,49 @@ def test_conv_transpose_is_a_conv_over_the_upsampled_input(case, tmp_path):
     tasks = compile_and_compare(tmp_path, build)
     assert {t.op for t in tasks} == {DpuOp.CONV} and {t.tile for t in tasks} == {0, 1}
     assert all(t.bias is not None and str(t.post.kind) == "relu" for t in tasks)
+
+
+# ------------------------------------------------------------------ model bodies end to end
+
+def _resnet_body(m):
+    """ResNet-18's stem and two BasicBlocks (the second downsampling with a 1x1/2
+    projection), then GlobalAveragePool: every layer kind of ResNet but its Flatten+Gemm."""
+    y = _conv_bn(m, m.input("x", [1, 3, 32, 32]), 3, 16, 7, stride=2)
+    y = m.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    for cin, cout, stride in ((16, 16, 1), (16, 32, 2)):
+        h = _conv_bn(m, _conv_bn(m, y, cin, cout, 3, stride), cout, cout, 3, act=None)
+        skip = _conv_bn(m, y, cin, cout, 1, stride, act=None) if stride != 1 else y
+        y = m.node("Relu", [m.node("Add", [h, skip])])
+    return m.node("GlobalAveragePool", [y])
+
+
+def _mobilenet_body(m):
+    """MobileNetV3-Small's stem and two inverted residuals (depthwise 3x3/2 and 5x5 with
+    squeeze-excite, HardSwish, a residual Add), then GlobalAveragePool."""
+    y = _conv_bn(m, m.input("x", [1, 3, 32, 32]), 3, 16, 3, stride=2, act="HardSwish")
+    y = _squeeze_excite(m, _conv_bn(m, y, 16, 16, 3, 2, group=16), 16)
+    y = _conv_bn(m, y, 16, 24, 1, act=None)
+    h = _conv_bn(m, y, 24, 96, 1, act="HardSwish")
+    h = _squeeze_excite(m, _conv_bn(m, h, 96, 96, 5, 1, group=96, act="HardSwish"), 96)
+    y = m.node("Add", [_conv_bn(m, h, 96, 24, 1, act=None), y])
+    return m.node("GlobalAveragePool", [y])
+
+
+@pytest.mark.parametrize("body", [_resnet_body, _mobilenet_body])
+def test_model_bodies_match_onnxruntime(body, tmp_path):
+    """f32 model and inputs for onnxruntime, f16 in vpuc: the whole-model tolerance of
+    ``test_import_models.py`` (cosine >= 0.999, max |diff| <= 1% of the output's range)."""
+    m = ModelBuilder(seed=3, opset=17)
+    out = body(m)
+    m.output(out)
+    path = m.save(tmp_path / "m.onnx", "m")
+    program = api.compile(path)
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    got = api.simulate(program, {"x": x.astype(np.float16)}).outputs[sanitize(out)].astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
+    assert cosine >= 0.999
+    assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+    tasks = {tl.executor.name: len(tl.tasks) for tl in program.module.task_lists}
+    if body is _resnet_body:
+        assert tasks.get("ACT_SHAVE", 0) == 0, "every ResNet layer runs on the DPU"
