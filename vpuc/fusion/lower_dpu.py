@@ -1,4 +1,5 @@
-"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``.
+"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``,
+the CNN layers of imported models (and layers split over channels) in ``lower_dpu_nn``.
 
 ``lower-graph`` calls ``dpu_layer`` for every Convolution, MatMul and MaxPool
 the tokenizer left out, then ``emit_layer`` to add the layer's tasks to the

@@ -1,13 +1,16 @@
 """What the DPU lowering supports: one answer for the marking pass and for lower-graph.
 
-``dpu_problem(op, index)`` says why a graph layer (Convolution, MatMul,
-MaxPool) cannot become task-level DPU tasks, or None when it can; the ACT
+``dpu_problem(op, index)`` says why a graph layer (``DPU_LAYERS``; the CNN
+layers of ``lower_dpu_nn`` answer through its ``nn_problem``) cannot become
+task-level DPU tasks, or None when it can; the ACT
 SHAVE target's marking pass (``targets/shave.py``) only hides post-ops behind
 a layer the DPU lowering takes, and ``lower_dpu`` reports the same sentence
 when it meets a layer it cannot take.  ``DPU_ACTIVATIONS`` maps the graph ops
 the DPU applies as a post-op activation to the task-level ``post`` syntax
 (``PostOpKind``); the marking pass marks exactly these (and one bias ``Add``
 with a per-channel constant), so everything it marks has a DPU spelling.
+``dpu_eltwise`` says which Add/Multiply of two activations the DPU runs as an
+eltwise layer; the marking pass marks those with ``DPU_ELTWISE``.
 
 The rules, from the task-level IR (``docs/vir.md``, DPU tasks) and its
 simulator (``runtime_sim/dpu``):

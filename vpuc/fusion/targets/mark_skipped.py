@@ -1,6 +1,6 @@
 """Mark ops a backend fuses into a preceding layer as ``skipped-by-plugin``.
 
-The seed's ``SnippetsMarkSkipped``: a Convolution or MatMul whose output feeds
+The seed's ``SnippetsMarkSkipped``: a layer of ``ANCHORS`` whose output feeds
 exactly one op starts a *post-op chain*; each link is an op the backend applies
 while the layer's result is still in its accumulators (a bias Add with a
 per-channel constant, an activation).  The tokenizer never takes a marked op,
