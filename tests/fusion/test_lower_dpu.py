@@ -17,7 +17,7 @@ import pytest
 import vpuc.fusion.lower_dpu as lower_dpu
 from tests.fusion.dpu_testlib import assert_close, compile_text, constant, module, run_both
 from vpuc.cli import main
-from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS
+from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, eltwise_anchor
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.targets.shave import DPU_POST_OPS
@@ -223,13 +223,15 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     layers = {}
     for t in dpu:
         layers.setdefault(t.label.split(".")[0], []).append(t.op)
-    # in condensed order; the 1x16 batch of 12x12 @ 12x6 matmuls is one task per batch item
+    # in condensed order; the 1x16 batch of 12x12 @ 12x6 matmuls is one task per batch item;
+    # %sum adds two activations of one shape, one from the DPU: a DPU eltwise add
     assert layers == {"conv": [DpuOp.CONV] * 2, "conv2": [DpuOp.CONV] * 2,
-                      "mm": [DpuOp.MATMUL] * 16, "pool": [DpuOp.MAXPOOL] * 2}
+                      "sum": [DpuOp.ADD] * 2, "mm": [DpuOp.MATMUL] * 16,
+                      "pool": [DpuOp.MAXPOOL] * 2}
     # each segment's first loads wait for the previous segment's last store
     dma = {t.label: t for t in tasks(mod, "DMA")}
     finished = [label for label, t in dma.items() if any(u.endswith("finished") for u in t.updates)]
-    assert len(finished) == 7                      # 8 segments: sg0 conv sg1 conv2 sg2 mm pool sg3
+    assert len(finished) == 7                      # 8 segments: sg0 conv sg1 conv2 sum mm pool sg2
     for label in finished:
         barrier = next(u for u in dma[label].updates if u.endswith("finished"))
         assert any(barrier in t.waits for t in tasks(mod, "DMA"))
@@ -260,11 +262,13 @@ def test_every_marked_op_is_folded_into_its_layer():
     marked = {graph.ops[i].result for i, d in tok.left_out.items()
               if d.reason is Reason.SKIPPED_BY_PLUGIN}
     index = graph.index()
-    folded = set()
+    folded, eltwise = set(), set()
     for op in graph.ops:
-        if op.kind in ("Convolution", "MatMul", "MaxPool"):
+        if op.kind in ("Convolution", "MatMul", "MaxPool") or eltwise_anchor(op):
             folded |= {link.result for link in lower_dpu.dpu_layer(graph, index, op).chain}
-    assert marked == folded == {"b", "r", "cl"}
+        if eltwise_anchor(op):
+            eltwise.add(op.result)
+    assert marked == folded | eltwise and folded == {"b", "r", "cl"} and eltwise == {"sum"}
 
 
 # ------------------------------------------------------------------ errors
@@ -349,16 +353,16 @@ the graph does not carry)
 """),
     "too_big": ("""module @m arch NPU37XX
 graph @g {
-  %x = Parameter() : 1x512x8x8xf16
-  %w = Constant(splat 0.01) : 512x512x3x3xf16
+  %x = Parameter() : 1x2048x4x64xf16
+  %w = Constant(splat 0.01) : 32x2048x3x3xf16
   %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
   Result(%c)
 }
 """, """\
 net.vir:5:3: error: Convolution{strides = [1, 1], pads_begin = [1, 1], pads_end = [1, 1], \
-dilations = [1, 1]} %c does not fit a tile's CMX: 4784128 bytes with one output row per block \
-(4718592 of them weights and bias) over a budget of 1048576; splitting the output channels is \
-not supported yet
+dilations = [1, 1]} %c does not fit a tile's CMX: 2756608 bytes with one output row and at most \
+16 output channels per block over a budget of 1048576; splitting the input channels (partial \
+sums) is not supported yet
       %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
       ^
 """),

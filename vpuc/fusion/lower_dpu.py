@@ -1,4 +1,5 @@
-"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``.
+"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``,
+the CNN layers of imported models (and layers split over channels) in ``lower_dpu_nn``.
 
 ``lower-graph`` calls ``dpu_layer`` for every Convolution, MatMul and MaxPool
 the tokenizer left out, then ``emit_layer`` to add the layer's tasks to the
@@ -43,7 +44,8 @@ from vpuc.arch import DEFAULT_ARCH
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost, load_timing
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem, post_op_text, window
+from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
+                                           post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
 from vpuc.ir.graph import Graph, GraphIndex, GraphOp
@@ -85,7 +87,8 @@ def dpu_layer(graph: Graph, index: GraphIndex, op: GraphOp) -> DpuLayer:
     chain, current = [], op
     while True:
         users = index.users.get(current.result, [])
-        if len(users) != 1 or SKIPPED not in graph.ops[users[0]].marks:
+        if len(users) != 1 or SKIPPED not in graph.ops[users[0]].marks \
+                or eltwise_anchor(graph.ops[users[0]]):
             break
         current = graph.ops[users[0]]
         chain.append(current)
@@ -108,7 +111,7 @@ def _bias(anchor: GraphOp, add: GraphOp, index: GraphIndex) -> np.ndarray:
     value = constant_value(index.producer(other)).astype(np.float32)
     rank = anchor.type.rank
     value = value.reshape((1,) * (rank - value.ndim) + value.shape)
-    axis = 1 if anchor.kind == "Convolution" else rank - 1
+    axis = rank - 1 if anchor.kind == "MatMul" else 1
     channels = anchor.type.dims[axis]
     return np.broadcast_to(value.reshape(-1), (channels,)) if value.size == 1 else value.reshape(-1)
 
@@ -237,9 +240,12 @@ class LayerEmitter:
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    from vpuc.fusion import lower_dpu_nn
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
+    elif lower_dpu_nn.takes(layer, values, index, tiles):
+        lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
 

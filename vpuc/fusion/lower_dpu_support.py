@@ -1,13 +1,16 @@
 """What the DPU lowering supports: one answer for the marking pass and for lower-graph.
 
-``dpu_problem(op, index)`` says why a graph layer (Convolution, MatMul,
-MaxPool) cannot become task-level DPU tasks, or None when it can; the ACT
+``dpu_problem(op, index)`` says why a graph layer (``DPU_LAYERS``; the CNN
+layers of ``lower_dpu_nn`` answer through its ``nn_problem``) cannot become
+task-level DPU tasks, or None when it can; the ACT
 SHAVE target's marking pass (``targets/shave.py``) only hides post-ops behind
 a layer the DPU lowering takes, and ``lower_dpu`` reports the same sentence
 when it meets a layer it cannot take.  ``DPU_ACTIVATIONS`` maps the graph ops
 the DPU applies as a post-op activation to the task-level ``post`` syntax
 (``PostOpKind``); the marking pass marks exactly these (and one bias ``Add``
 with a per-channel constant), so everything it marks has a DPU spelling.
+``dpu_eltwise`` says which Add/Multiply of two activations the DPU runs as an
+eltwise layer; the marking pass marks those with ``DPU_ELTWISE``.
 
 The rules, from the task-level IR (``docs/vir.md``, DPU tasks) and its
 simulator (``runtime_sim/dpu``):
@@ -24,18 +27,45 @@ simulator (``runtime_sim/dpu``):
 
 from __future__ import annotations
 
-from vpuc.ir.graph import GraphIndex, GraphOp
+from vpuc.fusion.targets.mark_skipped import SKIPPED
+from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.module import format_number
 from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
-DPU_LAYERS = ("Convolution", "MatMul", "MaxPool")
+DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean",
+              "ConvolutionBackpropData")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 
 # graph op kind -> the task-level post-op that applies it (after the bias)
 DPU_ACTIVATIONS = {"Relu": PostOpKind.RELU, "Clamp": PostOpKind.CLAMP,
                    "Sigmoid": PostOpKind.SIGMOID, "Tanh": PostOpKind.TANH}
+
+
+# the mark of an Add or Multiply the DPU runs as an eltwise layer (``dpu_eltwise``)
+DPU_ELTWISE = "the DPU runs it as an eltwise layer (two activations of one shape)"
+
+
+def dpu_eltwise(op: GraphOp, index: GraphIndex) -> bool:
+    """An Add or Multiply of two rank-4 f16/bf16 activations of the op's own shape (the DPU's
+    eltwise takes two inputs of one shape, no broadcast), one of them already coming from
+    the DPU (a layer or its post-op chain), as ResNet's residual Add does: it then runs
+    on the DPU instead of a one-op ACT SHAVE kernel of its own."""
+    if op.kind not in ("Add", "Multiply") or SKIPPED in op.marks or len(op.operands) != 2:
+        return False
+    producers = [index.producer(o) for o in op.operands]
+    if any(p.kind == CONSTANT or p.type != op.type for p in producers):
+        return False
+    if op.type.rank != 4 or not op.type.is_static or op.type.elem not in DPU_FLOATS:
+        return False
+    return any(SKIPPED in p.marks or (p.kind in DPU_LAYERS and dpu_problem(p, index) is None)
+               for p in producers)
+
+
+def eltwise_anchor(op: GraphOp) -> bool:
+    """Whether ``op`` was marked as a DPU eltwise layer (not as a post-op of another)."""
+    return op.marks.get(SKIPPED) == DPU_ELTWISE
 
 
 def post_op_text(op: GraphOp) -> str:
@@ -62,6 +92,11 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     types = [index.producer(o).type for o in op.operands] + [op.type]
     if not all(t.is_static for t in types):
         return "it has run-time dims, and DPU tasks have static shapes"
+    if op.kind in ("Add", "Multiply"):
+        return None if eltwise_anchor(op) else "it is not marked as a DPU eltwise layer"
+    if op.kind not in ("Convolution", "MatMul", "MaxPool"):
+        from vpuc.fusion.lower_dpu_nn import nn_problem
+        return nn_problem(op, index)
     elem = op.type.elem
     allowed = POOL_ELEMS if op.kind == "MaxPool" else DPU_FLOATS
     if elem not in allowed:

@@ -59,7 +59,7 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
-from vpuc.fusion.lower_dpu_support import DPU_LAYERS
+from vpuc.fusion.lower_dpu_support import DPU_LAYERS, eltwise_anchor
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
@@ -237,13 +237,14 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
     library, layers = set(), {}
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
-        if decision.reason in (Reason.DEAD, Reason.SKIPPED_BY_PLUGIN):
+        if decision.reason is Reason.DEAD or (decision.reason is Reason.SKIPPED_BY_PLUGIN
+                                              and not eltwise_anchor(op)):
             continue
         if _library_softmax(op):
             library.add(i)
         elif op.kind in DMA_OPS:
             continue                              # lower_dma.dma_ops takes them
-        elif op.kind in DPU_LAYERS:
+        elif op.kind in DPU_LAYERS or eltwise_anchor(op):
             try:
                 layers[i] = dpu_layer(graph, index, op)
             except VpucError as exc:
@@ -258,7 +259,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
         if decision.reason is Reason.SKIPPED_BY_PLUGIN and id(op) not in folded \
-                and not bag.has_errors:
+                and i not in layers and not bag.has_errors:
             bag.error(op.loc, f"internal: {op.label} ({op.kind}) is marked skipped-by-plugin "
                       "but no DPU layer folds it")
     bag.raise_if_errors()

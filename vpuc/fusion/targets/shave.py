@@ -17,15 +17,17 @@ tanh: ``PostOpKind``) to a convolution or matmul result before it leaves the
 tile, so those ops are left to the DPU -- but only behind a layer the DPU
 lowering takes (``vpuc/fusion/lower_dpu_support.py``: f16/bf16, static shapes,
 padding within the window); behind any other layer (an f32 convolution, say)
-they stay for the tokenizer.  The activations are exactly the keys of
+they stay for the tokenizer.  An Add or Multiply of two activations of one
+4-D shape, one of them from the DPU (ResNet's residual Add), is itself left
+to the DPU as an eltwise layer, with its activation.  The activations are exactly the keys of
 ``DPU_ACTIVATIONS``, so every marked op has a task-level ``post`` spelling.
 """
 
 from __future__ import annotations
 
-from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, dpu_problem
+from vpuc.fusion.lower_dpu_support import DPU_ACTIVATIONS, DPU_ELTWISE, dpu_eltwise, dpu_problem
 from vpuc.fusion.targets import TargetMachine
-from vpuc.fusion.targets.mark_skipped import ChainRule, mark_post_op_chains
+from vpuc.fusion.targets.mark_skipped import SKIPPED, ChainRule, mark_chain, mark_post_op_chains
 from vpuc.ir.graph import Graph
 from vpuc.ir.graph_ops import OPS
 from vpuc.ir.types import ElemType
@@ -39,8 +41,20 @@ DPU_POST_OPS = ChainRule(backend="DPU", activations=frozenset(DPU_ACTIVATIONS),
                          anchor_ok=lambda op, index: dpu_problem(op, index) is None)
 
 
+DPU_ELTWISE_POST_OPS = ChainRule(backend="DPU", activations=frozenset(DPU_ACTIVATIONS),
+                                 bias_kinds=frozenset(), max_biases=0, max_activations=1,
+                                 activation_last=True)
+
+
 def mark_dpu_post_ops(graph: Graph) -> None:
+    """Post-op chains of the DPU's layers, then the Adds and Multiplies the DPU runs as
+    eltwise layers (``dpu_eltwise``), each with its activation."""
     mark_post_op_chains(graph, DPU_POST_OPS)
+    index = graph.index()
+    for op in graph.ops:
+        if dpu_eltwise(op, index):
+            op.marks[SKIPPED] = DPU_ELTWISE
+            mark_chain(graph, index, op, DPU_ELTWISE_POST_OPS)
 
 
 SHAVE = TargetMachine(

@@ -1,0 +1,403 @@
+"""The CNN layers of imported models as DPU tasks, and layers split over channels.
+
+``lower_dpu`` sends here the graph ops of ``graph_ops_nn.py`` the DPU runs,
+and any Convolution whose weights do not fit a tile's CMX with one output row:
+
+- ``GroupConvolution``: depthwise (one input and one output channel per group)
+  is one ``dwconv`` (weights ``[C, 1, KH, KW]``); any other grouping is one
+  ``conv`` per group over its slice of input and output channels, the way the
+  NPU compiler's ``ConvertGroupConvToConv`` pass splits it (a DPU conv reads
+  every input channel of its task);
+- ``AvgPool``: ``avgpool`` when the divisor counts only real cells
+  (``exclude_pad``, or no padding at all): the DPU model's average pool
+  excludes padded cells (``runtime_sim/dpu/ops.py``); with ``count_include_pad``
+  and padding, a ``dwconv`` whose weights are all ``1 / (KH * KW)``, as the
+  NPU compiler's ``ConvertAvgPoolToDWConv`` does (the weight is rounded to the
+  layer's type: one more rounding of relative size u);
+- ``ReduceMean`` over H and W with ``keep_dims`` (``GlobalAveragePool``):
+  ``avgpool`` with the whole H x W as its kernel;
+- a ``Convolution`` whose weights exceed the budget: its output channels are
+  cut into chunks (multiples of 16, the DPU's channel granule) whose weights
+  fit, each chunk a series of row blocks of its own.  A layer of fewer output rows
+  than tiles (a global pool) is cut over its output channels, one chunk per tile.
+
+Every layer is a list of *jobs* (a range of input channels, a range of output
+channels and the weights between them); each job's output rows are cut into
+blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
+border), and all blocks of all jobs alternate over the tiles, double-buffered.
+A layer of one job loads its weights once per tile; with several jobs each
+block loads its job's weights (a slice of the DDR weights, or a ``const`` this
+module declares, laid out NHWC).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.cost import DpuWorkload
+from vpuc.diagnostics import VpucError
+from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
+                                   const_text, describe, vector)
+from vpuc.fusion.lower_dpu_support import DPU_FLOATS, window
+from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
+from vpuc.ir.types import ElemType, TensorType
+from vpuc.reference.graph import constant_value
+
+NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean", "ConvolutionBackpropData")
+ELTWISE = {"Add": "add", "Multiply": "mul"}      # marked by targets/shave.py (dpu_eltwise)
+CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
+
+
+@dataclass
+class Job:
+    """One channel range of a layer: what one series of row blocks computes."""
+
+    ins: tuple[int, int]                 # input channels [start, stop)
+    outs: tuple[int, int]                # output channels [start, stop)
+    weights: np.ndarray | None = None    # conv OIHW / dwconv C1HW values this module declares
+    from_ddr: bool = False               # else: a slice of the layer's weights value in DDR
+
+
+@dataclass
+class Plan:
+    dpu_op: str                          # conv, dwconv, maxpool, avgpool
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    begin: tuple[int, int]
+    end: tuple[int, int]
+    dilations: tuple[int, int]
+    jobs: list[Job]
+
+    @property
+    def has_weights(self) -> bool:
+        return self.dpu_op in ("conv", "dwconv")
+
+
+def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
+    """Why ``op`` (one of ``NN_LAYERS``) cannot run as DPU tasks; None if it can."""
+    x = index.producer(op.operands[0]).type
+    if op.type.elem not in DPU_FLOATS:
+        return (f"it is {op.type.elem}; the DPU lowering takes {op.kind} on f16 or bf16"
+                + (" (the DPU has no f32: insert a Convert)" if op.type.elem.is_float else ""))
+    if op.kind == "ReduceMean":
+        if x.rank != 4 or set(op.attrs["axes"]) != {2, 3} or not op.attrs["keep_dims"]:
+            return ("the DPU takes a mean over H and W of an NCHW tensor with keep_dims "
+                    "(an average pool); other reductions need an ACT SHAVE kernel")
+        return None
+    if op.kind in ("GroupConvolution", "ConvolutionBackpropData") \
+            and index.producer(op.operands[1]).kind != CONSTANT:
+        return "its weights are not a constant (the DPU lowering rearranges them at compile time)"
+    if op.kind == "ConvolutionBackpropData":
+        before, _ = _deconv_borders(op, index)
+        if min(before) < 0:
+            return (f"its pads_begin {list(op.attrs['pads_begin'])} crop more than the dilated "
+                    "kernel extent; not supported yet")
+        return None
+    kernel, _, begin, end, dilations = nn_window(op, index)
+    for axis, name in ((0, "height"), (1, "width")):
+        extent = dilations[axis] * (kernel[axis] - 1)
+        if max(begin[axis], end[axis]) > extent:
+            return (f"its {name} padding ({begin[axis]}, {end[axis]}) is wider than the kernel "
+                    f"window can reach ({extent}); a window of padding only has no DPU form")
+    return None
+
+
+def nn_window(op: GraphOp, index: GraphIndex):
+    """(kernel, strides, pads_begin, pads_end, dilations) of a layer of NN_LAYERS."""
+    if op.kind == "GroupConvolution":
+        kernel = tuple(index.producer(op.operands[1]).type.dims[3:])
+        return (kernel, tuple(op.attrs["strides"]), tuple(op.attrs["pads_begin"]),
+                tuple(op.attrs["pads_end"]), tuple(op.attrs["dilations"]))
+    if op.kind == "ReduceMean":
+        return tuple(index.producer(op.operands[0]).type.dims[2:]), (1, 1), (0, 0), (0, 0), (1, 1)
+    return window(op, index)          # AvgPool: kernel and pads as MaxPool's
+
+
+def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
+    """The DPU op and the jobs of a layer, before any split for CMX."""
+    op = layer.op
+    kernel, strides, begin, end, dil = nn_window(op, index)
+    whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
+    if op.kind == "Convolution":
+        return Plan("conv", kernel, strides, begin, end, dil, whole)
+    if op.kind == "MaxPool":
+        return Plan("maxpool", kernel, strides, begin, end, dil, [Job((0, c), (0, c))])
+    if op.kind == "ReduceMean" or (op.kind == "AvgPool" and (
+            op.attrs["exclude_pad"] or not any(begin + end))):
+        return Plan("avgpool", kernel, strides, begin, end, dil, [Job((0, c), (0, c))])
+    if op.kind == "AvgPool":      # count_include_pad with padding: a dwconv of 1/(KH*KW)
+        w = np.full((c, 1) + kernel, 1.0 / (kernel[0] * kernel[1]), np.float32)
+        return Plan("dwconv", kernel, strides, begin, end, dil, [Job((0, c), (0, c), w)])
+    w = constant_value(index.producer(op.operands[1])).astype(np.float32)   # G, O, I, KH, KW
+    groups, per_out, per_in = w.shape[:3]
+    if per_in == 1 and per_out == 1:
+        return Plan("dwconv", kernel, strides, begin, end, dil,
+                    [Job((0, c), (0, c), w.reshape((groups, 1) + kernel))])
+    jobs = [Job((g * per_in, (g + 1) * per_in), (g * per_out, (g + 1) * per_out), w[g])
+            for g in range(groups)]
+    return Plan("conv", kernel, strides, begin, end, dil, jobs)
+
+
+def _chunks(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
+    """[start, stop) cut into ``parts`` ranges, multiples of the channel granule but the last."""
+    size = math.ceil(math.ceil((stop - start) / parts) / CHANNEL_GRANULE) * CHANNEL_GRANULE
+    edges = list(range(start, stop, size)) + [stop]
+    return list(zip(edges, edges[1:]))
+
+
+def split_job(plan: Plan, job: Job, parts: int) -> list[Job]:
+    """``job`` cut into about ``parts`` jobs over its output channels (and, for channelwise
+    ops, the same input channels)."""
+    out = []
+    for o0, o1 in _chunks(*job.outs, parts):
+        a, b = o0 - job.outs[0], o1 - job.outs[0]
+        ins = job.ins if plan.dpu_op == "conv" else (o0, o1)
+        weights = None if job.weights is None else job.weights[a:b]
+        out.append(Job(ins, (o0, o1), weights, job.from_ddr))
+    return out
+
+
+def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int) -> bool:
+    """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
+    Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
+    op = layer.op
+    if op.kind in NN_LAYERS or op.kind in ELTWISE:
+        return True
+    _, channels, rows, _ = values[layer.output].type.dims
+    few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
+    return few_rows or not _fits_whole(layer, values, index)
+
+
+def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+            tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    op = layer.op
+    if op.kind in ELTWISE:
+        emit_eltwise(prog, layer, values, tiles, prefix, gate, finish)
+        return
+    x = values[op.operands[0]]
+    if op.kind == "ConvolutionBackpropData":
+        x, plan, gate = _upsample(prog, layer, x, index, prefix, gate)
+    else:
+        plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
+    emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
+
+
+def _deconv_borders(op: GraphOp, index: GraphIndex) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Zero rows/columns before and after the upsampled input of a transposed convolution:
+    d * (K - 1) - pads_begin and d * (K - 1) - pads_end + output_padding."""
+    kernel = index.producer(op.operands[1]).type.dims[2:]
+    dil, pb, pe = op.attrs["dilations"], op.attrs["pads_begin"], op.attrs["pads_end"]
+    extra = op.attrs["output_padding"]
+    before = tuple(d * (k - 1) - p for d, k, p in zip(dil, kernel, pb))
+    after = tuple(d * (k - 1) - p + e for d, k, p, e in zip(dil, kernel, pe, extra))
+    return before, after
+
+
+def _upsample(prog: ProgramText, layer: DpuLayer, x: Value, index: GraphIndex, prefix: str,
+              gate: tuple[str, ...]) -> tuple[Value, Plan, tuple[str, ...]]:
+    """A transposed convolution as a convolution over its zero-upsampled input: DMA zeros
+    into a DDR tensor, then the input into every stride-th row and column of it (after
+    the border the pads leave); the convolution's weights are the transposed ones flipped
+    in H and W, [I, O, KH, KW] -> [O, I, KH, KW]."""
+    op = layer.op
+    n, c, h, w = x.type.dims
+    (sh, sw), dil = op.attrs["strides"], tuple(op.attrs["dilations"])
+    (bh, bw), (ah, aw) = _deconv_borders(op, index)
+    full = (n, c, bh + (h - 1) * sh + 1 + ah, bw + (w - 1) * sw + 1 + aw)
+    up = Value(f"{prefix}up", TensorType(full, x.type.elem, x.type.order), "ddr")
+    dims = "x".join(map(str, full)) + f"x{x.type.elem} {x.type.order}"
+    prog.buffers += [f"ddr %{up.name} : {dims}", f"const %{prefix}zeros : {dims} = splat 0"]
+    prog.barriers += [f"barrier %{prefix}zeroed", f"barrier %{prefix}upsampled"]
+    prog.views.append(f"view %{prefix}up.v = %{up.name}[0:{n}, 0:{c}, "
+                      f"{bh}:{bh + (h - 1) * sh + 1}:{sh}, {bw}:{bw + (w - 1) * sw + 1}:{sw}]")
+    waits = f" waits({', '.join(f'%{g}' for g in gate)})" if gate else ""
+    lp = prefix.replace("$", "_")
+    prog.dma += [f"  {lp}zero: dma %{prefix}zeros -> %{up.name} channel 0{waits} "
+                 f"updates(%{prefix}zeroed)",
+                 f"  {lp}upsample: dma %{x.name} -> %{prefix}up.v channel 0 "
+                 f"waits(%{prefix}zeroed) updates(%{prefix}upsampled)"]
+    weights = constant_value(index.producer(op.operands[1])).astype(np.float32)
+    flipped = np.ascontiguousarray(weights.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+    kernel = tuple(weights.shape[2:])
+    plan = Plan("conv", kernel, (1, 1), (0, 0), (0, 0), dil,
+                [Job((0, c), (0, flipped.shape[0]), flipped)])
+    return up, plan, (f"{prefix}upsampled",)
+
+
+def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
+    """Whether a Convolution or MaxPool runs as one job: its weights and bias with one
+    output row (and its input rows), double-buffered, fit the budget."""
+    op = layer.op
+    x, out = values[op.operands[0]].type, values[layer.output].type
+    kernel, strides, _, _, dilations = window(op, index)
+    loaded = min(dilations[0] * (kernel[0] - 1) + 1, x.dims[2])
+    rows = x.dims[0] * (x.dims[1] * loaded * x.dims[3] + out.dims[1] * out.dims[3])
+    weights = values[op.operands[1]].type.nbytes if op.kind == "Convolution" else 0
+    bias = 4 * out.dims[1] if layer.bias is not None else 0
+    return weights + bias + 2 * rows * x.elem.nbytes <= CMX_BUDGET
+
+
+def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
+              values: dict[str, Value], tiles: int, prefix: str, gate: tuple[str, ...],
+              finish: str | None) -> None:
+    """The layer's DPU tasks over input ``x``: its jobs, each in blocks of output rows
+    (module docstring)."""
+    op = layer.op
+    out = values[layer.output]
+    n, c, h, w = x.type.dims
+    _, oc, oh, ow = out.type.dims
+    elem: ElemType = x.type.elem
+    (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
+                                                        plan.end, plan.dilations)
+    bias_bytes = 4 if layer.bias is not None else 0
+
+    def weight_bytes(job: Job) -> int:
+        if not plan.has_weights:
+            return 0
+        per_out = (job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
+        return (job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
+
+    def io_bytes(job: Job, rows: int) -> int:
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        return n * elem.nbytes * ((job.ins[1] - job.ins[0]) * loaded * w
+                                  + (job.outs[1] - job.outs[0]) * rows * ow)
+
+    jobs = plan.jobs
+    # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
+    first = tiles if oh < tiles and len(jobs) == 1 and oc > CHANNEL_GRANULE else 1
+    for parts in range(first, oc + 1):
+        jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
+        single = len(jobs) == 1
+        worst = max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
+        if worst <= CMX_BUDGET:
+            break
+        if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
+            raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
+                            f"output row and at most {CHANNEL_GRANULE} output channels per block "
+                            f"over a budget of {CMX_BUDGET}; splitting the input channels "
+                            "(partial sums) is not supported yet", op.loc)
+    single = len(jobs) == 1
+    work = []
+    for j, job in enumerate(jobs):
+        if single:
+            blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
+                                   "output row", op)
+        else:
+            blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
+                                   lambda r: 2 * (weight_bytes(job) + io_bytes(job, r)),
+                                   "output row", op)
+        work += [(j, r0, r1) for r0, r1 in blocks]
+
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    if layer.bias is not None:
+        prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias)}")
+    declared: set[int] = set()
+    resident: dict[int, str] = {}
+    for k, (j, r0, r1) in enumerate(work):
+        job, t = jobs[j], e.tile(k)
+        e.barriers(k)
+        waits, loaded = e.load_waits(k), [f"%{prefix}loaded{k}"]
+        operands = ""
+        if plan.has_weights or layer.bias is not None:
+            if single and k >= e.used:
+                operands = resident[t]
+            else:
+                tag = f"t{t}" if single else f"c{k}"
+                operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
+                                         loaded, j not in declared)
+                declared.add(j)
+                resident[t] = operands
+        lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
+        (i0, i1), (o0, o1) = job.ins, job.outs
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}", f"0:{w}"])
+        xin = e.cmx(f"in.c{k}", TensorType((n, i1 - i0, rows, w), elem, NHWC), t)
+        e.dma(f"load{k}", src, xin, 0, waits, loaded, permute=x.type.order != NHWC)
+        y = e.cmx(f"out.c{k}", TensorType((n, o1 - o0, r1 - r0, ow), elem, NHWC), t)
+        head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
+                f"stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
+                + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, o1 - o0 - 1)),
+               lambda rows: DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=rows,
+                                        channels=o1 - o0, in_channels=i1 - i0, kernel=(kh, kw),
+                                        stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
+                                        out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"0:{ow}"])
+        e.store(k, y, dst, permute=out.type.order != NHWC)
+
+
+def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
+    """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
+    first, last = r0 * sh - pt, (r1 - 1) * sh - pt + dh * (kh - 1)
+    lo, hi = max(first, 0), min(last, h - 1)
+    return lo, hi - lo + 1, lo - first, last - hi
+
+
+def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
+                  op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
+                  loaded: list[str], declare: bool) -> str:
+    """DMA the job's weights and bias into tile ``t``'s CMX; the task's operand clauses."""
+    p = e.p
+    (i0, i1), (o0, o1) = job.ins, job.outs
+    clauses = ""
+    if plan.has_weights:
+        kh, kw = plan.kernel
+        per_out = i1 - i0 if plan.dpu_op == "conv" else 1
+        elem = values[op.operands[0]].type.elem
+        dims = (o1 - o0, per_out, kh, kw)
+        permute = False
+        if job.from_ddr:
+            wv = values[op.operands[1]]
+            src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"0:{per_out}", f"0:{kh}",
+                                                f"0:{kw}"])
+            permute = wv.type.order != NHWC
+        else:
+            src = f"%{p}w{j}"
+            if declare:
+                t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
+                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights)}")
+        wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
+        e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
+        clauses += f" weights({wt})"
+    if layer.bias is not None:
+        src = f"%{p}bias"
+        if (o0, o1) != (0, layer.bias.size):
+            src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
+        bias = e.cmx(f"bias.{tag}", vector(o1 - o0, ElemType.F32), t)
+        e.dma(f"load_bias.{tag}", src, bias, 0, waits, loaded)
+        clauses += f" bias({bias})"
+    return clauses
+
+
+def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
+                 prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    """An Add or Multiply of two activations of one NCHW shape: blocks of rows, both
+    operands loaded NHWC, one DPU ``add``/``mul`` per block with the folded activation."""
+    op = layer.op
+    a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
+    n, c, h, w = out.type.dims
+    elem = out.type.elem
+    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
+                           "row", op)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    for k, (r0, r1) in enumerate(blocks):
+        t = e.tile(k)
+        e.barriers(k)
+        rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
+        block = TensorType((n, c, r1 - r0, w), elem, NHWC)
+        ins = []
+        for i, v in enumerate((a, b)):
+            cmx = e.cmx(f"in{i}.c{k}", block, t)
+            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), cmx, 0, e.load_waits(k),
+                  [f"%{prefix}loaded{k}"], permute=v.type.order != NHWC)
+            ins.append(cmx)
+        y = e.cmx(f"out.c{k}", block, t)
+        e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
+               ((0, w - 1), r1 - r0, (0, c - 1)),
+               lambda rows: DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
+                                        channels=c, in_channels=c, batch=n, in_bytes=elem.nbytes,
+                                        out_bytes=elem.nbytes, weight_bytes=0))
+        e.store(k, y, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
