@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -150,7 +152,6 @@ def write_reports(args, program, arch, run, title: str, directory: Path | None) 
     """The per-layer reports, into ``--report-dir`` (or, for ``--html`` alone, a temporary
     directory); ``summary.json`` is written last, once the checks are known."""
     if directory is None:
-        import tempfile
         directory = Path(tempfile.mkdtemp(prefix="vpuc-report-"))
     write_report_dir(directory, run.result.plan, run.result.timeline, write_output)
     return directory
@@ -261,7 +262,11 @@ def cmd_run(args) -> int:
             write_output(str(report_dir / "summary.json"), text)
             if args.html:
                 from vpuc.report.html import write_html
-                write_html(report_dir, Path(args.html), title)
+                try:
+                    write_html(report_dir, Path(args.html), title)
+                finally:
+                    if not args.report_dir:       # --html alone: the files were a means
+                        shutil.rmtree(report_dir, ignore_errors=True)
     if args.json:
         sys.stdout.write(text)
     elif lines:
