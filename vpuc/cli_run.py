@@ -9,7 +9,9 @@ pipeline.
 Prints a summary table to stdout (then, with ``--kernel-profile``, the ACT
 SHAVE cycles per kernel and per LIR expression: ``kernel_profile.py``); writes
 outputs (``--output-dir``), a task report (``--report``), the per-expression
-profile (``--kernel-profile-csv``) and a Perfetto trace (``--trace``); checks outputs
+profile (``--kernel-profile-csv``), a Perfetto trace (``--trace``), per-layer reports
+(``--report-dir``: ``runtime_sim/layer_report.py``) and the HTML report (``--html``:
+``vpuc/report/``); checks outputs
 against ``--expected`` tensors or the numpy ``--reference`` (which also checks
 every task of a generated kernel against the graph its object records:
 ``runtime_sim/kernel_check.py``).  ``--json`` prints all of it as one JSON
