@@ -168,6 +168,8 @@ def cmd_run(args) -> int:
     if args.json and "-" in (args.report, args.trace, args.kernel_profile_csv):
         raise UsageError("--json writes stdout; give --report, --trace and "
                          "--kernel-profile-csv a file, not '-'")
+    if args.html == "-":
+        raise UsageError("--html writes a file; give it a path, not '-'")
     timing = None
     if args.arch:   # checked before anything is read; a .vir file compiles for its structure
         try:

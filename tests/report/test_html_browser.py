@@ -179,3 +179,17 @@ def test_run_html_writes_the_report_alone(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     text = html.read_text()
     assert text.count('id="plot-') == len(PLOTS) and "<script src=" not in text
+
+
+def test_run_html_to_stdout_is_a_usage_error(capsys, monkeypatch):
+    code, _, err = run_cli(["run", "examples/clamp.vir", "--html", "-"], capsys, monkeypatch)
+    assert code == 2 and "--html writes a file" in err
+
+
+def test_report_of_a_corrupt_summary_is_an_error(tmp_path, capsys, monkeypatch):
+    code, _, err = run_cli(["run", "examples/clamp.vir", "--timing-only", "--report-dir",
+                            tmp_path], capsys, monkeypatch)
+    assert code == 0, err
+    (tmp_path / "summary.json").write_text("{not json")
+    code, _, err = run_cli(["report", tmp_path], capsys, monkeypatch)
+    assert code == 1 and "cannot read the report files" in err and "Traceback" not in err
