@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect_parser(sub)
     from vpuc.onnx_import.cli_import import add_import_parser
     add_import_parser(sub)
+    from vpuc.report.html import add_report_parser
+    add_report_parser(sub)
     return parser
 
 

@@ -9,7 +9,9 @@ pipeline.
 Prints a summary table to stdout (then, with ``--kernel-profile``, the ACT
 SHAVE cycles per kernel and per LIR expression: ``kernel_profile.py``); writes
 outputs (``--output-dir``), a task report (``--report``), the per-expression
-profile (``--kernel-profile-csv``) and a Perfetto trace (``--trace``); checks outputs
+profile (``--kernel-profile-csv``), a Perfetto trace (``--trace``), per-layer reports
+(``--report-dir``: ``runtime_sim/layer_report.py``) and the HTML report (``--html``:
+``vpuc/report/``); checks outputs
 against ``--expected`` tensors or the numpy ``--reference`` (which also checks
 every task of a generated kernel against the graph its object records:
 ``runtime_sim/kernel_check.py``).  ``--json`` prints all of it as one JSON
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from runtime_sim.inputs import bind, check_input_types, compare, parse_tensor_arg, tolerances
+from runtime_sim.layer_report import write_report_dir
 from runtime_sim.report import summary, tasks_csv
 from runtime_sim.simarch import load_sim_arch, sim_arch_for
 from runtime_sim.trace import trace_json
@@ -74,6 +79,12 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--atol", type=float, help="absolute tolerance (default by element type)")
     run.add_argument("--report", metavar="CSV", help="write one row per task: id, engine, tile, "
                      "start, end, cycles, bytes, MACs, ... ('-': stdout)")
+    run.add_argument("--report-dir", metavar="DIR",
+                     help="write per-layer reports into DIR: compute_report.csv, "
+                          "bandwidth_report.csv, detailed_access_report.csv, summary.json "
+                          "(docs/simulator.md, \"Reports\"); `vpuc report DIR` renders them")
+    run.add_argument("--html", metavar="HTML",
+                     help="write the interactive HTML report of the run (one offline file)")
     run.add_argument("--json", action="store_true",
                      help="print the summary, the checks and their verdicts as one JSON object "
                           "(fields: docs/simulator.md)")
@@ -139,6 +150,15 @@ def display_path(path: str) -> str:
         return path
 
 
+def write_reports(args, program, arch, run, title: str, directory: Path | None) -> Path:
+    """The per-layer reports, into ``--report-dir`` (or, for ``--html`` alone, a temporary
+    directory); ``summary.json`` is written last, once the checks are known."""
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="vpuc-report-"))
+    write_report_dir(directory, run.result.plan, run.result.timeline, write_output)
+    return directory
+
+
 # ------------------------------------------------------------------ the command
 
 def cmd_run(args) -> int:
@@ -148,6 +168,8 @@ def cmd_run(args) -> int:
     if args.json and "-" in (args.report, args.trace, args.kernel_profile_csv):
         raise UsageError("--json writes stdout; give --report, --trace and "
                          "--kernel-profile-csv a file, not '-'")
+    if args.html == "-":
+        raise UsageError("--html writes a file; give it a path, not '-'")
     timing = None
     if args.arch:   # checked before anything is read; a .vir file compiles for its structure
         try:
@@ -175,6 +197,8 @@ def cmd_run(args) -> int:
     files = output_files(args.output, [b.name for b in outputs_decl])
     directory = make_directory(args.output_dir, "the output directory") if args.output_dir \
         else None                     # before the run: a bad directory stops it early
+    report_directory = make_directory(args.report_dir, "the report directory") \
+        if args.report_dir else None
     units = sum(len(tl.tasks) for tl in module.task_lists)
     bar = ProgressBar(units) if sys.stdout.isatty() and units >= PROGRESS_MIN_UNITS else None
     try:
@@ -200,6 +224,9 @@ def cmd_run(args) -> int:
         write_output(args.report, tasks_csv(result.plan, result.timeline))
     if args.trace:
         write_output(args.trace, trace_json(result.plan, result.timeline, title))
+    report_dir = None
+    if args.report_dir or args.html:
+        report_dir = write_reports(args, program, arch, run, title, report_directory)
     status = EXIT_OK
     for diag in result.races:
         print(diag.render(), file=sys.stderr)
@@ -232,9 +259,20 @@ def cmd_run(args) -> int:
         verdicts.append({"output": name, "against": against, "ok": ok, "message": line})
         if not ok:
             status = EXIT_USER
+    if args.json or report_dir is not None:
+        text = run_json(args, program, arch, display_path(arch.path), run, written, verdicts,
+                        status)
+        if report_dir is not None:
+            write_output(str(report_dir / "summary.json"), text)
+            if args.html:
+                from vpuc.report.html import write_html
+                try:
+                    write_html(report_dir, Path(args.html), title)
+                finally:
+                    if not args.report_dir:       # --html alone: the files were a means
+                        shutil.rmtree(report_dir, ignore_errors=True)
     if args.json:
-        sys.stdout.write(run_json(args, program, arch, display_path(arch.path), run, written,
-                                  verdicts, status))
+        sys.stdout.write(text)
     elif lines:
         sys.stdout.write("\n".join(lines) + "\n")
     return status

@@ -54,3 +54,8 @@ def test_the_walk_finds_every_spelling(tmp_path):
     assert violations(sim) == ["sim/a.py:1: imports vpuc.vir.parser",
                                "sim/b.py:2: imports vpuc.passes.base",
                                "sim/c.py:1: imports vpuc.fusion"]
+
+
+def test_html_report_reads_results_not_the_compiler():
+    """``vpuc/report`` renders a report directory: no parser, passes or fusion either."""
+    assert violations(ROOT / "vpuc" / "report") == []

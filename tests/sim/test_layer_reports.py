@@ -1,0 +1,156 @@
+"""``vpuc run --report-dir``: the per-layer CSVs and summary.json, their columns, and
+their sums against the run's own totals, for every example and an imported ONNX model."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime_sim.layer_report import layer_of
+from tests.sim.simlib import REPO, run_cli
+
+EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.vir"))
+
+COLUMNS = {
+    "compute_report.csv": ["layer", "engines", "units", "start", "end", "cycles", "busy_cycles",
+                           "dpu_cycles", "shave_cycles", "dma_cycles", "macs",
+                           "dpu_utilization_percent"],
+    "bandwidth_report.csv": ["layer", "ddr_read_bytes", "ddr_write_bytes", "ddr_bytes",
+                             "achieved_gbps", "dma_bytes", "cmx_bytes"],
+    "detailed_access_report.csv": ["layer", "channel", "transfers", "bytes", "ddr_read_bytes",
+                                   "ddr_write_bytes", "busy_cycles", "stall_cycles"],
+}
+ENGINE_KIND = {"DMA": "dma_cycles", "DPU": "dpu_cycles", "SHAVE": "shave_cycles"}
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames), list(reader)
+
+
+def report(tmp_path, capsys, monkeypatch, source, *extra) -> tuple[Path, dict, str]:
+    out = tmp_path / "report"
+    code, stdout, err = run_cli(["run", source, "--timing-only", "--json", "--report-dir", out,
+                                 *extra], capsys, monkeypatch)
+    assert code == 0, err
+    return out, json.loads(stdout), stdout
+
+
+def check_sums(out: Path, summary: dict) -> dict[str, list[dict]]:
+    tables = {}
+    for name, columns in COLUMNS.items():
+        header, rows = read_csv(out / name)
+        assert header == columns, name
+        tables[name] = rows
+    compute, bandwidth = tables["compute_report.csv"], tables["bandwidth_report.csv"]
+    access = tables["detailed_access_report.csv"]
+    units = summary["units"]
+    slack = 0.002 * max(units, 1)      # summary.json rounds each figure to 3 decimals
+    assert [r["layer"] for r in compute] == [r["layer"] for r in bandwidth]
+    assert len({r["layer"] for r in compute}) == len(compute)
+    assert sum(int(r["units"]) for r in compute) == units
+    assert sum(int(r["macs"]) for r in compute) == summary["dpu_macs"]
+    busy = sum(e["busy_cycles"] for e in summary["engines"])
+    assert sum(float(r["busy_cycles"]) for r in compute) == pytest.approx(busy, abs=slack)
+    for prefix, column in ENGINE_KIND.items():
+        kind_busy = sum(e["busy_cycles"] for e in summary["engines"]
+                        if e["name"].startswith(prefix))
+        assert sum(float(r[column]) for r in compute) == pytest.approx(kind_busy, abs=slack)
+    for r in compute:
+        start, end, cycles = float(r["start"]), float(r["end"]), float(r["cycles"])
+        assert 0 <= start <= end <= summary["cycles"] + 0.001
+        assert cycles == pytest.approx(end - start, abs=0.002)
+        assert 0 <= float(r["dpu_utilization_percent"]) <= 100
+        assert (float(r["dpu_utilization_percent"]) > 0) == (int(r["macs"]) > 0)
+    dma = summary["dma"]
+    assert sum(int(r["ddr_bytes"]) for r in bandwidth) == dma["ddr_bytes"]
+    assert sum(int(r["dma_bytes"]) for r in bandwidth) == dma["bytes"]
+    for r in bandwidth:
+        assert int(r["ddr_read_bytes"]) + int(r["ddr_write_bytes"]) == int(r["ddr_bytes"])
+    assert sum(int(r["transfers"]) for r in access) == dma["transfers"]
+    assert sum(int(r["bytes"]) for r in access) == dma["bytes"]
+    dma_stall = sum(e["stall_cycles"] for e in summary["engines"] if e["name"].startswith("DMA"))
+    assert sum(float(r["stall_cycles"]) for r in access) == pytest.approx(dma_stall, abs=slack)
+    channels = {e["name"] for e in summary["engines"] if e["name"].startswith("DMA")}
+    assert {r["channel"] for r in access} <= channels
+    return tables
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_reports_add_up(example, tmp_path, capsys, monkeypatch):
+    out, summary, stdout = report(tmp_path, capsys, monkeypatch, f"examples/{example}")
+    assert (out / "summary.json").read_text() == stdout      # exactly what --json prints
+    check_sums(out, summary)
+
+
+def test_summary_json_is_the_json_output_without_json_too(tmp_path, capsys, monkeypatch):
+    out, summary, _ = report(tmp_path, capsys, monkeypatch, "examples/conv_2tiles.vir")
+    code, stdout, err = run_cli(["run", "examples/conv_2tiles.vir", "--timing-only",
+                                 "--report-dir", tmp_path / "plain"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "total" in stdout                                   # the summary table, not JSON
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text()) == summary
+
+
+def test_clamp_reads_and_writes_its_tensor_once(tmp_path, capsys, monkeypatch):
+    out, _, _ = report(tmp_path, capsys, monkeypatch, "examples/clamp.vir")
+    tensor = 16 * 32 * 32 * 2                                  # 1x16x32x32xf16
+    _, bandwidth = read_csv(out / "bandwidth_report.csv")
+    rows = {r["layer"]: r for r in bandwidth}
+    assert (rows["load"]["ddr_read_bytes"], rows["load"]["ddr_write_bytes"]) == (str(tensor), "0")
+    assert (rows["store"]["ddr_read_bytes"], rows["store"]["ddr_write_bytes"]) == ("0", str(tensor))
+    assert rows["clamp"]["ddr_bytes"] == "0"
+    _, compute = read_csv(out / "compute_report.csv")
+    assert [(r["layer"], r["engines"]) for r in compute] == [
+        ("load", "DMA"), ("clamp", "ACT_SHAVE"), ("store", "DMA")]
+
+
+def test_dpu_variants_belong_to_their_task(tmp_path, capsys, monkeypatch):
+    out, summary, _ = report(tmp_path, capsys, monkeypatch, "examples/conv_2tiles.vir")
+    _, compute = read_csv(out / "compute_report.csv")
+    layers = {r["layer"]: r for r in compute}
+    assert layers["conv0"]["units"] == "2" and layers["conv0"]["engines"] == "DPU"
+    assert int(layers["conv0"]["macs"]) + int(layers["conv1"]["macs"]) == summary["dpu_macs"]
+
+
+@pytest.mark.parametrize("label, layer", [
+    ("conv_3.convolution.load_w.t0", "conv_3"), ("sg0.load2.relu_5", "sg0"),
+    ("conv0.a", "conv0"), ("load_in0", "load_in0"), ("s0.0.1", "s0")])
+def test_layer_of_a_label(label, layer):
+    assert layer_of(label) == layer
+
+
+def conv_relu_sigmoid(path: Path) -> str:
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(0)
+    x = m.input("x", [1, 16, 16, 16])
+    y = m.node("Conv", [x, m.weight([16, 16, 3, 3]), m.weight([16])], pads=[1, 1, 1, 1])
+    m.output(m.node("Sigmoid", [m.node("Relu", [y])]))
+    return m.save(path)
+
+
+def test_onnx_model_reports_one_row_per_graph_layer(tmp_path, capsys, monkeypatch):
+    model = conv_relu_sigmoid(tmp_path / "crs.onnx")
+    out, summary, _ = report(tmp_path, capsys, monkeypatch, model)
+    tables = check_sums(out, summary)
+    compute = tables["compute_report.csv"]
+    # The conv is one layer with every MAC (16x16 outputs x 16 channels x 16*3*3 taps);
+    # relu and sigmoid fuse into one generated kernel, one layer.
+    conv = [r for r in compute if "DPU" in r["engines"]]
+    assert len(conv) == 1 and int(conv[0]["macs"]) == 16 * 16 * 16 * 16 * 3 * 3
+    assert "DMA" in conv[0]["engines"]       # its weight and activation loads belong to it
+    assert len(compute) == 2
+    shave = [r for r in compute if "ACT_SHAVE" in r["engines"]]
+    assert len(shave) == 1 and int(shave[0]["macs"]) == 0
+
+
+def test_report_dir_that_is_a_file_is_an_error(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "file"
+    target.write_text("x")
+    code, _, err = run_cli(["run", "examples/clamp.vir", "--timing-only", "--report-dir", target],
+                           capsys, monkeypatch)
+    assert code == 1 and "cannot create the report directory" in err and "Traceback" not in err
