@@ -3,8 +3,8 @@
 // y = (x - mean) / (sqrt(var) + eps)  (eps_outside != 0), var the biased
 // variance.  Two-pass (mean, then sum of (x - mean)^2), all in f32, one
 // rounding to the type; the scale is a correctly rounded sqrt and division.
-//   contract: mvn(input: memref<*xT>, output: memref<*xT>, eps: f32,
-//                 eps_outside: i32), T = f16 or f32
+//   contract: mvn(input: memref<*xT>, output: memref<*xT>, eps: f32, eps_outside: i32)
+//             T = f16 or f32
 //   params:   struct { MemRefData input, output; f32 eps; i32 eps_outside; } 72 bytes
 // LayerNormalization (without its scale and shift) is mvn over the last axis;
 // InstanceNormalization over H x W viewed as one dim.  Rows or groups of 8
