@@ -327,11 +327,6 @@ graph @g {
   Result(%m)
 }
 """, """\
-net.vir:4:3: error: Softmax %s cannot be fused into an ACT SHAVE kernel (not-tokenizable: \
-Softmax is not elementwise) and has no other lowering (the library softmax reduces the last \
-logical dim (3), not 1); not supported yet
-      %s = Softmax{axis = 1}(%x)
-      ^
 net.vir:5:3: error: Transpose %t cannot be fused into an ACT SHAVE kernel (not-tokenizable: \
 Transpose is not elementwise) and has no other lowering; not supported yet
       %t = Transpose{order = [0, 2, 3, 1]}(%s)
