@@ -50,12 +50,12 @@ setup:
     .macro ls_exp_f32 a, b
     vexp.f32 \a, \a
     .endm
-    .macro ls_acc_f16 a, b
-    vadd.f32 v3, v3, \a
-    vadd.f32 v4, v4, \b
+    .macro ls_acc_f16 a, b, c, d
+    vadd.f32 \c, \c, \a
+    vadd.f32 \d, \d, \b
     .endm
-    .macro ls_acc_f32 a, b
-    vadd.f32 v3, v3, \a
+    .macro ls_acc_f32 a, b, c, d
+    vadd.f32 \c, \c, \a
     .endm
     .macro ls_narrow_f16 a, b
     vcvt.f16.f32 \a, \a, \b
@@ -63,70 +63,144 @@ setup:
     .macro ls_narrow_f32 a, b
     .endm
 
-// reduce_row: one dense row of n elements (s2 in, s4 out), a vector at a
-// time then a masked vector (filled with -inf, whose exp adds 0)
-    .macro ls_row ty, m, shift, ninf
-k_row_\ty:
-    srli     s9, s5, \shift        # whole vectors
-    andi     s10, s5, (1 << \shift) - 1
-    vmask.\m m0, s10               # then a masked one (maybe no lanes)
-    # pass 1: the row max, in the type (exact)
-    vmov     v0, \ninf
+// the 4 vectors of a block (v1, v8, v10, v12; f16: widened into v5, v9, v11,
+// v13), each step issued for all 4 before the next, so that few instructions
+// wait for the one before
+    .macro ls_load4
+    vld      v1, 0(s12)
+    vld      v8, 16(s12)
+    vld      v10, 32(s12)
+    vld      v12, 48(s12)
+    addi     s12, s12, 64
+    .endm
+    .macro ls_each4 ty, m
+    \m\()_\ty v1, v5
+    \m\()_\ty v8, v9
+    \m\()_\ty v10, v11
+    \m\()_\ty v12, v13
+    .endm
+    .macro ls_op4 ty, op, c
+    ls_op_\ty \op, v1, v5, \c
+    ls_op_\ty \op, v8, v9, \c
+    ls_op_\ty \op, v10, v11, \c
+    ls_op_\ty \op, v12, v13, \c
+    .endm
+    .macro ls_store4
+    vst      v1, 0(s4)
+    vst      v8, 16(s4)
+    vst      v10, 32(s4)
+    vst      v12, 48(s4)
+    addi     s4, s4, 64
+    .endm
+// a pass's loops: blocks of 4 vectors (s9 of them), then single vectors (s15),
+// then the masked one, loaded into v1; BLOCK and ONE are macros taking TY
+    .macro ls_pass ty, name, block, one
     mov      s12, s2
     mov      s13, s9
-    beqz     s13, k_max_\ty\()_tail
-k_max_\ty:
+    beqz     s13, k_\name\()_\ty\()_ones
+k_\name\()_\ty:
+    \block   \ty
+    loop     s13, k_\name\()_\ty
+k_\name\()_\ty\()_ones:
+    mov      s13, s15
+    beqz     s13, k_\name\()_\ty\()_tail
+k_\name\()_\ty\()_one:
     vld      v1, 0(s12)
     addi     s12, s12, 16
-    vmax.\ty v0, v0, v1
-    loop     s13, k_max_\ty
-k_max_\ty\()_tail:
+    \one     \ty
+    loop     s13, k_\name\()_\ty\()_one
+k_\name\()_\ty\()_tail:
     vld.m    v1, 0(s12), m0
-    vsel     v1, v1, \ninf, m0
+    .endm
+// the passes' steps on a block (NAME4) and on one vector in v1 (NAME1): the max
+// in the type (v0, v6), the sum of exp(x - max) in f32 (v3, v4 and v14, v15),
+// the output
+    .macro ls_max4_f16
+    ls_load4
+    vmax.f16 v0, v0, v1
+    vmax.f16 v6, v6, v8
+    vmax.f16 v0, v0, v10
+    vmax.f16 v6, v6, v12
+    .endm
+    .macro ls_max4_f32
+    ls_load4
+    vmax.f32 v0, v0, v1
+    vmax.f32 v6, v6, v8
+    vmax.f32 v0, v0, v10
+    vmax.f32 v6, v6, v12
+    .endm
+    .macro ls_max4 ty
+    ls_max4_\ty
+    .endm
+    .macro ls_max1 ty
     vmax.\ty v0, v0, v1
-    vredmax.\ty s14, v0
-    vbcast.w v2, s14            # max, f32 lanes
-    # pass 2: the sum of exp(x - max), in f32 (v3 lanes 0..3, v4 lanes 4..7)
-    vxor     v3, v3, v3
-    vxor     v4, v4, v4
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_sum_\ty\()_tail
-k_sum_\ty:
-    vld      v1, 0(s12)
-    addi     s12, s12, 16
+    .endm
+    .macro ls_sum4 ty
+    ls_load4
+    ls_each4 \ty, ls_widen
+    ls_op4   \ty, vsub.f32, v2
+    ls_each4 \ty, ls_exp
+    ls_acc_\ty v1, v5, v3, v4
+    ls_acc_\ty v8, v9, v14, v15
+    ls_acc_\ty v10, v11, v3, v4
+    ls_acc_\ty v12, v13, v14, v15
+    .endm
+    .macro ls_sum1 ty
     ls_widen_\ty v1, v5
     ls_op_\ty vsub.f32, v1, v5, v2
     ls_exp_\ty v1, v5
-    ls_acc_\ty v1, v5
-    loop     s13, k_sum_\ty
-k_sum_\ty\()_tail:
-    vld.m    v1, 0(s12), m0
-    vsel     v1, v1, \ninf, m0
-    ls_widen_\ty v1, v5
-    ls_op_\ty vsub.f32, v1, v5, v2
-    ls_exp_\ty v1, v5
-    ls_acc_\ty v1, v5
-    vadd.f32 v3, v3, v4
-    vredsum.f32 s14, v3
-    vbcast.w v7, s14
-    vlog.f32 v7, v7            # log(sum)
-    # pass 3: (x - max) - log(sum), rounded once to the type
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_out_\ty\()_tail
-k_out_\ty:
-    vld      v1, 0(s12)
-    addi     s12, s12, 16
+    ls_acc_\ty v1, v5, v3, v4
+    .endm
+    .macro ls_out4 ty
+    ls_load4
+    ls_each4 \ty, ls_widen
+    ls_op4   \ty, vsub.f32, v2
+    ls_op4   \ty, vsub.f32, v7
+    ls_each4 \ty, ls_narrow
+    ls_store4
+    .endm
+    .macro ls_out1 ty
     ls_widen_\ty v1, v5
     ls_op_\ty vsub.f32, v1, v5, v2
     ls_op_\ty vsub.f32, v1, v5, v7
     ls_narrow_\ty v1, v5
     vst      v1, 0(s4)
     addi     s4, s4, 16
-    loop     s13, k_out_\ty
-k_out_\ty\()_tail:
-    vld.m    v1, 0(s12), m0
+    .endm
+
+// reduce_row: one dense row of n elements (s2 in, s4 out); the masked last
+// vector is filled with -inf (whose exp adds 0)
+    .macro ls_row ty, m, shift, ninf
+k_row_\ty:
+    srli     s9, s5, \shift + 2    # blocks of 4 vectors
+    srli     s15, s5, \shift
+    andi     s15, s15, 3           # then whole vectors
+    andi     s10, s5, (1 << \shift) - 1
+    vmask.\m m0, s10               # then a masked one (maybe no lanes)
+    # pass 1: the row max, in the type (exact)
+    vmov     v0, \ninf
+    vmov     v6, \ninf
+    ls_pass  \ty, max, ls_max4, ls_max1
+    vsel     v1, v1, \ninf, m0
+    vmax.\ty v0, v0, v1
+    vmax.\ty v0, v0, v6
+    vredmax.\ty s14, v0
+    vbcast.w v2, s14            # max, f32 lanes
+    # pass 2: the sum of exp(x - max), in f32
+    .irp     r, v3, v4, v14, v15
+    vxor     \r, \r, \r
+    .endr
+    ls_pass  \ty, sum, ls_sum4, ls_sum1
+    vsel     v1, v1, \ninf, m0
+    ls_sum1  \ty
+    vadd.f32 v3, v3, v14
+    vadd.f32 v4, v4, v15
+    vadd.f32 v3, v3, v4
+    vredsum.f32 s14, v3
+    vbcast.w v7, s14
+    vlog.f32 v7, v7            # log(sum)
+    # pass 3: (x - max) - log(sum), rounded once to the type
+    ls_pass  \ty, out, ls_out4, ls_out1
     ls_widen_\ty v1, v5
     ls_op_\ty vsub.f32, v1, v5, v2
     ls_op_\ty vsub.f32, v1, v5, v7

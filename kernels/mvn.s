@@ -69,12 +69,12 @@ k_setup_end:
     .macro mv_sq_f32 a, b
     vmul.f32 \a, \a, \a
     .endm
-    .macro mv_acc_f16 a, b
-    vadd.f32 v3, v3, \a
-    vadd.f32 v4, v4, \b
+    .macro mv_acc_f16 a, b, c, d
+    vadd.f32 \c, \c, \a
+    vadd.f32 \d, \d, \b
     .endm
-    .macro mv_acc_f32 a, b
-    vadd.f32 v3, v3, \a
+    .macro mv_acc_f32 a, b, c, d
+    vadd.f32 \c, \c, \a
     .endm
     .macro mv_narrow_f16 a, b
     vcvt.f16.f32 \a, \a, \b
@@ -103,78 +103,145 @@ k_setup_end:
     vsel     \a, \a, v25, m1
     .endm
 
-// reduce_row: one dense row of n elements (s2 in, s4 out), a vector at a
-// time then a masked vector (its lanes beyond n load as 0, and their squared
-// deviations are zeroed)
-    .macro mv_row ty, m, shift
-k_row_\ty:
-    srli     s9, s5, \shift        # whole vectors
-    andi     s10, s5, (1 << \shift) - 1
-    vmask.\m m0, s10               # then a masked one (maybe no lanes)
-    mv_tailmask_\ty
-    fcvt.f32.u32 s14, s5
-    vbcast.w v6, s14               # n
-    # pass 1: the mean
-    vxor     v3, v3, v3
-    vxor     v4, v4, v4
+// the 4 vectors of a block (v1, v8, v10, v12; f16: widened into v5, v9, v11,
+// v13), each step issued for all 4 before the next, so that few instructions
+// wait for the one before
+    .macro mv_load4
+    vld      v1, 0(s12)
+    vld      v8, 16(s12)
+    vld      v10, 32(s12)
+    vld      v12, 48(s12)
+    addi     s12, s12, 64
+    .endm
+    .macro mv_each4 ty, m
+    \m\()_\ty v1, v5
+    \m\()_\ty v8, v9
+    \m\()_\ty v10, v11
+    \m\()_\ty v12, v13
+    .endm
+    .macro mv_op4 ty, op, c
+    mv_op_\ty \op, v1, v5, \c
+    mv_op_\ty \op, v8, v9, \c
+    mv_op_\ty \op, v10, v11, \c
+    mv_op_\ty \op, v12, v13, \c
+    .endm
+    .macro mv_acc4 ty
+    mv_acc_\ty v1, v5, v3, v4
+    mv_acc_\ty v8, v9, v14, v15
+    mv_acc_\ty v10, v11, v3, v4
+    mv_acc_\ty v12, v13, v14, v15
+    .endm
+    .macro mv_store4
+    vst      v1, 0(s4)
+    vst      v8, 16(s4)
+    vst      v10, 32(s4)
+    vst      v12, 48(s4)
+    addi     s4, s4, 64
+    .endm
+// a pass's loops: blocks of 4 vectors (s9 of them), then single vectors (s15),
+// then the masked one; BLOCK and ONE are macros taking TY
+    .macro mv_pass ty, name, block, one
     mov      s12, s2
     mov      s13, s9
-    beqz     s13, k_mean_\ty\()_tail
-k_mean_\ty:
+    beqz     s13, k_\name\()_\ty\()_ones
+k_\name\()_\ty:
+    \block   \ty
+    loop     s13, k_\name\()_\ty
+k_\name\()_\ty\()_ones:
+    mov      s13, s15
+    beqz     s13, k_\name\()_\ty\()_tail
+k_\name\()_\ty\()_one:
     vld      v1, 0(s12)
     addi     s12, s12, 16
-    mv_widen_\ty v1, v5
-    mv_acc_\ty v1, v5
-    loop     s13, k_mean_\ty
-k_mean_\ty\()_tail:
+    \one     \ty
+    loop     s13, k_\name\()_\ty\()_one
+k_\name\()_\ty\()_tail:
     vld.m    v1, 0(s12), m0
+    .endm
+// the passes' steps on a block (NAME4) and on one vector in v1 (NAME1)
+    .macro mv_mean4 ty
+    mv_load4
+    mv_each4 \ty, mv_widen
+    mv_acc4  \ty
+    .endm
+    .macro mv_mean1 ty
     mv_widen_\ty v1, v5
-    mv_acc_\ty v1, v5
-    vadd.f32 v3, v3, v4
-    vredsum.f32 s14, v3
-    vbcast.w v2, s14
-    vdiv.f32 v2, v2, v6            # mean
-    # pass 2: the sum of (x - mean)^2
-    vxor     v3, v3, v3
-    vxor     v4, v4, v4
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_var_\ty\()_tail
-k_var_\ty:
-    vld      v1, 0(s12)
-    addi     s12, s12, 16
+    mv_acc_\ty v1, v5, v3, v4
+    .endm
+    .macro mv_var4 ty
+    mv_load4
+    mv_each4 \ty, mv_widen
+    mv_op4   \ty, vsub.f32, v2
+    mv_each4 \ty, mv_sq
+    mv_acc4  \ty
+    .endm
+    .macro mv_var1 ty
     mv_widen_\ty v1, v5
     mv_op_\ty vsub.f32, v1, v5, v2
     mv_sq_\ty v1, v5
-    mv_acc_\ty v1, v5
-    loop     s13, k_var_\ty
-k_var_\ty\()_tail:
-    vld.m    v1, 0(s12), m0
-    mv_widen_\ty v1, v5
-    mv_op_\ty vsub.f32, v1, v5, v2
-    mv_sq_\ty v1, v5
-    mv_tailzero_\ty v1, v5
-    mv_acc_\ty v1, v5
-    vadd.f32 v3, v3, v4
-    vredsum.f32 s14, v3
-    vbcast.w v7, s14
-    mv_scale v7, v6
-    # pass 3: (x - mean) * scale, rounded once to the type
-    mov      s12, s2
-    mov      s13, s9
-    beqz     s13, k_out_\ty\()_tail
-k_out_\ty:
-    vld      v1, 0(s12)
-    addi     s12, s12, 16
+    mv_acc_\ty v1, v5, v3, v4
+    .endm
+    .macro mv_out4 ty
+    mv_load4
+    mv_each4 \ty, mv_widen
+    mv_op4   \ty, vsub.f32, v2
+    mv_op4   \ty, vmul.f32, v7
+    mv_each4 \ty, mv_narrow
+    mv_store4
+    .endm
+    .macro mv_out1 ty
     mv_widen_\ty v1, v5
     mv_op_\ty vsub.f32, v1, v5, v2
     mv_op_\ty vmul.f32, v1, v5, v7
     mv_narrow_\ty v1, v5
     vst      v1, 0(s4)
     addi     s4, s4, 16
-    loop     s13, k_out_\ty
-k_out_\ty\()_tail:
-    vld.m    v1, 0(s12), m0
+    .endm
+// the sums' accumulators to zero; their total into s14
+    .macro mv_zero
+    .irp     r, v3, v4, v14, v15
+    vxor     \r, \r, \r
+    .endr
+    .endm
+    .macro mv_total
+    vadd.f32 v3, v3, v14
+    vadd.f32 v4, v4, v15
+    vadd.f32 v3, v3, v4
+    vredsum.f32 s14, v3
+    .endm
+
+// reduce_row: one dense row of n elements (s2 in, s4 out); the masked last
+// vector's lanes beyond n load as 0, and their squared deviations are zeroed
+    .macro mv_row ty, m, shift
+k_row_\ty:
+    srli     s9, s5, \shift + 2    # blocks of 4 vectors
+    srli     s15, s5, \shift
+    andi     s15, s15, 3           # then whole vectors
+    andi     s10, s5, (1 << \shift) - 1
+    vmask.\m m0, s10               # then a masked one (maybe no lanes)
+    mv_tailmask_\ty
+    fcvt.f32.u32 s14, s5
+    vbcast.w v6, s14               # n
+    # pass 1: the mean
+    mv_zero
+    mv_pass  \ty, mean, mv_mean4, mv_mean1
+    mv_mean1 \ty
+    mv_total
+    vbcast.w v2, s14
+    vdiv.f32 v2, v2, v6            # mean
+    # pass 2: the sum of (x - mean)^2
+    mv_zero
+    mv_pass  \ty, var, mv_var4, mv_var1
+    mv_widen_\ty v1, v5
+    mv_op_\ty vsub.f32, v1, v5, v2
+    mv_sq_\ty v1, v5
+    mv_tailzero_\ty v1, v5
+    mv_acc_\ty v1, v5, v3, v4
+    mv_total
+    vbcast.w v7, s14
+    mv_scale v7, v6
+    # pass 3: (x - mean) * scale, rounded once to the type
+    mv_pass  \ty, out, mv_out4, mv_out1
     mv_widen_\ty v1, v5
     mv_op_\ty vsub.f32, v1, v5, v2
     mv_op_\ty vmul.f32, v1, v5, v7
