@@ -105,6 +105,16 @@ def _norm_bound(m, x, want, n):
     return U16 * (2 * scale * y + np.abs(want)) + 8 * n * EPS32 * scale * np.abs(x).max() / sigma
 
 
+@pytest.mark.parametrize("keep", [1, 0])
+def test_global_pool_like_reduction_with_batch_one(keep, tmp_path, capsys):
+    """N = 1: blocks are cut along C, the outermost memory dim of extent > 1, and each
+    block's two kernel runs take halves of it."""
+    x, got, want, _, out = _case(tmp_path, capsys, "ReduceMean", (1, 8, 6, 10),
+                                 {"axes": [2, 3], "keepdims": keep}, opset=11)
+    _within(got, want, U16 * np.abs(want) + 60 * EPS32 * np.abs(x).max())
+    assert "SHAVE0.1" in out and "SHAVE1.1         0 " not in out
+
+
 def test_a_non_last_axis_runs_on_the_tensor_in_place(tmp_path, capsys):
     """Softmax over C of NCHW: the tensor's 1,024 bytes loaded once and stored once, the
     kernel on them re-typed (N x H x W x C in order NHWC), no transposing copies."""

@@ -24,10 +24,13 @@ path: 8 rows at once, one per lane, strided loads along R).  Two ways in:
   (each as long as the kernel's own traffic) and a CMX buffer.  Reduced axes
   must be adjacent in memory (they merge into one dim).
 
-Own segments are cut into blocks along the input's outermost memory dim when it
-is kept (its slices are contiguous in DDR), block k on tile k % tiles in CMX
-slot (k // tiles) % 2, with the block pipeline's barriers: load -> kernel ->
-store, a slot's next load waiting for its kernel, its next kernel for its store.
+Own segments are cut into blocks along the input's outermost memory dim of
+extent > 1 when it is kept (its slices are contiguous in DDR), block k on tile
+k % tiles in CMX slot (k // tiles) % 2, with the block pipeline's barriers:
+load -> kernel -> store, a slot's next load waiting for its kernel, its next
+kernel for its store.  Each block runs as two kernel invocations, one per ACT
+SHAVE of the tile, on the halves of a kept dim of even extent (strided views
+of the CMX buffers when it is not the outermost), when there is one.
 """
 
 from __future__ import annotations
@@ -141,10 +144,16 @@ def library_segment(op, in_type: TensorType) -> LibrarySegment | None:
         view_out = _view(kept, merged, op.type, op.type.order.perm)
         out_axis = lambda a: a  # noqa: E731
     cut = None
-    outer = perm[0]
-    if outer not in axes and (op.type.order.perm[0] == out_axis(outer) or op.type.rank == 1):
+    outer = _outermost(in_type)
+    if outer is not None and outer not in axes and _outermost(op.type) == out_axis(outer):
         cut = (outer, out_axis(outer), kept.index(outer))
     return LibrarySegment(op, call, view_in, view_out, cut)
+
+
+def _outermost(t: TensorType) -> int | None:
+    """The logical dim outermost in memory among those of extent > 1: slices along it
+    are contiguous."""
+    return next((a for a in t.order.perm if t.dims[a] > 1), None)
 
 
 def _view(kept: list[int], merged: int, t: TensorType, perm: tuple[int, ...]) -> TensorType:
@@ -198,17 +207,29 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
     blocks = _blocks(seg, tiles, budget)
     used = min(tiles, blocks)
     reuse = used * SLOTS
-    def block_view(t: TensorType, k: int) -> TensorType:
+    def block_view(t: TensorType) -> TensorType:
         if seg.cut is None:
             return t
         dims = list(t.dims)
         dims[seg.cut[2]] //= blocks
         return TensorType(tuple(dims), t.elem, t.order)
+    block_in, block_out = block_view(seg.view_in), block_view(seg.view_out)
+    kept = len(block_in.dims) - 1
+    half = next((d for d in range(kept) if block_in.dims[d] % 2 == 0), None)
+    parts: dict[tuple[int, int], list[tuple[str, str]]] = {}
     for t in range(used):
         for s in range(min(SLOTS, -(-blocks // used))):
-            prog.cmx.append(f"cmx %{p}in.t{t}s{s} : {type_text(block_view(seg.view_in, 0))} tile {t}")
-            prog.cmx.append(f"cmx %{p}out.t{t}s{s} : {type_text(block_view(seg.view_out, 0))} "
-                            f"tile {t}")
+            names = (f"%{p}in.t{t}s{s}", f"%{p}out.t{t}s{s}")
+            prog.cmx.append(f"cmx {names[0]} : {type_text(block_in)} tile {t}")
+            prog.cmx.append(f"cmx {names[1]} : {type_text(block_out)} tile {t}")
+            parts[t, s] = [names]
+            if half is not None:
+                parts[t, s] = []
+                for j in range(2):
+                    pair = (f"{names[0]}p{j}", f"{names[1]}p{j}")
+                    prog.views.append(f"view {pair[0]} = {names[0]}[{_slice(block_in, half, j, 2)}]")
+                    prog.views.append(f"view {pair[1]} = {names[1]}[{_slice(block_out, half, j, 2)}]")
+                    parts[t, s].append(pair)
     gate_waits = ", ".join(f"%{g}" for g in gate)
     for k in range(blocks):
         t, s = k % used, (k // used) % SLOTS
@@ -234,10 +255,11 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
         waits = [f"%{p}loaded{k}"] + ([f"%{p}stored{before}"] if before >= 0 else [])
         region = [f"    %c{m} = const {value!r} : {elem}" for m, (elem, value) in enumerate(call.scalars)]
         args = ["%a0", "%r0"] + [f"%c{m}" for m in range(len(call.scalars))]
-        prog.act.append(f"  {lp}s{k}: sw @{call.kernel} on tile {t} inputs(%{p}in.t{t}s{s} as %a0) "
-                        f"outputs(%{p}out.t{t}s{s} as %r0) waits({', '.join(waits)}) "
-                        f"updates(%{p}done{k}) {{")
-        prog.act += region + [f"    run({', '.join(args)})", "  }"]
+        for j, (src_part, dst_part) in enumerate(parts[t, s]):
+            prog.act.append(f"  {lp}s{k}.{j}: sw @{call.kernel} on tile {t} inputs({src_part} as %a0) "
+                            f"outputs({dst_part} as %r0) waits({', '.join(waits)}) "
+                            f"updates(%{p}done{k}) {{")
+            prog.act += region + [f"    run({', '.join(args)})", "  }"]
 
 
 def _slice(t: TensorType, axis: int, k: int, blocks: int) -> str:
