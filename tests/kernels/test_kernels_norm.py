@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kernel_harness import Tensor, channels_last, dense_strides, run
-from kernel_reference import EPS32, assert_ulp, assert_within
+from kernel_reference import EPS32, assert_within
 from vpuc.abi.params import ScalarArg
 from vpuc.ir.types import ElemType
 
