@@ -44,6 +44,20 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return shifted / shifted.sum(axis=axis, keepdims=True)
 
 
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _mvn(x: np.ndarray, eps: float, eps_outside: int, axis: int) -> np.ndarray:
+    """The kernel's mvn in float64: (x - mean) / sqrt(var + eps), or / (sqrt(var) + eps)."""
+    w = x.astype(np.float64)
+    d = w - w.mean(axis=axis, keepdims=True)
+    var = (d * d).mean(axis=axis, keepdims=True)
+    scale = 1.0 / (np.sqrt(var) + eps) if eps_outside else 1.0 / np.sqrt(var + eps)
+    return (d * scale).astype(x.dtype)
+
+
 REFERENCES = {
     "copy": lambda x, axis: x,
     "convert": lambda x, axis: x,
@@ -62,6 +76,9 @@ REFERENCES = {
     "softmax": lambda x, axis: _softmax(x, axis),
     "reduce_sum": lambda x, axis: x.sum(axis=axis, keepdims=True),
     "reduce_mean": lambda x, axis: x.mean(axis=axis, keepdims=True),
+    "reduce_max": lambda x, axis: x.max(axis=axis, keepdims=True),
+    "log_softmax": lambda x, axis: _log_softmax(x, axis),
+    "mvn": lambda x, eps, eps_outside, axis: _mvn(x, eps, eps_outside, axis),
 }
 
 

@@ -336,11 +336,6 @@ graph @g {
   Result(%m)
 }
 """, """\
-net.vir:4:3: error: Softmax %s cannot be fused into an ACT SHAVE kernel (not-tokenizable: \
-Softmax is not elementwise) and has no other lowering (the library softmax reduces the last \
-logical dim (3), not 1); not supported yet
-      %s = Softmax{axis = 1}(%x)
-      ^
 net.vir:7:3: error: Convert %i cannot be fused into an ACT SHAVE kernel (unsupported-type: %i is \
 i8; shave kernels handle bf16, f16, f32, i32, u8) and has no other lowering; not supported yet
       %i = Convert{to = i8}(%r)

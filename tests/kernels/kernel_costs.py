@@ -21,7 +21,8 @@ from vpuc.ir.types import ElemType  # noqa: E402
 
 ELEMENTWISE = ["copy", "clamp", "relu", "tanh", "sigmoid", "swish", "gelu", "hswish", "add",
                "sub", "mul", "max", "min", "convert"]
-REDUCING = ["softmax", "reduce_sum", "reduce_mean"]
+REDUCING = ["softmax", "reduce_sum", "reduce_mean", "reduce_max", "log_softmax", "mvn"]
+SAME_SHAPE = ("softmax", "log_softmax", "mvn")
 F16, F32 = np.float16, np.float32
 BEGIN, END = "<!-- BEGIN MEASURED: cycles -->", "<!-- END MEASURED: cycles -->"
 
@@ -31,6 +32,8 @@ def _cycles(name, shape, dtype, perm=None, out_shape=None, out_dtype=None) -> in
     inputs = [Tensor(x, perm)] * (2 if name in ("add", "sub", "mul", "max", "min") else 1)
     bounds = [ScalarArg(ElemType.F16, -1.0), ScalarArg(ElemType.F16, 1.0)]
     scalars = bounds if name == "clamp" else []
+    if name == "mvn":
+        scalars = [ScalarArg(ElemType.F32, 1e-5), ScalarArg(ElemType.I32, 0)]
     out = Tensor(np.zeros(out_shape or shape, out_dtype or dtype), perm)
     return run(name, inputs, out, scalars, check_paths=False).cycles
 
@@ -44,7 +47,7 @@ def elementwise_cost(name: str, dtype) -> float:
 def reducing_cost(name: str, dtype, grouped: bool) -> float:
     """rows: (rows, 256) NCHW-like, R dense; groups: NHWC (1, 32, H, 16), R = W strided."""
     def out(shape):
-        return shape[:-1] + (1,) if name != "softmax" else shape
+        return shape[:-1] + (1,) if name not in SAME_SHAPE else shape
     if grouped:
         perm = channels_last(4)
         shapes = [(1, 32, h, 16) for h in (4, 8)]

@@ -32,11 +32,13 @@ order: each segment's first loads wait on a barrier its predecessor's last
 store updates (all stores are on DMA channel 1, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
-A Softmax over the last logical dim, which the tokenizer leaves out, runs as
-the library's ``softmax`` kernel in the block pipeline (the blocks are then
-never cut along that dim).  Other ops left out (other Softmax axes, a layer
-the DPU cannot run, a data-movement op DMA cannot do) stop the pass with an error at the
-op.  Ops nothing reaches a Result from are dropped.  Graphs with run-time dims
+Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
+out, run as library kernels (``lower_library.py``): over the last logical dim
+as a stage of the block pipeline (the blocks are then never cut along that
+dim), over other axes as a segment of their own on re-typed buffers.
+Data-movement ops are DMA segments (``lower_dma.py``).  Other ops left out (a
+layer the DPU cannot run, a data-movement op DMA cannot do) stop the pass with
+an error at the op.  Ops nothing reaches a Result from are dropped.  Graphs with run-time dims
 run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]``,
 when set by the command line, is called with (stage, text) after every
 generator stage (``--print-lir``, ``--print-after-all``); the pass never prints.
@@ -59,7 +61,9 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
-from vpuc.fusion.lower_dpu_support import DPU_LAYERS, eltwise_anchor
+from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
+                                       library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
@@ -130,10 +134,13 @@ class Segment:
     layer: DpuLayer | None = None                                # or one DPU layer
     master: tuple = ()
     dma: GraphOp | None = None                                   # or one data-movement op
+    library: LibrarySegment | None = None                        # or one library kernel op
 
     def reads(self, tok: Tokenization) -> list[str]:
         if self.dma is not None:
             return list(self.dma.operands)
+        if self.library is not None:
+            return [self.library.op.operands[0]]
         if self.layer is not None:
             return list(self.layer.op.operands)
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
@@ -141,6 +148,8 @@ class Segment:
     def writes(self, tok: Tokenization) -> list[str]:
         if self.dma is not None:
             return [self.dma.result]
+        if self.library is not None:
+            return [self.library.op.result]
         if self.layer is not None:
             return [self.layer.output]
         return [v for u in self.units for v in _stage_io(tok, u)[1]]
@@ -153,8 +162,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     clock = time.perf_counter()
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
-    library, layers = _left_out(graph, tok)
-    segments = _segments(graph, tok, library, layers, dma_ops(graph, tok))
+    library, layers, own = _left_out(graph, tok)
+    segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
     prog = ProgramText()
     prog.declare(values)
@@ -162,7 +171,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     single = len(segments) == 1
     gate: tuple[str, ...] = ()
     for s, seg in enumerate(segments):
-        prefix = "" if single and seg.layer is None and seg.dma is None else _prefix(tok, seg)
+        prefix = "" if single and seg.units else _prefix(tok, seg)
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
@@ -174,15 +183,20 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         elif seg.dma is not None:
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             emit_dma(prog, seg.dma, renamed, prefix, gate, finish)
+        elif seg.library is not None:
+            op = seg.library.op
+            emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],
+                                 by_name[names[op.result]], tiles=tiles, budget=CMX_BUDGET,
+                                 prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
-                      blocks, config, prefix, gate, finish)
+                      blocks, config, prefix, gate, finish, library)
         gate = (finish,) if finish else ()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
-              config, prefix, gate, finish) -> None:
+              config, prefix, gate, finish, library: dict[int, LibraryCall]) -> None:
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -205,13 +219,10 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         ins, outs = _stage_io(tok, unit)
         ins, outs = [names[v] for v in ins], [names[v] for v in outs]
         if unit[0] == "op":
-            op = graph.ops[unit[1]]
-            kernel = f"softmax_{op.type.elem}"
-            decl = (f"kernel @{kernel}(input: memref<*x{op.type.elem}>, output: "
-                    f"memref<*x{op.type.elem}>) from library \"softmax\"")
-            if decl not in prog.kernels:
-                prog.kernels.append(decl)
-            stages.append(Stage(kernel, ins, outs, parts=parts))
+            call = library[unit[1]]
+            if call.declaration() not in prog.kernels:
+                prog.kernels.append(call.declaration())
+            stages.append(Stage(call.kernel, ins, outs, scalars=list(call.scalars), parts=parts))
             continue
         sub = tok.subgraphs[unit[1]]
         body = sub.body
@@ -230,18 +241,30 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                 prefix=prefix, gate=gate, finish=finish)
 
 
-def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuLayer]]:
-    """Library softmaxes and DPU layers among the ops left out; VpucError for the rest."""
+def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
+                                                       dict[int, DpuLayer],
+                                                       dict[int, LibrarySegment]]:
+    """Library kernel ops (block-pipeline stages, own segments) and DPU layers among the
+    ops left out (data-movement ops are ``lower_dma.dma_ops``'); VpucError for the rest."""
     bag = DiagnosticBag()
     index = graph.index()
-    library, layers = set(), {}
+    library, layers, own = {}, {}, {}
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
         if decision.reason is Reason.DEAD or (decision.reason is Reason.SKIPPED_BY_PLUGIN
                                               and not eltwise_anchor(op)):
             continue
-        if _library_softmax(op):
-            library.add(i)
+        in_type = index.producer(op.operands[0]).type if op.operands else None
+        # A ReduceMean over H and W the DPU takes as an average pool (as the NPU compiler
+        # does); any other reduction or normalization goes to the library kernels.
+        dpu_first = op.kind in DPU_LAYERS and dpu_problem(op, index) is None
+        call = pipeline_call(op, in_type) if in_type is not None and not dpu_first else None
+        segment = (library_segment(op, in_type)
+                   if in_type is not None and call is None and not dpu_first else None)
+        if call is not None:
+            library[i] = call
+        elif segment is not None:
+            own[i] = segment
         elif op.kind in DMA_OPS:
             continue                              # lower_dma.dma_ops takes them
         elif op.kind in DPU_LAYERS or eltwise_anchor(op):
@@ -251,7 +274,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
                 bag.items += exc.diagnostics
                 bag.error_count += len(exc.errors)
         else:
-            why = _softmax_problem(op) if op.kind == "Softmax" else None
+            why = library_problem(op, in_type) if in_type is not None else None
             bag.error(op.loc, f"{op.kind} {op.label} cannot be fused into an ACT SHAVE kernel "
                       f"({decision.reason}: {decision.detail}) and has no other lowering"
                       + (f" ({why})" if why else "") + "; not supported yet")
@@ -263,7 +286,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[set[int], dict[int, DpuL
             bag.error(op.loc, f"internal: {op.label} ({op.kind}) is marked skipped-by-plugin "
                       "but no DPU layer folds it")
     bag.raise_if_errors()
-    return library, layers
+    return library, layers, own
 
 
 def _stage_io(tok: Tokenization, unit: tuple[str, int]) -> tuple[list[str], list[str]]:
@@ -274,8 +297,9 @@ def _stage_io(tok: Tokenization, unit: tuple[str, int]) -> tuple[list[str], list
     return [op.operands[0]], [op.result]
 
 
-def _segments(graph: Graph, tok: Tokenization, library: set[int],
-              layers: dict[int, DpuLayer], dma: dict[int, GraphOp]) -> list[Segment]:
+def _segments(graph: Graph, tok: Tokenization, library: dict[int, LibraryCall],
+              layers: dict[int, DpuLayer], dma: dict[int, GraphOp],
+              own: dict[int, LibrarySegment]) -> list[Segment]:
     index = graph.index()
     segments: list[Segment] = []
     for unit in tok.condensed_order():
@@ -285,6 +309,9 @@ def _segments(graph: Graph, tok: Tokenization, library: set[int],
             continue
         if kind == "op" and n in dma:
             segments.append(Segment(dma=dma[n]))
+            continue
+        if kind == "op" and n in own:
+            segments.append(Segment(library=own[n]))
             continue
         if kind == "op" and n not in library:
             continue
@@ -306,22 +333,10 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
         return sanitize(seg.layer.op.result) + "."
     if seg.dma is not None:
         return sanitize(seg.dma.result) + "."
+    if seg.library is not None:
+        return sanitize(seg.library.op.result) + "."
     kind, n = seg.units[0]
     return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
-
-
-def _softmax_problem(op) -> str:
-    axis = op.attrs["axis"] % op.type.rank
-    if axis != op.type.rank - 1:
-        return f"the library softmax reduces the last logical dim ({op.type.rank - 1}), not {axis}"
-    return f"the library softmax takes f16 and f32, not {op.type.elem}"
-
-
-def _library_softmax(op) -> bool:
-    """A Softmax over the last logical dim: the library kernel's reduced axis."""
-    if op.kind != "Softmax" or op.type.elem.value not in ("f16", "f32"):
-        return False
-    return op.attrs["axis"] % op.type.rank == op.type.rank - 1
 
 
 def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int | None, int]:
