@@ -23,6 +23,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from typing import Callable
 
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
@@ -36,6 +37,9 @@ from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.program import InvocationImage, Program
 from vpuc.shave import KernelObject
+
+# What a binding contributes to a task's bindings key.
+_BUFFER_ALIAS = attrgetter("buffer", "alias")
 
 # The status a kernel leaves in s0 (docs/kernels.md keeps the same table): the library
 # kernels' failure paths (kernels/include/driver.inc) and what each means.
@@ -96,8 +100,8 @@ class ShaveEngine:
         """What ``task`` binds in its tile's CMX, as the sanitizer checks it."""
         found = self._by_task.get(id(task))
         if found is None:
-            key = (task.tile, tuple((b.buffer, b.alias) for b in task.inputs),
-                   tuple((b.buffer, b.alias) for b in task.outputs))
+            key = (task.tile, tuple(map(_BUFFER_ALIAS, task.inputs)),
+                   tuple(map(_BUFFER_ALIAS, task.outputs)))
             found = self._bindings.get(key)
             if found is None:
                 found = self._bindings[key] = self._resolve_bindings(task)
