@@ -259,8 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", choices=sorted(ZOO))
     parser.add_argument("-o", "--output", required=True, metavar="FILE.onnx")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, metavar="N",
+                        help="input height and width (resnet18, mobilenet_v3_small, fpn_block)")
     args = parser.parse_args(argv)
-    ZOO[args.model](seed=args.seed).save(args.output, args.model)
+    extra = {}
+    if args.size is not None:
+        if args.model == "encoder_layer":
+            parser.error("--size: the encoder layer takes no image size")
+        extra["size"] = args.size
+    ZOO[args.model](seed=args.seed, **extra).save(args.output, args.model)
     print(f"wrote {args.output}")
     return 0
 
