@@ -84,6 +84,35 @@ def _elu(x, alpha):
         return np.where(x > 0, x, alpha * (np.exp(x) - 1))
 
 
+def _power_static(x, power):
+    """``x ** power``, with the exponents the kernel generator specializes spelled out as
+    the operation it emits (vpuc/fusion/generator/emitters/math_ops.py, _power_static):
+    the result must not depend on numpy's pow, which before 2.3 computes pow(x, 0.5) one
+    f32 ulp off sqrt(x) and pow(-0, 0.5) = +0."""
+    p = x.dtype.type(power)
+    if p == 0:
+        return np.ones_like(x)           # pow(nan, 0) = 1 too
+    if p == 1:
+        return x
+    if p == 2:
+        return x * x
+    if p == 0.5:
+        return np.sqrt(x)                # sqrt(-0) = -0
+    if p == -1:
+        return np.asarray(1, x.dtype) / x
+    return np.power(x, p)
+
+
+def _power(a, b):
+    """Power with the same specializations wherever the exponent is one of them (the
+    data-flow optimizer turns Power by a constant into PowerStatic)."""
+    out = np.power(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    for p in (0, 1, 2, 0.5, -1):
+        out = np.where(b == p, _power_static(a, p), out)
+    return out
+
+
 UNARY = {
     "Abs": lambda x, a: np.abs(x), "Negative": lambda x, a: -x,
     "Relu": lambda x, a: np.maximum(x, 0), "Exp": lambda x, a: np.exp(x),
@@ -93,11 +122,11 @@ UNARY = {
     "Gelu": _gelu, "Swish": lambda x, a: x * _sigmoid(x * np.asarray(a["beta"], x.dtype)),
     "Elu": lambda x, a: _elu(x, np.asarray(a["alpha"], x.dtype)),
     "Clamp": lambda x, a: np.clip(x, a["min"], a["max"]).astype(x.dtype),
-    "PowerStatic": lambda x, a: np.power(x, np.asarray(a["power"], x.dtype)),
+    "PowerStatic": lambda x, a: _power_static(x, a["power"]),
 }
 BINARY = {
     "Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Divide": np.divide,
-    "Maximum": np.maximum, "Minimum": np.minimum, "Power": np.power,
+    "Maximum": np.maximum, "Minimum": np.minimum, "Power": _power,
     "SquaredDifference": lambda a, b: (a - b) * (a - b),
 }
 COMPARE = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less,

@@ -106,14 +106,16 @@ def load_graphs(program, source: str = "<program>") -> dict[str, Graph]:
 
 def approximate(body: Graph) -> bool:
     """Whether the kernel of ``body`` approximates some op (within documented accuracy)."""
-    for op in body.ops:
-        if op.kind in APPROXIMATE:
-            return True
-        if op.kind == "Gelu" and op.attrs.get("approximation", "erf") == "erf":
-            return True
-        if op.kind == "PowerStatic" and float(op.attrs["power"]) not in EXACT_POWERS:
-            return True
-    return False
+    return any(approximates(op) for op in body.ops)
+
+
+def approximates(op) -> bool:
+    """Whether the generated code of this one op approximates it."""
+    if op.kind in APPROXIMATE:
+        return True
+    if op.kind == "Gelu" and op.attrs.get("approximation", "erf") == "erf":
+        return True
+    return op.kind == "PowerStatic" and float(op.attrs["power"]) not in EXACT_POWERS
 
 
 def contracted(body: Graph) -> bool:

@@ -68,7 +68,11 @@ def liveness(flat: list[Flat], with_in: bool = False):
 def allocate(body: list, tail: list[Inst]) -> dict[Reg, Reg]:
     """Assign every virtual register of ``body`` (structured MIR) in place; returns the map."""
     flat = flatten(body, tail)
-    live_out = liveness(flat)
+    live_out, live_in = liveness(flat, with_in=True)
+    undefined = sorted(str(r) for r in (live_in[0] if flat else ()) if r.virtual)
+    if undefined:     # a clean-up pass lost a definition: the code would read garbage
+        raise VpucError("internal: the generated code reads " + ", ".join(undefined)
+                        + " before any instruction writes it")
     neighbours: dict[Reg, set[Reg]] = {}
     order: dict[Reg, int] = {}
     for i, f in enumerate(flat):

@@ -28,6 +28,7 @@ from __future__ import annotations
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten
 from vpuc.fusion.generator.regalloc import liveness
+from vpuc.shave.isa import KINDS
 
 
 def _is_step(n: Inst) -> bool:
@@ -112,6 +113,40 @@ class UnrollPass(MirPass):
             i += 1
         return changed
 
+    def _copy(self, core: list[Inst], local: set, steps: dict[Reg, int], k: int) -> list[Inst]:
+        """Copy *k* of the body: every write-only definition of a body-local register
+        gets a fresh name (SSA) that the later reads of this copy see, and memory
+        operands on an advanced pointer move by ``k`` steps.  Operands are renamed
+        position by position: an instruction that reads and writes the same
+        register (``mnot m1, m1``) reads the previous name and writes the new one.
+        A read-and-written operand (``vu``, ``su``) keeps the name it reads."""
+        current: dict[Reg, Reg] = {}
+        out = []
+        for n in core:
+            args = []
+            renamed: dict[Reg, Reg] = {}
+            for kind, a in zip(n.kinds(), n.args):
+                access = KINDS[kind].access
+                if kind == "mem":
+                    base = current.get(a.base, a.base)
+                    offset = a.offset + k * steps[a.base] if a.base in steps else a.offset
+                    args.append(Mem(base, offset))
+                elif access == "w" and a in local:
+                    renamed[a] = self.mir.fresh(a.file)
+                    args.append(renamed[a])
+                elif "r" in access:
+                    args.append(current.get(a, a))
+                    if access == "rw" and a in local:
+                        renamed[a] = args[-1]
+                else:
+                    args.append(a)
+            current.update(renamed)
+            m = n.copy()
+            m.args = args
+            m.group = k
+            out.append(m)
+        return out
+
     def _unroll(self, parent: list, i: int, loop: Loop) -> list | None:
         at = i - 1            # the counter's initialization: the last write of it before
         while at >= 0 and isinstance(parent[at], Inst) and loop.counter not in (
@@ -142,24 +177,10 @@ class UnrollPass(MirPass):
         u = _fit_registers(core, local, u)
         if u < 2:
             return None
-        unrolled: list[Inst] = []
-        for k in range(u):
-            current: dict[Reg, Reg] = {}        # every definition gets its own name (SSA)
-            for n in core:
-                m = n.copy()
-                m.replace_regs({r: current[r] for r in n.uses() if r in current})
-                renamed = {}
-                for r in n.defs():
-                    if r in local:
-                        renamed[r] = current[r] = self.mir.fresh(r.file)
-                defs_only = dict(renamed)
-                m.args = [defs_only.get(a, a) if isinstance(a, Reg) and a in n.defs()
-                          and kind in ("sd", "vd", "md", "sd2") else a
-                          for kind, a in zip(n.kinds(), m.args)]
-                m.args = [Mem(a.base, a.offset + k * steps[a.base]) if isinstance(a, Mem)
-                          and a.base in steps else a for a in m.args]
-                m.group = k
-                unrolled.append(m)
+        if any(kind in ("sd2", "sa2") and (a in local or Reg(a.file, a.index + 1) in local)
+               for n in core for kind, a in zip(n.kinds(), n.args)):
+            return None       # a register pair cannot be renamed one register at a time
+        unrolled = [m for k in range(u) for m in self._copy(core, local, steps, k)]
         for reg, step in steps.items():
             unrolled.append(Inst("addi", [reg, reg, u * step], loop.tag, "pointer increment"))
         shift = u.bit_length() - 1
