@@ -146,13 +146,17 @@ def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
     return best
 
 
-def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp):
-    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX."""
+def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
+                  live: int | None = None):
+    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
+    ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
+    has a tile of its own, else two, double-buffered)."""
     used = min(tiles, extent)
     count = used
+    fixed_live = live
     while True:
         rows = math.ceil(extent / count)
-        live = 1 if count <= used else 2
+        live = fixed_live or (1 if count <= used else 2)
         need = resident + live * footprint(rows)
         if need <= CMX_BUDGET:
             break

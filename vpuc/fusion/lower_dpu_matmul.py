@@ -14,17 +14,28 @@ transposed or not.  A transposed rank-2 square block (same shape, other
 order, which a copy may not do) goes through a flat CMX staging buffer.
 Weights without batch dims are loaded once per tile; batched weights with
 each block.  The bias (from the folded post-op chain) runs along N.
+
+When the weights (with the bias) and one input row do not fit a tile's CMX,
+the output columns N are cut into chunks (multiples of 16, the DPU's channel
+granule, as ``lower_dpu_nn`` cuts a convolution's output channels): each
+chunk is a series of row blocks that load their slice of the weights and of
+the bias with the block, double-buffered, and store their columns of the
+result.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
-from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, choose_blocks, vector
-from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+from vpuc.diagnostics import VpucError
+from vpuc.fusion import lower_dpu
+from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, choose_blocks, const_text, describe, vector
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
+GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
 NC, CN = DimsOrder(NAMED_ORDERS["NC"]), DimsOrder(NAMED_ORDERS["CN"])
 
 
@@ -74,44 +85,86 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     out_batch = out.type.dims[:-2]
     items = list(itertools.product(*(range(d) for d in out_batch)))
     batched_b = any(d != 1 for d in b.type.dims[:-2])
-    bias_bytes = 4 * n if layer.bias is not None else 0
-    resident = bias_bytes + (0 if batched_b else n * k_dim * eb)
+    bias_bytes = 4 if layer.bias is not None else 0
 
-    def footprint(rows: int) -> int:
-        return (rows * k_dim + rows * n + (n * k_dim if batched_b else 0)) * eb
+    def weight_bytes(cols: int) -> int:
+        return cols * (k_dim * eb + bias_bytes)
 
-    per_item = choose_blocks(m, 1 if len(items) >= tiles else tiles, resident, footprint,
-                             "matrix row", op)
-    work = [(item, rows) for item in items for rows in per_item]
+    def rows_bytes(rows: int, cols: int) -> int:
+        return (rows * k_dim + rows * cols) * eb
+
+    def footprint(rows: int) -> int:        # a block of the whole N
+        return rows_bytes(rows, n) + (weight_bytes(n) if batched_b else 0)
+
+    resident = 0 if batched_b else weight_bytes(n)
+    live = 1 if len(items) * m <= tiles else 2      # blocks of one row on a tile at once
+    chunks = [(0, n)]
+    if resident + live * footprint(1) > lower_dpu.CMX_BUDGET:
+        chunks = _column_chunks(n, lambda cols: 2 * (weight_bytes(cols) + rows_bytes(1, cols)),
+                                op)
+    split = len(chunks) > 1
+    work = []
+    for c0, c1 in chunks:
+        if split:      # every block loads its chunk of the weights: two live per tile
+            blocks = choose_blocks(m, 1 if len(items) * len(chunks) >= tiles else tiles, 0,
+                                   lambda r: weight_bytes(c1 - c0) + rows_bytes(r, c1 - c0),
+                                   "matrix row", op, live=2)
+        else:
+            blocks = choose_blocks(m, 1 if len(items) >= tiles else tiles, resident, footprint,
+                                   "matrix row", op)
+        work += [(item, rows, (c0, c1)) for item in items for rows in blocks]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    if split and layer.bias is not None:
+        prog.buffers.append(f"const %{prefix}bias : {n}xf32 = {const_text(layer.bias)}")
     bias_of = {}
-    for k, (item, (r0, r1)) in enumerate(work):
+    for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
         e.barriers(k)
-        if k < e.used:              # weights and bias: once per tile, before its first block
+        loaded = [f"%{prefix}loaded{k}"]
+        if k < e.used and not split:    # weights and bias: once per tile, before its first block
             if not batched_b:
                 load_matrix(e, f"w.t{t}", b, (0,) * (rb - 2), b_rows, (0, n), b_cols, t,
                             e.load_waits(t), [f"%{prefix}loaded{t}"])
             bias_of[t] = e.load_bias(t, layer.bias)
-        loaded = [f"%{prefix}loaded{k}"]
         x = load_matrix(e, f"a.c{k}", a, _batch_index(a.type.dims, out_batch, item), a_rows,
                         (r0, r1), a_cols, t, e.load_waits(k), loaded)
-        weights = f"%{prefix}w.t{t}"
-        if batched_b:
+        weights, bias = f"%{prefix}w.t{t}", bias_of.get(t, "")
+        if batched_b or split:
             weights = load_matrix(e, f"w.c{k}", b, _batch_index(b.type.dims, out_batch, item),
-                                  b_rows, (0, n), b_cols, t, e.load_waits(k), loaded)
-        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, n), elem,
+                                  b_rows, (c0, c1), b_cols, t, e.load_waits(k), loaded)
+        if split and layer.bias is not None:
+            cmx = e.cmx(f"bias.c{k}", vector(c1 - c0, ElemType.F32), t)
+            e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c1}"]),
+                  cmx, 0, e.load_waits(k), loaded)
+            bias = f" bias({cmx})"
+        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, c1 - c0), elem,
                                           _out_order(out.type, ro)), t)
-        head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias_of[t]} out({y}){layer.post}"
+        head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias} out({y}){layer.post}"
         # The DPU runs a matmul as a 1x1 convolution with its rows along W (H = 1).
-        e.task(k, head, ((0, 0), r1 - r0, (0, n - 1)),
+        e.task(k, head, ((0, 0), r1 - r0, (0, c1 - c0 - 1)),
                lambda rows: DpuWorkload(op="matmul", elem=a.type.elem.value, width=rows,
-                                        height=1, channels=n, in_channels=k_dim,
+                                        height=1, channels=c1 - c0, in_channels=k_dim,
                                         in_bytes=a.type.elem.nbytes, out_bytes=eb,
                                         weight_bytes=b.type.elem.nbytes))
-        slices = [str(i) for i in item] + [f"{r0}:{r1}", f"0:{n}"]
+        slices = [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]
         dst = e.view(f"out.v{k}", out.name, slices)
         e.store(k, y, dst)
+
+
+def _column_chunks(n: int, need, op) -> list[tuple[int, int]]:
+    """The fewest chunks of ``n`` columns (multiples of 16 but the last) whose ``need``
+    fits the budget; VpucError if 16 columns do not."""
+    for parts in range(2, n + 1):
+        size = math.ceil(math.ceil(n / parts) / GRANULE) * GRANULE
+        if need(min(size, n)) <= lower_dpu.CMX_BUDGET:
+            edges = list(range(0, n, size)) + [n]
+            return list(zip(edges, edges[1:]))
+        if size <= GRANULE:
+            break
+    raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need(min(GRANULE, n))} bytes "
+                    f"with one matrix row and at most {GRANULE} output columns per block over a "
+                    f"budget of {lower_dpu.CMX_BUDGET}; splitting K (partial sums) is not "
+                    "supported yet", op.loc)
 
 
 def _out_order(t: TensorType, rank: int) -> DimsOrder:

@@ -287,9 +287,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op)
         else:
+            # each block loads its own weights: two blocks (weights and rows) live per tile
             blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
-                                   lambda r: 2 * (weight_bytes(job) + io_bytes(job, r)),
-                                   "output row", op)
+                                   lambda r: weight_bytes(job) + io_bytes(job, r),
+                                   "output row", op, live=2)
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
