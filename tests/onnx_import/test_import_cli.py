@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
+from onnx_testlib import rounded_to_f16
 from vpuc.onnx_import.zoo import ModelBuilder, small_cnn
 from vpuc.cli import main
 from vpuc.reference.graph import run_graph
@@ -66,10 +67,7 @@ def test_conv_chain_compiles_runs_and_matches_onnxruntime(tmp_path, capsys, monk
                           "--output-dir", tmp_path / "out")
     assert code == 0, err
     got = np.load(tmp_path / "out" / f"{y}.npy").astype(np.float32)
-    rounded = onnx.load(model)
-    for init in rounded.graph.initializer:
-        array = onnx.numpy_helper.to_array(init)
-        init.CopyFrom(onnx.numpy_helper.from_array(array.astype(np.float16).astype(np.float32), init.name))
+    rounded = rounded_to_f16(model)
     want = ort.InferenceSession(rounded.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"input.1": x.astype(np.float32)})[0]
     # f16 inputs and weights on both sides; the NPU rounds the conv output, the bias add and

@@ -16,11 +16,10 @@ import os
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
 import pytest
 
+from onnx_testlib import rounded_to_f16
 from vpuc.onnx_import.zoo import ModelBuilder
 from vpuc.reference.graph import run_graph
 from vpuc.onnx_import import import_onnx, write_import
@@ -30,17 +29,6 @@ from vpuc.vir.printer import print_module
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("VPUC_UPDATE_GOLDEN") == "1"
 F16_REL = 4 * 2.0 ** -11   # 4 ops at most, each rounding once to f16
-
-
-def _rounded_to_f16(path, out) -> str:
-    """The model with every float initializer rounded to the nearest f16 value (kept f32)."""
-    model = onnx.load(path)
-    for init in model.graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32:
-            init.CopyFrom(numpy_helper.from_array(array.astype(np.float16).astype(np.float32), init.name))
-    onnx.save(model, str(out))
-    return str(out)
 
 
 def _unary(op, **attrs):
@@ -229,7 +217,7 @@ def test_numerics_against_onnxruntime(case, precision, tmp_path):
         feeds[value.name] = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
     if precision == "f16":
         feeds = {k: v.astype(np.float16).astype(np.float32) for k, v in feeds.items()}
-        path = _rounded_to_f16(path, tmp_path / "rounded.onnx")
+        path = rounded_to_f16(path, tmp_path / "rounded.onnx")
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     got = run_graph(module.graphs[0], {imported.inputs[k]: v for k, v in feeds.items()}, vir.parent)[0]
     got = got.astype(np.float32)

@@ -16,10 +16,8 @@ agrees with the simulator to its default tolerance.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
 
 import vpuc.fusion.lower_dpu as lower_dpu
 import vpuc.fusion.lower_dpu_nn as lower_dpu_nn
@@ -29,6 +27,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
 from vpuc.onnx_import import import_onnx, write_import
+from onnx_testlib import rounded_to_f16
 from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn, _squeeze_excite
 from vpuc.reference.graph import run_graph
 
@@ -72,16 +71,6 @@ CASES = {
 }
 
 
-def _rounded_to_f16(path, out) -> str:
-    model = onnx.load(path)
-    for init in model.graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32:
-            init.CopyFrom(numpy_helper.from_array(array.astype(np.float16).astype(np.float32), init.name))
-    onnx.save(model, str(out))
-    return str(out)
-
-
 def compile_and_compare(tmp_path, build, seed=0):
     """Compile the one-layer model, simulate it; check it against onnxruntime and vpuc's
     graph reference; return the program's DPU tasks."""
@@ -97,7 +86,7 @@ def compile_and_compare(tmp_path, build, seed=0):
     got = sim.outputs[sanitize(out)]
     np.testing.assert_allclose(got.astype(np.float32), sim.reference[sanitize(out)].astype(np.float32),
                                rtol=4e-3, atol=1e-4)
-    want = ort.InferenceSession(_rounded_to_f16(path, tmp_path / "r.onnx"),
+    want = ort.InferenceSession(rounded_to_f16(path, tmp_path / "r.onnx"),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x.astype(np.float32)})[0]
     got32 = got.astype(np.float32)
     assert got32.shape == want.shape

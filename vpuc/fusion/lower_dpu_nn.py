@@ -42,7 +42,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, vector)
-from vpuc.fusion.lower_dpu_support import DPU_FLOATS, window
+from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.types import ElemType, TensorType
 from vpuc.reference.graph import constant_value
@@ -98,12 +98,7 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
                     "kernel extent; not supported yet")
         return None
     kernel, _, begin, end, dilations = nn_window(op, index)
-    for axis, name in ((0, "height"), (1, "width")):
-        extent = dilations[axis] * (kernel[axis] - 1)
-        if max(begin[axis], end[axis]) > extent:
-            return (f"its {name} padding ({begin[axis]}, {end[axis]}) is wider than the kernel "
-                    f"window can reach ({extent}); a window of padding only has no DPU form")
-    return None
+    return padding_problem(kernel, begin, end, dilations)
 
 
 def nn_window(op: GraphOp, index: GraphIndex):

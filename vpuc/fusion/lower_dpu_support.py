@@ -111,6 +111,11 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     if op.kind == "MatMul":
         return None
     kernel, _, begin, end, dilations = window(op, index)
+    return padding_problem(kernel, begin, end, dilations)
+
+
+def padding_problem(kernel, begin, end, dilations) -> str | None:
+    """Padding wider than the dilated kernel reaches: a window of padding only."""
     for axis, name in ((0, "height"), (1, "width")):
         extent = dilations[axis] * (kernel[axis] - 1)
         if max(begin[axis], end[axis]) > extent:
