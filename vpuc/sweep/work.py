@@ -90,12 +90,17 @@ def measure(program, run, blob: bytes) -> dict:
             "blob_bytes": len(blob)}
 
 
+def error_row(point: Point, stage: str | None, error: str | None) -> dict:
+    """``point``'s row without metrics: its identity, parameters, cost and error."""
+    return {"point_id": point.id, "model": point.model, **point.values, "cost": point.cost,
+            "error": error, "error_stage": stage}
+
+
 def run_point(point: Point, cache_dir: str | None = None) -> dict:
     """The result row of ``point``: its identity, parameters, cost, metrics and error."""
     from vpuc import api
     from vpuc.blob import read_blob
-    row = {"point_id": point.id, "model": point.model, **point.values, "cost": point.cost,
-           "error": None, "error_stage": None}
+    row = error_row(point, None, None)
     stage = "compile"
     try:
         structure = structure_of(point.arch, point.values)
