@@ -232,7 +232,8 @@ def _models(data: dict, where: _Locator, base: Path) -> tuple[Model, ...]:
             raise where.error(f"model {entry['path']!r}: expected a {', '.join(MODEL_SUFFIXES)} "
                               "file", "models", "path", i)
         if not file.is_file():
-            raise where.error(f"model {entry['path']!r}: no such file ({file})", "models", "path", i)
+            raise where.error(f"model {entry['path']!r}: no such file (paths are relative to "
+                              "the spec's directory)", "models", "path", i)
         name = entry.get("name", file.stem)
         if not isinstance(name, str) or not name:
             raise where.error("a model's 'name' must be a non-empty string", "models", "name", i)
