@@ -72,6 +72,9 @@ class ProgressBar:
                 f"points, {self.failed} failed, {rate:.1f}/s")
 
 
+CONNECT_TIMEOUT = "10s"     # to reach a --scheduler; Dask retries the connection until then
+
+
 def default_cache_dir(output: Path) -> Path:
     return output.with_name(output.name + ".cache")
 
@@ -81,7 +84,7 @@ def _client(scheduler: str | None, workers: int | None):
     from dask.distributed import Client, LocalCluster
     if scheduler:
         try:
-            return Client(scheduler, timeout="15s"), None
+            return Client(scheduler, timeout=CONNECT_TIMEOUT), None
         except (OSError, TimeoutError) as exc:
             raise VpucError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,

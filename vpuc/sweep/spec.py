@@ -35,7 +35,7 @@ from vpuc.sweep.params import PARAMS, compile_api_takes
 
 SAMPLERS = ("grid", "random", "latin-hypercube")
 METRICS = ("cycles", "time_us", "dpu_busy_percent", "act_shave_busy_percent",
-           "dma_busy_percent", "ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barriers",
+           "dma_busy_percent", "ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count",
            "blob_bytes")
 MODEL_SUFFIXES = (".vir", ".onnx", ".blob", ".elf")
 SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics")

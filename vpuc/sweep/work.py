@@ -86,7 +86,7 @@ def measure(program, run, blob: bytes) -> dict:
             "ddr_bytes": int(sum(t.ddr_bytes for t in transfers)),
             "dma_bytes": int(sum(plan.nbytes)),
             "peak_cmx_bytes": peak_cmx_bytes(program.module),
-            "barriers": len(program.module.barriers),
+            "barrier_count": len(program.module.barriers),
             "blob_bytes": len(blob)}
 
 
