@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -77,21 +79,30 @@ def test_serial_reference_is_complete(serial):
 def test_scheduler_sweep_survives_a_killed_worker(dask_scheduler, spec_file, serial, tmp_path):
     from dask.distributed import Client
     extra = start_worker(dask_scheduler, "vpuc-test-victim", nanny=False)
-    try:
-        victim = wait_for_workers(dask_scheduler, {"vpuc-test-victim"})["vpuc-test-victim"]
-        killed: list[int] = []
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_when_busy(victim: str) -> None:
         with Client(dask_scheduler, timeout="30s") as watcher:
-            def kill_when_busy(row: dict) -> None:
-                if killed:
-                    return
-                busy = watcher.processing(workers=[victim]).get(victim, [])
+            while not done.is_set():
+                busy = watcher.processing(workers=[victim]).get(victim, ())
                 if busy:           # it holds points: they must be run again elsewhere
                     os.kill(extra.pid, signal.SIGKILL)
                     killed.append(len(busy))
+                    return
+                time.sleep(0.01)
 
-            out = tmp_path / "dask.parquet"
+    try:
+        victim = wait_for_workers(dask_scheduler, {"vpuc-test-victim"})["vpuc-test-victim"]
+        watch = threading.Thread(target=kill_when_busy, args=(victim,))
+        watch.start()
+        out = tmp_path / "dask.parquet"
+        try:
             stats = run_sweep(load_spec(spec_file), out, scheduler=dask_scheduler,
-                              progress=None, on_row=kill_when_busy, flush_rows=2)
+                              progress=None, flush_rows=2)
+        finally:
+            done.set()
+            watch.join()
         assert killed, "the victim worker never held a point while the sweep ran"
         assert extra.wait(10) == -signal.SIGKILL
     finally:

@@ -87,11 +87,15 @@ def _dimension(label: str, values: list) -> dict:
 def parallel_figure(rows: list[dict], params: list[str]) -> go.Figure:
     columns = ["model", *params, "cost", "cycles"]
     dims = [_dimension(c, [r[c] for r in rows]) for c in columns]
-    colour = [math.log10(max(r["cycles"], 1.0)) for r in rows]
+    best: dict[str, float] = {}
+    for r in rows:
+        best[r["model"]] = min(best.get(r["model"], math.inf), r["cycles"])
+    # Relative to the model's best point: the models' cycles differ by orders of magnitude.
+    colour = [r["cycles"] / best[r["model"]] if best[r["model"]] else 1.0 for r in rows]
     fig = go.Figure(go.Parcoords(
         dimensions=dims,
-        line={"color": colour, "colorscale": "Viridis", "showscale": True,
-              "colorbar": {"title": "log10 cycles"}}))
+        line={"color": colour, "colorscale": "Viridis", "reversescale": True,
+              "showscale": True, "colorbar": {"title": "cycles / model's best"}}))
     fig.update_layout(title="Parameters, cost and cycles of every point", height=480)
     return fig
 
