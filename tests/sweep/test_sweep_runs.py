@@ -9,6 +9,7 @@ deterministic, so every row of a distributed run equals its row there exactly.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.sweep.cluster import start_worker, stop, wait_for_workers
-from vpuc.sweep.engine import run_sweep
+from vpuc.sweep.engine import default_cache_dir, run_sweep
 from vpuc.sweep.results import read_results
 from vpuc.sweep.spec import load_spec
 
@@ -56,11 +57,16 @@ def spec_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def serial(spec_file, tmp_path_factory) -> dict[str, dict]:
+def serial_run(spec_file, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("serial") / "serial.parquet"
     stats = run_sweep(load_spec(spec_file), out, in_process=True, progress=None)
     assert stats.computed == stats.total == 16 and stats.failed == 0
-    return rows_by_id(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def serial(serial_run) -> dict[str, dict]:
+    return rows_by_id(serial_run)
 
 
 def test_serial_reference_is_complete(serial):
@@ -111,9 +117,12 @@ def test_scheduler_sweep_survives_a_killed_worker(dask_scheduler, spec_file, ser
     assert rows_by_id(out) == serial
 
 
-def test_local_default_needs_no_flags(spec_file, serial, tmp_path):
+def test_local_default_needs_no_flags(spec_file, serial_run, serial, tmp_path):
     spec = tmp_path / "local.toml"
     spec.write_text(spec_file.read_text())
+    # the serial run's blobs where the default cache is: points only simulate (CI time),
+    # and cached blobs must give the rows fresh compiles gave
+    shutil.copytree(default_cache_dir(serial_run), tmp_path / "local.parquet.cache")
     done = subprocess.run([sys.executable, "-m", "vpuc", "sweep", spec.name], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -123,16 +132,17 @@ def test_local_default_needs_no_flags(spec_file, serial, tmp_path):
     assert list((tmp_path / "local.parquet.cache").glob("*.blob"))
 
 
-def test_rerun_skips_the_points_already_there(spec_file, serial, tmp_path):
+def test_rerun_skips_the_points_already_there(spec_file, serial_run, serial, tmp_path):
     out = tmp_path / "rerun.parquet"
     spec = load_spec(spec_file)
-    first = run_sweep(spec, out, in_process=True, progress=None)
-    again = run_sweep(spec, out, in_process=True, progress=None)
+    cache = default_cache_dir(serial_run)
+    first = run_sweep(spec, out, in_process=True, progress=None, cache_dir=cache)
+    again = run_sweep(spec, out, in_process=True, progress=None, cache_dir=cache)
     assert (first.computed, first.skipped) == (16, 0)
     assert (again.computed, again.skipped) == (0, 16)
     wider = tmp_path / "wider.toml"
     wider.write_text(spec_file.read_text().replace("tiles = [1, 2]", "tiles = [1, 2, 3]"))
-    more = run_sweep(load_spec(wider), out, in_process=True, progress=None)
+    more = run_sweep(load_spec(wider), out, in_process=True, progress=None, cache_dir=cache)
     assert (more.computed, more.skipped) == (8, 16)
     rows = rows_by_id(out)
     assert len(rows) == 24 and {k: rows[k] for k in serial} == serial
