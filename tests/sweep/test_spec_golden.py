@@ -37,3 +37,21 @@ def test_bad_spec_is_a_located_error(spec, tmp_path, capsys, monkeypatch):
 
 def test_every_golden_spec_has_its_expected_file():
     assert CASES and all(c.with_suffix(".expected").is_file() for c in CASES)
+
+
+def exit_code(args: list[str]) -> int:
+    """``vpuc ARGS``'s exit code, argparse's own exits included."""
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("flags", [["--workers", "0"], ["--workers", "2", "--in-process"],
+                                   ["--scheduler", "tcp://127.0.0.1:1", "--in-process"]])
+def test_bad_flags_are_usage_errors(flags, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code = exit_code(["sweep", "examples/sweep_tiles.toml", "-o", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
