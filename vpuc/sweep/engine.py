@@ -2,6 +2,8 @@
 
 Local by default: a ``LocalCluster`` with one single-threaded worker process per
 core (the simulator is pure Python, so processes, not threads, run points at once).
+Each model x structure x compile options is one compile task that its points depend
+on, so a blob is compiled once however many timing settings use it.
 ``scheduler="tcp://HOST:PORT"`` runs the same points on an existing cluster whose
 workers see the same files (models, the cache directory).  vpuc schedules
 nothing itself: Dask resubmits the points of a worker that dies to the others, and
@@ -25,7 +27,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.sweep.points import points_of
 from vpuc.sweep.results import ResultWriter
 from vpuc.sweep.spec import SweepSpec
-from vpuc.sweep.work import error_row, run_point
+from vpuc.sweep.work import compile_key, compile_task, error_row, run_point
 
 
 @dataclass
@@ -138,8 +140,16 @@ def _run_on_dask(todo, cache: str, scheduler: str | None, workers: int | None,
     client, cluster = _client(scheduler, workers)
     try:
         run = uuid.uuid4().hex[:8]     # fresh keys: a long-lived cluster holds no stale rows
-        futures = client.map(run_point, todo, cache_dir=cache, pure=False,
-                             key=[f"vpuc-point-{p.id}-{run}" for p in todo])
+        # One compile task per model x structure x options: points that differ only in
+        # timing wait for it instead of compiling the same blob on several workers at once.
+        compiles, futures = {}, []
+        for p in todo:
+            key = compile_key(p)
+            if key is not None and key not in compiles:
+                compiles[key] = client.submit(compile_task, p, cache, pure=False,
+                                              key=f"vpuc-compile-{key[:24]}-{run}")
+            futures.append(client.submit(run_point, p, cache, compiles.get(key), pure=False,
+                                         key=f"vpuc-point-{p.id}-{run}"))
         point_of = {f.key: p for f, p in zip(futures, todo)}
         for future in as_completed(futures):
             try:
@@ -148,6 +158,8 @@ def _run_on_dask(todo, cache: str, scheduler: str | None, workers: int | None,
                 row = error_row(point_of[future.key], "worker",
                                 f"{type(exc).__name__}: {exc}")
             record(row)
+            future.release()
+        for future in compiles.values():
             future.release()
     finally:
         client.close()

@@ -1,7 +1,8 @@
 """One sweep point: compile (or reuse the cached blob), simulate, measure; errors as data.
 
-``run_point`` is what a Dask worker runs, so it takes and returns plain data and
-never raises for a bad point: a compile or simulation error becomes the row's
+``compile_task`` (once per model, structure and compile options) and ``run_point``
+(once per point) are what Dask workers run, so they take and return plain data and
+never raise for a bad point: a compile or simulation error becomes the row's
 ``error`` (with ``error_stage``), the other points go on.
 
 Blobs are cached as their bytes in ``cache_dir``, named by a content hash of the
@@ -96,15 +97,41 @@ def error_row(point: Point, stage: str | None, error: str | None) -> dict:
             "error": error, "error_stage": stage}
 
 
-def run_point(point: Point, cache_dir: str | None = None) -> dict:
-    """The result row of ``point``: its identity, parameters, cost, metrics and error."""
+def compile_key(point: Point) -> str | None:
+    """What ``point``'s compile depends on (points with one key share one compile); None
+    for a blob model, which is not compiled."""
+    if point.path.endswith(BLOB_SUFFIXES):
+        return None
+    return blob_key(point, structure_of(point.arch, point.values),
+                    compile_options(point.values))
+
+
+def compile_task(point: Point, cache_dir: str | None = None) -> tuple[bytes | None, str | None]:
+    """(blob bytes, None), or (None, the compile error): the shared compile of the points
+    whose ``compile_key`` is ``point``'s, as its own Dask task."""
+    try:
+        return compiled_blob(point, structure_of(point.arch, point.values), cache_dir), None
+    except VpucError as exc:
+        return None, exc.render()
+    except Exception as exc:   # a bug in vpuc: recorded on every point that needs this blob
+        return None, f"internal error: {type(exc).__name__}: {exc}"
+
+
+def run_point(point: Point, cache_dir: str | None = None,
+              compiled: tuple[bytes | None, str | None] | None = None) -> dict:
+    """The result row of ``point``: its identity, parameters, cost, metrics and error
+    (``compiled``: what ``compile_task`` gave for it, else it compiles or reads the cache)."""
     from vpuc import api
     from vpuc.blob import read_blob
     row = error_row(point, None, None)
     stage = "compile"
     try:
         structure = structure_of(point.arch, point.values)
-        blob = compiled_blob(point, structure, cache_dir)
+        if compiled is not None and compiled[1] is not None:
+            row["error"], row["error_stage"] = compiled[1], stage
+            return row
+        blob = compiled[0] if compiled is not None else compiled_blob(point, structure,
+                                                                       cache_dir)
         stage = "simulate"
         program = read_blob(blob, Path(point.path).name, arch=structure)
         sim_arch = sim_arch_of(point.arch, structure, point.values)
