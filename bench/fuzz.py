@@ -6,7 +6,12 @@ campaign can be split over processes and any case replayed.  A worker runs its
 cases in process with a per-case budget of CPU seconds (SIGPROF; CPU time, so a
 machine shared with other work does not turn slow cases into hangs) under an
 address-space limit; a worker that does not answer within 6x the budget of wall
-time is killed and the case counted as a hang.  Findings (internal errors, timeouts, memory)
+time is killed and the case counted as a hang.  The budget scales with the case:
+``--budget`` plus 1 s per 8 MiB of the largest tensor a .vir declares
+(``tests/fuzz/harness.py``, ``case_budget``), because compiling a valid program takes
+time in proportion to the tasks it emits, and so to its tensors (a 1 GiB output of
+``graph_conv`` is ~24,000 tasks).  Cases past ``--budget`` that end cleanly are
+listed as ``slow_cases`` in report.json.  Findings (internal errors, timeouts, memory)
 and user errors without a location are written to the output directory as reproducer
 files (``OUTCOME-KIND-INDEX.vir|.s|.blob|.elf`` beside a ``.txt`` with the command and
 the error; unlocated ones as ``unlocated-KIND-INDEX``).  The report: counts by outcome
@@ -37,8 +42,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit, case_rng,  # noqa: E402
-                                max_rss_bytes, run_case, unlocated_error)
+from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit,  # noqa: E402
+                                case_budget, case_rng, max_rss_bytes, run_case,
+                                unlocated_error)
 from tests.fuzz.mutate import Mutant  # noqa: E402
 
 SUFFIX = {"vir": ".vir", "asm": ".s", "blob": ".blob"}
@@ -53,11 +59,13 @@ def _worker(jobs, results, seed: int, budget: float, memory: int, root: str) -> 
             if job is None:
                 return
             kind, index = job
-            results.put(("start", kind, index, os.getpid()))
             mutant = workspace.mutant(kind, case_rng(seed, kind, index))
-            outcome = run_case(workspace, mutant, budget)
+            allowed = case_budget(mutant, budget)
+            results.put(("start", kind, index, os.getpid(), allowed))
+            outcome = run_case(workspace, mutant, allowed)
             results.put(("done", kind, index, outcome.outcome, outcome.seconds, max_rss_bytes(),
-                         outcome.stderr[-2000:], outcome.argv, unlocated_error(outcome)))
+                         outcome.stderr[-2000:], outcome.argv, unlocated_error(outcome),
+                         allowed))
 
 
 class Campaign:
@@ -70,6 +78,7 @@ class Campaign:
         self.slowest = (0.0, "")
         self.max_rss = 0
         self.unlocated: Counter = Counter()      # user errors without a location, by message
+        self.slow_cases: list[dict] = []         # past the base budget, within their own
         self.scratch = tempfile.TemporaryDirectory(prefix="vpuc-fuzz-")
 
     def run(self) -> dict:
@@ -93,17 +102,21 @@ class Campaign:
             except queue.Empty:
                 msg = None
             if msg and msg[0] == "start":
-                running[msg[3]] = (msg[1], msg[2], time.time())
+                running[msg[3]] = (msg[1], msg[2], time.time(), msg[4])
             elif msg:
-                _, kind, index, outcome, seconds, rss, stderr, argv, unlocated = msg
+                _, kind, index, outcome, seconds, rss, stderr, argv, unlocated, allowed = msg
                 self._record(kind, index, outcome, seconds, stderr, argv, unlocated)
+                if outcome not in FINDINGS and seconds > args.budget:
+                    self.slow_cases.append({"case": f"{kind}:{index}", "outcome": outcome,
+                                            "cpu_seconds": round(seconds, 3),
+                                            "budget_cpu_s": allowed})
                 if unlocated is not None:
                     self.unlocated[re.sub(r"\d+", "N", unlocated)[:160]] += 1
                 self.max_rss = max(self.max_rss, rss)
                 running = {p: r for p, r in running.items() if r[:2] != (kind, index)}
                 remaining -= 1
-            for pid, (kind, index, t0) in list(running.items()):
-                if time.time() - t0 > 6 * args.budget + 10:      # SIGALRM could not stop it
+            for pid, (kind, index, t0, allowed) in list(running.items()):
+                if time.time() - t0 > 6 * allowed + 10:      # SIGPROF could not stop it
                     n = next(k for k, w in workers.items() if w.pid == pid)
                     workers[n].kill()
                     workers[n].join()
@@ -132,6 +145,7 @@ class Campaign:
                   "counts": {k: dict(c) for k, c in self.counts.items()},
                   "findings": len(self.findings),
                   "max_case_cpu_seconds": round(self.slowest[0], 3), "slowest_case": self.slowest[1],
+                  "slow_cases": self.slow_cases,
                   "max_rss_mib": round(self.max_rss / 2**20, 1),
                   "errors_without_location": sum(self.unlocated.values()),
                   "unlocated_messages": dict(self.unlocated.most_common(15))}
@@ -218,7 +232,7 @@ def replay(specs: list[str], seed: int, budget: float) -> int:
     with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-") as root:
         workspace = Workspace(Path(root))
         for mutant in replay_mutants(specs, seed, workspace):
-            outcome = run_case(workspace, mutant, budget)
+            outcome = run_case(workspace, mutant, case_budget(mutant, budget))
             unlocated = unlocated_error(outcome)
             verdict = "unlocated error" if unlocated is not None else outcome.outcome
             bad += outcome.outcome in FINDINGS or unlocated is not None
