@@ -155,6 +155,14 @@ CASES = {
                                       mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
     "resize_align": lambda m: m.node("Resize", [_x(m), "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
                                      mode="linear", coordinate_transformation_mode="align_corners"),
+    # ONNX takes the coordinates from a scale whose product with the dim is not whole:
+    # kept as the Interpolate's own scales
+    "resize_nearest_fractional": lambda m: m.node(
+        "Resize", [_x(m), "", m.init(np.asarray([1, 1, 1.7, 0.6], np.float32))], mode="nearest",
+        coordinate_transformation_mode="half_pixel"),
+    "resize_linear_fractional": lambda m: m.node(
+        "Resize", [_x(m), "", m.init(np.asarray([1, 1, 1.3, 1.7], np.float32))], mode="linear",
+        coordinate_transformation_mode="pytorch_half_pixel"),
     "depth_to_space_dcr": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="DCR"),
     "depth_to_space_crd": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="CRD"),
     "space_to_depth": lambda m: m.node("SpaceToDepth", [_x(m)], blocksize=3),

@@ -49,6 +49,8 @@ NEAREST["nearest_down_sizes"] = _resize((1, 2, 8, 9), sizes=[1, 2, 4, 3], mode="
                                         coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 NEAREST["nearest_x3_channels"] = _resize((1, 2, 4, 4), scales=[1, 2, 3, 1], mode="nearest",
                                          coordinate_transformation_mode="half_pixel")
+NEAREST["nearest_fractional_scales"] = _resize((1, 2, 6, 10), scales=[1, 1, 1.7, 0.6], mode="nearest",
+                                              coordinate_transformation_mode="half_pixel")
 LINEAR = {
     f"linear_{ctm}": _resize((1, 4, 6, 7), scales=[1, 1, 2, 2], mode="linear",
                              coordinate_transformation_mode=ctm)
@@ -60,6 +62,8 @@ LINEAR["linear_x4"] = _resize((1, 2, 4, 5), scales=[1, 1, 4, 4], mode="linear",
                               coordinate_transformation_mode="half_pixel")
 LINEAR["linear_down"] = _resize((1, 2, 8, 10), scales=[1, 1, 0.5, 0.5], mode="linear",
                                 coordinate_transformation_mode="pytorch_half_pixel")
+LINEAR["linear_fractional_scales"] = _resize((1, 2, 6, 6), scales=[1, 1, 1.3, 1.7], mode="linear",
+                                             coordinate_transformation_mode="half_pixel")
 
 
 def _run(case, build, tmp_path, capsys):

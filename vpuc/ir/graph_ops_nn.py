@@ -12,6 +12,8 @@ shapes are fixed at import.  ``graph_ops.py`` adds ``NN_SPECS`` to its table.
 
 from __future__ import annotations
 
+import math
+
 from vpuc.ir.graph import GraphOp
 from vpuc.ir.graph_ops import (AttrSpec, InferError, OpSpec, _out_size, _pairs,
                                _same_elem, _shape_text)
@@ -167,6 +169,13 @@ def _interpolate(op: GraphOp, ins: list[TensorType]) -> TensorType:
         raise InferError(f"Interpolate shape {list(shape)} needs {x.rank} sizes >= 1")
     if op.attrs["mode"] == "linear" and (x.rank != 4 or shape[:2] != x.dims[:2]):
         raise InferError("linear Interpolate resizes the H and W of NCHW data only")
+    scales = op.attrs.get("scales")
+    if scales is not None:           # ONNX: size floor(d * scale), coordinates from the scale
+        if len(scales) != x.rank or any(not s > 0 for s in scales):
+            raise InferError(f"Interpolate scales {list(scales)} need {x.rank} numbers > 0")
+        floors = [math.floor(d * s) for d, s in zip(x.dims, scales)]
+        if floors != list(shape):
+            raise InferError(f"Interpolate shape {list(shape)} is not floor(dims * scales) = {floors}")
     return _like(x, shape)
 
 
@@ -228,7 +237,8 @@ NN_SPECS = [
                  "enum:half_pixel|pytorch_half_pixel|asymmetric|align_corners|tf_half_pixel_for_nn",
                  "half_pixel"),
         AttrSpec("nearest_mode", "enum:round_prefer_floor|round_prefer_ceil|floor|ceil",
-                 "round_prefer_floor")), float_only=True),
+                 "round_prefer_floor"),
+        AttrSpec("scales", "floats", None)), float_only=True),
     OpSpec("DepthToSpace", 1, "layer", _depth_to_space,
            (AttrSpec("block_size", "int"), AttrSpec("mode", "enum:blocks_first|depth_first", "blocks_first"))),
     OpSpec("SpaceToDepth", 1, "layer", _space_to_depth, (AttrSpec("block_size", "int"),)),

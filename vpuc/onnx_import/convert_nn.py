@@ -195,11 +195,14 @@ def _resize(b, node, attrs):
         scales = [float(s) for s in b.array(node.input[2])]
     if sizes is None and scales is None:
         raise b.error("Resize needs constant scales or sizes")
+    own_scales = None
     if sizes is None:
         sizes = [int(np.floor(d * s)) for d, s in zip(shape, scales)]
-        if any(abs(s - round(s)) > 1e-6 and d * s != n for d, s, n in zip(shape, scales, sizes)):
+        if any(n != d * s for d, s, n in zip(shape, scales, sizes)):
             # ONNX computes coordinates from the scale, not from the rounded size
-            raise b.error(f"Resize by non-integral scales {scales} is not supported")
+            own_scales = tuple(scales)
+        if min(sizes) < 1:
+            raise b.error(f"Resize scales {scales} of {list(shape)} leave an empty dim")
     ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
     supported = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
     if ctm not in supported:
@@ -209,7 +212,8 @@ def _resize(b, node, attrs):
         raise b.error("Resize exclude_outside is not supported")
     b.op("Interpolate", [b.value(node.input[0])],
          {"shape": tuple(sizes), "mode": mode, "coordinate_transformation_mode": ctm,
-          "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor")}, out=node.output[0])
+          "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor"),
+          **({"scales": own_scales} if own_scales else {})}, out=node.output[0])
 
 
 def _depth_to_space(b, node, attrs):
