@@ -8,6 +8,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``conv`` per group over its slice of input and output channels, the way the
   NPU compiler's ``ConvertGroupConvToConv`` pass splits it (a DPU conv reads
   every input channel of its task);
+- ``ConvolutionBackpropData`` and ``GroupConvolutionBackpropData``: a convolution
+  over the zero-upsampled input (``lower_dpu_deconv.py``), per group;
 - ``AvgPool``: ``avgpool`` when the divisor counts only real cells
   (``exclude_pad``, or no padding at all): the DPU model's average pool
   excludes padded cells (``runtime_sim/dpu/ops.py``); with ``count_include_pad``
@@ -42,12 +44,13 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, vector)
+from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.types import ElemType, TensorType
 from vpuc.reference.graph import constant_value
 
-NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean", "ConvolutionBackpropData")
+NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean") + DECONVOLUTIONS
 ELTWISE = {"Add": "add", "Multiply": "mul"}      # marked by targets/shave.py (dpu_eltwise)
 CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
 
@@ -88,11 +91,11 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
             return ("the DPU takes a mean over H and W of an NCHW tensor with keep_dims "
                     "(an average pool); other reductions need an ACT SHAVE kernel")
         return None
-    if op.kind in ("GroupConvolution", "ConvolutionBackpropData") \
+    if op.kind in ("GroupConvolution",) + DECONVOLUTIONS \
             and index.producer(op.operands[1]).kind != CONSTANT:
         return "its weights are not a constant (the DPU lowering rearranges them at compile time)"
-    if op.kind == "ConvolutionBackpropData":
-        before, _ = _deconv_borders(op, index)
+    if op.kind in DECONVOLUTIONS:
+        before, _ = deconv_borders(op, index)
         if min(before) < 0:
             return (f"its pads_begin {list(op.attrs['pads_begin'])} crop more than the dilated "
                     "kernel extent; not supported yet")
@@ -174,53 +177,13 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
         emit_eltwise(prog, layer, values, tiles, prefix, gate, finish)
         return
     x = values[op.operands[0]]
-    if op.kind == "ConvolutionBackpropData":
-        x, plan, gate = _upsample(prog, layer, x, index, prefix, gate)
+    if op.kind in DECONVOLUTIONS:
+        x, gate = upsample(prog, op, x, index, prefix, gate)
+        dpu_op, kernel, dilations, jobs = deconv_jobs(op, index)
+        plan = Plan(dpu_op, kernel, (1, 1), (0, 0), (0, 0), dilations, [Job(*j) for j in jobs])
     else:
         plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
-
-
-def _deconv_borders(op: GraphOp, index: GraphIndex) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Zero rows/columns before and after the upsampled input of a transposed convolution:
-    d * (K - 1) - pads_begin and d * (K - 1) - pads_end + output_padding."""
-    kernel = index.producer(op.operands[1]).type.dims[2:]
-    dil, pb, pe = op.attrs["dilations"], op.attrs["pads_begin"], op.attrs["pads_end"]
-    extra = op.attrs["output_padding"]
-    before = tuple(d * (k - 1) - p for d, k, p in zip(dil, kernel, pb))
-    after = tuple(d * (k - 1) - p + e for d, k, p, e in zip(dil, kernel, pe, extra))
-    return before, after
-
-
-def _upsample(prog: ProgramText, layer: DpuLayer, x: Value, index: GraphIndex, prefix: str,
-              gate: tuple[str, ...]) -> tuple[Value, Plan, tuple[str, ...]]:
-    """A transposed convolution as a convolution over its zero-upsampled input: DMA zeros
-    into a DDR tensor, then the input into every stride-th row and column of it (after
-    the border the pads leave); the convolution's weights are the transposed ones flipped
-    in H and W, [I, O, KH, KW] -> [O, I, KH, KW]."""
-    op = layer.op
-    n, c, h, w = x.type.dims
-    (sh, sw), dil = op.attrs["strides"], tuple(op.attrs["dilations"])
-    (bh, bw), (ah, aw) = _deconv_borders(op, index)
-    full = (n, c, bh + (h - 1) * sh + 1 + ah, bw + (w - 1) * sw + 1 + aw)
-    up = Value(f"{prefix}up", TensorType(full, x.type.elem, x.type.order), "ddr")
-    dims = "x".join(map(str, full)) + f"x{x.type.elem} {x.type.order}"
-    prog.buffers += [f"ddr %{up.name} : {dims}", f"const %{prefix}zeros : {dims} = splat 0"]
-    prog.barriers += [f"barrier %{prefix}zeroed", f"barrier %{prefix}upsampled"]
-    prog.views.append(f"view %{prefix}up.v = %{up.name}[0:{n}, 0:{c}, "
-                      f"{bh}:{bh + (h - 1) * sh + 1}:{sh}, {bw}:{bw + (w - 1) * sw + 1}:{sw}]")
-    waits = f" waits({', '.join(f'%{g}' for g in gate)})" if gate else ""
-    lp = prefix.replace("$", "_")
-    prog.dma += [f"  {lp}zero: dma %{prefix}zeros -> %{up.name} channel 0{waits} "
-                 f"updates(%{prefix}zeroed)",
-                 f"  {lp}upsample: dma %{x.name} -> %{prefix}up.v channel 0 "
-                 f"waits(%{prefix}zeroed) updates(%{prefix}upsampled)"]
-    weights = constant_value(index.producer(op.operands[1])).astype(np.float32)
-    flipped = np.ascontiguousarray(weights.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
-    kernel = tuple(weights.shape[2:])
-    plan = Plan("conv", kernel, (1, 1), (0, 0), (0, 0), dil,
-                [Job((0, c), (0, flipped.shape[0]), flipped)])
-    return up, plan, (f"{prefix}upsampled",)
 
 
 def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:

@@ -1,4 +1,4 @@
-"""The graph dialect's ops for imported models: grouped and transposed convolution,
+"""The graph dialect's ops for imported models: grouped and transposed (also grouped) convolution,
 pools, reductions, normalization, and the data-movement ops (Concat, Slice,
 Gather, Pad, Interpolate, DepthToSpace …).
 
@@ -63,6 +63,19 @@ def _group_conv(op: GraphOp, ins: list[TensorType]) -> TensorType:
     return _like(x, (x.dims[0], groups * per_out, oh, ow))
 
 
+def _deconv_spatial(op: GraphOp, x: TensorType, kernel) -> list[int]:
+    strides, pb, pe, dil = _pairs(op, "strides", "pads_begin", "pads_end", "dilations")
+    extra = tuple(op.attrs["output_padding"])
+    dims = []
+    for axis in range(2):
+        size = ((x.dims[2 + axis] - 1) * strides[axis] - pb[axis] - pe[axis]
+                + dil[axis] * (kernel[axis] - 1) + 1 + extra[axis])
+        if size < 1:
+            raise InferError(f"{op.kind} output dim {axis + 2} would be {size}")
+        dims.append(size)
+    return dims
+
+
 def _deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
     x, w = ins
     _window_4d(op, x, "data")
@@ -70,16 +83,21 @@ def _deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
         raise InferError(f"ConvolutionBackpropData weights are IOHW with I = {x.dims[1]} input "
                          f"channels; got {_shape_text(w.dims)}")
     _same_elem(op, ins)
-    strides, pb, pe, dil = _pairs(op, "strides", "pads_begin", "pads_end", "dilations")
-    extra = tuple(op.attrs["output_padding"])
-    dims = []
-    for axis in range(2):
-        size = ((x.dims[2 + axis] - 1) * strides[axis] - pb[axis] - pe[axis]
-                + dil[axis] * (w.dims[2 + axis] - 1) + 1 + extra[axis])
-        if size < 1:
-            raise InferError(f"ConvolutionBackpropData output dim {axis + 2} would be {size}")
-        dims.append(size)
-    return _like(x, (x.dims[0], w.dims[1], *dims))
+    return _like(x, (x.dims[0], w.dims[1], *_deconv_spatial(op, x, w.dims[2:])))
+
+
+def _group_deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
+    """OpenVINO's GroupConvolutionBackpropData: weights [G, I/G, O/G, KH, KW]."""
+    x, w = ins
+    _window_4d(op, x, "data")
+    if w.rank != 5:
+        raise InferError(f"GroupConvolutionBackpropData weights are GIOHW (rank 5); got rank {w.rank}")
+    _same_elem(op, ins)
+    groups, per_in, per_out = w.dims[:3]
+    if x.dims[1] != groups * per_in:
+        raise InferError(f"GroupConvolutionBackpropData input has {x.dims[1]} channels; the "
+                         f"weights expect {groups} groups of {per_in}")
+    return _like(x, (x.dims[0], groups * per_out, *_deconv_spatial(op, x, w.dims[3:])))
 
 
 def _avg_pool(op: GraphOp, ins: list[TensorType]) -> TensorType:
@@ -220,6 +238,8 @@ NN_SPECS = [
     *(OpSpec(n, 1, "eltwise", lambda op, ins: ins[0], float_only=True) for n in ("Log", "SoftPlus", "Mish")),
     OpSpec("GroupConvolution", 2, "layer", _group_conv, _CONV_WINDOW),
     OpSpec("ConvolutionBackpropData", 2, "layer", _deconv,
+           _CONV_WINDOW + (AttrSpec("output_padding", "ints", (0, 0)),)),
+    OpSpec("GroupConvolutionBackpropData", 2, "layer", _group_deconv,
            _CONV_WINDOW + (AttrSpec("output_padding", "ints", (0, 0)),)),
     OpSpec("AvgPool", 1, "layer", _avg_pool, _POOL_WINDOW + (AttrSpec("exclude_pad", "bool", False),),
            float_only=True),

@@ -33,8 +33,7 @@ def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
 
 def _conv_transpose(b, node, attrs):
     weights = b.array(node.input[1])
-    if attrs.get("group", 1) != 1:
-        raise b.error(f"group = {attrs['group']}: grouped ConvTranspose is not supported")
+    groups = attrs.get("group", 1)
     if "output_shape" in attrs:
         raise b.error("ConvTranspose output_shape is not supported; give pads instead")
     kernel = weights.shape[2:]
@@ -45,12 +44,20 @@ def _conv_transpose(b, node, attrs):
         raise b.error(f"ConvTranspose auto_pad {auto} is not supported; give pads instead")
     pads = list(attrs.get("pads", [0, 0, 0, 0]))
     has_bias = len(node.input) > 2 and bool(node.input[2])
-    y = b.op("ConvolutionBackpropData", [b.value(node.input[0]), b.value(node.input[1])],
+    if len(kernel) != 2:
+        raise b.error("only 2-D ConvTranspose is supported")
+    if groups == 1:
+        kind, w = "ConvolutionBackpropData", b.value(node.input[1])
+    else:                  # [C, O/G, KH, KW] -> OpenVINO's [G, C/G, O/G, KH, KW]
+        if weights.shape[0] % groups:
+            raise b.error(f"group = {groups} does not divide the {weights.shape[0]} input channels")
+        kind = "GroupConvolutionBackpropData"     # only the regrouped weights are stored
+        w = b.constant(weights.reshape((groups, weights.shape[0] // groups) + weights.shape[1:]),
+                       node.input[1] + ".grouped")
+    y = b.op(kind, [b.value(node.input[0]), w],
              {"strides": strides, "pads_begin": (pads[0], pads[1]), "pads_end": (pads[2], pads[3]),
               "dilations": dilations, "output_padding": tuple(attrs.get("output_padding", (0, 0)))},
              out=None if has_bias else node.output[0])
-    if len(kernel) != 2:
-        raise b.error("only 2-D ConvTranspose is supported")
     if has_bias:
         bias = b.array(node.input[2]).reshape(1, -1, 1, 1)
         b.op("Add", [y, b.constant(bias, node.input[2])], out=node.output[0])

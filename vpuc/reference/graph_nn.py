@@ -58,6 +58,14 @@ def deconv(x, w, attrs):
     return out[:, :, pb0:full_h - pe0, pb1:full_w - pe1]
 
 
+def group_deconv(x, w, attrs):
+    """GroupConvolutionBackpropData: each group of input channels transposed-convolved
+    with its own weights [G, I/G, O/G, KH, KW], the groups' outputs concatenated."""
+    groups, per_in = w.shape[:2]
+    return np.concatenate([deconv(x[:, g * per_in:(g + 1) * per_in], w[g], attrs)
+                           for g in range(groups)], axis=1)
+
+
 def avg_pool(x, attrs):
     (k0, k1), (s0, s1) = attrs["kernel"], attrs["strides"]
     xp = _pad_hw(x, attrs)
@@ -204,6 +212,7 @@ NN_UNARY = {
 NN_LAYERS = {
     "GroupConvolution": lambda args, a: group_conv(args[0], args[1], a),
     "ConvolutionBackpropData": lambda args, a: deconv(args[0], args[1], a),
+    "GroupConvolutionBackpropData": lambda args, a: group_deconv(args[0], args[1], a),
     "AvgPool": lambda args, a: avg_pool(args[0], a),
     "ReduceMean": reduce("ReduceMean"), "ReduceSum": reduce("ReduceSum"), "ReduceMax": reduce("ReduceMax"),
     "Concat": lambda args, a: np.concatenate(args, axis=a["axis"]),
