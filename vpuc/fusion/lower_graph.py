@@ -65,6 +65,7 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
@@ -146,8 +147,10 @@ class Segment:
             return list(self.dma.operands)
         if self.library is not None:
             return [self.library.op.operands[0]]
-        if self.layer is not None:
-            return list(self.layer.op.operands)
+        if self.layer is not None:       # weights the lowering re-declares are not read
+            op = self.layer.op
+            return [v for i, v in enumerate(op.operands)
+                    if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
@@ -391,7 +394,7 @@ def _values(graph: Graph, tok: Tokenization,
     conv_weights, other_reads = set(), set()
     for seg in segments:
         reads = seg.reads(tok)
-        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+        if seg.layer is not None and seg.layer.op.kind == "Convolution" and len(reads) > 1:
             conv_weights.add(reads[1])
             reads = reads[:1]
         other_reads.update(reads)
