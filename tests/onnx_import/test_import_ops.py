@@ -129,7 +129,8 @@ CASES = {
                                   kernel_shape=[3, 3], group=4, pads=[1, 1, 1, 1], strides=[2, 2]),
     "grouped": lambda m: m.node("Conv", [_x(m), m.weight((6, 2, 3, 3))], kernel_shape=[3, 3], group=2,
                                 dilations=[2, 1], pads=[0, 1, 2, 0]),
-    "conv_transpose_grouped": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 2, 2)), m.weight((6,), 0.1)],
+    # grouped ConvTranspose, named to sort after the cases with random weights (seeds by position)
+    "transposed_conv_grouped": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 2, 2)), m.weight((6,), 0.1)],
                                                kernel_shape=[2, 2], strides=[2, 2], group=2),
     "conv_transpose": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 3, 3)), m.weight((3,), 0.1)],
                                        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
