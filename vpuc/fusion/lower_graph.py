@@ -23,7 +23,11 @@ is cut into **segments**, run one after another:
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
   marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
 - a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
-  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
+  Gather, Pad, DepthToSpace, SpaceToDepth, nearest Interpolate) as DDR -> DDR
+  copies (``lower_dma.py``).
+
+A linear Interpolate is first rewritten into row Gathers, an elementwise blend
+and a MatMul by its column interpolation matrix (``lower_resize.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
@@ -62,7 +66,9 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import constant_value
@@ -157,8 +163,10 @@ class Segment:
             return list(self.dma.operands)
         if self.library is not None:
             return [self.library.op.operands[0]]
-        if self.layer is not None:
-            return list(self.layer.op.operands)
+        if self.layer is not None:       # weights the lowering re-declares are not read
+            op = self.layer.op
+            return [v for i, v in enumerate(op.operands)
+                    if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
@@ -176,6 +184,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
+    expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
@@ -401,7 +410,7 @@ def _values(graph: Graph, tok: Tokenization,
     conv_weights, other_reads = set(), set()
     for seg in segments:
         reads = seg.reads(tok)
-        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+        if seg.layer is not None and seg.layer.op.kind == "Convolution" and len(reads) > 1:
             conv_weights.add(reads[1])
             reads = reads[:1]
         other_reads.update(reads)
