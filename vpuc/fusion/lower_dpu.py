@@ -20,10 +20,12 @@ Guarantees:
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
   (``lower_dpu_support.dpu_problem``);
-- the output rows (H, or M for a matmul) are cut into blocks: one per tile when
-  a block's input rows (with the halo the window needs), its output rows and
-  the weights fit in ``CMX_BUDGET`` bytes of a tile, else as many as it takes,
-  double-buffered.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
+- the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
+  that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
+  the window needs, its output rows, the weights); a Convolution's, MaxPool's
+  and eltwise layer's count is the one the cost model's pipeline estimate
+  (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
+  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
   ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task whose
   rows are split into the variants, each with its execution mode, that the cost
   model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
