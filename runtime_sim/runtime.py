@@ -168,7 +168,8 @@ class Runtime:
                                 on_start(u, t)
                             seq += 1
                             if kind == DMA:
-                                push(heap, (dma_data_start(t, work[u], dma_fixed), seq, DMA_DATA, u))
+                                push(heap, (dma_data_start(t, work[u], dma_fixed), seq,
+                                            DMA_DATA, u))
                             elif kind == ACT:
                                 push(heap, (act_invocation_end(t, act_cycles(u, t), shave_cycle,
                                                                act_fixed), seq, END, u))

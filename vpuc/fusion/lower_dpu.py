@@ -25,10 +25,10 @@ Guarantees:
   the window needs, its output rows, the weights); a Convolution's, MaxPool's
   and eltwise layer's count is the one the cost model's pipeline estimate
   (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
-  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
-  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task whose
-  rows are split into the variants, each with its execution mode, that the cost
-  model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
+  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
+  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
+  one DPU task whose rows are split into the variants, each with its execution
+  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
   are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
