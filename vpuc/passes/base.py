@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from vpuc.arch import Arch
 from vpuc.cost.timing import Timing, default_timing
-from vpuc.diagnostics import DiagnosticBag, Loc, VpucError
+from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import Module
 
 
@@ -25,21 +25,13 @@ class PassContext:
     warnings: DiagnosticBag = field(default_factory=DiagnosticBag)
     # Results that later passes or the serializer consume (packed args, windows, ...).
     artifacts: dict[str, object] = field(default_factory=dict)
-    # Default: the timing file shipped for ``arch`` (None when it has none).
+    # Default: the timing file shipped for ``arch`` (None when it has none: a pass that
+    # asks the cost model then reports it, located).
     timing: Timing | None = None
 
     def __post_init__(self) -> None:
         if self.timing is None:
             self.timing = default_timing(self.arch.name)
-
-    def cost_timing(self, loc: Loc | None) -> Timing:
-        """The timing model, for a pass that asks the cost model; its absence is an
-        error at ``loc``."""
-        if self.timing is None:
-            raise VpucError(f"no timing model for architecture '{self.arch.name}' (expected "
-                            f"vpuc/cost/archs/{self.arch.name.lower()}.toml, or timing=FILE); "
-                            "lowering asks the cost model", loc)
-        return self.timing
 
 
 class ModulePass:
