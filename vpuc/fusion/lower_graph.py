@@ -108,7 +108,7 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -180,7 +180,7 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None) -> str:
+          blocks: int | None = None, config=None, timing=None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
@@ -190,7 +190,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText()
+    prog = ProgramText(timing=timing)      # the cost model's numbers (vpuc.cost.Timing)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
