@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from vpuc.cost.timing import Timing
 from vpuc.ir.module import ConstInit
 from vpuc.ir.types import TensorType
 
@@ -78,6 +79,8 @@ class ProgramText:
     dma: list[str] = field(default_factory=list)
     dpu: list[str] = field(default_factory=list)
     act: list[str] = field(default_factory=list)
+    # The target's timing model: DPU layers ask the cost model for their blocks and modes.
+    timing: Timing | None = None
 
     @property
     def store_channel(self) -> int:
