@@ -191,8 +191,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText(timing=timing,      # the cost model's numbers (vpuc.cost.Timing)
-                       dma_channels=dma_channels)
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
