@@ -55,6 +55,7 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc import const_files
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
@@ -64,7 +65,7 @@ from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
-from vpuc.reference.graph import constant_value
+from vpuc.reference.graph import const_base
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -409,8 +410,8 @@ def _values(graph: Graph, tok: Tokenization,
         if op.kind == PARAMETER:
             values.append(Value(names[v], op.type, "input"))
         elif op.kind == CONSTANT:
-            init = op.const if op.const.path is None else ConstInit(
-                values=tuple(constant_value(op).ravel().tolist()))
+            init = op.const if op.const.path is None else ConstInit(   # stays a file
+                path=const_files.resolve(op.const.path, const_base(op)))
             t = op.type
             if v in weights_only:
                 t = TensorType(t.dims, t.elem, DimsOrder(NAMED_ORDERS["NHWC"]))
