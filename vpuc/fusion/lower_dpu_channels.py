@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vpuc.ir.graph import GraphIndex
+from vpuc.ir.graph import CONSTANT, GraphIndex
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder
 
 ALIGNMENT = 16                       # VPU_CHANNEL_ALIGNMENT
 CHANNELWISE_CHUNKS = (64, 32, 16)    # supportedChannelsDW
@@ -73,7 +74,7 @@ def reads_weights(op, index: GraphIndex) -> bool:
     and the graph's constant is dropped."""
     if op.kind in REDECLARED_WEIGHTS:
         return False
-    if op.kind != "Convolution":
+    if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
         return True                    # a MatMul's weights, an eltwise layer's other input
     return conv_aligned(index.producer(op.operands[0]).type.dims[1], op.type.dims[1])
 
@@ -86,3 +87,27 @@ def variant_boxes(dpu_op: str, rows: list[tuple[int, int, str]], channels: tuple
         return [(a, b, z0, z1, mode) for a, b, mode in rows]
     return [(a, b, z0 + c0, z0 + c1 - 1, mode) for a, b, mode in rows
             for c0, c1 in channel_chunks(z1 - z0 + 1)]
+
+
+def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: str, tag: str,
+                        waits: str, loaded: list[str]) -> None:
+    """DMA run-time conv weights (a graph value in DDR, not a constant) into the padded CMX
+    weights ``wt`` ([aligned O, aligned I, KH, KW], NHWC): the real block into its corner,
+    zeros from a ``const`` splat into the two disjoint slabs beside it.  ``e`` is the
+    layer's ``lower_dpu.LayerEmitter``."""
+    (o0, o1), (i0, i1) = outs, ins
+    ro, ri = o1 - o0, i1 - i0
+    po, pi = aligned(ro), aligned(ri)
+    kh, kw = wv.type.dims[2:]
+    elem = wv.type.elem
+    zeros = f"{e.p}wzeros.{tag}"
+    e.prog.buffers.append(f"const %{zeros} : {po}x{pi}x{kh}x{kw}x{elem} NHWC = splat 0")
+    src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"{i0}:{i1}", f"0:{kh}", f"0:{kw}"])
+    e.dma(f"load_w.{tag}", src, e.view(f"w.r{tag}", wt[1:], [f"0:{ro}", f"0:{ri}", f"0:{kh}", f"0:{kw}"]),
+          0, waits, loaded, permute=wv.type.order != DimsOrder(NAMED_ORDERS["NHWC"]))
+    slabs = [[f"0:{ro}", f"{ri}:{pi}"], [f"{ro}:{po}", f"0:{pi}"]]
+    for n, (rows, cols) in enumerate(slabs):
+        if rows.split(":")[0] != rows.split(":")[1] and cols.split(":")[0] != cols.split(":")[1]:
+            box = [rows, cols, f"0:{kh}", f"0:{kw}"]
+            e.dma(f"zero_w{n}.{tag}", e.view(f"wz.v{n}{tag}", zeros, box),
+                  e.view(f"wz.c{n}{tag}", wt[1:], box), 0, waits, loaded)

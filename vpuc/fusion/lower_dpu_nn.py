@@ -44,7 +44,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, vector)
-from vpuc.fusion.lower_dpu_channels import aligned, conv_aligned, padded
+from vpuc.fusion.lower_dpu_channels import aligned, conv_aligned, load_padded_weights, padded
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -121,7 +121,8 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
     op = layer.op
     kernel, strides, begin, end, dil = nn_window(op, index)
     whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
-    if op.kind == "Convolution" and not conv_aligned(c, oc):   # padded copies
+    if op.kind == "Convolution" and not conv_aligned(c, oc) \
+            and index.producer(op.operands[1]).kind == CONSTANT:     # padded copies
         whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":
         return Plan("conv", kernel, strides, begin, end, dil, whole)
@@ -338,6 +339,11 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         elem = values[op.operands[0]].type.elem
         dims = (aligned(o1 - o0), per_out, kh, kw)
         permute = False
+        if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
+            wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
+            load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
+            return clauses + f" weights({wt})" + _load_bias(e, layer, j, (o0, o1), tag, t, waits,
+                                                            loaded, declare)
         if job.from_ddr:
             wv = values[op.operands[1]]
             src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"0:{per_out}", f"0:{kh}",
@@ -351,6 +357,13 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
+    return clauses + _load_bias(e, layer, j, (o0, o1), tag, t, waits, loaded, declare)
+
+
+def _load_bias(e: LayerEmitter, layer: DpuLayer, j: int, outs: tuple[int, int], tag: str, t: int,
+               waits: str, loaded: list[str], declare: bool) -> str:
+    p, (o0, o1) = e.p, outs
+    clauses = ""
     if layer.bias is not None:
         src = f"%{p}bias"
         if aligned(o1 - o0) != o1 - o0:              # a zero-padded copy of the job's slice
