@@ -59,6 +59,7 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
@@ -79,6 +80,7 @@ from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
 from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
 from vpuc.passes.base import ModulePass, PassContext
+from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
@@ -124,14 +126,28 @@ def check_sizes(graph: Graph, limit: int) -> None:
     bag = DiagnosticBag()
     oversized: set[str] = set()
     for op in graph.ops:
-        if op.kind == RESULT or op.type is None or op.type.nbytes <= limit:
+        if op.kind == RESULT or op.type is None:
+            continue
+        problem = _size_problem(op.type, limit)
+        if problem is None:
             continue
         oversized.add(op.result)
         if not oversized.intersection(op.operands):      # the first one on its path
-                bag.error(op.loc, f"%{op.result} ({op.type}) has {op.type.nbytes:,} bytes; a "
-                          f"tensor on this target holds at most {limit:,} bytes (its address "
-                          "space)")
+            bag.error(op.loc, f"%{op.result} ({op.type}) {problem}")
     bag.raise_if_errors()
+
+
+def _size_problem(tensor, limit: int) -> str | None:
+    """Why a tensor of this type cannot exist on the target (the bounds of
+    ``vpuc/verifier/limits.py``), or None."""
+    if len(tensor.dims) > MAX_DIMS:
+        return f"has rank {len(tensor.dims)}; a tensor has at most {MAX_DIMS} dims"
+    if any(d > INT32[1] for d in tensor.bound_shape):
+        return f"has a dim beyond int32 ({INT32[1]:,}); a dim is an int32 on this target"
+    if tensor.nbytes > limit:
+        return (f"has {tensor.nbytes:,} bytes; a tensor on this target holds at most "
+                f"{limit:,} bytes (its address space)")
+    return None
 
 
 @dataclass
