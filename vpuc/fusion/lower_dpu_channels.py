@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.ir.graph import CONSTANT, GraphIndex
-from vpuc.ir.types import NAMED_ORDERS, DimsOrder
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 ALIGNMENT = 16                       # VPU_CHANNEL_ALIGNMENT
 CHANNELWISE_CHUNKS = (64, 32, 16)    # supportedChannelsDW
@@ -111,3 +111,25 @@ def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: 
             box = [rows, cols, f"0:{kh}", f"0:{kw}"]
             e.dma(f"zero_w{n}.{tag}", e.view(f"wz.v{n}{tag}", zeros, box),
                   e.view(f"wz.c{n}{tag}", wt[1:], box), 0, waits, loaded)
+
+
+def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: str, t: int,
+              waits: str, loaded: list[str], declare: bool) -> str:
+    """DMA job ``j``'s slice [o0, o1) of the layer's f32 bias (``const %<prefix>bias``) into
+    tile ``t``'s CMX, zero-padded to the aligned channel count (a ``const`` of its own,
+    declared with the job's first block); the task's ``bias(...)`` clause, "" without one."""
+    if bias is None:
+        return ""
+    (o0, o1), p = outs, e.p
+    src = f"%{p}bias"
+    if aligned(o1 - o0) != o1 - o0:
+        src = f"%{p}bias{j}"
+        if declare:
+            values = padded(bias[o0:o1], {0: aligned(o1 - o0)})
+            text = "[" + ", ".join(repr(float(v)) for v in values) + "]"
+            e.prog.buffers.append(f"const {src} : {values.size}xf32 = {text}")
+    elif (o0, o1) != (0, bias.size):
+        src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
+    cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
+    e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    return f" bias({cmx})"

@@ -43,8 +43,9 @@ from vpuc.cost import DpuWorkload
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe, vector)
-from vpuc.fusion.lower_dpu_channels import aligned, conv_aligned, load_padded_weights, padded
+                                   const_text, describe)
+from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
+                                            padded)
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -342,8 +343,8 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
             wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
             load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
-            return clauses + f" weights({wt})" + _load_bias(e, layer, j, (o0, o1), tag, t, waits,
-                                                            loaded, declare)
+            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+            return clauses + f" weights({wt})" + bias
         if job.from_ddr:
             wv = values[op.operands[1]]
             src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"0:{per_out}", f"0:{kh}",
@@ -357,26 +358,7 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
-    return clauses + _load_bias(e, layer, j, (o0, o1), tag, t, waits, loaded, declare)
-
-
-def _load_bias(e: LayerEmitter, layer: DpuLayer, j: int, outs: tuple[int, int], tag: str, t: int,
-               waits: str, loaded: list[str], declare: bool) -> str:
-    p, (o0, o1) = e.p, outs
-    clauses = ""
-    if layer.bias is not None:
-        src = f"%{p}bias"
-        if aligned(o1 - o0) != o1 - o0:              # a zero-padded copy of the job's slice
-            src = f"%{p}bias{j}"
-            if declare:
-                values_ = padded(layer.bias[o0:o1], {0: aligned(o1 - o0)})
-                e.prog.buffers.append(f"const {src} : {values_.size}xf32 = {const_text(values_)}")
-        elif (o0, o1) != (0, layer.bias.size):
-            src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
-        bias = e.cmx(f"bias.{tag}", vector(aligned(o1 - o0), ElemType.F32), t)
-        e.dma(f"load_bias.{tag}", src, bias, 0, waits, loaded)
-        clauses += f" bias({bias})"
-    return clauses
+    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
 
 
 def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
