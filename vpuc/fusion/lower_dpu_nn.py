@@ -260,7 +260,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
-    if layer.bias is not None:
+    if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias)}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
