@@ -22,8 +22,10 @@ them across channels), the weights are zero-padded constants declared by the
 lowering (the graph's own weights constant is then not read, and not
 declared), the bias is zero-padded, and only the real output channels are
 stored.  Channelwise workloads (dwconv, pools) are cut into variants of
-64/32/16 channels (``channel_chunks``).  MatMul (K, N) and the eltwise add/mul
-are not aligned yet; ``vpuc/verifier/dpu_channels.py`` checks the rest.
+64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
+aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
+across, so they are not zeroed).  MatMul (K, N) is not aligned yet;
+``vpuc/verifier/dpu_channels.py`` checks the rest.
 """
 
 from __future__ import annotations

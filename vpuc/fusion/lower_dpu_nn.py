@@ -369,24 +369,28 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
     n, c, h, w = out.type.dims
     elem = out.type.elem
-    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
+    cp = aligned(c)        # the pad channels are never read across: left as they are
+    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
                            "row", op)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)
         rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
-        block = TensorType((n, c, r1 - r0, w), elem, NHWC)
+        block = TensorType((n, cp, r1 - r0, w), elem, NHWC)
+        real = [f"0:{n}", f"0:{c}", f"0:{r1 - r0}", f"0:{w}"]
         ins = []
         for i, v in enumerate((a, b)):
             cmx = e.cmx(f"in{i}.c{k}", block, t)
-            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), cmx, 0, e.load_waits(k),
+            dst = cmx if cp == c else e.view(f"in{i}.r{k}", cmx[1:], real)
+            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), dst, 0, e.load_waits(k),
                   [f"%{prefix}loaded{k}"], permute=v.type.order != NHWC)
             ins.append(cmx)
         y = e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
-               ((0, w - 1), r1 - r0, (0, c - 1)),
+               ((0, w - 1), r1 - r0, (0, cp - 1)),
                lambda rows: DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
-                                        channels=c, in_channels=c, batch=n, in_bytes=elem.nbytes,
+                                        channels=cp, in_channels=cp, batch=n, in_bytes=elem.nbytes,
                                         out_bytes=elem.nbytes, weight_bytes=0))
-        e.store(k, y, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
+        stored = y if cp == c else e.view(f"out.r{k}", y[1:], real)
+        e.store(k, stored, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
