@@ -1,7 +1,8 @@
 """The DPU's channel constraints (``vpuc/fusion/lower_dpu_channels.py``, the rule in
 ``vpuc/verifier/dpu_channels.py``): layers whose channel counts are not multiples of
 16 are padded in CMX (zero input channels, zero-padded weights and bias, only the real
-channels stored) and channelwise workloads cut into 64/32/16-channel variants; the
+channels stored; a matmul's K and N likewise, an eltwise add's channels) and channelwise
+workloads cut into 64/32/16-channel variants; the
 results still match onnxruntime to ``test_lower_dpu_nn.compile_and_compare``'s
 derived f16 bound (the zero channels add exact zeros to the f32 sums), and the rule
 rejects a lowered program that breaks them, at the variant's location.
@@ -43,6 +44,11 @@ UNALIGNED = {
     "residual_add_24": (lambda m: m.node("Relu", [m.node("Add", [m.node(
         "Conv", [_x(m, (1, 24, 6, 6)), m.weight((24, 24, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         "x"])]), {DpuOp.CONV, DpuOp.ADD}),
+    # a matmul is a 1x1 conv to the DPU: K 24 -> 32 (zeroed columns), N 10 -> 16
+    "gemm_k24_n10": (lambda m: m.node("Gemm", [_x(m, (5, 24)), m.weight((10, 24)), m.weight((10,), 0.1)],
+                                      transB=1), DpuOp.MATMUL),
+    "matmul_batched_k12_n20": (lambda m: m.node("MatMul", [_x(m, (2, 3, 7, 12)), m.weight((12, 20))]),
+                               DpuOp.MATMUL),
 }
 
 
@@ -55,7 +61,7 @@ def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
         for v in task.variants:
             count = v.end[2] - v.start[2] + 1
             assert v.start[2] % 16 == 0
-            if task.op in (DpuOp.CONV, DpuOp.ADD):
+            if task.op in (DpuOp.CONV, DpuOp.ADD, DpuOp.MATMUL):
                 assert count % 16 == 0
             else:
                 assert count in (16, 32, 64)

@@ -24,8 +24,9 @@ declared), the bias is zero-padded, and only the real output channels are
 stored.  Channelwise workloads (dwconv, pools) are cut into variants of
 64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
 aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
-across, so they are not zeroed).  MatMul (K, N) is not aligned yet;
-``vpuc/verifier/dpu_channels.py`` checks the rest.
+across, so they are not zeroed), and so does a MatMul: K and N padded, the input's
+and the weights' padded K columns zeroed by DMA (``zero_pad_matrix``), only the real
+N columns stored.  ``vpuc/verifier/dpu_channels.py`` checks all of it.
 """
 
 from __future__ import annotations
@@ -135,3 +136,23 @@ def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: st
     cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
     e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
     return f" bias({cmx})"
+
+
+def padded_vector(values: np.ndarray, size: int) -> np.ndarray:
+    return padded(np.asarray(values, np.float32), {0: size})
+
+
+def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple[int, int], elem,
+                    order, waits: str, updates: list[str]) -> str:
+    """Zeros into the two slabs of CMX matrix ``buffer`` ([pad rows, pad cols]) beside its
+    ``real`` corner (a matmul reads K across: its padded columns must be zeros, not
+    garbage); the view of the corner, where the caller copies the real values."""
+    (rows, cols), (prows, pcols) = real, pad
+    zeros = f"{e.p}{name}.zeros"
+    order_text = "NC" if order.perm == (0, 1) else "CN"
+    e.prog.buffers.append(f"const %{zeros} : {prows}x{pcols}x{elem} {order_text} = splat 0")
+    for n, box in enumerate(([f"0:{rows}", f"{cols}:{pcols}"], [f"{rows}:{prows}", f"0:{pcols}"])):
+        if all(int(a) < int(b) for a, b in (part.split(":") for part in box)):
+            e.dma(f"{name}.zero{n}", e.view(f"{name}.zv{n}", zeros, box),
+                  e.view(f"{name}.zc{n}", buffer, box), 0, waits, updates)
+    return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
