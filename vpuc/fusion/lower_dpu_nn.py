@@ -40,10 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload
+from vpuc.cost.blocks import BlockStages, Move, block_stages
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe)
+                                   const_text, describe, layer_timing, split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
                                             padded)
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
@@ -370,8 +371,21 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     n, c, h, w = out.type.dims
     elem = out.type.elem
     cp = aligned(c)        # the pad channels are never read across: left as they are
+    timing = layer_timing(prog, op)
+
+    def workload_of(rows: int) -> DpuWorkload:
+        return DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
+                           channels=cp, in_channels=cp, batch=n, in_bytes=elem.nbytes,
+                           out_bytes=elem.nbytes, weight_bytes=0)
+
+    def stages(rows: int) -> BlockStages:      # the cost model's estimate of one block
+        size = n * c * rows * w * elem.nbytes
+        return block_stages([Move(size, elem.nbytes, v.type.order != NHWC) for v in (a, b)],
+                            split_rows_cost(rows, workload_of, timing)[1],
+                            [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
+
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
-                           "row", op)
+                           "row", op, cost=stages)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -388,9 +402,6 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
             ins.append(cmx)
         y = e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
-               ((0, w - 1), r1 - r0, (0, cp - 1)),
-               lambda rows: DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
-                                        channels=cp, in_channels=cp, batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=0))
+               ((0, w - 1), r1 - r0, (0, cp - 1)), workload_of)
         stored = y if cp == c else e.view(f"out.r{k}", y[1:], real)
         e.store(k, stored, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
