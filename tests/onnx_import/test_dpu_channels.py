@@ -68,17 +68,19 @@ def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
 
 
 def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
-    """The lowering declares zero-padded copies of the weights and bias; the graph's weights
-    constant and the unpadded bias are not read, so they are not in the program."""
+    """The lowering declares zero-padded copies of the weights and bias (16 channels); the
+    graph's weights constant is not read, so it is not in the program."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
     w = m.weight((5, 3, 3, 3))
     m.output(m.node("Conv", [_x(m, (1, 3, 6, 6)), w, m.weight((5,), 0.1)], kernel_shape=[3, 3]))
     program = api.compile(m.save(tmp_path / "m.onnx", "m"))
-    names = {b.name for b in program.module.buffers}
-    assert w not in names and any(n.endswith(".w0") for n in names)
-    assert any(n.endswith(".bias0") for n in names) and not any(n.endswith(".bias") for n in names)
+    consts = {b.name: b for b in program.module.buffers if b.kind.value == "const"}
+    assert w not in consts
+    padded_weights = [b for n, b in consts.items() if n.endswith(".wpad")]
+    assert [b.type.dims for b in padded_weights] == [(16, 16, 3, 3)]
+    assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
 
 
 VIR = """module @m arch NPU37XX

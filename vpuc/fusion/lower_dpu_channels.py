@@ -156,3 +156,52 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
             e.dma(f"{name}.zero{n}", e.view(f"{name}.zv{n}", zeros, box),
                   e.view(f"{name}.zc{n}", buffer, box), 0, waits, updates)
     return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
+
+
+def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: bool, waits: str,
+                     loaded: list[str]) -> str:
+    """DMA a block's input rows (``src``, a view of the DDR input ``x``) into a CMX buffer of
+    ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across channels)
+    the padded channels get zeros from ``const %<prefix>chzeros``, declared with the first
+    block.  The CMX buffer's name."""
+    n, _, h, w = x.type.dims
+    cp, elem = aligned(channels), x.type.elem
+    nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
+    xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))
+    real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{channels}",
+                                                                   f"0:{rows}", f"0:{w}"])
+    e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != nhwc)
+    if zero and cp > channels:
+        if k == 0:
+            e.prog.buffers.append(f"const %{e.p}chzeros : {n}x{cp - channels}x{h}x{w}x{elem} NHWC"
+                                  " = splat 0")
+        pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
+        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
+              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
+              0, waits, loaded)
+    return xin
+
+
+def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
+                        loaded: list[str], declare: bool) -> str:
+    """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels: the
+    graph's constant as it is when aligned, a zero-padded ``const`` copy when not, run-time
+    weights padded by DMA (``load_padded_weights``).  The CMX buffer's name."""
+    producer = index.producer(op.operands[1])
+    o, i, kh, kw = producer.type.dims
+    elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
+    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), aligned(i), kh, kw), elem, nhwc), t)
+    if not reads_weights(op, index):                 # a constant, padded at compile time
+        from vpuc.reference.graph import constant_value
+        if declare:
+            weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: aligned(i)})
+            text = "[" + ", ".join(repr(float(v)) for v in weights.ravel()) + "]"
+            e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{aligned(i)}x{kh}x{kw}x{elem} "
+                                  f"NHWC = {text}")
+        e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
+    elif (aligned(o), aligned(i)) != (o, i):
+        load_padded_weights(e, values[op.operands[1]], (0, o), (0, i), wt, f"t{t}", waits, loaded)
+    else:
+        wv = values[op.operands[1]]
+        e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, waits, loaded, permute=wv.type.order != nhwc)
+    return wt

@@ -172,8 +172,6 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
     _, channels, rows, _ = values[layer.output].type.dims
-    if not conv_aligned(values[op.operands[0]].type.dims[1], channels):
-        return True                                  # channels padded per block
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
     return few_rows or not _fits_whole(layer, values, index)
 
@@ -202,7 +200,10 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) ->
     kernel, strides, _, _, dilations = window(op, index)
     loaded = min(dilations[0] * (kernel[0] - 1) + 1, x.dims[2])
     rows = x.dims[0] * (x.dims[1] * loaded * x.dims[3] + out.dims[1] * out.dims[3])
-    weights = values[op.operands[1]].type.nbytes if op.kind == "Convolution" else 0
+    weights = 0
+    if op.kind == "Convolution":             # as loaded: padded to the channel multiples
+        o, i, kh, kw = index.producer(op.operands[1]).type.dims
+        weights = aligned(o) * aligned(i) * kh * kw * x.elem.nbytes
     bias = 4 * out.dims[1] if layer.bias is not None else 0
     return weights + bias + 2 * rows * x.elem.nbytes <= CMX_BUDGET
 
