@@ -62,6 +62,7 @@ from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import constant_value
@@ -108,6 +109,7 @@ class LowerGraphPass(ModulePass):
         module.views += lowered.views
         module.barriers += lowered.barriers
         module.task_lists += lowered.task_lists
+        module.layers += lowered.layers
         module.graphs = []
         module.attributes["graph"] = "lowered"
 
@@ -170,8 +172,10 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
     gate: tuple[str, ...] = ()
+    layers = LayerTable()
     for s, seg in enumerate(segments):
         prefix = "" if single and seg.units else _prefix(tok, seg)
+        layers.add(prefix, segment_ops(graph, tok, seg))
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
@@ -192,6 +196,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish, library)
         gate = (finish,) if finish else ()
+    prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
