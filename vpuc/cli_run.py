@@ -258,6 +258,13 @@ def cmd_run(args) -> int:
         lines.append(check.summary())
         if check.mismatches:
             status = EXIT_USER
+    if run.layer_check is not None:
+        lines += [f"layer {r.layer} ({r.nodes}): {r.failures} of {r.elements} elements beyond "
+                  f"the bound, worst {r.worst_fraction:.3g} at {r.worst_value}"
+                  for r in run.layer_check.failed[:MAX_MISMATCH_LINES]]
+        lines.append(run.layer_check.summary())
+        if run.layer_check.failed:
+            status = EXIT_USER
     buffers = {b.name: b for b in outputs_decl}
     verdicts = []
     for name, value, against in checks:
