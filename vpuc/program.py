@@ -80,5 +80,11 @@ class Program:
     # blob): what ``vpuc run --reference`` checks each layer against (runtime_sim/layer_check).
     source_graph: Graph | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def layers(self) -> list:
+        """The layer table: the ONNX nodes behind each layer's tasks (``Module.layers``,
+        vpuc/ir/provenance.py; empty for a program without provenance)."""
+        return self.module.layers
+
     def kernel_image(self, declared: str) -> KernelImage:
         return self.kernels[self.kernel_aliases.get(declared, declared)]
