@@ -81,3 +81,20 @@ def test_a_hand_written_program_keeps_its_labels(tmp_path, capsys, monkeypatch):
     _, layers = read_csv(files["layers"])
     assert sum(int(r["units"]) for r in layers) == summary["units"]
     assert all(r["onnx_nodes"] == "" for r in layers)
+
+
+def test_a_single_fused_segment_is_the_empty_key(tmp_path, capsys, monkeypatch):
+    """A model that lowers to one fused block: its tasks carry no prefix, so the layer
+    table's key is "" and every task belongs to it (reported under the module's name)."""
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(0)
+    x = m.input("x", [1, 8, 16, 16])
+    m.output(m.node("Sigmoid", [m.node("Relu", [x])]))
+    model = m.save(tmp_path / "chain.onnx")
+    program = api.compile(model)
+    assert [layer.key for layer in program.module.layers] == [""]
+    summary, files = run_reports(tmp_path, capsys, monkeypatch, model)
+    _, layers = read_csv(files["layers"])
+    assert len(layers) == 1 and layers[0]["layer"] == program.module.name
+    assert layers[0]["onnx_op_types"] == "Relu;Sigmoid"
+    assert int(layers[0]["units"]) == summary["units"]
