@@ -44,6 +44,7 @@ from vpuc.arch import DEFAULT_ARCH
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost, load_timing
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.fusion.lower_dpu_channels import variant_boxes
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
@@ -212,16 +213,18 @@ class LayerEmitter:
     def task(self, k: int, head: str, extent: tuple[int, int, int],
              workload_of: Callable[[int], DpuWorkload]) -> None:
         """One DPU task for block ``k``: ``head`` up to its post-op, its rows split into the
-        variants and modes the cost model finds cheapest (``split_rows``)."""
+        variants and modes the cost model finds cheapest (``split_rows``), a channelwise
+        op's also into channel chunks (``lower_dpu_channels.variant_boxes``)."""
         waits = [f"%{self.p}loaded{k}"]
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        for a, b, mode in split_rows(rows, workload_of, self.timing):
-            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z[0]}) end({x[1]}, {b - 1}, "
-                                 f"{z[1]}) mode({mode})")
+        runs = split_rows(rows, workload_of, self.timing)
+        for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
+            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, "
+                                 f"{z1}) mode({mode})")
         self.prog.dpu.append("  }")
 
     def load_bias(self, t: int, bias: np.ndarray | None) -> str:
