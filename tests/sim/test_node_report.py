@@ -63,6 +63,7 @@ def test_layer_report_adds_up_to_the_run(build, op_types, tmp_path, capsys, monk
     by_layer = {r["layer"]: r for r in layers}
     assert len(rows) == summary["units"]
     for row in rows:
+        assert row["onnx_nodes"], row["name"]        # every task of a model has provenance
         layer = by_layer[row["layer"]]
         assert (row["onnx_nodes"], row["onnx_op_types"]) == (layer["onnx_nodes"],
                                                              layer["onnx_op_types"])
