@@ -140,8 +140,9 @@ def check_layers(program, network, graph: Graph) -> LayerCheck:
             sim[v] = ref[v]
             depth[v], terms[v], mag[v] = 0, 0, 0.0
             continue
-        args = [sim[o] if o in sim else ref[o] for o in op.operands]
+        args = [sim[o] if o in sim else ref.get(o) for o in op.operands]
         if any(a is None for a in args):
+            ref[v] = None             # an input the run did not hold: nothing to check after
             continue
         ref[v] = run_op(op, args)
         fed = [o for o in op.operands if o not in sim]
