@@ -243,11 +243,15 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                         f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
-    parts = 2 if chunk is not None and chunk % 2 == 0 else 1
+    halves = 2 if chunk is not None and chunk % 2 == 0 else 1
+    rank_of = {v.name: v.type.rank for v in seg_values}
     stages = []
     for unit in seg.units:
         ins, outs = _stage_io(tok, unit)
         ins, outs = [names[v] for v in ins], [names[v] for v in outs]
+        # A rank-0 output has no halves: such a stage is one invocation on the whole block
+        # (and its kernel is generated for the whole block).
+        parts = 1 if any(rank_of.get(v) == 0 for v in outs) else halves
         if unit[0] == "op":
             call = library[unit[1]]
             if call.declaration() not in prog.kernels:
