@@ -31,6 +31,7 @@ orders (tests/tolerances.py), ``eta`` half the smallest f16 subnormal.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +47,7 @@ ULPS = 2
 U16 = 2.0 ** -11
 U32 = 2.0 ** -24
 ETA16 = 2.0 ** -25               # half the smallest f16 subnormal
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.$]")
 # Ops that sum terms (``_terms`` says how many per output element).
 ACCUMULATING = {"Convolution", "GroupConvolution", "ConvolutionBackpropData", "MatMul",
                 "AvgPool", "ReduceMean", "ReduceSum"}
@@ -169,8 +171,8 @@ def check_layers(program, network, graph: Graph) -> LayerCheck:
 
 
 def _name(value: str) -> str:
-    import re
-    return re.sub(r"[^A-Za-z0-9_.$]", "_", value)
+    """The program buffer lower-graph names after a graph value (its ``sanitize``)."""
+    return _UNSAFE.sub("_", value)
 
 
 def _terms(op, args, out) -> int:
