@@ -105,15 +105,18 @@ def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
 
 
 def read_blob(data: bytes, file: str = "<blob>", *, arch: str | None = None,
-              verify: bool = True) -> Program:
+              verify: bool = True, schedule_rules: bool = False) -> Program:
     """Read a blob of either format into the Program it was written from.
 
     ``arch`` refuses a blob compiled for another architecture; ``verify`` runs
-    the module verifier over the result (a blob is untrusted input).
+    the module verifier's rules over each record of the result (a blob is untrusted
+    input), ``schedule_rules`` also those over the whole schedule (deadlock, physical
+    barrier reuse, overlaps, races), which the simulator's runtime checks as it runs.
     """
     decoded = decode_blob(data, file, sizes=False)
     try:
-        return rebuild(decoded.content, file, expected_arch=arch, verify=verify)
+        return rebuild(decoded.content, file, expected_arch=arch, verify=verify,
+                       schedule_rules=schedule_rules)
     except VpucError:
         raise
     except Exception as exc:
