@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vpuc.arch import Arch
 from vpuc.blob.content import FORMAT_VERSION, BlobContent, content_hash
 from vpuc.blob.rebuild import rebuild
 from vpuc.diagnostics import BinLoc, VpucError
@@ -104,14 +105,15 @@ def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
     return DecodedBlob(fmt, version, content, digest, part_sizes, len(data))
 
 
-def read_blob(data: bytes, file: str = "<blob>", *, arch: str | None = None,
+def read_blob(data: bytes, file: str = "<blob>", *, arch: str | Arch | None = None,
               verify: bool = True, schedule_rules: bool = False) -> Program:
     """Read a blob of either format into the Program it was written from.
 
-    ``arch`` refuses a blob compiled for another architecture; ``verify`` runs
-    the module verifier's rules over each record of the result (a blob is untrusted
-    input), ``schedule_rules`` also those over the whole schedule (deadlock, physical
-    barrier reuse, overlaps, races), which the simulator's runtime checks as it runs.
+    ``arch`` (a name, or an ``Arch`` to compare every structure field with) refuses a
+    blob compiled for another architecture; ``verify`` runs the module verifier's rules
+    over each record of the result (a blob is untrusted input), ``schedule_rules`` also
+    those over the whole schedule (deadlock, physical barrier reuse, overlaps, races),
+    which the simulator's runtime checks as it runs.
     """
     decoded = decode_blob(data, file, sizes=False)
     try:
