@@ -23,13 +23,17 @@ is cut into **segments**, run one after another:
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
   marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
 - a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
-  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
+  Gather, Pad, DepthToSpace, SpaceToDepth, nearest Interpolate) as DDR -> DDR
+  copies (``lower_dma.py``).
+
+A linear Interpolate is first rewritten into row Gathers, an elementwise blend
+and a MatMul by its column interpolation matrix (``lower_resize.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
 its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
-store updates (all stores are on DMA channel 1, which runs them in order, so
+store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
@@ -55,17 +59,21 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
 from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
-from vpuc.reference.graph import constant_value
+from vpuc.reference.graph import const_base
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -102,7 +110,8 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                     dma_channels=ctx.arch.dma_channels)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -157,8 +166,10 @@ class Segment:
             return list(self.dma.operands)
         if self.library is not None:
             return [self.library.op.operands[0]]
-        if self.layer is not None:
-            return list(self.layer.op.operands)
+        if self.layer is not None:       # weights the lowering re-declares are not read
+            op = self.layer.op
+            return [v for i, v in enumerate(op.operands)
+                    if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
@@ -172,19 +183,22 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
+    expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText()
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
+    made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     for s, seg in enumerate(segments):
         prefix = "" if single and seg.units else _prefix(tok, seg)
@@ -206,13 +220,14 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
-                      blocks, config, prefix, gate, finish, library)
+                      blocks, config, prefix, gate, finish, library, made)
         gate = (finish,) if finish else ()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
-              config, prefix, gate, finish, library: dict[int, LibraryCall]) -> None:
+              config, prefix, gate, finish, library: dict[int, LibraryCall],
+              made: dict[tuple, str]) -> None:
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -244,7 +259,11 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         body = sub.body
         if chunk is not None:
             body = retype(body, axis, rank, chunk // parts)
-        name = sanitize(f"{graph.name}.{sub.name}")
+        key = body_key(body)            # an equal body (MobileNet's repeated blocks): one kernel
+        if key in made:
+            stages.append(Stage(made[key], ins, outs, parts=parts))
+            continue
+        name = made[key] = sanitize(f"{graph.name}.{sub.name}")
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
         kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
@@ -401,7 +420,7 @@ def _values(graph: Graph, tok: Tokenization,
     conv_weights, other_reads = set(), set()
     for seg in segments:
         reads = seg.reads(tok)
-        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+        if seg.layer is not None and seg.layer.op.kind == "Convolution" and len(reads) > 1:
             conv_weights.add(reads[1])
             reads = reads[:1]
         other_reads.update(reads)
@@ -425,8 +444,8 @@ def _values(graph: Graph, tok: Tokenization,
         if op.kind == PARAMETER:
             values.append(Value(names[v], op.type, "input"))
         elif op.kind == CONSTANT:
-            init = op.const if op.const.path is None else ConstInit(
-                values=tuple(constant_value(op).ravel().tolist()))
+            init = op.const if op.const.path is None else ConstInit(   # stays a file
+                path=const_files.resolve(op.const.path, const_base(op)))
             t = op.type
             if v in weights_only:
                 t = TensorType(t.dims, t.elem, DimsOrder(NAMED_ORDERS["NHWC"]))

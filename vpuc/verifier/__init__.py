@@ -13,6 +13,7 @@ from vpuc.ir.module import Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.perf import gc_paused
 from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_physical_reuse
+from vpuc.verifier.dpu_channels import check_dpu_channels
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
 from vpuc.verifier.graph import check_graphs
@@ -49,6 +50,8 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     check_views(module, symbols)
     check_barriers(module, arch, bag)
     check_tasks(module, arch, symbols, bag)
+    if not bag.has_errors:
+        check_dpu_channels(module, symbols, bag)
     check_wiring(module, symbols, bag)
     check_graphs(module, bag)
     schedule = Schedule(module, arch)
