@@ -128,9 +128,9 @@ def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: st
     if aligned(o1 - o0) != o1 - o0:
         src = f"%{p}bias{j}"
         if declare:
+            from vpuc.fusion.lower_dpu import const_text      # (lower_dpu imports this module)
             values = padded(bias[o0:o1], {0: aligned(o1 - o0)})
-            text = "[" + ", ".join(repr(float(v)) for v in values) + "]"
-            e.prog.buffers.append(f"const {src} : {values.size}xf32 = {text}")
+            e.prog.buffers.append(f"const {src} : {values.size}xf32 = {const_text(values, src[1:])}")
     elif (o0, o1) != (0, bias.size):
         src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
     cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
@@ -194,8 +194,9 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         if declare:
+            from vpuc.fusion.lower_dpu import const_text
             weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: aligned(i)})
-            text = "[" + ", ".join(repr(float(v)) for v in weights.ravel()) + "]"
+            text = const_text(weights, f"{e.p}wpad")
             e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{aligned(i)}x{kh}x{kw}x{elem} "
                                   f"NHWC = {text}")
         e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
