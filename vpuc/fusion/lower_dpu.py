@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vpuc import const_files
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lower_bound, \
     pipeline_cycles
@@ -51,7 +50,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
                                             padded_vector, variant_boxes)
-from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
+from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
@@ -61,7 +60,6 @@ from vpuc.vir.printer import format_attr
 
 CMX_BUDGET = 1 << 20        # bytes of a tile's CMX one layer's blocks may use
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
-INLINE_LIMIT = 16          # longer computed constants are in-memory files (const_text)
 
 
 @dataclass
@@ -126,14 +124,6 @@ def _bias(anchor: GraphOp, add: GraphOp, index: GraphIndex) -> np.ndarray:
 
 def vector(size: int, elem: ElemType) -> TensorType:
     return TensorType((size,), elem, DimsOrder.identity(1))
-
-
-def const_text(values: np.ndarray, hint: str = "c") -> str:
-    """The initializer of a const the lowering computed: a literal when short, else an
-    in-memory file (``vpuc/const_files.py``) with the values' shape, never a long literal."""
-    if values.size <= INLINE_LIMIT:
-        return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
-    return f'file "{const_files.hold(np.asarray(values), hint)}"'
 
 
 def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
@@ -128,7 +129,6 @@ def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: st
     if aligned(o1 - o0) != o1 - o0:
         src = f"%{p}bias{j}"
         if declare:
-            from vpuc.fusion.lower_dpu import const_text      # (lower_dpu imports this module)
             values = padded(bias[o0:o1], {0: aligned(o1 - o0)})
             e.prog.buffers.append(f"const {src} : {values.size}xf32 = {const_text(values, src[1:])}")
     elif (o0, o1) != (0, bias.size):
@@ -194,11 +194,9 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         if declare:
-            from vpuc.fusion.lower_dpu import const_text
             weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: aligned(i)})
-            text = const_text(weights, f"{e.p}wpad")
             e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{aligned(i)}x{kh}x{kw}x{elem} "
-                                  f"NHWC = {text}")
+                                  f"NHWC = {const_text(weights, e.p + 'wpad')}")
         e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
     elif (aligned(o), aligned(i)) != (o, i):
         load_padded_weights(e, values[op.operands[1]], (0, o), (0, i), wt, f"t{t}", waits, loaded)

@@ -127,8 +127,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
-        prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = "
-                            f"{const_text(bias_values, prefix + 'bias')}")
+        prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
     bias_of = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
