@@ -81,7 +81,9 @@ def resolve_arch(module, arch: Arch | str | None) -> Arch:
     if arch is None:
         try:
             return load_arch(module.arch)
-        except VpucError as exc:        # located at the module's header
+        except VpucError as exc:        # located at the module's header, or in its file
+            if exc.diagnostics[0].loc is not None:
+                raise
             raise VpucError(exc.diagnostics[0].message, module.loc) from None
     return load_arch(arch)
 

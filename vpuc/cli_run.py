@@ -175,6 +175,8 @@ def cmd_run(args) -> int:
         try:
             timing = load_sim_arch(args.arch)
         except VpucError as exc:
+            if exc.diagnostics[0].loc is not None:    # a number in the file: located there
+                raise
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.load(args.file, timing.structure if timing else None, passes=args.passes,

@@ -1,7 +1,7 @@
 """Graph data-movement ops as DMA tasks: a *DMA segment* of ``lower-graph``.
 
 ``lower-graph`` makes one segment of each Reshape, Transpose, Concat, Slice,
-Gather, Pad, DepthToSpace and SpaceToDepth the tokenizer leaves out, and
+Gather, Pad, DepthToSpace, SpaceToDepth and nearest Interpolate the tokenizer leaves out, and
 calls ``emit_dma`` to add its tasks to the program being built.
 
 Expects: a typed graph op of ``DMA_OPS`` with static shapes; its operands and

@@ -22,10 +22,10 @@ Guarantees:
   (``lower_dpu_support.dpu_problem``);
 - the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
   that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
-  the window needs, its output rows, the weights); a Convolution's, MaxPool's
-  and eltwise layer's count is the one the cost model's pipeline estimate
-  (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
-  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
+  the window needs, its output rows, the weights); the count is the one the cost
+  model's pipeline estimate (``vpuc.cost.blocks``, with the context's timing
+  model) finds fastest among those, except for a matmul and a layer split over
+  channels (each block loading its own weights), which take the fewest that fit.  Block *k* runs on tile ``k % tiles``:
   DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
@@ -47,6 +47,7 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lowe
     pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.fusion.lower_dpu_channels import variant_boxes
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
@@ -270,16 +271,18 @@ class LayerEmitter:
     def task(self, k: int, head: str, extent: tuple[int, int, int],
              workload_of: Callable[[int], DpuWorkload]) -> None:
         """One DPU task for block ``k``: ``head`` up to its post-op, its rows split into the
-        variants and modes the cost model finds cheapest (``split_rows``)."""
+        variants and modes the cost model finds cheapest (``split_rows``), a channelwise
+        op's also into channel chunks (``lower_dpu_channels.variant_boxes``)."""
         waits = [f"%{self.p}loaded{k}"]
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        for a, b, mode in split_rows(rows, workload_of, self.timing):
-            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z[0]}) end({x[1]}, {b - 1}, "
-                                 f"{z[1]}) mode({mode})")
+        runs = split_rows(rows, workload_of, self.timing)
+        for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
+            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, "
+                                 f"{z1}) mode({mode})")
         self.prog.dpu.append("  }")
 
     def load_bias(self, t: int, bias: np.ndarray | None) -> str:
