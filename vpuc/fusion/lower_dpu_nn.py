@@ -27,9 +27,10 @@ Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
 blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
 border), and all blocks of all jobs alternate over the tiles, double-buffered.
-A layer of one job loads its weights once per tile; with several jobs each
-block loads its job's weights (a slice of the DDR weights, or a ``const`` this
-module declares, laid out NHWC).
+A layer of one job loads its weights once per tile, and its block count is the
+one the cost model's pipeline estimate finds fastest (``vpuc.cost.blocks``);
+with several jobs each block loads its job's weights (a slice of the DDR
+weights, or a ``const`` this module declares, laid out NHWC).
 """
 
 from __future__ import annotations
