@@ -28,7 +28,8 @@ Guarantees:
   channels (each block loading its own weights), which take the fewest that fit.  Block *k* runs on tile ``k % tiles``:
   DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
   one DPU task whose rows are split into the variants, each with its execution
-  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
+  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
+  with one).  Weights and bias
   are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
@@ -300,7 +301,7 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, 1, f" waits(%{self.p}done{k})", updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

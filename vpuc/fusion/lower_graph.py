@@ -33,7 +33,7 @@ and a MatMul by its column interpolation matrix (``lower_resize.py``).
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
 its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
-store updates (all stores are on DMA channel 1, which runs them in order, so
+store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
@@ -108,7 +108,8 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                     dma_channels=ctx.arch.dma_channels)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -180,7 +181,7 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None, timing=None) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
@@ -190,7 +191,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText(timing=timing)      # the cost model's numbers (vpuc.cost.Timing)
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
