@@ -159,14 +159,14 @@ def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
 
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
                   live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
-                  resident_cycles: float = 0.0):
+                  resident_cycles: float = 0.0, channels: int = 2):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
     ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
     has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
     rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
     (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
-    ``resident_cycles``) finds cheapest among the counts that fit, ties to fewer blocks;
-    without it, the fewest blocks that fit."""
+    ``resident_cycles``, over the target's DMA ``channels``) finds cheapest among the
+    counts that fit, ties to fewer blocks; without it, the fewest blocks that fit."""
     used = min(tiles, extent)
     count = used
     fixed_live = live
@@ -183,7 +183,7 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             op.loc)
         count = min(count + used, extent)
     if cost is not None:
-        count = _cheapest_count(extent, count, used, cost, resident_cycles,
+        count = _cheapest_count(extent, count, used, cost, resident_cycles, channels,
                                 lambda c: resident + (fixed_live or (1 if c <= used else 2))
                                 * footprint(math.ceil(extent / c)) <= CMX_BUDGET)
     return _edges(extent, count)
@@ -195,7 +195,7 @@ def _edges(extent: int, count: int) -> list[tuple[int, int]]:
 
 
 def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
-                    resident_cycles: float, fits: Callable[[int], bool]) -> int:
+                    resident_cycles: float, channels: int, fits: Callable[[int], bool]) -> int:
     """The block count from ``first`` up whose pipeline the cost model finds fastest; each
     distinct block size is tried once, and the search stops where even the transfers of
     one-row blocks would take longer than the best so far."""
@@ -213,7 +213,8 @@ def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], B
         rows = math.ceil(extent / count)
         if rows != last_rows and fits(count):
             cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
-                                     min(tiles, count), resident_cycles)
+                                     min(tiles, count), resident_cycles,
+                                     channels=channels)
             if cycles < best_cycles - 1e-9:
                 best, best_cycles = count, cycles
         last_rows = rows
@@ -361,7 +362,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     if layer.bias is not None:
         resident_loads.append(Move(4 * oc, 4))
     blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
-                           resident_cycles=loads_cycles(resident_loads, timing))
+                           resident_cycles=loads_cycles(resident_loads, timing),
+                           channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     bias_of = {}
     for k, (r0, r1) in enumerate(blocks):

@@ -272,7 +272,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op, cost=lambda r: stages(job, r),
                                    resident_cycles=loads_cycles(
-                                       [Move(weight_bytes(job), elem.nbytes)], timing))
+                                       [Move(weight_bytes(job), elem.nbytes)], timing),
+                                   channels=prog.dma_channels)
         else:
             # each block loads its own weights: two blocks (weights and rows) live per tile
             blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
@@ -407,7 +408,7 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
                             [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
 
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
-                           "row", op, cost=stages)
+                           "row", op, cost=stages, channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
