@@ -36,7 +36,8 @@ def digest(array: np.ndarray) -> str:
     """A content digest of an array: dtype, shape and bytes."""
     h = hashlib.blake2b(digest_size=10)
     h.update(f"{array.dtype.str}{array.shape}".encode())
-    h.update(np.ascontiguousarray(array).data)
+    # bytes through a uint8 view: ml_dtypes' types (bfloat16) have no buffer-protocol code
+    h.update(np.ascontiguousarray(array).view(np.uint8).data)
     return h.hexdigest()
 
 

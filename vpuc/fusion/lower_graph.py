@@ -23,13 +23,17 @@ is cut into **segments**, run one after another:
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
   marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
 - a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
-  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
+  Gather, Pad, DepthToSpace, SpaceToDepth, nearest Interpolate) as DDR -> DDR
+  copies (``lower_dma.py``).
+
+A linear Interpolate is first rewritten into row Gathers, an elementwise blend
+and a MatMul by its column interpolation matrix (``lower_resize.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
 its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
-store updates (all stores are on DMA channel 1, which runs them in order, so
+store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
@@ -56,6 +60,7 @@ import time
 from dataclasses import dataclass, field
 
 from vpuc import const_files
+from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
@@ -63,7 +68,9 @@ from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
@@ -75,6 +82,7 @@ from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
 from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
 from vpuc.passes.base import ModulePass, PassContext
+from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
@@ -102,7 +110,8 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                     dma_channels=ctx.arch.dma_channels)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -120,14 +129,28 @@ def check_sizes(graph: Graph, limit: int) -> None:
     bag = DiagnosticBag()
     oversized: set[str] = set()
     for op in graph.ops:
-        if op.kind == RESULT or op.type is None or op.type.nbytes <= limit:
+        if op.kind == RESULT or op.type is None:
+            continue
+        problem = _size_problem(op.type, limit)
+        if problem is None:
             continue
         oversized.add(op.result)
         if not oversized.intersection(op.operands):      # the first one on its path
-                bag.error(op.loc, f"%{op.result} ({op.type}) has {op.type.nbytes:,} bytes; a "
-                          f"tensor on this target holds at most {limit:,} bytes (its address "
-                          "space)")
+            bag.error(op.loc, f"%{op.result} ({op.type}) {problem}")
     bag.raise_if_errors()
+
+
+def _size_problem(tensor, limit: int) -> str | None:
+    """Why a tensor of this type cannot exist on the target (the bounds of
+    ``vpuc/verifier/limits.py``), or None."""
+    if len(tensor.dims) > MAX_DIMS:
+        return f"has rank {len(tensor.dims)}; a tensor has at most {MAX_DIMS} dims"
+    if any(d > INT32[1] for d in tensor.bound_shape):
+        return f"has a dim beyond int32 ({INT32[1]:,}); a dim is an int32 on this target"
+    if tensor.nbytes > limit:
+        return (f"has {tensor.nbytes:,} bytes; a tensor on this target holds at most "
+                f"{limit:,} bytes (its address space)")
+    return None
 
 
 @dataclass
@@ -143,8 +166,10 @@ class Segment:
             return list(self.dma.operands)
         if self.library is not None:
             return [self.library.op.operands[0]]
-        if self.layer is not None:
-            return list(self.layer.op.operands)
+        if self.layer is not None:       # weights the lowering re-declares are not read
+            op = self.layer.op
+            return [v for i, v in enumerate(op.operands)
+                    if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
@@ -158,16 +183,18 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
+    expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText()
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -393,7 +420,7 @@ def _values(graph: Graph, tok: Tokenization,
     conv_weights, other_reads = set(), set()
     for seg in segments:
         reads = seg.reads(tok)
-        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+        if seg.layer is not None and seg.layer.op.kind == "Convolution" and len(reads) > 1:
             conv_weights.add(reads[1])
             reads = reads[:1]
         other_reads.update(reads)
