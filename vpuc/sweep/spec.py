@@ -8,6 +8,7 @@
     cost = "cmx_bytes * tiles"       # the cost proxy: arithmetic over parameters
     metrics = ["cycles", "time_us"]  # default: all of METRICS
     numerics = false                 # true: simulate with numerics, not timing only
+    compile_timing = false           # true: compile with each point's timing model too
 
     [[models]]
     path = "net.onnx"                # .vir, .onnx or a blob; relative to the spec
@@ -38,7 +39,8 @@ METRICS = ("cycles", "time_us", "dpu_busy_percent", "act_shave_busy_percent",
            "dma_busy_percent", "ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count",
            "blob_bytes")
 MODEL_SUFFIXES = (".vir", ".onnx", ".blob", ".elf")
-SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics")
+SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics",
+              "compile_timing")
 MODEL_KEYS = ("path", "name", "input_shapes")
 COST_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub, ast.UAdd)
 
@@ -91,6 +93,7 @@ class SweepSpec:
     numerics: bool
     models: tuple[Model, ...]
     axes: tuple[Axis, ...]
+    compile_timing: bool = False     # the compiler sees each point's timing model too
 
 
 class _Locator:
@@ -211,8 +214,14 @@ def parse_spec(text: str, path: Path) -> SweepSpec:
     numerics = sweep.get("numerics", False)
     if not isinstance(numerics, bool):
         raise where.error("'numerics' must be true or false", "sweep", "numerics")
+    compile_timing = sweep.get("compile_timing", False)
+    if not isinstance(compile_timing, bool):
+        raise where.error("'compile_timing' must be true or false", "sweep", "compile_timing")
+    if compile_timing and not compile_api_takes("timing"):
+        raise where.error("'compile_timing': this vpuc's compile API takes no timing model",
+                          "sweep", "compile_timing")
     return SweepSpec(path.resolve(), str(arch), sampler, samples, seed, cost,
-                     tuple(dict.fromkeys(metrics)), numerics, models, axes)
+                     tuple(dict.fromkeys(metrics)), numerics, models, axes, compile_timing)
 
 
 def _models(data: dict, where: _Locator, base: Path) -> tuple[Model, ...]:
