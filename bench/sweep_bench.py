@@ -137,8 +137,10 @@ def main() -> int:
         print(f"{result['points']} points, {args.repeat} runs each, {result['cluster']} "
               f"cluster, {result['cores']} cores, load average {result['load_average_before']} "
               f"before, {result['load_average_after']} after")
-        print(f"1 worker : {result['median_one']:.2f} points/s (runs: {result['one_worker_points_per_s']})")
-        print(f"2 workers: {result['median_two']:.2f} points/s (runs: {result['two_workers_points_per_s']})")
+        print(f"1 worker : {result['median_one']:.2f} points/s "
+              f"(runs: {result['one_worker_points_per_s']})")
+        print(f"2 workers: {result['median_two']:.2f} points/s "
+              f"(runs: {result['two_workers_points_per_s']})")
         print(f"ratio {ratio:.2f}x (target >= {TARGET}x): "
               f"{'met' if ratio >= TARGET else 'NOT met'}")
     return 0

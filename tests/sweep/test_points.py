@@ -21,7 +21,8 @@ CONV = ROOT / "examples" / "graph_conv.vir"
 
 def spec(tmp_path, parameters: str, sweep: str = "") -> Path:
     path = tmp_path / "spec.toml"
-    path.write_text(f'[sweep]\n{sweep}\n[[models]]\npath = "{CONV}"\n\n[parameters]\n{parameters}\n')
+    path.write_text(f'[sweep]\n{sweep}\n[[models]]\npath = "{CONV}"\n\n'
+                    f'[parameters]\n{parameters}\n')
     return path
 
 

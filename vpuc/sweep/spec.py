@@ -161,7 +161,8 @@ def parse_spec(text: str, path: Path) -> SweepSpec:
         raise VpucError(f"malformed TOML: {message}", loc) from None
     for key in data:
         if key not in ("sweep", "models", "parameters"):
-            raise where.error(f"unknown table '{key}'{_did_you_mean(key, ['sweep', 'models', 'parameters'])}",
+            tables = ["sweep", "models", "parameters"]
+            raise where.error(f"unknown table '{key}'{_did_you_mean(key, tables)}",
                               key if isinstance(data[key], dict) else None,
                               None if isinstance(data[key], dict) else key)
     sweep = data.get("sweep", {})
@@ -226,13 +227,15 @@ def parse_spec(text: str, path: Path) -> SweepSpec:
 
 def _models(data: dict, where: _Locator, base: Path) -> tuple[Model, ...]:
     entries = data.get("models")
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+    if not isinstance(entries, list) or not entries or \
+            not all(isinstance(e, dict) for e in entries):
         raise where.error("the spec needs at least one [[models]] table with a 'path'", "models")
     models, names = [], set()
     for i, entry in enumerate(entries):
         for key in entry:
             if key not in MODEL_KEYS:
-                raise where.error(f"unknown key '{key}' in [[models]]{_did_you_mean(key, MODEL_KEYS)}",
+                raise where.error(f"unknown key '{key}' in [[models]]"
+                                  f"{_did_you_mean(key, MODEL_KEYS)}",
                                   "models", key, i)
         if not isinstance(entry.get("path"), str):
             raise where.error("a model needs 'path', a string", "models", "path", i)
@@ -276,7 +279,8 @@ def _axes(data: dict, where: _Locator) -> tuple[Axis, ...]:
         if p.kind == "compile" and not compile_api_takes(p.key):
             raise where.error(f"parameter '{name}': this vpuc's compile API takes no "
                               f"'{p.key}' option", "parameters", name)
-        fail = lambda why: where.error(f"parameter '{name}': {why}", "parameters", name)  # noqa: E731
+        def fail(why: str, name: str = name) -> VpucError:
+            return where.error(f"parameter '{name}': {why}", "parameters", name)
         if isinstance(value, list):
             axes.append(Axis(name, tuple(_checked_value(p, v, fail) for v in value)))
             if not value:
@@ -321,7 +325,8 @@ def check_cost(expr: str, names: dict, where: _Locator) -> None:
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as exc:
-        raise where.error(f"cost {expr!r} is not an expression: {exc.msg}", "sweep", "cost") from None
+        raise where.error(f"cost {expr!r} is not an expression: {exc.msg}", "sweep",
+                          "cost") from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in names:
             raise where.error(f"cost {expr!r}: unknown parameter '{node.id}'"
