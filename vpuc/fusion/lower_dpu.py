@@ -28,8 +28,9 @@ Guarantees:
   those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
   DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
   one DPU task whose rows are split into the variants, each with its execution
-  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1,
-  or 0 on a target with one).  Weights and bias are loaded once per tile.  A block pads only at the real image border.  Its
+  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
+  with one).  Weights and bias
+  are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
 """
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vpuc import const_files
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lower_bound, \
     pipeline_cycles
@@ -58,6 +60,7 @@ from vpuc.vir.printer import format_attr
 
 CMX_BUDGET = 1 << 20        # bytes of a tile's CMX one layer's blocks may use
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+INLINE_LIMIT = 16          # longer computed constants are in-memory files (const_text)
 
 
 @dataclass
@@ -124,8 +127,12 @@ def vector(size: int, elem: ElemType) -> TensorType:
     return TensorType((size,), elem, DimsOrder.identity(1))
 
 
-def const_text(values: np.ndarray) -> str:
-    return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
+def const_text(values: np.ndarray, hint: str = "c") -> str:
+    """The initializer of a const the lowering computed: a literal when short, else an
+    in-memory file (``vpuc/const_files.py``) with the values' shape, never a long literal."""
+    if values.size <= INLINE_LIMIT:
+        return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
+    return f'file "{const_files.hold(np.asarray(values), hint)}"'
 
 
 def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
@@ -290,7 +297,7 @@ class LayerEmitter:
         if bias is None:
             return ""
         if t == 0:
-            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias)}")
+            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias, self.p + 'bias')}")
         cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
         self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
                  [f"%{self.p}loaded{t}"])
@@ -300,8 +307,7 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
-                 updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

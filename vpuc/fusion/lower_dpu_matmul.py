@@ -115,7 +115,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         work += [(item, rows, (c0, c1)) for item in items for rows in blocks]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     if split and layer.bias is not None:
-        prog.buffers.append(f"const %{prefix}bias : {n}xf32 = {const_text(layer.bias)}")
+        prog.buffers.append(f"const %{prefix}bias : {n}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     bias_of = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)

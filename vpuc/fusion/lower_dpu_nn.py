@@ -260,7 +260,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     if layer.bias is not None:
-        prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias)}")
+        prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
@@ -348,7 +348,7 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
             src = f"%{p}w{j}"
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
-                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights)}")
+                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
