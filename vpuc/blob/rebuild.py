@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from vpuc.arch import Arch, known_archs, load_arch
+from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
                                MPE_MODE_OF,
@@ -180,6 +181,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             raise check.fail(where, f"'{names[c.tensor]}' is not a const buffer, or has two "
                              "constants")
         program.constants[names[c.tensor]] = c.data
+    module.layers = restore_layers(content.layer_sources, check.fail)
     if verify:
         verify_program(program, content, file)
     return program
