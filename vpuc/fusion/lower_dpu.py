@@ -299,7 +299,8 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
+                 updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
