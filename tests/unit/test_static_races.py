@@ -12,7 +12,10 @@ import random
 
 import pytest
 
-from vpuc.analysis.races import _progressions_meet, make_footprint, region_box, shared_bytes
+from vpuc.analysis.races import (
+    _progressions_meet, dense_runs, make_footprint, region_box, shared_bytes,
+)
+from vpuc.analysis.schedule import Schedule
 from vpuc.ir.symbols import SymbolTable
 from vpuc.verifier import verify_module
 from vpuc.vir.parser import parse_text
@@ -77,6 +80,27 @@ def test_footprints_of_views_match_their_bytes():
             common = bx & _bytes(ry)
             got = shared_bytes(fx, fy)
             assert got == ((min(common), max(common) + 1) if common else None), (x, y)
+
+
+def test_dense_runs_are_exactly_the_bytes_of_a_strided_footprint():
+    text = VIEWS + """cmx %rows : 2x6x5x7xf16 NCHW tile 0 at 8192
+view %r = %rows[0:2, 1:5, 2:4, :]
+view %s = %rows[1, :, 3, 1:6]
+view %t = %rows[:, 0:6:2, 1:5, :]
+"""
+    symbols = SymbolTable(parse_text(text, "views.vir"))
+    for name in ["buf", "a", "b", "c", "nchw", "d", "e", "rows", "r", "s", "t"]:
+        region = symbols.region(name)
+        fp = make_footprint(region.root, region_box(region))
+        runs = dense_runs(fp)
+        painted = [b for lo, hi in runs for b in range(lo, hi)]
+        assert len(painted) == len(set(painted)) and runs == sorted(runs), name
+        if len(runs) > 1 or fp.dense:       # split: each run is touched whole
+            assert set(painted) == _bytes(region), name
+        else:                               # too fine to split: the hull
+            assert runs == [(fp.lo, fp.hi)] and _bytes(region) <= set(painted), name
+    rows = symbols.region("r")
+    assert len(dense_runs(make_footprint(rows.root, region_box(rows)))) == 8   # N x C planes
 
 
 HEADER = """module @m arch NPU37XX
@@ -170,3 +194,38 @@ tasks ACT_SHAVE {
     assert _errors(text) == []
     errors = _errors(text.replace(removed, "", 1))
     assert len(errors) == 1 and all(part in errors[0] for part in expected), errors
+
+
+def _row_blocks(blocks: int, racy: bool) -> str:
+    """Stores of one row each into an NCHW output: strided blocks, one run per channel."""
+    lines = [f"output %out : 1x4x{blocks}x8xf16 NCHW", "cmx %row : 1x4x1x8xf16 NCHW tile 0 at 0",
+             "tasks DMA {"]
+    for i in range(blocks):
+        lines.insert(2, f"view %out{i} = %out[0, :, {i}:{i + 1}, :]")
+        lines.append(f"  s{i}: dma %row -> %out{i} channel 0")
+    if racy:   # a second channel rewrites the first row's channels 1:3, unordered
+        lines.insert(2, "view %late = %out[0, 1:3, 0:1, :]")
+        lines.insert(2, "cmx %half : 1x2x1x8xf16 NCHW tile 0 at 128")
+        lines.append("  late: dma %half -> %late channel 1")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def test_the_sweep_asks_linearly_many_ordering_queries_for_strided_blocks(monkeypatch):
+    # Each row block's hull spans nearly the whole output; painted as one hull no
+    # block could retire another and every store would be asked about all earlier ones.
+    calls = []
+    original = Schedule.happens_before
+    monkeypatch.setattr(Schedule, "happens_before",
+                        lambda self, a, b: calls.append((a, b)) or original(self, a, b))
+    counts = {}
+    for blocks in (64, 256):
+        calls.clear()
+        assert _errors(_row_blocks(blocks, racy=False)) == []
+        counts[blocks] = len(calls)
+    assert counts[256] <= 4 * counts[64] + 16 and counts[256] <= 4 * 256, counts
+
+
+def test_a_race_between_strided_blocks_is_still_found():
+    errors = _errors(_row_blocks(32, racy=True))
+    assert len(errors) == 1 and "s0 (DMA channel 0) writes %out0" in errors[0] \
+        and "late (DMA channel 1) writes %late" in errors[0], errors

@@ -124,6 +124,51 @@ def make_footprint(root: Buffer, box: Box | None) -> Footprint:
     return Footprint(root, box, lo, hi, hi - lo == elements * size)
 
 
+# Past this many dense runs a strided footprint is painted as one hull: painting
+# costs a split per run, and so fine a stride rarely repeats thousands of times.
+MAX_RUNS = 256
+
+
+def dense_runs(fp: Footprint) -> list[tuple[int, int]]:
+    """The footprint as sorted disjoint byte ranges, each touched whole.
+
+    A block of rows of an NCHW tensor is one run per channel plane: painting
+    the runs, not the hull, lets later blocks retire earlier ones.  A footprint
+    with more than ``MAX_RUNS`` runs (or sub-byte elements) is its hull."""
+    if fp.dense or fp.box is None or fp.root.type.elem.bits % 8:
+        return [(fp.lo, fp.hi)]
+    kind = fp.root.type
+    strides, shape, size = kind.dense_strides(), kind.bound_shape, kind.elem.nbytes
+    run, outer = 1, []                     # elements per run; dims enumerating runs
+    perm = kind.order.perm
+    for depth in range(len(perm) - 1, -1, -1):
+        dim = perm[depth]
+        start, step, count = fp.box[dim]
+        if run == strides[dim] and (count == 1 or step == 1):
+            run = count * strides[dim]     # extends the contiguous run
+            if count == shape[dim]:
+                continue
+            outer = [perm[d] for d in range(depth)]
+            base = start * strides[dim]
+            break
+        outer = [perm[d] for d in range(depth + 1)]
+        base = 0
+        break
+    else:
+        return [(fp.lo, fp.hi)]
+    total = 1
+    for dim in outer:
+        total *= fp.box[dim][2]
+    if total > MAX_RUNS:
+        return [(fp.lo, fp.hi)]
+    offsets = [base]
+    for dim in outer:                      # outermost first: offsets stay sorted
+        start, step, count = fp.box[dim]
+        offsets = [o + (start + i * step) * strides[dim] for o in offsets for i in range(count)]
+    offsets.sort()
+    return [(o * size, (o + run) * size) for o in offsets]
+
+
 def shared_bytes(a: Footprint, b: Footprint) -> tuple[int, int] | None:
     """The byte hull of the elements both footprints touch, or None if they share none."""
     if a.hi <= b.lo or b.hi <= a.lo:
@@ -239,33 +284,51 @@ def _sweep(schedule: Schedule, accesses: list[Access], races: list[Race],
     # Accesses that all cover the same bytes (a buffer used whole) need no painting.
     hull = (accesses[0].footprint.lo, accesses[0].footprint.hi) if accesses else None
     uniform = all((a.footprint.lo, a.footprint.hi) == hull for a in accesses)
+    runs_of: dict[int, list[tuple[int, int]]] = {}
     cell: list[Access] = []
     for access in accesses:
         fp, unit, write = access.footprint, access.unit, access.write
+        ordered: dict[int, bool] = {}
         if uniform:
             live, cell = cell, []
-        else:
+            _meet(access, live, cell, fp.dense, ordered, happens_before, races, reported)
+            cell.append(access)
+            continue
+        runs = runs_of.get(id(fp))
+        if runs is None:
+            runs = runs_of[id(fp)] = dense_runs(fp)
+        # Each run is painted on its own: the access touches all of it, so it may retire
+        # what it is ordered after there, as a dense footprint does everywhere.
+        dense = fp.dense or len(runs) > 1
+        for lo, hi in runs:
             cell = []
-            lists = [occupants for occupants, _, _ in painter.paint(fp.lo, fp.hi, cell)]
+            lists = [occupants for occupants, _, _ in painter.paint(lo, hi, cell)]
             if len(lists) == 1:
                 live = lists[0]
             else:   # segments share accesses: each once
                 live = list({id(a): a for occupants in {id(o): o for o in lists}.values()
                              for a in occupants}.values())
-        ordered: dict[int, bool] = {}
-        for other in live:
-            before = other.unit == unit
-            if not before:
-                before = ordered.get(other.unit)
-                if before is None:
-                    before = ordered[other.unit] = happens_before(other.unit, unit)
-                if not before and (other.write or write):
-                    pair = (other.unit, unit)
-                    if pair not in reported:
-                        both = shared_bytes(other.footprint, fp)
-                        if both is not None:
-                            reported.add(pair)
-                            races.append(Race(other, access, *both))
-            if not (before and fp.dense and (write or not other.write)):
-                cell.append(other)     # not retired: it may still race with a later access
-        cell.append(access)
+            _meet(access, live, cell, dense, ordered, happens_before, races, reported)
+            cell.append(access)
+
+
+def _meet(access: Access, live: list[Access], cell: list[Access], dense: bool,
+          ordered: dict[int, bool], happens_before, races: list[Race],
+          reported: set[tuple[int, int]]) -> None:
+    """Report ``access`` against the live accesses of its bytes; keep those it cannot retire."""
+    unit, write = access.unit, access.write
+    for other in live:
+        before = other.unit == unit
+        if not before:
+            before = ordered.get(other.unit)
+            if before is None:
+                before = ordered[other.unit] = happens_before(other.unit, unit)
+            if not before and (other.write or write):
+                pair = (other.unit, unit)
+                if pair not in reported:
+                    both = shared_bytes(other.footprint, access.footprint)
+                    if both is not None:
+                        reported.add(pair)
+                        races.append(Race(other, access, *both))
+        if not (before and dense and (write or not other.write)):
+            cell.append(other)     # not retired: it may still race with a later access
