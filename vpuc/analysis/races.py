@@ -20,8 +20,12 @@ access can only happen before a later one, never after.  Each root buffer is
 accesses that may still race with a later one.  A dense write retires the
 accesses it is ordered after (any later conflict with them is a conflict with
 that write, or is ordered after both); a dense read retires the reads it is
-ordered after.  A pipeline that reuses a buffer thousands of times keeps a
-few live accesses per buffer and the sweep stays near-linear.  Races between
+ordered after.  A strided footprint is painted as its dense runs (a block of
+rows of an NCHW tensor: one run per channel plane), each touched whole, so it
+retires there too; otherwise a tensor written in row blocks, every block's
+hull spanning nearly all of it, would keep every block live.  A pipeline that
+reuses a buffer thousands of times keeps a few live accesses per buffer and
+the sweep stays near-linear.  Races between
 two different buffers sharing bytes are the overlap rule's (``liveness``).
 """
 
