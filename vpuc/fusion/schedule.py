@@ -1,0 +1,107 @@
+"""Whole-network schedules: what ``--schedule default`` changes over ``naive`` (issue 13).
+
+``naive`` is ``lower-graph``'s layer-by-layer program unchanged: every value
+between segments in DDR in the graph's dims order, every segment's first loads
+(weights included) waiting for the previous segment's last store, each tile
+loading its own copy of a layer's weights from DDR.
+
+``default`` makes three decisions, each on data the lowering already has, not
+on program text:
+
+1. **NHWC between DPU layers** (``ddr_layouts``, before the segments are
+   emitted): a 4-D value a DPU layer produces and only DPU layers read is laid
+   out NHWC in DDR, the order the DPU reads and writes CMX, so its stores and
+   loads are plain copies instead of transposing DMAs (one element per cycle).
+2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
+   constant that waits only on a segment gate (its first load into a CMX buffer
+   nothing used before) waits on nothing, so it runs on its channel as soon as
+   the previous loads have, during the previous segment's compute.  CMX allows
+   it: a segment uses at most ``CMX_BUDGET`` of a tile's CMX, half of it, and
+   allocate-cmx places the early buffer by its longer lifetime.
+3. **Weights read once** (``overlap``): when several tiles load the same
+   constant region, the first tile's load reads DDR and the others copy its CMX
+   buffer (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its
+   own that only that first load updates.
+
+Segments still run one after another (each waits for its predecessor's last
+store); their values still go through DDR (activations resident in CMX between
+layers are not done yet).  Numerics do not change: the same tasks compute the
+same values; only layouts in DDR, orders and sources of copies move.
+
+Expects (``overlap``): a freshly lowered module whose gate barriers are named
+in ``gates``.  Guarantees: the module's tasks read and write the same values;
+every added wait is on a barrier updated by a task earlier in the DMA list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vpuc.fusion.blocked_program import Value
+from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
+from vpuc.ir.module import Barrier, BufferKind, Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaMode, DmaTask, Executor
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+
+SCHEDULES = SCHEDULE_CHOICES
+DEFAULT_SCHEDULE = "default"
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+
+
+def check_schedule(name: str) -> str:
+    if name not in SCHEDULES:
+        from vpuc.diagnostics import UsageError
+        raise UsageError(f"unknown schedule '{name}'; expected one of: {', '.join(SCHEDULES)}")
+    return name
+
+
+def ddr_layouts(values: list[Value], producers: dict[str, str], readers: dict[str, list[str]]
+                ) -> list[Value]:
+    """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
+    layers (``producers``/``readers``: value name -> segment kind, ``dpu``, ``matmul``, ...)
+    laid out NHWC."""
+    out = []
+    for v in values:
+        kinds = [producers.get(v.name)] + readers.get(v.name, [])
+        if (v.kind == "ddr" and v.type.rank == 4 and v.type.is_static
+                and all(k == "dpu" for k in kinds) and v.type.order != NHWC):
+            v = replace(v, type=TensorType(v.type.dims, v.type.elem, NHWC))
+        out.append(v)
+    return out
+
+
+def overlap(module: Module, gates: set[str]) -> None:
+    """Decisions 2 and 3 of the module docstring, on the lowered ``module``."""
+    symbols = SymbolTable(module)
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DMA:
+            continue
+        first_load: dict[tuple, tuple[DmaTask, str]] = {}     # const region -> (load, its tile)
+        for task in task_list.tasks:
+            if not isinstance(task, DmaTask) or task.mode is not DmaMode.COPY and \
+                    task.mode is not DmaMode.PERMUTE:
+                continue
+            src, dst = symbols.region(task.src), symbols.region(task.dst)
+            if src is None or dst is None or src.kind is not BufferKind.CONST \
+                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
+                continue
+            task.waits = ()                                   # 2: prefetch
+            key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
+            tile = dst.root.tile
+            seen = first_load.get(key)
+            if seen is None:
+                first_load[key] = (task, tile)
+            elif seen[1] != tile and symbols.region(seen[0].dst).type == dst.type:
+                _copy_from(module, seen[0], task)             # 3: read DDR once
+
+
+def _copy_from(module: Module, first: DmaTask, task: DmaTask) -> None:
+    """Turn ``task`` into a CMX -> CMX copy of what ``first`` loaded, after it."""
+    name = f"{first.dst.lstrip('%')}.copied"
+    if not any(b.name == name for b in module.barriers):
+        module.barriers.append(Barrier(name))
+        first.updates = tuple(first.updates) + (name,)
+    task.src = first.dst
+    task.mode = DmaMode.COPY
+    task.waits = (name,)
