@@ -152,9 +152,9 @@ def bound_text(bound: dict) -> str:
     if not bound["cycles"]:
         return "bound        0 cycles (no work)"
     busiest = bound["busiest_engine"]
-    return (f"bound        {bound['cycles']:,.0f} cycles schedule-free lower bound (per layer "
-            f"{bound['per_layer_cycles']:,.0f}, busiest {busiest['name']} "
-            f"{busiest['cycles']:,.0f}); achieved/bound {bound['achieved_over_bound']:.2f}")
+    return (f"bound        {bound['cycles']:,.0f} cycles schedule-free lower bound (busiest: "
+            f"{busiest['name']}); achieved/bound {bound['achieved_over_bound']:.2f}; per-layer "
+            f"roofline sum {bound['per_layer_cycles']:,.0f}")
 
 
 def critical_path_text(path: dict, shown: int = 4) -> str:

@@ -11,11 +11,14 @@ tiling, overlap or residency, at the cost model's rates:
   constants (weights) read once, network inputs read once, outputs written
   once, and values between layers only when they cannot stay in CMX (larger
   than every tile's CMX together); a value that fits could stay resident;
-- a layer takes at least the larger of the two; the **per-layer sum** adds
-  them up (the roofline of each layer, one after another);
-- the **busiest engine** is the largest total over the whole network of one
-  resource (the DPUs, the ACT SHAVEs, the DDR);
-- the bound is the larger of the per-layer sum and the busiest engine.
+- a layer alone takes at least the larger of the two; the **per-layer sum** adds
+  them up (each layer's roofline, one after another: the issue's figure).  It
+  is not a bound of a schedule that overlaps layers (independent layers, or a
+  hand-written program whose every task is a layer, run side by side:
+  ``examples/fused_chain.vir`` ends 13% under its per-layer sum), so it is
+  reported, not used;
+- the **bound** is the busiest resource: the largest whole-network total of the
+  DPUs, the ACT SHAVEs or the DDR, which no overlap can shorten.
 
 The simulator gathers each layer's work from the program it runs
 (``runtime_sim/bound_input.py``); this module only does the arithmetic, so the
@@ -70,7 +73,7 @@ class NetworkBound:
 
     @property
     def cycles(self) -> float:
-        return max(self.per_layer, self.busiest_engine[1])
+        return self.busiest_engine[1]
 
 
 def ideal_dpu_cycles(w: DpuWorkload, params: DpuParams) -> float:

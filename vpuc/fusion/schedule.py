@@ -78,14 +78,20 @@ def overlap(module: Module, gates: set[str]) -> None:
         if task_list.executor is not Executor.DMA:
             continue
         first_load: dict[tuple, tuple[DmaTask, str]] = {}     # const region -> (load, its tile)
+        early: dict[int, str] = {}                            # id(load) -> the gate it waited on
+        # A CMX buffer another DMA reads may rely on its channel's order (a staged load):
+        # its load keeps its place.
+        dma_read = {symbols.region(t.src).root.name for t in task_list.tasks
+                    if isinstance(t, DmaTask) and symbols.region(t.src) is not None}
         for task in task_list.tasks:
-            if not isinstance(task, DmaTask) or task.mode is not DmaMode.COPY and \
-                    task.mode is not DmaMode.PERMUTE:
+            if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
                 continue
             src, dst = symbols.region(task.src), symbols.region(task.dst)
             if src is None or dst is None or src.kind is not BufferKind.CONST \
-                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
+                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates \
+                    or dst.root.name in dma_read:
                 continue
+            early[id(task)] = task.waits[0] if task.waits else ""
             task.waits = ()                                   # 2: prefetch
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             tile = dst.root.tile
@@ -94,6 +100,38 @@ def overlap(module: Module, gates: set[str]) -> None:
                 first_load[key] = (task, tile)
             elif seen[1] != tile and symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
+        task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+
+
+def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
+    """``tasks`` with each early load on channel 1, moved to right after the task that
+    updates the gate before its own gate (the start of the previous segment), so channel
+    1 runs it while the previous segment loads on channel 0.  Moved loads wait on nothing
+    but copies of loads moved before them, so the list stays in an order every channel can
+    run without waiting on a later task."""
+    updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
+    starts = sorted(updater.values())
+    anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    for i, task in enumerate(tasks):
+        gate = early.get(id(task))
+        if gate is None:
+            continue
+        task.channel = 1
+        end = updater.get(gate)
+        if end is None:                              # the first segment: already first
+            continue
+        anchor[i] = max((s for s in starts if s < end), default=-1)
+    out: list = []
+    pending: dict[int, list] = {}
+    for i, task in enumerate(tasks):
+        if i in anchor:
+            pending.setdefault(anchor[i], []).append(task)
+    out += pending.get(-1, [])
+    for i, task in enumerate(tasks):
+        if i not in anchor:
+            out.append(task)
+        out += pending.get(i, [])
+    return out
 
 
 def _copy_from(module: Module, first: DmaTask, task: DmaTask) -> None:
