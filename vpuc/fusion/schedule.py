@@ -18,10 +18,11 @@ on program text:
    the previous loads have, during the previous segment's compute.  CMX allows
    it: a segment uses at most ``CMX_BUDGET`` of a tile's CMX, half of it, and
    allocate-cmx places the early buffer by its longer lifetime.
-3. **Weights read once** (``overlap``): when several tiles load the same
-   constant region, the first tile's load reads DDR and the others copy its CMX
-   buffer (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its
-   own that only that first load updates.
+3. **Weights read once** (``overlap``): when several tasks load the same
+   constant region (a layer's weights into each tile, a pipeline's constants
+   into each slot), the first load reads DDR and the others copy its CMX buffer
+   (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its own that
+   only that first load updates.
 
 Segments still run one after another (each waits for its predecessor's last
 store); their values still go through DDR (activations resident in CMX between
@@ -77,28 +78,36 @@ def overlap(module: Module, gates: set[str]) -> None:
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
-        first_load: dict[tuple, tuple[DmaTask, str]] = {}     # const region -> (load, its tile)
+        first_load: dict[tuple, tuple[DmaTask, int]] = {}     # const region -> (load, its tile)
         early: dict[int, str] = {}                            # id(load) -> the gate it waited on
-        # A CMX buffer another DMA reads may rely on its channel's order (a staged load):
-        # its load keeps its place.
-        dma_read = {symbols.region(t.src).root.name for t in task_list.tasks
-                    if isinstance(t, DmaTask) and symbols.region(t.src) is not None}
+        # A CMX buffer another DMA reads relies on its channel's order (a staged load): its
+        # load keeps its channel and place.  A copy's source is a buffer written once.
+        dma_read: set[str] = set()
+        writes: dict[str, int] = {}
+        for t in task_list.tasks:
+            if isinstance(t, DmaTask):
+                src, dst = symbols.region(t.src), symbols.region(t.dst)
+                if src is not None:
+                    dma_read.add(src.root.name)
+                if dst is not None:
+                    writes[dst.root.name] = writes.get(dst.root.name, 0) + 1
         for task in task_list.tasks:
             if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
                 continue
             src, dst = symbols.region(task.src), symbols.region(task.dst)
             if src is None or dst is None or src.kind is not BufferKind.CONST \
-                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates \
-                    or dst.root.name in dma_read:
+                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
                 continue
-            early[id(task)] = task.waits[0] if task.waits else ""
+            if dst.root.name not in dma_read:
+                early[id(task)] = task.waits[0] if task.waits else ""
             task.waits = ()                                   # 2: prefetch
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
-            tile = dst.root.tile
             seen = first_load.get(key)
             if seen is None:
-                first_load[key] = (task, tile)
-            elif seen[1] != tile and symbols.region(seen[0].dst).type == dst.type:
+                if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
+                        and dst.type.nbytes == dst.root.type.nbytes:
+                    first_load[key] = (task, dst.root.tile)
+            elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
         task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
 
