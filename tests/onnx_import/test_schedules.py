@@ -6,6 +6,8 @@ ends under the lower bound, which does not depend on the schedule."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -17,6 +19,7 @@ from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask
 from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18
 from runtime_sim.bound_input import program_bound
+from tests.sim.simlib import run_cli
 
 MODELS = {
     "resnet18": lambda: resnet18(size=32, width=8, classes=10),
@@ -112,3 +115,18 @@ def test_default_reads_each_constant_from_ddr_once(model):
 def test_unknown_schedule_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown schedule 'fast'; expected one of: naive, default"):
         api.compile_text("module @m arch NPU37XX\n", "<t>", schedule="fast")
+
+
+def test_schedule_option_on_the_command_line(capsys, monkeypatch):
+    runs = {}
+    for schedule in ("naive", "default"):
+        code, stdout, err = run_cli(["run", "examples/graph_conv.vir", "--timing-only", "--json",
+                                     "--schedule", schedule], capsys, monkeypatch)
+        assert code == 0, err
+        runs[schedule] = json.loads(stdout)
+    assert runs["default"]["bound"]["cycles"] == runs["naive"]["bound"]["cycles"]
+    assert runs["default"]["cycles"] <= runs["naive"]["cycles"]
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(["compile", "examples/graph_conv.vir", "--schedule", "fast"], capsys, monkeypatch)
+    assert exit_.value.code == 2
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
