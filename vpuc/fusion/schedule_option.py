@@ -10,4 +10,4 @@ def add_schedule_option(parser) -> None:
     parser.add_argument("--schedule", choices=SCHEDULE_CHOICES, default="default",
                         help="how a graph is lowered: default overlaps and shares transfers "
                              "across layers; naive is the layer-by-layer schedule, for "
-                             "comparison (docs/fusion.md, \"Schedules\")")
+                             "comparison (docs/vir.md, \"Schedules\")")
