@@ -6,14 +6,22 @@ campaign can be split over processes and any case replayed.  A worker runs its
 cases in process with a per-case budget of CPU seconds (SIGPROF; CPU time, so a
 machine shared with other work does not turn slow cases into hangs) under an
 address-space limit; a worker that does not answer within 6x the budget of wall
-time is killed and the case counted as a hang.  Findings (internal errors, timeouts, memory) are
-written to the output directory as reproducer files with the command and the
-error.  The report: counts by outcome per kind, the findings, the slowest case
-and the largest RSS a worker reached.
+time is killed and the case counted as a hang.  The budget scales with the case:
+``--budget`` plus 1 s per 8 MiB of the largest tensor a .vir declares
+(``tests/fuzz/harness.py``, ``case_budget``), because compiling a valid program takes
+time in proportion to the tasks it emits, and so to its tensors (a 1 GiB output of
+``graph_conv`` is ~24,000 tasks).  Cases past ``--budget`` that end cleanly are
+listed as ``slow_cases`` in report.json.  Findings (internal errors, timeouts, memory)
+and user errors without a location are written to the output directory as reproducer
+files (``OUTCOME-KIND-INDEX.vir|.s|.blob|.elf`` beside a ``.txt`` with the command and
+the error; unlocated ones as ``unlocated-KIND-INDEX``).  The report: counts by outcome
+per kind, the findings, the unlocated messages, the slowest case and the largest RSS a
+worker reached.
 
     python bench/fuzz.py [--vir 100000] [--asm 0] [--blobs 10000] [--seed 1]
                          [--processes 1] [--budget 10] [--memory-gib 1] [--out fuzz-out]
-    python bench/fuzz.py --replay vir:123 [--seed 1]    # run one case and show its error
+    python bench/fuzz.py --replay vir:123 [--seed 1]    # remake one case and show its error
+    python bench/fuzz.py --replay fuzz-out/ case.vir    # run reproducer files (dirs: all of them)
 """
 
 from __future__ import annotations
@@ -34,10 +42,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit, case_rng,  # noqa: E402
-                                max_rss_bytes, run_case, unlocated_error)
+from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit,  # noqa: E402
+                                case_budget, case_rng, max_rss_bytes, run_case,
+                                unlocated_error)
+from tests.fuzz.mutate import Mutant  # noqa: E402
 
 SUFFIX = {"vir": ".vir", "asm": ".s", "blob": ".blob"}
+KIND_OF_SUFFIX = {".vir": "vir", ".s": "asm", ".blob": "blob", ".elf": "blob"}
 
 
 def _worker(jobs, results, seed: int, budget: float, memory: int, root: str) -> None:
@@ -48,11 +59,13 @@ def _worker(jobs, results, seed: int, budget: float, memory: int, root: str) -> 
             if job is None:
                 return
             kind, index = job
-            results.put(("start", kind, index, os.getpid()))
             mutant = workspace.mutant(kind, case_rng(seed, kind, index))
-            outcome = run_case(workspace, mutant, budget)
+            allowed = case_budget(mutant, budget)
+            results.put(("start", kind, index, os.getpid(), allowed))
+            outcome = run_case(workspace, mutant, allowed)
             results.put(("done", kind, index, outcome.outcome, outcome.seconds, max_rss_bytes(),
-                         outcome.stderr[-2000:], outcome.argv, unlocated_error(outcome)))
+                         outcome.stderr[-2000:], outcome.argv, unlocated_error(outcome),
+                         allowed))
 
 
 class Campaign:
@@ -65,6 +78,7 @@ class Campaign:
         self.slowest = (0.0, "")
         self.max_rss = 0
         self.unlocated: Counter = Counter()      # user errors without a location, by message
+        self.slow_cases: list[dict] = []         # past the base budget, within their own
         self.scratch = tempfile.TemporaryDirectory(prefix="vpuc-fuzz-")
 
     def run(self) -> dict:
@@ -88,17 +102,21 @@ class Campaign:
             except queue.Empty:
                 msg = None
             if msg and msg[0] == "start":
-                running[msg[3]] = (msg[1], msg[2], time.time())
+                running[msg[3]] = (msg[1], msg[2], time.time(), msg[4])
             elif msg:
-                _, kind, index, outcome, seconds, rss, stderr, argv, unlocated = msg
-                self._record(kind, index, outcome, seconds, stderr, argv)
+                _, kind, index, outcome, seconds, rss, stderr, argv, unlocated, allowed = msg
+                self._record(kind, index, outcome, seconds, stderr, argv, unlocated)
+                if outcome not in FINDINGS and seconds > args.budget:
+                    self.slow_cases.append({"case": f"{kind}:{index}", "outcome": outcome,
+                                            "cpu_seconds": round(seconds, 3),
+                                            "budget_cpu_s": allowed})
                 if unlocated is not None:
                     self.unlocated[re.sub(r"\d+", "N", unlocated)[:160]] += 1
                 self.max_rss = max(self.max_rss, rss)
                 running = {p: r for p, r in running.items() if r[:2] != (kind, index)}
                 remaining -= 1
-            for pid, (kind, index, t0) in list(running.items()):
-                if time.time() - t0 > 6 * args.budget + 10:      # SIGALRM could not stop it
+            for pid, (kind, index, t0, allowed) in list(running.items()):
+                if time.time() - t0 > 6 * allowed + 10:      # SIGPROF could not stop it
                     n = next(k for k, w in workers.items() if w.pid == pid)
                     workers[n].kill()
                     workers[n].join()
@@ -127,6 +145,7 @@ class Campaign:
                   "counts": {k: dict(c) for k, c in self.counts.items()},
                   "findings": len(self.findings),
                   "max_case_cpu_seconds": round(self.slowest[0], 3), "slowest_case": self.slowest[1],
+                  "slow_cases": self.slow_cases,
                   "max_rss_mib": round(self.max_rss / 2**20, 1),
                   "errors_without_location": sum(self.unlocated.values()),
                   "unlocated_messages": dict(self.unlocated.most_common(15))}
@@ -142,22 +161,31 @@ class Campaign:
         worker.start()
         workers[n] = worker
 
-    def _record(self, kind, index, outcome, seconds, stderr, argv) -> None:
+    def _record(self, kind, index, outcome, seconds, stderr, argv, unlocated=None) -> None:
         self.counts.setdefault(kind, Counter())[outcome] += 1
         name = f"{kind}:{index}"
         if seconds > self.slowest[0]:
             self.slowest = (seconds, name)
+        if unlocated is not None:
+            self._keep("unlocated", kind, index, argv, stderr)
         if outcome in FINDINGS or outcome == "hang":
-            stem = self.out / f"{outcome}-{kind}-{index}"
-            data = _remake(kind, index, self.args.seed, self.scratch.name)
-            stem.with_suffix(SUFFIX[kind]).write_bytes(data)
-            stem.with_suffix(".txt").write_text(f"case {name} (seed {self.args.seed})\n"
-                                                f"command: vpuc {' '.join(argv)}\n{stderr}\n")
+            self._keep(outcome, kind, index, argv, stderr)
             self.findings.append({"case": name, "outcome": outcome,
                                   "seconds": round(seconds, 3),
                                   "error": stderr.strip().splitlines()[-1:] if stderr else []})
             print(f"FINDING {outcome} {name}: {stderr.strip()[-300:]}", file=sys.stderr,
                   flush=True)
+
+
+    def _keep(self, prefix, kind, index, argv, stderr) -> None:
+        """Write case ``kind:index`` as a reproducer file, with its command and error beside it."""
+        stem = self.out / f"{prefix}-{kind}-{index}"
+        mutant = _remake(kind, index, self.args.seed, self.scratch.name)
+        suffix = ".elf" if mutant.seed_name.endswith(".elf") else SUFFIX[kind]
+        stem.with_suffix(suffix).write_bytes(mutant.data)
+        stem.with_suffix(".txt").write_text(f"case {kind}:{index} (seed {self.args.seed}) from "
+                                            f"{mutant.seed_name}: {'; '.join(mutant.edits)}\n"
+                                            f"command: vpuc {' '.join(argv)}\n{stderr}\n")
 
 
 _STOPPED: list[int] = []
@@ -170,22 +198,48 @@ def _stop(signum, frame):
 _REMAKE_WS: dict[str, Workspace] = {}
 
 
-def _remake(kind: str, index: int, seed: int, scratch: str) -> bytes:
+def _remake(kind: str, index: int, seed: int, scratch: str) -> Mutant:
     if scratch not in _REMAKE_WS:
         _REMAKE_WS[scratch] = Workspace(Path(scratch) / "remake")
-    return _REMAKE_WS[scratch].mutant(kind, case_rng(seed, kind, index)).data
+    return _REMAKE_WS[scratch].mutant(kind, case_rng(seed, kind, index))
 
 
-def replay(spec: str, seed: int, budget: float) -> int:
-    kind, index = spec.split(":")
+def replay_mutants(specs: list[str], seed: int, workspace: Workspace) -> list[Mutant]:
+    """The cases ``specs`` name: KIND:INDEX (remade from --seed), reproducer files, or
+    directories (every reproducer file in them)."""
+    mutants = []
+    for spec in specs:
+        path = Path(spec)
+        if re.fullmatch(r"(vir|asm|blob):\d+", spec) and not path.exists():
+            kind, index = spec.split(":")
+            mutants.append(workspace.mutant(kind, case_rng(seed, kind, int(index))))
+            continue
+        files = sorted(path.iterdir()) if path.is_dir() else [path]
+        for file in files:
+            kind = KIND_OF_SUFFIX.get(file.suffix)
+            if kind is None:
+                if not path.is_dir():
+                    raise SystemExit(f"--replay {spec}: not KIND:INDEX nor a reproducer file "
+                                     f"({', '.join(KIND_OF_SUFFIX)})")
+                continue
+            mutants.append(Mutant(kind, file.name, (f"reproducer {file}",), file.read_bytes()))
+    return mutants
+
+
+def replay(specs: list[str], seed: int, budget: float) -> int:
+    """Run each case and print its outcome; non-zero when any is a finding or unlocated."""
+    bad = 0
     with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-") as root:
         workspace = Workspace(Path(root))
-        mutant = workspace.mutant(kind, case_rng(seed, kind, int(index)))
-        print(f"case {spec} from {mutant.seed_name}: {'; '.join(mutant.edits)}")
-        outcome = run_case(workspace, mutant, budget)
-        print(f"vpuc {' '.join(outcome.argv)}\n-> {outcome.outcome} "
-              f"(exit {outcome.exit_code}, {outcome.seconds:.3f} s)\n{outcome.stderr}")
-    return 0 if outcome.outcome not in FINDINGS else 1
+        for mutant in replay_mutants(specs, seed, workspace):
+            outcome = run_case(workspace, mutant, case_budget(mutant, budget))
+            unlocated = unlocated_error(outcome)
+            verdict = "unlocated error" if unlocated is not None else outcome.outcome
+            bad += outcome.outcome in FINDINGS or unlocated is not None
+            print(f"case {mutant.seed_name}: {'; '.join(mutant.edits)}\n"
+                  f"vpuc {' '.join(outcome.argv)}\n-> {verdict} "
+                  f"(exit {outcome.exit_code}, {outcome.seconds:.3f} s)\n{outcome.stderr}")
+    return 1 if bad else 0
 
 
 def main() -> int:
@@ -199,7 +253,9 @@ def main() -> int:
     parser.add_argument("--memory-gib", type=float, default=1.0,
                         help="address space a worker may map beyond its start")
     parser.add_argument("--out", default="fuzz-out", help="report.json and reproducers go here")
-    parser.add_argument("--replay", metavar="KIND:INDEX", help="run one case and print it")
+    parser.add_argument("--replay", metavar="CASE", nargs="+",
+                        help="run these cases and print them: KIND:INDEX, reproducer files "
+                             "or directories of them")
     args = parser.parse_args()
     if args.replay:
         return replay(args.replay, args.seed, args.budget)

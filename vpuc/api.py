@@ -81,13 +81,34 @@ def resolve_arch(module, arch: Arch | str | None) -> Arch:
     if arch is None:
         try:
             return load_arch(module.arch)
-        except VpucError as exc:        # located at the module's header
+        except VpucError as exc:        # located at the module's header, or in its file
+            if exc.diagnostics[0].loc is not None:
+                raise
             raise VpucError(exc.diagnostics[0].message, module.loc) from None
     return load_arch(arch)
 
 
+def resolve_timing(timing, target: Arch, loc=None):
+    """The timing model the compiler's cost model reads: ``timing`` (a ``vpuc.cost.Timing``,
+    an architecture name or a timing .toml file), else the one shipped for ``target``
+    (None when there is none).  A timing model must extend ``target``'s structure."""
+    from vpuc.cost.timing import Timing, default_timing, load_timing, structure_ref
+    if timing is None:
+        return default_timing(target.name)
+    if not isinstance(timing, Timing):
+        try:
+            timing = load_timing(os.fspath(timing))
+        except VpucError as exc:        # located at the module's header
+            raise VpucError(exc.diagnostics[0].message, loc) from None
+    structure = load_arch(structure_ref(timing))
+    if structure.name != target.name:
+        raise VpucError(f"the timing model {timing.path} extends {structure.name}, but the "
+                        f"program is compiled for {target.name}", loc)
+    return timing
+
+
 def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: str = "fb", *,
-            passes: str | None = None, name: str | None = None,
+            passes: str | None = None, name: str | None = None, timing=None,
             report: CompileReport | None = None, print_after_all: bool = False,
             verify_each: bool = False, trace: TextIO | None = None,
             fusion_print: Callable[[str, str], None] | None = None,
@@ -100,7 +121,7 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     docs/python-api.md."""
     options = dict(passes=passes, report=report, print_after_all=print_after_all,
                    verify_each=verify_each, trace=trace, fusion_print=fusion_print,
-                   schedule=schedule)
+                   timing=timing, schedule=schedule)
     if passes is not None:
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
@@ -117,9 +138,10 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
                  report: CompileReport | None = None, print_after_all: bool = False,
                  verify_each: bool = False, trace: TextIO | None = None,
                  fusion_print: Callable[[str, str], None] | None = None,
-                 schedule: str = "default") -> Program:
+                 timing=None, schedule: str = "default") -> Program:
     """``compile`` of VIR text that diagnostics call ``name`` (the provenance records
-    ``source_name``, default ``name``)."""
+    ``source_name``, default ``name``); ``timing`` is the timing model the lowering's cost
+    model reads (``resolve_timing``)."""
     from vpuc.passes.base import PassContext
     from vpuc.passes.manager import PassManager
     from vpuc.passes.registry import parse_pipeline
@@ -133,7 +155,7 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
     module = parse_text(text, name)
     target = resolve_arch(module, arch)
     names = pipeline_names(passes, module)
-    ctx = PassContext(target)
+    ctx = PassContext(target, timing=resolve_timing(timing, target, module.loc))
     ctx.artifacts["schedule"] = schedule
     if fusion_print is not None:
         ctx.artifacts["fusion-print"] = fusion_print
@@ -207,20 +229,21 @@ def not_a_blob(data: bytes, name: str) -> VpucError:
 def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
          passes: str | None = None, report: CompileReport | None = None,
          input_shapes: dict[str, tuple[int, ...]] | None = None, precision: str = "f16",
-         schedule: str = "default") -> Program:
+         timing=None, schedule: str = "default") -> Program:
     """What ``vpuc run`` and ``vpuc inspect`` take: a .vir or .onnx file (compiled in memory
-    with ``compile``) or a blob; ``-`` reads stdin and tells them apart by the first bytes."""
+    with ``compile``, its cost model reading ``timing``) or a blob; ``-`` reads stdin and
+    tells them apart by the first bytes."""
     path = os.fspath(path)
     if path.endswith((".vir", ".onnx")):
         return compile(path, arch, passes=passes, report=report, input_shapes=input_shapes,
-                       precision=precision, schedule=schedule)
+                       precision=precision, timing=timing, schedule=schedule)
     if passes and path != STDIN:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
         return compile_text(decode_text(data, shown), shown, arch, passes=passes,
-                            report=report, schedule=schedule)
+                            report=report, timing=timing, schedule=schedule)
     if not is_blob(data):
         raise not_a_blob(data, shown)
     if passes:

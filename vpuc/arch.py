@@ -4,7 +4,7 @@ The compiler needs the *structure* of a target (tiles, CMX, executors, barrier
 limits, window bases).  Each architecture is a TOML file in ``vpuc/archs/``;
 the numbers and their sources live there, not in code.  The simulator's timing
 model (clocks, bandwidths, cycle tables) is a separate file in
-``runtime_sim/archs/`` that names the structure it extends.
+``vpuc/cost/archs/`` that names the structure it extends.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from vpuc.diagnostics import VpucError
+from vpuc.diagnostics import Loc, VpucError
 
 ARCH_DIR = Path(__file__).parent / "archs"
 DEFAULT_ARCH = "NPU37XX"
@@ -69,13 +69,14 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
         if not path.exists():
             raise VpucError(unknown_arch_message(name_or_path))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise VpucError(f"cannot read architecture file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise VpucError(f"{path}: malformed architecture file: {exc}") from None
     try:
-        return Arch(
+        arch = Arch(
             name=data["name"],
             version=int(data["version"]),
             tiles=int(data["tiles"]["count"]),
@@ -92,3 +93,48 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise VpucError(f"{path}: architecture file lacks or mistypes {exc}") from None
+    check_numbers(arch, path, text)
+    return arch
+
+
+UINT32_MAX = (1 << 32) - 1
+# (TOML table, key, Arch attribute, smallest, largest, why the largest).  The blob's
+# Architecture fields are uint32; a tile is a uint8 in DPU and ACT tasks, a DMA channel
+# a uint8, a physical barrier id an int16; MemRefData.dataAddr is a uint32.
+NUMBER_LIMITS = (
+    ("", "version", "version", 0, UINT32_MAX, "a uint32 in the blob"),
+    ("tiles", "count", "tiles", 1, 256, "tasks hold a tile as a uint8"),
+    ("tiles", "cmx_bytes", "cmx_bytes", 1, UINT32_MAX, "a uint32 in the blob"),
+    ("tiles", "act_shaves_per_tile", "act_shaves_per_tile", 1, UINT32_MAX, "a uint32"),
+    ("tiles", "dpus_per_tile", "dpus_per_tile", 1, UINT32_MAX, "a uint32"),
+    ("dma", "channels", "dma_channels", 1, 256, "a DMA task holds its channel as a uint8"),
+    ("barriers", "count", "barriers", 1, 1 << 15, "a physical barrier id is an int16"),
+    ("barriers", "max_producers", "max_producers", 1, UINT32_MAX, "a uint32"),
+    ("barriers", "max_consumers", "max_consumers", 1, UINT32_MAX, "a uint32"),
+    ("ddr", "address_bits", "ddr_address_bits", 1, 32, "MemRefData.dataAddr is a uint32"),
+    ("windows", "size", "window_size", 1, UINT32_MAX, "a uint32 in the blob"),
+)
+
+
+def check_numbers(arch: Arch, path: Path, text: str) -> None:
+    """Every number fits what reads it (NUMBER_LIMITS; a window ends within 32 bits), or a
+    located error at its line in the file."""
+    limits = list(NUMBER_LIMITS)
+    limits += [("windows", w, None, 0, UINT32_MAX + 1 - arch.window_size,
+                "a window ends within the 32-bit address space") for w in WINDOW_NAMES]
+    for table, key, attr, lo, hi, why in limits:
+        value = getattr(arch, attr) if attr else arch.window_bases[key]
+        if not lo <= value <= hi:
+            raise VpucError(f"{key} = {value} is out of range; expected {lo}..{hi} ({why})",
+                            _key_loc(path, text, table, key))
+
+
+def _key_loc(path: Path, text: str, table: str, key: str) -> Loc:
+    section = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[] ")
+        elif section == table and stripped.split("=")[0].strip() == key:
+            return Loc(str(path), number, line.index(key) + 1)
+    return Loc(str(path), 1, 1)

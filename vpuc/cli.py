@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_parser(sub)
     from vpuc.report.html import add_report_parser
     add_report_parser(sub)
+    from vpuc.sweep.cli import add_sweep_parser
+    add_sweep_parser(sub)
     return parser
 
 
@@ -182,12 +184,15 @@ def _default_output(file: str, fmt: str) -> str:
 
 
 def _arch_override(name: str | None):
-    """The --arch override loaded up front (None: the module's); a bad one is a usage error."""
+    """The --arch override loaded up front (None: the module's); a bad name is a usage
+    error, a number out of range in an architecture file a located error in that file."""
     if name is None:
         return None
     try:
         return load_arch(name)
     except VpucError as exc:
+        if exc.diagnostics[0].loc is not None:
+            raise
         raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
 
 

@@ -29,8 +29,16 @@ from pathlib import Path
 from tests.fuzz.mutate import (ASM_HOST, REPO, VIR_SEEDS, Mutant, asm_mutant, corrupt_blob,
                                vir_mutant)
 from vpuc.cli import main
+from vpuc.diagnostics import VpucError
+from vpuc.vir.parser import parse_text
 
 FINDINGS = ("internal", "timeout", "memory")
+# A valid program's compile time grows with the tasks it makes, so with its tensors: a case
+# may take BUDGET + 1 CPU second per BYTES_PER_SECOND of its largest tensor (at most the
+# target's address space, 4 GiB: 522 s).  A case past the base budget that ends cleanly
+# is a slow case, reported apart; one past its own budget is a timeout.
+BYTES_PER_SECOND = 8 << 20
+LARGEST_COUNTED = 1 << 32
 # Simulated cycles a corrupted blob may run for (the simulator has its own limits too).
 MAX_CYCLES = "20000000"
 
@@ -93,6 +101,27 @@ class Workspace:
         path.write_bytes(mutant.data)
         return [["inspect", str(path)],
                 ["run", str(path), "--timing-only", "--max-cycles", MAX_CYCLES]]
+
+
+def case_budget(mutant: Mutant, base: float) -> float:
+    """CPU seconds ``mutant`` may take: ``base`` plus 1 s per 8 MiB of its largest tensor."""
+    if mutant.kind != "vir":
+        return base
+    return base + min(largest_tensor_bytes(mutant.data), LARGEST_COUNTED) // BYTES_PER_SECOND
+
+
+def largest_tensor_bytes(data: bytes) -> int:
+    """The bytes of the largest buffer or graph value a .vir text declares; 0 if it does
+    not parse."""
+    try:
+        with _quiet():
+            module = parse_text(data.decode("utf-8"), "<budget>")
+    except (VpucError, UnicodeDecodeError, RecursionError):
+        return 0
+    sizes = [b.type.nbytes for b in module.buffers]
+    sizes += [op.type.nbytes for graph in module.graphs for op in graph.ops
+              if op.type is not None]
+    return max(sizes, default=0)
 
 
 def case_rng(seed: int, kind: str, index: int) -> random.Random:

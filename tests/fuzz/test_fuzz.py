@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit, case_rng,
-                                max_rss_bytes, run_case)
+from tests.fuzz.harness import (FINDINGS, Workspace, address_space_limit, case_budget,
+                                case_rng, max_rss_bytes, run_case)
+from tests.fuzz.mutate import REPO, Mutant
 
 SEED = 20261126
 COUNTS = {"vir": 1200, "asm": 40, "blob": 1000}
@@ -34,7 +35,7 @@ def test_mutants_end_in_clean_outcomes(workspace, kind):
     with address_space_limit(MEMORY):
         for index in range(COUNTS[kind]):
             mutant = workspace.mutant(kind, case_rng(SEED, kind, index))
-            result = run_case(workspace, mutant, BUDGET)
+            result = run_case(workspace, mutant, case_budget(mutant, BUDGET))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.outcome in FINDINGS:
                 findings.append(f"{kind}:{index} ({result.outcome}, {'; '.join(mutant.edits)}): "
@@ -44,3 +45,15 @@ def test_mutants_end_in_clean_outcomes(workspace, kind):
     # The mutants reach past the parser: some compile (or read back) cleanly.
     assert outcomes.get("ok", 0) > 0 and outcomes.get("error", 0) > 0, outcomes
     assert max_rss_bytes() - rss_before < MEMORY
+
+
+def test_the_budget_grows_with_the_largest_tensor():
+    text = (REPO / "examples" / "graph_conv.vir").read_text()
+    big = text.replace("Parameter() : 1x3x32x32xf16", "Parameter() : 1x3x1048576x32xf16")
+    assert big != text
+    # The output, 1x16x1048576x32 f16, is 1 GiB: 128 s more.
+    assert case_budget(Mutant("vir", "graph_conv.vir", (), big.encode()), BUDGET) == BUDGET + 128
+    assert case_budget(Mutant("vir", "graph_conv.vir", (), text.encode()), BUDGET) == BUDGET
+    # A text that does not parse, and other kinds of case, keep the base budget.
+    assert case_budget(Mutant("vir", "x.vir", (), b"module @"), BUDGET) == BUDGET
+    assert case_budget(Mutant("blob", "x.blob", (), big.encode()), BUDGET) == BUDGET

@@ -169,11 +169,10 @@ def test_compile_run_inspect_and_fuse_take_onnx(tmp_path, capsys):
 def test_compile_error_quotes_the_imported_op(tmp_path, capsys):
     """An op the lowering does not take yet: the error names the ONNX output it computes."""
     m = ModelBuilder(5)
-    sizes = m.init(np.asarray([1, 8, 8, 8], np.int64))
-    m.output(m.node("Resize", [m.node("Relu", [m.input("x", [1, 8, 4, 4])]), "", "", sizes],
-                    mode="linear"))
+    axes = m.init(np.asarray([1, 3], np.int64))      # not adjacent in memory: no kernel takes it
+    m.output(m.node("ReduceSum", [m.node("Relu", [m.input("x", [1, 8, 4, 4])]), axes]))
     model = m.save(tmp_path / "perm.onnx")
     code, _, err = _run(capsys, "compile", model, "-o", tmp_path / "perm.blob")
     assert code == 1
-    assert err.startswith(f"{model} (imported):6:3: error: Interpolate %resize_4 "), err
+    assert err.startswith(f"{model} (imported):6:3: error: ReduceSum %reducesum_4 "), err
     assert not (tmp_path / "perm.blob").exists()

@@ -129,6 +129,9 @@ CASES = {
                                   kernel_shape=[3, 3], group=4, pads=[1, 1, 1, 1], strides=[2, 2]),
     "grouped": lambda m: m.node("Conv", [_x(m), m.weight((6, 2, 3, 3))], kernel_shape=[3, 3], group=2,
                                 dilations=[2, 1], pads=[0, 1, 2, 0]),
+    # grouped ConvTranspose, named to sort after the cases with random weights (seeds by position)
+    "transposed_conv_grouped": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 2, 2)), m.weight((6,), 0.1)],
+                                               kernel_shape=[2, 2], strides=[2, 2], group=2),
     "conv_transpose": lambda m: m.node("ConvTranspose", [_x(m), m.weight((4, 3, 3, 3)), m.weight((3,), 0.1)],
                                        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                                        output_padding=[1, 1]),
@@ -155,6 +158,14 @@ CASES = {
                                       mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
     "resize_align": lambda m: m.node("Resize", [_x(m), "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
                                      mode="linear", coordinate_transformation_mode="align_corners"),
+    # ONNX takes the coordinates from a scale whose product with the dim is not whole:
+    # kept as the Interpolate's own scales
+    "resize_nearest_fractional": lambda m: m.node(
+        "Resize", [_x(m), "", m.init(np.asarray([1, 1, 1.7, 0.6], np.float32))], mode="nearest",
+        coordinate_transformation_mode="half_pixel"),
+    "resize_linear_fractional": lambda m: m.node(
+        "Resize", [_x(m), "", m.init(np.asarray([1, 1, 1.3, 1.7], np.float32))], mode="linear",
+        coordinate_transformation_mode="pytorch_half_pixel"),
     "depth_to_space_dcr": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="DCR"),
     "depth_to_space_crd": lambda m: m.node("DepthToSpace", [_x(m)], blocksize=2, mode="CRD"),
     "space_to_depth": lambda m: m.node("SpaceToDepth", [_x(m)], blocksize=3),

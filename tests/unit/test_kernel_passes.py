@@ -60,10 +60,15 @@ def test_dynamic_memrefs_point_at_shape_metadata_in_win_f():
     assert inv.args_size == 64 and len(inv.window_e) == 64  # no WIN_E tail for dynamic memrefs
 
 
-def test_window_overflow_is_reported(capsys, monkeypatch):
-    monkeypatch.chdir(REPO)
-    code = main(["opt", "tests/unit/data/clamp_asm.vir", "-p", "kernels",
-                 "--arch", "tests/unit/data/tiny_windows.toml"])
+def test_window_overflow_is_reported(capsys, monkeypatch, tmp_path):
+    # Stacks small enough for the tiny WIN_E (the verifier checks them against it).
+    monkeypatch.chdir(tmp_path)
+    text = (DATA / "clamp_asm.vir").read_text()
+    assert "stacks(16384, 16384)" in text
+    Path("clamp_asm.vir").write_text(text.replace("stacks(16384, 16384)", "stacks(64, 64)"))
+    Path("clamp_test.s").write_text((DATA / "clamp_test.s").read_text())
+    code = main(["opt", "clamp_asm.vir", "-p", "kernels",
+                 "--arch", str(REPO / "tests/unit/data/tiny_windows.toml")])
     err = capsys.readouterr().err
     assert code == 1
     assert "%out_cmx ends at WIN_F + 0x10000, past the 0x100-byte window by 65280 bytes" in err

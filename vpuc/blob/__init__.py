@@ -11,12 +11,11 @@ equal Programs.  docs/blob-format.md describes the layouts.
 
 from __future__ import annotations
 
-import struct
-
 from vpuc.blob.content import FORMAT_VERSION, content_hash
+from vpuc.blob.field_check import reported
 from vpuc.blob.flatten import flatten
 from vpuc.blob.reader import decode_blob, detect_format, read_blob
-from vpuc.diagnostics import UsageError, VpucError
+from vpuc.diagnostics import UsageError
 from vpuc.program import Program
 
 FORMATS = ("fb", "elf")
@@ -29,18 +28,12 @@ def write_blob(program: Program, fmt: str = "fb", options: dict[str, str] | None
         raise UsageError(f"unknown blob format '{fmt}'; expected one of: {', '.join(FORMATS)}")
     content = flatten(program, options)
     digest = content_hash(content)
-    try:
+    with reported(content, program):
         if fmt == "fb":
             from vpuc.blob.writer_fb import write_fb
             return write_fb(content, digest)
         from vpuc.blob.writer_elf import write_elf
         return write_elf(content, digest)
-    except (struct.error, OverflowError, TypeError) as exc:
-        # struct and the flatbuffers builder refuse out-of-range numbers this way
-        if isinstance(exc, TypeError) and not str(exc).startswith("bad number"):
-            raise
-        raise VpucError(f"cannot serialize the program: a value does not fit its blob field "
-                        f"({exc})") from None
 
 
 def inspect_blob(data: bytes, file: str = "<blob>", *, json: bool = False,

@@ -16,8 +16,10 @@ reshaping copy: both sides then lie in memory in the order of the result).
   reshaping copy into the result (through a flat scratch when the result has
   the input's dims, which a copy between equal shapes cannot express);
 - Concat: each operand into its slice of the result;
-- Slice, Gather: strided views; indices that do not form one run with a
-  positive step are cut into runs (a run per index at worst: a reversal);
+- Slice, Gather, Interpolate (nearest): strided views; each axis's index list is
+  cut into runs of a positive step, per residue class of the destination modulo a
+  period (``strided_runs``: a resize by 2 is 2 runs per axis; a run per index at
+  worst: a reversal);
 - Pad (constant): the border from a ``const`` splat of the pad value, slab by
   slab, and the input into the interior, all in one phase;
 - DepthToSpace, SpaceToDepth: block_size² strided copies, one per position in
@@ -33,9 +35,10 @@ from itertools import product
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import GraphOp
 from vpuc.ir.types import DimsOrder, TensorType
+from vpuc.reference.graph_nn import nearest_indices
 
 DMA_OPS = ("Reshape", "Transpose", "Concat", "Slice", "Gather", "Pad", "DepthToSpace",
-           "SpaceToDepth")
+           "SpaceToDepth", "Interpolate")
 Span = tuple[int, int, int]              # start, stop (exclusive), step >= 1
 
 
@@ -105,6 +108,28 @@ def runs(indices: list[int]) -> list[tuple[Span, int]]:
     return out
 
 
+PERIODS = 16          # residue classes tried when cutting an index list into strided runs
+
+
+def strided_runs(indices: list[int]) -> list[tuple[Span, Span]]:
+    """``indices`` as (source span, destination span) pairs, the fewest found: the
+    destination positions are cut into residue classes modulo a period (a resize by p
+    repeats each index p times: p runs of step 1 in the source, step p in the
+    destination) and each class into ``runs``."""
+    best: list[tuple[Span, Span]] | None = None
+    for period in range(1, min(PERIODS, len(indices)) + 1):
+        pieces = []
+        for r in range(period):
+            for src, at in runs(indices[r::period]):
+                count = len(range(*src))
+                first = r + at * period
+                step = period if count > 1 else 1
+                pieces.append((src, (first, first + step * (count - 1) + 1, step)))
+        if best is None or len(pieces) < len(best):
+            best = pieces
+    return best or []
+
+
 def plan(op: GraphOp, x: str, xt: TensorType, y: str, yt: TensorType,
          operands: list[tuple[str, TensorType]]) -> Plan:
     """The copies of ``op`` reading ``x`` (its first operand; ``operands`` all of them)
@@ -140,6 +165,9 @@ def plan(op: GraphOp, x: str, xt: TensorType, y: str, yt: TensorType,
         return Plan([_gathers(x, xt, y, yt, per_axis)])
     if kind == "Pad":
         return _pad(x, xt, y, yt, tuple(a["pads_begin"]), tuple(a["pads_end"]), a["value"])
+    if kind == "Interpolate" and a["mode"] == "nearest":     # every output copies one input
+        per_axis = [nearest_indices(a, xt.dims, axis).tolist() for axis in range(xt.rank)]
+        return Plan([_gathers(x, xt, y, yt, per_axis)])
     if kind in ("DepthToSpace", "SpaceToDepth"):
         return _space_depth(kind, x, xt, y, yt, a["block_size"], a.get("mode", "blocks_first"))
     raise VpucError(f"{op.kind} {op.label} has no DMA lowering", op.loc)
@@ -147,11 +175,11 @@ def plan(op: GraphOp, x: str, xt: TensorType, y: str, yt: TensorType,
 
 def _gathers(x, xt, y, yt, per_axis: list[list[int]]) -> list[Copy]:
     """Copies taking ``x[per_axis[0], per_axis[1], ...]`` (index lists) into ``y``."""
-    options = [runs(indices) for indices in per_axis]
+    options = [strided_runs(indices) for indices in per_axis]
     copies = []
     for choice in product(*options):
         src = tuple(span for span, _ in choice)
-        dst = tuple((at, at + len(range(*span)), 1) for span, at in choice)
+        dst = tuple(span for _, span in choice)
         copies.append(Copy(Part(x, xt, src), Part(y, yt, dst)))
     return copies
 

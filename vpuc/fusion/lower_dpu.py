@@ -20,13 +20,16 @@ Guarantees:
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
   (``lower_dpu_support.dpu_problem``);
-- the output rows (H, or M for a matmul) are cut into blocks: one per tile when
-  a block's input rows (with the halo the window needs), its output rows and
-  the weights fit in ``CMX_BUDGET`` bytes of a tile, else as many as it takes,
-  double-buffered.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
-  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task whose
-  rows are split into the variants, each with its execution mode, that the cost
-  model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
+- the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
+  that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
+  the window needs, its output rows, the weights); a Convolution's, MaxPool's
+  and eltwise layer's count is the one the cost model's pipeline estimate
+  (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
+  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
+  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
+  one DPU task whose rows are split into the variants, each with its execution
+  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
+  with one).  Weights and bias
   are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
@@ -40,10 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vpuc.arch import DEFAULT_ARCH
-from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost, load_timing
+from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
+from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lower_bound, \
+    pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.fusion.lower_dpu_channels import variant_boxes
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
@@ -130,6 +135,12 @@ def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
     rows (as even as rows allow), each in its cheapest execution mode, that the cost model
     says ends first; each variant also pays the runtime's dispatch.  Ties go to fewer
     variants."""
+    return split_rows_cost(rows, workload_of, timing)[0]
+
+
+def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
+                    timing: Timing) -> tuple[list[tuple[int, int, str]], float]:
+    """``split_rows`` and the cycles the cost model gives its variants."""
     best, best_cycles = None, math.inf
     for parts in (1, 2, 4):
         if parts > rows:
@@ -143,14 +154,19 @@ def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
             plan.append((a, b, mode))
         if cycles < best_cycles - 1e-9:
             best, best_cycles = plan, cycles
-    return best
+    return best, best_cycles
 
 
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
-                  live: int | None = None):
+                  live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
+                  resident_cycles: float = 0.0):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
     ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
-    has a tile of its own, else two, double-buffered)."""
+    has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
+    rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
+    (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
+    ``resident_cycles``) finds cheapest among the counts that fit, ties to fewer blocks;
+    without it, the fewest blocks that fit."""
     used = min(tiles, extent)
     count = used
     fixed_live = live
@@ -166,8 +182,52 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             f"of {CMX_BUDGET}; splitting the output channels is not supported yet",
                             op.loc)
         count = min(count + used, extent)
+    if cost is not None:
+        count = _cheapest_count(extent, count, used, cost, resident_cycles,
+                                lambda c: resident + (fixed_live or (1 if c <= used else 2))
+                                * footprint(math.ceil(extent / c)) <= CMX_BUDGET)
+    return _edges(extent, count)
+
+
+def _edges(extent: int, count: int) -> list[tuple[int, int]]:
     edges = [extent * i // count for i in range(count + 1)]
     return [(edges[i], edges[i + 1]) for i in range(count)]
+
+
+def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
+                    resident_cycles: float, fits: Callable[[int], bool]) -> int:
+    """The block count from ``first`` up whose pipeline the cost model finds fastest; each
+    distinct block size is tried once, and the search stops where even the transfers of
+    one-row blocks would take longer than the best so far."""
+    stages: dict[int, BlockStages] = {}
+
+    def of(rows: int) -> BlockStages:
+        if rows not in stages:
+            stages[rows] = cost(rows)
+        return stages[rows]
+
+    best, best_cycles = first, math.inf
+    floor = of(1)
+    count, last_rows = first, None
+    while count <= extent and lower_bound(floor, count) < best_cycles:
+        rows = math.ceil(extent / count)
+        if rows != last_rows and fits(count):
+            cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
+                                     min(tiles, count), resident_cycles)
+            if cycles < best_cycles - 1e-9:
+                best, best_cycles = count, cycles
+        last_rows = rows
+        count += 1
+    return best
+
+
+def layer_timing(prog: ProgramText, op: GraphOp) -> Timing:
+    """The timing model the program is built for; its absence is an error at ``op``."""
+    if prog.timing is None:
+        raise VpucError(f"{describe(op)}: no timing model for the target; lowering a DPU "
+                        "layer asks the cost model (vpuc/cost/archs/<arch>.toml, or "
+                        "timing=FILE)", op.loc)
+    return prog.timing
 
 
 class LayerEmitter:
@@ -179,7 +239,7 @@ class LayerEmitter:
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
         self.reuse = 2 * self.used
-        self.timing = load_timing(DEFAULT_ARCH)
+        self.timing = prog.timing          # emit_layer checked it is there
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -212,16 +272,18 @@ class LayerEmitter:
     def task(self, k: int, head: str, extent: tuple[int, int, int],
              workload_of: Callable[[int], DpuWorkload]) -> None:
         """One DPU task for block ``k``: ``head`` up to its post-op, its rows split into the
-        variants and modes the cost model finds cheapest (``split_rows``)."""
+        variants and modes the cost model finds cheapest (``split_rows``), a channelwise
+        op's also into channel chunks (``lower_dpu_channels.variant_boxes``)."""
         waits = [f"%{self.p}loaded{k}"]
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        for a, b, mode in split_rows(rows, workload_of, self.timing):
-            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z[0]}) end({x[1]}, {b - 1}, "
-                                 f"{z[1]}) mode({mode})")
+        runs = split_rows(rows, workload_of, self.timing)
+        for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
+            self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, "
+                                 f"{z1}) mode({mode})")
         self.prog.dpu.append("  }")
 
     def load_bias(self, t: int, bias: np.ndarray | None) -> str:
@@ -239,12 +301,13 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, 1, f" waits(%{self.p}done{k})", updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
     from vpuc.fusion import lower_dpu_nn
+    layer_timing(prog, layer.op)
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
@@ -278,9 +341,29 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         return (n * c * loaded * w + n * oc * rows * ow) * elem.nbytes
 
-    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op)
+    def workload_of(rows: int) -> DpuWorkload:
+        return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=oc,
+                           in_channels=c, kernel=(kh, kw), stride=(sh, sw), batch=n,
+                           in_bytes=elem.nbytes, out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
+
+    def stages(rows: int) -> BlockStages:
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        load = Move(n * c * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)
+        store = Move(n * oc * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
+        return block_stages([load], split_rows_cost(rows, workload_of, timing)[1], [store],
+                            timing)
+
+    dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
+    resident_loads = []
+    if conv:
+        wv = values[op.operands[1]]
+        resident_loads.append(Move(wv.type.nbytes, elem.nbytes, wv.type.order != NHWC))
+    if layer.bias is not None:
+        resident_loads.append(Move(4 * oc, 4))
+    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
+                           resident_cycles=loads_cycles(resident_loads, timing))
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
-    dpu_op, bias_of = ("conv" if conv else "maxpool"), {}
+    bias_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         lo, rows, top, bottom = rows_in(r0, r1)
@@ -301,10 +384,6 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)),
-               lambda rows: DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows,
-                                        channels=oc, in_channels=c, kernel=(kh, kw),
-                                        stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)), workload_of)
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

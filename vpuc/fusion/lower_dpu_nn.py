@@ -8,6 +8,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``conv`` per group over its slice of input and output channels, the way the
   NPU compiler's ``ConvertGroupConvToConv`` pass splits it (a DPU conv reads
   every input channel of its task);
+- ``ConvolutionBackpropData`` and ``GroupConvolutionBackpropData``: a convolution
+  over the zero-upsampled input (``lower_dpu_deconv.py``), per group;
 - ``AvgPool``: ``avgpool`` when the divisor counts only real cells
   (``exclude_pad``, or no padding at all): the DPU model's average pool
   excludes padded cells (``runtime_sim/dpu/ops.py``); with ``count_include_pad``
@@ -38,16 +40,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload
+from vpuc.cost.blocks import BlockStages, Move, block_stages
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe, vector)
+                                   const_text, describe, layer_timing, split_rows_cost, vector)
+from vpuc.fusion.lower_dpu_channels import aligned, conv_aligned, padded
+from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.types import ElemType, TensorType
 from vpuc.reference.graph import constant_value
 
-NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean", "ConvolutionBackpropData")
+NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean") + DECONVOLUTIONS
 ELTWISE = {"Add": "add", "Multiply": "mul"}      # marked by targets/shave.py (dpu_eltwise)
 CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
 
@@ -88,11 +93,11 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
             return ("the DPU takes a mean over H and W of an NCHW tensor with keep_dims "
                     "(an average pool); other reductions need an ACT SHAVE kernel")
         return None
-    if op.kind in ("GroupConvolution", "ConvolutionBackpropData") \
+    if op.kind in ("GroupConvolution",) + DECONVOLUTIONS \
             and index.producer(op.operands[1]).kind != CONSTANT:
         return "its weights are not a constant (the DPU lowering rearranges them at compile time)"
-    if op.kind == "ConvolutionBackpropData":
-        before, _ = _deconv_borders(op, index)
+    if op.kind in DECONVOLUTIONS:
+        before, _ = deconv_borders(op, index)
         if min(before) < 0:
             return (f"its pads_begin {list(op.attrs['pads_begin'])} crop more than the dilated "
                     "kernel extent; not supported yet")
@@ -117,6 +122,8 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
     op = layer.op
     kernel, strides, begin, end, dil = nn_window(op, index)
     whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
+    if op.kind == "Convolution" and not conv_aligned(c, oc):   # padded copies
+        whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":
         return Plan("conv", kernel, strides, begin, end, dil, whole)
     if op.kind == "MaxPool":
@@ -163,6 +170,8 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
     _, channels, rows, _ = values[layer.output].type.dims
+    if not conv_aligned(values[op.operands[0]].type.dims[1], channels):
+        return True                                  # channels padded per block
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
     return few_rows or not _fits_whole(layer, values, index)
 
@@ -174,53 +183,13 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
         emit_eltwise(prog, layer, values, tiles, prefix, gate, finish)
         return
     x = values[op.operands[0]]
-    if op.kind == "ConvolutionBackpropData":
-        x, plan, gate = _upsample(prog, layer, x, index, prefix, gate)
+    if op.kind in DECONVOLUTIONS:
+        x, gate = upsample(prog, op, x, index, prefix, gate)
+        dpu_op, kernel, dilations, jobs = deconv_jobs(op, index)
+        plan = Plan(dpu_op, kernel, (1, 1), (0, 0), (0, 0), dilations, [Job(*j) for j in jobs])
     else:
         plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
-
-
-def _deconv_borders(op: GraphOp, index: GraphIndex) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Zero rows/columns before and after the upsampled input of a transposed convolution:
-    d * (K - 1) - pads_begin and d * (K - 1) - pads_end + output_padding."""
-    kernel = index.producer(op.operands[1]).type.dims[2:]
-    dil, pb, pe = op.attrs["dilations"], op.attrs["pads_begin"], op.attrs["pads_end"]
-    extra = op.attrs["output_padding"]
-    before = tuple(d * (k - 1) - p for d, k, p in zip(dil, kernel, pb))
-    after = tuple(d * (k - 1) - p + e for d, k, p, e in zip(dil, kernel, pe, extra))
-    return before, after
-
-
-def _upsample(prog: ProgramText, layer: DpuLayer, x: Value, index: GraphIndex, prefix: str,
-              gate: tuple[str, ...]) -> tuple[Value, Plan, tuple[str, ...]]:
-    """A transposed convolution as a convolution over its zero-upsampled input: DMA zeros
-    into a DDR tensor, then the input into every stride-th row and column of it (after
-    the border the pads leave); the convolution's weights are the transposed ones flipped
-    in H and W, [I, O, KH, KW] -> [O, I, KH, KW]."""
-    op = layer.op
-    n, c, h, w = x.type.dims
-    (sh, sw), dil = op.attrs["strides"], tuple(op.attrs["dilations"])
-    (bh, bw), (ah, aw) = _deconv_borders(op, index)
-    full = (n, c, bh + (h - 1) * sh + 1 + ah, bw + (w - 1) * sw + 1 + aw)
-    up = Value(f"{prefix}up", TensorType(full, x.type.elem, x.type.order), "ddr")
-    dims = "x".join(map(str, full)) + f"x{x.type.elem} {x.type.order}"
-    prog.buffers += [f"ddr %{up.name} : {dims}", f"const %{prefix}zeros : {dims} = splat 0"]
-    prog.barriers += [f"barrier %{prefix}zeroed", f"barrier %{prefix}upsampled"]
-    prog.views.append(f"view %{prefix}up.v = %{up.name}[0:{n}, 0:{c}, "
-                      f"{bh}:{bh + (h - 1) * sh + 1}:{sh}, {bw}:{bw + (w - 1) * sw + 1}:{sw}]")
-    waits = f" waits({', '.join(f'%{g}' for g in gate)})" if gate else ""
-    lp = prefix.replace("$", "_")
-    prog.dma += [f"  {lp}zero: dma %{prefix}zeros -> %{up.name} channel 0{waits} "
-                 f"updates(%{prefix}zeroed)",
-                 f"  {lp}upsample: dma %{x.name} -> %{prefix}up.v channel 0 "
-                 f"waits(%{prefix}zeroed) updates(%{prefix}upsampled)"]
-    weights = constant_value(index.producer(op.operands[1])).astype(np.float32)
-    flipped = np.ascontiguousarray(weights.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
-    kernel = tuple(weights.shape[2:])
-    plan = Plan("conv", kernel, (1, 1), (0, 0), (0, 0), dil,
-                [Job((0, c), (0, flipped.shape[0]), flipped)])
-    return up, plan, (f"{prefix}upsampled",)
 
 
 def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
@@ -253,13 +222,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     def weight_bytes(job: Job) -> int:
         if not plan.has_weights:
             return 0
-        per_out = (job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
-        return (job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
+        per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
+        return aligned(job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
 
     def io_bytes(job: Job, rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        return n * elem.nbytes * ((job.ins[1] - job.ins[0]) * loaded * w
-                                  + (job.outs[1] - job.outs[0]) * rows * ow)
+        return n * elem.nbytes * (aligned(job.ins[1] - job.ins[0]) * loaded * w
+                                  + aligned(job.outs[1] - job.outs[0]) * rows * ow)
 
     jobs = plan.jobs
     # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
@@ -275,6 +244,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
                             f"over a budget of {CMX_BUDGET}; splitting the input channels "
                             "(partial sums) is not supported yet", op.loc)
+    jobs = [_aligned_job(plan, job) for job in jobs]
     single = len(jobs) == 1
     work = []
     for j, job in enumerate(jobs):
@@ -293,6 +263,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias)}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
+    widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
+    if plan.dpu_op == "conv" and widest:     # zeros for the padded input channels
+        prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
     for k, (j, r0, r1) in enumerate(work):
         job, t = jobs[j], e.tile(k)
         e.barriers(k)
@@ -309,20 +282,41 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 resident[t] = operands
         lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
         (i0, i1), (o0, o1) = job.ins, job.outs
+        ic, occ = aligned(i1 - i0), aligned(o1 - o0)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = e.cmx(f"in.c{k}", TensorType((n, i1 - i0, rows, w), elem, NHWC), t)
-        e.dma(f"load{k}", src, xin, 0, waits, loaded, permute=x.type.order != NHWC)
-        y = e.cmx(f"out.c{k}", TensorType((n, o1 - o0, r1 - r0, ow), elem, NHWC), t)
+        xin = e.cmx(f"in.c{k}", TensorType((n, ic, rows, w), elem, NHWC), t)
+        real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
+                                                                       f"0:{rows}", f"0:{w}"])
+        e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
+        if plan.dpu_op == "conv" and ic > i1 - i0:   # channels read across: zeros, not garbage
+            pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
+            e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{prefix}chzeros", pad),
+                  e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
+                  0, waits, loaded)
+        y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, o1 - o0 - 1)),
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, occ - 1)),
                lambda rows: DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=rows,
-                                        channels=o1 - o0, in_channels=i1 - i0, kernel=(kh, kw),
+                                        channels=occ, in_channels=ic, kernel=(kh, kw),
                                         stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
                                         out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"0:{ow}"])
+        if occ > o1 - o0:                            # only the real channels are stored
+            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)
+
+
+def _aligned_job(plan: Plan, job: Job) -> Job:
+    """``job`` with its weights zero-padded to the DPU's channel multiples (output channels;
+    a conv's input channels too)."""
+    if job.weights is None:
+        return job
+    sizes = {0: aligned(job.weights.shape[0])}
+    if plan.dpu_op == "conv":
+        sizes[1] = aligned(job.weights.shape[1])
+    return Job(job.ins, job.outs, padded(job.weights, sizes), job.from_ddr)
 
 
 def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
@@ -341,9 +335,9 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
     clauses = ""
     if plan.has_weights:
         kh, kw = plan.kernel
-        per_out = i1 - i0 if plan.dpu_op == "conv" else 1
+        per_out = aligned(i1 - i0) if plan.dpu_op == "conv" else 1
         elem = values[op.operands[0]].type.elem
-        dims = (o1 - o0, per_out, kh, kw)
+        dims = (aligned(o1 - o0), per_out, kh, kw)
         permute = False
         if job.from_ddr:
             wv = values[op.operands[1]]
@@ -360,9 +354,14 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         clauses += f" weights({wt})"
     if layer.bias is not None:
         src = f"%{p}bias"
-        if (o0, o1) != (0, layer.bias.size):
+        if aligned(o1 - o0) != o1 - o0:              # a zero-padded copy of the job's slice
+            src = f"%{p}bias{j}"
+            if declare:
+                values_ = padded(layer.bias[o0:o1], {0: aligned(o1 - o0)})
+                e.prog.buffers.append(f"const {src} : {values_.size}xf32 = {const_text(values_)}")
+        elif (o0, o1) != (0, layer.bias.size):
             src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
-        bias = e.cmx(f"bias.{tag}", vector(o1 - o0, ElemType.F32), t)
+        bias = e.cmx(f"bias.{tag}", vector(aligned(o1 - o0), ElemType.F32), t)
         e.dma(f"load_bias.{tag}", src, bias, 0, waits, loaded)
         clauses += f" bias({bias})"
     return clauses
@@ -376,8 +375,21 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
     n, c, h, w = out.type.dims
     elem = out.type.elem
+    timing = layer_timing(prog, op)
+
+    def workload_of(rows: int) -> DpuWorkload:
+        return DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
+                           channels=c, in_channels=c, batch=n, in_bytes=elem.nbytes,
+                           out_bytes=elem.nbytes, weight_bytes=0)
+
+    def stages(rows: int) -> BlockStages:      # the cost model's estimate of one block
+        size = n * c * rows * w * elem.nbytes
+        return block_stages([Move(size, elem.nbytes, v.type.order != NHWC) for v in (a, b)],
+                            split_rows_cost(rows, workload_of, timing)[1],
+                            [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
+
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
-                           "row", op)
+                           "row", op, cost=stages)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -392,8 +404,5 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
             ins.append(cmx)
         y = e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
-               ((0, w - 1), r1 - r0, (0, c - 1)),
-               lambda rows: DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
-                                        channels=c, in_channels=c, batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=0))
+               ((0, w - 1), r1 - r0, (0, c - 1)), workload_of)
         e.store(k, y, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)

@@ -23,13 +23,17 @@ is cut into **segments**, run one after another:
 - a *DPU segment* is one Convolution, MatMul or MaxPool with the post-ops the
   marking pass left to the DPU (bias, activation) folded in (``lower_dpu.py``);
 - a *DMA segment* is one data-movement op (Reshape, Transpose, Concat, Slice,
-  Gather, Pad, DepthToSpace, SpaceToDepth) as DDR -> DDR copies (``lower_dma.py``).
+  Gather, Pad, DepthToSpace, SpaceToDepth, nearest Interpolate) as DDR -> DDR
+  copies (``lower_dma.py``).
+
+A linear Interpolate is first rewritten into row Gathers, an elementwise blend
+and a MatMul by its column interpolation matrix (``lower_resize.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
 its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
-store updates (all stores are on DMA channel 1, which runs them in order, so
+store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
@@ -55,13 +59,16 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import constant_value
@@ -74,6 +81,7 @@ from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
 from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
 from vpuc.passes.base import ModulePass, PassContext
+from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
@@ -103,11 +111,11 @@ class LowerGraphPass(ModulePass):
         hook = ctx.artifacts.get("fusion-print")
         plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
         gates: set[str] = set()
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles,
-                     schedule=plan, gates=gates)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         if plan != "naive":
-            overlap(lowered, gates)
+            overlap(lowered, gates, ctx.arch.dma_channels)
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
         module.buffers += lowered.buffers
@@ -124,14 +132,28 @@ def check_sizes(graph: Graph, limit: int) -> None:
     bag = DiagnosticBag()
     oversized: set[str] = set()
     for op in graph.ops:
-        if op.kind == RESULT or op.type is None or op.type.nbytes <= limit:
+        if op.kind == RESULT or op.type is None:
+            continue
+        problem = _size_problem(op.type, limit)
+        if problem is None:
             continue
         oversized.add(op.result)
         if not oversized.intersection(op.operands):      # the first one on its path
-                bag.error(op.loc, f"%{op.result} ({op.type}) has {op.type.nbytes:,} bytes; a "
-                          f"tensor on this target holds at most {limit:,} bytes (its address "
-                          "space)")
+            bag.error(op.loc, f"%{op.result} ({op.type}) {problem}")
     bag.raise_if_errors()
+
+
+def _size_problem(tensor, limit: int) -> str | None:
+    """Why a tensor of this type cannot exist on the target (the bounds of
+    ``vpuc/verifier/limits.py``), or None."""
+    if len(tensor.dims) > MAX_DIMS:
+        return f"has rank {len(tensor.dims)}; a tensor has at most {MAX_DIMS} dims"
+    if any(d > INT32[1] for d in tensor.bound_shape):
+        return f"has a dim beyond int32 ({INT32[1]:,}); a dim is an int32 on this target"
+    if tensor.nbytes > limit:
+        return (f"has {tensor.nbytes:,} bytes; a tensor on this target holds at most "
+                f"{limit:,} bytes (its address space)")
+    return None
 
 
 @dataclass
@@ -147,8 +169,10 @@ class Segment:
             return list(self.dma.operands)
         if self.library is not None:
             return [self.library.op.operands[0]]
-        if self.layer is not None:
-            return list(self.layer.op.operands)
+        if self.layer is not None:       # weights the lowering re-declares are not read
+            op = self.layer.op
+            return [v for i, v in enumerate(op.operands)
+                    if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:
@@ -162,13 +186,14 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None, schedule: str = "naive",
-          gates: set[str] | None = None) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
+          schedule: str = "naive", gates: set[str] | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
     segment gate barriers are added to ``gates``."""
     clock = time.perf_counter()
+    expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
@@ -176,7 +201,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     values, names = _values(graph, tok, segments)
     if schedule != "naive":
         values = ddr_layouts(values, *_segment_kinds(tok, segments, names))
-    prog = ProgramText()
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -417,7 +443,7 @@ def _values(graph: Graph, tok: Tokenization,
     conv_weights, other_reads = set(), set()
     for seg in segments:
         reads = seg.reads(tok)
-        if seg.layer is not None and seg.layer.op.kind == "Convolution":
+        if seg.layer is not None and seg.layer.op.kind == "Convolution" and len(reads) > 1:
             conv_weights.add(reads[1])
             reads = reads[:1]
         other_reads.update(reads)

@@ -72,8 +72,9 @@ def ddr_layouts(values: list[Value], producers: dict[str, str], readers: dict[st
     return out
 
 
-def overlap(module: Module, gates: set[str]) -> None:
-    """Decisions 2 and 3 of the module docstring, on the lowered ``module``."""
+def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
+    """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
+    channel the early loads keep their place in its FIFO (they only stop waiting)."""
     symbols = SymbolTable(module)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
@@ -109,7 +110,8 @@ def overlap(module: Module, gates: set[str]) -> None:
                     first_load[key] = (task, dst.root.tile)
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
-        task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+        if dma_channels > 1:
+            task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
 
 
 def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:

@@ -37,7 +37,7 @@ class InferError(Exception):
 @dataclass(frozen=True)
 class AttrSpec:
     name: str
-    kind: str            # float, int, bool, elem, ints, dims, dim, str, or enum:a|b|c
+    kind: str            # float, int, bool, elem, ints, floats, dims, dim, str, or enum:a|b|c
     default: object = REQUIRED   # None: optional, absent unless given
 
     def describe(self) -> str:
@@ -45,6 +45,7 @@ class AttrSpec:
             return "one of " + ", ".join(self.kind[5:].split("|"))
         return {"float": "a number", "int": "an integer", "bool": "true or false",
                 "elem": "an element type such as f32", "ints": "a list of integers",
+                "floats": "a list of numbers",
                 "dims": "a list of dims such as [1, 64, ?<=128]", "dim": "a dim such as 16",
                 "str": "a name or a string"}[self.kind]
 

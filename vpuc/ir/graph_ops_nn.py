@@ -1,4 +1,4 @@
-"""The graph dialect's ops for imported models: grouped and transposed convolution,
+"""The graph dialect's ops for imported models: grouped and transposed (also grouped) convolution,
 pools, reductions, normalization, and the data-movement ops (Concat, Slice,
 Gather, Pad, Interpolate, DepthToSpace …).
 
@@ -11,6 +11,8 @@ shapes are fixed at import.  ``graph_ops.py`` adds ``NN_SPECS`` to its table.
 """
 
 from __future__ import annotations
+
+import math
 
 from vpuc.ir.graph import GraphOp
 from vpuc.ir.graph_ops import (AttrSpec, InferError, OpSpec, _out_size, _pairs,
@@ -61,6 +63,19 @@ def _group_conv(op: GraphOp, ins: list[TensorType]) -> TensorType:
     return _like(x, (x.dims[0], groups * per_out, oh, ow))
 
 
+def _deconv_spatial(op: GraphOp, x: TensorType, kernel) -> list[int]:
+    strides, pb, pe, dil = _pairs(op, "strides", "pads_begin", "pads_end", "dilations")
+    extra = tuple(op.attrs["output_padding"])
+    dims = []
+    for axis in range(2):
+        size = ((x.dims[2 + axis] - 1) * strides[axis] - pb[axis] - pe[axis]
+                + dil[axis] * (kernel[axis] - 1) + 1 + extra[axis])
+        if size < 1:
+            raise InferError(f"{op.kind} output dim {axis + 2} would be {size}")
+        dims.append(size)
+    return dims
+
+
 def _deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
     x, w = ins
     _window_4d(op, x, "data")
@@ -68,16 +83,21 @@ def _deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
         raise InferError(f"ConvolutionBackpropData weights are IOHW with I = {x.dims[1]} input "
                          f"channels; got {_shape_text(w.dims)}")
     _same_elem(op, ins)
-    strides, pb, pe, dil = _pairs(op, "strides", "pads_begin", "pads_end", "dilations")
-    extra = tuple(op.attrs["output_padding"])
-    dims = []
-    for axis in range(2):
-        size = ((x.dims[2 + axis] - 1) * strides[axis] - pb[axis] - pe[axis]
-                + dil[axis] * (w.dims[2 + axis] - 1) + 1 + extra[axis])
-        if size < 1:
-            raise InferError(f"ConvolutionBackpropData output dim {axis + 2} would be {size}")
-        dims.append(size)
-    return _like(x, (x.dims[0], w.dims[1], *dims))
+    return _like(x, (x.dims[0], w.dims[1], *_deconv_spatial(op, x, w.dims[2:])))
+
+
+def _group_deconv(op: GraphOp, ins: list[TensorType]) -> TensorType:
+    """OpenVINO's GroupConvolutionBackpropData: weights [G, I/G, O/G, KH, KW]."""
+    x, w = ins
+    _window_4d(op, x, "data")
+    if w.rank != 5:
+        raise InferError(f"GroupConvolutionBackpropData weights are GIOHW (rank 5); got rank {w.rank}")
+    _same_elem(op, ins)
+    groups, per_in, per_out = w.dims[:3]
+    if x.dims[1] != groups * per_in:
+        raise InferError(f"GroupConvolutionBackpropData input has {x.dims[1]} channels; the "
+                         f"weights expect {groups} groups of {per_in}")
+    return _like(x, (x.dims[0], groups * per_out, *_deconv_spatial(op, x, w.dims[3:])))
 
 
 def _avg_pool(op: GraphOp, ins: list[TensorType]) -> TensorType:
@@ -167,6 +187,13 @@ def _interpolate(op: GraphOp, ins: list[TensorType]) -> TensorType:
         raise InferError(f"Interpolate shape {list(shape)} needs {x.rank} sizes >= 1")
     if op.attrs["mode"] == "linear" and (x.rank != 4 or shape[:2] != x.dims[:2]):
         raise InferError("linear Interpolate resizes the H and W of NCHW data only")
+    scales = op.attrs.get("scales")
+    if scales is not None:           # ONNX: size floor(d * scale), coordinates from the scale
+        if len(scales) != x.rank or any(not s > 0 for s in scales):
+            raise InferError(f"Interpolate scales {list(scales)} need {x.rank} numbers > 0")
+        floors = [math.floor(d * s) for d, s in zip(x.dims, scales)]
+        if floors != list(shape):
+            raise InferError(f"Interpolate shape {list(shape)} is not floor(dims * scales) = {floors}")
     return _like(x, shape)
 
 
@@ -212,6 +239,8 @@ NN_SPECS = [
     OpSpec("GroupConvolution", 2, "layer", _group_conv, _CONV_WINDOW),
     OpSpec("ConvolutionBackpropData", 2, "layer", _deconv,
            _CONV_WINDOW + (AttrSpec("output_padding", "ints", (0, 0)),)),
+    OpSpec("GroupConvolutionBackpropData", 2, "layer", _group_deconv,
+           _CONV_WINDOW + (AttrSpec("output_padding", "ints", (0, 0)),)),
     OpSpec("AvgPool", 1, "layer", _avg_pool, _POOL_WINDOW + (AttrSpec("exclude_pad", "bool", False),),
            float_only=True),
     *(OpSpec(n, 1, "layer", _reduce, _REDUCE, float_only=n != "ReduceMax")
@@ -228,7 +257,8 @@ NN_SPECS = [
                  "enum:half_pixel|pytorch_half_pixel|asymmetric|align_corners|tf_half_pixel_for_nn",
                  "half_pixel"),
         AttrSpec("nearest_mode", "enum:round_prefer_floor|round_prefer_ceil|floor|ceil",
-                 "round_prefer_floor")), float_only=True),
+                 "round_prefer_floor"),
+        AttrSpec("scales", "floats", None)), float_only=True),
     OpSpec("DepthToSpace", 1, "layer", _depth_to_space,
            (AttrSpec("block_size", "int"), AttrSpec("mode", "enum:blocks_first|depth_first", "blocks_first"))),
     OpSpec("SpaceToDepth", 1, "layer", _space_to_depth, (AttrSpec("block_size", "int"),)),

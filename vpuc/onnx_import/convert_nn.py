@@ -33,8 +33,7 @@ def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
 
 def _conv_transpose(b, node, attrs):
     weights = b.array(node.input[1])
-    if attrs.get("group", 1) != 1:
-        raise b.error(f"group = {attrs['group']}: grouped ConvTranspose is not supported")
+    groups = attrs.get("group", 1)
     if "output_shape" in attrs:
         raise b.error("ConvTranspose output_shape is not supported; give pads instead")
     kernel = weights.shape[2:]
@@ -45,12 +44,20 @@ def _conv_transpose(b, node, attrs):
         raise b.error(f"ConvTranspose auto_pad {auto} is not supported; give pads instead")
     pads = list(attrs.get("pads", [0, 0, 0, 0]))
     has_bias = len(node.input) > 2 and bool(node.input[2])
-    y = b.op("ConvolutionBackpropData", [b.value(node.input[0]), b.value(node.input[1])],
+    if len(kernel) != 2:
+        raise b.error("only 2-D ConvTranspose is supported")
+    if groups == 1:
+        kind, w = "ConvolutionBackpropData", b.value(node.input[1])
+    else:                  # [C, O/G, KH, KW] -> OpenVINO's [G, C/G, O/G, KH, KW]
+        if weights.shape[0] % groups:
+            raise b.error(f"group = {groups} does not divide the {weights.shape[0]} input channels")
+        kind = "GroupConvolutionBackpropData"     # only the regrouped weights are stored
+        w = b.constant(weights.reshape((groups, weights.shape[0] // groups) + weights.shape[1:]),
+                       node.input[1] + ".grouped")
+    y = b.op(kind, [b.value(node.input[0]), w],
              {"strides": strides, "pads_begin": (pads[0], pads[1]), "pads_end": (pads[2], pads[3]),
               "dilations": dilations, "output_padding": tuple(attrs.get("output_padding", (0, 0)))},
              out=None if has_bias else node.output[0])
-    if len(kernel) != 2:
-        raise b.error("only 2-D ConvTranspose is supported")
     if has_bias:
         bias = b.array(node.input[2]).reshape(1, -1, 1, 1)
         b.op("Add", [y, b.constant(bias, node.input[2])], out=node.output[0])
@@ -195,11 +202,14 @@ def _resize(b, node, attrs):
         scales = [float(s) for s in b.array(node.input[2])]
     if sizes is None and scales is None:
         raise b.error("Resize needs constant scales or sizes")
+    own_scales = None
     if sizes is None:
         sizes = [int(np.floor(d * s)) for d, s in zip(shape, scales)]
-        if any(abs(s - round(s)) > 1e-6 and d * s != n for d, s, n in zip(shape, scales, sizes)):
+        if any(n != d * s for d, s, n in zip(shape, scales, sizes)):
             # ONNX computes coordinates from the scale, not from the rounded size
-            raise b.error(f"Resize by non-integral scales {scales} is not supported")
+            own_scales = tuple(scales)
+        if min(sizes) < 1:
+            raise b.error(f"Resize scales {scales} of {list(shape)} leave an empty dim")
     ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
     supported = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
     if ctm not in supported:
@@ -209,7 +219,8 @@ def _resize(b, node, attrs):
         raise b.error("Resize exclude_outside is not supported")
     b.op("Interpolate", [b.value(node.input[0])],
          {"shape": tuple(sizes), "mode": mode, "coordinate_transformation_mode": ctm,
-          "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor")}, out=node.output[0])
+          "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor"),
+          **({"scales": own_scales} if own_scales else {})}, out=node.output[0])
 
 
 def _depth_to_space(b, node, attrs):

@@ -58,6 +58,14 @@ def deconv(x, w, attrs):
     return out[:, :, pb0:full_h - pe0, pb1:full_w - pe1]
 
 
+def group_deconv(x, w, attrs):
+    """GroupConvolutionBackpropData: each group of input channels transposed-convolved
+    with its own weights [G, I/G, O/G, KH, KW], the groups' outputs concatenated."""
+    groups, per_in = w.shape[:2]
+    return np.concatenate([deconv(x[:, g * per_in:(g + 1) * per_in], w[g], attrs)
+                           for g in range(groups)], axis=1)
+
+
 def avg_pool(x, attrs):
     (k0, k1), (s0, s1) = attrs["kernel"], attrs["strides"]
     xp = _pad_hw(x, attrs)
@@ -89,9 +97,11 @@ def pad(x, attrs):
     return np.pad(x, list(zip(attrs["pads_begin"], attrs["pads_end"])), constant_values=attrs["value"])
 
 
-def _source_coords(out_size: int, in_size: int, mode: str) -> np.ndarray:
-    """The input coordinate each output index samples (ONNX Resize's coordinate modes)."""
-    scale = out_size / in_size
+def source_coords(out_size: int, in_size: int, mode: str, scale: float | None = None) -> np.ndarray:
+    """The input coordinate each output index samples (ONNX Resize's coordinate modes).
+    ``scale`` is the resize's own scale when it has one (ONNX computes coordinates from
+    the given scale, not from the rounded sizes); else out_size / in_size."""
+    scale = out_size / in_size if scale is None else scale
     i = np.arange(out_size, dtype=np.float64)
     if mode == "half_pixel":
         return (i + 0.5) / scale - 0.5
@@ -116,25 +126,45 @@ def _nearest_index(coords: np.ndarray, in_size: int, mode: str) -> np.ndarray:
     return np.clip(index, 0, in_size - 1).astype(np.int64)
 
 
+def _axis_scale(attrs, axis: int) -> float | None:
+    scales = attrs.get("scales") or ()
+    return float(scales[axis]) if scales else None
+
+
+def nearest_indices(attrs, in_shape, axis: int) -> np.ndarray:
+    """The input index each output index of ``axis`` copies (nearest Interpolate); an
+    axis the resize keeps (same size, no scale of its own) is copied unchanged."""
+    if attrs["shape"][axis] == in_shape[axis] and _axis_scale(attrs, axis) in (None, 1.0):
+        return np.arange(in_shape[axis])
+    coords = source_coords(attrs["shape"][axis], in_shape[axis],
+                           attrs["coordinate_transformation_mode"], _axis_scale(attrs, axis))
+    return _nearest_index(coords, in_shape[axis], attrs["nearest_mode"])
+
+
+def linear_taps(attrs, in_shape, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, frac) of ``axis``: output index i is x[low]*(1-frac) + x[high]*frac."""
+    in_size = in_shape[axis]
+    coords = np.clip(source_coords(attrs["shape"][axis], in_size,
+                                   attrs["coordinate_transformation_mode"],
+                                   _axis_scale(attrs, axis)), 0, in_size - 1)
+    low = np.floor(coords).astype(np.int64)
+    high = np.minimum(low + 1, in_size - 1)
+    return low, high, coords - low
+
+
 def interpolate(x, attrs):
-    shape, ctm = attrs["shape"], attrs["coordinate_transformation_mode"]
+    shape = attrs["shape"]
     if attrs["mode"] == "nearest":
         out = x
-        for axis, size in enumerate(shape):
-            if size != x.shape[axis]:
-                coords = _source_coords(size, x.shape[axis], ctm)
-                out = np.take(out, _nearest_index(coords, x.shape[axis], attrs["nearest_mode"]), axis=axis)
+        for axis in range(len(shape)):
+            out = np.take(out, nearest_indices(attrs, x.shape, axis), axis=axis)
         return out
     out = x
     for axis in (2, 3):                                        # separable bilinear
-        size, in_size = shape[axis], x.shape[axis]
-        coords = np.clip(_source_coords(size, in_size, ctm), 0, in_size - 1)
-        low = np.floor(coords).astype(np.int64)
-        high = np.minimum(low + 1, in_size - 1)
-        frac = (coords - low).astype(x.dtype)
+        low, high, frac = linear_taps(attrs, x.shape, axis)
         bshape = [1] * x.ndim
-        bshape[axis] = size
-        frac = frac.reshape(bshape)
+        bshape[axis] = shape[axis]
+        frac = frac.astype(x.dtype).reshape(bshape)
         out = np.take(out, low, axis=axis) * (1 - frac) + np.take(out, high, axis=axis) * frac
     return out
 
@@ -182,6 +212,7 @@ NN_UNARY = {
 NN_LAYERS = {
     "GroupConvolution": lambda args, a: group_conv(args[0], args[1], a),
     "ConvolutionBackpropData": lambda args, a: deconv(args[0], args[1], a),
+    "GroupConvolutionBackpropData": lambda args, a: group_deconv(args[0], args[1], a),
     "AvgPool": lambda args, a: avg_pool(args[0], a),
     "ReduceMean": reduce("ReduceMean"), "ReduceSum": reduce("ReduceSum"), "ReduceMax": reduce("ReduceMax"),
     "Concat": lambda args, a: np.concatenate(args, axis=a["axis"]),

@@ -13,10 +13,11 @@ from vpuc.ir.module import Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.perf import gc_paused
 from vpuc.verifier.barriers import check_barrier_use, check_deadlock, check_physical_reuse
+from vpuc.verifier.dpu_channels import check_dpu_channels
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
 from vpuc.verifier.graph import check_graphs
-from vpuc.verifier.limits import check_sizes
+from vpuc.verifier.limits import check_limits
 from vpuc.verifier.memory import check_overlaps, check_races
 from vpuc.verifier.tasks import check_tasks
 from vpuc.verifier.wiring import check_wiring
@@ -45,10 +46,12 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
     check_kernels(module, bag)
     check_runtime(module, arch, symbols, bag)
     check_buffers(module, arch, bag)
-    check_sizes(module, arch, bag)
+    check_limits(module, arch, bag)
     check_views(module, symbols)
     check_barriers(module, arch, bag)
     check_tasks(module, arch, symbols, bag)
+    if not bag.has_errors:
+        check_dpu_channels(module, symbols, bag)
     check_wiring(module, symbols, bag)
     check_graphs(module, bag)
     schedule = Schedule(module, arch)

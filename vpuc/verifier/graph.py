@@ -169,6 +169,9 @@ def _coerce(value, attr: AttrSpec):
         return None
     if kind == "ints":
         return value if all(isinstance(v, int) and not isinstance(v, bool) for v in value) else None
+    if kind == "floats":
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        return tuple(number_as_float(v) for v in value) if numbers else None
     if kind == "dims":
         return value if all((isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, Dynamic)
                             for v in value) else None

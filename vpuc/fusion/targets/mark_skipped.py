@@ -18,7 +18,8 @@ from typing import Callable
 from vpuc.ir.graph import CONSTANT, RESULT, Graph, GraphIndex, GraphOp
 
 SKIPPED = "skipped-by-plugin"
-ANCHORS = ("Convolution", "MatMul", "GroupConvolution", "ConvolutionBackpropData")
+ANCHORS = ("Convolution", "MatMul", "GroupConvolution", "ConvolutionBackpropData",
+           "GroupConvolutionBackpropData")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""The DPU's channel constraints (``vpuc/fusion/lower_dpu_channels.py``, the rule in
+``vpuc/verifier/dpu_channels.py``): layers whose channel counts are not multiples of
+16 are padded in CMX (zero input channels, zero-padded weights and bias, only the real
+channels stored) and channelwise workloads cut into 64/32/16-channel variants; the
+results still match onnxruntime to ``test_lower_dpu_nn.compile_and_compare``'s
+derived f16 bound (the zero channels add exact zeros to the f32 sums), and the rule
+rejects a lowered program that breaks them, at the variant's location.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.onnx_import.test_lower_dpu_nn import _x, compile_and_compare
+from vpuc.fusion.lower_dpu_channels import aligned, channel_chunks
+from vpuc.ir.tasks import DpuOp
+from vpuc.verifier import verify_module
+from vpuc.vir.parser import parse_text
+
+
+def test_chunks_are_64_32_16_largest_first():
+    assert aligned(1) == 16 and aligned(16) == 16 and aligned(33) == 48
+    assert channel_chunks(72) == [(0, 64), (64, 80)]
+    assert channel_chunks(120) == [(0, 64), (64, 128)]
+    assert channel_chunks(100) == [(0, 64), (64, 96), (96, 112)]
+    assert channel_chunks(16) == [(0, 16)]
+
+
+UNALIGNED = {
+    # (build, DPU op): input and output channels padded to 16
+    "conv_3_to_5": (lambda m: m.node("Relu", [m.node("Conv", [_x(m, (1, 3, 8, 7)), m.weight((5, 3, 3, 3)),
+                                                               m.weight((5,), 0.1)],
+                                                     kernel_shape=[3, 3], pads=[1, 1, 1, 1])]), DpuOp.CONV),
+    "conv_24_to_40_strided": (lambda m: m.node("Conv", [_x(m, (1, 24, 9, 9)), m.weight((40, 24, 1, 1))],
+                                               kernel_shape=[1, 1], strides=[2, 2]), DpuOp.CONV),
+    # depthwise over 72 channels: 80 in CMX, variants of 64 + 16
+    "depthwise_72": (lambda m: m.node("Conv", [_x(m, (1, 72, 6, 6)), m.weight((72, 1, 3, 3)), m.weight((72,), 0.1)],
+                                      kernel_shape=[3, 3], group=72, pads=[1, 1, 1, 1]), DpuOp.DWCONV),
+    "maxpool_100": (lambda m: m.node("MaxPool", [_x(m, (1, 100, 6, 6))], kernel_shape=[2, 2], strides=[2, 2]),
+                    DpuOp.MAXPOOL),
+    "avgpool_8": (lambda m: m.node("GlobalAveragePool", [_x(m, (1, 8, 5, 5))]), DpuOp.AVGPOOL),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNALIGNED))
+def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
+    build, op = UNALIGNED[case]
+    tasks = compile_and_compare(tmp_path, build, seed=sorted(UNALIGNED).index(case))
+    assert {t.op for t in tasks} == {op}
+    for task in tasks:
+        for v in task.variants:
+            count = v.end[2] - v.start[2] + 1
+            assert v.start[2] % 16 == 0
+            assert count in (16, 32, 64) if op is not DpuOp.CONV else count % 16 == 0
+
+
+def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
+    """The lowering declares its zero-padded copy; the graph's weights constant is not read,
+    so it is not in the program."""
+    from vpuc import api
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(seed=0, opset=17)
+    w = m.weight((5, 3, 3, 3))
+    m.output(m.node("Conv", [_x(m, (1, 3, 6, 6)), w], kernel_shape=[3, 3]))
+    program = api.compile(m.save(tmp_path / "m.onnx", "m"))
+    names = {b.name for b in program.module.buffers}
+    assert w not in names and any(n.endswith(".w0") for n in names)
+
+
+VIR = """module @m arch NPU37XX
+cmx %in : 1x8x8x8xf16 NHWC tile 0 at 0
+cmx %w : 32x8x3x3xf16 NHWC tile 0 at 4096
+cmx %out : 1x32x8x8xf16 NHWC tile 0 at 16384
+cmx %dwin : 1x48x8x8xf16 NHWC tile 0 at 65536
+cmx %dww : 48x1x3x3xf16 NHWC tile 0 at 131072
+cmx %dwout : 1x48x8x8xf16 NHWC tile 0 at 196608
+tasks DPU {
+  conv: dpu conv on tile 0 in(%in) weights(%w) out(%out) kernel(3, 3) pad(1, 1, 1, 1) {
+    variant start(0, 0, 0) end(7, 7, 23)
+    variant start(0, 0, 24) end(7, 7, 31)
+  }
+  dw: dpu dwconv on tile 0 in(%dwin) weights(%dww) out(%dwout) kernel(3, 3) pad(1, 1, 1, 1) {
+    variant start(0, 0, 0) end(7, 7, 47)
+  }
+}
+"""
+
+
+def test_rule_rejects_unaligned_variants_of_a_lowered_program():
+    module = parse_text(VIR, "lowered.vir")
+    assert not verify_module(module).has_errors          # hand-written: any channel count
+    module.attributes["graph"] = "lowered"
+    errors = [d for d in verify_module(module).items if d.severity.value == "error"]
+    text = "\n".join(f"{d.loc.line}:{d.loc.col}: {d.message}" for d in errors)
+    assert len(errors) == 4
+    assert "9:31: dpu conv input %in has 8 channels" in text
+    assert "10:5: dpu conv variant covers channels 0..23 (24)" in text
+    assert "11:5: dpu conv variant covers channels 24..31 (8)" in text
+    assert "14:5: dpu dwconv variant covers channels 0..47 (48); a DPU workload of this op takes " \
+           "16, 32 or 64 channels" in text

@@ -1,0 +1,60 @@
+"""Verifier rule: the DPU's channel constraints, on programs the graph lowering made.
+
+- a ``conv`` reads NHWC ("ZMajor") input whose channel count is a multiple of 16,
+  and each variant writes a run of output channels that starts and ends on a
+  multiple of 16 (``VPU_CHANNEL_ALIGNMENT = 16``, checked by ``verifyConvChannels``
+  in the NPU compiler's ``src/vpux_compiler/src/dialect/VPUIP/nce_invariant.cpp``);
+- a ``dwconv``, ``maxpool`` or ``avgpool`` variant covers 16, 32 or 64 channels
+  starting on a multiple of 16 (``supportedChannelsDW = {64, 32, 16}`` in
+  ``dialect/VPU/interfaces/workload_splitter_base.hpp``).
+
+The rule applies to modules whose graph was lowered (``graph = lowered``, set by
+``lower-graph``, whose ``lower_dpu_channels`` pads and chunks to meet it).
+Hand-written task lists are left to their authors: the simulator's DPU takes any
+channel count, and the DPU model's tests use small ones on purpose.  ``matmul``
+(K, N) and the eltwise ``add``/``mul`` are not checked: their lowering does not
+align them yet.
+"""
+
+from __future__ import annotations
+
+from vpuc.diagnostics import DiagnosticBag
+from vpuc.ir.module import Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DpuOp, DpuTask
+
+ALIGNMENT = 16
+CHANNELWISE = (DpuOp.DWCONV, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
+CHANNELWISE_SIZES = (16, 32, 64)
+
+
+def check_dpu_channels(module: Module, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    if module.attributes.get("graph") != "lowered":
+        return
+    for task_list in module.task_lists:
+        for task in task_list.tasks:
+            if isinstance(task, DpuTask) and (task.op is DpuOp.CONV or task.op in CHANNELWISE):
+                _check_task(task, symbols, bag)
+
+
+def _check_task(task: DpuTask, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    source = symbols.region(task.inputs[0]) if task.inputs else None
+    if task.op is DpuOp.CONV and source is not None and len(source.type.bound_shape) == 4:
+        channels = source.type.bound_shape[1]
+        if channels % ALIGNMENT:
+            bag.error(task.inputs[0].loc,
+                      f"dpu conv input %{task.inputs[0]} has {channels} channels; the DPU reads "
+                      f"a multiple of {ALIGNMENT} (pad the input and weights with zero channels)")
+    for variant in task.variants:
+        first, last = variant.start[2], variant.end[2]
+        count = last - first + 1
+        if task.op is DpuOp.CONV:
+            bad = first % ALIGNMENT or count % ALIGNMENT
+            want = f"a multiple of {ALIGNMENT} channels starting on one"
+        else:
+            bad = first % ALIGNMENT or count not in CHANNELWISE_SIZES
+            want = (", ".join(map(str, CHANNELWISE_SIZES[:-1])) + f" or {CHANNELWISE_SIZES[-1]}"
+                    f" channels starting on a multiple of {ALIGNMENT}")
+        if bad:
+            bag.error(variant.loc, f"dpu {task.op} variant covers channels {first}..{last} "
+                      f"({count}); a DPU workload of this op takes {want}")
