@@ -48,8 +48,9 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lowe
     pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import variant_boxes
-from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
+from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
+                                            padded_vector, variant_boxes)
+from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
@@ -123,10 +124,6 @@ def _bias(anchor: GraphOp, add: GraphOp, index: GraphIndex) -> np.ndarray:
 
 def vector(size: int, elem: ElemType) -> TensorType:
     return TensorType((size,), elem, DimsOrder.identity(1))
-
-
-def const_text(values: np.ndarray) -> str:
-    return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
 
 
 def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
@@ -291,7 +288,7 @@ class LayerEmitter:
         if bias is None:
             return ""
         if t == 0:
-            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias)}")
+            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias, self.p + 'bias')}")
         cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
         self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
                  [f"%{self.p}loaded{t}"])
@@ -327,9 +324,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = window(op, index)
     elem: ElemType = x.type.elem
     conv = op.kind == "Convolution"
+    cp, ocp = aligned(c), aligned(oc)       # the DPU's channel multiples (lower_dpu_channels)
     resident = 0
     if conv:
-        resident = values[op.operands[1]].type.nbytes + (4 * oc if layer.bias is not None else 0)
+        resident = (ocp * cp * kh * kw * elem.nbytes) + (4 * ocp if layer.bias is not None else 0)
 
     def rows_in(r0: int, r1: int) -> tuple[int, int, int, int]:
         """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
@@ -339,11 +337,11 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
 
     def footprint(rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        return (n * c * loaded * w + n * oc * rows * ow) * elem.nbytes
+        return (n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
 
     def workload_of(rows: int) -> DpuWorkload:
-        return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=oc,
-                           in_channels=c, kernel=(kh, kw), stride=(sh, sw), batch=n,
+        return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
+                           in_channels=cp, kernel=(kh, kw), stride=(sh, sw), batch=n,
                            in_bytes=elem.nbytes, out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
 
     def stages(rows: int) -> BlockStages:
@@ -356,10 +354,12 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
     resident_loads = []
     if conv:
-        wv = values[op.operands[1]]
-        resident_loads.append(Move(wv.type.nbytes, elem.nbytes, wv.type.order != NHWC))
+        wv = values.get(op.operands[1])
+        resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
+                                   wv is not None and wv.type.order != NHWC))
+    bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     if layer.bias is not None:
-        resident_loads.append(Move(4 * oc, 4))
+        resident_loads.append(Move(4 * ocp, 4))
     blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
                            resident_cycles=loads_cycles(resident_loads, timing))
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
@@ -370,20 +370,19 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
             if conv:
-                wv = values[op.operands[1]]
-                wt = e.cmx(f"w.t{t}", TensorType(wv.type.dims, elem, NHWC), t)
-                e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, e.load_waits(t),
-                      [f"%{prefix}loaded{t}"], permute=wv.type.order != NHWC)
-            bias_of[t] = e.load_bias(t, layer.bias)
+                load_window_weights(e, op, index, values, t, e.load_waits(t),
+                                    [f"%{prefix}loaded{t}"], declare=t == 0)
+            bias_of[t] = e.load_bias(t, bias)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = e.cmx(f"in.c{k}", TensorType((n, c, rows, w), elem, NHWC), t)
-        e.dma(f"load{k}", src, xin, 0, e.load_waits(k), [f"%{prefix}loaded{k}"],
-              permute=x.type.order != NHWC)
-        y = e.cmx(f"out.c{k}", TensorType((n, oc, r1 - r0, ow), elem, NHWC), t)
+        xin = load_block_input(e, k, src, x, rows, c, conv, e.load_waits(k),
+                               [f"%{prefix}loaded{k}"])
+        y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)), workload_of)
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+        if ocp > oc:                                 # only the real channels are stored
+            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

@@ -59,11 +59,13 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
 from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
@@ -71,7 +73,7 @@ from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_ancho
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
-from vpuc.reference.graph import constant_value
+from vpuc.reference.graph import const_base
 from vpuc.fusion.schedule import DEFAULT_SCHEDULE, ddr_layouts, overlap
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
@@ -206,6 +208,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
+    made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     for s, seg in enumerate(segments):
         prefix = "" if single and seg.units else _prefix(tok, seg)
@@ -229,7 +232,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
-                      blocks, config, prefix, gate, finish, library)
+                      blocks, config, prefix, gate, finish, library, made)
         gate = (finish,) if finish else ()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
@@ -254,7 +257,8 @@ def _segment_kinds(tok: Tokenization, segments: list[Segment], names: dict[str, 
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
-              config, prefix, gate, finish, library: dict[int, LibraryCall]) -> None:
+              config, prefix, gate, finish, library: dict[int, LibraryCall],
+              made: dict[tuple, str]) -> None:
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -286,7 +290,11 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         body = sub.body
         if chunk is not None:
             body = retype(body, axis, rank, chunk // parts)
-        name = sanitize(f"{graph.name}.{sub.name}")
+        key = body_key(body)            # an equal body (MobileNet's repeated blocks): one kernel
+        if key in made:
+            stages.append(Stage(made[key], ins, outs, parts=parts))
+            continue
+        name = made[key] = sanitize(f"{graph.name}.{sub.name}")
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
         kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
@@ -467,8 +475,8 @@ def _values(graph: Graph, tok: Tokenization,
         if op.kind == PARAMETER:
             values.append(Value(names[v], op.type, "input"))
         elif op.kind == CONSTANT:
-            init = op.const if op.const.path is None else ConstInit(
-                values=tuple(constant_value(op).ravel().tolist()))
+            init = op.const if op.const.path is None else ConstInit(   # stays a file
+                path=const_files.resolve(op.const.path, const_base(op)))
             t = op.type
             if v in weights_only:
                 t = TensorType(t.dims, t.elem, DimsOrder(NAMED_ORDERS["NHWC"]))
