@@ -127,10 +127,10 @@ def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list
         gate = early.get(id(task))
         if gate is None:
             continue
-        task.channel = 1
         end = updater.get(gate)
-        if end is None:                              # the first segment: already first
+        if end is None:          # the first segment's: already first, in their channel's order
             continue
+        task.channel = 1
         anchor[i] = max((s for s in starts if s < end), default=-1)
     out: list = []
     pending: dict[int, list] = {}
