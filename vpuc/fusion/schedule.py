@@ -15,9 +15,10 @@ on program text:
 2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
-   the previous loads have, during the previous segment's compute.  CMX allows
-   it: a segment uses at most ``CMX_BUDGET`` of a tile's CMX, half of it, and
-   allocate-cmx places the early buffer by its longer lifetime.
+   the previous loads have, during the previous segment's compute, up to
+   ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to ``CMX_BUDGET``,
+   half a tile's CMX; allocate-cmx places the early buffers by their longer
+   lifetimes); the loads past that keep their gate.
 3. **Weights read once** (``overlap``): when several tasks load the same
    constant region (a layer's weights into each tile, a pipeline's constants
    into each slot), the first load reads DDR and the others copy its CMX buffer
@@ -48,6 +49,10 @@ from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 SCHEDULES = SCHEDULE_CHOICES
 DEFAULT_SCHEDULE = "default"
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+# CMX bytes per tile a segment's constants may take before the previous segment ends: the
+# running segment uses up to CMX_BUDGET (1 MiB) of 2 MiB, and allocation fragments the rest
+# (full-size ResNet-18's channel-split 3x3 layers, 442 KB weight chunks, did not fit at 1 MiB).
+EARLY_CMX_BYTES = 256 << 10
 
 
 def check_schedule(name: str) -> str:
@@ -81,6 +86,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
             continue
         first_load: dict[tuple, tuple[DmaTask, int]] = {}     # const region -> (load, its tile)
         early: dict[int, str] = {}                            # id(load) -> the gate it waited on
+        early_bytes: dict[tuple, int] = {}                    # (gate, tile) -> bytes loaded early
         # A CMX buffer another DMA reads relies on its channel's order (a staged load): its
         # load keeps its channel and place.  A copy's source is a buffer written once.
         dma_read: set[str] = set()
@@ -99,8 +105,13 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
             if src is None or dst is None or src.kind is not BufferKind.CONST \
                     or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
                 continue
+            gate = task.waits[0] if task.waits else ""
+            room = (gate, dst.root.tile)
+            if early_bytes.get(room, 0) + dst.root.type.nbytes > EARLY_CMX_BYTES:
+                continue                  # CMX the running segment may need: load in turn
+            early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
             if dst.root.name not in dma_read:
-                early[id(task)] = task.waits[0] if task.waits else ""
+                early[id(task)] = gate
             task.waits = ()                                   # 2: prefetch
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
