@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ours = [simulated_cycles(row) for row in rows]
     ratios = [o / row.vpunn for o, row in zip(ours, rows)]
     print(f"fidelity of vpuc against VPUNN on {args.csv.name} ({len(rows)} rows), fitted "
-          "parameters of runtime_sim/archs/npu37xx.toml, every row compiled and simulated:\n")
+          "parameters of vpuc/cost/archs/npu37xx.toml, every row compiled and simulated:\n")
     print("\n".join(table(rows, ratios)))
     print()
     print("\n".join(verdict(rows, ratios, "in-sample")))

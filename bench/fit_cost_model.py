@@ -10,7 +10,7 @@ the network do not pull every parameter.  Predictions call ``vpuc.cost`` exactly
 as the simulator does (``fidelity_bench.py`` checks the real path on every row).
 
 Run: .venv/bin/python bench/fit_cost_model.py [CSV] [--write]
-(--write puts the fitted values into runtime_sim/archs/npu37xx.toml, each line
+(--write puts the fitted values into vpuc/cost/archs/npu37xx.toml, each line
 commented with this script, the date and the fit's residual.)
 """
 

@@ -22,7 +22,7 @@ All are compiled by the compile pipeline and simulated with
 ``--check`` also runs the numerics once and compares with the numpy reference
 executor).  Reported per chain: simulated cycles (NCE clock), unfused / fused
 and naive / fused (target >= 4x, against the naive one), fused against the DMA
-roofline (bytes moved over the DDR bandwidth of runtime_sim/archs/npu37xx.toml;
+roofline (bytes moved over the DDR bandwidth of vpuc/cost/archs/npu37xx.toml;
 target <= 1.25x), the generated kernel's cycles per element, and the time of
 every compiler stage.
 
@@ -216,8 +216,8 @@ def _nhwc() -> DimsOrder:
 
 @functools.cache
 def timing_model(arch_name: str = "npu37xx") -> dict:
-    """runtime_sim/archs/<arch_name>.toml, read once."""
-    return tomllib.loads((ROOT / "runtime_sim" / "archs" / f"{arch_name}.toml").read_text())
+    """vpuc/cost/archs/<arch_name>.toml, read once."""
+    return tomllib.loads((ROOT / "vpuc" / "cost" / "archs" / f"{arch_name}.toml").read_text())
 
 
 def clock_ratio(arch_name: str = "npu37xx") -> float:

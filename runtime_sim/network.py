@@ -18,6 +18,7 @@ import numpy as np
 
 from runtime_sim.engines.dma import convert
 from runtime_sim.memory import Memory, numpy_dtype
+from vpuc import const_files
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Buffer, BufferKind
 from vpuc.ir.symbols import SymbolTable
@@ -112,9 +113,9 @@ def materialize(buffer: Buffer) -> np.ndarray:
     if init.values is not None:
         return cast_to(np.array(init.values).reshape(shape), dtype, f"constant %{buffer.name}")
     base = Path(buffer.loc.file).parent if buffer.loc.line else Path(".")
-    path = Path(init.path) if Path(init.path).is_absolute() else base / init.path
+    path = const_files.resolve(init.path, base)
     try:
-        array = np.load(path, allow_pickle=False)
+        array = const_files.load(path)
     except (OSError, ValueError) as exc:
         raise VpucError(f"constant %{buffer.name}: cannot read {path}: {exc}", buffer.loc) from None
     if tuple(array.shape) != shape:

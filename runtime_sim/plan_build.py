@@ -321,16 +321,15 @@ class _Builder:
                         starts, ends, variant_modes))
         found = list(map(self.dpu_costs.get, keys))
         if any(map(is_, found, repeat(None))):
-            costs, dispatch = self.dpu_costs, self.arch.dispatch["DPU"]
+            costs = self.dpu_costs
             position = list(chain.from_iterable(map(range, counts)))
             for i in [i for i, cost in enumerate(found) if cost is None]:
                 cost = costs.get(keys[i])
                 if cost is None:
                     task = tasks[owners()[i]]
                     tensors = dpu_operands(task, self.shapes.tensor)
-                    cycles, macs = dpu_engine.variant_cycles(task, position[i], tensors,
-                                                             self.arch)
-                    cost = costs[keys[i]] = (dispatch + cycles, macs)
+                    cost = costs[keys[i]] = dpu_engine.variant_cycles(task, position[i],
+                                                                      tensors, self.arch)
                 found[i] = cost
         plan.work.extend(found)
 

@@ -6,7 +6,9 @@ Rules (docs/simulator.md, "Runtime semantics"):
   units in list order; a unit starts when an engine of its queue is free, every
   barrier it waits on has no producers left, and every barrier it waits on or
   updates is the one its physical barrier currently holds.
-* A unit occupies its engine for the dispatch cost plus its work.
+* A unit occupies its engine for the dispatch cost plus its work, both charged
+  by the cost model (``vpuc.cost``: ``dma_data_start``, ``act_invocation_end``;
+  a DPU variant's ``dpu_variant_cycles`` are in the plan).
 * When a unit ends, each barrier it updates loses a producer and each barrier
   it waits on loses a consumer.  A barrier with neither left is done; its
   physical barrier then moves on to its next virtual barrier (module order).
@@ -22,6 +24,8 @@ from typing import Callable
 
 from runtime_sim.engines.dma import DdrSharing
 from runtime_sim.plan import ACT, DMA, Plan
+from vpuc.cost.dma import dma_data_start
+from vpuc.cost.shave import act_invocation_end
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 END, DMA_DATA, DMA_DONE = 0, 1, 2
@@ -164,9 +168,11 @@ class Runtime:
                                 on_start(u, t)
                             seq += 1
                             if kind == DMA:
-                                push(heap, (t + dma_fixed + work[u].setup, seq, DMA_DATA, u))
+                                push(heap, (dma_data_start(t, work[u], dma_fixed), seq,
+                                            DMA_DATA, u))
                             elif kind == ACT:
-                                push(heap, (t + act_fixed + act_cycles(u, t) * shave_cycle, seq, END, u))
+                                push(heap, (act_invocation_end(t, act_cycles(u, t), shave_cycle,
+                                                               act_fixed), seq, END, u))
                             else:
                                 push(heap, (t + work[u][0], seq, END, u))
                             if engines:

@@ -1,4 +1,4 @@
-"""The simulator's architecture: the timing model (``runtime_sim/archs/*.toml``) over a structure.
+"""The simulator's architecture: the timing model (``vpuc/cost/archs/*.toml``) over a structure.
 
 The numbers are read by the cost model (``vpuc.cost.timing``), which the
 compiler reads too; the *structure* (tiles, CMX, executors, barriers) is the
@@ -17,7 +17,7 @@ from vpuc.arch import Arch, load_arch
 from vpuc.cost.dma import DmaParams
 from vpuc.cost.dpu import DpuParams
 from vpuc.cost.timing import (TIMING_DIR, checked_timing, read_timing_file,
-                              resolve_timing_path, timing_path)
+                              resolve_timing_path, structure_ref, timing_path)
 from vpuc.diagnostics import VpucError
 
 SIM_ARCH_DIR = TIMING_DIR
@@ -57,10 +57,7 @@ def load_sim_arch(name_or_path: str = "NPU37XX") -> SimArch:
     path = resolve_timing_path(name_or_path)
     data = read_timing_file(path)
     timing = checked_timing(data, path)
-    structure_ref = timing.structure
-    if structure_ref.endswith(".toml"):
-        structure_ref = str((path.parent / structure_ref).resolve())
-    structure = load_arch(structure_ref)
+    structure = load_arch(structure_ref(timing))
     return SimArch(name=timing.name, version=timing.version, path=timing.path,
                    structure=structure, nce_mhz=timing.nce_mhz, shave_mhz=timing.shave_mhz,
                    ddr_bytes_per_cycle=timing.ddr_bytes_per_cycle, dma=timing.dma,

@@ -23,6 +23,7 @@ from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
 from runtime_sim.races import RaceDetector
 from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for
+from vpuc.cost.shave import act_shave_budget
 from vpuc.diagnostics import Diagnostic, VpucError
 from vpuc.ir.module import Buffer
 from vpuc.perf import gc_paused
@@ -142,7 +143,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     def act_cycles(u: int, t: float) -> float:
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
-        budget = None if max_cycles is None else (max_cycles - t - act_fixed) / shave_cycle
+        budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:
             return run_kernel(lambda: plan.names[u], work[u], budget)
         except VpucError as exc:

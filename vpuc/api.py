@@ -89,8 +89,27 @@ def resolve_arch(module, arch: Arch | str | None) -> Arch:
     return load_arch(arch)
 
 
+def resolve_timing(timing, target: Arch, loc=None):
+    """The timing model the compiler's cost model reads: ``timing`` (a ``vpuc.cost.Timing``,
+    an architecture name or a timing .toml file), else the one shipped for ``target``
+    (None when there is none).  A timing model must extend ``target``'s structure."""
+    from vpuc.cost.timing import Timing, default_timing, load_timing, structure_ref
+    if timing is None:
+        return default_timing(target.name)
+    if not isinstance(timing, Timing):
+        try:
+            timing = load_timing(os.fspath(timing))
+        except VpucError as exc:        # located at the module's header
+            raise VpucError(exc.diagnostics[0].message, loc) from None
+    structure = load_arch(structure_ref(timing))
+    if structure.name != target.name:
+        raise VpucError(f"the timing model {timing.path} extends {structure.name}, but the "
+                        f"program is compiled for {target.name}", loc)
+    return timing
+
+
 def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: str = "fb", *,
-            passes: str | None = None, name: str | None = None,
+            passes: str | None = None, name: str | None = None, timing=None,
             report: CompileReport | None = None, print_after_all: bool = False,
             verify_each: bool = False, trace: TextIO | None = None,
             fusion_print: Callable[[str, str], None] | None = None,
@@ -100,7 +119,8 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     newline or a ``{``) or an ONNX model (a path ending in .onnx, imported with
     ``input_shapes`` and ``precision``) into a Program.  See docs/python-api.md."""
     options = dict(passes=passes, report=report, print_after_all=print_after_all,
-                   verify_each=verify_each, trace=trace, fusion_print=fusion_print)
+                   verify_each=verify_each, trace=trace, fusion_print=fusion_print,
+                   timing=timing)
     if passes is not None:
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
@@ -116,9 +136,11 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
                  source_name: str | None = None, passes: str | None = None,
                  report: CompileReport | None = None, print_after_all: bool = False,
                  verify_each: bool = False, trace: TextIO | None = None,
-                 fusion_print: Callable[[str, str], None] | None = None) -> Program:
+                 fusion_print: Callable[[str, str], None] | None = None,
+                 timing=None) -> Program:
     """``compile`` of VIR text that diagnostics call ``name`` (the provenance records
-    ``source_name``, default ``name``)."""
+    ``source_name``, default ``name``); ``timing`` is the timing model the lowering's cost
+    model reads (``resolve_timing``)."""
     from vpuc.passes.base import PassContext
     from vpuc.passes.manager import PassManager
     from vpuc.passes.registry import parse_pipeline
@@ -131,7 +153,7 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
     source_graph = copy.deepcopy(module.graphs[0]) if len(module.graphs) == 1 else None
     target = resolve_arch(module, arch)
     names = pipeline_names(passes, module)
-    ctx = PassContext(target)
+    ctx = PassContext(target, timing=resolve_timing(timing, target, module.loc))
     if fusion_print is not None:
         ctx.artifacts["fusion-print"] = fusion_print
     manager = PassManager(parse_pipeline(",".join(names)), print_after_all=print_after_all,
@@ -204,20 +226,22 @@ def not_a_blob(data: bytes, name: str) -> VpucError:
 
 def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
          passes: str | None = None, report: CompileReport | None = None,
-         input_shapes: dict[str, tuple[int, ...]] | None = None, precision: str = "f16") -> Program:
+         input_shapes: dict[str, tuple[int, ...]] | None = None, precision: str = "f16",
+         timing=None) -> Program:
     """What ``vpuc run`` and ``vpuc inspect`` take: a .vir or .onnx file (compiled in memory
-    with ``compile``) or a blob; ``-`` reads stdin and tells them apart by the first bytes."""
+    with ``compile``, its cost model reading ``timing``) or a blob; ``-`` reads stdin and
+    tells them apart by the first bytes."""
     path = os.fspath(path)
     if path.endswith((".vir", ".onnx")):
         return compile(path, arch, passes=passes, report=report, input_shapes=input_shapes,
-                       precision=precision)
+                       precision=precision, timing=timing)
     if passes and path != STDIN:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
         return compile_text(decode_text(data, shown), shown, arch, passes=passes,
-                            report=report)
+                            report=report, timing=timing)
     if not is_blob(data):
         raise not_a_blob(data, shown)
     if passes:

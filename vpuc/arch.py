@@ -4,7 +4,7 @@ The compiler needs the *structure* of a target (tiles, CMX, executors, barrier
 limits, window bases).  Each architecture is a TOML file in ``vpuc/archs/``;
 the numbers and their sources live there, not in code.  The simulator's timing
 model (clocks, bandwidths, cycle tables) is a separate file in
-``runtime_sim/archs/`` that names the structure it extends.
+``vpuc/cost/archs/`` that names the structure it extends.
 """
 
 from __future__ import annotations

@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_parser(sub)
     from vpuc.report.html import add_report_parser
     add_report_parser(sub)
+    from vpuc.sweep.cli import add_sweep_parser
+    add_sweep_parser(sub)
     return parser
 
 

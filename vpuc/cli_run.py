@@ -103,7 +103,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                      help="write a Chrome trace JSON for Perfetto ('-': stdout)")
     run.add_argument("--timing-only", action="store_true", help="skip the numerics")
     run.add_argument("--arch", metavar="NAME|FILE",
-                     help="simulator timing model (default: runtime_sim/archs/<arch>.toml)")
+                     help="simulator timing model (default: vpuc/cost/archs/<arch>.toml)")
     run.add_argument("--max-cycles", type=float, metavar="N",
                      help="stop with an error if the run goes past N cycles")
     run.add_argument("--no-races", action="store_true", help="do not check for data races")
@@ -186,7 +186,7 @@ def cmd_run(args) -> int:
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.load(args.file, timing.structure if timing else None, passes=args.passes,
-                       **onnx_arguments(args))
+                       timing=args.arch, **onnx_arguments(args))
     try:
         arch = sim_arch_for(program.arch, args.arch)
     except VpucError as exc:

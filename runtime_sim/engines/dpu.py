@@ -9,13 +9,11 @@ per-workload setup), fed with the variant's box and its operands' types.
 
 from __future__ import annotations
 
-import math
-
 from runtime_sim import dpu as ops
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
-from vpuc.cost.dpu import DpuCost, DpuWorkload, choose_mode, dpu_cost
+from vpuc.cost.dpu import DpuWorkload, dpu_variant_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.ir.symbols import Region, span_of
 from vpuc.ir.tasks import DpuOp, DpuTask, PostOpKind
@@ -73,27 +71,21 @@ def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWo
                        kernel=kernel, stride=stride, **common)
 
 
-def variant_cost(task: DpuTask, index: int, tensors: dict[str, TensorType],
-                 arch: SimArch) -> DpuCost:
-    """The variant's cost in its pinned mode (the variant's, else the task's), else in the
-    mode the cost model chooses, as the compiler would have."""
-    try:
-        w = workload(task, index, tensors)
-        return dpu_cost(w, arch.dpu, choose_mode(w, arch.dpu))
-    except ValueError as exc:
-        raise VpucError(f"the DPU cost model cannot cost this variant: {exc}", task.loc) from None
-
-
 def variant_cycles(task: DpuTask, index: int, tensors: dict[str, TensorType],
                    arch: SimArch) -> tuple[float, int]:
-    """(NCE cycles without dispatch, MACs) of one variant, from its operands' tensor types."""
+    """(NCE cycles the variant occupies its DPU, dispatch included, MACs) of one variant,
+    from its operands' tensor types.  The cost model charges it in its pinned mode (the
+    variant's, else the task's), else in the mode it chooses, as the compiler would have."""
     w = workload(task, index, tensors)
     if task.op is DpuOp.MATMUL:
         macs = ops.macs("matmul", (w.width, w.channels), in_channels=w.in_channels)
     else:
         macs = ops.macs(MACS_NAME[task.op], (w.batch, w.channels, w.height, w.width),
                         kernel=w.kernel, in_channels=w.in_channels)
-    return math.ceil(variant_cost(task, index, tensors, arch).cycles), macs
+    try:
+        return dpu_variant_cycles(w, arch.dpu, arch.dispatch["DPU"]), macs
+    except ValueError as exc:
+        raise VpucError(f"the DPU cost model cannot cost this variant: {exc}", task.loc) from None
 
 
 # ------------------------------------------------------------------ regions a variant touches

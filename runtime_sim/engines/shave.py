@@ -6,8 +6,13 @@ stack above it, and WIN_F the tile's CMX, used in place; the kernel is called
 with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
 
 With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
-on its arguments (loop counts), so each distinct invocation image is run once
-on the tile's CMX as it is and its cycle count reused.
+on its arguments (loop counts), so each distinct invocation is run once on the
+tile's CMX as it is and its cycle count reused.  Invocations are the same when
+their WIN_E images are equal but for the memrefs' ``dataAddr`` fields: the
+cycle model has no address-dependent cost (``runtime_sim/isa/cycles.py``: no
+banks, no alignment penalty) and the kernels never branch on an address, so
+the blocks of a layer, which differ only in where their slot lies in CMX, run
+the interpreter once (a model's 10k tasks: a few dozen kernel runs).
 
 A ``profiler`` (``runtime_sim.kernel_profile.KernelProfiler``) sees every
 invocation, with or without numerics: ``before(invocation, memory)`` before the
@@ -31,6 +36,8 @@ from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
+from vpuc.abi.contract import contract_slots
+from vpuc.abi.memref import MEMREF_OFFSETS
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
@@ -38,6 +45,7 @@ from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.program import InvocationImage, Program
 from vpuc.shave import KernelObject
 
+_DATA_ADDR, _IS_STATIC = MEMREF_OFFSETS["dataAddr"], MEMREF_OFFSETS["isStatic"]
 # What a binding contributes to a task's bindings key.
 _BUFFER_ALIAS = attrgetter("buffer", "alias")
 
@@ -80,7 +88,8 @@ class ShaveEngine:
         self.memory = memory
         self.timing_only = timing_only
         self._objects: dict[str, tuple[KernelObject, str | None]] = {}
-        self._memo: dict[tuple, int] = {}
+        self._memo: dict[tuple, int] = {}                   # timing-only: cycles by _cycles_key
+        self._address_fields: dict[str, tuple[int, ...]] = {}
         self.seconds = 0.0          # wall time spent running kernels
         self.runs = 0
         runtime = program.module.runtime
@@ -162,8 +171,9 @@ class ShaveEngine:
     def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
              max_cycles: float | None) -> int:
         bindings = self.bindings(self._act_tasks[invocation.task_index])
-        key = (invocation.kernel, invocation.tile, invocation.window_e, id(bindings))
+        key = None
         if self.timing_only:
+            key = self._cycles_key(invocation, bindings)
             cycles = self._memo.get(key)
             if cycles is not None:
                 return cycles
@@ -200,8 +210,40 @@ class ShaveEngine:
         if state is not None:
             observer.after(invocation, self.memory, state,
                            unit_name() if callable(unit_name) else unit_name)
-        self._memo[key] = result.cycles
+        if key is not None:
+            self._memo[key] = result.cycles
         return result.cycles
+
+    def _cycles_key(self, invocation: InvocationImage, bindings: CmxBindings) -> tuple:
+        """What a timing-only invocation's cycles depend on: the kernel and its WIN_E image
+        with every memref's ``dataAddr`` zeroed (see the module docstring).  A dynamic
+        memref's dims are in CMX, written at run time: such an invocation is only the same
+        as itself (its image, tile and bindings)."""
+        at = self._address_fields.get(invocation.kernel)
+        if at is None:
+            at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
+        image = invocation.window_e
+        masked = bytearray(image)
+        for offset in at:
+            start = invocation.args_offset + offset
+            if not int.from_bytes(image[start + _IS_STATIC:start + _IS_STATIC + 4], "little"):
+                return invocation.kernel, invocation.tile, image, id(bindings)
+            masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
+        return invocation.kernel, bytes(masked)
+
+    def _memref_offsets(self, invocation: InvocationImage) -> tuple[int, ...]:
+        """Offsets of the memrefs in the kernel's params struct (empty when its declaration
+        does not lay out ``args_size`` bytes: then the whole image is the key)."""
+        decl = next((k for k in self.program.module.kernels if k.name == invocation.kernel),
+                    None)
+        if decl is None:
+            return ()
+        offsets, offset = [], 0
+        for slot in contract_slots(decl):
+            if slot.memref:
+                offsets.append(offset)
+            offset += slot.size
+        return tuple(offsets) if offset == invocation.args_size else ()
 
     def _who(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> str:
         origin = self.program.kernels[invocation.kernel].origin

@@ -62,6 +62,9 @@ def test_the_simulator_and_the_compiler_both_call_the_cost_model():
     sim = imports_under("runtime_sim")
     assert "vpuc.cost.dpu" in sim["runtime_sim/engines/dpu.py"]
     assert "vpuc.cost.dma" in sim["runtime_sim/engines/dma.py"]
+    # The runtime's charges: a DMA's data start, an ACT task's end and its cycle budget.
+    assert {"vpuc.cost.dma", "vpuc.cost.shave"} <= sim["runtime_sim/runtime.py"]
+    assert "vpuc.cost.shave" in sim["runtime_sim/simulator.py"]
     compiler = imports_under("vpuc/fusion")
     users = [path for path, names in compiler.items()
              if any(n == "vpuc.cost" or n.startswith("vpuc.cost.") for n in names)]

@@ -1,7 +1,8 @@
 """The DPU's channel constraints (``vpuc/fusion/lower_dpu_channels.py``, the rule in
 ``vpuc/verifier/dpu_channels.py``): layers whose channel counts are not multiples of
 16 are padded in CMX (zero input channels, zero-padded weights and bias, only the real
-channels stored) and channelwise workloads cut into 64/32/16-channel variants; the
+channels stored; a matmul's K and N likewise, an eltwise add's channels) and channelwise
+workloads cut into 64/32/16-channel variants; the
 results still match onnxruntime to ``test_lower_dpu_nn.compile_and_compare``'s
 derived f16 bound (the zero channels add exact zeros to the f32 sums), and the rule
 rejects a lowered program that breaks them, at the variant's location.
@@ -39,6 +40,15 @@ UNALIGNED = {
     "maxpool_100": (lambda m: m.node("MaxPool", [_x(m, (1, 100, 6, 6))], kernel_shape=[2, 2], strides=[2, 2]),
                     DpuOp.MAXPOOL),
     "avgpool_8": (lambda m: m.node("GlobalAveragePool", [_x(m, (1, 8, 5, 5))]), DpuOp.AVGPOOL),
+    # a residual join of 24 channels: the conv and the DPU add both padded to 32
+    "residual_add_24": (lambda m: m.node("Relu", [m.node("Add", [m.node(
+        "Conv", [_x(m, (1, 24, 6, 6)), m.weight((24, 24, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        "x"])]), {DpuOp.CONV, DpuOp.ADD}),
+    # a matmul is a 1x1 conv to the DPU: K 24 -> 32 (zeroed columns), N 10 -> 16
+    "gemm_k24_n10": (lambda m: m.node("Gemm", [_x(m, (5, 24)), m.weight((10, 24)), m.weight((10,), 0.1)],
+                                      transB=1), DpuOp.MATMUL),
+    "matmul_batched_k12_n20": (lambda m: m.node("MatMul", [_x(m, (2, 3, 7, 12)), m.weight((12, 20))]),
+                               DpuOp.MATMUL),
 }
 
 
@@ -46,25 +56,31 @@ UNALIGNED = {
 def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
     build, op = UNALIGNED[case]
     tasks = compile_and_compare(tmp_path, build, seed=sorted(UNALIGNED).index(case))
-    assert {t.op for t in tasks} == {op}
+    assert {t.op for t in tasks} == (op if isinstance(op, set) else {op})
     for task in tasks:
         for v in task.variants:
             count = v.end[2] - v.start[2] + 1
             assert v.start[2] % 16 == 0
-            assert count in (16, 32, 64) if op is not DpuOp.CONV else count % 16 == 0
+            if task.op in (DpuOp.CONV, DpuOp.ADD, DpuOp.MATMUL):
+                assert count % 16 == 0
+            else:
+                assert count in (16, 32, 64)
 
 
 def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
-    """The lowering declares its zero-padded copy; the graph's weights constant is not read,
-    so it is not in the program."""
+    """The lowering declares zero-padded copies of the weights and bias (16 channels); the
+    graph's weights constant is not read, so it is not in the program."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
     w = m.weight((5, 3, 3, 3))
-    m.output(m.node("Conv", [_x(m, (1, 3, 6, 6)), w], kernel_shape=[3, 3]))
+    m.output(m.node("Conv", [_x(m, (1, 3, 6, 6)), w, m.weight((5,), 0.1)], kernel_shape=[3, 3]))
     program = api.compile(m.save(tmp_path / "m.onnx", "m"))
-    names = {b.name for b in program.module.buffers}
-    assert w not in names and any(n.endswith(".w0") for n in names)
+    consts = {b.name: b for b in program.module.buffers if b.kind.value == "const"}
+    assert w not in consts
+    padded_weights = [b for n, b in consts.items() if n.endswith(".wpad")]
+    assert [b.type.dims for b in padded_weights] == [(16, 16, 3, 3)]
+    assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
 
 
 VIR = """module @m arch NPU37XX

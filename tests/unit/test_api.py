@@ -98,7 +98,7 @@ def test_run_vir_honours_the_arch_override(tmp_path, capsys, monkeypatch):
     arch_text = (ROOT / "vpuc" / "archs" / "npu37xx.toml").read_text(encoding="utf-8")
     (tmp_path / "other.toml").write_text(arch_text.replace('name = "NPU37XX"',
                                                            'name = "NPU37XX_OTHER"'))
-    sim_text = (ROOT / "runtime_sim" / "archs" / "npu37xx.toml").read_text(encoding="utf-8")
+    sim_text = (ROOT / "vpuc" / "cost" / "archs" / "npu37xx.toml").read_text(encoding="utf-8")
     assert 'structure = "NPU37XX"' in sim_text
     (tmp_path / "sim.toml").write_text(sim_text.replace('structure = "NPU37XX"',
                                                         'structure = "other.toml"'))

@@ -59,3 +59,59 @@ def test_the_walk_finds_every_spelling(tmp_path):
 def test_html_report_reads_results_not_the_compiler():
     """``vpuc/report`` renders a report directory: no parser, passes or fusion either."""
     assert violations(ROOT / "vpuc" / "report") == []
+
+
+# The compiler's side: the passes and the fusion pipeline never import the simulator,
+# except the kernel generator's use of the SHAVE ISA model (it schedules with the
+# cycle table and runs its candidate kernels in the interpreter).  Listed so that no
+# new one creeps in; the list may only shrink.
+COMPILER_KNOWN = {
+    "vpuc/fusion/generator/run.py": {"runtime_sim.isa.interpreter", "runtime_sim.isa.invoke"},
+    "vpuc/fusion/generator/profile.py": {"runtime_sim.isa.interpreter", "runtime_sim.isa.invoke",
+                                         "runtime_sim.isa.pc_cycles"},
+    "vpuc/fusion/generator/target_machine.py": {"runtime_sim.isa.cycles"},
+}
+
+
+def all_imports(root: Path) -> dict[str, set[str]]:
+    """Every module each file under ``root`` imports (``from a import b`` as ``a`` and
+    ``a.b``), by path relative to the repository."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        out[path.relative_to(ROOT).as_posix()] = names
+    return out
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_compiler_never_imports_the_simulator():
+    bad = [f"{path} imports {name}"
+           for folder in ("vpuc/passes", "vpuc/fusion")
+           for path, names in all_imports(ROOT / folder).items()
+           for name in sorted(names)
+           if _under(name, "runtime_sim") and name not in COMPILER_KNOWN.get(path, set())
+           and not any(name.startswith(k + ".") for k in COMPILER_KNOWN.get(path, set()))]
+    assert bad == []
+
+
+def test_both_sides_import_the_cost_model_and_it_neither():
+    """One cost model below both: the simulator and the passes/fusion import vpuc.cost,
+    and vpuc.cost imports neither side."""
+    sim = all_imports(ROOT / "runtime_sim")
+    compiler = {**all_imports(ROOT / "vpuc" / "passes"), **all_imports(ROOT / "vpuc" / "fusion")}
+    for side in (sim, compiler):
+        assert any(_under(n, "vpuc.cost") for names in side.values() for n in names)
+    assert any(_under(n, "vpuc.cost") for n in compiler["vpuc/passes/base.py"])
+    cost = all_imports(ROOT / "vpuc" / "cost")
+    assert [f"{p} imports {n}" for p, names in cost.items() for n in sorted(names)
+            if _under(n, "runtime_sim") or any(_under(n, f) for f in FORBIDDEN)] == []

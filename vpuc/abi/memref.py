@@ -18,7 +18,7 @@ and strides itself.
 from __future__ import annotations
 
 import struct
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 from vpuc.diagnostics import BinLoc, VpucError
@@ -42,6 +42,7 @@ for _name, _code in MEMREF_FIELDS:
     MEMREF_OFFSETS[_name] = _offset
     _offset += struct.calcsize("<" + _code)
 assert MEMREF_SIZE == 32 and _offset == MEMREF_SIZE
+_LIMITS = tuple(1 << (8 * struct.calcsize("<" + code)) for _, code in MEMREF_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,12 @@ class MemRefData:
     dimsOrder: int
 
     def pack(self) -> bytes:
-        for (name, code), value in zip(MEMREF_FIELDS, astuple(self)):
-            bits = 8 * struct.calcsize(code)
-            if not 0 <= int(value) < 1 << bits:
-                raise VpucError(f"MemRefData.{name} = {value} does not fit in u{bits}")
-        return _STRUCT.pack(*(int(v) for v in astuple(self)))
+        # attribute reads, not dataclasses.astuple (a deep copy): invocations pack thousands
+        values = [int(getattr(self, name)) for name, _ in MEMREF_FIELDS]
+        for (name, _), value, limit in zip(MEMREF_FIELDS, values, _LIMITS):
+            if not 0 <= value < limit:
+                raise VpucError(f"MemRefData.{name} = {value} does not fit in u{limit.bit_length() - 1}")
+        return _STRUCT.pack(*values)
 
     @classmethod
     def unpack(cls, data: bytes, offset: int = 0, file: str = "<args>",

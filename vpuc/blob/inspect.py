@@ -168,7 +168,7 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
     rt = content.runtime
     report["runtime"] = None if rt is None else {
         "kernel": content.kernels[rt.kernel].name, "stack_sizes": list(rt.stack_sizes)}
-    report["constants"] = [_constant(tensors[c.tensor], c.data) for c in content.constants]
+    report["constants"] = _constants(tensors, content.constants)
     report["layers"] = _layers(module)
     report["invocations"] = _invocations(program, report["task_lists"], kernel)
     parts = sorted(decoded.sizes.items(), key=lambda kv: -kv[1])
@@ -194,10 +194,18 @@ def _layers(module) -> list[dict]:
             for layer in module.layers]
 
 
-def _constant(t: TensorRec, data: bytes) -> dict:
-    return {"tensor": t.name, "type": _type(t), "shape": list(t.dims),
-            "dtype": str(ELEM_OF[t.data_type]), "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest()}
+def _constants(tensors, constants) -> list[dict]:
+    """One entry per constant; ``same_as`` names the first constant of equal bytes (the
+    writers store those bytes once)."""
+    out, first = [], {}
+    for c in constants:
+        t = tensors[c.tensor]
+        digest = hashlib.sha256(c.data).hexdigest()
+        out.append({"tensor": t.name, "type": _type(t), "shape": list(t.dims),
+                    "dtype": str(ELEM_OF[t.data_type]), "bytes": len(c.data),
+                    "sha256": digest, "same_as": first.get(digest)})
+        first.setdefault(digest, t.name)
+    return out
 
 
 def _sync(obj) -> dict:

@@ -60,7 +60,9 @@ def render_blob(r: dict) -> str:
               + ", ".join(f"tile {i} {s} B" for i, s in enumerate(rt["stack_sizes"]))]
     lines += ["", f"constants ({len(r['constants'])}):"]
     for c in r["constants"]:
-        lines.append(f"  %{c['tensor']}: {c['type']}, {c['bytes']} bytes, sha256:{c['sha256']}")
+        shared = f" (stored once with %{c['same_as']})" if c["same_as"] else ""
+        lines.append(f"  %{c['tensor']}: {c['type']}, {c['bytes']} bytes, sha256:{c['sha256']}"
+                     + shared)
     if r["layers"]:                     # a program compiled from ONNX
         lines += ["", f"layers ({len(r['layers'])}): the ONNX nodes behind the tasks"]
         for layer in r["layers"]:

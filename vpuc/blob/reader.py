@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vpuc.arch import Arch
 from vpuc.blob.content import FORMAT_VERSION, BlobContent, content_hash
 from vpuc.blob.rebuild import rebuild
 from vpuc.diagnostics import BinLoc, VpucError
@@ -101,11 +102,12 @@ def decode_blob(data: bytes, file: str) -> DecodedBlob:
     return DecodedBlob(fmt, version, content, digest, sizes, len(data))
 
 
-def read_blob(data: bytes, file: str = "<blob>", *, arch: str | None = None,
+def read_blob(data: bytes, file: str = "<blob>", *, arch: str | Arch | None = None,
               verify: bool = True) -> Program:
     """Read a blob of either format into the Program it was written from.
 
-    ``arch`` refuses a blob compiled for another architecture; ``verify`` runs
+    ``arch`` (a name, or an ``Arch`` to compare every structure field with) refuses a
+    blob compiled for another architecture; ``verify`` runs
     the module verifier over the result (a blob is untrusted input).
     """
     decoded = decode_blob(data, file)

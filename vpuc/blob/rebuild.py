@@ -67,13 +67,17 @@ class _Checker:
         return value
 
 
-def check_arch(rec: ArchRec, file: str, expected: str | None = None) -> Arch:
-    if expected is not None and rec.name.upper() != expected.upper():
-        raise VpucError(f"{file}: blob is compiled for {rec.name}; expected {expected}")
+def check_arch(rec: ArchRec, file: str, expected: str | Arch | None = None) -> Arch:
+    """The architecture the blob was compiled for, checked field by field against the
+    known one of its name, or against ``expected`` when that is an ``Arch`` (a variant
+    the caller built, such as a sweep point's structure)."""
+    name = expected.name if isinstance(expected, Arch) else expected
+    if name is not None and rec.name.upper() != name.upper():
+        raise VpucError(f"{file}: blob is compiled for {rec.name}; expected {name}")
     if rec.name.upper() not in known_archs():
         raise VpucError(f"{file}: blob is compiled for architecture '{rec.name}', which this "
                         f"vpuc does not know (known: {', '.join(known_archs())})")
-    arch = load_arch(rec.name)
+    arch = expected if isinstance(expected, Arch) else load_arch(rec.name)
     ours = ArchRec(arch.name, arch.version, arch.tiles, arch.cmx_bytes, arch.act_shaves_per_tile,
                    arch.dpus_per_tile, arch.dma_channels, arch.barriers, arch.max_producers,
                    arch.max_consumers, arch.window_size, arch.window_bases["WIN_D"],
@@ -117,7 +121,7 @@ def _barriers(check: _Checker, where: str, indices, names: list[str]) -> tuple[s
     return tuple(names[b] for b in indices)
 
 
-def rebuild(content: BlobContent, file: str, *, expected_arch: str | None = None,
+def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None = None,
             verify: bool = True) -> Program:
     check = _Checker(file)
     header = content.header

@@ -72,7 +72,7 @@ class _ElfWriter:
 
     def tensors(self, constants: _Blobs) -> bytes:
         tensors = self.c.tensors
-        const_at = {c.tensor: (constants.add(c.data, share=False), len(c.data))
+        const_at = {c.tensor: (constants.add(c.data), len(c.data))   # equal data: one piece
                     for c in self.c.constants}
         out = bytearray()
         s, u32, i64 = self.strings, self.u32, self.i64

@@ -377,8 +377,13 @@ class _Writer:
         if content.runtime is not None:
             runtime = self.table(ActKernelRuntime, kernel=content.runtime.kernel,
                                  stack_sizes=self.scalars("I", content.runtime.stack_sizes))
-        constants = self.offsets([self.table(ConstantData, tensor=c.tensor,
-                                             data=self.aligned_bytes(c.data))
+        vectors: dict[bytes, int] = {}            # equal constants share one vector
+
+        def vector(data: bytes) -> int:
+            if data not in vectors:
+                vectors[data] = self.aligned_bytes(data)
+            return vectors[data]
+        constants = self.offsets([self.table(ConstantData, tensor=c.tensor, data=vector(c.data))
                                   for c in content.constants])
         kernel_data = self.offsets([self.table(KernelData, data=self.aligned_bytes(data))
                                     for data in self.data])

@@ -7,12 +7,15 @@ file (``timing.py``); formulas and their sources are in ``dpu.py``, ``dma.py``,
 ``modes.py`` and ``shave.py``.
 """
 
-from vpuc.cost.dma import DmaParams, Transfer, transfer_cost, transfer_cycles
-from vpuc.cost.dpu import DpuCost, DpuParams, DpuWorkload, choose_mode, dpu_cost
+from vpuc.cost.dma import (DmaParams, Transfer, dma_data_start, dma_task_cycles, transfer_cost,
+                           transfer_cycles)
+from vpuc.cost.dpu import (DpuCost, DpuParams, DpuWorkload, choose_mode, dpu_cost,
+                           dpu_variant_cycles)
 from vpuc.cost.modes import MODE_NAMES, ModeGrid
-from vpuc.cost.shave import act_invocation_cycles
+from vpuc.cost.shave import act_invocation_cycles, act_invocation_end, act_shave_budget
 from vpuc.cost.timing import Timing, load_timing
 
-__all__ = ["DmaParams", "Transfer", "transfer_cost", "transfer_cycles", "DpuCost", "DpuParams",
-           "DpuWorkload", "choose_mode", "dpu_cost", "MODE_NAMES", "ModeGrid",
-           "act_invocation_cycles", "Timing", "load_timing"]
+__all__ = ["DmaParams", "Transfer", "dma_data_start", "dma_task_cycles", "transfer_cost",
+           "transfer_cycles", "DpuCost", "DpuParams", "DpuWorkload", "choose_mode", "dpu_cost",
+           "dpu_variant_cycles", "MODE_NAMES", "ModeGrid", "act_invocation_cycles",
+           "act_invocation_end", "act_shave_budget", "Timing", "load_timing"]

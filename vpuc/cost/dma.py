@@ -1,7 +1,7 @@
 """The cost of one DMA transfer: latency by direction, rate by engine, permute and stride.
 
-A transfer costs ``setup + bytes / rate`` NCE cycles (the runtime's dispatch is
-charged apart).  Mechanisms:
+A transfer costs ``setup + bytes / rate`` NCE cycles; a DMA task adds the
+runtime's dispatch before it (``dma_data_start``, ``dma_task_cycles``).  Mechanisms:
 
 - ``setup``, the latency before data moves, by direction: the larger of the
   source's read latency and the destination's write latency (VPUNN
@@ -72,3 +72,14 @@ def transfer_cycles(transfer: Transfer, ddr_bytes_per_cycle: float) -> float:
     if transfer.ddr_sides:
         rate = min(rate, ddr_bytes_per_cycle / transfer.ddr_sides)
     return transfer.setup + transfer.nbytes / rate
+
+
+def dma_data_start(start: float, transfer: Transfer, dispatch: float) -> float:
+    """When a DMA task started at NCE cycle ``start`` begins moving data: the runtime's
+    dispatch, then the transfer's setup (its latency)."""
+    return start + dispatch + transfer.setup
+
+
+def dma_task_cycles(transfer: Transfer, dispatch: float, ddr_bytes_per_cycle: float) -> float:
+    """A DMA task's cycles, dispatch included, when it has the DDR to itself."""
+    return dispatch + transfer_cycles(transfer, ddr_bytes_per_cycle)

@@ -30,6 +30,7 @@ Every fitted number is in the timing TOML with the fit that produced it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vpuc.cost.modes import MODE_NAMES, ModeGrid
@@ -154,3 +155,9 @@ def choose_mode(w: DpuWorkload, params: DpuParams) -> str:
     order = [params.default_mode] + [m for m in MODE_NAMES if m in params.modes
                                      and m != params.default_mode]
     return min(order, key=lambda m: dpu_cost(w, params, m).cycles)
+
+
+def dpu_variant_cycles(w: DpuWorkload, params: DpuParams, dispatch: float) -> int | float:
+    """What one variant occupies its DPU for: the runtime's dispatch plus its cost in its
+    pinned mode, else in the mode ``choose_mode`` picks, rounded up to whole cycles."""
+    return dispatch + math.ceil(dpu_cost(w, params, choose_mode(w, params)).cycles)

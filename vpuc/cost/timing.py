@@ -1,6 +1,6 @@
 """The architecture's timing data: one TOML file per architecture, read into typed parameters.
 
-The file (``runtime_sim/archs/<arch>.toml``, or any path) holds clocks, DDR,
+The file (``vpuc/cost/archs/<arch>.toml``, or any path) holds clocks, DDR,
 CMX, the DMA, DPU and ACT SHAVE cost parameters and the runtime's dispatch
 costs, each with its source or its fit.  It is read here, without importing
 the simulator, so the compiler and the simulator read the same numbers; every
@@ -19,9 +19,8 @@ from vpuc.cost.dpu import CLASSES, DpuParams
 from vpuc.cost.modes import MODE_NAMES, ModeGrid
 from vpuc.diagnostics import VpucError
 
-# The timing files are data shipped beside the simulator's package; reading them
-# is not an import of the simulator.
-TIMING_DIR = Path(__file__).resolve().parents[2] / "runtime_sim" / "archs"
+# The cost model owns the timing files: data shipped in this package.
+TIMING_DIR = Path(__file__).resolve().parent / "archs"
 
 
 @dataclass(frozen=True)
@@ -183,3 +182,20 @@ def load_timing(name_or_path: str = "NPU37XX") -> Timing:
     """The timing model of an architecture (``NPU37XX``) or of a TOML file."""
     path = resolve_timing_path(name_or_path)
     return checked_timing(read_timing_file(path), path)
+
+
+def structure_ref(timing: Timing) -> str:
+    """What ``vpuc.arch.load_arch`` takes for the structure a timing file extends: a
+    name, or a ``.toml`` path resolved against the timing file's folder."""
+    if timing.structure.endswith(".toml"):
+        return str((Path(timing.path).parent / timing.structure).resolve())
+    return timing.structure
+
+
+def default_timing(structure_name: str) -> Timing | None:
+    """The timing model shipped for a structure (``vpuc/cost/archs/<name>.toml``); None
+    when there is none (a test architecture, say): the passes that ask the cost model
+    then say so, located at the module."""
+    if not timing_path(structure_name).exists():
+        return None
+    return load_timing(structure_name)

@@ -5,7 +5,7 @@ writes by hand): the tensors are cut along one logical axis into blocks; block
 *k* runs on tile ``k % tiles`` in CMX slot ``(k // tiles) % 2`` (double
 buffering), and is
 
-    DMA in (channel 0) -> stage 1 -> ... -> stage n -> DMA out (channel 1)
+    DMA in (channel 0) -> stage 1 -> ... -> stage n -> DMA out (channel 1, or 0 on one)
 
 where each stage is one kernel invocation per ACT SHAVE of the tile, each on
 its part of the block (views of the block's CMX buffers), and every value
@@ -22,7 +22,7 @@ pipeline produces them and stored when one does.  ``emit_blocks`` adds one such
 pipeline to a ``ProgramText`` (so ``lower-graph`` can put several, and DPU
 layers, in one program): its names carry a ``prefix``, its first loads wait on
 the ``gate`` barriers and its last store updates ``finish``.  Every store is on
-DMA channel 1, which runs them in list order, so the last one ends after every
+one DMA channel (``ProgramText.store_channel``), which runs them in list order, so the last one ends after every
 task of the pipeline.
 
 ``build_program(...)`` returns the VIR text of a one-pipeline program (the
@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from vpuc.cost.timing import Timing
 from vpuc.ir.module import ConstInit
 from vpuc.ir.types import TensorType
 
@@ -68,6 +69,9 @@ class ProgramText:
     """The statements of a program being built, by section, rendered in VIR order."""
 
     kernels: list[str] = field(default_factory=list)
+    # The target's DMA channels: loads go on channel 0, stores on the last of at most two
+    # (with one channel both share its FIFO, which still runs stores in list order).
+    dma_channels: int = 2
     buffers: list[str] = field(default_factory=list)     # DDR: input, output, const, ddr
     cmx: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
@@ -76,6 +80,12 @@ class ProgramText:
     dpu: list[str] = field(default_factory=list)
     act: list[str] = field(default_factory=list)
     layers: list[str] = field(default_factory=list)      # provenance: layer "KEY" from ...
+    # The target's timing model: DPU layers ask the cost model for their blocks and modes.
+    timing: Timing | None = None
+
+    @property
+    def store_channel(self) -> int:
+        return min(1, self.dma_channels - 1)
 
     def declare(self, values: list[Value]) -> None:
         """The DDR declaration of every value that lives in DDR."""
@@ -226,7 +236,7 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                 updates.append(f"%{finish}")
             upd = f" updates({', '.join(updates)})" if updates else ""
             prog.dma.append(f"  {lp}store{k}.{label(v.name)}: dma %{p}{v.name}.t{t}s{s} -> {dst} "
-                            f"channel 1 waits(%{p}done{k}){upd}")
+                            f"channel {prog.store_channel} waits(%{p}done{k}){upd}")
         for i, st in enumerate(stages):
             if i == 0:
                 waits = ([f"%{p}loaded{k}"] if loads else [f"%{g}" for g in gate] if before < 0

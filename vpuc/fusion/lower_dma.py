@@ -12,8 +12,8 @@ Guarantees: the op is the DDR -> DDR copies of ``lower_dma_plan.plan``, one
 ``dma`` task per copy (``permute`` where the two sides have one logical
 shape in different dims orders), each side a buffer or a view of it.  A copy
 larger than ``SPLIT_BYTES`` is cut in two along an axis both sides split at
-the same byte, so the halves can run at once.  Copies are spread over the two
-DMA channels, each to the one with fewer bytes queued so far.  The first
+the same byte, so the halves can run at once.  Copies are spread over the (at most two)
+DMA channels the target has, each to the one with fewer bytes queued so far.  The first
 phase's tasks wait on ``gate``; each later phase waits on a barrier every task
 of the phase before updates; every task of the last phase updates
 ``finish``.  Scratch tensors are ``ddr`` buffers, pad values ``const``
@@ -33,7 +33,7 @@ from vpuc.ir.module import ConstInit
 __all__ = ["DMA_OPS", "dma_ops", "dma_plan", "emit_dma"]
 
 SPLIT_BYTES = 4096          # copies at least this large use both channels
-CHANNELS = 2
+CHANNELS = 2                # at most; fewer when the target has fewer
 
 
 def dma_plan(op: GraphOp, types: dict) -> Plan:
@@ -75,7 +75,7 @@ def emit_dma(prog: ProgramText, op: GraphOp, renamed: dict[str, Value], prefix: 
 class _Emitter:
     def __init__(self, prog: ProgramText, names: dict[str, str], prefix: str) -> None:
         self.prog, self.names, self.prefix = prog, names, prefix
-        self.queued = [0] * CHANNELS
+        self.queued = [0] * min(CHANNELS, prog.dma_channels)
         self.count = 0
         self.views = 0
 
@@ -90,7 +90,7 @@ class _Emitter:
         return f"%{name}"
 
     def task(self, copy: Copy, waits: list[str], updates: list[str]) -> None:
-        channel = min(range(CHANNELS), key=lambda c: self.queued[c])
+        channel = min(range(len(self.queued)), key=lambda c: self.queued[c])
         self.queued[channel] += copy.src.nbytes
         mode = "permute " if copy.mode == "permute" else ""
         wait = ", ".join(f"%{w}" for w in waits)

@@ -20,13 +20,16 @@ Guarantees:
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
   (``lower_dpu_support.dpu_problem``);
-- the output rows (H, or M for a matmul) are cut into blocks: one per tile when
-  a block's input rows (with the halo the window needs), its output rows and
-  the weights fit in ``CMX_BUDGET`` bytes of a tile, else as many as it takes,
-  double-buffered.  Block *k* runs on tile ``k % tiles``: DMA in (channel 0;
-  ``permute`` into NHWC when the DDR tensor is not NHWC) -> one DPU task whose
-  rows are split into the variants, each with its execution mode, that the cost
-  model (``vpuc.cost``) finds fastest -> DMA out (channel 1).  Weights and bias
+- the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
+  that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
+  the window needs, its output rows, the weights); a Convolution's, MaxPool's
+  and eltwise layer's count is the one the cost model's pipeline estimate
+  (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
+  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
+  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
+  one DPU task whose rows are split into the variants, each with its execution
+  mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
+  with one).  Weights and bias
   are loaded once per tile.  A block pads only at the real image border.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
@@ -40,12 +43,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vpuc.arch import DEFAULT_ARCH
-from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost, load_timing
+from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
+from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lower_bound, \
+    pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import variant_boxes
-from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, dpu_problem, eltwise_anchor,
+from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
+                                            padded_vector, variant_boxes)
+from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
@@ -121,16 +126,18 @@ def vector(size: int, elem: ElemType) -> TensorType:
     return TensorType((size,), elem, DimsOrder.identity(1))
 
 
-def const_text(values: np.ndarray) -> str:
-    return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
-
-
 def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
                timing: Timing) -> list[tuple[int, int, str]]:
     """[(first row, end row, mode)] of a block's variants: the cut into 1, 2 or 4 runs of
     rows (as even as rows allow), each in its cheapest execution mode, that the cost model
     says ends first; each variant also pays the runtime's dispatch.  Ties go to fewer
     variants."""
+    return split_rows_cost(rows, workload_of, timing)[0]
+
+
+def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
+                    timing: Timing) -> tuple[list[tuple[int, int, str]], float]:
+    """``split_rows`` and the cycles the cost model gives its variants."""
     best, best_cycles = None, math.inf
     for parts in (1, 2, 4):
         if parts > rows:
@@ -144,14 +151,19 @@ def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
             plan.append((a, b, mode))
         if cycles < best_cycles - 1e-9:
             best, best_cycles = plan, cycles
-    return best
+    return best, best_cycles
 
 
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
-                  live: int | None = None):
+                  live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
+                  resident_cycles: float = 0.0):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
     ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
-    has a tile of its own, else two, double-buffered)."""
+    has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
+    rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
+    (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
+    ``resident_cycles``) finds cheapest among the counts that fit, ties to fewer blocks;
+    without it, the fewest blocks that fit."""
     used = min(tiles, extent)
     count = used
     fixed_live = live
@@ -167,8 +179,52 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             f"of {CMX_BUDGET}; splitting the output channels is not supported yet",
                             op.loc)
         count = min(count + used, extent)
+    if cost is not None:
+        count = _cheapest_count(extent, count, used, cost, resident_cycles,
+                                lambda c: resident + (fixed_live or (1 if c <= used else 2))
+                                * footprint(math.ceil(extent / c)) <= CMX_BUDGET)
+    return _edges(extent, count)
+
+
+def _edges(extent: int, count: int) -> list[tuple[int, int]]:
     edges = [extent * i // count for i in range(count + 1)]
     return [(edges[i], edges[i + 1]) for i in range(count)]
+
+
+def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
+                    resident_cycles: float, fits: Callable[[int], bool]) -> int:
+    """The block count from ``first`` up whose pipeline the cost model finds fastest; each
+    distinct block size is tried once, and the search stops where even the transfers of
+    one-row blocks would take longer than the best so far."""
+    stages: dict[int, BlockStages] = {}
+
+    def of(rows: int) -> BlockStages:
+        if rows not in stages:
+            stages[rows] = cost(rows)
+        return stages[rows]
+
+    best, best_cycles = first, math.inf
+    floor = of(1)
+    count, last_rows = first, None
+    while count <= extent and lower_bound(floor, count) < best_cycles:
+        rows = math.ceil(extent / count)
+        if rows != last_rows and fits(count):
+            cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
+                                     min(tiles, count), resident_cycles)
+            if cycles < best_cycles - 1e-9:
+                best, best_cycles = count, cycles
+        last_rows = rows
+        count += 1
+    return best
+
+
+def layer_timing(prog: ProgramText, op: GraphOp) -> Timing:
+    """The timing model the program is built for; its absence is an error at ``op``."""
+    if prog.timing is None:
+        raise VpucError(f"{describe(op)}: no timing model for the target; lowering a DPU "
+                        "layer asks the cost model (vpuc/cost/archs/<arch>.toml, or "
+                        "timing=FILE)", op.loc)
+    return prog.timing
 
 
 class LayerEmitter:
@@ -180,7 +236,7 @@ class LayerEmitter:
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
         self.reuse = 2 * self.used
-        self.timing = load_timing(DEFAULT_ARCH)
+        self.timing = prog.timing          # emit_layer checked it is there
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -232,7 +288,7 @@ class LayerEmitter:
         if bias is None:
             return ""
         if t == 0:
-            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias)}")
+            self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias, self.p + 'bias')}")
         cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
         self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
                  [f"%{self.p}loaded{t}"])
@@ -242,12 +298,13 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, 1, f" waits(%{self.p}done{k})", updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
     from vpuc.fusion import lower_dpu_nn
+    layer_timing(prog, layer.op)
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
@@ -267,9 +324,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = window(op, index)
     elem: ElemType = x.type.elem
     conv = op.kind == "Convolution"
+    cp, ocp = aligned(c), aligned(oc)       # the DPU's channel multiples (lower_dpu_channels)
     resident = 0
     if conv:
-        resident = values[op.operands[1]].type.nbytes + (4 * oc if layer.bias is not None else 0)
+        resident = (ocp * cp * kh * kw * elem.nbytes) + (4 * ocp if layer.bias is not None else 0)
 
     def rows_in(r0: int, r1: int) -> tuple[int, int, int, int]:
         """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
@@ -279,35 +337,52 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
 
     def footprint(rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        return (n * c * loaded * w + n * oc * rows * ow) * elem.nbytes
+        return (n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
 
-    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op)
+    def workload_of(rows: int) -> DpuWorkload:
+        return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
+                           in_channels=cp, kernel=(kh, kw), stride=(sh, sw), batch=n,
+                           in_bytes=elem.nbytes, out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
+
+    def stages(rows: int) -> BlockStages:
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        load = Move(n * c * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)
+        store = Move(n * oc * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
+        return block_stages([load], split_rows_cost(rows, workload_of, timing)[1], [store],
+                            timing)
+
+    dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
+    resident_loads = []
+    if conv:
+        wv = values.get(op.operands[1])
+        resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
+                                   wv is not None and wv.type.order != NHWC))
+    bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
+    if layer.bias is not None:
+        resident_loads.append(Move(4 * ocp, 4))
+    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
+                           resident_cycles=loads_cycles(resident_loads, timing))
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
-    dpu_op, bias_of = ("conv" if conv else "maxpool"), {}
+    bias_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         lo, rows, top, bottom = rows_in(r0, r1)
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
             if conv:
-                wv = values[op.operands[1]]
-                wt = e.cmx(f"w.t{t}", TensorType(wv.type.dims, elem, NHWC), t)
-                e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, e.load_waits(t),
-                      [f"%{prefix}loaded{t}"], permute=wv.type.order != NHWC)
-            bias_of[t] = e.load_bias(t, layer.bias)
+                load_window_weights(e, op, index, values, t, e.load_waits(t),
+                                    [f"%{prefix}loaded{t}"], declare=t == 0)
+            bias_of[t] = e.load_bias(t, bias)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = e.cmx(f"in.c{k}", TensorType((n, c, rows, w), elem, NHWC), t)
-        e.dma(f"load{k}", src, xin, 0, e.load_waits(k), [f"%{prefix}loaded{k}"],
-              permute=x.type.order != NHWC)
-        y = e.cmx(f"out.c{k}", TensorType((n, oc, r1 - r0, ow), elem, NHWC), t)
+        xin = load_block_input(e, k, src, x, rows, c, conv, e.load_waits(k),
+                               [f"%{prefix}loaded{k}"])
+        y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, oc - 1)),
-               lambda rows: DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows,
-                                        channels=oc, in_channels=c, kernel=(kh, kw),
-                                        stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+        if ocp > oc:                                 # only the real channels are stored
+            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

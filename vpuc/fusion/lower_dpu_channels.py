@@ -22,15 +22,20 @@ them across channels), the weights are zero-padded constants declared by the
 lowering (the graph's own weights constant is then not read, and not
 declared), the bias is zero-padded, and only the real output channels are
 stored.  Channelwise workloads (dwconv, pools) are cut into variants of
-64/32/16 channels (``channel_chunks``).  MatMul (K, N) and the eltwise add/mul
-are not aligned yet; ``vpuc/verifier/dpu_channels.py`` checks the rest.
+64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
+aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
+across, so they are not zeroed), and so does a MatMul: K and N padded, the input's
+and the weights' padded K columns zeroed by DMA (``zero_pad_matrix``), only the real
+N columns stored.  ``vpuc/verifier/dpu_channels.py`` checks all of it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vpuc.ir.graph import GraphIndex
+from vpuc.fusion.lower_dpu_support import const_text
+from vpuc.ir.graph import CONSTANT, GraphIndex
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 ALIGNMENT = 16                       # VPU_CHANNEL_ALIGNMENT
 CHANNELWISE_CHUNKS = (64, 32, 16)    # supportedChannelsDW
@@ -73,7 +78,7 @@ def reads_weights(op, index: GraphIndex) -> bool:
     and the graph's constant is dropped."""
     if op.kind in REDECLARED_WEIGHTS:
         return False
-    if op.kind != "Convolution":
+    if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
         return True                    # a MatMul's weights, an eltwise layer's other input
     return conv_aligned(index.producer(op.operands[0]).type.dims[1], op.type.dims[1])
 
@@ -86,3 +91,116 @@ def variant_boxes(dpu_op: str, rows: list[tuple[int, int, str]], channels: tuple
         return [(a, b, z0, z1, mode) for a, b, mode in rows]
     return [(a, b, z0 + c0, z0 + c1 - 1, mode) for a, b, mode in rows
             for c0, c1 in channel_chunks(z1 - z0 + 1)]
+
+
+def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: str, tag: str,
+                        waits: str, loaded: list[str]) -> None:
+    """DMA run-time conv weights (a graph value in DDR, not a constant) into the padded CMX
+    weights ``wt`` ([aligned O, aligned I, KH, KW], NHWC): the real block into its corner,
+    zeros from a ``const`` splat into the two disjoint slabs beside it.  ``e`` is the
+    layer's ``lower_dpu.LayerEmitter``."""
+    (o0, o1), (i0, i1) = outs, ins
+    ro, ri = o1 - o0, i1 - i0
+    po, pi = aligned(ro), aligned(ri)
+    kh, kw = wv.type.dims[2:]
+    elem = wv.type.elem
+    zeros = f"{e.p}wzeros.{tag}"
+    e.prog.buffers.append(f"const %{zeros} : {po}x{pi}x{kh}x{kw}x{elem} NHWC = splat 0")
+    src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"{i0}:{i1}", f"0:{kh}", f"0:{kw}"])
+    e.dma(f"load_w.{tag}", src, e.view(f"w.r{tag}", wt[1:], [f"0:{ro}", f"0:{ri}", f"0:{kh}", f"0:{kw}"]),
+          0, waits, loaded, permute=wv.type.order != DimsOrder(NAMED_ORDERS["NHWC"]))
+    slabs = [[f"0:{ro}", f"{ri}:{pi}"], [f"{ro}:{po}", f"0:{pi}"]]
+    for n, (rows, cols) in enumerate(slabs):
+        if rows.split(":")[0] != rows.split(":")[1] and cols.split(":")[0] != cols.split(":")[1]:
+            box = [rows, cols, f"0:{kh}", f"0:{kw}"]
+            e.dma(f"zero_w{n}.{tag}", e.view(f"wz.v{n}{tag}", zeros, box),
+                  e.view(f"wz.c{n}{tag}", wt[1:], box), 0, waits, loaded)
+
+
+def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: str, t: int,
+              waits: str, loaded: list[str], declare: bool) -> str:
+    """DMA job ``j``'s slice [o0, o1) of the layer's f32 bias (``const %<prefix>bias``) into
+    tile ``t``'s CMX, zero-padded to the aligned channel count (a ``const`` of its own,
+    declared with the job's first block); the task's ``bias(...)`` clause, "" without one."""
+    if bias is None:
+        return ""
+    (o0, o1), p = outs, e.p
+    src = f"%{p}bias"
+    if aligned(o1 - o0) != o1 - o0:
+        src = f"%{p}bias{j}"
+        if declare:
+            values = padded(bias[o0:o1], {0: aligned(o1 - o0)})
+            e.prog.buffers.append(f"const {src} : {values.size}xf32 = {const_text(values, src[1:])}")
+    elif (o0, o1) != (0, bias.size):
+        src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
+    cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
+    e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    return f" bias({cmx})"
+
+
+def padded_vector(values: np.ndarray, size: int) -> np.ndarray:
+    return padded(np.asarray(values, np.float32), {0: size})
+
+
+def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple[int, int], elem,
+                    order, waits: str, updates: list[str]) -> str:
+    """Zeros into the two slabs of CMX matrix ``buffer`` ([pad rows, pad cols]) beside its
+    ``real`` corner (a matmul reads K across: its padded columns must be zeros, not
+    garbage); the view of the corner, where the caller copies the real values."""
+    (rows, cols), (prows, pcols) = real, pad
+    zeros = f"{e.p}{name}.zeros"
+    order_text = "NC" if order.perm == (0, 1) else "CN"
+    e.prog.buffers.append(f"const %{zeros} : {prows}x{pcols}x{elem} {order_text} = splat 0")
+    for n, box in enumerate(([f"0:{rows}", f"{cols}:{pcols}"], [f"{rows}:{prows}", f"0:{pcols}"])):
+        if all(int(a) < int(b) for a, b in (part.split(":") for part in box)):
+            e.dma(f"{name}.zero{n}", e.view(f"{name}.zv{n}", zeros, box),
+                  e.view(f"{name}.zc{n}", buffer, box), 0, waits, updates)
+    return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
+
+
+def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: bool, waits: str,
+                     loaded: list[str]) -> str:
+    """DMA a block's input rows (``src``, a view of the DDR input ``x``) into a CMX buffer of
+    ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across channels)
+    the padded channels get zeros from ``const %<prefix>chzeros``, declared with the first
+    block.  The CMX buffer's name."""
+    n, _, h, w = x.type.dims
+    cp, elem = aligned(channels), x.type.elem
+    nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
+    xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))
+    real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{channels}",
+                                                                   f"0:{rows}", f"0:{w}"])
+    e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != nhwc)
+    if zero and cp > channels:
+        if k == 0:
+            e.prog.buffers.append(f"const %{e.p}chzeros : {n}x{cp - channels}x{h}x{w}x{elem} NHWC"
+                                  " = splat 0")
+        pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
+        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
+              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
+              0, waits, loaded)
+    return xin
+
+
+def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
+                        loaded: list[str], declare: bool) -> str:
+    """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels: the
+    graph's constant as it is when aligned, a zero-padded ``const`` copy when not, run-time
+    weights padded by DMA (``load_padded_weights``).  The CMX buffer's name."""
+    producer = index.producer(op.operands[1])
+    o, i, kh, kw = producer.type.dims
+    elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
+    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), aligned(i), kh, kw), elem, nhwc), t)
+    if not reads_weights(op, index):                 # a constant, padded at compile time
+        from vpuc.reference.graph import constant_value
+        if declare:
+            weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: aligned(i)})
+            e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{aligned(i)}x{kh}x{kw}x{elem} "
+                                  f"NHWC = {const_text(weights, e.p + 'wpad')}")
+        e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
+    elif (aligned(o), aligned(i)) != (o, i):
+        load_padded_weights(e, values[op.operands[1]], (0, o), (0, i), wt, f"t{t}", waits, loaded)
+    else:
+        wv = values[op.operands[1]]
+        e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, waits, loaded, permute=wv.type.order != nhwc)
+    return wt

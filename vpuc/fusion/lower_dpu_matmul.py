@@ -32,6 +32,7 @@ from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.diagnostics import VpucError
 from vpuc.fusion import lower_dpu
+from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, choose_blocks, const_text, describe, vector
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
@@ -54,20 +55,29 @@ def _batch_index(dims: tuple, out_batch: tuple, index: tuple) -> tuple[int, ...]
 
 def load_matrix(e: LayerEmitter, name: str, v: Value, batch: tuple[int, ...], row_axis: int,
                 rows: tuple[int, int], col_axis: int, tile: int, waits: str,
-                updates: list[str]) -> str:
-    """DMA rows [r0, r1) of the matrix (row_axis, col_axis) of ``v`` into a CMX [rows, cols]."""
+                updates: list[str], pad: tuple[int, int] | None = None) -> str:
+    """DMA rows [r0, r1) of the matrix (row_axis, col_axis) of ``v`` into a CMX [rows, cols],
+    or into the corner of a zero-padded CMX ``pad`` = (rows, cols) (the DPU's channel
+    multiples, ``lower_dpu_channels.zero_pad_matrix``)."""
     r0, r1 = rows
     cols = v.type.dims[col_axis]
     slices = [f"{r0}:{r1}" if j == row_axis else f"0:{d}" if j == col_axis else str(batch[j])
               for j, d in enumerate(v.type.dims)]
     src = e.view(f"{name}.v", v.name, slices)
     order = matrix_order(v.type, row_axis, col_axis)
-    dst = e.cmx(name, TensorType((r1 - r0, cols), v.type.elem, order), tile)
+    padded = pad is not None and pad != (r1 - r0, cols)
+    dst = e.cmx(name, TensorType(pad if padded else (r1 - r0, cols), v.type.elem, order), tile)
     if v.type.rank == 2 and row_axis == 1 and r1 - r0 == cols:
         flat = e.cmx(f"{name}.flat", vector((r1 - r0) * cols, v.type.elem), tile)
         e.dma(f"{name}.stage", src, flat, 0, waits, [])
         src = flat
-    e.dma(name, src, dst, 0, waits, updates)
+        if padded:        # the transposing copy needs whole buffers: one more staging step
+            whole = e.cmx(f"{name}.whole", TensorType((r1 - r0, cols), v.type.elem, order), tile)
+            e.dma(f"{name}.stage2", src, whole, 0, waits, [])
+            src = whole
+    real = dst if not padded else zero_pad_matrix(e, name, dst[1:], (r1 - r0, cols), pad,
+                                                  v.type.elem, order, waits, updates)
+    e.dma(name, src, real, 0, waits, updates)
     return dst
 
 
@@ -81,6 +91,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     b_rows, b_cols = (rb - 2, rb - 1) if tb else (rb - 1, rb - 2)        # N, K
     m, n = out.type.dims[-2:]
     k_dim = a.type.dims[a_cols]
+    kp = aligned(k_dim)                      # K and N padded to the DPU's channel multiple
     elem, eb = out.type.elem, out.type.elem.nbytes
     out_batch = out.type.dims[:-2]
     items = list(itertools.product(*(range(d) for d in out_batch)))
@@ -88,10 +99,10 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     bias_bytes = 4 if layer.bias is not None else 0
 
     def weight_bytes(cols: int) -> int:
-        return cols * (k_dim * eb + bias_bytes)
+        return aligned(cols) * (kp * eb + bias_bytes)
 
     def rows_bytes(rows: int, cols: int) -> int:
-        return (rows * k_dim + rows * cols) * eb
+        return (rows * kp + rows * aligned(cols)) * eb
 
     def footprint(rows: int) -> int:        # a block of the whole N
         return rows_bytes(rows, n) + (weight_bytes(n) if batched_b else 0)
@@ -114,8 +125,9 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                                    "matrix row", op)
         work += [(item, rows, (c0, c1)) for item in items for rows in blocks]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
-        prog.buffers.append(f"const %{prefix}bias : {n}xf32 = {const_text(layer.bias)}")
+        prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
     bias_of = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
@@ -124,30 +136,33 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         if k < e.used and not split:    # weights and bias: once per tile, before its first block
             if not batched_b:
                 load_matrix(e, f"w.t{t}", b, (0,) * (rb - 2), b_rows, (0, n), b_cols, t,
-                            e.load_waits(t), [f"%{prefix}loaded{t}"])
-            bias_of[t] = e.load_bias(t, layer.bias)
+                            e.load_waits(t), [f"%{prefix}loaded{t}"], pad=(aligned(n), kp))
+            bias_of[t] = e.load_bias(t, bias_values)
         x = load_matrix(e, f"a.c{k}", a, _batch_index(a.type.dims, out_batch, item), a_rows,
-                        (r0, r1), a_cols, t, e.load_waits(k), loaded)
+                        (r0, r1), a_cols, t, e.load_waits(k), loaded, pad=(r1 - r0, kp))
         weights, bias = f"%{prefix}w.t{t}", bias_of.get(t, "")
         if batched_b or split:
             weights = load_matrix(e, f"w.c{k}", b, _batch_index(b.type.dims, out_batch, item),
-                                  b_rows, (c0, c1), b_cols, t, e.load_waits(k), loaded)
+                                  b_rows, (c0, c1), b_cols, t, e.load_waits(k), loaded,
+                                  pad=(aligned(c1 - c0), kp))
+        cp = aligned(c1 - c0)
         if split and layer.bias is not None:
-            cmx = e.cmx(f"bias.c{k}", vector(c1 - c0, ElemType.F32), t)
-            e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c1}"]),
+            cmx = e.cmx(f"bias.c{k}", vector(cp, ElemType.F32), t)
+            e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c0 + cp}"]),
                   cmx, 0, e.load_waits(k), loaded)
             bias = f" bias({cmx})"
-        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, c1 - c0), elem,
-                                          _out_order(out.type, ro)), t)
+        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, cp), elem, _out_order(out.type, ro)), t)
         head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias} out({y}){layer.post}"
         # The DPU runs a matmul as a 1x1 convolution with its rows along W (H = 1).
-        e.task(k, head, ((0, 0), r1 - r0, (0, c1 - c0 - 1)),
+        e.task(k, head, ((0, 0), r1 - r0, (0, cp - 1)),
                lambda rows: DpuWorkload(op="matmul", elem=a.type.elem.value, width=rows,
-                                        height=1, channels=c1 - c0, in_channels=k_dim,
+                                        height=1, channels=cp, in_channels=kp,
                                         in_bytes=a.type.elem.nbytes, out_bytes=eb,
                                         weight_bytes=b.type.elem.nbytes))
         slices = [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]
         dst = e.view(f"out.v{k}", out.name, slices)
+        if cp != c1 - c0:                            # only the real columns are stored
+            y = e.view(f"out.r{k}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
         e.store(k, y, dst)
 
 

@@ -40,11 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload
+from vpuc.cost.blocks import BlockStages, Move, block_stages
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe, vector)
-from vpuc.fusion.lower_dpu_channels import aligned, conv_aligned, padded
+                                   const_text, describe, layer_timing, split_rows_cost)
+from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
+                                            padded)
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -121,7 +123,8 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
     op = layer.op
     kernel, strides, begin, end, dil = nn_window(op, index)
     whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
-    if op.kind == "Convolution" and not conv_aligned(c, oc):   # padded copies
+    if op.kind == "Convolution" and not conv_aligned(c, oc) \
+            and index.producer(op.operands[1]).kind == CONSTANT:     # padded copies
         whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":
         return Plan("conv", kernel, strides, begin, end, dil, whole)
@@ -169,8 +172,6 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
     _, channels, rows, _ = values[layer.output].type.dims
-    if not conv_aligned(values[op.operands[0]].type.dims[1], channels):
-        return True                                  # channels padded per block
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
     return few_rows or not _fits_whole(layer, values, index)
 
@@ -199,7 +200,10 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) ->
     kernel, strides, _, _, dilations = window(op, index)
     loaded = min(dilations[0] * (kernel[0] - 1) + 1, x.dims[2])
     rows = x.dims[0] * (x.dims[1] * loaded * x.dims[3] + out.dims[1] * out.dims[3])
-    weights = values[op.operands[1]].type.nbytes if op.kind == "Convolution" else 0
+    weights = 0
+    if op.kind == "Convolution":             # as loaded: padded to the channel multiples
+        o, i, kh, kw = index.producer(op.operands[1]).type.dims
+        weights = aligned(o) * aligned(i) * kh * kw * x.elem.nbytes
     bias = 4 * out.dims[1] if layer.bias is not None else 0
     return weights + bias + 2 * rows * x.elem.nbytes <= CMX_BUDGET
 
@@ -258,8 +262,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
-    if layer.bias is not None:
-        prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias)}")
+    if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
+        prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
@@ -338,6 +342,11 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         elem = values[op.operands[0]].type.elem
         dims = (aligned(o1 - o0), per_out, kh, kw)
         permute = False
+        if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
+            wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
+            load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
+            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+            return clauses + f" weights({wt})" + bias
         if job.from_ddr:
             wv = values[op.operands[1]]
             src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"0:{per_out}", f"0:{kh}",
@@ -347,23 +356,11 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
             src = f"%{p}w{j}"
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
-                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights)}")
+                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
-    if layer.bias is not None:
-        src = f"%{p}bias"
-        if aligned(o1 - o0) != o1 - o0:              # a zero-padded copy of the job's slice
-            src = f"%{p}bias{j}"
-            if declare:
-                values_ = padded(layer.bias[o0:o1], {0: aligned(o1 - o0)})
-                e.prog.buffers.append(f"const {src} : {values_.size}xf32 = {const_text(values_)}")
-        elif (o0, o1) != (0, layer.bias.size):
-            src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
-        bias = e.cmx(f"bias.{tag}", vector(aligned(o1 - o0), ElemType.F32), t)
-        e.dma(f"load_bias.{tag}", src, bias, 0, waits, loaded)
-        clauses += f" bias({bias})"
-    return clauses
+    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
 
 
 def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
@@ -374,24 +371,38 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
     n, c, h, w = out.type.dims
     elem = out.type.elem
-    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * c * rows * w * elem.nbytes,
-                           "row", op)
+    cp = aligned(c)        # the pad channels are never read across: left as they are
+    timing = layer_timing(prog, op)
+
+    def workload_of(rows: int) -> DpuWorkload:
+        return DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
+                           channels=cp, in_channels=cp, batch=n, in_bytes=elem.nbytes,
+                           out_bytes=elem.nbytes, weight_bytes=0)
+
+    def stages(rows: int) -> BlockStages:      # the cost model's estimate of one block
+        size = n * c * rows * w * elem.nbytes
+        return block_stages([Move(size, elem.nbytes, v.type.order != NHWC) for v in (a, b)],
+                            split_rows_cost(rows, workload_of, timing)[1],
+                            [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
+
+    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
+                           "row", op, cost=stages)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)
         rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
-        block = TensorType((n, c, r1 - r0, w), elem, NHWC)
+        block = TensorType((n, cp, r1 - r0, w), elem, NHWC)
+        real = [f"0:{n}", f"0:{c}", f"0:{r1 - r0}", f"0:{w}"]
         ins = []
         for i, v in enumerate((a, b)):
             cmx = e.cmx(f"in{i}.c{k}", block, t)
-            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), cmx, 0, e.load_waits(k),
+            dst = cmx if cp == c else e.view(f"in{i}.r{k}", cmx[1:], real)
+            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), dst, 0, e.load_waits(k),
                   [f"%{prefix}loaded{k}"], permute=v.type.order != NHWC)
             ins.append(cmx)
         y = e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
-               ((0, w - 1), r1 - r0, (0, c - 1)),
-               lambda rows: DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
-                                        channels=c, in_channels=c, batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=0))
-        e.store(k, y, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
+               ((0, w - 1), r1 - r0, (0, cp - 1)), workload_of)
+        stored = y if cp == c else e.view(f"out.r{k}", y[1:], real)
+        e.store(k, stored, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)

@@ -27,6 +27,9 @@ simulator (``runtime_sim/dpu``):
 
 from __future__ import annotations
 
+import numpy as np
+
+from vpuc import const_files
 from vpuc.fusion.targets.mark_skipped import SKIPPED
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.ir.module import format_number
@@ -122,3 +125,14 @@ def padding_problem(kernel, begin, end, dilations) -> str | None:
             return (f"its {name} padding ({begin[axis]}, {end[axis]}) is wider than the kernel "
                     f"window can reach ({extent}); a window of padding only has no DPU form")
     return None
+
+
+INLINE_LIMIT = 16          # longer computed constants are in-memory files (const_text)
+
+
+def const_text(values: np.ndarray, hint: str = "c") -> str:
+    """The initializer of a const the lowering computed: a literal when short, else an
+    in-memory file (``vpuc/const_files.py``) with the values' shape, never a long literal."""
+    if values.size <= INLINE_LIMIT:
+        return "[" + ", ".join(repr(float(v)) for v in values.ravel()) + "]"
+    return f'file "{const_files.hold(np.asarray(values), hint)}"'

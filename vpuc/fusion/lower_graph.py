@@ -33,7 +33,7 @@ and a MatMul by its column interpolation matrix (``lower_resize.py``).
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
 its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
-store updates (all stores are on DMA channel 1, which runs them in order, so
+store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
@@ -59,11 +59,13 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize)
 from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
@@ -72,7 +74,7 @@ from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
-from vpuc.reference.graph import constant_value
+from vpuc.reference.graph import const_base
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -109,7 +111,8 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles)
+        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                     dma_channels=ctx.arch.dma_channels)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -182,7 +185,7 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
@@ -192,10 +195,12 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
-    prog = ProgramText()
+    # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
+    prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
+    made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     layers = LayerTable()
     for s, seg in enumerate(segments):
@@ -219,14 +224,15 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
-                      blocks, config, prefix, gate, finish, library)
+                      blocks, config, prefix, gate, finish, library, made)
         gate = (finish,) if finish else ()
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
-              config, prefix, gate, finish, library: dict[int, LibraryCall]) -> None:
+              config, prefix, gate, finish, library: dict[int, LibraryCall],
+              made: dict[tuple, str]) -> None:
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -262,7 +268,11 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         body = sub.body
         if chunk is not None:
             body = retype(body, axis, rank, chunk // parts)
-        name = sanitize(f"{graph.name}.{sub.name}")
+        key = body_key(body)            # an equal body (MobileNet's repeated blocks): one kernel
+        if key in made:
+            stages.append(Stage(made[key], ins, outs, parts=parts))
+            continue
+        name = made[key] = sanitize(f"{graph.name}.{sub.name}")
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
         kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
@@ -443,8 +453,8 @@ def _values(graph: Graph, tok: Tokenization,
         if op.kind == PARAMETER:
             values.append(Value(names[v], op.type, "input"))
         elif op.kind == CONSTANT:
-            init = op.const if op.const.path is None else ConstInit(
-                values=tuple(constant_value(op).ravel().tolist()))
+            init = op.const if op.const.path is None else ConstInit(   # stays a file
+                path=const_files.resolve(op.const.path, const_base(op)))
             t = op.type
             if v in weights_only:
                 t = TensorType(t.dims, t.elem, DimsOrder(NAMED_ORDERS["NHWC"]))

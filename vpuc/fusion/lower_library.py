@@ -250,7 +250,8 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
         if finish and k == blocks - 1:
             updates.append(f"%{finish}")
         upd = f" updates({', '.join(updates)})" if updates else ""
-        prog.dma.append(f"  {lp}store{k}: dma %{p}out.t{t}s{s} -> {dst_ref} channel 1 "
+        prog.dma.append(f"  {lp}store{k}: dma %{p}out.t{t}s{s} -> {dst_ref} "
+                        f"channel {prog.store_channel} "
                         f"waits(%{p}done{k}){upd}")
         waits = [f"%{p}loaded{k}"] + ([f"%{p}stored{before}"] if before >= 0 else [])
         region = [f"    %c{m} = const {value!r} : {elem}" for m, (elem, value) in enumerate(call.scalars)]

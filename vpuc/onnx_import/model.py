@@ -81,7 +81,7 @@ def _read(path: Path):
                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise VpucError(f"{path}: the ONNX model has no graph nodes")
-    return model
+    return model, data
 
 
 def _opset(path: Path, model) -> int:
@@ -138,10 +138,10 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
     onnx = _onnx()
     from onnx import numpy_helper
     path = Path(path)
-    model = _read(path)
+    model, data = _read(path)
     opset = _opset(path, model)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(data)        # the bytes read: the weights are not serialized again
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0]
         raise VpucError(f"{path}: the ONNX checker refuses the model: {first}") from None

@@ -209,9 +209,11 @@ def fpn_block(size: int = 64, channels: int = 32, seed: int = 0) -> ModelBuilder
     return m
 
 
-def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4, seed: int = 0) -> ModelBuilder:
+def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4, seed: int = 0,
+                  layers: int = 1) -> ModelBuilder:
     """A pre-norm ViT encoder layer (DeiT-Tiny: width 192, 3 heads): LayerNorm, multi-head
-    attention (Reshape/Transpose into heads, QK^T, Softmax, ·V), residual, LayerNorm, GELU MLP."""
+    attention (Reshape/Transpose into heads, QK^T, Softmax, ·V), residual, LayerNorm, GELU MLP;
+    ``layers`` of them in a chain (bench/model_bench.py --linearity)."""
     m = ModelBuilder(seed)
     x = m.input("tokens", [1, seq, width])
     head = width // heads
@@ -227,17 +229,19 @@ def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4
         v = m.node("Reshape", [v, m.init(np.asarray([1, seq, heads, head], np.int64), "shape")])
         return m.node("Transpose", [v], perm=[0, 2, 1, 3])
 
-    h = norm(x)
-    q, k, v = (split_heads(linear(h, width, width)) for _ in range(3))
-    scores = m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])])
-    scores = m.node("Mul", [scores, m.init(np.asarray(head ** -0.5, np.float32), "scale")])
-    attn = m.node("MatMul", [m.node("Softmax", [scores], axis=-1), v])
-    attn = m.node("Reshape", [m.node("Transpose", [attn], perm=[0, 2, 1, 3]),
-                              m.init(np.asarray([1, seq, width], np.int64), "shape")])
-    x = m.node("Add", [x, linear(attn, width, width)])
-    h = m.node("Gelu", [linear(norm(x), width, mlp * width)]) if m.opset >= 20 else \
-        _gelu_erf(m, linear(norm(x), width, mlp * width))
-    m.output(m.node("Add", [x, linear(h, mlp * width, width)]))
+    for _ in range(layers):
+        h = norm(x)
+        q, k, v = (split_heads(linear(h, width, width)) for _ in range(3))
+        scores = m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])])
+        scores = m.node("Mul", [scores, m.init(np.asarray(head ** -0.5, np.float32), "scale")])
+        attn = m.node("MatMul", [m.node("Softmax", [scores], axis=-1), v])
+        attn = m.node("Reshape", [m.node("Transpose", [attn], perm=[0, 2, 1, 3]),
+                                  m.init(np.asarray([1, seq, width], np.int64), "shape")])
+        x = m.node("Add", [x, linear(attn, width, width)])
+        h = m.node("Gelu", [linear(norm(x), width, mlp * width)]) if m.opset >= 20 else \
+            _gelu_erf(m, linear(norm(x), width, mlp * width))
+        x = m.node("Add", [x, linear(h, mlp * width, width)])
+    m.output(x)
     return m
 
 

@@ -11,18 +11,27 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from vpuc.arch import Arch
+from vpuc.cost.timing import Timing, default_timing
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import Module
 
 
 @dataclass
 class PassContext:
-    """What every pass may use: the target and a place for warnings and artifacts."""
+    """What every pass may use: the target, its timing model (the cost model's numbers),
+    and a place for warnings and artifacts."""
 
     arch: Arch
     warnings: DiagnosticBag = field(default_factory=DiagnosticBag)
     # Results that later passes or the serializer consume (packed args, windows, ...).
     artifacts: dict[str, object] = field(default_factory=dict)
+    # Default: the timing file shipped for ``arch`` (None when it has none: a pass that
+    # asks the cost model then reports it, located).
+    timing: Timing | None = None
+
+    def __post_init__(self) -> None:
+        if self.timing is None:
+            self.timing = default_timing(self.arch.name)
 
 
 class ModulePass:

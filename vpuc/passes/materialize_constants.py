@@ -14,6 +14,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from vpuc import const_files
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Buffer, BufferKind, Module
 from vpuc.passes.assign_windows import program_of
@@ -35,11 +36,9 @@ def logical_values(buffer: Buffer) -> np.ndarray:
     shape = buffer.type.bound_shape
     init = buffer.init
     if init.path is not None:
-        path = Path(init.path)
-        if not path.is_absolute():
-            path = Path(buffer.loc.file).parent / path
+        path = const_files.resolve(init.path, Path(buffer.loc.file).parent)
         try:
-            array = np.load(path, allow_pickle=False)
+            array = const_files.load(path)
         except (OSError, ValueError) as exc:
             raise _fail(buffer, f"cannot read {path}: {exc}") from None
         if tuple(array.shape) != shape:

@@ -19,6 +19,7 @@ from typing import Mapping
 import ml_dtypes
 import numpy as np
 
+from vpuc import const_files
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.types import Dynamic, ElemType, TensorType
@@ -133,6 +134,11 @@ COMPARE = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less,
            "LessEqual": np.less_equal, "Greater": np.greater, "GreaterEqual": np.greater_equal}
 
 
+def const_base(op: GraphOp) -> Path:
+    """The directory a relative ``file`` path of ``op`` starts at: its .vir file's."""
+    return Path(op.loc.file).parent if op.loc.line > 0 else Path(".")
+
+
 def constant_value(op: GraphOp, base_dir: str | Path | None = None) -> np.ndarray:
     """The array a Constant or Scalar holds, in its storage type.  A relative ``file``
     path starts at ``base_dir``, by default the directory of the .vir file that wrote
@@ -140,11 +146,8 @@ def constant_value(op: GraphOp, base_dir: str | Path | None = None) -> np.ndarra
     t, init = op.type, op.const
     shape = t.bound_shape
     if init.path is not None:
-        path = Path(init.path)
-        if base_dir is None:
-            base_dir = Path(op.loc.file).parent if op.loc.line > 0 else Path(".")
         try:
-            data = np.load(Path(base_dir) / path, allow_pickle=False)
+            data = const_files.load(init.path, const_base(op) if base_dir is None else base_dir)
         except (OSError, ValueError) as exc:
             raise VpucError(f"cannot load constant %{op.result} from {init.path}: {exc}", op.loc) from None
         if data.size != t.num_elements:

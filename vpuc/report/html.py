@@ -65,18 +65,30 @@ def write_html(directory: Path, output: Path, title: str | None = None) -> None:
 
 
 def add_report_parser(sub) -> None:
-    rep = sub.add_parser("report", help="render a --report-dir as one offline HTML file",
+    rep = sub.add_parser("report", help="render a --report-dir or a sweep result as one "
+                                        "offline HTML file",
                          description="Render DIR (written by `vpuc run --report-dir DIR`) as one "
                                      "self-contained HTML file: timeline, cycles per layer, "
-                                     "roofline, utilization and DDR bandwidth over time.")
-    rep.add_argument("dir", metavar="DIR", help="a directory written by `vpuc run --report-dir`")
+                                     "roofline, utilization and DDR bandwidth over time.  A "
+                                     "sweep result (`vpuc sweep -o DIR`) becomes its sweep "
+                                     "page: Pareto front of cycles against the cost proxy, "
+                                     "parallel coordinates, the best point per model.")
+    rep.add_argument("dir", metavar="DIR", help="a directory written by `vpuc run --report-dir` "
+                                                "or by `vpuc sweep -o`")
     rep.add_argument("-o", "--output", metavar="HTML",
-                     help="the HTML file to write (default: DIR/report.html)")
+                     help="the HTML file to write (default: DIR/report.html; for a sweep, DIR "
+                          "with .html)")
     rep.set_defaults(handler=cmd_report)
 
 
 def cmd_report(args) -> int:
+    from vpuc.report.sweep_page import is_sweep_result, write_sweep_page
     directory = Path(args.dir)
+    if is_sweep_result(directory):
+        output = Path(args.output) if args.output else directory.with_suffix(".html")
+        write_sweep_page(directory, output)
+        print(f"{output}: HTML page of the sweep {directory}")
+        return 0
     output = Path(args.output) if args.output else directory / "report.html"
     write_html(directory, output)
     print(f"{output}: HTML report of {directory}")

@@ -4,6 +4,9 @@
   and each variant writes a run of output channels that starts and ends on a
   multiple of 16 (``VPU_CHANNEL_ALIGNMENT = 16``, checked by ``verifyConvChannels``
   in the NPU compiler's ``src/vpux_compiler/src/dialect/VPUIP/nce_invariant.cpp``);
+- an eltwise ``add``/``mul`` likewise reads and writes a multiple of 16 channels
+  (``verifyEltwiseChannels``, same file), and a ``matmul`` -- a 1x1 convolution
+  to the DPU -- reads K and writes N channels that are multiples of 16;
 - a ``dwconv``, ``maxpool`` or ``avgpool`` variant covers 16, 32 or 64 channels
   starting on a multiple of 16 (``supportedChannelsDW = {64, 32, 16}`` in
   ``dialect/VPU/interfaces/workload_splitter_base.hpp``).
@@ -11,9 +14,7 @@
 The rule applies to modules whose graph was lowered (``graph = lowered``, set by
 ``lower-graph``, whose ``lower_dpu_channels`` pads and chunks to meet it).
 Hand-written task lists are left to their authors: the simulator's DPU takes any
-channel count, and the DPU model's tests use small ones on purpose.  ``matmul``
-(K, N) and the eltwise ``add``/``mul`` are not checked: their lowering does not
-align them yet.
+channel count, and the DPU model's tests use small ones on purpose.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vpuc.ir.tasks import DpuOp, DpuTask
 
 ALIGNMENT = 16
 CHANNELWISE = (DpuOp.DWCONV, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
+ALIGNED = (DpuOp.CONV, DpuOp.ADD, DpuOp.MUL, DpuOp.MATMUL)   # multiples of 16, any count
 CHANNELWISE_SIZES = (16, 32, 64)
 
 
@@ -33,22 +35,23 @@ def check_dpu_channels(module: Module, symbols: SymbolTable, bag: DiagnosticBag)
         return
     for task_list in module.task_lists:
         for task in task_list.tasks:
-            if isinstance(task, DpuTask) and (task.op is DpuOp.CONV or task.op in CHANNELWISE):
+            if isinstance(task, DpuTask) and (task.op in ALIGNED or task.op in CHANNELWISE):
                 _check_task(task, symbols, bag)
 
 
 def _check_task(task: DpuTask, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     source = symbols.region(task.inputs[0]) if task.inputs else None
-    if task.op is DpuOp.CONV and source is not None and len(source.type.bound_shape) == 4:
+    if task.op in ALIGNED and source is not None and len(source.type.bound_shape) in (2, 4):
         channels = source.type.bound_shape[1]
         if channels % ALIGNMENT:
             bag.error(task.inputs[0].loc,
-                      f"dpu conv input %{task.inputs[0]} has {channels} channels; the DPU reads "
-                      f"a multiple of {ALIGNMENT} (pad the input and weights with zero channels)")
+                      f"dpu {task.op} input %{task.inputs[0]} has {channels} channels; the DPU "
+                      f"reads a multiple of {ALIGNMENT} (pad the input and weights with zero "
+                      "channels)")
     for variant in task.variants:
         first, last = variant.start[2], variant.end[2]
         count = last - first + 1
-        if task.op is DpuOp.CONV:
+        if task.op in ALIGNED:
             bad = first % ALIGNMENT or count % ALIGNMENT
             want = f"a multiple of {ALIGNMENT} channels starting on one"
         else:

@@ -27,6 +27,7 @@ from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant
 from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
                            TensorType)
 from vpuc.verifier.graph import check_graph
+from vpuc.vir.grammar_cache import cached_lark
 from vpuc.vir.syntax import syntax_error
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
@@ -403,8 +404,8 @@ class VirTransformer(Transformer):
 @lru_cache(maxsize=1)
 def _parser() -> tuple[lark.Lark, VirTransformer]:
     transformer = VirTransformer()
-    parser = lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr",
-                       lexer="contextual", transformer=transformer)
+    parser = cached_lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr",
+                         lexer="contextual", transformer=transformer)
     return parser, transformer
 
 

@@ -47,6 +47,21 @@ APPROXIMATE_TOLERANCE = (1e-4, 1e-5)
 CONTRACTED_TOLERANCE = (2e-3, 1e-3)   # an FMA rounds once where Multiply + Add rounds twice
 
 
+def body_key(body: Graph) -> tuple:
+    """What the generated code of ``body`` depends on, whatever its values are called: each
+    op's kind, operand positions, attributes, type and constant.  Equal keys: equal kernels
+    (the generator is deterministic), so the lowering generates one and calls it twice."""
+    position: dict[str, int] = {}
+    key = []
+    for i, op in enumerate(body.ops):
+        if op.result is not None:
+            position[op.result] = i
+        key.append((op.kind, tuple(position[o] for o in op.operands),
+                    repr(sorted(op.attrs.items())), str(op.type),
+                    None if op.const is None else str(op.const)))
+    return tuple(key)
+
+
 def body_text(name: str, body: Graph) -> str:
     """The VIR text recording ``body`` in the object of kernel ``name``."""
     if any(op.kind == CONSTANT and op.const is not None and op.const.path is not None

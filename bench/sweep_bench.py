@@ -1,0 +1,92 @@
+"""Sweep benchmark: points per second of ``vpuc sweep`` with 1 and 2 Dask workers.
+
+For each worker count it starts a LocalCluster (one single-threaded worker process per
+worker), warms every worker up (imports, one compile), then runs the spec's points
+through ``run_sweep`` on that cluster with a fresh result and a fresh blob cache (so
+every point compiles), several times.  It prints the median points/s of each count
+and their ratio; the target is >= 1.7 with 2 workers on a 2-core machine.  Cluster
+start-up is not timed: it is paid once per sweep, not per point.
+
+    python bench/sweep_bench.py [--spec examples/sweep_tiles.toml] [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET = 1.7
+
+
+def _warm(model: str) -> int:
+    """Runs on each worker: the imports and one compile every point needs anyway."""
+    from vpuc import api
+    import vpuc.sweep.work  # noqa: F401
+    return len(api.write_blob(api.compile(model, report=api.CompileReport())))
+
+
+def points_per_second(spec, workers: int, repeat: int) -> list[float]:
+    from dask.distributed import Client, LocalCluster
+
+    from vpuc.sweep.engine import run_sweep
+    rates = []
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        client.run(_warm, str(spec.models[0].path))
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                stats = run_sweep(spec, Path(tmp) / "bench.parquet",
+                                  scheduler=cluster.scheduler_address,
+                                  cache_dir=Path(tmp) / "cache", progress=None)
+            assert stats.computed == stats.total and stats.failed == 0, stats
+            rates.append(stats.points_per_second)
+    return rates
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", default=str(REPO / "examples" / "sweep_tiles.toml"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)   # shutdown chatter
+    load_before = os.getloadavg()[0]
+    from vpuc.sweep.points import points_of
+    from vpuc.sweep.spec import load_spec
+    spec = load_spec(args.spec)
+    one = points_per_second(spec, 1, args.repeat)
+    two = points_per_second(spec, 2, args.repeat)
+    ratio = statistics.median(two) / statistics.median(one)
+    result = {"points": len(points_of(spec)),
+              "one_worker_points_per_s": [round(r, 3) for r in one],
+              "two_workers_points_per_s": [round(r, 3) for r in two],
+              "median_one": round(statistics.median(one), 3),
+              "median_two": round(statistics.median(two), 3),
+              "ratio": round(ratio, 3), "target": TARGET,
+              "cores": os.cpu_count(), "load_average_before": round(load_before, 2),
+              "load_average_after": round(os.getloadavg()[0], 2)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['points']} points, {args.repeat} runs each, {result['cores']} cores, "
+              f"load average {result['load_average_before']} before, "
+              f"{result['load_average_after']} after (other processes take cores too)")
+        print(f"1 worker : {result['median_one']:.2f} points/s (runs: {result['one_worker_points_per_s']})")
+        print(f"2 workers: {result['median_two']:.2f} points/s (runs: {result['two_workers_points_per_s']})")
+        print(f"ratio {ratio:.2f}x (target >= {TARGET}x): "
+              f"{'met' if ratio >= TARGET else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

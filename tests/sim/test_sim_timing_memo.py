@@ -1,0 +1,44 @@
+"""Timing-only runs each kind of ACT SHAVE invocation once (issue 11, section 5).
+
+The blocks of a lowered layer call one kernel with the same dims from different
+CMX slots; their WIN_E images differ only in the memrefs' ``dataAddr``, which
+no cycle count depends on.  ``timing_only`` must then run the interpreter once
+per kind, and still give every task the cycles a run with numerics gives it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import runtime_sim.engines.shave as shave
+from vpuc.api import compile, simulate
+from vpuc.ir.tasks import Executor
+from vpuc.onnx_import import zoo
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    path = tmp_path_factory.mktemp("memo") / "encoder.onnx"
+    zoo.encoder_layer(seq=24, width=32, heads=2).save(path, "encoder")
+    return compile(str(path))
+
+
+def test_timing_only_runs_each_kind_of_invocation_once(program, monkeypatch):
+    calls = []
+    real = shave.invoke_kernel
+
+    def counting(*args, **kwargs):
+        calls.append(args[2])            # the WIN_E image
+        return real(*args, **kwargs)
+    monkeypatch.setattr(shave, "invoke_kernel", counting)
+    timing = simulate(program, timing_only=True)
+    timing_calls = len(calls)
+    full = simulate(program)
+    act_tasks = sum(len(tl.tasks) for tl in program.module.task_lists
+                    if tl.executor is Executor.ACT_SHAVE)
+    assert len(calls) - timing_calls == act_tasks          # numerics: every task runs
+    assert timing_calls < act_tasks / 2                      # blocks share their run
+    assert len(set(calls[:timing_calls])) == timing_calls   # no image is run twice
+    # Every unit starts and ends where the run with numerics puts it.
+    assert timing.result.timeline.start == full.result.timeline.start
+    assert timing.result.timeline.end == full.result.timeline.end

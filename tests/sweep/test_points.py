@@ -1,0 +1,106 @@
+"""Points and their parameters: ids, the cost proxy, timing parameters through the cost
+model, compile options passed only where the compile API takes them, numerics."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from vpuc import api
+from vpuc.diagnostics import VpucError
+from vpuc.sweep.params import sim_arch_of, structure_of
+from vpuc.sweep.points import points_of
+from vpuc.sweep.spec import load_spec
+from vpuc.sweep.work import run_point
+
+ROOT = Path(__file__).resolve().parents[2]
+CONV = ROOT / "examples" / "graph_conv.vir"
+
+
+def spec(tmp_path, parameters: str, sweep: str = "") -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(f'[sweep]\n{sweep}\n[[models]]\npath = "{CONV}"\n\n[parameters]\n{parameters}\n')
+    return path
+
+
+def test_ids_are_stable_and_distinct(tmp_path):
+    s = load_spec(spec(tmp_path, "tiles = [1, 2]\nnce_mhz = [975, 1300]"))
+    first, again = points_of(s), points_of(s)
+    assert [p.id for p in first] == [p.id for p in again]
+    assert len({p.id for p in first}) == 4
+
+
+def test_cost_proxy_uses_base_values_for_what_is_not_swept(tmp_path):
+    s = load_spec(spec(tmp_path, "tiles = [1, 2]", 'cost = "cmx_bytes * tiles / 2 ** 20"'))
+    assert [p.cost for p in points_of(s)] == [2.0, 4.0]      # 2 MiB of CMX per tile
+
+
+def test_timing_parameters_go_through_the_cost_model(tmp_path):
+    base = sim_arch_of("NPU37XX", structure_of("NPU37XX", {}), {})
+    half = sim_arch_of("NPU37XX", structure_of("NPU37XX", {}), {"ddr_bandwidth_mbps": 15600.0})
+    slow = sim_arch_of("NPU37XX", structure_of("NPU37XX", {}), {"nce_mhz": 650.0})
+    macs = sim_arch_of("NPU37XX", structure_of("NPU37XX", {}), {"dpu_macs_per_cycle": 2048.0})
+    assert half.ddr_bytes_per_cycle == base.ddr_bytes_per_cycle / 2
+    assert slow.nce_mhz == 650 and slow.ddr_bytes_per_cycle == 2 * base.ddr_bytes_per_cycle
+    assert macs.dpu.dense_macs_per_cycle == {k: 2 * v for k, v in
+                                             base.dpu.dense_macs_per_cycle.items()}
+
+
+def test_a_faster_ddr_is_never_slower(tmp_path):
+    s = load_spec(spec(tmp_path, "ddr_bandwidth_mbps = [7800, 31200]"))
+    slow, fast = (run_point(p, str(tmp_path / "cache")) for p in points_of(s))
+    assert slow["error"] is None and fast["error"] is None
+    assert fast["cycles"] < slow["cycles"]
+    assert len(list((tmp_path / "cache").glob("*.blob"))) == 1   # one structure: one compile
+
+
+def test_schedule_is_refused_where_the_compile_api_takes_none(tmp_path, monkeypatch):
+    def compile_without(source, arch=None, format="fb", *, report=None, input_shapes=None):
+        raise AssertionError("not called")
+    monkeypatch.setattr(api, "compile", compile_without)
+    with pytest.raises(VpucError) as exc:
+        load_spec(spec(tmp_path, 'schedule = ["asap", "alap"]'))
+    assert "takes no 'schedule' option" in str(exc.value) and ":7:1:" in str(exc.value)
+
+
+def test_schedule_passes_through_where_the_compile_api_takes_it(tmp_path, monkeypatch):
+    original, seen = api.compile, []
+
+    def compile_with(source, arch=None, format="fb", *, schedule=None, **options):
+        seen.append(schedule)
+        return original(source, arch, format, **options)
+    monkeypatch.setattr(api, "compile", compile_with)
+    s = load_spec(spec(tmp_path, 'schedule = ["asap", "alap"]\ntiles = [2]'))
+    rows = [run_point(p, None) for p in points_of(s)]
+    assert seen == ["asap", "alap"] and all(r["error"] is None for r in rows)
+
+
+def test_compile_options_reach_the_blob(tmp_path):
+    s = load_spec(spec(tmp_path, 'format = ["fb", "elf"]'))
+    fb, elf = (run_point(p, None) for p in points_of(s))
+    assert fb["cycles"] == elf["cycles"] and fb["blob_bytes"] != elf["blob_bytes"]
+
+
+def test_numerics_runs_with_values(tmp_path):
+    s = load_spec(spec(tmp_path, "tiles = [2]", "numerics = true"))
+    (row,) = (run_point(p, None) for p in points_of(s))
+    assert row["error"] is None and row["cycles"] > 0
+
+
+def test_a_blob_model_takes_timing_parameters_but_not_a_new_structure(tmp_path):
+    blob = tmp_path / "conv.blob"
+    api.write_blob(api.compile(CONV, report=api.CompileReport()), "fb", blob)
+    path = tmp_path / "blob.toml"
+    path.write_text(f'[[models]]\npath = "{blob}"\n[parameters]\ntiles = [1, 2]\n'
+                    "ddr_bandwidth_mbps = [31200]\n")
+    one, two = (run_point(p, None) for p in points_of(load_spec(path)))
+    assert two["error"] is None and two["cycles"] > 0
+    assert one["error_stage"] == "simulate" and "tiles = 2" in one["error"]
+
+
+def test_structure_parameters_replace_arch_fields():
+    arch = structure_of("NPU37XX", {"tiles": 1, "dma_channels": 1, "nce_mhz": 900.0})
+    assert (arch.tiles, arch.dma_channels) == (1, 1)
+    assert dataclasses.replace(arch, tiles=2, dma_channels=2) == structure_of("NPU37XX", {})

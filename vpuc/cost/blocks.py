@@ -1,0 +1,115 @@
+"""The cost of a block pipeline: a layer cut into blocks, each loaded, computed and stored.
+
+The compiler's tiling (``vpuc/fusion/lower_dpu.py``, ``choose_blocks``) cuts a
+layer's output rows into blocks and emits, per block *k*, on tile ``k % tiles``
+in CMX slot ``(k // tiles) % slots``:
+
+    DMA in (channel 0) -> DPU (the tile's) -> DMA out (channel 1)
+
+so a candidate block count is a three-stage *flow shop*: each stage runs its
+blocks in order, DMA in and DMA out are one channel each (FIFO, every block
+behind the one before), the DPU stage has one machine per tile.  Double
+buffering bounds how far ahead a stage may run: the load of block *k* reuses
+the slot of block ``k - slots * tiles`` and waits for its compute, whose own
+start waits for that block's store (the barriers ``LayerEmitter`` emits).  A
+tile's resident operands (weights, bias) are loaded on channel 0 before its
+first block.  ``pipeline_cycles`` is that schedule's makespan, by the
+recurrence (a permutation flow shop with blocking buffers, in emission order):
+
+    load_end[k]  = max(load_end[k-1], compute_end[k - R]) + load[k]    (R = slots * tiles)
+    compute_end[k] = max(load_end[k], compute_end[k - tiles], store_end[k - R]) + compute[k]
+    store_end[k] = max(store_end[k-1], compute_end[k]) + store[k]
+
+Both channels move their data through one DDR, so the makespan is at least
+the blocks' DDR bytes over its bandwidth (``ddr``, a floor; the simulator
+shares the DDR exactly, ``runtime_sim/engines/dma.py``).  Each stage's cycles
+come from the one cost model: ``dma_task_cycles`` for a transfer (dispatch,
+latency by direction, rate, permute); the DPU stage is the block's DPU task as
+the compiler splits it into variants and modes (``dpu_cost`` per variant plus
+its dispatch, ``lower_dpu.split_rows``).  More blocks overlap better
+but pay each stage's fixed costs once more, so the cheapest count is in
+between; ``choose_blocks`` asks for it among the counts that fit CMX.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vpuc.cost.dma import dma_task_cycles, transfer_cost
+from vpuc.cost.timing import Timing
+
+SLOTS = 2          # double buffering: two blocks per tile in CMX at once
+
+
+@dataclass(frozen=True)
+class Move:
+    """One DMA between DDR and CMX: its bytes, element size, and whether it permutes."""
+    nbytes: int
+    elem_bytes: int
+    permute: bool = False
+
+
+@dataclass(frozen=True)
+class BlockStages:
+    """One block's cycles per stage (NCE cycles, dispatch included) and the cycles its
+    transfers keep the DDR busy."""
+    load: float
+    compute: float
+    store: float
+    ddr: float
+
+
+def move_cycles(move: Move, timing: Timing, to_cmx: bool) -> tuple[float, float]:
+    """(task cycles, DDR-busy cycles) of one DMA into CMX (``to_cmx``) or out of it."""
+    transfer = transfer_cost(move.permute, move.nbytes, move.elem_bytes, not to_cmx,
+                             move.nbytes, to_cmx, timing.dma)
+    cycles = dma_task_cycles(transfer, timing.dispatch["DMA"], timing.ddr_bytes_per_cycle)
+    return cycles, transfer.ddr_bytes / timing.ddr_bytes_per_cycle
+
+
+def loads_cycles(moves: list[Move], timing: Timing) -> float:
+    """Cycles of DMAs into CMX run one after another on one channel (a tile's resident
+    weights and bias, say)."""
+    return sum(move_cycles(m, timing, True)[0] for m in moves)
+
+
+def block_stages(loads: list[Move], compute: float, stores: list[Move],
+                 timing: Timing) -> BlockStages:
+    """A block's stages: its loads in order on channel 0, its DPU task's ``compute``
+    cycles, its stores."""
+    ins = [move_cycles(m, timing, True) for m in loads]
+    outs = [move_cycles(m, timing, False) for m in stores]
+    return BlockStages(load=sum(c for c, _ in ins), compute=compute,
+                       store=sum(c for c, _ in outs),
+                       ddr=sum(d for _, d in ins) + sum(d for _, d in outs))
+
+
+def pipeline_cycles(stages: list[BlockStages], tiles: int, resident_cycles: float = 0.0,
+                    slots: int = SLOTS) -> float:
+    """The makespan of ``stages`` (block k on tile ``k % tiles``) as the module docstring
+    derives it; ``resident_cycles`` are each tile's loads before its first block."""
+    reuse = slots * tiles
+    load_end = [0.0] * len(stages)
+    compute_end = [0.0] * len(stages)
+    store_end = [0.0] * len(stages)
+    dpu_free = [0.0] * tiles
+    channel_in = channel_out = 0.0
+    for k, s in enumerate(stages):
+        start = channel_in
+        if k < tiles:
+            start += resident_cycles
+        if k >= reuse:
+            start = max(start, compute_end[k - reuse])
+        load_end[k] = channel_in = start + s.load
+        begin = max(load_end[k], dpu_free[k % tiles])
+        if k >= reuse:
+            begin = max(begin, store_end[k - reuse])
+        compute_end[k] = dpu_free[k % tiles] = begin + s.compute
+        store_end[k] = channel_out = max(channel_out, compute_end[k]) + s.store
+    return max(channel_out, sum(s.ddr for s in stages))
+
+
+def lower_bound(stages_per_block: BlockStages, count: int) -> float:
+    """No pipeline of ``count`` blocks, each at least ``stages_per_block``, ends sooner:
+    each channel runs every block's transfer one after another."""
+    return count * max(stages_per_block.load, stages_per_block.store)

@@ -1,0 +1,167 @@
+"""The sweep engine: the points a result lacks, run on Dask, rows streamed into Parquet.
+
+Local by default: a ``LocalCluster`` with one single-threaded worker process per
+core (the simulator is pure Python, so processes, not threads, run points at once).
+Each model x structure x compile options is one compile task that its points depend
+on, so a blob is compiled once however many timing settings use it.
+``scheduler="tcp://HOST:PORT"`` runs the same points on an existing cluster whose
+workers see the same files (models, the cache directory).  vpuc schedules
+nothing itself: Dask resubmits the points of a worker that dies to the others, and
+``as_completed`` hands each point's row over once; ``ResultWriter`` keeps a row out
+if its point is already recorded.  ``in_process=True`` runs the points one after
+another in this process (the reference the distributed run is compared with).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+from vpuc.diagnostics import VpucError
+from vpuc.sweep.points import points_of
+from vpuc.sweep.results import ResultWriter
+from vpuc.sweep.spec import SweepSpec
+from vpuc.sweep.work import compile_key, compile_task, error_row, run_point
+
+
+@dataclass
+class SweepStats:
+    total: int = 0           # points the spec names
+    skipped: int = 0         # already in the result
+    computed: int = 0        # run now
+    failed: int = 0          # of those, with an error recorded
+    seconds: float = 0.0
+
+    @property
+    def points_per_second(self) -> float:
+        return self.computed / self.seconds if self.seconds else 0.0
+
+
+class ProgressBar:
+    """``[#####.....] 12/32 points, 1 failed, 3.1/s`` on a terminal, redrawn in place;
+    elsewhere (a log, CI) one line per tenth of the work, so logs stay short."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: TextIO | None) -> None:
+        self.total, self.stream, self.done, self.failed = total, stream, 0, 0
+        self.started = time.perf_counter()
+        self.tty = bool(stream) and hasattr(stream, "isatty") and stream.isatty()
+        self.shown_tenth = -1
+
+    def step(self, failed: bool) -> None:
+        self.done += 1
+        self.failed += failed
+        if self.stream is None:
+            return
+        tenth = self.done * 10 // max(self.total, 1)
+        if self.tty or tenth != self.shown_tenth or self.done == self.total:
+            self.shown_tenth = tenth
+            self.stream.write(("\r" if self.tty else "") + self.line()
+                              + ("" if self.tty and self.done < self.total else "\n"))
+            self.stream.flush()
+
+    def line(self) -> str:
+        filled = self.WIDTH * self.done // max(self.total, 1)
+        rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+        return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
+                f"points, {self.failed} failed, {rate:.1f}/s")
+
+
+CONNECT_TIMEOUT = "10s"     # to reach a --scheduler; Dask retries the connection until then
+
+
+def default_cache_dir(output: Path) -> Path:
+    return output.with_name(output.name + ".cache")
+
+
+def _client(scheduler: str | None, workers: int | None):
+    """A Dask client of the cluster at ``scheduler``, or of a new LocalCluster."""
+    from dask.distributed import Client, LocalCluster
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=CONNECT_TIMEOUT), None
+        except (OSError, TimeoutError) as exc:
+            raise VpucError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                           processes=True, dashboard_address=None,
+                           silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def run_sweep(spec: SweepSpec, output: str | Path, *, scheduler: str | None = None,
+              workers: int | None = None, in_process: bool = False,
+              cache_dir: str | Path | None = None, progress: TextIO | None = sys.stderr,
+              on_row: Callable[[dict], None] | None = None, flush_rows: int = 8,
+              flush_seconds: float = 2.0) -> SweepStats:
+    """Run every point of ``spec`` not yet in ``output`` and append their rows to it."""
+    output = Path(output)
+    cache = str(Path(cache_dir) if cache_dir else default_cache_dir(output))
+    writer = ResultWriter(output, spec)
+    points = points_of(spec)
+    todo = [p for p in points if p.id not in writer.done]
+    stats = SweepStats(total=len(points), skipped=len(points) - len(todo))
+    bar = ProgressBar(len(todo), progress)
+    started = last_flush = time.perf_counter()
+
+    def record(row: dict) -> None:
+        nonlocal last_flush
+        if writer.add(row):
+            stats.computed += 1
+            stats.failed += row["error"] is not None
+            bar.step(row["error"] is not None)
+        if len(writer.pending) >= flush_rows or time.perf_counter() - last_flush > flush_seconds:
+            writer.flush()
+            last_flush = time.perf_counter()
+        if on_row is not None:
+            on_row(row)
+
+    try:
+        if in_process or not todo:
+            for p in todo:
+                record(run_point(p, cache))
+        else:
+            _run_on_dask(todo, cache, scheduler, workers, record)
+    finally:
+        writer.flush()
+        stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _run_on_dask(todo, cache: str, scheduler: str | None, workers: int | None,
+                 record: Callable[[dict], None]) -> None:
+    from dask.distributed import as_completed
+    client, cluster = _client(scheduler, workers)
+    try:
+        run = uuid.uuid4().hex[:8]     # fresh keys: a long-lived cluster holds no stale rows
+        # One compile task per model x structure x options: points that differ only in
+        # timing wait for it instead of compiling the same blob on several workers at once.
+        compiles, futures = {}, []
+        for p in todo:
+            key = compile_key(p)
+            if key is not None and key not in compiles:
+                compiles[key] = client.submit(compile_task, p, cache, pure=False,
+                                              key=f"vpuc-compile-{key[:24]}-{run}")
+            futures.append(client.submit(run_point, p, cache, compiles.get(key), pure=False,
+                                         key=f"vpuc-point-{p.id}-{run}"))
+        point_of = {f.key: p for f, p in zip(futures, todo)}
+        for future in as_completed(futures):
+            try:
+                row = future.result()
+            except Exception as exc:   # e.g. KilledWorker: its workers kept dying on it
+                row = error_row(point_of[future.key], "worker",
+                                f"{type(exc).__name__}: {exc}")
+            record(row)
+            future.release()
+        for future in compiles.values():
+            future.release()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
