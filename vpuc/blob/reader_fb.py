@@ -22,11 +22,11 @@ _EMPTY_REFS = ((), ())
 
 
 class FbReader:
-    def __init__(self, data: bytes, file: str) -> None:
+    def __init__(self, data: bytes, file: str, columns: bool = False) -> None:
         self.data = data
         self.file = file
         self.schema = load_schema()
-        self.decoder = Decoder(self.schema, data, file)
+        self.decoder = Decoder(self.schema, data, file, columns=columns)
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:

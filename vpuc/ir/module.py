@@ -27,6 +27,7 @@ class Ref(str):
     affects equality.
     """
 
+    __slots__ = ("loc",)      # no per-name __dict__: a module holds about 13 per task
     loc: Loc
 
     def __new__(cls, name: str, loc: Loc = UNKNOWN_LOC) -> "Ref":
