@@ -69,9 +69,6 @@ class ProgramText:
     """The statements of a program being built, by section, rendered in VIR order."""
 
     kernels: list[str] = field(default_factory=list)
-    # The target's DMA channels: loads go on channel 0, stores on the last of at most two
-    # (with one channel both share its FIFO, which still runs stores in list order).
-    dma_channels: int = 2
     buffers: list[str] = field(default_factory=list)     # DDR: input, output, const, ddr
     cmx: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
@@ -82,6 +79,9 @@ class ProgramText:
     layers: list[str] = field(default_factory=list)      # provenance: layer "KEY" from ...
     # The target's timing model: DPU layers ask the cost model for their blocks and modes.
     timing: Timing | None = None
+    # The target's DMA channels: loads go on channel 0, stores on the last of at most two
+    # (with one channel both share its FIFO, which still runs stores in list order).
+    dma_channels: int = 2
 
     @property
     def store_channel(self) -> int:
