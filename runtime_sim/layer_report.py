@@ -1,9 +1,8 @@
 """Per-layer reports of a run, SCALE-Sim style (``vpuc run --report-dir DIR``).
 
-A *layer* is the graph op (later: the ONNX node) a unit came from, or the task itself
-for a hand-written program.  Today the only record of it is the unit's label, so
-``layer_of`` derives it by one rule (docs/simulator.md, "Reports"); a provenance field
-written by the lowering can replace that function without touching the rest.
+A *layer* is the ONNX node (or fused node group) a unit came from, by the program's layer
+table (``runtime_sim/node_report.py``), else the graph op or the task itself as its label
+says (``layer_of``; docs/simulator.md, "Reports").
 
 Every figure sums units of the timeline, so the columns add up to the run's totals
 (``summary_data``): busy cycles per engine, MACs, DMA bytes, DDR bytes, transfers.
@@ -17,10 +16,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime_sim.node_report import label_layer, unit_layers
 from runtime_sim.plan import ACT, DMA, DPU, Plan
 from runtime_sim.report import KIND_NAMES, _rounded, num, tasks_csv, track_names
 from runtime_sim.runtime import Timeline
 from vpuc.ir.module import BufferKind
+from vpuc.ir.provenance import LayerSource
 
 REPORT_FILES = ("compute_report.csv", "bandwidth_report.csv", "detailed_access_report.csv",
                 "summary.json", "tasks.csv", "ddr_bandwidth.csv", "roofs.json")
@@ -33,15 +34,17 @@ def layer_of(name: str) -> str:
     Graph lowering prefixes every task with its graph value or fused block
     (``conv_3.convolution.load_w.t0`` -> ``conv_3``, ``sg0.load2.relu_5`` -> ``sg0``), and a
     DPU variant is labelled ``task.variant`` (``conv0.a`` -> ``conv0``), so a hand-written
-    program's layers are its tasks.  The one place to change when units carry provenance.
+    program's layers are its tasks.  Units with provenance take ``node_report.unit_layers``.
     """
-    return name.split(".", 1)[0]
+    return label_layer(name)
 
 
 @dataclass
 class Layer:
     name: str
+    source: LayerSource | None = None   # the ONNX nodes, when the program records them
     engines: set[str] = field(default_factory=set)
+    tasks: set[int] = field(default_factory=set)     # ids of the tasks (a DPU task: variants)
     units: int = 0
     start: float = float("inf")
     end: float = 0.0
@@ -87,11 +90,12 @@ def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], li
     layers: dict[str, Layer] = {}
     accesses: dict[tuple[str, str], Access] = {}
     start, end, stall = timeline.start, timeline.end, timeline.stall
-    for u in range(plan.size):
-        name = layer_of(plan.names[u])
+    tasks = plan.task
+    for u, (name, source) in enumerate(unit_layers(plan)):
         layer = layers.get(name)
         if layer is None:
-            layer = layers[name] = Layer(name)
+            layer = layers[name] = Layer(name, source)
+        layer.tasks.add(id(tasks[u]))
         kind = plan.kind[u]
         engine = KIND_NAMES[kind]
         cycles = end[u] - start[u]

@@ -174,8 +174,10 @@ def tasks_csv(plan: Plan, timeline: Timeline) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "name", "engine", "track", "tile", "start", "end", "cycles", "bytes",
-                     "macs", "stall", "waits", "updates"])
+                     "macs", "stall", "waits", "updates", "layer", "onnx_nodes", "onnx_op_types"])
     names = track_names(plan)
+    from runtime_sim.node_report import task_columns
+    provenance = task_columns(plan)
     for u in range(plan.size):
         tile = plan.tile[u]
         writer.writerow([u, plan.names[u], KIND_NAMES[plan.kind[u]],
@@ -184,5 +186,6 @@ def tasks_csv(plan: Plan, timeline: Timeline) -> str:
                          num(timeline.end[u] - timeline.start[u]), plan.nbytes[u], plan.macs[u],
                          num(timeline.stall[u]),
                          " ".join(f"%{plan.barrier_names[b]}" for b in plan.waits[u]),
-                         " ".join(f"%{plan.barrier_names[b]}" for b in plan.updates[u])])
+                         " ".join(f"%{plan.barrier_names[b]}" for b in plan.updates[u]),
+                         *provenance[u]])
     return out.getvalue()

@@ -3,7 +3,9 @@
 One track (thread) per DMA channel, DPU and ACT SHAVE; one complete event
 (``ph: X``) per unit, ``ts``/``dur`` in microseconds at the NCE clock; flow
 arrows (``ph: s`` / ``f``) from each producer of a barrier to each of its
-consumers; a counter (``ph: C``) with the DDR bandwidth in use.  A track's
+consumers; a counter (``ph: C``) with the DDR bandwidth in use.  A unit of a program with
+a layer table (an ONNX model) is named by its ONNX node(s), ``;``-joined, its task label
+and op types in ``args``.  A track's
 engine runs one unit at a time, so its slices never overlap.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from runtime_sim.node_report import unit_layers
 from runtime_sim.plan import Plan
 from runtime_sim.report import KIND_NAMES, track_names
 from runtime_sim.runtime import Timeline
@@ -36,6 +39,7 @@ def trace_events(plan: Plan, timeline: Timeline, title: str) -> dict:
             events.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid,
                            "args": {"sort_index": tid}})
     start, end, engine = timeline.start, timeline.end, timeline.engine
+    layers = unit_layers(plan)
     for u in range(plan.size):
         args = {"start_cycle": round(start[u], 3), "cycles": round(end[u] - start[u], 3),
                 "stall_cycles": round(timeline.stall[u], 3)}
@@ -47,7 +51,12 @@ def trace_events(plan: Plan, timeline: Timeline, title: str) -> dict:
             args["waits"] = [f"%{plan.barrier_names[b]}" for b in plan.waits[u]]
         if plan.updates[u]:
             args["updates"] = [f"%{plan.barrier_names[b]}" for b in plan.updates[u]]
-        events.append({"ph": "X", "name": plan.names[u], "cat": KIND_NAMES[plan.kind[u]],
+        layer, source = layers[u]
+        if source is not None:         # named by ONNX node; the task keeps its label in args
+            args["task"] = plan.names[u]
+            args["onnx_op_types"] = source.op_types
+        events.append({"ph": "X", "name": source.names if source else plan.names[u],
+                       "cat": KIND_NAMES[plan.kind[u]],
                        "pid": PID, "tid": tids[(plan.queue_of[u], engine[u])],
                        "ts": us(start[u]), "dur": us(end[u] - start[u]), "args": args})
     flow = 0

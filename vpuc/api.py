@@ -15,6 +15,7 @@ graphs generated kernels record) happens here, on the compiler's side.
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from dataclasses import dataclass, field
@@ -153,6 +154,7 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
     from vpuc.fusion.schedule import check_schedule
     check_schedule(schedule)
     module = parse_text(text, name)
+    source_graph = copy.deepcopy(module.graphs[0]) if len(module.graphs) == 1 else None
     target = resolve_arch(module, arch)
     names = pipeline_names(passes, module)
     ctx = PassContext(target, timing=resolve_timing(timing, target, module.loc))
@@ -175,6 +177,7 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
     if program is None:
         raise UsageError(f"the pipeline '{passes}' builds no program; it needs "
                          "assign-windows and pack-kernel-args")
+    program.source_graph = source_graph
     # Provenance: what made this program.  No paths or times, so blobs stay deterministic.
     program.provenance = {"compiler": f"vpuc {__version__}", "format": format,
                           "pipeline": ",".join(names), "arch": target.name,
@@ -265,6 +268,8 @@ class Simulation:
     result: object                       # runtime_sim.simulator.SimResult
     kernel_check: object = None          # runtime_sim.kernel_check.KernelCheck (reference=True)
     reference: dict[str, np.ndarray] | None = None   # numpy's outputs (reference=True)
+    # each layer against the graph reference (reference=True, a program compiled here)
+    layer_check: object = None           # runtime_sim.layer_check.LayerCheck
 
     @property
     def outputs(self) -> dict[str, np.ndarray]:
@@ -310,7 +315,10 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     result = run(program, target, inputs, seed=seed, timing_only=timing_only, races=races,
                  max_cycles=max_cycles, progress=progress, kernel_observer=check,
                  kernel_profile=kernel_profile)
-    expected = None
+    expected = layers = None
     if reference:
         expected = Reference(program, graphs=graphs).run(result.inputs)
-    return Simulation(result, check, expected)
+        if program.source_graph is not None:
+            from runtime_sim.layer_check import check_layers
+            layers = check_layers(program, result.network, program.source_graph)
+    return Simulation(result, check, expected, layers)

@@ -33,6 +33,7 @@ import numpy as np
 
 from runtime_sim.inputs import bind, check_input_types, compare, parse_tensor_arg, tolerances
 from runtime_sim.layer_report import write_report_dir
+from runtime_sim.node_report import layers_csv
 from runtime_sim.report import summary, tasks_csv
 from runtime_sim.simarch import load_sim_arch, sim_arch_for
 from runtime_sim.trace import trace_json
@@ -81,6 +82,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--atol", type=float, help="absolute tolerance (default by element type)")
     run.add_argument("--report", metavar="CSV", help="write one row per task: id, engine, tile, "
                      "start, end, cycles, bytes, MACs, ... ('-': stdout)")
+    run.add_argument("--layer-report", metavar="CSV",
+                     help="write one row per ONNX node (or fused node group): its name and op "
+                          "type, engines, tasks, start, end, cycles, MACs, DMA bytes ('-': "
+                          "stdout; docs/simulator.md, \"Reports\")")
     run.add_argument("--report-dir", metavar="DIR",
                      help="write per-layer reports into DIR: compute_report.csv, "
                           "bandwidth_report.csv, detailed_access_report.csv, summary.json "
@@ -167,8 +172,9 @@ def cmd_run(args) -> int:
     if args.timing_only and (args.output_dir or args.output or args.expected or args.reference):
         raise UsageError("--timing-only computes no outputs; drop --output-dir, --output, "
                          "--expected and --reference, or drop --timing-only")
-    if args.json and "-" in (args.report, args.trace, args.kernel_profile_csv):
-        raise UsageError("--json writes stdout; give --report, --trace and "
+    if args.json and "-" in (args.report, args.layer_report, args.trace,
+                             args.kernel_profile_csv):
+        raise UsageError("--json writes stdout; give --report, --layer-report, --trace and "
                          "--kernel-profile-csv a file, not '-'")
     if args.html == "-":
         raise UsageError("--html writes a file; give it a path, not '-'")
@@ -226,6 +232,8 @@ def cmd_run(args) -> int:
         write_output(args.kernel_profile_csv, result.kernel_profile.csv())
     if args.report:
         write_output(args.report, tasks_csv(result.plan, result.timeline))
+    if args.layer_report:
+        write_output(args.layer_report, layers_csv(result.plan, result.timeline))
     if args.trace:
         write_output(args.trace, trace_json(result.plan, result.timeline, title))
     report_dir = None
@@ -253,6 +261,13 @@ def cmd_run(args) -> int:
             lines.append(f"... and {len(check.mismatches) - MAX_MISMATCH_LINES:,} more mismatches")
         lines.append(check.summary())
         if check.mismatches:
+            status = EXIT_USER
+    if run.layer_check is not None:
+        lines += [f"layer {r.layer} ({r.nodes}): {r.failures} of {r.elements} elements beyond "
+                  f"the bound, worst {r.worst_fraction:.3g} at {r.worst_value}"
+                  for r in run.layer_check.failed[:MAX_MISMATCH_LINES]]
+        lines.append(run.layer_check.summary())
+        if run.layer_check.failed:
             status = EXIT_USER
     buffers = {b.name: b for b in outputs_decl}
     verdicts = []

@@ -78,13 +78,17 @@ class SourceCache:
     """Source texts by file name, so diagnostics can quote the offending line."""
 
     def __init__(self) -> None:
-        self._texts: dict[str, list[str]] = {}
+        # The text as given (the parser's own string, not a copy), split on the first quote:
+        # a list of lines costs about 100 bytes a line for as long as the process lives.
+        self._texts: dict[str, str | list[str]] = {}
 
     def add(self, file: str, text: str) -> None:
-        self._texts[file] = text.splitlines()
+        self._texts[file] = text
 
     def line(self, file: str, line: int) -> str | None:
         lines = self._texts.get(file)
+        if isinstance(lines, str):
+            lines = self._texts[file] = lines.splitlines()
         if lines is None:
             try:
                 with open(file, encoding="utf-8") as handle:

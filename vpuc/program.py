@@ -25,6 +25,7 @@ from vpuc.arch import Arch
 from vpuc.ir.module import Module
 
 if TYPE_CHECKING:
+    from vpuc.ir.graph import Graph
     from vpuc.shave.kernel_notes import ExprTags
 
 
@@ -75,6 +76,15 @@ class Program:
     # Declared kernel → the kernel image it uses (dedupe-kernels merges identical code).
     kernel_aliases: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
+    # The graph the program was lowered from, when compiled in this process (not in the
+    # blob): what ``vpuc run --reference`` checks each layer against (runtime_sim/layer_check).
+    source_graph: Graph | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def layers(self) -> list:
+        """The layer table: the ONNX nodes behind each layer's tasks (``Module.layers``,
+        vpuc/ir/provenance.py; empty for a program without provenance)."""
+        return self.module.layers
 
     def kernel_image(self, declared: str) -> KernelImage:
         return self.kernels[self.kernel_aliases.get(declared, declared)]

@@ -63,5 +63,7 @@ def run_json(args, program, arch, timing_model: str, run, written, verdicts,
     data["kernel_check"] = None if check is None else {
         "tasks_checked": check.checked, "kernels": sorted(check.kernels_run),
         "mismatches": [m.render() for m in check.mismatches], "summary": check.summary()}
+    layers = getattr(run, "layer_check", None)
+    data["layer_check"] = None if layers is None else layers.as_dict()
     data["ok"] = status == EXIT_OK
     return json.dumps(data, indent=1, sort_keys=False) + "\n"

@@ -102,6 +102,7 @@ class ShaveEngine:
         self.region = None          # name -> Region (the plan's); a SymbolTable's by default
         self._bindings: dict[tuple, CmxBindings] = {}      # by what the task binds
         self._by_task: dict[int, CmxBindings] = {}          # by task (they outlive the engine)
+        self._tile_spans: dict[int, list] = {}
         self._act_tasks = [t for tl in program.module.task_lists
                            if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
 
@@ -138,12 +139,21 @@ class ShaveEngine:
                 writes += ranges
             bound.append((lo, hi, f"%{binding.buffer} ({role})"))
             names.add(region.root.name)
-        others = [(offset, offset + footprint(buffer), f"%{buffer.name} (not bound to this task)")
-                  for buffer in self.program.module.buffers
-                  if buffer.kind is BufferKind.CMX and buffer.tile == task.tile
-                  and buffer.name not in names
-                  for _, offset in (memory.placement[buffer.name],)]
+        others = [span for name, span in self._tile_buffers(task.tile) if name not in names]
         return CmxBindings(tuple(reads), tuple(writes), tuple(bound), tuple(others))
+
+    def _tile_buffers(self, tile: int) -> list[tuple[str, tuple[int, int, str]]]:
+        """(name, (start, end, label)) of every CMX buffer of ``tile``, computed once per tile
+        (not once per task: a model has thousands of both)."""
+        spans = self._tile_spans.get(tile)
+        if spans is None:
+            placement = self.memory.placement
+            spans = self._tile_spans[tile] = [
+                (b.name, (placement[b.name][1], placement[b.name][1] + footprint(b),
+                          f"%{b.name} (not bound to this task)"))
+                for b in self.program.module.buffers
+                if b.kind is BufferKind.CMX and b.tile == tile]
+        return spans
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:

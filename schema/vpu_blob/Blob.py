@@ -196,8 +196,33 @@ class Blob(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
+    # Blob
+    def LayerSources(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from schema.vpu_blob.LayerSource import LayerSource
+            obj = LayerSource()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Blob
+    def LayerSourcesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Blob
+    def LayerSourcesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
 def Start(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def AddHeader(builder, header):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(header), 0)
@@ -239,6 +264,12 @@ def AddConstants(builder, constants):
     builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(constants), 0)
 
 def StartConstantsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def AddLayerSources(builder, layerSources):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(layerSources), 0)
+
+def StartLayerSourcesVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def End(builder):

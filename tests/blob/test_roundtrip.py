@@ -68,7 +68,7 @@ def test_both_formats_hold_the_same_content(source):
     elf = decode_blob(write_blob(program, "elf", OPTIONS), "x.elf")
     assert fb.content == elf.content
     assert fb.digest == elf.digest and len(fb.digest) == 32
-    assert (fb.format, elf.format, fb.version) == ("fb", "elf", (1, 1))
+    assert (fb.format, elf.format, fb.version) == ("fb", "elf", (1, 2))
 
 
 def test_flatc_decodes_every_flatbuffer_blob(source, tmp_path):
@@ -80,7 +80,7 @@ def test_flatc_decodes_every_flatbuffer_blob(source, tmp_path):
                            str(SCHEMA_PATH), "--", str(blob)], capture_output=True, text=True)
     assert done.returncode == 0 and not done.stderr, done.stderr
     decoded = json.loads((tmp_path / "x.json").read_text())
-    assert decoded["header"]["version"] == {"major": 1, "minor": 1}
+    assert decoded["header"]["version"] == {"major": 1, "minor": 2}
     assert decoded["header"]["architecture"]["name"] == "NPU37XX"
 
 

@@ -39,6 +39,8 @@ def test_pipeline_cycles_follow_the_flow_shop_by_hand():
     assert pipeline_cycles([replace(stage, ddr=20)] * 3, tiles=1) == 60
     # two tiles: block 1 computes beside block 0
     assert pipeline_cycles([stage] * 2, tiles=2) == 2 + 2 + 3 + 1
+    # one DMA channel: load, store, load, store ... in one FIFO (load 1 waits for store 0)
+    assert pipeline_cycles([stage] * 3, tiles=1, channels=1) == 18
 
 
 def test_choose_blocks_takes_the_cheapest_count_that_fits():

@@ -57,3 +57,30 @@ def test_the_budget_grows_with_the_largest_tensor():
     # A text that does not parse, and other kinds of case, keep the base budget.
     assert case_budget(Mutant("vir", "x.vir", (), b"module @"), BUDGET) == BUDGET
     assert case_budget(Mutant("blob", "x.blob", (), big.encode()), BUDGET) == BUDGET
+
+
+def _bench_fuzz():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_fuzz", REPO / "bench" / "fuzz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_replay_takes_reproducer_files_and_directories(workspace, tmp_path, capsys):
+    bench = _bench_fuzz()
+    out = tmp_path / "fuzz-out"
+    out.mkdir()
+    clamp = (REPO / "examples" / "clamp.vir").read_text()
+    # What the verifier now reports at the runtime's line (was: an unlocated "does not fit").
+    (out / "unlocated-vir-1.vir").write_text(clamp.replace("stacks(16384, 16384)",
+                                                           "stacks(16384, 4294967296)"))
+    (out / "unlocated-vir-1.txt").write_text("case vir:1 (seed 1)\n")
+    (out / "ok-blob-2.elf").write_bytes(workspace.blobs[1][1])
+    mutants = bench.replay_mutants([str(out), "vir:3"], 1, workspace)
+    assert [(m.kind, m.seed_name) for m in mutants[:2]] == [("blob", "ok-blob-2.elf"),
+                                                            ("vir", "unlocated-vir-1.vir")]
+    assert mutants[2].kind == "vir" and len(mutants) == 3
+    assert bench.replay([str(out / "unlocated-vir-1.vir")], 1, BUDGET) == 0
+    text = capsys.readouterr().out
+    assert "-> error (exit 1" in text and "error: the stack of tile 1 has 4,294,967,296 bytes" in text

@@ -97,7 +97,8 @@ def test_csv_has_one_row_per_task_with_the_required_columns():
     assert {"id", "engine", "tile", "start", "end", "cycles", "bytes", "macs"} <= set(rows[0])
     assert rows[1] == {"id": "1", "name": "conv.bottom", "engine": "DPU", "track": "DPU0",
                        "tile": "0", "start": "760", "end": "1232", "cycles": "472", "bytes": "0",
-                       "macs": "442368", "stall": "0", "waits": "", "updates": ""}
+                       "macs": "442368", "stall": "0", "waits": "", "updates": "",
+                       "layer": "conv", "onnx_nodes": "", "onnx_op_types": ""}
 
 
 def test_summary_and_critical_path():

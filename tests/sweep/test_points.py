@@ -21,7 +21,8 @@ CONV = ROOT / "examples" / "graph_conv.vir"
 
 def spec(tmp_path, parameters: str, sweep: str = "") -> Path:
     path = tmp_path / "spec.toml"
-    path.write_text(f'[sweep]\n{sweep}\n[[models]]\npath = "{CONV}"\n\n[parameters]\n{parameters}\n')
+    path.write_text(f'[sweep]\n{sweep}\n[[models]]\npath = "{CONV}"\n\n'
+                    f'[parameters]\n{parameters}\n')
     return path
 
 
@@ -104,3 +105,24 @@ def test_structure_parameters_replace_arch_fields():
     arch = structure_of("NPU37XX", {"tiles": 1, "dma_channels": 1, "nce_mhz": 900.0})
     assert (arch.tiles, arch.dma_channels) == (1, 1)
     assert dataclasses.replace(arch, tiles=2, dma_channels=2) == structure_of("NPU37XX", {})
+
+
+def test_compile_timing_gives_the_compiler_each_points_timing(tmp_path, monkeypatch):
+    original, seen = api.compile, []
+
+    def spy(source, arch=None, format="fb", *, timing=None, **options):
+        seen.append(timing)
+        return original(source, arch, format, timing=timing, **options)
+    monkeypatch.setattr(api, "compile", spy)
+    latencies = "ddr_read_latency_cycles = [870, 100000]"
+    shared = load_spec(spec(tmp_path, latencies))
+    own = load_spec(spec(tmp_path, latencies, "compile_timing = true"))
+    assert {p.id for p in points_of(shared)}.isdisjoint(p.id for p in points_of(own))
+    for p in points_of(shared):
+        assert run_point(p, str(tmp_path / "shared"))["error"] is None
+    assert seen == [None] and len(list((tmp_path / "shared").glob("*.blob"))) == 1
+    seen.clear()
+    rows = [run_point(p, str(tmp_path / "own")) for p in points_of(own)]
+    assert all(r["error"] is None for r in rows)
+    assert [t.dma.ddr_read_latency for t in seen] == [870.0, 100000.0]
+    assert len(list((tmp_path / "own").glob("*.blob"))) == 2

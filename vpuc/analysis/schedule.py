@@ -23,6 +23,7 @@ Everything here is linear in units + barrier edges.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -69,7 +70,9 @@ def unit_name(task, list_index: int, executor: Executor, variant: int | None = N
 
 
 class Schedule:
-    def __init__(self, module: Module, arch: Arch) -> None:
+    def __init__(self, module: Module, arch: Arch, order: bool = True) -> None:
+        """``order=False``: the units, queues, producers and consumers only (no barrier
+        graph, no happens-before)."""
         self.units: list[Unit] = []
         self.queues: list[Queue] = []
         self._queue_index: dict[tuple, int] = {}
@@ -79,9 +82,11 @@ class Schedule:
         self.order: list[int] = []        # graph nodes in topological order
         self.topo_pos: list[int] = []     # node -> position in ``order``
         self.cycle_nodes: list[int] = []  # nodes left over by Kahn's algorithm (deadlock)
+        self.clock: list[list[int]] | None = None
+        if not order:
+            return
         self._build_graph()
         self._toposort()
-        self.clock: list[list[int]] | None = None
         if not self.cycle_nodes:
             self._compute_clocks()
 
@@ -167,8 +172,9 @@ class Schedule:
                 indegree[t] -= 1
                 if indegree[t] == 0:
                     ready.append(t)
-        self.order = order
-        pos = [-1] * self.node_count
+        # Machine ints, not a list of int objects: two of these per node add up at 100k tasks.
+        self.order = array("q", order)
+        pos = array("q", [-1]) * self.node_count
         for i, node in enumerate(order):
             pos[node] = i
         self.topo_pos = pos
@@ -222,6 +228,9 @@ class Schedule:
         clock: list = [None] * self.node_count
         n_unit_nodes = 2 * len(self.units)
         any_multi = any(multi)
+        # happens_before reads start clocks only: another node's clock is dropped once its
+        # last successor has merged it, so at most a frontier of them is alive at once.
+        pending = [len(targets) for targets in self.succ]
         for node in self.order:
             sources = preds[node]
             if not sources:
@@ -239,7 +248,14 @@ class Schedule:
                     merged[unit.queue] = _mark_ended(merged[unit.queue], unit.position)
                 else:
                     merged[unit.queue] = max(merged[unit.queue], unit.position)
-            clock[node] = merged
+            is_start = node < n_unit_nodes and node % 2 == 0
+            clock[node] = tuple(merged) if is_start else merged
+            for source in sources:
+                pending[source] -= 1
+                if not pending[source] and (source >= n_unit_nodes or source % 2):
+                    clock[source] = None
+            if not pending[node] and not is_start:
+                clock[node] = None
         self.clock = clock
         self.fallback_searches = 0
 

@@ -263,6 +263,16 @@ class ConstantRec(NamedTuple):
     data: bytes
 
 
+class OnnxNodeRec(NamedTuple):
+    name: str
+    op_type: str
+
+
+class LayerSourceRec(NamedTuple):
+    key: str
+    nodes: tuple[OnnxNodeRec, ...]
+
+
 class BlobContent(NamedTuple):
     header: HeaderRec
     tensors: tuple[TensorRec, ...]
@@ -271,6 +281,7 @@ class BlobContent(NamedTuple):
     kernels: tuple[KernelRec, ...]
     runtime: RuntimeRec | None
     constants: tuple[ConstantRec, ...]
+    layer_sources: tuple[LayerSourceRec, ...] = ()     # 1.2: the layer table (provenance)
 
 
 def image_of(kernels: tuple[KernelRec, ...], index: int) -> KernelImageRec | None:
@@ -288,6 +299,8 @@ def _digest_bytes(value):
 
 
 def content_hash(content: BlobContent) -> bytes:
-    """SHA-256 of the content: the same for both formats of one program."""
-    text = json.dumps(content, default=_digest_bytes, separators=(",", ":"), allow_nan=True)
+    """SHA-256 of the content: the same for both formats of one program.  A content
+    without a layer table hashes as it did before the table existed (format 1.1)."""
+    records = tuple(content) if content.layer_sources else tuple(content)[:-1]
+    text = json.dumps(records, default=_digest_bytes, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode("utf-8")).digest()

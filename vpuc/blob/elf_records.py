@@ -39,6 +39,7 @@ class VpucShType(IntEnum):
     SHT_VPUC_SCALAR_ARGS = 0x8000000C
     SHT_VPUC_KERNEL_OBJECTS = 0x8000000D
     SHT_VPUC_CONSTANTS = 0x8000000E
+    SHT_VPUC_LAYER_SOURCES = 0x8000000F
 
 
 class VpucShFlags(IntFlag):
@@ -87,6 +88,7 @@ KERNEL_OBJECTS = ".vpuc.ActKernelObjects"
 KERNEL_PARAMS = ".data.KernelParams"
 CONSTANT_RECORDS = ".vpuc.constants"
 CONSTANT_DATA = ".data.Constants"
+LAYER_SOURCES = ".vpuc.layerSources"      # 1.2, only when the program has a layer table
 STACKS = ".bss.ShaveStacks"
 DDR_SCRATCH = ".bss.DDRScratch"
 NETWORK_INPUTS = ".bss.NetworkInputs"

@@ -14,8 +14,9 @@ namedtuples.  The checks are the C++ ``flatbuffers::Verifier``'s:
 Any failure is a one-line ``VpucError`` naming the table and field being read
 and the byte offset.  The budget caps the elements decoded (shared or
 overlapping objects could otherwise make a small blob expand without bound);
-objects reached again at the same offset are decoded once.  For ``vpuc
-inspect`` the decoder also counts the bytes of every object under each field of
+objects reached again at the same offset are decoded once.  With ``columns=True``
+vectors of tables go through ``vpuc.blob.fb_columns`` (the same records and
+checks, a column at a time).  For ``vpuc inspect`` the decoder also counts the bytes of every object under each field of
 the root table.
 """
 
@@ -35,7 +36,8 @@ _SCALAR, _STRUCT, _TABLE, _STRING, _VECTOR = range(5)
 
 
 class Decoder:
-    def __init__(self, schema: Schema, buf: bytes, file: str, budget: int | None = None) -> None:
+    def __init__(self, schema: Schema, buf: bytes, file: str, budget: int | None = None,
+                 columns: bool = False) -> None:
         self.schema = schema
         self.buf = buf
         self.n = len(buf)
@@ -50,6 +52,11 @@ class Decoder:
         if self.n > MAX_BLOB_BYTES:
             raise VpucError(f"blob is {self.n} bytes; a FlatBuffer holds at most {MAX_BLOB_BYTES}",
                             BinLoc(file, "buffer", 0))
+        # Vectors of tables through the columnar decoder (fast; counts no sizes per part).
+        self.columns = None
+        if columns:
+            from vpuc.blob.fb_columns import ColumnDecoder
+            self.columns = ColumnDecoder(self)
 
     def fail(self, where: str, offset: int, message: str) -> VpucError:
         return VpucError(message, BinLoc(self.file, where, offset))
@@ -251,6 +258,10 @@ class Decoder:
             make = sdef.record._make
             value = tuple(make(t) for t in struct.iter_unpack(
                 sdef.format, buf[pos + 4:pos + 4 + count * width])) if count else ()
+        elif self.columns is not None and element.kind == "table":
+            value = self.columns.vector_of_tables(self.schema.tables[element.name], pos, where)
+            self._cache[key] = value
+            return value
         else:
             width = 4
             count = self._length(pos, 4, where, "vector")

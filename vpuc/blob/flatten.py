@@ -10,6 +10,7 @@ programs give identical bytes whatever order their dicts were filled in.
 from __future__ import annotations
 
 from vpuc import __version__
+from vpuc.blob.layer_sources import records as layer_records
 from vpuc.blob.content import (DMA_MODE_CODE, DPU_OP_CODE, ELEM_CODE, EXECUTOR_CODE,
                                INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE, MPE_MODE_CODE,
                                POST_OP_CODE,
@@ -197,7 +198,7 @@ def flatten(program: Program, options: dict[str, str] | None = None) -> BlobCont
         COMPILER_VERSION, _pairs(options or {}), _pairs(program.provenance),
         _pairs(module.attributes), module.arch)
     return BlobContent(header, tuple(tensors), barrier_recs, tuple(lists), tuple(kernels),
-                       runtime, constants)
+                       runtime, constants, layer_records(module))
 
 
 def _dpu(task: DpuTask, tensor, barriers, waits, updates, count) -> DpuRec:

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from vpuc.abi.dtypes import data_type
 from vpuc.abi.memref import MemRefData, unpack_dims, unpack_strides
 from vpuc.abi.params import decode_params
+from vpuc.ir.provenance import LayerIndex
 from vpuc.blob.content import (ELEM_OF, INIT_FILE, INIT_SPLAT, LOCATION_OF, SOURCE_KIND_OF,
                                TensorRec)
 from vpuc.blob.reader import decode_blob
@@ -36,7 +37,7 @@ from vpuc.shave.disassembler import disassemble, disassemble_object
 from vpuc.shave.kobject import KernelObject
 
 # Bump on any change of the JSON shape (a key added, removed, renamed or retyped).
-INSPECT_VERSION = 1
+INSPECT_VERSION = 2     # 2: the blob report's "layers" (the layer table, format 1.2)
 
 
 def _type(t: TensorRec) -> str:
@@ -168,6 +169,7 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
     report["runtime"] = None if rt is None else {
         "kernel": content.kernels[rt.kernel].name, "stack_sizes": list(rt.stack_sizes)}
     report["constants"] = _constants(tensors, content.constants)
+    report["layers"] = _layers(module)
     report["invocations"] = _invocations(program, report["task_lists"], kernel)
     parts = sorted(decoded.sizes.items(), key=lambda kv: -kv[1])
     report["sections"] = [{"name": n, "size": s} for n, s in parts]
@@ -176,6 +178,20 @@ def blob_report(data: bytes, file: str, *, task_list: str | None = None,
                                    "size": decoded.total - sum(decoded.sizes.values())})
     report["total"] = decoded.total
     return report
+
+
+def _layers(module) -> list[dict]:
+    """The layer table, with how many tasks each layer covers."""
+    index = LayerIndex(module.layers)
+    tasks: dict[str, int] = {}
+    for task_list in module.task_lists:
+        for t in task_list.tasks:
+            layer = index.layer(t.label or "")
+            if layer is not None:
+                tasks[layer.key] = tasks.get(layer.key, 0) + 1
+    return [{"key": layer.key, "tasks": tasks.get(layer.key, 0),
+             "nodes": [{"name": n.name, "op_type": n.op_type} for n in layer.nodes]}
+            for layer in module.layers]
 
 
 def _constants(tensors, constants) -> list[dict]:

@@ -63,6 +63,11 @@ def render_blob(r: dict) -> str:
         shared = f" (stored once with %{c['same_as']})" if c["same_as"] else ""
         lines.append(f"  %{c['tensor']}: {c['type']}, {c['bytes']} bytes, sha256:{c['sha256']}"
                      + shared)
+    if r["layers"]:                     # a program compiled from ONNX
+        lines += ["", f"layers ({len(r['layers'])}): the ONNX nodes behind the tasks"]
+        for layer in r["layers"]:
+            nodes = ", ".join(f'"{n["name"]}" {n["op_type"]}' for n in layer["nodes"])
+            lines.append(f'  "{layer["key"]}": {layer["tasks"]} tasks from {nodes}')
     for inv in r["invocations"]:
         lines += [""] + _invocation(inv)
     lines += ["", "sizes:"]

@@ -64,8 +64,11 @@ def check_version(version: tuple[int, int], file: str, where: str) -> None:
                         BinLoc(file, where, 0))
 
 
-def decode_blob(data: bytes, file: str) -> DecodedBlob:
-    """Bytes -> checked content (format, version, hash), without building the Program."""
+def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
+    """Bytes -> checked content (format, version, hash), without building the Program.
+
+    ``sizes=False`` skips the bytes per part (``vpuc inspect``'s), so a FlatBuffer's
+    vectors of tables are decoded a column at a time (``vpuc.blob.fb_columns``)."""
     data = bytes(data)
     if len(data) > MAX_BLOB_BYTES:
         raise VpucError(f"blob is {len(data)} bytes; at most {MAX_BLOB_BYTES} are supported",
@@ -74,18 +77,18 @@ def decode_blob(data: bytes, file: str) -> DecodedBlob:
     try:
         if fmt == "fb":
             from vpuc.blob.reader_fb import FbReader
-            reader = FbReader(data, file)
+            reader = FbReader(data, file, columns=not sizes)
             version = reader.version()
             check_version(version, file, "SummaryHeader.version")
             content, digest = reader.content()
-            sizes = dict(reader.decoder.sizes)
+            part_sizes = dict(reader.decoder.sizes) if sizes else {}
         else:
             from vpuc.blob.reader_elf import ElfReader
             reader = ElfReader(data, file)
             version = reader.version()
             check_version(version, file, ".note.vpuc")
             content, digest = reader.content()
-            sizes = reader.sizes()
+            part_sizes = reader.sizes() if sizes else {}
     except VpucError:
         raise
     except (RecursionError, MemoryError) as exc:
@@ -99,20 +102,23 @@ def decode_blob(data: bytes, file: str) -> DecodedBlob:
         raise VpucError(f"content hash mismatch: the header says {digest.hex()[:16]}..., the "
                         f"content hashes to {actual.hex()[:16]}...; the blob is corrupted",
                         BinLoc(file, "header", 0))
-    return DecodedBlob(fmt, version, content, digest, sizes, len(data))
+    return DecodedBlob(fmt, version, content, digest, part_sizes, len(data))
 
 
 def read_blob(data: bytes, file: str = "<blob>", *, arch: str | Arch | None = None,
-              verify: bool = True) -> Program:
+              verify: bool = True, schedule_rules: bool = False) -> Program:
     """Read a blob of either format into the Program it was written from.
 
     ``arch`` (a name, or an ``Arch`` to compare every structure field with) refuses a
-    blob compiled for another architecture; ``verify`` runs
-    the module verifier over the result (a blob is untrusted input).
+    blob compiled for another architecture; ``verify`` runs the module verifier's rules
+    over each record of the result (a blob is untrusted input), ``schedule_rules`` also
+    those over the whole schedule (deadlock, physical barrier reuse, overlaps, races),
+    which the simulator's runtime checks as it runs.
     """
-    decoded = decode_blob(data, file)
+    decoded = decode_blob(data, file, sizes=False)
     try:
-        return rebuild(decoded.content, file, expected_arch=arch, verify=verify)
+        return rebuild(decoded.content, file, expected_arch=arch, verify=verify,
+                       schedule_rules=schedule_rules)
     except VpucError:
         raise
     except Exception as exc:

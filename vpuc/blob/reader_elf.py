@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from vpuc.blob import elf_records as R
+from vpuc.blob.layer_sources import decode_elf as decode_layers
 from vpuc.blob.content import (LOCATION_CODE, ActTaskRec, ArchRec, BarrierRec, BindingRec,
                                BlobContent, ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
@@ -168,9 +169,23 @@ class ElfReader:
         constants = tuple(ConstantRec(r.tensor, self.blob(R.CONSTANT_DATA, r.offset, r.size))
                           for r in self.records(R.CONSTANT_RECORDS))
         content = BlobContent(self.header(h), tensors, barriers, lists, kernels, runtime,
-                              constants)
+                              constants, self.layer_sources())
         self.check_relocations(content)
         return content, h.content_hash
+
+    def layer_sources(self):
+        if R.LAYER_SOURCES not in self.by_name:         # a 1.1 blob, or no layer table
+            return ()
+        sec = self.section(R.LAYER_SOURCES, R.VpucShType.SHT_VPUC_LAYER_SOURCES)
+
+        def string(offset: int, at: int) -> str:
+            text = self.string(offset)
+            if text is None:
+                raise self.fail(R.LAYER_SOURCES, "a layer's name is missing (no string)", at)
+            return text
+
+        return decode_layers(sec.data, string,
+                             lambda at, message: self.fail(R.LAYER_SOURCES, message, at))
 
     def header(self, h) -> HeaderRec:
         meta: list[list[KeyValue]] = [[], [], []]

@@ -7,6 +7,7 @@ major version is refused before anything else of it is interpreted.
 
 from __future__ import annotations
 
+from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
@@ -21,11 +22,11 @@ _EMPTY_REFS = ((), ())
 
 
 class FbReader:
-    def __init__(self, data: bytes, file: str) -> None:
+    def __init__(self, data: bytes, file: str, columns: bool = False) -> None:
         self.data = data
         self.file = file
         self.schema = load_schema()
-        self.decoder = Decoder(self.schema, data, file)
+        self.decoder = Decoder(self.schema, data, file, columns=columns)
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:
@@ -62,7 +63,7 @@ class FbReader:
                               tuple(BarrierRec(b.id, b.physical_id, b.name or "",
                                                b.producer_count, b.consumer_count)
                                     for b in root.barriers or ()),
-                              lists, kernels, runtime, constants)
+                              lists, kernels, runtime, constants, read_layers(root))
         return content, bytes(root.header.content_hash or b"")
 
     def header(self, h) -> HeaderRec:

@@ -7,7 +7,10 @@ unique, lists sized as declared, the header's counts and network inputs and
 outputs equal to what the records hold, and the architecture known to this
 vpuc with the same parameters.  Then ``verify=True`` (the default of
 ``read_blob``) runs the module verifier and checks each view's recorded
-strides and offset against the region the verifier resolves.
+strides and offset against the region the verifier resolves: its rules over
+each record, and with ``schedule_rules=True`` (``vpuc inspect``) also those over
+the whole schedule, which the runtime checks again as it runs
+(``vpuc.verifier``).
 
 Every failure is a one-line VpucError naming the record.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import re
 
 from vpuc.arch import Arch, known_archs, load_arch
+from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
                                MPE_MODE_OF,
@@ -121,7 +125,7 @@ def _barriers(check: _Checker, where: str, indices, names: list[str]) -> tuple[s
 
 
 def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None = None,
-            verify: bool = True) -> Program:
+            verify: bool = True, schedule_rules: bool = False) -> Program:
     check = _Checker(file)
     header = content.header
     arch = check_arch(header.arch, file, expected_arch)
@@ -180,8 +184,9 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             raise check.fail(where, f"'{names[c.tensor]}' is not a const buffer, or has two "
                              "constants")
         program.constants[names[c.tensor]] = c.data
+    module.layers = restore_layers(content.layer_sources, check.fail)
     if verify:
-        verify_program(program, content, file)
+        verify_program(program, content, file, schedule_rules)
     return program
 
 
@@ -367,20 +372,22 @@ def _counts(check: _Checker, content: BlobContent) -> None:
                              f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
 
 
-def verify_program(program: Program, content: BlobContent, file: str) -> None:
+def verify_program(program: Program, content: BlobContent, file: str,
+                   schedule_rules: bool = True) -> None:
     """Run the module verifier, and check each view's recorded region against it."""
     from vpuc.ir.symbols import SymbolTable
     from vpuc.perf import gc_paused
     from vpuc.verifier import verify_module
 
-    bag = verify_module(program.module, program.arch)
+    symbols = SymbolTable(program.module)
+    bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,
+                        symbols=symbols)
     if bag.has_errors:
         first, *rest = [d for d in bag.items if d.severity is Severity.ERROR]
         notes = tuple((None, d.message) for d in rest[:5])
         raise VpucError([Diagnostic(Severity.ERROR, None, f"{file}: the blob's program does not "
                                     f"verify: {first.message}", notes)])
     with gc_paused():
-        symbols = SymbolTable(program.module)
         for i, t in enumerate(content.tensors):
             region = symbols.region(t.name)
             root = region.root if region is not None else None

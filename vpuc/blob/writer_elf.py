@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 
 from vpuc.blob import elf_records as R
+from vpuc.blob.layer_sources import encode_elf as encode_layers
 from vpuc.blob.content import (ELEM_OF, EXECUTOR_CODE, FORMAT_VERSION, LOCATION_CODE,
                                ActTaskRec, BlobContent, DmaRec, DpuRec, TensorRec)
 from vpuc.ir.module import BufferKind
@@ -293,6 +294,9 @@ class _ElfWriter:
             sections.append(elf.SectionSpec(name, elf.SHT_NOBITS, b"",
                                             elf.SHF_ALLOC | elf.SHF_WRITE | int(flags),
                                             DATA_ALIGN, nobits_size=self.nobits[name]))
+        if c.layer_sources:
+            sections.append(elf.SectionSpec(R.LAYER_SOURCES, R.VpucShType.SHT_VPUC_LAYER_SOURCES,
+                                            encode_layers(c.layer_sources, s.add), addralign=4))
         sections[2] = elf.SectionSpec(R.STRTAB, elf.SHT_STRTAB, bytes(s.data))
         self.symbol(R.ENTRY_SYMBOL, R.MAPPED_INFERENCE, 0, len(mapped.data), elf.STB_GLOBAL)
         self.symbol("vpuc.kernel_params", R.KERNEL_PARAMS, 0, 0, typ=elf.STT_NOTYPE)

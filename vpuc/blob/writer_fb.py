@@ -29,6 +29,7 @@ from schema.vpu_blob import (ActKernel, ActKernelInvocation, ActKernelRuntime, A
 from vpuc.blob.content import (FORMAT_VERSION, ActTaskRec, BlobContent, DmaRec, DpuRec,
                                HeaderRec, KernelRec, TensorRec, image_of)
 from vpuc.blob.fb_builder import FastBuilder
+from vpuc.blob.layer_sources import write_fb as write_layers
 
 IDENTIFIER = b"VPUB"
 DATA_ALIGN = 64
@@ -386,9 +387,11 @@ class _Writer:
                                   for c in content.constants])
         kernel_data = self.offsets([self.table(KernelData, data=self.aligned_bytes(data))
                                     for data in self.data])
+        layer_sources = write_layers(self, content.layer_sources)
         root = self.table(Blob, header=header, tensors=tensors, barriers=barriers,
                           task_lists=lists, kernel_data=kernel_data, act_kernels=kernels,
-                          act_kernel_runtime=runtime, constants=constants)
+                          act_kernel_runtime=runtime, constants=constants,
+                          layer_sources=layer_sources)
         self.b.Finish(root, IDENTIFIER)
         return bytes(self.b.Output())
 

@@ -20,7 +20,9 @@ recurrence (a permutation flow shop with blocking buffers, in emission order):
     compute_end[k] = max(load_end[k], compute_end[k - tiles], store_end[k - R]) + compute[k]
     store_end[k] = max(store_end[k-1], compute_end[k]) + store[k]
 
-Both channels move their data through one DDR, so the makespan is at least
+On a target with one DMA channel, loads and stores share its FIFO in the
+order the lowering lists them (block k's loads, then its store), so a store
+holds up the next block's load.  Both channels move their data through one DDR, so the makespan is at least
 the blocks' DDR bytes over its bandwidth (``ddr``, a floor; the simulator
 shares the DDR exactly, ``runtime_sim/engines/dma.py``).  Each stage's cycles
 come from the one cost model: ``dma_task_cycles`` for a transfer (dispatch,
@@ -85,9 +87,11 @@ def block_stages(loads: list[Move], compute: float, stores: list[Move],
 
 
 def pipeline_cycles(stages: list[BlockStages], tiles: int, resident_cycles: float = 0.0,
-                    slots: int = SLOTS) -> float:
+                    slots: int = SLOTS, channels: int = 2) -> float:
     """The makespan of ``stages`` (block k on tile ``k % tiles``) as the module docstring
-    derives it; ``resident_cycles`` are each tile's loads before its first block."""
+    derives it; ``resident_cycles`` are each tile's loads before its first block.  On a
+    target with one DMA channel (``channels == 1``) loads and stores share its FIFO, in
+    the order the lowering lists them (block k's loads, then its store)."""
     reuse = slots * tiles
     load_end = [0.0] * len(stages)
     compute_end = [0.0] * len(stages)
@@ -101,11 +105,15 @@ def pipeline_cycles(stages: list[BlockStages], tiles: int, resident_cycles: floa
         if k >= reuse:
             start = max(start, compute_end[k - reuse])
         load_end[k] = channel_in = start + s.load
+        if channels == 1:
+            channel_out = channel_in
         begin = max(load_end[k], dpu_free[k % tiles])
         if k >= reuse:
             begin = max(begin, store_end[k - reuse])
         compute_end[k] = dpu_free[k % tiles] = begin + s.compute
         store_end[k] = channel_out = max(channel_out, compute_end[k]) + s.store
+        if channels == 1:
+            channel_in = channel_out
     return max(channel_out, sum(s.ddr for s in stages))
 
 

@@ -33,7 +33,7 @@ kernels) and ``bench/fusion_bench.py`` (fused and unfused) use it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vpuc.cost.timing import Timing
 from vpuc.ir.module import ConstInit
@@ -69,9 +69,6 @@ class ProgramText:
     """The statements of a program being built, by section, rendered in VIR order."""
 
     kernels: list[str] = field(default_factory=list)
-    # The target's DMA channels: loads go on channel 0, stores on the last of at most two
-    # (with one channel both share its FIFO, which still runs stores in list order).
-    dma_channels: int = 2
     buffers: list[str] = field(default_factory=list)     # DDR: input, output, const, ddr
     cmx: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
@@ -79,8 +76,12 @@ class ProgramText:
     dma: list[str] = field(default_factory=list)
     dpu: list[str] = field(default_factory=list)
     act: list[str] = field(default_factory=list)
+    layers: list[str] = field(default_factory=list)      # provenance: layer "KEY" from ...
     # The target's timing model: DPU layers ask the cost model for their blocks and modes.
     timing: Timing | None = None
+    # The target's DMA channels: loads go on channel 0, stores on the last of at most two
+    # (with one channel both share its FIFO, which still runs stores in list order).
+    dma_channels: int = 2
 
     @property
     def store_channel(self) -> int:
@@ -108,6 +109,8 @@ class ProgramText:
         for name, tasks in (("DMA", self.dma), ("DPU", self.dpu), ("ACT_SHAVE", self.act)):
             if tasks:
                 lines += ["", f"tasks {name} {{"] + tasks + ["}"]
+        if self.layers:
+            lines += [""] + self.layers
         return "\n".join(lines) + "\n"
 
 
@@ -168,6 +171,10 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
+    # A rank-0 output has no halves: its stage runs as one invocation per block (the
+    # invocation count follows the first output, so two parts would leave half unwritten).
+    stages = [replace(st, parts=1) if any(by_name[v].type.rank == 0 for v in st.outputs)
+              else st for st in stages]
     produced = {v for st in stages for v in st.outputs}
     loaded = [v for v in values if v.in_ddr and v.name not in produced]
     stored = [v for v in values if v.in_ddr and v.name in produced]

@@ -22,10 +22,10 @@ Guarantees:
   (``lower_dpu_support.dpu_problem``);
 - the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
   that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
-  the window needs, its output rows, the weights); a Convolution's, MaxPool's
-  and eltwise layer's count is the one the cost model's pipeline estimate
-  (``vpuc.cost.blocks``, with the context's timing model) finds fastest among
-  those, a matmul's the fewest that fit.  Block *k* runs on tile ``k % tiles``:
+  the window needs, its output rows, the weights); the count is the one the cost
+  model's pipeline estimate (``vpuc.cost.blocks``, with the context's timing
+  model) finds fastest among those, except for a matmul and a layer split over
+  channels (each block loading its own weights), which take the fewest that fit.  Block *k* runs on tile ``k % tiles``:
   DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
@@ -156,14 +156,14 @@ def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
 
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
                   live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
-                  resident_cycles: float = 0.0):
+                  resident_cycles: float = 0.0, channels: int = 2):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
     ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
     has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
     rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
     (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
-    ``resident_cycles``) finds cheapest among the counts that fit, ties to fewer blocks;
-    without it, the fewest blocks that fit."""
+    ``resident_cycles``, over the target's DMA ``channels``) finds cheapest among the
+    counts that fit, ties to fewer blocks; without it, the fewest blocks that fit."""
     used = min(tiles, extent)
     count = used
     fixed_live = live
@@ -180,7 +180,7 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             op.loc)
         count = min(count + used, extent)
     if cost is not None:
-        count = _cheapest_count(extent, count, used, cost, resident_cycles,
+        count = _cheapest_count(extent, count, used, cost, resident_cycles, channels,
                                 lambda c: resident + (fixed_live or (1 if c <= used else 2))
                                 * footprint(math.ceil(extent / c)) <= CMX_BUDGET)
     return _edges(extent, count)
@@ -192,7 +192,7 @@ def _edges(extent: int, count: int) -> list[tuple[int, int]]:
 
 
 def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
-                    resident_cycles: float, fits: Callable[[int], bool]) -> int:
+                    resident_cycles: float, channels: int, fits: Callable[[int], bool]) -> int:
     """The block count from ``first`` up whose pipeline the cost model finds fastest; each
     distinct block size is tried once, and the search stops where even the transfers of
     one-row blocks would take longer than the best so far."""
@@ -210,7 +210,8 @@ def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], B
         rows = math.ceil(extent / count)
         if rows != last_rows and fits(count):
             cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
-                                     min(tiles, count), resident_cycles)
+                                     min(tiles, count), resident_cycles,
+                                     channels=channels)
             if cycles < best_cycles - 1e-9:
                 best, best_cycles = count, cycles
         last_rows = rows
@@ -298,7 +299,8 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})", updates, permute)
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
+                 updates, permute)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -346,9 +348,11 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
 
     def stages(rows: int) -> BlockStages:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        load = Move(n * c * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)
+        loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
+        if conv and cp > c:         # load_block_input's zeros for the padded channels
+            loads.append(Move(n * (cp - c) * loaded * w * elem.nbytes, elem.nbytes))
         store = Move(n * oc * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
-        return block_stages([load], split_rows_cost(rows, workload_of, timing)[1], [store],
+        return block_stages(loads, split_rows_cost(rows, workload_of, timing)[1], [store],
                             timing)
 
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
@@ -361,7 +365,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     if layer.bias is not None:
         resident_loads.append(Move(4 * ocp, 4))
     blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
-                           resident_cycles=loads_cycles(resident_loads, timing))
+                           resident_cycles=loads_cycles(resident_loads, timing),
+                           channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     bias_of = {}
     for k, (r0, r1) in enumerate(blocks):

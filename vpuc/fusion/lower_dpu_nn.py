@@ -27,9 +27,10 @@ Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
 blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
 border), and all blocks of all jobs alternate over the tiles, double-buffered.
-A layer of one job loads its weights once per tile; with several jobs each
-block loads its job's weights (a slice of the DDR weights, or a ``const`` this
-module declares, laid out NHWC).
+A layer of one job loads its weights once per tile, and its block count is the
+one the cost model's pipeline estimate finds fastest (``vpuc.cost.blocks``);
+with several jobs each block loads its job's weights (a slice of the DDR
+weights, or a ``const`` this module declares, laid out NHWC).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload
-from vpuc.cost.blocks import BlockStages, Move, block_stages
+from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
@@ -249,11 +250,33 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                             "(partial sums) is not supported yet", op.loc)
     jobs = [_aligned_job(plan, job) for job in jobs]
     single = len(jobs) == 1
+    timing = layer_timing(prog, op)
+
+    def workload_of(job: Job, rows: int) -> DpuWorkload:
+        return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=rows,
+                           channels=aligned(job.outs[1] - job.outs[0]),
+                           in_channels=aligned(job.ins[1] - job.ins[0]), kernel=(kh, kw),
+                           stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
+                           out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
+
+    def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        ins, outs = job.ins[1] - job.ins[0], job.outs[1] - job.outs[0]
+        loads = [Move(n * ins * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
+        if plan.dpu_op == "conv" and aligned(ins) > ins:
+            loads.append(Move(n * (aligned(ins) - ins) * loaded * w * elem.nbytes, elem.nbytes))
+        compute = split_rows_cost(rows, lambda r: workload_of(job, r), timing)[1]
+        store = Move(n * outs * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
+        return block_stages(loads, compute, [store], timing)
+
     work = []
     for j, job in enumerate(jobs):
         if single:
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
-                                   "output row", op)
+                                   "output row", op, cost=lambda r: stages(job, r),
+                                   resident_cycles=loads_cycles(
+                                       [Move(weight_bytes(job), elem.nbytes)], timing),
+                                   channels=prog.dma_channels)
         else:
             # each block loads its own weights: two blocks (weights and rows) live per tile
             blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
@@ -300,11 +323,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, occ - 1)),
-               lambda rows: DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=rows,
-                                        channels=occ, in_channels=ic, kernel=(kh, kw),
-                                        stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
-                                        out_bytes=elem.nbytes, weight_bytes=elem.nbytes))
+        e.task(k, head, ((0, ow - 1), r1 - r0, (0, occ - 1)), lambda r: workload_of(job, r))
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"0:{ow}"])
         if occ > o1 - o0:                            # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}", f"0:{ow}"])
@@ -386,7 +405,7 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
                             [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
 
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
-                           "row", op, cost=stages)
+                           "row", op, cost=stages, channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)

@@ -70,6 +70,7 @@ from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
@@ -124,6 +125,7 @@ class LowerGraphPass(ModulePass):
         module.views += lowered.views
         module.barriers += lowered.barriers
         module.task_lists += lowered.task_lists
+        module.layers += lowered.layers
         module.graphs = []
         module.attributes["graph"] = "lowered"
 
@@ -210,8 +212,10 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     single = len(segments) == 1
     made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
+    layers = LayerTable()
     for s, seg in enumerate(segments):
         prefix = "" if single and seg.units else _prefix(tok, seg)
+        layers.add(prefix, segment_ops(graph, tok, seg))
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
@@ -234,6 +238,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish, library, made)
         gate = (finish,) if finish else ()
+    prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
@@ -275,11 +280,15 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                         f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
-    parts = 2 if chunk is not None and chunk % 2 == 0 else 1
+    halves = 2 if chunk is not None and chunk % 2 == 0 else 1
+    rank_of = {v.name: v.type.rank for v in seg_values}
     stages = []
     for unit in seg.units:
         ins, outs = _stage_io(tok, unit)
         ins, outs = [names[v] for v in ins], [names[v] for v in outs]
+        # A rank-0 output has no halves: such a stage is one invocation on the whole block
+        # (and its kernel is generated for the whole block).
+        parts = 1 if any(rank_of.get(v) == 0 for v in outs) else halves
         if unit[0] == "op":
             call = library[unit[1]]
             if call.declaration() not in prog.kernels:

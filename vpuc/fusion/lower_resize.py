@@ -76,7 +76,8 @@ class _Builder:
 
     def add(self, kind: str, operands, attrs=None, result: str | None = None) -> str:
         result = result or self.name(kind.lower())
-        self.ops.append(GraphOp(kind, result, tuple(operands), dict(attrs or {}), loc=self.op.loc))
+        self.ops.append(GraphOp(kind, result, tuple(operands), dict(attrs or {}), loc=self.op.loc,
+                                origin=self.op.origin))   # provenance: the Interpolate's node
         return result
 
     def constant(self, suffix: str, values: np.ndarray, t: TensorType) -> str:

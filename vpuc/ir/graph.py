@@ -28,6 +28,7 @@ from typing import Iterator, Union
 
 from vpuc.diagnostics import UNKNOWN_LOC, Loc
 from vpuc.ir.module import ConstInit, Ref
+from vpuc.ir.provenance import OnnxNode
 from vpuc.ir.types import Dim, Dynamic, ElemType, TensorType
 
 # An attribute value: numbers, booleans, names (enums, layouts), element types,
@@ -67,6 +68,9 @@ class GraphOp:
     const: ConstInit | None = None
     loc: Loc = field(default=UNKNOWN_LOC, compare=False, repr=False)
     marks: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # The ONNX node(s) the importer built the op from (vpuc/ir/provenance.py); like the
+    # location, not part of the op's meaning.
+    origin: tuple[OnnxNode, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def label(self) -> str:

@@ -17,6 +17,7 @@ from vpuc.ir.types import ElemType, MemRefPattern, TensorType
 
 if TYPE_CHECKING:
     from vpuc.ir.graph import Graph
+    from vpuc.ir.provenance import LayerSource
 
 
 class Ref(str):
@@ -26,6 +27,7 @@ class Ref(str):
     affects equality.
     """
 
+    __slots__ = ("loc",)      # no per-name __dict__: a module holds about 13 per task
     loc: Loc
 
     def __new__(cls, name: str, loc: Loc = UNKNOWN_LOC) -> "Ref":
@@ -215,6 +217,8 @@ class Module:
     task_lists: list[TaskList] = field(default_factory=list)
     # Graph-level blocks (vpuc/ir/graph.py): networks before fusion, or fused subgraph bodies.
     graphs: list["Graph"] = field(default_factory=list)
+    # What the lowering recorded: the ONNX nodes behind each layer's tasks (provenance.py).
+    layers: list["LayerSource"] = field(default_factory=list)
     loc: Loc = loc_field()
     # Facts the passes have established (e.g. "cmx-allocated"); printed as a comment.
     attributes: dict[str, str] = field(default_factory=dict, compare=False)

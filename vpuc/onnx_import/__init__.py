@@ -58,8 +58,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     model = load_model(path, input_shapes)
     b = GraphBuilder("main", PRECISIONS[precision], model.path, model.opset)
     b.known.update(model.initializers)
-    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs))
-    nodes = fuse_layer_norms(nodes, b.known, set(model.outputs))
+    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from)
     for name, (shape, dtype) in model.inputs.items():
         if not np.issubdtype(dtype, np.floating):
             raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "

@@ -20,6 +20,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph, GraphOp
 from vpuc.ir.graph_ops import OPS, REQUIRED, InferError
 from vpuc.ir.module import ConstInit
+from vpuc.ir.provenance import OnnxNode, spelled
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.$]")
@@ -34,6 +35,11 @@ ELEM_OF_NUMPY = {
 # Constants up to this many elements are written inline in the VIR; larger
 # ones go to .npy files beside it.
 INLINE_LIMIT = 16
+
+
+def onnx_node(node) -> OnnxNode:
+    return OnnxNode(spelled(node.name or (node.output[0] if node.output else node.op_type)),
+                    node.op_type)
 
 
 class NodeError(VpucError):
@@ -57,6 +63,9 @@ class GraphBuilder:
         self.types: dict[str, TensorType] = {}  # graph value name -> type
         self.arrays: dict[str, np.ndarray] = {}  # graph Constant name -> stored array
         self.origin: dict[str, str] = {}       # graph value name -> ONNX node it came from
+        # Nodes an import-time rewrite merged, by the merged node's first output (fold.py,
+        # patterns.py): a Conv with its BatchNormalization, a recognized layer norm.
+        self.merged_from: dict[str, tuple[OnnxNode, ...]] = {}
         self._taken: set[str] = set()
         self.node = None                       # the ONNX node being converted
         self.overflows: list[str] = []
@@ -157,6 +166,12 @@ class GraphBuilder:
 
     # ----------------------------------------------------------------- ops
 
+    def node_origin(self) -> tuple[OnnxNode, ...]:
+        """The ONNX node(s) behind the node being converted (unnamed: its first output)."""
+        node = self.node
+        merged = self.merged_from.get(node.output[0]) if node.output else None
+        return merged or (onnx_node(node),)
+
     def op(self, kind: str, operands: list[str], attrs: dict | None = None,
            out: str | None = None) -> str:
         """Append a graph op over graph values; returns its value name.
@@ -179,6 +194,7 @@ class GraphBuilder:
         self.types[name] = op.type
         if self.node is not None:
             self.origin[name] = self.node.name or self.node.output[0]
+            op.origin = self.node_origin()
         if out is not None:
             self.values[out] = name
         return name

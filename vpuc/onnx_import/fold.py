@@ -19,7 +19,7 @@ from collections import Counter
 
 import numpy as np
 
-from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.builder import GraphBuilder, onnx_node
 
 
 def attributes(node) -> dict:
@@ -37,11 +37,13 @@ def attributes(node) -> dict:
     return values
 
 
-def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str]) -> list:
+def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
+                     merged_from: dict | None = None) -> list:
     """Nodes with every Conv → BatchNormalization pair merged into one Conv.
 
     ``known`` (the initializers) gains the new weights and biases; ``keep`` are
-    values that must stay visible (the graph outputs)."""
+    values that must stay visible (the graph outputs); ``merged_from`` records both nodes
+    under the merged node's output (provenance)."""
     from onnx import helper
     consumers = Counter(name for node in nodes for name in node.input if name)
     producer = {out: node for node in nodes for out in node.output}
@@ -66,6 +68,8 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str]) 
         merged = helper.make_node("Conv", [conv.input[0], w_name, b_name], [node.output[0]],
                                   name=conv.name or node.name)
         merged.attribute.extend(conv.attribute)
+        if merged_from is not None:
+            merged_from[node.output[0]] = (onnx_node(conv), onnx_node(node))
         index = out.index(conv)
         out[index] = merged
         folded.add(id(node))

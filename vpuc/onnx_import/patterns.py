@@ -20,6 +20,8 @@ from collections import Counter
 
 import numpy as np
 
+from vpuc.onnx_import.builder import onnx_node
+
 
 def _axes(node, known) -> list[int] | None:
     for attr in node.attribute:
@@ -39,7 +41,8 @@ def _scalar(name, known) -> float | None:
     return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 
-def fuse_layer_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str]) -> list:
+def fuse_layer_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
+                     merged_from: dict | None = None) -> list:
     """``nodes`` with each decomposed layer norm replaced by a LayerNormalization node
     (its scale and bias added to ``known``); ``keep`` are values that must stay visible."""
     from onnx import helper
@@ -75,6 +78,9 @@ def fuse_layer_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str]) 
         replace[id(div)] = helper.make_node("LayerNormalization", inputs, [out_name],
                                             name=div.name or out_name, axis=min(axes), epsilon=eps)
         dead.update(id(n) for n in parts + affine)
+        if merged_from is not None:        # the decomposition's nodes, in graph order
+            covered = {id(n) for n in parts + affine} | {id(div)}
+            merged_from[out_name] = tuple(onnx_node(n) for n in nodes if id(n) in covered)
     return [replace.get(id(n), n) for n in nodes if id(n) not in dead]
 
 

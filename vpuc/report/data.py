@@ -54,7 +54,7 @@ def read_report_dir(directory: Path) -> ReportData:
         for t in tasks:
             for key in ("start", "end", "cycles", "bytes", "macs", "stall"):
                 t[key] = _number(t[key])
-            t["layer"] = layer_of(t["name"])
+            t["layer"] = t.get("layer") or layer_of(t["name"])   # older files: no column
         ddr = [(_number(r["cycle"]), _number(r["gbps"]))
                for r in _rows(directory / "ddr_bandwidth.csv")]
         compute = _rows(directory / "compute_report.csv")

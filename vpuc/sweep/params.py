@@ -103,10 +103,14 @@ def structure_of(arch_name: str, values: dict) -> Arch:
     return dataclasses.replace(load_arch(arch_name), **changes)
 
 
-def sim_arch_of(arch_name: str, structure: Arch, values: dict):
-    """The simulator's architecture of a point: the timing file's data with the point's
-    timing parameters, checked by the cost model, over ``structure``."""
-    from runtime_sim.simarch import SimArch
+def timing_values(values: dict) -> dict:
+    """The point's timing parameters."""
+    return {n: v for n, v in values.items() if n in PARAMS and PARAMS[n].kind == "timing"}
+
+
+def timing_of(arch_name: str, values: dict):
+    """The timing model (``vpuc.cost.timing.Timing``) of a point: the timing file's data
+    with the point's timing parameters, checked and converted by the cost model."""
     from vpuc.cost.timing import checked_timing
     path, _ = _timing_source(arch_name)
     data = timing_data(arch_name)
@@ -123,7 +127,13 @@ def sim_arch_of(arch_name: str, structure: Arch, values: dict):
             node[last] = {k: float(v) * scale for k, v in node[last].items()}
         else:
             node[last] = float(value)
-    timing = checked_timing(data, path)
+    return checked_timing(data, path)
+
+
+def sim_arch_of(arch_name: str, structure: Arch, values: dict):
+    """The simulator's architecture of a point: its timing model over ``structure``."""
+    from runtime_sim.simarch import SimArch
+    timing = timing_of(arch_name, values)
     fields = {f.name: getattr(timing, f.name) for f in dataclasses.fields(SimArch)
               if f.name != "structure"}
     return SimArch(structure=structure, **fields)

@@ -29,6 +29,7 @@ class Point:
     arch: str
     cost: float
     numerics: bool
+    compile_timing: bool = False
 
     @property
     def values(self) -> dict:
@@ -45,9 +46,13 @@ def digest_of(path: Path) -> str:
     return file_digest(str(path), st.st_mtime_ns, st.st_size)
 
 
-def point_id(model_digest: str, shapes: dict, params: dict, arch: str, numerics: bool) -> str:
-    key = json.dumps({"model": model_digest, "shapes": {k: list(v) for k, v in shapes.items()},
-                      "params": params, "arch": arch, "numerics": numerics}, sort_keys=True)
+def point_id(model_digest: str, shapes: dict, params: dict, arch: str, numerics: bool,
+             compile_timing: bool = False) -> str:
+    what = {"model": model_digest, "shapes": {k: list(v) for k, v in shapes.items()},
+            "params": params, "arch": arch, "numerics": numerics}
+    if compile_timing:           # (absent when false: ids of earlier results stay valid)
+        what["compile_timing"] = True
+    key = json.dumps(what, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -60,7 +65,9 @@ def points_of(spec: SweepSpec) -> list[Point]:
         for setting in settings:
             values = {**base, **setting}
             points.append(Point(
-                point_id(digest, model.input_shapes, setting, spec.arch, spec.numerics),
+                point_id(digest, model.input_shapes, setting, spec.arch, spec.numerics,
+                         spec.compile_timing),
                 model.name, str(model.path), tuple(sorted(model.input_shapes.items())),
-                tuple(setting.items()), spec.arch, eval_cost(spec.cost, values), spec.numerics))
+                tuple(setting.items()), spec.arch, eval_cost(spec.cost, values), spec.numerics,
+                spec.compile_timing))
     return points

@@ -38,7 +38,8 @@ def schema_of(spec: SweepSpec) -> pa.Schema:
                for m in spec.metrics]
     fields += [pa.field("error", pa.string()), pa.field("error_stage", pa.string())]
     meta = {"cost": spec.cost, "parameters": [a.name for a in spec.axes],
-            "metrics": list(spec.metrics), "spec": str(spec.path), "arch": spec.arch}
+            "metrics": list(spec.metrics), "spec": str(spec.path), "arch": spec.arch,
+            "compile_timing": spec.compile_timing}
     return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
 
 

@@ -8,6 +8,7 @@
     cost = "cmx_bytes * tiles"       # the cost proxy: arithmetic over parameters
     metrics = ["cycles", "time_us"]  # default: all of METRICS
     numerics = false                 # true: simulate with numerics, not timing only
+    compile_timing = false           # true: compile with each point's timing model too
 
     [[models]]
     path = "net.onnx"                # .vir, .onnx or a blob; relative to the spec
@@ -38,7 +39,8 @@ METRICS = ("cycles", "time_us", "dpu_busy_percent", "act_shave_busy_percent",
            "dma_busy_percent", "ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count",
            "blob_bytes")
 MODEL_SUFFIXES = (".vir", ".onnx", ".blob", ".elf")
-SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics")
+SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics",
+              "compile_timing")
 MODEL_KEYS = ("path", "name", "input_shapes")
 COST_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub, ast.UAdd)
 
@@ -91,6 +93,7 @@ class SweepSpec:
     numerics: bool
     models: tuple[Model, ...]
     axes: tuple[Axis, ...]
+    compile_timing: bool = False     # the compiler sees each point's timing model too
 
 
 class _Locator:
@@ -158,7 +161,8 @@ def parse_spec(text: str, path: Path) -> SweepSpec:
         raise VpucError(f"malformed TOML: {message}", loc) from None
     for key in data:
         if key not in ("sweep", "models", "parameters"):
-            raise where.error(f"unknown table '{key}'{_did_you_mean(key, ['sweep', 'models', 'parameters'])}",
+            tables = ["sweep", "models", "parameters"]
+            raise where.error(f"unknown table '{key}'{_did_you_mean(key, tables)}",
                               key if isinstance(data[key], dict) else None,
                               None if isinstance(data[key], dict) else key)
     sweep = data.get("sweep", {})
@@ -211,19 +215,27 @@ def parse_spec(text: str, path: Path) -> SweepSpec:
     numerics = sweep.get("numerics", False)
     if not isinstance(numerics, bool):
         raise where.error("'numerics' must be true or false", "sweep", "numerics")
+    compile_timing = sweep.get("compile_timing", False)
+    if not isinstance(compile_timing, bool):
+        raise where.error("'compile_timing' must be true or false", "sweep", "compile_timing")
+    if compile_timing and not compile_api_takes("timing"):
+        raise where.error("'compile_timing': this vpuc's compile API takes no timing model",
+                          "sweep", "compile_timing")
     return SweepSpec(path.resolve(), str(arch), sampler, samples, seed, cost,
-                     tuple(dict.fromkeys(metrics)), numerics, models, axes)
+                     tuple(dict.fromkeys(metrics)), numerics, models, axes, compile_timing)
 
 
 def _models(data: dict, where: _Locator, base: Path) -> tuple[Model, ...]:
     entries = data.get("models")
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+    if not isinstance(entries, list) or not entries or \
+            not all(isinstance(e, dict) for e in entries):
         raise where.error("the spec needs at least one [[models]] table with a 'path'", "models")
     models, names = [], set()
     for i, entry in enumerate(entries):
         for key in entry:
             if key not in MODEL_KEYS:
-                raise where.error(f"unknown key '{key}' in [[models]]{_did_you_mean(key, MODEL_KEYS)}",
+                raise where.error(f"unknown key '{key}' in [[models]]"
+                                  f"{_did_you_mean(key, MODEL_KEYS)}",
                                   "models", key, i)
         if not isinstance(entry.get("path"), str):
             raise where.error("a model needs 'path', a string", "models", "path", i)
@@ -267,7 +279,8 @@ def _axes(data: dict, where: _Locator) -> tuple[Axis, ...]:
         if p.kind == "compile" and not compile_api_takes(p.key):
             raise where.error(f"parameter '{name}': this vpuc's compile API takes no "
                               f"'{p.key}' option", "parameters", name)
-        fail = lambda why: where.error(f"parameter '{name}': {why}", "parameters", name)  # noqa: E731
+        def fail(why: str, name: str = name) -> VpucError:
+            return where.error(f"parameter '{name}': {why}", "parameters", name)
         if isinstance(value, list):
             axes.append(Axis(name, tuple(_checked_value(p, v, fail) for v in value)))
             if not value:
@@ -312,7 +325,8 @@ def check_cost(expr: str, names: dict, where: _Locator) -> None:
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as exc:
-        raise where.error(f"cost {expr!r} is not an expression: {exc.msg}", "sweep", "cost") from None
+        raise where.error(f"cost {expr!r} is not an expression: {exc.msg}", "sweep",
+                          "cost") from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in names:
             raise where.error(f"cost {expr!r}: unknown parameter '{node.id}'"

@@ -7,7 +7,10 @@ never raise for a bad point: a compile or simulation error becomes the row's
 
 Blobs are cached as their bytes in ``cache_dir``, named by a content hash of the
 model file, its input shapes, the point's *structure* and compile options and the
-vpuc version: points that differ only in timing parameters compile once.  Every
+vpuc version: points that differ only in timing parameters compile once (the
+compiler's cost model then reads the shipped timing file).  With the spec's
+``compile_timing`` the compiler reads each point's timing model instead, and the
+timing parameters join the key.  Every
 point simulates the blob read back from its bytes (``read_blob`` checked against
 the point's structure), so a cache hit and a fresh compile run the same program.
 """
@@ -20,7 +23,8 @@ import json
 from pathlib import Path
 
 from vpuc.diagnostics import VpucError
-from vpuc.sweep.params import compile_options, sim_arch_of, structure_of
+from vpuc.sweep.params import (compile_options, sim_arch_of, structure_of, timing_of,
+                               timing_values)
 from vpuc.sweep.points import Point, digest_of
 
 BLOB_SUFFIXES = (".blob", ".elf")
@@ -28,9 +32,12 @@ BLOB_SUFFIXES = (".blob", ".elf")
 
 def blob_key(point: Point, structure, options: dict) -> str:
     from vpuc import __version__
-    key = json.dumps({"model": digest_of(Path(point.path)), "shapes": list(point.input_shapes),
-                      "structure": dataclasses.asdict(structure), "options": options,
-                      "vpuc": __version__}, sort_keys=True, default=list)
+    what = {"model": digest_of(Path(point.path)), "shapes": list(point.input_shapes),
+            "structure": dataclasses.asdict(structure), "options": options,
+            "vpuc": __version__}
+    if point.compile_timing:     # the lowering's choices follow the point's timing too
+        what["timing"] = timing_values(point.values)
+    key = json.dumps(what, sort_keys=True, default=list)
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -48,6 +55,8 @@ def compiled_blob(point: Point, structure, cache_dir: str | None) -> bytes:
     if cached is not None and cached.is_file():
         return cached.read_bytes()
     fmt = options.pop("format", "fb")
+    if point.compile_timing:
+        options["timing"] = timing_of(point.arch, point.values)
     program = api.compile(point.path, structure, fmt, report=api.CompileReport(),
                           input_shapes=dict(point.input_shapes) or None, **options)
     data = api.write_blob(program, fmt)

@@ -2,6 +2,14 @@
 
 ``verify_module`` returns the diagnostics (errors and warnings) instead of
 stopping at the first one; callers raise with ``bag.raise_if_errors()``.
+
+``schedule_rules=False`` leaves out the rules over the whole schedule (barrier
+cycles, physical barrier reuse, buffer overlaps, static races): what reading a
+blob runs.  The runtime checks each of them again as the program runs (a
+deadlock, a physical barrier not yet programmed, a race between the accesses it
+makes), so they guard results, not the simulator; the rules over each record
+(declarations, sizes, views, tasks, DPU windows, kernel wiring, barrier counts),
+on which the engines rely, always run.
 """
 
 from __future__ import annotations
@@ -31,17 +39,21 @@ def module_arch(module: Module, bag: DiagnosticBag) -> Arch | None:
         return None
 
 
-def verify_module(module: Module, arch: Arch | None = None) -> DiagnosticBag:
+def verify_module(module: Module, arch: Arch | None = None, *, schedule_rules: bool = True,
+                  symbols: SymbolTable | None = None) -> DiagnosticBag:
+    """``symbols``: a fresh table of ``module`` to resolve with (and report into), so the
+    caller can reuse its regions."""
     with gc_paused():
-        return _verify(module, arch)
+        return _verify(module, arch, schedule_rules, symbols)
 
 
-def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
-    bag = DiagnosticBag()
+def _verify(module: Module, arch: Arch | None, schedule_rules: bool = True,
+            symbols: SymbolTable | None = None) -> DiagnosticBag:
+    bag = symbols.bag if symbols is not None else DiagnosticBag()
     arch = arch or module_arch(module, bag)
     if arch is None:
         return bag
-    symbols = SymbolTable(module, bag)
+    symbols = symbols or SymbolTable(module, bag)
     check_module_header(module, arch, bag)
     check_kernels(module, bag)
     check_runtime(module, arch, symbols, bag)
@@ -54,9 +66,9 @@ def _verify(module: Module, arch: Arch | None) -> DiagnosticBag:
         check_dpu_channels(module, symbols, bag)
     check_wiring(module, symbols, bag)
     check_graphs(module, bag)
-    schedule = Schedule(module, arch)
+    schedule = Schedule(module, arch, order=schedule_rules)
     check_barrier_use(module, arch, schedule, symbols, bag)
-    if check_deadlock(schedule, bag):
+    if schedule_rules and check_deadlock(schedule, bag):
         check_physical_reuse(module, schedule, bag)
         check_overlaps(module, schedule, symbols, bag)
         if not bag.has_errors:  # races are judged on an otherwise valid module

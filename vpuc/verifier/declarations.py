@@ -13,9 +13,16 @@ _FLOAT_MAX = {ElemType.F16: 65504.0, ElemType.BF16: 3.3895313892515355e38,
               ElemType.F32: 3.4028234663852886e38, ElemType.F64: float("inf")}
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def value_problem(value: float | int, elem: ElemType) -> str | None:
     """Why ``value`` cannot be stored as ``elem`` (a phrase such as "does not fit u8
-    (0..255)"), or None if it can."""
+    (0..255)"), or None if it can.  An integer literal is an int64 whatever the type (the
+    blob's Number holds it as one)."""
+    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+        return (f"is an integer literal beyond 64 bits; integer literals are int64 "
+                f"({_INT64[0]}..{_INT64[1]})")
     if elem.is_float:
         limit = _FLOAT_MAX[elem]
         if value == value and abs(value) != float("inf") and abs(value) > limit:

@@ -10,7 +10,9 @@ come from:
   most 15 (``dimsOrder`` packs one 4-bit nibble per dim, ``vpuc/abi/dtypes.py``);
 - an ACT SHAVE stack lives at the top of the invocation's WIN_E mapping, so it is
   at most one window (16 MiB);
-- an integer literal in a constant is an int64 (the blob's ``Number.int_value``);
+- an integer literal in a constant is an int64 (the blob's ``Number.int_value``):
+  ``declarations.value_problem`` checks it with the element type, for buffers, graph
+  constants and scalar arguments alike;
 - a kernel declaration's memref dims are int32 (``KernelParam.dims: [int]``);
 - DPU kernel, stride, pad and dilation are uint32 (``DPUInvariant``'s ``[uint]``).
 """
@@ -21,7 +23,7 @@ from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag, Loc
 from vpuc.ir.module import Buffer, BufferKind, Module
-from vpuc.ir.tasks import DpuTask, SwKernelTask
+from vpuc.ir.tasks import DpuTask
 from vpuc.ir.types import Dynamic
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -36,7 +38,6 @@ def fits(value: int, bounds: tuple[int, int]) -> bool:
 
 def check_limits(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
     check_sizes(module, arch, bag)
-    _check_constants(module, bag)
     _check_stacks(module, arch, bag)
     _check_kernel_dims(module, bag)
     _check_tasks(module, bag)
@@ -63,25 +64,6 @@ def check_sizes(module: Module, arch: Arch, bag: DiagnosticBag) -> None:
 
 def _placed_in_ddr(buf: Buffer) -> bool:
     return buf.offset is not None and buf.kind is not BufferKind.CMX
-
-
-def _check_constants(module: Module, bag: DiagnosticBag) -> None:
-    for buf in module.buffers:
-        init = buf.init
-        if init is None:
-            continue
-        values = (init.splat,) if init.splat is not None else init.values or ()
-        bad = next((v for v in values if isinstance(v, int) and not fits(v, INT64)), None)
-        if bad is not None:
-            bag.error(buf.loc, f"constant %{buf.name} holds the integer {bad}, beyond 64 bits; "
-                      f"integer literals are int64 ({INT64[0]}..{INT64[1]})")
-    for task_list in module.task_lists:
-        for task in task_list.tasks:
-            if isinstance(task, SwKernelTask):
-                for const in task.consts:
-                    if isinstance(const.value, int) and not fits(const.value, INT64):
-                        bag.error(const.loc, f"scalar constant %{const.name} = {const.value} "
-                                  f"is beyond 64 bits; integer literals are int64")
 
 
 def _check_stacks(module: Module, arch: Arch, bag: DiagnosticBag) -> None:

@@ -18,6 +18,7 @@ from lark import Token, Transformer, v_args
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
 from vpuc.ir.graph import Graph, GraphOp, number_as_float
+from vpuc.ir.provenance import LayerSource, OnnxNode
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
                             KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
                             Slice, View)
@@ -138,6 +139,13 @@ class VirTransformer(Transformer):
                 module.task_lists.append(item)
             elif isinstance(item, Graph):
                 module.graphs.append(item)
+            elif isinstance(item, LayerSource):
+                first = next((la for la in module.layers if la.key == item.key), None)
+                if first is not None:
+                    self.bag.error(item.loc, f'duplicate layer "{item.key}"; a layer key names '
+                                   f'the tasks "{item.key}.*" once',
+                                   ((first.loc, "first declared here"),))
+                module.layers.append(item)
         return module
 
     def module_decl(self, kw, symbol, _arch_kw, arch) -> Module:
@@ -318,9 +326,19 @@ class VirTransformer(Transformer):
         check_graph(graph, self.bag)
         return graph
 
-    def graph_op(self, value, kind, attrs, args, type_) -> GraphOp:
+    def graph_op(self, value, kind, attrs, args, type_, origin) -> GraphOp:
         return GraphOp(str(kind), value[1:], tuple(args or ()), attrs or {}, type_,
-                       loc=self.loc(value))
+                       loc=self.loc(value), origin=origin or ())
+
+    # ------------------------------------------------------------ provenance
+    def onnx_origin(self, *nodes) -> tuple[OnnxNode, ...]:
+        return tuple(nodes)
+
+    def onnx_node(self, name, op_type) -> OnnxNode:
+        return OnnxNode(name[1:-1], str(op_type))
+
+    def layer_decl(self, kw, key, nodes) -> LayerSource:
+        return LayerSource(key[1:-1], nodes, loc=self.loc(kw))
 
     def graph_const(self, value, kind, payload, type_) -> GraphOp:
         return GraphOp(str(kind), value[1:], (), {}, type_, const=payload, loc=self.loc(value))

@@ -11,6 +11,7 @@ import re
 
 from vpuc.ir.graph import CONSTANT, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.graph_ops import OPS
+from vpuc.ir.provenance import origin_text, print_layer
 from vpuc.ir.module import Barrier, Buffer, BufferKind, KernelDecl, Module, View, format_number
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, DpuVariant, SwKernelTask, TaskList
 
@@ -179,6 +180,8 @@ def print_graph_op(op: GraphOp, operand_type=None) -> str:
         head = f"%{op.result} = {head}"
     if op.type is not None and not (op.kind == RESULT and op.type == operand_type):
         head += f" : {op.type}"
+    if op.origin:
+        head += " " + origin_text(op.origin)
     return head
 
 
@@ -206,6 +209,7 @@ def print_module(module: Module) -> str:
     ]
     for task_list in module.task_lists:
         sections.append(print_task_list(task_list))
+    sections.append([print_layer(layer) for layer in module.layers])
     for graph in module.graphs:
         sections.append(print_graph(graph))
     for section in sections:

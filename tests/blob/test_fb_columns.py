@@ -1,0 +1,150 @@
+"""The columnar FlatBuffer decoder (vpuc/blob/fb_columns.py) against the generic one:
+the same records on every example blob, the same refusals on corrupted ones, and
+located errors (section and byte offset) for offsets that point astray."""
+
+import random
+import struct
+import sys
+
+import pytest
+from blob_testlib import IDS, REPO, SOURCES, compiled
+
+from vpuc.blob import write_blob
+from vpuc.blob.fb_decode import Decoder
+from vpuc.blob.fb_schema import load_schema
+from vpuc.diagnostics import BinLoc, VpucError
+
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def decoded(data: bytes, columns: bool):
+    """The root records, or the refusal ('refused', where, offset, message)."""
+    try:
+        return Decoder(load_schema(), data, "x.blob", columns=columns).root()
+    except VpucError as exc:
+        diag = exc.diagnostics[0]
+        assert isinstance(diag.loc, BinLoc), diag
+        return ("refused", diag.loc.section, diag.loc.offset, diag.message)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_every_example_decodes_to_the_generic_records(path):
+    data = write_blob(compiled(path), "fb")
+    generic = decoded(data, columns=False)
+    assert generic[0] != "refused"
+    assert decoded(data, columns=True) == generic
+
+
+def test_a_generated_program_of_many_tasks_decodes_to_the_generic_records():
+    from gen_program import generate
+
+    from vpuc.api import compile_text
+    from vpuc.diagnostics import VpucError as Error
+    try:
+        program = compile_text(generate(64), "gen.vir")
+    except Error as exc:
+        pytest.skip(f"the generated program does not compile here: {exc}")
+    data = write_blob(program, "fb")
+    root = decoded(data, columns=True)
+    assert root == decoded(data, columns=False)
+    assert sum(len(tl.dma_tasks or tl.dpu_tasks or tl.act_kernel_tasks)
+               for tl in root.task_lists) == 64
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    blob = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(8, len(blob) - 4)
+        if rng.random() < 0.5:
+            blob[at] = rng.randrange(256)
+        else:        # an offset-sized write: the corruption that sends a decoder astray
+            blob[at:at + 4] = struct.pack("<I", rng.choice(
+                [0, 1, 2, 3, 0xFFFFFFFF, 0x7FFFFFFF, len(data), rng.randrange(1 << 16)]))
+    return bytes(blob)
+
+
+@pytest.mark.parametrize("example", ["dwconv_pool", "clamp", "conv_2tiles"])
+def test_corrupted_blobs_are_refused_exactly_when_the_generic_decoder_refuses(example):
+    data = write_blob(compiled(REPO / "examples" / f"{example}.vir"), "fb")
+    rng = random.Random(example)
+    refused = 0
+    for _ in range(1500):
+        blob = _mutate(data, rng)
+        generic, columns = decoded(blob, False), decoded(blob, True)
+        if generic[0] == "refused":
+            refused += 1
+            assert columns[0] == "refused", (generic, columns)
+            assert "bug" not in columns[3]
+        else:   # repr: a corrupted float may be a NaN, which equals nothing
+            assert columns == generic or repr(columns) == repr(generic)
+    assert refused > 100
+
+
+def _first_dma_task_offset(data: bytes) -> int:
+    """Where the offset of the first DMATask of the first DMA task list is stored."""
+    dec = Decoder(load_schema(), data, "x.blob")
+    tables = dec.schema.tables
+    lists = dec.locate(tables["Blob"], dec.root_position(), "task_lists")
+    for i in range(struct.unpack_from("<I", data, lists)[0]):
+        slot = lists + 4 + 4 * i
+        pos = slot + struct.unpack_from("<I", data, slot)[0]
+        tasks = dec.locate(tables["TaskList"], pos, "dma_tasks")
+        if tasks is not None and struct.unpack_from("<I", data, tasks)[0]:
+            return tasks + 4
+    raise AssertionError("no DMA task in the blob")
+
+
+@pytest.mark.parametrize("value, message", [
+    (0x7FFFFFF0, "DMATask table offset"),          # far past the end
+    (2, "DMATask table offset"),                   # misaligned
+])
+def test_a_task_offset_astray_is_located(value, message):
+    data = bytearray(write_blob(compiled(REPO / "examples" / "clamp.vir"), "fb"))
+    at = _first_dma_task_offset(bytes(data))
+    data[at:at + 4] = struct.pack("<I", value)
+    refusal = decoded(bytes(data), columns=True)
+    assert refusal[0] == "refused"
+    _, where, offset, text = refusal
+    assert where == "TaskList.dma_tasks" and offset == (at + value) and message in text
+    assert refusal == decoded(bytes(data), columns=False)
+
+
+def test_a_vtable_astray_is_located():
+    data = bytearray(write_blob(compiled(REPO / "examples" / "clamp.vir"), "fb"))
+    at = _first_dma_task_offset(bytes(data))
+    task = at + struct.unpack_from("<I", data, at)[0]
+    data[task:task + 4] = struct.pack("<i", -len(data))     # vtable after the end
+    refusal = decoded(bytes(data), columns=True)
+    assert refusal[:3] == ("refused", "TaskList.dma_tasks", task)
+    assert "DMATask vtable" in refusal[3]
+    assert refusal == decoded(bytes(data), columns=False)
+
+
+def test_a_string_without_its_terminator_is_located():
+    program = compiled(REPO / "examples" / "clamp.vir")
+    data = bytearray(write_blob(program, "fb"))
+    label = next(t.label for tl in program.module.task_lists for t in tl.tasks if t.label)
+    at = bytes(data).index(label.encode() + b"\0") + len(label)
+    data[at] = ord("x")
+    refusal = decoded(bytes(data), columns=True)
+    assert refusal[0] == "refused" and refusal[3] == "string is not NUL-terminated"
+    assert refusal[2] == at - len(label) - 4
+    assert refusal == decoded(bytes(data), columns=False)
+
+
+def test_read_blob_uses_the_columns_and_inspect_the_sizes():
+    from vpuc.blob import decode_blob, read_blob
+    program = compiled(REPO / "examples" / "clamp.vir")
+    data = write_blob(program, "fb")
+    assert read_blob(data, "x.blob") == program
+    assert decode_blob(data, "x.blob").sizes and not decode_blob(data, "x", sizes=False).sizes
+    assert decode_blob(data, "x").content == decode_blob(data, "x", sizes=False).content
+
+
+def test_a_huge_count_is_refused_before_it_is_gathered():
+    data = bytearray(write_blob(compiled(REPO / "examples" / "clamp.vir"), "fb"))
+    at = _first_dma_task_offset(bytes(data)) - 4           # the vector's length
+    data[at:at + 4] = struct.pack("<I", 0x3FFFFFFF)
+    refusal = decoded(bytes(data), columns=True)
+    assert refusal[:3] == ("refused", "TaskList.dma_tasks", at) and "runs past the end" in refusal[3]
+
