@@ -87,7 +87,6 @@ from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
-CMX_BUDGET = 1 << 20          # bytes of one tile's CMX the two slots of a block may use
 # Blocks of one segment (each ~4 tasks; lowering and the later passes take ~1 ms a task).
 # A dim with no divisor near its size / budget (a large prime) would need one block a row.
 MAX_BLOCKS = 4096
@@ -112,7 +111,7 @@ class LowerGraphPass(ModulePass):
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
         text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels)
+                     dma_channels=ctx.arch.dma_channels, cmx_budget=ctx.cmx_budget)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
@@ -185,7 +184,8 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
+          cmx_budget: int = 1 << 20) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
     clock = time.perf_counter()
@@ -196,7 +196,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
-    prog = ProgramText(timing=timing, dma_channels=dma_channels)
+    prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -220,7 +220,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         elif seg.library is not None:
             op = seg.library.op
             emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],
-                                 by_name[names[op.result]], tiles=tiles, budget=CMX_BUDGET,
+                                 by_name[names[op.result]], tiles=tiles, budget=prog.cmx_budget,
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
@@ -238,7 +238,8 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
     seg_values = [v for v in values if v.name in used]
     softmax = any(kind == "op" for kind, _ in seg.units)
-    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set())
+    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set(),
+                          prog.cmx_budget)
     if blocks is None or axis is None:
         blocks = chosen
     if blocks > MAX_BLOCKS:
@@ -246,7 +247,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         op = graph.ops[first[1] if first[0] == "op" else tok.subgraphs[first[1]].ops[0]]
         raise VpucError(f"lowering {op.label} ({op.type}) needs {blocks:,} blocks along dim "
                         f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
-                        f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
+                        f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
     halves = 2 if chunk is not None and chunk % 2 == 0 else 1
@@ -383,7 +384,8 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
     return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
 
 
-def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int | None, int]:
+def _split(values: list[Value], master: tuple, forbidden: set[int],
+           budget: int) -> tuple[int | None, int]:
     """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
     if any(isinstance(d, Dynamic) for d in master):
         return None, 1
@@ -397,7 +399,7 @@ def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int
             continue
         for blocks in _divisors(extent):
             if blocks >= 4 or blocks == extent:
-                if 2 * total // blocks <= CMX_BUDGET:
+                if 2 * total // blocks <= budget:
                     return axis, blocks
     return None, 1
 
