@@ -240,6 +240,8 @@ def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
                        precision=precision, timing=timing, cmx_budget=cmx_budget)
     if passes and path != STDIN:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
+    if cmx_budget is not None and path != STDIN:
+        raise _budget_of_a_blob()
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
@@ -250,9 +252,13 @@ def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
     if passes:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     if cmx_budget is not None:
-        raise UsageError("--cmx-budget applies to .vir and .onnx files only; a blob is "
-                         "already compiled")
+        raise _budget_of_a_blob()
     return read_blob(data, shown)
+
+
+def _budget_of_a_blob() -> UsageError:
+    return UsageError("--cmx-budget applies to .vir and .onnx files only; a blob is already "
+                      "compiled")
 
 
 def recorded_graphs(program: Program, source: str = "<program>") -> dict:
