@@ -187,7 +187,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           cmx_budget: int = 1 << 20) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
-    overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
+    overrides the number of blocks of ACT segments (it must divide the chosen axis);
+    ``cmx_budget`` is the bytes of a tile's CMX a layer's or segment's blocks may use (the
+    compile option, ``PassContext.cmx_budget``; this default is NPU37XX's)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
