@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--format", choices=("fb", "elf"), default="fb",
                       help="FlatBuffer graph file (fb) or ELF container (elf); default: %(default)s")
     comp.add_argument("--arch", metavar="NAME|FILE", help="override the module's architecture")
+    comp.add_argument("--cmx-budget", type=int, metavar="BYTES",
+                      help="bytes of a tile's CMX one layer's blocks may use (a tiling limit; "
+                           "default: half the tile's CMX)")
     comp.add_argument("--print-after-all", action="store_true",
                       help="print the IR to stderr after every pass (with a graph block: also "
                            "the Linear IR after every LIR pass and the generated code after "
@@ -155,6 +158,7 @@ def cmd_compile(args) -> int:
     program = api.compile(args.file, arch, args.format, passes=args.passes, report=report,
                           print_after_all=args.print_after_all, verify_each=args.verify_each,
                           trace=sys.stderr, fusion_print=fusion_print, schedule=args.schedule,
+                          cmx_budget=args.cmx_budget,
                           **onnx_arguments(args))
     started = time.perf_counter()
     output = args.output or _default_output(args.file, args.format)

@@ -110,19 +110,19 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     resident = 0 if batched_b else weight_bytes(n)
     live = 1 if len(items) * m <= tiles else 2      # blocks of one row on a tile at once
     chunks = [(0, n)]
-    if resident + live * footprint(1) > lower_dpu.CMX_BUDGET:
+    if resident + live * footprint(1) > prog.cmx_budget:
         chunks = _column_chunks(n, lambda cols: 2 * (weight_bytes(cols) + rows_bytes(1, cols)),
-                                op)
+                                op, prog.cmx_budget)
     split = len(chunks) > 1
     work = []
     for c0, c1 in chunks:
         if split:      # every block loads its chunk of the weights: two live per tile
             blocks = choose_blocks(m, 1 if len(items) * len(chunks) >= tiles else tiles, 0,
                                    lambda r: weight_bytes(c1 - c0) + rows_bytes(r, c1 - c0),
-                                   "matrix row", op, live=2)
+                                   "matrix row", op, prog.cmx_budget, live=2)
         else:
             blocks = choose_blocks(m, 1 if len(items) >= tiles else tiles, resident, footprint,
-                                   "matrix row", op)
+                                   "matrix row", op, prog.cmx_budget)
         work += [(item, rows, (c0, c1)) for item in items for rows in blocks]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
@@ -166,19 +166,19 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         e.store(k, y, dst)
 
 
-def _column_chunks(n: int, need, op) -> list[tuple[int, int]]:
+def _column_chunks(n: int, need, op, budget: int) -> list[tuple[int, int]]:
     """The fewest chunks of ``n`` columns (multiples of 16 but the last) whose ``need``
     fits the budget; VpucError if 16 columns do not."""
     for parts in range(2, n + 1):
         size = math.ceil(math.ceil(n / parts) / GRANULE) * GRANULE
-        if need(min(size, n)) <= lower_dpu.CMX_BUDGET:
+        if need(min(size, n)) <= budget:
             edges = list(range(0, n, size)) + [n]
             return list(zip(edges, edges[1:]))
         if size <= GRANULE:
             break
     raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need(min(GRANULE, n))} bytes "
                     f"with one matrix row and at most {GRANULE} output columns per block over a "
-                    f"budget of {lower_dpu.CMX_BUDGET}; splitting K (partial sums) is not "
+                    f"budget of {budget}; splitting K (partial sums) is not "
                     "supported yet", op.loc)
 
 

@@ -44,7 +44,7 @@ from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
-from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
+from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
                                             padded)
@@ -166,7 +166,8 @@ def split_job(plan: Plan, job: Job, parts: int) -> list[Job]:
     return out
 
 
-def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int) -> bool:
+def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
+          budget: int) -> bool:
     """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
     Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
     op = layer.op
@@ -174,7 +175,7 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
         return True
     _, channels, rows, _ = values[layer.output].type.dims
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
-    return few_rows or not _fits_whole(layer, values, index)
+    return few_rows or not _fits_whole(layer, values, index, budget)
 
 
 def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -193,7 +194,8 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
 
 
-def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
+def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+                budget: int) -> bool:
     """Whether a Convolution or MaxPool runs as one job: its weights and bias with one
     output row (and its input rows), double-buffered, fit the budget."""
     op = layer.op
@@ -206,7 +208,7 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) ->
         o, i, kh, kw = index.producer(op.operands[1]).type.dims
         weights = aligned(o) * aligned(i) * kh * kw * x.elem.nbytes
     bias = 4 * out.dims[1] if layer.bias is not None else 0
-    return weights + bias + 2 * rows * x.elem.nbytes <= CMX_BUDGET
+    return weights + bias + 2 * rows * x.elem.nbytes <= budget
 
 
 def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
@@ -241,12 +243,12 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
         single = len(jobs) == 1
         worst = max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
-        if worst <= CMX_BUDGET:
+        if worst <= prog.cmx_budget:
             break
         if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
-                            f"over a budget of {CMX_BUDGET}; splitting the input channels "
+                            f"over a budget of {prog.cmx_budget}; splitting the input channels "
                             "(partial sums) is not supported yet", op.loc)
     jobs = [_aligned_job(plan, job) for job in jobs]
     single = len(jobs) == 1
@@ -273,7 +275,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     for j, job in enumerate(jobs):
         if single:
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
-                                   "output row", op, cost=lambda r: stages(job, r),
+                                   "output row", op, prog.cmx_budget,
+                                   cost=lambda r: stages(job, r),
                                    resident_cycles=loads_cycles(
                                        [Move(weight_bytes(job), elem.nbytes)], timing),
                                    channels=prog.dma_channels)
@@ -281,7 +284,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             # each block loads its own weights: two blocks (weights and rows) live per tile
             blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
                                    lambda r: weight_bytes(job) + io_bytes(job, r),
-                                   "output row", op, live=2)
+                                   "output row", op, prog.cmx_budget, live=2)
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
@@ -405,7 +408,8 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
                             [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
 
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
-                           "row", op, cost=stages, channels=prog.dma_channels)
+                           "row", op, prog.cmx_budget, cost=stages,
+                           channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)

@@ -88,7 +88,6 @@ from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
-CMX_BUDGET = 1 << 20          # bytes of one tile's CMX the two slots of a block may use
 # Blocks of one segment (each ~4 tasks; lowering and the later passes take ~1 ms a task).
 # A dim with no divisor near its size / budget (a large prime) would need one block a row.
 MAX_BLOCKS = 4096
@@ -115,7 +114,8 @@ class LowerGraphPass(ModulePass):
         plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
         gates: set[str] = set()
         text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates)
+                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
+                     cmx_budget=ctx.cmx_budget)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
         if plan != "naive":
             overlap(lowered, gates, ctx.arch.dma_channels)
@@ -191,11 +191,14 @@ class Segment:
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
-          schedule: str = "naive", gates: set[str] | None = None) -> str:
+          schedule: str = "naive", gates: set[str] | None = None,
+          cmx_budget: int = 1 << 20) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
-    segment gate barriers are added to ``gates``."""
+    segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
+    CMX a layer's or segment's blocks may use (the compile option,
+    ``PassContext.cmx_budget``; this default is NPU37XX's)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -206,7 +209,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     if schedule != "naive":
         values = ddr_layouts(values, *_segment_kinds(tok, segments, names))
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
-    prog = ProgramText(timing=timing, dma_channels=dma_channels)
+    prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -232,7 +235,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         elif seg.library is not None:
             op = seg.library.op
             emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],
-                                 by_name[names[op.result]], tiles=tiles, budget=CMX_BUDGET,
+                                 by_name[names[op.result]], tiles=tiles, budget=prog.cmx_budget,
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
@@ -269,7 +272,8 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
     seg_values = [v for v in values if v.name in used]
     softmax = any(kind == "op" for kind, _ in seg.units)
-    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set())
+    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set(),
+                          prog.cmx_budget)
     if blocks is None or axis is None:
         blocks = chosen
     if blocks > MAX_BLOCKS:
@@ -277,7 +281,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         op = graph.ops[first[1] if first[0] == "op" else tok.subgraphs[first[1]].ops[0]]
         raise VpucError(f"lowering {op.label} ({op.type}) needs {blocks:,} blocks along dim "
                         f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
-                        f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
+                        f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
     halves = 2 if chunk is not None and chunk % 2 == 0 else 1
@@ -414,7 +418,8 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
     return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
 
 
-def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int | None, int]:
+def _split(values: list[Value], master: tuple, forbidden: set[int],
+           budget: int) -> tuple[int | None, int]:
     """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
     if any(isinstance(d, Dynamic) for d in master):
         return None, 1
@@ -428,7 +433,7 @@ def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int
             continue
         for blocks in _divisors(extent):
             if blocks >= 4 or blocks == extent:
-                if 2 * total // blocks <= CMX_BUDGET:
+                if 2 * total // blocks <= budget:
                     return axis, blocks
     return None, 1
 

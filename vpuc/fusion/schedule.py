@@ -16,8 +16,8 @@ on program text:
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
    the previous loads have, during the previous segment's compute, up to
-   ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to ``CMX_BUDGET``,
-   half a tile's CMX; allocate-cmx places the early buffers by their longer
+   ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
+   ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
    lifetimes); the loads past that keep their gate.
 3. **Weights read once** (``overlap``): when several tasks load the same
    constant region (a layer's weights into each tile, a pipeline's constants
@@ -50,7 +50,7 @@ SCHEDULES = SCHEDULE_CHOICES
 DEFAULT_SCHEDULE = "default"
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 # CMX bytes per tile a segment's constants may take before the previous segment ends: the
-# running segment uses up to CMX_BUDGET (1 MiB) of 2 MiB, and allocation fragments the rest
+# running segment uses up to the CMX budget (default 1 MiB of 2 MiB), and allocation fragments the rest
 # (full-size ResNet-18's channel-split 3x3 layers, 442 KB weight chunks, did not fit at 1 MiB).
 EARLY_CMX_BYTES = 256 << 10
 
