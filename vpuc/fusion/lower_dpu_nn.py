@@ -291,7 +291,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     if not single:
         jobs, count = cheapest_split(
             chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
-            lambda job, rows: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= CMX_BUDGET,
+            lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= CMX_BUDGET,
             job_stages, prog.dma_channels)
     jobs = [_aligned_job(plan, job) for job in jobs]
 

@@ -40,20 +40,22 @@ def row_edges(extent: int, count: int) -> list[tuple[int, int]]:
 
 
 def split_cycles(jobs: Sequence[Job], extent: int, count: int, tiles: int,
-                 stages: Callable[[Job, int], BlockStages], channels: int) -> float:
+                 stages: Callable[[Job, int], BlockStages], channels: int,
+                 resident_cycles: float = 0.0) -> float:
     """The estimate of ``jobs`` each cut into ``count`` row blocks, all alternating over
-    ``tiles`` (``min(tiles, blocks)`` used, as ``LayerEmitter`` uses them)."""
+    ``tiles`` (``min(tiles, blocks)`` used, as ``LayerEmitter`` uses them), each tile
+    first loading ``resident_cycles`` of operands it keeps."""
     blocks = [stages(job, b - a) for job in jobs for a, b in row_edges(extent, count)]
-    return pipeline_cycles(blocks, min(tiles, len(blocks)), channels=channels)
+    return pipeline_cycles(blocks, min(tiles, len(blocks)), resident_cycles, channels=channels)
 
 
 def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count: int,
-                   tiles: int, fits: Callable[[Job, int], bool],
-                   stages: Callable[[Job, int], BlockStages],
-                   channels: int) -> tuple[Sequence[Job], int]:
+                   tiles: int, fits: Callable[[Job, int, int], bool],
+                   stages: Callable[[Job, int], BlockStages], channels: int,
+                   resident_cycles: float = 0.0) -> tuple[Sequence[Job], int]:
     """(jobs, row blocks per job) of the cheapest estimate: ``chunkings`` are the candidate
-    job lists (fewest chunks first), ``fits(job, rows)`` whether a block of ``rows`` rows of
-    ``job`` fits CMX, ``stages(job, rows)`` its cost; block counts start at ``first_count``.
+    job lists (fewest chunks first), ``fits(job, rows, blocks)`` whether a block of ``rows``
+    rows of ``job`` fits CMX in a layer of ``blocks`` blocks, ``stages(job, rows)`` its cost; block counts start at ``first_count``.
     None fitting: the first chunking with ``first_count`` blocks (the caller checked it)."""
     best, best_cycles = (chunkings[0], first_count), math.inf
     for jobs in chunkings:
@@ -73,10 +75,11 @@ def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count:
             if lower_bound(floor, count * len(jobs)) >= best_cycles:
                 break
             rows = math.ceil(extent / count)
-            if rows == last_rows or not all(fits(job, rows) for job in jobs):
+            if rows == last_rows or not all(fits(job, rows, count * len(jobs)) for job in jobs):
                 continue
             last_rows = rows
-            cycles = split_cycles(jobs, extent, count, tiles, cost, channels)
+            cycles = split_cycles(jobs, extent, count, tiles, cost, channels,
+                                  resident_cycles)
             if cycles < best_cycles - 1e-9:
                 best, best_cycles = (jobs, count), cycles
     return best
