@@ -48,6 +48,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
                                             padded)
+from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -250,7 +251,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
                             f"over a budget of {prog.cmx_budget}; splitting the input channels "
                             "(partial sums) is not supported yet", op.loc)
-    jobs = [_aligned_job(plan, job) for job in jobs]
+    chunkings = [jobs]
+    if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
+        for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):
+            if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in chunkings[-1]):
+                break
+            cut = [part for job in plan.jobs for part in split_job(plan, job, more)]
+            if [j.outs for j in cut] != [j.outs for j in chunkings[-1]]:
+                chunkings.append(cut)
     single = len(jobs) == 1
     timing = layer_timing(prog, op)
 
@@ -271,6 +279,24 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         store = Move(n * outs * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
         return block_stages(loads, compute, [store], timing)
 
+    def job_stages(job: Job, rows: int) -> BlockStages:     # a block loading its job's weights
+        s = stages(job, rows)
+        own = [Move(weight_bytes(job) - outs_bias(job), elem.nbytes)] if plan.has_weights else []
+        if outs_bias(job):
+            own.append(Move(outs_bias(job), 4))
+        extra = block_stages(own, 0.0, [], timing)
+        return BlockStages(s.load + extra.load, s.compute, s.store, s.ddr + extra.ddr)
+
+    def outs_bias(job: Job) -> int:
+        return aligned(job.outs[1] - job.outs[0]) * bias_bytes if plan.has_weights else 0
+
+    if not single:
+        jobs, count = cheapest_split(
+            chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
+            lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= prog.cmx_budget,
+            job_stages, prog.dma_channels)
+    jobs = [_aligned_job(plan, job) for job in jobs]
+
     work = []
     for j, job in enumerate(jobs):
         if single:
@@ -280,11 +306,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                                    resident_cycles=loads_cycles(
                                        [Move(weight_bytes(job), elem.nbytes)], timing),
                                    channels=prog.dma_channels)
-        else:
-            # each block loads its own weights: two blocks (weights and rows) live per tile
-            blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
-                                   lambda r: weight_bytes(job) + io_bytes(job, r),
-                                   "output row", op, prog.cmx_budget, live=2)
+        else:      # each block loads its own weights: cheapest_split chose the count
+            blocks = row_edges(oh, count)
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
