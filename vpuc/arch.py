@@ -10,12 +10,13 @@ model (clocks, bandwidths, cycle tables) is a separate file in
 from __future__ import annotations
 
 import difflib
+import numbers
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from vpuc.diagnostics import Loc, VpucError
+from vpuc.diagnostics import Loc, UsageError, VpucError
 
 ARCH_DIR = Path(__file__).parent / "archs"
 DEFAULT_ARCH = "NPU37XX"
@@ -45,6 +46,25 @@ class Arch:
 
     def window_base(self, window: str) -> int:
         return self.window_bases[window]
+
+
+def default_cmx_budget(arch: Arch) -> int:
+    """The bytes of a tile's CMX one layer's (or segment's) blocks may use unless the compile
+    option ``cmx_budget`` says otherwise: half the tile's CMX (1 MiB on NPU37XX), leaving the
+    rest to what the blocks do not count (kernels' scratch, alignment)."""
+    return arch.cmx_bytes // 2
+
+
+def checked_cmx_budget(arch: Arch, budget) -> int:
+    """``budget`` (None: ``default_cmx_budget``) if it is a whole number of bytes from 1 to
+    the tile's CMX size, else a UsageError."""
+    if budget is None:
+        return default_cmx_budget(arch)
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) \
+            or not 1 <= budget <= arch.cmx_bytes:
+        raise UsageError(f"the CMX budget must be a whole number of bytes from 1 to "
+                         f"{arch.name}'s {arch.cmx_bytes} bytes of CMX per tile, not {budget!r}")
+    return int(budget)
 
 
 def known_archs() -> list[str]:

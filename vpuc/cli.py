@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "for the same input and options.")
     comp.add_argument("file", metavar="FILE", help="the .vir file or ONNX model to compile ('-': stdin)")
     from vpuc.onnx_import.cli_import import add_onnx_options
+    from vpuc.fusion.schedule_option import add_schedule_option
     add_onnx_options(comp)
+    add_schedule_option(comp)
     comp.add_argument("-o", "--output", metavar="OUT",
                       help="the blob to write ('-': stdout; default: FILE with .blob, or .elf "
                            "for --format elf; stdout when FILE is '-')")
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--format", choices=("fb", "elf"), default="fb",
                       help="FlatBuffer graph file (fb) or ELF container (elf); default: %(default)s")
     comp.add_argument("--arch", metavar="NAME|FILE", help="override the module's architecture")
+    comp.add_argument("--cmx-budget", type=int, metavar="BYTES",
+                      help="bytes of a tile's CMX one layer's blocks may use (a tiling limit; "
+                           "default: half the tile's CMX)")
     comp.add_argument("--print-after-all", action="store_true",
                       help="print the IR to stderr after every pass (with a graph block: also "
                            "the Linear IR after every LIR pass and the generated code after "
@@ -152,7 +157,9 @@ def cmd_compile(args) -> int:
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.compile(args.file, arch, args.format, passes=args.passes, report=report,
                           print_after_all=args.print_after_all, verify_each=args.verify_each,
-                          trace=sys.stderr, fusion_print=fusion_print, **onnx_arguments(args))
+                          trace=sys.stderr, fusion_print=fusion_print, schedule=args.schedule,
+                          cmx_budget=args.cmx_budget,
+                          **onnx_arguments(args))
     started = time.perf_counter()
     output = args.output or _default_output(args.file, args.format)
     data = api.write_blob(program, args.format, output)

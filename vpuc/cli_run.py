@@ -58,7 +58,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                     "and optionally write outputs, a task report and a Perfetto trace.")
     run.add_argument("file", metavar="FILE", help="a blob, a .vir file or an ONNX model ('-': stdin)")
     from vpuc.onnx_import.cli_import import add_onnx_options
+    from vpuc.fusion.schedule_option import add_schedule_option
     add_onnx_options(run)
+    add_schedule_option(run)
     run.add_argument("--input", action="append", default=[], metavar="[NAME=]VALUE",
                      help="an input: @file.npy or a typed literal like 1x16xf16=1,2,... "
                           "(repeatable; missing inputs are random); its element type must be "
@@ -109,6 +111,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--no-races", action="store_true", help="do not check for data races")
     run.add_argument("-p", "--passes", metavar="PIPELINE",
                      help="for a .vir file: the pass pipeline to compile with (default: compile)")
+    run.add_argument("--cmx-budget", type=int, metavar="BYTES",
+                     help="for a .vir or .onnx file: bytes of a tile's CMX one layer's blocks "
+                          "may use (a tiling limit; default: half the tile's CMX)")
     run.set_defaults(handler=cmd_run)
     return run
 
@@ -186,7 +191,8 @@ def cmd_run(args) -> int:
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.load(args.file, timing.structure if timing else None, passes=args.passes,
-                       timing=args.arch, **onnx_arguments(args))
+                       timing=args.arch, schedule=args.schedule, cmx_budget=args.cmx_budget,
+                       **onnx_arguments(args))
     try:
         arch = sim_arch_for(program.arch, args.arch)
     except VpucError as exc:

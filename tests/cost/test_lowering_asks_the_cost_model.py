@@ -18,7 +18,7 @@ from vpuc.cost import load_timing
 from vpuc.cost.blocks import BlockStages, pipeline_cycles
 from vpuc.cost.timing import timing_path
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.lower_dpu import CMX_BUDGET, choose_blocks
+from vpuc.fusion.lower_dpu import choose_blocks
 from vpuc.ir.tasks import DpuTask
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,9 +54,10 @@ def test_choose_blocks_takes_the_cheapest_count_that_fits():
     def footprint(rows: int) -> int:
         return rows * 50_000
 
-    blocks = choose_blocks(extent, tiles, 0, footprint, "row", None, cost=cost)
+    budget = 1 << 20
+    blocks = choose_blocks(extent, tiles, 0, footprint, "row", None, budget, cost=cost)
     fits = [c for c in range(tiles, extent + 1)
-            if (1 if c <= tiles else 2) * footprint(math.ceil(extent / c)) <= CMX_BUDGET]
+            if (1 if c <= tiles else 2) * footprint(math.ceil(extent / c)) <= budget]
     edges = lambda c: [extent * i // c for i in range(c + 1)]
     cycles = {c: pipeline_cycles([cost(b - a) for a, b in zip(edges(c), edges(c)[1:])], tiles)
               for c in fits}
@@ -66,7 +67,7 @@ def test_choose_blocks_takes_the_cheapest_count_that_fits():
     assert [b - a for a, b in blocks] == [b - a for a, b in zip(edges(len(blocks)),
                                                                edges(len(blocks))[1:])]
     # without the cost model: the fewest blocks that fit, as before
-    assert len(choose_blocks(extent, tiles, 0, footprint, "row", None)) == min(fits)
+    assert len(choose_blocks(extent, tiles, 0, footprint, "row", None, budget)) == min(fits)
 
 
 def test_changing_a_timing_parameter_changes_the_chosen_blocks():

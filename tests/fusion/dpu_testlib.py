@@ -34,11 +34,12 @@ def module(body: str, name: str = "net") -> str:
     return f"module @{name} arch NPU37XX\ngraph @main {{\n{body}}}\n"
 
 
-def compile_text(text: str, path: str = "<test>"):
-    """(graph before lowering, lowered module, pass context) of `vpuc compile`."""
+def compile_text(text: str, path: str = "<test>", cmx_budget: int | None = None):
+    """(graph before lowering, lowered module, pass context) of `vpuc compile` (with the
+    compile option ``cmx_budget``)."""
     mod = parse_text(text, path)
     graph = copy.deepcopy(mod.graphs[0])
-    ctx = PassContext(load_arch(mod.arch))
+    ctx = PassContext(load_arch(mod.arch), cmx_budget=cmx_budget)
     PassManager(parse_pipeline(",".join(compile_pipeline(mod)))).run(mod, ctx)
     return graph, mod, ctx
 

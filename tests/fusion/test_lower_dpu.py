@@ -30,8 +30,8 @@ def tasks(mod, executor: str):
     return [t for tl in mod.task_lists if tl.executor.name == executor for t in tl.tasks]
 
 
-def check(text: str, ulps: float = 2.0, seed: int = 0):
-    graph, mod, ctx = compile_text(text)
+def check(text: str, ulps: float = 2.0, seed: int = 0, cmx_budget: int | None = None):
+    graph, mod, ctx = compile_text(text, cmx_budget=cmx_budget)
     result, pairs = run_both(graph, ctx.artifacts["program"], seed)
     for got, expected in pairs:
         if got.dtype.kind in "iu":
@@ -119,12 +119,11 @@ def test_conv_without_post_ops_and_weights_from_an_input():
 # 20 blocks: 4672 bytes of weights and bias + 2 blocks of 1 row (1536 each) fit 8000, 2 rows
 # (2304 each) do not; 10 blocks: 4608 + 2 * 3072 fit 11000, 2 rows (5376 each) do not.
 @pytest.mark.parametrize("budget, blocks", [(8000, 20), (11000, 10)])
-def test_conv_rows_in_double_buffered_blocks_when_cmx_is_short(monkeypatch, budget, blocks):
-    monkeypatch.setattr(lower_dpu, "CMX_BUDGET", budget)
+def test_conv_rows_in_double_buffered_blocks_when_cmx_is_short(budget, blocks):
     text = conv_graph((1, 16, 20, 12), 16, (3, 3), "{pads_begin = [1, 1], pads_end = [1, 1]}",
                       post="Relu") if blocks == 20 else conv_graph(
         (2, 16, 21, 12), 16, (3, 3), "{strides = [2, 2], pads_begin = [1, 1], pads_end = [0, 1]}")
-    mod, _ = check(text)
+    mod, _ = check(text, cmx_budget=budget)
     dpu = tasks(mod, "DPU")
     assert len(dpu) == blocks and {t.tile for t in dpu} == {0, 1}
     # block k reuses the CMX of block k - 4: its DPU task waits for that block's store
@@ -176,12 +175,11 @@ def test_matmuls_match_numpy(name):
     assert len(dpu) == count and all(t.op is DpuOp.MATMUL for t in dpu)
 
 
-def test_matmul_rows_in_blocks(monkeypatch):
+def test_matmul_rows_in_blocks():
     """K = 24 and N = 12 are padded to 32 and 16 in CMX (the DPU's channel multiple): the
     weights and bias take 16 * (32 * 2 + 4) = 1088 bytes, a row of input and output 96, so
     two blocks fit 2048 bytes with at most 5 rows: 40 rows in 8 blocks."""
-    monkeypatch.setattr(lower_dpu, "CMX_BUDGET", 2048)
-    mod, _ = check(matmul_graph((40, 24), (24, 12), bias=(1, 12), post="Relu"))
+    mod, _ = check(matmul_graph((40, 24), (24, 12), bias=(1, 12), post="Relu"), cmx_budget=2048)
     assert len(tasks(mod, "DPU")) == 8
 
 

@@ -19,8 +19,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-import vpuc.fusion.lower_dpu as lower_dpu
-import vpuc.fusion.lower_dpu_nn as lower_dpu_nn
 from tests.fusion.dpu_testlib import assert_close
 from vpuc import api
 from vpuc.diagnostics import VpucError
@@ -71,14 +69,14 @@ CASES = {
 }
 
 
-def compile_and_compare(tmp_path, build, seed=0):
-    """Compile the one-layer model, simulate it; check it against onnxruntime and vpuc's
+def compile_and_compare(tmp_path, build, seed=0, cmx_budget=None):
+    """Compile the one-layer model (with the compile option ``cmx_budget``), simulate it; check it against onnxruntime and vpuc's
     graph reference; return the program's DPU tasks."""
     m = ModelBuilder(seed=seed, opset=17)
     out = build(m)
     m.output(out)
     path = m.save(tmp_path / "m.onnx", "m")
-    program = api.compile(path)
+    program = api.compile(path, cmx_budget=cmx_budget)
     shape = [d.dim_value for d in m.inputs[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
     sim = api.simulate(program, {"x": x}, reference=True)
@@ -118,35 +116,31 @@ def test_depthwise_bias_is_a_dpu_post_op(tmp_path):
     assert all(t.bias is not None and str(t.post.kind) == "relu" for t in tasks)
 
 
-def test_weights_too_big_for_cmx_split_output_channels(tmp_path, monkeypatch):
+def test_weights_too_big_for_cmx_split_output_channels(tmp_path):
     """A 3x3 convolution with 96 output channels whose weights (96*64*9*2 = 110592 bytes)
     exceed a 96 KiB budget: its output channels are cut into chunks of 32 (multiples of
     16; two chunks' weights, 2 * 36992 bytes with the bias, fit double-buffered, two of
     48 would not), each with its own weights and bias slice, and the result matches."""
-    monkeypatch.setattr(lower_dpu, "CMX_BUDGET", 96 * 1024)
-    monkeypatch.setattr(lower_dpu_nn, "CMX_BUDGET", 96 * 1024)
     build = lambda m: m.node("Relu", [m.node("Conv", [_x(m, (1, 64, 6, 6)), m.weight((96, 64, 3, 3)),
                                                       m.weight((96,), 0.1)], kernel_shape=[3, 3],
                                              pads=[1, 1, 1, 1])])
-    tasks = compile_and_compare(tmp_path, build)
+    tasks = compile_and_compare(tmp_path, build, cmx_budget=96 * 1024)
     chunks = sorted({t.variants[0].end[2] + 1 for t in tasks})
     assert chunks == [32] and len(tasks) >= 3
     assert all(t.op is DpuOp.CONV and t.bias is not None for t in tasks)
 
 
-def test_pool_too_big_for_cmx_splits_channels(tmp_path, monkeypatch):
-    monkeypatch.setattr(lower_dpu_nn, "CMX_BUDGET", 6000)
-    tasks = compile_and_compare(tmp_path, CASES["global_avgpool"][0])
+def test_pool_too_big_for_cmx_splits_channels(tmp_path):
+    tasks = compile_and_compare(tmp_path, CASES["global_avgpool"][0], cmx_budget=6000)
     assert len(tasks) == 2 and [t.variants[0].end[2] + 1 for t in tasks] == [16, 16]
 
 
-def test_layer_that_cannot_split_further_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(lower_dpu_nn, "CMX_BUDGET", 1000)
+def test_layer_that_cannot_split_further_is_an_error(tmp_path):
     m = ModelBuilder(seed=0, opset=17)
     m.output(m.node("GlobalAveragePool", [_x(m)]))
     path = m.save(tmp_path / "m.onnx", "m")
     with pytest.raises(VpucError, match="does not fit a tile's CMX: .* splitting the input channels"):
-        api.compile(path)
+        api.compile(path, cmx_budget=1000)
 
 
 def _residual(m, op="Add"):

@@ -126,3 +126,23 @@ def test_compile_timing_gives_the_compiler_each_points_timing(tmp_path, monkeypa
     assert all(r["error"] is None for r in rows)
     assert [t.dma.ddr_read_latency for t in seen] == [870.0, 100000.0]
     assert len(list((tmp_path / "own").glob("*.blob"))) == 2
+
+
+def test_the_cmx_budget_is_in_the_compile_key(tmp_path):
+    """Points that differ in the tiling limit compile separately; a timing-only difference
+    shares the compile."""
+    from vpuc.sweep.work import compile_key
+    s = load_spec(spec(tmp_path, "cmx_budget = [16384, 65536]\nnce_mhz = [975, 1300]"))
+    keys = {}
+    for p in points_of(s):
+        keys.setdefault(p.values["cmx_budget"], set()).add(compile_key(p))
+    assert all(len(k) == 1 for k in keys.values())
+    assert keys[16384] != keys[65536]
+
+
+def test_a_budget_beyond_the_tiles_cmx_is_the_points_error(tmp_path):
+    s = load_spec(spec(tmp_path, "cmx_budget = [4194304]"))
+    row = run_point(points_of(s)[0])
+    assert row["error_stage"] == "compile" and row.get("cycles") is None
+    assert "the CMX budget must be a whole number of bytes from 1 to NPU37XX's 2097152" \
+        in row["error"]

@@ -163,9 +163,43 @@ cmx_bytes = [16384, 2097152]
     assert (stats.computed, stats.failed) == (2, 1)
     small, full = sorted(rows_by_id(out).values(), key=lambda r: r["cmx_bytes"])
     assert small["cycles"] is None and small["error_stage"] == "compile"
-    assert re.match(r"<lower-graph @main>:\d+:\d+: error: CMX of tile 0 overflows",
-                    small["error"]), small["error"]
+    # the default CMX budget is half the tile's CMX: the convolution's blocks do not fit
+    # 8 KiB, a located error at the layer
+    assert re.search(r"graph_conv\.vir:\d+:\d+: error: .*%conv does not fit a tile's CMX: "
+                     r".* over a budget of 8192", small["error"]), small["error"]
     assert full["error"] is None and full["cycles"] > 0
+
+
+def test_a_sweep_over_the_cmx_budget_cuts_layers_into_blocks(tmp_path):
+    """The tiling limit is a compile option: each budget is its own compile; a smaller one
+    cuts the convolution into more blocks (more DPU tasks, more cycles here), and one too
+    small for the layer is that point's located error while the sweep goes on."""
+    spec = tmp_path / "budget.toml"
+    spec.write_text(f"""
+[[models]]
+path = "{ROOT / 'examples' / 'graph_conv.vir'}"
+
+[parameters]
+cmx_budget = [8000, 16384, 65536, 1048576]
+""")
+    out = tmp_path / "budget.parquet"
+    stats = run_sweep(load_spec(spec), out, in_process=True, progress=None)
+    assert (stats.computed, stats.failed) == (4, 1)
+    rows = sorted(rows_by_id(out).values(), key=lambda r: r["cmx_budget"])
+    assert rows[0]["cycles"] is None and rows[0]["error_stage"] == "compile"
+    assert re.search(r"graph_conv\.vir:\d+:\d+: error: .*%conv does not fit a tile's CMX: "
+                     r".* over a budget of 8000", rows[0]["error"]), rows[0]["error"]
+    small, medium, default = rows[1:]
+    assert all(r["error"] is None for r in rows[1:])
+    assert small["dpu_task_count"] > medium["dpu_task_count"]
+    assert small["cycles"] > medium["cycles"]
+    # 1 MiB is today's default: the same program as a compile without the option
+    from vpuc import api
+    program = api.compile(ROOT / "examples" / "graph_conv.vir")
+    assert default["dpu_task_count"] == sum(type(t).__name__ == "DpuTask"
+                                            for tl in program.module.task_lists
+                                            for t in tl.tasks)
+    assert default["cycles"] == api.simulate(program, timing_only=True, races=False).cycles
 
 
 def test_an_unreachable_scheduler_is_an_error(spec_file, tmp_path, capsys, monkeypatch):

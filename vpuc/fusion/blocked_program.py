@@ -82,6 +82,9 @@ class ProgramText:
     # The target's DMA channels: loads go on channel 0, stores on the last of at most two
     # (with one channel both share its FIFO, which still runs stores in list order).
     dma_channels: int = 2
+    # Bytes of a tile's CMX one layer's or segment's blocks may use (the compile option
+    # ``cmx_budget``; default half the tile's CMX, ``vpuc.arch.default_cmx_budget``).
+    cmx_budget: int = 1 << 20
 
     @property
     def store_channel(self) -> int:

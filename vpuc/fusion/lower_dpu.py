@@ -21,7 +21,7 @@ Guarantees:
   ``VpucError`` at the op naming its kind, attributes and the reason
   (``lower_dpu_support.dpu_problem``);
 - the output rows (H, or M for a matmul) are cut into blocks, double-buffered,
-  that fit in ``CMX_BUDGET`` bytes of a tile (a block's input rows with the halo
+  that fit in the context's ``cmx_budget`` bytes of a tile (a block's input rows with the halo
   the window needs, its output rows, the weights); the count is the one the cost
   model's pipeline estimate (``vpuc.cost.blocks``, with the context's timing
   model) finds fastest among those, except for a matmul and a layer split over
@@ -58,7 +58,6 @@ from vpuc.ir.graph import Graph, GraphIndex, GraphOp
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.vir.printer import format_attr
 
-CMX_BUDGET = 1 << 20        # bytes of a tile's CMX one layer's blocks may use
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
@@ -155,10 +154,11 @@ def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
 
 
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
+                  budget: int,
                   live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
                   resident_cycles: float = 0.0, channels: int = 2):
-    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit a tile's CMX:
-    ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
+    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit ``budget``
+    bytes of a tile's CMX: ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
     has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
     rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
     (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
@@ -171,18 +171,18 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
         rows = math.ceil(extent / count)
         live = fixed_live or (1 if count <= used else 2)
         need = resident + live * footprint(rows)
-        if need <= CMX_BUDGET:
+        if need <= budget:
             break
         if rows == 1:
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need} bytes with one "
                             f"{what} per block ({resident} of them weights and bias) over a budget "
-                            f"of {CMX_BUDGET}; splitting the output channels is not supported yet",
+                            f"of {budget}; splitting the output channels is not supported yet",
                             op.loc)
         count = min(count + used, extent)
     if cost is not None:
         count = _cheapest_count(extent, count, used, cost, resident_cycles, channels,
                                 lambda c: resident + (fixed_live or (1 if c <= used else 2))
-                                * footprint(math.ceil(extent / c)) <= CMX_BUDGET)
+                                * footprint(math.ceil(extent / c)) <= budget)
     return _edges(extent, count)
 
 
@@ -310,7 +310,7 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
-    elif lower_dpu_nn.takes(layer, values, index, tiles):
+    elif lower_dpu_nn.takes(layer, values, index, tiles, prog.cmx_budget):
         lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
@@ -364,7 +364,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     if layer.bias is not None:
         resident_loads.append(Move(4 * ocp, 4))
-    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, cost=stages,
+    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, prog.cmx_budget,
+                           cost=stages,
                            resident_cycles=loads_cycles(resident_loads, timing),
                            channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))

@@ -33,7 +33,9 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.diagnostics import VpucError
 from vpuc.fusion import lower_dpu
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
-from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, choose_blocks, const_text, describe, vector
+from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
+from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, describe, vector
+from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
@@ -110,20 +112,54 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     resident = 0 if batched_b else weight_bytes(n)
     live = 1 if len(items) * m <= tiles else 2      # blocks of one row on a tile at once
     chunks = [(0, n)]
-    if resident + live * footprint(1) > lower_dpu.CMX_BUDGET:
+    if resident + live * footprint(1) > prog.cmx_budget:
         chunks = _column_chunks(n, lambda cols: 2 * (weight_bytes(cols) + rows_bytes(1, cols)),
-                                op)
+                                op, prog.cmx_budget)
     split = len(chunks) > 1
-    work = []
-    for c0, c1 in chunks:
+    timing = lower_dpu.layer_timing(prog, op)
+    a_moves = _load_moves(a.type.elem.nbytes, k_dim, kp, a.type.rank == 2 and ta)
+
+    def workload_of(rows: int, cols: int) -> DpuWorkload:
+        return DpuWorkload(op="matmul", elem=a.type.elem.value, width=rows, height=1,
+                           channels=aligned(cols), in_channels=kp, in_bytes=a.type.elem.nbytes,
+                           out_bytes=eb, weight_bytes=b.type.elem.nbytes)
+
+    def stages(job: tuple, rows: int) -> BlockStages:     # the cost model's estimate of a block
+        c0, c1 = job[1]
+        loads = a_moves(rows)
+        if batched_b or split:       # the block's own weights (and bias slice)
+            loads += _load_moves(b.type.elem.nbytes, k_dim, kp, b.type.rank == 2 and not tb)(
+                c1 - c0, aligned(c1 - c0))
+            if split and layer.bias is not None:
+                loads.append(Move(4 * aligned(c1 - c0), 4))
+        compute = lower_dpu.split_rows_cost(rows, lambda r: workload_of(r, c1 - c0), timing)[1]
+        return block_stages(loads, compute, [Move(rows * (c1 - c0) * eb, eb)], timing)
+
+    def fits(job: tuple, rows: int, blocks: int) -> bool:
+        cols = job[1][1] - job[1][0]
         if split:      # every block loads its chunk of the weights: two live per tile
-            blocks = choose_blocks(m, 1 if len(items) * len(chunks) >= tiles else tiles, 0,
-                                   lambda r: weight_bytes(c1 - c0) + rows_bytes(r, c1 - c0),
-                                   "matrix row", op, live=2)
-        else:
-            blocks = choose_blocks(m, 1 if len(items) >= tiles else tiles, resident, footprint,
-                                   "matrix row", op)
-        work += [(item, rows, (c0, c1)) for item in items for rows in blocks]
+            return 2 * (weight_bytes(cols) + rows_bytes(rows, cols)) <= prog.cmx_budget
+        return resident + (1 if blocks <= tiles else 2) * footprint(rows) <= prog.cmx_budget
+
+    chunkings = [[(item, c) for c in chunks for item in items]]
+    for parts in range(len(chunks) + 1, len(chunks) * MAX_PARTS_FACTOR + 1) if split else ():
+        size = math.ceil(math.ceil(n / parts) / GRANULE) * GRANULE
+        more = list(zip(range(0, n, size), list(range(size, n, size)) + [n]))
+        if more != [c for _, c in chunkings[-1][::len(items)]]:
+            chunkings.append([(item, c) for c in more for item in items])
+        if size <= GRANULE:
+            break
+    resident_cycles = 0.0
+    if not split and not batched_b:
+        resident_cycles = loads_cycles(_load_moves(b.type.elem.nbytes, k_dim, kp,
+                                                   b.type.rank == 2 and not tb)(n, aligned(n))
+                                       + ([Move(4 * aligned(n), 4)] if layer.bias is not None
+                                          else []), timing)
+    first = 1 if len(items) * len(chunks) >= tiles else min(tiles, m)
+    jobs, count = cheapest_split(chunkings, m, first, tiles, fits, stages, prog.dma_channels,
+                                 resident_cycles)
+    split = len({c for _, c in jobs}) > 1
+    work = [(item, rows, c) for item, c in jobs for rows in row_edges(m, count)]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
@@ -166,20 +202,32 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         e.store(k, y, dst)
 
 
-def _column_chunks(n: int, need, op) -> list[tuple[int, int]]:
+def _column_chunks(n: int, need, op, budget: int) -> list[tuple[int, int]]:
     """The fewest chunks of ``n`` columns (multiples of 16 but the last) whose ``need``
     fits the budget; VpucError if 16 columns do not."""
     for parts in range(2, n + 1):
         size = math.ceil(math.ceil(n / parts) / GRANULE) * GRANULE
-        if need(min(size, n)) <= lower_dpu.CMX_BUDGET:
+        if need(min(size, n)) <= budget:
             edges = list(range(0, n, size)) + [n]
             return list(zip(edges, edges[1:]))
         if size <= GRANULE:
             break
     raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need(min(GRANULE, n))} bytes "
                     f"with one matrix row and at most {GRANULE} output columns per block over a "
-                    f"budget of {lower_dpu.CMX_BUDGET}; splitting K (partial sums) is not "
+                    f"budget of {budget}; splitting K (partial sums) is not "
                     "supported yet", op.loc)
+
+
+def _load_moves(eb: int, k: int, kp: int, staged: bool):
+    """The DMAs (``load_matrix``) bringing ``rows`` rows of K into a CMX [pad rows, kp]:
+    the copy (through a flat staging buffer when ``staged``, a possibly transposing square
+    copy), and zeros beside the real corner."""
+    def moves(rows: int, pad_rows: int | None = None) -> list[Move]:
+        pad_rows = rows if pad_rows is None else pad_rows
+        out = [Move(rows * k * eb, eb)] * (2 if staged and rows == k else 1)
+        zeros = rows * (kp - k) + (pad_rows - rows) * kp
+        return out + ([Move(zeros * eb, eb)] if zeros else [])
+    return moves
 
 
 def _out_order(t: TensorType, rank: int) -> DimsOrder:

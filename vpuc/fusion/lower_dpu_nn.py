@@ -44,10 +44,11 @@ from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
-from vpuc.fusion.lower_dpu import (CMX_BUDGET, NHWC, DpuLayer, LayerEmitter, choose_blocks,
+from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
                                             padded)
+from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -166,7 +167,8 @@ def split_job(plan: Plan, job: Job, parts: int) -> list[Job]:
     return out
 
 
-def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int) -> bool:
+def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
+          budget: int) -> bool:
     """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
     Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
     op = layer.op
@@ -174,7 +176,7 @@ def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: i
         return True
     _, channels, rows, _ = values[layer.output].type.dims
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
-    return few_rows or not _fits_whole(layer, values, index)
+    return few_rows or not _fits_whole(layer, values, index, budget)
 
 
 def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -193,7 +195,8 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
 
 
-def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) -> bool:
+def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+                budget: int) -> bool:
     """Whether a Convolution or MaxPool runs as one job: its weights and bias with one
     output row (and its input rows), double-buffered, fit the budget."""
     op = layer.op
@@ -206,7 +209,7 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex) ->
         o, i, kh, kw = index.producer(op.operands[1]).type.dims
         weights = aligned(o) * aligned(i) * kh * kw * x.elem.nbytes
     bias = 4 * out.dims[1] if layer.bias is not None else 0
-    return weights + bias + 2 * rows * x.elem.nbytes <= CMX_BUDGET
+    return weights + bias + 2 * rows * x.elem.nbytes <= budget
 
 
 def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
@@ -241,14 +244,21 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
         single = len(jobs) == 1
         worst = max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
-        if worst <= CMX_BUDGET:
+        if worst <= prog.cmx_budget:
             break
         if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
-                            f"over a budget of {CMX_BUDGET}; splitting the input channels "
+                            f"over a budget of {prog.cmx_budget}; splitting the input channels "
                             "(partial sums) is not supported yet", op.loc)
-    jobs = [_aligned_job(plan, job) for job in jobs]
+    chunkings = [jobs]
+    if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
+        for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):
+            if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in chunkings[-1]):
+                break
+            cut = [part for job in plan.jobs for part in split_job(plan, job, more)]
+            if [j.outs for j in cut] != [j.outs for j in chunkings[-1]]:
+                chunkings.append(cut)
     single = len(jobs) == 1
     timing = layer_timing(prog, op)
 
@@ -269,19 +279,35 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         store = Move(n * outs * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
         return block_stages(loads, compute, [store], timing)
 
+    def job_stages(job: Job, rows: int) -> BlockStages:     # a block loading its job's weights
+        s = stages(job, rows)
+        own = [Move(weight_bytes(job) - outs_bias(job), elem.nbytes)] if plan.has_weights else []
+        if outs_bias(job):
+            own.append(Move(outs_bias(job), 4))
+        extra = block_stages(own, 0.0, [], timing)
+        return BlockStages(s.load + extra.load, s.compute, s.store, s.ddr + extra.ddr)
+
+    def outs_bias(job: Job) -> int:
+        return aligned(job.outs[1] - job.outs[0]) * bias_bytes if plan.has_weights else 0
+
+    if not single:
+        jobs, count = cheapest_split(
+            chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
+            lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= prog.cmx_budget,
+            job_stages, prog.dma_channels)
+    jobs = [_aligned_job(plan, job) for job in jobs]
+
     work = []
     for j, job in enumerate(jobs):
         if single:
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
-                                   "output row", op, cost=lambda r: stages(job, r),
+                                   "output row", op, prog.cmx_budget,
+                                   cost=lambda r: stages(job, r),
                                    resident_cycles=loads_cycles(
                                        [Move(weight_bytes(job), elem.nbytes)], timing),
                                    channels=prog.dma_channels)
-        else:
-            # each block loads its own weights: two blocks (weights and rows) live per tile
-            blocks = choose_blocks(oh, tiles if len(jobs) < tiles else 1, 0,
-                                   lambda r: weight_bytes(job) + io_bytes(job, r),
-                                   "output row", op, live=2)
+        else:      # each block loads its own weights: cheapest_split chose the count
+            blocks = row_edges(oh, count)
         work += [(j, r0, r1) for r0, r1 in blocks]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
@@ -405,7 +431,8 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
                             [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
 
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
-                           "row", op, cost=stages, channels=prog.dma_channels)
+                           "row", op, prog.cmx_budget, cost=stages,
+                           channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)

@@ -75,6 +75,7 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
+from vpuc.fusion.schedule import DEFAULT_SCHEDULE, ddr_layouts, overlap
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -87,7 +88,6 @@ from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
 from vpuc.vir.parser import parse_text
 
-CMX_BUDGET = 1 << 20          # bytes of one tile's CMX the two slots of a block may use
 # Blocks of one segment (each ~4 tasks; lowering and the later passes take ~1 ms a task).
 # A dim with no divisor near its size / budget (a large prime) would need one block a row.
 MAX_BLOCKS = 4096
@@ -111,9 +111,14 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
+        plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
+        gates: set[str] = set()
         text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels)
+                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
+                     cmx_budget=ctx.cmx_budget)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
+        if plan != "naive":
+            overlap(lowered, gates, ctx.arch.dma_channels)
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
         module.buffers += lowered.buffers
@@ -185,9 +190,15 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
+          schedule: str = "naive", gates: set[str] | None = None,
+          cmx_budget: int = 1 << 20) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
-    overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
+    overrides the number of blocks of ACT segments (it must divide the chosen axis);
+    ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
+    segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
+    CMX a layer's or segment's blocks may use (the compile option,
+    ``PassContext.cmx_budget``; this default is NPU37XX's)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -195,8 +206,10 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
+    if schedule != "naive":
+        values = ddr_layouts(values, *_segment_kinds(tok, segments, names))
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
-    prog = ProgramText(timing=timing, dma_channels=dma_channels)
+    prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget)
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -209,6 +222,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
+            if gates is not None:
+                gates.add(finish)
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
@@ -220,7 +235,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         elif seg.library is not None:
             op = seg.library.op
             emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],
-                                 by_name[names[op.result]], tiles=tiles, budget=CMX_BUDGET,
+                                 by_name[names[op.result]], tiles=tiles, budget=prog.cmx_budget,
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
@@ -228,6 +243,25 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         gate = (finish,) if finish else ()
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
+
+
+def _segment_kinds(tok: Tokenization, segments: list[Segment], names: dict[str, str]
+                   ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(value -> kind of its producing segment, value -> kinds of its readers), by program
+    name; kinds: ``dpu`` (a window or eltwise DPU layer), ``matmul``, ``dma``, ``library``,
+    ``act``."""
+    def kind(seg: Segment) -> str:
+        if seg.layer is not None:
+            return "matmul" if seg.layer.op.kind == "MatMul" else "dpu"
+        return "dma" if seg.dma is not None else "library" if seg.library is not None else "act"
+    producers: dict[str, str] = {}
+    readers: dict[str, list[str]] = {}
+    for seg in segments:
+        for v in seg.writes(tok):
+            producers[names[v]] = kind(seg)
+        for v in seg.reads(tok):
+            readers.setdefault(names[v], []).append(kind(seg))
+    return producers, readers
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
@@ -238,7 +272,8 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
     seg_values = [v for v in values if v.name in used]
     softmax = any(kind == "op" for kind, _ in seg.units)
-    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set())
+    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set(),
+                          prog.cmx_budget)
     if blocks is None or axis is None:
         blocks = chosen
     if blocks > MAX_BLOCKS:
@@ -246,7 +281,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         op = graph.ops[first[1] if first[0] == "op" else tok.subgraphs[first[1]].ops[0]]
         raise VpucError(f"lowering {op.label} ({op.type}) needs {blocks:,} blocks along dim "
                         f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
-                        f"two slots of a block fit {CMX_BUDGET >> 20} MiB of CMX; more than "
+                        f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     chunk = master[axis] // blocks if axis is not None else None
     halves = 2 if chunk is not None and chunk % 2 == 0 else 1
@@ -383,7 +418,8 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
     return (tok.subgraphs[n].name if kind == "sg" else sanitize(tok.graph.ops[n].result)) + "."
 
 
-def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int | None, int]:
+def _split(values: list[Value], master: tuple, forbidden: set[int],
+           budget: int) -> tuple[int | None, int]:
     """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
     if any(isinstance(d, Dynamic) for d in master):
         return None, 1
@@ -397,7 +433,7 @@ def _split(values: list[Value], master: tuple, forbidden: set[int]) -> tuple[int
             continue
         for blocks in _divisors(extent):
             if blocks >= 4 or blocks == extent:
-                if 2 * total // blocks <= CMX_BUDGET:
+                if 2 * total // blocks <= budget:
                     return axis, blocks
     return None, 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from vpuc.arch import Arch
+from vpuc.arch import Arch, default_cmx_budget
 from vpuc.cost.timing import Timing, default_timing
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import Module
@@ -28,10 +28,15 @@ class PassContext:
     # Default: the timing file shipped for ``arch`` (None when it has none: a pass that
     # asks the cost model then reports it, located).
     timing: Timing | None = None
+    # Bytes of a tile's CMX one layer's blocks may use (the ``cmx_budget`` compile option);
+    # default: ``vpuc.arch.default_cmx_budget`` of ``arch``.
+    cmx_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.timing is None:
             self.timing = default_timing(self.arch.name)
+        if self.cmx_budget is None:
+            self.cmx_budget = default_cmx_budget(self.arch)
 
 
 class ModulePass:

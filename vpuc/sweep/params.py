@@ -8,8 +8,8 @@ Three kinds, each applied through the loader of what it changes:
 - *timing* (the cost model's timing file): a key of the timing file's data
   replaced before ``vpuc.cost.timing`` checks and converts it, so clocks keep
   converting every number the way they do for the shipped file;
-- *compile* options of ``vpuc.compile`` (``precision``, ``format``, and
-  ``schedule`` where the compile API takes it).
+- *compile* options of ``vpuc.compile`` (``precision``, ``format``, the tiling limit
+  ``cmx_budget``, and ``schedule`` where the compile API takes it).
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("precision", "compile", "precision", str, choices=("f16", "f32"),
           doc="ONNX import precision"),
     Param("format", "compile", "format", str, choices=("fb", "elf"), doc="blob format"),
+    Param("cmx_budget", "compile", "cmx_budget", int, 1,
+          doc="bytes of a tile's CMX one layer's blocks may use (the lowering's tiling limit)"),
     Param("schedule", "compile", "schedule", str,
           doc="the compile API's schedule option (where vpuc.compile takes one)"),
 )}

@@ -24,7 +24,8 @@ from vpuc.sweep.params import PARAMS
 from vpuc.sweep.spec import SweepSpec
 
 PART = re.compile(r"^part-(\d{6})\.parquet$")
-INT_METRICS = ("ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count", "blob_bytes")
+INT_METRICS = ("ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count", "blob_bytes",
+               "dpu_task_count")
 META_KEY = b"vpuc.sweep"
 
 

@@ -37,7 +37,7 @@ from vpuc.sweep.params import PARAMS, compile_api_takes
 SAMPLERS = ("grid", "random", "latin-hypercube")
 METRICS = ("cycles", "time_us", "dpu_busy_percent", "act_shave_busy_percent",
            "dma_busy_percent", "ddr_bytes", "dma_bytes", "peak_cmx_bytes", "barrier_count",
-           "blob_bytes")
+           "blob_bytes", "dpu_task_count")
 MODEL_SUFFIXES = (".vir", ".onnx", ".blob", ".elf")
 SWEEP_KEYS = ("arch", "sampler", "samples", "seed", "cost", "metrics", "numerics",
               "compile_timing")

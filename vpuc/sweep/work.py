@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 from vpuc.diagnostics import VpucError
+from vpuc.ir.tasks import DpuTask
 from vpuc.sweep.params import (compile_options, sim_arch_of, structure_of, timing_of,
                                timing_values)
 from vpuc.sweep.points import Point, digest_of
@@ -97,7 +98,10 @@ def measure(program, run, blob: bytes) -> dict:
             "dma_bytes": int(sum(plan.nbytes)),
             "peak_cmx_bytes": peak_cmx_bytes(program.module),
             "barrier_count": len(program.module.barriers),
-            "blob_bytes": len(blob)}
+            "blob_bytes": len(blob),
+            # one per block of a DPU layer: how a tiling limit (cmx_budget) cut the layers
+            "dpu_task_count": sum(1 for tl in program.module.task_lists for t in tl.tasks
+                                  if isinstance(t, DpuTask))}
 
 
 def error_row(point: Point, stage: str | None, error: str | None) -> dict:

@@ -1,0 +1,85 @@
+"""How to split a layer of several jobs (channel chunks, groups) over the tiles: the
+split the cost model's flow-shop estimate finds fastest among those that fit CMX.
+
+A layer cut over its output channels (``lower_dpu_nn.emit_jobs`` with several
+jobs, a MatMul's column chunks in ``lower_dpu_matmul``) runs every job as a
+series of row blocks, each block loading its job's weights with its rows, and
+all blocks of all jobs alternate over the tiles in one double-buffered
+pipeline (block *k* on tile ``k % tiles``).  Two numbers shape it: how many
+channel chunks (``parts``) and how many row blocks per job (``count``).  More
+chunks mean smaller weights per block and more blocks to overlap, but every
+block loads its rows again; more row blocks load the job's weights again.  So
+``cheapest_split`` asks ``vpuc.cost.blocks.pipeline_cycles`` for each candidate
+that fits, in the order given, and keeps the first cheapest (ties to fewer
+chunks, then fewer blocks), as ``lower_dpu.choose_blocks`` does for one job.
+
+Candidates: the chunk counts from the fewest that fit up to ``MAX_PARTS_FACTOR``
+times as many (each distinct chunk size once), and for each every row-block
+count from the fewest that fits up to one row per block (each distinct block
+height once); the block counts of one chunking stop where even the transfers of
+one-row blocks take longer than the best so far (``lower_bound``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from vpuc.cost.blocks import BlockStages, lower_bound, pipeline_cycles
+
+MAX_PARTS_FACTOR = 4      # chunk counts tried: the fewest that fit up to this many times it
+
+Job = TypeVar("Job")
+
+
+def row_edges(extent: int, count: int) -> list[tuple[int, int]]:
+    """``extent`` rows cut into ``count`` blocks as ``lower_dpu.choose_blocks`` cuts them."""
+    edges = [extent * i // count for i in range(count + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(count)]
+
+
+def split_cycles(jobs: Sequence[Job], extent: int, count: int, tiles: int,
+                 stages: Callable[[Job, int], BlockStages], channels: int,
+                 resident_cycles: float = 0.0) -> float:
+    """The estimate of ``jobs`` each cut into ``count`` row blocks, all alternating over
+    ``tiles`` (``min(tiles, blocks)`` used, as ``LayerEmitter`` uses them), each tile
+    first loading ``resident_cycles`` of operands it keeps."""
+    blocks = [stages(job, b - a) for job in jobs for a, b in row_edges(extent, count)]
+    return pipeline_cycles(blocks, min(tiles, len(blocks)), resident_cycles, channels=channels)
+
+
+def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count: int,
+                   tiles: int, fits: Callable[[Job, int, int], bool],
+                   stages: Callable[[Job, int], BlockStages], channels: int,
+                   resident_cycles: float = 0.0) -> tuple[Sequence[Job], int]:
+    """(jobs, row blocks per job) of the cheapest estimate: ``chunkings`` are the candidate
+    job lists (fewest chunks first), ``fits(job, rows, blocks)`` whether a block of ``rows``
+    rows of ``job`` fits CMX in a layer of ``blocks`` blocks, ``stages(job, rows)`` its cost; block counts start at ``first_count``.
+    None fitting: the first chunking with ``first_count`` blocks (the caller checked it)."""
+    best, best_cycles = (chunkings[0], first_count), math.inf
+    for jobs in chunkings:
+        cache: dict[tuple[int, int], BlockStages] = {}
+        position = {id(job): i for i, job in enumerate(jobs)}
+
+        def cost(job: Job, rows: int) -> BlockStages:
+            key = (position[id(job)], rows)
+            if key not in cache:
+                cache[key] = stages(job, rows)
+            return cache[key]
+
+        # every block moves at least the smallest one-row block's transfers
+        floor = min((cost(job, 1) for job in jobs), key=lambda s: max(s.load, s.store))
+        last_rows = None
+        for count in range(first_count, extent + 1):
+            if lower_bound(floor, count * len(jobs)) >= best_cycles:
+                break
+            rows = math.ceil(extent / count)
+            if rows == last_rows or not all(fits(job, rows, count * len(jobs)) for job in jobs):
+                continue
+            last_rows = rows
+            cycles = split_cycles(jobs, extent, count, tiles, cost, channels,
+                                  resident_cycles)
+            if cycles < best_cycles - 1e-9:
+                best, best_cycles = (jobs, count), cycles
+    return best
