@@ -84,6 +84,7 @@ def summary_data(plan: Plan, timeline: Timeline, exact: bool = False) -> dict:
     """The summary's figures as plain data (``vpuc run --json``; docs/simulator.md lists the
     fields), ``rounded`` unless ``exact``.  ``summary`` prints these same numbers (exact, so
     its own formatting rounds once)."""
+    from runtime_sim.bound_input import bound_data     # it reads layers, which import this
     rounded = _exact if exact else _rounded
     arch = plan.arch
     total = timeline.total
@@ -110,6 +111,7 @@ def summary_data(plan: Plan, timeline: Timeline, exact: bool = False) -> dict:
                 "ddr_peak_gbps": rounded(arch.gbps(arch.ddr_bytes_per_cycle))},
         "dpu_macs": sum(plan.macs),
         "stall_cycles": rounded(sum(timeline.stall)),
+        "bound": bound_data(plan, timeline, rounded),
         "critical_path": {
             "units": len(path), "cycles": rounded(path_total),
             "percent_by_engine": {k: rounded(100 * v / path_total, 2)
@@ -140,8 +142,19 @@ def summary(plan: Plan, timeline: Timeline, title: str) -> str:
         rows.append(f"DPU          {data['dpu_macs']:,} MACs")
     rows.append(f"stalls       {data['stall_cycles']:,.0f} cycles with an engine free at a unit "
                 "whose barriers were not ready")
+    rows.append(bound_text(data["bound"]))
     rows.append(critical_path_text(data["critical_path"]))
     return "\n".join(rows) + "\n"
+
+
+def bound_text(bound: dict) -> str:
+    """The lower bound line of the summary (``bound_input.bound_data``)."""
+    if not bound["cycles"]:
+        return "bound        0 cycles (no work)"
+    busiest = bound["busiest_engine"]
+    return (f"bound        {bound['cycles']:,.0f} cycles schedule-free lower bound (busiest: "
+            f"{busiest['name']}); achieved/bound {bound['achieved_over_bound']:.2f}; per-layer "
+            f"roofline sum {bound['per_layer_cycles']:,.0f}")
 
 
 def critical_path_text(path: dict, shown: int = 4) -> str:

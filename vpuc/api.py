@@ -114,13 +114,15 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
             verify_each: bool = False, trace: TextIO | None = None,
             fusion_print: Callable[[str, str], None] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None,
-            precision: str = "f16") -> Program:
+            precision: str = "f16", schedule: str = "default") -> Program:
     """Compile a .vir file (a path, or ``-`` for stdin), VIR text (a string holding a
     newline or a ``{``) or an ONNX model (a path ending in .onnx, imported with
-    ``input_shapes`` and ``precision``) into a Program.  See docs/python-api.md."""
+    ``input_shapes`` and ``precision``) into a Program; ``schedule`` (``default`` or
+    ``naive``) is how a graph is lowered (``vpuc/fusion/schedule.py``).  See
+    docs/python-api.md."""
     options = dict(passes=passes, report=report, print_after_all=print_after_all,
                    verify_each=verify_each, trace=trace, fusion_print=fusion_print,
-                   timing=timing)
+                   timing=timing, schedule=schedule)
     if passes is not None:
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
@@ -137,7 +139,7 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
                  report: CompileReport | None = None, print_after_all: bool = False,
                  verify_each: bool = False, trace: TextIO | None = None,
                  fusion_print: Callable[[str, str], None] | None = None,
-                 timing=None) -> Program:
+                 timing=None, schedule: str = "default") -> Program:
     """``compile`` of VIR text that diagnostics call ``name`` (the provenance records
     ``source_name``, default ``name``); ``timing`` is the timing model the lowering's cost
     model reads (``resolve_timing``)."""
@@ -149,11 +151,14 @@ def compile_text(text: str, name: str, arch: Arch | str | None = None, format: s
         raise UsageError(f"unknown blob format '{format}'; expected one of: {', '.join(FORMATS)}")
     if passes is not None:
         parse_pipeline(passes)
+    from vpuc.fusion.schedule import check_schedule
+    check_schedule(schedule)
     module = parse_text(text, name)
     source_graph = copy.deepcopy(module.graphs[0]) if len(module.graphs) == 1 else None
     target = resolve_arch(module, arch)
     names = pipeline_names(passes, module)
     ctx = PassContext(target, timing=resolve_timing(timing, target, module.loc))
+    ctx.artifacts["schedule"] = schedule
     if fusion_print is not None:
         ctx.artifacts["fusion-print"] = fusion_print
     manager = PassManager(parse_pipeline(",".join(names)), print_after_all=print_after_all,
@@ -227,21 +232,21 @@ def not_a_blob(data: bytes, name: str) -> VpucError:
 def load(path: str | os.PathLike, arch: Arch | str | None = None, *,
          passes: str | None = None, report: CompileReport | None = None,
          input_shapes: dict[str, tuple[int, ...]] | None = None, precision: str = "f16",
-         timing=None) -> Program:
+         timing=None, schedule: str = "default") -> Program:
     """What ``vpuc run`` and ``vpuc inspect`` take: a .vir or .onnx file (compiled in memory
     with ``compile``, its cost model reading ``timing``) or a blob; ``-`` reads stdin and
     tells them apart by the first bytes."""
     path = os.fspath(path)
     if path.endswith((".vir", ".onnx")):
         return compile(path, arch, passes=passes, report=report, input_shapes=input_shapes,
-                       precision=precision, timing=timing)
+                       precision=precision, timing=timing, schedule=schedule)
     if passes and path != STDIN:
         raise UsageError("-p/--passes applies to .vir files only; a blob is already compiled")
     data = read_bytes(path)
     shown = display_name(path)
     if path == STDIN and not is_blob(data):
         return compile_text(decode_text(data, shown), shown, arch, passes=passes,
-                            report=report, timing=timing)
+                            report=report, timing=timing, schedule=schedule)
     if not is_blob(data):
         raise not_a_blob(data, shown)
     if passes:

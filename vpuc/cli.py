@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "for the same input and options.")
     comp.add_argument("file", metavar="FILE", help="the .vir file or ONNX model to compile ('-': stdin)")
     from vpuc.onnx_import.cli_import import add_onnx_options
+    from vpuc.fusion.schedule_option import add_schedule_option
     add_onnx_options(comp)
+    add_schedule_option(comp)
     comp.add_argument("-o", "--output", metavar="OUT",
                       help="the blob to write ('-': stdout; default: FILE with .blob, or .elf "
                            "for --format elf; stdout when FILE is '-')")
@@ -152,7 +154,8 @@ def cmd_compile(args) -> int:
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.compile(args.file, arch, args.format, passes=args.passes, report=report,
                           print_after_all=args.print_after_all, verify_each=args.verify_each,
-                          trace=sys.stderr, fusion_print=fusion_print, **onnx_arguments(args))
+                          trace=sys.stderr, fusion_print=fusion_print, schedule=args.schedule,
+                          **onnx_arguments(args))
     started = time.perf_counter()
     output = args.output or _default_output(args.file, args.format)
     data = api.write_blob(program, args.format, output)

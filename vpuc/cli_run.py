@@ -58,7 +58,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                     "and optionally write outputs, a task report and a Perfetto trace.")
     run.add_argument("file", metavar="FILE", help="a blob, a .vir file or an ONNX model ('-': stdin)")
     from vpuc.onnx_import.cli_import import add_onnx_options
+    from vpuc.fusion.schedule_option import add_schedule_option
     add_onnx_options(run)
+    add_schedule_option(run)
     run.add_argument("--input", action="append", default=[], metavar="[NAME=]VALUE",
                      help="an input: @file.npy or a typed literal like 1x16xf16=1,2,... "
                           "(repeatable; missing inputs are random); its element type must be "
@@ -186,7 +188,7 @@ def cmd_run(args) -> int:
             raise UsageError(f"--arch: {exc.diagnostics[0].message}") from None
     from vpuc.onnx_import.cli_import import onnx_arguments
     program = api.load(args.file, timing.structure if timing else None, passes=args.passes,
-                       timing=args.arch, **onnx_arguments(args))
+                       timing=args.arch, schedule=args.schedule, **onnx_arguments(args))
     try:
         arch = sim_arch_for(program.arch, args.arch)
     except VpucError as exc:

@@ -194,7 +194,6 @@ def _layers(module) -> list[dict]:
             for layer in module.layers]
 
 
-
 def _constants(tensors, constants) -> list[dict]:
     """One entry per constant; ``same_as`` names the first constant of equal bytes (the
     writers store those bytes once)."""

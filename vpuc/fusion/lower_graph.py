@@ -75,6 +75,7 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
+from vpuc.fusion.schedule import DEFAULT_SCHEDULE, ddr_layouts, overlap
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -111,9 +112,13 @@ class LowerGraphPass(ModulePass):
         generated = ctx.artifacts.setdefault("generated-kernels", {})
         timings = ctx.artifacts.setdefault("fusion-timings", [])
         hook = ctx.artifacts.get("fusion-print")
+        plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
+        gates: set[str] = set()
         text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels)
+                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates)
         lowered = parse_text(text, f"<lower-graph @{graph.name}>")
+        if plan != "naive":
+            overlap(lowered, gates, ctx.arch.dma_channels)
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
         module.buffers += lowered.buffers
@@ -185,9 +190,12 @@ class Segment:
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
-          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2) -> str:
+          blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
+          schedule: str = "naive", gates: set[str] | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
-    overrides the number of blocks of ACT segments (it must divide the chosen axis)."""
+    overrides the number of blocks of ACT segments (it must divide the chosen axis);
+    ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
+    segment gate barriers are added to ``gates``."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -195,6 +203,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
+    if schedule != "naive":
+        values = ddr_layouts(values, *_segment_kinds(tok, segments, names))
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels)
     prog.declare(values)
@@ -209,6 +219,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
         if finish:
             prog.barriers.append(f"barrier %{finish}")
+            if gates is not None:
+                gates.add(finish)
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
@@ -228,6 +240,25 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         gate = (finish,) if finish else ()
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
+
+
+def _segment_kinds(tok: Tokenization, segments: list[Segment], names: dict[str, str]
+                   ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(value -> kind of its producing segment, value -> kinds of its readers), by program
+    name; kinds: ``dpu`` (a window or eltwise DPU layer), ``matmul``, ``dma``, ``library``,
+    ``act``."""
+    def kind(seg: Segment) -> str:
+        if seg.layer is not None:
+            return "matmul" if seg.layer.op.kind == "MatMul" else "dpu"
+        return "dma" if seg.dma is not None else "library" if seg.library is not None else "act"
+    producers: dict[str, str] = {}
+    readers: dict[str, list[str]] = {}
+    for seg in segments:
+        for v in seg.writes(tok):
+            producers[names[v]] = kind(seg)
+        for v in seg.reads(tok):
+            readers.setdefault(names[v], []).append(kind(seg))
+    return producers, readers
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,

@@ -1,0 +1,151 @@
+"""``--schedule naive|default`` on the zoo's models (test sizes): the default schedule
+computes the same outputs bit for bit (the same tasks compute the same values; only DDR
+layouts, the order and the sources of copies change), matches onnxruntime within the
+whole-model tolerance of ``test_import_models.py``, ends sooner, and neither schedule
+ends under the lower bound, which does not depend on the schedule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from vpuc import api
+from vpuc.diagnostics import UsageError
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaMode, DmaTask
+from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18
+from runtime_sim.bound_input import program_bound
+from tests.sim.simlib import run_cli
+
+MODELS = {
+    "resnet18": lambda: resnet18(size=32, width=8, classes=10),
+    "mobilenet_v3_small": lambda: mobilenet_v3_small(size=64, classes=10),
+    "encoder_layer": lambda: encoder_layer(seq=17, width=48, heads=3),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request, tmp_path_factory):
+    builder = MODELS[request.param]()
+    path = builder.save(tmp_path_factory.mktemp(request.param) / "m.onnx", request.param)
+    rng = np.random.default_rng(7)
+    feeds = {v.name: rng.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim])
+             .astype(np.float32) for v in builder.inputs}
+    runs = {}
+    for schedule in ("naive", "default"):
+        program = api.compile(path, schedule=schedule)
+        inputs = {b.name: feeds[b.name].astype(np.float16) for b in program.module.buffers
+                  if b.kind is BufferKind.INPUT}
+        runs[schedule] = (program, api.simulate(program, inputs))
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return request.param, runs, want
+
+
+def test_default_computes_what_naive_does_and_what_onnxruntime_does(model):
+    _, runs, want = model
+    naive, default = runs["naive"][1].outputs, runs["default"][1].outputs
+    assert naive.keys() == default.keys()
+    for name in naive:
+        np.testing.assert_array_equal(default[name], naive[name])
+    got = next(iter(default.values())).astype(np.float32).reshape(want.shape)
+    cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
+    assert cosine >= 0.999
+    assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+
+
+def test_default_is_faster_and_both_respect_the_same_bound(model):
+    _, runs, _ = model
+    cycles = {s: sim.cycles for s, (_, sim) in runs.items()}
+    bounds = {s: program_bound(sim.result.plan, sim.result.timeline).cycles
+              for s, (_, sim) in runs.items()}
+    assert cycles["default"] < cycles["naive"]
+    assert bounds["default"] == pytest.approx(bounds["naive"], rel=1e-9)
+    for s in runs:
+        assert 0 < bounds[s] <= cycles[s]
+
+
+def _dmas(program):
+    symbols = SymbolTable(program.module)
+    for task_list in program.module.task_lists:
+        for task in task_list.tasks:
+            if isinstance(task, DmaTask):
+                yield task, symbols.region(task.src), symbols.region(task.dst)
+
+
+def _layer_permutes(program) -> list:
+    """The types of the transposing loads and stores between CMX and a DDR value between
+    layers (a graph Transpose, DDR -> DDR, is the model's own)."""
+    return [src.type for t, src, dst in _dmas(program) if t.mode is DmaMode.PERMUTE
+            and {src.kind, dst.kind} == {BufferKind.CMX, BufferKind.DDR}]
+
+
+def test_default_transposes_fewer_values_between_layers(model):
+    name, runs, _ = model
+    naive, default = (_layer_permutes(runs[s][0]) for s in ("naive", "default"))
+    assert len(default) < len(naive) or not naive
+    if name == "resnet18":
+        # Only the pooled features entering the classifier's Flatten (a DMA segment, which
+        # reads the graph's order) are still transposed: 1x1 pixels, a few bytes.
+        assert naive and all(t.dims[2:] == (1, 1) for t in default)
+
+
+def test_default_reads_each_constant_from_ddr_once(model):
+    _, runs, _ = model
+    const_reads: dict[str, int] = {}
+    for task, src, dst in _dmas(runs["default"][0]):
+        # whole CMX buffers filled from a constant (weights, biases, pipeline constants;
+        # not the zeros a block's padded channels get, part of a buffer, block by block)
+        if src.kind is BufferKind.CONST and dst.kind is BufferKind.CMX \
+                and dst.byte_offset == 0 and dst.type.nbytes == dst.root.type.nbytes:
+            key = (src.root.name, src.byte_offset, src.type.dims)
+            const_reads[key] = const_reads.get(key, 0) + 1
+    shared = [k for k, n in const_reads.items() if n > 1]
+    assert shared == [], "a constant region loaded from DDR by more than one task"
+    naive_loads = {t.label for t, src, dst in _dmas(runs["naive"][0])
+                   if src.kind is BufferKind.CONST and dst.kind is BufferKind.CMX
+                   and dst.byte_offset == 0 and dst.type.nbytes == dst.root.type.nbytes}
+    default = {t.label: (t, src) for t, src, _ in _dmas(runs["default"][0])}
+    copies = [default[label][0] for label in naive_loads
+              if default[label][1].kind is BufferKind.CMX]
+    assert sum(const_reads.values()) + len(copies) == len(naive_loads)
+    for copy in copies:                # waits only on the load it copies
+        assert len(copy.waits) == 1
+
+
+def test_unknown_schedule_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown schedule 'fast'; expected one of: naive, default"):
+        api.compile_text("module @m arch NPU37XX\n", "<t>", schedule="fast")
+
+
+def test_schedule_option_on_the_command_line(capsys, monkeypatch):
+    runs = {}
+    for schedule in ("naive", "default"):
+        code, stdout, err = run_cli(["run", "examples/graph_conv.vir", "--timing-only", "--json",
+                                     "--schedule", schedule], capsys, monkeypatch)
+        assert code == 0, err
+        runs[schedule] = json.loads(stdout)
+    assert runs["default"]["bound"]["cycles"] == runs["naive"]["bound"]["cycles"]
+    assert runs["default"]["cycles"] <= runs["naive"]["cycles"]
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(["compile", "examples/graph_conv.vir", "--schedule", "fast"], capsys, monkeypatch)
+    assert exit_.value.code == 2
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_prefetch_leaves_cmx_to_channel_split_layers(tmp_path):
+    """ResNet-18's last stage at full size: 3x3 convolutions whose weights (up to 4.5 MiB) are
+    split over output channels, 442 KB chunks; prefetching every chunk of the next layer
+    while one runs left no CMX gap (``EARLY_CMX_BYTES``).  It compiles and is faster."""
+    from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
+    m = ModelBuilder(seed=1)
+    y = _conv_bn(m, m.input("x", [1, 256, 14, 14]), 256, 512, 3, stride=2)
+    y = _conv_bn(m, _conv_bn(m, y, 512, 512, 3), 512, 512, 3)
+    m.output(y)
+    path = m.save(tmp_path / "stage4.onnx", "stage4")
+    cycles = {s: api.simulate(api.compile(path, schedule=s), timing_only=True).cycles
+              for s in ("naive", "default")}
+    assert cycles["default"] < cycles["naive"]

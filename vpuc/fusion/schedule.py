@@ -1,0 +1,167 @@
+"""Whole-network schedules: what ``--schedule default`` changes over ``naive`` (issue 13).
+
+``naive`` is ``lower-graph``'s layer-by-layer program unchanged: every value
+between segments in DDR in the graph's dims order, every segment's first loads
+(weights included) waiting for the previous segment's last store, each tile
+loading its own copy of a layer's weights from DDR.
+
+``default`` makes three decisions, each on data the lowering already has, not
+on program text:
+
+1. **NHWC between DPU layers** (``ddr_layouts``, before the segments are
+   emitted): a 4-D value a DPU layer produces and only DPU layers read is laid
+   out NHWC in DDR, the order the DPU reads and writes CMX, so its stores and
+   loads are plain copies instead of transposing DMAs (one element per cycle).
+2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
+   constant that waits only on a segment gate (its first load into a CMX buffer
+   nothing used before) waits on nothing, so it runs on its channel as soon as
+   the previous loads have, during the previous segment's compute, up to
+   ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to ``CMX_BUDGET``,
+   half a tile's CMX; allocate-cmx places the early buffers by their longer
+   lifetimes); the loads past that keep their gate.
+3. **Weights read once** (``overlap``): when several tasks load the same
+   constant region (a layer's weights into each tile, a pipeline's constants
+   into each slot), the first load reads DDR and the others copy its CMX buffer
+   (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its own that
+   only that first load updates.
+
+Segments still run one after another (each waits for its predecessor's last
+store); their values still go through DDR (activations resident in CMX between
+layers are not done yet).  Numerics do not change: the same tasks compute the
+same values; only layouts in DDR, orders and sources of copies move.
+
+Expects (``overlap``): a freshly lowered module whose gate barriers are named
+in ``gates``.  Guarantees: the module's tasks read and write the same values;
+every added wait is on a barrier updated by a task earlier in the DMA list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vpuc.fusion.blocked_program import Value
+from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
+from vpuc.ir.module import Barrier, BufferKind, Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaMode, DmaTask, Executor
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+
+SCHEDULES = SCHEDULE_CHOICES
+DEFAULT_SCHEDULE = "default"
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+# CMX bytes per tile a segment's constants may take before the previous segment ends: the
+# running segment uses up to CMX_BUDGET (1 MiB) of 2 MiB, and allocation fragments the rest
+# (full-size ResNet-18's channel-split 3x3 layers, 442 KB weight chunks, did not fit at 1 MiB).
+EARLY_CMX_BYTES = 256 << 10
+
+
+def check_schedule(name: str) -> str:
+    if name not in SCHEDULES:
+        from vpuc.diagnostics import UsageError
+        raise UsageError(f"unknown schedule '{name}'; expected one of: {', '.join(SCHEDULES)}")
+    return name
+
+
+def ddr_layouts(values: list[Value], producers: dict[str, str], readers: dict[str, list[str]]
+                ) -> list[Value]:
+    """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
+    layers (``producers``/``readers``: value name -> segment kind, ``dpu``, ``matmul``, ...)
+    laid out NHWC."""
+    out = []
+    for v in values:
+        kinds = [producers.get(v.name)] + readers.get(v.name, [])
+        if (v.kind == "ddr" and v.type.rank == 4 and v.type.is_static
+                and all(k == "dpu" for k in kinds) and v.type.order != NHWC):
+            v = replace(v, type=TensorType(v.type.dims, v.type.elem, NHWC))
+        out.append(v)
+    return out
+
+
+def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
+    """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
+    channel the early loads keep their place in its FIFO (they only stop waiting)."""
+    symbols = SymbolTable(module)
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DMA:
+            continue
+        first_load: dict[tuple, tuple[DmaTask, int]] = {}     # const region -> (load, its tile)
+        early: dict[int, str] = {}                            # id(load) -> the gate it waited on
+        early_bytes: dict[tuple, int] = {}                    # (gate, tile) -> bytes loaded early
+        # A CMX buffer another DMA reads relies on its channel's order (a staged load): its
+        # load keeps its channel and place.  A copy's source is a buffer written once.
+        dma_read: set[str] = set()
+        writes: dict[str, int] = {}
+        for t in task_list.tasks:
+            if isinstance(t, DmaTask):
+                src, dst = symbols.region(t.src), symbols.region(t.dst)
+                if src is not None:
+                    dma_read.add(src.root.name)
+                if dst is not None:
+                    writes[dst.root.name] = writes.get(dst.root.name, 0) + 1
+        for task in task_list.tasks:
+            if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
+                continue
+            src, dst = symbols.region(task.src), symbols.region(task.dst)
+            if src is None or dst is None or src.kind is not BufferKind.CONST \
+                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
+                continue
+            gate = task.waits[0] if task.waits else ""
+            room = (gate, dst.root.tile)
+            if early_bytes.get(room, 0) + dst.root.type.nbytes > EARLY_CMX_BYTES:
+                continue                  # CMX the running segment may need: load in turn
+            early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
+            if dst.root.name not in dma_read:
+                early[id(task)] = gate
+            task.waits = ()                                   # 2: prefetch
+            key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
+            seen = first_load.get(key)
+            if seen is None:
+                if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
+                        and dst.type.nbytes == dst.root.type.nbytes:
+                    first_load[key] = (task, dst.root.tile)
+            elif symbols.region(seen[0].dst).type == dst.type:
+                _copy_from(module, seen[0], task)             # 3: read DDR once
+        if dma_channels > 1:
+            task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+
+
+def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
+    """``tasks`` with each early load on channel 1, moved to right after the task that
+    updates the gate before its own gate (the start of the previous segment), so channel
+    1 runs it while the previous segment loads on channel 0.  Moved loads wait on nothing
+    but copies of loads moved before them, so the list stays in an order every channel can
+    run without waiting on a later task."""
+    updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
+    starts = sorted(updater.values())
+    anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    for i, task in enumerate(tasks):
+        gate = early.get(id(task))
+        if gate is None:
+            continue
+        end = updater.get(gate)
+        if end is None:          # the first segment's: already first, in their channel's order
+            continue
+        task.channel = 1
+        anchor[i] = max((s for s in starts if s < end), default=-1)
+    out: list = []
+    pending: dict[int, list] = {}
+    for i, task in enumerate(tasks):
+        if i in anchor:
+            pending.setdefault(anchor[i], []).append(task)
+    out += pending.get(-1, [])
+    for i, task in enumerate(tasks):
+        if i not in anchor:
+            out.append(task)
+        out += pending.get(i, [])
+    return out
+
+
+def _copy_from(module: Module, first: DmaTask, task: DmaTask) -> None:
+    """Turn ``task`` into a CMX -> CMX copy of what ``first`` loaded, after it."""
+    name = f"{first.dst.lstrip('%')}.copied"
+    if not any(b.name == name for b in module.barriers):
+        module.barriers.append(Barrier(name))
+        first.updates = tuple(first.updates) + (name,)
+    task.src = first.dst
+    task.mode = DmaMode.COPY
+    task.waits = (name,)
