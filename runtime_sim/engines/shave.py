@@ -180,13 +180,14 @@ class ShaveEngine:
 
     def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
              max_cycles: float | None) -> int:
-        bindings = self.bindings(self._act_tasks[invocation.task_index])
+        task = self._act_tasks[invocation.task_index]
         key = None
-        if self.timing_only:
-            key = self._cycles_key(invocation, bindings)
+        if self.timing_only:          # a remembered invocation needs no bindings resolved
+            key = self._cycles_key(invocation, task)
             cycles = self._memo.get(key)
             if cycles is not None:
                 return cycles
+        bindings = self.bindings(task)
         obj, entry = self._object(invocation.kernel)
         tile = invocation.tile
         stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
@@ -224,7 +225,7 @@ class ShaveEngine:
             self._memo[key] = result.cycles
         return result.cycles
 
-    def _cycles_key(self, invocation: InvocationImage, bindings: CmxBindings) -> tuple:
+    def _cycles_key(self, invocation: InvocationImage, task: SwKernelTask) -> tuple:
         """What a timing-only invocation's cycles depend on: the kernel and its WIN_E image
         with every memref's ``dataAddr`` zeroed (see the module docstring).  A dynamic
         memref's dims are in CMX, written at run time: such an invocation is only the same
@@ -237,7 +238,7 @@ class ShaveEngine:
         for offset in at:
             start = invocation.args_offset + offset
             if not int.from_bytes(image[start + _IS_STATIC:start + _IS_STATIC + 4], "little"):
-                return invocation.kernel, invocation.tile, image, id(bindings)
+                return invocation.kernel, invocation.tile, image, id(self.bindings(task))
             masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
         return invocation.kernel, bytes(masked)
 

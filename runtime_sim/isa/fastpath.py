@@ -171,8 +171,15 @@ class FastLoops:
 
     @staticmethod
     def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        for i, a in enumerate(footprints):
-            for b in footprints[i + 1:]:
+        # Pairs whose whole-batch spans are disjoint cannot overlap: sweep them out by
+        # address so only neighbours reach the exact (costlier) test.
+        spans = sorted((fp.span(iterations), index) for index, fp in enumerate(footprints))
+        for i, ((_, a_high), a_index) in enumerate(spans):
+            a = footprints[a_index]
+            for (b_low, _), b_index in spans[i + 1:]:
+                if b_low >= a_high:
+                    break
+                b = footprints[b_index]
                 if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
                     raise _Decline("an iteration accesses bytes another iteration stores")
 

@@ -126,6 +126,8 @@ def _bool_u32(x) -> np.ndarray:
 
 
 def _address(base, offset) -> np.ndarray:
+    if type(base) is U32 and type(offset) is U32:     # the interpreter's scalar case, cheaply
+        return U32((int(base) + int(offset)) & 0xFFFFFFFF)
     return (np.asarray(base, U32) + np.asarray(offset, U32))[()]
 
 
