@@ -20,3 +20,31 @@ def rounded_to_f16(model: str | onnx.ModelProto, out=None):
         return model
     onnx.save(model, str(out))
     return str(out)
+
+
+def compiled_against_onnxruntime(case: str, build, tmp_path, capsys, seed: int = 1):
+    """Build a one-input model with ``build(ModelBuilder)``, compile it with ``vpuc compile``,
+    run the blob with ``--reference`` on an f16 input ``x`` and run onnxruntime on the same
+    input with f16-rounded weights: (vpuc's output as f32, onnxruntime's, the input as f32)."""
+    import onnxruntime as ort
+
+    from vpuc.cli import main
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(seed=seed, opset=17)
+    out = build(m)
+    m.output(out)
+    path = m.save(tmp_path / f"{case}.onnx", case)
+    shape = [d.dim_value for d in m.inputs[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    blob = tmp_path / f"{case}.blob"
+    assert main(["compile", path, "-o", str(blob)]) == 0
+    assert main(["run", str(blob), "--input", f"x=@{tmp_path / 'x.npy'}", "--reference",
+                 "--output-dir", str(tmp_path / "out")]) == 0
+    assert "matches the numpy reference" in capsys.readouterr().out
+    got = np.load(tmp_path / "out" / f"{out}.npy").astype(np.float32)
+    session = ort.InferenceSession(rounded_to_f16(path, tmp_path / "rounded.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x.astype(np.float32)})[0]
+    assert got.shape == want.shape
+    return got, want, x.astype(np.float32)

@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from vpuc.cli import main
+from onnx_testlib import compiled_against_onnxruntime
 from vpuc.onnx_import.zoo import ModelBuilder
 
 
@@ -53,38 +54,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_compiled_matches_onnxruntime(case, tmp_path, capsys):
-    m = ModelBuilder(seed=sorted(CASES).index(case), opset=17)
-    out = CASES[case](m)
-    m.output(out)
-    path = m.save(tmp_path / f"{case}.onnx", case)
-    shape = [d.dim_value for d in m.inputs[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(3).standard_normal(shape).astype(np.float16)
-    np.save(tmp_path / "x.npy", x)
-    blob = tmp_path / f"{case}.blob"
-    assert main(["compile", path, "-o", str(blob)]) == 0
-    assert main(["run", str(blob), "--input", f"x=@{tmp_path / 'x.npy'}", "--reference",
-                 "--output-dir", str(tmp_path / "out")]) == 0
-    assert "matches the numpy reference" in capsys.readouterr().out
-    got = np.load(tmp_path / "out" / f"{out}.npy")
-    session = ort.InferenceSession(_f16_weights(path, tmp_path), providers=["CPUExecutionProvider"])
-    want = session.run(None, {"x": x.astype(np.float32)})[0]
-    assert got.shape == want.shape
-    assert np.array_equal(got.astype(np.float32), want)
-
-
-def _f16_weights(path, tmp_path) -> str:
-    """The model with its float initializers rounded to f16 (as the f16 import stores them)."""
-    import onnx
-    from onnx import numpy_helper
-    model = onnx.load(path)
-    for init in model.graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32:
-            init.CopyFrom(numpy_helper.from_array(array.astype(np.float16).astype(np.float32),
-                                                  init.name))
-    rounded = tmp_path / "rounded.onnx"
-    onnx.save(model, str(rounded))
-    return str(rounded)
+    got, want, _ = compiled_against_onnxruntime(case, CASES[case], tmp_path, capsys,
+                                                seed=sorted(CASES).index(case))
+    assert np.array_equal(got, want)          # pure data movement: exact
 
 
 def _attention(m):

@@ -16,12 +16,9 @@ difference to onnxruntime's f32 result is within ``8u·max|x|``.
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
-from onnx_testlib import rounded_to_f16
-from vpuc.cli import main
-from vpuc.onnx_import.zoo import ModelBuilder
+from onnx_testlib import compiled_against_onnxruntime
 
 U = 2.0 ** -11
 
@@ -67,24 +64,7 @@ LINEAR["linear_fractional_scales"] = _resize((1, 2, 6, 6), scales=[1, 1, 1.3, 1.
 
 
 def _run(case, build, tmp_path, capsys):
-    m = ModelBuilder(seed=1, opset=17)
-    out = build(m)
-    m.output(out)
-    path = m.save(tmp_path / f"{case}.onnx", case)
-    shape = [d.dim_value for d in m.inputs[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(3).standard_normal(shape).astype(np.float16)
-    np.save(tmp_path / "x.npy", x)
-    blob = tmp_path / f"{case}.blob"
-    assert main(["compile", path, "-o", str(blob)]) == 0
-    assert main(["run", str(blob), "--input", f"x=@{tmp_path / 'x.npy'}", "--reference",
-                 "--output-dir", str(tmp_path / "out")]) == 0
-    assert "matches the numpy reference" in capsys.readouterr().out
-    got = np.load(tmp_path / "out" / f"{out}.npy").astype(np.float32)
-    session = ort.InferenceSession(rounded_to_f16(path, tmp_path / "rounded.onnx"),
-                                   providers=["CPUExecutionProvider"])
-    want = session.run(None, {"x": x.astype(np.float32)})[0]
-    assert got.shape == want.shape
-    return got, want, x.astype(np.float32)
+    return compiled_against_onnxruntime(case, build, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("case", sorted(NEAREST))
