@@ -83,6 +83,22 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
     assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
 
 
+
+def test_channel_zeros_come_from_block_sized_constants(tmp_path):
+    """The zeros of an input's padded channels are DMA'd from a const splat the size of
+    one block of rows, not of the whole image (a fuzz finding: a 1M-row image stored an
+    870 MB zero constant).  A small CMX budget gives several blocks."""
+    from vpuc import api
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(seed=0, opset=17)
+    m.output(m.node("Conv", [_x(m, (1, 3, 64, 16)), m.weight((8, 3, 3, 3))], kernel_shape=[3, 3],
+                    pads=[1, 1, 1, 1]))
+    program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384)
+    zeros = [b for b in program.module.buffers if b.kind.value == "const" and "chzeros" in b.name]
+    assert zeros
+    assert all(b.type.dims[1] == 13 and b.type.dims[2] < 64 for b in zeros)
+    assert sum(b.type.num_elements for b in zeros) < 13 * 64 * 16 / 2
+
 VIR = """module @m arch NPU37XX
 cmx %in : 1x8x8x8xf16 NHWC tile 0 at 0
 cmx %w : 32x8x3x3xf16 NHWC tile 0 at 4096

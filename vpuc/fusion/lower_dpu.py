@@ -238,6 +238,7 @@ class LayerEmitter:
         self.used = min(tiles, blocks)
         self.reuse = 2 * self.used
         self.timing = prog.timing          # emit_layer checked it is there
+        self.declared: set[str] = set()    # consts emitted on first use (zero sources)
 
     def tile(self, k: int) -> int:
         return k % self.used

@@ -162,9 +162,9 @@ def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: boo
                      loaded: list[str]) -> str:
     """DMA a block's input rows (``src``, a view of the DDR input ``x``) into a CMX buffer of
     ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across channels)
-    the padded channels get zeros from ``const %<prefix>chzeros``, declared with the first
-    block.  The CMX buffer's name."""
-    n, _, h, w = x.type.dims
+    the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one per block
+    height, declared with the first block of that height.  The CMX buffer's name."""
+    n, _, _, w = x.type.dims
     cp, elem = aligned(channels), x.type.elem
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))
@@ -172,11 +172,14 @@ def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: boo
                                                                    f"0:{rows}", f"0:{w}"])
     e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != nhwc)
     if zero and cp > channels:
-        if k == 0:
-            e.prog.buffers.append(f"const %{e.p}chzeros : {n}x{cp - channels}x{h}x{w}x{elem} NHWC"
+        # one zero source per block height (blocks differ by a row or two), never the image's
+        zeros = f"{e.p}chzeros.r{rows}"
+        if zeros not in e.declared:
+            e.declared.add(zeros)
+            e.prog.buffers.append(f"const %{zeros} : {n}x{cp - channels}x{rows}x{w}x{elem} NHWC"
                                   " = splat 0")
         pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
-        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
+        e.dma(f"zero{k}", e.view(f"zeros.v{k}", zeros, pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
               0, waits, loaded)
     return xin

@@ -44,8 +44,8 @@ def logical_values(buffer: Buffer) -> np.ndarray:
         if tuple(array.shape) != shape:
             raise _fail(buffer, f"{path} has shape {tuple(array.shape)}; expected {shape}")
         return array
-    if init.splat is not None:
-        return np.full(shape, init.splat)
+    if init.splat is not None:     # a read-only broadcast: only the stored bytes are allocated
+        return np.broadcast_to(np.asarray(init.splat), shape)
     return np.array(init.values, dtype=np.float64).reshape(shape)
 
 
