@@ -16,10 +16,15 @@ from vpuc.ir.symbols import SymbolTable
 
 def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: SymbolTable,
                       bag: DiagnosticBag) -> None:
+    # Graph blocks not lowered yet wait on and update barriers too (verifier/graph_blocks.py).
+    graph_waited = {b for g in module.graphs for b in g.waits}
+    graph_updated = {b for g in module.graphs for b in g.updates}
     for barrier in module.barriers:
         producers = schedule.producers.get(barrier.name, [])
         consumers = schedule.consumers.get(barrier.name, [])
-        if consumers and not producers:
+        updated = bool(producers) or barrier.name in graph_updated
+        waited = bool(consumers) or barrier.name in graph_waited
+        if consumers and not updated:
             first = schedule.units[consumers[0]]
             # The runtime starts a waiter once the barrier has no producers left
             # (docs/simulator.md, runtime rule b): with none at all, it never waits.
@@ -28,9 +33,9 @@ def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: S
                       f"fired before anything runs and {first.name} starts without waiting "
                       "(the wait orders nothing); expected a task that updates it",
                       ((first.loc, f"{first.name} waits here"),))
-        elif producers and not consumers:
+        elif updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is updated but never waited on")
-        elif not producers and not consumers:
+        elif not updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is never used")
         if len(producers) > arch.max_producers:
             bag.error(barrier.loc, f"barrier %{barrier.name} has {len(producers)} producers; "
