@@ -122,8 +122,8 @@ class FastLoops:
         finally:
             memory.bounds = bounds
         now, stalls = plan.timing.advance(ready, now, iterations, exits)
-        for index in range(head, branch + 1):
-            counts[index] += iterations
+        for origin in plan.origins:
+            counts[head + origin] += iterations
         self.batched_iterations += iterations
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
@@ -233,7 +233,9 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     footprints = []
     for op in plan.ops[:-1]:
         if op.memory is not None:
-            footprints.append(_footprint(op, aff, plan, R))
+            footprint = _footprint(op, aff, plan, R)
+            if footprint is not None:
+                footprints.append(footprint)
         key = plan.updates.get(op.position)
         if key is not None:                  # an induction update: shift the affine value
             shift = _step_value(plan.induction[key][op.position], R)
@@ -260,12 +262,20 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     return footprints, first_exit(back.mnemonic, *operands)
 
 
-def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint:
+def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint | None:
+    """The bytes ``op`` may touch per iteration; None when it touches none (a mask
+    the body does not change, with no bit set)."""
     shape = op.memory
     base = _operand_affine(("reg", shape.base), aff, plan, R)
     if base is None:
         raise _Decline(f"address of '{op.mnemonic}' is not affine in the iteration number")
     low, length = (base.start + shape.offset) % MOD, shape.size
+    if shape.mask is not None and shape.mask not in plan.written:
+        # Only active bytes are accessed (and can fault): the hull of the set bits.
+        active = np.flatnonzero(R[shape.mask])
+        if not len(active):
+            return None
+        low, length = low + int(active[0]), int(active[-1] - active[0]) + 1
     if shape.stride is not None:
         stride = _operand_affine(("reg", shape.stride), aff, plan, R)
         if stride is None or stride.step != 0:
