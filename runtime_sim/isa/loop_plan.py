@@ -13,6 +13,8 @@ A loop is the instructions ``head .. branch`` where ``branch`` is a backward
 * an inner counted loop (``loop`` to a label of the body, its counter set by
   ``li`` in the outer body) is unrolled: the plan is one outer iteration's
   instructions in the order they run (``origins``), so the outer loop batches;
+* a vector register only ever updated as ``OP acc, acc, x`` (a sum, a max) is
+  an **accumulator**, folded in order after the batch (``loop_scan``);
 * anything else read before written is **loop-carried**: a software-pipelined
   value (its new value does not depend on its old one) is batched in two passes
   (``loop_pipelined``); a recurrence (a running sum) is not batched.
@@ -28,6 +30,7 @@ from typing import Callable
 
 from runtime_sim.isa.cycles import CYCLES
 from runtime_sim.isa.loop_pipelined import Pipelined, Recurrence, analyse, register_name
+from runtime_sim.isa.loop_scan import Accumulator, find_accumulators
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.semantics import SEMANTICS, operand_access, register_key
 from vpuc.shave.encoding import WORD_BYTES
@@ -90,11 +93,14 @@ class LoopPlan:
     timing: LoopTiming
     pipelined: Pipelined | None = None       # carried registers: the two-pass schedule
     origins: tuple[int, ...] = ()            # per op: its instruction, relative to the head
+    accumulators: dict[int, Accumulator] = field(default_factory=dict)   # key -> its scan
 
     updates: dict[int, int] = field(init=False)          # position -> induction key
+    scans: dict[int, int] = field(init=False)            # position -> accumulator key
 
     def __post_init__(self) -> None:
         self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}
+        self.scans = {pos: key for key, acc in self.accumulators.items() for pos in acc.positions}
 
     @property
     def length(self) -> int:
@@ -233,17 +239,24 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
             induction[key] = steps
     if back.kind == "loop" and back.writes[0] not in induction:
         raise NotBatchable(f"the loop counter {_name(back.writes[0])} is redefined in the body")
+    # Accumulators are folded after the batch (loop_scan): to the two-pass analysis
+    # their instructions only read their operand.
+    accumulators = find_accumulators(ops[:-1], carried)
+    carried -= set(accumulators)
+    scans = {p for acc in accumulators.values() for p in acc.positions}
     pipelined = None
     if carried:
+        analysed = [BodyOp(op.position, op.mnemonic, op.kind, op.fn, op.reads, (), None)
+                    if op.position in scans else op for op in ops]
         try:
-            pipelined = analyse(ops, carried, frozenset(induction))
+            pipelined = analyse(analysed, carried, frozenset(induction))
         except Recurrence as why:
             raise NotBatchable(str(why)) from None
         if any(pos in pipelined.stage2 for steps in induction.values() for pos in steps):
             raise NotBatchable("an induction update depends on a carried value")
 
     timing = LoopTiming([program.steps[head + o] for o in origins])
-    return LoopPlan(ops, induction, written, timing, pipelined, tuple(origins))
+    return LoopPlan(ops, induction, written, timing, pipelined, tuple(origins), accumulators)
 
 
 _name = register_name

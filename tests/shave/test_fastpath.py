@@ -639,6 +639,103 @@ def test_random_nested_counted_loops(inner, outer, trip, seed):
              min_iterations=1)
 
 
+SCAN_OPS = ["vadd.f32", "vmax.f32", "vmin.f32", "vmax.f16", "vmin.f16"]
+
+
+def special_fill(seed: int):
+    """Random halves, with NaNs (quiet and signalling, either sign), infinities and
+    zeros of both signs sprinkled in when the seed says so."""
+    def fill(arrays):
+        random_fill(seed)(arrays)
+        if seed % 3:
+            rng = np.random.default_rng(seed)
+            halves = arrays["WIN_F"].view(np.uint16)
+            where = rng.integers(0, len(halves), len(halves) // 64)
+            halves[where] = rng.choice([0x7E00, 0xFE01, 0x7C01, 0x7C00, 0xFC00, 0x8000, 0x0000,
+                                        0x7FFF, 0x3C00], len(where))
+    return fill
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(straight_line_body(), st.lists(st.tuples(st.integers(0, 12),
+                                                st.sampled_from(["v10", "v11", "v12"]),
+                                                st.sampled_from(["v1", "v2", "v20", "v21", "v5"])),
+                                      min_size=1, max_size=6),
+       st.lists(st.sampled_from(SCAN_OPS), min_size=3, max_size=3), st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_random_accumulating_loops(body, accumulations, scan_ops, pipelined, seed):
+    """Accumulators (``OP acc, acc, x``) in a random body, some fed by a value the
+    previous iteration loaded (software-pipelined): sums of f32 must keep their
+    sequential order, max/min their NaN rules -- values and cycles as the interpreter's."""
+    lines, src_step, dst_step, count, chunk, back_edge = body
+    lines = list(lines)
+    for position, acc, x in accumulations:        # one operation per accumulator
+        op = scan_ops[int(acc[1:]) - 10]
+        lines.insert(min(position, len(lines)), f"{op} {acc}, {acc}, {x}")
+    if pipelined:
+        lines.append("vld v5, 16(s2)")         # read above, in the next iteration
+    closing = {"loop": ["    loop s4, body"],
+               "bnez": ["    addi s4, s4, -1", "    bnez s4, body"],
+               "bltu": ["    bltu s2, s23, body"]}[back_edge]
+    source = "\n".join([
+        "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
+        "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
+        "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}",
+        f"    muli s23, s4, {src_step}", "    add s23, s23, s2",
+        "    vld v10, 0(s2)", "    vld v11, 32(s2)", "    vld v12, 64(s2)", "    vld v5, 96(s2)",
+        "body:", *[f"    {line}" for line in lines],
+        f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}", *closing, "    halt"])
+    src = WIN_F + 0x1000 if src_step > 0 else WIN_F + 0x5000
+    dst = WIN_F + 0x8000 if dst_step >= 0 else WIN_F + 0xC000
+    run_both(source, [src, dst, count], special_fill(seed), chunk=chunk, min_iterations=1)
+
+
+ROW_SUM = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s4, 8(s0)
+    vxor v3, v3, v3
+    vxor v4, v4, v4
+body:
+    vld v1, 0(s2)
+    vcvtl.f32.f16 v5, v1
+    vcvth.f32.f16 v6, v1
+    vadd.f32 v3, v3, v5
+    vadd.f32 v4, v4, v6
+    vmax.f16 v7, v7, v1
+    addi s2, s2, 16
+    loop s4, body
+    vadd.f32 v3, v3, v4
+    vredsum.f32 s14, v3
+    halt
+"""
+
+
+@pytest.mark.parametrize("seed", [3, 4])         # without and with NaNs
+@pytest.mark.parametrize("chunk", [1, 7, 16384])
+def test_sum_and_max_reductions_are_batched_in_order(chunk, seed):
+    fast, loops, _ = run_both(ROW_SUM, [WIN_F, 0, 500], special_fill(seed), chunk=chunk)
+    assert fast.batched_iterations == 499
+
+
+def test_scan_fold_is_sequential_not_pairwise():
+    from runtime_sim.isa.loop_scan import Accumulator, fold
+    from runtime_sim.isa.semantics import VECTOR_OPS
+    rng = np.random.default_rng(0)
+    xs = (rng.standard_normal((4096, 4)) * 10 ** rng.uniform(-3, 6, (4096, 4))).astype(np.float32)
+    add = VECTOR_OPS["vadd.f32"]
+    acc = Accumulator(35, "vadd.f32", add, (0,))
+    start = np.zeros(16, np.uint8)
+    got = fold(acc, start, {0: xs.view(np.uint8).reshape(-1, 16)}, len(xs))
+    expected = start
+    for row in xs.view(np.uint8).reshape(-1, 16):
+        expected = add(expected, row)
+    assert bytes(got) == bytes(expected)
+    pairwise = np.add.reduce(np.ascontiguousarray(xs.T), axis=1)     # along contiguous lanes
+    assert bytes(got) != bytes(pairwise.view(np.uint8))
+
+
 # --- the library kernels: every field of the result, not just memory and cycles ------------------
 
 def _library_case(name: str, seed: int):
