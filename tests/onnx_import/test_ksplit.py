@@ -28,7 +28,7 @@ from tests.tolerances import assert_within_bound, stored_sum_bound
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.diagnostics import VpucError
-from vpuc.fusion import lower_dpu_ksplit
+from vpuc.fusion import lower_dpu_ksplit_matmul
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
 from vpuc.ir.types import ElemType
@@ -162,7 +162,7 @@ def test_chosen_split_is_faster_than_smaller_chunks(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     _, chosen = compile_ksplit(tmp_path / "a", "gemm_relu")
-    monkeypatch.setattr(lower_dpu_ksplit.MatmulKSplit, "choose", lambda self: min(
+    monkeypatch.setattr(lower_dpu_ksplit_matmul.MatmulKSplit, "choose", lambda self: min(
         self.candidates(), key=lambda s: (s.depth, -s.rows, -s.cols)))
     _, smaller = compile_ksplit(tmp_path / "b", "gemm_relu")
     assert chosen < smaller

@@ -1,43 +1,45 @@
-"""Layers split over their reduction (K): f32 partial sums on the DPU, summed on ACT SHAVE.
+"""Layers split over their reduction: f32 partial sums on the DPU, summed on ACT SHAVE.
 
 A MatMul whose weights with one output row and 16 output columns do not fit a
-tile's CMX budget (K = 200,000, or a small ``cmx_budget``) cannot be cut over
-its rows or output columns any further (``lower_dpu_matmul``).  Here its K is
-cut into chunks too (multiples of 16, the DPU's channel granule): every output
-block (rows [r0, r1) by columns [c0, c1)) runs one DPU ``matmul`` per K chunk
-on that chunk's slices of the input and the weights, each writing its partial
-sums as **f32** (the DPU's output stage writes f32: the NPU compiler's
-``DPUInvariantODURewriter`` for NPU37XX, ``getOutDataWidth`` in
-``src/vpux_compiler/src/NPU37XX/dialect/VPUIPDPU/rewriters/
-dpu_invariant_block_rewriters.cpp`` of ``openvinotoolkit/npu_plugin``, maps an
-f32 output to ``ODU_DTYPE_32BIT``).  The first chunk's task adds the bias (in
-f32, once); the library kernel ``add`` (kernels/add.s, f32) on the tile's ACT
-SHAVE sums each partial into a running f32 total; the activation (``relu``,
-``clamp``, ``sigmoid``, ``tanh``, in f32) and ``convert`` (f32 -> f16) run
-once on the total, and a DMA stores the f16 block.  So a value is the f32 sum
-of its K products rounded once to f16, as the unsplit layer computes it (only
-the order of the f32 additions differs).
+tile's CMX budget (K = 200,000, or a small ``cmx_budget``), or a Convolution
+whose weights with one output row and 16 output channels do not (a huge
+C_in x KH x KW), cannot be cut over rows or output channels any further
+(``lower_dpu_matmul``, ``lower_dpu_nn``).  Then the reduction is cut into
+chunks too (K, or the input channels; multiples of 16, the DPU's channel
+granule): every output block runs one DPU task per chunk on that chunk's
+slices of the input and the weights (``lower_dpu_ksplit_matmul``,
+``lower_dpu_ksplit_conv``), each writing its partial sums as **f32** (the
+DPU's output stage writes f32: the NPU compiler's ``DPUInvariantODURewriter``
+for NPU37XX, ``getOutDataWidth`` in ``src/vpux_compiler/src/NPU37XX/dialect/
+VPUIPDPU/rewriters/dpu_invariant_block_rewriters.cpp`` of
+``openvinotoolkit/npu_plugin``, maps an f32 output to ``ODU_DTYPE_32BIT``).
+The first chunk's task adds the bias (in f32, once); the library kernel
+``add`` (kernels/add.s, f32) on the tile's ACT SHAVE sums each partial into a
+running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
+``tanh``, in f32) and ``convert`` (f32 -> f16) run once on the total, and a
+DMA stores the f16 block.  So a value is the f32 sum of its products rounded
+once to f16, as the unsplit layer computes it (only the order of the f32
+additions differs).
 
-The tasks of a block are ordered by what they read and write (``_Schedule``):
-each waits for the last writer of what it reads and for the readers since of
-what it overwrites; buffers of the same role alternate between two slots
-per tile (input and weight chunks, partials, totals), so the loads of chunk
-*j + 1* overlap the DPU task of chunk *j*, which overlaps the ACT add of chunk
-*j - 1*.  Output blocks alternate over the tiles.
+The tasks are ordered by what they read and write (``_Schedule``): each waits
+for the last writer of what it reads and for the readers since of what it
+overwrites; buffers of one role alternate between two slots per tile (input
+and weight chunks, partials, totals), so the loads of chunk *j + 1* overlap
+the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*.
+Output blocks alternate over the tiles, in rounds of one block per tile.
 
-The split (rows per block, columns per chunk, K per chunk) is the candidate
-that fits the budget whose schedule the cost model says ends first: each
-schedule is list-scheduled task by task on its queues (DMA channels, each
-tile's DPU and ACT SHAVE) with the cost model's cycles (``vpuc.cost``: DMA
-transfers, DPU variants as ``lower_dpu.split_rows`` cuts them, ACT SHAVE
-invocations at the library's measured cycles per element, docs/kernels.md).
-A layer not even one row, 16 columns and 16 of K fit is a ``VpucError`` at the
-op.
+The split (rows per block, output channels per block, reduction per chunk) is
+the candidate that fits the budget whose schedule the cost model says ends
+first: each schedule is list-scheduled task by task on its queues (DMA
+channels, each tile's DPU and ACT SHAVE) with the cost model's cycles
+(``vpuc.cost``: DMA transfers, DPU variants as ``lower_dpu.split_rows`` cuts
+them, ACT SHAVE invocations at the library's measured cycles per element,
+docs/kernels.md).  A layer not even one row, 16 output channels and 16 of the
+reduction fit is a ``VpucError`` at the op.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,19 +49,17 @@ import numpy as np
 from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import Move, move_cycles
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.fusion.blocked_program import ProgramText, label, type_text
 from vpuc.fusion.lower_dpu import DpuLayer, describe, layer_timing, split_rows_cost
-from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, variant_boxes
-from vpuc.fusion.lower_dpu_split import row_edges
-from vpuc.fusion.lower_dpu_support import const_text
-from vpuc.ir.types import ElemType, TensorType
+from vpuc.fusion.lower_dpu_channels import variant_boxes
+from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 GRANULE = 16
 # SHAVE cycles per f32 element of the library kernels (docs/kernels.md, "Measured cost")
 ACT_CYCLES_PER_ELEMENT = {"add": 0.375, "relu": 0.25, "clamp": 0.5, "sigmoid": 1.188,
                           "tanh": 0.531, "convert": 0.188}
 ACTIVATIONS = {"Relu": "relu", "Clamp": "clamp", "Sigmoid": "sigmoid", "Tanh": "tanh"}
-MAX_CANDIDATES = 4           # distinct sizes tried per dimension of the split
+MAX_PAIRS = 16               # (rows, output channels) pairs tried
 
 
 def kernel_declarations(activation: str | None) -> list[str]:
@@ -102,6 +102,7 @@ class _Schedule:
     scope: str | None = None              # the hazard key of the buffers being declared
     key_of: dict[str, str] = field(default_factory=dict)
     shape_of: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+    types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
     last_write: dict[str, int] = field(default_factory=dict)
     readers: dict[str, set[int]] = field(default_factory=dict)
 
@@ -109,6 +110,7 @@ class _Schedule:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
         self.key_of[self.p + name] = self.scope
         self.shape_of[self.p + name] = (t.dims, t.elem.nbytes)
+        self.types[f"%{self.p}{name}"] = t
         return f"%{self.p}{name}"
 
     def view(self, name: str, base: str, slices: list[str]) -> str:
@@ -208,250 +210,192 @@ class _Schedule:
 @dataclass(frozen=True)
 class Split:
     rows: int        # output rows per block (at most)
-    cols: int        # output columns per chunk (a multiple of 16, or all of N)
-    depth: int       # K per chunk (a multiple of 16, or all of K)
+    cols: int        # output channels (columns) per block: a multiple of 16, or all
+    depth: int       # the reduction per chunk: a multiple of 16, or all of it
 
 
-class MatmulKSplit:
-    """A MatMul lowered with K cut into chunks (module docstring)."""
+class KSplitLayer:
+    """What a layer split over its reduction shares: the choice of the split, the rounds of
+    blocks and chunks, the f32 totals and the epilogue.  A subclass gives its ``blocks``,
+    each block's reduction ``chunks``, the loads and DPU task of one chunk
+    (``emit_chunk``), the ``store`` of a block's f16 result, the CMX ``need`` of a split and
+    its ``candidates``."""
 
-    def __init__(self, prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
-                 tiles: int, prefix: str) -> None:
-        from vpuc.fusion.lower_dpu_matmul import _out_order   # noqa: PLC0415 (cycle)
+    # the smallest block and the reduction, for the error message
+    what, outs, reduction = "one output row", "output channels", "input channels"
+
+    def __init__(self, prog: ProgramText, layer: DpuLayer, tiles: int, prefix: str,
+                 out_elem: ElemType) -> None:
         op = layer.op
         self.prog, self.layer, self.tiles, self.p = prog, layer, tiles, prefix
-        self.a, self.b = values[op.operands[0]], values[op.operands[1]]
-        self.out = values[layer.output]
-        ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
-        ra, rb = self.a.type.rank, self.b.type.rank
-        self.a_axes = (ra - 1, ra - 2) if ta else (ra - 2, ra - 1)        # M, K
-        self.b_axes = (rb - 2, rb - 1) if tb else (rb - 1, rb - 2)        # N, K
-        self.m, self.n = self.out.type.dims[-2:]
-        self.k = self.a.type.dims[self.a_axes[1]]
-        self.items = list(itertools.product(*(range(d) for d in self.out.type.dims[:-2])))
-        self.order = _out_order(self.out.type, self.out.type.rank)
         self.timing = layer_timing(prog, op)
         self.activation = next((ACTIVATIONS[o.kind] for o in layer.chain if o.kind in ACTIVATIONS),
                                None)
         self.clamp = next(((o.attrs["min"], o.attrs["max"]) for o in layer.chain
                            if o.kind == "Clamp"), None)
-        if self.out.type.elem is not ElemType.F16:
-            raise VpucError(f"{describe(op)} does not fit a tile's CMX and needs its K split "
-                            f"into f32 partial sums, which are converted to f16 only; the layer "
-                            f"is {self.out.type.elem}", op.loc)
+        if out_elem is not ElemType.F16:
+            raise VpucError(f"{describe(op)} does not fit a tile's CMX and needs its reduction "
+                            f"split into f32 partial sums, which are converted to f16 only; the "
+                            f"layer is {out_elem}", op.loc)
 
-    # ---------------------------------------------------------------- CMX and cost
-
-    def need(self, s: Split) -> int:
-        """CMX bytes of a tile: two slots of input and weight chunks (with a staging copy
-        where ``load_matrix`` makes one), two f32 partials, two f32 totals, the f16 result,
-        the bias."""
-        kp, cp = aligned(s.depth), aligned(s.cols)
-        ea, eb = self.a.type.elem.nbytes, self.b.type.elem.nbytes
-        x, w = s.rows * kp * ea, cp * kp * eb
-        staged = (x if self._staged(self.a, self.a_axes, s.rows, s.depth) else 0) + (
-            w if self._staged(self.b, self.b_axes, s.cols, s.depth) else 0)
-        bias = 4 * cp if self.layer.bias is not None else 0
-        return 2 * (x + w + staged) + 4 * s.rows * cp * 4 + s.rows * cp * 2 + bias
-
-    @staticmethod
-    def _staged(v: Value, axes: tuple[int, int], rows: int, depth: int) -> bool:
-        """Whether ``load_matrix`` copies a chunk through a staging buffer (a transposing
-        copy of a square block)."""
-        k = v.type.dims[axes[1]]
-        return v.type.rank == 2 and axes[0] == 1 and rows in (min(depth, k), k % depth)
-
-    def candidates(self) -> list[Split]:
-        """Splits that fit: per rows and columns, the fewest K chunks that fit (balanced)
-        and twice as many."""
-        budget = self.prog.cmx_budget
-        rows = sorted({math.ceil(self.m / c) for c in range(1, self.m + 1)}, reverse=True)
-        cols = sorted({min(self.n, math.ceil(math.ceil(self.n / p) / GRANULE) * GRANULE)
-                       for p in range(1, self.n + 1)}, reverse=True)
-        out = []
-        for r in rows:
-            for c in cols:
-                fewest = next((p for p in _chunk_counts(self.k)
-                               if self.need(Split(r, c, _depth(self.k, p))) <= budget), None)
-                if fewest is None:
-                    continue
-                out += [Split(r, c, _depth(self.k, p)) for p in _chunk_counts(self.k)
-                        if fewest <= p <= 2 * fewest][:2]
-                if len({(s.rows, s.cols) for s in out}) >= MAX_CANDIDATES ** 2:
-                    return out
-        return out
+    # subclass interface
+    def blocks(self, s: Split) -> list: raise NotImplementedError
+    def chunks(self, block, s: Split) -> list[tuple[int, int]]: raise NotImplementedError
+    def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
+                   chunk: tuple[int, int], first: bool) -> str: raise NotImplementedError
+    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None: raise NotImplementedError
+    def need(self, s: Split) -> int: raise NotImplementedError
+    def candidates(self) -> list[Split]: raise NotImplementedError
+    def least(self) -> Split: raise NotImplementedError
+    def declare(self, sch: _Schedule) -> None: pass
 
     def choose(self) -> Split:
         op = self.layer.op
         options = self.candidates()
         if not options:
-            least = Split(1, min(self.n, GRANULE), min(self.k, GRANULE))
+            least = self.least()
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {self.need(least)} bytes "
-                            f"with one matrix row, {least.cols} output columns and {least.depth} "
-                            f"of K per block (K split into f32 partial sums) over a budget of "
-                            f"{self.prog.cmx_budget}", op.loc)
+                            f"with {self.what}, {least.cols} {self.outs} and {least.depth} of "
+                            f"{self.reduction} per block ({self.reduction} split into f32 "
+                            f"partial sums) over a budget of {self.prog.cmx_budget}", op.loc)
         return min(options, key=lambda s: (self.schedule(s).makespan(), -s.depth, -s.rows))
 
-    # ---------------------------------------------------------------- the tasks
+    def fitting(self, rows: list[int], cols: list[int], depths: list[int]) -> list[Split]:
+        """For each (rows, cols), widest first, the deepest chunk that fits (``depths``
+        largest first: CMX need falls with the depth) and the one about half as deep; at
+        most ``MAX_PAIRS`` pairs."""
+        out: list[Split] = []
+        for r in rows:
+            for c in cols:
+                lo, hi = 0, len(depths)          # the first depth that fits, by bisection
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if self.need(Split(r, c, depths[mid])) <= self.prog.cmx_budget:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                if lo == len(depths):
+                    continue
+                best = depths[lo]
+                half = next((d for d in depths[lo:] if 2 * d <= best), None)
+                out += [Split(r, c, best)] + ([Split(r, c, half)] if half else [])
+                if len({(x.rows, x.cols) for x in out}) >= MAX_PAIRS:
+                    return out
+        return out
 
     def schedule(self, s: Split) -> _Schedule:
         """Every task of the layer under split ``s``, in program order: output blocks in
-        rounds of one per tile, their K chunks interleaved, then each block's epilogue."""
-        from vpuc.fusion.lower_dpu_matmul import _batch_index, load_matrix  # noqa: PLC0415
+        rounds of one per tile, their chunks interleaved, then each block's epilogue."""
         sch = _Schedule(self.p, self.timing, self.prog.dma_channels)
         sch.prog.kernels = kernel_declarations(self.activation)
-        blocks = [(item, r, c) for item in self.items
-                  for c in _edges(self.n, s.cols) for r in _edges(self.m, s.rows)]
-        kchunks = _edges(self.k, s.depth)
-        bias = None
-        if self.layer.bias is not None:
-            bias = padded_vector(self.layer.bias, aligned(self.n))
-            sch.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = "
-                                    f"{const_text(bias, self.p + 'bias')}")
-        counter = [0] * self.tiles          # K chunks so far per tile: the slot parity
+        self.declare(sch)
+        blocks = self.blocks(s)
+        counter = [0] * self.tiles          # chunks so far per tile: the slot parity
         totals = [0] * self.tiles           # f32 totals so far per tile
-        out_batch = self.out.type.dims[:-2]
         for first in range(0, len(blocks), self.tiles):
             round_ = list(enumerate(blocks[first:first + self.tiles]))
+            chunks = {t: self.chunks(block, s) for t, block in round_}
             current: dict[int, str] = {}
-            for j, (k0, k1) in enumerate(kchunks):
-                for t, (item, (r0, r1), (c0, c1)) in round_:
-                    g, b = counter[t], first + t
-                    slot = g % 2
-                    tag = f"b{b}k{j}"
-                    cp = aligned(c1 - c0)
-                    sch.scope = f"t{t}.x{slot}"
-                    x = load_matrix(sch, f"a.{tag}", self.a,
-                                    _batch_index(self.a.type.dims, out_batch, item),
-                                    self.a_axes[0], (r0, r1), self.a_axes[1], t, "", [],
-                                    pad=(r1 - r0, aligned(k1 - k0)), cols=(k0, k1))
-                    sch.scope = f"t{t}.w{slot}"
-                    w = load_matrix(sch, f"w.{tag}", self.b,
-                                    _batch_index(self.b.type.dims, out_batch, item),
-                                    self.b_axes[0], (c0, c1), self.b_axes[1], t, "", [],
-                                    pad=(cp, aligned(k1 - k0)), cols=(k0, k1))
-                    clause, reads = "", [x, w]
-                    if j == 0 and bias is not None:
-                        sch.scope = f"t{t}.bias"
-                        cmx = sch.cmx(f"bias.{tag}", TensorType((cp,), ElemType.F32,
-                                                                _vector_order()), t)
-                        sch.dma(f"load_bias.{tag}",
-                                sch.view(f"bias.v{tag}", f"{self.p}bias", [f"{c0}:{c0 + cp}"]),
-                                cmx, 0)
-                        clause, reads = f" bias({cmx})", reads + [cmx]
-                    sch.scope = f"t{t}.p{slot}"
-                    part = sch.cmx(f"part.{tag}", TensorType((r1 - r0, cp), ElemType.F32,
-                                                             self.order), t)
-                    self._dpu(sch, tag, t, x, w, clause, part, reads, (r1 - r0, cp, k1 - k0))
+            for j in range(max(len(c) for c in chunks.values())):
+                for t, block in round_:
+                    if j >= len(chunks[t]):
+                        continue
+                    tag = f"b{first + t}k{j}"
+                    part = self.emit_chunk(sch, tag, t, counter[t] % 2, block, chunks[t][j],
+                                           j == 0)
+                    counter[t] += 1
                     if j > 0:
-                        sch.scope = f"t{t}.acc{totals[t] % 2}"
-                        total = sch.cmx(f"acc.{tag}", TensorType((r1 - r0, cp), ElemType.F32,
-                                                                 self.order), t)
-                        totals[t] += 1
-                        self._act(sch, f"add.{tag}", "ksplit_add_f32", t, [current[t], part],
-                                  total, (r1 - r0) * cp)
+                        total = self._total(sch, f"acc.{tag}", t, sch.types[part], totals)
+                        self.act(sch, f"add.{tag}", "ksplit_add_f32", t, [current[t], part], total)
                         part = total
                     current[t] = part
-                    counter[t] += 1
-            for t, (item, (r0, r1), (c0, c1)) in round_:
-                self._epilogue(sch, f"b{first + t}", t, item, (r0, r1), (c0, c1), current[t],
-                               totals)
+            for t, block in round_:
+                self._epilogue(sch, f"b{first + t}", t, block, current[t], totals)
         return sch
 
-    def _dpu(self, sch: _Schedule, tag: str, t: int, x: str, w: str, bias: str, part: str,
-             reads: list[str], shape: tuple[int, int, int]) -> None:
-        rows, cp, depth = shape
+    def _total(self, sch: _Schedule, name: str, t: int, f32: TensorType, totals: list[int]) -> str:
+        sch.scope = f"t{t}.acc{totals[t] % 2}"
+        totals[t] += 1
+        return sch.cmx(name, f32, t)
 
-        def workload_of(r: int) -> DpuWorkload:
-            return DpuWorkload(op="matmul", elem=self.a.type.elem.value, width=r, height=1,
-                               channels=cp, in_channels=aligned(depth),
-                               in_bytes=self.a.type.elem.nbytes, out_bytes=4,
-                               weight_bytes=self.b.type.elem.nbytes)
-
+    def dpu(self, sch: _Schedule, tag: str, t: int, head: str, reads: list[str], part: str,
+            extent: tuple[tuple[int, int], int, tuple[int, int]],
+            workload_of: Callable[[int], DpuWorkload]) -> None:
+        """One DPU task writing ``part``: ``head`` (``dpu OP on tile ...`` up to its window),
+        its rows split into the variants and modes the cost model finds cheapest."""
+        x, rows, z = extent
         runs, cycles = split_rows_cost(rows, workload_of, self.timing)
-        head = f"  {label(self.p)}c.{tag}: dpu matmul on tile {t} in({x}) weights({w}){bias} out({part})"
-        body = [f"    variant start(0, {a}, {z0}) end(0, {b - 1}, {z1}) mode({mode})"
-                for a, b, z0, z1, mode in variant_boxes("matmul", runs, (0, cp - 1))]
+        text = f"  {label(self.p)}c.{tag}: {head}"
+        body = [f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, {z1}) mode({mode})"
+                for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z)]
         sch.add("dpu", ("dpu", t), reads, [part], cycles,
-                lambda c: [head + c + " {"] + body + ["  }"])
+                lambda c: [text + c + " {"] + body + ["  }"])
 
-    def _act(self, sch: _Schedule, name: str, kernel: str, t: int, ins: list[str], out: str,
-             elements: int, scalars: tuple[float, ...] = ()) -> None:
-        which = kernel.split("_")[1]
-        cycles = (self.timing.dispatch["ACT_SHAVE"]
-                  + elements * ACT_CYCLES_PER_ELEMENT[which] * self.timing.shave_cycle)
+    def act(self, sch: _Schedule, name: str, kernel: str, t: int, ins: list[str], out: str,
+            scalars: tuple[float, ...] = ()) -> None:
+        """One ACT SHAVE invocation of a library kernel over the whole of ``out``."""
+        elements = math.prod(sch.types[out].dims)
+        cycles = (self.timing.dispatch["ACT_SHAVE"] + elements
+                  * ACT_CYCLES_PER_ELEMENT[kernel.split("_")[1]] * self.timing.shave_cycle)
         binds = ", ".join(f"{v} as %a{i}" for i, v in enumerate(ins))
         region = [f"    %c{i} = const {v!r} : f16" for i, v in enumerate(scalars)]
-        args = [f"%a{i}" for i in range(len(ins))] + ["%r0"] + [f"%c{i}" for i in range(len(scalars))]
-        head = f"  {label(self.p)}{name}: sw @{kernel} on tile {t} inputs({binds}) outputs({out} as %r0)"
+        args = ([f"%a{i}" for i in range(len(ins))] + ["%r0"]
+                + [f"%c{i}" for i in range(len(scalars))])
+        head = (f"  {label(self.p)}{name}: sw @{kernel} on tile {t} inputs({binds}) "
+                f"outputs({out} as %r0)")
         sch.add("act", ("act", t), ins, [out], cycles,
                 lambda c: [head + c + " {"] + region + [f"    run({', '.join(args)})", "  }"])
 
-    def _epilogue(self, sch: _Schedule, tag: str, t: int, item: tuple, rows: tuple[int, int],
-                  cols: tuple[int, int], total: str, totals: list[int]) -> None:
-        """The activation on the f32 total, the conversion to f16, the store of the real
-        columns."""
-        (r0, r1), (c0, c1) = rows, cols
-        cp = aligned(c1 - c0)
-        f32 = TensorType((r1 - r0, cp), ElemType.F32, self.order)
+    def _epilogue(self, sch: _Schedule, tag: str, t: int, block, total: str,
+                  totals: list[int]) -> None:
+        """The activation on the f32 total, the conversion to f16, the store."""
+        f32 = sch.types[total]
         if self.activation is not None:
-            sch.scope = f"t{t}.acc{totals[t] % 2}"
-            result = sch.cmx(f"act.{tag}", f32, t)
-            totals[t] += 1
+            result = self._total(sch, f"act.{tag}", t, f32, totals)
             scalars = _f16_bounds(*self.clamp) if self.activation == "clamp" else ()
-            self._act(sch, f"act.{tag}", f"ksplit_{self.activation}_f32", t, [total], result,
-                      (r1 - r0) * cp, scalars)
+            self.act(sch, f"act.{tag}", f"ksplit_{self.activation}_f32", t, [total], result,
+                     scalars)
             total = result
         sch.scope = f"t{t}.out"
-        y = sch.cmx(f"out.{tag}", TensorType((r1 - r0, cp), ElemType.F16, self.order), t)
-        self._act(sch, f"convert.{tag}", "ksplit_convert_f32_f16", t, [total], y, (r1 - r0) * cp)
-        if cp != c1 - c0:                        # only the real columns are stored
-            y = sch.view(f"out.r{tag}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
-        dst = sch.view(f"out.v{tag}", self.out.name,
-                       [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"])
-        sch.dma(f"store.{tag}", y, dst, self.prog.store_channel)
+        y = sch.cmx(f"out.{tag}", TensorType(f32.dims, ElemType.F16, f32.order), t)
+        self.act(sch, f"convert.{tag}", "ksplit_convert_f32_f16", t, [total], y)
+        self.store(sch, tag, t, block, y)
+
+    def emit(self, gate: tuple[str, ...], finish: str | None) -> Split:
+        """Choose the split, add its tasks to the program; the split."""
+        split = self.choose()
+        self.schedule(split).commit(self.prog, gate, finish)
+        return split
 
 
-def emit_matmul_ksplit(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
-                       prefix: str, gate: tuple[str, ...], finish: str | None) -> Split:
-    """Lower ``layer`` (a MatMul) with K split (module docstring); the split chosen."""
-    lowering = MatmulKSplit(prog, layer, values, tiles, prefix)
-    split = lowering.choose()
-    lowering.schedule(split).commit(prog, gate, finish)
-    return split
+def depths(total: int) -> list[int]:
+    """The distinct chunk sizes of a reduction of ``total`` (multiples of 16, balanced over
+    the chunk count), largest (fewest chunks) first."""
+    out, parts = [], 1
+    while True:
+        depth = min(total, math.ceil(math.ceil(total / parts) / GRANULE) * GRANULE)
+        if not out or depth < out[-1]:
+            out.append(depth)
+        if depth <= GRANULE:
+            return out
+        parts = max(parts + 1, math.ceil(total / (depth - GRANULE)))
 
 
-def _chunk_counts(k: int) -> list[int]:
-    """The distinct chunk counts of K in multiples of 16, fewest first."""
-    counts, last = [], None
-    for parts in range(1, math.ceil(k / GRANULE) + 1):
-        depth = _depth(k, parts)
-        if depth != last:
-            counts.append(math.ceil(k / depth))
-            last = depth
-    return sorted(set(counts))
-
-
-def _depth(k: int, parts: int) -> int:
-    """K per chunk for about ``parts`` chunks: a multiple of 16, or all of K."""
-    return min(k, math.ceil(math.ceil(k / parts) / GRANULE) * GRANULE)
-
-
-def _edges(extent: int, size: int) -> list[tuple[int, int]]:
-    if size >= extent:
-        return [(0, extent)]
+def edges(extent: int, size: int) -> list[tuple[int, int]]:
+    """[0, extent) cut into runs of ``size`` (the last shorter)."""
     return [(a, min(a + size, extent)) for a in range(0, extent, size)]
 
 
-def _vector_order():
-    from vpuc.ir.types import DimsOrder   # noqa: PLC0415
-    return DimsOrder.identity(1)
+def row_counts(extent: int) -> list[int]:
+    """The distinct block heights of ``extent`` rows, tallest first."""
+    return sorted({math.ceil(extent / c) for c in range(1, extent + 1)}, reverse=True)
+
+
+def vector(size: int) -> TensorType:
+    return TensorType((size,), ElemType.F32, DimsOrder.identity(1))
 
 
 def _f16_bounds(low: float, high: float) -> tuple[float, float]:
     """Clamp bounds as the kernel's f16 scalars (beyond f16's range: its largest finite)."""
     top = float(np.finfo(np.float16).max)
     return (float(np.float16(max(low, -top))), float(np.float16(min(high, top))))
-
-
-__all__ = ["emit_matmul_ksplit", "Split", "MatmulKSplit", "row_edges"]

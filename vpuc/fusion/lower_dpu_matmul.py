@@ -34,7 +34,7 @@ from vpuc.fusion import lower_dpu
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
-from vpuc.fusion.lower_dpu_ksplit import emit_matmul_ksplit
+from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
