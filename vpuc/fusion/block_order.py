@@ -11,9 +11,9 @@ task gets a **slot** ``s`` (it goes after blocks ``0..s-1`` and before block
 - ``before(t)``: the first block whose entry (its ``waits``) ``t`` reaches;
   ``t`` must precede it.
 
-A task takes the earliest slot its ``after`` and the task ahead of it in its
-queue allow (tasks bound to no block run before the blocks); a slot past its
-``before`` means a queue that would deadlock, and a task that touches a
+A task takes the earliest slot its ``after`` allows (tasks bound to no block
+run before the blocks; queue order is part of the reach, so a queue keeps its
+order); ``after >= before`` is a deadlock, and a task that touches a
 block's interface tensor (writes what the block reads or writes, reads what
 it writes) with neither bound is a race: both are errors at the task.
 
@@ -160,25 +160,16 @@ def _name(task) -> str:
 
 
 def _slots(hand: list, blocks: list[Block], after: list[int], before: list[int]) -> list[int]:
-    slots: list[int] = []
-    ahead: dict[tuple, tuple[int, object]] = {}
+    """Each task's slot: right after the last block it must follow.  Queue order is an
+    edge of the reach, so a task's slot is never below the one ahead of it in its queue."""
     for i, (_, task) in enumerate(hand):
-        q = queue_of(task)
-        prev_slot, prev = ahead.get(q, (0, None))
-        slot = max(after[i] + 1, prev_slot)
         if after[i] >= before[i]:
-            raise VpucError(f"{_name(task)} both waits for graph @{blocks[after[i]].graph.name}"
-                            f" and is waited for by graph @{blocks[before[i]].graph.name} "
-                            "(through barriers), which runs no later: a deadlock", task.loc)
-        if slot > before[i]:
-            raise VpucError(f"{_name(task)} must run before graph "
-                            f"@{blocks[before[i]].graph.name} (a barrier it updates leads to "
-                            f"the graph's waits), but {_name(prev)} ahead of it in its queue "
-                            f"must run after graph @{blocks[slot - 1].graph.name}: the queue "
-                            "would deadlock; move it ahead or onto another queue", task.loc)
-        slots.append(slot)
-        ahead[q] = (slot, task)
-    return slots
+            raise VpucError(
+                f"{_name(task)} must run after graph @{blocks[after[i]].graph.name} (barriers "
+                "lead from the graph's updates to it) and before graph "
+                f"@{blocks[before[i]].graph.name} (barriers and its queue's order lead from "
+                "it to the graph's waits), which runs no later: a deadlock", task.loc)
+    return [a + 1 for a in after]
 
 
 def _check_interface(module: Module, hand: list, blocks: list[Block], after: list[int],

@@ -21,8 +21,9 @@ RESULT_KINDS = (BufferKind.OUTPUT, BufferKind.DDR)
 
 
 def result_values(graph: Graph) -> list[GraphOp]:
-    """The ops defining the values ``graph`` returns (one per Result, in order)."""
-    defined = {op.result: op for op in graph.ops if op.result is not None}
+    """The ops defining the values ``graph`` computes and returns (a Parameter or Constant
+    returned unchanged writes nothing; lowering rejects it)."""
+    defined = {op.result: op for op in graph.ops if op.result is not None and not op.is_source}
     return [defined[r.operands[0]] for r in graph.results
             if r.operands and r.operands[0] in defined]
 
@@ -48,7 +49,7 @@ def check_graph_blocks(module: Module, symbols: SymbolTable, bag: DiagnosticBag)
                 continue
             if buffer.kind not in RESULT_KINDS:
                 bag.error(op.loc, f"graph @{graph.name} returns %{op.result}, but %{op.result} "
-                          f"is declared as a {buffer.kind} buffer; a Result writes an 'output' "
+                          f"is declared as {_a(buffer.kind)} buffer; a Result writes an 'output' "
                           "or 'ddr' buffer", ((buffer.loc, "declared here"),))
             elif buffer.type != op.type:
                 bag.error(op.loc, f"graph @{graph.name} returns %{op.result} as {op.type}, but "
@@ -63,7 +64,7 @@ def _check_parameter(graph, op, symbols, returned, later, read, bag) -> None:
     if buffer is not None:
         if buffer.kind not in PARAMETER_KINDS:
             bag.error(op.loc, f"graph @{graph.name} reads %{name}, but %{name} is declared as "
-                      f"a {buffer.kind} buffer; a Parameter reads a DDR buffer (input, ddr, "
+                      f"{_a(buffer.kind)} buffer; a Parameter reads a DDR buffer (input, ddr, "
                       "output, const)", ((buffer.loc, "declared here"),))
         elif buffer.type != op.type:
             bag.error(op.loc, f"graph @{graph.name} reads %{name} as {op.type}, but the "
@@ -107,3 +108,7 @@ def _check_sync(module: Module, symbols: SymbolTable, bag: DiagnosticBag) -> Non
                           "or graph block updates: the wait would order nothing; expected a "
                           "task that updates it")
 
+
+
+def _a(kind) -> str:
+    return f"an {kind}" if str(kind)[0] in "aeiou" else f"a {kind}"
