@@ -644,7 +644,7 @@ SCAN_OPS = ["vadd.f32", "vmax.f32", "vmin.f32", "vmax.f16", "vmin.f16"]
 
 def special_fill(seed: int):
     """Random halves, with NaNs (quiet and signalling, either sign), infinities and
-    zeros of both signs sprinkled in when the seed says so."""
+    zeros of both signs sprinkled in when the random seed asks for them."""
     def fill(arrays):
         random_fill(seed)(arrays)
         if seed % 3:
