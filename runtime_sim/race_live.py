@@ -3,7 +3,7 @@
 Accesses are grouped by the exact bytes they touch (a *group*: memory, span
 and, for a strided region, its byte intervals).  A group that has live
 accesses is indexed by its byte intervals (its span when it has more than
-``MAX_ROWS`` of them), in sorted lists per memory and per power-of-two length,
+``MAX_ROWS`` of them), in sorted lists per memory and per power-of-four length,
 so the intervals meeting a given one are a bisection and a short walk away.
 A unit's access finds there the live groups whose intervals meet its own, and
 only for a pair that could race (another unit, one of them writing, not
@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 PAGE_BITS = 14            # 16 KiB pages: races are reported in page order
-MAX_ROWS = 64             # a group with more byte intervals is indexed by its span
+MAX_ROWS = 16             # a group with more byte intervals is indexed by its span
 
 Entry = tuple[int, bool, str, int]          # (unit, writes, name, sequence)
 Access = tuple["Group", bool, str]          # (group, writes, name)
@@ -50,7 +50,7 @@ class Group:
             cells = [(lo, hi)]
         else:
             cells = [(int(a), int(b)) for a, b in rows]
-        self.cells = [(a, b, (b - a).bit_length()) for a, b in cells]
+        self.cells = [(a, b, ((b - a).bit_length() + 1) >> 1) for a, b in cells]
 
 
 class LiveAccesses:
@@ -58,7 +58,7 @@ class LiveAccesses:
         self.groups: dict[tuple, Group] = {}
         self.by_index: list[Group] = []
         # memory -> length class -> sorted (first byte, past the last, group index) of the
-        # intervals of the groups with live accesses; class c holds lengths < 2**c.
+        # intervals of the groups with live accesses; class c holds lengths < 4**c.
         self.index: dict[tuple, dict[int, list[tuple[int, int, int]]]] = {}
         self.shared: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.sequence = 0
@@ -94,9 +94,12 @@ class LiveAccesses:
         ordered: dict[int, bool] = {}
         races: list[Found] = []
         visits = 0
+        nears = []
         for group, write, name in accesses:
             found = None
-            for other in self._near(group):
+            near = self._near(group)
+            nears.append(near)
+            for other in near:
                 for entry in other.live:
                     visits += 1
                     u = entry[0]
@@ -117,14 +120,18 @@ class LiveAccesses:
                 found.sort(key=lambda f: f[:2])
                 races += [(entry, other, (unit, write, name), group, shared)
                           for _, _, entry, other, shared in found]
+        entered: list[Group] = []           # groups this unit's accesses made live
         for group, write, name in accesses:
+            near = nears.pop(0)
             self.sequence += 1
             if group.hi <= group.lo:
                 continue                    # touches no byte: never races, never retires
             if group.rows is None:          # only an access covering its whole span retires
                 lo, hi = group.lo, group.hi
-                for other in self._near(group):
-                    if lo <= other.lo and other.hi <= hi and (
+                if entered:
+                    near = near + [g for g in entered if g.key == group.key and g not in near]
+                for other in near:
+                    if other.live and lo <= other.lo and other.hi <= hi and (
                             other.rows is None or self.overlap(group, other) is not None):
                         visits += len(other.live)
                         other.live = [e for e in other.live
@@ -134,6 +141,7 @@ class LiveAccesses:
                             self._leave(other)
             if not group.live:
                 self._enter(group)
+                entered.append(group)
             group.live.append((unit, write, name, self.sequence))
         self.visits += visits
         return races
@@ -167,7 +175,7 @@ class LiveAccesses:
         near: dict[int, None] = {}
         for lo, hi, _ in group.cells:
             for length, cells in index.items():
-                i = bisect_left(cells, (lo - (1 << length),))
+                i = bisect_left(cells, (lo - (1 << 2 * length),))
                 for i in range(i, len(cells)):
                     first, last, other = cells[i]
                     if first >= hi:

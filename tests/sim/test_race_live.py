@@ -123,7 +123,7 @@ def _span(draw):
         return key, lo, lo + draw(st.integers(1, PAGE + PAGE // 2)), None
     chunk = draw(st.sampled_from([32, 64, 128, 512]))
     stride = chunk * draw(st.sampled_from([2, 3, 4, 16, 64]))
-    count = draw(st.integers(2, 80))                  # more than MAX_ROWS: indexed by span
+    count = draw(st.integers(2, 40))                  # more than MAX_ROWS: indexed by span
     starts = lo + stride * np.arange(count, dtype=np.int64)
     rows = np.stack([starts, starts + chunk], axis=1)
     return key, lo, int(rows[-1, 1]), rows
