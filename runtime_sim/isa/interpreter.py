@@ -27,6 +27,8 @@ import numpy as np
 from runtime_sim.isa.cycles import CYCLES, Cost, finish, issue, new_ready
 from runtime_sim.isa.memory import AccessFault, WindowMemory
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS, SEMANTICS, operand_access
+from runtime_sim.isa.unbatched import MEMORY as UNBATCHED_MEMORY
+from runtime_sim.isa.unbatched import OPS as UNBATCHED_OPS
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.disassembler import format_instruction
 from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
@@ -154,7 +156,8 @@ class Program:
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
         """A closure running one instruction on R; returns None (fall through), the
         index to branch to, HALT, or BAD_TARGET (a taken branch leaving .text)."""
-        fn, kind = sem.fn, sem.kind
+        kind = sem.kind
+        fn = UNBATCHED_OPS.get(sem.mnemonic) or UNBATCHED_MEMORY.get(sem.mnemonic) or sem.fn
         get = itemgetter(*reads) if len(reads) > 1 else (
             (lambda R, k=reads[0]: (R[k],)) if reads else (lambda R: ()))
         if kind in ("op", "load"):
