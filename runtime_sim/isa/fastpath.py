@@ -239,7 +239,7 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     number.  Returns the memory footprints and the first iteration that exits."""
     aff = {key: _induction(plan, R, key) for key in plan.induction}
     footprints = []
-    for op in plan.ops[:-1]:
+    for op in plan.affine_ops:
         if op.memory is not None:
             footprint = _footprint(op, aff, plan, R)
             if footprint is not None:

@@ -97,10 +97,16 @@ class LoopPlan:
 
     updates: dict[int, int] = field(init=False)          # position -> induction key
     scans: dict[int, int] = field(init=False)            # position -> accumulator key
+    affine_ops: list[BodyOp] = field(init=False)         # the body, less vector arithmetic
 
     def __post_init__(self) -> None:
         self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}
         self.scans = {pos: key for key, acc in self.accumulators.items() for pos in acc.positions}
+        # what the per-entry affine walk needs: accesses and scalar writes (vector
+        # arithmetic never makes an address or a trip count)
+        self.affine_ops = [op for op in self.ops[:-1] if op.memory is not None
+                           or op.position in self.updates
+                           or any(key < NUM_SREGS for key in op.writes)]
 
     @property
     def length(self) -> int:
