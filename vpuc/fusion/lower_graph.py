@@ -67,6 +67,7 @@ from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize, spans)
+from vpuc.fusion.act_split import tail_split
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -299,7 +300,31 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                         f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
                         f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
-    chunk = master[axis] // blocks if axis is not None else None
+    runs = [(blocks, master[axis] // blocks if axis is not None else None, 0)]
+    if axis is not None and blocks == chosen:
+        total = sum(v.type.nbytes for v in seg_values)
+        cut = tail_split(master[axis], blocks, total, prog.cmx_budget, tiles)
+        if cut is not None:         # a main run of equal blocks, then a tail block
+            main, size = cut
+            runs = [(main, size, 0), (1, master[axis] - main * size, main * size)]
+    for i, (count, chunk, offset) in enumerate(runs):
+        stages = _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
+                             library, made, nhwc, seg_values, axis, chunk)
+        last = i == len(runs) - 1
+        emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
+                    extent=count * chunk if axis is not None else 1, blocks=count, tiles=tiles,
+                    prefix=prefix + ("tail." if i else ""), gate=gate,
+                    finish=finish if last else None, offset=offset,
+                    first_tile=runs[0][0] % tiles if i else 0)
+
+
+def _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
+                library: dict[int, LibraryCall], made: dict[tuple, str], nhwc: bool,
+                seg_values: list[Value], axis: int | None, chunk: int | None) -> list[Stage]:
+    """The block pipeline's stages for blocks of ``chunk`` elements along ``axis`` (None:
+    whole tensors): library kernels, and one kernel generated per subgraph body at that
+    size (an equal body, MobileNet's repeated blocks, shares one)."""
+    rank = len(seg.master)
     halves = 2 if chunk is not None and chunk % 2 == 0 else 1
     type_of = {v.name: v.type for v in seg_values}
     stages = []
@@ -322,11 +347,15 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
             body = retype(body, axis, rank, chunk // parts)
         if nhwc:
             body = nhwc_ports(body)
-        key = body_key(body)            # an equal body (MobileNet's repeated blocks): one kernel
+        key = body_key(body)
         if key in made:
             stages.append(Stage(made[key], ins, outs, parts=parts))
             continue
-        name = made[key] = sanitize(f"{graph.name}.{sub.name}")
+        name = base = sanitize(f"{graph.name}.{sub.name}")
+        taken, n = set(made.values()), 1
+        while name in taken:                    # the same subgraph at a tail's size
+            name, n = f"{base}.{n}", n + 1
+        made[key] = name
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
         kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
@@ -334,9 +363,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
         prog.kernels.append(f"kernel @{name}({params}) from generated")
         stages.append(Stage(name, ins, outs, parts=parts))
-    emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
-                extent=master[axis] if axis is not None else 1, blocks=blocks, tiles=tiles,
-                prefix=prefix, gate=gate, finish=finish)
+    return stages
 
 
 def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],

@@ -28,7 +28,8 @@ on program text:
    constant region (a layer's weights into each tile, a pipeline's constants
    into each slot), the first load reads DDR and the others copy its CMX buffer
    (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its own that
-   only that first load updates.
+   only that first load updates (and on its gate still when it is not
+   prefetched: weights past ``EARLY_CMX_BYTES`` are shared too).
 
 Segments still run one after another (each waits for its predecessor's last
 store); their values still go through DDR (activations resident in CMX between
@@ -161,14 +162,14 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
                 continue
             gate = task.waits[0] if task.waits else ""
             room = (gate, dst.root.tile)
-            if early_bytes.get(room, 0) + dst.root.type.nbytes > EARLY_CMX_BYTES:
-                continue                  # CMX the running segment may need: load in turn
-            early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
-            if dst.root.name not in dma_read:
-                early[id(task)] = gate
-            task.waits = ()                                   # 2: prefetch
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
+            if early_bytes.get(room, 0) + dst.root.type.nbytes <= EARLY_CMX_BYTES:
+                early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
+                if dst.root.name not in dma_read:
+                    early[id(task)] = gate
+                task.waits = ()                               # 2: prefetch
+            # else: CMX the running segment may need: it loads in turn, after its gate
             if seen is None:
                 if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
                         and dst.type.nbytes == dst.root.type.nbytes:
@@ -218,4 +219,4 @@ def _copy_from(module: Module, first: DmaTask, task: DmaTask) -> None:
         first.updates = tuple(first.updates) + (name,)
     task.src = first.dst
     task.mode = DmaMode.COPY
-    task.waits = (name,)
+    task.waits = (name,) + tuple(task.waits)      # a load kept after its gate stays there
