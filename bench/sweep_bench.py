@@ -24,10 +24,7 @@ import argparse
 import json
 import logging
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,9 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vpuc.sweep.dask_processes import start_scheduler, start_worker, stop_session  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 1.7
-DASK = Path(sys.executable).parent / "dask"
 
 
 def _warm(model: str) -> int:
@@ -48,38 +46,20 @@ def _warm(model: str) -> int:
     return len(api.write_blob(api.compile(model, report=api.CompileReport())))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def process_cluster(workers: int):
     """A scheduler and ``workers`` worker processes, each in its own session; stopped by id."""
     from dask.distributed import Client
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    quiet = {**os.environ, "DASK_LOGGING__DISTRIBUTED": "error"}
-    start = lambda *args: subprocess.Popen(  # noqa: E731
-        [str(DASK), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, env=quiet)
-    procs = [start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                   "--no-dashboard")]
+    scheduler, address = start_scheduler()
+    procs = [scheduler]
     try:
-        procs += [start("worker", address, "--nthreads", "1", "--no-dashboard", "--host",
-                        "127.0.0.1") for _ in range(workers)]
+        procs += [start_worker(address) for _ in range(workers)]
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(workers, timeout=120)
             yield address, client
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for p in reversed(procs):      # workers first: none waits on a scheduler gone
+            stop_session(p)
 
 
 @contextmanager

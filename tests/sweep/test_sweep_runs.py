@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweep.cluster import start_worker, stop, wait_for_workers
+from tests.sweep.cluster import wait_for_workers
+from vpuc.sweep.dask_processes import start_worker, stop_session
 from vpuc.sweep.engine import default_cache_dir, run_sweep
 from vpuc.sweep.results import read_results
 from vpuc.sweep.spec import load_spec
@@ -113,7 +114,7 @@ def test_scheduler_sweep_survives_a_killed_worker(dask_scheduler, spec_file, ser
         assert killed, "the victim worker never held a point while the sweep ran"
         assert extra.wait(10) == -signal.SIGKILL
     finally:
-        stop(extra)
+        stop_session(extra)
     assert stats.computed == 16 and stats.failed == 0
     assert rows_by_id(out) == serial
 
@@ -236,7 +237,7 @@ cmx_budget = [8000, 16384, 65536, 1048576]
 
 
 def test_an_unreachable_scheduler_is_an_error(spec_file, tmp_path, capsys, monkeypatch):
-    from tests.sweep.cluster import free_port
+    from vpuc.sweep.dask_processes import free_port
     from vpuc.cli import main
     monkeypatch.setattr("vpuc.sweep.engine.CONNECT_TIMEOUT", "1s")
     code = main(["sweep", str(spec_file), "-o", str(tmp_path / "out"), "--scheduler",
