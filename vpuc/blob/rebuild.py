@@ -46,13 +46,19 @@ _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: Ac
 class _Checker:
     def __init__(self, file: str) -> None:
         self.file = file
+        # Names already matched, per pattern: aliases and kernel names repeat on every task.
+        self._matched: dict[re.Pattern, set[str]] = {_NAME: set(), _LABEL: set()}
 
     def fail(self, where: str, message: str) -> VpucError:
         return VpucError(f"{self.file}: blob {where}: {message}")
 
     def name(self, where: str, text, pattern=_NAME) -> str:
+        matched = self._matched[pattern]
+        if text in matched and type(text) is str:
+            return text
         if not isinstance(text, str) or not pattern.fullmatch(text):
             raise self.fail(where, f"name {text!r} is not an identifier")
+        matched.add(text)
         return text
 
     def label(self, where: str, text):

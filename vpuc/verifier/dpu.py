@@ -54,7 +54,10 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag,
+                   checked: set[tuple] | None = None) -> None:
+    """``checked``: the shape keys (``_shape_key``) that passed the shape and variant rules
+    before, in this module; a task with one of them is not checked again."""
     op = task.op
     errors_before = bag.error_count
     tile_ok = 0 <= task.tile < arch.tiles
@@ -111,7 +114,22 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
                       + ", ".join(map(str, allowed)))
     if any(r is None for r in regions.values()) or bag.error_count > errors_before:
         return
-    _check_shapes(task, regions, bag)
+    if checked is None:
+        _check_shapes(task, regions, bag)
+        return
+    key = _shape_key(task, regions)
+    if key not in checked:
+        _check_shapes(task, regions, bag)
+        if bag.error_count == errors_before:
+            checked.add(key)
+
+
+def _shape_key(task: DpuTask, regions) -> tuple:
+    """Everything ``_check_shapes`` reads but the locations: it passes or fails alike for
+    tasks of equal keys (the tasks of a tiled layer mostly share one)."""
+    return (task.op, task.kernel, task.stride, task.pad, task.dilation,
+            tuple((role, region.type.bound_shape) for role, region in regions.items()),
+            tuple((v.start, v.end) for v in task.variants))
 
 
 def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
