@@ -1,6 +1,7 @@
-"""MatMul and Gemm whose K is too long for one row and 16 output columns of CMX
-(``vpuc/fusion/lower_dpu_ksplit.py``): K cut into chunks, the DPU writing f32 partial sums,
-ACT SHAVE adding them, the activation and the conversion to f16 once.
+"""MatMul, Gemm and Conv whose reduction is too long for one row and 16 output channels of
+CMX (``vpuc/fusion/lower_dpu_ksplit*.py``): K (the input channels) cut into chunks, the DPU
+writing f32 partial sums, ACT SHAVE adding them, the activation and the conversion to f16
+once.
 
 Tolerance (``tests/tolerances.py``): inputs and weights are f16 values (onnxruntime gets
 the weights rounded to f16, ``rounded_to_f16``), so vpuc and onnxruntime compute the same
@@ -90,7 +91,7 @@ def compile_ksplit(tmp_path, case, cmx_budget=BUDGET, seed=0, **sizes):
     vpuc's graph reference; (program, simulated cycles)."""
     rng = np.random.default_rng(seed)
     m = ModelBuilder(seed=seed, opset=17)
-    out, shape, magnitude = CASES[case](m, rng, **sizes)
+    out, shape, magnitude = BUILDS[case](m, rng, **sizes)
     m.output(out)
     path = m.save(tmp_path / "m.onnx", "m")
     program = api.compile(path, cmx_budget=cmx_budget)
@@ -104,7 +105,7 @@ def compile_ksplit(tmp_path, case, cmx_budget=BUDGET, seed=0, **sizes):
     want = ort.InferenceSession(rounded_to_f16(path, tmp_path / "r.onnx"),
                                 providers=["CPUExecutionProvider"]).run(
         None, {"x": x.astype(np.float32)})[0]
-    k = shape[0] if case == "gemm_trans_a" else shape[-1]
+    k = CONVS[case][2] if case in CONVS else shape[0] if case == "gemm_trans_a" else shape[-1]
     bound = stored_sum_bound(got, want, magnitude(x.astype(np.float64)), k + 1,
                              np.float32, np.float16)
     assert_within_bound(got.astype(np.float32), want, bound)
@@ -112,6 +113,43 @@ def compile_ksplit(tmp_path, case, cmx_budget=BUDGET, seed=0, **sizes):
     write_import(imported, tmp_path / "m.vir")
     assert_close(got, run_graph(imported.module.graphs[0], {"x": x}, tmp_path)[0], ulps=3)
     return program, sim.cycles
+
+
+def _conv_magnitude(w, b, pads, strides, groups=1):
+    """sum |t_i| of a convolution: |x| convolved with |w| (float64, via onnx's reference
+    evaluator), plus |b|."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides,
+                            group=groups)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.DOUBLE,
+                                                                           None)
+                                            for n in ("x", "w", "b")],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+    model = ReferenceEvaluator(helper.make_model(graph))
+    return lambda x: model.run(None, {"x": np.abs(x), "w": np.abs(w).astype(np.float64),
+                                      "b": np.abs(b).astype(np.float64)})[0]
+
+
+def conv_relu(m, rng, c=200):
+    """3x3 Conv over C input channels (weights 24 x C x 3 x 3), bias, Relu."""
+    w, b = _f16(rng, (24, c, 3, 3), (9 * c) ** -0.5), _f16(rng, (24,), 0.1)
+    y = m.node("Relu", [m.node("Conv", [m.input("x", [1, c, 6, 7]), m.init(w), m.init(b)],
+                               kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    return y, (1, c, 6, 7), _conv_magnitude(w, b, [1, 1, 1, 1], [1, 1])
+
+
+def conv_grouped(m, rng, c=160):
+    """A 2-group strided Conv (80 input channels and 4 output channels per group): each
+    group's input channels split, its weights a constant the lowering rearranged."""
+    w, b = _f16(rng, (8, c // 2, 3, 3), (9 * c / 2) ** -0.5), _f16(rng, (8,), 0.1)
+    y = m.node("Conv", [m.input("x", [1, c, 5, 5]), m.init(w), m.init(b)], kernel_shape=[3, 3],
+               group=2, strides=[2, 2], pads=[1, 1, 1, 1])
+    return y, (1, c, 5, 5), _conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], groups=2)
+
+
+CONVS = {"conv_relu": (conv_relu, 20000, 9 * 200), "conv_grouped": (conv_grouped, 16000, 9 * 80)}
+BUILDS = {**CASES, **{name: build for name, (build, _, _) in CONVS.items()}}
 
 
 def _dpu_tasks(program):
@@ -138,6 +176,22 @@ def test_k_split_matches_onnxruntime(case, tmp_path):
     converts = [t for t in act if t.kernel == "ksplit_convert_f32_f16"]
     # one add per chunk after a block's first, one conversion per block
     assert len(adds) == len(tasks) - len(converts) and converts
+
+
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_conv_input_channel_split_matches_onnxruntime(case, tmp_path):
+    """Weights of 16 output channels with one output row exceed the budget (200 input
+    channels x 3 x 3: 2 x 59904 bytes; a group of 80: 2 x 23040), so the input channels are
+    cut into chunks, each a conv writing f32 partials."""
+    program, _ = compile_ksplit(tmp_path, case, cmx_budget=CONVS[case][1])
+    tasks = _dpu_tasks(program)
+    assert {t.op for t in tasks} == {DpuOp.CONV}
+    assert {_elem(program, t.output) for t in tasks} == {ElemType.F32}
+    assert {t.tile for t in tasks} == {0, 1}
+    blocks = len([t for tl in program.module.task_lists for t in tl.tasks
+                  if getattr(t, "kernel", None) == "ksplit_convert_f32_f16"])
+    assert len(tasks) > blocks                       # more than one chunk per block
+    assert sum(t.bias is not None for t in tasks) == blocks
 
 
 def test_bias_is_added_once_by_the_first_chunk(tmp_path):

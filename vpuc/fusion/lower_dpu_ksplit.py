@@ -222,7 +222,8 @@ class KSplitLayer:
     its ``candidates``."""
 
     # the smallest block and the reduction, for the error message
-    what, outs, reduction = "one output row", "output channels", "input channels"
+    what, outs, reduction, per_chunk = ("one output row", "output channels", "input channels",
+                                        "{} input channels")
 
     def __init__(self, prog: ProgramText, layer: DpuLayer, tiles: int, prefix: str,
                  out_elem: ElemType) -> None:
@@ -255,9 +256,10 @@ class KSplitLayer:
         if not options:
             least = self.least()
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {self.need(least)} bytes "
-                            f"with {self.what}, {least.cols} {self.outs} and {least.depth} of "
-                            f"{self.reduction} per block ({self.reduction} split into f32 "
-                            f"partial sums) over a budget of {self.prog.cmx_budget}", op.loc)
+                            f"with {self.what}, {least.cols} {self.outs} and "
+                            f"{self.per_chunk.format(least.depth)} per block ({self.reduction} "
+                            f"split into f32 partial sums) over a budget of "
+                            f"{self.prog.cmx_budget}", op.loc)
         return min(options, key=lambda s: (self.schedule(s).makespan(), -s.depth, -s.rows))
 
     def fitting(self, rows: list[int], cols: list[int], depths: list[int]) -> list[Split]:
