@@ -230,6 +230,7 @@ class KSplitLayer:
         op = layer.op
         self.prog, self.layer, self.tiles, self.p = prog, layer, tiles, prefix
         self.timing = layer_timing(prog, op)
+        self._variants: dict[DpuWorkload, tuple] = {}
         self.activation = next((ACTIVATIONS[o.kind] for o in layer.chain if o.kind in ACTIVATIONS),
                                None)
         self.clamp = next(((o.attrs["min"], o.attrs["max"]) for o in layer.chain
@@ -326,7 +327,10 @@ class KSplitLayer:
         """One DPU task writing ``part``: ``head`` (``dpu OP on tile ...`` up to its window),
         its rows split into the variants and modes the cost model finds cheapest."""
         x, rows, z = extent
-        runs, cycles = split_rows_cost(rows, workload_of, self.timing)
+        key = workload_of(rows)                 # blocks repeat: one estimate per shape
+        if key not in self._variants:
+            self._variants[key] = split_rows_cost(rows, workload_of, self.timing)
+        runs, cycles = self._variants[key]
         text = f"  {label(self.p)}c.{tag}: {head}"
         body = [f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, {z1}) mode({mode})"
                 for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z)]
