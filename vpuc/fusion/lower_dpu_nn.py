@@ -20,7 +20,9 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``avgpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
-  fit, each chunk a series of row blocks of its own.  A layer of fewer output rows
+  fit, each chunk a series of row blocks of its own; when not even 16 output
+  channels fit with one output row, its input channels are cut into chunks too
+  (f32 partial sums: ``lower_dpu_ksplit_conv``).  A layer of fewer output rows
   than tiles (a global pool) is cut over its output channels, one chunk per tile.
 
 Every layer is a list of *jobs* (a range of input channels, a range of output
