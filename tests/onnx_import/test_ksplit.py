@@ -280,3 +280,34 @@ def test_k_split_between_other_layers(tmp_path):
     kernels = {t.kernel for tl in program.module.task_lists if tl.executor.name == "ACT_SHAVE"
                for t in tl.tasks}
     assert "ksplit_add_f32" in kernels and len(kernels) > 3     # the Sigmoid's kernel too
+
+
+def test_conv_k_split_between_convs_under_both_schedules(tmp_path):
+    """Conv (1x1, to 200 channels) -> split Conv (3x3 over 200 channels) + Clip -> Conv: the
+    default schedule (NHWC values between DPU layers, prefetched weights) and the naive one
+    give the same bits, without races, as the task-level reference."""
+    rng = np.random.default_rng(5)
+    m = ModelBuilder(seed=5, opset=17)
+    w0, w2 = _f16(rng, (200, 16, 1, 1), 0.25), _f16(rng, (16, 24, 3, 3), 216 ** -0.5)
+    w1, b1 = _f16(rng, (24, 200, 3, 3), 1800 ** -0.5), _f16(rng, (24,), 0.1)
+    h = m.node("Relu", [m.node("Conv", [m.input("x", [1, 16, 6, 7]), m.init(w0)],
+                               kernel_shape=[1, 1])])
+    h = m.node("Clip", [m.node("Conv", [h, m.init(w1), m.init(b1)], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1]),
+                        m.init(np.array(0.0, np.float32)), m.init(np.array(6.0, np.float32))])
+    y = m.node("Conv", [h, m.init(w2)], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    m.output(y)
+    path = m.save(tmp_path / "m.onnx", "m")
+    x = rng.standard_normal((1, 16, 6, 7)).astype(np.float16)
+    outputs = []
+    for schedule in ("default", "naive"):
+        program = api.compile(path, cmx_budget=20000, schedule=schedule)
+        sim = api.simulate(program, {"x": x}, reference=True)
+        assert not sim.races
+        outputs.append(sim.outputs[sanitize(y)])
+        np.testing.assert_allclose(outputs[-1].astype(np.float32),
+                                   sim.reference[sanitize(y)].astype(np.float32),
+                                   rtol=4e-3, atol=1e-4)
+        assert "ksplit_clamp_f32" in {t.kernel for tl in program.module.task_lists
+                                      if tl.executor.name == "ACT_SHAVE" for t in tl.tasks}
+    np.testing.assert_array_equal(outputs[0], outputs[1])
