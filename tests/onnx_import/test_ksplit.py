@@ -115,13 +115,13 @@ def compile_ksplit(tmp_path, case, cmx_budget=BUDGET, seed=0, **sizes):
     return program, sim.cycles
 
 
-def _conv_magnitude(w, b, pads, strides, groups=1):
+def _conv_magnitude(w, b, pads, strides, groups=1, op="Conv"):
     """sum |t_i| of a convolution: |x| convolved with |w| (float64, via onnx's reference
     evaluator), plus |b|."""
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides,
-                            group=groups)
+    node = helper.make_node(op, ["x", "w", "b"], ["y"], pads=pads, strides=strides,
+                            group=groups, kernel_shape=list(w.shape[2:]))
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.DOUBLE,
                                                                            None)
                                             for n in ("x", "w", "b")],
@@ -148,7 +148,17 @@ def conv_grouped(m, rng, c=160):
     return y, (1, c, 5, 5), _conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], groups=2)
 
 
-CONVS = {"conv_relu": (conv_relu, 20000, 9 * 200), "conv_grouped": (conv_grouped, 16000, 9 * 80)}
+def conv_transpose(m, rng, c=200):
+    """A stride-2 ConvTranspose from C channels (a convolution over the zero-upsampled
+    input, ``lower_dpu_deconv``, its rearranged weights a constant)."""
+    w, b = _f16(rng, (c, 24, 3, 3), (9 * c) ** -0.5), _f16(rng, (24,), 0.1)
+    y = m.node("ConvTranspose", [m.input("x", [1, c, 4, 5]), m.init(w), m.init(b)],
+               kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    return y, (1, c, 4, 5), _conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], op="ConvTranspose")
+
+
+CONVS = {"conv_relu": (conv_relu, 20000, 9 * 200), "conv_grouped": (conv_grouped, 16000, 9 * 80),
+         "conv_transpose": (conv_transpose, 24000, 9 * 200)}
 BUILDS = {**CASES, **{name: build for name, (build, _, _) in CONVS.items()}}
 
 
