@@ -141,6 +141,13 @@ def block_type(t: TensorType, axis: int, rank: int, size: int) -> TensorType:
     return TensorType(dims, t.elem, t.order)
 
 
+def spans(t: TensorType, axis: int, rank: int) -> bool:
+    """Whether ``t`` (right-aligned in a master of ``rank`` dims) has an extent along ``axis``
+    that blocks cut, so halves of a block are different bytes."""
+    a = axis - (rank - t.rank)
+    return 0 <= a < t.rank and t.dims[a] != 1
+
+
 def _sliced(t: TensorType) -> bool:
     """Whether blocks move through views of ``t`` (a dynamic or rank-0 tensor moves whole,
     in one block)."""
@@ -174,9 +181,10 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
-    # A rank-0 output has no halves: its stage runs as one invocation per block (the
-    # invocation count follows the first output, so two parts would leave half unwritten).
-    stages = [replace(st, parts=1) if any(by_name[v].type.rank == 0 for v in st.outputs)
+    # An output that does not span the axis (rank 0, or 1 along it) has no halves: its stage
+    # runs as one invocation per block (two parts would write the same bytes).
+    stages = [replace(st, parts=1) if any(not spans(by_name[v].type, axis, rank)
+                                          for v in st.outputs)
               else st for st in stages]
     produced = {v for st in stages for v in st.outputs}
     loaded = [v for v in values if v.in_ddr and v.name not in produced]

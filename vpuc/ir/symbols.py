@@ -193,6 +193,16 @@ class SymbolTable:
         return Region(view.name, base.root, tensor, offset_bits // 8, strides_t,
                       span_of(tensor, strides_t))
 
+    def _graph_value_hint(self, name: str) -> str:
+        """Why a task cannot name a value of a graph block, or ""."""
+        for graph in self.module.graphs:
+            op = next((op for op in graph.ops if op.result == name), None)
+            if op is not None:
+                return (f"; %{name} is a value inside graph @{graph.name}, which tasks do not "
+                        f"see: return it with Result(%{name}) and declare the buffer it "
+                        f"writes, 'ddr %{name} : {op.type}'")
+        return ""
+
     def require_region(self, ref: str, loc: Loc | None, role: str) -> Region | None:
         """Resolve an operand, reporting an undefined or non-buffer name."""
         if not self.is_buffer_like(ref):
@@ -200,6 +210,6 @@ class SymbolTable:
                 self.bag.error(loc, f"{role} %{ref} is a barrier; expected a buffer or view")
             else:
                 self.bag.error(loc, f"undefined buffer %{ref} used as {role}"
-                               + self.did_you_mean(ref, "buffer"))
+                               + (self._graph_value_hint(ref) or self.did_you_mean(ref, "buffer")))
             return None
         return self.region(ref)

@@ -319,8 +319,9 @@ class VirTransformer(Transformer):
     updates = waits
 
     # ------------------------------------------------------------ graphs
-    def graph_decl(self, kw, symbol, *ops) -> Graph:
-        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw))
+    def graph_decl(self, kw, symbol, waits, updates, *ops) -> Graph:
+        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw), waits=waits or (),
+                      updates=updates or ())
         # Names, arity, attributes and shapes are checked (and types inferred) here, so the
         # IR of a parsed graph is always fully typed.
         check_graph(graph, self.bag)
