@@ -103,8 +103,8 @@ class _Schedule:
     key_of: dict[str, str] = field(default_factory=dict)
     shape_of: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
     types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
-    last_write: dict[str, int] = field(default_factory=dict)
-    readers: dict[str, set[int]] = field(default_factory=dict)
+    writers: dict[str, set[int]] = field(default_factory=dict)    # the current generation
+    readers: dict[str, set[int]] = field(default_factory=dict)    # since its first write
 
     def cmx(self, name: str, t: TensorType, tile: int) -> str:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
@@ -134,34 +134,35 @@ class _Schedule:
 
     def add(self, section: str, queue: tuple, reads: list[str], writes: list[str],
             cycles: float, render: Callable[[str], list[str]]) -> int:
-        """Append a task: it waits for the last writer of each key it reads, and for the
-        readers since (and the last writer) of each key it writes; a dependency on an
-        earlier task of its own single-engine queue (a DMA channel, a tile's DPU) is left to
-        the queue's order."""
+        """Append a task.  A key's writes come in generations: the writes before any read
+        (a zero fill and the copy beside it, a staging copy: disjoint bytes) are one.  A
+        reader waits for every write of the current generation; a writer after reads
+        starts the next one and waits for those reads and writes.  Only a wait on an
+        earlier task of the same tile's DPU is left to its queue's order: the DMA channels
+        are the schedule's to change (``schedule.overlap`` moves prefetches)."""
         n = len(self.tasks)
         deps: set[int] = set()
         rkeys = {self.key_of[r[1:]] for r in reads if self.key_of.get(r[1:])}
         wkeys = {self.key_of[w[1:]] for w in writes if self.key_of.get(w[1:])}
         for k in rkeys:
-            if k in self.last_write:
-                deps.add(self.last_write[k])
+            deps |= self.writers.get(k, set())
         for k in wkeys:
-            deps |= self.readers.get(k, set())
-            if k in self.last_write:
-                deps.add(self.last_write[k])
-        latest: dict[tuple, int] = {}      # a single-engine queue runs in order: its last
-        for d in deps:                      # task waited for implies the ones before it
+            if self.readers.get(k):
+                deps |= self.readers[k] | self.writers.get(k, set())
+        kept, last_dpu = set(), {}
+        for d in deps:
             q = self.tasks[d].queue
-            if q[0] == "act":
-                latest[(q, d)] = d
-            elif q != queue or queue[0] == "act":
-                latest[q] = max(latest.get(q, d), d)
-        deps = set(latest.values())
+            if q[0] != "dpu":
+                kept.add(d)
+            elif q != queue:           # a tile's DPU runs its tasks in order: its last one
+                last_dpu[q] = max(last_dpu.get(q, d), d)
+        deps = kept | set(last_dpu.values())
+        for k in wkeys:
+            if self.readers.get(k) or k not in self.writers:
+                self.writers[k], self.readers[k] = set(), set()
+            self.writers[k].add(n)
         for k in rkeys:
             self.readers.setdefault(k, set()).add(n)
-        for k in wkeys:
-            self.last_write[k] = n
-            self.readers[k] = set()
         self.tasks.append(_Task(section, queue, cycles, deps, render))
         return n
 
@@ -177,9 +178,16 @@ class _Schedule:
         return max(end, default=0.0)
 
     def commit(self, prog: ProgramText, gate: tuple[str, ...], finish: str | None) -> None:
-        """Render every task with its barriers into ``prog``; the last task (a store) also
-        updates ``finish``, tasks waiting on nothing wait on ``gate``."""
-        waited = {d for task in self.tasks for d in task.deps}
+        """Render every task with its barriers into ``prog``: the tasks that the same tasks
+        wait for share one barrier (each producer precedes each consumer in program order,
+        so no wait cycle forms); the last task (a store) also updates ``finish``, tasks
+        waiting on nothing wait on ``gate``."""
+        consumers: dict[int, set[int]] = {}
+        for m, task in enumerate(self.tasks):
+            for d in task.deps:
+                consumers.setdefault(d, set()).add(m)
+        groups: dict[frozenset, int] = {}
+        barrier_of = {n: groups.setdefault(frozenset(consumers[n]), n) for n in sorted(consumers)}
         zeros: dict[str, str] = {}          # one zero splat per shape (zero_pad_matrix's)
         rename: dict[str, str] = {}
         for line in self.prog.buffers:
@@ -195,11 +203,12 @@ class _Schedule:
             view, _, base = line.partition(" = %")
             root, bracket, rest = base.partition("[")
             prog.views.append(f"{view} = %{rename.get(root, root)}{bracket}{rest}")
-        prog.barriers += [f"barrier %{self.p}k{n}" for n in sorted(waited)]
+        prog.barriers += [f"barrier %{self.p}k{n}" for n in sorted(groups.values())]
         prog.kernels += [k for k in self.prog.kernels if k not in prog.kernels]
         for n, task in enumerate(self.tasks):
-            waits = [f"%{self.p}k{d}" for d in sorted(task.deps)] or [f"%{g}" for g in gate]
-            updates = [f"%{self.p}k{n}"] if n in waited else []
+            waits = ([f"%{self.p}k{b}" for b in sorted({barrier_of[d] for d in task.deps})]
+                     or [f"%{g}" for g in gate])
+            updates = [f"%{self.p}k{barrier_of[n]}"] if n in barrier_of else []
             if finish and n == len(self.tasks) - 1:
                 updates.append(f"%{finish}")
             clauses = (f" waits({', '.join(waits)})" if waits else "") + (
@@ -222,13 +231,15 @@ class KSplitLayer:
     its ``candidates``."""
 
     # the smallest block and the reduction, for the error message
-    what, outs, reduction = "one output row", "output channels", "input channels"
+    what, outs, reduction, per_chunk = ("one output row", "output channels", "input channels",
+                                        "{} input channels")
 
     def __init__(self, prog: ProgramText, layer: DpuLayer, tiles: int, prefix: str,
                  out_elem: ElemType) -> None:
         op = layer.op
         self.prog, self.layer, self.tiles, self.p = prog, layer, tiles, prefix
         self.timing = layer_timing(prog, op)
+        self._variants: dict[DpuWorkload, tuple] = {}
         self.activation = next((ACTIVATIONS[o.kind] for o in layer.chain if o.kind in ACTIVATIONS),
                                None)
         self.clamp = next(((o.attrs["min"], o.attrs["max"]) for o in layer.chain
@@ -255,9 +266,10 @@ class KSplitLayer:
         if not options:
             least = self.least()
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {self.need(least)} bytes "
-                            f"with {self.what}, {least.cols} {self.outs} and {least.depth} of "
-                            f"{self.reduction} per block ({self.reduction} split into f32 "
-                            f"partial sums) over a budget of {self.prog.cmx_budget}", op.loc)
+                            f"with {self.what}, {least.cols} {self.outs} and "
+                            f"{self.per_chunk.format(least.depth)} per block ({self.reduction} "
+                            f"split into f32 partial sums) over a budget of "
+                            f"{self.prog.cmx_budget}", op.loc)
         return min(options, key=lambda s: (self.schedule(s).makespan(), -s.depth, -s.rows))
 
     def fitting(self, rows: list[int], cols: list[int], depths: list[int]) -> list[Split]:
@@ -324,7 +336,10 @@ class KSplitLayer:
         """One DPU task writing ``part``: ``head`` (``dpu OP on tile ...`` up to its window),
         its rows split into the variants and modes the cost model finds cheapest."""
         x, rows, z = extent
-        runs, cycles = split_rows_cost(rows, workload_of, self.timing)
+        key = workload_of(rows)                 # blocks repeat: one estimate per shape
+        if key not in self._variants:
+            self._variants[key] = split_rows_cost(rows, workload_of, self.timing)
+        runs, cycles = self._variants[key]
         text = f"  {label(self.p)}c.{tag}: {head}"
         body = [f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, {z1}) mode({mode})"
                 for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z)]

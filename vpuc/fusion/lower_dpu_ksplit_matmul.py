@@ -26,7 +26,7 @@ from vpuc.ir.types import ElemType, TensorType
 class MatmulKSplit(KSplitLayer):
     """A MatMul lowered with K cut into chunks."""
 
-    what, outs, reduction = "one matrix row", "output columns", "K"
+    what, outs, reduction, per_chunk = "one matrix row", "output columns", "K", "{} of K"
 
     def __init__(self, prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
                  tiles: int, prefix: str) -> None:

@@ -20,7 +20,8 @@ the output columns N are cut into chunks (multiples of 16, the DPU's channel
 granule, as ``lower_dpu_nn`` cuts a convolution's output channels): each
 chunk is a series of row blocks that load their slice of the weights and of
 the bias with the block, double-buffered, and store their columns of the
-result.
+result.  When not even 16 columns fit with one row, K is cut into chunks too
+(f32 partial sums: ``lower_dpu_ksplit_matmul``).
 """
 
 from __future__ import annotations
