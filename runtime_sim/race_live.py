@@ -37,29 +37,30 @@ Found = tuple[Entry, "Group", tuple[int, bool, str], "Group", tuple[int, int]]
 class Group:
     """Accesses to one exact set of bytes; ``live`` holds the ones that may still race."""
 
-    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "cells")
+    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "cells", "indexed")
 
     def __init__(self, key: tuple, lo: int, hi: int, rows: np.ndarray | None,
                  index: int) -> None:
         self.key, self.lo, self.hi, self.rows, self.index = key, lo, hi, rows, index
         self.live: list[Entry] = []
+        self.indexed = False            # its intervals are in the index (it has live accesses)
         # The intervals it is indexed by: (first byte, past the last, length class).
         if hi <= lo:
             cells: list = []
         elif rows is None or len(rows) > MAX_ROWS:
             cells = [(lo, hi)]
         else:
-            cells = [(int(a), int(b)) for a, b in rows]
+            cells = rows.tolist()
         self.cells = [(a, b, ((b - a).bit_length() + 1) >> 1) for a, b in cells]
 
 
 class LiveAccesses:
     def __init__(self) -> None:
         self.groups: dict[tuple, Group] = {}
-        self.by_index: list[Group] = []
-        # memory -> length class -> sorted (first byte, past the last, group index) of the
-        # intervals of the groups with live accesses; class c holds lengths < 4**c.
-        self.index: dict[tuple, dict[int, list[tuple[int, int, int]]]] = {}
+        # memory -> length class -> (longest, sorted (first byte, past the last, group
+        # index, group)) of the intervals of the groups with live accesses; class c holds
+        # lengths below 4**c, so one long interval does not widen the search of short ones.
+        self.index: dict[tuple, dict[int, tuple[int, list[tuple]]]] = {}
         self.shared: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.sequence = 0
         self.visits = 0           # live accesses looked at
@@ -70,7 +71,6 @@ class LiveAccesses:
         found = self.groups.get(ident)
         if found is None:
             found = self.groups[ident] = Group(key, lo, hi, rows, len(self.groups))
-            self.by_index.append(found)
         return found
 
     def overlap(self, a: Group, b: Group) -> tuple[int, int] | None:
@@ -94,7 +94,7 @@ class LiveAccesses:
         ordered: dict[int, bool] = {}
         races: list[Found] = []
         visits = 0
-        nears = []
+        nears: list[list[Group]] = []
         for group, write, name in accesses:
             found = None
             near = self._near(group)
@@ -121,8 +121,7 @@ class LiveAccesses:
                 races += [(entry, other, (unit, write, name), group, shared)
                           for _, _, entry, other, shared in found]
         entered: list[Group] = []           # groups this unit's accesses made live
-        for group, write, name in accesses:
-            near = nears.pop(0)
+        for (group, write, name), near in zip(accesses, nears):
             self.sequence += 1
             if group.hi <= group.lo:
                 continue                    # touches no byte: never races, never retires
@@ -137,9 +136,9 @@ class LiveAccesses:
                         other.live = [e for e in other.live
                                       if not (write or not e[1])
                                       or (e[0] != unit and not _ordered(e[0], ordered, before))]
-                        if not other.live:
+                        if not other.live and other is not group:   # ``group`` stays
                             self._leave(other)
-            if not group.live:
+            if not group.indexed:
                 self._enter(group)
                 entered.append(group)
             group.live.append((unit, write, name, self.sequence))
@@ -172,33 +171,39 @@ class LiveAccesses:
         index = self.index.get(group.key)
         if not index:
             return []
-        near: dict[int, None] = {}
+        near: dict[Group, None] = {}
+        classes = index.values()
         for lo, hi, _ in group.cells:
-            for length, cells in index.items():
-                i = bisect_left(cells, (lo - (1 << 2 * length),))
-                for i in range(i, len(cells)):
-                    first, last, other = cells[i]
+            for longest, cells in classes:
+                # No interval starting before lo - longest + 1 reaches past lo.
+                for i in range(bisect_left(cells, (lo - longest + 1,)), len(cells)):
+                    first, last, _, other = cells[i]
                     if first >= hi:
                         break
                     if last > lo:
                         near[other] = None
-        by_index = self.by_index
-        return [by_index[other] for other in near]
+        return list(near)
 
     def _enter(self, group: Group) -> None:
+        group.indexed = True
         index = self.index.get(group.key)
         if index is None:
             index = self.index[group.key] = {}
         for lo, hi, length in group.cells:
-            cells = index.get(length)
-            if cells is None:
-                cells = index[length] = []
-            insort(cells, (lo, hi, group.index))
+            found = index.get(length)
+            if found is None:
+                index[length] = (hi - lo, [(lo, hi, group.index, group)])
+                continue
+            longest, cells = found
+            if hi - lo > longest:       # only grows until the class empties: a wider search
+                index[length] = (hi - lo, cells)
+            insort(cells, (lo, hi, group.index, group))
 
     def _leave(self, group: Group) -> None:
+        group.indexed = False
         index = self.index[group.key]
         for lo, hi, length in group.cells:
-            cells = index[length]
+            cells = index[length][1]
             del cells[bisect_left(cells, (lo, hi, group.index))]
             if not cells:
                 del index[length]
