@@ -21,7 +21,7 @@ each check looks at those few, and the whole run stays linear in its accesses
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from typing import Callable
 
 import numpy as np
@@ -57,10 +57,10 @@ class Group:
 class LiveAccesses:
     def __init__(self) -> None:
         self.groups: dict[tuple, Group] = {}
-        # memory -> length class -> (longest, sorted (first byte, past the last, group
-        # index, group)) of the intervals of the groups with live accesses; class c holds
-        # lengths below 4**c, so one long interval does not widen the search of short ones.
-        self.index: dict[tuple, dict[int, tuple[int, list[tuple]]]] = {}
+        # memory -> length class -> [longest, first bytes, sorted (first byte, past the
+        # last, group index, group)] of the intervals of the groups with live accesses;
+        # class c holds lengths below 4**c: a long interval does not widen short searches.
+        self.index: dict[tuple, dict[int, list]] = {}
         self.shared: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.sequence = 0
         self.visits = 0           # live accesses looked at
@@ -95,13 +95,15 @@ class LiveAccesses:
         races: list[Found] = []
         visits = 0
         nears: list[list[Group]] = []
+        near_of = self._near
         for group, write, name in accesses:
-            found = None
-            near = self._near(group)
+            near = near_of(group)
             nears.append(near)
+            found = None
             for other in near:
-                for entry in other.live:
-                    visits += 1
+                live = other.live
+                visits += len(live)
+                for entry in live:
                     u = entry[0]
                     if u == unit or not (write or entry[1]):
                         continue
@@ -130,13 +132,26 @@ class LiveAccesses:
                 if entered:
                     near = near + [g for g in entered if g.key == group.key and g not in near]
                 for other in near:
-                    if other.live and lo <= other.lo and other.hi <= hi and (
-                            other.rows is None or self.overlap(group, other) is not None):
-                        visits += len(other.live)
-                        other.live = [e for e in other.live
-                                      if not (write or not e[1])
-                                      or (e[0] != unit and not _ordered(e[0], ordered, before))]
-                        if not other.live and other is not group:   # ``group`` stays
+                    live = other.live
+                    if not live or other.lo < lo or hi < other.hi or (
+                            other.rows is not None and self.overlap(group, other) is None):
+                        continue
+                    visits += len(live)
+                    kept = []
+                    for entry in live:      # retire what this access covers and follows
+                        if write or not entry[1]:
+                            u = entry[0]
+                            if u == unit:
+                                continue
+                            known = ordered.get(u)
+                            if known is None:
+                                known = ordered[u] = before(u)
+                            if known:
+                                continue
+                        kept.append(entry)
+                    if len(kept) < len(live):
+                        other.live = kept
+                        if not kept and other is not group:     # ``group`` stays
                             self._leave(other)
             if not group.indexed:
                 self._enter(group)
@@ -171,18 +186,15 @@ class LiveAccesses:
         index = self.index.get(group.key)
         if not index:
             return []
-        near: dict[Group, None] = {}
-        classes = index.values()
+        near: list[Group] = []
         for lo, hi, _ in group.cells:
-            for longest, cells in classes:
+            for longest, starts, cells in index.values():
                 # No interval starting before lo - longest + 1 reaches past lo.
-                for i in range(bisect_left(cells, (lo - longest + 1,)), len(cells)):
-                    first, last, _, other = cells[i]
-                    if first >= hi:
-                        break
+                start = bisect_left(starts, lo - longest + 1)
+                for _, last, _, other in cells[start:bisect_left(starts, hi, start)]:
                     if last > lo:
-                        near[other] = None
-        return list(near)
+                        near.append(other)
+        return near if len(near) < 2 else list(dict.fromkeys(near))
 
     def _enter(self, group: Group) -> None:
         group.indexed = True
@@ -190,30 +202,27 @@ class LiveAccesses:
         if index is None:
             index = self.index[group.key] = {}
         for lo, hi, length in group.cells:
+            cell = (lo, hi, group.index, group)
             found = index.get(length)
             if found is None:
-                index[length] = (hi - lo, [(lo, hi, group.index, group)])
+                index[length] = [hi - lo, [lo], [cell]]
                 continue
-            longest, cells = found
-            if hi - lo > longest:       # only grows until the class empties: a wider search
-                index[length] = (hi - lo, cells)
-            insort(cells, (lo, hi, group.index, group))
+            if hi - lo > found[0]:      # only grows until the class empties: a wider search
+                found[0] = hi - lo
+            _, starts, cells = found
+            i = bisect_left(cells, cell[:3])
+            starts.insert(i, lo)
+            cells.insert(i, cell)
 
     def _leave(self, group: Group) -> None:
         group.indexed = False
         index = self.index[group.key]
         for lo, hi, length in group.cells:
-            cells = index[length][1]
-            del cells[bisect_left(cells, (lo, hi, group.index))]
+            _, starts, cells = index[length]
+            i = bisect_left(cells, (lo, hi, group.index))
+            del starts[i], cells[i]
             if not cells:
                 del index[length]
-
-
-def _ordered(unit: int, ordered: dict[int, bool], before: Callable[[int], bool]) -> bool:
-    known = ordered.get(unit)
-    if known is None:
-        known = ordered[unit] = before(unit)
-    return known
 
 
 def bytes_shared(a: Group, b: Group) -> tuple[int, int] | None:
