@@ -21,7 +21,7 @@ each check looks at those few, and the whole run stays linear in its accesses
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from typing import Callable
 
 import numpy as np
@@ -37,29 +37,30 @@ Found = tuple[Entry, "Group", tuple[int, bool, str], "Group", tuple[int, int]]
 class Group:
     """Accesses to one exact set of bytes; ``live`` holds the ones that may still race."""
 
-    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "cells")
+    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "cells", "indexed")
 
     def __init__(self, key: tuple, lo: int, hi: int, rows: np.ndarray | None,
                  index: int) -> None:
         self.key, self.lo, self.hi, self.rows, self.index = key, lo, hi, rows, index
         self.live: list[Entry] = []
+        self.indexed = False            # its intervals are in the index (it has live accesses)
         # The intervals it is indexed by: (first byte, past the last, length class).
         if hi <= lo:
             cells: list = []
         elif rows is None or len(rows) > MAX_ROWS:
             cells = [(lo, hi)]
         else:
-            cells = [(int(a), int(b)) for a, b in rows]
+            cells = rows.tolist()
         self.cells = [(a, b, ((b - a).bit_length() + 1) >> 1) for a, b in cells]
 
 
 class LiveAccesses:
     def __init__(self) -> None:
         self.groups: dict[tuple, Group] = {}
-        self.by_index: list[Group] = []
-        # memory -> length class -> sorted (first byte, past the last, group index) of the
-        # intervals of the groups with live accesses; class c holds lengths < 4**c.
-        self.index: dict[tuple, dict[int, list[tuple[int, int, int]]]] = {}
+        # memory -> length class -> [longest, first bytes, sorted (first byte, past the
+        # last, group index, group)] of the intervals of the groups with live accesses;
+        # class c holds lengths below 4**c: a long interval does not widen short searches.
+        self.index: dict[tuple, dict[int, list]] = {}
         self.shared: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.sequence = 0
         self.visits = 0           # live accesses looked at
@@ -70,7 +71,6 @@ class LiveAccesses:
         found = self.groups.get(ident)
         if found is None:
             found = self.groups[ident] = Group(key, lo, hi, rows, len(self.groups))
-            self.by_index.append(found)
         return found
 
     def overlap(self, a: Group, b: Group) -> tuple[int, int] | None:
@@ -94,14 +94,16 @@ class LiveAccesses:
         ordered: dict[int, bool] = {}
         races: list[Found] = []
         visits = 0
-        nears = []
+        nears: list[list[Group]] = []
+        near_of = self._near
         for group, write, name in accesses:
-            found = None
-            near = self._near(group)
+            near = near_of(group)
             nears.append(near)
+            found = None
             for other in near:
-                for entry in other.live:
-                    visits += 1
+                live = other.live
+                visits += len(live)
+                for entry in live:
                     u = entry[0]
                     if u == unit or not (write or entry[1]):
                         continue
@@ -121,8 +123,7 @@ class LiveAccesses:
                 races += [(entry, other, (unit, write, name), group, shared)
                           for _, _, entry, other, shared in found]
         entered: list[Group] = []           # groups this unit's accesses made live
-        for group, write, name in accesses:
-            near = nears.pop(0)
+        for (group, write, name), near in zip(accesses, nears):
             self.sequence += 1
             if group.hi <= group.lo:
                 continue                    # touches no byte: never races, never retires
@@ -131,15 +132,28 @@ class LiveAccesses:
                 if entered:
                     near = near + [g for g in entered if g.key == group.key and g not in near]
                 for other in near:
-                    if other.live and lo <= other.lo and other.hi <= hi and (
-                            other.rows is None or self.overlap(group, other) is not None):
-                        visits += len(other.live)
-                        other.live = [e for e in other.live
-                                      if not (write or not e[1])
-                                      or (e[0] != unit and not _ordered(e[0], ordered, before))]
-                        if not other.live:
+                    live = other.live
+                    if not live or other.lo < lo or hi < other.hi or (
+                            other.rows is not None and self.overlap(group, other) is None):
+                        continue
+                    visits += len(live)
+                    kept = []
+                    for entry in live:      # retire what this access covers and follows
+                        if write or not entry[1]:
+                            u = entry[0]
+                            if u == unit:
+                                continue
+                            known = ordered.get(u)
+                            if known is None:
+                                known = ordered[u] = before(u)
+                            if known:
+                                continue
+                        kept.append(entry)
+                    if len(kept) < len(live):
+                        other.live = kept
+                        if not kept and other is not group:     # ``group`` stays
                             self._leave(other)
-            if not group.live:
+            if not group.indexed:
                 self._enter(group)
                 entered.append(group)
             group.live.append((unit, write, name, self.sequence))
@@ -172,43 +186,43 @@ class LiveAccesses:
         index = self.index.get(group.key)
         if not index:
             return []
-        near: dict[int, None] = {}
+        near: list[Group] = []
         for lo, hi, _ in group.cells:
-            for length, cells in index.items():
-                i = bisect_left(cells, (lo - (1 << 2 * length),))
-                for i in range(i, len(cells)):
-                    first, last, other = cells[i]
-                    if first >= hi:
-                        break
+            for longest, starts, cells in index.values():
+                # No interval starting before lo - longest + 1 reaches past lo.
+                start = bisect_left(starts, lo - longest + 1)
+                for _, last, _, other in cells[start:bisect_left(starts, hi, start)]:
                     if last > lo:
-                        near[other] = None
-        by_index = self.by_index
-        return [by_index[other] for other in near]
+                        near.append(other)
+        return near if len(near) < 2 else list(dict.fromkeys(near))
 
     def _enter(self, group: Group) -> None:
+        group.indexed = True
         index = self.index.get(group.key)
         if index is None:
             index = self.index[group.key] = {}
         for lo, hi, length in group.cells:
-            cells = index.get(length)
-            if cells is None:
-                cells = index[length] = []
-            insort(cells, (lo, hi, group.index))
+            cell = (lo, hi, group.index, group)
+            found = index.get(length)
+            if found is None:
+                index[length] = [hi - lo, [lo], [cell]]
+                continue
+            if hi - lo > found[0]:      # only grows until the class empties: a wider search
+                found[0] = hi - lo
+            _, starts, cells = found
+            i = bisect_left(cells, cell[:3])
+            starts.insert(i, lo)
+            cells.insert(i, cell)
 
     def _leave(self, group: Group) -> None:
+        group.indexed = False
         index = self.index[group.key]
         for lo, hi, length in group.cells:
-            cells = index[length]
-            del cells[bisect_left(cells, (lo, hi, group.index))]
+            _, starts, cells = index[length]
+            i = bisect_left(cells, (lo, hi, group.index))
+            del starts[i], cells[i]
             if not cells:
                 del index[length]
-
-
-def _ordered(unit: int, ordered: dict[int, bool], before: Callable[[int], bool]) -> bool:
-    known = ordered.get(unit)
-    if known is None:
-        known = ordered[unit] = before(unit)
-    return known
 
 
 def bytes_shared(a: Group, b: Group) -> tuple[int, int] | None:
