@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vpuc import api
-from vpuc.fusion.act_split import BLOCK_COST_ROWS, makespan, tail_split
+from vpuc.fusion.act_split import BLOCK_COST, choose_cut, makespan, tail_split
 from vpuc.ir.tasks import SwKernelTask
 
 
@@ -35,8 +36,16 @@ def test_tail_split_respects_the_budget():
 
 
 def test_makespan_counts_halves_and_block_costs():
-    # tile 0: 8/2 + 5 (odd: one ACT SHAVE); tile 1: 8/2; each block its fixed cost
-    assert makespan([8, 8, 5], 2) == 4 + 5 + 2 * BLOCK_COST_ROWS
+    # tile 0: 8/2 + 5 (odd: one ACT SHAVE) of 21; tile 1: 8/2; each block its fixed cost
+    assert makespan([8, 8, 5], 2) == pytest.approx((4 + 5) / 21 + 2 * BLOCK_COST)
+
+
+def test_three_heads_are_cut_along_their_rows():
+    """Attention scores 3x197x197: three blocks of one head leave tile 0 with two heads on
+    one ACT SHAVE each; the 197 query rows, a main run and a tail, balance all four."""
+    axis, blocks, chunk = choose_cut([(1, 3, 3, True), (2, 197, 197, False)], 3 * 197 * 197 * 2 * 2,
+                                     1 << 20, 2)
+    assert axis == 2 and blocks >= 4
 
 
 GRAPH = """module @tail arch NPU37XX

@@ -239,7 +239,7 @@ class LayerEmitter:
         self.reuse = 2 * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
-        self.last_store: int | None = None  # index in prog.dma of the last store listed
+        self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -258,18 +258,21 @@ class LayerEmitter:
         return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
-            permute: bool = False, before_store: bool = False) -> None:
-        """Append a DMA task; ``before_store``: list it before the layer's last store so far
-        (a load on the store channel then runs beside the previous block's compute, not
-        behind its store in the channel's FIFO)."""
+            permute: bool = False, before_store: int | None = None) -> None:
+        """Append a DMA task; ``before_store=k``: a load of block ``k`` on the store channel,
+        listed right after the store of the block whose slot it takes (``k - reuse``), so
+        it waits in the channel's FIFO for nothing its own waits do not already imply (it
+        runs beside the loads of the real data, not behind the stores of later blocks)."""
         mode = "permute " if permute else ""
         upd = f" updates({', '.join(updates)})" if updates else ""
         line = f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}{waits}{upd}"
-        if before_store and self.last_store is not None:
-            self.prog.dma.insert(self.last_store, line)
-            self.last_store += 1
-        else:
+        after = None if before_store is None else before_store - self.reuse + 1
+        at = self.store_at.get(max(after, 0)) if after is not None else None
+        if at is None:
             self.prog.dma.append(line)
+            return
+        self.prog.dma.insert(at, line)
+        self.store_at = {j: i + (i >= at) for j, i in self.store_at.items()}
 
     def barriers(self, k: int) -> None:
         self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
@@ -310,7 +313,7 @@ class LayerEmitter:
             updates.append(f"%{self.finish}")
         self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
                  updates, permute)
-        self.last_store = len(self.prog.dma) - 1
+        self.store_at[k] = len(self.prog.dma) - 1
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

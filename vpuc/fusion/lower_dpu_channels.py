@@ -183,7 +183,7 @@ def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: boo
         # (often transposing, one element a cycle) load of the real channels, not after it
         e.dma(f"zero{k}", e.view(f"zeros.v{k}", zeros, pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
-              e.prog.store_channel, waits, loaded, before_store=True)
+              e.prog.store_channel, waits, loaded, before_store=k)
     return xin
 
 

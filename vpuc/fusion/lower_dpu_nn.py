@@ -381,7 +381,7 @@ def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, lo: int, rows: int,
         pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
         e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
-              e.prog.store_channel, waits, loaded, before_store=True)   # beside the load
+              e.prog.store_channel, waits, loaded, before_store=k)   # beside the load
     return xin
 
 

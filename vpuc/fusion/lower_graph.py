@@ -67,7 +67,7 @@ from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize, spans)
-from vpuc.fusion.act_split import tail_split
+from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -143,7 +143,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>")
     if plan != "naive":
-        overlap(lowered, gates, ctx.arch.dma_channels)
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
     return lowered
 
 
@@ -301,15 +301,19 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                         f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     runs = [(blocks, master[axis] // blocks if axis is not None else None, 0)]
+    outermost = True
     if axis is not None and blocks == chosen:
         total = sum(v.type.nbytes for v in seg_values)
-        cut = tail_split(master[axis], blocks, total, prog.cmx_budget, tiles)
-        if cut is not None:         # a main run of equal blocks, then a tail block
-            main, size = cut
-            runs = [(main, size, 0), (1, master[axis] - main * size, main * size)]
+        cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
+            seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)]
+        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles)
+        outermost = next(c[3] for c in cuts if c[0] == axis)
+        runs = [(main, size, 0)]
+        if main * size < master[axis]:      # a main run of equal blocks, then a tail block
+            runs.append((1, master[axis] - main * size, main * size))
     for i, (count, chunk, offset) in enumerate(runs):
         stages = _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
-                             library, made, nhwc, seg_values, axis, chunk)
+                             library, made, nhwc, seg_values, axis, chunk, outermost)
         last = i == len(runs) - 1
         emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
                     extent=count * chunk if axis is not None else 1, blocks=count, tiles=tiles,
@@ -320,12 +324,15 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
 
 def _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
                 library: dict[int, LibraryCall], made: dict[tuple, str], nhwc: bool,
-                seg_values: list[Value], axis: int | None, chunk: int | None) -> list[Stage]:
+                seg_values: list[Value], axis: int | None, chunk: int | None,
+                outermost: bool = True) -> list[Stage]:
     """The block pipeline's stages for blocks of ``chunk`` elements along ``axis`` (None:
     whole tensors): library kernels, and one kernel generated per subgraph body at that
-    size (an equal body, MobileNet's repeated blocks, shares one)."""
+    size (an equal body, MobileNet's repeated blocks, shares one).  A block is halved over
+    a tile's two ACT SHAVEs only along an ``outermost`` axis (every dim outside it in memory
+    1), where its halves are dense, as kernels read them."""
     rank = len(seg.master)
-    halves = 2 if chunk is not None and chunk % 2 == 0 else 1
+    halves = 2 if chunk is not None and chunk % 2 == 0 and outermost else 1
     type_of = {v.name: v.type for v in seg_values}
     stages = []
     for unit in seg.units:
@@ -466,22 +473,33 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
 
 def _split(values: list[Value], master: tuple, forbidden: set[int],
            budget: int) -> tuple[int | None, int]:
-    """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
+    """The axis to cut along and the number of blocks (None, 1: the whole tensors): the
+    first of ``_even_cuts``."""
+    cuts = _even_cuts(values, master, forbidden, budget)
+    return cuts[0][:2] if cuts else (None, 1)
+
+
+def _even_cuts(values: list[Value], master: tuple, forbidden: set[int],
+               budget: int) -> list[tuple[int, int, bool]]:
+    """``(axis, blocks, outermost)`` per axis that may be cut, outermost in memory first:
+    the fewest blocks, at least four (or one per element), that divide it and fit
+    ``budget`` twice; ``outermost``: every dim outside it in memory is 1."""
     if any(isinstance(d, Dynamic) for d in master):
-        return None, 1
+        return []
     total = sum(v.type.nbytes for v in values)
     ddr = [v for v in values if v.kind == "input"] + [v for v in values if v.kind != "input"]
     first = next((v for v in ddr if v.type.rank == len(master)), None)
     order = first.type.order.perm if first is not None else tuple(range(len(master)))
-    for axis in order:                        # outermost in memory first
+    cuts = []
+    for n, axis in enumerate(order):          # outermost in memory first
         extent = master[axis]
         if extent < 2 or axis in forbidden:
             continue
         for blocks in _divisors(extent):
-            if blocks >= 4 or blocks == extent:
-                if 2 * total // blocks <= budget:
-                    return axis, blocks
-    return None, 1
+            if (blocks >= 4 or blocks == extent) and 2 * total // blocks <= budget:
+                cuts.append((axis, blocks, all(master[a] == 1 for a in order[:n])))
+                break
+    return cuts
 
 
 def _divisors(n: int) -> list[int]:

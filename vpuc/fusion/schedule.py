@@ -132,10 +132,14 @@ def nhwc_ports(body: Graph) -> Graph:
     return out
 
 
-def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
+def overlap(module: Module, gates: set[str], dma_channels: int = 2,
+            cmx_bytes: int | None = None) -> None:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
-    channel the early loads keep their place in its FIFO (they only stop waiting)."""
+    channel the early loads keep their place in its FIFO (they only stop waiting).
+    ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
+    into what the running segment's buffers leave free (``_early_room``)."""
     symbols = SymbolTable(module)
+    room_of = _early_room(module, gates, cmx_bytes)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
@@ -164,7 +168,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
             room = (gate, dst.root.tile)
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
-            if early_bytes.get(room, 0) + dst.root.type.nbytes <= EARLY_CMX_BYTES:
+            if early_bytes.get(room, 0) + dst.root.type.nbytes <= room_of(room):
                 early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
                 if dst.root.name not in dma_read:
                     early[id(task)] = gate
@@ -178,6 +182,30 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
         if dma_channels > 1:
             task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+
+
+def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
+    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
+    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
+    whose last store updates the gate, ``<prefix>finished``) together leaves more free:
+    its buffers and the early ones then fit side by side, whatever their lifetimes."""
+    used: dict[tuple[str, int], int] = {}
+    prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
+    for b in module.buffers:
+        if b.kind is BufferKind.CMX:
+            # the longest segment prefix of its name (value names may hold dots themselves)
+            cut = [i + 1 for i, ch in enumerate(b.name) if ch == "." and b.name[:i + 1] in prefixes]
+            if cut:
+                key = (b.name[:cut[-1]], b.tile)
+                used[key] = used.get(key, 0) + b.type.nbytes
+
+    def room(key: tuple[str, int]) -> int:
+        gate, tile = key
+        if cmx_bytes is None or not gate.endswith("finished"):
+            return EARLY_CMX_BYTES
+        free = cmx_bytes - used.get((gate[:-len("finished")], tile), 0)
+        return max(EARLY_CMX_BYTES, free)
+    return room
 
 
 def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
