@@ -59,20 +59,14 @@ def parse_number(token: Token) -> float | int:
     return float(token)
 
 
-@v_args(inline=True)
-class VirTransformer(Transformer):
-    """Builds IR objects bottom-up while lark parses."""
+class _TransformerHelpers:
+    """What the rule callbacks share.  Kept out of ``VirTransformer`` itself, so lark's
+    ``v_args`` leaves these plain methods: a wrapped one builds a new wrapper (with
+    ``functools.update_wrapper``) on every attribute access, a tenth of a long parse."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.file = "<input>"
-        self.bag = DiagnosticBag()
+    file: str
+    bag: DiagnosticBag
 
-    def reset(self, file: str) -> None:
-        self.file = file
-        self.bag = DiagnosticBag()
-
-    # ------------------------------------------------------------ helpers
     def loc(self, token: Token) -> Loc:
         return Loc(self.file, token.line, token.column)
 
@@ -117,6 +111,20 @@ class VirTransformer(Transformer):
                                "memref<*xT> (any rank) or dims of sizes or '?', like memref<?x16xf16>")
                 return None
         return MemRefPattern(elem, tuple(dims))
+
+
+@v_args(inline=True)
+class VirTransformer(_TransformerHelpers, Transformer):
+    """Builds IR objects bottom-up while lark parses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.file = "<input>"
+        self.bag = DiagnosticBag()
+
+    def reset(self, file: str) -> None:
+        self.file = file
+        self.bag = DiagnosticBag()
 
     # ------------------------------------------------------------ module
     def start(self, header: Module, *items) -> Module:
@@ -319,8 +327,9 @@ class VirTransformer(Transformer):
     updates = waits
 
     # ------------------------------------------------------------ graphs
-    def graph_decl(self, kw, symbol, *ops) -> Graph:
-        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw))
+    def graph_decl(self, kw, symbol, waits, updates, *ops) -> Graph:
+        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw), waits=waits or (),
+                      updates=updates or ())
         # Names, arity, attributes and shapes are checked (and types inferred) here, so the
         # IR of a parsed graph is always fully typed.
         check_graph(graph, self.bag)
