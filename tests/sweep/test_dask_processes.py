@@ -10,13 +10,14 @@ import time
 
 from vpuc.sweep.dask_processes import stop_session
 
-# A parent that ignores SIGTERM unless told otherwise, with a child in its session; both
-# say they are ready on stdout, then wait to be stopped.
+# A parent (ignoring SIGTERM if told to) and a child in its session; the parent says the
+# child's pid on stdout, then both wait to be stopped.
 TREE = """
 import signal, subprocess, sys, time
 if sys.argv[1] == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-child = subprocess.Popen([sys.executable, "-c", "import time; print('child', flush=True); time.sleep(600)"])
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         stdout=subprocess.DEVNULL)
 print(child.pid, flush=True)
 time.sleep(600)
 """
