@@ -100,6 +100,7 @@ class _Schedule:
     prog: ProgramText = field(default_factory=ProgramText)
     tasks: list[_Task] = field(default_factory=list)
     scope: str | None = None              # the hazard key of the buffers being declared
+    channel: int | None = None            # the DMA channel of the loads being emitted
     key_of: dict[str, str] = field(default_factory=dict)
     shape_of: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
     types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
@@ -123,7 +124,9 @@ class _Schedule:
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits=None, updates=None,
             permute: bool = False) -> None:
-        """One DMA (``waits``/``updates`` of ``LayerEmitter``'s signature are derived here)."""
+        """One DMA (``waits``/``updates`` of ``LayerEmitter``'s signature are derived here;
+        on ``self.channel`` when set)."""
+        channel = channel if self.channel is None else self.channel
         cmx_side = dst if dst[1:] in self.shape_of else src
         dims, eb = self.shape_of[cmx_side[1:]]
         cycles = move_cycles(Move(math.prod(dims) * eb, eb, permute), self.timing,
