@@ -25,7 +25,9 @@ The tasks are ordered by what they read and write (``_Schedule``): each waits
 for the last writer of what it reads and for the readers since of what it
 overwrites; buffers of one role alternate between two slots per tile (input
 and weight chunks, partials, totals), so the loads of chunk *j + 1* overlap
-the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*.
+the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*; weight
+chunks load on the second DMA channel (the stores' one: a block stores once),
+input chunks on the first, so their DMA latencies overlap.
 Output blocks alternate over the tiles, in rounds of one block per tile.
 
 The split (rows per block, output channels per block, reduction per chunk) is
