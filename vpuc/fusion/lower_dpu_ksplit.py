@@ -93,12 +93,11 @@ class _Schedule:
     """The tasks of one K-split layer, ordered by their reads and writes of hazard keys
     (a buffer's role and slot on its tile), with the cost model's cycles.  Offers the
     ``cmx`` / ``view`` / ``dma`` calls of ``lower_dpu.LayerEmitter`` that
-    ``lower_dpu_matmul.load_matrix`` makes; everything goes to a private ``ProgramText``
+    ``lower_dpu_matmul.load_matrix`` and ``lower_dpu_channels.load_padded_weights`` make; everything goes to a private ``ProgramText``
     that ``commit`` adds to the real one."""
 
     p: str
     timing: object
-    channels: int
     prog: ProgramText = field(default_factory=ProgramText)
     tasks: list[_Task] = field(default_factory=list)
     scope: str | None = None              # the hazard key of the buffers being declared
@@ -303,7 +302,7 @@ class KSplitLayer:
     def schedule(self, s: Split) -> _Schedule:
         """Every task of the layer under split ``s``, in program order: output blocks in
         rounds of one per tile, their chunks interleaved, then each block's epilogue."""
-        sch = _Schedule(self.p, self.timing, self.prog.dma_channels)
+        sch = _Schedule(self.p, self.timing)
         sch.prog.kernels = kernel_declarations(self.activation)
         self.declare(sch)
         blocks = self.blocks(s)
