@@ -25,7 +25,9 @@ The tasks are ordered by what they read and write (``_Schedule``): each waits
 for the last writer of what it reads and for the readers since of what it
 overwrites; buffers of one role alternate between two slots per tile (input
 and weight chunks, partials, totals), so the loads of chunk *j + 1* overlap
-the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*.
+the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*; weight
+chunks load on the second DMA channel (the stores' one: a block stores once),
+input chunks on the first, so their DMA latencies overlap.
 Output blocks alternate over the tiles, in rounds of one block per tile.
 
 The split (rows per block, output channels per block, reduction per chunk) is
@@ -91,15 +93,15 @@ class _Schedule:
     """The tasks of one K-split layer, ordered by their reads and writes of hazard keys
     (a buffer's role and slot on its tile), with the cost model's cycles.  Offers the
     ``cmx`` / ``view`` / ``dma`` calls of ``lower_dpu.LayerEmitter`` that
-    ``lower_dpu_matmul.load_matrix`` makes; everything goes to a private ``ProgramText``
+    ``lower_dpu_matmul.load_matrix`` and ``lower_dpu_channels.load_padded_weights`` make; everything goes to a private ``ProgramText``
     that ``commit`` adds to the real one."""
 
     p: str
     timing: object
-    channels: int
     prog: ProgramText = field(default_factory=ProgramText)
     tasks: list[_Task] = field(default_factory=list)
     scope: str | None = None              # the hazard key of the buffers being declared
+    channel: int | None = None            # the DMA channel of the loads being emitted
     key_of: dict[str, str] = field(default_factory=dict)
     shape_of: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
     types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
@@ -123,7 +125,9 @@ class _Schedule:
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits=None, updates=None,
             permute: bool = False) -> None:
-        """One DMA (``waits``/``updates`` of ``LayerEmitter``'s signature are derived here)."""
+        """One DMA (``waits``/``updates`` of ``LayerEmitter``'s signature are derived here;
+        on ``self.channel`` when set)."""
+        channel = channel if self.channel is None else self.channel
         cmx_side = dst if dst[1:] in self.shape_of else src
         dims, eb = self.shape_of[cmx_side[1:]]
         cycles = move_cycles(Move(math.prod(dims) * eb, eb, permute), self.timing,
@@ -298,7 +302,7 @@ class KSplitLayer:
     def schedule(self, s: Split) -> _Schedule:
         """Every task of the layer under split ``s``, in program order: output blocks in
         rounds of one per tile, their chunks interleaved, then each block's epilogue."""
-        sch = _Schedule(self.p, self.timing, self.prog.dma_channels)
+        sch = _Schedule(self.p, self.timing)
         sch.prog.kernels = kernel_declarations(self.activation)
         self.declare(sch)
         blocks = self.blocks(s)

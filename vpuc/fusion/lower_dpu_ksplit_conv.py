@@ -105,8 +105,10 @@ class ConvKSplit(KSplitLayer):
                     sch.view(f"in.z{tag}", xin[1:], [f"0:{n}", f"{real}:{icp}", f"0:{rows}",
                                                      f"0:{w}"]), 0)
         sch.scope = f"t{t}.w{slot}"
+        sch.channel = self.prog.store_channel   # weights beside the inputs: latencies overlap
         wt = sch.cmx(f"w.{tag}", TensorType((ocp, icp, kh, kw), elem, NHWC), t)
         self._load_weights(sch, tag, self.plan.jobs[j], (o0, o1), (c0, c1), wt)
+        sch.channel = None
         clause, reads = "", [xin, wt]
         if first and self.layer.bias is not None:
             sch.scope = f"t{t}.bias"

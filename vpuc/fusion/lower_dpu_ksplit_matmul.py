@@ -93,9 +93,11 @@ class MatmulKSplit(KSplitLayer):
                         self.a_axes[0], (r0, r1), self.a_axes[1], t, "", [], pad=(rows, kp),
                         cols=(k0, k1))
         sch.scope = f"t{t}.w{slot}"
+        sch.channel = self.prog.store_channel   # weights beside the inputs: latencies overlap
         w = load_matrix(sch, f"w.{tag}", self.b, _batch_index(self.b.type.dims, out_batch, item),
                         self.b_axes[0], (c0, c1), self.b_axes[1], t, "", [], pad=(cp, kp),
                         cols=(k0, k1))
+        sch.channel = None
         clause, reads = "", [x, w]
         if first and self.layer.bias is not None:
             sch.scope = f"t{t}.bias"
