@@ -239,6 +239,7 @@ class LayerEmitter:
         self.reuse = 2 * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
+        self.last_store: int | None = None  # index in prog.dma of the last store listed
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -257,11 +258,18 @@ class LayerEmitter:
         return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
-            permute: bool = False) -> None:
+            permute: bool = False, before_store: bool = False) -> None:
+        """Append a DMA task; ``before_store``: list it before the layer's last store so far
+        (a load on the store channel then runs beside the previous block's compute, not
+        behind its store in the channel's FIFO)."""
         mode = "permute " if permute else ""
         upd = f" updates({', '.join(updates)})" if updates else ""
-        self.prog.dma.append(f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}"
-                             f"{waits}{upd}")
+        line = f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}{waits}{upd}"
+        if before_store and self.last_store is not None:
+            self.prog.dma.insert(self.last_store, line)
+            self.last_store += 1
+        else:
+            self.prog.dma.append(line)
 
     def barriers(self, k: int) -> None:
         self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
@@ -302,6 +310,7 @@ class LayerEmitter:
             updates.append(f"%{self.finish}")
         self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
                  updates, permute)
+        self.last_store = len(self.prog.dma) - 1
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

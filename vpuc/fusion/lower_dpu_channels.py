@@ -179,9 +179,11 @@ def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: boo
             e.prog.buffers.append(f"const %{zeros} : {n}x{cp - channels}x{rows}x{w}x{elem} NHWC"
                                   " = splat 0")
         pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
+        # on the store channel, listed before the previous block's store: it runs beside the
+        # (often transposing, one element a cycle) load of the real channels, not after it
         e.dma(f"zero{k}", e.view(f"zeros.v{k}", zeros, pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
-              0, waits, loaded)
+              e.prog.store_channel, waits, loaded, before_store=True)
     return xin
 
 

@@ -52,7 +52,7 @@ class KernelSourceKind(Enum):
     GENERATED = "generated"  # produced by the fusion pipeline
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelSource:
     kind: KernelSourceKind
     ref: str = ""            # library name or path; empty for generated
@@ -82,7 +82,7 @@ class Direction(Enum):
         return self is not Direction.OUT
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelParam:
     """One argument of a kernel's contract: a memref (becomes MemRefData) or a scalar.
 
@@ -110,7 +110,7 @@ class KernelParam:
         return f"{self.name}: {head}{self.type_str()}"
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelDecl:
     name: str
     params: list[KernelParam]
@@ -118,7 +118,7 @@ class KernelDecl:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class RuntimeDecl:
     """``VPURT.Graph``: the runtime kernel and the per-tile ACT SHAVE stack sizes."""
 
@@ -140,7 +140,7 @@ class BufferKind(Enum):
         return self.value
 
 
-@dataclass
+@dataclass(slots=True)
 class ConstInit:
     """Initial contents of a constant: inline values, a splat, or a .npy path."""
 
@@ -156,7 +156,7 @@ class ConstInit:
         return "[" + ", ".join(format_number(v) for v in self.values or ()) + "]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Buffer:
     name: str
     kind: BufferKind
@@ -167,7 +167,7 @@ class Buffer:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class Slice:
     """One dim of a view: ``start:stop:step`` over the base's logical dim."""
 
@@ -186,7 +186,7 @@ class Slice:
         return text if self.step == 1 else f"{text}:{self.step}"
 
 
-@dataclass
+@dataclass(slots=True)
 class View:
     """A strided sub-view of a buffer (or of another view); rank is preserved."""
 
@@ -196,7 +196,7 @@ class View:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class Barrier:
     name: str
     physical: int | None = None  # None: virtual, assigned later
