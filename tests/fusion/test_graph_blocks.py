@@ -164,3 +164,29 @@ def test_a_user_name_a_block_program_uses_is_an_error_at_its_declaration():
     diag = err.value.diagnostics[0]
     assert (diag.loc.line, diag.loc.col) == (2, 1)
     assert "%main.x.b0 is a name graph @main's lowering uses" in diag.message
+
+
+def test_layer_lines_follow_each_block_prefix():
+    """Each block's layer keys move under its name with its task labels, so every task
+    finds the ONNX nodes of its own block, and a hand-written task none."""
+    from vpuc.ir.provenance import LayerIndex
+    text = ("module @m arch NPU37XX\n"
+            "ddr %h : 1x16x4x4xf16 NCHW\noutput %out : 1x16x4x4xf16 NCHW\n"
+            "barrier %ready\n"
+            "tasks DMA {\n  drain: dma %h -> %out channel 0 waits(%ready)\n}\n"
+            "graph @a {\n  %x = Parameter() : 1x16x4x4xf16 NCHW\n"
+            '  %g = Relu(%x) from "relu_a" Relu\n  Result(%g)\n}\n'
+            "graph @b updates(%ready) {\n  %g = Parameter() : 1x16x4x4xf16 NCHW\n"
+            '  %h = Sigmoid(%g) from "sig_b" Sigmoid\n  Result(%h)\n}\n')
+    _, program = compiled(text)
+    index = LayerIndex(program.module.layers)
+    seen = {}
+    for tl in program.module.task_lists:
+        for task in tl.tasks:
+            layer = index.layer(task.label)
+            seen[task.label.split(".")[0]] = {n.name for n in layer.nodes} if layer else set()
+    assert seen == {"a": {"relu_a"}, "b": {"sig_b"}, "drain": set()}
+    x = np.random.default_rng(5).uniform(-3, 3, (1, 16, 4, 4)).astype(np.float16)
+    result = api.simulate(program, {"x": x})
+    want = (1 / (1 + np.exp(-np.maximum(x.astype(np.float32), 0)))).astype(np.float16)
+    assert_close(result.outputs["out"], want, ulps=2)

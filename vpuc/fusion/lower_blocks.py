@@ -94,7 +94,11 @@ def _merge_declarations(module: Module, lowered: Module, interface: set[str],
     """Add the lowered block's declarations to ``module``: its own buffers, views,
     barriers and layer lines (the interface buffers are the module's), the kernels it
     needs, its runtime if the module has none."""
+    own_runtime = module.runtime is not None and lowered.runtime is not None \
+        and module.runtime.kernel != lowered.runtime.kernel
     for kernel in lowered.kernels:
+        if own_runtime and kernel.name == lowered.runtime.kernel:
+            continue                                 # the module's runtime serves
         same = next((k for k in module.kernels if k.name == kernel.name), None)
         if same is None:
             module.kernels.append(kernel)

@@ -141,7 +141,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
                  cmx_budget=ctx.cmx_budget)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
-    lowered = parse_text(text, f"<lower-graph @{graph.name}>")
+    lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
     return lowered

@@ -28,6 +28,7 @@ from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRe
                            TensorType)
 from vpuc.verifier.graph import check_graph
 from vpuc.vir.grammar_cache import cached_lark
+from vpuc.vir.plain_declarations import merge_declarations, take_declarations
 from vpuc.vir.syntax import syntax_error
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
@@ -424,14 +425,23 @@ def bare_parser() -> lark.Lark:
     return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="contextual")
 
 
-def parse_text(text: str, file: str = "<input>") -> Module:
-    """Parse VIR text into a module; raises VpucError with every diagnostic found."""
+def parse_text(text: str, file: str = "<input>", machine_written: bool = False) -> Module:
+    """Parse VIR text into a module; raises VpucError with every diagnostic found.
+    ``machine_written``: text vpuc wrote (a lowered program), whose plainest declarations
+    are read without lark (``plain_declarations.py``)."""
     parser, transformer = _parser()
     transformer.reset(file)
     SOURCES.add(file, text)
     try:
         with gc_paused():
+            taken = None
+            if machine_written:
+                text, *taken = take_declarations(text, transformer)
             module = parser.parse(text)
+            if taken is not None:
+                module.buffers = merge_declarations(module.buffers, taken[0])
+                module.views = merge_declarations(module.views, taken[1])
+                module.barriers = merge_declarations(module.barriers, taken[2])
     except lark.exceptions.UnexpectedInput as exc:
         raise syntax_error(exc, text, file, parser) from None
     except LiteralTooLong as exc:
