@@ -118,10 +118,13 @@ def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: 
 
 
 def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: str, t: int,
-              waits: str, loaded: list[str], declare: bool) -> str:
+              waits: str, loaded: list[str], declare: bool, block: int | None = None) -> str:
     """DMA job ``j``'s slice [o0, o1) of the layer's f32 bias (``const %<prefix>bias``) into
     tile ``t``'s CMX, zero-padded to the aligned channel count (a ``const`` of its own,
-    declared with the job's first block); the task's ``bias(...)`` clause, "" without one."""
+    declared with the job's first block); the task's ``bias(...)`` clause, "" without one.
+    With ``block`` (a block loading its own chunk's weights) the small load goes on the
+    store channel (``LayerEmitter.dma``'s ``before_store``), its DDR latency beside the
+    weights' load instead of after it."""
     if bias is None:
         return ""
     (o0, o1), p = outs, e.p
@@ -134,7 +137,11 @@ def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: st
     elif (o0, o1) != (0, bias.size):
         src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
     cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
-    e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    if block is None:
+        e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    else:
+        e.dma(f"load_bias.{tag}", src, cmx, e.prog.store_channel, waits, loaded,
+              before_store=block)
     return f" bias({cmx})"
 
 
