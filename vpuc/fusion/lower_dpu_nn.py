@@ -20,7 +20,9 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``avgpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
-  fit, each chunk a series of row blocks of its own.  A layer of fewer output rows
+  fit, each chunk a series of row blocks of its own; when not even 16 output
+  channels fit with one output row, its input channels are cut into chunks too
+  (f32 partial sums: ``lower_dpu_ksplit_conv``).  A layer of fewer output rows
   than tiles (a global pool) is cut over its output channels, one chunk per tile.
 
 Every layer is a list of *jobs* (a range of input channels, a range of output
@@ -250,10 +252,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if worst <= prog.cmx_budget:
             break
         if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
+            if plan.dpu_op == "conv":      # the input channels cut too: f32 partial sums
+                from vpuc.fusion.lower_dpu_ksplit_conv import emit_conv_ksplit
+                emit_conv_ksplit(prog, layer, plan, x, values, tiles, prefix, gate, finish)
+                return
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
-                            f"over a budget of {prog.cmx_budget}; splitting the input channels "
-                            "(partial sums) is not supported yet", op.loc)
+                            f"over a budget of {prog.cmx_budget}; the {plan.dpu_op} works within "
+                            "each channel: no reduction over channels to split", op.loc)
     chunkings = [jobs]
     if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
         for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):

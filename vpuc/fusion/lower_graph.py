@@ -47,7 +47,10 @@ run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]
 when set by the command line, is called with (stage, text) after every
 generator stage (``--print-lir``, ``--print-after-all``); the pass never prints.
 
-Expects: a verified module whose graph blocks are typed; no task lists beside them.
+Several graph blocks, or graph blocks beside task lists, are lowered one block at a
+time and stitched into the module's task lists by ``lower_blocks.py``.
+
+Expects: a verified module whose graph blocks are typed.
 Guarantees: no graph block is left; every subgraph has a kernel declaration,
 its generated object in ``ctx.artifacts["generated-kernels"]``, buffers,
 views, barriers and tasks; every left-out layer DPU tasks; the module verifies.
@@ -67,6 +70,7 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
+from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
@@ -101,26 +105,11 @@ class LowerGraphPass(ModulePass):
     def run(self, module: Module, ctx: PassContext) -> None:
         if not module.graphs:
             return
-        if module.task_lists or module.buffers:
-            raise VpucError(f"module @{module.name} has graph blocks and task-level buffers or "
-                            "tasks; lowering graphs into an existing program is not supported yet",
-                            module.loc)
-        if len(module.graphs) > 1:
-            raise VpucError(f"module @{module.name} has {len(module.graphs)} graph blocks; "
-                            "lowering one graph per module is supported so far", module.loc)
+        if len(module.graphs) > 1 or has_program(module):
+            lower_blocks(module, ctx, lower_block)         # several blocks, or beside tasks
+            return
         graph = module.graphs[0]
-        check_sizes(graph, ctx.arch.max_tensor_bytes)
-        generated = ctx.artifacts.setdefault("generated-kernels", {})
-        timings = ctx.artifacts.setdefault("fusion-timings", [])
-        hook = ctx.artifacts.get("fusion-print")
-        plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
-        gates: set[str] = set()
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                     cmx_budget=ctx.cmx_budget)
-        lowered = parse_text(text, f"<lower-graph @{graph.name}>")
-        if plan != "naive":
-            overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+        lowered = lower_block(graph, module, ctx)
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
         module.buffers += lowered.buffers
@@ -130,6 +119,32 @@ class LowerGraphPass(ModulePass):
         module.layers += lowered.layers
         module.graphs = []
         module.attributes["graph"] = "lowered"
+
+
+def has_program(module: Module) -> bool:
+    """Whether the module has task-level content beside its graph blocks."""
+    return bool(module.task_lists or module.buffers or module.barriers)
+
+
+def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> Module:
+    """The task-level program of one graph block, parsed (with ``--schedule default``'s
+    overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
+    before it is parsed."""
+    check_sizes(graph, ctx.arch.max_tensor_bytes)
+    generated = ctx.artifacts.setdefault("generated-kernels", {})
+    timings = ctx.artifacts.setdefault("fusion-timings", [])
+    hook = ctx.artifacts.get("fusion-print")
+    plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
+    gates: set[str] = set()
+    text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                 dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
+                 cmx_budget=ctx.cmx_budget)
+    if rename is not None:
+        text, gates = rename.text(text), {rename.name(g) for g in gates}
+    lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
+    if plan != "naive":
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+    return lowered
 
 
 def check_sizes(graph: Graph, limit: int) -> None:
