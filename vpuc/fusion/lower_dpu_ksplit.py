@@ -14,8 +14,8 @@ for NPU37XX, ``getOutDataWidth`` in ``src/vpux_compiler/src/NPU37XX/dialect/
 VPUIPDPU/rewriters/dpu_invariant_block_rewriters.cpp`` of
 ``openvinotoolkit/npu_plugin``, maps an f32 output to ``ODU_DTYPE_32BIT``).
 The first chunk's task adds the bias (in f32, once); the library kernel
-``add`` (kernels/add.s, f32) on the tile's ACT SHAVE sums each partial into a
-running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
+``add`` (kernels/add.s, f32) on the tile's two ACT SHAVEs (half of the rows
+each) sums each partial into a running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
 ``tanh``, in f32) and ``convert`` (f32 -> f16) run once on the total, and a
 DMA stores the f16 block.  So a value is the f32 sum of its products rounded
 once to f16, as the unsplit layer computes it (only the order of the f32
