@@ -71,6 +71,9 @@ def lower_blocks(module: Module, ctx, lower_block) -> None:
         task_list.tasks = lists[task_list.executor]
     module.graphs = []
     module.attributes["graph"] = "lowered"
+    # Which tasks the lowering made (labels "BLOCK.*"): rules for lowered programs only
+    # (verifier/dpu_channels.py) leave the hand-written ones to their authors.
+    module.attributes["graph-blocks"] = ",".join(label(sanitize(b.graph.name)) for b in blocks)
 
 
 def _interface(module: Module, symbols: SymbolTable) -> list[Buffer]:
