@@ -47,7 +47,7 @@ def lower_blocks(module: Module, ctx, lower_block) -> None:
     symbols = SymbolTable(module)
     interface = _interface(module, symbols)
     module.buffers += [b for b in interface if b.name not in symbols.buffers]
-    taken = {*symbols.buffers, *symbols.views, *symbols.barriers}
+    taken = {*symbols.buffers, *symbols.views, *symbols.barriers, *(b.name for b in interface)}
     blocks: list[Block] = []
     for k, graph in enumerate(module.graphs):
         names = {op.result for op in graph.parameters} | {
