@@ -11,7 +11,7 @@ The semantics (docs/vir.md, "Several graph blocks, and graphs beside tasks"):
   none does.  Every other name of a block is local to it (``block_names.py``
   puts it under ``GRAPH.``).
 - **Blocks run one after another**, in written order: each block's first task
-  in every queue waits on a barrier ``%GRAPH.done`` that the previous block's
+  in every queue waits on a barrier ``%PREVIOUS.done`` that the previous block's
   last task in every queue updates (a queue runs in order, so that is after
   all of the previous block's tasks).  A block's ``waits(...)`` barriers join
   that entry, its ``updates(...)`` barriers that exit.
