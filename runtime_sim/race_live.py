@@ -187,7 +187,14 @@ class LiveAccesses:
         index = self.index.get(group.key)
         if not index:
             return []
-        near: list[Group] = []
+        if len(index) == 1 and len(group.cells) == 1:     # the common case, without loops
+            lo, hi, _ = group.cells[0]
+            for longest, starts, cells in index.values():
+                start = bisect_left(starts, lo - longest + 1)
+                near = [other for _, last, _, other in cells[start:bisect_left(starts, hi, start)]
+                        if last > lo]
+                return near if len(near) < 2 else list(dict.fromkeys(near))
+        near = []
         for lo, hi, _ in group.cells:
             for longest, starts, cells in index.values():
                 # No interval starting before lo - longest + 1 reaches past lo.
