@@ -46,13 +46,19 @@ _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: Ac
 class _Checker:
     def __init__(self, file: str) -> None:
         self.file = file
+        # Names already matched, per pattern: aliases and kernel names repeat on every task.
+        self._matched: dict[re.Pattern, set[str]] = {_NAME: set(), _LABEL: set()}
 
     def fail(self, where: str, message: str) -> VpucError:
         return VpucError(f"{self.file}: blob {where}: {message}")
 
     def name(self, where: str, text, pattern=_NAME) -> str:
+        matched = self._matched[pattern]
+        if text in matched and type(text) is str:
+            return text
         if not isinstance(text, str) or not pattern.fullmatch(text):
             raise self.fail(where, f"name {text!r} is not an identifier")
+        matched.add(text)
         return text
 
     def label(self, where: str, text):
@@ -99,7 +105,13 @@ def _number(check: _Checker, where: str, value: Number) -> int | float:
     return int(value.value) if value.is_int else float(value.value)
 
 
-def _tensor_type(check: _Checker, where: str, t) -> TensorType:
+def _tensor_type(check: _Checker, where: str, t, types: dict) -> TensorType:
+    """``types``: the types built so far by their record fields; equal records share one
+    (a program of 100k tasks has a handful of distinct types)."""
+    key = (t.dims, t.dynamic_dims, t.data_type, t.dims_order, len(t.strides))
+    known = types.get(key)
+    if known is not None:
+        return known
     rank = len(t.dims)
     if rank > MAX_RANK:
         raise check.fail(where, f"rank {rank} exceeds {MAX_RANK}")
@@ -112,16 +124,19 @@ def _tensor_type(check: _Checker, where: str, t) -> TensorType:
         raise check.fail(where, f"dims {list(t.dims)} are out of range")
     dims = tuple(Dynamic(d) if t.dynamic_dims and t.dynamic_dims[i] else d
                  for i, d in enumerate(t.dims))
-    return TensorType(dims, check.code(where, ELEM_OF, t.data_type, "element type"),
-                      DimsOrder(tuple(t.dims_order)))
+    types[key] = made = TensorType(dims, check.code(where, ELEM_OF, t.data_type, "element type"),
+                                   DimsOrder(tuple(t.dims_order)))
+    return made
 
 
 def _barriers(check: _Checker, where: str, indices, names: list[str]) -> tuple[str, ...]:
+    if not indices:
+        return ()
     limit = len(names)
-    for b in indices:
-        if not 0 <= b < limit:
-            raise check.fail(where, f"barrier index {b} is out of range ({limit} barriers)")
-    return tuple(names[b] for b in indices)
+    if min(indices) < 0 or max(indices) >= limit:
+        bad = next(b for b in indices if not 0 <= b < limit)
+        raise check.fail(where, f"barrier index {bad} is out of range ({limit} barriers)")
+    return tuple(map(names.__getitem__, indices))
 
 
 def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None = None,
@@ -136,11 +151,13 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
     n_tensors = len(names)
     kinds: list[BufferKind] = []
+    types: dict[tuple, TensorType] = {}
+    slices: dict[tuple, tuple[Slice, ...]] = {}
     for i, t in enumerate(tensors):
         where = f"tensor #{i} '{t.name}'"
         kind = check.code(where, LOCATION_OF, t.location, "memory location")
         kinds.append(kind)
-        tensor_type = _tensor_type(check, where, t)
+        tensor_type = _tensor_type(check, where, t, types)
         if t.base == -1:
             if t.slices:
                 raise check.fail(where, "a buffer has slices")
@@ -153,8 +170,11 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             if t.base == i or len(t.slices) != len(t.dims):
                 raise check.fail(where, "a view needs another tensor as base and one slice "
                                  "per dim")
-            module.views.append(View(t.name, Ref(names[t.base]),
-                                     tuple(Slice(s.start, s.stop, s.step) for s in t.slices)))
+            pieces = slices.get(t.slices)
+            if pieces is None:      # views of one shape share their (never mutated) slices
+                pieces = slices[t.slices] = tuple(Slice(s.start, s.stop, s.step)
+                                                  for s in t.slices)
+            module.views.append(View(t.name, Ref(names[t.base]), pieces))
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
         actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
@@ -258,11 +278,12 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
            names: list[str], kinds: list[BufferKind], barrier_names: list[str],
            kernel_names: list[str]) -> None:
     n_tensors = len(names)
+    refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
 
     def tensor(where: str, index: int) -> Ref:
         if not 0 <= index < n_tensors:
             raise check.fail(where, f"tensor index {index} is out of range ({n_tensors} tensors)")
-        return Ref(names[index])
+        return refs[index]
 
     seen: set[Executor] = set()
     for li, tl in enumerate(content.task_lists):

@@ -24,19 +24,52 @@ class Ref(str):
     """A symbol reference (``%x`` or ``@k`` without its sigil) that remembers where it was written.
 
     It compares, hashes and prints as the plain name, so the location never
-    affects equality.
+    affects equality.  The location is kept packed in one int (a module holds
+    about 13 references per task; a ``Loc`` object each would be most of a
+    parsed module's memory) and unpacked when asked for.
     """
 
-    __slots__ = ("loc",)      # no per-name __dict__: a module holds about 13 per task
-    loc: Loc
+    __slots__ = ("_at",)      # no per-name __dict__; the packed location (_pack_loc)
 
     def __new__(cls, name: str, loc: Loc = UNKNOWN_LOC) -> "Ref":
         ref = super().__new__(cls, name)
-        ref.loc = loc
+        ref._at = _pack_loc(loc)
         return ref
+
+    @property
+    def loc(self) -> Loc:
+        return _unpack_loc(self._at)
 
     def __reduce__(self):
         return (Ref, (str(self), self.loc))
+
+
+# File names of packed locations, numbered as first seen (a process parses few files).
+_LOC_FILES: list[str] = [UNKNOWN_LOC.file]
+_LOC_FILE_NUMBER: dict[str, int] = {UNKNOWN_LOC.file: 0}
+_LINE_BITS, _COL_BITS = 32, 20
+
+
+def _pack_loc(loc):
+    """``loc`` as one int: file number, line, column (0 is UNKNOWN_LOC); anything that does
+    not pack (another location type, numbers out of range) is kept as it is."""
+    if type(loc) is not Loc or not (0 <= loc.line >> _LINE_BITS == 0 <= loc.col >> _COL_BITS):
+        return loc
+    number = _LOC_FILE_NUMBER.get(loc.file)
+    if number is None:
+        number = _LOC_FILE_NUMBER.setdefault(loc.file, len(_LOC_FILES))
+        if number == len(_LOC_FILES):
+            _LOC_FILES.append(loc.file)
+    return (number << (_LINE_BITS + _COL_BITS)) | (loc.line << _COL_BITS) | loc.col
+
+
+def _unpack_loc(at) -> Loc:
+    if type(at) is not int:
+        return at
+    if at == 0:
+        return UNKNOWN_LOC
+    return Loc(_LOC_FILES[at >> (_LINE_BITS + _COL_BITS)], (at >> _COL_BITS) & ((1 << _LINE_BITS) - 1),
+               at & ((1 << _COL_BITS) - 1))
 
 
 def loc_field() -> Loc:
@@ -52,7 +85,7 @@ class KernelSourceKind(Enum):
     GENERATED = "generated"  # produced by the fusion pipeline
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelSource:
     kind: KernelSourceKind
     ref: str = ""            # library name or path; empty for generated
@@ -82,7 +115,7 @@ class Direction(Enum):
         return self is not Direction.OUT
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelParam:
     """One argument of a kernel's contract: a memref (becomes MemRefData) or a scalar.
 
@@ -110,7 +143,7 @@ class KernelParam:
         return f"{self.name}: {head}{self.type_str()}"
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelDecl:
     name: str
     params: list[KernelParam]
@@ -118,7 +151,7 @@ class KernelDecl:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class RuntimeDecl:
     """``VPURT.Graph``: the runtime kernel and the per-tile ACT SHAVE stack sizes."""
 
@@ -140,7 +173,7 @@ class BufferKind(Enum):
         return self.value
 
 
-@dataclass
+@dataclass(slots=True)
 class ConstInit:
     """Initial contents of a constant: inline values, a splat, or a .npy path."""
 
@@ -156,7 +189,7 @@ class ConstInit:
         return "[" + ", ".join(format_number(v) for v in self.values or ()) + "]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Buffer:
     name: str
     kind: BufferKind
@@ -167,7 +200,7 @@ class Buffer:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class Slice:
     """One dim of a view: ``start:stop:step`` over the base's logical dim."""
 
@@ -186,7 +219,7 @@ class Slice:
         return text if self.step == 1 else f"{text}:{self.step}"
 
 
-@dataclass
+@dataclass(slots=True)
 class View:
     """A strided sub-view of a buffer (or of another view); rank is preserved."""
 
@@ -196,7 +229,7 @@ class View:
     loc: Loc = loc_field()
 
 
-@dataclass
+@dataclass(slots=True)
 class Barrier:
     name: str
     physical: int | None = None  # None: virtual, assigned later

@@ -8,6 +8,7 @@ Views compose: a view of a view resolves to one region of the root.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from vpuc.diagnostics import DiagnosticBag, Loc, closest_name
@@ -73,7 +74,7 @@ def dense_strides_bits(tensor: TensorType) -> tuple[int, ...]:
 def span_of(tensor: TensorType, strides_bits: tuple[int, ...]) -> int:
     if tensor.num_elements == 0:
         return 0
-    last_bit = sum((size - 1) * stride for size, stride in zip(tensor.bound_shape, strides_bits))
+    last_bit = sum(map(operator.mul, tensor.bound_shape, strides_bits)) - sum(strides_bits)
     return (last_bit + tensor.elem.bits + 7) // 8
 
 
@@ -88,6 +89,7 @@ class SymbolTable:
         self.views: dict[str, View] = {}
         self.barriers: dict[str, Barrier] = {}
         self._regions: dict[str, Region | None] = {}
+        self._types: dict[tuple, TensorType] = {}
         self._declare_all()
 
     def _declare(self, table: dict, name: str, item, what: str, sigil: str = "%") -> None:
@@ -173,25 +175,47 @@ class SymbolTable:
                            "dims; expected a statically shaped base")
             return None
         dims, strides, offset_bits = [], [], base.byte_offset * 8
-        for axis, (piece, size, stride) in enumerate(zip(view.slices, shape, base.strides_bits)):
-            stop = size if piece.stop == -1 else piece.stop
-            if piece.step < 1 or not (0 <= piece.start < stop <= size):
-                self.bag.error(view.loc, f"view %{view.name}: slice {piece.start}:{stop}"
-                               f"{'' if piece.step == 1 else f':{piece.step}'} of dim {axis} "
-                               f"is out of range; expected 0 <= start < stop <= {size} and step >= 1")
+        for piece, size, stride in zip(view.slices, shape, base.strides_bits):
+            start, stop, step = piece.start, piece.stop, piece.step
+            if stop == -1:
+                stop = size
+            if step < 1 or not (0 <= start < stop <= size):
+                self._bad_slice(view, shape)
                 return None
-            count = (stop - piece.start + piece.step - 1) // piece.step
-            dims.append(count)
-            strides.append(stride * piece.step)
-            offset_bits += piece.start * stride
+            dims.append((stop - start + step - 1) // step)
+            strides.append(stride * step)
+            offset_bits += start * stride
         if offset_bits % 8:
             self.bag.error(view.loc, f"view %{view.name} starts inside a byte; expected a "
                            "byte-aligned start")
             return None
-        tensor = TensorType(tuple(dims), base.type.elem, base.type.order)
+        key = (tuple(dims), base.type.elem, base.type.order)
+        tensor = self._types.get(key)
+        if tensor is None:      # views of one shape share their type
+            tensor = self._types[key] = TensorType(*key)
         strides_t = tuple(strides)
         return Region(view.name, base.root, tensor, offset_bits // 8, strides_t,
                       span_of(tensor, strides_t))
+
+    def _graph_value_hint(self, name: str) -> str:
+        """Why a task cannot name a value of a graph block, or ""."""
+        for graph in self.module.graphs:
+            op = next((op for op in graph.ops if op.result == name), None)
+            if op is not None:
+                return (f"; %{name} is a value inside graph @{graph.name}, which tasks do not "
+                        f"see: return it with Result(%{name}) and declare the buffer it "
+                        f"writes, 'ddr %{name} : {op.type}'")
+        return ""
+
+    def _bad_slice(self, view: View, shape: tuple[int, ...]) -> None:
+        for axis, (piece, size) in enumerate(zip(view.slices, shape)):
+            stop = size if piece.stop == -1 else piece.stop
+            if piece.step < 1 or not (0 <= piece.start < stop <= size):
+                self.bag.error(view.loc, f"view %{view.name}: slice {piece.start}:{stop}"
+                               f"{'' if piece.step == 1 else f':{piece.step}'} of dim {axis} "
+                               f"is out of range; expected 0 <= start < stop <= {size} and "
+                               "step >= 1")
+                return
 
     def require_region(self, ref: str, loc: Loc | None, role: str) -> Region | None:
         """Resolve an operand, reporting an undefined or non-buffer name."""
@@ -200,6 +224,6 @@ class SymbolTable:
                 self.bag.error(loc, f"{role} %{ref} is a barrier; expected a buffer or view")
             else:
                 self.bag.error(loc, f"undefined buffer %{ref} used as {role}"
-                               + self.did_you_mean(ref, "buffer"))
+                               + (self._graph_value_hint(ref) or self.did_you_mean(ref, "buffer")))
             return None
         return self.region(ref)

@@ -77,14 +77,14 @@ POST_OP_ARITY = {PostOpKind.RELU: 0, PostOpKind.LRELU: 1, PostOpKind.CLAMP: 2,
                  PostOpKind.SIGMOID: 0, PostOpKind.TANH: 0}
 
 
-@dataclass
+@dataclass(slots=True)
 class PostOp:
     kind: PostOpKind
     params: tuple[float, ...] = ()
     loc: Loc = _loc()
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """Common scheduling information (``VPURT.Task``)."""
 
@@ -93,7 +93,7 @@ class Task:
     updates: tuple[str, ...]
 
 
-@dataclass
+@dataclass(slots=True)
 class DmaTask(Task):
     src: str
     dst: str
@@ -102,7 +102,7 @@ class DmaTask(Task):
     loc: Loc = _loc()
 
 
-@dataclass
+@dataclass(slots=True)
 class DpuVariant:
     """One workload: an output cuboid, inclusive ``start``..``end`` over (x=W, y=H, z=C)."""
 
@@ -115,7 +115,7 @@ class DpuVariant:
     mode: str | None = None       # execution mode (vpuc.cost.modes); None: the task's, else chosen
 
 
-@dataclass
+@dataclass(slots=True)
 class DpuTask(Task):
     op: DpuOp
     tile: int
@@ -135,7 +135,7 @@ class DpuTask(Task):
     param_locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
 
-@dataclass
+@dataclass(slots=True)
 class ScalarConst:
     """A scalar constant inside a SW kernel's region: ``%minVal = const 0.0 : f16``."""
 
@@ -145,7 +145,7 @@ class ScalarConst:
     loc: Loc = _loc()
 
 
-@dataclass
+@dataclass(slots=True)
 class Binding:
     """``%buffer as %arg``: maps an outer buffer to a name of the inner region."""
 
@@ -153,7 +153,7 @@ class Binding:
     alias: str
 
 
-@dataclass
+@dataclass(slots=True)
 class SwKernelTask(Task):
     """``VPUIP.SW.Kernel``: one ACT SHAVE kernel invocation on a tile."""
 
@@ -170,7 +170,7 @@ class SwKernelTask(Task):
 AnyTask = DmaTask | DpuTask | SwKernelTask
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskList:
     executor: Executor
     tasks: list[AnyTask] = field(default_factory=list)

@@ -144,7 +144,8 @@ class TensorType:
 
     @property
     def is_static(self) -> bool:
-        return not any(isinstance(d, Dynamic) for d in self.dims)
+        # A Dynamic never equals an int, so the dims equal their bounds iff none is dynamic.
+        return self.dims == self.bound_shape
 
     @property
     def nbytes(self) -> int:

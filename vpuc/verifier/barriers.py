@@ -11,16 +11,58 @@ from vpuc.analysis.schedule import Schedule
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import Module
+from vpuc.ir.tasks import DmaTask, DpuTask, SwKernelTask
 from vpuc.ir.symbols import SymbolTable
 
 
-def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: SymbolTable,
-                      bag: DiagnosticBag) -> None:
+def barrier_use_counts(module: Module) -> tuple[dict[str, int], dict[str, int]]:
+    """Producers and consumers of each barrier, counted as ``Schedule`` counts its units
+    (a DPU task once per variant, task-level barriers merged into each variant's), without
+    building the units: reading a blob needs the counts only."""
+    producers: dict[str, int] = {}
+    consumers: dict[str, int] = {}
+    produce, consume = producers.get, consumers.get
+    for task_list in module.task_lists:
+        for task in task_list.tasks:
+            if isinstance(task, DpuTask):
+                for variant in task.variants:
+                    for barrier in _merge(task.waits, variant.waits):
+                        consumers[barrier] = consume(barrier, 0) + 1
+                    for barrier in _merge(task.updates, variant.updates):
+                        producers[barrier] = produce(barrier, 0) + 1
+            elif isinstance(task, (DmaTask, SwKernelTask)):
+                for barrier in task.waits:
+                    consumers[barrier] = consume(barrier, 0) + 1
+                for barrier in task.updates:
+                    producers[barrier] = produce(barrier, 0) + 1
+    return producers, consumers
+
+
+def _merge(task_level: tuple[str, ...], own: tuple[str, ...]) -> tuple[str, ...]:
+    """A variant's barriers as its unit lists them (``vpuc.analysis.schedule``)."""
+    return tuple(dict.fromkeys(task_level + tuple(own))) if task_level else own
+
+
+def check_barrier_use(module: Module, arch: Arch, schedule: Schedule | None,
+                      symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    """``schedule`` None: count with ``barrier_use_counts`` (a schedule of the module's units
+    is built only to name the first waiter of a barrier nobody updates)."""
+    if schedule is not None:
+        producer_count = {name: len(units) for name, units in schedule.producers.items()}
+        consumer_count = {name: len(units) for name, units in schedule.consumers.items()}
+    else:
+        producer_count, consumer_count = barrier_use_counts(module)
+    # Graph blocks not lowered yet wait on and update barriers too (verifier/graph_blocks.py).
+    graph_waited = {b for g in module.graphs for b in g.waits}
+    graph_updated = {b for g in module.graphs for b in g.updates}
     for barrier in module.barriers:
-        producers = schedule.producers.get(barrier.name, [])
-        consumers = schedule.consumers.get(barrier.name, [])
-        if consumers and not producers:
-            first = schedule.units[consumers[0]]
+        producers = producer_count.get(barrier.name, 0)
+        consumers = consumer_count.get(barrier.name, 0)
+        updated = bool(producers) or barrier.name in graph_updated
+        waited = bool(consumers) or barrier.name in graph_waited
+        if consumers and not updated:
+            schedule = schedule or Schedule(module, arch, order=False)
+            first = schedule.units[schedule.consumers[barrier.name][0]]
             # The runtime starts a waiter once the barrier has no producers left
             # (docs/simulator.md, runtime rule b): with none at all, it never waits.
             bag.error(barrier.loc, f"barrier %{barrier.name} is waited on but never updated: "
@@ -28,16 +70,16 @@ def check_barrier_use(module: Module, arch: Arch, schedule: Schedule, symbols: S
                       f"fired before anything runs and {first.name} starts without waiting "
                       "(the wait orders nothing); expected a task that updates it",
                       ((first.loc, f"{first.name} waits here"),))
-        elif producers and not consumers:
+        elif updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is updated but never waited on")
-        elif not producers and not consumers:
+        elif not updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is never used")
-        if len(producers) > arch.max_producers:
-            bag.error(barrier.loc, f"barrier %{barrier.name} has {len(producers)} producers; "
+        if producers > arch.max_producers:
+            bag.error(barrier.loc, f"barrier %{barrier.name} has {producers} producers; "
                       f"{arch.name} allows at most {arch.max_producers} (a DPU task counts once "
                       "per variant)")
-        if len(consumers) > arch.max_consumers:
-            bag.error(barrier.loc, f"barrier %{barrier.name} has {len(consumers)} consumers; "
+        if consumers > arch.max_consumers:
+            bag.error(barrier.loc, f"barrier %{barrier.name} has {consumers} consumers; "
                       f"{arch.name} allows at most {arch.max_consumers}")
 
 

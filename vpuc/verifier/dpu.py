@@ -16,6 +16,10 @@ from vpuc.ir.tasks import POST_OP_ARITY, DpuOp, DpuTask
 from vpuc.ir.types import ElemType
 
 DPU_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
+# The output stage also writes f32 (partial sums): the NPU compiler's NPU37XX ODU rewriter
+# (openvinotoolkit/npu_plugin, src/vpux_compiler/src/NPU37XX/dialect/VPUIPDPU/rewriters/
+# dpu_invariant_block_rewriters.cpp, getOutDataWidth) maps an f32 output to ODU_DTYPE_32BIT.
+DPU_OUTPUT_ELEMS = DPU_ELEMS + (ElemType.F32,)
 MAX_VARIANTS_PAIRWISE = 512  # beyond this, overlap between variants is not checked pairwise
 
 
@@ -50,7 +54,10 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag,
+                   checked: set[tuple] | None = None) -> None:
+    """``checked``: the shape keys (``_shape_key``) that passed the shape and variant rules
+    before, in this module; a task with one of them is not checked again."""
     op = task.op
     errors_before = bag.error_count
     tile_ok = 0 <= task.tile < arch.tiles
@@ -100,12 +107,29 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
             where = f"the CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
             bag.error(ref.loc, f"{role} %{ref} is in {where}; expected the CMX of tile "
                       f"{task.tile}, where the DPU runs")
-        if role != "dpu bias" and region.type.elem not in DPU_ELEMS:
-            bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU takes "
-                      + ", ".join(map(str, DPU_ELEMS)))
+        allowed = DPU_OUTPUT_ELEMS if role == "dpu output" else DPU_ELEMS
+        if role != "dpu bias" and region.type.elem not in allowed:
+            bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU "
+                      + ("writes " if role == "dpu output" else "takes ")
+                      + ", ".join(map(str, allowed)))
     if any(r is None for r in regions.values()) or bag.error_count > errors_before:
         return
-    _check_shapes(task, regions, bag)
+    if checked is None:
+        _check_shapes(task, regions, bag)
+        return
+    key = _shape_key(task, regions)
+    if key not in checked:
+        _check_shapes(task, regions, bag)
+        if bag.error_count == errors_before:
+            checked.add(key)
+
+
+def _shape_key(task: DpuTask, regions) -> tuple:
+    """Everything ``_check_shapes`` reads but the locations: it passes or fails alike for
+    tasks of equal keys (the tasks of a tiled layer mostly share one)."""
+    return (task.op, task.kernel, task.stride, task.pad, task.dilation,
+            tuple((role, region.type.bound_shape) for role, region in regions.items()),
+            tuple((v.start, v.end) for v in task.variants))
 
 
 def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:

@@ -16,6 +16,7 @@ TASK_WORD = {DmaTask: "dma", DpuTask: "dpu", SwKernelTask: "sw"}
 
 def check_tasks(module: Module, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     labels: dict[str, Loc] = {}
+    dpu_shapes: set[tuple] = set()
     for task_list in module.task_lists:
         for task in task_list.tasks:
             expected = TASK_EXECUTOR[type(task)]
@@ -31,7 +32,7 @@ def check_tasks(module: Module, arch: Arch, symbols: SymbolTable, bag: Diagnosti
                     _check_label(variant.label and f"{task.label}.{variant.label}", variant.loc,
                                  labels, bag)
                     _check_sync(variant.waits, variant.updates, symbols, bag)
-                check_dpu_task(task, arch, symbols, bag)
+                check_dpu_task(task, arch, symbols, bag, dpu_shapes)
             else:
                 check_sw(task, arch, symbols, bag)
 
@@ -46,8 +47,12 @@ def _check_label(label: str | None, loc: Loc, labels: dict[str, Loc], bag: Diagn
 
 
 def _check_sync(waits, updates, symbols: SymbolTable, bag: DiagnosticBag) -> None:
+    barriers = symbols.barriers
+    if all(map(barriers.__contains__, waits)) and all(map(barriers.__contains__, updates)) \
+            and (not waits or not updates or set(waits).isdisjoint(updates)):
+        return      # the common case, without building the error path's tuples and sets
     for ref in tuple(waits) + tuple(updates):
-        if ref not in symbols.barriers:
+        if ref not in barriers:
             what = "a buffer" if symbols.is_buffer_like(ref) else "undefined"
             bag.error(getattr(ref, "loc", None), f"%{ref} is {what}; expected a barrier in "
                       "waits(...)/updates(...)" + symbols.did_you_mean(ref, "barrier"))

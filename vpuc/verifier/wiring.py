@@ -37,10 +37,14 @@ def check_wiring(module: Module, symbols: SymbolTable, bag: DiagnosticBag) -> No
         if kernel.source.kind is KernelSourceKind.LIBRARY:
             check_library_declaration(kernel, bag)
     kernels = {k.name: k for k in module.kernels}
+    wirings: dict[str, _KernelWiring] = {}
     for task_list in module.task_lists:
         for task in task_list.tasks:
             if isinstance(task, SwKernelTask) and task.kernel in kernels:
-                check_run_bindings(task, kernels[task.kernel], symbols, bag)
+                wiring = wirings.get(task.kernel)
+                if wiring is None:
+                    wiring = wirings[task.kernel] = _KernelWiring(kernels[task.kernel])
+                check_run_bindings(task, kernels[task.kernel], symbols, bag, wiring)
 
 
 # ---------------------------------------------------------------- declarations
@@ -169,53 +173,76 @@ def _declared_shape_problems(kernel: KernelDecl, contract: KernelContract):
 
 # ---------------------------------------------------------------- run(...)
 
+class _KernelWiring:
+    """What the run() checks need of a kernel, worked out once per kernel, not per task."""
+
+    def __init__(self, kernel: KernelDecl) -> None:
+        self.contract = None
+        if kernel.source.kind is KernelSourceKind.LIBRARY:
+            self.contract = library_contract(kernel.source.ref)
+        self.directions = kernel_directions(kernel)
+        self.shaped = self.contract is not None and len(self.contract.args) == len(kernel.params)
+        self.checked: set[tuple] = set()    # bound types whose shape rule held
+
+    def notes(self, kernel: KernelDecl) -> tuple:
+        notes = [(kernel.loc, f"@{kernel.name} is declared here")]
+        if self.contract is not None:
+            notes.append((None, self.contract.text()))
+        return tuple(notes)
+
+
 def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, symbols: SymbolTable,
-                       bag: DiagnosticBag) -> None:
+                       bag: DiagnosticBag, wiring: _KernelWiring | None = None) -> None:
+    wiring = wiring or _KernelWiring(kernel)
     inputs = {b.alias for b in task.inputs}
     outputs = {b.alias for b in task.outputs}
-    notes = [(kernel.loc, f"@{kernel.name} is declared here")]
-    contract = None
-    if kernel.source.kind is KernelSourceKind.LIBRARY:
-        contract = library_contract(kernel.source.ref)
-        if contract is not None:
-            notes.append((None, contract.text()))
     wired = True
-    for arg, param, direction in zip(task.run_args, kernel.params, kernel_directions(kernel)):
+    for arg, param, direction in zip(task.run_args, kernel.params, wiring.directions):
         if direction is None:
             continue
         where = f"argument '{param.name}' of @{kernel.name}"
         if direction.writes and arg in inputs and arg not in outputs:
             bag.error(arg.loc, f"{where} is written by the kernel ({direction}), but %{arg} is "
                       "bound under inputs(...); bind the buffer it writes under outputs(...)",
-                      tuple(notes))
+                      wiring.notes(kernel))
             wired = False
         elif direction is Direction.IN and arg in outputs and arg not in inputs:
             bag.error(arg.loc, f"{where} is only read by the kernel (in), but %{arg} is bound "
-                      "under outputs(...); pass a binding of inputs(...) here", tuple(notes))
+                      "under outputs(...); pass a binding of inputs(...) here", wiring.notes(kernel))
             wired = False
-    if wired and contract is not None and len(contract.args) == len(kernel.params):
-        for loc, problem in _bound_shape_problems(task, kernel, contract, symbols):
-            bag.error(loc, problem, tuple(notes))
+    if wired and wiring.shaped:
+        for loc, problem in _bound_shape_problems(task, kernel, wiring, symbols):
+            bag.error(loc, problem, wiring.notes(kernel))
 
 
-def _bound_shape_problems(task: SwKernelTask, kernel: KernelDecl, contract: KernelContract,
+def _bound_shape_problems(task: SwKernelTask, kernel: KernelDecl, wiring: _KernelWiring,
                           symbols: SymbolTable):
     """The contract's shape rule on the buffers a run() passes (static dims only): what the
-    kernel would reject at run time with status 2."""
+    kernel would reject at run time with status 2.  The rule depends on the bound types
+    only, so a combination of types that passed once is not checked again."""
+    contract = wiring.contract
     bound = {b.alias: b.buffer for b in task.inputs + task.outputs}
-    inputs, out = [], None
+    bound_types = []
     for arg, param, slot in zip(task.run_args, kernel.params, contract.args):
         if not slot.memref:
             continue
         region = symbols.region(bound[arg]) if arg in bound else None
         if region is None or not param.memref.matches(region.type):
             return                  # reported by the task rules
-        dims = tuple(None if isinstance(d, Dynamic) else d for d in region.type.dims)
-        shape = region.type.shape_str()
+        bound_types.append((arg, param, slot, region.type))
+    key = tuple(t for *_, t in bound_types)
+    if key in wiring.checked:
+        return
+    inputs, out = [], None
+    for arg, param, slot, tensor in bound_types:
+        dims = tuple(None if isinstance(d, Dynamic) else d for d in tensor.dims)
+        shape = tensor.shape_str()
         if slot.direction.writes:
             out = Operand(arg.loc, f"output %{arg} of @{kernel.name} ({shape})", dims)
         else:
             inputs.append(Operand(arg.loc, f"argument '{param.name}' of @{kernel.name}, "
                                             f"%{arg} ({shape})", dims))
-    if out is not None:
-        yield from shape_problems(contract.shapes, inputs, out)
+    problems = list(shape_problems(contract.shapes, inputs, out)) if out is not None else []
+    if not problems:
+        wiring.checked.add(key)
+    yield from problems
