@@ -393,9 +393,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                 load_window_weights(e, op, index, values, t, e.load_waits(t),
                                     [f"%{prefix}loaded{t}"], declare=t == 0)
             bias_of[t] = e.load_bias(t, bias)
-        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = load_block_input(e, k, src, x, rows, c, conv, e.load_waits(k),
-                               [f"%{prefix}loaded{k}"], first_row=lo)
+        xin = load_block_input(e, k, lo, x, rows, c, conv, e.load_waits(k),
+                               [f"%{prefix}loaded{k}"])
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "

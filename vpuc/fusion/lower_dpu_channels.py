@@ -165,20 +165,20 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
     return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
 
 
-def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: bool, waits: str,
-                     loaded: list[str], first_row: int | None = None) -> str:
-    """DMA a block's input rows (``src``, a view of the DDR input ``x``) into a CMX buffer of
-    ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across channels)
-    the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one per block
-    height, declared with the first block of that height.  A transposing load (one element
-    a cycle, far below the DDR's rate) of rows from ``first_row`` is cut in two, the second
-    half on the store channel.  The CMX buffer's name."""
+def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
+                     waits: str, loaded: list[str]) -> str:
+    """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
+    buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
+    channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
+    per block height, declared with the first block of that height.  A transposing load
+    (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
+    store channel.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
     cp, elem = aligned(channels), x.type.elem
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))
     permute = x.type.order != nhwc
-    if permute and first_row is not None and rows >= 2 and e.prog.dma_channels > 1:
+    if permute and rows >= 2 and e.prog.dma_channels > 1:
         half = rows // 2
         for part, (a, b), channel in ((0, (0, half), 0), (1, (half, rows), e.prog.store_channel)):
             piece = e.view(f"in.v{k}h{part}", x.name, [f"0:{n}", f"0:{channels}",
@@ -189,6 +189,8 @@ def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: boo
             e.dma(f"load{k}" + (f".h{part}" if part else ""), piece, into, channel, waits,
                   loaded, permute=True, before_store=k if part else None)
     else:
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{channels}",
+                                          f"{first_row}:{first_row + rows}", f"0:{w}"])
         real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [
             f"0:{n}", f"0:{channels}", f"0:{rows}", f"0:{w}"])
         e.dma(f"load{k}", src, real, 0, waits, loaded, permute=permute)
