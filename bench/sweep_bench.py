@@ -6,7 +6,10 @@ in a session of its own, as separately started workers are), warms every worker 
 (imports, one compile), then runs the spec's points through ``run_sweep`` with a
 fresh result and a fresh blob cache (so every structure compiles), several times.
 It prints the median points/s of each count and their ratio; the target is >= 1.7
-with 2 workers on a 2-core machine.  Cluster start-up is not timed: it is paid once
+with 2 workers on a 2-core machine.  Beside them, what explains a ratio: how much of
+the wall time the workers spent inside tasks (the engine's overhead between points),
+how much of it they were on a CPU (other processes competing for the cores), and CPU
+milliseconds per point (work done twice would raise it with 2 workers).  Cluster start-up is not timed: it is paid once
 per sweep, not per point.
 
 ``--local`` uses a LocalCluster instead (the default of ``vpuc sweep``): its workers
@@ -24,10 +27,7 @@ import argparse
 import json
 import logging
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,9 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vpuc.sweep.dask_processes import start_scheduler, start_worker, stop_session  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 1.7
-DASK = Path(sys.executable).parent / "dask"
 
 
 def _warm(model: str) -> int:
@@ -48,38 +49,20 @@ def _warm(model: str) -> int:
     return len(api.write_blob(api.compile(model, report=api.CompileReport())))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def process_cluster(workers: int):
     """A scheduler and ``workers`` worker processes, each in its own session; stopped by id."""
     from dask.distributed import Client
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    quiet = {**os.environ, "DASK_LOGGING__DISTRIBUTED": "error"}
-    start = lambda *args: subprocess.Popen(  # noqa: E731
-        [str(DASK), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, env=quiet)
-    procs = [start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                   "--no-dashboard")]
+    scheduler, address = start_scheduler()
+    procs = [scheduler]
     try:
-        procs += [start("worker", address, "--nthreads", "1", "--no-dashboard", "--host",
-                        "127.0.0.1") for _ in range(workers)]
+        procs += [start_worker(address) for _ in range(workers)]
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(workers, timeout=120)
             yield address, client
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for p in reversed(procs):      # workers first: none waits on a scheduler gone
+            stop_session(p)
 
 
 @contextmanager
@@ -91,18 +74,45 @@ def local_cluster(workers: int):
         yield cluster.scheduler_address, client
 
 
-def points_per_second(spec, workers: int, repeat: int, local: bool) -> list[float]:
+def _cpu_seconds() -> float:
+    """Runs on each worker: CPU time its process has had (user + system)."""
+    import psutil
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def measure_runs(spec, workers: int, repeat: int, local: bool) -> list[dict]:
+    """Per run: points/s; the workers' task occupancy (time inside tasks over workers x
+    wall time: what the engine leaves idle between points shows as less than 1); their CPU
+    share (CPU time over workers x wall time: other processes competing for the cores
+    show as less than 1); and their CPU milliseconds per point."""
+    from dask.distributed import get_task_stream
     from vpuc.sweep.engine import run_sweep
-    rates = []
+    runs = []
     with (local_cluster if local else process_cluster)(workers) as (address, client):
         client.run(_warm, str(spec.models[0].path))
+        client.get_task_stream()       # installs the scheduler's task-stream recorder
         for _ in range(repeat):
-            with tempfile.TemporaryDirectory() as tmp:
+            cpu_before = client.run(_cpu_seconds)
+            with tempfile.TemporaryDirectory() as tmp, \
+                    get_task_stream(client=client) as stream:
                 stats = run_sweep(spec, Path(tmp) / "bench.parquet", scheduler=address,
                                   cache_dir=Path(tmp) / "cache", progress=None)
+            cpu = sum(client.run(_cpu_seconds).values()) - sum(cpu_before.values())
             assert stats.computed == stats.total and stats.failed == 0, stats
-            rates.append(stats.points_per_second)
-    return rates
+            in_tasks = sum(s["stop"] - s["start"] for task in stream.data
+                           for s in task["startstops"] if s["action"] == "compute")
+            wall = workers * stats.seconds
+            runs.append({"points_per_s": stats.points_per_second,
+                         "task_occupancy": in_tasks / wall, "cpu_share": cpu / wall,
+                         "cpu_ms_per_point": 1000 * cpu / stats.computed})
+    return runs
+
+
+def _summary(runs: list[dict]) -> dict:
+    return {"points_per_s": [round(r["points_per_s"], 3) for r in runs],
+            **{f"median_{k}": round(statistics.median(r[k] for r in runs), 3)
+               for k in runs[0]}}
 
 
 def main() -> int:
@@ -119,14 +129,11 @@ def main() -> int:
     spec = load_spec(args.spec)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    one = points_per_second(spec, 1, args.repeat, args.local)
-    two = points_per_second(spec, 2, args.repeat, args.local)
-    ratio = statistics.median(two) / statistics.median(one)
+    one = _summary(measure_runs(spec, 1, args.repeat, args.local))
+    two = _summary(measure_runs(spec, 2, args.repeat, args.local))
+    ratio = two["median_points_per_s"] / one["median_points_per_s"]
     result = {"points": len(points_of(spec)), "cluster": "local" if args.local else "processes",
-              "one_worker_points_per_s": [round(r, 3) for r in one],
-              "two_workers_points_per_s": [round(r, 3) for r in two],
-              "median_one": round(statistics.median(one), 3),
-              "median_two": round(statistics.median(two), 3),
+              "one_worker": one, "two_workers": two,
               "ratio": round(ratio, 3), "target": TARGET, "cores": os.cpu_count(),
               "load_average_before": round(load_before, 2),
               "load_average_after": round(os.getloadavg()[0], 2),
@@ -137,10 +144,11 @@ def main() -> int:
         print(f"{result['points']} points, {args.repeat} runs each, {result['cluster']} "
               f"cluster, {result['cores']} cores, load average {result['load_average_before']} "
               f"before, {result['load_average_after']} after")
-        print(f"1 worker : {result['median_one']:.2f} points/s "
-              f"(runs: {result['one_worker_points_per_s']})")
-        print(f"2 workers: {result['median_two']:.2f} points/s "
-              f"(runs: {result['two_workers_points_per_s']})")
+        for label, r in (("1 worker ", one), ("2 workers", two)):
+            print(f"{label}: {r['median_points_per_s']:.2f} points/s (runs: "
+                  f"{r['points_per_s']}); in tasks {r['median_task_occupancy']:.0%}, "
+                  f"on a CPU {r['median_cpu_share']:.0%} of the time, "
+                  f"{r['median_cpu_ms_per_point']:.0f} CPU ms/point")
         print(f"ratio {ratio:.2f}x (target >= {TARGET}x): "
               f"{'met' if ratio >= TARGET else 'NOT met'}")
     return 0

@@ -39,6 +39,7 @@ from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, a
                                          same_iteration_overlap, signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
+from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
 from vpuc.arch import WINDOW_NAMES
 from vpuc.diagnostics import VpucError
@@ -122,8 +123,8 @@ class FastLoops:
         finally:
             memory.bounds = bounds
         now, stalls = plan.timing.advance(ready, now, iterations, exits)
-        for index in range(head, branch + 1):
-            counts[index] += iterations
+        for origin in plan.origins:
+            counts[head + origin] += iterations
         self.batched_iterations += iterations
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
@@ -191,15 +192,22 @@ class FastLoops:
         final = {key: np.uint32(_induction(plan, R, key).at(iterations)) for key in plan.induction}
         incoming = ({key: R[key] for key in plan.pipelined.carried}
                     if plan.pipelined is not None else None)
+        sums = {key: R[key] for key in plan.accumulators}
         for first in range(0, iterations, self.chunk):
             rows = min(self.chunk, iterations - first)
+            captured: dict[int, object] = {}
             if incoming is None:
-                env = _run_chunk(plan, R, memory, first, rows)
+                env = _run_chunk(plan, R, memory, first, rows, captured)
             else:
                 env = run_pipelined_chunk(plan, plan.pipelined, memory,
-                                          _reader_at(plan, R, first, rows), incoming, rows)
+                                          _reader_at(plan, R, first, rows), incoming, rows,
+                                          captured)
+            for key, acc in plan.accumulators.items():
+                sums[key] = fold(acc, sums[key], captured, rows)
         for key, value in env.items():
             R[key] = _last_row(key, value)
+        for key, value in sums.items():
+            R[key] = value
         for key, value in final.items():
             R[key] = value
 
@@ -231,9 +239,11 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     number.  Returns the memory footprints and the first iteration that exits."""
     aff = {key: _induction(plan, R, key) for key in plan.induction}
     footprints = []
-    for op in plan.ops[:-1]:
+    for op in plan.affine_ops:
         if op.memory is not None:
-            footprints.append(_footprint(op, aff, plan, R))
+            footprint = _footprint(op, aff, plan, R)
+            if footprint is not None:
+                footprints.append(footprint)
         key = plan.updates.get(op.position)
         if key is not None:                  # an induction update: shift the affine value
             shift = _step_value(plan.induction[key][op.position], R)
@@ -260,12 +270,20 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     return footprints, first_exit(back.mnemonic, *operands)
 
 
-def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint:
+def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint | None:
+    """The bytes ``op`` may touch per iteration; None when it touches none (a mask
+    the body does not change, with no bit set)."""
     shape = op.memory
     base = _operand_affine(("reg", shape.base), aff, plan, R)
     if base is None:
         raise _Decline(f"address of '{op.mnemonic}' is not affine in the iteration number")
     low, length = (base.start + shape.offset) % MOD, shape.size
+    if shape.mask is not None and shape.mask not in plan.written:
+        # Only active bytes are accessed (and can fault): the hull of the set bits.
+        active = np.flatnonzero(R[shape.mask])
+        if not len(active):
+            return None
+        low, length = low + int(active[0]), int(active[-1] - active[0]) + 1
     if shape.stride is not None:
         stride = _operand_affine(("reg", shape.stride), aff, plan, R)
         if stride is None or stride.step != 0:
@@ -293,8 +311,9 @@ def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
     return {False: loads, True: stores}
 
 
-def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int) -> dict:
-    """Iterations first .. first+rows-1; returns the per-iteration registers' batches."""
+def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:
+    """Iterations first .. first+rows-1; returns the per-iteration registers' batches.
+    An accumulator's instruction is not run: its operand goes to ``captured``."""
     k = np.arange(first, first + rows, dtype=np.uint32)
     current = {key: _induction(plan, R, key) for key in plan.induction}
     cache: dict[tuple[int, int], np.ndarray] = {}
@@ -320,6 +339,9 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int) -> dict:
         if key is not None:                  # computed from the iteration number instead
             shift = _step_value(plan.induction[key][op.position], R)
             current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
+            continue
+        if op.position in plan.scans:
+            captured[op.position] = read(op.reads[1])
             continue
         args = [read(r) for r in op.reads]
         if op.kind == "store":

@@ -24,9 +24,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from runtime_sim.isa.cycles import CYCLES, Cost, finish, issue, new_ready
+from runtime_sim.isa.cycles import CYCLES, Cost, finish, new_ready
 from runtime_sim.isa.memory import AccessFault, WindowMemory
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS, SEMANTICS, operand_access
+from runtime_sim.isa.unbatched import MEMORY as UNBATCHED_MEMORY
+from runtime_sim.isa.unbatched import OPS as UNBATCHED_OPS
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.disassembler import format_instruction
 from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
@@ -116,6 +118,12 @@ class Program:
                                 BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
         self.steps = [self._compile(i, dec) for i, dec in enumerate(self.decoded)]
+        # The run loop's view of each step: the runner and ``cycles.issue``'s inputs
+        # unpacked, so that issuing is inline (no call, no attribute look-ups).
+        self.flat = [(s.runner, s.sources, s.dests, s.cost.slots[0],
+                      s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
+                      s.cost.latency, s.cost.closes_bundle, s.cost.taken_penalty)
+                     for s in self.steps]
 
     def text(self, index: int) -> str:
         return format_instruction(self.decoded[index], index * WORD_BYTES, self.labels)
@@ -154,7 +162,8 @@ class Program:
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
         """A closure running one instruction on R; returns None (fall through), the
         index to branch to, HALT, or BAD_TARGET (a taken branch leaving .text)."""
-        fn, kind = sem.fn, sem.kind
+        kind = sem.kind
+        fn = UNBATCHED_OPS.get(sem.mnemonic) or UNBATCHED_MEMORY.get(sem.mnemonic) or sem.fn
         get = itemgetter(*reads) if len(reads) > 1 else (
             (lambda R, k=reads[0]: (R[k],)) if reads else (lambda R: ()))
         if kind in ("op", "load"):
@@ -244,15 +253,16 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     R = initial_registers(program, args_addr, args_size,
                           default_stack_top(memory) if stack_top is None else stack_top)
     ready = new_ready()
-    steps = program.steps
-    counts = [0] * len(steps)
+    flat = program.flat
+    end = len(flat)
+    counts = [0] * end
     now = stalls = executed = 0
     budget = float("inf") if max_cycles is None else max_cycles
     i = program.index_of(program.base + entry)
     try:
         with np.errstate(all="ignore"):
             while True:
-                runner, sources, dests, cost = steps[i]
+                runner, sources, dests, slot, other, busy, latency, closes, penalty = flat[i]
                 executed += 1
                 if executed > max_steps:
                     raise VpucError(f"kernel did not halt within {max_steps} instructions "
@@ -260,12 +270,29 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                     "or raise max_steps", BinLoc(program.name, ".text",
                                                                  i * WORD_BYTES))
                 counts[i] += 1
-                now, stall = issue(ready, now, sources, dests, cost)
-                stalls += stall
+                # cycles.issue, inline (the fast path's loop_timing calls it: same count)
+                start = now
+                for key in sources:
+                    if ready[key] > start:
+                        start = ready[key]
+                operands = start
+                if other is not None and ready[slot] > start and ready[other] < ready[slot]:
+                    slot = other
+                free = ready[slot]
+                if free > start:
+                    start = free
+                ready[slot] = start + busy
+                done = start + latency
+                for key in dests:
+                    ready[key] = done
+                stall = operands - (now + 1 if now + 1 > free else free)
+                if stall > 0:
+                    stalls += stall
+                now = start + 1 if closes else start
                 nxt = runner(R, memory)
                 if nxt is None:
                     i += 1
-                    if i == len(steps):
+                    if i == end:
                         raise VpucError("execution ran past the end of .text (missing halt "
                                         "or ret?)", BinLoc(program.name, ".text", program.size))
                 elif nxt == HALT:
@@ -275,7 +302,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                     raise _BadTarget(f"branch target .{offset:+d} is outside .text or not on an "
                                      "instruction")
                 else:
-                    now += cost.taken_penalty
+                    now += penalty
                     if now > budget:
                         raise CycleBudgetExceeded(now, budget, _where(program, i),
                                                   BinLoc(program.name, ".text", i * WORD_BYTES))
@@ -301,7 +328,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         opcode_counts=dict(opcode_counts),
         scalar_regs=[int(v) for v in R[:NUM_SREGS]],
         vector_regs=[bytes(np.asarray(v, np.uint8)) for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
-        mask_regs=[int((np.asarray(m).astype(np.uint32) << np.arange(16, dtype=np.uint32)).sum())
+        mask_regs=[int(np.packbits(np.asarray(m, bool), bitorder="little").view("<u2")[0])
                    for m in R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS]],
         exit_pc=program.base + i * WORD_BYTES,
         batched_iterations=loops.batched_iterations if loops is not None else 0)

@@ -113,11 +113,13 @@ def shifted(key: int, value, incoming, rows: int) -> np.ndarray:
     return np.concatenate([first, batch[:-1]])
 
 
-def run_chunk(plan, pipelined: Pipelined, memory, read_at, incoming: dict, rows: int) -> dict:
+def run_chunk(plan, pipelined: Pipelined, memory, read_at, incoming: dict, rows: int,
+              captured: dict) -> dict:
     """Run one chunk of ``rows`` iterations in two passes.  ``read_at(operand, position)``
     gives an immediate, an invariant or an induction register as the instruction at
     ``position`` sees it; ``incoming``: carried key -> its value at the chunk's first
-    iteration (updated for the next chunk).  Returns register key -> final batch."""
+    iteration (updated for the next chunk).  An accumulator's instruction is not run:
+    its operand goes to ``captured[position]``.  Returns register key -> final batch."""
     env: dict[int, object] = {}
     by_pos: dict[int, object] = {}
 
@@ -128,6 +130,9 @@ def run_chunk(plan, pipelined: Pipelined, memory, read_at, incoming: dict, rows:
         return value
 
     def apply(op, args) -> None:
+        if op.position in plan.scans:
+            captured[op.position] = args[1]
+            return
         if op.kind == "store":
             op.fn(memory, *args)
             return

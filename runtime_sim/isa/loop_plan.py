@@ -10,6 +10,11 @@ A loop is the instructions ``head .. branch`` where ``branch`` is a backward
 * **induction**: read before written, and every write adds a loop-invariant
   amount (``addi r, r, imm``, ``add r, r, x``, ``sub r, r, x``, and the
   ``loop`` counter's decrement) -- an affine function of the iteration number;
+* an inner counted loop (``loop`` to a label of the body, its counter set by
+  ``li`` in the outer body) is unrolled: the plan is one outer iteration's
+  instructions in the order they run (``origins``), so the outer loop batches;
+* a vector register only ever updated as ``OP acc, acc, x`` (a sum, a max) is
+  an **accumulator**, folded in order after the batch (``loop_scan``);
 * anything else read before written is **loop-carried**: a software-pipelined
   value (its new value does not depend on its old one) is batched in two passes
   (``loop_pipelined``); a recurrence (a running sum) is not batched.
@@ -23,10 +28,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from runtime_sim.isa.cycles import CYCLES
 from runtime_sim.isa.loop_pipelined import Pipelined, Recurrence, analyse, register_name
+from runtime_sim.isa.loop_scan import Accumulator, find_accumulators
 from runtime_sim.isa.loop_timing import LoopTiming
-from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from runtime_sim.isa.semantics import SEMANTICS, operand_access, register_key
+from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_SP, WIDTH
+
+# An inner loop is unrolled into its outer loop's plan up to this many instructions
+# per outer iteration (beyond, the inner loop is long enough to batch on its own).
+MAX_UNROLLED = 512
 
 # Bytes of one contiguous access, by mnemonic (strided ones are derived below).
 _ACCESS_BYTES = {"lb": 1, "lbu": 1, "sb": 1, "lh": 2, "lhu": 2, "sh": 2, "lw": 4, "sw": 4,
@@ -38,7 +50,9 @@ for _w, _size in WIDTH.items():
 @dataclass(frozen=True)
 class MemoryShape:
     """Where an access goes: ``base + offset``, ``lanes`` elements of ``size``
-    bytes, ``stride`` (a register key) apart when strided."""
+    bytes, ``stride`` (a register key) apart when strided; ``mask``: the mask
+    register of a contiguous masked access (``vld.m``, ``vst.m``), whose inactive
+    bytes are not accessed."""
 
     base: int
     offset: int
@@ -46,6 +60,7 @@ class MemoryShape:
     lanes: int
     stride: int | None
     is_store: bool
+    mask: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +92,21 @@ class LoopPlan:
     written: frozenset[int]
     timing: LoopTiming
     pipelined: Pipelined | None = None       # carried registers: the two-pass schedule
+    origins: tuple[int, ...] = ()            # per op: its instruction, relative to the head
+    accumulators: dict[int, Accumulator] = field(default_factory=dict)   # key -> its scan
 
     updates: dict[int, int] = field(init=False)          # position -> induction key
+    scans: dict[int, int] = field(init=False)            # position -> accumulator key
+    affine_ops: list[BodyOp] = field(init=False)         # the body, less vector arithmetic
 
     def __post_init__(self) -> None:
         self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}
+        self.scans = {pos: key for key, acc in self.accumulators.items() for pos in acc.positions}
+        # what the per-entry affine walk needs: accesses and scalar writes (vector
+        # arithmetic never makes an address or a trip count)
+        self.affine_ops = [op for op in self.ops[:-1] if op.memory is not None
+                           or op.position in self.updates
+                           or any(key < NUM_SREGS for key in op.writes)]
 
     @property
     def length(self) -> int:
@@ -93,16 +118,18 @@ class NotBatchable(Exception):
 
 
 def _memory_shape(dec, mnemonic: str, kind: str) -> MemoryShape:
-    base = offset = stride = None
+    base = offset = stride = mask = None
     for op in dec.info.operands:
         if op.kind == "mem":
             base, offset = dec.fields[op.field], dec.imm
         elif base is not None and op.kind == "sa":
             stride = dec.fields[op.field]
+        elif op.kind == "ma":
+            mask = register_key("m", dec.fields[op.field])
     if stride is not None:                   # vlds.w / vsts.m.h ...: lanes of WIDTH bytes
         size = WIDTH[mnemonic[-1]]
         return MemoryShape(base, offset, size, 16 // size, stride, kind == "store")
-    return MemoryShape(base, offset, _ACCESS_BYTES[mnemonic], 1, None, kind == "store")
+    return MemoryShape(base, offset, _ACCESS_BYTES[mnemonic], 1, None, kind == "store", mask)
 
 
 def _body_op(position: int, dec) -> BodyOp:
@@ -129,9 +156,63 @@ def _induction_step(op: BodyOp, key: int, written: frozenset[int]) -> Step | Non
     return None
 
 
+def _count_down(loop: Callable) -> Callable:
+    """An unrolled inner ``loop``: only its counter's decrement (the branch is unrolled)."""
+    return lambda count: loop(count)[0]
+
+
+def _inner_trip(program, head: int, start: int, end: int) -> int:
+    """The iterations of the inner loop ``start .. end`` (``end`` its ``loop``), when
+    the outer body sets its counter with ``li`` before it and nothing else writes it."""
+    counter = operand_access(program.decoded[end]).writes[0]
+    for i in range(start, end):
+        if counter in operand_access(program.decoded[i]).writes:
+            raise NotBatchable(f"the inner loop's counter {_name(counter)} is written in its body")
+    for i in range(start - 1, head - 1, -1):
+        dec = program.decoded[i]
+        if counter in operand_access(dec).writes:
+            if dec.info.mnemonic == "li" and dec.imm != 0:
+                return dec.imm
+            break
+    raise NotBatchable(f"the inner loop's trip count ({_name(counter)}) is not set by li "
+                       "in the outer body")
+
+
+def unrolled_body(program, head: int, branch: int) -> list[int]:
+    """The body ``head .. branch`` as the instructions one iteration runs, in order
+    (indices relative to ``head``): an inner counted loop (``loop`` back to a label
+    of the body, its counter set by ``li`` in the outer body) appears as many times
+    as it iterates, its ``loop`` each time.  Other control flow stays in the list
+    (``plan_loop`` refuses it)."""
+    order: list[int] = []
+    i = head
+    while i <= branch:
+        dec = program.decoded[i]
+        access = operand_access(dec)
+        if (i < branch and dec.info.mnemonic == "loop" and access.branch is not None
+                and access.branch % WORD_BYTES == 0):
+            start = i + access.branch // WORD_BYTES
+            if head <= start <= i and CYCLES[dec.info.opcode].taken_penalty == 0:
+                trip = _inner_trip(program, head, start, i)
+                if len(order) + (i - start + 1) * (trip - 1) + (branch - i) > MAX_UNROLLED:
+                    raise NotBatchable(f"the inner loop unrolls to more than {MAX_UNROLLED} "
+                                       "instructions")
+                # the first pass through the inner body is already in ``order``
+                order += [i - head] + list(range(start - head, i - head + 1)) * (trip - 1)
+                i += 1
+                continue
+        order.append(i - head)
+        i += 1
+    return order
+
+
 def plan_loop(program, head: int, branch: int) -> LoopPlan:
     """Analyse ``head .. branch``; raises ``NotBatchable`` with the reason."""
-    ops = [_body_op(p, program.decoded[i]) for p, i in enumerate(range(head, branch + 1))]
+    origins = unrolled_body(program, head, branch)
+    ops = [_body_op(p, program.decoded[head + o]) for p, o in enumerate(origins)]
+    for p, op in enumerate(ops[:-1]):
+        if op.kind == "loop":                # an unrolled inner loop: only its count-down
+            ops[p] = BodyOp(p, "loop", "op", _count_down(op.fn), op.reads, op.writes, None)
     back = ops[-1]
     if back.kind not in ("loop", "branch"):
         raise NotBatchable(f"the back-edge '{back.mnemonic}' is not a loop or conditional branch")
@@ -164,17 +245,24 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
             induction[key] = steps
     if back.kind == "loop" and back.writes[0] not in induction:
         raise NotBatchable(f"the loop counter {_name(back.writes[0])} is redefined in the body")
+    # Accumulators are folded after the batch (loop_scan): to the two-pass analysis
+    # their instructions only read their operand.
+    accumulators = find_accumulators(ops[:-1], carried)
+    carried -= set(accumulators)
+    scans = {p for acc in accumulators.values() for p in acc.positions}
     pipelined = None
     if carried:
+        analysed = [BodyOp(op.position, op.mnemonic, op.kind, op.fn, op.reads, (), None)
+                    if op.position in scans else op for op in ops]
         try:
-            pipelined = analyse(ops, carried, frozenset(induction))
+            pipelined = analyse(analysed, carried, frozenset(induction))
         except Recurrence as why:
             raise NotBatchable(str(why)) from None
         if any(pos in pipelined.stage2 for steps in induction.values() for pos in steps):
             raise NotBatchable("an induction update depends on a carried value")
 
-    timing = LoopTiming([program.steps[i] for i in range(head, branch + 1)])
-    return LoopPlan(ops, induction, written, timing, pipelined)
+    timing = LoopTiming([program.steps[head + o] for o in origins])
+    return LoopPlan(ops, induction, written, timing, pipelined, tuple(origins), accumulators)
 
 
 _name = register_name

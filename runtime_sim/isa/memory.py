@@ -162,8 +162,11 @@ class WindowMemory:
         except AccessFault:
             self._check_rows(flat, size, is_write)
             return None
-        start = array[offset + int(flat[0]) - low:]
-        return np.lib.stride_tricks.as_strided(start, shape=(len(flat), size), strides=(step, 1))
+        first, rows = offset + int(flat[0]) - low, len(flat)
+        if step >= size and first + rows * step <= len(array):   # plain slicing: cheaper
+            return array[first:first + rows * step].reshape(rows, step)[:, :size]
+        start = array[first:]
+        return np.lib.stride_tricks.as_strided(start, shape=(rows, size), strides=(step, 1))
 
     def _check_rows(self, flat: np.ndarray, size: int, is_write: bool) -> None:
         good = np.zeros(flat.shape, bool)

@@ -386,11 +386,13 @@ def _float_ops(suffix: str) -> dict[str, Callable]:
     ftype, utype, sign = FLOAT_TYPES[suffix]
     width = np.dtype(ftype).itemsize
 
+    # f32 lanes are used in place (no function below writes to its inputs) and a
+    # float32 result is not copied again: a batch's time is mostly such copies.
     def wide(v):                 # lanes widened to float32
-        return _widen_f16(lanes(v, utype)) if ftype is F16 else lanes(v, ftype).astype(F32)
+        return _widen_f16(lanes(v, utype)) if ftype is F16 else lanes(v, ftype)
 
     def out(x):                  # float32 (or float64) lanes rounded to the lane type
-        return to_bytes(np.asarray(x).astype(ftype), ftype)
+        return to_bytes(np.asarray(x).astype(ftype, copy=False), ftype)
 
     def binary(op):
         return lambda a, b: out(op(wide(a), wide(b)))

@@ -98,6 +98,15 @@ def test_large_copies_use_both_channels():
     assert channels == {0, 1}
 
 
+def test_transpose_of_odd_dims_splits_over_both_channels():
+    """A ViT's head split (197 tokens, 3 heads: every dim but the innermost odd): the two
+    pieces split the largest axis unevenly (98 and 99 tokens), bit-exact."""
+    mod, _ = check("  %x = Parameter() : 1x197x3x8xf16\n"
+                   "  %y = Transpose{order = [0, 2, 1, 3]}(%x)\n  Result(%y)\n")
+    tasks = [t for t in dma_tasks(mod) if t.mode.value == "permute"]
+    assert len(tasks) == 2 and {t.channel for t in tasks} == {0, 1}
+
+
 def test_integer_pad_and_gather_are_exact():
     check("  %x = Parameter() : 2x5xi16\n"
           "  %p = Pad{pads_begin = [1, 0], pads_end = [0, 2], value = 7.0}(%x)\n"

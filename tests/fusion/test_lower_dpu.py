@@ -356,16 +356,16 @@ the graph does not carry)
 """),
     "too_big": ("""module @m arch NPU37XX
 graph @g {
-  %x = Parameter() : 1x2048x4x64xf16
-  %w = Constant(splat 0.01) : 32x2048x3x3xf16
+  %x = Parameter() : 1x16x4x40000xf16
+  %w = Constant(splat 0.01) : 32x16x3x3xf16
   %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
   Result(%c)
 }
 """, """\
 net.vir:5:3: error: Convolution{strides = [1, 1], pads_begin = [1, 1], pads_end = [1, 1], \
-dilations = [1, 1]} %c does not fit a tile's CMX: 2756608 bytes with one output row and at most \
-16 output channels per block over a budget of 1048576; splitting the input channels (partial \
-sums) is not supported yet
+dilations = [1, 1]} %c does not fit a tile's CMX: 19209216 bytes with one output row, 16 output \
+channels and 16 input channels per block (input channels split into f32 partial sums) over a \
+budget of 1048576
       %c = Convolution{pads_begin = [1, 1], pads_end = [1, 1]}(%x, %w)
       ^
 """),

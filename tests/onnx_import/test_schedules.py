@@ -57,15 +57,20 @@ def test_default_computes_what_naive_does_and_what_onnxruntime_does(model):
     assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
 
 
-def test_default_is_faster_and_both_respect_the_same_bound(model):
+def test_default_is_faster_and_both_respect_their_bound(model):
+    """The bound's DPU work does not depend on the schedule; its ACT SHAVE work is the cycles
+    of the kernels the schedule generated (an NHWC segment's kernels walk another storage
+    order) and its DDR bytes count the constants the blocks read (a padded first layer's
+    zeros follow its blocks), so each schedule is held to its own."""
     _, runs, _ = model
     cycles = {s: sim.cycles for s, (_, sim) in runs.items()}
-    bounds = {s: program_bound(sim.result.plan, sim.result.timeline).cycles
+    bounds = {s: program_bound(sim.result.plan, sim.result.timeline)
               for s, (_, sim) in runs.items()}
     assert cycles["default"] < cycles["naive"]
-    assert bounds["default"] == pytest.approx(bounds["naive"], rel=1e-9)
+    assert bounds["default"].engine_totals["DPU"] == \
+        pytest.approx(bounds["naive"].engine_totals["DPU"], rel=1e-9)
     for s in runs:
-        assert 0 < bounds[s] <= cycles[s]
+        assert 0 < bounds[s].cycles <= cycles[s]
 
 
 def _dmas(program):
@@ -87,9 +92,11 @@ def test_default_transposes_fewer_values_between_layers(model):
     name, runs, _ = model
     naive, default = (_layer_permutes(runs[s][0]) for s in ("naive", "default"))
     assert len(default) < len(naive) or not naive
-    if name == "resnet18":
+    if name in ("resnet18", "mobilenet_v3_small"):
         # Only the pooled features entering the classifier's Flatten (a DMA segment, which
-        # reads the graph's order) are still transposed: 1x1 pixels, a few bytes.
+        # reads the graph's order) are still transposed: 1x1 pixels, a few bytes.  In
+        # MobileNetV3 the HardSwish and squeeze-excite ACT segments between DPU layers run
+        # NHWC (``schedule.ddr_layouts``).
         assert naive and all(t.dims[2:] == (1, 1) for t in default)
 
 

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from tests.sweep.cluster import start_scheduler, start_worker, stop, wait_for_workers
+from tests.sweep.cluster import wait_for_workers
+from vpuc.sweep.dask_processes import start_scheduler, start_worker, stop_session
 
 
 @pytest.fixture(scope="session")
@@ -24,4 +25,4 @@ def dask_scheduler():
         yield address
     finally:
         for proc in workers + [scheduler]:
-            stop(proc)
+            stop_session(proc)

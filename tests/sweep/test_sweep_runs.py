@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweep.cluster import start_worker, stop, wait_for_workers
+from tests.sweep.cluster import wait_for_workers
+from vpuc.sweep.dask_processes import start_worker, stop_session
 from vpuc.sweep.engine import default_cache_dir, run_sweep
 from vpuc.sweep.results import read_results
 from vpuc.sweep.spec import load_spec
@@ -113,10 +114,43 @@ def test_scheduler_sweep_survives_a_killed_worker(dask_scheduler, spec_file, ser
         assert killed, "the victim worker never held a point while the sweep ran"
         assert extra.wait(10) == -signal.SIGKILL
     finally:
-        stop(extra)
+        stop_session(extra)
     assert stats.computed == 16 and stats.failed == 0
     assert rows_by_id(out) == serial
 
+
+
+def test_scheduler_sweep_inside_another_clients_context(dask_scheduler, tmp_path):
+    """A caller's own current Dask client (``with Client(...)``, here already closed, so
+    its event loop has stopped) must not carry the sweep's results: the engine waits on
+    its own client's loop.  It waited on the caller's before, where rows arrived only
+    when that loop's timers woke it (a 2 to 5 s floor per sweep), or never."""
+    import contextvars
+    from dask.distributed import Client
+    spec = tmp_path / "two_points.toml"
+    spec.write_text(f"""
+[[models]]
+path = "{ROOT / 'examples' / 'fused_chain.vir'}"
+
+[parameters]
+ddr_bandwidth_mbps = [15600, 31200]
+""")
+    reference = run_sweep(load_spec(spec), tmp_path / "serial.parquet", in_process=True,
+                          progress=None)
+    assert reference.computed == 2 and reference.failed == 0
+    out, finished = tmp_path / "dask.parquet", []
+    with Client(dask_scheduler, timeout="30s") as outer:
+        outer.close()
+        caller = contextvars.copy_context()     # the closed client is current in it
+    # in a daemon thread, so a sweep that never finishes fails the test, not the session
+    sweep = threading.Thread(target=lambda: finished.append(caller.run(
+        run_sweep, load_spec(spec), out, scheduler=dask_scheduler, progress=None)),
+        daemon=True)
+    sweep.start()
+    sweep.join(timeout=240)
+    assert finished, "the sweep never finished: it waited on the caller's closed client"
+    assert finished[0].computed == 2 and finished[0].failed == 0
+    assert rows_by_id(out) == rows_by_id(tmp_path / "serial.parquet")
 
 def test_local_default_needs_no_flags(spec_file, serial_run, serial, tmp_path):
     spec = tmp_path / "local.toml"
@@ -203,7 +237,7 @@ cmx_budget = [8000, 16384, 65536, 1048576]
 
 
 def test_an_unreachable_scheduler_is_an_error(spec_file, tmp_path, capsys, monkeypatch):
-    from tests.sweep.cluster import free_port
+    from vpuc.sweep.dask_processes import free_port
     from vpuc.cli import main
     monkeypatch.setattr("vpuc.sweep.engine.CONNECT_TIMEOUT", "1s")
     code = main(["sweep", str(spec_file), "-o", str(tmp_path / "out"), "--scheduler",

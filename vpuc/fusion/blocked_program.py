@@ -141,6 +141,13 @@ def block_type(t: TensorType, axis: int, rank: int, size: int) -> TensorType:
     return TensorType(dims, t.elem, t.order)
 
 
+def spans(t: TensorType, axis: int, rank: int) -> bool:
+    """Whether ``t`` (right-aligned in a master of ``rank`` dims) has an extent along ``axis``
+    that blocks cut, so halves of a block are different bytes."""
+    a = axis - (rank - t.rank)
+    return 0 <= a < t.rank and t.dims[a] != 1
+
+
 def _sliced(t: TensorType) -> bool:
     """Whether blocks move through views of ``t`` (a dynamic or rank-0 tensor moves whole,
     in one block)."""
@@ -167,35 +174,40 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
 
 def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int,
                 rank: int, extent: int, blocks: int, tiles: int = 2, prefix: str = "",
-                gate: tuple[str, ...] = (), finish: str | None = None) -> None:
+                gate: tuple[str, ...] = (), finish: str | None = None, offset: int = 0,
+                first_tile: int = 0) -> None:
     """Add one block pipeline over ``stages`` to ``prog``; ``values`` are the values the
-    stages read or write (declared by the caller when they live in DDR)."""
+    stages read or write (declared by the caller when they live in DDR).  The pipeline
+    covers ``extent`` elements of the axis from ``offset`` (a tail pipeline after a main one
+    when the axis does not divide evenly), its first block on tile ``first_tile``."""
     if extent % blocks:
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
-    # A rank-0 output has no halves: its stage runs as one invocation per block (the
-    # invocation count follows the first output, so two parts would leave half unwritten).
-    stages = [replace(st, parts=1) if any(by_name[v].type.rank == 0 for v in st.outputs)
+    # An output that does not span the axis (rank 0, or 1 along it) has no halves: its stage
+    # runs as one invocation per block (two parts would write the same bytes).
+    stages = [replace(st, parts=1) if any(not spans(by_name[v].type, axis, rank)
+                                          for v in st.outputs)
               else st for st in stages]
     produced = {v for st in stages for v in st.outputs}
     loaded = [v for v in values if v.in_ddr and v.name not in produced]
     stored = [v for v in values if v.in_ddr and v.name in produced]
     p, lp = prefix, label(prefix)
     used_tiles = min(tiles, blocks)
+    tile_of = [(first_tile + i) % tiles for i in range(used_tiles)]
     for v in values:
         bt = type_text(block_type(v.type, axis, rank, chunk))
-        for t in range(used_tiles):
+        for t in tile_of:
             for s in range(min(SLOTS, -(-blocks // used_tiles))):
                 prog.cmx.append(f"cmx %{p}{v.name}.t{t}s{s} : {bt} tile {t}")
     for k in range(blocks):
         for v in values:
             if v.in_ddr and _sliced(v.type):
                 prog.views.append(f"view %{p}{v.name}.b{k} = %{v.name}"
-                                  f"[{_slices(v.type, axis, rank, k * chunk, (k + 1) * chunk)}]")
+                                  f"[{_slices(v.type, axis, rank, offset + k * chunk, offset + (k + 1) * chunk)}]")
     parts_of: dict[tuple, list[str]] = {}
     for k in range(min(blocks, used_tiles * SLOTS)):
-        t, s = k % used_tiles, (k // used_tiles) % SLOTS
+        t, s = tile_of[k % used_tiles], (k // used_tiles) % SLOTS
         for st in stages:
             for v in st.inputs + st.outputs:
                 key = (v, t, s, st.parts)
@@ -215,7 +227,7 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
     reuse = used_tiles * SLOTS
     gate_waits = ", ".join(f"%{g}" for g in gate)
     for k in range(blocks):
-        t, s = k % used_tiles, (k // used_tiles) % SLOTS
+        t, s = tile_of[k % used_tiles], (k // used_tiles) % SLOTS
         before = k - reuse
         later = k + reuse < blocks
         # Every value it reads may be a constant folded into the kernels: nothing to load.

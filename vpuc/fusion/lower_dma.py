@@ -102,8 +102,9 @@ class _Emitter:
 
 
 def _halves(copy: Copy) -> list[Copy]:
-    """``copy`` in two when it is large and both sides split at the same byte: along one
-    logical axis of each that is outermost in memory among the dims > 1."""
+    """``copy`` in two when it is large: element for element along its largest axis (the
+    halves differ by a row when it is odd); else when both sides split at the same byte,
+    along one logical axis of each that is outermost in memory among the dims > 1."""
     if copy.src.nbytes < SPLIT_BYTES:
         return [copy]
     same_shape = copy.src.dims == copy.dst.dims
@@ -112,7 +113,10 @@ def _halves(copy: Copy) -> list[Copy]:
         axes = (axis, axis)
     else:
         axes = (_outer(copy.src), _outer(copy.dst))
-    if None in axes or any(side.dims[a] % 2 for side, a in zip((copy.src, copy.dst), axes)):
+    # Element for element any split point works (a ViT's 197 tokens: 98 and 99 rows); two
+    # different shapes must split at the same byte, in the middle of both.
+    if None in axes or copy.src.dims[axes[0]] < 2 or (not same_shape and any(
+            side.dims[a] % 2 for side, a in zip((copy.src, copy.dst), axes))):
         return [copy]
     first, second = [], []
     for side, axis in zip((copy.src, copy.dst), axes):

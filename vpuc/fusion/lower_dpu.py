@@ -26,7 +26,8 @@ Guarantees:
   model's pipeline estimate (``vpuc.cost.blocks``, with the context's timing
   model) finds fastest among those, except for a matmul and a layer split over
   channels (each block loading its own weights), which take the fewest that fit.  Block *k* runs on tile ``k % tiles``:
-  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
+  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC, its rows
+  then halved over both channels: one element a cycle is far below the DDR's rate) ->
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
   with one).  Weights and bias
@@ -239,6 +240,7 @@ class LayerEmitter:
         self.reuse = 2 * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
+        self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -257,11 +259,21 @@ class LayerEmitter:
         return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
-            permute: bool = False) -> None:
+            permute: bool = False, before_store: int | None = None) -> None:
+        """Append a DMA task; ``before_store=k``: a load of block ``k`` on the store channel,
+        listed right after the store of the block whose slot it takes (``k - reuse``), so
+        it waits in the channel's FIFO for nothing its own waits do not already imply (it
+        runs beside the loads of the real data, not behind the stores of later blocks)."""
         mode = "permute " if permute else ""
         upd = f" updates({', '.join(updates)})" if updates else ""
-        self.prog.dma.append(f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}"
-                             f"{waits}{upd}")
+        line = f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}{waits}{upd}"
+        after = None if before_store is None else before_store - self.reuse + 1
+        at = self.store_at.get(max(after, 0)) if after is not None else None
+        if at is None:
+            self.prog.dma.append(line)
+            return
+        self.prog.dma.insert(at, line)
+        self.store_at = {j: i + (i >= at) for j, i in self.store_at.items()}
 
     def barriers(self, k: int) -> None:
         self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
@@ -302,6 +314,7 @@ class LayerEmitter:
             updates.append(f"%{self.finish}")
         self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
                  updates, permute)
+        self.store_at[k] = len(self.prog.dma) - 1
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -382,7 +395,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
             bias_of[t] = e.load_bias(t, bias)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
         xin = load_block_input(e, k, src, x, rows, c, conv, e.load_waits(k),
-                               [f"%{prefix}loaded{k}"])
+                               [f"%{prefix}loaded{k}"], first_row=lo)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "

@@ -20,7 +20,8 @@ the output columns N are cut into chunks (multiples of 16, the DPU's channel
 granule, as ``lower_dpu_nn`` cuts a convolution's output channels): each
 chunk is a series of row blocks that load their slice of the weights and of
 the bias with the block, double-buffered, and store their columns of the
-result.
+result.  When not even 16 columns fit with one row, K is cut into chunks too
+(f32 partial sums: ``lower_dpu_ksplit_matmul``).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ import math
 
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
-from vpuc.diagnostics import VpucError
 from vpuc.fusion import lower_dpu
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
-from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, describe, vector
+from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
+from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
@@ -57,13 +58,16 @@ def _batch_index(dims: tuple, out_batch: tuple, index: tuple) -> tuple[int, ...]
 
 def load_matrix(e: LayerEmitter, name: str, v: Value, batch: tuple[int, ...], row_axis: int,
                 rows: tuple[int, int], col_axis: int, tile: int, waits: str,
-                updates: list[str], pad: tuple[int, int] | None = None) -> str:
+                updates: list[str], pad: tuple[int, int] | None = None,
+                cols: tuple[int, int] | None = None) -> str:
     """DMA rows [r0, r1) of the matrix (row_axis, col_axis) of ``v`` into a CMX [rows, cols],
     or into the corner of a zero-padded CMX ``pad`` = (rows, cols) (the DPU's channel
-    multiples, ``lower_dpu_channels.zero_pad_matrix``)."""
+    multiples, ``lower_dpu_channels.zero_pad_matrix``); ``cols``: only columns [c0, c1)
+    (a chunk of K, ``lower_dpu_ksplit``)."""
     r0, r1 = rows
-    cols = v.type.dims[col_axis]
-    slices = [f"{r0}:{r1}" if j == row_axis else f"0:{d}" if j == col_axis else str(batch[j])
+    c0, c1 = cols or (0, v.type.dims[col_axis])
+    cols = c1 - c0
+    slices = [f"{r0}:{r1}" if j == row_axis else f"{c0}:{c1}" if j == col_axis else str(batch[j])
               for j, d in enumerate(v.type.dims)]
     src = e.view(f"{name}.v", v.name, slices)
     order = matrix_order(v.type, row_axis, col_axis)
@@ -114,7 +118,10 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     chunks = [(0, n)]
     if resident + live * footprint(1) > prog.cmx_budget:
         chunks = _column_chunks(n, lambda cols: 2 * (weight_bytes(cols) + rows_bytes(1, cols)),
-                                op, prog.cmx_budget)
+                                prog.cmx_budget)
+    if chunks is None:       # not even 16 columns with one row: K is cut too
+        emit_matmul_ksplit(prog, layer, values, tiles, prefix, gate, finish)
+        return
     split = len(chunks) > 1
     timing = lower_dpu.layer_timing(prog, op)
     a_moves = _load_moves(a.type.elem.nbytes, k_dim, kp, a.type.rank == 2 and ta)
@@ -202,9 +209,9 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         e.store(k, y, dst)
 
 
-def _column_chunks(n: int, need, op, budget: int) -> list[tuple[int, int]]:
+def _column_chunks(n: int, need, budget: int) -> list[tuple[int, int]] | None:
     """The fewest chunks of ``n`` columns (multiples of 16 but the last) whose ``need``
-    fits the budget; VpucError if 16 columns do not."""
+    fits the budget; None if 16 columns do not."""
     for parts in range(2, n + 1):
         size = math.ceil(math.ceil(n / parts) / GRANULE) * GRANULE
         if need(min(size, n)) <= budget:
@@ -212,10 +219,7 @@ def _column_chunks(n: int, need, op, budget: int) -> list[tuple[int, int]]:
             return list(zip(edges, edges[1:]))
         if size <= GRANULE:
             break
-    raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need(min(GRANULE, n))} bytes "
-                    f"with one matrix row and at most {GRANULE} output columns per block over a "
-                    f"budget of {budget}; splitting K (partial sums) is not "
-                    "supported yet", op.loc)
+    return None
 
 
 def _load_moves(eb: int, k: int, kp: int, staged: bool):

@@ -20,7 +20,9 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   ``avgpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
-  fit, each chunk a series of row blocks of its own.  A layer of fewer output rows
+  fit, each chunk a series of row blocks of its own; when not even 16 output
+  channels fit with one output row, its input channels are cut into chunks too
+  (f32 partial sums: ``lower_dpu_ksplit_conv``).  A layer of fewer output rows
   than tiles (a global pool) is cut over its output channels, one chunk per tile.
 
 Every layer is a list of *jobs* (a range of input channels, a range of output
@@ -30,7 +32,10 @@ border), and all blocks of all jobs alternate over the tiles, double-buffered.
 A layer of one job loads its weights once per tile, and its block count is the
 one the cost model's pipeline estimate finds fastest (``vpuc.cost.blocks``);
 with several jobs each block loads its job's weights (a slice of the DDR
-weights, or a ``const`` this module declares, laid out NHWC).
+weights, or a ``const`` this module declares, laid out NHWC), and its input
+rows only when its tile does not hold them yet from an earlier chunk (chunks of
+output channels read the same input: ResNet-18's last stage read each 7x7
+input eleven times from DDR before).
 """
 
 from __future__ import annotations
@@ -247,10 +252,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if worst <= prog.cmx_budget:
             break
         if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
+            if plan.dpu_op == "conv":      # the input channels cut too: f32 partial sums
+                from vpuc.fusion.lower_dpu_ksplit_conv import emit_conv_ksplit
+                emit_conv_ksplit(prog, layer, plan, x, values, tiles, prefix, gate, finish)
+                return
             raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
                             f"output row and at most {CHANNEL_GRANULE} output channels per block "
-                            f"over a budget of {prog.cmx_budget}; splitting the input channels "
-                            "(partial sums) is not supported yet", op.loc)
+                            f"over a budget of {prog.cmx_budget}; the {plan.dpu_op} works within "
+                            "each channel: no reduction over channels to split", op.loc)
     chunkings = [jobs]
     if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
         for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):
@@ -315,6 +324,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
+    inputs: dict[tuple, str] = {}          # (tile, input channels, first row, rows) -> CMX
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
     if plan.dpu_op == "conv" and widest:     # zeros for the padded input channels
         prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
@@ -329,22 +339,21 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             else:
                 tag = f"t{t}" if single else f"c{k}"
                 operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
-                                         loaded, j not in declared)
+                                         loaded, j not in declared,
+                                         block=None if single else k)
                 declared.add(j)
                 resident[t] = operands
         lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
         (i0, i1), (o0, o1) = job.ins, job.outs
         ic, occ = aligned(i1 - i0), aligned(o1 - o0)
-        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = e.cmx(f"in.c{k}", TensorType((n, ic, rows, w), elem, NHWC), t)
-        real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
-                                                                       f"0:{rows}", f"0:{w}"])
-        e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
-        if plan.dpu_op == "conv" and ic > i1 - i0:   # channels read across: zeros, not garbage
-            pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
-            e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{prefix}chzeros", pad),
-                  e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
-                  0, waits, loaded)
+        # Chunks of output channels read the same input rows: a tile that already holds them
+        # (loaded for an earlier chunk) reads that buffer again instead of DDR.  Its load ran
+        # before that chunk's task, which runs before this one in the tile's DPU queue.
+        key = (t, job.ins, lo, rows)
+        xin = inputs.get(key) if not single and plan.has_weights else None
+        if xin is None:
+            xin = _load_input(e, k, x, job, lo, rows, plan.dpu_op == "conv", waits, loaded)
+            inputs[key] = xin
         y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
@@ -354,6 +363,27 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if occ > o1 - o0:                            # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)
+
+
+def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, lo: int, rows: int, conv: bool,
+                waits: str, loaded: list[str]) -> str:
+    """DMA block ``k``'s input rows ``[lo, lo + rows)`` of the job's input channels into a CMX
+    buffer of aligned channels (a convolution's padded channels zeroed: it reads across
+    them); the buffer's name."""
+    n, _, _, w = x.type.dims
+    elem, (i0, i1) = x.type.elem, job.ins
+    ic = aligned(i1 - i0)
+    src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}", f"0:{w}"])
+    xin = e.cmx(f"in.c{k}", TensorType((n, ic, rows, w), elem, NHWC), e.tile(k))
+    real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
+                                                                   f"0:{rows}", f"0:{w}"])
+    e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
+    if conv and ic > i1 - i0:                   # channels read across: zeros, not garbage
+        pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
+        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
+              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
+              e.prog.store_channel, waits, loaded, before_store=k)   # beside the load
+    return xin
 
 
 def _aligned_job(plan: Plan, job: Job) -> Job:
@@ -376,7 +406,7 @@ def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 
 def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
-                  loaded: list[str], declare: bool) -> str:
+                  loaded: list[str], declare: bool, block: int | None = None) -> str:
     """DMA the job's weights and bias into tile ``t``'s CMX; the task's operand clauses."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
@@ -390,7 +420,7 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
             wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
             load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
-            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare, block)
             return clauses + f" weights({wt})" + bias
         if job.from_ddr:
             wv = values[op.operands[1]]
@@ -405,7 +435,8 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
-    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
+                               block)
 
 
 def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,

@@ -47,7 +47,10 @@ run as one block (no slicing of a dynamic dim).  ``ctx.artifacts["fusion-print"]
 when set by the command line, is called with (stage, text) after every
 generator stage (``--print-lir``, ``--print-after-all``); the pass never prints.
 
-Expects: a verified module whose graph blocks are typed; no task lists beside them.
+Several graph blocks, or graph blocks beside task lists, are lowered one block at a
+time and stitched into the module's task lists by ``lower_blocks.py``.
+
+Expects: a verified module whose graph blocks are typed.
 Guarantees: no graph block is left; every subgraph has a kernel declaration,
 its generated object in ``ctx.artifacts["generated-kernels"]``, buffers,
 views, barriers and tasks; every left-out layer DPU tasks; the module verifies.
@@ -63,9 +66,11 @@ from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
-                                         sanitize)
+                                         sanitize, spans)
+from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
+from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
@@ -75,7 +80,8 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
-from vpuc.fusion.schedule import DEFAULT_SCHEDULE, ddr_layouts, overlap
+from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, nhwc_ports,
+                                  overlap)
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -99,26 +105,11 @@ class LowerGraphPass(ModulePass):
     def run(self, module: Module, ctx: PassContext) -> None:
         if not module.graphs:
             return
-        if module.task_lists or module.buffers:
-            raise VpucError(f"module @{module.name} has graph blocks and task-level buffers or "
-                            "tasks; lowering graphs into an existing program is not supported yet",
-                            module.loc)
-        if len(module.graphs) > 1:
-            raise VpucError(f"module @{module.name} has {len(module.graphs)} graph blocks; "
-                            "lowering one graph per module is supported so far", module.loc)
+        if len(module.graphs) > 1 or has_program(module):
+            lower_blocks(module, ctx, lower_block)         # several blocks, or beside tasks
+            return
         graph = module.graphs[0]
-        check_sizes(graph, ctx.arch.max_tensor_bytes)
-        generated = ctx.artifacts.setdefault("generated-kernels", {})
-        timings = ctx.artifacts.setdefault("fusion-timings", [])
-        hook = ctx.artifacts.get("fusion-print")
-        plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
-        gates: set[str] = set()
-        text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
-                     dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                     cmx_budget=ctx.cmx_budget)
-        lowered = parse_text(text, f"<lower-graph @{graph.name}>")
-        if plan != "naive":
-            overlap(lowered, gates, ctx.arch.dma_channels)
+        lowered = lower_block(graph, module, ctx)
         module.kernels += lowered.kernels
         module.runtime = lowered.runtime
         module.buffers += lowered.buffers
@@ -128,6 +119,32 @@ class LowerGraphPass(ModulePass):
         module.layers += lowered.layers
         module.graphs = []
         module.attributes["graph"] = "lowered"
+
+
+def has_program(module: Module) -> bool:
+    """Whether the module has task-level content beside its graph blocks."""
+    return bool(module.task_lists or module.buffers or module.barriers)
+
+
+def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> Module:
+    """The task-level program of one graph block, parsed (with ``--schedule default``'s
+    overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
+    before it is parsed."""
+    check_sizes(graph, ctx.arch.max_tensor_bytes)
+    generated = ctx.artifacts.setdefault("generated-kernels", {})
+    timings = ctx.artifacts.setdefault("fusion-timings", [])
+    hook = ctx.artifacts.get("fusion-print")
+    plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
+    gates: set[str] = set()
+    text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
+                 dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
+                 cmx_budget=ctx.cmx_budget)
+    if rename is not None:
+        text, gates = rename.text(text), {rename.name(g) for g in gates}
+    lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
+    if plan != "naive":
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+    return lowered
 
 
 def check_sizes(graph: Graph, limit: int) -> None:
@@ -206,8 +223,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
     values, names = _values(graph, tok, segments)
+    nhwc_acts: set[int] = set()
     if schedule != "naive":
-        values = ddr_layouts(values, *_segment_kinds(tok, segments, names))
+        values, nhwc_acts = ddr_layouts(values, _segment_values(tok, segments, names))
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget)
     prog.declare(values)
@@ -239,34 +257,33 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                                  prefix=prefix, gate=gate, finish=finish)
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
-                      blocks, config, prefix, gate, finish, library, made)
+                      blocks, config, prefix, gate, finish, library, made,
+                      nhwc=s in nhwc_acts)
         gate = (finish,) if finish else ()
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
 
-def _segment_kinds(tok: Tokenization, segments: list[Segment], names: dict[str, str]
-                   ) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """(value -> kind of its producing segment, value -> kinds of its readers), by program
-    name; kinds: ``dpu`` (a window or eltwise DPU layer), ``matmul``, ``dma``, ``library``,
-    ``act``."""
+def _segment_values(tok: Tokenization, segments: list[Segment], names: dict[str, str]
+                    ) -> list[SegmentValues]:
+    """Each segment's kind and the program names of the values it reads and writes, for
+    ``schedule.ddr_layouts``; an ACT segment of fused subgraphs only (no library kernel,
+    which has an axis) is layout-free."""
     def kind(seg: Segment) -> str:
         if seg.layer is not None:
             return "matmul" if seg.layer.op.kind == "MatMul" else "dpu"
         return "dma" if seg.dma is not None else "library" if seg.library is not None else "act"
-    producers: dict[str, str] = {}
-    readers: dict[str, list[str]] = {}
-    for seg in segments:
-        for v in seg.writes(tok):
-            producers[names[v]] = kind(seg)
-        for v in seg.reads(tok):
-            readers.setdefault(names[v], []).append(kind(seg))
-    return producers, readers
+    return [SegmentValues(kind(seg), [names[v] for v in seg.reads(tok)],
+                          [names[v] for v in seg.writes(tok)],
+                          layout_free=bool(seg.units) and all(k == "sg" for k, _ in seg.units))
+            for seg in segments]
 
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
               config, prefix, gate, finish, library: dict[int, LibraryCall],
-              made: dict[tuple, str]) -> None:
+              made: dict[tuple, str], nhwc: bool = False) -> None:
+    """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
+    ports of its kernels."""
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -283,16 +300,48 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
                         f"{axis} (extent {master[axis]:,}): blocks divide the dim evenly and "
                         f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
-    chunk = master[axis] // blocks if axis is not None else None
-    halves = 2 if chunk is not None and chunk % 2 == 0 else 1
-    rank_of = {v.name: v.type.rank for v in seg_values}
+    runs = [(blocks, master[axis] // blocks if axis is not None else None, 0)]
+    outermost = True
+    if axis is not None and blocks == chosen:
+        total = sum(v.type.nbytes for v in seg_values)
+        cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
+            seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)]
+        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles)
+        outermost = next(c[3] for c in cuts if c[0] == axis)
+        runs = [(main, size, 0)]
+        if main * size < master[axis]:      # a main run of equal blocks, then a tail block
+            runs.append((1, master[axis] - main * size, main * size))
+    for i, (count, chunk, offset) in enumerate(runs):
+        stages = _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
+                             library, made, nhwc, seg_values, axis, chunk, outermost)
+        last = i == len(runs) - 1
+        emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
+                    extent=count * chunk if axis is not None else 1, blocks=count, tiles=tiles,
+                    prefix=prefix + ("tail." if i else ""), gate=gate,
+                    finish=finish if last else None, offset=offset,
+                    first_tile=runs[0][0] % tiles if i else 0)
+
+
+def _act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
+                library: dict[int, LibraryCall], made: dict[tuple, str], nhwc: bool,
+                seg_values: list[Value], axis: int | None, chunk: int | None,
+                outermost: bool = True) -> list[Stage]:
+    """The block pipeline's stages for blocks of ``chunk`` elements along ``axis`` (None:
+    whole tensors): library kernels, and one kernel generated per subgraph body at that
+    size (an equal body, MobileNet's repeated blocks, shares one).  A block is halved over
+    a tile's two ACT SHAVEs only along an ``outermost`` axis (every dim outside it in memory
+    1), where its halves are dense, as kernels read them."""
+    rank = len(seg.master)
+    halves = 2 if chunk is not None and chunk % 2 == 0 and outermost else 1
+    type_of = {v.name: v.type for v in seg_values}
     stages = []
     for unit in seg.units:
         ins, outs = _stage_io(tok, unit)
         ins, outs = [names[v] for v in ins], [names[v] for v in outs]
-        # A rank-0 output has no halves: such a stage is one invocation on the whole block
-        # (and its kernel is generated for the whole block).
-        parts = 1 if any(rank_of.get(v) == 0 for v in outs) else halves
+        # An output that does not span the axis (rank 0, or 1 along it) has no halves: such a
+        # stage is one invocation on the whole block (and its kernel is generated for it).
+        parts = 1 if chunk is None or any(not spans(type_of[v], axis, rank) for v in outs) \
+            else halves
         if unit[0] == "op":
             call = library[unit[1]]
             if call.declaration() not in prog.kernels:
@@ -303,11 +352,17 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         body = sub.body
         if chunk is not None:
             body = retype(body, axis, rank, chunk // parts)
-        key = body_key(body)            # an equal body (MobileNet's repeated blocks): one kernel
+        if nhwc:
+            body = nhwc_ports(body)
+        key = body_key(body)
         if key in made:
             stages.append(Stage(made[key], ins, outs, parts=parts))
             continue
-        name = made[key] = sanitize(f"{graph.name}.{sub.name}")
+        name = base = sanitize(f"{graph.name}.{sub.name}")
+        taken, n = set(made.values()), 1
+        while name in taken:                    # the same subgraph at a tail's size
+            name, n = f"{base}.{n}", n + 1
+        made[key] = name
         show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
         kernel = generate(body, name, print_after=show, config=config)
         timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
@@ -315,9 +370,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
         prog.kernels.append(f"kernel @{name}({params}) from generated")
         stages.append(Stage(name, ins, outs, parts=parts))
-    emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
-                extent=master[axis] if axis is not None else 1, blocks=blocks, tiles=tiles,
-                prefix=prefix, gate=gate, finish=finish)
+    return stages
 
 
 def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
@@ -420,22 +473,33 @@ def _prefix(tok: Tokenization, seg: Segment) -> str:
 
 def _split(values: list[Value], master: tuple, forbidden: set[int],
            budget: int) -> tuple[int | None, int]:
-    """The axis to cut along and the number of blocks (None, 1: the whole tensors)."""
+    """The axis to cut along and the number of blocks (None, 1: the whole tensors): the
+    first of ``_even_cuts``."""
+    cuts = _even_cuts(values, master, forbidden, budget)
+    return cuts[0][:2] if cuts else (None, 1)
+
+
+def _even_cuts(values: list[Value], master: tuple, forbidden: set[int],
+               budget: int) -> list[tuple[int, int, bool]]:
+    """``(axis, blocks, outermost)`` per axis that may be cut, outermost in memory first:
+    the fewest blocks, at least four (or one per element), that divide it and fit
+    ``budget`` twice; ``outermost``: every dim outside it in memory is 1."""
     if any(isinstance(d, Dynamic) for d in master):
-        return None, 1
+        return []
     total = sum(v.type.nbytes for v in values)
     ddr = [v for v in values if v.kind == "input"] + [v for v in values if v.kind != "input"]
     first = next((v for v in ddr if v.type.rank == len(master)), None)
     order = first.type.order.perm if first is not None else tuple(range(len(master)))
-    for axis in order:                        # outermost in memory first
+    cuts = []
+    for n, axis in enumerate(order):          # outermost in memory first
         extent = master[axis]
         if extent < 2 or axis in forbidden:
             continue
         for blocks in _divisors(extent):
-            if blocks >= 4 or blocks == extent:
-                if 2 * total // blocks <= budget:
-                    return axis, blocks
-    return None, 1
+            if (blocks >= 4 or blocks == extent) and 2 * total // blocks <= budget:
+                cuts.append((axis, blocks, all(master[a] == 1 for a in order[:n])))
+                break
+    return cuts
 
 
 def _divisors(n: int) -> list[int]:

@@ -12,6 +12,11 @@ on program text:
    emitted): a 4-D value a DPU layer produces and only DPU layers read is laid
    out NHWC in DDR, the order the DPU reads and writes CMX, so its stores and
    loads are plain copies instead of transposing DMAs (one element per cycle).
+   ACT segments of fused elementwise subgraphs take part (MobileNetV3's
+   HardSwish and squeeze-excite scaling between its convolutions): when every
+   4-D value such a segment touches can be NHWC, all are, its CMX blocks too,
+   and its kernels are generated with NHWC ports (``nhwc_ports``), so one
+   storage order computes the same elements.
 2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
@@ -23,7 +28,8 @@ on program text:
    constant region (a layer's weights into each tile, a pipeline's constants
    into each slot), the first load reads DDR and the others copy its CMX buffer
    (CMX -> CMX, no DDR traffic), each copy waiting on a barrier of its own that
-   only that first load updates.
+   only that first load updates (and on its gate still when it is not
+   prefetched: weights past ``EARLY_CMX_BYTES`` are shared too).
 
 Segments still run one after another (each waits for its predecessor's last
 store); their values still go through DDR (activations resident in CMX between
@@ -37,14 +43,17 @@ every added wait is on a barrier updated by a task earlier in the DMA list.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import copy
+from dataclasses import dataclass, replace
 
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
+from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask, Executor
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+from vpuc.verifier.graph import infer_graph
 
 SCHEDULES = SCHEDULE_CHOICES
 DEFAULT_SCHEDULE = "default"
@@ -62,25 +71,75 @@ def check_schedule(name: str) -> str:
     return name
 
 
-def ddr_layouts(values: list[Value], producers: dict[str, str], readers: dict[str, list[str]]
-                ) -> list[Value]:
+@dataclass
+class SegmentValues:
+    """What ``ddr_layouts`` needs of one segment: its kind (``dpu``: a window or eltwise DPU
+    layer, ``matmul``, ``dma``, ``library``, ``act``), the program names of the values it
+    reads and writes, and, for an ACT segment, whether its kernels can be generated for any
+    dims order (``layout_free``: fused elementwise ops only, every value 4-D, so one storage
+    order for all its operands computes the same elements)."""
+    kind: str
+    reads: list[str]
+    writes: list[str]
+    layout_free: bool = False
+
+
+def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[list[Value], set[int]]:
     """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
-    layers (``producers``/``readers``: value name -> segment kind, ``dpu``, ``matmul``, ...)
-    laid out NHWC."""
+    layers or layout-free ACT segments laid out NHWC, and the indices of the ACT segments
+    that run NHWC (every 4-D value they touch, their CMX temporaries too, is then NHWC, so
+    their kernels see one storage order).  An ACT segment runs NHWC only when all its
+    values can: one that also touches a value a DMA, MatMul or library segment (or the
+    network's inputs and outputs) sees in the graph's order keeps that order throughout."""
+    by_name = {v.name: v for v in values}
+    touching: dict[str, list[int]] = {}
+    for i, seg in enumerate(segments):
+        for name in seg.reads + seg.writes:
+            touching.setdefault(name, []).append(i)
+
+    def movable(v: Value) -> bool:
+        return v.type.rank == 4 and v.type.is_static and v.kind in ("ddr", "temp")
+
+    free = {i for i, seg in enumerate(segments) if seg.kind == "act" and seg.layout_free
+            and all(movable(by_name[n]) for n in seg.reads + seg.writes)}
+    while True:
+        # a CMX temporary belongs to its ACT segment: NHWC with it, never alone
+        nhwc = {name for name, users in touching.items()
+                if movable(by_name[name]) and all(segments[i].kind == "dpu" or i in free
+                                                  for i in users)
+                and (by_name[name].kind == "ddr" or all(i in free for i in users))}
+        kept = {i for i in free if all(n in nhwc for n in segments[i].reads + segments[i].writes)}
+        if kept == free:
+            break
+        free = kept
     out = []
     for v in values:
-        kinds = [producers.get(v.name)] + readers.get(v.name, [])
-        if (v.kind == "ddr" and v.type.rank == 4 and v.type.is_static
-                and all(k == "dpu" for k in kinds) and v.type.order != NHWC):
+        if v.name in nhwc and v.type.order != NHWC:
             v = replace(v, type=TensorType(v.type.dims, v.type.elem, NHWC))
         out.append(v)
+    return out, free
+
+
+def nhwc_ports(body: Graph) -> Graph:
+    """A copy of a fused subgraph's body whose 4-D Parameters and Results are NHWC: its
+    kernel then reads and writes NHWC buffers (canonicalization turns the ports into
+    memory shapes of that order, ``vpuc/fusion/dataflow/canonicalization.py``)."""
+    out = copy.deepcopy(body)
+    for op in out.ops:
+        if op.kind in (PARAMETER, RESULT) and op.type is not None and op.type.rank == 4:
+            op.type = TensorType(op.type.dims, op.type.elem, NHWC)
+    infer_graph(out)
     return out
 
 
-def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
+def overlap(module: Module, gates: set[str], dma_channels: int = 2,
+            cmx_bytes: int | None = None) -> None:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
-    channel the early loads keep their place in its FIFO (they only stop waiting)."""
+    channel the early loads keep their place in its FIFO (they only stop waiting).
+    ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
+    into what the running segment's buffers leave free (``_early_room``)."""
     symbols = SymbolTable(module)
+    room_of = _early_room(module, gates, cmx_bytes)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
@@ -107,14 +166,14 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
                 continue
             gate = task.waits[0] if task.waits else ""
             room = (gate, dst.root.tile)
-            if early_bytes.get(room, 0) + dst.root.type.nbytes > EARLY_CMX_BYTES:
-                continue                  # CMX the running segment may need: load in turn
-            early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
-            if dst.root.name not in dma_read:
-                early[id(task)] = gate
-            task.waits = ()                                   # 2: prefetch
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
+            if early_bytes.get(room, 0) + dst.root.type.nbytes <= room_of(room):
+                early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
+                if dst.root.name not in dma_read:
+                    early[id(task)] = gate
+                task.waits = ()                               # 2: prefetch
+            # else: CMX the running segment may need: it loads in turn, after its gate
             if seen is None:
                 if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
                         and dst.type.nbytes == dst.root.type.nbytes:
@@ -123,6 +182,30 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2) -> None:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
         if dma_channels > 1:
             task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+
+
+def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
+    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
+    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
+    whose last store updates the gate, ``<prefix>finished``) together leaves more free:
+    its buffers and the early ones then fit side by side, whatever their lifetimes."""
+    used: dict[tuple[str, int], int] = {}
+    prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
+    for b in module.buffers:
+        if b.kind is BufferKind.CMX:
+            # the longest segment prefix of its name (value names may hold dots themselves)
+            cut = [i + 1 for i, ch in enumerate(b.name) if ch == "." and b.name[:i + 1] in prefixes]
+            if cut:
+                key = (b.name[:cut[-1]], b.tile)
+                used[key] = used.get(key, 0) + b.type.nbytes
+
+    def room(key: tuple[str, int]) -> int:
+        gate, tile = key
+        if cmx_bytes is None or not gate.endswith("finished"):
+            return EARLY_CMX_BYTES
+        free = cmx_bytes - used.get((gate[:-len("finished")], tile), 0)
+        return max(EARLY_CMX_BYTES, free)
+    return room
 
 
 def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
@@ -164,4 +247,4 @@ def _copy_from(module: Module, first: DmaTask, task: DmaTask) -> None:
         first.updates = tuple(first.updates) + (name,)
     task.src = first.dst
     task.mode = DmaMode.COPY
-    task.waits = (name,)
+    task.waits = (name,) + tuple(task.waits)      # a load kept after its gate stays there

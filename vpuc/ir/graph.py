@@ -102,6 +102,10 @@ class Graph:
     name: str
     ops: list[GraphOp] = field(default_factory=list)
     loc: Loc = field(default=UNKNOWN_LOC, compare=False, repr=False)
+    # Barriers the block's first tasks wait on and its last tasks update, when it shares
+    # a module with task lists or other blocks (docs/vir.md, "Several graph blocks").
+    waits: tuple[Ref, ...] = ()
+    updates: tuple[Ref, ...] = ()
 
     @property
     def parameters(self) -> list[GraphOp]:

@@ -197,6 +197,16 @@ class SymbolTable:
         return Region(view.name, base.root, tensor, offset_bits // 8, strides_t,
                       span_of(tensor, strides_t))
 
+    def _graph_value_hint(self, name: str) -> str:
+        """Why a task cannot name a value of a graph block, or ""."""
+        for graph in self.module.graphs:
+            op = next((op for op in graph.ops if op.result == name), None)
+            if op is not None:
+                return (f"; %{name} is a value inside graph @{graph.name}, which tasks do not "
+                        f"see: return it with Result(%{name}) and declare the buffer it "
+                        f"writes, 'ddr %{name} : {op.type}'")
+        return ""
+
     def _bad_slice(self, view: View, shape: tuple[int, ...]) -> None:
         for axis, (piece, size) in enumerate(zip(view.slices, shape)):
             stop = size if piece.stop == -1 else piece.stop
@@ -214,6 +224,6 @@ class SymbolTable:
                 self.bag.error(loc, f"{role} %{ref} is a barrier; expected a buffer or view")
             else:
                 self.bag.error(loc, f"undefined buffer %{ref} used as {role}"
-                               + self.did_you_mean(ref, "buffer"))
+                               + (self._graph_value_hint(ref) or self.did_you_mean(ref, "buffer")))
             return None
         return self.region(ref)

@@ -151,7 +151,10 @@ def _run_on_dask(todo, cache: str, scheduler: str | None, workers: int | None,
             futures.append(client.submit(run_point, p, cache, compiles.get(key), pure=False,
                                          key=f"vpuc-point-{p.id}-{run}"))
         point_of = {f.key: p for f, p in zip(futures, todo)}
-        for future in as_completed(futures):
+        # On this client's event loop: ``as_completed`` otherwise waits on the loop of
+        # the caller's current client (``with Client(...)``), which nothing wakes when
+        # our futures finish, so rows came in only on that loop's timers (seconds late).
+        for future in as_completed(futures, loop=client.loop):
             try:
                 row = future.result()
             except Exception as exc:   # e.g. KilledWorker: its workers kept dying on it

@@ -25,6 +25,7 @@ from vpuc.verifier.dpu_channels import check_dpu_channels
 from vpuc.verifier.declarations import (check_barriers, check_buffers, check_kernels,
                                         check_module_header, check_runtime, check_views)
 from vpuc.verifier.graph import check_graphs
+from vpuc.verifier.graph_blocks import check_graph_blocks
 from vpuc.verifier.limits import check_limits
 from vpuc.verifier.memory import check_overlaps, check_races
 from vpuc.verifier.tasks import check_tasks
@@ -66,6 +67,8 @@ def _verify(module: Module, arch: Arch | None, schedule_rules: bool = True,
         check_dpu_channels(module, symbols, bag)
     check_wiring(module, symbols, bag)
     check_graphs(module, bag)
+    if module.graphs:
+        check_graph_blocks(module, symbols, bag)
     # The per-record rules need barrier counts only; the units come with the schedule rules.
     schedule = Schedule(module, arch) if schedule_rules else None
     check_barrier_use(module, arch, schedule, symbols, bag)

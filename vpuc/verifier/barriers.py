@@ -52,10 +52,15 @@ def check_barrier_use(module: Module, arch: Arch, schedule: Schedule | None,
         consumer_count = {name: len(units) for name, units in schedule.consumers.items()}
     else:
         producer_count, consumer_count = barrier_use_counts(module)
+    # Graph blocks not lowered yet wait on and update barriers too (verifier/graph_blocks.py).
+    graph_waited = {b for g in module.graphs for b in g.waits}
+    graph_updated = {b for g in module.graphs for b in g.updates}
     for barrier in module.barriers:
         producers = producer_count.get(barrier.name, 0)
         consumers = consumer_count.get(barrier.name, 0)
-        if consumers and not producers:
+        updated = bool(producers) or barrier.name in graph_updated
+        waited = bool(consumers) or barrier.name in graph_waited
+        if consumers and not updated:
             schedule = schedule or Schedule(module, arch, order=False)
             first = schedule.units[schedule.consumers[barrier.name][0]]
             # The runtime starts a waiter once the barrier has no producers left
@@ -65,9 +70,9 @@ def check_barrier_use(module: Module, arch: Arch, schedule: Schedule | None,
                       f"fired before anything runs and {first.name} starts without waiting "
                       "(the wait orders nothing); expected a task that updates it",
                       ((first.loc, f"{first.name} waits here"),))
-        elif producers and not consumers:
+        elif updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is updated but never waited on")
-        elif not producers and not consumers:
+        elif not updated and not waited:
             bag.warning(barrier.loc, f"barrier %{barrier.name} is never used")
         if producers > arch.max_producers:
             bag.error(barrier.loc, f"barrier %{barrier.name} has {producers} producers; "

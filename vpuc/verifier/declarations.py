@@ -65,6 +65,8 @@ def check_kernels(module: Module, bag: DiagnosticBag) -> None:
 def check_runtime(module: Module, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     runtime = module.runtime
     if runtime is None:
+        if module.graphs:
+            return              # lowering the graphs declares the runtime their tasks use
         if any(tl.tasks for tl in module.task_lists if tl.executor.value == "ACT_SHAVE"):
             bag.warning(module.loc, "module has ACT SHAVE tasks but no 'runtime' declaration; "
                         "the default runtime kernel and stack sizes will be used")

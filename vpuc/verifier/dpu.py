@@ -16,6 +16,10 @@ from vpuc.ir.tasks import POST_OP_ARITY, DpuOp, DpuTask
 from vpuc.ir.types import ElemType
 
 DPU_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
+# The output stage also writes f32 (partial sums): the NPU compiler's NPU37XX ODU rewriter
+# (openvinotoolkit/npu_plugin, src/vpux_compiler/src/NPU37XX/dialect/VPUIPDPU/rewriters/
+# dpu_invariant_block_rewriters.cpp, getOutDataWidth) maps an f32 output to ODU_DTYPE_32BIT.
+DPU_OUTPUT_ELEMS = DPU_ELEMS + (ElemType.F32,)
 MAX_VARIANTS_PAIRWISE = 512  # beyond this, overlap between variants is not checked pairwise
 
 
@@ -103,9 +107,11 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
             where = f"the CMX of tile {region.tile}" if region.kind is BufferKind.CMX else "DDR"
             bag.error(ref.loc, f"{role} %{ref} is in {where}; expected the CMX of tile "
                       f"{task.tile}, where the DPU runs")
-        if role != "dpu bias" and region.type.elem not in DPU_ELEMS:
-            bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU takes "
-                      + ", ".join(map(str, DPU_ELEMS)))
+        allowed = DPU_OUTPUT_ELEMS if role == "dpu output" else DPU_ELEMS
+        if role != "dpu bias" and region.type.elem not in allowed:
+            bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU "
+                      + ("writes " if role == "dpu output" else "takes ")
+                      + ", ".join(map(str, allowed)))
     if any(r is None for r in regions.values()) or bag.error_count > errors_before:
         return
     if checked is None:

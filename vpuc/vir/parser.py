@@ -28,6 +28,7 @@ from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRe
                            TensorType)
 from vpuc.verifier.graph import check_graph
 from vpuc.vir.grammar_cache import cached_lark
+from vpuc.vir.plain_declarations import merge_declarations, take_declarations
 from vpuc.vir.syntax import syntax_error
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
@@ -59,20 +60,14 @@ def parse_number(token: Token) -> float | int:
     return float(token)
 
 
-@v_args(inline=True)
-class VirTransformer(Transformer):
-    """Builds IR objects bottom-up while lark parses."""
+class _TransformerHelpers:
+    """What the rule callbacks share.  Kept out of ``VirTransformer`` itself, so lark's
+    ``v_args`` leaves these plain methods: a wrapped one builds a new wrapper (with
+    ``functools.update_wrapper``) on every attribute access, a tenth of a long parse."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.file = "<input>"
-        self.bag = DiagnosticBag()
+    file: str
+    bag: DiagnosticBag
 
-    def reset(self, file: str) -> None:
-        self.file = file
-        self.bag = DiagnosticBag()
-
-    # ------------------------------------------------------------ helpers
     def loc(self, token: Token) -> Loc:
         return Loc(self.file, token.line, token.column)
 
@@ -117,6 +112,20 @@ class VirTransformer(Transformer):
                                "memref<*xT> (any rank) or dims of sizes or '?', like memref<?x16xf16>")
                 return None
         return MemRefPattern(elem, tuple(dims))
+
+
+@v_args(inline=True)
+class VirTransformer(_TransformerHelpers, Transformer):
+    """Builds IR objects bottom-up while lark parses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.file = "<input>"
+        self.bag = DiagnosticBag()
+
+    def reset(self, file: str) -> None:
+        self.file = file
+        self.bag = DiagnosticBag()
 
     # ------------------------------------------------------------ module
     def start(self, header: Module, *items) -> Module:
@@ -319,8 +328,9 @@ class VirTransformer(Transformer):
     updates = waits
 
     # ------------------------------------------------------------ graphs
-    def graph_decl(self, kw, symbol, *ops) -> Graph:
-        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw))
+    def graph_decl(self, kw, symbol, waits, updates, *ops) -> Graph:
+        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw), waits=waits or (),
+                      updates=updates or ())
         # Names, arity, attributes and shapes are checked (and types inferred) here, so the
         # IR of a parsed graph is always fully typed.
         check_graph(graph, self.bag)
@@ -415,14 +425,23 @@ def bare_parser() -> lark.Lark:
     return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="contextual")
 
 
-def parse_text(text: str, file: str = "<input>") -> Module:
-    """Parse VIR text into a module; raises VpucError with every diagnostic found."""
+def parse_text(text: str, file: str = "<input>", machine_written: bool = False) -> Module:
+    """Parse VIR text into a module; raises VpucError with every diagnostic found.
+    ``machine_written``: text vpuc wrote (a lowered program), whose plainest declarations
+    are read without lark (``plain_declarations.py``)."""
     parser, transformer = _parser()
     transformer.reset(file)
     SOURCES.add(file, text)
     try:
         with gc_paused():
+            taken = None
+            if machine_written:
+                text, *taken = take_declarations(text, transformer)
             module = parser.parse(text)
+            if taken is not None:
+                module.buffers = merge_declarations(module.buffers, taken[0])
+                module.views = merge_declarations(module.views, taken[1])
+                module.barriers = merge_declarations(module.barriers, taken[2])
     except lark.exceptions.UnexpectedInput as exc:
         raise syntax_error(exc, text, file, parser) from None
     except LiteralTooLong as exc:

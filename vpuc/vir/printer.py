@@ -187,7 +187,7 @@ def print_graph_op(op: GraphOp, operand_type=None) -> str:
 
 def print_graph(graph: Graph) -> list[str]:
     types = {op.result: op.type for op in graph.ops if op.result is not None}
-    lines = [f"graph @{graph.name} {{"]
+    lines = [f"graph @{graph.name}{_sync(graph.waits, graph.updates)} {{"]
     for op in graph.ops:
         operand_type = types.get(op.operands[0]) if op.operands else None
         lines.append("  " + print_graph_op(op, operand_type))

@@ -1,0 +1,85 @@
+"""An ACT segment's blocks when its axis does not divide well: a main run and one tail.
+
+``lower-graph`` cuts an ACT segment's tensors into blocks of equal size along one
+axis (``lower_graph._split``: the fewest blocks, at least four, that divide the
+axis and fit the CMX budget double-buffered).  An axis of prime extent (a ViT's
+197 tokens) divides only into single rows: 197 blocks of one row, each paying
+its DMA latencies and dispatches, one ACT SHAVE per tile idle (a row has no
+halves).  ``tail_split`` offers instead a *main* run of equal blocks of an even
+size (both ACT SHAVEs of a tile take half a block) followed by one *tail* block
+of the rest, a pipeline of its own (``blocked_program.emit_blocks`` with an
+offset; its kernels generated for its size), when that balances the tiles
+better.
+
+The estimate counts work as a share of the segment's per ACT SHAVE (every row of
+a block costs its kernels the same) plus a fixed cost per block; block *k* of
+the main run runs on tile ``k % tiles``, the tail on the tile after the main
+run's last.  ``choose_cut`` weighs the axes too (``lower_graph`` offers each
+axis that may be cut, with its even cut).
+"""
+
+from __future__ import annotations
+
+# A block's fixed cost (its loads' and store's DMA latency, the dispatches) as a share of
+# the segment's kernel work: an assumption that only ranks cuts (two rows of 197).
+BLOCK_COST = 0.01
+# The main run gives each tile two blocks at least (its two CMX slots: load, compute
+# and store of consecutive blocks overlap).
+MIN_BLOCKS_PER_TILE = 2
+
+
+def makespan(sizes: list[int], tiles: int, halves: bool = True) -> float:
+    """The estimated share of the segment's work on the busiest tile when block ``k`` of
+    ``sizes`` (elements along the cut axis) runs on tile ``k % tiles``: an even block is
+    halved over the tile's two ACT SHAVEs (with ``halves``: the halves of a block are
+    contiguous, the axis outermost in memory); each block adds ``BLOCK_COST``."""
+    extent = sum(sizes)
+    load = [0.0] * tiles
+    for k, size in enumerate(sizes):
+        share = size / 2 if halves and size % 2 == 0 else size
+        load[k % tiles] += share / extent + BLOCK_COST
+    return max(load)
+
+
+def tail_split(extent: int, even_blocks: int, total_bytes: int, budget: int,
+               tiles: int, halves: bool = True) -> tuple[int, int] | None:
+    """``(blocks, chunk)``: a main run of ``blocks`` blocks of ``chunk`` elements (the tail
+    is the rest of ``extent``), or None to keep the even cut into ``even_blocks`` blocks.
+    ``total_bytes`` are the bytes of every value of the segment across the whole axis; a
+    tile holds two main blocks (its slots) and the tail block within ``budget``."""
+    even = extent // even_blocks
+    best, best_cost = None, makespan([even] * even_blocks, tiles, halves)
+    largest = extent // (MIN_BLOCKS_PER_TILE * tiles)
+    for chunk in range(largest - largest % 2, 1, -2):       # ties: the fewest blocks
+        blocks = extent // chunk
+        tail = extent - blocks * chunk
+        if tail == 0 or (2 * chunk + tail) * total_bytes > budget * extent:
+            continue
+        cost = makespan([chunk] * blocks + [tail], tiles, halves)
+        if cost < best_cost - 1e-9:
+            best, best_cost = (blocks, chunk), cost
+    return best
+
+
+def choose_cut(cuts: list[tuple[int, int, int, bool]], total_bytes: int, budget: int,
+               tiles: int) -> tuple[int, int, int]:
+    """``(axis, blocks, chunk)`` among ``cuts`` (``(axis, extent, even_blocks, halves)`` per
+    axis that may be cut, the preferred first: outermost in memory; ``halves``: a block's
+    halves along it are contiguous, so both ACT SHAVEs of a tile can share it): ``blocks`` blocks of
+    ``chunk`` along ``axis``, then a tail block of the rest when ``blocks * chunk`` falls
+    short of the extent.  Attention scores of three heads cut along the heads leave one
+    ACT SHAVE of each tile idle and one tile with two of them; along the 197 query rows
+    (each block on one ACT SHAVE: its halves would not be contiguous), a main run and a
+    tail balance the tiles."""
+    best = None
+    for axis, extent, even, halves in cuts:
+        options = [(even, extent // even)]
+        cut = tail_split(extent, even, total_bytes, budget, tiles, halves)
+        if cut is not None:
+            options.append(cut)
+        for blocks, chunk in options:
+            tail = extent - blocks * chunk
+            cost = makespan([chunk] * blocks + ([tail] if tail else []), tiles, halves)
+            if best is None or cost < best[0] - 1e-9:
+                best = (cost, axis, blocks, chunk)
+    return best[1:]
