@@ -26,7 +26,8 @@ Guarantees:
   model's pipeline estimate (``vpuc.cost.blocks``, with the context's timing
   model) finds fastest among those, except for a matmul and a layer split over
   channels (each block loading its own weights), which take the fewest that fit.  Block *k* runs on tile ``k % tiles``:
-  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC) ->
+  DMA in (channel 0; ``permute`` into NHWC when the DDR tensor is not NHWC, its rows
+  then halved over both channels: one element a cycle is far below the DDR's rate) ->
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
   with one).  Weights and bias
@@ -392,8 +393,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                 load_window_weights(e, op, index, values, t, e.load_waits(t),
                                     [f"%{prefix}loaded{t}"], declare=t == 0)
             bias_of[t] = e.load_bias(t, bias)
-        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{lo}:{lo + rows}", f"0:{w}"])
-        xin = load_block_input(e, k, src, x, rows, c, conv, e.load_waits(k),
+        xin = load_block_input(e, k, lo, x, rows, c, conv, e.load_waits(k),
                                [f"%{prefix}loaded{k}"])
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""

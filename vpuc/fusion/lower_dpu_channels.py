@@ -118,10 +118,13 @@ def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: 
 
 
 def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: str, t: int,
-              waits: str, loaded: list[str], declare: bool) -> str:
+              waits: str, loaded: list[str], declare: bool, block: int | None = None) -> str:
     """DMA job ``j``'s slice [o0, o1) of the layer's f32 bias (``const %<prefix>bias``) into
     tile ``t``'s CMX, zero-padded to the aligned channel count (a ``const`` of its own,
-    declared with the job's first block); the task's ``bias(...)`` clause, "" without one."""
+    declared with the job's first block); the task's ``bias(...)`` clause, "" without one.
+    With ``block`` (a block loading its own chunk's weights) the small load goes on the
+    store channel (``LayerEmitter.dma``'s ``before_store``), its DDR latency beside the
+    weights' load instead of after it."""
     if bias is None:
         return ""
     (o0, o1), p = outs, e.p
@@ -134,7 +137,11 @@ def load_bias(e, bias: np.ndarray | None, j: int, outs: tuple[int, int], tag: st
     elif (o0, o1) != (0, bias.size):
         src = e.view(f"bias.v{tag}", f"{p}bias", [f"{o0}:{o1}"])
     cmx = e.cmx(f"bias.{tag}", TensorType((aligned(o1 - o0),), ElemType.F32, DimsOrder.identity(1)), t)
-    e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    if block is None:
+        e.dma(f"load_bias.{tag}", src, cmx, 0, waits, loaded)
+    else:
+        e.dma(f"load_bias.{tag}", src, cmx, e.prog.store_channel, waits, loaded,
+              before_store=block)
     return f" bias({cmx})"
 
 
@@ -158,19 +165,35 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
     return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
 
 
-def load_block_input(e, k: int, src: str, x, rows: int, channels: int, zero: bool, waits: str,
-                     loaded: list[str]) -> str:
-    """DMA a block's input rows (``src``, a view of the DDR input ``x``) into a CMX buffer of
-    ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across channels)
-    the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one per block
-    height, declared with the first block of that height.  The CMX buffer's name."""
+def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
+                     waits: str, loaded: list[str]) -> str:
+    """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
+    buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
+    channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
+    per block height, declared with the first block of that height.  A transposing load
+    (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
+    store channel.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
     cp, elem = aligned(channels), x.type.elem
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))
-    real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{channels}",
-                                                                   f"0:{rows}", f"0:{w}"])
-    e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != nhwc)
+    permute = x.type.order != nhwc
+    if permute and rows >= 2 and e.prog.dma_channels > 1:
+        half = rows // 2
+        for part, (a, b), channel in ((0, (0, half), 0), (1, (half, rows), e.prog.store_channel)):
+            piece = e.view(f"in.v{k}h{part}", x.name, [f"0:{n}", f"0:{channels}",
+                                                         f"{first_row + a}:{first_row + b}",
+                                                         f"0:{w}"])
+            into = e.view(f"in.r{k}h{part}", xin[1:], [f"0:{n}", f"0:{channels}", f"{a}:{b}",
+                                                       f"0:{w}"])
+            e.dma(f"load{k}" + (f".h{part}" if part else ""), piece, into, channel, waits,
+                  loaded, permute=True, before_store=k if part else None)
+    else:
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{channels}",
+                                          f"{first_row}:{first_row + rows}", f"0:{w}"])
+        real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [
+            f"0:{n}", f"0:{channels}", f"0:{rows}", f"0:{w}"])
+        e.dma(f"load{k}", src, real, 0, waits, loaded, permute=permute)
     if zero and cp > channels:
         # one zero source per block height (blocks differ by a row or two), never the image's
         zeros = f"{e.p}chzeros.r{rows}"

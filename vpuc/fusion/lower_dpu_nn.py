@@ -339,7 +339,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             else:
                 tag = f"t{t}" if single else f"c{k}"
                 operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
-                                         loaded, j not in declared)
+                                         loaded, j not in declared,
+                                         block=None if single else k)
                 declared.add(j)
                 resident[t] = operands
         lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
@@ -405,7 +406,7 @@ def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 
 def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
-                  loaded: list[str], declare: bool) -> str:
+                  loaded: list[str], declare: bool, block: int | None = None) -> str:
     """DMA the job's weights and bias into tile ``t``'s CMX; the task's operand clauses."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
@@ -419,7 +420,7 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
             wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
             load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
-            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare, block)
             return clauses + f" weights({wt})" + bias
         if job.from_ddr:
             wv = values[op.operands[1]]
@@ -434,7 +435,8 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
         e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
-    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare)
+    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
+                               block)
 
 
 def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
