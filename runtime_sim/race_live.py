@@ -87,7 +87,8 @@ class LiveAccesses:
                                          else None)
         return found
 
-    def check(self, unit: int, accesses: list[Access], before: Callable[[int], bool]) -> list[Found]:
+    def check(self, unit: int, accesses: list[Access],
+              before: Callable[[int], bool]) -> list[Found]:
         """Record ``unit``'s accesses; return its races with the live accesses, each as
         (entry, its group, access, its group, shared bytes), in report order: access by
         access, then by first shared page and age (the order of a page-by-page scan)."""

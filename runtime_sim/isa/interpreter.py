@@ -328,7 +328,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         opcode_counts=dict(opcode_counts),
         scalar_regs=[int(v) for v in R[:NUM_SREGS]],
         vector_regs=[bytes(np.asarray(v, np.uint8)) for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
-        mask_regs=[int((np.asarray(m).astype(np.uint32) << np.arange(16, dtype=np.uint32)).sum())
+        mask_regs=[int(np.packbits(np.asarray(m, bool), bitorder="little").view("<u2")[0])
                    for m in R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS]],
         exit_pc=program.base + i * WORD_BYTES,
         batched_iterations=loops.batched_iterations if loops is not None else 0)

@@ -42,6 +42,9 @@ class LoopTiming:
         self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests, *s.cost.slots)})
         self.dests = frozenset(k for s in steps for k in (*s.dests, *s.cost.slots))
         self._traces: dict[tuple[int, ...], _Trace] = {}
+        # (relative state, taken) -> the last iteration's (cycles, stalls, dests' ready
+        # relative to its start): issue is translation-invariant, as for the traces
+        self._last: dict[tuple, tuple[int, int, tuple[tuple[int, int], ...]]] = {}
 
     def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
         stalls = 0
@@ -115,8 +118,13 @@ class LoopTiming:
         trace = self._trace(self._relative(ready, now))
         elapsed, stalls, rel = self._after(trace, iterations - 1)
         now += elapsed
-        for key, ahead in zip(self.keys, rel):
-            if key in self.dests:
-                ready[key] = now + ahead
-        now, stall = self._iteration(ready, now, not exits)
-        return now, stalls + stall
+        last = self._last.get((rel, exits))
+        if last is None:
+            local = dict(zip(self.keys, rel))
+            cycles, stall = self._iteration(local, 0, not exits)
+            last = self._last[rel, exits] = (
+                cycles, stall, tuple((key, local[key]) for key in self.keys if key in self.dests))
+        cycles, stall, written = last
+        for key, at in written:
+            ready[key] = now + at
+        return now + cycles, stalls + stall

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -90,9 +91,17 @@ class Bounds:
     names of what lies around them (for the messages)."""
 
     def __init__(self, loads: list[Range], stores: list[Range],
-                 labels: list[list[tuple[int, int, str]]]) -> None:
+                 labels: list[list[tuple[int, int, str]]] | Callable) -> None:
         self._allowed = {False: _Allowed(merge(loads)), True: _Allowed(merge(stores))}
-        self.labels = labels        # tiers: a byte is named by the first tier holding it
+        # tiers: a byte is named by the first tier holding it; or a function making
+        # them, called for the first message only (most calls never fault)
+        self._labels = labels
+
+    @property
+    def labels(self) -> list[list[tuple[int, int, str]]]:
+        if callable(self._labels):
+            self._labels = self._labels()
+        return self._labels
 
     def ranges(self, is_write: bool) -> list[Range]:
         return self._allowed[is_write].ranges
@@ -132,8 +141,8 @@ def invocation_bounds(cmx_base: int, bindings: CmxBindings, win_d: Range, win_e:
                (data[0], data[1], "the kernel's .data"),
                (data[1], stack[0], "the invocation's arguments (read-only)"),
                (stack[0], stack[1], "the task's stack")]
-    return Bounds(loads, stores, [absolute_labels(cmx_base, bindings.bound),
-                                  absolute_labels(cmx_base, bindings.others), windows])
+    return Bounds(loads, stores, lambda: [absolute_labels(cmx_base, bindings.bound),
+                                          absolute_labels(cmx_base, bindings.others), windows])
 
 
 def absolute_labels(base: int, labels) -> list[tuple[int, int, str]]:

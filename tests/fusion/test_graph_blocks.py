@@ -190,3 +190,19 @@ def test_layer_lines_follow_each_block_prefix():
     result = api.simulate(program, {"x": x})
     want = (1 / (1 + np.exp(-np.maximum(x.astype(np.float32), 0)))).astype(np.float16)
     assert_close(result.outputs["out"], want, ulps=2)
+
+
+def test_lowered_rules_leave_hand_written_tasks_to_their_authors():
+    """The DPU channel rule holds lowered programs to the NPU compiler's alignment; beside
+    a graph block, examples/dwconv_pool.vir's hand-written 8-channel dwconv variants (which
+    the simulator's DPU takes) are not the lowering's and stay valid."""
+    text = (ROOT / "examples" / "dwconv_pool.vir").read_text() + (
+        "graph @extra {\n  %q = Parameter() : 1x16x8x8xf16 NCHW\n  %r = Sigmoid(%q)\n"
+        "  Result(%r)\n}\n")
+    graphs, program = compiled(text)
+    assert program.module.attributes["graph-blocks"] == "extra"
+    q = np.random.default_rng(6).uniform(-3, 3, (1, 16, 8, 8)).astype(np.float16)
+    x = np.random.default_rng(7).uniform(-1, 1, (1, 16, 64, 64)).astype(np.float32)
+    result = api.simulate(program, {"q": q, "in": x})
+    assert not result.result.races
+    assert_close(result.outputs["r"], run_block(graphs["extra"], {"q": q})["r"], ulps=2)

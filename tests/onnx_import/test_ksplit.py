@@ -166,6 +166,13 @@ def _dpu_tasks(program):
     return [t for tl in program.module.task_lists if tl.executor.name == "DPU" for t in tl.tasks]
 
 
+def _calls(program, kernel: str) -> set[str]:
+    """The library kernel runs of ``kernel``: each is one invocation per ACT SHAVE of the
+    tile (labels ``NAME.0``, ``NAME.1``), counted once."""
+    return {t.label.rsplit(".", 1)[0] for tl in program.module.task_lists
+            if tl.executor.name == "ACT_SHAVE" for t in tl.tasks if t.kernel == kernel}
+
+
 def _elem(program, ref) -> ElemType:
     buffers = {b.name: b for b in program.module.buffers}
     return buffers[ref].type.elem
@@ -180,10 +187,7 @@ def test_k_split_matches_onnxruntime(case, tmp_path):
     assert {t.tile for t in tasks} == {0, 1}
     depths = {t.weights for t in tasks}
     assert len(depths) == len(tasks)        # every task its own chunk of the weights
-    act = [t for tl in program.module.task_lists if tl.executor.name == "ACT_SHAVE"
-           for t in tl.tasks]
-    adds = [t for t in act if t.kernel == "ksplit_add_f32"]
-    converts = [t for t in act if t.kernel == "ksplit_convert_f32_f16"]
+    adds, converts = _calls(program, "ksplit_add_f32"), _calls(program, "ksplit_convert_f32_f16")
     # one add per chunk after a block's first, one conversion per block
     assert len(adds) == len(tasks) - len(converts) and converts
 
@@ -198,8 +202,7 @@ def test_conv_input_channel_split_matches_onnxruntime(case, tmp_path):
     assert {t.op for t in tasks} == {DpuOp.CONV}
     assert {_elem(program, t.output) for t in tasks} == {ElemType.F32}
     assert {t.tile for t in tasks} == {0, 1}
-    blocks = len([t for tl in program.module.task_lists for t in tl.tasks
-                  if getattr(t, "kernel", None) == "ksplit_convert_f32_f16"])
+    blocks = len(_calls(program, "ksplit_convert_f32_f16"))
     assert len(tasks) > blocks                       # more than one chunk per block
     assert sum(t.bias is not None for t in tasks) == blocks
 
@@ -207,8 +210,7 @@ def test_conv_input_channel_split_matches_onnxruntime(case, tmp_path):
 def test_bias_is_added_once_by_the_first_chunk(tmp_path):
     program, _ = compile_ksplit(tmp_path, "gemm_relu")
     tasks = _dpu_tasks(program)
-    blocks = len([t for tl in program.module.task_lists for t in tl.tasks
-                  if getattr(t, "kernel", None) == "ksplit_convert_f32_f16"])
+    blocks = len(_calls(program, "ksplit_convert_f32_f16"))
     assert sum(t.bias is not None for t in tasks) == blocks
     assert all(t.post is None for t in tasks)          # the activation runs on the total
 

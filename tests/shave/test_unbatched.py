@@ -69,3 +69,16 @@ def test_memory_op_is_the_general_semantics(name):
                 fn(memory, stored, address, offset)
                 results.append(cmx.tobytes())
         assert results[0] == results[1], name
+
+
+def test_mask_registers_are_reported_as_their_bits():
+    from runtime_sim.isa import load_kernel, run
+    from shave_testlib import make_memory
+    from vpuc.shave import assemble
+
+    source = "\n".join(["    .global k", "k:", "    li s1, 0xA5C3", "    mset m1, s1",
+                        "    li s2, 0x8001", "    mset m7, s2", "    halt"])
+    memory, _ = make_memory()
+    loaded = load_kernel(assemble(source, "m.s"), memory)
+    result = run(loaded.program, memory, entry=loaded.entry())
+    assert result.mask_regs == [0, 0xA5C3, 0, 0, 0, 0, 0, 0x8001]

@@ -209,3 +209,35 @@ def test_a_long_pipeline_looks_at_a_bounded_number_of_live_accesses_per_unit():
     for live, blocks in ((small, 100), (large, 400)):
         assert 3 * blocks <= live.visits <= 4 * 3 * blocks      # at most 4 per unit
     assert large.overlaps == small.overlaps == 0       # ordered pairs need no exact test
+
+
+def test_the_simulators_checks_look_at_as_many_live_accesses_per_unit_at_any_length(
+        tmp_path, monkeypatch):
+    """bench/gen_program.py at two lengths: its loads read new views of one input and its
+    stores write new views of one output, none covering another, so those accesses stay
+    live to the end; the live accesses each unit looks at must not grow with them."""
+    import sys
+
+    import runtime_sim.race_live as race_live
+    from runtime_sim.simulator import simulate
+    from tests.sim.simlib import NO_VERIFY, REPO, compile_vir
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_program import generate
+
+    made: list[LiveAccesses] = []
+    real_init = race_live.LiveAccesses.__init__
+
+    def init(self):
+        real_init(self)
+        made.append(self)
+    monkeypatch.setattr(race_live.LiveAccesses, "__init__", init)
+    per_unit = []
+    for tasks in (400, 1600):
+        path = tmp_path / f"gen{tasks}.vir"
+        path.write_text(generate(tasks))
+        result = simulate(compile_vir(path, NO_VERIFY), timing_only=True, races=True)
+        assert result.races == []
+        live = made[-1]
+        per_unit.append(live.visits / result.plan.size)
+        assert sum(len(g.live) for g in live.groups.values()) > tasks / 2   # the loads, stores
+    assert per_unit[1] <= per_unit[0] * 1.05 + 0.1

@@ -38,6 +38,9 @@ def _float(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<q", bits))[0]
 
 
+_UNREAD = object()     # ElfReader.string: an offset not read yet
+
+
 class ElfReader:
     def __init__(self, data: bytes, file: str) -> None:
         self.file = file
@@ -99,8 +102,9 @@ class ElfReader:
     # --- strings and pools ----------------------------------------------------------
 
     def string(self, offset: int) -> str | None:
-        if offset in self._strings:
-            return self._strings[offset]
+        text = self._strings.get(offset, _UNREAD)
+        if text is not _UNREAD:
+            return text
         table = self._strtab
         end = table.find(b"\0", offset)
         if offset >= len(table) or end < 0:
@@ -121,9 +125,14 @@ class ElfReader:
         return pool[start:start + count]
 
     def u32(self, start: int, count: int, none_ok: bool = False):
+        # The common case inline (a task has about five lists); _list has the rest.
+        if start + count <= self._u32_len and start != R.LIST_NONE:
+            return self._u32[start:start + count]
         return self._list(self._u32, R.POOL32, start, count, none_ok)
 
     def i64(self, start: int, count: int, none_ok: bool = False):
+        if start + count <= self._i64_len and start != R.LIST_NONE:
+            return self._i64[start:start + count]
         return self._list(self._i64, R.POOL64, start, count, none_ok)
 
     def blob(self, name: str, offset: int, size: int) -> bytes:
@@ -150,6 +159,7 @@ class ElfReader:
                 raise self.fail(name, f"pool is {len(data)} bytes, not whole {width}-byte words")
             pools.append(struct.unpack(f"<{len(data) // width}{code}", data))
         self._u32, self._i64 = pools
+        self._u32_len, self._i64_len = len(self._u32), len(self._i64)
         self._data = {name: self.section(name, sh_type).data for name, sh_type in (
             (R.KERNEL_CODE, elf.SHT_PROGBITS), (R.KERNEL_DATA, elf.SHT_PROGBITS),
             (R.KERNEL_OBJECTS, R.VpucShType.SHT_VPUC_KERNEL_OBJECTS),

@@ -11,7 +11,7 @@ The semantics (docs/vir.md, "Several graph blocks, and graphs beside tasks"):
   none does.  Every other name of a block is local to it (``block_names.py``
   puts it under ``GRAPH.``).
 - **Blocks run one after another**, in written order: each block's first task
-  in every queue waits on a barrier ``%GRAPH.done`` that the previous block's
+  in every queue waits on a barrier ``%PREVIOUS.done`` that the previous block's
   last task in every queue updates (a queue runs in order, so that is after
   all of the previous block's tasks).  A block's ``waits(...)`` barriers join
   that entry, its ``updates(...)`` barriers that exit.
@@ -47,7 +47,7 @@ def lower_blocks(module: Module, ctx, lower_block) -> None:
     symbols = SymbolTable(module)
     interface = _interface(module, symbols)
     module.buffers += [b for b in interface if b.name not in symbols.buffers]
-    taken = {*symbols.buffers, *symbols.views, *symbols.barriers}
+    taken = {*symbols.buffers, *symbols.views, *symbols.barriers, *(b.name for b in interface)}
     blocks: list[Block] = []
     for k, graph in enumerate(module.graphs):
         names = {op.result for op in graph.parameters} | {
@@ -71,6 +71,9 @@ def lower_blocks(module: Module, ctx, lower_block) -> None:
         task_list.tasks = lists[task_list.executor]
     module.graphs = []
     module.attributes["graph"] = "lowered"
+    # Which tasks the lowering made (labels "BLOCK.*"): rules for lowered programs only
+    # (verifier/dpu_channels.py) leave the hand-written ones to their authors.
+    module.attributes["graph-blocks"] = ",".join(label(sanitize(b.graph.name)) for b in blocks)
 
 
 def _interface(module: Module, symbols: SymbolTable) -> list[Buffer]:

@@ -14,8 +14,8 @@ for NPU37XX, ``getOutDataWidth`` in ``src/vpux_compiler/src/NPU37XX/dialect/
 VPUIPDPU/rewriters/dpu_invariant_block_rewriters.cpp`` of
 ``openvinotoolkit/npu_plugin``, maps an f32 output to ``ODU_DTYPE_32BIT``).
 The first chunk's task adds the bias (in f32, once); the library kernel
-``add`` (kernels/add.s, f32) on the tile's ACT SHAVE sums each partial into a
-running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
+``add`` (kernels/add.s, f32) on the tile's two ACT SHAVEs (half of the rows
+each) sums each partial into a running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
 ``tanh``, in f32) and ``convert`` (f32 -> f16) run once on the total, and a
 DMA stores the f16 block.  So a value is the f32 sum of its products rounded
 once to f16, as the unsplit layer computes it (only the order of the f32
@@ -82,7 +82,7 @@ def kernel_declarations(activation: str | None) -> list[str]:
 @dataclass
 class _Task:
     section: str                          # dma, dpu or act
-    queue: tuple                          # ("dma", channel), ("dpu", tile), ("act", tile)
+    queue: tuple                  # ("dma", channel), ("dpu", tile), ("act", tile, SHAVE)
     cycles: float
     deps: set[int]
     render: Callable[[str], list[str]]    # barrier clauses -> the task's lines
@@ -107,6 +107,7 @@ class _Schedule:
     types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
     writers: dict[str, set[int]] = field(default_factory=dict)    # the current generation
     readers: dict[str, set[int]] = field(default_factory=dict)    # since its first write
+    before: dict[str, set[int]] = field(default_factory=dict)     # the generation before
 
     def cmx(self, name: str, t: TensorType, tile: int) -> str:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
@@ -139,9 +140,9 @@ class _Schedule:
     def add(self, section: str, queue: tuple, reads: list[str], writes: list[str],
             cycles: float, render: Callable[[str], list[str]]) -> int:
         """Append a task.  A key's writes come in generations: the writes before any read
-        (a zero fill and the copy beside it, a staging copy: disjoint bytes) are one.  A
-        reader waits for every write of the current generation; a writer after reads
-        starts the next one and waits for those reads and writes.  Only a wait on an
+        (a zero fill and the copy beside it, a staging copy, two halves: disjoint bytes)
+        are one.  A reader waits for every write of the current generation; every writer
+        of a generation waits for the reads and writes of the one before.  Only a wait on an
         earlier task of the same tile's DPU is left to its queue's order: the DMA channels
         are the schedule's to change (``schedule.overlap`` moves prefetches)."""
         n = len(self.tasks)
@@ -150,9 +151,9 @@ class _Schedule:
         wkeys = {self.key_of[w[1:]] for w in writes if self.key_of.get(w[1:])}
         for k in rkeys:
             deps |= self.writers.get(k, set())
-        for k in wkeys:
-            if self.readers.get(k):
-                deps |= self.readers[k] | self.writers.get(k, set())
+        for k in wkeys:           # the previous generation, read or not, ends first
+            deps |= (self.readers[k] | self.writers[k]) if self.readers.get(k) else \
+                self.before.get(k, set())
         kept, last_dpu = set(), {}
         for d in deps:
             q = self.tasks[d].queue
@@ -163,6 +164,7 @@ class _Schedule:
         deps = kept | set(last_dpu.values())
         for k in wkeys:
             if self.readers.get(k) or k not in self.writers:
+                self.before[k] = self.readers.get(k, set()) | self.writers.get(k, set())
                 self.writers[k], self.readers[k] = set(), set()
             self.writers[k].add(n)
         for k in rkeys:
@@ -172,7 +174,7 @@ class _Schedule:
 
     def makespan(self) -> float:
         """The list schedule's end: each task starts when its queue is free and its
-        dependencies have ended (the ACT SHAVEs of a tile counted as one queue)."""
+        dependencies have ended."""
         end: list[float] = []
         free: dict[tuple, float] = {}
         for task in self.tasks:
@@ -352,18 +354,33 @@ class KSplitLayer:
 
     def act(self, sch: _Schedule, name: str, kernel: str, t: int, ins: list[str], out: str,
             scalars: tuple[float, ...] = ()) -> None:
-        """One ACT SHAVE invocation of a library kernel over the whole of ``out``."""
-        elements = math.prod(sch.types[out].dims)
-        cycles = (self.timing.dispatch["ACT_SHAVE"] + elements
-                  * ACT_CYCLES_PER_ELEMENT[kernel.split("_")[1]] * self.timing.shave_cycle)
-        binds = ", ".join(f"{v} as %a{i}" for i, v in enumerate(ins))
-        region = [f"    %c{i} = const {v!r} : f16" for i, v in enumerate(scalars)]
-        args = ([f"%a{i}" for i in range(len(ins))] + ["%r0"]
-                + [f"%c{i}" for i in range(len(scalars))])
-        head = (f"  {label(self.p)}{name}: sw @{kernel} on tile {t} inputs({binds}) "
-                f"outputs({out} as %r0)")
-        sch.add("act", ("act", t), ins, [out], cycles,
-                lambda c: [head + c + " {"] + region + [f"    run({', '.join(args)})", "  }"])
+        """A library kernel over the whole of ``out``: one invocation per ACT SHAVE of the
+        tile, each on half of the rows (views of every operand; one invocation for one
+        row)."""
+        dims = sch.types[out].dims
+        axis = 0 if len(dims) == 2 else 2             # M of a matrix, H of an NCHW tensor
+        half = dims[axis] // 2
+        parts = [(0, dims[axis])] if half == 0 else [(0, half), (half, dims[axis])]
+        per_element = ACT_CYCLES_PER_ELEMENT[kernel.split("_")[1]] * self.timing.shave_cycle
+        for j, (a, b) in enumerate(parts):
+            def part(v: str, i: str) -> str:
+                if len(parts) == 1:
+                    return v
+                box = [f"{a}:{b}" if d == axis else f"0:{n}" for d, n in enumerate(dims)]
+                return sch.view(f"{name}.h{j}.{i}", v[1:], box)
+            views = [part(v, f"a{i}") for i, v in enumerate(ins)]
+            result = part(out, "r")
+            binds = ", ".join(f"{v} as %a{i}" for i, v in enumerate(views))
+            region = [f"    %c{i} = const {v!r} : f16" for i, v in enumerate(scalars)]
+            args = ([f"%a{i}" for i in range(len(views))] + ["%r0"]
+                    + [f"%c{i}" for i in range(len(scalars))])
+            head = (f"  {label(self.p)}{name}.{j}: sw @{kernel} on tile {t} inputs({binds}) "
+                    f"outputs({result} as %r0)")
+            cycles = (self.timing.dispatch["ACT_SHAVE"]
+                      + math.prod(dims) * (b - a) // dims[axis] * per_element)
+            sch.add("act", ("act", t, j), views, [result], cycles,
+                    lambda c, head=head, region=region, args=args:
+                    [head + c + " {"] + region + [f"    run({', '.join(args)})", "  }"])
 
     def _epilogue(self, sch: _Schedule, tag: str, t: int, block, total: str,
                   totals: list[int]) -> None:

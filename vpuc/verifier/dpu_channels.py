@@ -12,7 +12,9 @@
   ``dialect/VPU/interfaces/workload_splitter_base.hpp``).
 
 The rule applies to modules whose graph was lowered (``graph = lowered``, set by
-``lower-graph``, whose ``lower_dpu_channels`` pads and chunks to meet it).
+``lower-graph``, whose ``lower_dpu_channels`` pads and chunks to meet it); beside
+hand-written tasks, to the lowered blocks' tasks only (``graph-blocks``: their
+label prefixes, set by ``lower_blocks.py``).
 Hand-written task lists are left to their authors: the simulator's DPU takes any
 channel count, and the DPU model's tests use small ones on purpose.
 """
@@ -33,8 +35,13 @@ CHANNELWISE_SIZES = (16, 32, 64)
 def check_dpu_channels(module: Module, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     if module.attributes.get("graph") != "lowered":
         return
+    # Beside hand-written tasks, the lowered ones are labelled "BLOCK.*" (lower_blocks.py).
+    blocks = module.attributes.get("graph-blocks")
+    prefixes = tuple(f"{b}." for b in blocks.split(",")) if blocks else None
     for task_list in module.task_lists:
         for task in task_list.tasks:
+            if prefixes is not None and not (task.label or "").startswith(prefixes):
+                continue
             if isinstance(task, DpuTask) and (task.op in ALIGNED or task.op in CHANNELWISE):
                 _check_task(task, symbols, bag)
 
