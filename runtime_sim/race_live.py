@@ -37,12 +37,13 @@ Found = tuple[Entry, "Group", tuple[int, bool, str], "Group", tuple[int, int]]
 class Group:
     """Accesses to one exact set of bytes; ``live`` holds the ones that may still race."""
 
-    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "cells", "indexed")
+    __slots__ = ("key", "lo", "hi", "rows", "index", "live", "writes", "cells", "indexed")
 
     def __init__(self, key: tuple, lo: int, hi: int, rows: np.ndarray | None,
                  index: int) -> None:
         self.key, self.lo, self.hi, self.rows, self.index = key, lo, hi, rows, index
         self.live: list[Entry] = []
+        self.writes = 0                 # how many of ``live`` write
         self.indexed = False            # its intervals are in the index (it has live accesses)
         # The intervals it is indexed by: (first byte, past the last, length class).
         if hi <= lo:
@@ -102,6 +103,8 @@ class LiveAccesses:
             nears.append(near)
             found = None
             for other in near:
+                if not (write or other.writes):
+                    continue                # reads meeting reads: no race
                 live = other.live
                 visits += len(live)
                 for entry in live:
@@ -152,12 +155,14 @@ class LiveAccesses:
                         kept.append(entry)
                     if len(kept) < len(live):
                         other.live = kept
+                        other.writes = sum(entry[1] for entry in kept)
                         if not kept and other is not group:     # ``group`` stays
                             self._leave(other)
             if not group.indexed:
                 self._enter(group)
                 entered.append(group)
             group.live.append((unit, write, name, self.sequence))
+            group.writes += write
         self.visits += visits
         return races
 
@@ -187,7 +192,14 @@ class LiveAccesses:
         index = self.index.get(group.key)
         if not index:
             return []
-        near: list[Group] = []
+        if len(index) == 1 and len(group.cells) == 1:     # the common case, without loops
+            lo, hi, _ = group.cells[0]
+            for longest, starts, cells in index.values():
+                start = bisect_left(starts, lo - longest + 1)
+                near = [other for _, last, _, other in cells[start:bisect_left(starts, hi, start)]
+                        if last > lo]
+                return near if len(near) < 2 else list(dict.fromkeys(near))
+        near = []
         for lo, hi, _ in group.cells:
             for longest, starts, cells in index.values():
                 # No interval starting before lo - longest + 1 reaches past lo.

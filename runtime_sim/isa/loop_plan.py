@@ -182,9 +182,10 @@ def unrolled_body(program, head: int, branch: int) -> list[int]:
     """The body ``head .. branch`` as the instructions one iteration runs, in order
     (indices relative to ``head``): an inner counted loop (``loop`` back to a label
     of the body, its counter set by ``li`` in the outer body) appears as many times
-    as it iterates, its ``loop`` each time.  Other control flow stays in the list
-    (``plan_loop`` refuses it)."""
+    as it iterates, its ``loop`` each time; a loop nested in it is repeated unrolled
+    too.  Other control flow stays in the list (``plan_loop`` refuses it)."""
     order: list[int] = []
+    first_pass: dict[int, int] = {}     # body index -> where its one pass starts in ``order``
     i = head
     while i <= branch:
         dec = program.decoded[i]
@@ -193,14 +194,19 @@ def unrolled_body(program, head: int, branch: int) -> list[int]:
                 and access.branch % WORD_BYTES == 0):
             start = i + access.branch // WORD_BYTES
             if head <= start <= i and CYCLES[dec.info.opcode].taken_penalty == 0:
+                if start not in first_pass:
+                    raise NotBatchable("an inner loop branches back to another loop's back-edge")
                 trip = _inner_trip(program, head, start, i)
-                if len(order) + (i - start + 1) * (trip - 1) + (branch - i) > MAX_UNROLLED:
+                # one pass as it runs (loops nested in it already unrolled), then its loop
+                one_pass = order[first_pass[start]:] + [i - head]
+                if len(order) + len(one_pass) * trip - len(one_pass) + 1 + (branch - i) \
+                        > MAX_UNROLLED:
                     raise NotBatchable(f"the inner loop unrolls to more than {MAX_UNROLLED} "
                                        "instructions")
-                # the first pass through the inner body is already in ``order``
-                order += [i - head] + list(range(start - head, i - head + 1)) * (trip - 1)
+                order += [i - head] + one_pass * (trip - 1)
                 i += 1
                 continue
+        first_pass[i] = len(order)
         order.append(i - head)
         i += 1
     return order

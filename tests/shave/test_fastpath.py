@@ -478,6 +478,42 @@ def test_nested_counted_loop_is_unrolled_into_the_outer_batch(trip, mask_bits):
     assert loops.batches >= 1 and fast.batched_iterations >= 39
 
 
+# Three counted loops (the generator's rank-3 broadcast): the outermost batch unrolls
+# the middle loop, and each middle pass unrolls the innermost one again.
+NESTED_THREE = """
+    .global k
+k:
+    lw s4, 0(s0)            # source
+    lw s5, 4(s0)            # destination
+    lw s7, 8(s0)            # outer trip
+    li.f16 s12, -1.5
+    vbcast.h v3, s12
+outer:
+    li s8, MIDDLE
+middle:
+    li s9, INNER
+inner:
+    vld v1, 0(s4)
+    vmul.f16 v1, v1, v3
+    vst v1, 0(s5)
+    addi s4, s4, 16
+    addi s5, s5, 16
+    loop s9, inner
+    addi s5, s5, 32
+    loop s8, middle
+    addi s4, s4, 48
+    loop s7, outer
+    halt
+"""
+
+
+@pytest.mark.parametrize("middle, inner", [(2, 8), (3, 2), (1, 5), (4, 1)])
+def test_three_nested_counted_loops_unroll_every_pass(middle, inner):
+    source = NESTED_THREE.replace("MIDDLE", str(middle)).replace("INNER", str(inner))
+    fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 12], random_fill(middle * inner))
+    assert loops.batches >= 1 and fast.batched_iterations >= 11
+
+
 def test_masked_access_reaching_past_the_window_is_batched_by_its_active_bytes():
     # Each vld.m reads 2 active bytes of 16: the hull of the set bits stays inside
     # WIN_F up to the last element, where a 16-byte hull would not.

@@ -167,6 +167,7 @@ def test_the_interval_index_finds_the_races_the_linked_groups_found(run):
             mine = [(live.group(*spans[s]), write, name) for s, write, name in accesses]
             found.append(_comparable(live.check(unit, mine, before[unit].__contains__)))
         assert found[0] == found[1]
+        assert all(g.writes == sum(e[1] for e in g.live) for g in new.groups.values())
         assert ({_ident(g): g.live for g in new.groups.values() if g.live}
                 == {_ident(g): g.live for g in old.groups.values()
                     if g.live and g.hi > g.lo})

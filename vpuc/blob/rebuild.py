@@ -48,6 +48,7 @@ class _Checker:
         self.file = file
         # Names already matched, per pattern: aliases and kernel names repeat on every task.
         self._matched: dict[re.Pattern, set[str]] = {_NAME: set(), _LABEL: set()}
+        self._refs: dict[str, Ref] = {}
 
     def fail(self, where: str, message: str) -> VpucError:
         return VpucError(f"{self.file}: blob {where}: {message}")
@@ -60,6 +61,14 @@ class _Checker:
             raise self.fail(where, f"name {text!r} is not an identifier")
         matched.add(text)
         return text
+
+    def ref(self, where: str, text) -> Ref:
+        """A checked name as a Ref; one per name (aliases and run() arguments repeat on every
+        task, and a Ref without a location is never changed)."""
+        made = self._refs.get(text) if type(text) is str else None
+        if made is None:
+            made = self._refs[text] = Ref(self.name(where, text))
+        return made
 
     def label(self, where: str, text):
         return None if text is None else self.name(where, text, _LABEL)
@@ -150,6 +159,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     tensors = content.tensors
     names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
     n_tensors = len(names)
+    refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
     kinds: list[BufferKind] = []
     types: dict[tuple, TensorType] = {}
     slices: dict[tuple, tuple[Slice, ...]] = {}
@@ -174,7 +184,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             if pieces is None:      # views of one shape share their (never mutated) slices
                 pieces = slices[t.slices] = tuple(Slice(s.start, s.stop, s.step)
                                                   for s in t.slices)
-            module.views.append(View(t.name, Ref(names[t.base]), pieces))
+            module.views.append(View(t.name, refs[t.base], pieces))
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
         actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
@@ -193,7 +203,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
     _kernels(check, content, module, program)
-    _tasks(check, content, module, program, names, kinds, barrier_names, kernel_names)
+    _tasks(check, content, module, program, refs, barrier_names, kernel_names)
     _counts(check, content)
 
     for c in content.constants:
@@ -275,10 +285,8 @@ def _recorded(check: _Checker, kernel: str, img):
 
 
 def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,
-           names: list[str], kinds: list[BufferKind], barrier_names: list[str],
-           kernel_names: list[str]) -> None:
-    n_tensors = len(names)
-    refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
+           refs: list[Ref], barrier_names: list[str], kernel_names: list[str]) -> None:
+    n_tensors = len(refs)
 
     def tensor(where: str, index: int) -> Ref:
         if not 0 <= index < n_tensors:
@@ -293,8 +301,9 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         seen.add(executor)
         expected = _TASK_KIND[executor]
         tasks = []
+        prefix = f"{executor} task #"
         for ti, rec in enumerate(tl.tasks):
-            where = f"{executor} task #{ti}"
+            where = prefix + str(ti)
             if type(rec) is not expected:
                 raise check.fail(where, f"is not a {executor} task")
             label = check.label(where, rec.label)
@@ -345,10 +354,11 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
     consts = tuple(ScalarConst(check.name(where, s.name), _number(check, where, s.value),
                                check.code(where, ELEM_OF, s.data_type, "element type"))
                    for s in rec.scalars)
-    bindings = [tuple(Binding(tensor(where, b.tensor), Ref(check.name(where, b.alias)))
+    ref = check.ref
+    bindings = [tuple(Binding(tensor(where, b.tensor), ref(where, b.alias))
                       for b in group) for group in (rec.inputs, rec.outputs)]
-    task = SwKernelTask(label, waits, updates, Ref(kernel), rec.tile, bindings[0], bindings[1],
-                        consts, tuple(Ref(check.name(where, a)) for a in rec.run_args))
+    task = SwKernelTask(label, waits, updates, ref(where, kernel), rec.tile, bindings[0],
+                        bindings[1], consts, tuple(ref(where, a) for a in rec.run_args))
     inv = rec.invocation
     if inv is not None:
         if program.kernel_aliases.get(kernel, kernel) not in program.kernels:

@@ -53,6 +53,8 @@ _LINE_BITS, _COL_BITS = 32, 20
 def _pack_loc(loc):
     """``loc`` as one int: file number, line, column (0 is UNKNOWN_LOC); anything that does
     not pack (another location type, numbers out of range) is kept as it is."""
+    if loc is UNKNOWN_LOC:
+        return 0
     if type(loc) is not Loc or not (0 <= loc.line >> _LINE_BITS == 0 <= loc.col >> _COL_BITS):
         return loc
     number = _LOC_FILE_NUMBER.get(loc.file)
@@ -68,8 +70,8 @@ def _unpack_loc(at) -> Loc:
         return at
     if at == 0:
         return UNKNOWN_LOC
-    return Loc(_LOC_FILES[at >> (_LINE_BITS + _COL_BITS)], (at >> _COL_BITS) & ((1 << _LINE_BITS) - 1),
-               at & ((1 << _COL_BITS) - 1))
+    line = (at >> _COL_BITS) & ((1 << _LINE_BITS) - 1)
+    return Loc(_LOC_FILES[at >> (_LINE_BITS + _COL_BITS)], line, at & ((1 << _COL_BITS) - 1))
 
 
 def loc_field() -> Loc:

@@ -208,7 +208,8 @@ def check_run_bindings(task: SwKernelTask, kernel: KernelDecl, symbols: SymbolTa
             wired = False
         elif direction is Direction.IN and arg in outputs and arg not in inputs:
             bag.error(arg.loc, f"{where} is only read by the kernel (in), but %{arg} is bound "
-                      "under outputs(...); pass a binding of inputs(...) here", wiring.notes(kernel))
+                      "under outputs(...); pass a binding of inputs(...) here",
+                      wiring.notes(kernel))
             wired = False
     if wired and wiring.shaped:
         for loc, problem in _bound_shape_problems(task, kernel, wiring, symbols):
