@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sweep.cluster import two_model_spec
 from vpuc.report.sweep_page import pareto_figure, parallel_figure, render_sweep_page
 from vpuc.sweep.engine import run_sweep
 from vpuc.sweep.results import read_results, sweep_metadata
@@ -26,21 +27,11 @@ PARAMS = ["tiles", "format", "ddr_bandwidth_mbps"]
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     spec = tmp_path_factory.mktemp("page") / "page.toml"
-    spec.write_text(f"""
-[sweep]
-cost = "cmx_bytes * tiles"
-
-[[models]]
-path = "{ROOT / 'examples' / 'graph_conv.vir'}"
-
-[[models]]
-path = "{ROOT / 'examples' / 'fused_chain.vir'}"
-
-[parameters]
+    spec.write_text(two_model_spec("""
 tiles = [1, 2]
 format = ["fb", "elf"]
 ddr_bandwidth_mbps = [15600, 31200]
-""")
+"""))
     out = spec.with_suffix(".parquet")
     stats = run_sweep(load_spec(spec), out, in_process=True, progress=None)
     assert stats.computed == 16 and stats.failed == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sweep.cluster import two_model_spec
 from tests.report.test_html_browser import CHROMIUM, FLAGS, VIEWPORT, browser_or_fail, colours
 from vpuc.cli import main
 from vpuc.report.sweep_page import pareto_front
@@ -21,20 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def result(tmp_path_factory) -> Path:
     spec = tmp_path_factory.mktemp("page") / "page.toml"
-    spec.write_text(f"""
-[sweep]
-cost = "cmx_bytes * tiles"
-
-[[models]]
-path = "{ROOT / 'examples' / 'graph_conv.vir'}"
-
-[[models]]
-path = "{ROOT / 'examples' / 'fused_chain.vir'}"
-
-[parameters]
+    spec.write_text(two_model_spec("""
 tiles = [1, 2]
 cmx_bytes = [16384, 2097152]
-""")
+"""))
     out = spec.with_suffix(".parquet")
     stats = run_sweep(load_spec(spec), out, in_process=True, progress=None)
     assert stats.computed == 8 and 0 < stats.failed < 8

@@ -20,28 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweep.cluster import wait_for_workers
+from tests.sweep.cluster import two_model_spec, wait_for_workers
 from vpuc.sweep.dask_processes import start_worker, stop_session
 from vpuc.sweep.engine import default_cache_dir, run_sweep
 from vpuc.sweep.results import read_results
 from vpuc.sweep.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = f"""
-[sweep]
-cost = "cmx_bytes * tiles"
-
-[[models]]
-path = "{ROOT / 'examples' / 'graph_conv.vir'}"
-
-[[models]]
-path = "{ROOT / 'examples' / 'fused_chain.vir'}"
-
-[parameters]
+SPEC = two_model_spec("""
 tiles = [1, 2]
 dma_channels = [1, 2]
-ddr_bandwidth_mbps = {{ min = 15600, max = 31200, steps = 2 }}
-"""
+ddr_bandwidth_mbps = { min = 15600, max = 31200, steps = 2 }
+""")
 
 
 def rows_by_id(path: Path) -> dict[str, dict]:
