@@ -331,6 +331,16 @@ class KSplitLayer:
                 self._epilogue(sch, f"b{first + t}", t, block, current[t], totals)
         return sch
 
+    def first_bias(self, sch: _Schedule, tag: str, t: int, lo: int, count: int,
+                   reads: list[str]) -> tuple[str, list[str]]:
+        """The ``bias(...)`` clause and reads of a block's first chunk: the bias of output
+        channels ``lo .. lo + count`` loaded into CMX (the other chunks add none)."""
+        sch.scope = f"t{t}.bias"
+        bias = sch.cmx(f"bias.{tag}", vector(count), t)
+        sch.dma(f"load_bias.{tag}", sch.view(f"bias.v{tag}", f"{self.p}bias",
+                                             [f"{lo}:{lo + count}"]), bias, 0)
+        return f" bias({bias})", reads + [bias]
+
     def _total(self, sch: _Schedule, name: str, t: int, f32: TensorType, totals: list[int]) -> str:
         sch.scope = f"t{t}.acc{totals[t] % 2}"
         totals[t] += 1

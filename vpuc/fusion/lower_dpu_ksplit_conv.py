@@ -21,7 +21,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned, load_padded_weights, padded, padded_vector
 from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
-                                          row_counts, vector)
+                                          row_counts)
 from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import ElemType, TensorType
 
@@ -111,11 +111,7 @@ class ConvKSplit(KSplitLayer):
         sch.channel = None
         clause, reads = "", [xin, wt]
         if first and self.layer.bias is not None:
-            sch.scope = f"t{t}.bias"
-            bias = sch.cmx(f"bias.{tag}", vector(ocp), t)
-            sch.dma(f"load_bias.{tag}", sch.view(f"bias.v{tag}", f"{self.p}bias",
-                                                 [f"{o0}:{o0 + ocp}"]), bias, 0)
-            clause, reads = f" bias({bias})", reads + [bias]
+            clause, reads = self.first_bias(sch, tag, t, o0, ocp, reads)
         sch.scope = f"t{t}.p{slot}"
         part = sch.cmx(f"part.{tag}", TensorType((n, ocp, r1 - r0, self.ow), ElemType.F32,
                                                  NHWC), t)

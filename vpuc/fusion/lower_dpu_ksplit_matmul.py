@@ -18,7 +18,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector
 from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
-                                          row_counts, vector)
+                                          row_counts)
 from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import ElemType, TensorType
 
@@ -100,11 +100,7 @@ class MatmulKSplit(KSplitLayer):
         sch.channel = None
         clause, reads = "", [x, w]
         if first and self.layer.bias is not None:
-            sch.scope = f"t{t}.bias"
-            bias = sch.cmx(f"bias.{tag}", vector(cp), t)
-            sch.dma(f"load_bias.{tag}", sch.view(f"bias.v{tag}", f"{self.p}bias",
-                                                 [f"{c0}:{c0 + cp}"]), bias, 0)
-            clause, reads = f" bias({bias})", reads + [bias]
+            clause, reads = self.first_bias(sch, tag, t, c0, cp, reads)
         sch.scope = f"t{t}.p{slot}"
         part = sch.cmx(f"part.{tag}", TensorType((rows, cp), ElemType.F32, self.order), t)
 
