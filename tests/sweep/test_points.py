@@ -146,3 +146,34 @@ def test_a_budget_beyond_the_tiles_cmx_is_the_points_error(tmp_path):
     assert row["error_stage"] == "compile" and row.get("cycles") is None
     assert "the CMX budget must be a whole number of bytes from 1 to NPU37XX's 2097152" \
         in row["error"]
+
+
+def test_points_of_one_compile_run_together_compile_once(tmp_path, monkeypatch):
+    """``run_points`` (a task of the engine) compiles its chunk's blob once, without a
+    cache, and gives each point the row ``run_point`` gives it alone."""
+    from vpuc.sweep.work import run_points
+    points = points_of(load_spec(spec(tmp_path, "nce_mhz = [650, 975, 1300]")))
+    alone = [run_point(p, None) for p in points]
+    original, compiles = api.compile, []
+
+    def counted(*args, **kwargs):
+        compiles.append(args[0])
+        return original(*args, **kwargs)
+    monkeypatch.setattr(api, "compile", counted)
+    together = run_points(points, None)
+    assert len(compiles) == 1 and together == alone
+    assert len({r["cycles"] for r in together}) == 3
+
+
+def test_chunks_group_points_by_compile_and_stay_small(tmp_path, monkeypatch):
+    from vpuc.sweep import engine
+    from vpuc.sweep.work import compile_key
+    monkeypatch.setattr(engine, "CHUNK_POINTS", 2)
+    points = points_of(load_spec(spec(tmp_path, "tiles = [1, 2]\nnce_mhz = [650, 975, 1300]")))
+    groups = engine._chunks_by_compile(points)
+    assert len(groups) == 2                            # two structures
+    for key, chunks in groups:
+        assert [len(c) for c in chunks] == [2, 1]
+        assert {compile_key(p) for c in chunks for p in c} == {key}
+    assert sorted(p.id for _, chunks in groups for c in chunks for p in c) \
+        == sorted(p.id for p in points)

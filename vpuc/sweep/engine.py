@@ -2,12 +2,15 @@
 
 Local by default: a ``LocalCluster`` with one single-threaded worker process per
 core (the simulator is pure Python, so processes, not threads, run points at once).
-Each model x structure x compile options is one compile task that its points depend
-on, so a blob is compiled once however many timing settings use it.
+The points of one model x structure x compile options run in tasks of at most
+``CHUNK_POINTS`` points; their blob is compiled once however many timing settings
+use it: inside the task when one task holds them all, else in a compile task of its
+own that their tasks depend on.  Fewer, larger tasks leave the scheduler less to
+do between points and no blob to fetch from another worker.
 ``scheduler="tcp://HOST:PORT"`` runs the same points on an existing cluster whose
 workers see the same files (models, the cache directory).  vpuc schedules
 nothing itself: Dask resubmits the points of a worker that dies to the others, and
-``as_completed`` hands each point's row over once; ``ResultWriter`` keeps a row out
+``as_completed`` hands each task's rows over once; ``ResultWriter`` keeps a row out
 if its point is already recorded.  ``in_process=True`` runs the points one after
 another in this process (the reference the distributed run is compared with).
 """
@@ -27,7 +30,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.sweep.points import points_of
 from vpuc.sweep.results import ResultWriter
 from vpuc.sweep.spec import SweepSpec
-from vpuc.sweep.work import compile_key, compile_task, error_row, run_point
+from vpuc.sweep.work import compile_key, compile_task, error_row, run_point, run_points
 
 
 @dataclass
@@ -74,6 +77,7 @@ class ProgressBar:
                 f"points, {self.failed} failed, {rate:.1f}/s")
 
 
+CHUNK_POINTS = 4            # points per task: few tasks, yet rows still stream and balance
 CONNECT_TIMEOUT = "10s"     # to reach a --scheduler; Dask retries the connection until then
 
 
@@ -134,35 +138,50 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, scheduler: str | None = No
     return stats
 
 
+def _chunks_by_compile(todo) -> list[tuple[str | None, list[list]]]:
+    """``todo`` grouped by ``compile_key`` (in first-seen order), each group cut into
+    chunks of at most ``CHUNK_POINTS`` points."""
+    groups: dict[str | None, list] = {}
+    for p in todo:
+        groups.setdefault(compile_key(p), []).append(p)
+    return [(key, [ps[i:i + CHUNK_POINTS] for i in range(0, len(ps), CHUNK_POINTS)])
+            for key, ps in groups.items()]
+
+
 def _run_on_dask(todo, cache: str, scheduler: str | None, workers: int | None,
                  record: Callable[[dict], None]) -> None:
     from dask.distributed import as_completed
     client, cluster = _client(scheduler, workers)
     try:
         run = uuid.uuid4().hex[:8]     # fresh keys: a long-lived cluster holds no stale rows
-        # One compile task per model x structure x options: points that differ only in
-        # timing wait for it instead of compiling the same blob on several workers at once.
-        compiles, futures = {}, []
-        for p in todo:
-            key = compile_key(p)
-            if key is not None and key not in compiles:
-                compiles[key] = client.submit(compile_task, p, cache, pure=False,
-                                              key=f"vpuc-compile-{key[:24]}-{run}")
-            futures.append(client.submit(run_point, p, cache, compiles.get(key), pure=False,
-                                         key=f"vpuc-point-{p.id}-{run}"))
-        point_of = {f.key: p for f, p in zip(futures, todo)}
+        compiles, futures, chunk_of = [], [], {}
+        for key, chunks in _chunks_by_compile(todo):
+            # Several chunks of one compile wait for one compile task instead of
+            # compiling the same blob on several workers at once.
+            compiled = None
+            if key is not None and len(chunks) > 1:
+                compiled = client.submit(compile_task, chunks[0][0], cache, pure=False,
+                                         key=f"vpuc-compile-{key[:24]}-{run}")
+            for chunk in chunks:
+                future = client.submit(run_points, chunk, cache, compiled, pure=False,
+                                       key=f"vpuc-points-{chunk[0].id}-{run}")
+                futures.append(future)
+                chunk_of[future.key] = chunk
+            if compiled is not None:
+                compiles.append(compiled)
         # On this client's event loop: ``as_completed`` otherwise waits on the loop of
         # the caller's current client (``with Client(...)``), which nothing wakes when
         # our futures finish, so rows came in only on that loop's timers (seconds late).
         for future in as_completed(futures, loop=client.loop):
             try:
-                row = future.result()
+                rows = future.result()
             except Exception as exc:   # e.g. KilledWorker: its workers kept dying on it
-                row = error_row(point_of[future.key], "worker",
-                                f"{type(exc).__name__}: {exc}")
-            record(row)
+                rows = [error_row(p, "worker", f"{type(exc).__name__}: {exc}")
+                        for p in chunk_of[future.key]]
+            for row in rows:
+                record(row)
             future.release()
-        for future in compiles.values():
+        for future in compiles:
             future.release()
     finally:
         client.close()

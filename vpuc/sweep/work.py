@@ -1,8 +1,9 @@
 """One sweep point: compile (or reuse the cached blob), simulate, measure; errors as data.
 
-``compile_task`` (once per model, structure and compile options) and ``run_point``
-(once per point) are what Dask workers run, so they take and return plain data and
-never raise for a bad point: a compile or simulation error becomes the row's
+``compile_task`` (once per model, structure and compile options), ``run_point``
+(once per point) and ``run_points`` (a few points of one compile, the compile
+included when it has no task of its own) are what Dask workers run, so they take and
+return plain data and never raise for a bad point: a compile or simulation error becomes the row's
 ``error`` (with ``error_stage``), the other points go on.
 
 Blobs are cached as their bytes in ``cache_dir``, named by a content hash of the
@@ -156,3 +157,12 @@ def run_point(point: Point, cache_dir: str | None = None,
     except Exception as exc:   # a bug in vpuc at this point: recorded, the sweep goes on
         row["error"], row["error_stage"] = f"internal error: {type(exc).__name__}: {exc}", stage
     return row
+
+
+def run_points(points: list[Point], cache_dir: str | None = None,
+               compiled: tuple[bytes | None, str | None] | None = None) -> list[dict]:
+    """The rows of ``points``, which share one ``compile_key``: compiled once here unless
+    ``compiled`` (the result of their ``compile_task``) is given."""
+    if compiled is None and compile_key(points[0]) is not None:
+        compiled = compile_task(points[0], cache_dir)
+    return [run_point(p, cache_dir, compiled) for p in points]
