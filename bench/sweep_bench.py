@@ -9,7 +9,9 @@ It prints the median points/s of each count and their ratio; the target is >= 1.
 with 2 workers on a 2-core machine.  Beside them, what explains a ratio: how much of
 the wall time the workers spent inside tasks (the engine's overhead between points),
 how much of it they were on a CPU (other processes competing for the cores), and CPU
-milliseconds per point (work done twice would raise it with 2 workers).  Cluster start-up is not timed: it is paid once
+milliseconds per point (work done twice would raise it with 2 workers), and the CPU
+milliseconds per point of the scheduler and of the client (this process), which
+compete with the workers for the cores.  Cluster start-up is not timed: it is paid once
 per sweep, not per point.
 
 ``--local`` uses a LocalCluster instead (the default of ``vpuc sweep``): its workers
@@ -40,6 +42,7 @@ from vpuc.sweep.dask_processes import start_scheduler, start_worker, stop_sessio
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 1.7
+OVERHEAD = "_overhead_cpu_ms_per_point"    # the scheduler's and the client's CPU per point
 
 
 def _warm(model: str) -> int:
@@ -59,7 +62,7 @@ def process_cluster(workers: int):
         procs += [start_worker(address) for _ in range(workers)]
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(workers, timeout=120)
-            yield address, client, [scheduler.pid, os.getpid()]
+            yield address, client, {"scheduler": scheduler.pid, "client": os.getpid()}
     finally:
         for p in reversed(procs):      # workers first: none waits on a scheduler gone
             stop_session(p)
@@ -71,7 +74,7 @@ def local_cluster(workers: int):
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
-        yield cluster.scheduler_address, client, [os.getpid()]   # scheduler in this process
+        yield cluster.scheduler_address, client, {"scheduler+client": os.getpid()}
 
 
 def _cpu_seconds() -> float:
@@ -81,9 +84,9 @@ def _cpu_seconds() -> float:
     return times.user + times.system
 
 
-def _process_cpu_seconds(pids: list[int]) -> float:
+def _process_cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     import psutil
-    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+    return {name: sum(psutil.Process(pid).cpu_times()[:2]) for name, pid in pids.items()}
 
 
 def measure_runs(spec, workers: int, repeat: int, local: bool) -> list[dict]:
@@ -105,7 +108,8 @@ def measure_runs(spec, workers: int, repeat: int, local: bool) -> list[dict]:
                     get_task_stream(client=client) as stream:
                 stats = run_sweep(spec, Path(tmp) / "bench.parquet", scheduler=address,
                                   cache_dir=Path(tmp) / "cache", progress=None)
-            overhead = _process_cpu_seconds(pids) - overhead_before
+            overhead = {name: cpu - overhead_before[name]
+                        for name, cpu in _process_cpu_seconds(pids).items()}
             cpu = sum(client.run(_cpu_seconds).values()) - sum(cpu_before.values())
             assert stats.computed == stats.total and stats.failed == 0, stats
             in_tasks = sum(s["stop"] - s["start"] for task in stream.data
@@ -114,7 +118,8 @@ def measure_runs(spec, workers: int, repeat: int, local: bool) -> list[dict]:
             runs.append({"points_per_s": stats.points_per_second,
                          "task_occupancy": in_tasks / wall, "cpu_share": cpu / wall,
                          "cpu_ms_per_point": 1000 * cpu / stats.computed,
-                         "scheduler_client_cpu_ms_per_point": 1000 * overhead / stats.computed})
+                         **{f"{name}{OVERHEAD}": 1000 * cpu / stats.computed
+                            for name, cpu in overhead.items()}})
     return runs
 
 
@@ -157,8 +162,10 @@ def main() -> int:
             print(f"{label}: {r['median_points_per_s']:.2f} points/s (runs: "
                   f"{r['points_per_s']}); in tasks {r['median_task_occupancy']:.0%}, "
                   f"on a CPU {r['median_cpu_share']:.0%} of the time, "
-                  f"{r['median_cpu_ms_per_point']:.0f} CPU ms/point, scheduler+client "
-                  f"{r['median_scheduler_client_cpu_ms_per_point']:.1f} CPU ms/point")
+                  f"{r['median_cpu_ms_per_point']:.0f} CPU ms/point; "
+                  + ", ".join(f"{k[len('median_'):-len(OVERHEAD)]} {v:.1f}"
+                              for k, v in r.items() if k.endswith(OVERHEAD))
+                  + " CPU ms/point")
         print(f"ratio {ratio:.2f}x (target >= {TARGET}x): "
               f"{'met' if ratio >= TARGET else 'NOT met'}")
     return 0
