@@ -31,7 +31,9 @@ Guarantees:
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
   with one).  Weights and bias
-  are loaded once per tile.  A block pads only at the real image border.  Its
+  are loaded once per tile.  A block pads only at the real image border; a 1x1
+  strided convolution without padding on an NHWC input loads only the rows and
+  columns it reads (a strided DMA) and runs at stride 1.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
 """
