@@ -41,6 +41,32 @@ def test_pipeline_cycles_follow_the_flow_shop_by_hand():
     assert pipeline_cycles([stage] * 2, tiles=2) == 2 + 2 + 3 + 1
     # one DMA channel: load, store, load, store ... in one FIFO (load 1 waits for store 0)
     assert pipeline_cycles([stage] * 3, tiles=1, channels=1) == 18
+    # the store channel busy for 20 first: store 0 ends at 21, and block 2, reusing block
+    # 0's slot, computes 21-24 and stores 24-25
+    assert pipeline_cycles([stage] * 3, tiles=1, store_busy=20) == 25
+
+
+def test_prefetched_weights_move_from_the_loads_to_the_store_channel():
+    """Under --schedule default a layer's constant weights load during the previous
+    segment, as far as the prefetch room goes: only the rest count as loads, and the
+    store channel starts busy (the next layer's prefetch); else they are loads."""
+    from vpuc.cost.blocks import Move, loads_cycles
+    from vpuc.fusion.blocked_program import ProgramText
+    from vpuc.fusion.lower_dpu import resident_cycles
+    timing = load_timing(timing_path("NPU37XX"))
+    weights, bias = Move(4096, 2), Move(256, 4)
+    whole = loads_cycles([weights, bias], timing)
+    prefetching = ProgramText(timing=timing, prefetch_bytes=4096)
+    assert resident_cycles(prefetching, [weights, bias], ("g",)) == \
+        (loads_cycles([bias], timing), whole)
+    assert resident_cycles(replace(prefetching, prefetch_bytes=8192), [weights, bias],
+                           ("g",)) == (0.0, whole)
+    naive = ProgramText(timing=timing)
+    assert resident_cycles(naive, [weights, bias], ("g",)) == (whole, 0.0)
+    assert resident_cycles(prefetching, [weights, bias], ()) == (whole, 0.0)   # first segment
+    assert resident_cycles(prefetching, [weights, bias], ("g",), constant=False) == (whole, 0.0)
+    assert resident_cycles(replace(prefetching, dma_channels=1), [weights, bias], ("g",)) \
+        == (whole, 0.0)
 
 
 def test_choose_blocks_takes_the_cheapest_count_that_fits():

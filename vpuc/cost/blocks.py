@@ -87,9 +87,11 @@ def block_stages(loads: list[Move], compute: float, stores: list[Move],
 
 
 def pipeline_cycles(stages: list[BlockStages], tiles: int, resident_cycles: float = 0.0,
-                    slots: int = SLOTS, channels: int = 2) -> float:
+                    slots: int = SLOTS, channels: int = 2, store_busy: float = 0.0) -> float:
     """The makespan of ``stages`` (block k on tile ``k % tiles``) as the module docstring
-    derives it; ``resident_cycles`` are each tile's loads before its first block.  On a
+    derives it; ``resident_cycles`` are each tile's loads before its first block;
+    ``store_busy`` the cycles the store channel runs other transfers before the first
+    store (a schedule that prefetches the next layer's weights there).  On a
     target with one DMA channel (``channels == 1``) loads and stores share its FIFO, in
     the order the lowering lists them (block k's loads, then its store)."""
     reuse = slots * tiles
@@ -97,7 +99,7 @@ def pipeline_cycles(stages: list[BlockStages], tiles: int, resident_cycles: floa
     compute_end = [0.0] * len(stages)
     store_end = [0.0] * len(stages)
     dpu_free = [0.0] * tiles
-    channel_in = channel_out = 0.0
+    channel_in, channel_out = 0.0, store_busy
     for k, s in enumerate(stages):
         start = channel_in
         if k < tiles:

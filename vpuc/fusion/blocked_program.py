@@ -85,6 +85,9 @@ class ProgramText:
     # Bytes of a tile's CMX one layer's or segment's blocks may use (the compile option
     # ``cmx_budget``; default half the tile's CMX, ``vpuc.arch.default_cmx_budget``).
     cmx_budget: int = 1 << 20
+    # Bytes of a tile's CMX a segment's constants may load during the previous segment
+    # (``--schedule default``: ``schedule.overlap``, ``early_bytes``); 0: no prefetch.
+    prefetch_bytes: int = 0
 
     @property
     def store_channel(self) -> int:

@@ -31,7 +31,9 @@ Guarantees:
   one DPU task whose rows are split into the variants, each with its execution
   mode, that the cost model (``vpuc.cost``) finds fastest -> DMA out (channel 1, or 0 on a target
   with one).  Weights and bias
-  are loaded once per tile.  A block pads only at the real image border.  Its
+  are loaded once per tile.  A block pads only at the real image border; a 1x1
+  strided convolution without padding on an NHWC input loads only the rows and
+  columns it reads (a strided DMA) and runs at stride 1.  Its
   first loads wait on ``gate``, its last store updates ``finish``;
 - every buffer is in CMX of the task's tile, unplaced (allocate-cmx places them).
 """
@@ -55,7 +57,7 @@ from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_prob
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
-from vpuc.ir.graph import Graph, GraphIndex, GraphOp
+from vpuc.ir.graph import CONSTANT, Graph, GraphIndex, GraphOp
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.vir.printer import format_attr
 
@@ -157,13 +159,14 @@ def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
 def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
                   budget: int,
                   live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
-                  resident_cycles: float = 0.0, channels: int = 2):
+                  resident_cost: tuple[float, float] = (0.0, 0.0), channels: int = 2):
     """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit ``budget``
     bytes of a tile's CMX: ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
     has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
     rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
     (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
-    ``resident_cycles``, over the target's DMA ``channels``) finds cheapest among the
+    ``resident_cost[0]`` cycles, the store channel busy for ``resident_cost[1]`` first
+    (``resident_cycles``), over the target's DMA ``channels``) finds cheapest among the
     counts that fit, ties to fewer blocks; without it, the fewest blocks that fit."""
     used = min(tiles, extent)
     count = used
@@ -181,7 +184,7 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             op.loc)
         count = min(count + used, extent)
     if cost is not None:
-        count = _cheapest_count(extent, count, used, cost, resident_cycles, channels,
+        count = _cheapest_count(extent, count, used, cost, resident_cost, channels,
                                 lambda c: resident + (fixed_live or (1 if c <= used else 2))
                                 * footprint(math.ceil(extent / c)) <= budget)
     return _edges(extent, count)
@@ -193,7 +196,8 @@ def _edges(extent: int, count: int) -> list[tuple[int, int]]:
 
 
 def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
-                    resident_cycles: float, channels: int, fits: Callable[[int], bool]) -> int:
+                    resident_cost: tuple[float, float], channels: int,
+                    fits: Callable[[int], bool]) -> int:
     """The block count from ``first`` up whose pipeline the cost model finds fastest; each
     distinct block size is tried once, and the search stops where even the transfers of
     one-row blocks would take longer than the best so far."""
@@ -211,13 +215,36 @@ def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], B
         rows = math.ceil(extent / count)
         if rows != last_rows and fits(count):
             cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
-                                     min(tiles, count), resident_cycles,
-                                     channels=channels)
+                                     min(tiles, count), resident_cost[0],
+                                     channels=channels, store_busy=resident_cost[1])
             if cycles < best_cycles - 1e-9:
                 best, best_cycles = count, cycles
         last_rows = rows
         count += 1
     return best
+
+
+def resident_cycles(prog: ProgramText, loads: list[Move], gate: tuple[str, ...],
+                    constant: bool = True) -> tuple[float, float]:
+    """(cycles each tile's resident ``loads``, weights then bias, take on the load channel
+    before its first block; cycles the store channel is busy before the first store), as
+    the block-count estimate should see them.  ``--schedule default`` (``schedule.overlap``)
+    prefetches a segment's constants, up to ``prog.prefetch_bytes`` per tile, on the
+    store channel at the start of the previous segment: they are off this layer's loads,
+    and the next layer's, whose size this layer's weights stand for, hold up its first
+    stores (and so the reuse of its CMX slots).  Counting prefetched weights as loads, once
+    per tile, made ResNet-18's 7-row 1x1 downsample convolution, whose DPU time is its
+    weight fetch, pick 3 blocks on 2 tiles over 2 (one DPU ran two tasks, each re-reading
+    all the weights)."""
+    if not (prog.prefetch_bytes and constant and gate and prog.dma_channels > 1):
+        return loads_cycles(loads, prog.timing), 0.0
+    early, late = 0, []
+    for move in loads:
+        if early + move.nbytes <= prog.prefetch_bytes:
+            early += move.nbytes
+        else:
+            late.append(move)
+    return loads_cycles(late, prog.timing), loads_cycles(loads, prog.timing)
 
 
 def layer_timing(prog: ProgramText, op: GraphOp) -> Timing:
@@ -341,6 +368,15 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     elem: ElemType = x.type.elem
     conv = op.kind == "Convolution"
     cp, ocp = aligned(c), aligned(oc)       # the DPU's channel multiples (lower_dpu_channels)
+    # A 1x1 strided convolution without padding reads every sh-th row and sw-th column only:
+    # its blocks load just those (a strided DMA) and run as a stride-1 convolution, instead
+    # of loading every row and column between (ResNet's downsample convolutions: 4x fewer
+    # input bytes, which their loads were bound by).
+    step = (1, 1)
+    if conv and (kh, kw) == (1, 1) and (sh, sw) != (1, 1) and (pt, pl, pb, pr) == (0, 0, 0, 0) \
+            and (dh, dw) == (1, 1) and x.type.order == NHWC and cp == c \
+            and ((h - 1) // sh + 1, (w - 1) // sw + 1) == (oh, ow):
+        step, (h, w, sh, sw) = (sh, sw), (oh, ow, 1, 1)
     resident = 0
     if conv:
         resident = (ocp * cp * kh * kw * elem.nbytes) + (4 * ocp if layer.bias is not None else 0)
@@ -378,9 +414,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     if layer.bias is not None:
         resident_loads.append(Move(4 * ocp, 4))
+    constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, prog.cmx_budget,
                            cost=stages,
-                           resident_cycles=loads_cycles(resident_loads, timing),
+                           resident_cost=resident_cycles(prog, resident_loads, gate, constant),
                            channels=prog.dma_channels)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     bias_of = {}
@@ -393,8 +430,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                 load_window_weights(e, op, index, values, t, e.load_waits(t),
                                     [f"%{prefix}loaded{t}"], declare=t == 0)
             bias_of[t] = e.load_bias(t, bias)
-        xin = load_block_input(e, k, lo, x, rows, c, conv, e.load_waits(k),
-                               [f"%{prefix}loaded{k}"])
+        xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
+                               [f"%{prefix}loaded{k}"], step=step)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "

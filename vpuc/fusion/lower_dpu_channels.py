@@ -166,14 +166,26 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
 
 
 def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
-                     waits: str, loaded: list[str]) -> str:
+                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1)) -> str:
     """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
     buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
     channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
     per block height, declared with the first block of that height.  A transposing load
     (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
-    store channel.  The CMX buffer's name."""
+    store channel.  ``step`` (rows, columns): only every step-th row and column from
+    ``first_row`` and column 0, a strided copy (NHWC, aligned channels only): the input a
+    1x1 strided convolution reads.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
+    if step != (1, 1):
+        assert x.type.order == DimsOrder(NAMED_ORDERS["NHWC"]) and aligned(channels) == channels
+        w = (w - 1) // step[1] + 1
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{channels}",
+                                          f"{first_row}:{first_row + (rows - 1) * step[0] + 1}"
+                                          f":{step[0]}", f"0:{x.type.dims[3]}:{step[1]}"])
+        xin = e.cmx(f"in.c{k}", TensorType((n, channels, rows, w), x.type.elem,
+                                           DimsOrder(NAMED_ORDERS["NHWC"])), e.tile(k))
+        e.dma(f"load{k}", src, xin, 0, waits, loaded)
+        return xin
     cp, elem = aligned(channels), x.type.elem
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, w), elem, nhwc), e.tile(k))

@@ -50,7 +50,8 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe, layer_timing, split_rows_cost)
+                                   const_text, describe, layer_timing, resident_cycles,
+                                   split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
                                             padded)
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
@@ -299,6 +300,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     def outs_bias(job: Job) -> int:
         return aligned(job.outs[1] - job.outs[0]) * bias_bytes if plan.has_weights else 0
 
+    def resident_moves(job: Job) -> list[Move]:                # weights, then bias
+        moves = [Move(weight_bytes(job) - outs_bias(job), elem.nbytes)]
+        return moves + ([Move(outs_bias(job), 4)] if outs_bias(job) else [])
+
+    # a layer whose lowering declares its weights (an avgpool's dwconv) has no operand for them
+    weights_value = values.get(op.operands[1]) \
+        if plan.has_weights and len(op.operands) > 1 else None
+    constant_weights = weights_value is None or weights_value.kind == "const"
     if not single:
         jobs, count = cheapest_split(
             chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
@@ -312,8 +321,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op, prog.cmx_budget,
                                    cost=lambda r: stages(job, r),
-                                   resident_cycles=loads_cycles(
-                                       [Move(weight_bytes(job), elem.nbytes)], timing),
+                                   resident_cost=resident_cycles(
+                                       prog, resident_moves(job), gate, constant_weights),
                                    channels=prog.dma_channels)
         else:      # each block loads its own weights: cheapest_split chose the count
             blocks = row_edges(oh, count)

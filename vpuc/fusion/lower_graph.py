@@ -80,8 +80,8 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
-from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, nhwc_ports,
-                                  overlap)
+from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, early_bytes,
+                                  nhwc_ports, overlap)
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -138,7 +138,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     gates: set[str] = set()
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                 cmx_budget=ctx.cmx_budget)
+                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
@@ -209,13 +209,14 @@ class Segment:
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           schedule: str = "naive", gates: set[str] | None = None,
-          cmx_budget: int = 1 << 20) -> str:
+          cmx_budget: int = 1 << 20, cmx_bytes: int | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
     segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
     CMX a layer's or segment's blocks may use (the compile option,
-    ``PassContext.cmx_budget``; this default is NPU37XX's)."""
+    ``PassContext.cmx_budget``; this default is NPU37XX's); ``cmx_bytes``, a tile's CMX,
+    tells the DPU layers how much of their weights the schedule prefetches."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -227,7 +228,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     if schedule != "naive":
         values, nhwc_acts = ddr_layouts(values, _segment_values(tok, segments, names))
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
-    prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget)
+    prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
+                       prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
+                       else early_bytes(cmx_bytes, cmx_budget))
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1

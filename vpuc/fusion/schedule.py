@@ -64,6 +64,12 @@ NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 EARLY_CMX_BYTES = 256 << 10
 
 
+def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
+    """The CMX bytes per tile a segment's constants may take before the previous segment
+    ends, when that segment uses its whole ``cmx_budget`` (``_early_room``'s usual room)."""
+    return max(EARLY_CMX_BYTES, cmx_bytes - cmx_budget)
+
+
 def check_schedule(name: str) -> str:
     if name not in SCHEDULES:
         from vpuc.diagnostics import UsageError
