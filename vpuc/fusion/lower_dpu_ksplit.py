@@ -42,6 +42,8 @@ reduction fit is a ``VpucError`` at the op.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -229,7 +231,7 @@ class Split:
     depth: int       # the reduction per chunk: a multiple of 16, or all of it
 
 
-class KSplitLayer:
+class KSplitLayer(ABC):
     """What a layer split over its reduction shares: the choice of the split, the rounds of
     blocks and chunks, the f32 totals and the epilogue.  A subclass gives its ``blocks``,
     each block's reduction ``chunks``, the loads and DPU task of one chunk
@@ -256,15 +258,24 @@ class KSplitLayer:
                             f"layer is {out_elem}", op.loc)
 
     # subclass interface
-    def blocks(self, s: Split) -> list: raise NotImplementedError
-    def chunks(self, block, s: Split) -> list[tuple[int, int]]: raise NotImplementedError
+    @abstractmethod
+    def blocks(self, s: Split) -> list: ...
+    @abstractmethod
+    def chunks(self, block, s: Split) -> list[tuple[int, int]]: ...
+    @abstractmethod
     def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
-                   chunk: tuple[int, int], first: bool) -> str: raise NotImplementedError
-    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None: raise NotImplementedError
-    def need(self, s: Split) -> int: raise NotImplementedError
-    def candidates(self) -> list[Split]: raise NotImplementedError
-    def least(self) -> Split: raise NotImplementedError
-    def declare(self, sch: _Schedule) -> None: pass
+                   chunk: tuple[int, int], first: bool) -> str: ...
+    @abstractmethod
+    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None: ...
+    @abstractmethod
+    def need(self, s: Split) -> int: ...
+    @abstractmethod
+    def candidates(self) -> list[Split]: ...
+    @abstractmethod
+    def least(self) -> Split: ...
+    @abstractmethod
+    def declare(self, sch: _Schedule) -> None:
+        """The layer's constants (its zero-padded bias) in the program's buffers."""
 
     def choose(self) -> Split:
         op = self.layer.op
