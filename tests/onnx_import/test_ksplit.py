@@ -322,4 +322,6 @@ def test_conv_k_split_between_convs_under_both_schedules(tmp_path):
                                    rtol=4e-3, atol=1e-4)
         assert "ksplit_clamp_f32" in {t.kernel for tl in program.module.task_lists
                                       if tl.executor.name == "ACT_SHAVE" for t in tl.tasks}
-    np.testing.assert_array_equal(outputs[0], outputs[1])
+    # The schedules may cut blocks differently, and a block's f32 sums then go through
+    # other BLAS shapes: the f16 results agree to the ulps this file allows the reference.
+    assert_close(outputs[0], outputs[1], ulps=3)
