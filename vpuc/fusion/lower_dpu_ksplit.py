@@ -55,7 +55,8 @@ from vpuc.cost.blocks import Move, move_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, label, type_text
 from vpuc.fusion.lower_dpu import DpuLayer, describe, layer_timing, split_rows_cost
-from vpuc.fusion.lower_dpu_channels import variant_boxes
+from vpuc.fusion.lower_dpu_channels import padded_vector, variant_boxes
+from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 GRANULE = 16
@@ -274,8 +275,15 @@ class KSplitLayer(ABC):
     @abstractmethod
     def least(self) -> Split: ...
     @abstractmethod
+    def bias_length(self) -> int:
+        """The bias's length zero-padded to cover the last block's output channels."""
+
     def declare(self, sch: _Schedule) -> None:
         """The layer's constants (its zero-padded bias) in the program's buffers."""
+        if self.layer.bias is not None:
+            bias = padded_vector(self.layer.bias, self.bias_length())
+            sch.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = "
+                                    f"{const_text(bias, self.p + 'bias')}")
 
     def choose(self) -> Split:
         op = self.layer.op

@@ -19,7 +19,7 @@ from __future__ import annotations
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer
-from vpuc.fusion.lower_dpu_channels import aligned, load_padded_weights, padded, padded_vector
+from vpuc.fusion.lower_dpu_channels import aligned, load_padded_weights, padded
 from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
                                           row_counts)
 from vpuc.fusion.lower_dpu_support import const_text
@@ -62,11 +62,8 @@ class ConvKSplit(KSplitLayer):
     def least(self) -> Split:
         return Split(1, min(self.widest_out, GRANULE), min(self.widest_in, GRANULE))
 
-    def declare(self, sch: _Schedule) -> None:
-        if self.layer.bias is not None:      # zero-padded past the last block's channels
-            bias = padded_vector(self.layer.bias, self.oc + GRANULE)
-            sch.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = "
-                                    f"{const_text(bias, self.p + 'bias')}")
+    def bias_length(self) -> int:          # past the last block's channels
+        return self.oc + GRANULE
 
     def blocks(self, s: Split) -> list:
         return [(j, (job.outs[0] + a, job.outs[0] + b), rows)

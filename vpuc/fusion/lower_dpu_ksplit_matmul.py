@@ -16,10 +16,9 @@ import itertools
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import DpuLayer
-from vpuc.fusion.lower_dpu_channels import aligned, padded_vector
+from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
                                           row_counts)
-from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import ElemType, TensorType
 
 
@@ -68,11 +67,8 @@ class MatmulKSplit(KSplitLayer):
     def least(self) -> Split:
         return Split(1, min(self.n, GRANULE), min(self.k, GRANULE))
 
-    def declare(self, sch: _Schedule) -> None:
-        if self.layer.bias is not None:      # zero-padded to the last block's columns
-            bias = padded_vector(self.layer.bias, aligned(self.n))
-            sch.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = "
-                                    f"{const_text(bias, self.p + 'bias')}")
+    def bias_length(self) -> int:          # to the last block's columns
+        return aligned(self.n)
 
     def blocks(self, s: Split) -> list:
         return [(item, r, c) for item in self.items for c in edges(self.n, s.cols)
