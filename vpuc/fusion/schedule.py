@@ -37,8 +37,12 @@ on program text:
    back when its and its predecessor's CMX buffers fit together, so consecutive
    segments and independent branches overlap.
 
-Values still go through DDR (activations resident in CMX between layers are not
-done yet).  Numerics do not change: the same tasks compute the
+5. **Elementwise tails in CMX** (``fuse_epilogue``, while lowering): a fused
+   elementwise subgraph that alone reads a DPU layer's output (MobileNetV3's
+   HardSwish) runs on the layer's output blocks in CMX instead of in a segment of
+   its own, so that value never goes through DDR.
+
+Other values between segments still go through DDR.  Numerics do not change: the same tasks compute the
 same values; only layouts in DDR, orders and sources of copies move.
 
 Expects (``overlap``): a freshly lowered module whose gate barriers are named
