@@ -346,13 +346,13 @@ class LayerEmitter:
             updates.append(f"%{self.finish}")
         ready = f"%{self.p}done{k}"
         if self.prog.epilogue is not None:
-            src, ready = self._epilogue(k, src), f"%{self.p}acted{k}"
+            src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
         self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits({ready})",
                  updates, permute)
         self.store_at[k] = len(self.prog.dma) - 1
 
 
-    def _epilogue(self, k: int, src: str) -> str:
+    def _epilogue(self, k: int, src: str, dst: str) -> str:
         """Run ``prog.epilogue`` (``fuse_epilogue.Epilogue``) on the CMX block behind the store
         source ``src`` (the block, or a view of its real channels); the same part of its
         output."""
@@ -361,7 +361,7 @@ class LayerEmitter:
             raise VpucError(f"internal: the store of block {k} of {self.p} reads {src}, "
                             "not an output block in CMX")
         block_type, tile = self.cmx_of[block]
-        out = self.prog.epilogue.emit(self, k, block, block_type, tile)
+        out = self.prog.epilogue.emit(self, k, block, block_type, tile, dst)
         return out if slices is None else self.view(f"act.r{k}", out[1:], slices)
 
 

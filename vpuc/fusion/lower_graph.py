@@ -68,7 +68,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
-from vpuc.fusion.fuse_epilogue import Epilogue, emit_fused, fusable
+from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -270,9 +270,16 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             if sub is not None:
-                y = tok.subgraphs[sub].outputs[0]
-                epilogue = Epilogue(graph.name, tok.subgraphs[sub], made, generated,
-                                    prog.kernels, config, timings)
+                if sub[0] == "sg":
+                    y = tok.subgraphs[sub[1]].outputs[0]
+                    epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
+                                        prog.kernels, config, timings)
+                else:
+                    y = sub[1].output
+                    ops = list(sub[1].op.operands)
+                    other = ops[1 - ops.index(seg.layer.output)]
+                    epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
+                                               ops[0] == seg.layer.output, timing)
                 if emit_fused(prog, seg.layer, {**renamed, seg.layer.output: by_name[names[y]]},
                               graph.index(), tiles, prefix, gate, finish, epilogue,
                               names[seg.layer.output], names[y]):
