@@ -146,10 +146,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
-        finishes = [f for _, f in order]
-        previous = ({f: p for p, f in zip(finishes, finishes[1:]) if f and p}
-                    if rename is None else None)
-        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, previous)
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
         if rename is None:       # a block among others keeps its order against theirs
             relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
                         ctx.arch.cmx_bytes)
