@@ -12,8 +12,13 @@ channels: the padded ones hold the DPU's zeros, never stored) and the block's
 store takes the kernel's output to the subgraph's output value.  The value between
 them never reaches DDR.
 
-``fusable`` picks the pairs; ``Epilogue`` is what ``LayerEmitter.store`` calls per
-block (``ProgramText.epilogue``).  A layer whose emitter never stores through
+A DPU eltwise Add or Multiply of the layer's output and another value (ResNet-18's
+residual Adds) is fused the same way (``EltwiseEpilogue``): the block's rows of the
+other operand are loaded beside the block and one DPU eltwise task per block adds them
+in CMX.
+
+``fusable`` picks the pairs; ``Epilogue`` and ``EltwiseEpilogue`` are what
+``LayerEmitter.store`` calls per block (``ProgramText.epilogue``).  A layer whose emitter never stores through
 ``LayerEmitter.store`` (a K-split layer: ``lower_dpu_ksplit``) leaves it unused,
 and ``lower-graph`` then emits the two segments as before.
 

@@ -38,9 +38,10 @@ on program text:
    segments and independent branches overlap.
 
 5. **Elementwise tails in CMX** (``fuse_epilogue``, while lowering): a fused
-   elementwise subgraph that alone reads a DPU layer's output (MobileNetV3's
-   HardSwish) runs on the layer's output blocks in CMX instead of in a segment of
-   its own, so that value never goes through DDR.
+   elementwise subgraph (MobileNetV3's HardSwish, on ACT SHAVE) or a DPU eltwise
+   Add/Multiply (ResNet-18's residual Adds, the other operand loaded beside each
+   block) that alone reads a DPU layer's output runs on the layer's output blocks
+   in CMX instead of in a segment of its own, so that value never goes through DDR.
 
 Other values between segments still go through DDR.  Numerics do not change: the same tasks compute the
 same values; only layouts in DDR, orders and sources of copies move.
