@@ -328,7 +328,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             blocks = row_edges(oh, count)
         work += [(j, r0, r1) for r0, r1 in blocks]
 
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work), balance=True)
     if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
@@ -473,7 +473,7 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
                            "row", op, prog.cmx_budget, cost=stages,
                            channels=prog.dma_channels)
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks), balance=True)
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)
