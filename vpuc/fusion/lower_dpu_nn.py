@@ -25,7 +25,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   (f32 partial sums: ``lower_dpu_ksplit_conv``).  A layer of fewer output rows
   than tiles (a global pool) is cut over its output channels, one chunk per tile.
 
-Every layer is a list of *jobs* (a range of input channels, a range of output
+The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
+Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
 blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
 border), and all blocks of all jobs alternate over the tiles, double-buffered.
@@ -40,137 +41,22 @@ input eleven times from DDR before).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
-import numpy as np
-
 from vpuc.cost import DpuWorkload
-from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
+from vpuc.cost.blocks import BlockStages, Move, block_stages
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
-from vpuc.fusion.lower_dpu_channels import (aligned, conv_aligned, load_bias, load_padded_weights,
-                                            padded)
+from vpuc.fusion.lower_dpu_channels import aligned, load_bias, load_padded_weights, padded
+from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
+from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
+from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
+                                           split_job)
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
-from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders, deconv_jobs, upsample
-from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
-from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
+from vpuc.fusion.lower_dpu_support import window
+from vpuc.ir.graph import GraphIndex, GraphOp
 from vpuc.ir.types import ElemType, TensorType
-from vpuc.reference.graph import constant_value
-
-NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean") + DECONVOLUTIONS
-ELTWISE = {"Add": "add", "Multiply": "mul"}      # marked by targets/shave.py (dpu_eltwise)
-CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
-
-
-@dataclass
-class Job:
-    """One channel range of a layer: what one series of row blocks computes."""
-
-    ins: tuple[int, int]                 # input channels [start, stop)
-    outs: tuple[int, int]                # output channels [start, stop)
-    weights: np.ndarray | None = None    # conv OIHW / dwconv C1HW values this module declares
-    from_ddr: bool = False               # else: a slice of the layer's weights value in DDR
-
-
-@dataclass
-class Plan:
-    dpu_op: str                          # conv, dwconv, maxpool, avgpool
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    begin: tuple[int, int]
-    end: tuple[int, int]
-    dilations: tuple[int, int]
-    jobs: list[Job]
-
-    @property
-    def has_weights(self) -> bool:
-        return self.dpu_op in ("conv", "dwconv")
-
-
-def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
-    """Why ``op`` (one of ``NN_LAYERS``) cannot run as DPU tasks; None if it can."""
-    x = index.producer(op.operands[0]).type
-    if op.type.elem not in DPU_FLOATS:
-        return (f"it is {op.type.elem}; the DPU lowering takes {op.kind} on f16 or bf16"
-                + (" (the DPU has no f32: insert a Convert)" if op.type.elem.is_float else ""))
-    if op.kind == "ReduceMean":
-        if x.rank != 4 or set(op.attrs["axes"]) != {2, 3} or not op.attrs["keep_dims"]:
-            return ("the DPU takes a mean over H and W of an NCHW tensor with keep_dims "
-                    "(an average pool); other reductions need an ACT SHAVE kernel")
-        return None
-    if op.kind in ("GroupConvolution",) + DECONVOLUTIONS \
-            and index.producer(op.operands[1]).kind != CONSTANT:
-        return "its weights are not a constant (the DPU lowering rearranges them at compile time)"
-    if op.kind in DECONVOLUTIONS:
-        before, _ = deconv_borders(op, index)
-        if min(before) < 0:
-            return (f"its pads_begin {list(op.attrs['pads_begin'])} crop more than the dilated "
-                    "kernel extent; not supported yet")
-        return None
-    kernel, _, begin, end, dilations = nn_window(op, index)
-    return padding_problem(kernel, begin, end, dilations)
-
-
-def nn_window(op: GraphOp, index: GraphIndex):
-    """(kernel, strides, pads_begin, pads_end, dilations) of a layer of NN_LAYERS."""
-    if op.kind == "GroupConvolution":
-        kernel = tuple(index.producer(op.operands[1]).type.dims[3:])
-        return (kernel, tuple(op.attrs["strides"]), tuple(op.attrs["pads_begin"]),
-                tuple(op.attrs["pads_end"]), tuple(op.attrs["dilations"]))
-    if op.kind == "ReduceMean":
-        return tuple(index.producer(op.operands[0]).type.dims[2:]), (1, 1), (0, 0), (0, 0), (1, 1)
-    return window(op, index)          # AvgPool: kernel and pads as MaxPool's
-
-
-def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
-    """The DPU op and the jobs of a layer, before any split for CMX."""
-    op = layer.op
-    kernel, strides, begin, end, dil = nn_window(op, index)
-    whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
-    if op.kind == "Convolution" and not conv_aligned(c, oc) \
-            and index.producer(op.operands[1]).kind == CONSTANT:     # padded copies
-        whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
-    if op.kind == "Convolution":
-        return Plan("conv", kernel, strides, begin, end, dil, whole)
-    if op.kind == "MaxPool":
-        return Plan("maxpool", kernel, strides, begin, end, dil, [Job((0, c), (0, c))])
-    if op.kind == "ReduceMean" or (op.kind == "AvgPool" and (
-            op.attrs["exclude_pad"] or not any(begin + end))):
-        return Plan("avgpool", kernel, strides, begin, end, dil, [Job((0, c), (0, c))])
-    if op.kind == "AvgPool":      # count_include_pad with padding: a dwconv of 1/(KH*KW)
-        w = np.full((c, 1) + kernel, 1.0 / (kernel[0] * kernel[1]), np.float32)
-        return Plan("dwconv", kernel, strides, begin, end, dil, [Job((0, c), (0, c), w)])
-    w = constant_value(index.producer(op.operands[1])).astype(np.float32)   # G, O, I, KH, KW
-    groups, per_out, per_in = w.shape[:3]
-    if per_in == 1 and per_out == 1:
-        return Plan("dwconv", kernel, strides, begin, end, dil,
-                    [Job((0, c), (0, c), w.reshape((groups, 1) + kernel))])
-    jobs = [Job((g * per_in, (g + 1) * per_in), (g * per_out, (g + 1) * per_out), w[g])
-            for g in range(groups)]
-    return Plan("conv", kernel, strides, begin, end, dil, jobs)
-
-
-def _chunks(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
-    """[start, stop) cut into ``parts`` ranges, multiples of the channel granule but the last."""
-    size = math.ceil(math.ceil((stop - start) / parts) / CHANNEL_GRANULE) * CHANNEL_GRANULE
-    edges = list(range(start, stop, size)) + [stop]
-    return list(zip(edges, edges[1:]))
-
-
-def split_job(plan: Plan, job: Job, parts: int) -> list[Job]:
-    """``job`` cut into about ``parts`` jobs over its output channels (and, for channelwise
-    ops, the same input channels)."""
-    out = []
-    for o0, o1 in _chunks(*job.outs, parts):
-        a, b = o0 - job.outs[0], o1 - job.outs[0]
-        ins = job.ins if plan.dpu_op == "conv" else (o0, o1)
-        weights = None if job.weights is None else job.weights[a:b]
-        out.append(Job(ins, (o0, o1), weights, job.from_ddr))
-    return out
 
 
 def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
@@ -446,49 +332,3 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
         clauses += f" weights({wt})"
     return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
                                block)
-
-
-def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], tiles: int,
-                 prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
-    """An Add or Multiply of two activations of one NCHW shape: blocks of rows, both
-    operands loaded NHWC, one DPU ``add``/``mul`` per block with the folded activation."""
-    op = layer.op
-    a, b, out = values[op.operands[0]], values[op.operands[1]], values[layer.output]
-    n, c, h, w = out.type.dims
-    elem = out.type.elem
-    cp = aligned(c)        # the pad channels are never read across: left as they are
-    timing = layer_timing(prog, op)
-
-    def workload_of(rows: int) -> DpuWorkload:
-        return DpuWorkload(op=ELTWISE[op.kind], elem=elem.value, width=w, height=rows,
-                           channels=cp, in_channels=cp, batch=n, in_bytes=elem.nbytes,
-                           out_bytes=elem.nbytes, weight_bytes=0)
-
-    def stages(rows: int) -> BlockStages:      # the cost model's estimate of one block
-        size = n * c * rows * w * elem.nbytes
-        return block_stages([Move(size, elem.nbytes, v.type.order != NHWC) for v in (a, b)],
-                            split_rows_cost(rows, workload_of, timing)[1],
-                            [Move(size, elem.nbytes, out.type.order != NHWC)], timing)
-
-    blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
-                           "row", op, prog.cmx_budget, cost=stages,
-                           channels=prog.dma_channels)
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
-    for k, (r0, r1) in enumerate(blocks):
-        t = e.tile(k)
-        e.barriers(k)
-        rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
-        block = TensorType((n, cp, r1 - r0, w), elem, NHWC)
-        real = [f"0:{n}", f"0:{c}", f"0:{r1 - r0}", f"0:{w}"]
-        ins = []
-        for i, v in enumerate((a, b)):
-            cmx = e.cmx(f"in{i}.c{k}", block, t)
-            dst = cmx if cp == c else e.view(f"in{i}.r{k}", cmx[1:], real)
-            e.dma(f"load{i}.{k}", e.view(f"in{i}.v{k}", v.name, rows), dst, 0, e.load_waits(k),
-                  [f"%{prefix}loaded{k}"], permute=v.type.order != NHWC)
-            ins.append(cmx)
-        y = e.cmx(f"out.c{k}", block, t)
-        e.task(k, f"dpu {ELTWISE[op.kind]} on tile {t} in({', '.join(ins)}) out({y}){layer.post}",
-               ((0, w - 1), r1 - r0, (0, cp - 1)), workload_of)
-        stored = y if cp == c else e.view(f"out.r{k}", y[1:], real)
-        e.store(k, stored, e.view(f"out.v{k}", out.name, rows), permute=out.type.order != NHWC)
