@@ -23,7 +23,12 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   fit, each chunk a series of row blocks of its own; when not even 16 output
   channels fit with one output row, its input channels are cut into chunks too
   (f32 partial sums: ``lower_dpu_ksplit_conv``).  A layer of fewer output rows
-  than tiles (a global pool) is cut over its output channels, one chunk per tile.
+  than tiles (a global pool) is cut over its output channels, one chunk per tile;
+- a channelwise layer (dwconv, pools) whose one output row of 16 channels does not fit:
+  the row's output columns are cut into the fewest equal blocks that fit, each loading
+  its input columns with the halo the window needs (padding only at the image's left and
+  right border, as rows pad only at the top and bottom), every block of rows x columns
+  double-buffered over the tiles.
 
 The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
 Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
@@ -40,6 +45,8 @@ input eleven times from DDR before).
 """
 
 from __future__ import annotations
+
+import math
 
 from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import BlockStages, Move, block_stages
@@ -124,29 +131,42 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
         return aligned(job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
 
+    width = ow        # output columns per block: all of them unless a row does not fit
+
     def io_bytes(job: Job, rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        return n * elem.nbytes * (aligned(job.ins[1] - job.ins[0]) * loaded * w
-                                  + aligned(job.outs[1] - job.outs[0]) * rows * ow)
+        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
+        return n * elem.nbytes * (aligned(job.ins[1] - job.ins[0]) * loaded * cols
+                                  + aligned(job.outs[1] - job.outs[0]) * rows * width)
+
+    def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
+        single = len(jobs) == 1
+        return max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
 
     jobs = plan.jobs
     # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
     first = tiles if oh < tiles and len(jobs) == 1 and oc > CHANNEL_GRANULE else 1
     for parts in range(first, oc + 1):
         jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
-        single = len(jobs) == 1
-        worst = max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
-        if worst <= prog.cmx_budget:
+        if worst_block(jobs) <= prog.cmx_budget:
             break
         if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
             if plan.dpu_op == "conv":      # the input channels cut too: f32 partial sums
                 from vpuc.fusion.lower_dpu_ksplit_conv import emit_conv_ksplit
                 emit_conv_ksplit(prog, layer, plan, x, values, tiles, prefix, gate, finish)
                 return
-            raise VpucError(f"{describe(op)} does not fit a tile's CMX: {worst} bytes with one "
-                            f"output row and at most {CHANNEL_GRANULE} output channels per block "
-                            f"over a budget of {prog.cmx_budget}; the {plan.dpu_op} works within "
-                            "each channel: no reduction over channels to split", op.loc)
+            # a channelwise op: the row's columns cut into blocks with their halo columns
+            for count in range(2, ow + 1):
+                width = math.ceil(ow / count)
+                if worst_block(jobs) <= prog.cmx_budget:
+                    break
+            else:
+                raise VpucError(f"{describe(op)} does not fit a tile's CMX: "
+                                f"{worst_block(jobs)} bytes with one output element and at most "
+                                f"{CHANNEL_GRANULE} channels per block over a budget of "
+                                f"{prog.cmx_budget}; the {plan.dpu_op} works within each "
+                                "channel: no reduction over channels to split", op.loc)
+            break
     chunkings = [jobs]
     if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
         for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):
@@ -158,8 +178,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     single = len(jobs) == 1
     timing = layer_timing(prog, op)
 
-    def workload_of(job: Job, rows: int) -> DpuWorkload:
-        return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=rows,
+    def workload_of(job: Job, rows: int, cols: int | None = None) -> DpuWorkload:
+        return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=cols or width, height=rows,
                            channels=aligned(job.outs[1] - job.outs[0]),
                            in_channels=aligned(job.ins[1] - job.ins[0]), kernel=(kh, kw),
                            stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
@@ -167,12 +187,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
     def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ins, outs = job.ins[1] - job.ins[0], job.outs[1] - job.outs[0]
-        loads = [Move(n * ins * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
+        loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
         if plan.dpu_op == "conv" and aligned(ins) > ins:
-            loads.append(Move(n * (aligned(ins) - ins) * loaded * w * elem.nbytes, elem.nbytes))
+            loads.append(Move(n * (aligned(ins) - ins) * loaded * cols * elem.nbytes, elem.nbytes))
         compute = split_rows_cost(rows, lambda r: workload_of(job, r), timing)[1]
-        store = Move(n * outs * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
+        store = Move(n * outs * rows * width * elem.nbytes, elem.nbytes, out.type.order != NHWC)
         return block_stages(loads, compute, [store], timing)
 
     def job_stages(job: Job, rows: int) -> BlockStages:     # a block loading its job's weights
@@ -206,24 +227,26 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if single:
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op, prog.cmx_budget,
+                                   live=2 if width < ow else None,   # blocks of columns too
                                    cost=lambda r: stages(job, r),
                                    resident_cost=resident_cycles(
                                        prog, resident_moves(job), gate, constant_weights),
                                    channels=prog.dma_channels)
         else:      # each block loads its own weights: cheapest_split chose the count
             blocks = row_edges(oh, count)
-        work += [(j, r0, r1) for r0, r1 in blocks]
+        columns = row_edges(ow, math.ceil(ow / width))
+        work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
-    inputs: dict[tuple, str] = {}          # (tile, input channels, first row, rows) -> CMX
+    inputs: dict[tuple, str] = {}          # (tile, input channels, rows, columns) -> CMX
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
     if plan.dpu_op == "conv" and widest:     # zeros for the padded input channels
         prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
-    for k, (j, r0, r1) in enumerate(work):
+    for k, (j, r0, r1, c0, c1) in enumerate(work):
         job, t = jobs[j], e.tile(k)
         e.barriers(k)
         waits, loaded = e.load_waits(k), [f"%{prefix}loaded{k}"]
@@ -239,36 +262,46 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 declared.add(j)
                 resident[t] = operands
         lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
+        left, cols, right = pl, w, pr
+        if (c0, c1) != (0, ow):          # a block of columns: its halo, padding at the border
+            first_col, cols, left, right = _rows_in(c0, c1, sw, pl, dw, kw, w)
+        else:
+            first_col = 0
         (i0, i1), (o0, o1) = job.ins, job.outs
         ic, occ = aligned(i1 - i0), aligned(o1 - o0)
         # Chunks of output channels read the same input rows: a tile that already holds them
         # (loaded for an earlier chunk) reads that buffer again instead of DDR.  Its load ran
         # before that chunk's task, which runs before this one in the tile's DPU queue.
-        key = (t, job.ins, lo, rows)
+        key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
         if xin is None:
-            xin = _load_input(e, k, x, job, lo, rows, plan.dpu_op == "conv", waits, loaded)
+            xin = _load_input(e, k, x, job, (lo, rows), (first_col, cols),
+                              plan.dpu_op == "conv", waits, loaded)
             inputs[key] = xin
-        y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, ow), elem, NHWC), t)
+        y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
-                f"stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
+                f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, occ - 1)), lambda r: workload_of(job, r))
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"0:{ow}"])
+        e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),
+               lambda r, cols=c1 - c0: workload_of(job, r, cols))
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
         if occ > o1 - o0:                            # only the real channels are stored
-            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}", f"0:{ow}"])
+            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
+                                             f"0:{c1 - c0}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)
 
 
-def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, lo: int, rows: int, conv: bool,
-                waits: str, loaded: list[str]) -> str:
-    """DMA block ``k``'s input rows ``[lo, lo + rows)`` of the job's input channels into a CMX
-    buffer of aligned channels (a convolution's padded channels zeroed: it reads across
-    them); the buffer's name."""
-    n, _, _, w = x.type.dims
+def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple[int, int],
+                col_range: tuple[int, int], conv: bool, waits: str, loaded: list[str]) -> str:
+    """DMA block ``k``'s input (``row_range``, ``col_range``: first and count) of the job's
+    input channels into a CMX buffer of aligned channels (a convolution's padded channels
+    zeroed: it reads across them); the buffer's name."""
+    n = x.type.dims[0]
+    (lo, rows), (first_col, w) = row_range, col_range
     elem, (i0, i1) = x.type.elem, job.ins
     ic = aligned(i1 - i0)
-    src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}", f"0:{w}"])
+    src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}",
+                                      f"{first_col}:{first_col + w}"])
     xin = e.cmx(f"in.c{k}", TensorType((n, ic, rows, w), elem, NHWC), e.tile(k))
     real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
                                                                    f"0:{rows}", f"0:{w}"])
