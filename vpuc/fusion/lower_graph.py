@@ -68,6 +68,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -184,6 +185,8 @@ class Segment:
     master: tuple = ()
     dma: GraphOp | None = None                                   # or one data-movement op
     library: LibrarySegment | None = None                        # or one library kernel op
+    aliases: dict[str, Alias] = field(default_factory=dict)      # a MatMul's folded values
+    folded: list[GraphOp] = field(default_factory=list)          # and the ops folded away
 
     def reads(self, tok: Tokenization) -> list[str]:
         if self.dma is not None:
@@ -192,7 +195,8 @@ class Segment:
             return [self.library.op.operands[0]]
         if self.layer is not None:       # weights the lowering re-declares are not read
             op = self.layer.op
-            return [v for i, v in enumerate(op.operands)
+            return [self.aliases[v].base if v in self.aliases else v
+                    for i, v in enumerate(op.operands)
                     if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
@@ -202,7 +206,8 @@ class Segment:
         if self.library is not None:
             return [self.library.op.result]
         if self.layer is not None:
-            return [self.layer.output]
+            out = self.layer.output
+            return [self.aliases[out].base if out in self.aliases else out]
         return [v for u in self.units for v in _stage_io(tok, u)[1]]
 
 
@@ -223,6 +228,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
+    if schedule != "naive":
+        segments = fold_views(graph, segments)
     values, names = _values(graph, tok, segments)
     nhwc_acts: set[int] = set()
     if schedule != "naive":
@@ -248,6 +255,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+            renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
+                            for g, a in seg.aliases.items()})
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None:
