@@ -66,7 +66,7 @@ from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
-                                         sanitize, spans)
+                                         label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.generator.generate import generate
@@ -83,6 +83,7 @@ from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library
 from vpuc.reference.graph import const_base
 from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, early_bytes,
                                   nhwc_ports, overlap)
+from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -137,14 +138,18 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     hook = ctx.artifacts.get("fusion-print")
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     gates: set[str] = set()
+    order: list[tuple[str, str | None]] = []
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes)
+                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+        if rename is None:       # a block among others keeps its order against theirs
+            relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
+                        ctx.arch.cmx_bytes)
     return lowered
 
 
@@ -214,14 +219,16 @@ class Segment:
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           schedule: str = "naive", gates: set[str] | None = None,
-          cmx_budget: int = 1 << 20, cmx_bytes: int | None = None) -> str:
+          cmx_budget: int = 1 << 20, cmx_bytes: int | None = None,
+          order: list | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
     segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
     CMX a layer's or segment's blocks may use (the compile option,
     ``PassContext.cmx_budget``; this default is NPU37XX's); ``cmx_bytes``, a tile's CMX,
-    tells the DPU layers how much of their weights the schedule prefetches."""
+    tells the DPU layers how much of their weights the schedule prefetches; ``order``
+    receives each segment's task-label prefix and gate barrier (None for the last)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -248,6 +255,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         prefix = "" if single and seg.units else _prefix(tok, seg)
         layers.add(prefix, segment_ops(graph, tok, seg))
         finish = None if s == len(segments) - 1 else f"{prefix}finished"
+        if order is not None:
+            order.append((label(prefix).removesuffix("."), finish))
         if finish:
             prog.barriers.append(f"barrier %{finish}")
             if gates is not None:
