@@ -69,6 +69,7 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
                                          label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
+from vpuc.fusion.fuse_epilogue import Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -146,7 +147,10 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
-        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+        finishes = [f for _, f in order]
+        previous = ({f: p for p, f in zip(finishes, finishes[1:]) if f and p}
+                    if rename is None else None)
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, previous)
         if rename is None:       # a block among others keeps its order against theirs
             relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
                         ctx.arch.cmx_bytes)
@@ -251,10 +255,18 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     layers = LayerTable()
+    fused = {} if schedule == "naive" else fusable(
+        tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
+        {op.operands[0] for op in graph.results})
+    skipped: set[int] = set()
     for s, seg in enumerate(segments):
+        if s in skipped:
+            continue
         prefix = "" if single and seg.units else _prefix(tok, seg)
         layers.add(prefix, segment_ops(graph, tok, seg))
-        finish = None if s == len(segments) - 1 else f"{prefix}finished"
+        sub = fused.get(s)
+        finish = (None if s + (sub is not None) == len(segments) - 1
+                  else f"{prefix}finished")
         if order is not None:
             order.append((label(prefix).removesuffix("."), finish))
         if finish:
@@ -266,6 +278,25 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
                             for g, a in seg.aliases.items()})
+            if sub is not None:
+                y = tok.subgraphs[sub].outputs[0]
+                epilogue = Epilogue(graph.name, tok.subgraphs[sub], made, generated,
+                                    prog.kernels, config, timings)
+                if emit_fused(prog, seg.layer, {**renamed, seg.layer.output: by_name[names[y]]},
+                              graph.index(), tiles, prefix, gate, finish, epilogue,
+                              names[seg.layer.output], names[y]):
+                    skipped.add(s + 1)
+                    layers.add(prefix, segment_ops(graph, tok, segments[s + 1]))
+                    timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
+                    gate = (finish,) if finish else ()
+                    continue
+                if finish is None:            # the layer after it is a segment after all
+                    finish = f"{prefix}finished"
+                    prog.barriers.append(f"barrier %{finish}")
+                    if order is not None:
+                        order[-1] = (order[-1][0], finish)
+                    if gates is not None:
+                        gates.add(finish)
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None:
