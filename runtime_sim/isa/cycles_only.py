@@ -17,10 +17,10 @@ its scalar arguments, so this run executes only what computes them:
 
 Loads that the slice marks (they define a critical register) may not read CMX
 (tensor data, e.g. a dynamic tensor's dims) nor bytes that a vector store or a
-store of a garbage scalar wrote: such a run stops with ``NeedsData``.  Masks
-are vector data too: every mask the kernel computes is taken as all lanes
-active, so each masked access is checked over all its bytes, a superset of what
-the full run accesses.  So a cycles-only run that ends raised no fault the full
+store of a garbage scalar wrote: such a run stops with ``NeedsData``.  A mask
+made from a scalar (``vmask``, ``mset``) is computed; one made from vectors or
+other masks is data, and taken as all lanes active, so each access under it
+is checked over all its bytes, a superset of what the full run accesses.  So a cycles-only run that ends raised no fault the full
 run would raise; one that stops (``NeedsData``, a fault, the cycle budget, the
 stack) makes ``invoke_cycles_only`` return None, and the caller runs the kernel
 in full, which gives the cycles or the real error.
@@ -100,8 +100,8 @@ class TimingProgram:
             runner = entry[0]
             masks = tuple(key for key in operand_access(program.decoded[index]).writes
                           if key >= _FIRST_MASK)
-            if masks:
-                runner = _full_masks(masks)
+            if masks and program.decoded[index].info.format != "MS":
+                runner = _full_masks(masks)         # from vectors or other masks: data
             elif role.skip:
                 runner = _skipped
             elif role.checked_load or role.watched_load:

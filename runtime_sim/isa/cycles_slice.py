@@ -8,7 +8,8 @@ the window checks, and the status in s0 at the end.  Those are the **critical**
 scalar registers.  Working backwards over the control-flow graph (calls return
 to every call site), a register is critical where a later instruction needs it
 critical, and an instruction defining a critical register makes its own scalar
-operands critical.  The operand kinds of the ISA table (``vpuc.shave.isa``) say
+operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
+a mask says which bytes an access touches).  The operand kinds of the ISA table (``vpuc.shave.isa``) say
 which registers an instruction reads and writes, and in which register file.
 
 A kernel has **cycles independent of its data** when no critical register is
@@ -84,6 +85,8 @@ def _instruction(index: int, dec, count: int) -> _Ins:
                 and dec.info.format.startswith("V"):
             address |= 1 << dec.fields[op.field]          # a strided access's stride
     uses, defs = _bits(reads), _bits(access.writes)
+    if dec.info.format == "MS":
+        address |= uses         # a mask from a scalar (vmask, mset) says which bytes are accessed
     if sem.mnemonic == "ret":
         uses |= 1 << REG_LR
     if sem.mnemonic == "call":
