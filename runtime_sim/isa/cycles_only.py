@@ -39,7 +39,7 @@ from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings
-from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
 from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
@@ -98,14 +98,15 @@ class TimingProgram:
         flat = []
         for index, (entry, role) in enumerate(zip(program.flat, found.roles)):
             runner = entry[0]
-            masks = tuple(key for key in operand_access(program.decoded[index]).writes
-                          if key >= _FIRST_MASK)
+            access = found.accesses[index]
+            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
             if masks and program.decoded[index].info.format != "MS":
                 runner = _full_masks(masks)         # from vectors or other masks: data
             elif role.skip:
                 runner = _skipped
             elif role.checked_load or role.watched_load:
-                runner = _scalar_load(runner, program.decoded[index], role.watched_load)
+                runner = _scalar_load(runner, program.decoded[index], access,
+                                      role.watched_load)
             elif role.store_sources or role.vector_store:
                 sources = VECTOR if role.vector_store else role.store_sources
                 runner = _marking_store(runner, program.decoded[index], sources)
@@ -126,9 +127,9 @@ def _full_masks(keys: tuple[int, ...]):
     return run_
 
 
-def _scalar_load(inner, dec, watched: int):
+def _scalar_load(inner, dec, access, watched: int):
     """A checked load stops the run on bytes not computed; a watched one notes it."""
-    base, offset = [value for _, value in operand_access(dec).reads]
+    base, offset = [value for _, value in access.reads]
     size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
     offset = int(offset)
     if watched:
