@@ -17,10 +17,10 @@ its scalar arguments, so this run executes only what computes them:
 
 Loads that the slice marks (they define a critical register) may not read CMX
 (tensor data, e.g. a dynamic tensor's dims) nor bytes that a vector store or a
-store of a garbage scalar wrote: such a run stops with ``NeedsData``.  Masks
-are vector data too: every mask the kernel computes is taken as all lanes
-active, so each masked access is checked over all its bytes, a superset of what
-the full run accesses.  So a cycles-only run that ends raised no fault the full
+store of a garbage scalar wrote: such a run stops with ``NeedsData``.  A mask
+made from a scalar (``vmask``, ``mset``) is computed; one made from vectors or
+other masks is data, and taken as all lanes active, so each access under it
+is checked over all its bytes, a superset of what the full run accesses.  So a cycles-only run that ends raised no fault the full
 run would raise; one that stops (``NeedsData``, a fault, the cycle budget, the
 stack) makes ``invoke_cycles_only`` return None, and the caller runs the kernel
 in full, which gives the cycles or the real error.
@@ -39,7 +39,7 @@ from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings
-from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
 from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
@@ -98,14 +98,15 @@ class TimingProgram:
         flat = []
         for index, (entry, role) in enumerate(zip(program.flat, found.roles)):
             runner = entry[0]
-            masks = tuple(key for key in operand_access(program.decoded[index]).writes
-                          if key >= _FIRST_MASK)
-            if masks:
-                runner = _full_masks(masks)
+            access = found.accesses[index]
+            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
+            if masks and program.decoded[index].info.format != "MS":
+                runner = _full_masks(masks)         # from vectors or other masks: data
             elif role.skip:
                 runner = _skipped
             elif role.checked_load or role.watched_load:
-                runner = _scalar_load(runner, program.decoded[index], role.watched_load)
+                runner = _scalar_load(runner, program.decoded[index], access,
+                                      role.watched_load)
             elif role.store_sources or role.vector_store:
                 sources = VECTOR if role.vector_store else role.store_sources
                 runner = _marking_store(runner, program.decoded[index], sources)
@@ -126,9 +127,9 @@ def _full_masks(keys: tuple[int, ...]):
     return run_
 
 
-def _scalar_load(inner, dec, watched: int):
+def _scalar_load(inner, dec, access, watched: int):
     """A checked load stops the run on bytes not computed; a watched one notes it."""
-    base, offset = [value for _, value in operand_access(dec).reads]
+    base, offset = [value for _, value in access.reads]
     size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
     offset = int(offset)
     if watched:

@@ -8,7 +8,8 @@ the window checks, and the status in s0 at the end.  Those are the **critical**
 scalar registers.  Working backwards over the control-flow graph (calls return
 to every call site), a register is critical where a later instruction needs it
 critical, and an instruction defining a critical register makes its own scalar
-operands critical.  The operand kinds of the ISA table (``vpuc.shave.isa``) say
+operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
+a mask says which bytes an access touches).  The operand kinds of the ISA table (``vpuc.shave.isa``) say
 which registers an instruction reads and writes, and in which register file.
 
 A kernel has **cycles independent of its data** when no critical register is
@@ -50,6 +51,7 @@ class Slice:
     roles: tuple[Role, ...] | None      # None: the kernel's cycles may depend on data
     reason: str = ""
     critical_at: tuple[int, ...] = ()   # per instruction: critical scalar registers (bits)
+    accesses: tuple = ()                 # per instruction: its ``semantics.Access``
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,8 @@ def _bits(keys) -> int:
     return value
 
 
-def _instruction(index: int, dec, count: int) -> _Ins:
+def _instruction(index: int, dec, access, count: int) -> _Ins:
     sem = SEMANTICS[dec.info.opcode]
-    access = operand_access(dec)
     reads = [key for where, key in access.reads if where == "reg"]
     address = 0
     for op in dec.info.operands:
@@ -84,6 +85,8 @@ def _instruction(index: int, dec, count: int) -> _Ins:
                 and dec.info.format.startswith("V"):
             address |= 1 << dec.fields[op.field]          # a strided access's stride
     uses, defs = _bits(reads), _bits(access.writes)
+    if dec.info.format == "MS":
+        address |= uses         # a mask from a scalar (vmask, mset) says which bytes are accessed
     if sem.mnemonic == "ret":
         uses |= 1 << REG_LR
     if sem.mnemonic == "call":
@@ -111,7 +114,9 @@ def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
 
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
-    ins = [_instruction(i, dec, len(decoded)) for i, dec in enumerate(decoded)]
+    accesses = tuple(map(operand_access, decoded))
+    ins = [_instruction(i, dec, access, len(decoded))
+           for i, (dec, access) in enumerate(zip(decoded, accesses))]
     succ = _successors(ins)
     preds: list[list[int]] = [[] for _ in ins]
     for i, nexts in enumerate(succ):
@@ -162,7 +167,7 @@ def analyse(decoded: list) -> Slice:
             watched_load=load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
             store_sources=sources[i],
             vector_store=x.kind == "store" and not x.scalar_mem))
-    return Slice(tuple(roles), "", tuple(crit_in))
+    return Slice(tuple(roles), "", tuple(crit_in), accesses)
 
 
 def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) -> list[int]:
