@@ -41,6 +41,9 @@ from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
+from runtime_sim.isa.path_batch import (MIN_PATH_ITERATIONS, bounded, execute, guarded,
+                                        likely_trip, path_timing, promoted_clear, trip_count)
+from runtime_sim.isa.path_walk import PathRefused, walk
 from vpuc.arch import WINDOW_NAMES
 from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS
@@ -59,6 +62,8 @@ DEFAULT_CHUNK = 16384
 # back-edge (aliasing, an unprovable trip count, ...) is left to the interpreter
 # for the rest of the run, so trying cannot cost more than interpreting.
 MAX_REFUSALS = 8
+# The path batch walks a whole iteration to decide: it gives up sooner.
+MAX_PATH_REFUSALS = 2
 
 
 class _Decline(Exception):
@@ -73,10 +78,12 @@ class _Decline(Exception):
 class FastLoops:
     """The fast path of one run: called by the interpreter on backward branches."""
 
-    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK,
+                 min_path_iterations: int = MIN_PATH_ITERATIONS) -> None:
         self.program = program
-        self.plans: dict[tuple[int, int], LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
+        self.plans: dict[tuple, LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
         self.min_iterations = max(1, min_iterations)
+        self.min_path_iterations = max(self.min_iterations, min_path_iterations)
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
         self.batches = 0                    # loop entries taken over
@@ -94,7 +101,7 @@ class FastLoops:
             return None
         plan = self._plan(head, branch)
         if plan is None:
-            return None
+            return self._path(head, branch, R, ready, now, memory, counts, budget, max_cycles)
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
             if max_cycles != float("inf"):
@@ -128,6 +135,63 @@ class FastLoops:
         self.batched_iterations += iterations
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
+
+    def _path(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+              counts: list[int], budget: int, max_cycles: float):
+        """The loop's iterations along one executed path (``path_batch``), or None."""
+        key = (head, branch, "path")
+        if key in self.plans or self._refusals[key] >= MAX_PATH_REFUSALS:
+            return None
+        steps = self.plans.setdefault((head, branch, "steps"), {})
+        if steps:
+            likely = likely_trip(self.program, branch, R, steps["registers"])
+            if likely is not None and likely < self.min_path_iterations:
+                self.declined["path: too few iterations on one path"] += 1
+                return None
+        try:
+            found = walk(self.program, head, branch, R, memory, steps)
+            trip = trip_count(found)
+            if trip is None:
+                raise _Decline("trip count not provable from the back-edge")
+            length = len(found.path)
+            iterations = min(trip, budget // length)
+            if iterations == trip and branch + 1 == len(self.program.steps):
+                iterations -= 1
+            iterations = bounded(found, guarded(found.guards, iterations), _regions(memory))
+            timing = path_timing(self.program, found)
+            if max_cycles != float("inf"):
+                iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
+            if iterations < self.min_path_iterations:
+                raise _Decline("too few iterations on one path", recurs=False)
+            self._check_independent(found.footprints, iterations)
+            if not promoted_clear(found, iterations):
+                raise _Decline("a stack word is also accessed as data")
+        except PathRefused as why:
+            self.declined[f"path: {why}"] += 1
+            self._refusals[key] += 1
+            if why.structural:               # the same for every entry: never again
+                self.plans[key] = str(why)
+            return None
+        except _Decline as why:
+            self.declined[f"path: {why}"] += 1
+            self._refusals[key] += why.recurs
+            return None
+        self._refusals[key] = 0
+        exits = iterations == trip
+        bounds, memory.bounds = memory.bounds, None
+        try:
+            execute(found, R, memory, iterations)
+        except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
+            raise VpucError(f"internal error: the path batch faulted in a checked loop: "
+                            f"{fault.diagnostics[0].message}") from None
+        finally:
+            memory.bounds = bounds
+        now, stalls = timing.advance(ready, now, iterations, exits)
+        for step in found.path:
+            counts[step.index] += iterations
+        self.batched_iterations += iterations
+        self.batches += 1
+        return now, (branch + 1 if exits else head), iterations * length, stalls
 
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         key = (head, branch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,8 +26,8 @@ def signed(value: int) -> int:
     return value - MOD if value >= 1 << 31 else value
 
 
-@dataclass(frozen=True)
-class Affine:
+class Affine(NamedTuple):
+    # a tuple, not a frozen dataclass: the walks build thousands per loop entry
     start: int          # value in iteration 0, mod 2^32
     step: int           # increment per iteration, mod 2^32
 
