@@ -41,7 +41,7 @@ from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
-from runtime_sim.isa.path_batch import (MIN_PATH_ITERATIONS, bounded, execute, guarded,
+from runtime_sim.isa.path_batch import (MIN_PATH_ITERATIONS, PATH_CHUNK, bounded, execute, guarded,
                                         likely_trip, path_timing, promoted_clear, trip_count)
 from runtime_sim.isa.path_walk import PathRefused, walk
 from vpuc.arch import WINDOW_NAMES
@@ -180,7 +180,7 @@ class FastLoops:
         exits = iterations == trip
         bounds, memory.bounds = memory.bounds, None
         try:
-            execute(found, R, memory, iterations)
+            execute(found, R, memory, iterations, min(self.chunk, PATH_CHUNK))
         except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
             raise VpucError(f"internal error: the path batch faulted in a checked loop: "
                             f"{fault.diagnostics[0].message}") from None

@@ -231,6 +231,9 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
                 taken = bool(sem.fn(*[np.uint32(x.start) for x in args]))
             if i == branch:               # not taken: walk() refuses, with the steps found
                 state.back = Guard(condition, a, b, True) if taken else None
+                for key in op.writes:         # the back-edge's loop counter
+                    first_use.setdefault(key, "write")
+                    written.add(key)
                 break
             state.guards.append(Guard(condition, a, b, taken))
             if taken:
