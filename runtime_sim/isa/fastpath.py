@@ -35,16 +35,13 @@ from collections import Counter
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         cross_iteration_overlap, first_exit, first_outside,
+                                         first_exit, first_outside, independent,
                                          same_iteration_overlap, signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
-from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
-from runtime_sim.isa.path_batch import (MIN_PATH_ITERATIONS, PATH_CHUNK, bounded, execute, guarded,
-                                        likely_trip, path_timing, promoted_clear, trip_count)
-from runtime_sim.isa.path_walk import PathRefused, walk
-from vpuc.arch import WINDOW_NAMES
+from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, run_path
 from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS
 
@@ -62,8 +59,6 @@ DEFAULT_CHUNK = 16384
 # back-edge (aliasing, an unprovable trip count, ...) is left to the interpreter
 # for the rest of the run, so trying cannot cost more than interpreting.
 MAX_REFUSALS = 8
-# The path batch walks a whole iteration to decide: it gives up sooner.
-MAX_PATH_REFUSALS = 2
 
 
 class _Decline(Exception):
@@ -101,7 +96,8 @@ class FastLoops:
             return None
         plan = self._plan(head, branch)
         if plan is None:
-            return self._path(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+            return run_path(self, head, branch, R, ready, now, memory, counts, budget,
+                            max_cycles)
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
             if max_cycles != float("inf"):
@@ -136,63 +132,6 @@ class FastLoops:
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
-    def _path(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
-              counts: list[int], budget: int, max_cycles: float):
-        """The loop's iterations along one executed path (``path_batch``), or None."""
-        key = (head, branch, "path")
-        if key in self.plans or self._refusals[key] >= MAX_PATH_REFUSALS:
-            return None
-        steps = self.plans.setdefault((head, branch, "steps"), {})
-        if steps:
-            likely = likely_trip(self.program, branch, R, steps["registers"])
-            if likely is not None and likely < self.min_path_iterations:
-                self.declined["path: too few iterations on one path"] += 1
-                return None
-        try:
-            found = walk(self.program, head, branch, R, memory, steps)
-            trip = trip_count(found)
-            if trip is None:
-                raise _Decline("trip count not provable from the back-edge")
-            length = len(found.path)
-            iterations = min(trip, budget // length)
-            if iterations == trip and branch + 1 == len(self.program.steps):
-                iterations -= 1
-            iterations = bounded(found, guarded(found.guards, iterations), _regions(memory))
-            timing = path_timing(self.program, found)
-            if max_cycles != float("inf"):
-                iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
-            if iterations < self.min_path_iterations:
-                raise _Decline("too few iterations on one path", recurs=False)
-            self._check_independent(found.footprints, iterations)
-            if not promoted_clear(found, iterations):
-                raise _Decline("a stack word is also accessed as data")
-        except PathRefused as why:
-            self.declined[f"path: {why}"] += 1
-            self._refusals[key] += 1
-            if why.structural:               # the same for every entry: never again
-                self.plans[key] = str(why)
-            return None
-        except _Decline as why:
-            self.declined[f"path: {why}"] += 1
-            self._refusals[key] += why.recurs
-            return None
-        self._refusals[key] = 0
-        exits = iterations == trip
-        bounds, memory.bounds = memory.bounds, None
-        try:
-            execute(found, R, memory, iterations, min(self.chunk, PATH_CHUNK))
-        except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
-            raise VpucError(f"internal error: the path batch faulted in a checked loop: "
-                            f"{fault.diagnostics[0].message}") from None
-        finally:
-            memory.bounds = bounds
-        now, stalls = timing.advance(ready, now, iterations, exits)
-        for step in found.path:
-            counts[step.index] += iterations
-        self.batched_iterations += iterations
-        self.batches += 1
-        return now, (branch + 1 if exits else head), iterations * length, stalls
-
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         key = (head, branch)
         if key not in self.plans:
@@ -226,7 +165,7 @@ class FastLoops:
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # leave the fall off the end of .text to the interpreter
-        regions = _regions(memory)
+        regions = accessible_ranges(memory)
         for fp in footprints:
             iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
         if iterations < self.min_iterations:
@@ -236,17 +175,8 @@ class FastLoops:
 
     @staticmethod
     def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        # Pairs whose whole-batch spans are disjoint cannot overlap: sweep them out by
-        # address so only neighbours reach the exact (costlier) test.
-        spans = sorted((fp.span(iterations), index) for index, fp in enumerate(footprints))
-        for i, ((_, a_high), a_index) in enumerate(spans):
-            a = footprints[a_index]
-            for (b_low, _), b_index in spans[i + 1:]:
-                if b_low >= a_high:
-                    break
-                b = footprints[b_index]
-                if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
-                    raise _Decline("an iteration accesses bytes another iteration stores")
+        if not independent(footprints, iterations):
+            raise _Decline("an iteration accesses bytes another iteration stores")
 
     # --- the batch ------------------------------------------------------------------------------
 
@@ -355,24 +285,6 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
         reach = (shape.lanes - 1) * signed(stride.start)
         low, length = low + min(0, reach), length + abs(reach)
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
-
-
-def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
-    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
-    is on (they lie inside the mapped windows), else the mapped windows."""
-    bounds = memory.bounds
-    if bounds is not None:
-        return {False: bounds.ranges(False), True: bounds.ranges(True)}
-    loads, stores = [], []
-    for name in WINDOW_NAMES:
-        try:
-            base, size = memory.base(name), len(memory.array(name))
-        except VpucError:
-            continue
-        loads.append((base, base + size))
-        if name not in READ_ONLY_WINDOWS:
-            stores.append((base, base + size))
-    return {False: loads, True: stores}
 
 
 def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:

@@ -24,18 +24,87 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.cycles import issue
-from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint, first_exit, first_outside
+from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
+                                         independent)
 from runtime_sim.isa.loop_timing import LoopTiming
-from runtime_sim.isa.path_walk import Guard, Walk, instructions
+from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
+from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS
 
 # Iterations per chunk of the batch (rows of every temporary).
 PATH_CHUNK = 4096
 # Below this many iterations, a path batch costs more than the inner loops' batches.
 MIN_PATH_ITERATIONS = 4
+# A loop refused this many times in a row is left to the other batches for the run
+# (a walk costs about one interpreted iteration).
+MAX_PATH_REFUSALS = 2
 _TIMINGS: dict[tuple, "PathTiming"] = {}
 MAX_CACHED_TIMINGS = 1024
+
+
+def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+             counts: list[int], budget: int, max_cycles: float):
+    """``FastLoops``'s fallback for a loop its plans refuse: the iterations along one
+    path, or None.  Returns (now, next index, instructions run, stall cycles)."""
+    key = (head, branch, "path")
+    if key in loops.plans or loops._refusals[key] >= MAX_PATH_REFUSALS:
+        return None
+    steps = loops.plans.setdefault((head, branch, "steps"), {})
+    if steps:
+        likely = likely_trip(loops.program, branch, R, steps["registers"])
+        if likely is not None and likely < loops.min_path_iterations:
+            loops.declined["path: too few iterations on one path"] += 1
+            return None
+    try:
+        found = walk(loops.program, head, branch, R, memory, steps)
+        iterations, trip, timing = _iterations(loops, found, branch, R, ready, now, memory,
+                                               budget, max_cycles)
+    except PathRefused as why:
+        loops.declined[f"path: {why}"] += 1
+        loops._refusals[key] += why.recurs
+        if why.structural:               # the same for every entry: never again
+            loops.plans[key] = str(why)
+        return None
+    loops._refusals[key] = 0
+    exits = iterations == trip
+    bounds, memory.bounds = memory.bounds, None   # proven for the whole batch above
+    try:
+        execute(found, R, memory, iterations, min(loops.chunk, PATH_CHUNK))
+    except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
+        raise VpucError(f"internal error: the path batch faulted in a checked loop: "
+                        f"{fault.diagnostics[0].message}") from None
+    finally:
+        memory.bounds = bounds
+    now, stalls = timing.advance(ready, now, iterations, exits)
+    for step in found.path:
+        counts[step.index] += iterations
+    loops.batched_iterations += iterations
+    loops.batches += 1
+    return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
+
+
+def _iterations(loops, found: Walk, branch: int, R: list, ready: list[int], now: int, memory,
+                budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
+    """(iterations to batch, the trip count, the timing): every check of the batch."""
+    trip = trip_count(found)
+    if trip is None:
+        raise PathRefused("trip count not provable from the back-edge")
+    iterations = min(trip, budget // len(found.path))
+    if iterations == trip and branch + 1 == len(loops.program.steps):
+        iterations -= 1                  # the fall off the end of .text: the interpreter's
+    iterations = bounded(found, guarded(found.guards, iterations), accessible_ranges(memory))
+    timing = path_timing(loops.program, found)
+    if max_cycles != float("inf"):
+        iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
+    if iterations < loops.min_path_iterations:
+        raise PathRefused("too few iterations on one path", recurs=False)
+    if not independent(found.footprints, iterations):
+        raise PathRefused("an iteration accesses bytes another iteration stores")
+    if not promoted_clear(found, iterations):
+        raise PathRefused("a stack word is also accessed as data")
+    return iterations, trip, timing
 
 
 class PathTiming(LoopTiming):

@@ -51,11 +51,12 @@ _CHOOSE = {"min": ("bge", 1), "max": ("bge", 0), "minu": ("bgeu", 1), "maxu": ("
 
 class PathRefused(Exception):
     """Why this entry of the loop is not run as a path batch.  ``structural``: the
-    loop's code decides it (a path too long), so no later entry can do better."""
+    loop's code decides it (a path too long), so no later entry can do better;
+    ``recurs``: the next entry would most likely be refused too."""
 
-    def __init__(self, reason: str, structural: bool = False) -> None:
+    def __init__(self, reason: str, structural: bool = False, recurs: bool = True) -> None:
         super().__init__(reason)
-        self.structural = structural
+        self.structural, self.recurs = structural, recurs
 
 
 @dataclass(frozen=True)
