@@ -145,3 +145,25 @@ def test_global_pool_too_large_for_cmx_runs_in_two_levels(case, tmp_path):
     bound = U * np.abs(want) + 2 * U * partial + f32
     assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
     assert level.dpu_op == ("dwconv" if case in ("gap_ragged", "avgpool_whole") else "avgpool")
+
+
+def test_global_max_pool_runs_on_the_dpu_at_any_size(tmp_path):
+    """GlobalMaxPool imports as ReduceMax over H and W with keep_dims: the DPU's maxpool of
+    the whole H x W (it was an ACT SHAVE library reduction, which cannot cut a reduced
+    axis: a block of 16386 bytes did not fit a 16 KiB budget); under 4 KiB in two levels.
+    A max of f16 values is exact: equal to onnxruntime's."""
+    shape = (1, 16, 16, 512)
+    m = ModelBuilder(seed=0, opset=17)
+    out = m.node("GlobalMaxPool", [m.input("x", list(shape))])
+    m.output(out)
+    path = m.save(tmp_path / "m.onnx", "m")
+    program = api.compile(path, cmx_budget=4096)
+    tasks = [t for tl in program.module.task_lists if tl.executor.name == "DPU" for t in tl.tasks]
+    assert {t.op for t in tasks} == {DpuOp.MAXPOOL}
+    assert not [t for tl in program.module.task_lists if tl.executor.name == "ACT_SHAVE"
+                for t in tl.tasks]
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float16)
+    got = api.simulate(program, {"x": x}).outputs[sanitize(out)]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.astype(np.float32)})[0]
+    np.testing.assert_array_equal(got.astype(np.float32), want)

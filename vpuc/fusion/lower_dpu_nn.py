@@ -16,8 +16,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   and padding, a ``dwconv`` whose weights are all ``1 / (KH * KW)``, as the
   NPU compiler's ``ConvertAvgPoolToDWConv`` does (the weight is rounded to the
   layer's type: one more rounding of relative size u);
-- ``ReduceMean`` over H and W with ``keep_dims`` (``GlobalAveragePool``):
-  ``avgpool`` with the whole H x W as its kernel;
+- ``ReduceMean`` / ``ReduceMax`` over H and W with ``keep_dims`` (``GlobalAveragePool``,
+  ``GlobalMaxPool``): ``avgpool`` / ``maxpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
   fit, each chunk a series of row blocks of its own; when not even 16 output
