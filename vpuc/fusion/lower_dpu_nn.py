@@ -16,8 +16,8 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   and padding, a ``dwconv`` whose weights are all ``1 / (KH * KW)``, as the
   NPU compiler's ``ConvertAvgPoolToDWConv`` does (the weight is rounded to the
   layer's type: one more rounding of relative size u);
-- ``ReduceMean`` over H and W with ``keep_dims`` (``GlobalAveragePool``):
-  ``avgpool`` with the whole H x W as its kernel;
+- ``ReduceMean`` / ``ReduceMax`` over H and W with ``keep_dims`` (``GlobalAveragePool``,
+  ``GlobalMaxPool``): ``avgpool`` / ``maxpool`` with the whole H x W as its kernel;
 - a ``Convolution`` whose weights exceed the budget: its output channels are
   cut into chunks (multiples of 16, the DPU's channel granule) whose weights
   fit, each chunk a series of row blocks of its own; when not even 16 output
@@ -28,7 +28,9 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
   the row's output columns are cut into the fewest equal blocks that fit, each loading
   its input columns with the halo the window needs (padding only at the image's left and
   right border, as rows pad only at the top and bottom), every block of rows x columns
-  double-buffered over the tiles.
+  double-buffered over the tiles;
+- a global pool whose window of 16 channels does not fit even for one output element:
+  two levels of pooling (``lower_dpu_global_pool``).
 
 The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
 Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
@@ -58,6 +60,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
 from vpuc.fusion.lower_dpu_channels import aligned, load_bias, load_padded_weights, padded
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
+from vpuc.fusion.lower_dpu_global_pool import emit_pool
 from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
                                            split_job)
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
@@ -91,6 +94,8 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
         plan = Plan(dpu_op, kernel, (1, 1), (0, 0), (0, 0), dilations, [Job(*j) for j in jobs])
     else:
         plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
+        emit_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish, emit_jobs)
+        return
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
 
 
@@ -113,11 +118,11 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
 
 def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
               values: dict[str, Value], tiles: int, prefix: str, gate: tuple[str, ...],
-              finish: str | None) -> None:
-    """The layer's DPU tasks over input ``x``: its jobs, each in blocks of output rows
-    (module docstring)."""
+              finish: str | None, out: Value | None = None) -> None:
+    """The layer's DPU tasks over input ``x`` into ``out`` (default: the layer's output):
+    its jobs, each in blocks of output rows (module docstring)."""
     op = layer.op
-    out = values[layer.output]
+    out = out or values[layer.output]
     n, c, h, w = x.type.dims
     _, oc, oh, ow = out.type.dims
     elem: ElemType = x.type.elem

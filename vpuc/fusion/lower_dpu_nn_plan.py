@@ -21,7 +21,10 @@ from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.reference.graph import constant_value
 
-NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean") + DECONVOLUTIONS
+NN_LAYERS = ("GroupConvolution", "AvgPool", "ReduceMean", "ReduceMax") + DECONVOLUTIONS
+# reductions over H and W the DPU takes as a pool of the whole H x W (as the NPU compiler's
+# ConvertReduceToPooling does), as ONNX's GlobalAveragePool and GlobalMaxPool import
+GLOBAL_POOLS = {"ReduceMean": "avgpool", "ReduceMax": "maxpool"}
 CHANNEL_GRANULE = 16     # the DPU's output channel alignment (docs/vir.md, Lowering graphs)
 
 
@@ -56,10 +59,10 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
     if op.type.elem not in DPU_FLOATS:
         return (f"it is {op.type.elem}; the DPU lowering takes {op.kind} on f16 or bf16"
                 + (" (the DPU has no f32: insert a Convert)" if op.type.elem.is_float else ""))
-    if op.kind == "ReduceMean":
+    if op.kind in GLOBAL_POOLS:
         if x.rank != 4 or set(op.attrs["axes"]) != {2, 3} or not op.attrs["keep_dims"]:
-            return ("the DPU takes a mean over H and W of an NCHW tensor with keep_dims "
-                    "(an average pool); other reductions need an ACT SHAVE kernel")
+            return ("the DPU takes a mean or max over H and W of an NCHW tensor with keep_dims "
+                    "(a pool); other reductions need an ACT SHAVE kernel")
         return None
     if op.kind in ("GroupConvolution",) + DECONVOLUTIONS \
             and index.producer(op.operands[1]).kind != CONSTANT:
@@ -80,7 +83,7 @@ def nn_window(op: GraphOp, index: GraphIndex):
         kernel = tuple(index.producer(op.operands[1]).type.dims[3:])
         return (kernel, tuple(op.attrs["strides"]), tuple(op.attrs["pads_begin"]),
                 tuple(op.attrs["pads_end"]), tuple(op.attrs["dilations"]))
-    if op.kind == "ReduceMean":
+    if op.kind in GLOBAL_POOLS:
         return tuple(index.producer(op.operands[0]).type.dims[2:]), (1, 1), (0, 0), (0, 0), (1, 1)
     return window(op, index)          # AvgPool: kernel and pads as MaxPool's
 
@@ -95,7 +98,7 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
         whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":
         return Plan("conv", kernel, strides, begin, end, dil, whole)
-    if op.kind == "MaxPool":
+    if op.kind in ("MaxPool", "ReduceMax"):
         return Plan("maxpool", kernel, strides, begin, end, dil, [Job((0, c), (0, c))])
     if op.kind == "ReduceMean" or (op.kind == "AvgPool" and (
             op.attrs["exclude_pad"] or not any(begin + end))):

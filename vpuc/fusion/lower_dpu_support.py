@@ -37,7 +37,7 @@ from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
 DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean",
-              "ConvolutionBackpropData", "GroupConvolutionBackpropData")
+              "ReduceMax", "ConvolutionBackpropData", "GroupConvolutionBackpropData")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 

@@ -77,6 +77,7 @@ from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_dpu_nn_plan import GLOBAL_POOLS
 from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
@@ -439,7 +440,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
                                               and not eltwise_anchor(op)):
             continue
         in_type = index.producer(op.operands[0]).type if op.operands else None
-        # A ReduceMean over H and W the DPU takes as an average pool (as the NPU compiler
+        # A ReduceMean or ReduceMax over H and W the DPU takes as a pool (as the NPU compiler
         # does); any other reduction or normalization goes to the library kernels.
         dpu_first = op.kind in DPU_LAYERS and dpu_problem(op, index) is None
         call = pipeline_call(op, in_type) if in_type is not None and not dpu_first else None
@@ -451,7 +452,9 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
             own[i] = segment
         elif op.kind in DMA_OPS:
             continue                              # lower_dma.dma_ops takes them
-        elif op.kind in DPU_LAYERS or eltwise_anchor(op):
+        elif (op.kind in DPU_LAYERS and (dpu_first or op.kind not in GLOBAL_POOLS)) \
+                or eltwise_anchor(op):
+            # (a reduction the DPU cannot take as a pool is the library's to explain)
             try:
                 layers[i] = dpu_layer(graph, index, op)
             except VpucError as exc:
