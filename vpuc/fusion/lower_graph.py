@@ -68,6 +68,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -76,6 +77,7 @@ from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_dpu_nn_plan import GLOBAL_POOLS
 from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
@@ -190,6 +192,8 @@ class Segment:
     master: tuple = ()
     dma: GraphOp | None = None                                   # or one data-movement op
     library: LibrarySegment | None = None                        # or one library kernel op
+    aliases: dict[str, Alias] = field(default_factory=dict)      # a MatMul's folded values
+    folded: list[GraphOp] = field(default_factory=list)          # and the ops folded away
 
     def reads(self, tok: Tokenization) -> list[str]:
         if self.dma is not None:
@@ -198,7 +202,8 @@ class Segment:
             return [self.library.op.operands[0]]
         if self.layer is not None:       # weights the lowering re-declares are not read
             op = self.layer.op
-            return [v for i, v in enumerate(op.operands)
+            return [self.aliases[v].base if v in self.aliases else v
+                    for i, v in enumerate(op.operands)
                     if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
@@ -208,7 +213,8 @@ class Segment:
         if self.library is not None:
             return [self.library.op.result]
         if self.layer is not None:
-            return [self.layer.output]
+            out = self.layer.output
+            return [self.aliases[out].base if out in self.aliases else out]
         return [v for u in self.units for v in _stage_io(tok, u)[1]]
 
 
@@ -231,6 +237,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
+    if schedule != "naive":
+        segments = fold_views(graph, segments)
     values, names = _values(graph, tok, segments)
     nhwc_acts: set[int] = set()
     if schedule != "naive":
@@ -268,6 +276,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+            renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
+                            for g, a in seg.aliases.items()})
             if sub is not None:
                 if sub[0] == "sg":
                     y = tok.subgraphs[sub[1]].outputs[0]
@@ -436,7 +446,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
                                               and not eltwise_anchor(op)):
             continue
         in_type = index.producer(op.operands[0]).type if op.operands else None
-        # A ReduceMean over H and W the DPU takes as an average pool (as the NPU compiler
+        # A ReduceMean or ReduceMax over H and W the DPU takes as a pool (as the NPU compiler
         # does); any other reduction or normalization goes to the library kernels.
         dpu_first = op.kind in DPU_LAYERS and dpu_problem(op, index) is None
         call = pipeline_call(op, in_type) if in_type is not None and not dpu_first else None
@@ -448,7 +458,9 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
             own[i] = segment
         elif op.kind in DMA_OPS:
             continue                              # lower_dma.dma_ops takes them
-        elif op.kind in DPU_LAYERS or eltwise_anchor(op):
+        elif (op.kind in DPU_LAYERS and (dpu_first or op.kind not in GLOBAL_POOLS)) \
+                or eltwise_anchor(op):
+            # (a reduction the DPU cannot take as a pool is the library's to explain)
             try:
                 layers[i] = dpu_layer(graph, index, op)
             except VpucError as exc:
