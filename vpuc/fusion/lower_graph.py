@@ -249,6 +249,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                        else early_bytes(cmx_bytes, cmx_budget))
     if schedule != "naive":
         prog.dpu_load = [0.0] * tiles
+        prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
