@@ -150,8 +150,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
         if rename is None:       # a block among others keeps its order against theirs
-            relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
-                        ctx.arch.cmx_bytes)
+            relax_gates(lowered, [k for k, _ in order], [f for _, f in order], ctx.arch)
     return lowered
 
 
@@ -248,7 +247,6 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
     if schedule != "naive":
-        prog.dpu_load = [0.0] * tiles
         prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
