@@ -68,6 +68,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.block_deps import pipeline_segments
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -81,7 +82,7 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
-from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, early_bytes,
+from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, SegmentValues, ddr_layouts, early_bytes,
                                   nhwc_ports, overlap)
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
@@ -145,6 +146,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+        pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
     return lowered
 
 
