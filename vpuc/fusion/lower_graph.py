@@ -272,7 +272,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish, library, made,
-                      nhwc=s in nhwc_acts)
+                      nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
@@ -295,9 +295,10 @@ def _segment_values(tok: Tokenization, segments: list[Segment], names: dict[str,
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
               config, prefix, gate, finish, library: dict[int, LibraryCall],
-              made: dict[tuple, str], nhwc: bool = False) -> None:
+              made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
     """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
-    ports of its kernels."""
+    ports of its kernels; ``pipelined``: segments overlap (``block_deps``), which the cut
+    weighs (``act_split.choose_cut``)."""
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -320,7 +321,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         total = sum(v.type.nbytes for v in seg_values)
         cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
             seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)]
-        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles)
+        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles, pipelined)
         outermost = next(c[3] for c in cuts if c[0] == axis)
         runs = [(main, size, 0)]
         if main * size < master[axis]:      # a main run of equal blocks, then a tail block
