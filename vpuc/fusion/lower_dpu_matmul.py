@@ -243,6 +243,7 @@ def transposed_constant(prog: ProgramText, prefix: str, b: Value) -> Value:
     else:
         array = np.asarray(init.values).reshape(b.type.dims)
     t = TensorType(b.type.dims[::-1], b.type.elem, NC)
+    prog.redeclared.add(b.name)
     name = f"{prefix}wT"
     prog.buffers.append(f"const %{name} : {type_text(t)} = "
                         f"{const_text(np.ascontiguousarray(array.T), name)}")

@@ -274,6 +274,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                       blocks, config, prefix, gate, finish, library, made,
                       nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
+    prog.drop_unused(prog.redeclared)
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
