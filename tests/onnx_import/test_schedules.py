@@ -124,19 +124,43 @@ def test_default_reads_each_constant_from_ddr_once(model):
 
 
 def test_default_runs_elementwise_tails_on_the_dpu_output_blocks(model):
-    """MobileNetV3's HardSwish after a convolution runs on the convolution's output blocks in
-    CMX (``fuse_epilogue``): ACT SHAVE tasks of the DPU segment, and the value between them
-    is no DDR buffer any more.  ResNet-18's ReLUs are DPU post-ops: nothing to fuse."""
+    """``fuse_epilogue``: MobileNetV3's HardSwish after a convolution runs on the
+    convolution's output blocks in CMX (ACT SHAVE tasks of the DPU segment), and so do
+    ResNet-18's residual Adds (a DPU eltwise task per block, the shortcut loaded beside
+    it); the values between them are no DDR buffers any more."""
     name, runs, _ = model
     ddr = {s: {b.name for b in p.module.buffers if b.kind is BufferKind.DDR}
            for s, (p, _) in runs.items()}
-    fused = [t for tl in runs["default"][0].module.task_lists for t in tl.tasks
-             if ".act" in (t.label or "")]
+    labels = [t.label or "" for tl in runs["default"][0].module.task_lists for t in tl.tasks]
+    on_act = [x for x in labels if ".act" in x]
+    on_dpu = [x for x in labels if ".convolution.add" in x]
     assert ddr["default"] <= ddr["naive"]
     if name == "mobilenet_v3_small":
-        assert fused and len(ddr["default"]) < len(ddr["naive"])
+        assert on_act and len(ddr["default"]) < len(ddr["naive"])
     if name == "resnet18":
-        assert not fused
+        # every residual Add follows a convolution whose output only it reads
+        adds = {x.split(".")[0] for x in labels if x.startswith("add_")}
+        assert on_dpu and not adds and len(ddr["default"]) < len(ddr["naive"])
+
+
+def _dpu_busy(sim) -> list[float]:
+    plan, timeline = sim.result.plan, sim.result.timeline
+    busy = [0.0] * 2
+    for u in range(plan.size):
+        kind, tile = plan.queue_keys[plan.queue_of[u]][:2]
+        if kind == "DPU":
+            busy[tile] += timeline.end[u] - timeline.start[u]
+    return busy
+
+
+def test_default_balances_the_dpu_work_of_both_tiles(model):
+    """A layer's first block goes to the tile with less DPU work so far (``LayerEmitter``'s
+    ``balance``): layers of an odd number of blocks no longer all favour tile 0."""
+    name, runs, _ = model
+    if name == "encoder_layer":          # MatMuls: their own emitter, tile 0 first
+        return
+    gap = {s: abs(b[0] - b[1]) for s, b in ((s, _dpu_busy(sim)) for s, (_, sim) in runs.items())}
+    assert gap["default"] < gap["naive"]
 
 
 def test_default_segments_wait_on_what_they_read(model):

@@ -12,8 +12,13 @@ channels: the padded ones hold the DPU's zeros, never stored) and the block's
 store takes the kernel's output to the subgraph's output value.  The value between
 them never reaches DDR.
 
-``fusable`` picks the pairs; ``Epilogue`` is what ``LayerEmitter.store`` calls per
-block (``ProgramText.epilogue``).  A layer whose emitter never stores through
+A DPU eltwise Add or Multiply of the layer's output and another value (ResNet-18's
+residual Adds) is fused the same way (``EltwiseEpilogue``): the block's rows of the
+other operand are loaded beside the block and one DPU eltwise task per block adds them
+in CMX.
+
+``fusable`` picks the pairs; ``Epilogue`` and ``EltwiseEpilogue`` are what
+``LayerEmitter.store`` calls per block (``ProgramText.epilogue``).  A layer whose emitter never stores through
 ``LayerEmitter.store`` (a K-split layer: ``lower_dpu_ksplit``) leaves it unused,
 and ``lower-graph`` then emits the two segments as before.
 
@@ -36,33 +41,46 @@ from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 from vpuc.verifier.graph import infer_graph
 
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+ELTWISE_OPS = {"Add": "add", "Multiply": "mul"}      # as lower_dpu_nn.ELTWISE
 
 
-def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, int]:
-    """DPU segment index -> the subgraph (index in ``tok.subgraphs``) of the segment right
-    after it that can run on its output blocks: a window or CNN layer (not a MatMul),
-    followed by an ACT segment of that one subgraph, whose one input is the layer's output
-    and nothing else reads it (nor is it a network output), whose one output has its type
-    but the order, and whose body is elementwise (every op of the block's shape or a
-    scalar constant).  ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
+def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, tuple]:
+    """DPU segment index -> what of the segment right after it runs on its output blocks:
+    ``("sg", n)``, the subgraph ``tok.subgraphs[n]`` of an ACT segment of that one subgraph,
+    whose one input is the layer's output and one output has its type but the order, its
+    body elementwise (every op of the block's shape or a scalar constant); or ``("dpu",
+    layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
+    another value of its type.  The layer is a window or CNN layer (not a MatMul) and its
+    output has no other reader (nor is it a network output).  ``reads(seg)`` /
+    ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
     for s, seg in enumerate(segments):
         for v in reads(seg):
             readers.setdefault(v, set()).add(s)
-    out: dict[int, int] = {}
+    out: dict[int, tuple] = {}
     for s in range(len(segments) - 1):
         seg, nxt = segments[s], segments[s + 1]
-        if seg.layer is None or seg.layer.op.kind == "MatMul" or len(nxt.units) != 1 \
-                or nxt.units[0][0] != "sg":
+        if seg.layer is None or seg.layer.op.kind == "MatMul":
             continue
-        sub = tok.subgraphs[nxt.units[0][1]]
         x = seg.layer.output
-        if sub.inputs != [x] or len(sub.outputs) != 1 or readers.get(x) != {s + 1} \
-                or x in outputs or writes(seg) != [x]:
+        if readers.get(x) != {s + 1} or x in outputs or writes(seg) != [x]:
             continue
-        if _elementwise(sub.body):
-            out[s] = nxt.units[0][1]
+        if len(nxt.units) == 1 and nxt.units[0][0] == "sg":
+            sub = tok.subgraphs[nxt.units[0][1]]
+            if sub.inputs == [x] and len(sub.outputs) == 1 and _elementwise(sub.body):
+                out[s] = ("sg", nxt.units[0][1])
+        elif nxt.layer is not None and nxt.layer.op.kind in ELTWISE_OPS \
+                and nxt.layer.bias is None and list(nxt.layer.op.operands).count(x) == 1 \
+                and len(nxt.layer.op.operands) == 2 and _same_types(tok, nxt.layer):
+            out[s] = ("dpu", nxt.layer)
     return out
+
+
+def _same_types(tok, layer) -> bool:
+    index = tok.graph.index()
+    types = [index.producer(v).type for v in list(layer.op.operands) + [layer.output]]
+    return all(t is not None and t.rank == 4 and t.is_static and t.dims == types[0].dims
+               and t.elem == types[0].elem for t in types)
 
 
 def _elementwise(body: Graph) -> bool:
@@ -109,6 +127,7 @@ class Epilogue:
     config: object = None
     timings: list = field(default_factory=list)
     calls: int = 0
+    outputs: set = field(default_factory=set)      # the CMX buffers it wrote, by name
 
     def kernel(self, block: TensorType) -> str:
         body = block_body(self.sub.body, block)
@@ -127,7 +146,7 @@ class Epilogue:
         self.kernels.append(f"kernel @{name}({params}) from generated")
         return name
 
-    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int) -> str:
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
         """After block ``k``'s DPU task on ``tile``: ACT SHAVE tasks that run the kernel on the
         CMX buffer ``block`` into a buffer of its own, its rows halved over the tile's two
         ACT SHAVEs (rows are outermost in NHWC, so each half is dense); that buffer's name
@@ -148,6 +167,58 @@ class Epilogue:
                            f"inputs({src} as %a0) outputs({dst} as %r0) "
                            f"waits(%{e.p}done{k}) updates(%{e.p}acted{k}) {{",
                            "    run(%a0, %r0)", "  }"]
+        self.outputs.add(out)
+        return out
+
+
+@dataclass
+class EltwiseEpilogue:
+    """An eltwise Add or Multiply DPU ``layer`` of the DPU layer's output and ``other`` (a
+    program value in DDR) as a per-block stage: the block's rows of ``other`` loaded beside
+    the block's input, one DPU eltwise task on the block in CMX (with the layer's folded
+    activation), its output stored as the layer's output (ResNet-18's residual Adds: the
+    convolution's output never goes through DDR).  ``first``: the DPU layer's output is the
+    op's first operand (the task reads its operands in the op's order)."""
+    layer: object
+    other: object
+    first: bool
+    timing: object
+    calls: int = 0
+    outputs: set = field(default_factory=set)
+
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+        from vpuc.cost import DpuWorkload
+        from vpuc.fusion.lower_dpu import split_rows
+        from vpuc.fusion.lower_dpu_channels import variant_boxes
+        self.calls += 1
+        n, c, rows, w = block_type.dims
+        _, slices = e.view_of[dst]           # the block's part of the output value
+        c0, c1 = (int(v) for v in slices[1].split(":")[:2])     # a channel chunk's
+        real = c1 - c0
+        e.prog.barriers += [f"barrier %{e.p}sidein{k}", f"barrier %{e.p}acted{k}"]
+        side = e.cmx(f"side.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
+        into = side if real == c else e.view(f"side.r{k}", side[1:], [
+            f"0:{n}", f"0:{real}", f"0:{rows}", f"0:{w}"])
+        e.dma(f"side{k}", e.view(f"side.v{k}", self.other.name, slices), into, 0,
+              e.load_waits(k), [f"%{e.p}sidein{k}"], permute=self.other.type.order != NHWC)
+        out = e.cmx(f"sum.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
+        op = ELTWISE_OPS[self.layer.op.kind]
+        elem = block_type.elem
+
+        def workload_of(r: int) -> DpuWorkload:
+            return DpuWorkload(op=op, elem=elem.value, width=w, height=r, channels=c,
+                               in_channels=c, batch=n, in_bytes=elem.nbytes,
+                               out_bytes=elem.nbytes, weight_bytes=0)
+        ins = f"{block}, {side}" if self.first else f"{side}, {block}"
+        e.prog.dpu.append(f"  {e.lp}{op}{k}: dpu {op} on tile {tile} in({ins}) out({out})"
+                          f"{self.layer.post} waits(%{e.p}done{k}, %{e.p}sidein{k}) "
+                          f"updates(%{e.p}acted{k}) {{")
+        for a, b, z0, z1, mode in variant_boxes(op, split_rows(rows, workload_of, self.timing),
+                                                (0, c - 1)):
+            e.prog.dpu.append(f"    variant start(0, {a}, {z0}) end({w - 1}, {b - 1}, {z1}) "
+                              f"mode({mode})")
+        e.prog.dpu.append("  }")
+        self.outputs.add(out)
         return out
 
 _SECTIONS = ("kernels", "buffers", "cmx", "views", "barriers", "dma", "dpu", "act")
@@ -155,7 +226,7 @@ _DMA = re.compile(r": dma (?:\w+ )?(%\S+) -> (%\S+) ")
 
 
 def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, finish,
-               epilogue: Epilogue, x_name: str, y_name: str) -> bool:
+               epilogue, x_name: str, y_name: str) -> bool:
     """Emit DPU ``layer`` with ``epilogue`` on its blocks, its output going to the subgraph's
     output ``y_name`` (``values`` maps the layer's graph values to program values, its
     output already to ``y_name``'s); False, with ``prog`` as it was, when some store of the
@@ -170,7 +241,7 @@ def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, 
         prog.epilogue = None
     into = {f"%{y_name}"} | {m.group(1) for line in prog.views[mark["views"]:]
                             if (m := re.match(rf"view (%\S+) = %{re.escape(y_name)}\[", line))}
-    acted = {f"%{prefix}act.c{k}" for k in range(epilogue.calls)}
+    acted = set(epilogue.outputs)
     acted |= {m.group(1) for line in prog.views[mark["views"]:]
               if (m := re.match(r"view (%\S+) = (%\S+)\[", line)) and m.group(2) in acted}
     stores = [m for line in prog.dma[mark["dma"]:] if (m := _DMA.search(line))

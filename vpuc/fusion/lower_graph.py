@@ -70,7 +70,7 @@ from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, 
 from vpuc.fusion.act_split import choose_cut
 from vpuc.fusion.block_deps import pipeline_segments
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
-from vpuc.fusion.fuse_epilogue import Epilogue, emit_fused, fusable
+from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -149,10 +149,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
-        finishes = [f for _, f in order]
-        previous = ({f: p for p, f in zip(finishes, finishes[1:]) if f and p}
-                    if rename is None else None)
-        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, previous)
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
         if rename is None:       # a block among others keeps its order against theirs
             relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
                         ctx.arch.cmx_bytes)
@@ -252,6 +249,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
+    if schedule != "naive":
+        prog.dpu_load = [0.0] * tiles
+        prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
@@ -282,9 +282,16 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
                             for g, a in seg.aliases.items()})
             if sub is not None:
-                y = tok.subgraphs[sub].outputs[0]
-                epilogue = Epilogue(graph.name, tok.subgraphs[sub], made, generated,
-                                    prog.kernels, config, timings)
+                if sub[0] == "sg":
+                    y = tok.subgraphs[sub[1]].outputs[0]
+                    epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
+                                        prog.kernels, config, timings)
+                else:
+                    y = sub[1].output
+                    ops = list(sub[1].op.operands)
+                    other = ops[1 - ops.index(seg.layer.output)]
+                    epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
+                                               ops[0] == seg.layer.output, timing)
                 if emit_fused(prog, seg.layer, {**renamed, seg.layer.output: by_name[names[y]]},
                               graph.index(), tiles, prefix, gate, finish, epilogue,
                               names[seg.layer.output], names[y]):
