@@ -108,8 +108,10 @@ def test_a_second_timing_only_run_reuses_the_cycles_only_results(program, monkey
     real = shave.invoke_cycles_only
 
     def counting(*args, **kwargs):
-        runs.append(args[2])
-        return real(*args, **kwargs)
+        found = real(*args, **kwargs)
+        if found is not None:
+            runs.append(args[2])
+        return found
     monkeypatch.setattr(shave, "invoke_cycles_only", counting)
     first = simulate(program, timing_only=True)
     ran = len(runs)
