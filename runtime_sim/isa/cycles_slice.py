@@ -174,44 +174,46 @@ def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) 
     """Per instruction, for a scalar store: what its value may come from (bits: ``VECTOR``
     and ``load_bit(i)`` of each unchecked load); 0 for other instructions.  Forward, per
     register, from every instruction (the entry may be any of them)."""
-    state: list[list[int] | None] = [None] * len(ins)
-    work = list(range(len(ins)))
-    for i in work:
-        state[i] = [0] * NUM_SREGS
+    count = len(ins)
+    state = [[0] * NUM_SREGS for _ in range(count)]
+    work = list(range(count - 1, -1, -1))           # popped first to last
     queued = set(work)
-    stores = [0] * len(ins)
+    stores = [0] * count
+    keys = [(_keys(x.uses & ~x.address), _keys(x.defs)) for x in ins]
     while work:
         i = work.pop()
         queued.discard(i)
         x = ins[i]
-        regs = list(state[i])
+        regs = state[i]
+        uses, defs = keys[i]
         used = 0
-        for key in range(NUM_SREGS):
-            if x.uses >> key & 1 and not x.address >> key & 1:
-                used |= regs[key]
+        for key in uses:
+            used |= regs[key]
         if x.kind == "store":
             stores[i] = used if x.scalar_mem else 0
-        if x.defs:
+        if defs:
+            regs = list(regs)
             if x.vector_in:
                 value = VECTOR                             # skipped: left stale
             elif x.kind == "load":
                 value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked loads are exact
             else:
                 value = used
-            for key in range(NUM_SREGS):
-                if x.defs >> key & 1:
-                    regs[key] = value
+            for key in defs:
+                regs[key] = value
         for j in succ[i]:
             target = state[j]
-            changed = False
-            for key, bits in enumerate(regs):
-                if bits & ~target[key]:
-                    target[key] |= bits
-                    changed = True
-            if changed and j not in queued:
-                queued.add(j)
-                work.append(j)
+            merged = [a | b for a, b in zip(target, regs)]
+            if merged != target:
+                state[j] = merged
+                if j not in queued:
+                    queued.add(j)
+                    work.append(j)
     return stores
+
+
+def _keys(bits: int) -> tuple[int, ...]:
+    return tuple(key for key in range(NUM_SREGS) if bits >> key & 1)
 
 
 VECTOR = 1
