@@ -7,8 +7,8 @@ control instructions (branch, ``loop``, ``ret``'s lr); every access's address
 the window checks, and the status in s0 at the end.  Those are the **critical**
 scalar registers.  Working backwards over the control-flow graph (calls return
 to every call site), a register is critical where a later instruction needs it
-critical, and an instruction defining a critical register makes its own scalar
-operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
+critical (a ``ret`` goes back after every call of its function), and an
+instruction defining a critical register makes its own scalar operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
 a mask says which bytes an access touches).  The operand kinds of the ISA table (``vpuc.shave.isa``) say
 which registers an instruction reads and writes, and in which register file.
 
@@ -102,13 +102,37 @@ def _instruction(index: int, dec, access, count: int) -> _Ins:
 
 
 def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
-    returns = tuple(i + 1 for i, x in enumerate(ins) if x.kind == "call" and i + 1 < len(ins))
+    """Each instruction's successors; a ``ret`` returns after the calls of the functions
+    it ends (a function: what its entry reaches without entering calls)."""
+    count = len(ins)
+    returns: dict[int, list[int]] = {}          # ret index -> return points
+    calls: dict[int, list[int]] = {}            # function entry -> its return points
+    for i, x in enumerate(ins):
+        if x.kind == "call" and x.target is not None and i + 1 < count:
+            calls.setdefault(x.target, []).append(i + 1)
+    for entry, points in calls.items():
+        seen, stack = set(), [entry]
+        while stack:
+            i = stack.pop()
+            if i in seen or not 0 <= i < count:
+                continue
+            seen.add(i)
+            x = ins[i]
+            if x.kind == "ret":
+                returns.setdefault(i, []).extend(points)
+            elif x.kind in ("branch", "loop"):
+                stack += [i + 1] + ([x.target] if x.target is not None else [])
+            elif x.kind == "jump":
+                stack += [x.target] if x.target is not None else []
+            elif x.kind != "halt":
+                stack.append(i + 1)             # a call: on after it returns
     out = []
     for i, x in enumerate(ins):
-        after = (i + 1,) if i + 1 < len(ins) else ()
+        after = (i + 1,) if i + 1 < count else ()
         jump = (x.target,) if x.target is not None else ()
         out.append({"branch": after + jump, "loop": after + jump, "jump": jump, "call": jump,
-                    "ret": returns, "halt": ()}.get(x.kind, after))
+                    "ret": tuple(dict.fromkeys(returns.get(i, ()))),
+                    "halt": ()}.get(x.kind, after))
     return out
 
 
