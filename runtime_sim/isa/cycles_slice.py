@@ -5,12 +5,12 @@ instructions run.  Which instructions run is decided by the operands of the
 control instructions (branch, ``loop``, ``ret``'s lr); every access's address
 (base and stride registers) must be known too, for the memory sanitizer and
 the window checks, and the status in s0 at the end.  Those are the **critical**
-scalar registers.  Working backwards over the control-flow graph (calls return
-to every call site), a register is critical where a later instruction needs it
-critical (a ``ret`` goes back after every call of its function), and an
-instruction defining a critical register makes its own scalar operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
-a mask says which bytes an access touches).  The operand kinds of the ISA table (``vpuc.shave.isa``) say
-which registers an instruction reads and writes, and in which register file.
+scalar registers.  Working backwards over the control-flow graph, a register
+is critical where a later instruction needs it critical (a ``ret`` goes back
+after every call of its function), and an instruction defining a critical
+register makes its own scalar operands critical; so are the scalars a mask is
+made from (``vmask``, ``mset``: a mask says which bytes an access touches).
+The operand kinds of the ISA table (``vpuc.shave.isa``) say which registers an instruction reads and writes, and in which register file.
 
 A kernel has **cycles independent of its data** when no critical register is
 ever defined from a vector or mask register (``vext``, ``mget``, ``vred*``:
