@@ -10,7 +10,8 @@ is critical where a later instruction needs it critical (a ``ret`` goes back
 after every call of its function), and an instruction defining a critical
 register makes its own scalar operands critical; so are the scalars a mask is
 made from (``vmask``, ``mset``: a mask says which bytes an access touches).
-The operand kinds of the ISA table (``vpuc.shave.isa``) say which registers an instruction reads and writes, and in which register file.
+The operand kinds of the ISA table (``vpuc.shave.isa``) say which registers an
+instruction reads and writes, and in which register file.
 
 A kernel has **cycles independent of its data** when no critical register is
 ever defined from a vector or mask register (``vext``, ``mget``, ``vred*``:
