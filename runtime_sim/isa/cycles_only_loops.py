@@ -24,7 +24,8 @@ from collections import Counter
 
 import numpy as np
 
-from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _regions, _step_value
+from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
+from runtime_sim.isa.memory import accessible_ranges
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
 from runtime_sim.isa.loop_plan import (BodyOp, LoopPlan, NotBatchable, _body_op, _count_down,
@@ -129,7 +130,7 @@ class TimingLoops:
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # the fall off the end of .text: the interpreter's error
-        regions = _regions(memory)
+        regions = accessible_ranges(memory)
         for fp in footprints:
             iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
         if max_cycles != float("inf") and iterations > 0:

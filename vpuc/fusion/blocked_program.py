@@ -88,6 +88,15 @@ class ProgramText:
     # Bytes of a tile's CMX a segment's constants may load during the previous segment
     # (``--schedule default``: ``schedule.overlap``, ``early_bytes``); 0: no prefetch.
     prefetch_bytes: int = 0
+    # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
+    # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
+    epilogue: object = None
+    # ``--schedule default``: the DPU cycles the cost model gives each tile's tasks so far,
+    # so a layer's first block goes to the least loaded tile (``LayerEmitter``); empty: no.
+    dpu_load: list[float] = field(default_factory=list)
+    # ``--schedule default``: a first layer's zero-padded channels split over both DMA
+    # channels (``lower_dpu_channels.load_block_input``).
+    balance_channels: bool = False
 
     @property
     def store_channel(self) -> int:
