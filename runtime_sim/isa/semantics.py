@@ -261,7 +261,9 @@ def _store(mem, address, data: np.ndarray) -> None:
     if np.ndim(address) == 0 and data.ndim == 1:
         mem.write(int(address), data)
     else:
-        shape = np.broadcast_shapes(np.shape(address), data.shape[:-1])
+        rows = data.shape[:-1]          # the usual batch: one address per row of data
+        shape = rows if np.shape(address) == rows else np.broadcast_shapes(np.shape(address),
+                                                                          rows)
         mem.write_rows(np.broadcast_to(np.asarray(address, I64), shape), data)
 
 
