@@ -149,10 +149,12 @@ class WindowMemory:
 
     def _row_view(self, flat: np.ndarray, size: int, is_write: bool) -> np.ndarray | None:
         """A (rows, size) view of window memory when the rows are evenly spaced,
-        do not overlap and share one window; None otherwise.  Faults name the
+        share one window and, for a store, do not overlap; None otherwise.  Faults name the
         first faulting row, exactly as the one-row access would."""
         step = _uniform_step(flat)
-        if step is None or (len(flat) > 1 and abs(step) < size):
+        # overlapping rows (a step below the size, 0: one vector every iteration) are
+        # fine to read through one view; stores need "the later row wins", done below
+        if step is None or (is_write and len(flat) > 1 and abs(step) < size):
             self._check_rows(flat, size, is_write)
             return None
         low = int(flat[0]) + min(0, step * (len(flat) - 1))
