@@ -160,3 +160,15 @@ def test_random_row_loops(n, rows, in_extra, out_extra, back, op, grow, chunk, s
         n = max(n, rows)                        # a row length never below 0
     run_both(source, [inputs, outputs, rows, n], random_fill(seed), min_path_iterations=1,
              chunk=chunk)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 12])
+def test_a_loop_entered_by_a_taken_branch_is_batched_from_its_first_row(rows):
+    """``j rows`` enters the loop forward: the path batch takes every row, the first too
+    (entered by falling through, the first row runs in the interpreter)."""
+    source = rows_source(64, 64).replace("    vbcast.h v21, s21\nrows:",
+                                         "    vbcast.h v21, s21\n    j rows\n    nop\nrows:")
+    fast, loops, _ = run_both(source, [INPUT, OUTPUT, rows, 24], random_fill(rows),
+                              min_path_iterations=1)
+    if rows > 1:                # one row: the walk sees the back-edge fall through
+        assert fast.batched_iterations == rows and loops.batches == 1
