@@ -225,3 +225,12 @@ def test_library_row_loops_batch_along_their_path(name, dtype, rows, n, channels
         assert fast.batched_iterations >= rows - 1          # rows one at a time
     elif rows // 8 >= 4:
         assert fast.batched_iterations >= rows // 8         # full groups of 8 rows
+
+
+def test_a_stack_word_that_faults_is_reported_where_the_interpreter_reports_it():
+    """The walk reads a promoted word's value; unmapped, the interpreter must fault there."""
+    source = rows_source(64, 64).replace(
+        "    vbcast.h v21, s21\nrows:\n    lw s6, 0(sp)",
+        "    vbcast.h v21, s21\n    li s19, 64\n    j rows\nrows:\n    lw s6, 0(s19)")
+    error, _, _ = run_both(source, [INPUT, OUTPUT, 12, 24], random_fill(8), min_path_iterations=1)
+    assert isinstance(error, str) and "lw s6, 0(s19)" in error
