@@ -35,13 +35,13 @@ from collections import Counter
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         cross_iteration_overlap, first_exit, first_outside,
+                                         first_exit, first_outside, independent,
                                          same_iteration_overlap, signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
-from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
-from vpuc.arch import WINDOW_NAMES
+from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, run_path
 from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS
 
@@ -73,10 +73,12 @@ class _Decline(Exception):
 class FastLoops:
     """The fast path of one run: called by the interpreter on backward branches."""
 
-    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK,
+                 min_path_iterations: int = MIN_PATH_ITERATIONS) -> None:
         self.program = program
-        self.plans: dict[tuple[int, int], LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
+        self.plans: dict[tuple, LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
         self.min_iterations = max(1, min_iterations)
+        self.min_path_iterations = max(self.min_iterations, min_path_iterations)
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
         self.batches = 0                    # loop entries taken over
@@ -94,7 +96,8 @@ class FastLoops:
             return None
         plan = self._plan(head, branch)
         if plan is None:
-            return None
+            return run_path(self, head, branch, R, ready, now, memory, counts, budget,
+                            max_cycles)
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
             if max_cycles != float("inf"):
@@ -162,7 +165,7 @@ class FastLoops:
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # leave the fall off the end of .text to the interpreter
-        regions = _regions(memory)
+        regions = accessible_ranges(memory)
         for fp in footprints:
             iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
         if iterations < self.min_iterations:
@@ -172,17 +175,8 @@ class FastLoops:
 
     @staticmethod
     def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        # Pairs whose whole-batch spans are disjoint cannot overlap: sweep them out by
-        # address so only neighbours reach the exact (costlier) test.
-        spans = sorted((fp.span(iterations), index) for index, fp in enumerate(footprints))
-        for i, ((_, a_high), a_index) in enumerate(spans):
-            a = footprints[a_index]
-            for (b_low, _), b_index in spans[i + 1:]:
-                if b_low >= a_high:
-                    break
-                b = footprints[b_index]
-                if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
-                    raise _Decline("an iteration accesses bytes another iteration stores")
+        if not independent(footprints, iterations):
+            raise _Decline("an iteration accesses bytes another iteration stores")
 
     # --- the batch ------------------------------------------------------------------------------
 
@@ -291,24 +285,6 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
         reach = (shape.lanes - 1) * signed(stride.start)
         low, length = low + min(0, reach), length + abs(reach)
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
-
-
-def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
-    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
-    is on (they lie inside the mapped windows), else the mapped windows."""
-    bounds = memory.bounds
-    if bounds is not None:
-        return {False: bounds.ranges(False), True: bounds.ranges(True)}
-    loads, stores = [], []
-    for name in WINDOW_NAMES:
-        try:
-            base, size = memory.base(name), len(memory.array(name))
-        except VpucError:
-            continue
-        loads.append((base, base + size))
-        if name not in READ_ONLY_WINDOWS:
-            stores.append((base, base + size))
-    return {False: loads, True: stores}
 
 
 def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:

@@ -226,3 +226,21 @@ def _uniform_step(flat: np.ndarray) -> int | None:
         return 0
     steps = np.diff(flat)
     return int(steps[0]) if (steps == steps[0]).all() else None
+
+
+def accessible_ranges(memory: "WindowMemory") -> dict[bool, list[tuple[int, int]]]:
+    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
+    is on (they lie inside the mapped windows), else the mapped windows."""
+    bounds = memory.bounds
+    if bounds is not None:
+        return {False: bounds.ranges(False), True: bounds.ranges(True)}
+    loads, stores = [], []
+    for name in WINDOW_NAMES:
+        try:
+            base, size = memory.base(name), len(memory.array(name))
+        except VpucError:
+            continue
+        loads.append((base, base + size))
+        if name not in READ_ONLY_WINDOWS:
+            stores.append((base, base + size))
+    return {False: loads, True: stores}

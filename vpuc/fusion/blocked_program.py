@@ -88,6 +88,9 @@ class ProgramText:
     # Bytes of a tile's CMX a segment's constants may load during the previous segment
     # (``--schedule default``: ``schedule.overlap``, ``early_bytes``); 0: no prefetch.
     prefetch_bytes: int = 0
+    # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
+    # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
+    epilogue: object = None
 
     @property
     def store_channel(self) -> int:

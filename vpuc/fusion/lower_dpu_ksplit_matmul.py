@@ -15,6 +15,7 @@ import itertools
 
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.fold_views import view_slices
 from vpuc.fusion.lower_dpu import DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
@@ -42,7 +43,7 @@ class MatmulKSplit(KSplitLayer):
         self.m, self.n = self.out.type.dims[-2:]
         self.k = self.a.type.dims[self.a_axes[1]]
         self.items = list(itertools.product(*(range(d) for d in self.out.type.dims[:-2])))
-        self.order = _out_order(self.out.type, self.out.type.rank)
+        self.order = _out_order(self.out, self.out.type.rank)
 
     def need(self, s: Split) -> int:
         """CMX bytes of a tile: two slots of input and weight chunks (with a staging copy
@@ -115,8 +116,8 @@ class MatmulKSplit(KSplitLayer):
         item, (r0, r1), (c0, c1) = block
         if aligned(c1 - c0) != c1 - c0:
             y = sch.view(f"out.r{tag}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
-        dst = sch.view(f"out.v{tag}", self.out.name,
-                       [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"])
+        dst = sch.view(f"out.v{tag}", *view_slices(
+            self.out, [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]))
         sch.dma(f"store.{tag}", y, dst, self.prog.store_channel)
 
 

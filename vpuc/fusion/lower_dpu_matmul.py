@@ -32,6 +32,7 @@ import math
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion import lower_dpu
+from vpuc.fusion.fold_views import matrix_axes, view_slices
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
@@ -69,8 +70,8 @@ def load_matrix(e: LayerEmitter, name: str, v: Value, batch: tuple[int, ...], ro
     cols = c1 - c0
     slices = [f"{r0}:{r1}" if j == row_axis else f"{c0}:{c1}" if j == col_axis else str(batch[j])
               for j, d in enumerate(v.type.dims)]
-    src = e.view(f"{name}.v", v.name, slices)
-    order = matrix_order(v.type, row_axis, col_axis)
+    src = e.view(f"{name}.v", *view_slices(v, slices))
+    order = matrix_order(*matrix_axes(v, row_axis, col_axis))
     padded = pad is not None and pad != (r1 - r0, cols)
     dst = e.cmx(name, TensorType(pad if padded else (r1 - r0, cols), v.type.elem, order), tile)
     if v.type.rank == 2 and row_axis == 1 and r1 - r0 == cols:
@@ -194,7 +195,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
             e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c0 + cp}"]),
                   cmx, 0, e.load_waits(k), loaded)
             bias = f" bias({cmx})"
-        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, cp), elem, _out_order(out.type, ro)), t)
+        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, cp), elem, _out_order(out, ro)), t)
         head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias} out({y}){layer.post}"
         # The DPU runs a matmul as a 1x1 convolution with its rows along W (H = 1).
         e.task(k, head, ((0, 0), r1 - r0, (0, cp - 1)),
@@ -203,7 +204,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                                         in_bytes=a.type.elem.nbytes, out_bytes=eb,
                                         weight_bytes=b.type.elem.nbytes))
         slices = [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]
-        dst = e.view(f"out.v{k}", out.name, slices)
+        dst = e.view(f"out.v{k}", *view_slices(out, slices))
         if cp != c1 - c0:                            # only the real columns are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
         e.store(k, y, dst)
@@ -234,5 +235,5 @@ def _load_moves(eb: int, k: int, kp: int, staged: bool):
     return moves
 
 
-def _out_order(t: TensorType, rank: int) -> DimsOrder:
-    return matrix_order(t, rank - 2, rank - 1)
+def _out_order(out: Value, rank: int) -> DimsOrder:
+    return matrix_order(*matrix_axes(out, rank - 2, rank - 1))

@@ -31,9 +31,18 @@ on program text:
    only that first load updates (and on its gate still when it is not
    prefetched: weights past ``EARLY_CMX_BYTES`` are shared too).
 
-Segments still run one after another (each waits for its predecessor's last
-store); their values still go through DDR (activations resident in CMX between
-layers are not done yet).  Numerics do not change: the same tasks compute the
+4. **Segments wait on what they read** (``schedule_deps.relax_gates``, after
+   ``overlap``): a DMA waits on the earlier segments' DMAs that write the DDR bytes it
+   reads (or touch what it writes), and a segment's gate is the one two segments
+   back when its and its predecessor's CMX buffers fit together, so consecutive
+   segments and independent branches overlap.
+
+5. **Elementwise tails in CMX** (``fuse_epilogue``, while lowering): a fused
+   elementwise subgraph that alone reads a DPU layer's output (MobileNetV3's
+   HardSwish) runs on the layer's output blocks in CMX instead of in a segment of
+   its own, so that value never goes through DDR.
+
+Other values between segments still go through DDR.  Numerics do not change: the same tasks compute the
 same values; only layouts in DDR, orders and sources of copies move.
 
 Expects (``overlap``): a freshly lowered module whose gate barriers are named
@@ -139,13 +148,16 @@ def nhwc_ports(body: Graph) -> Graph:
 
 
 def overlap(module: Module, gates: set[str], dma_channels: int = 2,
-            cmx_bytes: int | None = None) -> None:
+            cmx_bytes: int | None = None, previous: dict[str, str] | None = None) -> None:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
     channel the early loads keep their place in its FIFO (they only stop waiting).
     ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
-    into what the running segment's buffers leave free (``_early_room``)."""
+    into what the running segment's buffers leave free (``_early_room``).  ``previous``
+    (gate -> the gate before it): when given, a segment's early loads start two segments
+    back when they fit beside both (``_two_back``)."""
     symbols = SymbolTable(module)
-    room_of = _early_room(module, gates, cmx_bytes)
+    used = _cmx_used(module, gates)
+    room_of = _early_room(used, cmx_bytes)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
@@ -187,14 +199,48 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
         if dma_channels > 1:
-            task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+            back = _two_back(task_list.tasks, early, early_bytes, used, previous or {},
+                             cmx_bytes) if previous and cmx_bytes else {}
+            task_list.tasks = _prefetch_order(task_list.tasks, early, gates, back)
 
 
-def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
-    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
-    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
-    whose last store updates the gate, ``<prefix>finished``) together leaves more free:
-    its buffers and the early ones then fit side by side, whatever their lifetimes."""
+# Share of a tile's CMX a segment's early loads and the two segments before it may take
+# together (allocate-cmx aligns and places by first fit: a full CMX would not pack).
+TWO_BACK_SHARE = 0.85
+
+
+def _two_back(tasks: list, early: dict[int, str], early_bytes: dict[tuple, int],
+              used: dict[tuple[str, int], int], previous: dict[str, str],
+              cmx_bytes: int) -> dict[str, str]:
+    """gate -> the gate before it, for the segments whose early loads may start at the
+    beginning of the segment two back (their gate's previous gate's previous segment): on
+    every tile their bytes and both segments before them (``used``, by gate prefix) fit
+    ``TWO_BACK_SHARE`` of the CMX, and they wait on nothing but each other (copies of
+    their own first loads), so they move together."""
+    groups: dict[str, list] = {}
+    for t in tasks:
+        if id(t) in early:
+            groups.setdefault(early[id(t)], []).append(t)
+    out = {}
+    limit = int(cmx_bytes * TWO_BACK_SHARE)
+    for gate, moved in groups.items():
+        before = previous.get(gate)
+        if not before or not gate.endswith("finished") or not before.endswith("finished"):
+            continue
+        own = {u for t in moved for u in t.updates}
+        if any(not set(t.waits) <= own for t in moved):
+            continue
+        cut, cut2 = gate[:-len("finished")], before[:-len("finished")]
+        tiles = {tile for g, tile in early_bytes if g == gate}
+        if all(early_bytes[(gate, tile)] + used.get((cut, tile), 0) + used.get((cut2, tile), 0)
+               <= limit for tile in tiles):
+            out[gate] = before
+    return out
+
+
+def _cmx_used(module: Module, gates: set[str]) -> dict[tuple[str, int], int]:
+    """(segment prefix, tile) -> the bytes of the CMX buffers named under that prefix, for the
+    segments whose last store updates a gate (``<prefix>finished``)."""
     used: dict[tuple[str, int], int] = {}
     prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
     for b in module.buffers:
@@ -204,6 +250,14 @@ def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
             if cut:
                 key = (b.name[:cut[-1]], b.tile)
                 used[key] = used.get(key, 0) + b.type.nbytes
+    return used
+
+
+def _early_room(used: dict[tuple[str, int], int], cmx_bytes: int | None):
+    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
+    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
+    whose last store updates the gate, ``<prefix>finished``; ``used``) together leaves more
+    free: its buffers and the early ones then fit side by side, whatever their lifetimes."""
 
     def room(key: tuple[str, int]) -> int:
         gate, tile = key
@@ -214,7 +268,8 @@ def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
     return room
 
 
-def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
+def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
+                    back: dict[str, str] | None = None) -> list:
     """``tasks`` with each early load on channel 1, moved to right after the task that
     updates the gate before its own gate (the start of the previous segment), so channel
     1 runs it while the previous segment loads on channel 0.  Moved loads wait on nothing
@@ -227,7 +282,7 @@ def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list
         gate = early.get(id(task))
         if gate is None:
             continue
-        end = updater.get(gate)
+        end = updater.get((back or {}).get(gate, gate))    # two back: the gate before
         if end is None:          # the first segment's: already first, in their channel's order
             continue
         task.channel = 1
