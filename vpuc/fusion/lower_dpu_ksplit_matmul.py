@@ -18,7 +18,8 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.fold_views import view_slices
 from vpuc.fusion.lower_dpu import DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned
-from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
+from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
+from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, depths, edges,
                                           row_counts)
 from vpuc.ir.types import ElemType, TensorType
 
@@ -78,7 +79,7 @@ class MatmulKSplit(KSplitLayer):
     def chunks(self, block, s: Split) -> list[tuple[int, int]]:
         return edges(self.k, s.depth)
 
-    def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
+    def emit_chunk(self, sch: TaskSchedule, tag: str, t: int, slot: int, block,
                    chunk: tuple[int, int], first: bool) -> str:
         from vpuc.fusion.lower_dpu_matmul import _batch_index, load_matrix  # noqa: PLC0415
         item, (r0, r1), (c0, c1) = block
@@ -110,7 +111,7 @@ class MatmulKSplit(KSplitLayer):
                  reads, part, ((0, 0), rows, (0, cp - 1)), workload_of)
         return part
 
-    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None:
+    def store(self, sch: TaskSchedule, tag: str, t: int, block, y: str) -> None:
         """The real columns of the f16 result into the output."""
         item, (r0, r1), (c0, c1) = block
         if aligned(c1 - c0) != c1 - c0:

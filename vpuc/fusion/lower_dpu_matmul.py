@@ -173,7 +173,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     split = len({c for _, c in jobs}) > 1
     work = [(item, rows, c) for item, c in jobs for rows in row_edges(m, count)]
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work),
-                     _slots(prog, work, tiles, split, resident, footprint))
+                     slots=_slots(prog, work, tiles, split, resident, footprint))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
         prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
