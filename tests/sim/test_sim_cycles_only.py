@@ -19,8 +19,8 @@ from vpuc.api import compile, simulate
 from vpuc.onnx_import import zoo
 from vpuc.shave.assembler import assemble
 
-SMALL = {"resnet18": {"size": 32}, "mobilenet_v3_small": {"size": 32},
-         "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
+# The models with ACT SHAVE work (ResNet-18's layers are all DPU and DMA).
+SMALL = {"mobilenet_v3_small": {"size": 32}, "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
 
 
 @pytest.fixture(scope="module", params=sorted(SMALL))
