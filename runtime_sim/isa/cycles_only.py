@@ -180,6 +180,25 @@ def timing_program(program: Program) -> TimingProgram | None:
     return found if isinstance(found, TimingProgram) else None
 
 
+class Results:
+    """Cycles-only results kept for the process, by what decides them (a bounded dict)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._found: dict[tuple, RunResult] = {}
+
+    def get(self, key: tuple) -> RunResult | None:
+        return self._found.get(key)
+
+    def put(self, key: tuple, result: RunResult) -> None:
+        if len(self._found) >= self.limit:
+            self._found.clear()
+        self._found[key] = result
+
+
+results = Results()
+
+
 def data_dependence(program: Program) -> str:
     """Why ``program``'s cycles may depend on data ('' when they do not)."""
     return "" if timing_program(program) is not None else analyse(program.decoded).reason

@@ -25,12 +25,12 @@ from collections import Counter
 import numpy as np
 
 from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
-from runtime_sim.isa.memory import accessible_ranges
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
 from runtime_sim.isa.loop_plan import (BodyOp, LoopPlan, NotBatchable, _body_op, _count_down,
                                        _induction_step, unrolled_body)
 from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.memory import accessible_ranges
 from vpuc.shave.isa import NUM_SREGS, REG_SP
 
 MIN_ITERATIONS = 2
@@ -97,6 +97,12 @@ class TimingLoops:
         self.batched_iterations = 0
         self.declined: Counter = Counter()
         self._refusals: Counter = Counter()
+        # The interpreter's forward hook (``enter``) is asked only at these heads: a
+        # cycles-only run batches a loop from its back-edge, never on entry.
+        self.entries: dict[int, int] = {}
+
+    def enter(self, head: int, *args, **kwargs) -> None:
+        return None
 
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         plan = self.plans.get((head, branch))

@@ -5,12 +5,13 @@ instructions run.  Which instructions run is decided by the operands of the
 control instructions (branch, ``loop``, ``ret``'s lr); every access's address
 (base and stride registers) must be known too, for the memory sanitizer and
 the window checks, and the status in s0 at the end.  Those are the **critical**
-scalar registers.  Working backwards over the control-flow graph (calls return
-to every call site), a register is critical where a later instruction needs it
-critical, and an instruction defining a critical register makes its own scalar
-operands critical; so are the scalars a mask is made from (``vmask``, ``mset``:
-a mask says which bytes an access touches).  The operand kinds of the ISA table (``vpuc.shave.isa``) say
-which registers an instruction reads and writes, and in which register file.
+scalar registers.  Working backwards over the control-flow graph, a register
+is critical where a later instruction needs it critical (a ``ret`` goes back
+after every call of its function), and an instruction defining a critical
+register makes its own scalar operands critical; so are the scalars a mask is
+made from (``vmask``, ``mset``: a mask says which bytes an access touches).
+The operand kinds of the ISA table (``vpuc.shave.isa``) say which registers an
+instruction reads and writes, and in which register file.
 
 A kernel has **cycles independent of its data** when no critical register is
 ever defined from a vector or mask register (``vext``, ``mget``, ``vred*``:
@@ -102,13 +103,37 @@ def _instruction(index: int, dec, access, count: int) -> _Ins:
 
 
 def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
-    returns = tuple(i + 1 for i, x in enumerate(ins) if x.kind == "call" and i + 1 < len(ins))
+    """Each instruction's successors; a ``ret`` returns after the calls of the functions
+    it ends (a function: what its entry reaches without entering calls)."""
+    count = len(ins)
+    returns: dict[int, list[int]] = {}          # ret index -> return points
+    calls: dict[int, list[int]] = {}            # function entry -> its return points
+    for i, x in enumerate(ins):
+        if x.kind == "call" and x.target is not None and i + 1 < count:
+            calls.setdefault(x.target, []).append(i + 1)
+    for entry, points in calls.items():
+        seen, stack = set(), [entry]
+        while stack:
+            i = stack.pop()
+            if i in seen or not 0 <= i < count:
+                continue
+            seen.add(i)
+            x = ins[i]
+            if x.kind == "ret":
+                returns.setdefault(i, []).extend(points)
+            elif x.kind in ("branch", "loop"):
+                stack += [i + 1] + ([x.target] if x.target is not None else [])
+            elif x.kind == "jump":
+                stack += [x.target] if x.target is not None else []
+            elif x.kind != "halt":
+                stack.append(i + 1)             # a call: on after it returns
     out = []
     for i, x in enumerate(ins):
-        after = (i + 1,) if i + 1 < len(ins) else ()
+        after = (i + 1,) if i + 1 < count else ()
         jump = (x.target,) if x.target is not None else ()
         out.append({"branch": after + jump, "loop": after + jump, "jump": jump, "call": jump,
-                    "ret": returns, "halt": ()}.get(x.kind, after))
+                    "ret": tuple(dict.fromkeys(returns.get(i, ()))),
+                    "halt": ()}.get(x.kind, after))
     return out
 
 
@@ -174,44 +199,46 @@ def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) 
     """Per instruction, for a scalar store: what its value may come from (bits: ``VECTOR``
     and ``load_bit(i)`` of each unchecked load); 0 for other instructions.  Forward, per
     register, from every instruction (the entry may be any of them)."""
-    state: list[list[int] | None] = [None] * len(ins)
-    work = list(range(len(ins)))
-    for i in work:
-        state[i] = [0] * NUM_SREGS
+    count = len(ins)
+    state = [[0] * NUM_SREGS for _ in range(count)]
+    work = list(range(count - 1, -1, -1))           # popped first to last
     queued = set(work)
-    stores = [0] * len(ins)
+    stores = [0] * count
+    keys = [(_keys(x.uses & ~x.address), _keys(x.defs)) for x in ins]
     while work:
         i = work.pop()
         queued.discard(i)
         x = ins[i]
-        regs = list(state[i])
+        regs = state[i]
+        uses, defs = keys[i]
         used = 0
-        for key in range(NUM_SREGS):
-            if x.uses >> key & 1 and not x.address >> key & 1:
-                used |= regs[key]
+        for key in uses:
+            used |= regs[key]
         if x.kind == "store":
             stores[i] = used if x.scalar_mem else 0
-        if x.defs:
+        if defs:
+            regs = list(regs)
             if x.vector_in:
                 value = VECTOR                             # skipped: left stale
             elif x.kind == "load":
                 value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked loads are exact
             else:
                 value = used
-            for key in range(NUM_SREGS):
-                if x.defs >> key & 1:
-                    regs[key] = value
+            for key in defs:
+                regs[key] = value
         for j in succ[i]:
             target = state[j]
-            changed = False
-            for key, bits in enumerate(regs):
-                if bits & ~target[key]:
-                    target[key] |= bits
-                    changed = True
-            if changed and j not in queued:
-                queued.add(j)
-                work.append(j)
+            merged = [a | b for a, b in zip(target, regs)]
+            if merged != target:
+                state[j] = merged
+                if j not in queued:
+                    queued.add(j)
+                    work.append(j)
     return stores
+
+
+def _keys(bits: int) -> tuple[int, ...]:
+    return tuple(key for key in range(NUM_SREGS) if bits >> key & 1)
 
 
 VECTOR = 1

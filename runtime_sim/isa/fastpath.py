@@ -1,7 +1,9 @@
 """The fast path: run a straight-line loop's iterations as one batch of numpy.
 
 The exact interpreter (``interpreter.run(..., fast=True)``) calls ``FastLoops``
-each time it takes a backward branch, i.e. with the machine at the loop head.
+each time it takes a backward branch, i.e. with the machine at the loop head
+(and ``FastLoops.enter`` when a taken forward transfer reaches a loop head, for
+the loops only the path batch can run: ``path_batch``).
 If the loop qualifies (``loop_plan``) and the values in the registers let us
 prove it safe, the fast path runs the remaining iterations -- or as many as are
 provably safe -- by calling the same ``SEMANTICS`` functions with one batch row
@@ -41,8 +43,10 @@ from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, run_path
 from vpuc.diagnostics import VpucError
+from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS
 
 # A plan (and its cycle traces) depends only on the loop's code, so it is shared by
@@ -79,6 +83,9 @@ class FastLoops:
         self.plans: dict[tuple, LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
         self.min_iterations = max(1, min_iterations)
         self.min_path_iterations = max(self.min_iterations, min_path_iterations)
+        if "entries" not in self.plans:
+            self.plans["entries"] = _loop_entries(program)
+        self.entries: dict[int, int] = self.plans["entries"]   # loop head -> its back-edge
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
         self.batches = 0                    # loop entries taken over
@@ -132,7 +139,17 @@ class FastLoops:
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
-    def _plan(self, head: int, branch: int) -> LoopPlan | None:
+    def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
+              budget: int, max_cycles: float = float("inf")):
+        """The interpreter's hook at a taken forward transfer to ``head``: when ``head``
+        starts a loop that only the path batch can run, run it from its first iteration
+        (the back-edge would only offer it from the second).  Same returns as a call."""
+        branch = self.entries.get(head)
+        if branch is None or self._plan(head, branch, count=False) is not None:
+            return None
+        return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
+
+    def _plan(self, head: int, branch: int, count: bool = True) -> LoopPlan | None:
         key = (head, branch)
         if key not in self.plans:
             code = tuple((d.info.opcode, tuple(d.fields.values()))
@@ -147,7 +164,7 @@ class FastLoops:
             self.plans[key] = _PLANS[code]
         plan = self.plans[key]
         if isinstance(plan, str):
-            self.declined[plan] += 1
+            self.declined[plan] += count
             return None
         return plan
 
@@ -372,3 +389,15 @@ def _last_row(key: int, value):
         return value
     row = value[-1]
     return row if key < NUM_SREGS else row.copy()
+
+
+def _loop_entries(program) -> dict[int, int]:
+    """Loop heads -> their back-edge: the targets of exactly one backward conditional
+    branch or ``loop`` of the program."""
+    edges: dict[int, list[int]] = {}
+    for index, dec in enumerate(program.decoded):
+        access = operand_access(dec)
+        if (SEMANTICS[dec.info.opcode].kind in ("branch", "loop") and access.branch is not None
+                and access.branch <= 0 and access.branch % WORD_BYTES == 0):
+            edges.setdefault(index + access.branch // WORD_BYTES, []).append(index)
+    return {head: back[0] for head, back in edges.items() if len(back) == 1 and head >= 0}

@@ -35,6 +35,8 @@ from vpuc.shave.isa import NUM_SREGS
 
 # Iterations per chunk of the batch (rows of every temporary).
 PATH_CHUNK = 4096
+# Iterations tried at most in one entry when the trip count has no closed form.
+UNKNOWN_TRIP = 1 << 16
 # Below this many iterations, a path batch costs more than the inner loops' batches.
 MIN_PATH_ITERATIONS = 4
 # A loop refused this many times in a row is left to the other batches for the run
@@ -89,12 +91,15 @@ def _iterations(loops, found: Walk, branch: int, R: list, ready: list[int], now:
                 budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
     """(iterations to batch, the trip count, the timing): every check of the batch."""
     trip = trip_count(found)
+    guards = found.guards
     if trip is None:
-        raise PathRefused("trip count not provable from the back-edge")
-    iterations = min(trip, budget // len(found.path))
+        # No closed form (a counter stepping past 0: the last group of rows is shorter):
+        # the back-edge is one more guard, and the guards end the batch in time.
+        guards = guards + [found.back]
+    iterations = min(UNKNOWN_TRIP if trip is None else trip, budget // len(found.path))
     if iterations == trip and branch + 1 == len(loops.program.steps):
         iterations -= 1                  # the fall off the end of .text: the interpreter's
-    iterations = bounded(found, guarded(found.guards, iterations), accessible_ranges(memory))
+    iterations = bounded(found, guarded(guards, iterations), accessible_ranges(memory))
     timing = path_timing(loops.program, found)
     if max_cycles != float("inf"):
         iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))

@@ -37,6 +37,7 @@ import numpy as np
 from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint, affine_const, affine_op, signed
 from runtime_sim.isa.loop_pipelined import register_name
 from runtime_sim.isa.loop_plan import _memory_shape
+from runtime_sim.isa.memory import AccessFault
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.diagnostics import VpucError
 from vpuc.shave.encoding import WORD_BYTES
@@ -366,8 +367,11 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
             value = words[low]
         else:
             loaded_first.add(low)
-            start = int(memory.read(low, size).view({1: np.uint8, 2: np.uint16,
-                                                     4: np.uint32}[size])[0])
+            try:
+                start = int(memory.read(low, size).view({1: np.uint8, 2: np.uint16,
+                                                         4: np.uint32}[size])[0])
+            except AccessFault:             # the interpreter faults there, at its pc
+                raise PathRefused("a promoted word is not accessible") from None
             if sem.mnemonic in ("lb", "lh"):
                 bits = 8 * size
                 start = (start ^ (1 << bits - 1)) - (1 << bits - 1)

@@ -39,9 +39,10 @@ class CmxBindings:
 
     reads: tuple[Range, ...]                       # inputs() and outputs(): may be loaded
     writes: tuple[Range, ...]                      # outputs(): may be stored
-    # For messages: what the task binds, then every other buffer of the tile's CMX.
+    # For messages: what the task binds, then every other buffer of the tile's CMX (a
+    # function: a model's tile holds thousands, listed only when a fault is explained).
     bound: tuple[tuple[int, int, str], ...]
-    others: tuple[tuple[int, int, str], ...]
+    others: Callable[[], tuple[tuple[int, int, str], ...]]
 
 
 def merge(ranges) -> list[Range]:
@@ -142,7 +143,7 @@ def invocation_bounds(cmx_base: int, bindings: CmxBindings, win_d: Range, win_e:
                (data[1], stack[0], "the invocation's arguments (read-only)"),
                (stack[0], stack[1], "the task's stack")]
     return Bounds(loads, stores, lambda: [absolute_labels(cmx_base, bindings.bound),
-                                          absolute_labels(cmx_base, bindings.others), windows])
+                                          absolute_labels(cmx_base, bindings.others()), windows])
 
 
 def absolute_labels(base: int, labels) -> list[tuple[int, int, str]]:

@@ -22,6 +22,8 @@ from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.targets.shave import DPU_POST_OPS
 from vpuc.fusion.tokenizer import Reason
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DpuOp, PostOpKind
 from vpuc.vir.parser import parse_text
 
@@ -238,7 +240,6 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     # conv2's output blocks in CMX after each block's convolution (fuse_epilogue)
     assert layers == {"conv": [DpuOp.CONV] * 2, "conv2": [DpuOp.CONV, DpuOp.ADD] * 2,
                       "mm": [DpuOp.MATMUL] * 16, "pool": [DpuOp.MAXPOOL] * 2}
-    # each segment's first loads wait for the previous segment's last store
     dma = {t.label: t for t in tasks(mod, "DMA")}
     finished = [label for label, t in dma.items() if any(u.endswith("finished") for u in t.updates)]
     # 7 segments (sg0 conv sg1 conv2+sum mm pool sg2); a gate no segment waits on any more
@@ -247,6 +248,19 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     for label in finished:
         barrier = next(u for u in dma[label].updates if u.endswith("finished"))
         assert any(barrier in t.waits for t in tasks(mod, "DMA"))
+    # each load of a computed value waits for a store that wrote it (block_deps), or for
+    # its slot (``done``)
+    symbols = SymbolTable(mod)
+    dma = tasks(mod, "DMA")
+    loads = 0
+    for t in dma:
+        src, dst = symbols.region(t.src), symbols.region(t.dst)
+        if src.kind is not BufferKind.DDR or dst.kind is not BufferKind.CMX:
+            continue
+        loads += 1
+        stored = {u for w in dma if symbols.region(w.dst).root is src.root for u in w.updates}
+        assert stored & set(t.waits) or any(".done" in w for w in t.waits), t.label
+    assert loads >= 6              # 7 segments: sg0 conv sg1 conv2+sum mm pool sg2
 
 
 # ------------------------------------------------------------------ marking and post-ops

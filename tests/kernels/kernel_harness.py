@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import ml_dtypes
 from numpy.lib.stride_tricks import as_strided
 
 from runtime_sim.isa.cycles_only import data_dependence, invoke_cycles_only
@@ -31,7 +32,8 @@ CMX_BYTES = 1 << 18
 SENTINEL = 0xA5
 ELEM = {np.dtype(np.float16): ElemType.F16, np.dtype(np.float32): ElemType.F32,
         np.dtype(np.int16): ElemType.I16, np.dtype(np.uint16): ElemType.U16,
-        np.dtype(np.int32): ElemType.I32, np.dtype(np.uint32): ElemType.U32}
+        np.dtype(np.int32): ElemType.I32, np.dtype(np.uint32): ElemType.U32,
+        np.dtype(ml_dtypes.bfloat16): ElemType.BF16}
 NCHW, NHWC = (0, 1, 2, 3), (0, 2, 3, 1)
 
 

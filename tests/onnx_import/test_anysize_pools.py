@@ -29,6 +29,11 @@ CASES = {
                                             m.weight((32,), 0.1)],
                                    kernel_shape=[3, 3], group=32, pads=[1, 1, 1, 1]),
                   DpuOp.DWCONV),
+    # 16 channels: one job, its weights resident per tile, blocks of rows x columns
+    "depthwise_16": (lambda m: m.node("Conv", [_x(m, (1, 16) + SHAPE[2:]), m.weight((16, 1, 3, 3)),
+                                               m.weight((16,), 0.1)],
+                                      kernel_shape=[3, 3], group=16, pads=[1, 1, 1, 1]),
+                     DpuOp.DWCONV),
     "depthwise_strided_dilated": (lambda m: m.node("Conv", [_x(m, SHAPE), m.weight((32, 1, 3, 3))],
                                                    kernel_shape=[3, 3], group=32, strides=[1, 2],
                                                    dilations=[1, 2], pads=[1, 2, 1, 1]),
@@ -49,11 +54,15 @@ def test_row_too_wide_is_cut_into_column_blocks(case, tmp_path):
     tasks = compile_and_compare(tmp_path, build, seed=sorted(CASES).index(case),
                                 cmx_budget=BUDGET)
     program = api.compile(tmp_path / "m.onnx", cmx_budget=BUDGET)
-    sim = api.simulate(program, {"x": np.zeros(SHAPE, np.float16)}, timing_only=True)
+    shape = (1, 16) + SHAPE[2:] if case == "depthwise_16" else SHAPE
+    sim = api.simulate(program, {"x": np.zeros(shape, np.float16)}, timing_only=True)
     summary = summary_data(sim.result.plan, sim.result.timeline, exact=True)
     assert 0 < summary["bound"]["cycles"] <= summary["cycles"]
     assert {t.op for t in tasks} == {dpu_op}
     assert {t.tile for t in tasks} == {0, 1}
+    if case == "depthwise_16":         # one job: each tile loads the weights once
+        weights = {(t.tile, t.weights) for t in tasks}
+        assert len(weights) == 2
     widths = {t.variants[0].end[0] + 1 for t in tasks}
     ow = 48 if case in ("depthwise_strided_dilated", "maxpool_s2") else 96
     assert max(widths) < ow, "blocks of columns, not whole rows"
@@ -167,3 +176,44 @@ def test_global_max_pool_runs_on_the_dpu_at_any_size(tmp_path):
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"x": x.astype(np.float32)})[0]
     np.testing.assert_array_equal(got.astype(np.float32), want)
+
+
+# Which channelwise layers lower at which sizes: every one of these compiles (before the
+# column split and the two-level pools, every 4 KiB case and the 1x16x4x4096
+# count_include_pad average pool, depthwise and global average pool at the default
+# budget failed with "does not fit a tile's CMX").  Compile only: the cases above check
+# the numerics of each kind of split.
+MATRIX_OPS = {
+    "dw5": lambda m, x, c: m.node("Conv", [x, m.weight((c, 1, 5, 5))], kernel_shape=[5, 5],
+                                  group=c, pads=[2, 2, 2, 2]),
+    "max3s2": lambda m, x, c: m.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2],
+                                     pads=[1, 1, 1, 1]),
+    "avg3_count_pad": lambda m, x, c: m.node("AveragePool", [x], kernel_shape=[3, 3],
+                                             pads=[1, 1, 1, 1], count_include_pad=1),
+    "gap": lambda m, x, c: m.node("GlobalAveragePool", [x]),
+    "gmp": lambda m, x, c: m.node("GlobalMaxPool", [x]),
+}
+
+
+@pytest.mark.parametrize("budget", [4096, None], ids=["4KiB", "default"])
+@pytest.mark.parametrize("shape", [(1, 16, 4, 4096), (1, 48, 64, 64)], ids=["wide", "square"])
+@pytest.mark.parametrize("op", sorted(MATRIX_OPS))
+def test_channelwise_layers_lower_at_any_size(op, shape, budget, tmp_path):
+    m = ModelBuilder(seed=0, opset=17)
+    m.output(MATRIX_OPS[op](m, m.input("x", list(shape)), shape[1]))
+    program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=budget)
+    ops = _dpu_ops(program)
+    if op == "gap":                     # a ragged first level is a dwconv
+        assert ops - {DpuOp.DWCONV} == {DpuOp.AVGPOOL}
+    else:
+        assert ops == {"dw5": {DpuOp.DWCONV}, "max3s2": {DpuOp.MAXPOOL},
+                       "avg3_count_pad": {DpuOp.DWCONV}, "gmp": {DpuOp.MAXPOOL}}[op]
+    if op in ("gap", "gmp") and budget:                # two levels of pooling
+        labels = {t.label.split(".")[1] for tl in program.module.task_lists
+                  if tl.executor.name == "DPU" for t in tl.tasks}
+        assert labels == {"l1", "l2"}
+
+
+def _dpu_ops(program):
+    return {t.op for tl in program.module.task_lists if tl.executor.name == "DPU"
+            for t in tl.tasks}

@@ -143,20 +143,99 @@ def test_a_step_limit_inside_the_rows_stops_at_the_same_instruction():
              min_path_iterations=1)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 40), st.integers(1, 24), st.sampled_from([0, 2, 16, 48, 96, -64]),
        st.sampled_from([0, 2, 16, 48, 96, -64]), st.sampled_from(sorted(BACK_EDGES)),
        st.sampled_from(["vmul.f16", "vadd.f16", "vmax.f16", "vsub.f16"]),
-       st.sampled_from([0, 0, 1, -1, 8]), st.integers(1, 7), st.integers(0, 2 ** 16))
-def test_random_row_loops(n, rows, in_extra, out_extra, back, op, grow, chunk, seed):
-    """Random row lengths, pitches (overlapping, negative, zero), back-edges and growing
-    rows: whatever the batch takes or refuses, the outcome is the interpreter's."""
+       st.sampled_from([0, 0, 1, -1, 8]), st.integers(1, 7), st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_random_row_loops(n, rows, in_extra, out_extra, back, op, grow, chunk, entered, seed):
+    """Random row lengths, pitches (overlapping, negative, zero), back-edges, growing rows,
+    loops entered by a jump or by falling through: whatever the batch takes or refuses,
+    the outcome is the interpreter's."""
     pitch = 2 * n
     in_pitch, out_pitch = pitch + in_extra, pitch + out_extra
     source = rows_source(in_pitch, out_pitch, op=op, back=back, grow=grow)
+    if entered:
+        source = source.replace("    vbcast.h v21, s21\nrows:",
+                                "    vbcast.h v21, s21\n    j rows\nrows:")
     inputs = INPUT + (0x3000 if in_pitch < 0 else 0)
     outputs = OUTPUT + (0x3000 if out_pitch < 0 else 0)
     if grow < 0:
         n = max(n, rows)                        # a row length never below 0
     run_both(source, [inputs, outputs, rows, n], random_fill(seed), min_path_iterations=1,
              chunk=chunk)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 12])
+def test_a_loop_entered_by_a_taken_branch_is_batched_from_its_first_row(rows):
+    """``j rows`` enters the loop forward: the path batch takes every row, the first too
+    (entered by falling through, the first row runs in the interpreter)."""
+    source = rows_source(64, 64).replace("    vbcast.h v21, s21\nrows:",
+                                         "    vbcast.h v21, s21\n    j rows\n    nop\nrows:")
+    fast, loops, _ = run_both(source, [INPUT, OUTPUT, rows, 24], random_fill(rows),
+                              min_path_iterations=1)
+    if rows > 1:                # one row: the walk sees the back-edge fall through
+        assert fast.batched_iterations == rows and loops.batches == 1
+
+
+# --- the library kernels' row loops: every field of the result ----------------------------------
+
+@pytest.mark.parametrize("name", ["softmax", "mvn", "reduce_mean", "log_softmax", "reduce_max"])
+@pytest.mark.parametrize("dtype, rows, n, channels_last", [
+    (np.float16, 40, 197, False), (np.float32, 24, 50, False), (np.float16, 30, 33, False),
+    (np.float16, 37, 12, True), (np.float32, 19, 20, True), (np.float16, 64, 9, True)])
+def test_library_row_loops_batch_along_their_path(name, dtype, rows, n, channels_last):
+    """Long rows (one at a time) and groups of 8 strided rows (R not innermost): memory,
+    cycles, counts and registers as the interpreter's, and most rows in path batches."""
+    from runtime_sim.isa.invoke import invoke_kernel
+    from vpuc.abi.params import MemRefArg, ScalarArg, layout_window_e
+    from vpuc.ir.types import ElemType
+    from vpuc.kernel_library import load_library_kernel
+
+    obj = load_library_kernel(name)
+    elem = ElemType.F16 if dtype == np.float16 else ElemType.F32
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(rows * n)
+    cmx = np.zeros(1 << 17, np.uint8)
+    x = (rng.standard_normal(rows * n) * 3).astype(dtype)
+    cmx[:x.nbytes] = x.view(np.uint8)
+    perm = (0, 2, 1) if channels_last else (0, 1, 2)     # channels last: R = dim 2 strided
+    shape = (1, rows, n)
+
+    def memref(offset, dims):
+        strides, step = [0, 0, 0], 1
+        for dim in reversed(perm):
+            strides[dim] = step
+            step *= dims[dim]
+        return MemRefArg(WIN_F + offset, elem, dims, perm, tuple(s * item * 8 for s in strides))
+
+    reduces = name.startswith("reduce")
+    out_shape = (1, rows, 1) if reduces else shape
+    scalars = [ScalarArg(ElemType.F32, 1e-5), ScalarArg(ElemType.I32, 0)] if name == "mvn" else []
+    image = layout_window_e(obj.data, [memref(0, shape), memref(0x10000, out_shape)] + scalars,
+                            0x1E000000)
+    results = []
+    for fast in (False, True):
+        memory = cmx.copy()
+        results.append((memory, invoke_kernel(obj, memory, image.image, image.args_offset,
+                                               image.args_size, fast=fast)))
+    (exact_cmx, exact), (fast_cmx, fast) = results
+    assert exact.scalar_regs[0] == 0, "kernel status"
+    assert np.array_equal(fast_cmx, exact_cmx)
+    for field in exact.__dataclass_fields__:
+        if field != "batched_iterations":
+            assert getattr(fast, field) == getattr(exact, field), field
+    if not (channels_last or n < 32):
+        assert fast.batched_iterations >= rows - 1          # rows one at a time
+    elif rows // 8 >= 4:
+        assert fast.batched_iterations >= rows // 8         # full groups of 8 rows
+
+
+def test_a_stack_word_that_faults_is_reported_where_the_interpreter_reports_it():
+    """The walk reads a promoted word's value; unmapped, the interpreter must fault there."""
+    source = rows_source(64, 64).replace(
+        "    vbcast.h v21, s21\nrows:\n    lw s6, 0(sp)",
+        "    vbcast.h v21, s21\n    li s19, 64\n    j rows\nrows:\n    lw s6, 0(s19)")
+    error, _, _ = run_both(source, [INPUT, OUTPUT, 12, 24], random_fill(8), min_path_iterations=1)
+    assert isinstance(error, str) and "lw s6, 0(s19)" in error

@@ -121,8 +121,9 @@ class Schedule:
         for rows in (self._waits, self._updates):
             rows.values = array("i", [rank[k] for k in rows.values])
         self.barrier_names = [names[k] for k in by_name]
-        del number, names
-        self.barrier_index = {name: k for k, name in enumerate(self.barrier_names)}
+        for name, k in number.items():   # the first-seen numbers become name-order ones
+            number[name] = rank[k]
+        self.barrier_index = number
         self._producers = self._updates.transposed(len(self.barrier_names))
         self._consumers = self._waits.transposed(len(self.barrier_names))
         self.producers = BarrierUsers(self.barrier_index, self.barrier_names, self._producers)

@@ -260,11 +260,13 @@ class LayerEmitter:
     """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
 
     def __init__(self, prog: ProgramText, prefix: str, tiles: int, gate: tuple[str, ...],
-                 finish: str | None, blocks: int) -> None:
+                 finish: str | None, blocks: int, slots: int = 2) -> None:
+        """``slots``: the CMX slots per tile blocks take in turn (block k waits for the slot
+        of block ``k - slots * tiles``)."""
         self.prog, self.p, self.lp = prog, prefix, label(prefix)
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
-        self.reuse = 2 * self.used
+        self.reuse = slots * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
         self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store

@@ -16,9 +16,9 @@ VPUIPDPU/rewriters/dpu_invariant_block_rewriters.cpp`` of
 The first chunk's task adds the bias (in f32, once); the library kernel
 ``add`` (kernels/add.s, f32) on the tile's two ACT SHAVEs (half of the rows
 each) sums each partial into a running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
-``tanh``, in f32) and ``convert`` (f32 -> f16) run once on the total, and a
-DMA stores the f16 block.  So a value is the f32 sum of its products rounded
-once to f16, as the unsplit layer computes it (only the order of the f32
+``tanh``, in f32) and ``convert`` (f32 -> f16, or bf16 for a bf16 layer) run once on
+the total, and a DMA stores the block.  So a value is the f32 sum of its products
+rounded once to the layer's type, as the unsplit layer computes it (only the order of the f32
 additions differs).
 
 The tasks are ordered by what they read and write (``lower_dpu_ksplit_schedule``): buffers
@@ -63,12 +63,15 @@ ACTIVATIONS = {"Relu": "relu", "Clamp": "clamp", "Sigmoid": "sigmoid", "Tanh": "
 MAX_PAIRS = 16               # (rows, output channels) pairs tried
 
 
-def kernel_declarations(activation: str | None) -> list[str]:
-    """The library kernels a K-split layer calls (f32 totals, an f16 result)."""
+OUT_ELEMS = (ElemType.F16, ElemType.BF16)       # the DPU's float types (lower_dpu_support)
+
+
+def kernel_declarations(activation: str | None, out_elem: ElemType = ElemType.F16) -> list[str]:
+    """The library kernels a K-split layer calls (f32 totals, an f16 or bf16 result)."""
     decls = ['kernel @ksplit_add_f32(a: memref<*xf32>, b: memref<*xf32>, output: memref<*xf32>) '
              'from library "add"',
-             'kernel @ksplit_convert_f32_f16(input: memref<*xf32>, output: memref<*xf16>) '
-             'from library "convert"']
+             f'kernel @ksplit_convert_f32_{out_elem}(input: memref<*xf32>, '
+             f'output: memref<*x{out_elem}>) from library "convert"']
     if activation == "clamp":
         decls.append('kernel @ksplit_clamp_f32(input: memref<*xf32>, output: memref<*xf32>, '
                      'minVal: f16, maxVal: f16) from library "clamp"')
@@ -106,10 +109,11 @@ class KSplitLayer(ABC):
                                None)
         self.clamp = next(((o.attrs["min"], o.attrs["max"]) for o in layer.chain
                            if o.kind == "Clamp"), None)
-        if out_elem is not ElemType.F16:
+        if out_elem not in OUT_ELEMS:
             raise VpucError(f"{describe(op)} does not fit a tile's CMX and needs its reduction "
-                            f"split into f32 partial sums, which are converted to f16 only; the "
-                            f"layer is {out_elem}", op.loc)
+                            f"split into f32 partial sums, which are converted to f16 or bf16 "
+                            f"only; the layer is {out_elem}", op.loc)
+        self.out_elem = out_elem
 
     # subclass interface
     @abstractmethod
@@ -177,7 +181,7 @@ class KSplitLayer(ABC):
         """Every task of the layer under split ``s``, in program order: output blocks in
         rounds of one per tile, their chunks interleaved, then each block's epilogue."""
         sch = TaskSchedule(self.p, self.timing)
-        sch.prog.kernels = kernel_declarations(self.activation)
+        sch.prog.kernels = kernel_declarations(self.activation, self.out_elem)
         self.declare(sch)
         blocks = self.blocks(s)
         counter = [0] * self.tiles          # chunks so far per tile: the slot parity
@@ -266,7 +270,7 @@ class KSplitLayer(ABC):
 
     def _epilogue(self, sch: TaskSchedule, tag: str, t: int, block, total: str,
                   totals: list[int]) -> None:
-        """The activation on the f32 total, the conversion to f16, the store."""
+        """The activation on the f32 total, the conversion to the layer's type, the store."""
         f32 = sch.types[total]
         if self.activation is not None:
             result = self._total(sch, f"act.{tag}", t, f32, totals)
@@ -275,8 +279,8 @@ class KSplitLayer(ABC):
                      scalars)
             total = result
         sch.scope = f"t{t}.out"
-        y = sch.cmx(f"out.{tag}", TensorType(f32.dims, ElemType.F16, f32.order), t)
-        self.act(sch, f"convert.{tag}", "ksplit_convert_f32_f16", t, [total], y)
+        y = sch.cmx(f"out.{tag}", TensorType(f32.dims, self.out_elem, f32.order), t)
+        self.act(sch, f"convert.{tag}", f"ksplit_convert_f32_{self.out_elem}", t, [total], y)
         self.store(sch, tag, t, block, y)
 
     def emit(self, gate: tuple[str, ...], finish: str | None) -> Split:

@@ -68,6 +68,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.block_deps import pipeline_segments
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
@@ -83,7 +84,7 @@ from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
-from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, early_bytes,
+from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, SegmentValues, ddr_layouts, early_bytes,
                                   nhwc_ports, overlap)
 from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.subgraph import Tokenization, tokenize
@@ -149,8 +150,13 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
-        if rename is None:       # a block among others keeps its order against theirs
-            relax_gates(lowered, [k for k, _ in order], [f for _, f in order], ctx.arch)
+        # A block among others keeps its order against theirs; block_deps.pipeline_segments
+        # runs under relax_gates' trial allocation when relax_gates takes the module.
+        if rename is not None or not relax_gates(
+                lowered, [k for k, _ in order], [f for _, f in order], ctx.arch,
+                then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
+                                               EARLY_CMX_BYTES)):
+            pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
     return lowered
 
 
@@ -316,8 +322,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish, library, made,
-                      nhwc=s in nhwc_acts)
+                      nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
+    prog.drop_unused(prog.redeclared)
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
@@ -339,9 +346,10 @@ def _segment_values(tok: Tokenization, segments: list[Segment], names: dict[str,
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
               config, prefix, gate, finish, library: dict[int, LibraryCall],
-              made: dict[tuple, str], nhwc: bool = False) -> None:
+              made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
     """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
-    ports of its kernels."""
+    ports of its kernels; ``pipelined``: segments overlap (``block_deps``), which the cut
+    weighs (``act_split.choose_cut``)."""
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -364,7 +372,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         total = sum(v.type.nbytes for v in seg_values)
         cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
             seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)]
-        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles)
+        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles, pipelined)
         outermost = next(c[3] for c in cuts if c[0] == axis)
         runs = [(main, size, 0)]
         if main * size < master[axis]:      # a main run of equal blocks, then a tail block

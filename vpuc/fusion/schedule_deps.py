@@ -75,9 +75,13 @@ class _SegmentIndex:
             head = head[:cut]
 
 
-def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch) -> bool:
+def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
+                then=None) -> bool:
     """Apply the module docstring's rules to ``module`` (``arch``: the target, whose CMX
-    the trial allocations fill); False when it is left unchanged."""
+    the trial allocations fill); False when it is left unchanged.  ``then``: a further
+    relaxation of waits, barriers and updates only (``block_deps.pipeline_segments``),
+    applied after each attempt and tried with it; when even every gate kept does not
+    allocate with it, the module goes on without it (and without trial: as before)."""
     if len(keys) < 2 or len(finishes) != len(keys):
         return False
     segments = _SegmentIndex(keys)
@@ -100,11 +104,14 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     fits = [s > 0 for s in range(len(keys))]       # segment s waits two back, not one
     saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
     barriers = list(module.barriers)
-    for attempt in range(TRIALS + 1):
-        if attempt == TRIALS:                  # each trial allocates the whole program
+    for attempt in range(TRIALS + 2):
+        if attempt >= TRIALS:                  # each trial allocates the whole program
             fits = [False] * len(fits)
+        further = then is not None and attempt <= TRIALS
         _relax(module, dma_list, segments, symbols, finishes, fits)
-        failed = _failed_allocation(module, arch) if any(fits) else None
+        if further:
+            then()
+        failed = _failed_allocation(module, arch) if any(fits) or further else None
         if failed is None:
             return True
         for task, waits, updates in saved:
