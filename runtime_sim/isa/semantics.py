@@ -79,6 +79,20 @@ class Access:
 
 
 def operand_access(dec: Decoded) -> Access:
+    """The operands of ``dec`` (decoded words are shared and never change: computed once
+    per word)."""
+    found = _ACCESSES.get(id(dec))
+    if found is None or found[0] is not dec:
+        if len(_ACCESSES) >= 1 << 16:
+            _ACCESSES.clear()
+        found = _ACCESSES[id(dec)] = (dec, _operand_access(dec))
+    return found[1]
+
+
+_ACCESSES: dict[int, tuple[Decoded, Access]] = {}
+
+
+def _operand_access(dec: Decoded) -> Access:
     reads: list[tuple[str, object]] = []
     writes: list[int] = []
     branch = None

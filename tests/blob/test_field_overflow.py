@@ -77,7 +77,7 @@ def test_an_error_without_a_record_to_blame_keeps_the_writers_message(monkeypatc
 
     import vpuc.blob.writer_fb as writer_fb
 
-    def failing(content, digest):
+    def failing(content):
         raise struct.error("'I' format requires 0 <= number <= 4294967295")
     monkeypatch.setattr(writer_fb, "write_fb", failing)
     (diag,) = _error(vpuc.compile(CLAMP), "fb").diagnostics

@@ -72,6 +72,6 @@ def test_a_repeated_key_is_refused_with_its_place(program, writer):
     twice = content.layer_sources[:1] * 2
     bad = content._replace(layer_sources=twice)
     with pytest.raises(VpucError) as info:
-        read_blob(writer(bad, content_hash(bad)), "bad.blob")
+        read_blob(writer(bad), "bad.blob")
     assert "layer source #1" in str(info.value.diagnostics[0].loc) + \
         info.value.diagnostics[0].message

@@ -27,13 +27,12 @@ def write_blob(program: Program, fmt: str = "fb", options: dict[str, str] | None
     if fmt not in FORMATS:
         raise UsageError(f"unknown blob format '{fmt}'; expected one of: {', '.join(FORMATS)}")
     content = flatten(program, options)
-    digest = content_hash(content)
     with reported(content, program):
         if fmt == "fb":
             from vpuc.blob.writer_fb import write_fb
-            return write_fb(content, digest)
+            return write_fb(content)
         from vpuc.blob.writer_elf import write_elf
-        return write_elf(content, digest)
+        return write_elf(content)
 
 
 def inspect_blob(data: bytes, file: str = "<blob>", *, json: bool = False,

@@ -11,8 +11,10 @@ Enum codes are the generated schema enums' values, looked up by the IR enum
 member's name (the schema spells them the same), so the schema is the one
 source of the numbering.
 
-The content hash is SHA-256 over the compact JSON of the records, with each
-byte string replaced by the hex SHA-256 of its bytes (docs/blob-format.md).
+``content_hash`` is the hash blobs of format 1.0 to 1.2 carry: SHA-256 over the
+compact JSON of the records, with each byte string replaced by the hex SHA-256
+of its bytes (docs/blob-format.md, "Content hash"); since 1.3 a blob carries the
+hash of its own bytes (``vpuc.blob.sealing``).
 """
 
 from __future__ import annotations
@@ -299,8 +301,8 @@ def _digest_bytes(value):
 
 
 def content_hash(content: BlobContent) -> bytes:
-    """SHA-256 of the content: the same for both formats of one program.  A content
-    without a layer table hashes as it did before the table existed (format 1.1)."""
+    """SHA-256 of the records (the hash of blobs before 1.3): the same for both formats of
+    one program.  A content without a layer table hashes as in format 1.1."""
     records = tuple(content) if content.layer_sources else tuple(content)[:-1]
     text = json.dumps(records, default=_digest_bytes, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode("utf-8")).digest()

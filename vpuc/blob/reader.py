@@ -7,7 +7,8 @@ Both formats go through the same steps:
 2. the format version is read on its own and checked: the major must equal
    ours and the minor must be at most ours;
 3. the reader decodes the content, bounds-checking every offset;
-4. the content hash in the header must match the content;
+4. the content hash in the header must match: since format 1.3 the hash of the blob's
+   bytes (``vpuc.blob.sealing``), before it the hash of the decoded records;
 5. ``rebuild`` checks the content and builds the Program (and, by default,
    verifies it).
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from vpuc.arch import Arch
 from vpuc.blob.content import FORMAT_VERSION, BlobContent, content_hash
 from vpuc.blob.rebuild import rebuild
+from vpuc.blob.sealing import DIGEST_BYTES, bytes_digest, hashes_bytes
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.program import Program
 
@@ -81,6 +83,7 @@ def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
             version = reader.version()
             check_version(version, file, "SummaryHeader.version")
             content, digest = reader.content()
+            hash_at = reader.hash_offset() if hashes_bytes(version) else -1
             part_sizes = dict(reader.decoder.sizes) if sizes else {}
         else:
             from vpuc.blob.reader_elf import ElfReader
@@ -88,6 +91,7 @@ def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
             version = reader.version()
             check_version(version, file, ".note.vpuc")
             content, digest = reader.content()
+            hash_at = reader.hash_offset() if hashes_bytes(version) else -1
             part_sizes = reader.sizes() if sizes else {}
     except VpucError:
         raise
@@ -97,7 +101,15 @@ def decode_blob(data: bytes, file: str, *, sizes: bool = True) -> DecodedBlob:
     except Exception as exc:  # a reader bug must still not show a traceback
         raise VpucError(f"cannot decode the blob ({type(exc).__name__}: {exc}); this is a bug "
                         "in the vpuc blob reader", BinLoc(file, "file", 0)) from None
-    actual = content_hash(content) if CHECK_CONTENT_HASH else digest
+    if not CHECK_CONTENT_HASH:
+        actual = digest
+    elif hashes_bytes(version):
+        if len(digest) != DIGEST_BYTES:
+            raise VpucError(f"content hash is {len(digest)} bytes, expected {DIGEST_BYTES}; the "
+                            "blob is corrupted", BinLoc(file, "header", 0))
+        actual = bytes_digest(data, hash_at)
+    else:
+        actual = content_hash(content)
     if actual != digest:
         raise VpucError(f"content hash mismatch: the header says {digest.hex()[:16]}..., the "
                         f"content hashes to {actual.hex()[:16]}...; the blob is corrupted",

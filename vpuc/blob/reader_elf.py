@@ -183,6 +183,11 @@ class ElfReader:
         self.check_relocations(content)
         return content, h.content_hash
 
+    def hash_offset(self) -> int:
+        """Where the header record's content hash lies in the file (a record too short to
+        hold it read it as zeros, which no blob hashes to)."""
+        return self.by_name[R.HEADER].header.sh_offset + R.HeaderRecord.offsets["content_hash"]
+
     def layer_sources(self):
         if R.LAYER_SOURCES not in self.by_name:         # a 1.1 blob, or no layer table
             return ()

@@ -15,6 +15,7 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
                                TaskListRec, TensorRec, VariantRec, image_of)
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
+from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -65,6 +66,12 @@ class FbReader:
                                     for b in root.barriers or ()),
                               lists, kernels, runtime, constants, read_layers(root))
         return content, bytes(root.header.content_hash or b"")
+
+    def hash_offset(self) -> int:
+        """Where the content hash lies in the buffer (after ``content()`` checked the header);
+        -1 without a 32-byte hash."""
+        at, length = fb_hash_span(self.data)
+        return at if length == DIGEST_BYTES else -1
 
     def header(self, h) -> HeaderRec:
         if h.architecture is None or h.task_counts is None:

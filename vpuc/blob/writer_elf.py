@@ -15,7 +15,8 @@ import struct
 from vpuc.blob import elf_records as R
 from vpuc.blob.layer_sources import encode_elf as encode_layers
 from vpuc.blob.content import (ELEM_OF, EXECUTOR_CODE, FORMAT_VERSION, LOCATION_CODE,
-                               ActTaskRec, BlobContent, DmaRec, DpuRec, TensorRec)
+                               ActTaskRec, BlobContent, DmaRec, DpuRec, TensorRec, content_hash)
+from vpuc.blob.sealing import DIGEST_BYTES, elf_hash_offset, hashes_bytes, seal
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import Executor
 from vpuc.shave import elf_layout as elf
@@ -298,6 +299,8 @@ class _ElfWriter:
             sections.append(elf.SectionSpec(R.LAYER_SOURCES, R.VpucShType.SHT_VPUC_LAYER_SOURCES,
                                             encode_layers(c.layer_sources, s.add), addralign=4))
         sections[2] = elf.SectionSpec(R.STRTAB, elf.SHT_STRTAB, bytes(s.data))
+        # Its index in the file's section header table (write_elf32 puts SHT_NULL at 0).
+        self.header_index = 1 + [spec.name for spec in sections].index(R.HEADER)
         self.symbol(R.ENTRY_SYMBOL, R.MAPPED_INFERENCE, 0, len(mapped.data), elf.STB_GLOBAL)
         self.symbol("vpuc.kernel_params", R.KERNEL_PARAMS, 0, 0, typ=elf.STT_NOTYPE)
         for window in sorted(R.WINDOW_SYMBOLS.values()):
@@ -354,5 +357,10 @@ def _number_words(number) -> tuple[int, int]:
     return (1, number.value) if number.is_int else (0, _float_bits(number.value))
 
 
-def write_elf(content: BlobContent, digest: bytes) -> bytes:
-    return _ElfWriter(content, digest).build()
+def write_elf(content: BlobContent) -> bytes:
+    """The blob, sealed with its content hash (``vpuc.blob.sealing``)."""
+    if not hashes_bytes(FORMAT_VERSION):       # tests write older versions
+        return _ElfWriter(content, content_hash(content)).build()
+    writer = _ElfWriter(content, bytes(DIGEST_BYTES))
+    data = bytearray(writer.build())
+    return seal(data, elf_hash_offset(data, writer.header_index))

@@ -27,8 +27,9 @@ from schema.vpu_blob import (ActKernel, ActKernelInvocation, ActKernelRuntime, A
                              PostOp, ScalarArg, Slice, SummaryHeader, TaskCounts, TaskList,
                              TensorBinding, TensorReference, Version)
 from vpuc.blob.content import (FORMAT_VERSION, ActTaskRec, BlobContent, DmaRec, DpuRec,
-                               HeaderRec, KernelRec, TensorRec, image_of)
+                               HeaderRec, KernelRec, TensorRec, content_hash, image_of)
 from vpuc.blob.fb_builder import FastBuilder
+from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span, hashes_bytes, seal
 from vpuc.blob.layer_sources import write_fb as write_layers
 
 IDENTIFIER = b"VPUB"
@@ -409,6 +410,11 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def write_fb(content: BlobContent, digest: bytes, builder=FastBuilder) -> bytes:
-    """``builder``: the builder class (tests compare FastBuilder with flatbuffers.Builder)."""
-    return _Writer(builder).blob(content, digest)
+def write_fb(content: BlobContent, builder=FastBuilder) -> bytes:
+    """The blob, sealed with its content hash (``vpuc.blob.sealing``).  ``builder``: the
+    builder class (tests compare FastBuilder with flatbuffers.Builder)."""
+    if not hashes_bytes(FORMAT_VERSION):       # tests write older versions
+        return _Writer(builder).blob(content, content_hash(content))
+    data = bytearray(_Writer(builder).blob(content, bytes(DIGEST_BYTES)))
+    at, _ = fb_hash_span(data)
+    return seal(data, at)

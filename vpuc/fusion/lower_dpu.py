@@ -260,24 +260,36 @@ class LayerEmitter:
     """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
 
     def __init__(self, prog: ProgramText, prefix: str, tiles: int, gate: tuple[str, ...],
-                 finish: str | None, blocks: int) -> None:
+                 finish: str | None, blocks: int, balance: bool = False,
+                 slots: int = 2) -> None:
+        """``balance``: block 0 goes to the tile the layers before gave the least DPU work
+        (``ProgramText.dpu_load``, when the program balances them), not always tile 0;
+        ``slots``: the CMX slots per tile blocks take in turn (block k waits for the slot
+        of block ``k - slots * tiles``)."""
         self.prog, self.p, self.lp = prog, prefix, label(prefix)
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
-        self.reuse = 2 * self.used
+        load = prog.dpu_load[:self.used] if balance and prog.dpu_load else []
+        self.first = load.index(min(load)) if load else 0
+        self.reuse = slots * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
         self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store
+        # what the output blocks' epilogue (``ProgramText.epilogue``) needs of a store's source
+        self.cmx_of: dict[str, tuple[TensorType, int]] = {}     # CMX buffer -> type, tile
+        self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
 
     def tile(self, k: int) -> int:
-        return k % self.used
+        return (k + self.first) % self.used
 
     def cmx(self, name: str, t: TensorType, tile: int) -> str:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
+        self.cmx_of[f"%{self.p}{name}"] = (t, tile)
         return f"%{self.p}{name}"
 
     def view(self, name: str, base: str, slices: list[str]) -> str:
         self.prog.views.append(f"view %{self.p}{name} = %{base}[{', '.join(slices)}]")
+        self.view_of[f"%{self.p}{name}"] = (f"%{base}", slices)
         return f"%{self.p}{name}"
 
     def load_waits(self, k: int) -> str:
@@ -318,30 +330,50 @@ class LayerEmitter:
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        runs = split_rows(rows, workload_of, self.timing)
+        runs, cycles = split_rows_cost(rows, workload_of, self.timing)
+        if self.prog.dpu_load:
+            self.prog.dpu_load[self.tile(k)] += cycles
         for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
             self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, "
                                  f"{z1}) mode({mode})")
         self.prog.dpu.append("  }")
 
-    def load_bias(self, t: int, bias: np.ndarray | None) -> str:
-        """The bias in tile ``t``'s CMX (declared in DDR with tile 0's load); "" without one."""
+    def load_bias(self, t: int, bias: np.ndarray | None, k: int | None = None) -> str:
+        """The bias in tile ``t``'s CMX (declared in DDR with tile 0's load), loaded for block
+        ``k`` (default ``t``, the block of its first use without ``balance``); "" without one."""
         if bias is None:
             return ""
         if t == 0:
             self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias, self.p + 'bias')}")
         cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
-        self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
-                 [f"%{self.p}loaded{t}"])
+        k = t if k is None else k
+        self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(k),
+                 [f"%{self.p}loaded{k}"])
         return f" bias({cmx})"
 
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
+        ready = f"%{self.p}done{k}"
+        if self.prog.epilogue is not None:
+            src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits({ready})",
                  updates, permute)
         self.store_at[k] = len(self.prog.dma) - 1
+
+
+    def _epilogue(self, k: int, src: str, dst: str) -> str:
+        """Run ``prog.epilogue`` (``fuse_epilogue.Epilogue``) on the CMX block behind the store
+        source ``src`` (the block, or a view of its real channels); the same part of its
+        output."""
+        block, slices = self.view_of.get(src, (src, None))
+        if block not in self.cmx_of:
+            raise VpucError(f"internal: the store of block {k} of {self.p} reads {src}, "
+                            "not an output block in CMX")
+        block_type, tile = self.cmx_of[block]
+        out = self.prog.epilogue.emit(self, k, block, block_type, tile, dst)
+        return out if slices is None else self.view(f"act.r{k}", out[1:], slices)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -419,7 +451,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                            cost=stages,
                            resident_cost=resident_cycles(prog, resident_loads, gate, constant),
                            channels=prog.dma_channels)
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks), balance=True)
     bias_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -427,9 +459,9 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
             if conv:
-                load_window_weights(e, op, index, values, t, e.load_waits(t),
-                                    [f"%{prefix}loaded{t}"], declare=t == 0)
-            bias_of[t] = e.load_bias(t, bias)
+                load_window_weights(e, op, index, values, t, e.load_waits(k),
+                                    [f"%{prefix}loaded{k}"], declare=k == 0)
+            bias_of[t] = e.load_bias(t, bias, k)
         xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
                                [f"%{prefix}loaded{k}"], step=step)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
