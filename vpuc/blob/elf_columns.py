@@ -1,7 +1,7 @@
 """The ELF container's big record sections read a column at a time.
 
 ``vpuc.blob.reader_elf.ElfReader`` reads the header, kernels and small tables a
-record at a time.  The sections that grow with the program (tensors, DMA tasks,
+record at a time.  The sections that grow with the program (tensors, barriers, DMA tasks,
 DPU invariants and variants, ACT invocations and their scalars) are read here as
 numpy structured arrays whose fields are the records' spec-named fields
 (``elf_records``: names, struct codes and offsets), and each check is made on a
@@ -19,7 +19,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from vpuc.blob import elf_records as R
-from vpuc.blob.content import (ActTaskRec, BindingRec, DmaRec, DpuRec, InvocationRec, Number,
+from vpuc.blob.content import (ActTaskRec, BarrierRec, BindingRec, DmaRec, DpuRec, InvocationRec, Number,
                                PostOpRec, ScalarRec, SliceRec, TensorRec, VariantRec)
 
 _DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
@@ -138,23 +138,32 @@ class ElfColumns:
         dims = self.lists(t["dims"], rank)
         strides = self.lists(t["strides"], rank, wide=True)
         orders = self.lists(t["order"], rank)
-        rows = zip(names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
-                   t["data_offset"].tolist(), dims, strides, t["data_type"].tolist(), orders,
-                   t["base"].tolist())
-        out = [TensorRec(name, loc, tile, off, data_off, d, (), s, dtype, order, base, (), None)
-               for name, loc, tile, off, data_off, d, s, dtype, order, base in rows]
+        slices = [()] * len(t)
         sliced = np.flatnonzero(t["slices"] != R.LIST_NONE)
         if len(sliced):
             words = self.lists(t["slices"][sliced], 3 * rank[sliced], wide=True)
+            shared: dict[tuple, tuple] = {}         # views of one shape: equal slice lists
             for row, w in zip(sliced.tolist(), words):
-                out[row] = out[row]._replace(slices=tuple(
-                    SliceRec(*w[i:i + 3]) for i in range(0, len(w), 3)))
+                made = shared.get(w)
+                if made is None:
+                    made = shared[w] = tuple(map(_make(SliceRec), zip(*[iter(w)] * 3)))
+                slices[row] = made
+        rows = zip(names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
+                   t["data_offset"].tolist(), dims, strides, t["data_type"].tolist(), orders,
+                   t["base"].tolist(), slices)
+        out = [TensorRec(name, loc, tile, off, data_off, d, (), s, dtype, order, base, sl, None)
+               for name, loc, tile, off, data_off, d, s, dtype, order, base, sl in rows]
         special = np.flatnonzero((t["dynamic_mask"] != 0) | (t["init_kind"] != -1))
         for row in special.tolist():        # dynamic dims and constant initializers: few
             whole = self.r.tensor(row, row_record(t, row, R.TensorRecord))
             out[row] = out[row]._replace(dynamic_dims=whole.dynamic_dims,
                                          const_init=whole.const_init)
         return tuple(out)
+
+    def barriers(self, b: np.ndarray) -> tuple:
+        rows = zip(b["id"].tolist(), b["physical_id"].tolist(), self.strings(b["name"]),
+                   b["producer_count"].tolist(), b["consumer_count"].tolist())
+        return tuple(map(_make(BarrierRec), rows))
 
     def dma(self, t: np.ndarray) -> tuple:
         rows = zip(self.strings(t["label"]), t["src"].tolist(), t["dst"].tolist(),

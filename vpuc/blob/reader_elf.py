@@ -16,7 +16,7 @@ import struct
 
 from vpuc.blob import elf_records as R
 from vpuc.blob.layer_sources import decode_elf as decode_layers
-from vpuc.blob.content import (LOCATION_CODE, ArchRec, BarrierRec, BlobContent, ConstantRec,
+from vpuc.blob.content import (LOCATION_CODE, ArchRec, BlobContent, ConstantRec,
                                ConstInitRec, DpuRec, HeaderRec, KernelImageRec, KernelRec,
                                KeyValue, Number, ParamRec, RuntimeRec, SliceRec, TaskCounts,
                                TaskListRec, TensorRec)
@@ -171,8 +171,8 @@ class ElfReader:
         self.columns = ElfColumns(self)
         tensors = self.columns.tensors(self.columns.table(
             self.section(R.TENSORS, R.VpucShType.SHT_VPUC_TENSORS), R.TensorRecord))
-        barriers = tuple(BarrierRec(r.id, r.physical_id, self.string(r.name), r.producer_count,
-                                    r.consumer_count) for r in self.records(R.BARRIERS))
+        barriers = self.columns.barriers(self.columns.table(
+            self.section(R.BARRIERS, R.VpucShType.SHT_VPUC_BARRIERS), R.BarrierRecord))
         kernels = tuple(self.kernels())
         lists = tuple(self.task_list(i, r) for i, r in
                       enumerate(self.records(R.MAPPED_INFERENCE)))
