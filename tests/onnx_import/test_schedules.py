@@ -148,26 +148,6 @@ def test_default_runs_elementwise_tails_on_the_dpu_output_blocks(model):
         assert on_dpu and not adds and len(ddr["default"]) < len(ddr["naive"])
 
 
-def _dpu_busy(sim) -> list[float]:
-    plan, timeline = sim.result.plan, sim.result.timeline
-    busy = [0.0] * 2
-    for u in range(plan.size):
-        kind, tile = plan.queue_keys[plan.queue_of[u]][:2]
-        if kind == "DPU":
-            busy[tile] += timeline.end[u] - timeline.start[u]
-    return busy
-
-
-def test_default_balances_the_dpu_work_of_both_tiles(model):
-    """A layer's first block goes to the tile with less DPU work so far (``LayerEmitter``'s
-    ``balance``): layers of an odd number of blocks no longer all favour tile 0."""
-    name, runs, _ = model
-    if name == "encoder_layer":          # MatMuls: their own emitter, tile 0 first
-        return
-    gap = {s: abs(b[0] - b[1]) for s, b in ((s, _dpu_busy(sim)) for s, (_, sim) in runs.items())}
-    assert gap["default"] < gap["naive"]
-
-
 def test_default_segments_wait_on_what_they_read(model):
     """``schedule_deps.relax_gates``: loads of DDR values wait on the stores that write them
     (``*.written``), not all on their predecessor's last store; every barrier still has a

@@ -93,9 +93,6 @@ class ProgramText:
     # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
     # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
     epilogue: object = None
-    # ``--schedule default``: the DPU cycles the cost model gives each tile's tasks so far,
-    # so a layer's first block goes to the least loaded tile (``LayerEmitter``); empty: no.
-    dpu_load: list[float] = field(default_factory=list)
     # ``--schedule default``: a first layer's zero-padded channels split over both DMA
     # channels (``lower_dpu_channels.load_block_input``).
     balance_channels: bool = False
