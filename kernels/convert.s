@@ -68,63 +68,67 @@ compute:
     beq      s6, s10, k_from_bf16
     beq      s7, s10, k_to_bf16
     beq      s6, s8, k_widen
-// f32 -> f16: two f32 vectors in, one f16 vector out.  Blocks of 32 elements
-// (8 vectors in, 4 out), software-pipelined: iteration i loads block i and
-// rounds and stores block i-1; then 8 elements at a time, then a masked tail.
-    cv_head  narrow
+// f32 -> NARROW (f16 or bf16, by the instruction CVT): two f32 vectors in, one
+// 16-bit vector out.  Blocks of 32 elements (8 vectors in, 4 out), software-
+// pipelined: iteration i loads block i and rounds and stores block i-1; then 8
+// elements at a time, then a masked tail.
+    .macro cv_narrow dir, cvt
+    cv_head  \dir
     vld      v1, 0(s2)
     vld      v2, 16(s2)
     addi     s2, s2, 32
-    vcvt.f16.f32 v0, v1, v2
+    \cvt v0, v1, v2
     vst      v0, 0(s4)
     addi     s4, s4, 16
-    loop     s8, k_narrow_one
-k_narrow_tail:
+    loop     s8, k_\dir\()_one
+k_\dir\()_tail:
     beqz     s9, k_done
     cv_masks_w m0, m1
     vmask.h  m2, s9
     vld.m    v1, 0(s2), m0
     vld.m    v2, 16(s2), m1
-    vcvt.f16.f32 v0, v1, v2
+    \cvt v0, v1, v2
     vst.m    v0, 0(s4), m2
     ret
-k_narrow_blocks:                  # prologue: block 0
+k_\dir\()_blocks:                  # prologue: block 0
     .irp     r, 0, 1, 2, 3, 4, 5, 6, 7
     vld      v\r, 16 * \r(s2)
     .endr
     addi     s2, s2, 128
     addi     s10, s10, -1
-    beqz     s10, k_narrow_last
-k_narrow_loop:
-    vcvt.f16.f32 v8, v0, v1
+    beqz     s10, k_\dir\()_last
+k_\dir\()_loop:
+    \cvt v8, v0, v1
     vld      v0, 0(s2)
     vld      v1, 16(s2)
-    vcvt.f16.f32 v9, v2, v3
+    \cvt v9, v2, v3
     vld      v2, 32(s2)
     vld      v3, 48(s2)
     addi     s2, s2, 128
-    vcvt.f16.f32 v10, v4, v5
+    \cvt v10, v4, v5
     vld      v4, -64(s2)
     vld      v5, -48(s2)
     vst      v8, 0(s4)
-    vcvt.f16.f32 v11, v6, v7
+    \cvt v11, v6, v7
     vld      v6, -32(s2)
     vld      v7, -16(s2)
     .irp     r, 9, 10, 11
     vst      v\r, 16 * (\r - 8)(s4)
     .endr
     addi     s4, s4, 64           # after the stores that use it
-    loop     s10, k_narrow_loop
-k_narrow_last:                    # epilogue: the last block
-    vcvt.f16.f32 v8, v0, v1
-    vcvt.f16.f32 v9, v2, v3
-    vcvt.f16.f32 v10, v4, v5
-    vcvt.f16.f32 v11, v6, v7
+    loop     s10, k_\dir\()_loop
+k_\dir\()_last:                    # epilogue: the last block
+    \cvt v8, v0, v1
+    \cvt v9, v2, v3
+    \cvt v10, v4, v5
+    \cvt v11, v6, v7
     .irp     r, 8, 9, 10, 11
     vst      v\r, 16 * (\r - 8)(s4)
     .endr
     addi     s4, s4, 64
-    j        k_narrow_rest
+    j        k_\dir\()_rest
+    .endm
+    cv_narrow narrow, vcvt.f16.f32
 // f16 -> f32: one f16 vector in, two f32 vectors out.  Blocks of 32 elements
 // (4 vectors in, 8 out), software-pipelined as above; then 8 elements at a
 // time, then a masked tail.
@@ -183,30 +187,12 @@ k_widen_last:                     # epilogue: the last block
     addi     s4, s4, 128
     j        k_widen_rest
 // ---- bf16 on one side: 8 elements at a time, then a masked tail ----
-// f32 -> bf16: two f32 vectors in, one bf16 vector out
+// f32 -> bf16: as f32 -> f16 (cv_narrow), with the bf16 rounding
 k_to_bf16:
     li       s8, DT_F32
     bne      s6, s8, k_f16_bf16
-    srli     s8, s5, 3
-    andi     s9, s5, 7
-    beqz     s8, k_f32_bf16_tail
-k_f32_bf16_one:
-    vld      v1, 0(s2)
-    vld      v2, 16(s2)
-    addi     s2, s2, 32
-    vcvt.bf16.f32 v0, v1, v2
-    vst      v0, 0(s4)
-    addi     s4, s4, 16
-    loop     s8, k_f32_bf16_one
-k_f32_bf16_tail:
-    beqz     s9, k_done
-    cv_masks_w m0, m1
-    vmask.h  m2, s9
-    vld.m    v1, 0(s2), m0
-    vld.m    v2, 16(s2), m1
-    vcvt.bf16.f32 v0, v1, v2
-    vst.m    v0, 0(s4), m2
-    ret
+    j        k_narrowbf
+    cv_narrow narrowbf, vcvt.bf16.f32
 // f16 -> bf16: widened to f32 (exact), rounded once
 k_f16_bf16:
     srli     s8, s5, 3

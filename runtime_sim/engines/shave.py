@@ -148,8 +148,11 @@ class ShaveEngine:
                 writes += ranges
             bound.append((lo, hi, f"%{binding.buffer} ({role})"))
             names.add(region.root.name)
-        others = [span for name, span in self._tile_buffers(task.tile) if name not in names]
-        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), tuple(others))
+        tile = task.tile
+
+        def others() -> tuple:          # only a fault's message lists them: not made per task
+            return tuple(span for name, span in self._tile_buffers(tile) if name not in names)
+        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others)
 
     def _tile_buffers(self, tile: int) -> list[tuple[str, tuple[int, int, str]]]:
         """(name, (start, end, label)) of every CMX buffer of ``tile``, computed once per tile

@@ -1,7 +1,9 @@
 """The fast path: run a straight-line loop's iterations as one batch of numpy.
 
 The exact interpreter (``interpreter.run(..., fast=True)``) calls ``FastLoops``
-each time it takes a backward branch, i.e. with the machine at the loop head.
+each time it takes a backward branch, i.e. with the machine at the loop head
+(and ``FastLoops.enter`` when a taken forward transfer reaches a loop head, for
+the loops only the path batch can run: ``path_batch``).
 If the loop qualifies (``loop_plan``) and the values in the registers let us
 prove it safe, the fast path runs the remaining iterations -- or as many as are
 provably safe -- by calling the same ``SEMANTICS`` functions with one batch row

@@ -50,3 +50,19 @@ def test_loads_wait_on_the_stores_they_read_and_segments_overlap(tmp_path, monke
     for name, value in gated.outputs.items():
         np.testing.assert_array_equal(pipelined.outputs[name], value)
     assert pipelined.cycles < gated.cycles
+
+
+def test_matmul_blocks_that_fit_take_a_slot_each_by_default(tmp_path):
+    """``lower_dpu_matmul._slots``: the encoder's MatMuls at full size (7 to 13 row blocks
+    of 197 tokens) fit a tile's CMX budget at once, so under --schedule default no block waits
+    for an earlier block's store; naive double-buffers them."""
+    from vpuc.ir.tasks import DpuTask
+    path = encoder_layer(seq=197, width=192, heads=3).save(tmp_path / "enc.onnx", "enc")
+
+    def slot_waits(schedule):
+        program = api.compile(path, schedule=schedule)
+        return [t.label for tl in program.module.task_lists for t in tl.tasks
+                if isinstance(t, DpuTask) and any(".stored" in w for w in t.waits)]
+
+    assert slot_waits("naive")
+    assert slot_waits("default") == []

@@ -1,7 +1,8 @@
 """Reshape/Transpose folded into a MatMul's loads and stores (``vpuc/fusion/fold_views.py``):
 the axis maps against numpy's own reshape and transpose, and the attention of a ViT
 encoder lowered with no DDR -> DDR copy left under ``--schedule default`` (and all of
-them under ``naive``), computing the same bits."""
+them under ``naive``), computing the same bits; its square constant weights transposed at
+compile time (``lower_dpu_matmul.transposed_constant``)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,13 @@ def test_encoder_attention_has_no_ddr_copies_by_default(tmp_path):
     layers = {src.key: {n.name for n in src.nodes} for src in programs["default"].module.layers}
     folded = set().union(*layers.values())
     assert sum(name.startswith(("Reshape", "Transpose")) for name in folded) == 9
+    # the square constant weights (Q, K, V, output projections): naive stages each tile's
+    # copy through a flat buffer and permutes it in CMX; default transposed them at compile
+    # time into a constant each tile loads with one copy
+    staged = {s: [t for tl in p.module.task_lists for t in tl.tasks
+                  if isinstance(t, DmaTask) and t.label.endswith(".stage")]
+              for s, p in programs.items()}
+    assert len(staged["naive"]) == 4 * 2 and staged["default"] == []
     rng = np.random.default_rng(3)
     tokens = rng.standard_normal((1, 17, 48)).astype(np.float16)
     outs = {s: api.simulate(p, {"tokens": tokens}).outputs for s, p in programs.items()}

@@ -116,8 +116,13 @@ def test_default_reads_each_constant_from_ddr_once(model):
                    if src.kind is BufferKind.CONST and dst.kind is BufferKind.CMX
                    and dst.byte_offset == 0 and dst.type.nbytes == dst.root.type.nbytes}
     default = {t.label: (t, src) for t, src, _ in _dmas(runs["default"][0])}
-    copies = [default[label][0] for label in naive_loads
-              if default[label][1].kind is BufferKind.CMX]
+
+    def same(label: str) -> str:
+        # a square constant weight naive stages (``w.tN.stage``, then a permute in CMX)
+        # default transposes at compile time and loads as ``w.tN``
+        return label if label in default else label.removesuffix(".stage")
+    copies = [default[same(label)][0] for label in naive_loads
+              if default[same(label)][1].kind is BufferKind.CMX]
     assert sum(const_reads.values()) + len(copies) == len(naive_loads)
     for copy in copies:                # waits only on the load it copies
         assert len(copy.waits) == 1
@@ -141,26 +146,6 @@ def test_default_runs_elementwise_tails_on_the_dpu_output_blocks(model):
         # every residual Add follows a convolution whose output only it reads
         adds = {x.split(".")[0] for x in labels if x.startswith("add_")}
         assert on_dpu and not adds and len(ddr["default"]) < len(ddr["naive"])
-
-
-def _dpu_busy(sim) -> list[float]:
-    plan, timeline = sim.result.plan, sim.result.timeline
-    busy = [0.0] * 2
-    for u in range(plan.size):
-        kind, tile = plan.queue_keys[plan.queue_of[u]][:2]
-        if kind == "DPU":
-            busy[tile] += timeline.end[u] - timeline.start[u]
-    return busy
-
-
-def test_default_balances_the_dpu_work_of_both_tiles(model):
-    """A layer's first block goes to the tile with less DPU work so far (``LayerEmitter``'s
-    ``balance``): layers of an odd number of blocks no longer all favour tile 0."""
-    name, runs, _ = model
-    if name == "encoder_layer":          # MatMuls: their own emitter, tile 0 first
-        return
-    gap = {s: abs(b[0] - b[1]) for s, b in ((s, _dpu_busy(sim)) for s, (_, sim) in runs.items())}
-    assert gap["default"] < gap["naive"]
 
 
 def test_default_segments_wait_on_what_they_read(model):

@@ -143,17 +143,22 @@ def test_a_step_limit_inside_the_rows_stops_at_the_same_instruction():
              min_path_iterations=1)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 40), st.integers(1, 24), st.sampled_from([0, 2, 16, 48, 96, -64]),
        st.sampled_from([0, 2, 16, 48, 96, -64]), st.sampled_from(sorted(BACK_EDGES)),
        st.sampled_from(["vmul.f16", "vadd.f16", "vmax.f16", "vsub.f16"]),
-       st.sampled_from([0, 0, 1, -1, 8]), st.integers(1, 7), st.integers(0, 2 ** 16))
-def test_random_row_loops(n, rows, in_extra, out_extra, back, op, grow, chunk, seed):
-    """Random row lengths, pitches (overlapping, negative, zero), back-edges and growing
-    rows: whatever the batch takes or refuses, the outcome is the interpreter's."""
+       st.sampled_from([0, 0, 1, -1, 8]), st.integers(1, 7), st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_random_row_loops(n, rows, in_extra, out_extra, back, op, grow, chunk, entered, seed):
+    """Random row lengths, pitches (overlapping, negative, zero), back-edges, growing rows,
+    loops entered by a jump or by falling through: whatever the batch takes or refuses,
+    the outcome is the interpreter's."""
     pitch = 2 * n
     in_pitch, out_pitch = pitch + in_extra, pitch + out_extra
     source = rows_source(in_pitch, out_pitch, op=op, back=back, grow=grow)
+    if entered:
+        source = source.replace("    vbcast.h v21, s21\nrows:",
+                                "    vbcast.h v21, s21\n    j rows\nrows:")
     inputs = INPUT + (0x3000 if in_pitch < 0 else 0)
     outputs = OUTPUT + (0x3000 if out_pitch < 0 else 0)
     if grow < 0:

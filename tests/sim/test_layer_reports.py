@@ -144,6 +144,12 @@ def test_onnx_model_reports_one_row_per_graph_layer(tmp_path, capsys, monkeypatc
     conv = [r for r in compute if "DPU" in r["engines"]]
     assert len(conv) == 1 and int(conv[0]["macs"]) == 16 * 16 * 16 * 16 * 3 * 3
     assert "DMA" in conv[0]["engines"]       # its weight and activation loads belong to it
+    # The default schedule runs the sigmoid on the conv's output blocks in CMX
+    # (fuse_epilogue): its ACT SHAVE tasks belong to the conv's layer.  Layer by layer
+    # (--schedule naive) it is a layer of its own.
+    assert len(compute) == 1 and "ACT_SHAVE" in conv[0]["engines"]
+    out, summary, _ = report(tmp_path / "naive", capsys, monkeypatch, model, "--schedule", "naive")
+    compute = check_sums(out, summary)["compute_report.csv"]
     assert len(compute) == 2
     shave = [r for r in compute if "ACT_SHAVE" in r["engines"]]
     assert len(shave) == 1 and int(shave[0]["macs"]) == 0

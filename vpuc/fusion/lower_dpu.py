@@ -260,15 +260,13 @@ class LayerEmitter:
     """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
 
     def __init__(self, prog: ProgramText, prefix: str, tiles: int, gate: tuple[str, ...],
-                 finish: str | None, blocks: int, balance: bool = False) -> None:
-        """``balance``: block 0 goes to the tile the layers before gave the least DPU work
-        (``ProgramText.dpu_load``, when the program balances them), not always tile 0."""
+                 finish: str | None, blocks: int, slots: int = 2) -> None:
+        """``slots``: the CMX slots per tile blocks take in turn (block k waits for the slot
+        of block ``k - slots * tiles``)."""
         self.prog, self.p, self.lp = prog, prefix, label(prefix)
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
-        load = prog.dpu_load[:self.used] if balance and prog.dpu_load else []
-        self.first = load.index(min(load)) if load else 0
-        self.reuse = 2 * self.used
+        self.reuse = slots * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
         self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store
@@ -277,7 +275,7 @@ class LayerEmitter:
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
 
     def tile(self, k: int) -> int:
-        return (k + self.first) % self.used
+        return k % self.used
 
     def cmx(self, name: str, t: TensorType, tile: int) -> str:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
@@ -327,25 +325,21 @@ class LayerEmitter:
         self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
                              f"updates(%{self.p}done{k}) {{")
         x, rows, z = extent
-        runs, cycles = split_rows_cost(rows, workload_of, self.timing)
-        if self.prog.dpu_load:
-            self.prog.dpu_load[self.tile(k)] += cycles
+        runs = split_rows(rows, workload_of, self.timing)
         for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
             self.prog.dpu.append(f"    variant start({x[0]}, {a}, {z0}) end({x[1]}, {b - 1}, "
                                  f"{z1}) mode({mode})")
         self.prog.dpu.append("  }")
 
-    def load_bias(self, t: int, bias: np.ndarray | None, k: int | None = None) -> str:
-        """The bias in tile ``t``'s CMX (declared in DDR with tile 0's load), loaded for block
-        ``k`` (default ``t``, the block of its first use without ``balance``); "" without one."""
+    def load_bias(self, t: int, bias: np.ndarray | None) -> str:
+        """The bias in tile ``t``'s CMX (declared in DDR with tile 0's load); "" without one."""
         if bias is None:
             return ""
         if t == 0:
             self.prog.buffers.append(f"const %{self.p}bias : {bias.size}xf32 = {const_text(bias, self.p + 'bias')}")
         cmx = self.cmx(f"bias.t{t}", vector(bias.size, ElemType.F32), t)
-        k = t if k is None else k
-        self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(k),
-                 [f"%{self.p}loaded{k}"])
+        self.dma(f"load_bias.t{t}", f"%{self.p}bias", cmx, 0, self.load_waits(t),
+                 [f"%{self.p}loaded{t}"])
         return f" bias({cmx})"
 
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
@@ -448,7 +442,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                            cost=stages,
                            resident_cost=resident_cycles(prog, resident_loads, gate, constant),
                            channels=prog.dma_channels)
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks), balance=True)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     bias_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -456,9 +450,9 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
             if conv:
-                load_window_weights(e, op, index, values, t, e.load_waits(k),
-                                    [f"%{prefix}loaded{k}"], declare=k == 0)
-            bias_of[t] = e.load_bias(t, bias, k)
+                load_window_weights(e, op, index, values, t, e.load_waits(t),
+                                    [f"%{prefix}loaded{t}"], declare=t == 0)
+            bias_of[t] = e.load_bias(t, bias)
         xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
                                [f"%{prefix}loaded{k}"], step=step)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)

@@ -43,7 +43,7 @@ def emit_eltwise(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], t
     blocks = choose_blocks(h, tiles, 0, lambda rows: 3 * n * cp * rows * w * elem.nbytes,
                            "row", op, prog.cmx_budget, cost=stages,
                            channels=prog.dma_channels)
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks), balance=True)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)

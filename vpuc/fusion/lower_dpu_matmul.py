@@ -29,8 +29,12 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
+from vpuc import const_files
+
 from vpuc.cost import DpuWorkload
-from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.blocked_program import ProgramText, Value, type_text
 from vpuc.fusion import lower_dpu
 from vpuc.fusion.fold_views import matrix_axes, view_slices
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
@@ -168,10 +172,16 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                                  resident_cycles)
     split = len({c for _, c in jobs}) > 1
     work = [(item, rows, c) for item, c in jobs for rows in row_edges(m, count)]
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work),
+                     slots=_slots(prog, work, tiles, split, resident, footprint))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
         prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
+    if not split and not batched_b and prog.prefetch_bytes and rb == 2 and b_rows == 1 \
+            and n == k_dim and b.kind == "const" and b.init is not None:
+        # --schedule default: square constant weights transposed at compile time, so each
+        # tile's load is a plain copy the schedule prefetches, not a staged permute
+        b, b_rows, b_cols = transposed_constant(prog, prefix, b), 0, 1
     bias_of = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
@@ -208,6 +218,36 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         if cp != c1 - c0:                            # only the real columns are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
         e.store(k, y, dst)
+
+
+def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int,
+           footprint) -> int:
+    """CMX slots per tile: two (double buffering), or under ``--schedule default`` one per
+    block when every block of a tile fits the CMX budget at once: no block then waits for
+    an earlier one's store to free its slot, which a pipelined layer's stores, queued in
+    the store channel behind the previous segment's (``block_deps``), would make late."""
+    per_tile = -(-len(work) // min(tiles, len(work)))
+    if not prog.prefetch_bytes or split or per_tile <= 2:
+        return 2
+    rows = max(r1 - r0 for _, (r0, r1), _ in work)
+    return per_tile if resident + per_tile * footprint(rows) <= prog.cmx_budget else 2
+
+
+def transposed_constant(prog: ProgramText, prefix: str, b: Value) -> Value:
+    """A rank-2 constant [K, N] declared again as its transpose [N, K] (NC)."""
+    init = b.init
+    if init.path is not None:
+        array = const_files.load(init.path)
+    elif init.splat is not None:
+        array = np.full(b.type.dims, init.splat)
+    else:
+        array = np.asarray(init.values).reshape(b.type.dims)
+    t = TensorType(b.type.dims[::-1], b.type.elem, NC)
+    prog.redeclared.add(b.name)
+    name = f"{prefix}wT"
+    prog.buffers.append(f"const %{name} : {type_text(t)} = "
+                        f"{const_text(np.ascontiguousarray(array.T), name)}")
+    return Value(name, t, "const")
 
 
 def _column_chunks(n: int, need, budget: int) -> list[tuple[int, int]] | None:

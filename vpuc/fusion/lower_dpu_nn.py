@@ -242,7 +242,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         columns = row_edges(ow, math.ceil(ow / width))
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work), balance=True)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()

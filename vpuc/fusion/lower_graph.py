@@ -150,10 +150,13 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
-        if rename is None:       # a block among others keeps its order against theirs
-            relax_gates(lowered, [k for k, _ in order], [f for _, f in order],
-                        ctx.arch.cmx_bytes)
-        pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
+        # A block among others keeps its order against theirs; block_deps.pipeline_segments
+        # runs under relax_gates' trial allocation when relax_gates takes the module.
+        if rename is not None or not relax_gates(
+                lowered, [k for k, _ in order], [f for _, f in order], ctx.arch,
+                then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
+                                               EARLY_CMX_BYTES)):
+            pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
     return lowered
 
 
@@ -250,7 +253,6 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
     if schedule != "naive":
-        prog.dpu_load = [0.0] * tiles
         prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
@@ -322,6 +324,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                       blocks, config, prefix, gate, finish, library, made,
                       nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
+    prog.drop_unused(prog.redeclared)
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 

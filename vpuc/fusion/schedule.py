@@ -34,7 +34,7 @@ on program text:
 4. **Segments wait on what they read** (``schedule_deps.relax_gates``, after
    ``overlap``): a DMA waits on the earlier segments' DMAs that write the DDR bytes it
    reads (or touch what it writes), and a segment's gate is the one two segments
-   back when its and its predecessor's CMX buffers fit together, so consecutive
+   back when allocate-cmx still places every buffer (tried), so consecutive
    segments and independent branches overlap.
 
 5. **Elementwise tails in CMX** (``fuse_epilogue``, while lowering): a fused

@@ -13,11 +13,12 @@ squeeze-excite branch, the next layer's loads while this one stores) never overl
    Every DMA does, not only a segment's first ones: a later block's load used to be
    ordered after the gate through its slot's previous block.
 2. **CMX**: allocate-cmx lets two buffers share bytes only when the barriers order
-   their uses.  A segment whose buffers and its predecessor's fit a tile's CMX
-   together (``CMX_SHARE`` of it, room for alignment and fragmentation) waits on the
-   gate of the segment two back instead of its own: at most two consecutive
-   segments then run at once, and allocate-cmx keeps their buffers apart.  A
-   segment that does not fit keeps its gate.  (A segment's early loads, placed by
+   their uses.  A segment waits on the gate of the segment two back instead of its
+   own: at most two consecutive segments then run at once, and allocate-cmx keeps
+   their buffers apart when their lifetimes overlap.  Whether both fit depends on
+   lifetimes and fragmentation, so the result is allocated on trial (``TRIALS``
+   times at most): a segment whose buffer finds no room keeps its own gate (then the
+   segment after it does too), and after the last trial every segment does.  (A segment's early loads, placed by
    ``schedule.overlap`` on the store channel after the last store of the segment two
    back, are already behind that segment by their channel's order.)
 
@@ -32,17 +33,18 @@ ordered by barriers; the tasks compute the same values.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from vpuc.analysis.liveness import unit_operands
+from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Barrier, BufferKind, Module
-from vpuc.ir.symbols import SymbolTable, buffer_footprint
+from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, Executor
 
-# Share of a tile's CMX two overlapping segments' buffers may take (allocate-cmx aligns
-# every buffer to 64 bytes and places by first fit, so a full CMX would not pack).
-CMX_SHARE = 0.85
 _DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
+# Trial allocations before every gate is kept (each costs about what allocate-cmx does).
+TRIALS = 6
 
 
 @dataclass
@@ -73,9 +75,13 @@ class _SegmentIndex:
             head = head[:cut]
 
 
-def relax_gates(module: Module, keys: list[str], finishes: list[str | None],
-                cmx_bytes: int) -> bool:
-    """Apply the module docstring's rules to ``module``; False when it is left unchanged."""
+def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
+                then=None) -> bool:
+    """Apply the module docstring's rules to ``module`` (``arch``: the target, whose CMX
+    the trial allocations fill); False when it is left unchanged.  ``then``: a further
+    relaxation of waits, barriers and updates only (``block_deps.pipeline_segments``),
+    applied after each attempt and tried with it; when even every gate kept does not
+    allocate with it, the module goes on without it (and without trial: as before)."""
     if len(keys) < 2 or len(finishes) != len(keys):
         return False
     segments = _SegmentIndex(keys)
@@ -95,7 +101,34 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None],
             dma_list = task_list
     if dma_list is None:
         return False
-    fits = _fits_beside_previous(module, segments, len(keys), cmx_bytes)
+    fits = [s > 0 for s in range(len(keys))]       # segment s waits two back, not one
+    saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
+    barriers = list(module.barriers)
+    for attempt in range(TRIALS + 2):
+        if attempt >= TRIALS:                  # each trial allocates the whole program
+            fits = [False] * len(fits)
+        further = then is not None and attempt <= TRIALS
+        _relax(module, dma_list, segments, symbols, finishes, fits)
+        if further:
+            then()
+        failed = _failed_allocation(module, arch) if any(fits) or further else None
+        if failed is None:
+            return True
+        for task, waits, updates in saved:
+            task.waits, task.updates = waits, updates
+        module.barriers = list(barriers)
+        s = segments.of(failed)
+        if s is not None and fits[s]:
+            fits[s] = False
+        elif s is not None and s + 1 < len(fits) and fits[s + 1]:
+            fits[s + 1] = False
+        else:
+            fits = [False] * len(fits)
+    return True
+
+
+def _relax(module: Module, dma_list, segments: _SegmentIndex, symbols: SymbolTable,
+           finishes: list[str | None], fits: list[bool]) -> None:
     gate_of = {f: s + 1 for s, f in enumerate(finishes) if f is not None}
     for task in dma_list.tasks + [t for tl in module.task_lists
                                   if tl.executor is not Executor.DMA for t in tl.tasks]:
@@ -112,7 +145,22 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None],
         task.waits = tuple(waits)
     _wait_on_ddr_writes(module, dma_list.tasks, segments, symbols)
     _drop_unwaited(module, {f for f in finishes if f is not None})
-    return True
+
+
+def _failed_allocation(module: Module, arch) -> str | None:
+    """The CMX buffer allocate-cmx would find no room for ("" when its message names none),
+    or None; the module's offsets are left as they were."""
+    from vpuc.passes.allocate_cmx import allocate
+    unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
+    try:
+        allocate(module, arch)
+    except VpucError as exc:
+        found = re.search(r"(?:placing|gap for) %([^\s:(]+)", str(exc))
+        return found.group(1) if found else ""
+    finally:
+        for b in unplaced:
+            b.offset = None
+    return None
 
 
 def _drop_unwaited(module: Module, gates: set[str]) -> None:
@@ -126,23 +174,6 @@ def _drop_unwaited(module: Module, gates: set[str]) -> None:
             if dead.intersection(t.updates):
                 t.updates = tuple(u for u in t.updates if u not in dead)
     module.barriers = [b for b in module.barriers if b.name not in dead]
-
-
-def _fits_beside_previous(module: Module, segments: _SegmentIndex, count: int,
-                          cmx_bytes: int) -> list[bool]:
-    """Per segment: whether its CMX buffers and its predecessor's fit every tile together
-    (buffers of no segment count against every pair)."""
-    used: dict[tuple[int | None, int], int] = {}
-    tiles: set[int] = set()
-    for b in module.buffers:
-        if b.kind is BufferKind.CMX and b.offset is None:
-            key = (segments.of(b.name), b.tile)
-            tiles.add(b.tile)
-            used[key] = used.get(key, 0) + (buffer_footprint(b) + 63) // 64 * 64
-    limit = int(cmx_bytes * CMX_SHARE)
-    return [s > 0 and all(used.get((s - 1, t), 0) + used.get((s, t), 0)
-                          + used.get((None, t), 0) <= limit for t in tiles)
-            for s in range(count)]
 
 
 def _wait_on_ddr_writes(module: Module, tasks: list, segments: _SegmentIndex,
