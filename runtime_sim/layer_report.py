@@ -6,6 +6,11 @@ says (``layer_of``; docs/simulator.md, "Reports").
 
 Every figure sums units of the timeline, so the columns add up to the run's totals
 (``summary_data``): busy cycles per engine, MACs, DMA bytes, DDR bytes, transfers.
+
+A layer's span (``cycles``) starts at its first unit, which under ``--schedule default`` is
+often a weight load prefetched during earlier layers; ``cycles_after_prefetch`` starts at its
+first unit that is not such a load (``prefetch_units``), the time the layer itself took once
+its turn came.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Layer:
     units: int = 0
     start: float = float("inf")
     end: float = 0.0
+    own_start: float = float("inf")   # the first start of a unit that is not a prefetch
     busy: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in KIND_NAMES.values()})
     macs: int = 0
     dpu_peak: float = 0.0          # MACs per cycle of one DPU at the layer's input type
@@ -59,6 +65,14 @@ class Layer:
     @property
     def span(self) -> float:
         return self.end - self.start if self.units else 0.0
+
+    @property
+    def span_after_prefetch(self) -> float:
+        """From its first unit that is not a prefetch to its end (a layer of prefetches
+        only: its span)."""
+        if self.own_start == float("inf"):
+            return self.span
+        return self.end - self.own_start
 
 
 @dataclass
@@ -82,6 +96,30 @@ def dpu_count(plan: Plan) -> int:
     return structure.tiles * structure.dpus_per_tile
 
 
+def prefetch_units(plan: Plan) -> set[int]:
+    """The DMA units that load into CMX needing no earlier work but loads like themselves:
+    a load from a constant whose barriers (if any) only such loads update, or a CMX -> CMX
+    copy of one (``schedule.overlap``'s weights read once).  Such a load may run long before
+    the rest of its layer (``--schedule default`` prefetches weights during the previous
+    layer), so it does not mark when the layer's own work began."""
+    kinds, waits, updates = plan.kind, plan.waits, plan.updates
+    found: set[int] = set()
+    for u in range(plan.size):
+        if kinds[u] != DMA:
+            continue
+        src, dst = plan.dma_regions(u)
+        if dst.kind is BufferKind.CMX and (src.kind is BufferKind.CONST
+                                           or (src.kind is BufferKind.CMX and waits[u])):
+            found.add(u)
+    # a barrier is a prefetch's when every unit updating it is one: shrink to the fixpoint
+    while True:
+        other = {b for u in range(plan.size) if u not in found for b in updates[u]}
+        kept = {u for u in found if not other.intersection(waits[u])}
+        if kept == found:
+            return found
+        found = kept
+
+
 def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], list[Access]]:
     """Layers in order of first start (ties: first unit), and DMA accesses per layer and
     channel in the same order."""
@@ -91,6 +129,7 @@ def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], li
     accesses: dict[tuple[str, str], Access] = {}
     start, end, stall = timeline.start, timeline.end, timeline.stall
     tasks = plan.task
+    prefetch = prefetch_units(plan)
     for u, (name, source) in enumerate(unit_layers(plan)):
         layer = layers.get(name)
         if layer is None:
@@ -103,6 +142,8 @@ def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], li
         layer.units += 1
         layer.start = min(layer.start, start[u])
         layer.end = max(layer.end, end[u])
+        if u not in prefetch:
+            layer.own_start = min(layer.own_start, start[u])
         layer.busy[engine] += cycles
         if kind == DPU:
             layer.macs += plan.macs[u]
@@ -149,10 +190,11 @@ def compute_csv(plan: Plan, layers: list[Layer]) -> str:
     for l in layers:
         peak = l.span * dpus * l.dpu_peak
         rows.append([l.name, " ".join(sorted(l.engines)), l.units, num(l.start), num(l.end),
-                     num(l.span), num(sum(l.busy.values())), num(l.busy["DPU"]),
+                     num(l.span), num(l.span_after_prefetch), num(sum(l.busy.values())), num(l.busy["DPU"]),
                      num(l.busy["ACT_SHAVE"]), num(l.busy["DMA"]), l.macs,
                      num(_rounded(100.0 * l.macs / peak, 3)) if peak else "0"])
-    return _csv(["layer", "engines", "units", "start", "end", "cycles", "busy_cycles",
+    return _csv(["layer", "engines", "units", "start", "end", "cycles",
+                 "cycles_after_prefetch", "busy_cycles",
                  "dpu_cycles", "shave_cycles", "dma_cycles", "macs", "dpu_utilization_percent"],
                 rows)
 

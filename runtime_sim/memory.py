@@ -185,6 +185,16 @@ def byte_intervals(region: Region, start: int) -> np.ndarray:
     starts = np.zeros(1, np.int64)
     for stride, count in dims:
         starts = (starts[:, None] + np.arange(count, dtype=np.int64) * stride).reshape(-1)
+    # Each stride beyond the extent of the dims inside it (a channel slice of an NHWC
+    # tensor, a row block): the chunks come in address order and never touch.
+    extent = chunk
+    for stride, count in reversed(dims):
+        if stride <= extent:
+            break
+        extent += stride * (count - 1)
+    else:
+        starts += start
+        return np.stack([starts, starts + chunk], axis=1)
     starts = np.sort(starts) + start
     ends = starts + chunk
     # Merge touching or overlapping chunks: a new row starts where no earlier chunk reaches.

@@ -26,7 +26,7 @@ from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.cost.shave import act_shave_budget
 from vpuc.diagnostics import Diagnostic, VpucError
 from vpuc.ir.module import Buffer
-from vpuc.perf import gc_paused
+from vpuc.perf import gc_paused, single_threaded_blas
 from vpuc.program import Program
 
 
@@ -71,7 +71,7 @@ def simulate(program: Program, arch: SimArch | None = None,
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
     # so it is paused for the whole simulation and runs once afterwards.
-    with gc_paused():
+    with gc_paused(), single_threaded_blas():
         return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
                          timing_only, races, max_cycles, progress, kernel_observer,
                          kernel_profile)

@@ -6,8 +6,12 @@ stack above it, and WIN_F the tile's CMX, used in place; the kernel is called
 with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
 
 With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
-on its arguments (loop counts), so each distinct invocation is run once on the
-tile's CMX as it is and its cycle count reused.  Invocations are the same when
+on its arguments (loop counts), so each distinct invocation is run once and its
+cycle count reused: without the vector arithmetic when the kernel's cycles do
+not depend on data (``runtime_sim.isa.cycles_only``), else in full on the
+tile's CMX as it is.  Cycles-only results are also remembered for the process
+(by the kernel's ELF, the masked image, the bindings, the stack and the
+windows), so repeated timing-only runs of a program (a sweep) run none again.  Invocations are the same when
 their WIN_E images are equal but for the memrefs' ``dataAddr`` fields: the
 cycle model has no address-dependent cost (``runtime_sim/isa/cycles.py``: no
 banks, no alignment penalty) and the kernels never branch on an address, so
@@ -31,6 +35,9 @@ import time
 from operator import attrgetter
 from typing import Callable
 
+import numpy as np
+
+from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
@@ -92,6 +99,8 @@ class ShaveEngine:
         self._address_fields: dict[str, tuple[int, ...]] = {}
         self.seconds = 0.0          # wall time spent running kernels
         self.runs = 0
+        self.cycles_only_runs = 0   # timing-only: runs without the vector arithmetic
+        self._scratches: dict[int, np.ndarray] = {}
         runtime = program.module.runtime
         self.stacks = runtime.stacks if runtime is not None else ()
         # Sees every invocation with numerics: ``before(invocation, memory)`` gives a state
@@ -139,8 +148,11 @@ class ShaveEngine:
                 writes += ranges
             bound.append((lo, hi, f"%{binding.buffer} ({role})"))
             names.add(region.root.name)
-        others = [span for name, span in self._tile_buffers(task.tile) if name not in names]
-        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), tuple(others))
+        tile = task.tile
+
+        def others() -> tuple:          # only a fault's message lists them: not made per task
+            return tuple(span for name, span in self._tile_buffers(tile) if name not in names)
+        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others)
 
     def _tile_buffers(self, tile: int) -> list[tuple[str, tuple[int, int, str]]]:
         """(name, (start, end, label)) of every CMX buffer of ``tile``, computed once per tile
@@ -194,11 +206,29 @@ class ShaveEngine:
         observer = self.observer if not self.timing_only else None
         state = observer.before(invocation, self.memory) if observer is not None else None
         clock = time.perf_counter()
+        cmx = self.memory.cmx(tile)
+        result = None
+        if self.timing_only:          # the cycles without the vector arithmetic, if it can
+            known = None
+            if len(key) == 2 and max_cycles is None:      # not a dynamic tensor's invocation
+                known = (self.program.kernels[invocation.kernel].elf, entry, key[1], bindings,
+                         stack, len(cmx), tuple(sorted(self.program.arch.window_bases.items())))
+                result = cycles_only_results.get(known)
+            if result is None:
+                result = invoke_cycles_only(obj, self._scratch(len(cmx)), invocation.window_e,
+                                            invocation.args_offset, invocation.args_size,
+                                            entry=entry, arch=self.program.arch,
+                                            stack_bytes=stack, max_cycles=max_cycles,
+                                            bindings=bindings)
+                if result is not None and known is not None and not result.scalar_regs[0]:
+                    cycles_only_results.put(known, result)
+            self.cycles_only_runs += result is not None
         try:
-            result = invoke_kernel(obj, self.memory.cmx(tile), invocation.window_e,
-                                   invocation.args_offset, invocation.args_size, entry=entry,
-                                   arch=self.program.arch, stack_bytes=stack,
-                                   max_cycles=max_cycles, bindings=bindings)
+            if result is None:
+                result = invoke_kernel(obj, cmx, invocation.window_e, invocation.args_offset,
+                                       invocation.args_size, entry=entry,
+                                       arch=self.program.arch, stack_bytes=stack,
+                                       max_cycles=max_cycles, bindings=bindings)
         except CycleBudgetExceeded as exc:
             raise VpucError(f"{self._who(unit_name, invocation)}: still running after "
                             f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
@@ -224,6 +254,13 @@ class ShaveEngine:
         if key is not None:
             self._memo[key] = result.cycles
         return result.cycles
+
+    def _scratch(self, size: int) -> np.ndarray:
+        """WIN_F of cycles-only runs: as large as a tile's CMX, contents irrelevant."""
+        scratch = self._scratches.get(size)
+        if scratch is None:
+            scratch = self._scratches[size] = np.zeros(size, np.uint8)
+        return scratch
 
     def _cycles_key(self, invocation: InvocationImage, task: SwKernelTask) -> tuple:
         """What a timing-only invocation's cycles depend on: the kernel and its WIN_E image

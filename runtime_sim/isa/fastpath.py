@@ -1,7 +1,9 @@
 """The fast path: run a straight-line loop's iterations as one batch of numpy.
 
 The exact interpreter (``interpreter.run(..., fast=True)``) calls ``FastLoops``
-each time it takes a backward branch, i.e. with the machine at the loop head.
+each time it takes a backward branch, i.e. with the machine at the loop head
+(and ``FastLoops.enter`` when a taken forward transfer reaches a loop head, for
+the loops only the path batch can run: ``path_batch``).
 If the loop qualifies (``loop_plan``) and the values in the registers let us
 prove it safe, the fast path runs the remaining iterations -- or as many as are
 provably safe -- by calling the same ``SEMANTICS`` functions with one batch row
@@ -35,14 +37,16 @@ from collections import Counter
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         cross_iteration_overlap, first_exit, first_outside,
+                                         first_exit, first_outside, independent,
                                          same_iteration_overlap, signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
-from runtime_sim.isa.memory import READ_ONLY_WINDOWS, AccessFault
-from vpuc.arch import WINDOW_NAMES
+from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, run_path
 from vpuc.diagnostics import VpucError
+from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS
 
 # A plan (and its cycle traces) depends only on the loop's code, so it is shared by
@@ -73,10 +77,15 @@ class _Decline(Exception):
 class FastLoops:
     """The fast path of one run: called by the interpreter on backward branches."""
 
-    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK,
+                 min_path_iterations: int = MIN_PATH_ITERATIONS) -> None:
         self.program = program
-        self.plans: dict[tuple[int, int], LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
+        self.plans: dict[tuple, LoopPlan | str] = _BY_PROGRAM.setdefault(program, {})
         self.min_iterations = max(1, min_iterations)
+        self.min_path_iterations = max(self.min_iterations, min_path_iterations)
+        if "entries" not in self.plans:
+            self.plans["entries"] = _loop_entries(program)
+        self.entries: dict[int, int] = self.plans["entries"]   # loop head -> its back-edge
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
         self.batches = 0                    # loop entries taken over
@@ -94,7 +103,8 @@ class FastLoops:
             return None
         plan = self._plan(head, branch)
         if plan is None:
-            return None
+            return run_path(self, head, branch, R, ready, now, memory, counts, budget,
+                            max_cycles)
         try:
             iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
             if max_cycles != float("inf"):
@@ -129,7 +139,17 @@ class FastLoops:
         self.batches += 1
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
-    def _plan(self, head: int, branch: int) -> LoopPlan | None:
+    def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
+              budget: int, max_cycles: float = float("inf")):
+        """The interpreter's hook at a taken forward transfer to ``head``: when ``head``
+        starts a loop that only the path batch can run, run it from its first iteration
+        (the back-edge would only offer it from the second).  Same returns as a call."""
+        branch = self.entries.get(head)
+        if branch is None or self._plan(head, branch, count=False) is not None:
+            return None
+        return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
+
+    def _plan(self, head: int, branch: int, count: bool = True) -> LoopPlan | None:
         key = (head, branch)
         if key not in self.plans:
             code = tuple((d.info.opcode, tuple(d.fields.values()))
@@ -144,7 +164,7 @@ class FastLoops:
             self.plans[key] = _PLANS[code]
         plan = self.plans[key]
         if isinstance(plan, str):
-            self.declined[plan] += 1
+            self.declined[plan] += count
             return None
         return plan
 
@@ -162,7 +182,7 @@ class FastLoops:
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # leave the fall off the end of .text to the interpreter
-        regions = _regions(memory)
+        regions = accessible_ranges(memory)
         for fp in footprints:
             iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
         if iterations < self.min_iterations:
@@ -172,17 +192,8 @@ class FastLoops:
 
     @staticmethod
     def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        # Pairs whose whole-batch spans are disjoint cannot overlap: sweep them out by
-        # address so only neighbours reach the exact (costlier) test.
-        spans = sorted((fp.span(iterations), index) for index, fp in enumerate(footprints))
-        for i, ((_, a_high), a_index) in enumerate(spans):
-            a = footprints[a_index]
-            for (b_low, _), b_index in spans[i + 1:]:
-                if b_low >= a_high:
-                    break
-                b = footprints[b_index]
-                if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
-                    raise _Decline("an iteration accesses bytes another iteration stores")
+        if not independent(footprints, iterations):
+            raise _Decline("an iteration accesses bytes another iteration stores")
 
     # --- the batch ------------------------------------------------------------------------------
 
@@ -293,24 +304,6 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
 
 
-def _regions(memory) -> dict[bool, list[tuple[int, int]]]:
-    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
-    is on (they lie inside the mapped windows), else the mapped windows."""
-    bounds = memory.bounds
-    if bounds is not None:
-        return {False: bounds.ranges(False), True: bounds.ranges(True)}
-    loads, stores = [], []
-    for name in WINDOW_NAMES:
-        try:
-            base, size = memory.base(name), len(memory.array(name))
-        except VpucError:
-            continue
-        loads.append((base, base + size))
-        if name not in READ_ONLY_WINDOWS:
-            stores.append((base, base + size))
-    return {False: loads, True: stores}
-
-
 def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:
     """Iterations first .. first+rows-1; returns the per-iteration registers' batches.
     An accumulator's instruction is not run: its operand goes to ``captured``."""
@@ -396,3 +389,15 @@ def _last_row(key: int, value):
         return value
     row = value[-1]
     return row if key < NUM_SREGS else row.copy()
+
+
+def _loop_entries(program) -> dict[int, int]:
+    """Loop heads -> their back-edge: the targets of exactly one backward conditional
+    branch or ``loop`` of the program."""
+    edges: dict[int, list[int]] = {}
+    for index, dec in enumerate(program.decoded):
+        access = operand_access(dec)
+        if (SEMANTICS[dec.info.opcode].kind in ("branch", "loop") and access.branch is not None
+                and access.branch <= 0 and access.branch % WORD_BYTES == 0):
+            edges.setdefault(index + access.branch // WORD_BYTES, []).append(index)
+    return {head: back[0] for head, back in edges.items() if len(back) == 1 and head >= 0}

@@ -306,10 +306,14 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                     if now > budget:
                         raise CycleBudgetExceeded(now, budget, _where(program, i),
                                                   BinLoc(program.name, ".text", i * WORD_BYTES))
-                    if loops is not None and nxt <= i:
-                        # At a loop head: the fast path may run iterations as a batch.
-                        batch = loops(nxt, i, R, ready, now, memory, counts,
-                                      max_steps - executed, budget)
+                    if loops is not None:
+                        # At a loop head: the fast path may run iterations as a batch
+                        # (entering a loop forward, only a loop for the path batch).
+                        batch = (loops(nxt, i, R, ready, now, memory, counts,
+                                       max_steps - executed, budget) if nxt <= i else
+                                 loops.enter(nxt, R, ready, now, memory, counts,
+                                             max_steps - executed, budget)
+                                 if nxt in loops.entries else None)
                         if batch is not None:
                             now, nxt, ran, stalled = batch
                             executed += ran

@@ -24,17 +24,19 @@ DEFAULT_STACK_BYTES = 16384
 
 def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
                       arch: Arch | None = None, stack_bytes: int = DEFAULT_STACK_BYTES,
-                      bindings: CmxBindings | None = None) -> WindowMemory:
+                      bindings: CmxBindings | None = None,
+                      memory_type: type[WindowMemory] = WindowMemory) -> WindowMemory:
     """The windows of one call: WIN_D sized for ``obj``'s code, WIN_E a copy of the
     invocation's image with ``stack_bytes`` of stack above it, WIN_F ``cmx`` itself.
-    With ``bindings``, accesses are limited to them (the memory sanitizer)."""
+    With ``bindings``, accesses are limited to them (the memory sanitizer).
+    ``memory_type``: a ``WindowMemory`` subclass (the cycles-only run's)."""
     arch = arch or load_arch()
     code_size = len(obj.text) + 16 + len(obj.rodata)
     win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
     stack_low = len(window_e) + (-len(window_e) % 16)
     win_e = np.zeros(stack_low + stack_bytes, dtype=np.uint8)
     win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
-    memory = WindowMemory({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    memory = memory_type({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
     e_base = memory.base("WIN_E")
     memory.stack = (e_base + stack_low, e_base + len(win_e))
     if bindings is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,8 +26,8 @@ def signed(value: int) -> int:
     return value - MOD if value >= 1 << 31 else value
 
 
-@dataclass(frozen=True)
-class Affine:
+class Affine(NamedTuple):
+    # a tuple, not a frozen dataclass: the walks build thousands per loop entry
     start: int          # value in iteration 0, mod 2^32
     step: int           # increment per iteration, mod 2^32
 
@@ -196,3 +197,19 @@ def same_iteration_overlap(a: Footprint, b: Footprint, iterations: int) -> bool:
     k = np.arange(iterations, dtype=np.int64)
     delta = (a.low + k * a.step) - (b.low + k * b.step)
     return bool(((-a.length < delta) & (delta < b.length)).any())
+
+
+def independent(footprints: list[Footprint], iterations: int) -> bool:
+    """No iteration touches bytes another iteration stores.  Pairs whose whole-batch
+    spans are disjoint cannot overlap: a sweep by address leaves only neighbours to
+    the exact (costlier) test."""
+    spans = sorted((fp.span(iterations), index) for index, fp in enumerate(footprints))
+    for i, ((_, a_high), a_index) in enumerate(spans):
+        a = footprints[a_index]
+        for (b_low, _), b_index in spans[i + 1:]:
+            if b_low >= a_high:
+                break
+            b = footprints[b_index]
+            if (a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations):
+                return False
+    return True

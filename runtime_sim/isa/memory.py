@@ -149,10 +149,12 @@ class WindowMemory:
 
     def _row_view(self, flat: np.ndarray, size: int, is_write: bool) -> np.ndarray | None:
         """A (rows, size) view of window memory when the rows are evenly spaced,
-        do not overlap and share one window; None otherwise.  Faults name the
+        share one window and, for a store, do not overlap; None otherwise.  Faults name the
         first faulting row, exactly as the one-row access would."""
         step = _uniform_step(flat)
-        if step is None or (len(flat) > 1 and abs(step) < size):
+        # overlapping rows (a step below the size, 0: one vector every iteration) are
+        # fine to read through one view; stores need "the later row wins", done below
+        if step is None or (is_write and len(flat) > 1 and abs(step) < size):
             self._check_rows(flat, size, is_write)
             return None
         low = int(flat[0]) + min(0, step * (len(flat) - 1))
@@ -224,5 +226,24 @@ def _uniform_step(flat: np.ndarray) -> int | None:
     """The common difference of evenly spaced addresses, or None."""
     if len(flat) < 2:
         return 0
-    steps = np.diff(flat)
-    return int(steps[0]) if (steps == steps[0]).all() else None
+    steps = flat[1:] - flat[:-1]        # np.diff's checks cost more than this on short rows
+    first = steps[0]
+    return int(first) if (steps == first).all() else None
+
+
+def accessible_ranges(memory: "WindowMemory") -> dict[bool, list[tuple[int, int]]]:
+    """Accessible address ranges: {is_store: [(begin, end)]}: the sanitizer's when it
+    is on (they lie inside the mapped windows), else the mapped windows."""
+    bounds = memory.bounds
+    if bounds is not None:
+        return {False: bounds.ranges(False), True: bounds.ranges(True)}
+    loads, stores = [], []
+    for name in WINDOW_NAMES:
+        try:
+            base, size = memory.base(name), len(memory.array(name))
+        except VpucError:
+            continue
+        loads.append((base, base + size))
+        if name not in READ_ONLY_WINDOWS:
+            stores.append((base, base + size))
+    return {False: loads, True: stores}

@@ -25,7 +25,7 @@ declared ones, and the race checker (``runtime_sim.races``) stays sound.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -39,9 +39,11 @@ class CmxBindings:
 
     reads: tuple[Range, ...]                       # inputs() and outputs(): may be loaded
     writes: tuple[Range, ...]                      # outputs(): may be stored
-    # For messages: what the task binds, then every other buffer of the tile's CMX.
+    # For messages: what the task binds, then every other buffer of the tile's CMX (a
+    # function: a model's tile holds thousands, listed only when a fault is explained;
+    # not compared: equal bindings are equal whichever engine made the function).
     bound: tuple[tuple[int, int, str], ...]
-    others: tuple[tuple[int, int, str], ...]
+    others: Callable[[], tuple[tuple[int, int, str], ...]] = field(compare=False)
 
 
 def merge(ranges) -> list[Range]:
@@ -142,7 +144,7 @@ def invocation_bounds(cmx_base: int, bindings: CmxBindings, win_d: Range, win_e:
                (data[1], stack[0], "the invocation's arguments (read-only)"),
                (stack[0], stack[1], "the task's stack")]
     return Bounds(loads, stores, lambda: [absolute_labels(cmx_base, bindings.bound),
-                                          absolute_labels(cmx_base, bindings.others), windows])
+                                          absolute_labels(cmx_base, bindings.others()), windows])
 
 
 def absolute_labels(base: int, labels) -> list[tuple[int, int, str]]:

@@ -79,6 +79,20 @@ class Access:
 
 
 def operand_access(dec: Decoded) -> Access:
+    """The operands of ``dec`` (decoded words are shared and never change: computed once
+    per word)."""
+    found = _ACCESSES.get(id(dec))
+    if found is None or found[0] is not dec:
+        if len(_ACCESSES) >= 1 << 16:
+            _ACCESSES.clear()
+        found = _ACCESSES[id(dec)] = (dec, _operand_access(dec))
+    return found[1]
+
+
+_ACCESSES: dict[int, tuple[Decoded, Access]] = {}
+
+
+def _operand_access(dec: Decoded) -> Access:
     reads: list[tuple[str, object]] = []
     writes: list[int] = []
     branch = None
@@ -261,7 +275,9 @@ def _store(mem, address, data: np.ndarray) -> None:
     if np.ndim(address) == 0 and data.ndim == 1:
         mem.write(int(address), data)
     else:
-        shape = np.broadcast_shapes(np.shape(address), data.shape[:-1])
+        rows = data.shape[:-1]          # the usual batch: one address per row of data
+        shape = rows if np.shape(address) == rows else np.broadcast_shapes(np.shape(address),
+                                                                          rows)
         mem.write_rows(np.broadcast_to(np.asarray(address, I64), shape), data)
 
 
@@ -395,7 +411,7 @@ def _float_ops(suffix: str) -> dict[str, Callable]:
         return to_bytes(np.asarray(x).astype(ftype, copy=False), ftype)
 
     def binary(op):
-        return lambda a, b: out(op(wide(a), wide(b)))
+        return lambda a, b: out(_lanewise(op, wide(a), wide(b)))
 
     def unary(op):
         return lambda a: out(op(np.ascontiguousarray(wide(a))))
@@ -430,6 +446,68 @@ def _float_ops(suffix: str) -> dict[str, Callable]:
 for _suffix in FLOAT_TYPES:
     for _name, _fn in _float_ops(_suffix).items():
         VECTOR_OPS[f"{_name}.{_suffix}"] = _fn
+
+
+# A batch against one unbatched vector (a kernel's constant): numpy broadcasts it in
+# inner loops of one vector's lanes, several times slower than long ones.  Rows of
+# many vectors against the vector repeated give the same elementwise result.
+_LONG_ROW = 1024
+
+
+def _lanewise(op, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``op(x, y)`` elementwise, x and y lanes (..., n) broadcasting as numpy does."""
+    if x.ndim == 2 and y.ndim == 1:
+        flat = _long_rows(x)
+        if flat is not None:
+            return op(flat, np.tile(y, flat.shape[1] // len(y))).reshape(x.shape)
+    elif y.ndim == 2 and x.ndim == 1:
+        flat = _long_rows(y)
+        if flat is not None:
+            return op(np.tile(x, flat.shape[1] // len(x)), flat).reshape(y.shape)
+    return op(x, y)
+
+
+def _long_rows(x: np.ndarray) -> np.ndarray | None:
+    """``x`` (rows, n), C-contiguous, viewed as fewer rows of whole vectors."""
+    rows, n = x.shape
+    if not x.flags.c_contiguous or rows * n < 2 * _LONG_ROW:
+        return None
+    per_row = _LONG_ROW // n
+    while rows % per_row:
+        per_row //= 2
+    return x.reshape(rows // per_row, per_row * n) if per_row > 1 else None
+
+
+# vmax.f16 and vmin.f16 return one of their operands (widened to f32, compared,
+# rounded back: exact), so for lanes that are not NaN they are a choice by the
+# operands' order, made on the bits: no conversion.  On a tie (+0 against -0) numpy's
+# maximum and minimum return the second operand; NaN lanes take the general form.
+def _f16_order(bits: np.ndarray) -> np.ndarray:
+    """int16 keys ordered as the f16 values, -0 equal to +0 (NaNs not ordered)."""
+    s = bits.view(np.int16)
+    t = (s >> 15) & np.int16(0x7FFF)         # 0x7FFF for negative values, else 0
+    return (s ^ t) + (t & np.int16(1))
+
+
+def _f16_choose(general: Callable, maximum: bool) -> Callable:
+    def fn(a, b):
+        x, y = lanes(a, np.uint16), lanes(b, np.uint16)
+        pick = _lanewise(np.greater if maximum else np.less, _f16_order(x), _f16_order(y))
+        select = np.uint16(0) - pick.view(np.uint8).astype(np.uint16)   # 0xFFFF: x
+        chosen = _lanewise(np.bitwise_xor, y, _lanewise(np.bitwise_xor, x, y) & select)
+        nan = _lanewise(np.bitwise_or, _f16_nan(x), _f16_nan(y))
+        if nan.any():
+            chosen = np.where(nan, lanes(general(a, b), np.uint16), chosen)
+        return to_bytes(chosen, np.uint16)
+    return fn
+
+
+def _f16_nan(bits: np.ndarray):
+    return (bits & np.uint16(0x7FFF)) > np.uint16(0x7C00)
+
+
+for _name, _maximum in (("vmax.f16", True), ("vmin.f16", False)):
+    VECTOR_OPS[_name] = _f16_choose(VECTOR_OPS[_name], _maximum)
 
 
 # --- vector integer -------------------------------------------------------------------------

@@ -72,3 +72,26 @@ def test_prime_rows_with_a_last_axis_softmax_match_the_reference():
     assert not sim.races
     np.testing.assert_allclose(sim.outputs["r"].astype(np.float32),
                                sim.reference["r"].astype(np.float32), rtol=4e-3, atol=1e-3)
+
+
+def test_shave_makespan_gives_blocks_without_halves_to_both_shaves_of_a_tile():
+    from vpuc.fusion.act_split import PIPELINED_BLOCK_COST, shave_makespan
+    # tile 0 takes blocks 0 and 2, one per ACT SHAVE; the old estimate stacks them
+    assert shave_makespan([5, 5, 5, 5], 2, halves=False) == \
+        pytest.approx(5 / 20 + PIPELINED_BLOCK_COST)
+    assert makespan([5, 5, 5, 5], 2, halves=False) == pytest.approx(10 / 20 + 2 * BLOCK_COST)
+    # halves: both ACT SHAVEs share each block and its cost
+    assert shave_makespan([8, 8], 2) == pytest.approx(4 / 16 + PIPELINED_BLOCK_COST / 2)
+
+
+def test_pipelined_cut_keeps_the_rows_and_a_small_tail():
+    """A ViT's GELU over 1x197x768 under --schedule default: along the 197 tokens (rows
+    pipeline with the layers around it, ``block_deps``) in blocks whose tail is one row,
+    not along the 768 columns, which balance as well but wait for the whole input."""
+    total = 2 * 197 * 768 * 2
+    axis, blocks, chunk = choose_cut([(1, 197, 197, True), (2, 768, 4, False)], total,
+                                     1 << 20, 2, pipelined=True)
+    assert axis == 1 and 197 - blocks * chunk == 1
+    # the layer-by-layer estimate keeps its choice (--schedule naive does not change)
+    assert choose_cut([(1, 197, 197, True), (2, 768, 4, False)], total, 1 << 20, 2) == \
+        (1, 4, 48)

@@ -1,4 +1,4 @@
-"""The K split's task ordering (``vpuc.fusion.lower_dpu_ksplit._Schedule``): waits derived
+"""The K split's task ordering (``vpuc.fusion.lower_dpu_ksplit_schedule.TaskSchedule``): waits derived
 from reads and writes of hazard keys, and barriers shared by producers with the same
 consumers."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from vpuc.cost.timing import default_timing
 from vpuc.fusion.blocked_program import ProgramText
-from vpuc.fusion.lower_dpu_ksplit import _Schedule
+from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 T = TensorType((4, 16), ElemType.F16, DimsOrder.identity(2))
 
 
 def _schedule():
-    sch = _Schedule("l.", default_timing("NPU37XX"))
+    sch = TaskSchedule("l.", default_timing("NPU37XX"))
     sch.scope = "t0.x0"
     a = sch.cmx("a", T, 0)
     sch.scope = "t0.p0"

@@ -5,6 +5,7 @@ the fast path (identical CMX bytes and cycles, checked by the harness)."""
 import zlib
 
 import numpy as np
+import ml_dtypes
 import pytest
 
 from kernel_harness import NCHW, NHWC, Tensor, channels_last, dense_strides, run
@@ -12,6 +13,8 @@ from kernel_reference import (BINARY, CLAMP_BOUNDS, EXACT_UNARY, F32_MATH, TANH_
                               assert_ulp, check_f32_math, gelu_tanh_form)
 from vpuc.abi.params import ScalarArg
 from vpuc.ir.types import ElemType
+
+BF16 = ml_dtypes.bfloat16
 
 UNARY = sorted(EXACT_UNARY) + sorted(F32_MATH)
 DTYPES = [np.float16, np.float32]
@@ -162,19 +165,26 @@ def test_tails_of_every_length_class(n):
 
 
 @pytest.mark.parametrize("pair", [(np.float16, np.float32), (np.float32, np.float16),
-                                  (np.float16, np.float16), (np.float32, np.float32)],
-                         ids=["f16-f32", "f32-f16", "f16-f16", "f32-f32"])
+                                  (np.float16, np.float16), (np.float32, np.float32),
+                                  (np.float32, BF16), (BF16, np.float32), (np.float16, BF16),
+                                  (BF16, np.float16), (BF16, BF16)],
+                         ids=["f16-f32", "f32-f16", "f16-f16", "f32-f32", "f32-bf16",
+                              "bf16-f32", "f16-bf16", "bf16-f16", "bf16-bf16"])
 @pytest.mark.parametrize("rank", [1, 3, 4, 5])
 def test_convert(pair, rank):
     src, dst = pair
     rng = seed("convert", rank, src, dst)
     shape = random_shape(rng, rank)
-    x = values(rng, shape, src, scale=300.0)
+    x = values(rng, shape, np.float32 if src == BF16 else src, scale=300.0).astype(src)
     if src == np.float32:
         x.reshape(-1)[:2] = [70000.0, -1e-6]            # overflow to inf, underflow to subnormal
+        if dst == BF16:                                  # beyond bf16's range; a tie to even
+            x.reshape(-1)[:2] = [3.4e38, 1.0 + 2.0 ** -8]
+    if src == BF16 and dst == np.float16:
+        x.reshape(-1)[:2] = [BF16(70000.0), BF16(-1e-6)]  # overflow to inf, underflow
     perm = layout(rank, "NHWC")
     with np.errstate(over="ignore"):
-        ref = x.astype(dst)
+        ref = x.astype(np.float32).astype(dst) if BF16 in (src, dst) else x.astype(dst)
     result = run("convert", [Tensor(x, perm)], Tensor(np.zeros(shape, dst), perm), rng=rng)
     assert np.array_equal(result.output, ref)
     result = run("convert", [Tensor(x, tuple(range(rank)), strided(shape, tuple(range(rank))))],

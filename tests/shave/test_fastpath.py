@@ -421,11 +421,20 @@ done:
 """
 
 
-def test_nested_loops_batch_the_inner_one():
+def test_nested_loops_batch_the_inner_one_then_the_rows_along_their_path():
+    """The inner loop's count is a register, so the outer body is no straight-line plan:
+    the first row batches its inner loop, the 11 others run as one path batch."""
     fast, loops, _ = run_both(NESTED, [WIN_F, WIN_F + 0x8000, 12, 9, 160], random_fill(14))
+    assert fast.batched_iterations == 8 + 11
+    assert loops.batches == 2
+    assert any("trip count (s10) is not set by li" in reason for reason in loops.declined)
+
+
+def test_nested_loops_without_the_path_batch_batch_every_inner_loop():
+    fast, loops, _ = run_both(NESTED, [WIN_F, WIN_F + 0x8000, 12, 9, 160], random_fill(14),
+                              min_path_iterations=100)
     assert fast.batched_iterations == 12 * 8
     assert loops.batches == 12
-    assert any("trip count (s10) is not set by li" in reason for reason in loops.declined)
 
 
 # The generator's broadcast multiply (squeeze-excite scale): per channel, an inner

@@ -400,3 +400,48 @@ def test_min_max_pick_operand_bits_as_numpy_minimum_maximum(suffix):
         better = wa > wb if name == "vmax" else wa < wb
         picked = np.where(np.isnan(wa) | better, a, b)           # the rule, stated once more
         assert np.array_equal(got.view(a.dtype).reshape(a.shape), picked), name
+
+
+# --- vmax.f16 / vmin.f16 chosen on the bits, and constants against long batches -----------
+
+def _widened_f16(name):
+    from runtime_sim.isa.semantics import _widen_f16, lanes, to_bytes
+    op = np.maximum if name == "vmax.f16" else np.minimum
+    return lambda a, b: to_bytes(op(_widen_f16(lanes(a, np.uint16)),
+                                    _widen_f16(lanes(b, np.uint16))).astype(np.float16),
+                                 np.float16)
+
+
+@pytest.mark.parametrize("name", ["vmax.f16", "vmin.f16"])
+def test_f16_max_min_on_the_bits_equal_the_widened_float_form(name):
+    """Every f16 bit pattern against special values (signed zeros, infinities, quiet and
+    signalling NaNs, subnormals) and random ones, both operand orders, batched against
+    an unbatched vector and batch against batch: the bits of the f32 definition."""
+    from runtime_sim.isa.semantics import VECTOR_OPS
+    fn, widened = VECTOR_OPS[name], _widened_f16(name)
+    every = np.arange(1 << 16, dtype=np.uint16).reshape(-1, 8).view(np.uint8)
+    rng = np.random.default_rng(0)
+    special = [0, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7FFF, 1, 0x8001,
+               0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x0400, 0x03FF]
+    for b in special + rng.integers(0, 1 << 16, 24).tolist():
+        vector = np.full(8, b, np.uint16).view(np.uint8)
+        batch = np.broadcast_to(vector, every.shape).copy()
+        for x, y in ((every, vector), (vector, every), (every, batch), (batch, every)):
+            assert np.array_equal(fn(x, y), widened(x, y)), hex(b)
+    x, y = (rng.integers(0, 1 << 16, (4096, 8)).astype(np.uint16).view(np.uint8)
+            for _ in range(2))
+    assert np.array_equal(fn(x, y), widened(x, y))
+
+
+@pytest.mark.parametrize("rows", [1, 3, 255, 256, 1000, 4096])
+def test_a_constant_against_a_long_batch_is_the_broadcast_result(rows):
+    from runtime_sim.isa.semantics import VECTOR_OPS
+    rng = np.random.default_rng(rows)
+    batch = (rng.standard_normal((rows, 8)) * 3).astype(np.float16).view(np.uint8)
+    constant = np.float16([0.5, -1, 2, 3, 0, -0.0, 7, 1e-3]).view(np.uint8)
+    for name in ("vadd.f16", "vmul.f16", "vsub.f16", "vdiv.f16", "vmax.f16", "vmin.f16"):
+        fn = VECTOR_OPS[name]
+        for x, y in ((batch, constant), (constant, batch)):
+            expected = np.stack([fn(np.ascontiguousarray(row_x), np.ascontiguousarray(row_y))
+                                 for row_x, row_y in zip(*np.broadcast_arrays(x, y))])
+            assert np.array_equal(fn(x, y), expected), name

@@ -19,73 +19,46 @@ Happens-before is answered in O(1) with vector clocks over the queues (entry
 for serial queues.  For multi-engine queues a clock can be conservative, so a
 negative answer is confirmed by a search bounded by the topological order.
 Everything here is linear in units + barrier edges.
+
+The graph is never stored: a node's successors and predecessors follow from the
+units' barrier rows and queue order (``successors``), and the units, barrier
+users and start clocks are machine-int tables (``schedule_tables.py``), so a
+schedule of 100k tasks costs tens of bytes per unit instead of a kilobyte.
 """
+
 
 from __future__ import annotations
 
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
 
 from vpuc.arch import Arch
-from vpuc.diagnostics import Loc
+from vpuc.analysis.schedule_tables import (BarrierUsers, Queue, Rows, Unit, UnitColumns,
+                                           UnitTable, mark_ended, merge_barriers, merge_multi,
+                                           unit_name)
 from vpuc.ir.module import Module
-from vpuc.ir.tasks import DmaTask, DpuTask, Executor, SwKernelTask
+from vpuc.ir.tasks import DmaTask, DpuTask, SwKernelTask
 
-
-@dataclass(slots=True)
-class Unit:
-    index: int
-    task: object                 # DmaTask | DpuTask | SwKernelTask
-    variant: int | None          # DPU variant index
-    queue: int
-    position: int                # within its queue
-    name: str
-    waits: tuple[str, ...]
-    updates: tuple[str, ...]
-    loc: Loc
-
-
-@dataclass
-class Queue:
-    key: tuple                   # ("DMA", channel) | ("DPU", tile) | ("ACT_SHAVE", tile)
-    engines: int
-    units: list[int] = field(default_factory=list)
-
-    @property
-    def serial(self) -> bool:
-        return self.engines == 1
-
-    def __str__(self) -> str:
-        kind, index = self.key
-        return f"{kind} channel {index}" if kind == "DMA" else f"{kind} tile {index}"
-
-
-def unit_name(task, list_index: int, executor: Executor, variant: int | None = None) -> str:
-    base = task.label or f"{executor.value.lower()}#{list_index}"
-    if variant is None:
-        return base
-    label = task.variants[variant].label
-    return f"{base}.{label}" if label else f"{base}.v{variant}"
+__all__ = ["Schedule", "Unit", "Queue", "unit_name"]
 
 
 class Schedule:
     def __init__(self, module: Module, arch: Arch, order: bool = True) -> None:
         """``order=False``: the units, queues, producers and consumers only (no barrier
         graph, no happens-before)."""
-        self.units: list[Unit] = []
         self.queues: list[Queue] = []
         self._queue_index: dict[tuple, int] = {}
-        self.producers: dict[str, list[int]] = {}
-        self.consumers: dict[str, list[int]] = {}
+        self._columns = UnitColumns()
+        self.units = UnitTable(self._columns)
+        self._waits, self._updates = Rows(), Rows()   # per unit: barrier numbers
         self._build_units(module, arch)
-        self.order: list[int] = []        # graph nodes in topological order
-        self.topo_pos: list[int] = []     # node -> position in ``order``
+        self.order = array("i")       # graph nodes in topological order
+        self.topo_pos = array("i")    # node -> position in ``order``
         self.cycle_nodes: list[int] = []  # nodes left over by Kahn's algorithm (deadlock)
-        self.clock: list[list[int]] | None = None
+        self.fallback_searches = 0
+        self._start_clock: array | None = None
         if not order:
             return
-        self._build_graph()
         self._toposort()
         if not self.cycle_nodes:
             self._compute_clocks()
@@ -96,89 +69,175 @@ class Schedule:
         if index is None:
             index = len(self.queues)
             self._queue_index[key] = index
-            self.queues.append(Queue(key, max(engines, 1)))
+            self.queues.append(Queue(key, max(engines, 1), array("i")))
         return index
 
-    def _add(self, task, variant, key, engines, name, waits, updates, loc) -> None:
-        queue = self._queue(key, engines)
-        unit = Unit(len(self.units), task, variant, queue, len(self.queues[queue].units), name,
-                    tuple(waits), tuple(updates), loc)
-        self.units.append(unit)
-        self.queues[queue].units.append(unit.index)
-        for barrier in unit.waits:
-            self.consumers.setdefault(barrier, []).append(unit.index)
-        for barrier in unit.updates:
-            self.producers.setdefault(barrier, []).append(unit.index)
-
     def _build_units(self, module: Module, arch: Arch) -> None:
+        c = self._columns
+        number: dict[str, int] = {}     # barrier name -> number, as first seen
+        names: list[str] = []
+
+        def add_row(rows: Rows, barriers) -> None:
+            values = rows.values
+            for barrier in barriers:
+                k = number.get(barrier)
+                if k is None:
+                    k = number[barrier] = len(names)
+                    names.append(barrier)
+                values.append(k)
+            rows.close_row()
+
+        def add(task, variant, key, engines, waits, updates) -> None:
+            queue = self._queue(key, engines)
+            units = self.queues[queue].units
+            c.task.append(task)
+            c.variant.append(variant)
+            c.queue.append(queue)
+            c.position.append(len(units))
+            c.list_index.append(list_index)
+            c.executor.append(executor)
+            units.append(len(c.task) - 1)
+            add_row(self._waits, waits)
+            add_row(self._updates, updates)
+
         for task_list in module.task_lists:
+            executor = len(c.executors)
+            c.executors.append(task_list.executor)
             for list_index, task in enumerate(task_list.tasks):
-                executor = task_list.executor
                 if isinstance(task, DmaTask):
-                    self._add(task, None, ("DMA", task.channel), 1,
-                              unit_name(task, list_index, executor), task.waits, task.updates,
-                              task.loc)
+                    add(task, -1, ("DMA", task.channel), 1, task.waits, task.updates)
                 elif isinstance(task, DpuTask):
                     for v, variant in enumerate(task.variants):
-                        self._add(task, v, ("DPU", task.tile), arch.dpus_per_tile,
-                                  unit_name(task, list_index, executor, v),
-                                  _merge(task.waits, variant.waits),
-                                  _merge(task.updates, variant.updates), variant.loc)
+                        add(task, v, ("DPU", task.tile), arch.dpus_per_tile,
+                            merge_barriers(task.waits, variant.waits),
+                            merge_barriers(task.updates, variant.updates))
                 elif isinstance(task, SwKernelTask):
-                    self._add(task, None, ("ACT_SHAVE", task.tile), arch.act_shaves_per_tile,
-                              unit_name(task, list_index, executor), task.waits, task.updates,
-                              task.loc)
+                    add(task, -1, ("ACT_SHAVE", task.tile), arch.act_shaves_per_tile,
+                        task.waits, task.updates)
+        # Barriers are numbered in name order (the graph's barrier nodes follow it).
+        by_name = sorted(range(len(names)), key=names.__getitem__)
+        rank = array("i", [0]) * len(names)
+        for r, k in enumerate(by_name):
+            rank[k] = r
+        for rows in (self._waits, self._updates):
+            rows.values = array("i", [rank[k] for k in rows.values])
+        self.barrier_names = [names[k] for k in by_name]
+        for name, k in number.items():   # the first-seen numbers become name-order ones
+            number[name] = rank[k]
+        self.barrier_index = number
+        self._producers = self._updates.transposed(len(self.barrier_names))
+        self._consumers = self._waits.transposed(len(self.barrier_names))
+        self.producers = BarrierUsers(self.barrier_index, self.barrier_names, self._producers)
+        self.consumers = BarrierUsers(self.barrier_index, self.barrier_names, self._consumers)
+        # The unit after each one in its queue (-1: the last).
+        self._next = array("i", [-1]) * len(c.task)
+        for queue in self.queues:
+            units = queue.units
+            for i in range(len(units) - 1):
+                self._next[units[i]] = units[i + 1]
+        self._serial_queue = [q.serial for q in self.queues]
 
     # ----------------------------------------------------------- graph
     # Node numbering: start(u) = 2u, end(u) = 2u + 1, barrier k = 2·units + k.
+    # Edges: start(u) → end(u); end(p) → barrier b for each b that p updates; b → start(c)
+    # for each c waiting on b, if b has producers (a barrier nobody updates orders nothing;
+    # the verifier reports it on its own); within a queue end(prev) → start(next) (serial)
+    # or start(prev) → start(next).
     def start_node(self, unit: int) -> int:
         return 2 * unit
 
     def end_node(self, unit: int) -> int:
         return 2 * unit + 1
 
-    def _build_graph(self) -> None:
-        n_units = len(self.units)
-        self.barrier_names = sorted(set(self.producers) | set(self.consumers))
-        self.barrier_node = {name: 2 * n_units + k for k, name in enumerate(self.barrier_names)}
-        self.node_count = 2 * n_units + len(self.barrier_names)
-        succ: list[list[int]] = [[] for _ in range(self.node_count)]
-        for unit in self.units:
-            succ[2 * unit.index].append(2 * unit.index + 1)
-            for barrier in unit.updates:
-                succ[2 * unit.index + 1].append(self.barrier_node[barrier])
-            for barrier in unit.waits:
-                # A barrier nobody updates has no producers left from the start:
-                # it orders nothing (the verifier reports it on its own).
-                if barrier in self.producers:
-                    succ[self.barrier_node[barrier]].append(2 * unit.index)
-        for queue in self.queues:
-            for prev, nxt in zip(queue.units, queue.units[1:]):
-                source = 2 * prev + 1 if queue.serial else 2 * prev
-                succ[source].append(2 * nxt)
-        self.succ = succ
+    @property
+    def node_count(self) -> int:
+        return 2 * len(self._columns.task) + len(self.barrier_names)
+
+    def successors(self, node: int) -> list[int]:
+        n2 = 2 * len(self._columns.task)
+        if node >= n2:
+            k = node - n2
+            if not self._producers.size(k):
+                return []
+            return [2 * c for c in self._consumers.row(k)]
+        u = node >> 1
+        nxt = self._next[u]
+        serial = self._serial_queue[self._columns.queue[u]]
+        if node & 1:
+            out = [n2 + k for k in self._updates.row(u)]
+            if nxt >= 0 and serial:
+                out.append(2 * nxt)
+        else:
+            out = [node + 1]
+            if nxt >= 0 and not serial:
+                out.append(2 * nxt)
+        return out
+
+    def _successor_counts(self) -> list[int]:
+        """``len(self.successors(node))`` for every node."""
+        n_units = len(self._columns.task)
+        counts = [0] * self.node_count
+        upd_start, produced, consumed = self._updates.start, self._producers.start, self._consumers.start
+        for u in range(n_units):
+            nxt = self._next[u] >= 0
+            serial = self._serial_queue[self._columns.queue[u]]
+            counts[2 * u] = 1 + (nxt and not serial)
+            counts[2 * u + 1] = upd_start[u + 1] - upd_start[u] + (nxt and serial)
+        for k in range(len(self.barrier_names)):
+            if produced[k + 1] > produced[k]:
+                counts[2 * n_units + k] = consumed[k + 1] - consumed[k]
+        return counts
 
     def _toposort(self) -> None:
-        indegree = [0] * self.node_count
-        for targets in self.succ:
-            for t in targets:
-                indegree[t] += 1
-        ready = deque(n for n in range(self.node_count) if indegree[n] == 0)
-        order = []
+        n_units, node_count = len(self._columns.task), self.node_count
+        n2 = 2 * n_units
+        produced = self._producers.start
+        position, waits = self._columns.position, self._waits
+        indegree = [0] * node_count
+        for u in range(n_units):
+            d = 1 if position[u] else 0
+            for k in waits.row(u):
+                if produced[k + 1] > produced[k]:
+                    d += 1
+            indegree[2 * u] = d
+            indegree[2 * u + 1] = 1
+        for k in range(len(self.barrier_names)):
+            indegree[n2 + k] = produced[k + 1] - produced[k]
+        ready = deque(n for n in range(node_count) if indegree[n] == 0)
+        order = array("i")
+        # ``successors`` inlined: it is the loop's whole work.
+        nxt_of, serial_of, queue_of = self._next, self._serial_queue, self._columns.queue
+        upd_start, upd = self._updates.start, self._updates.values
+        cons_start, cons = self._consumers.start, self._consumers.values
         while ready:
             node = ready.popleft()
             order.append(node)
-            for t in self.succ[node]:
+            if node >= n2:
+                k = node - n2
+                if produced[k + 1] == produced[k]:
+                    continue
+                targets = [2 * c for c in cons[cons_start[k]:cons_start[k + 1]]]
+            else:
+                u = node >> 1
+                nxt = nxt_of[u]
+                if node & 1:
+                    targets = [n2 + k for k in upd[upd_start[u]:upd_start[u + 1]]]
+                    if nxt >= 0 and serial_of[queue_of[u]]:
+                        targets.append(2 * nxt)
+                elif nxt >= 0 and not serial_of[queue_of[u]]:
+                    targets = (node + 1, 2 * nxt)
+                else:
+                    targets = (node + 1,)
+            for t in targets:
                 indegree[t] -= 1
                 if indegree[t] == 0:
                     ready.append(t)
-        # Machine ints, not a list of int objects: two of these per node add up at 100k tasks.
-        self.order = array("q", order)
-        pos = array("q", [-1]) * self.node_count
+        self.order = order
+        pos = array("i", [-1]) * node_count
         for i, node in enumerate(order):
             pos[node] = i
         self.topo_pos = pos
-        self.cycle_nodes = [n for n in range(self.node_count) if pos[n] < 0]
+        self.cycle_nodes = [n for n in range(node_count) if pos[n] < 0]
 
     # ----------------------------------------------------------- deadlocks
     def find_cycle(self) -> list[int]:
@@ -189,7 +248,7 @@ class Schedule:
         # Every stuck node has a stuck predecessor; walk predecessors until one repeats.
         pred: dict[int, int] = {}
         for node in self.cycle_nodes:
-            for t in self.succ[node]:
+            for t in self.successors(node):
                 if t in stuck and t not in pred:
                     pred[t] = node
         node = self.cycle_nodes[0]
@@ -218,58 +277,94 @@ class Schedule:
         multi-engine queue, where units may end out of order, a pair (prefix,
         mask): positions up to ``prefix`` have ended, and bit ``i`` of ``mask``
         says position ``prefix + 1 + i`` has ended as well.
+
+        ``happens_before`` reads start clocks only, kept as table rows: ``_start_clock``
+        (entry ``q`` of unit ``u``'s start at ``u·queues + q``; a multi-engine queue's
+        prefix) and ``_start_mask`` (the masks, at ``u·multi + slot``).  A clock in
+        flight is dropped once its last successor has merged it, so at most a frontier
+        of them is alive at once.
         """
-        multi = [not q.serial for q in self.queues]
+        c = self._columns
+        n_units, nq = len(c.task), len(self.queues)
+        n2 = 2 * n_units
+        multi = [not serial for serial in self._serial_queue]
+        slot = [-1] * nq
+        n_multi = 0
+        for q in range(nq):
+            if multi[q]:
+                slot[q], n_multi = n_multi, n_multi + 1
         empty = [(-1, 0) if m else -1 for m in multi]
-        preds: list[list[int]] = [[] for _ in range(self.node_count)]
-        for node, targets in enumerate(self.succ):
-            for t in targets:
-                preds[t].append(node)
+        start_clock = array("i", [0]) * (n_units * nq)
+        start_mask = array("Q", [0]) * (n_units * n_multi)
+        multi_slots = [(q, slot[q]) for q in range(nq) if multi[q]]
+        pending = self._successor_counts()
         clock: list = [None] * self.node_count
-        n_unit_nodes = 2 * len(self.units)
-        any_multi = any(multi)
-        # happens_before reads start clocks only: another node's clock is dropped once its
-        # last successor has merged it, so at most a frontier of them is alive at once.
-        pending = [len(targets) for targets in self.succ]
+        # A node's predecessors, from the same tables as ``successors``: this runs once per node.
+        produced, prod = self._producers.start, self._producers.values
+        wait_start, waits = self._waits.start, self._waits.values
+        serial_of, queues = self._serial_queue, self.queues
         for node in self.order:
-            sources = preds[node]
+            if node >= n2:
+                k = node - n2
+                sources = [2 * p + 1 for p in prod[produced[k]:produced[k + 1]]]
+            elif node & 1:
+                sources = (node - 1,)
+            else:
+                u = node >> 1
+                sources = [n2 + k for k in waits[wait_start[u]:wait_start[u + 1]]
+                           if produced[k + 1] > produced[k]]
+                position = c.position[u]
+                if position:
+                    q = c.queue[u]
+                    prev = queues[q].units[position - 1]
+                    sources.append(2 * prev + 1 if serial_of[q] else 2 * prev)
             if not sources:
                 merged = list(empty)
             elif len(sources) == 1:
                 merged = list(clock[sources[0]])
-            elif not any_multi:
+            elif not n_multi:
                 merged = [max(column) for column in zip(*(clock[s] for s in sources))]
             else:
-                merged = [_merge_multi(column) if m else max(column)
+                merged = [merge_multi(column) if m else max(column)
                           for m, column in zip(multi, zip(*(clock[s] for s in sources)))]
-            if node < n_unit_nodes and node % 2 == 1:
-                unit = self.units[node // 2]
-                if multi[unit.queue]:
-                    merged[unit.queue] = _mark_ended(merged[unit.queue], unit.position)
+            if node < n2:
+                u = node >> 1
+                if node & 1:
+                    q = c.queue[u]
+                    if multi[q]:
+                        merged[q] = mark_ended(merged[q], c.position[u])
+                    else:
+                        merged[q] = max(merged[q], c.position[u])
                 else:
-                    merged[unit.queue] = max(merged[unit.queue], unit.position)
-            is_start = node < n_unit_nodes and node % 2 == 0
-            clock[node] = tuple(merged) if is_start else merged
+                    base = u * nq
+                    if not n_multi:
+                        start_clock[base:base + nq] = array("i", merged)
+                    else:
+                        start_clock[base:base + nq] = array(
+                            "i", [e[0] if m else e for m, e in zip(multi, merged)])
+                        for q, s in multi_slots:
+                            start_mask[u * n_multi + s] = merged[q][1]
+            clock[node] = merged
             for source in sources:
                 pending[source] -= 1
-                if not pending[source] and (source >= n_unit_nodes or source % 2):
+                if not pending[source]:
                     clock[source] = None
-            if not pending[node] and not is_start:
+            if not pending[node]:
                 clock[node] = None
-        self.clock = clock
-        self.fallback_searches = 0
+        self._start_clock, self._start_mask = start_clock, start_mask
+        self._mask_slot, self._multi_count = slot, n_multi
 
     def happens_before(self, a: int, b: int) -> bool:
         """Whether unit ``a`` is guaranteed to end before unit ``b`` starts."""
-        if a == b or self.clock is None:
+        if a == b or self._start_clock is None:
             return False
-        unit = self.units[a]
-        known = self.clock[2 * b][unit.queue]
-        if isinstance(known, tuple):
-            prefix, mask = known
-            if unit.position <= prefix or (mask >> (unit.position - prefix - 1)) & 1:
-                return True
-        elif known >= unit.position:
+        c = self._columns
+        q, position = c.queue[a], c.position[a]
+        known = self._start_clock[b * len(self.queues) + q]
+        if position <= known:
+            return True
+        s = self._mask_slot[q]
+        if s >= 0 and (self._start_mask[b * self._multi_count + s] >> (position - known - 1)) & 1:
             return True
         self.fallback_searches += 1
         return self._reaches(2 * a + 1, 2 * b)
@@ -281,42 +376,10 @@ class Schedule:
         stack, seen = [source], {source}
         while stack:
             node = stack.pop()
-            for t in self.succ[node]:
+            for t in self.successors(node):
                 if t == target:
                     return True
                 if t not in seen and self.topo_pos[t] < limit:
                     seen.add(t)
                     stack.append(t)
         return False
-
-
-MASK_BITS = 64  # how far past its prefix a multi-engine queue's clock remembers ended units
-
-
-def _normalize(prefix: int, mask: int) -> tuple[int, int]:
-    # Fold the run of ended positions just past the prefix into the prefix.
-    run = (~mask & (mask + 1)).bit_length() - 1
-    return prefix + run, (mask >> run) & ((1 << MASK_BITS) - 1)
-
-
-def _merge_multi(entries) -> tuple[int, int]:
-    prefix = max(e[0] for e in entries)
-    mask = 0
-    for p, m in entries:
-        if prefix - p < MASK_BITS:
-            mask |= m >> (prefix - p)
-    return _normalize(prefix, mask)
-
-
-def _mark_ended(entry: tuple[int, int], position: int) -> tuple[int, int]:
-    prefix, mask = entry
-    offset = position - prefix - 1
-    if offset < 0 or offset >= MASK_BITS:
-        return entry  # already known, or too far ahead to remember (a search will confirm)
-    return _normalize(prefix, mask | (1 << offset))
-
-
-def _merge(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
-    if not first:
-        return tuple(second)
-    return tuple(dict.fromkeys(first + tuple(second)))

@@ -23,6 +23,15 @@ from __future__ import annotations
 # A block's fixed cost (its loads' and store's DMA latency, the dispatches) as a share of
 # the segment's kernel work: an assumption that only ranks cuts (two rows of 197).
 BLOCK_COST = 0.01
+# Under ``--schedule default`` (segments pipelined, ``block_deps``): a block's fixed cost is
+# its dispatches (its loads and store overlap the other slot's kernels), so smaller; a
+# smaller tail then wins over fewer blocks (a tail runs on one ACT SHAVE while the others
+# idle), and smaller blocks let the next segment start sooner.
+PIPELINED_BLOCK_COST = 0.002
+# ... and a cut along an inner axis (not outermost in memory) needs a slab of every row in
+# each block: its first block waits for the whole previous segment and the next segment
+# for its last block, where rows pipeline; charged as this share of the work.
+INNER_AXIS_COST = 0.05
 # The main run gives each tile two blocks at least (its two CMX slots: load, compute
 # and store of consecutive blocks overlap).
 MIN_BLOCKS_PER_TILE = 2
@@ -41,28 +50,48 @@ def makespan(sizes: list[int], tiles: int, halves: bool = True) -> float:
     return max(load)
 
 
+def shave_makespan(sizes: list[int], tiles: int, halves: bool = True, shaves: int = 2) -> float:
+    """``makespan`` per ACT SHAVE (``--schedule default``'s estimate): an even block is halved
+    over the tile's ``shaves`` ACT SHAVEs (with ``halves``), a block that is not goes whole
+    to the one free first (the runtime gives a tile's task to either, so two blocks of a
+    tile run side by side); each block adds ``PIPELINED_BLOCK_COST``, shared by its parts."""
+    extent = sum(sizes)
+    free = [[0.0] * shaves for _ in range(tiles)]
+    for k, size in enumerate(sizes):
+        load = free[k % tiles]
+        parts = [size / 2] * 2 if halves and size % 2 == 0 else [size]
+        for part in parts:
+            first = min(range(shaves), key=load.__getitem__)
+            load[first] += part / extent + PIPELINED_BLOCK_COST / len(parts)
+    return max(max(load) for load in free)
+
+
 def tail_split(extent: int, even_blocks: int, total_bytes: int, budget: int,
-               tiles: int, halves: bool = True) -> tuple[int, int] | None:
+               tiles: int, halves: bool = True, pipelined: bool = False) -> tuple[int, int] | None:
     """``(blocks, chunk)``: a main run of ``blocks`` blocks of ``chunk`` elements (the tail
     is the rest of ``extent``), or None to keep the even cut into ``even_blocks`` blocks.
     ``total_bytes`` are the bytes of every value of the segment across the whole axis; a
     tile holds two main blocks (its slots) and the tail block within ``budget``."""
+    cost_of = shave_makespan if pipelined else makespan
     even = extent // even_blocks
-    best, best_cost = None, makespan([even] * even_blocks, tiles, halves)
+    best, best_cost = None, cost_of([even] * even_blocks, tiles, halves)
     largest = extent // (MIN_BLOCKS_PER_TILE * tiles)
-    for chunk in range(largest - largest % 2, 1, -2):       # ties: the fewest blocks
+    # ties: the fewest blocks; pipelined, a block without halves may be odd (one ACT SHAVE)
+    chunks = range(largest, 1, -1) if pipelined and not halves \
+        else range(largest - largest % 2, 1, -2)
+    for chunk in chunks:
         blocks = extent // chunk
         tail = extent - blocks * chunk
         if tail == 0 or (2 * chunk + tail) * total_bytes > budget * extent:
             continue
-        cost = makespan([chunk] * blocks + [tail], tiles, halves)
+        cost = cost_of([chunk] * blocks + [tail], tiles, halves)
         if cost < best_cost - 1e-9:
             best, best_cost = (blocks, chunk), cost
     return best
 
 
 def choose_cut(cuts: list[tuple[int, int, int, bool]], total_bytes: int, budget: int,
-               tiles: int) -> tuple[int, int, int]:
+               tiles: int, pipelined: bool = False) -> tuple[int, int, int]:
     """``(axis, blocks, chunk)`` among ``cuts`` (``(axis, extent, even_blocks, halves)`` per
     axis that may be cut, the preferred first: outermost in memory; ``halves``: a block's
     halves along it are contiguous, so both ACT SHAVEs of a tile can share it): ``blocks`` blocks of
@@ -70,16 +99,20 @@ def choose_cut(cuts: list[tuple[int, int, int, bool]], total_bytes: int, budget:
     short of the extent.  Attention scores of three heads cut along the heads leave one
     ACT SHAVE of each tile idle and one tile with two of them; along the 197 query rows
     (each block on one ACT SHAVE: its halves would not be contiguous), a main run and a
-    tail balance the tiles."""
+    tail balance the tiles.  ``pipelined`` (``--schedule default``): by ``shave_makespan``,
+    an inner axis charged ``INNER_AXIS_COST``."""
     best = None
+    cost_of = shave_makespan if pipelined else makespan
     for axis, extent, even, halves in cuts:
         options = [(even, extent // even)]
-        cut = tail_split(extent, even, total_bytes, budget, tiles, halves)
+        cut = tail_split(extent, even, total_bytes, budget, tiles, halves, pipelined)
         if cut is not None:
             options.append(cut)
         for blocks, chunk in options:
             tail = extent - blocks * chunk
-            cost = makespan([chunk] * blocks + ([tail] if tail else []), tiles, halves)
+            cost = cost_of([chunk] * blocks + ([tail] if tail else []), tiles, halves)
+            if pipelined and not halves:
+                cost += INNER_AXIS_COST
             if best is None or cost < best[0] - 1e-9:
                 best = (cost, axis, blocks, chunk)
     return best[1:]

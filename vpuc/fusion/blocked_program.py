@@ -88,10 +88,26 @@ class ProgramText:
     # Bytes of a tile's CMX a segment's constants may load during the previous segment
     # (``--schedule default``: ``schedule.overlap``, ``early_bytes``); 0: no prefetch.
     prefetch_bytes: int = 0
+    # constants a layer declared again in another layout (``lower_dpu_matmul``)
+    redeclared: set = field(default_factory=set)
+    # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
+    # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
+    epilogue: object = None
+    # ``--schedule default``: a first layer's zero-padded channels split over both DMA
+    # channels (``lower_dpu_channels.load_block_input``).
+    balance_channels: bool = False
 
     @property
     def store_channel(self) -> int:
         return min(1, self.dma_channels - 1)
+
+    def drop_unused(self, names: set[str]) -> None:
+        """Remove the declarations of the DDR buffers ``names`` that no task or view names
+        (a constant a layer declared again in another layout)."""
+        text = "\n".join(self.views + self.dma + self.dpu + self.act)
+        unused = {n for n in names if not re.search(rf"%{re.escape(n)}(?![\w.])", text)}
+        self.buffers = [b for b in self.buffers
+                        if b.split(" ", 2)[1].lstrip("%") not in unused]
 
     def declare(self, values: list[Value]) -> None:
         """The DDR declaration of every value that lives in DDR."""

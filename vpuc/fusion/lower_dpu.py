@@ -260,24 +260,31 @@ class LayerEmitter:
     """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
 
     def __init__(self, prog: ProgramText, prefix: str, tiles: int, gate: tuple[str, ...],
-                 finish: str | None, blocks: int) -> None:
+                 finish: str | None, blocks: int, slots: int = 2) -> None:
+        """``slots``: the CMX slots per tile blocks take in turn (block k waits for the slot
+        of block ``k - slots * tiles``)."""
         self.prog, self.p, self.lp = prog, prefix, label(prefix)
         self.gate, self.finish, self.blocks = gate, finish, blocks
         self.used = min(tiles, blocks)
-        self.reuse = 2 * self.used
+        self.reuse = slots * self.used
         self.timing = prog.timing          # emit_layer checked it is there
         self.declared: set[str] = set()    # consts emitted on first use (zero sources)
         self.store_at: dict[int, int] = {}  # block -> index in prog.dma of its store
+        # what the output blocks' epilogue (``ProgramText.epilogue``) needs of a store's source
+        self.cmx_of: dict[str, tuple[TensorType, int]] = {}     # CMX buffer -> type, tile
+        self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
 
     def tile(self, k: int) -> int:
         return k % self.used
 
     def cmx(self, name: str, t: TensorType, tile: int) -> str:
         self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
+        self.cmx_of[f"%{self.p}{name}"] = (t, tile)
         return f"%{self.p}{name}"
 
     def view(self, name: str, base: str, slices: list[str]) -> str:
         self.prog.views.append(f"view %{self.p}{name} = %{base}[{', '.join(slices)}]")
+        self.view_of[f"%{self.p}{name}"] = (f"%{base}", slices)
         return f"%{self.p}{name}"
 
     def load_waits(self, k: int) -> str:
@@ -339,9 +346,25 @@ class LayerEmitter:
         updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
         if self.finish and k == self.blocks - 1:
             updates.append(f"%{self.finish}")
-        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits(%{self.p}done{k})",
+        ready = f"%{self.p}done{k}"
+        if self.prog.epilogue is not None:
+            src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
+        self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits({ready})",
                  updates, permute)
         self.store_at[k] = len(self.prog.dma) - 1
+
+
+    def _epilogue(self, k: int, src: str, dst: str) -> str:
+        """Run ``prog.epilogue`` (``fuse_epilogue.Epilogue``) on the CMX block behind the store
+        source ``src`` (the block, or a view of its real channels); the same part of its
+        output."""
+        block, slices = self.view_of.get(src, (src, None))
+        if block not in self.cmx_of:
+            raise VpucError(f"internal: the store of block {k} of {self.p} reads {src}, "
+                            "not an output block in CMX")
+        block_type, tile = self.cmx_of[block]
+        out = self.prog.epilogue.emit(self, k, block, block_type, tile, dst)
+        return out if slices is None else self.view(f"act.r{k}", out[1:], slices)
 
 
 def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,

@@ -215,10 +215,17 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
                                   " = splat 0")
         pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
         # on the store channel, listed before the previous block's store: it runs beside the
-        # (often transposing, one element a cycle) load of the real channels, not after it
+        # (often transposing, one element a cycle) load of the real channels, not after it;
+        # when that load is halved over both channels, every other block's zeros go on the
+        # load channel (``--schedule default``), which then carries as much as the other
+        halved = permute and rows >= 2 and e.prog.dma_channels > 1
+        if halved and k % 2 == 0 and e.prog.balance_channels:
+            channel, beside = 0, None
+        else:
+            channel, beside = e.prog.store_channel, k
         e.dma(f"zero{k}", e.view(f"zeros.v{k}", zeros, pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
-              e.prog.store_channel, waits, loaded, before_store=k)
+              channel, waits, loaded, before_store=beside)
     return xin
 
 

@@ -15,7 +15,7 @@ or one ``dwconv`` when each group has one input and one output channel.
 
 Expects: a typed ConvolutionBackpropData or GroupConvolutionBackpropData whose
 weights are a Constant and whose pads crop no more than the dilated kernel
-extent (``deconv_borders`` >= 0; ``lower_dpu_nn.nn_problem`` reports the rest).
+extent (``deconv_borders`` >= 0; ``lower_dpu_nn_plan.nn_problem`` reports the rest).
 Guarantees: ``upsample`` declares the DDR tensor, its zero splat, the two
 copies and the barrier the convolution waits on; ``deconv_jobs`` gives the
 convolution's jobs with their rearranged weights.

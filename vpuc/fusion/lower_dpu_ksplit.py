@@ -16,18 +16,14 @@ VPUIPDPU/rewriters/dpu_invariant_block_rewriters.cpp`` of
 The first chunk's task adds the bias (in f32, once); the library kernel
 ``add`` (kernels/add.s, f32) on the tile's two ACT SHAVEs (half of the rows
 each) sums each partial into a running f32 total; the activation (``relu``, ``clamp``, ``sigmoid``,
-``tanh``, in f32) and ``convert`` (f32 -> f16) run once on the total, and a
-DMA stores the f16 block.  So a value is the f32 sum of its products rounded
-once to f16, as the unsplit layer computes it (only the order of the f32
+``tanh``, in f32) and ``convert`` (f32 -> f16, or bf16 for a bf16 layer) run once on
+the total, and a DMA stores the block.  So a value is the f32 sum of its products
+rounded once to the layer's type, as the unsplit layer computes it (only the order of the f32
 additions differs).
 
-The tasks are ordered by what they read and write (``_Schedule``): each waits
-for the last writer of what it reads and for the readers since of what it
-overwrites; buffers of one role alternate between two slots per tile (input
-and weight chunks, partials, totals), so the loads of chunk *j + 1* overlap
-the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*; weight
-chunks load on the second DMA channel (the stores' one: a block stores once),
-input chunks on the first, so their DMA latencies overlap.
+The tasks are ordered by what they read and write (``lower_dpu_ksplit_schedule``): buffers
+of one role alternate between two slots per tile, so loads, DPU tasks and ACT adds of
+successive chunks overlap.
 Output blocks alternate over the tiles, in rounds of one block per tile.
 
 The split (rows per block, output channels per block, reduction per chunk) is
@@ -46,16 +42,16 @@ from abc import ABC, abstractmethod
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from vpuc.cost import DpuWorkload
-from vpuc.cost.blocks import Move, move_cycles
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.blocked_program import ProgramText, label, type_text
+from vpuc.fusion.blocked_program import ProgramText, label
 from vpuc.fusion.lower_dpu import DpuLayer, describe, layer_timing, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import padded_vector, variant_boxes
+from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
 from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
@@ -67,12 +63,15 @@ ACTIVATIONS = {"Relu": "relu", "Clamp": "clamp", "Sigmoid": "sigmoid", "Tanh": "
 MAX_PAIRS = 16               # (rows, output channels) pairs tried
 
 
-def kernel_declarations(activation: str | None) -> list[str]:
-    """The library kernels a K-split layer calls (f32 totals, an f16 result)."""
+OUT_ELEMS = (ElemType.F16, ElemType.BF16)       # the DPU's float types (lower_dpu_support)
+
+
+def kernel_declarations(activation: str | None, out_elem: ElemType = ElemType.F16) -> list[str]:
+    """The library kernels a K-split layer calls (f32 totals, an f16 or bf16 result)."""
     decls = ['kernel @ksplit_add_f32(a: memref<*xf32>, b: memref<*xf32>, output: memref<*xf32>) '
              'from library "add"',
-             'kernel @ksplit_convert_f32_f16(input: memref<*xf32>, output: memref<*xf16>) '
-             'from library "convert"']
+             f'kernel @ksplit_convert_f32_{out_elem}(input: memref<*xf32>, '
+             f'output: memref<*x{out_elem}>) from library "convert"']
     if activation == "clamp":
         decls.append('kernel @ksplit_clamp_f32(input: memref<*xf32>, output: memref<*xf32>, '
                      'minVal: f16, maxVal: f16) from library "clamp"')
@@ -80,149 +79,6 @@ def kernel_declarations(activation: str | None) -> list[str]:
         decls.append(f'kernel @ksplit_{activation}_f32(input: memref<*xf32>, '
                      f'output: memref<*xf32>) from library "{activation}"')
     return decls
-
-
-@dataclass
-class _Task:
-    section: str                          # dma, dpu or act
-    queue: tuple                  # ("dma", channel), ("dpu", tile), ("act", tile, SHAVE)
-    cycles: float
-    deps: set[int]
-    render: Callable[[str], list[str]]    # barrier clauses -> the task's lines
-
-
-@dataclass
-class _Schedule:
-    """The tasks of one K-split layer, ordered by their reads and writes of hazard keys
-    (a buffer's role and slot on its tile), with the cost model's cycles.  Offers the
-    ``cmx`` / ``view`` / ``dma`` calls of ``lower_dpu.LayerEmitter`` that
-    ``lower_dpu_matmul.load_matrix`` and ``lower_dpu_channels.load_padded_weights`` make; everything goes to a private ``ProgramText``
-    that ``commit`` adds to the real one."""
-
-    p: str
-    timing: object
-    prog: ProgramText = field(default_factory=ProgramText)
-    tasks: list[_Task] = field(default_factory=list)
-    scope: str | None = None              # the hazard key of the buffers being declared
-    channel: int | None = None            # the DMA channel of the loads being emitted
-    key_of: dict[str, str] = field(default_factory=dict)
-    shape_of: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
-    types: dict[str, TensorType] = field(default_factory=dict)     # the CMX buffers
-    writers: dict[str, set[int]] = field(default_factory=dict)    # the current generation
-    readers: dict[str, set[int]] = field(default_factory=dict)    # since its first write
-    before: dict[str, set[int]] = field(default_factory=dict)     # the generation before
-
-    def cmx(self, name: str, t: TensorType, tile: int) -> str:
-        self.prog.cmx.append(f"cmx %{self.p}{name} : {type_text(t)} tile {tile}")
-        self.key_of[self.p + name] = self.scope
-        self.shape_of[self.p + name] = (t.dims, t.elem.nbytes)
-        self.types[f"%{self.p}{name}"] = t
-        return f"%{self.p}{name}"
-
-    def view(self, name: str, base: str, slices: list[str]) -> str:
-        self.prog.views.append(f"view %{self.p}{name} = %{base}[{', '.join(slices)}]")
-        if base in self.key_of:
-            dims = tuple(int(b) - int(a) for a, b in (s.split(":") for s in slices if ":" in s))
-            self.key_of[self.p + name] = self.key_of[base]
-            self.shape_of[self.p + name] = (dims, self.shape_of[base][1])
-        return f"%{self.p}{name}"
-
-    def dma(self, name: str, src: str, dst: str, channel: int, waits=None, updates=None,
-            permute: bool = False) -> None:
-        """One DMA (``waits``/``updates`` of ``LayerEmitter``'s signature are derived here;
-        on ``self.channel`` when set)."""
-        channel = channel if self.channel is None else self.channel
-        cmx_side = dst if dst[1:] in self.shape_of else src
-        dims, eb = self.shape_of[cmx_side[1:]]
-        cycles = move_cycles(Move(math.prod(dims) * eb, eb, permute), self.timing,
-                             dst[1:] in self.shape_of)[0]
-        mode = "permute " if permute else ""
-        head = f"  {label(self.p)}{name}: dma {mode}{src} -> {dst} channel {channel}"
-        self.add("dma", ("dma", channel), [src], [dst], cycles, lambda c: [head + c])
-
-    def add(self, section: str, queue: tuple, reads: list[str], writes: list[str],
-            cycles: float, render: Callable[[str], list[str]]) -> int:
-        """Append a task.  A key's writes come in generations: the writes before any read
-        (a zero fill and the copy beside it, a staging copy, two halves: disjoint bytes)
-        are one.  A reader waits for every write of the current generation; every writer
-        of a generation waits for the reads and writes of the one before.  Only a wait on an
-        earlier task of the same tile's DPU is left to its queue's order: the DMA channels
-        are the schedule's to change (``schedule.overlap`` moves prefetches)."""
-        n = len(self.tasks)
-        deps: set[int] = set()
-        rkeys = {self.key_of[r[1:]] for r in reads if self.key_of.get(r[1:])}
-        wkeys = {self.key_of[w[1:]] for w in writes if self.key_of.get(w[1:])}
-        for k in rkeys:
-            deps |= self.writers.get(k, set())
-        for k in wkeys:           # the previous generation, read or not, ends first
-            deps |= (self.readers[k] | self.writers[k]) if self.readers.get(k) else \
-                self.before.get(k, set())
-        kept, last_dpu = set(), {}
-        for d in deps:
-            q = self.tasks[d].queue
-            if q[0] != "dpu":
-                kept.add(d)
-            elif q != queue:           # a tile's DPU runs its tasks in order: its last one
-                last_dpu[q] = max(last_dpu.get(q, d), d)
-        deps = kept | set(last_dpu.values())
-        for k in wkeys:
-            if self.readers.get(k) or k not in self.writers:
-                self.before[k] = self.readers.get(k, set()) | self.writers.get(k, set())
-                self.writers[k], self.readers[k] = set(), set()
-            self.writers[k].add(n)
-        for k in rkeys:
-            self.readers.setdefault(k, set()).add(n)
-        self.tasks.append(_Task(section, queue, cycles, deps, render))
-        return n
-
-    def makespan(self) -> float:
-        """The list schedule's end: each task starts when its queue is free and its
-        dependencies have ended."""
-        end: list[float] = []
-        free: dict[tuple, float] = {}
-        for task in self.tasks:
-            start = max([free.get(task.queue, 0.0)] + [end[d] for d in task.deps])
-            end.append(start + task.cycles)
-            free[task.queue] = end[-1]
-        return max(end, default=0.0)
-
-    def commit(self, prog: ProgramText, gate: tuple[str, ...], finish: str | None) -> None:
-        """Render every task with its barriers into ``prog``: the tasks that the same tasks
-        wait for share one barrier (each producer precedes each consumer in program order,
-        so no wait cycle forms); the last task (a store) also updates ``finish``, tasks
-        waiting on nothing wait on ``gate``."""
-        consumers: dict[int, set[int]] = {}
-        for m, task in enumerate(self.tasks):
-            for d in task.deps:
-                consumers.setdefault(d, set()).add(m)
-        groups: dict[frozenset, int] = {}
-        barrier_of = {n: groups.setdefault(frozenset(consumers[n]), n) for n in sorted(consumers)}
-        zeros: dict[str, str] = {}          # one zero splat per shape (zero_pad_matrix's)
-        rename: dict[str, str] = {}
-        for line in self.prog.buffers:
-            name, _, rest = line.partition(" : ")
-            if rest.endswith("= splat 0"):
-                if rest in zeros:
-                    rename[name.split("%")[1]] = zeros[rest]
-                    continue
-                zeros[rest] = name.split("%")[1]
-            prog.buffers.append(line)
-        prog.cmx += self.prog.cmx
-        for line in self.prog.views:
-            view, _, base = line.partition(" = %")
-            root, bracket, rest = base.partition("[")
-            prog.views.append(f"{view} = %{rename.get(root, root)}{bracket}{rest}")
-        prog.barriers += [f"barrier %{self.p}k{n}" for n in sorted(groups.values())]
-        prog.kernels += [k for k in self.prog.kernels if k not in prog.kernels]
-        for n, task in enumerate(self.tasks):
-            waits = ([f"%{self.p}k{b}" for b in sorted({barrier_of[d] for d in task.deps})]
-                     or [f"%{g}" for g in gate])
-            updates = [f"%{self.p}k{barrier_of[n]}"] if n in barrier_of else []
-            if finish and n == len(self.tasks) - 1:
-                updates.append(f"%{finish}")
-            clauses = (f" waits({', '.join(waits)})" if waits else "") + (
-                f" updates({', '.join(updates)})" if updates else "")
-            getattr(prog, task.section).extend(task.render(clauses))
 
 
 @dataclass(frozen=True)
@@ -253,10 +109,11 @@ class KSplitLayer(ABC):
                                None)
         self.clamp = next(((o.attrs["min"], o.attrs["max"]) for o in layer.chain
                            if o.kind == "Clamp"), None)
-        if out_elem is not ElemType.F16:
+        if out_elem not in OUT_ELEMS:
             raise VpucError(f"{describe(op)} does not fit a tile's CMX and needs its reduction "
-                            f"split into f32 partial sums, which are converted to f16 only; the "
-                            f"layer is {out_elem}", op.loc)
+                            f"split into f32 partial sums, which are converted to f16 or bf16 "
+                            f"only; the layer is {out_elem}", op.loc)
+        self.out_elem = out_elem
 
     # subclass interface
     @abstractmethod
@@ -264,10 +121,10 @@ class KSplitLayer(ABC):
     @abstractmethod
     def chunks(self, block, s: Split) -> list[tuple[int, int]]: ...
     @abstractmethod
-    def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
+    def emit_chunk(self, sch: TaskSchedule, tag: str, t: int, slot: int, block,
                    chunk: tuple[int, int], first: bool) -> str: ...
     @abstractmethod
-    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None: ...
+    def store(self, sch: TaskSchedule, tag: str, t: int, block, y: str) -> None: ...
     @abstractmethod
     def need(self, s: Split) -> int: ...
     @abstractmethod
@@ -278,7 +135,7 @@ class KSplitLayer(ABC):
     def bias_length(self) -> int:
         """The bias's length zero-padded to cover the last block's output channels."""
 
-    def declare(self, sch: _Schedule) -> None:
+    def declare(self, sch: TaskSchedule) -> None:
         """The layer's constants (its zero-padded bias) in the program's buffers."""
         if self.layer.bias is not None:
             bias = padded_vector(self.layer.bias, self.bias_length())
@@ -320,11 +177,11 @@ class KSplitLayer(ABC):
                     return out
         return out
 
-    def schedule(self, s: Split) -> _Schedule:
+    def schedule(self, s: Split) -> TaskSchedule:
         """Every task of the layer under split ``s``, in program order: output blocks in
         rounds of one per tile, their chunks interleaved, then each block's epilogue."""
-        sch = _Schedule(self.p, self.timing)
-        sch.prog.kernels = kernel_declarations(self.activation)
+        sch = TaskSchedule(self.p, self.timing)
+        sch.prog.kernels = kernel_declarations(self.activation, self.out_elem)
         self.declare(sch)
         blocks = self.blocks(s)
         counter = [0] * self.tiles          # chunks so far per tile: the slot parity
@@ -350,7 +207,7 @@ class KSplitLayer(ABC):
                 self._epilogue(sch, f"b{first + t}", t, block, current[t], totals)
         return sch
 
-    def first_bias(self, sch: _Schedule, tag: str, t: int, lo: int, count: int,
+    def first_bias(self, sch: TaskSchedule, tag: str, t: int, lo: int, count: int,
                    reads: list[str]) -> tuple[str, list[str]]:
         """The ``bias(...)`` clause and reads of a block's first chunk: the bias of output
         channels ``lo .. lo + count`` loaded into CMX (the other chunks add none)."""
@@ -360,12 +217,12 @@ class KSplitLayer(ABC):
                                              [f"{lo}:{lo + count}"]), bias, 0)
         return f" bias({bias})", reads + [bias]
 
-    def _total(self, sch: _Schedule, name: str, t: int, f32: TensorType, totals: list[int]) -> str:
+    def _total(self, sch: TaskSchedule, name: str, t: int, f32: TensorType, totals: list[int]) -> str:
         sch.scope = f"t{t}.acc{totals[t] % 2}"
         totals[t] += 1
         return sch.cmx(name, f32, t)
 
-    def dpu(self, sch: _Schedule, tag: str, t: int, head: str, reads: list[str], part: str,
+    def dpu(self, sch: TaskSchedule, tag: str, t: int, head: str, reads: list[str], part: str,
             extent: tuple[tuple[int, int], int, tuple[int, int]],
             workload_of: Callable[[int], DpuWorkload]) -> None:
         """One DPU task writing ``part``: ``head`` (``dpu OP on tile ...`` up to its window),
@@ -381,7 +238,7 @@ class KSplitLayer(ABC):
         sch.add("dpu", ("dpu", t), reads, [part], cycles,
                 lambda c: [text + c + " {"] + body + ["  }"])
 
-    def act(self, sch: _Schedule, name: str, kernel: str, t: int, ins: list[str], out: str,
+    def act(self, sch: TaskSchedule, name: str, kernel: str, t: int, ins: list[str], out: str,
             scalars: tuple[float, ...] = ()) -> None:
         """A library kernel over the whole of ``out``: one invocation per ACT SHAVE of the
         tile, each on half of the rows (views of every operand; one invocation for one
@@ -411,9 +268,9 @@ class KSplitLayer(ABC):
                     lambda c, head=head, region=region, args=args:
                     [head + c + " {"] + region + [f"    run({', '.join(args)})", "  }"])
 
-    def _epilogue(self, sch: _Schedule, tag: str, t: int, block, total: str,
+    def _epilogue(self, sch: TaskSchedule, tag: str, t: int, block, total: str,
                   totals: list[int]) -> None:
-        """The activation on the f32 total, the conversion to f16, the store."""
+        """The activation on the f32 total, the conversion to the layer's type, the store."""
         f32 = sch.types[total]
         if self.activation is not None:
             result = self._total(sch, f"act.{tag}", t, f32, totals)
@@ -422,8 +279,8 @@ class KSplitLayer(ABC):
                      scalars)
             total = result
         sch.scope = f"t{t}.out"
-        y = sch.cmx(f"out.{tag}", TensorType(f32.dims, ElemType.F16, f32.order), t)
-        self.act(sch, f"convert.{tag}", "ksplit_convert_f32_f16", t, [total], y)
+        y = sch.cmx(f"out.{tag}", TensorType(f32.dims, self.out_elem, f32.order), t)
+        self.act(sch, f"convert.{tag}", f"ksplit_convert_f32_{self.out_elem}", t, [total], y)
         self.store(sch, tag, t, block, y)
 
     def emit(self, gate: tuple[str, ...], finish: str | None) -> Split:

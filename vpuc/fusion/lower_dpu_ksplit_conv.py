@@ -20,7 +20,8 @@ from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned, load_padded_weights, padded
-from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
+from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
+from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, depths, edges,
                                           row_counts)
 from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.types import ElemType, TensorType
@@ -75,7 +76,7 @@ class ConvKSplit(KSplitLayer):
         i0, i1 = self.plan.jobs[block[0]].ins
         return [(i0 + a, i0 + b) for a, b in edges(i1 - i0, s.depth)]
 
-    def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
+    def emit_chunk(self, sch: TaskSchedule, tag: str, t: int, slot: int, block,
                    chunk: tuple[int, int], first: bool) -> str:
         from vpuc.fusion.lower_dpu_nn import _rows_in   # noqa: PLC0415 (import cycle)
         j, (o0, o1), (r0, r1) = block
@@ -125,7 +126,7 @@ class ConvKSplit(KSplitLayer):
                  workload_of)
         return part
 
-    def _load_weights(self, sch: _Schedule, tag: str, job, outs: tuple[int, int],
+    def _load_weights(self, sch: TaskSchedule, tag: str, job, outs: tuple[int, int],
                       ins: tuple[int, int], wt: str) -> None:
         """Weights [o0:o1, c0:c1] into ``wt``, zero-padded: a slice of the DDR weights, or a
         constant of the job's (rearranged) values."""
@@ -147,7 +148,7 @@ class ConvKSplit(KSplitLayer):
                                 f"{const_text(values, name)}")
         sch.dma(f"load_w.{tag}", f"%{name}", wt, 0)
 
-    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None:
+    def store(self, sch: TaskSchedule, tag: str, t: int, block, y: str) -> None:
         """The real channels of the f16 result into the output."""
         _, (o0, o1), (r0, r1) = block
         box = [f"0:{self.n}", f"0:{o1 - o0}", f"0:{r1 - r0}", f"0:{self.ow}"]

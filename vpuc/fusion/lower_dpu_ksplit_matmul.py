@@ -15,9 +15,11 @@ import itertools
 
 from vpuc.cost import DpuWorkload
 from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.fold_views import view_slices
 from vpuc.fusion.lower_dpu import DpuLayer
 from vpuc.fusion.lower_dpu_channels import aligned
-from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, _Schedule, depths, edges,
+from vpuc.fusion.lower_dpu_ksplit_schedule import TaskSchedule
+from vpuc.fusion.lower_dpu_ksplit import (GRANULE, KSplitLayer, Split, depths, edges,
                                           row_counts)
 from vpuc.ir.types import ElemType, TensorType
 
@@ -41,7 +43,7 @@ class MatmulKSplit(KSplitLayer):
         self.m, self.n = self.out.type.dims[-2:]
         self.k = self.a.type.dims[self.a_axes[1]]
         self.items = list(itertools.product(*(range(d) for d in self.out.type.dims[:-2])))
-        self.order = _out_order(self.out.type, self.out.type.rank)
+        self.order = _out_order(self.out, self.out.type.rank)
 
     def need(self, s: Split) -> int:
         """CMX bytes of a tile: two slots of input and weight chunks (with a staging copy
@@ -77,7 +79,7 @@ class MatmulKSplit(KSplitLayer):
     def chunks(self, block, s: Split) -> list[tuple[int, int]]:
         return edges(self.k, s.depth)
 
-    def emit_chunk(self, sch: _Schedule, tag: str, t: int, slot: int, block,
+    def emit_chunk(self, sch: TaskSchedule, tag: str, t: int, slot: int, block,
                    chunk: tuple[int, int], first: bool) -> str:
         from vpuc.fusion.lower_dpu_matmul import _batch_index, load_matrix  # noqa: PLC0415
         item, (r0, r1), (c0, c1) = block
@@ -109,13 +111,13 @@ class MatmulKSplit(KSplitLayer):
                  reads, part, ((0, 0), rows, (0, cp - 1)), workload_of)
         return part
 
-    def store(self, sch: _Schedule, tag: str, t: int, block, y: str) -> None:
+    def store(self, sch: TaskSchedule, tag: str, t: int, block, y: str) -> None:
         """The real columns of the f16 result into the output."""
         item, (r0, r1), (c0, c1) = block
         if aligned(c1 - c0) != c1 - c0:
             y = sch.view(f"out.r{tag}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
-        dst = sch.view(f"out.v{tag}", self.out.name,
-                       [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"])
+        dst = sch.view(f"out.v{tag}", *view_slices(
+            self.out, [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]))
         sch.dma(f"store.{tag}", y, dst, self.prog.store_channel)
 
 

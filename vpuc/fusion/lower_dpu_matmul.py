@@ -29,9 +29,14 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
+from vpuc import const_files
+
 from vpuc.cost import DpuWorkload
-from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.blocked_program import ProgramText, Value, type_text
 from vpuc.fusion import lower_dpu
+from vpuc.fusion.fold_views import matrix_axes, view_slices
 from vpuc.fusion.lower_dpu_channels import aligned, padded_vector, zero_pad_matrix
 from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
@@ -69,8 +74,8 @@ def load_matrix(e: LayerEmitter, name: str, v: Value, batch: tuple[int, ...], ro
     cols = c1 - c0
     slices = [f"{r0}:{r1}" if j == row_axis else f"{c0}:{c1}" if j == col_axis else str(batch[j])
               for j, d in enumerate(v.type.dims)]
-    src = e.view(f"{name}.v", v.name, slices)
-    order = matrix_order(v.type, row_axis, col_axis)
+    src = e.view(f"{name}.v", *view_slices(v, slices))
+    order = matrix_order(*matrix_axes(v, row_axis, col_axis))
     padded = pad is not None and pad != (r1 - r0, cols)
     dst = e.cmx(name, TensorType(pad if padded else (r1 - r0, cols), v.type.elem, order), tile)
     if v.type.rank == 2 and row_axis == 1 and r1 - r0 == cols:
@@ -167,10 +172,16 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                                  resident_cycles)
     split = len({c for _, c in jobs}) > 1
     work = [(item, rows, c) for item, c in jobs for rows in row_edges(m, count)]
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work),
+                     slots=_slots(prog, work, tiles, split, resident, footprint))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
     if split and layer.bias is not None:
         prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
+    if not split and not batched_b and prog.prefetch_bytes and rb == 2 and b_rows == 1 \
+            and n == k_dim and b.kind == "const" and b.init is not None:
+        # --schedule default: square constant weights transposed at compile time, so each
+        # tile's load is a plain copy the schedule prefetches, not a staged permute
+        b, b_rows, b_cols = transposed_constant(prog, prefix, b), 0, 1
     bias_of = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
@@ -194,7 +205,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
             e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c0 + cp}"]),
                   cmx, 0, e.load_waits(k), loaded)
             bias = f" bias({cmx})"
-        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, cp), elem, _out_order(out.type, ro)), t)
+        y = e.cmx(f"out.c{k}", TensorType((r1 - r0, cp), elem, _out_order(out, ro)), t)
         head = f"dpu matmul on tile {t} in({x}) weights({weights}){bias} out({y}){layer.post}"
         # The DPU runs a matmul as a 1x1 convolution with its rows along W (H = 1).
         e.task(k, head, ((0, 0), r1 - r0, (0, cp - 1)),
@@ -203,10 +214,40 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                                         in_bytes=a.type.elem.nbytes, out_bytes=eb,
                                         weight_bytes=b.type.elem.nbytes))
         slices = [str(i) for i in item] + [f"{r0}:{r1}", f"{c0}:{c1}"]
-        dst = e.view(f"out.v{k}", out.name, slices)
+        dst = e.view(f"out.v{k}", *view_slices(out, slices))
         if cp != c1 - c0:                            # only the real columns are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
         e.store(k, y, dst)
+
+
+def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int,
+           footprint) -> int:
+    """CMX slots per tile: two (double buffering), or under ``--schedule default`` one per
+    block when every block of a tile fits the CMX budget at once: no block then waits for
+    an earlier one's store to free its slot, which a pipelined layer's stores, queued in
+    the store channel behind the previous segment's (``block_deps``), would make late."""
+    per_tile = -(-len(work) // min(tiles, len(work)))
+    if not prog.prefetch_bytes or split or per_tile <= 2:
+        return 2
+    rows = max(r1 - r0 for _, (r0, r1), _ in work)
+    return per_tile if resident + per_tile * footprint(rows) <= prog.cmx_budget else 2
+
+
+def transposed_constant(prog: ProgramText, prefix: str, b: Value) -> Value:
+    """A rank-2 constant [K, N] declared again as its transpose [N, K] (NC)."""
+    init = b.init
+    if init.path is not None:
+        array = const_files.load(init.path)
+    elif init.splat is not None:
+        array = np.full(b.type.dims, init.splat)
+    else:
+        array = np.asarray(init.values).reshape(b.type.dims)
+    t = TensorType(b.type.dims[::-1], b.type.elem, NC)
+    prog.redeclared.add(b.name)
+    name = f"{prefix}wT"
+    prog.buffers.append(f"const %{name} : {type_text(t)} = "
+                        f"{const_text(np.ascontiguousarray(array.T), name)}")
+    return Value(name, t, "const")
 
 
 def _column_chunks(n: int, need, budget: int) -> list[tuple[int, int]] | None:
@@ -234,5 +275,5 @@ def _load_moves(eb: int, k: int, kp: int, staged: bool):
     return moves
 
 
-def _out_order(t: TensorType, rank: int) -> DimsOrder:
-    return matrix_order(t, rank - 2, rank - 1)
+def _out_order(out: Value, rank: int) -> DimsOrder:
+    return matrix_order(*matrix_axes(out, rank - 2, rank - 1))

@@ -37,7 +37,7 @@ from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
 DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean",
-              "ConvolutionBackpropData", "GroupConvolutionBackpropData")
+              "ReduceMax", "ConvolutionBackpropData", "GroupConvolutionBackpropData")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 
@@ -98,7 +98,7 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     if op.kind in ("Add", "Multiply"):
         return None if eltwise_anchor(op) else "it is not marked as a DPU eltwise layer"
     if op.kind not in ("Convolution", "MatMul", "MaxPool"):
-        from vpuc.fusion.lower_dpu_nn import nn_problem
+        from vpuc.fusion.lower_dpu_nn_plan import nn_problem
         return nn_problem(op, index)
     elem = op.type.elem
     allowed = POOL_ELEMS if op.kind == "MaxPool" else DPU_FLOATS

@@ -66,8 +66,11 @@ from vpuc import const_files
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
-                                         sanitize, spans)
+                                         label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.block_deps import pipeline_segments
+from vpuc.fusion.fold_views import Alias, fold_views, folded_value
+from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -75,13 +78,15 @@ from vpuc.fusion.lower_dma import DMA_OPS, dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer, emit_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
+from vpuc.fusion.lower_dpu_nn_plan import GLOBAL_POOLS
 from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, emit_library_segment,
                                        library_problem, library_segment, pipeline_call)
 from vpuc.reference.graph import const_base
-from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, SegmentValues, ddr_layouts, early_bytes,
+from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, SegmentValues, ddr_layouts, early_bytes,
                                   nhwc_ports, overlap)
+from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.subgraph import Tokenization, tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.fusion.tokenizer import Reason
@@ -136,14 +141,22 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     hook = ctx.artifacts.get("fusion-print")
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     gates: set[str] = set()
+    order: list[tuple[str, str | None]] = []
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes)
+                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
+        # A block among others keeps its order against theirs; block_deps.pipeline_segments
+        # runs under relax_gates' trial allocation when relax_gates takes the module.
+        if rename is not None or not relax_gates(
+                lowered, [k for k, _ in order], [f for _, f in order], ctx.arch,
+                then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
+                                               EARLY_CMX_BYTES)):
+            pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
     return lowered
 
 
@@ -184,6 +197,8 @@ class Segment:
     master: tuple = ()
     dma: GraphOp | None = None                                   # or one data-movement op
     library: LibrarySegment | None = None                        # or one library kernel op
+    aliases: dict[str, Alias] = field(default_factory=dict)      # a MatMul's folded values
+    folded: list[GraphOp] = field(default_factory=list)          # and the ops folded away
 
     def reads(self, tok: Tokenization) -> list[str]:
         if self.dma is not None:
@@ -192,7 +207,8 @@ class Segment:
             return [self.library.op.operands[0]]
         if self.layer is not None:       # weights the lowering re-declares are not read
             op = self.layer.op
-            return [v for i, v in enumerate(op.operands)
+            return [self.aliases[v].base if v in self.aliases else v
+                    for i, v in enumerate(op.operands)
                     if i != 1 or reads_weights(op, tok.graph.index())]
         return [v for u in self.units for v in _stage_io(tok, u)[0]]
 
@@ -202,27 +218,32 @@ class Segment:
         if self.library is not None:
             return [self.library.op.result]
         if self.layer is not None:
-            return [self.layer.output]
+            out = self.layer.output
+            return [self.aliases[out].base if out in self.aliases else out]
         return [v for u in self.units for v in _stage_io(tok, u)[1]]
 
 
 def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, tiles: int,
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           schedule: str = "naive", gates: set[str] | None = None,
-          cmx_budget: int = 1 << 20, cmx_bytes: int | None = None) -> str:
+          cmx_budget: int = 1 << 20, cmx_bytes: int | None = None,
+          order: list | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
     segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
     CMX a layer's or segment's blocks may use (the compile option,
     ``PassContext.cmx_budget``; this default is NPU37XX's); ``cmx_bytes``, a tile's CMX,
-    tells the DPU layers how much of their weights the schedule prefetches."""
+    tells the DPU layers how much of their weights the schedule prefetches; ``order``
+    receives each segment's task-label prefix and gate barrier (None for the last)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = _left_out(graph, tok)
     segments = _segments(graph, tok, library, layers, dma_ops(graph, tok), own)
+    if schedule != "naive":
+        segments = fold_views(graph, segments)
     values, names = _values(graph, tok, segments)
     nhwc_acts: set[int] = set()
     if schedule != "naive":
@@ -231,16 +252,28 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
+    if schedule != "naive":
+        prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
     made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     layers = LayerTable()
+    fused = {} if schedule == "naive" else fusable(
+        tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
+        {op.operands[0] for op in graph.results})
+    skipped: set[int] = set()
     for s, seg in enumerate(segments):
+        if s in skipped:
+            continue
         prefix = "" if single and seg.units else _prefix(tok, seg)
         layers.add(prefix, segment_ops(graph, tok, seg))
-        finish = None if s == len(segments) - 1 else f"{prefix}finished"
+        sub = fused.get(s)
+        finish = (None if s + (sub is not None) == len(segments) - 1
+                  else f"{prefix}finished")
+        if order is not None:
+            order.append((label(prefix).removesuffix("."), finish))
         if finish:
             prog.barriers.append(f"barrier %{finish}")
             if gates is not None:
@@ -248,6 +281,34 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+            renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
+                            for g, a in seg.aliases.items()})
+            if sub is not None:
+                if sub[0] == "sg":
+                    y = tok.subgraphs[sub[1]].outputs[0]
+                    epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
+                                        prog.kernels, config, timings)
+                else:
+                    y = sub[1].output
+                    ops = list(sub[1].op.operands)
+                    other = ops[1 - ops.index(seg.layer.output)]
+                    epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
+                                               ops[0] == seg.layer.output, timing)
+                if emit_fused(prog, seg.layer, {**renamed, seg.layer.output: by_name[names[y]]},
+                              graph.index(), tiles, prefix, gate, finish, epilogue,
+                              names[seg.layer.output], names[y]):
+                    skipped.add(s + 1)
+                    layers.add(prefix, segment_ops(graph, tok, segments[s + 1]))
+                    timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
+                    gate = (finish,) if finish else ()
+                    continue
+                if finish is None:            # the layer after it is a segment after all
+                    finish = f"{prefix}finished"
+                    prog.barriers.append(f"barrier %{finish}")
+                    if order is not None:
+                        order[-1] = (order[-1][0], finish)
+                    if gates is not None:
+                        gates.add(finish)
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None:
@@ -261,8 +322,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         else:
             _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                       blocks, config, prefix, gate, finish, library, made,
-                      nhwc=s in nhwc_acts)
+                      nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
+    prog.drop_unused(prog.redeclared)
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
@@ -284,9 +346,10 @@ def _segment_values(tok: Tokenization, segments: list[Segment], names: dict[str,
 
 def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
               config, prefix, gate, finish, library: dict[int, LibraryCall],
-              made: dict[tuple, str], nhwc: bool = False) -> None:
+              made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
     """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
-    ports of its kernels."""
+    ports of its kernels; ``pipelined``: segments overlap (``block_deps``), which the cut
+    weighs (``act_split.choose_cut``)."""
     master = seg.master
     rank = len(master)
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
@@ -309,7 +372,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
         total = sum(v.type.nbytes for v in seg_values)
         cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
             seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)]
-        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles)
+        axis, main, size = choose_cut(cuts, total, prog.cmx_budget, tiles, pipelined)
         outermost = next(c[3] for c in cuts if c[0] == axis)
         runs = [(main, size, 0)]
         if main * size < master[axis]:      # a main run of equal blocks, then a tail block
@@ -390,7 +453,7 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
                                               and not eltwise_anchor(op)):
             continue
         in_type = index.producer(op.operands[0]).type if op.operands else None
-        # A ReduceMean over H and W the DPU takes as an average pool (as the NPU compiler
+        # A ReduceMean or ReduceMax over H and W the DPU takes as a pool (as the NPU compiler
         # does); any other reduction or normalization goes to the library kernels.
         dpu_first = op.kind in DPU_LAYERS and dpu_problem(op, index) is None
         call = pipeline_call(op, in_type) if in_type is not None and not dpu_first else None
@@ -402,7 +465,9 @@ def _left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
             own[i] = segment
         elif op.kind in DMA_OPS:
             continue                              # lower_dma.dma_ops takes them
-        elif op.kind in DPU_LAYERS or eltwise_anchor(op):
+        elif (op.kind in DPU_LAYERS and (dpu_first or op.kind not in GLOBAL_POOLS)) \
+                or eltwise_anchor(op):
+            # (a reduction the DPU cannot take as a pool is the library's to explain)
             try:
                 layers[i] = dpu_layer(graph, index, op)
             except VpucError as exc:

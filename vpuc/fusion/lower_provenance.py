@@ -17,7 +17,7 @@ from vpuc.ir.provenance import LayerSource, OnnxNode, merged, print_layer
 def segment_ops(graph: Graph, tok, seg) -> list[GraphOp]:
     """The graph ops one segment of ``lower-graph`` computes."""
     if seg.layer is not None:
-        return [seg.layer.op] + list(seg.layer.chain)
+        return [seg.layer.op] + list(seg.layer.chain) + list(seg.folded)
     if seg.dma is not None:
         return [seg.dma]
     if seg.library is not None:

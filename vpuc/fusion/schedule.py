@@ -31,9 +31,19 @@ on program text:
    only that first load updates (and on its gate still when it is not
    prefetched: weights past ``EARLY_CMX_BYTES`` are shared too).
 
-Segments still run one after another (each waits for its predecessor's last
-store); their values still go through DDR (activations resident in CMX between
-layers are not done yet).  Numerics do not change: the same tasks compute the
+4. **Segments wait on what they read** (``schedule_deps.relax_gates``, after
+   ``overlap``): a DMA waits on the earlier segments' DMAs that write the DDR bytes it
+   reads (or touch what it writes), and a segment's gate is the one two segments
+   back when allocate-cmx still places every buffer (tried), so consecutive
+   segments and independent branches overlap.
+
+5. **Elementwise tails in CMX** (``fuse_epilogue``, while lowering): a fused
+   elementwise subgraph (MobileNetV3's HardSwish, on ACT SHAVE) or a DPU eltwise
+   Add/Multiply (ResNet-18's residual Adds, the other operand loaded beside each
+   block) that alone reads a DPU layer's output runs on the layer's output blocks
+   in CMX instead of in a segment of its own, so that value never goes through DDR.
+
+Other values between segments still go through DDR.  Numerics do not change: the same tasks compute the
 same values; only layouts in DDR, orders and sources of copies move.
 
 Expects (``overlap``): a freshly lowered module whose gate barriers are named

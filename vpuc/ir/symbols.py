@@ -90,6 +90,7 @@ class SymbolTable:
         self.barriers: dict[str, Barrier] = {}
         self._regions: dict[str, Region | None] = {}
         self._types: dict[tuple, TensorType] = {}
+        self._strides: dict[tuple, tuple] = {}
         self._declare_all()
 
     def _declare(self, table: dict, name: str, item, what: str, sigil: str = "%") -> None:
@@ -194,6 +195,7 @@ class SymbolTable:
         if tensor is None:      # views of one shape share their type
             tensor = self._types[key] = TensorType(*key)
         strides_t = tuple(strides)
+        strides_t = self._strides.setdefault(strides_t, strides_t)   # shared like the types
         return Region(view.name, base.root, tensor, offset_bits // 8, strides_t,
                       span_of(tensor, strides_t))
 

@@ -45,16 +45,22 @@ class AllocateCmxPass(ModulePass):
     name = "allocate-cmx"
 
     def run(self, module: Module, ctx: PassContext) -> None:
-        schedule = Schedule(module, ctx.arch)
-        if schedule.cycle_nodes:
-            raise VpucError("allocate-cmx needs an acyclic barrier schedule; run verify first")
-        symbols = SymbolTable(module)
-        users = users_by_root(schedule, symbols)
-        for tile in range(ctx.arch.tiles):
-            buffers = [b for b in module.buffers
-                       if b.kind is BufferKind.CMX and b.tile == tile]
-            _TileAllocator(schedule, users, ctx.arch.cmx_bytes, tile).allocate(buffers)
+        allocate(module, ctx.arch)
         module.attributes["cmx"] = "allocated"
+
+
+def allocate(module: Module, arch) -> None:
+    """Place every CMX buffer of ``module`` without an offset (the pass's work; also a
+    lowering's trial of a schedule, ``vpuc/fusion/schedule_deps.py``)."""
+    schedule = Schedule(module, arch)
+    if schedule.cycle_nodes:
+        raise VpucError("allocate-cmx needs an acyclic barrier schedule; run verify first")
+    symbols = SymbolTable(module)
+    users = users_by_root(schedule, symbols)
+    for tile in range(arch.tiles):
+        buffers = [b for b in module.buffers
+                   if b.kind is BufferKind.CMX and b.tile == tile]
+        _TileAllocator(schedule, users, arch.cmx_bytes, tile).allocate(buffers)
 
 
 class _TileAllocator:

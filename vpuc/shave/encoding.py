@@ -73,6 +73,21 @@ def used_fields(info: Instruction) -> set[str]:
 
 
 def decode_word(word: int) -> Decoded:
+    """The word decoded; a ``Decoded`` is never changed, so equal words share one (the
+    library kernels share their driver's code, and a kernel is decoded more than once)."""
+    found = _DECODED.get(word)
+    if found is None:
+        if len(_DECODED) >= MAX_DECODED:
+            _DECODED.clear()
+        found = _DECODED[word] = _decode(word)
+    return found
+
+
+_DECODED: dict[int, Decoded] = {}
+MAX_DECODED = 1 << 16
+
+
+def _decode(word: int) -> Decoded:
     values = field_values(word)
     info = BY_OPCODE.get(values["opcode"])
     if info is None:

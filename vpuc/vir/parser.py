@@ -67,6 +67,7 @@ class _TransformerHelpers:
 
     file: str
     bag: DiagnosticBag
+    interned: dict
 
     def loc(self, token: Token) -> Loc:
         return Loc(self.file, token.line, token.column)
@@ -74,6 +75,19 @@ class _TransformerHelpers:
     def ref(self, token: Token) -> Ref:
         # Strip the sigil: %x and @k are stored as "x" and "k".
         return Ref(token[1:], Loc(self.file, token.line, token.column))
+
+    def shared(self, value):
+        """One object for equal immutable values of a parse (variant corners, DPU windows):
+        a program of 100k tasks repeats a few of them tens of thousands of times."""
+        return self.interned.setdefault(value, value)
+
+    def shared_slice(self, start: int, stop: int, step: int = 1) -> Slice:
+        # Slices are never changed after parsing, so views may share equal ones (``:``).
+        key = ("slice", start, stop, step)
+        found = self.interned.get(key)
+        if found is None:
+            found = self.interned[key] = Slice(start, stop, step)
+        return found
 
     def int_(self, token: Token | None) -> int | None:
         return None if token is None else parse_int(token)
@@ -122,10 +136,12 @@ class VirTransformer(_TransformerHelpers, Transformer):
         super().__init__()
         self.file = "<input>"
         self.bag = DiagnosticBag()
+        self.interned = {}
 
     def reset(self, file: str) -> None:
         self.file = file
         self.bag = DiagnosticBag()
+        self.interned = {}
 
     # ------------------------------------------------------------ module
     def start(self, header: Module, *items) -> Module:
@@ -224,7 +240,7 @@ class VirTransformer(_TransformerHelpers, Transformer):
 
     def slice_index(self, index) -> Slice:
         start = parse_int(index)
-        return Slice(start, start + 1)
+        return self.shared_slice(start, start + 1)
 
     def _slice_bound(self, token: Token | None, what: str) -> int | None:
         if token is None:
@@ -239,12 +255,13 @@ class VirTransformer(_TransformerHelpers, Transformer):
     def slice_range(self, start, stop) -> Slice:
         # An open stop (``a:``) is resolved against the base's shape by the verifier; -1 marks it.
         stop_value = self._slice_bound(stop, "stop")
-        return Slice(self._slice_bound(start, "start") or 0, -1 if stop_value is None else stop_value)
+        return self.shared_slice(self._slice_bound(start, "start") or 0,
+                                 -1 if stop_value is None else stop_value)
 
     def slice_step(self, start, stop, step) -> Slice:
         stop_value = self._slice_bound(stop, "stop")
-        return Slice(self._slice_bound(start, "start") or 0,
-                     -1 if stop_value is None else stop_value, parse_int(step))
+        return self.shared_slice(self._slice_bound(start, "start") or 0,
+                                 -1 if stop_value is None else stop_value, parse_int(step))
 
     def barrier_decl(self, kw, value, physical) -> Barrier:
         return Barrier(value[1:], self.int_(physical), loc=self.loc(kw))
@@ -282,7 +299,7 @@ class VirTransformer(_TransformerHelpers, Transformer):
         return list(params)
 
     def dpu_param(self, name, values) -> tuple[str, tuple[int, ...], Loc]:
-        return (str(name), tuple(values), self.loc(name))
+        return (str(name), self.shared(tuple(values)), self.loc(name))
 
     def post_op(self, kw, kind, *params) -> PostOp:
         return PostOp(PostOpKind(str(kind)), tuple(number_as_float(p) for p in params if p is not None),
@@ -290,8 +307,8 @@ class VirTransformer(_TransformerHelpers, Transformer):
 
     def variant(self, label, kw, x0, y0, z0, x1, y1, z1, mode, waits, updates) -> DpuVariant:
         return DpuVariant(label[:-1] if label else None,
-                          (parse_int(x0), parse_int(y0), parse_int(z0)),
-                          (parse_int(x1), parse_int(y1), parse_int(z1)),
+                          self.shared((parse_int(x0), parse_int(y0), parse_int(z0))),
+                          self.shared((parse_int(x1), parse_int(y1), parse_int(z1))),
                           waits or (), updates or (), mode=mode, loc=self.loc(label or kw))
 
     def mpe_mode(self, kw, name) -> str:

@@ -10,7 +10,10 @@ from vpuc.fusion.generator.generate import GeneratedKernel, generate
 # contraction are defined once, in the library: `vpuc run --reference` uses them too, to
 # check generated kernels against the graphs their objects record.
 from vpuc.fusion.generator.kernel_graph import APPROXIMATE, approximate, contracted  # noqa: F401
-from vpuc.fusion.generator.run import KernelRun, run_kernel
+from runtime_sim.isa.cycles_only import data_dependence, invoke_cycles_only
+from runtime_sim.isa.interpreter import load_kernel
+from runtime_sim.isa.invoke import invocation_memory
+from vpuc.fusion.generator.run import KernelRun, prepare, run_kernel
 from vpuc.reference.graph import run_graph, run_graph_values
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
@@ -30,7 +33,26 @@ def run_both(kernel: GeneratedKernel, inputs: list, shapes: list, **kw) -> Kerne
     assert exact.status == 0 and fast.status == 0, (exact.status, fast.status)
     assert exact.cycles == fast.cycles, (exact.cycles, fast.cycles)
     assert np.array_equal(exact.cmx, fast.cmx), "fast path and interpreter left different CMX"
+    check_cycles_only(kernel, inputs, shapes, exact, **kw)
     return exact
+
+
+def check_cycles_only(kernel: GeneratedKernel, inputs: list, shapes: list, full: KernelRun,
+                      dynamic_meta: bool = True, skew: int = 0, **_) -> None:
+    """A timing-only simulation's cycles-only run of the kernel gives the full run's cycles;
+    it may leave the kernel to the full run only when a dynamic operand's dims (in CMX)
+    decide them, or the kernel's cycles may depend on data."""
+    placed, cmx, image = prepare(kernel, inputs, shapes, dynamic_meta=dynamic_meta, skew=skew)
+    scratch = np.zeros_like(cmx)
+    got = invoke_cycles_only(kernel.obj, scratch, image.image, image.args_offset,
+                             image.args_size)
+    if got is None:
+        dims_in_cmx = any(p.meta is not None for p in placed)
+        assert dims_in_cmx or data_dependence(
+            load_kernel(kernel.obj, invocation_memory(kernel.obj, scratch, image.image))
+            .program), "the cycles-only run gave up on a kernel its analysis accepts"
+        return
+    assert (got.cycles, got.scalar_regs[0]) == (full.cycles, full.status)
 
 
 def check_outputs(expected: list, got: list, approx: bool, rtol=1e-4, atol=1e-5) -> None:

@@ -1,0 +1,230 @@
+"""Cycles-only runs of ACT SHAVE kernels: the cycle count without the vector arithmetic.
+
+A timing-only simulation wants each invocation's cycles, not its results.  When
+no branch, trip count, address or status of a kernel depends on loaded vector
+data (decided statically, ``cycles_slice.py``), its cycles are a function of
+its scalar arguments, so this run executes only what computes them:
+
+* every instruction still issues through the same in-order VLIW model (the
+  interpreter's loop and ``cycles.issue``), so stalls and slots are exact;
+* vector arithmetic and vector -> scalar moves are not executed (their
+  registers keep stale values, which by the slice decide nothing); scalar
+  instructions, control, loads and stores are;
+* counted loops are charged as trips x body through the loop plans' timing
+  (``cycles_only_loops.py``), computing only the last iteration's scalars;
+* WIN_F is a scratch array as large as the tile's CMX, so nothing the run
+  stores reaches the simulation's CMX; WIN_E is the invocation's own copy.
+
+Loads that the slice marks (they define a critical register) may not read CMX
+(tensor data, e.g. a dynamic tensor's dims) nor bytes that a vector store or a
+store of a garbage scalar wrote: such a run stops with ``NeedsData``.  A mask
+made from a scalar (``vmask``, ``mset``) is computed; one made from vectors or
+other masks is data, and taken as all lanes active, so each access under it
+is checked over all its bytes, a superset of what the full run accesses.  So a cycles-only run that ends raised no fault the full
+run would raise; one that stops (``NeedsData``, a fault, the cycle budget, the
+stack) makes ``invoke_cycles_only`` return None, and the caller runs the kernel
+in full, which gives the cycles or the real error.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+
+import numpy as np
+
+from runtime_sim.isa.cycles_slice import VECTOR, Slice, analyse
+from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
+from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
+from runtime_sim.isa.loop_plan import _memory_shape
+from runtime_sim.isa.memory import WindowMemory
+from runtime_sim.isa.sanitizer import CmxBindings
+from runtime_sim.isa.semantics import SEMANTICS
+from vpuc.arch import Arch
+from vpuc.diagnostics import VpucError
+from vpuc.shave import KernelObject
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, VECTOR_BYTES
+
+_MASK32 = 0xFFFFFFFF
+_FIRST_MASK = NUM_SREGS + NUM_VREGS
+_ALL_LANES = np.ones(VECTOR_BYTES, bool)
+_ALL_LANES.flags.writeable = False
+
+
+class NeedsData(Exception):
+    """A checked load would read a value this run does not compute."""
+
+
+class CyclesOnlyMemory(WindowMemory):
+    """The windows of a cycles-only run, with the byte ranges whose values it lacks."""
+
+    data_window: tuple[int, int] = (0, 0)          # WIN_F: tensor data, never computed
+
+    def start(self) -> None:
+        base = self.base("WIN_F")
+        self.data_window = (base, base + len(self.array("WIN_F")))
+        self.unknown: list[tuple[int, int]] = []
+        self.garbage = 0          # cycles_slice: VECTOR | the bits of watched loads gone wrong
+
+    def computed(self, low: int, high: int) -> bool:
+        """Whether bytes [low, high) hold what the full run would have there."""
+        data_low, data_high = self.data_window
+        if low < data_high and data_low < high:
+            return False
+        return not any(low < hi and lo < high for lo, hi in self.unknown)
+
+    def check_load(self, address: int, size: int) -> None:
+        if not self.computed(address, address + size):
+            raise NeedsData(f"load of {size} bytes at {address:#010x} reads a value the "
+                            "cycles-only run does not compute")
+
+    def watch_load(self, bit: int, low: int, high: int) -> None:
+        if not self.computed(low, high):
+            self.garbage |= bit
+
+    def mark_unknown(self, low: int, high: int) -> None:
+        """Bytes [low, high) now hold values the run did not compute (CMX always does)."""
+        data_low, data_high = self.data_window
+        if not (data_low <= low and high <= data_high):
+            self.unknown.append((low, high))
+
+
+class TimingProgram:
+    """A decoded kernel whose runners do only what the cycles need (``flat`` replaced)."""
+
+    def __init__(self, program: Program, found: Slice) -> None:
+        self.program = copy.copy(program)           # shares decoded, steps, constants
+        self.slice = found
+        flat = []
+        for index, (entry, role) in enumerate(zip(program.flat, found.roles)):
+            runner = entry[0]
+            access = found.accesses[index]
+            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
+            if masks and program.decoded[index].info.format != "MS":
+                runner = _full_masks(masks)         # from vectors or other masks: data
+            elif role.skip:
+                runner = _skipped
+            elif role.checked_load or role.watched_load:
+                runner = _scalar_load(runner, program.decoded[index], access,
+                                      role.watched_load)
+            elif role.store_sources or role.vector_store:
+                sources = VECTOR if role.vector_store else role.store_sources
+                runner = _marking_store(runner, program.decoded[index], sources)
+            flat.append((runner,) + entry[1:])
+        self.program.flat = flat
+
+
+def _skipped(R, mem):
+    return None
+
+
+def _full_masks(keys: tuple[int, ...]):
+    """A mask is vector data: every lane is taken as active, so a masked access is
+    checked and marked over all its bytes (a superset of the full run's)."""
+    def run_(R, mem):
+        for key in keys:
+            R[key] = _ALL_LANES
+    return run_
+
+
+def _scalar_load(inner, dec, access, watched: int):
+    """A checked load stops the run on bytes not computed; a watched one notes it."""
+    base, offset = [value for _, value in access.reads]
+    size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
+    offset = int(offset)
+    if watched:
+        def run_(R, mem):
+            address = (int(R[base]) + offset) & _MASK32
+            mem.watch_load(watched, address, address + size)
+            return inner(R, mem)
+        return run_
+
+    def run_(R, mem):
+        mem.check_load((int(R[base]) + offset) & _MASK32, size)
+        return inner(R, mem)
+    return run_
+
+
+def _marking_store(inner, dec, sources: int):
+    """A store whose value may not be computed (a vector's, or from a watched load that
+    read such bytes) marks its bytes so."""
+    sem = SEMANTICS[dec.info.opcode]
+    shape = _memory_shape(dec, sem.mnemonic, "store")
+    size = 8 if dec.info.format == "SST2" else shape.size
+    base, offset, stride, lanes = shape.base, int(shape.offset), shape.stride, shape.lanes
+
+    def run_(R, mem):
+        nxt = inner(R, mem)
+        if not (sources & (VECTOR | mem.garbage)):
+            return nxt
+        low = (int(R[base]) + offset) & _MASK32
+        if stride is None:
+            mem.mark_unknown(low, low + size)
+        else:
+            reach = (lanes - 1) * int(np.int32(np.uint32(R[stride])))
+            mem.mark_unknown(low + min(0, reach), low + max(0, reach) + size)
+        return nxt
+    return run_
+
+
+# A TimingProgram per decoded Program (Programs are cached by load_kernel).
+_TIMING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def timing_program(program: Program) -> TimingProgram | None:
+    """The cycles-only form of ``program``; None when its cycles may depend on data."""
+    found = _TIMING.get(program)
+    if found is None:
+        found = analyse(program.decoded)
+        found = _TIMING[program] = TimingProgram(program, found) if found.roles else found
+    return found if isinstance(found, TimingProgram) else None
+
+
+class Results:
+    """Cycles-only results kept for the process, by what decides them (a bounded dict)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._found: dict[tuple, RunResult] = {}
+
+    def get(self, key: tuple) -> RunResult | None:
+        return self._found.get(key)
+
+    def put(self, key: tuple, result: RunResult) -> None:
+        if len(self._found) >= self.limit:
+            self._found.clear()
+        self._found[key] = result
+
+
+results = Results()
+
+
+def data_dependence(program: Program) -> str:
+    """Why ``program``'s cycles may depend on data ('' when they do not)."""
+    return "" if timing_program(program) is not None else analyse(program.decoded).reason
+
+
+def invoke_cycles_only(obj: KernelObject, scratch: np.ndarray, window_e: bytes,
+                       args_offset: int, args_size: int, *, entry: str | None = None,
+                       arch: Arch | None = None, stack_bytes: int = DEFAULT_STACK_BYTES,
+                       max_steps: int = 50_000_000, max_cycles: float | None = None,
+                       bindings: CmxBindings | None = None) -> RunResult | None:
+    """The invocation's ``RunResult`` as ``invoke_kernel`` would count its cycles and
+    status, run on ``scratch`` (the tile's CMX size; its contents are irrelevant and
+    get overwritten), or None when this kernel or invocation needs the full run."""
+    from runtime_sim.isa.cycles_only_loops import TimingLoops
+
+    memory = invocation_memory(obj, scratch, window_e, arch=arch, stack_bytes=stack_bytes,
+                               bindings=bindings, memory_type=CyclesOnlyMemory)
+    memory.start()
+    loaded = load_kernel(obj, memory)
+    timing = timing_program(loaded.program)
+    if timing is None:
+        return None
+    args_addr = memory.base("WIN_E") + args_offset
+    try:
+        return run(timing.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
+                   args_size=args_size, max_steps=max_steps, max_cycles=max_cycles,
+                   fast=TimingLoops(timing))
+    except (NeedsData, VpucError):
+        return None         # the full run decides: its cycles, or the real error

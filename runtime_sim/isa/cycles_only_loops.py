@@ -1,0 +1,223 @@
+"""Counted loops in a cycles-only run: trips x body, with only the last iteration's scalars.
+
+The interpreter calls ``TimingLoops`` at each taken backward branch, as it calls
+the fast path (``fastpath.FastLoops``) in a full run.  The loop's body (inner
+counted loops unrolled, as ``loop_plan.unrolled_body`` does) must be straight
+line, and every scalar register it carries from one iteration to the next
+that the cycles depend on (``cycles_slice``) must be an induction variable;
+vector registers and the scalars nothing depends on are not looked at, so a
+loop the full run cannot batch (a recurrence) often batches here.
+
+Per entry, the trip count and every access's bytes come from the same affine
+walk as the fast path's (``fastpath._affine_pass``, ``loop_bounds``): the batch
+stops before the first iteration that could fault, the step limit or the
+cycle budget, leaving it to the interpreter.  No memory is read or written for
+the batch, except the last iteration's scalar loads (checked as the slice
+says); the bytes the batch's stores would write are marked as not computed.
+The cycles are ``loop_timing.LoopTiming``'s extrapolation, the fast path's.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+
+import numpy as np
+
+from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
+from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
+from runtime_sim.isa.loop_pipelined import register_name
+from runtime_sim.isa.loop_plan import (BodyOp, LoopPlan, NotBatchable, _body_op, _count_down,
+                                       _induction_step, unrolled_body)
+from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.memory import accessible_ranges
+from vpuc.shave.isa import NUM_SREGS, REG_SP
+
+MIN_ITERATIONS = 2
+# A loop refused this many times in a row (its trip count or an address is not
+# affine) is left to the interpreter for the rest of the run.
+MAX_REFUSALS = 8
+_MASK32 = 0xFFFFFFFF
+
+# Plans per TimingProgram (cycles_only.timing_program caches those per Program).
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def plan_timing_loop(program, head: int, branch: int, critical_at_head: int) -> LoopPlan:
+    """The plan of ``head .. branch`` for a cycles-only run; ``critical_at_head``: the
+    scalar registers (bits) the cycles depend on at the head.  Raises NotBatchable."""
+    origins = unrolled_body(program, head, branch)
+    ops = [_body_op(p, program.decoded[head + o]) for p, o in enumerate(origins)]
+    for p, op in enumerate(ops[:-1]):
+        if op.kind == "loop":                # an unrolled inner loop: only its count-down
+            ops[p] = BodyOp(p, "loop", "op", _count_down(op.fn), op.reads, op.writes, None)
+    back = ops[-1]
+    if back.kind not in ("loop", "branch"):
+        raise NotBatchable(f"the back-edge '{back.mnemonic}' is not a loop or conditional branch")
+    for op in ops[:-1]:
+        if op.kind not in ("op", "load", "store", "nop"):
+            raise NotBatchable(f"control flow inside the body ('{op.mnemonic}')")
+        if REG_SP in op.writes:
+            raise NotBatchable(f"the body moves sp ('{op.mnemonic}')")
+    first_use: dict[int, str] = {}
+    writers: dict[int, list[BodyOp]] = {}
+    for op in ops:
+        for where, key in op.reads:
+            if where == "reg":
+                first_use.setdefault(key, "read")
+        for key in op.writes:
+            first_use.setdefault(key, "write")
+            writers.setdefault(key, []).append(op)
+    written = frozenset(writers)
+    induction = {}
+    for key, ops_writing in writers.items():
+        if key >= NUM_SREGS or first_use[key] != "read":
+            continue
+        steps = {op.position: _induction_step(op, key, written) for op in ops_writing}
+        if None not in steps.values():
+            induction[key] = steps
+        elif critical_at_head >> key & 1:
+            raise NotBatchable(f"{register_name(key)} is carried between iterations and "
+                               "decides control flow or an address")
+    if back.kind == "loop" and back.writes[0] not in induction:
+        raise NotBatchable(f"the loop counter {register_name(back.writes[0])} is redefined "
+                           "in the body")
+    timing = LoopTiming([program.steps[head + o] for o in origins])
+    return LoopPlan(ops, induction, written, timing, None, tuple(origins), {})
+
+
+class TimingLoops:
+    """The batched loops of one cycles-only run (the interpreter's ``fast`` hook)."""
+
+    def __init__(self, timing) -> None:
+        self.program = timing.program
+        self.roles = timing.slice.roles
+        self.critical = timing.slice.critical_at
+        self.plans: dict[tuple[int, int], LoopPlan | str] = _PLANS.setdefault(timing, {})
+        self.batched_iterations = 0
+        self.declined: Counter = Counter()
+        self._refusals: Counter = Counter()
+        # The interpreter's forward hook (``enter``) is asked only at these heads: a
+        # cycles-only run batches a loop from its back-edge, never on entry.
+        self.entries: dict[int, int] = {}
+
+    def enter(self, head: int, *args, **kwargs) -> None:
+        return None
+
+    def _plan(self, head: int, branch: int) -> LoopPlan | None:
+        plan = self.plans.get((head, branch))
+        if plan is None:
+            try:
+                plan = plan_timing_loop(self.program, head, branch, self.critical[head])
+            except NotBatchable as why:
+                plan = str(why)
+            self.plans[head, branch] = plan
+        if isinstance(plan, str):
+            self.declined[plan] += 1
+            return None
+        return plan
+
+    def __call__(self, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+                 counts: list[int], budget: int, max_cycles: float = float("inf")):
+        """As ``FastLoops.__call__``: None to decline, else (now, next index,
+        instructions run, stall cycles)."""
+        if self._refusals[head, branch] >= MAX_REFUSALS:
+            return None
+        plan = self._plan(head, branch)
+        if plan is None:
+            return None
+        try:
+            footprints, exit_at = _affine_pass(plan, R)
+        except _Decline as why:
+            return self._decline(head, branch, str(why))
+        if exit_at is None:
+            return self._decline(head, branch, "trip count not provable from the back-edge")
+        trip = exit_at + 1
+        iterations = min(trip, budget // plan.length)
+        if iterations == trip and branch + 1 == len(self.program.steps):
+            iterations -= 1         # the fall off the end of .text: the interpreter's error
+        regions = accessible_ranges(memory)
+        for fp in footprints:
+            iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
+        if max_cycles != float("inf") and iterations > 0:
+            iterations = min(iterations, plan.timing.within(ready, now, iterations, max_cycles))
+        if iterations < MIN_ITERATIONS:
+            self.declined["too few iterations"] += 1
+            return None
+        data_low, data_high = memory.data_window
+        for fp in footprints:
+            low, high = fp.span(iterations)
+            if (fp.is_store and not data_low <= low < high <= data_high
+                    and not self.roles[head + plan.origins[fp.position]].vector_store):
+                # a scalar store outside CMX: later loads may want its values, so the
+                # interpreter runs it (the frames of the library's driver)
+                self.declined["a scalar store outside CMX"] += 1
+                return None
+        self._refusals[head, branch] = 0
+        exits = iterations == trip
+        for fp in footprints:
+            if fp.is_store:
+                memory.mark_unknown(*fp.span(iterations))
+            else:
+                watched = self.roles[head + plan.origins[fp.position]].watched_load
+                if watched:
+                    memory.watch_load(watched, *fp.span(iterations))
+        self._last_iteration(plan, head, R, memory, iterations)
+        now, stalls = plan.timing.advance(ready, now, iterations, exits)
+        for origin in plan.origins:
+            counts[head + origin] += iterations
+        self.batched_iterations += iterations
+        return now, (branch + 1 if exits else head), iterations * plan.length, stalls
+
+    def _decline(self, head: int, branch: int, reason: str) -> None:
+        self.declined[reason] += 1
+        self._refusals[head, branch] += 1
+        return None
+
+    def _last_iteration(self, plan: LoopPlan, head: int, R: list, memory,
+                        iterations: int) -> None:
+        """The scalar registers as the last of ``iterations`` leaves them: the scalar
+        instructions of one iteration, run with the inductions at that iteration."""
+        k = iterations - 1
+        final = {key: np.uint32(_induction(plan, R, key).at(iterations))
+                 for key in plan.induction}
+        current = {key: _induction(plan, R, key) for key in plan.induction}
+        env: dict[int, object] = {}
+
+        def read(where, key):
+            if where == "imm":
+                return key
+            if key in env:
+                return env[key]
+            if key in current:
+                return np.uint32(current[key].at(k))
+            return R[key]
+
+        for op in plan.ops[:-1]:
+            key = plan.updates.get(op.position)
+            if key is not None:
+                shift = _step_value(plan.induction[key][op.position], R)
+                current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
+                continue
+            role = self.roles[head + plan.origins[op.position]]
+            if (op.kind not in ("op", "load") or role.skip
+                    or not any(w < NUM_SREGS for w in op.writes)):
+                continue
+            args = [read(where, key) for where, key in op.reads]
+            if op.kind == "load":
+                if role.checked_load:
+                    base, offset = args[0], args[1]
+                    memory.check_load((int(base) + int(offset)) & _MASK32,
+                                      8 if len(op.writes) == 2 else op.memory.size)
+                # a watched load's bytes were looked at over the whole batch (its footprint)
+                result = op.fn(memory, *args)
+            else:
+                result = op.fn(*args)
+            if len(op.writes) == 1:
+                env[op.writes[0]] = result
+            else:
+                env.update(zip(op.writes, result))
+        for key, value in env.items():
+            R[key] = value
+        for key, value in final.items():
+            R[key] = value

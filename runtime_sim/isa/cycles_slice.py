@@ -1,0 +1,265 @@
+"""Which scalar values of a kernel decide its cycles: the static half of cycles-only runs.
+
+The timing model (``cycles.py``) never looks at a value, only at which
+instructions run.  Which instructions run is decided by the operands of the
+control instructions (branch, ``loop``, ``ret``'s lr); every access's address
+(base and stride registers) must be known too, for the memory sanitizer and
+the window checks, and the status in s0 at the end.  Those are the **critical**
+scalar registers.  Working backwards over the control-flow graph, a register
+is critical where a later instruction needs it critical (a ``ret`` goes back
+after every call of its function), and an instruction defining a critical
+register makes its own scalar operands critical; so are the scalars a mask is
+made from (``vmask``, ``mset``: a mask says which bytes an access touches).
+The operand kinds of the ISA table (``vpuc.shave.isa``) say which registers an
+instruction reads and writes, and in which register file.
+
+A kernel has **cycles independent of its data** when no critical register is
+ever defined from a vector or mask register (``vext``, ``mget``, ``vred*``:
+the ``SV``/``SM``/``SVI`` formats).  Loads are the other way data can reach a
+scalar: a load defining a critical register is marked, and the cycles-only run
+checks at run time that it reads neither CMX (tensor data) nor bytes whose
+value the run did not compute (``cycles_only.py`` falls back to the full run
+if it does).  A forward pass says what each scalar store's value may come
+from: a vector -> scalar move (never computed), or unchecked loads, which the
+run watches: a store's bytes are marked as not computed when a source of its
+value is a vector, or a watched load that read CMX or such bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from vpuc.shave.encoding import WORD_BYTES
+from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR
+
+_CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
+
+
+@dataclass(frozen=True)
+class Role:
+    """What the cycles-only run does with one instruction."""
+
+    skip: bool = False            # vector arithmetic, vector -> scalar: not run
+    checked_load: bool = False    # a scalar load defining a critical register
+    watched_load: int = 0         # an unchecked scalar load: its bit in store_sources
+    store_sources: int = 0        # a scalar store: what its value may come from
+    vector_store: bool = False
+
+
+@dataclass(frozen=True)
+class Slice:
+    roles: tuple[Role, ...] | None      # None: the kernel's cycles may depend on data
+    reason: str = ""
+    critical_at: tuple[int, ...] = ()   # per instruction: critical scalar registers (bits)
+    accesses: tuple = ()                 # per instruction: its ``semantics.Access``
+
+
+@dataclass(frozen=True)
+class _Ins:
+    kind: str
+    uses: int            # scalar registers read (bits)
+    defs: int            # scalar registers written (bits)
+    address: int         # scalar registers forming an address (base, stride)
+    vector_in: bool      # reads a vector or mask register
+    vector_out: bool     # writes a vector or mask register
+    scalar_mem: bool     # a scalar load or store
+    target: int | None   # branch / jump / call target index
+
+
+def _bits(keys) -> int:
+    value = 0
+    for key in keys:
+        if key < NUM_SREGS:
+            value |= 1 << key
+    return value
+
+
+def _instruction(index: int, dec, access, count: int) -> _Ins:
+    target = None
+    if access.branch is not None and access.branch % WORD_BYTES == 0:
+        candidate = index + access.branch // WORD_BYTES
+        target = candidate if 0 <= candidate < count else None
+    return _Ins(*_shape(dec, access), target)
+
+
+# Decoded words are shared and never change (``encoding.decode_word``): their registers
+# are worked out once per word, not once per kernel that holds it.
+_SHAPES: dict[int, tuple] = {}
+
+
+def _shape(dec, access) -> tuple:
+    """(kind, uses, defs, address, vector_in, vector_out, scalar_mem) of one word."""
+    found = _SHAPES.get(id(dec))
+    if found is not None and found[0] is dec:
+        return found[1]
+    sem = SEMANTICS[dec.info.opcode]
+    reads = [key for where, key in access.reads if where == "reg"]
+    address = 0
+    for op in dec.info.operands:
+        if op.kind == "mem":
+            address |= 1 << dec.fields[op.field]
+        elif address and op.kind == "sa" and sem.kind in ("load", "store") \
+                and dec.info.format.startswith("V"):
+            address |= 1 << dec.fields[op.field]          # a strided access's stride
+    uses, defs = _bits(reads), _bits(access.writes)
+    if dec.info.format == "MS":
+        address |= uses         # a mask from a scalar (vmask, mset) says which bytes are accessed
+    if sem.mnemonic == "ret":
+        uses |= 1 << REG_LR
+    if sem.mnemonic == "call":
+        defs |= 1 << REG_LR
+    shape = (sem.kind, uses, defs, address, any(key >= NUM_SREGS for key in reads),
+             any(key >= NUM_SREGS for key in access.writes),
+             dec.info.format.startswith("S") and sem.kind in ("load", "store"))
+    if len(_SHAPES) >= 1 << 16:
+        _SHAPES.clear()
+    _SHAPES[id(dec)] = (dec, shape)
+    return shape
+
+
+def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
+    """Each instruction's successors; a ``ret`` returns after the calls of the functions
+    it ends (a function: what its entry reaches without entering calls)."""
+    count = len(ins)
+    returns: dict[int, list[int]] = {}          # ret index -> return points
+    calls: dict[int, list[int]] = {}            # function entry -> its return points
+    for i, x in enumerate(ins):
+        if x.kind == "call" and x.target is not None and i + 1 < count:
+            calls.setdefault(x.target, []).append(i + 1)
+    for entry, points in calls.items():
+        seen, stack = set(), [entry]
+        while stack:
+            i = stack.pop()
+            if i in seen or not 0 <= i < count:
+                continue
+            seen.add(i)
+            x = ins[i]
+            if x.kind == "ret":
+                returns.setdefault(i, []).extend(points)
+            elif x.kind in ("branch", "loop"):
+                stack += [i + 1] + ([x.target] if x.target is not None else [])
+            elif x.kind == "jump":
+                stack += [x.target] if x.target is not None else []
+            elif x.kind != "halt":
+                stack.append(i + 1)             # a call: on after it returns
+    out = []
+    for i, x in enumerate(ins):
+        after = (i + 1,) if i + 1 < count else ()
+        jump = (x.target,) if x.target is not None else ()
+        out.append({"branch": after + jump, "loop": after + jump, "jump": jump, "call": jump,
+                    "ret": tuple(dict.fromkeys(returns.get(i, ()))),
+                    "halt": ()}.get(x.kind, after))
+    return out
+
+
+def analyse(decoded: list) -> Slice:
+    """The critical registers of a decoded .text and each instruction's role."""
+    accesses = tuple(map(operand_access, decoded))
+    ins = [_instruction(i, dec, access, len(decoded))
+           for i, (dec, access) in enumerate(zip(decoded, accesses))]
+    succ = _successors(ins)
+    preds: list[list[int]] = [[] for _ in ins]
+    for i, nexts in enumerate(succ):
+        for j in nexts:
+            preds[j].append(i)
+    status = 1 << REG_ARGS_ADDR          # s0 holds the status at the exit
+    crit_in = [0] * len(ins)
+    work = list(range(len(ins)))
+    queued = set(work)
+    while work:
+        i = work.pop()
+        queued.discard(i)
+        x = ins[i]
+        out = 0
+        for j in succ[i]:
+            out |= crit_in[j]
+        if x.kind in ("ret", "halt"):
+            out |= status
+        needed = (out & ~x.defs) | x.address
+        if x.kind in _CONTROL:
+            needed |= x.uses
+        elif out & x.defs and x.kind == "op":
+            needed |= x.uses
+        if needed != crit_in[i]:
+            crit_in[i] = needed
+            for p in preds[i]:
+                if p not in queued:
+                    queued.add(p)
+                    work.append(p)
+    crit_out = []
+    for i, x in enumerate(ins):
+        out = 0
+        for j in succ[i]:
+            out |= crit_in[j]
+        if x.kind in ("ret", "halt"):
+            out |= status
+        crit_out.append(out)
+        if x.vector_in and x.defs & out:
+            return Slice(None, f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
+                               "makes a scalar that decides control flow or an address")
+    sources = _sources(ins, succ, crit_out)
+    roles = []
+    for i, x in enumerate(ins):
+        scalar_load = x.scalar_mem and x.kind == "load"
+        roles.append(Role(
+            skip=x.kind == "op" and (x.vector_in or (x.vector_out and not x.defs)),
+            checked_load=scalar_load and bool(x.defs & crit_out[i]),
+            watched_load=load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
+            store_sources=sources[i],
+            vector_store=x.kind == "store" and not x.scalar_mem))
+    return Slice(tuple(roles), "", tuple(crit_in), accesses)
+
+
+def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) -> list[int]:
+    """Per instruction, for a scalar store: what its value may come from (bits: ``VECTOR``
+    and ``load_bit(i)`` of each unchecked load); 0 for other instructions.  Forward, per
+    register, from every instruction (the entry may be any of them)."""
+    count = len(ins)
+    state = [[0] * NUM_SREGS for _ in range(count)]
+    work = list(range(count - 1, -1, -1))           # popped first to last
+    queued = set(work)
+    stores = [0] * count
+    keys = [(_keys(x.uses & ~x.address), _keys(x.defs)) for x in ins]
+    while work:
+        i = work.pop()
+        queued.discard(i)
+        x = ins[i]
+        regs = state[i]
+        uses, defs = keys[i]
+        used = 0
+        for key in uses:
+            used |= regs[key]
+        if x.kind == "store":
+            stores[i] = used if x.scalar_mem else 0
+        if defs:
+            regs = list(regs)
+            if x.vector_in:
+                value = VECTOR                             # skipped: left stale
+            elif x.kind == "load":
+                value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked loads are exact
+            else:
+                value = used
+            for key in defs:
+                regs[key] = value
+        for j in succ[i]:
+            target = state[j]
+            merged = [a | b for a, b in zip(target, regs)]
+            if merged != target:
+                state[j] = merged
+                if j not in queued:
+                    queued.add(j)
+                    work.append(j)
+    return stores
+
+
+def _keys(bits: int) -> tuple[int, ...]:
+    return tuple(key for key in range(NUM_SREGS) if bits >> key & 1)
+
+
+VECTOR = 1
+
+
+def load_bit(index: int) -> int:
+    """The bit of the unchecked scalar load at ``index`` in a store's sources."""
+    return 2 << index

@@ -1,0 +1,289 @@
+"""The path batch: an outer loop's iterations run together along their one path.
+
+When ``loop_plan`` refuses a loop for its control flow (a call, branches, an
+inner loop counted from a register), the fast path asks ``path_walk`` for the
+path of the next iteration.  If every iteration provably runs that same path
+(its guards hold), touches no byte another iteration stores, and stays inside
+the accessible memory, the batch runs the path's instructions in order, each
+once for all the iterations (one row per iteration: a softmax over 591 rows
+becomes ~700 numpy calls on 591-row arrays instead of 591 x ~700 interpreted
+instructions).  Reductions stay sequential along the row, so every value is
+the interpreter's, bit for bit.
+
+The batch stops before the first iteration where a guard fails, the trip
+count ends, a fault is possible, the step limit or the cycle budget is hit;
+the interpreter carries on from there.  Cycles: the path is data-independent
+code, so ``PathTiming`` (``loop_timing`` with a refetch penalty after every
+transfer the path takes) gives the interpreter's count without stepping every
+iteration.  Affine scalars (pointers, counters, the promoted words of a stack
+frame) are not run: their values come from the walk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime_sim.isa.cycles import issue
+from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
+                                         independent)
+from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
+from runtime_sim.isa.semantics import BRANCH_CONDITIONS
+from vpuc.diagnostics import VpucError
+from vpuc.shave.isa import NUM_SREGS
+
+# Iterations per chunk of the batch (rows of every temporary).
+PATH_CHUNK = 4096
+# Iterations tried at most in one entry when the trip count has no closed form.
+UNKNOWN_TRIP = 1 << 16
+# Below this many iterations, a path batch costs more than the inner loops' batches.
+MIN_PATH_ITERATIONS = 4
+# A loop refused this many times in a row is left to the other batches for the run
+# (a walk costs about one interpreted iteration).
+MAX_PATH_REFUSALS = 2
+_TIMINGS: dict[tuple, "PathTiming"] = {}
+MAX_CACHED_TIMINGS = 1024
+
+
+def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+             counts: list[int], budget: int, max_cycles: float):
+    """``FastLoops``'s fallback for a loop its plans refuse: the iterations along one
+    path, or None.  Returns (now, next index, instructions run, stall cycles)."""
+    key = (head, branch, "path")
+    if key in loops.plans or loops._refusals[key] >= MAX_PATH_REFUSALS:
+        return None
+    steps = loops.plans.setdefault((head, branch, "steps"), {})
+    if steps:
+        likely = likely_trip(loops.program, branch, R, steps["registers"])
+        if likely is not None and likely < loops.min_path_iterations:
+            loops.declined["path: too few iterations on one path"] += 1
+            return None
+    try:
+        found = walk(loops.program, head, branch, R, memory, steps)
+        iterations, trip, timing = _iterations(loops, found, branch, ready, now, memory,
+                                               budget, max_cycles)
+    except PathRefused as why:
+        loops.declined[f"path: {why}"] += 1
+        loops._refusals[key] += why.recurs
+        if why.structural:               # the same for every entry: never again
+            loops.plans[key] = str(why)
+        return None
+    loops._refusals[key] = 0
+    exits = iterations == trip
+    bounds, memory.bounds = memory.bounds, None   # proven for the whole batch above
+    try:
+        execute(found, R, memory, iterations, min(loops.chunk, PATH_CHUNK))
+    except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
+        raise VpucError(f"internal error: the path batch faulted in a checked loop: "
+                        f"{fault.diagnostics[0].message}") from None
+    finally:
+        memory.bounds = bounds
+    now, stalls = timing.advance(ready, now, iterations, exits)
+    for step in found.path:
+        counts[step.index] += iterations
+    loops.batched_iterations += iterations
+    loops.batches += 1
+    return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
+
+
+def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, memory,
+                budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
+    """(iterations to batch, the trip count, the timing): every check of the batch."""
+    trip = trip_count(found)
+    guards = found.guards
+    if trip is None:
+        # No closed form (a counter stepping past 0: the last group of rows is shorter):
+        # the back-edge is one more guard, and the guards end the batch in time.
+        guards = guards + [found.back]
+    iterations = min(UNKNOWN_TRIP if trip is None else trip, budget // len(found.path))
+    if iterations == trip and branch + 1 == len(loops.program.steps):
+        iterations -= 1                  # the fall off the end of .text: the interpreter's
+    iterations = bounded(found, guarded(guards, iterations), accessible_ranges(memory))
+    timing = path_timing(loops.program, found)
+    if max_cycles != float("inf"):
+        iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
+    if iterations < loops.min_path_iterations:
+        raise PathRefused("too few iterations on one path", recurs=False)
+    if not independent(found.footprints, iterations):
+        raise PathRefused("an iteration accesses bytes another iteration stores")
+    if not promoted_clear(found, iterations):
+        raise PathRefused("a stack word is also accessed as data")
+    return iterations, trip, timing
+
+
+class PathTiming(LoopTiming):
+    """``LoopTiming`` over a path: the refetch penalty after each transfer it takes."""
+
+    def __init__(self, steps: list, taken: list[bool]) -> None:
+        super().__init__(steps)
+        self.steps = [(sources, dests, cost, cost.taken_penalty if hit else 0)
+                      for (sources, dests, cost), hit in zip(self.steps, taken)]
+
+    def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
+        stalls = 0
+        for sources, dests, cost, penalty in self.steps:
+            now, stall = issue(ready, now, sources, dests, cost)
+            now += penalty
+            stalls += stall
+        return (now + self.penalty if taken else now), stalls
+
+
+def path_timing(program, walk: Walk) -> PathTiming:
+    key = (id(program), tuple((s.index, s.taken) for s in walk.path))
+    timing = _TIMINGS.get(key)
+    if timing is None:
+        if len(_TIMINGS) >= MAX_CACHED_TIMINGS:
+            _TIMINGS.clear()
+        taken = [s.taken for s in walk.path[:-1]] + [False]
+        timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
+    return timing
+
+
+def trip_count(walk: Walk) -> int | None:
+    """Iterations until the back-edge falls through (counting that one), if provable."""
+    back = walk.back
+    exit_at = first_exit(back.condition if back.condition != "loop" else "bne", back.a, back.b)
+    return None if exit_at is None else exit_at + 1
+
+
+def likely_trip(program, branch: int, R: list, steps: dict[int, int]) -> int | None:
+    """The trip count if the back-edge's registers step as ``steps`` (an earlier walk of
+    this loop found them): a cheap estimate, to skip walking a loop that ends too soon.
+    At the back-edge of iteration k a carried register holds R + (k + 1) * step."""
+    back = instructions(program)[branch]
+    operands = []
+    for where, key in back.reads:
+        value = int(key) if where == "imm" else int(R[key])
+        d = steps.get(key, 0) if where == "reg" else 0
+        operands.append(Affine((value + d) % MOD, d))
+    condition = "bne" if back.kind == "loop" else back.mnemonic.removesuffix("z")
+    if len(operands) == 1:
+        operands.append(Affine(0, 0))
+    exit_at = first_exit(condition, *operands)
+    return None if exit_at is None else exit_at + 1
+
+
+def guarded(guards: list[Guard], iterations: int) -> int:
+    """How many leading iterations keep every guard (so run the walked path)."""
+    seen: set[Guard] = set()
+    k = np.arange(iterations, dtype=np.uint64)
+    for guard in guards:
+        if guard in seen or iterations == 0:
+            continue
+        seen.add(guard)
+        a = _values(guard.a, k)
+        b = _values(guard.b, k)
+        holds = np.asarray(BRANCH_CONDITIONS[guard.condition](a, b), bool)
+        wrong = np.flatnonzero(holds != guard.expected)
+        if len(wrong):
+            iterations = int(wrong[0])
+            k = k[:iterations]
+    return iterations
+
+
+def _values(a: Affine, k: np.ndarray) -> np.ndarray:
+    if a.step == 0:
+        return np.broadcast_to(np.uint32(a.start), k.shape)
+    return ((np.uint64(a.start) + k * np.uint64(a.step)) % np.uint64(MOD)).astype(np.uint32)
+
+
+def promoted_clear(walk: Walk, iterations: int) -> bool:
+    """No other access of the path touches a promoted word's bytes in any iteration."""
+    k = np.arange(iterations, dtype=np.int64)
+    spans = [(fp, *fp.span(iterations)) for fp in walk.footprints]
+    for address, size in walk.promoted.items():
+        for fp, low, high in spans:
+            if high <= address or address + size <= low:
+                continue
+            lows = fp.low + k * fp.step
+            if ((lows < address + size) & (lows + fp.length > address)).any():
+                return False
+    return True
+
+
+def promoted_footprints(walk: Walk) -> list[Footprint]:
+    stores = {s.address for s in walk.path if s.role == "promoted_store"}
+    return [Footprint(address, 0, size, address in stores, -1)
+            for address, size in walk.promoted.items()]
+
+
+def bounded(walk: Walk, iterations: int, regions: dict) -> int:
+    """Iterations before the first whose accesses may leave the accessible memory."""
+    for fp in walk.footprints + promoted_footprints(walk):
+        iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
+        if fp.is_store and fp.low in walk.promoted:   # a promoted word is also loaded
+            iterations = min(iterations, first_outside(fp, iterations, regions[False]))
+    return iterations
+
+
+def execute(walk: Walk, R: list, memory, iterations: int, chunk: int = PATH_CHUNK) -> None:
+    """Run the path for iterations 0 .. iterations-1 and leave R as the last one does."""
+    env: dict[int, object] = {}
+    overlay: dict[int, object] = {}
+    for first in range(0, iterations, chunk):
+        rows = min(chunk, iterations - first)
+        k = np.arange(first, first + rows, dtype=np.uint32)
+        env = {key: _batch(a, k) for key, a in walk.carried.items()}
+        overlay = {}
+        _run_rows(walk, R, memory, k, env, overlay)
+    last = iterations - 1
+    for key in range(NUM_SREGS):
+        end = walk.end.get(key)
+        if end is not None:
+            R[key] = np.uint32(end.at(last))
+        elif key in env:
+            R[key] = _last(env[key], 0)
+    for key, value in env.items():
+        if key >= NUM_SREGS:
+            R[key] = _last(value, 1).copy()
+    for address, (value, size) in overlay.items():
+        word = np.asarray(_last(value, 0), np.uint32).reshape(1).view(np.uint8)[:size]
+        memory.write(address, word)
+
+
+def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: dict) -> None:
+    def read(operand):
+        where, key = operand
+        if where == "imm":
+            return key
+        if key in env:
+            return env[key]
+        return R[key]
+
+    for step in walk.path[:-1]:
+        role, op = step.role, step.op
+        if role == "skip":
+            continue
+        if role == "affine":
+            for key, value in step.values.items():
+                env[key] = _batch(value, k)
+            continue
+        if role == "promoted_store":
+            overlay[step.address] = (read(op.reads[0]), step.size)
+            continue
+        if role == "promoted_load":
+            env[op.writes[0]] = overlay[step.address][0]
+            continue
+        args = [read(r) for r in op.reads]
+        if op.kind == "store":
+            op.fn(memory, *args)
+            continue
+        result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
+        if len(op.writes) == 1:
+            env[op.writes[0]] = result
+        elif op.writes:
+            env.update(zip(op.writes, result))
+    for key, value in walk.path[-1].values.items():     # the back-edge's loop counter
+        env[key] = _batch(value, k)
+
+
+def _batch(a: Affine, k: np.ndarray):
+    if a.step == 0:
+        return np.uint32(a.start)
+    return np.uint32(a.start) + k * np.uint32(a.step)
+
+
+def _last(value, vector: int):
+    """The last iteration's value from a batch (or the unbatched value)."""
+    return value[-1] if np.ndim(value) > vector else value

@@ -1,0 +1,122 @@
+"""Timing-only simulations run ACT SHAVE kernels without their vector arithmetic
+(``runtime_sim.isa.cycles_only``) and still give every task the cycles of the
+run with numerics.  The kernel-level comparisons run in the kernel library's and
+the generator's harnesses (``tests/kernels/kernel_harness.py``,
+``tests/fusion/generator/gen_testlib.py``); here: whole models, and the analysis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime_sim.engines.shave as shave
+from runtime_sim.isa.cycles_only import data_dependence, timing_program
+from runtime_sim.isa.cycles_slice import analyse
+from runtime_sim.isa.interpreter import Program, load_kernel
+from runtime_sim.isa.invoke import invocation_memory
+from vpuc.api import compile, simulate
+from vpuc.onnx_import import zoo
+from vpuc.shave.assembler import assemble
+
+# The models with ACT SHAVE work (ResNet-18's layers are all DPU and DMA).
+SMALL = {"mobilenet_v3_small": {"size": 32}, "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
+
+
+@pytest.fixture(scope="module", params=sorted(SMALL))
+def program(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("cycles_only") / f"{request.param}.onnx"
+    zoo.ZOO[request.param](seed=0, **SMALL[request.param]).save(path, request.param)
+    return compile(str(path))
+
+
+def test_timing_only_gives_the_cycles_of_the_run_with_numerics(program, monkeypatch):
+    full_runs = []
+    real = shave.invoke_kernel
+
+    def counting(obj, *args, **kwargs):
+        full_runs.append(obj.name)
+        return real(obj, *args, **kwargs)
+    monkeypatch.setattr(shave, "invoke_kernel", counting)
+    timing = simulate(program, timing_only=True)
+    timing_full_runs = list(full_runs)
+    numerics = simulate(program)
+    assert timing.cycles == numerics.cycles
+    assert timing.result.timeline.start == numerics.result.timeline.start
+    assert timing.result.timeline.end == numerics.result.timeline.end
+    # Only kernels whose cycles may depend on data still run in full.
+    for name in set(timing_full_runs):
+        image = program.kernels[name.lstrip("@")]
+        obj = shave.kernel_object(image.elf, name)
+        loaded = load_kernel(obj, invocation_memory(obj, np.zeros(1 << 16, np.uint8), b""))
+        assert data_dependence(loaded.program), name
+
+
+def _program(source: str) -> Program:
+    obj = assemble(source, "t.s")
+    return Program(obj.text, 0, "t")
+
+
+def test_a_branch_on_a_reduced_vector_makes_the_cycles_data_dependent():
+    program = _program("""
+        vld v0, 0(s0)
+        vredsum.f32 s2, v0
+        beqz s2, done
+        nop
+    done:
+        li s0, 0
+        halt
+    """)
+    assert "vredsum.f32" in data_dependence(program)
+    assert timing_program(program) is None
+
+
+def test_a_reduced_vector_only_stored_leaves_the_cycles_independent_of_data():
+    program = _program("""
+        lw s3, 0(s0)
+        vld v0, 0(s3)
+        vredsum.f32 s2, v0
+        sw s2, 4(s3)
+        li s0, 0
+        halt
+    """)
+    found = analyse(program.decoded)
+    assert found.roles is not None
+    assert found.roles[0].checked_load            # s3 is an address
+    assert found.roles[2].skip                    # the reduction is not run
+    assert found.roles[3].store_sources           # its bytes are not computed
+
+
+def test_an_address_loaded_through_a_stored_vector_is_checked_at_run_time():
+    program = _program("""
+        vld v0, 0(s0)
+        vst v0, 0(sp)
+        lw s3, 0(sp)
+        lw s4, 0(s3)
+        li s0, 0
+        halt
+    """)
+    found = analyse(program.decoded)
+    assert found.roles[1].vector_store
+    assert found.roles[2].checked_load            # feeds the address of the next load
+    assert not found.roles[3].checked_load        # s4 decides nothing
+
+
+def test_a_second_timing_only_run_reuses_the_cycles_only_results(program, monkeypatch):
+    monkeypatch.setattr(shave, "cycles_only_results", shave.cycles_only_results.__class__())
+    runs = []
+    real = shave.invoke_cycles_only
+
+    def counting(*args, **kwargs):
+        found = real(*args, **kwargs)
+        if found is not None:
+            runs.append(args[2])
+        return found
+    monkeypatch.setattr(shave, "invoke_cycles_only", counting)
+    first = simulate(program, timing_only=True)
+    ran = len(runs)
+    second = simulate(program, timing_only=True)
+    assert second.result.timeline.end == first.result.timeline.end
+    if any(tl.executor.name == "ACT_SHAVE" and tl.tasks for tl in program.module.task_lists):
+        assert ran > 0
+    assert len(runs) == ran            # nothing run again

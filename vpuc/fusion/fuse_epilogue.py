@@ -1,0 +1,254 @@
+"""A DPU layer's elementwise successor run on its output blocks in CMX (``--schedule default``).
+
+``lower-graph`` gives a fused elementwise subgraph an ACT segment of its own: the
+DPU layer before it stores its output to DDR and the subgraph loads it back block
+by block (MobileNetV3's HardSwish after most of its convolutions: two DDR
+transfers and a segment's fill and drain per layer, for a few cycles of ACT SHAVE
+work a block).  When the subgraph is the only reader of the layer's output and
+maps one value to one value of the same shape element by element, the layer's
+output blocks stay in CMX instead: after each block's DPU task an ACT SHAVE task
+runs the subgraph's kernel on the block (``%KEY.act.cK``, all its aligned
+channels: the padded ones hold the DPU's zeros, never stored) and the block's
+store takes the kernel's output to the subgraph's output value.  The value between
+them never reaches DDR.
+
+A DPU eltwise Add or Multiply of the layer's output and another value (ResNet-18's
+residual Adds) is fused the same way (``EltwiseEpilogue``): the block's rows of the
+other operand are loaded beside the block and one DPU eltwise task per block adds them
+in CMX.
+
+``fusable`` picks the pairs; ``Epilogue`` and ``EltwiseEpilogue`` are what
+``LayerEmitter.store`` calls per block (``ProgramText.epilogue``).  A layer whose emitter never stores through
+``LayerEmitter.store`` (a K-split layer: ``lower_dpu_ksplit``) leaves it unused,
+and ``lower-graph`` then emits the two segments as before.
+
+Expects: segments as ``lower_graph._segments`` makes them.  Guarantees: the kernel
+is generated from the subgraph's own body with its ports typed as the block (NHWC,
+the DPU's order), so each element is computed by the same ops as in the ACT segment.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+
+from vpuc.fusion.blocked_program import sanitize
+from vpuc.fusion.generator.generate import generate
+from vpuc.fusion.generator.kernel_graph import body_key
+from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+from vpuc.verifier.graph import infer_graph
+
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
+ELTWISE_OPS = {"Add": "add", "Multiply": "mul"}      # as lower_dpu_nn.ELTWISE
+
+
+def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, tuple]:
+    """DPU segment index -> what of the segment right after it runs on its output blocks:
+    ``("sg", n)``, the subgraph ``tok.subgraphs[n]`` of an ACT segment of that one subgraph,
+    whose one input is the layer's output and one output has its type but the order, its
+    body elementwise (every op of the block's shape or a scalar constant); or ``("dpu",
+    layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
+    another value of its type.  The layer is a window or CNN layer (not a MatMul) and its
+    output has no other reader (nor is it a network output).  ``reads(seg)`` /
+    ``writes(seg)``: a segment's graph values."""
+    readers: dict[str, set[int]] = {}
+    for s, seg in enumerate(segments):
+        for v in reads(seg):
+            readers.setdefault(v, set()).add(s)
+    out: dict[int, tuple] = {}
+    for s in range(len(segments) - 1):
+        seg, nxt = segments[s], segments[s + 1]
+        if seg.layer is None or seg.layer.op.kind == "MatMul":
+            continue
+        x = seg.layer.output
+        if readers.get(x) != {s + 1} or x in outputs or writes(seg) != [x]:
+            continue
+        if len(nxt.units) == 1 and nxt.units[0][0] == "sg":
+            sub = tok.subgraphs[nxt.units[0][1]]
+            if sub.inputs == [x] and len(sub.outputs) == 1 and _elementwise(sub.body):
+                out[s] = ("sg", nxt.units[0][1])
+        elif nxt.layer is not None and nxt.layer.op.kind in ELTWISE_OPS \
+                and nxt.layer.bias is None and list(nxt.layer.op.operands).count(x) == 1 \
+                and len(nxt.layer.op.operands) == 2 and _same_types(tok, nxt.layer):
+            out[s] = ("dpu", nxt.layer)
+    return out
+
+
+def _same_types(tok, layer) -> bool:
+    index = tok.graph.index()
+    types = [index.producer(v).type for v in list(layer.op.operands) + [layer.output]]
+    return all(t is not None and t.rank == 4 and t.is_static and t.dims == types[0].dims
+               and t.elem == types[0].elem for t in types)
+
+
+def _elementwise(body: Graph) -> bool:
+    params = [op for op in body.ops if op.kind == PARAMETER]
+    results = [op for op in body.ops if op.kind == RESULT]
+    if len(params) != 1 or len(results) != 1 or params[0].type is None:
+        return False
+    shape = params[0].type
+    if shape.rank != 4 or not shape.is_static or results[0].type is None \
+            or results[0].type.dims != shape.dims or results[0].type.elem != shape.elem:
+        return False
+    for op in body.ops:
+        if op.type is None:
+            return False
+        if op.kind == CONSTANT:
+            if any(d != 1 for d in op.type.dims):
+                return False
+        elif op.kind == "Broadcast" or op.type.dims != shape.dims:
+            return False
+    return True
+
+
+def block_body(body: Graph, block: TensorType) -> Graph:
+    """A copy of an elementwise body whose Parameter and Result are ``block`` (its dims,
+    the body's element type, NHWC)."""
+    out = copy.deepcopy(body)
+    for op in out.ops:
+        if op.kind in (PARAMETER, RESULT):
+            op.type = TensorType(block.dims, op.type.elem, NHWC)
+    infer_graph(out)
+    return out
+
+
+@dataclass
+class Epilogue:
+    """The subgraph ``sub`` as a per-block stage of one DPU layer; ``made``, ``generated``,
+    ``kernels``: ``lower_graph.lower``'s kernel cache by body, generated objects and the
+    program's kernel declarations."""
+    graph_name: str
+    sub: object
+    made: dict
+    generated: dict
+    kernels: list[str]
+    config: object = None
+    timings: list = field(default_factory=list)
+    calls: int = 0
+    outputs: set = field(default_factory=set)      # the CMX buffers it wrote, by name
+
+    def kernel(self, block: TensorType) -> str:
+        body = block_body(self.sub.body, block)
+        key = body_key(body)
+        if key in self.made:
+            return self.made[key]
+        name = base = sanitize(f"{self.graph_name}.{self.sub.name}")
+        taken, n = set(self.made.values()), 1
+        while name in taken:
+            name, n = f"{base}.{n}", n + 1
+        self.made[key] = name
+        kernel = generate(body, name, config=self.config)
+        self.timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
+        self.generated[name] = kernel.obj
+        params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
+        self.kernels.append(f"kernel @{name}({params}) from generated")
+        return name
+
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+        """After block ``k``'s DPU task on ``tile``: ACT SHAVE tasks that run the kernel on the
+        CMX buffer ``block`` into a buffer of its own, its rows halved over the tile's two
+        ACT SHAVEs (rows are outermost in NHWC, so each half is dense); that buffer's name
+        (the block's store waits on ``%KEY.actedK``)."""
+        self.calls += 1
+        n, c, rows, w = block_type.dims
+        out = e.cmx(f"act.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
+        e.prog.barriers.append(f"barrier %{e.p}acted{k}")
+        cuts = [(0, rows)] if rows < 2 else [(0, rows // 2), (rows // 2, rows)]
+        for j, (a, b) in enumerate(cuts):
+            part = TensorType((n, c, b - a, w), block_type.elem, NHWC)
+            src, dst = block, out
+            if len(cuts) > 1:
+                box = [f"0:{n}", f"0:{c}", f"{a}:{b}", f"0:{w}"]
+                src = e.view(f"act.in{k}p{j}", block[1:], box)
+                dst = e.view(f"act.out{k}p{j}", out[1:], box)
+            e.prog.act += [f"  {e.lp}act{k}.{j}: sw @{self.kernel(part)} on tile {tile} "
+                           f"inputs({src} as %a0) outputs({dst} as %r0) "
+                           f"waits(%{e.p}done{k}) updates(%{e.p}acted{k}) {{",
+                           "    run(%a0, %r0)", "  }"]
+        self.outputs.add(out)
+        return out
+
+
+@dataclass
+class EltwiseEpilogue:
+    """An eltwise Add or Multiply DPU ``layer`` of the DPU layer's output and ``other`` (a
+    program value in DDR) as a per-block stage: the block's rows of ``other`` loaded beside
+    the block's input, one DPU eltwise task on the block in CMX (with the layer's folded
+    activation), its output stored as the layer's output (ResNet-18's residual Adds: the
+    convolution's output never goes through DDR).  ``first``: the DPU layer's output is the
+    op's first operand (the task reads its operands in the op's order)."""
+    layer: object
+    other: object
+    first: bool
+    timing: object
+    calls: int = 0
+    outputs: set = field(default_factory=set)
+
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+        from vpuc.cost import DpuWorkload
+        from vpuc.fusion.lower_dpu import split_rows
+        from vpuc.fusion.lower_dpu_channels import variant_boxes
+        self.calls += 1
+        n, c, rows, w = block_type.dims
+        _, slices = e.view_of[dst]           # the block's part of the output value
+        c0, c1 = (int(v) for v in slices[1].split(":")[:2])     # a channel chunk's
+        real = c1 - c0
+        e.prog.barriers += [f"barrier %{e.p}sidein{k}", f"barrier %{e.p}acted{k}"]
+        side = e.cmx(f"side.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
+        into = side if real == c else e.view(f"side.r{k}", side[1:], [
+            f"0:{n}", f"0:{real}", f"0:{rows}", f"0:{w}"])
+        e.dma(f"side{k}", e.view(f"side.v{k}", self.other.name, slices), into, 0,
+              e.load_waits(k), [f"%{e.p}sidein{k}"], permute=self.other.type.order != NHWC)
+        out = e.cmx(f"sum.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
+        op = ELTWISE_OPS[self.layer.op.kind]
+        elem = block_type.elem
+
+        def workload_of(r: int) -> DpuWorkload:
+            return DpuWorkload(op=op, elem=elem.value, width=w, height=r, channels=c,
+                               in_channels=c, batch=n, in_bytes=elem.nbytes,
+                               out_bytes=elem.nbytes, weight_bytes=0)
+        ins = f"{block}, {side}" if self.first else f"{side}, {block}"
+        e.prog.dpu.append(f"  {e.lp}{op}{k}: dpu {op} on tile {tile} in({ins}) out({out})"
+                          f"{self.layer.post} waits(%{e.p}done{k}, %{e.p}sidein{k}) "
+                          f"updates(%{e.p}acted{k}) {{")
+        for a, b, z0, z1, mode in variant_boxes(op, split_rows(rows, workload_of, self.timing),
+                                                (0, c - 1)):
+            e.prog.dpu.append(f"    variant start(0, {a}, {z0}) end({w - 1}, {b - 1}, {z1}) "
+                              f"mode({mode})")
+        e.prog.dpu.append("  }")
+        self.outputs.add(out)
+        return out
+
+_SECTIONS = ("kernels", "buffers", "cmx", "views", "barriers", "dma", "dpu", "act")
+_DMA = re.compile(r": dma (?:\w+ )?(%\S+) -> (%\S+) ")
+
+
+def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, finish,
+               epilogue, x_name: str, y_name: str) -> bool:
+    """Emit DPU ``layer`` with ``epilogue`` on its blocks, its output going to the subgraph's
+    output ``y_name`` (``values`` maps the layer's graph values to program values, its
+    output already to ``y_name``'s); False, with ``prog`` as it was, when some store of the
+    layer's output did not go through the epilogue (an emitter of its own stores).  The
+    layer's output ``x_name``, now never in DDR, loses its declaration."""
+    from vpuc.fusion.lower_dpu import emit_layer
+    mark = {s: len(getattr(prog, s)) for s in _SECTIONS}
+    prog.epilogue = epilogue
+    try:
+        emit_layer(prog, layer, values, index, tiles, prefix, gate, finish)
+    finally:
+        prog.epilogue = None
+    into = {f"%{y_name}"} | {m.group(1) for line in prog.views[mark["views"]:]
+                            if (m := re.match(rf"view (%\S+) = %{re.escape(y_name)}\[", line))}
+    acted = set(epilogue.outputs)
+    acted |= {m.group(1) for line in prog.views[mark["views"]:]
+              if (m := re.match(r"view (%\S+) = (%\S+)\[", line)) and m.group(2) in acted}
+    stores = [m for line in prog.dma[mark["dma"]:] if (m := _DMA.search(line))
+              and m.group(2) in into]
+    if not epilogue.calls or any(m.group(1) not in acted for m in stores):
+        for s, n in mark.items():
+            del getattr(prog, s)[n:]
+        return False
+    prog.buffers = [b for b in prog.buffers if not b.startswith(f"ddr %{x_name} :")]
+    return True
