@@ -212,10 +212,10 @@ class _EarlyRoom:
     Side by side only if the running segment's buffers are packed.  Those it loaded early
     itself were placed (allocate-cmx, first fit in order of first use) while its own
     predecessor's buffers were live, around them; when that predecessor ends, its bytes
-    are holes between the running segment's buffers, not free room beside them (ResNet-18
-    at 32x32: two 442 KB weight chunks fit tile 0 by the sum, not in one gap).  So the
-    predecessor's buffers on that tile count as taken too when the running segment loaded
-    early into it."""
+    are holes between the running segment's buffers, not free room beside them
+    (ResNet-18 at 40x40 to 160x160: two 442 KB weight chunks fit a tile by the sum, not in
+    one gap).  So the predecessor's buffers on that tile count as taken too when the
+    running segment loaded early into it."""
 
     def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
         self.cmx_bytes = cmx_bytes
