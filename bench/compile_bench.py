@@ -50,7 +50,10 @@ def bare_parse(text: str) -> None:
 
 
 def peak_rss_mib(size: int) -> float:
-    """Parse + verify in a fresh process; its peak RSS in MiB."""
+    """Parse + verify in a fresh process; its peak RSS in MiB.
+
+    The child's VmHWM, not its ``ru_maxrss``: Linux carries the maximum RSS over
+    ``execve``, so a child of this (large) process would report ours."""
     code = (
         "import resource, sys; sys.path[:0] = [%r, %r]\n"
         "from gen_program import generate\n"
@@ -58,7 +61,8 @@ def peak_rss_mib(size: int) -> float:
         "from vpuc.verifier import verify_module\n"
         "m = parse_text(generate(%d), 'bench.vir')\n"
         "verify_module(m).raise_if_errors()\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
+        "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     ) % (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent), size)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.strip()) / 1024
