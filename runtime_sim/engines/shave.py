@@ -10,8 +10,8 @@ on its arguments (loop counts), so each distinct invocation is run once and its
 cycle count reused: without the vector arithmetic when the kernel's cycles do
 not depend on data (``runtime_sim.isa.cycles_only``), else in full on the
 tile's CMX as it is.  Cycles-only results are also remembered for the process
-(by the kernel's ELF, the masked image, the bindings, the stack and the
-windows), so repeated timing-only runs of a program (a sweep) run none again.  Invocations are the same when
+(by the kernel's ELF, the masked image, the ranges the sanitizer allows, the
+stack and the windows), so repeated timing-only runs of a program (a sweep) run none again.  Invocations are the same when
 their WIN_E images are equal but for the memrefs' ``dataAddr`` fields: the
 cycle model has no address-dependent cost (``runtime_sim/isa/cycles.py``: no
 banks, no alignment penalty) and the kernels never branch on an address, so
@@ -211,8 +211,9 @@ class ShaveEngine:
         if self.timing_only:          # the cycles without the vector arithmetic, if it can
             known = None
             if len(key) == 2 and max_cycles is None:      # not a dynamic tensor's invocation
-                known = (self.program.kernels[invocation.kernel].elf, entry, key[1], bindings,
-                         stack, len(cmx), tuple(sorted(self.program.arch.window_bases.items())))
+                known = (self.program.kernels[invocation.kernel].elf, entry, key[1],
+                         bindings.reads, bindings.writes, stack, len(cmx),
+                         tuple(sorted(self.program.arch.window_bases.items())))
                 result = cycles_only_results.get(known)
             if result is None:
                 result = invoke_cycles_only(obj, self._scratch(len(cmx)), invocation.window_e,

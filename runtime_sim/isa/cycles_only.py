@@ -100,8 +100,10 @@ class TimingProgram:
             runner = entry[0]
             access = found.accesses[index]
             masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
-            if masks and program.decoded[index].info.format != "MS":
-                runner = _full_masks(masks)         # from vectors or other masks: data
+            if masks:
+                if program.decoded[index].info.format != "MS":
+                    runner = _full_masks(masks)     # from vectors or other masks: data
+                # else made from a scalar the slice keeps exact: run as it is
             elif role.skip:
                 runner = _skipped
             elif role.checked_load or role.watched_load:

@@ -76,6 +76,23 @@ def _bits(keys) -> int:
 
 
 def _instruction(index: int, dec, access, count: int) -> _Ins:
+    target = None
+    if access.branch is not None and access.branch % WORD_BYTES == 0:
+        candidate = index + access.branch // WORD_BYTES
+        target = candidate if 0 <= candidate < count else None
+    return _Ins(*_shape(dec, access), target)
+
+
+# Decoded words are shared and never change (``encoding.decode_word``): their registers
+# are worked out once per word, not once per kernel that holds it.
+_SHAPES: dict[int, tuple] = {}
+
+
+def _shape(dec, access) -> tuple:
+    """(kind, uses, defs, address, vector_in, vector_out, scalar_mem) of one word."""
+    found = _SHAPES.get(id(dec))
+    if found is not None and found[0] is dec:
+        return found[1]
     sem = SEMANTICS[dec.info.opcode]
     reads = [key for where, key in access.reads if where == "reg"]
     address = 0
@@ -92,14 +109,13 @@ def _instruction(index: int, dec, access, count: int) -> _Ins:
         uses |= 1 << REG_LR
     if sem.mnemonic == "call":
         defs |= 1 << REG_LR
-    target = None
-    if access.branch is not None and access.branch % WORD_BYTES == 0:
-        candidate = index + access.branch // WORD_BYTES
-        target = candidate if 0 <= candidate < count else None
-    return _Ins(sem.kind, uses, defs, address,
-                any(key >= NUM_SREGS for key in reads),
-                any(key >= NUM_SREGS for key in access.writes),
-                dec.info.format.startswith("S") and sem.kind in ("load", "store"), target)
+    shape = (sem.kind, uses, defs, address, any(key >= NUM_SREGS for key in reads),
+             any(key >= NUM_SREGS for key in access.writes),
+             dec.info.format.startswith("S") and sem.kind in ("load", "store"))
+    if len(_SHAPES) >= 1 << 16:
+        _SHAPES.clear()
+    _SHAPES[id(dec)] = (dec, shape)
+    return shape
 
 
 def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:

@@ -61,7 +61,7 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
             return None
     try:
         found = walk(loops.program, head, branch, R, memory, steps)
-        iterations, trip, timing = _iterations(loops, found, branch, R, ready, now, memory,
+        iterations, trip, timing = _iterations(loops, found, branch, ready, now, memory,
                                                budget, max_cycles)
     except PathRefused as why:
         loops.declined[f"path: {why}"] += 1
@@ -87,7 +87,7 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
     return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
 
 
-def _iterations(loops, found: Walk, branch: int, R: list, ready: list[int], now: int, memory,
+def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, memory,
                 budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
     """(iterations to batch, the trip count, the timing): every check of the batch."""
     trip = trip_count(found)

@@ -199,7 +199,7 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
     while True:
         if len(state.path) >= MAX_PATH:
             raise PathRefused(f"the path is longer than {MAX_PATH} instructions", True)
-        op = sem = access = code[i]
+        op = code[i]
         if not op.zeroing:
             for where, key in op.reads:
                 if where == "reg" and key not in first_use:
@@ -217,20 +217,20 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
                 if counter is None:
                     raise PathRefused("an inner loop's count is data")
                 new = Affine((counter.start - 1) % MOD, counter.step)
-                scalars[access.writes[0]] = new
-                step.role, step.values = "affine", {access.writes[0]: new}
+                scalars[op.writes[0]] = new
+                step.role, step.values = "affine", {op.writes[0]: new}
                 condition, a, b = "bne", new, affine_const(0)
             else:
                 if None in args:
-                    raise PathRefused(f"'{sem.mnemonic}' branches on data")
+                    raise PathRefused(f"'{op.mnemonic}' branches on data")
                 # beqz a is beq a, 0: guards always compare two values
-                condition, a = sem.mnemonic.removesuffix("z"), args[0]
+                condition, a = op.mnemonic.removesuffix("z"), args[0]
                 b = args[1] if len(args) > 1 else affine_const(0)
                 step.role = "skip"
             if kind == "loop":
                 taken = new.start != 0
             else:
-                taken = bool(sem.fn(*[np.uint32(x.start) for x in args]))
+                taken = bool(op.fn(*[np.uint32(x.start) for x in args]))
             if i == branch:               # not taken: walk() refuses, with the steps found
                 state.back = Guard(condition, a, b, True) if taken else None
                 for key in op.writes:         # the back-edge's loop counter
@@ -239,17 +239,17 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
                 break
             state.guards.append(Guard(condition, a, b, taken))
             if taken:
-                nxt, step.taken = _target(program, i, access.branch), True
+                nxt, step.taken = _target(i, op.branch), True
         elif kind == "jump":
             step.role, step.taken = "skip", True
-            nxt = _target(program, i, access.branch)
+            nxt = _target(i, op.branch)
         elif kind == "call":
             link = affine_const(program.base + (i + 1) * WORD_BYTES)
             scalars[REG_LR] = link
             first_use.setdefault(REG_LR, "write")
             written.add(REG_LR)
             step.role, step.values, step.taken = "affine", {REG_LR: link}, True
-            nxt = _target(program, i, access.branch)
+            nxt = _target(i, op.branch)
         elif kind == "ret":
             first_use.setdefault(REG_LR, "read")
             lr = scalars[REG_LR]
@@ -268,7 +268,7 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
             _memory(op, args, step, scalars, masks, words, loaded_first, state, memory,
                     word_steps, R)
         else:
-            _operation(op, args, step, scalars, masks, state, R)
+            _operation(op, args, step, scalars, masks, state)
         for key in op.writes:
             first_use.setdefault(key, "write")
             written.add(key)
@@ -309,14 +309,14 @@ def _value(operand, scalars) -> Affine | None:
     return None
 
 
-def _target(program, index: int, offset: int | None) -> int:
+def _target(index: int, offset: int | None) -> int:
     if offset is None or offset % WORD_BYTES:
         raise PathRefused("a branch target is not an instruction")
     return index + offset // WORD_BYTES
 
 
 def _operation(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict,
-               state: _State, R: list) -> None:
+               state: _State) -> None:
     scalar_out = [key for key in op.writes if key < NUM_SREGS]
     mask_out = [key for key in op.writes if key >= NUM_SREGS + NUM_VREGS]
     for key in mask_out:                   # a mask set from a constant: its active bytes
@@ -348,18 +348,18 @@ def _operation(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict,
 
 def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, words: dict,
             loaded_first: set, state: _State, memory, word_steps: dict, R: list) -> None:
-    sem, shape = op, op.shape
+    shape = op.shape
     base = scalars[shape.base]
     if base is None:
-        raise PathRefused(f"the address of '{sem.mnemonic}' is data")
+        raise PathRefused(f"the address of '{op.mnemonic}' is data")
     low = (base.start + shape.offset) % MOD
-    size = _SCALAR_ACCESS.get(sem.mnemonic)
+    size = _SCALAR_ACCESS.get(op.mnemonic)
     if size is not None and base.step == 0:              # a promoted word
         if state.promoted.get(low, size) != size or _overlaps_other(state.promoted, low, size):
             raise PathRefused("promoted words of different sizes overlap")
         state.promoted[low] = size
         step.address, step.size = low, size
-        if sem.kind == "store":
+        if op.kind == "store":
             words[low] = args[0]
             step.role = "promoted_store"
             return
@@ -372,14 +372,14 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
                                                          4: np.uint32}[size])[0])
             except AccessFault:             # the interpreter faults there, at its pc
                 raise PathRefused("a promoted word is not accessible") from None
-            if sem.mnemonic in ("lb", "lh"):
+            if op.mnemonic in ("lb", "lh"):
                 bits = 8 * size
                 start = (start ^ (1 << bits - 1)) - (1 << bits - 1)
             start %= MOD
             state.word_start[low] = start
             value = Affine(start, word_steps.get(low, 0))
             words[low] = value
-        if value is None and sem.mnemonic != "lw":
+        if value is None and op.mnemonic != "lw":
             raise PathRefused("a promoted word holding data is loaded in part")
         scalars[op.writes[0]] = value
         step.role = "promoted_load" if value is None else "affine"
@@ -398,7 +398,7 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
     if shape.stride is not None:
         stride = scalars[shape.stride]
         if stride is None or stride.step:
-            raise PathRefused(f"the stride of '{sem.mnemonic}' varies")
+            raise PathRefused(f"the stride of '{op.mnemonic}' varies")
         reach = (shape.lanes - 1) * signed(stride.start)
         first, length = first + min(0, reach), length + abs(reach)
     state.footprints.append(Footprint(first, signed(base.step), length, shape.is_store,

@@ -25,7 +25,7 @@ declared ones, and the race checker (``runtime_sim.races``) stays sound.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -40,9 +40,10 @@ class CmxBindings:
     reads: tuple[Range, ...]                       # inputs() and outputs(): may be loaded
     writes: tuple[Range, ...]                      # outputs(): may be stored
     # For messages: what the task binds, then every other buffer of the tile's CMX (a
-    # function: a model's tile holds thousands, listed only when a fault is explained).
+    # function: a model's tile holds thousands, listed only when a fault is explained;
+    # not compared: equal bindings are equal whichever engine made the function).
     bound: tuple[tuple[int, int, str], ...]
-    others: Callable[[], tuple[tuple[int, int, str], ...]]
+    others: Callable[[], tuple[tuple[int, int, str], ...]] = field(compare=False)
 
 
 def merge(ranges) -> list[Range]:

@@ -120,3 +120,22 @@ def test_a_second_timing_only_run_reuses_the_cycles_only_results(program, monkey
     if any(tl.executor.name == "ACT_SHAVE" and tl.tasks for tl in program.module.task_lists):
         assert ran > 0
     assert len(runs) == ran            # nothing run again
+
+
+def test_masks_from_scalars_are_computed_and_masks_from_vectors_are_all_lanes():
+    program = _program("""
+        lw s3, 0(s0)
+        vmask.w m0, s3
+        vld v0, 0(s0)
+        vcmplt.f32 m1, v0, v0
+        li s0, 0
+        halt
+    """)
+    timing = timing_program(program)
+    memory = type("Memory", (), {})()
+    R = [np.uint32(0)] * 80
+    R[3] = np.uint32(2)
+    timing.program.flat[1][0](R, memory)          # vmask.w: the first 2 words' lanes
+    timing.program.flat[3][0](R, memory)          # vcmplt: data, all lanes
+    assert R[64 + 0].tolist() == [True] * 8 + [False] * 8
+    assert all(R[64 + 1])

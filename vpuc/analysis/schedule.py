@@ -34,7 +34,8 @@ from collections import deque
 
 from vpuc.arch import Arch
 from vpuc.analysis.schedule_tables import (BarrierUsers, Queue, Rows, Unit, UnitColumns,
-                                           UnitTable, merge_barriers, unit_name)
+                                           UnitTable, mark_ended, merge_barriers, merge_multi,
+                                           unit_name)
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DmaTask, DpuTask, SwKernelTask
 
@@ -172,22 +173,20 @@ class Schedule:
                 out.append(2 * nxt)
         return out
 
-    def predecessors(self, node: int) -> list[int]:
-        """In no particular order, once per edge."""
-        n2 = 2 * len(self._columns.task)
-        if node >= n2:
-            return [2 * p + 1 for p in self._producers.row(node - n2)]
-        if node & 1:
-            return [node - 1]
-        u = node >> 1
-        produced = self._producers.start
-        out = [n2 + k for k in self._waits.row(u) if produced[k + 1] > produced[k]]
-        position = self._columns.position[u]
-        if position:
-            q = self._columns.queue[u]
-            prev = self.queues[q].units[position - 1]
-            out.append(2 * prev + 1 if self._serial_queue[q] else 2 * prev)
-        return out
+    def _successor_counts(self) -> list[int]:
+        """``len(self.successors(node))`` for every node."""
+        n_units = len(self._columns.task)
+        counts = [0] * self.node_count
+        upd_start, produced, consumed = self._updates.start, self._producers.start, self._consumers.start
+        for u in range(n_units):
+            nxt = self._next[u] >= 0
+            serial = self._serial_queue[self._columns.queue[u]]
+            counts[2 * u] = 1 + (nxt and not serial)
+            counts[2 * u + 1] = upd_start[u + 1] - upd_start[u] + (nxt and serial)
+        for k in range(len(self.barrier_names)):
+            if produced[k + 1] > produced[k]:
+                counts[2 * n_units + k] = consumed[k + 1] - consumed[k]
+        return counts
 
     def _toposort(self) -> None:
         n_units, node_count = len(self._columns.task), self.node_count
@@ -206,11 +205,30 @@ class Schedule:
             indegree[n2 + k] = produced[k + 1] - produced[k]
         ready = deque(n for n in range(node_count) if indegree[n] == 0)
         order = array("i")
-        successors = self.successors
+        # ``successors`` inlined: it is the loop's whole work.
+        nxt_of, serial_of, queue_of = self._next, self._serial_queue, self._columns.queue
+        upd_start, upd = self._updates.start, self._updates.values
+        cons_start, cons = self._consumers.start, self._consumers.values
         while ready:
             node = ready.popleft()
             order.append(node)
-            for t in successors(node):
+            if node >= n2:
+                k = node - n2
+                if produced[k + 1] == produced[k]:
+                    continue
+                targets = [2 * c for c in cons[cons_start[k]:cons_start[k + 1]]]
+            else:
+                u = node >> 1
+                nxt = nxt_of[u]
+                if node & 1:
+                    targets = [n2 + k for k in upd[upd_start[u]:upd_start[u + 1]]]
+                    if nxt >= 0 and serial_of[queue_of[u]]:
+                        targets.append(2 * nxt)
+                elif nxt >= 0 and not serial_of[queue_of[u]]:
+                    targets = (node + 1, 2 * nxt)
+                else:
+                    targets = (node + 1,)
+            for t in targets:
                 indegree[t] -= 1
                 if indegree[t] == 0:
                     ready.append(t)
@@ -279,11 +297,27 @@ class Schedule:
         start_clock = array("i", [0]) * (n_units * nq)
         start_mask = array("Q", [0]) * (n_units * n_multi)
         multi_slots = [(q, slot[q]) for q in range(nq) if multi[q]]
-        pending = [len(self.successors(node)) for node in range(self.node_count)]
+        pending = self._successor_counts()
         clock: list = [None] * self.node_count
-        predecessors = self.predecessors
+        # A node's predecessors, from the same tables as ``successors``: this runs once per node.
+        produced, prod = self._producers.start, self._producers.values
+        wait_start, waits = self._waits.start, self._waits.values
+        serial_of, queues = self._serial_queue, self.queues
         for node in self.order:
-            sources = predecessors(node)
+            if node >= n2:
+                k = node - n2
+                sources = [2 * p + 1 for p in prod[produced[k]:produced[k + 1]]]
+            elif node & 1:
+                sources = (node - 1,)
+            else:
+                u = node >> 1
+                sources = [n2 + k for k in waits[wait_start[u]:wait_start[u + 1]]
+                           if produced[k + 1] > produced[k]]
+                position = c.position[u]
+                if position:
+                    q = c.queue[u]
+                    prev = queues[q].units[position - 1]
+                    sources.append(2 * prev + 1 if serial_of[q] else 2 * prev)
             if not sources:
                 merged = list(empty)
             elif len(sources) == 1:
@@ -291,14 +325,14 @@ class Schedule:
             elif not n_multi:
                 merged = [max(column) for column in zip(*(clock[s] for s in sources))]
             else:
-                merged = [_merge_multi(column) if m else max(column)
+                merged = [merge_multi(column) if m else max(column)
                           for m, column in zip(multi, zip(*(clock[s] for s in sources)))]
             if node < n2:
                 u = node >> 1
                 if node & 1:
                     q = c.queue[u]
                     if multi[q]:
-                        merged[q] = _mark_ended(merged[q], c.position[u])
+                        merged[q] = mark_ended(merged[q], c.position[u])
                     else:
                         merged[q] = max(merged[q], c.position[u])
                 else:
@@ -349,29 +383,3 @@ class Schedule:
                     seen.add(t)
                     stack.append(t)
         return False
-
-
-MASK_BITS = 64  # how far past its prefix a multi-engine queue's clock remembers ended units
-
-
-def _normalize(prefix: int, mask: int) -> tuple[int, int]:
-    # Fold the run of ended positions just past the prefix into the prefix.
-    run = (~mask & (mask + 1)).bit_length() - 1
-    return prefix + run, (mask >> run) & ((1 << MASK_BITS) - 1)
-
-
-def _merge_multi(entries) -> tuple[int, int]:
-    prefix = max(e[0] for e in entries)
-    mask = 0
-    for p, m in entries:
-        if prefix - p < MASK_BITS:
-            mask |= m >> (prefix - p)
-    return _normalize(prefix, mask)
-
-
-def _mark_ended(entry: tuple[int, int], position: int) -> tuple[int, int]:
-    prefix, mask = entry
-    offset = position - prefix - 1
-    if offset < 0 or offset >= MASK_BITS:
-        return entry  # already known, or too far ahead to remember (a search will confirm)
-    return _normalize(prefix, mask | (1 << offset))

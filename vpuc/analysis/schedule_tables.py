@@ -118,8 +118,12 @@ class UnitTable(Sequence):
                     c.position[index], c.list_index[index], c.executors[c.executor[index]])
 
     def __iter__(self):
-        for index in range(len(self)):
-            yield self[index]
+        c = self._columns
+        executors = c.executors
+        for index, (task, variant, queue, position, list_index, executor) in enumerate(
+                zip(c.task, c.variant, c.queue, c.position, c.list_index, c.executor)):
+            yield Unit(index, task, None if variant < 0 else variant, queue, position,
+                       list_index, executors[executor])
 
 
 class Rows:
@@ -202,3 +206,35 @@ class BarrierUsers(Mapping):
 
     def __len__(self) -> int:
         return sum(1 for k in range(len(self._names)) if self._rows.size(k))
+
+
+# ---------------------------------------------------------------- multi-engine clock entries
+# A multi-engine queue's clock entry is (prefix, mask): positions up to ``prefix``
+# have ended, and bit ``i`` of ``mask`` says position ``prefix + 1 + i`` has too.
+
+MASK_BITS = 64  # how far past its prefix a multi-engine queue's clock remembers ended units
+
+
+def _normalize(prefix: int, mask: int) -> tuple[int, int]:
+    # Fold the run of ended positions just past the prefix into the prefix.
+    run = (~mask & (mask + 1)).bit_length() - 1
+    return prefix + run, (mask >> run) & ((1 << MASK_BITS) - 1)
+
+
+def merge_multi(entries) -> tuple[int, int]:
+    """Multi-engine queue clock entries (prefix, mask) merged: what any of them knows ended."""
+    prefix = max(e[0] for e in entries)
+    mask = 0
+    for p, m in entries:
+        if prefix - p < MASK_BITS:
+            mask |= m >> (prefix - p)
+    return _normalize(prefix, mask)
+
+
+def mark_ended(entry: tuple[int, int], position: int) -> tuple[int, int]:
+    """A multi-engine queue's clock entry with ``position`` ended too."""
+    prefix, mask = entry
+    offset = position - prefix - 1
+    if offset < 0 or offset >= MASK_BITS:
+        return entry  # already known, or too far ahead to remember (a search will confirm)
+    return _normalize(prefix, mask | (1 << offset))

@@ -16,11 +16,11 @@ import struct
 
 from vpuc.blob import elf_records as R
 from vpuc.blob.layer_sources import decode_elf as decode_layers
-from vpuc.blob.content import (LOCATION_CODE, ActTaskRec, ArchRec, BarrierRec, BindingRec,
-                               BlobContent, ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
-                               InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
-                               ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
-                               TaskListRec, TensorRec, VariantRec)
+from vpuc.blob.content import (LOCATION_CODE, ArchRec, BlobContent, ConstantRec,
+                               ConstInitRec, DpuRec, HeaderRec, KernelImageRec, KernelRec,
+                               KeyValue, Number, ParamRec, RuntimeRec, SliceRec, TaskCounts,
+                               TaskListRec, TensorRec)
+from vpuc.blob.elf_columns import ElfColumns
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.shave import elf_layout as elf
@@ -168,9 +168,11 @@ class ElfReader:
         if len(headers) != 1:
             raise self.fail(R.HEADER, f"{len(headers)} header records, expected 1")
         h = headers[0]
-        tensors = tuple(self.tensor(i, r) for i, r in enumerate(self.records(R.TENSORS)))
-        barriers = tuple(BarrierRec(r.id, r.physical_id, self.string(r.name), r.producer_count,
-                                    r.consumer_count) for r in self.records(R.BARRIERS))
+        self.columns = ElfColumns(self)
+        tensors = self.columns.tensors(self.columns.table(
+            self.section(R.TENSORS, R.VpucShType.SHT_VPUC_TENSORS), R.TensorRecord))
+        barriers = self.columns.barriers(self.columns.table(
+            self.section(R.BARRIERS, R.VpucShType.SHT_VPUC_BARRIERS), R.BarrierRecord))
         kernels = tuple(self.kernels())
         lists = tuple(self.task_list(i, r) for i, r in
                       enumerate(self.records(R.MAPPED_INFERENCE)))
@@ -269,18 +271,15 @@ class ElfReader:
         sec = self.elf.sections[r.section]
         if sec.header.sh_type != sh_type:
             raise self.fail(sec.name, f"sh_type is {sec.header.sh_type:#x}, expected {sh_type:#x}")
-        recs = self.unpack(sec, R.TASK_RECORDS[sh_type])
+        recs = self.columns.table(sec, R.TASK_RECORDS[sh_type])
         if len(recs) != r.count:
             raise self.fail(sec.name, f"{len(recs)} task records, {where} says {r.count}")
-        u32, s = self.u32, self.string
         if r.executor == 0:
-            tasks = tuple(DmaRec(s(t.label), t.src, t.dst, t.channel, t.mode,
-                                 u32(t.waits_start, t.waits_count),
-                                 u32(t.updates_start, t.updates_count)) for t in recs)
+            tasks = self.columns.dma(recs)
         elif r.executor == 1:
             tasks = self.dpu(recs, r.aux_section, sec.name)
         else:
-            tasks = tuple(self.act(t, sec.name) for t in recs)
+            tasks = self.columns.act(recs, sec.name)
         return TaskListRec(r.executor, tasks)
 
     def dpu(self, recs, aux: int, name: str) -> tuple[DpuRec, ...]:
@@ -288,51 +287,7 @@ class ElfReader:
                 R.VpucShType.SHT_VPUC_DPU_VARIANTS:
             raise self.fail(name, f"variants section #{aux} is not a DPU variants section")
         vsec = self.elf.sections[aux]
-        variants = self.unpack(vsec, R.DpuVariantRecord)
-        u32, s, out = self.u32, self.string, []
-        for index, t in enumerate(recs):
-            group = variants[t.variants_start:t.variants_start + t.variants_count]
-            if len(group) != t.variants_count or any(v.invariant != index for v in group):
-                raise self.fail(vsec.name, f"variants of DPU task #{index} are out of range or "
-                                "belong to another task")
-            post = None
-            if t.post_kind != -1:
-                post = PostOpRec(t.post_kind, tuple(
-                    _float(w) for w in self.i64(t.post_params_start, t.post_params_count)))
-            out.append(DpuRec(
-                s(t.label), t.op, t.tile, u32(t.inputs_start, t.inputs_count), t.output,
-                t.weights, t.bias, u32(t.kernel_start, t.kernel_count, True),
-                u32(t.stride_start, t.stride_count, True), u32(t.pad_start, t.pad_count, True),
-                u32(t.dilation_start, t.dilation_count, True), post,
-                u32(t.waits_start, t.waits_count), u32(t.updates_start, t.updates_count),
-                tuple(VariantRec(s(v.label), (v.start_x, v.start_y, v.start_z),
-                                 (v.end_x, v.end_y, v.end_z), u32(v.waits_start, v.waits_count),
-                                 u32(v.updates_start, v.updates_count), v.mode)
-                      for v in group), t.mode))
-        return tuple(out)
-
-    def act(self, t, name: str) -> ActTaskRec:
-        u32, s = self.u32, self.string
-        if not hasattr(self, "_scalars"):
-            self._scalars = self.records(R.SCALARS)
-        bindings = []
-        for start, count in ((t.inputs_start, t.inputs_count), (t.outputs_start, t.outputs_count)):
-            words = u32(start, 2 * count)
-            bindings.append(tuple(BindingRec(words[i], s(words[i + 1]))
-                                  for i in range(0, len(words), 2)))
-        group = self._scalars[t.scalars_start:t.scalars_start + t.scalars_count]
-        if len(group) != t.scalars_count:
-            raise self.fail(R.SCALARS, f"scalars {t.scalars_start}+{t.scalars_count} run past "
-                            f"the table ({len(self._scalars)} records)")
-        scalars = tuple(ScalarRec(s(a.name), a.data_type, self.number(a.is_int, a.value, name))
-                        for a in group)
-        image = None
-        if t.has_image:
-            image = InvocationRec(self.blob(R.KERNEL_PARAMS, t.image_offset, t.image_size),
-                                  t.args_offset, t.args_size)
-        return ActTaskRec(s(t.label), t.kernel, t.tile, bindings[0], bindings[1], scalars,
-                          tuple(s(a) for a in u32(t.run_args_start, t.run_args_count)), image,
-                          u32(t.waits_start, t.waits_count), u32(t.updates_start, t.updates_count))
+        return self.columns.dpu(recs, self.columns.table(vsec, R.DpuVariantRecord), vsec.name)
 
     # --- relocations ----------------------------------------------------------------
 

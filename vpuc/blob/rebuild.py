@@ -12,7 +12,10 @@ each record, and with ``schedule_rules=True`` (``vpuc inspect``) also those over
 the whole schedule, which the runtime checks again as it runs
 (``vpuc.verifier``).
 
-Every failure is a one-line VpucError naming the record.
+Names, labels and barrier indices are checked a column at a time (a whole task
+list at once); when a column fails, the records are checked one by one, so the
+message names the first bad record as before.  Every failure is a one-line
+VpucError naming the record.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ MAX_DIM = (1 << 31) - 1       # MemRefData dims are int32
 # What VIR accepts after % (vpuc/vir/grammar.lark, VALUE): the names a blob may carry.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+# A column of names joined by newlines, for _Checker.all_names.
+_COLUMN = {p: re.compile(f"{p.pattern}(?:\n{p.pattern})*") for p in (_NAME, _LABEL)}
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
 
 
@@ -61,6 +66,18 @@ class _Checker:
             raise self.fail(where, f"name {text!r} is not an identifier")
         matched.add(text)
         return text
+
+    def all_names(self, texts: list, pattern=_NAME) -> bool:
+        """Whether every text of a column is a name, by one match over the column joined
+        (names hold no newline); on False the caller checks row by row for the message."""
+        if not texts:
+            return True
+        try:
+            joined = "\n".join(texts)
+        except TypeError:
+            return False
+        return joined.count("\n") == len(texts) - 1 and \
+            _COLUMN[pattern].fullmatch(joined) is not None
 
     def ref(self, where: str, text) -> Ref:
         """A checked name as a Ref; one per name (aliases and run() arguments repeat on every
@@ -157,7 +174,9 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     module.attributes = {kv.key: kv.value for kv in header.attributes}
 
     tensors = content.tensors
-    names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
+    names = [t.name for t in tensors]
+    if not check.all_names(names):
+        names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
     n_tensors = len(names)
     refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
     kinds: list[BufferKind] = []
@@ -193,11 +212,12 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
                              f"{kind} tensors {list(actual)}")
 
     barrier_names = []
+    named = check.all_names([b.name for b in content.barriers])
     for i, b in enumerate(content.barriers):
         where = f"barrier #{i}"
         if b.id != i or b.physical_id < -1:
             raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
-        barrier_names.append(check.name(where, b.name))
+        barrier_names.append(b.name if named else check.name(where, b.name))
         module.barriers.append(Barrier(b.name, None if b.physical_id == -1 else b.physical_id))
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
@@ -302,36 +322,53 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         expected = _TASK_KIND[executor]
         tasks = []
         prefix = f"{executor} task #"
+        # Labels, kinds and barrier indices checked a column at a time; if one is bad, row by
+        # row, for the message of the first bad task.
+        checked = _list_checked(check, tl.tasks, expected, len(barrier_names))
+        bname = barrier_names.__getitem__
         for ti, rec in enumerate(tl.tasks):
             where = prefix + str(ti)
-            if type(rec) is not expected:
-                raise check.fail(where, f"is not a {executor} task")
-            label = check.label(where, rec.label)
-            waits = _barriers(check, where, rec.waits, barrier_names)
-            updates = _barriers(check, where, rec.updates, barrier_names)
+            if checked:
+                label = rec.label
+                waits = tuple(map(bname, rec.waits))
+                updates = tuple(map(bname, rec.updates))
+            else:
+                if type(rec) is not expected:
+                    raise check.fail(where, f"is not a {executor} task")
+                label = check.label(where, rec.label)
+                waits = _barriers(check, where, rec.waits, barrier_names)
+                updates = _barriers(check, where, rec.updates, barrier_names)
             if executor is Executor.DMA:
                 tasks.append(DmaTask(label, waits, updates, tensor(where, rec.src),
                                      tensor(where, rec.dst), rec.channel,
                                      check.code(where, DMA_MODE_OF, rec.mode, "DMA mode")))
             elif executor is Executor.DPU:
                 tasks.append(_dpu(check, where, rec, label, waits, updates, tensor,
-                                  barrier_names))
+                                  barrier_names, checked))
             else:
                 tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
                                  program, ti))
         module.task_lists.append(TaskList(executor, tasks))
 
 
-def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names) -> DpuTask:
+def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
+         checked: bool = False) -> DpuTask:
+    """``checked``: the variants' labels and barrier indices were checked with the list's."""
     post = None
     if rec.post_op is not None:
         post = PostOp(check.code(where, POST_OP_OF, rec.post_op.kind, "post op"),
                       tuple(float(p) for p in rec.post_op.params))
-    variants = [DpuVariant(check.label(where, v.label), tuple(v.start), tuple(v.end),
-                           _barriers(check, where, v.waits, barrier_names),
-                           _barriers(check, where, v.updates, barrier_names),
-                           mode=_mode(check, where, v.mode))
-                for v in rec.variants]
+    if checked:
+        bname = barrier_names.__getitem__
+        variants = [DpuVariant(v.label, tuple(v.start), tuple(v.end), tuple(map(bname, v.waits)),
+                               tuple(map(bname, v.updates)), mode=_mode(check, where, v.mode))
+                    for v in rec.variants]
+    else:
+        variants = [DpuVariant(check.label(where, v.label), tuple(v.start), tuple(v.end),
+                               _barriers(check, where, v.waits, barrier_names),
+                               _barriers(check, where, v.updates, barrier_names),
+                               mode=_mode(check, where, v.mode))
+                    for v in rec.variants]
     opt = (lambda values: None if values is None else tuple(values))
     return DpuTask(label, waits, updates, check.code(where, DPU_OP_OF, rec.op, "DPU op"),
                    rec.tile, tuple(tensor(where, i) for i in rec.inputs),
@@ -340,6 +377,21 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    None if rec.bias == -1 else tensor(where, rec.bias),
                    opt(rec.kernel), opt(rec.stride), opt(rec.pad), opt(rec.dilation), post,
                    variants, mode=_mode(check, where, rec.mode))
+
+
+def _list_checked(check: _Checker, recs, expected, n_barriers: int) -> bool:
+    """Whether every record of a task list is of the list's kind, with a good label (or
+    none) and barrier indices in range, its DPU variants too; checked column by column."""
+    if any(type(rec) is not expected for rec in recs):
+        return False
+    rows = list(recs)
+    if expected is DpuRec:
+        rows += [v for rec in recs for v in rec.variants]
+    labels = [rec.label for rec in rows if rec.label is not None]
+    if not check.all_names(labels, _LABEL):
+        return False
+    indices = [b for rec in rows for group in (rec.waits, rec.updates) for b in group]
+    return not indices or (min(indices) >= 0 and max(indices) < n_barriers)
 
 
 def _mode(check, where: str, code: int) -> str | None:

@@ -76,7 +76,7 @@ EARLY_CMX_BYTES = 256 << 10
 
 def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
     """The CMX bytes per tile a segment's constants may take before the previous segment
-    ends, when that segment uses its whole ``cmx_budget`` (``_early_room``'s usual room)."""
+    ends, when that segment uses its whole ``cmx_budget`` (``_EarlyRoom``'s usual room)."""
     return max(EARLY_CMX_BYTES, cmx_bytes - cmx_budget)
 
 
@@ -153,15 +153,17 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
     channel the early loads keep their place in its FIFO (they only stop waiting).
     ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
-    into what the running segment's buffers leave free (``_early_room``)."""
+    into what the running segment's buffers leave free (``_EarlyRoom``)."""
     symbols = SymbolTable(module)
-    room_of = _early_room(module, gates, cmx_bytes)
+    room_of = _EarlyRoom(module, gates, cmx_bytes)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
         first_load: dict[tuple, tuple[DmaTask, int]] = {}     # const region -> (load, its tile)
         early: dict[int, str] = {}                            # id(load) -> the gate it waited on
         early_bytes: dict[tuple, int] = {}                    # (gate, tile) -> bytes loaded early
+        # (a segment's own gate, tile) -> the gate its early loads into that tile ran behind
+        loaded_early: dict[tuple[str, int], str] = {}
         # A CMX buffer another DMA reads relies on its channel's order (a staged load): its
         # load keeps its channel and place.  A copy's source is a buffer written once.
         dma_read: set[str] = set()
@@ -184,8 +186,9 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             room = (gate, dst.root.tile)
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
-            if early_bytes.get(room, 0) + dst.root.type.nbytes <= room_of(room):
+            if early_bytes.get(room, 0) + dst.root.type.nbytes <= room_of(room, loaded_early):
                 early_bytes[room] = early_bytes.get(room, 0) + dst.root.type.nbytes
+                loaded_early[(room_of.gate_of(dst.root.name), dst.root.tile)] = gate
                 if dst.root.name not in dma_read:
                     early[id(task)] = gate
                 task.waits = ()                               # 2: prefetch
@@ -200,28 +203,53 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
 
 
-def _early_room(module: Module, gates: set[str], cmx_bytes: int | None):
+class _EarlyRoom:
     """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
     ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
     whose last store updates the gate, ``<prefix>finished``) together leaves more free:
-    its buffers and the early ones then fit side by side, whatever their lifetimes."""
-    used: dict[tuple[str, int], int] = {}
-    prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
-    for b in module.buffers:
-        if b.kind is BufferKind.CMX:
-            # the longest segment prefix of its name (value names may hold dots themselves)
-            cut = [i + 1 for i, ch in enumerate(b.name) if ch == "." and b.name[:i + 1] in prefixes]
-            if cut:
-                key = (b.name[:cut[-1]], b.tile)
-                used[key] = used.get(key, 0) + b.type.nbytes
+    its buffers and the early ones then fit side by side, whatever their lifetimes.
 
-    def room(key: tuple[str, int]) -> int:
+    Side by side only if the running segment's buffers are packed.  Those it loaded early
+    itself were placed (allocate-cmx, first fit in order of first use) while its own
+    predecessor's buffers were live, around them; when that predecessor ends, its bytes
+    are holes between the running segment's buffers, not free room beside them (ResNet-18
+    at 32x32: two 442 KB weight chunks fit tile 0 by the sum, not in one gap).  So the
+    predecessor's buffers on that tile count as taken too when the running segment loaded
+    early into it."""
+
+    def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
+        self.cmx_bytes = cmx_bytes
+        self.used: dict[tuple[str, int], int] = {}        # (segment prefix, tile) -> bytes
+        self.prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
+        for b in module.buffers:
+            if b.kind is BufferKind.CMX:
+                prefix = self.prefix_of(b.name)
+                if prefix:
+                    key = (prefix, b.tile)
+                    self.used[key] = self.used.get(key, 0) + b.type.nbytes
+
+    def prefix_of(self, name: str) -> str:
+        """The longest segment prefix of a buffer's name (value names may hold dots
+        themselves); "" when none."""
+        cut = [i + 1 for i, ch in enumerate(name) if ch == "." and name[:i + 1] in self.prefixes]
+        return name[:cut[-1]] if cut else ""
+
+    def gate_of(self, name: str) -> str:
+        """The gate the last store of the segment that owns buffer ``name`` updates."""
+        prefix = self.prefix_of(name)
+        return prefix + "finished" if prefix else ""
+
+    def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
+        """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
+        loads into that tile were placed beside."""
         gate, tile = key
-        if cmx_bytes is None or not gate.endswith("finished"):
+        if self.cmx_bytes is None or not gate.endswith("finished"):
             return EARLY_CMX_BYTES
-        free = cmx_bytes - used.get((gate[:-len("finished")], tile), 0)
-        return max(EARLY_CMX_BYTES, free)
-    return room
+        taken = self.used.get((gate[:-len("finished")], tile), 0)
+        before = loaded_early.get(key)
+        if before and before.endswith("finished"):
+            taken += self.used.get((before[:-len("finished")], tile), 0)
+        return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
 
 
 def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:

@@ -1,0 +1,56 @@
+"""Rebuild's column checks (names, labels, barrier indices of a whole list at once) give
+the row-by-row check's message for the first bad record."""
+
+import pytest
+from blob_testlib import REPO, compiled
+
+from vpuc.blob.flatten import flatten
+from vpuc.blob.rebuild import rebuild
+from vpuc.diagnostics import VpucError
+
+CONV = REPO / "examples" / "conv_2tiles.vir"
+
+
+def message(content) -> str:
+    with pytest.raises(VpucError) as info:
+        rebuild(content, "x.blob", verify=False)
+    return info.value.diagnostics[0].message
+
+
+def with_task(content, executor: int, index: int, **fields):
+    lists = list(content.task_lists)
+    at = next(i for i, tl in enumerate(lists) if tl.executor == executor)
+    tasks = list(lists[at].tasks)
+    tasks[index] = tasks[index]._replace(**fields)
+    lists[at] = lists[at]._replace(tasks=tuple(tasks))
+    return content._replace(task_lists=tuple(lists))
+
+
+def test_the_records_rebuild_to_the_program():
+    program = compiled(CONV)
+    assert rebuild(flatten(program), "x.blob", verify=False).module == program.module
+
+
+def test_a_name_with_a_newline_is_not_two_names():
+    content = flatten(compiled(CONV))
+    tensors = list(content.tensors)
+    tensors[1] = tensors[1]._replace(name="a\nb")
+    assert message(content._replace(tensors=tuple(tensors))) == \
+        "x.blob: blob tensor #1: name 'a\\nb' is not an identifier"
+    barriers = list(content.barriers)
+    barriers[0] = barriers[0]._replace(name="9 lives")
+    assert message(content._replace(barriers=tuple(barriers))) == \
+        "x.blob: blob barrier #0: name '9 lives' is not an identifier"
+
+
+def test_the_first_bad_task_of_a_list_is_named():
+    content = flatten(compiled(CONV))
+    bad = with_task(with_task(content, 0, 1, label="1st"), 0, 0, waits=(10 ** 6,))
+    assert message(bad) == ("x.blob: blob DMA task #0: barrier index 1000000 is out of range "
+                            f"({len(content.barriers)} barriers)")
+    assert message(with_task(content, 0, 1, label="1st")) == \
+        "x.blob: blob DMA task #1: name '1st' is not an identifier"
+    dpu = next(tl for tl in content.task_lists if tl.executor == 1).tasks[0]
+    variants = (dpu.variants[0]._replace(updates=(-1,)),) + dpu.variants[1:]
+    assert message(with_task(content, 1, 0, variants=variants)) == \
+        f"x.blob: blob DPU task #0: barrier index -1 is out of range ({len(content.barriers)} barriers)"

@@ -1,0 +1,274 @@
+"""The ELF container's big record sections read a column at a time.
+
+``vpuc.blob.reader_elf.ElfReader`` reads the header, kernels and small tables a
+record at a time.  The sections that grow with the program (tensors, barriers, DMA tasks,
+DPU invariants and variants, ACT invocations and their scalars) are read here as
+numpy structured arrays whose fields are the records' spec-named fields
+(``elf_records``: names, struct codes and offsets), and each check is made on a
+whole column: every (start, count) list inside its pool, every string offset
+inside ``.vpuc.strtab``, every invocation image inside ``.vpuc.kernelParams``,
+every DPU task's variants its own.  A failure is reported by the row-wise code
+for the first bad row, so it carries the message and the place it always had.
+The records are the row-wise reader's, equal field for field.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+import numpy as np
+
+from vpuc.blob import elf_records as R
+from vpuc.blob.content import (ActTaskRec, BarrierRec, BindingRec, DmaRec, DpuRec, InvocationRec, Number,
+                               PostOpRec, ScalarRec, SliceRec, TensorRec, VariantRec)
+
+_DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
+                  "Q": "<u8", "q": "<i8"}
+
+
+@lru_cache(maxsize=None)
+def record_dtype(record) -> np.dtype:
+    """The numpy layout of an ``elf_records`` record: its fields at their packed offsets."""
+    names = [name for name, _ in record.fields]
+    formats = [_DTYPE_OF_CODE.get(code) or "S" + code[:-1] for _, code in record.fields]
+    return np.dtype(dict(names=names, formats=formats,
+                         offsets=[record.offsets[name] for name in names],
+                         itemsize=record.size))
+
+
+def _make(record_type):
+    return partial(tuple.__new__, record_type)
+
+
+def row_record(table: np.ndarray, row: int, record):
+    """Row ``row`` of a structured array as the record's namedtuple (the row-wise form)."""
+    return record.record._make(table[row].tolist())
+
+
+def _split(flat: list, counts: list[int]) -> list[tuple]:
+    """``flat`` cut into consecutive tuples of ``counts`` items."""
+    if counts and min(counts) == max(counts):
+        width = counts[0]
+        return list(zip(*[iter(flat)] * width)) if width else [()] * len(counts)
+    out, at = [], 0
+    for count in counts:
+        out.append(tuple(flat[at:at + count]))
+        at += count
+    return out
+
+
+class ElfColumns:
+    """Column-wise reading for ``reader`` (its sections, pools, strings and errors)."""
+
+    def __init__(self, reader) -> None:
+        self.r = reader
+        self._known: dict[int, str | None] | None = None
+        self.u32 = np.frombuffer(reader.by_name[R.POOL32].data, dtype="<u4")
+        self.i64 = np.frombuffer(reader.by_name[R.POOL64].data, dtype="<i8")
+
+    # --- sections, strings, lists --------------------------------------------------
+
+    def table(self, sec, record) -> np.ndarray:
+        """A record section as a structured array, read with the blob's record size (the
+        row-wise ``unpack`` does the same: shorter, older records padded with zeros)."""
+        size, data = sec.header.sh_entsize, sec.data
+        if size != record.size:
+            data = b"".join(record.pack_values(*r) for r in self.r.unpack(sec, record))
+        elif len(data) % record.size:
+            record.unpack_all(data, self.r.file, sec.name)      # raises its error
+        return np.frombuffer(data, dtype=record_dtype(record))
+
+    def _string_starts(self) -> dict[int, str | None]:
+        """Every string of ``.vpuc.strtab`` by the offset where it starts."""
+        table = self.r._strtab
+        known: dict[int, str | None] = {R.STR_NONE: None}
+        if table.isascii():
+            texts = table.decode("ascii").split("\0")[:-1]     # the tail has no NUL
+            starts = np.zeros(len(texts), dtype=np.int64)
+            np.cumsum([len(t) + 1 for t in texts[:-1]], out=starts[1:])
+            known.update(zip(starts.tolist(), texts))
+        return known
+
+    def strings(self, offsets: np.ndarray) -> list:
+        if self._known is None:
+            self._known = self._string_starts()
+        offsets = offsets.tolist()
+        try:
+            return list(map(self._known.__getitem__, offsets))
+        except KeyError:        # inside a string, not valid UTF-8, or outside: row by row
+            return list(map(self.r.string, offsets))
+
+    def _check_lists(self, wide: bool, starts, counts, none_ok: bool):
+        pool, name = (self.r._i64, R.POOL64) if wide else (self.r._u32, R.POOL32)
+        starts, counts = starts.astype(np.int64), counts.astype(np.int64)
+        bad = starts + counts > len(pool)
+        none = (starts == R.LIST_NONE) & (counts == 0) if none_ok else None
+        if none is not None:
+            bad &= ~none
+        if bad.any():
+            row = int(np.argmax(bad))
+            self.r._list(pool, name, int(starts[row]), int(counts[row]), none_ok)
+        return pool, starts, counts, none
+
+    def lists(self, starts, counts, *, wide: bool = False, none_ok: bool = False) -> list:
+        """Each row's (start, count) list of ``.vpuc.u32`` (``.vpuc.i64`` if ``wide``)."""
+        pool, starts, counts, none = self._check_lists(wide, starts, counts, none_ok)
+        ends = (starts + counts).tolist()
+        if none is not None and none.any():
+            return [None if skip else pool[a:b]
+                    for a, b, skip in zip(starts.tolist(), ends, none.tolist())]
+        return [pool[a:b] for a, b in zip(starts.tolist(), ends)]
+
+    def elements(self, starts, counts) -> np.ndarray:
+        """Every word of every row's ``.vpuc.u32`` list, rows one after another."""
+        _, starts, counts, _ = self._check_lists(False, starts, counts, False)
+        total = int(counts.sum())
+        firsts = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        return self.u32[firsts + np.arange(total, dtype=np.int64)].astype(np.int64)
+
+    # --- records -------------------------------------------------------------------
+
+    def tensors(self, t: np.ndarray) -> tuple:
+        rank = t["rank"].astype(np.int64)
+        bad = (t["dynamic_mask"].astype(np.int64) >> rank) != 0
+        if bad.any():
+            row = int(np.argmax(bad))
+            self.r.tensor(row, row_record(t, row, R.TensorRecord))      # raises
+        names = self.strings(t["name"])
+        dims = self.lists(t["dims"], rank)
+        strides = self.lists(t["strides"], rank, wide=True)
+        orders = self.lists(t["order"], rank)
+        slices = [()] * len(t)
+        sliced = np.flatnonzero(t["slices"] != R.LIST_NONE)
+        if len(sliced):
+            words = self.lists(t["slices"][sliced], 3 * rank[sliced], wide=True)
+            shared: dict[tuple, tuple] = {}         # views of one shape: equal slice lists
+            for row, w in zip(sliced.tolist(), words):
+                made = shared.get(w)
+                if made is None:
+                    made = shared[w] = tuple(map(_make(SliceRec), zip(*[iter(w)] * 3)))
+                slices[row] = made
+        rows = zip(names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
+                   t["data_offset"].tolist(), dims, strides, t["data_type"].tolist(), orders,
+                   t["base"].tolist(), slices)
+        out = [TensorRec(name, loc, tile, off, data_off, d, (), s, dtype, order, base, sl, None)
+               for name, loc, tile, off, data_off, d, s, dtype, order, base, sl in rows]
+        special = np.flatnonzero((t["dynamic_mask"] != 0) | (t["init_kind"] != -1))
+        for row in special.tolist():        # dynamic dims and constant initializers: few
+            whole = self.r.tensor(row, row_record(t, row, R.TensorRecord))
+            out[row] = out[row]._replace(dynamic_dims=whole.dynamic_dims,
+                                         const_init=whole.const_init)
+        return tuple(out)
+
+    def barriers(self, b: np.ndarray) -> tuple:
+        rows = zip(b["id"].tolist(), b["physical_id"].tolist(), self.strings(b["name"]),
+                   b["producer_count"].tolist(), b["consumer_count"].tolist())
+        return tuple(map(_make(BarrierRec), rows))
+
+    def dma(self, t: np.ndarray) -> tuple:
+        rows = zip(self.strings(t["label"]), t["src"].tolist(), t["dst"].tolist(),
+                   t["channel"].tolist(), t["mode"].tolist(),
+                   self.lists(t["waits_start"], t["waits_count"]),
+                   self.lists(t["updates_start"], t["updates_count"]))
+        return tuple(map(_make(DmaRec), rows))
+
+    def variants(self, v: np.ndarray) -> list:
+        starts = zip(v["start_x"].tolist(), v["start_y"].tolist(), v["start_z"].tolist())
+        ends = zip(v["end_x"].tolist(), v["end_y"].tolist(), v["end_z"].tolist())
+        rows = zip(self.strings(v["label"]), starts, ends,
+                   self.lists(v["waits_start"], v["waits_count"]),
+                   self.lists(v["updates_start"], v["updates_count"]), v["mode"].tolist())
+        return list(map(_make(VariantRec), rows))
+
+    def dpu(self, t: np.ndarray, v: np.ndarray, vname: str) -> tuple:
+        first = t["variants_start"].astype(np.int64)
+        count = t["variants_count"].astype(np.int64)
+        bad = (first + count > len(v)) & (count != 0)
+        inside = np.where(bad, 0, count)        # the groups that lie inside the section
+        owner = np.repeat(np.arange(len(t)), inside)
+        at = np.repeat(first - (np.cumsum(inside) - inside), inside) + np.arange(len(owner))
+        wrong = v["invariant"][at] != owner
+        bad |= np.bincount(owner[wrong], minlength=len(t)).astype(bool)
+        if bad.any():
+            raise self.r.fail(vname, f"variants of DPU task #{int(np.argmax(bad))} are out of "
+                              "range or belong to another task")
+        every = self.variants(v)
+        groups = [tuple(every[a:a + c]) for a, c in zip(first.tolist(), count.tolist())]
+        posts = [None] * len(t)
+        rows = np.flatnonzero(t["post_kind"] != -1)
+        words = self.lists(t["post_params_start"][rows], t["post_params_count"][rows], wide=True)
+        for row, params in zip(rows.tolist(), words):
+            posts[row] = PostOpRec(int(t["post_kind"][row]), tuple(
+                np.array(params, dtype=np.int64).view(np.float64).tolist()))
+        window = [self.lists(t[f"{n}_start"], t[f"{n}_count"], none_ok=True)
+                  for n in ("kernel", "stride", "pad", "dilation")]
+        rows = zip(self.strings(t["label"]), t["op"].tolist(), t["tile"].tolist(),
+                   self.lists(t["inputs_start"], t["inputs_count"]), t["output"].tolist(),
+                   t["weights"].tolist(), t["bias"].tolist(), *window, posts,
+                   self.lists(t["waits_start"], t["waits_count"]),
+                   self.lists(t["updates_start"], t["updates_count"]), groups,
+                   t["mode"].tolist())
+        return tuple(map(_make(DpuRec), rows))
+
+    def _bindings(self, starts, counts) -> list:
+        words = self.elements(starts, 2 * counts.astype(np.int64))
+        flat = list(map(_make(BindingRec), zip(words[0::2].tolist(),
+                                               self.strings(words[1::2]))))
+        return _split(flat, counts.tolist())
+
+    def _scalars(self, t: np.ndarray, where: str) -> list:
+        sec = self.r.section(R.SCALARS, R.RECORD_SECTIONS[R.SCALARS][0])
+        s = self.table(sec, R.ScalarArgRecord)
+        first = t["scalars_start"].astype(np.int64)
+        count = t["scalars_count"].astype(np.int64)
+        bad = first + count > len(s)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise self.r.fail(R.SCALARS, f"scalars {first[row]}+{count[row]} run past the "
+                              f"table ({len(s)} records)")
+        flags = s["is_int"]
+        used = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+        bad = (flags[used] != 0) & (flags[used] != 1)      # a scalar no task uses is not read
+        if bad.any():
+            self.r.number(int(flags[used][np.argmax(bad)]), 0, where)         # raises
+        numbers = [Number(1, v) if f == 1 else Number(0, x) for f, v, x in
+                   zip(flags.tolist(), s["value"].tolist(), s["value"].view("<f8").tolist())]
+        every = list(map(_make(ScalarRec), zip(self.strings(s["name"]), s["data_type"].tolist(),
+                                               numbers)))
+        return [tuple(every[a:a + c]) for a, c in zip(first.tolist(), count.tolist())]
+
+    def _images(self, t: np.ndarray) -> list:
+        images = [None] * len(t)
+        rows = np.flatnonzero(t["has_image"] != 0)
+        if not len(rows):
+            return images
+        data = self.r._data[R.KERNEL_PARAMS]
+        offset = t["image_offset"][rows].astype(np.int64)
+        size = t["image_size"][rows].astype(np.int64)
+        bad = offset + size > len(data)
+        if bad.any():
+            row = int(rows[np.argmax(bad)])
+            self.r.blob(R.KERNEL_PARAMS, int(t["image_offset"][row]),
+                        int(t["image_size"][row]))                             # raises
+        shared: dict[tuple[int, int], bytes] = {}       # equal images are stored once
+        for row, a, n, args_at, args_n in zip(rows.tolist(), offset.tolist(), size.tolist(),
+                                              t["args_offset"][rows].tolist(),
+                                              t["args_size"][rows].tolist()):
+            window = shared.get((a, n))
+            if window is None:
+                window = shared[(a, n)] = data[a:a + n]
+            images[row] = InvocationRec(window, args_at, args_n)
+        return images
+
+    def act(self, t: np.ndarray, where: str) -> tuple:
+        if not len(t):
+            return ()
+        scalars = self._scalars(t, where)
+        run_words = self.elements(t["run_args_start"], t["run_args_count"])
+        run_args = _split(self.strings(run_words), t["run_args_count"].tolist())
+        rows = zip(self.strings(t["label"]), t["kernel"].tolist(), t["tile"].tolist(),
+                   self._bindings(t["inputs_start"], t["inputs_count"]),
+                   self._bindings(t["outputs_start"], t["outputs_count"]), scalars, run_args,
+                   self._images(t), self.lists(t["waits_start"], t["waits_count"]),
+                   self.lists(t["updates_start"], t["updates_count"]))
+        return tuple(map(_make(ActTaskRec), rows))
