@@ -27,11 +27,11 @@ import numpy as np
 from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
-from runtime_sim.isa.loop_plan import (BodyOp, LoopPlan, NotBatchable, _body_op, _count_down,
-                                       _induction_step, unrolled_body)
+from runtime_sim.isa.loop_plan import (LoopPlan, NotBatchable, _induction_step, body_ops,
+                                       register_uses)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.memory import accessible_ranges
-from vpuc.shave.isa import NUM_SREGS, REG_SP
+from vpuc.shave.isa import NUM_SREGS
 
 MIN_ITERATIONS = 2
 # A loop refused this many times in a row (its trip count or an address is not
@@ -46,28 +46,9 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def plan_timing_loop(program, head: int, branch: int, critical_at_head: int) -> LoopPlan:
     """The plan of ``head .. branch`` for a cycles-only run; ``critical_at_head``: the
     scalar registers (bits) the cycles depend on at the head.  Raises NotBatchable."""
-    origins = unrolled_body(program, head, branch)
-    ops = [_body_op(p, program.decoded[head + o]) for p, o in enumerate(origins)]
-    for p, op in enumerate(ops[:-1]):
-        if op.kind == "loop":                # an unrolled inner loop: only its count-down
-            ops[p] = BodyOp(p, "loop", "op", _count_down(op.fn), op.reads, op.writes, None)
+    ops, origins = body_ops(program, head, branch)
     back = ops[-1]
-    if back.kind not in ("loop", "branch"):
-        raise NotBatchable(f"the back-edge '{back.mnemonic}' is not a loop or conditional branch")
-    for op in ops[:-1]:
-        if op.kind not in ("op", "load", "store", "nop"):
-            raise NotBatchable(f"control flow inside the body ('{op.mnemonic}')")
-        if REG_SP in op.writes:
-            raise NotBatchable(f"the body moves sp ('{op.mnemonic}')")
-    first_use: dict[int, str] = {}
-    writers: dict[int, list[BodyOp]] = {}
-    for op in ops:
-        for where, key in op.reads:
-            if where == "reg":
-                first_use.setdefault(key, "read")
-        for key in op.writes:
-            first_use.setdefault(key, "write")
-            writers.setdefault(key, []).append(op)
+    first_use, writers = register_uses(ops)
     written = frozenset(writers)
     induction = {}
     for key, ops_writing in writers.items():

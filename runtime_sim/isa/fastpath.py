@@ -40,7 +40,7 @@ from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, a
                                          first_exit, first_outside, independent,
                                          same_iteration_overlap, signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
+from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop, run_op
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -336,15 +336,7 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured:
         if op.position in plan.scans:
             captured[op.position] = read(op.reads[1])
             continue
-        args = [read(r) for r in op.reads]
-        if op.kind == "store":
-            op.fn(memory, *args)
-            continue
-        result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
-        if len(op.writes) == 1:
-            env[op.writes[0]] = result
-        else:
-            env.update(zip(op.writes, result))
+        run_op(op, memory, [read(r) for r in op.reads], env)
     return env
 
 

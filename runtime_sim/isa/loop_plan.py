@@ -212,8 +212,23 @@ def unrolled_body(program, head: int, branch: int) -> list[int]:
     return order
 
 
-def plan_loop(program, head: int, branch: int) -> LoopPlan:
-    """Analyse ``head .. branch``; raises ``NotBatchable`` with the reason."""
+def run_op(op: BodyOp, memory, args: list, env: dict) -> None:
+    """Execute one batched body op on its operand batches ``args``: a store writes
+    ``memory``; a load or an operation puts its results in ``env`` by register."""
+    if op.kind == "store":
+        op.fn(memory, *args)
+        return
+    result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
+    if len(op.writes) == 1:
+        env[op.writes[0]] = result
+    elif op.writes:
+        env.update(zip(op.writes, result))
+
+
+def body_ops(program, head: int, branch: int) -> tuple[list[BodyOp], list[int]]:
+    """The straight-line body of ``head .. branch`` (inner counted loops unrolled, each
+    kept only as its count-down) and each op's instruction offset from ``head``; raises
+    ``NotBatchable`` when the body has control flow or moves sp."""
     origins = unrolled_body(program, head, branch)
     ops = [_body_op(p, program.decoded[head + o]) for p, o in enumerate(origins)]
     for p, op in enumerate(ops[:-1]):
@@ -227,7 +242,11 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
             raise NotBatchable(f"control flow inside the body ('{op.mnemonic}')")
         if REG_SP in op.writes:         # the interpreter checks sp against the stack
             raise NotBatchable(f"the body moves sp ('{op.mnemonic}')")
+    return ops, origins
 
+
+def register_uses(ops: list[BodyOp]) -> tuple[dict[int, str], dict[int, list[BodyOp]]]:
+    """Per register: whether the body first reads or writes it, and the ops writing it."""
     first_use: dict[int, str] = {}
     writers: dict[int, list[BodyOp]] = {}
     for op in ops:                           # within an instruction, reads come first
@@ -237,6 +256,14 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
         for key in op.writes:
             first_use.setdefault(key, "write")
             writers.setdefault(key, []).append(op)
+    return first_use, writers
+
+
+def plan_loop(program, head: int, branch: int) -> LoopPlan:
+    """Analyse ``head .. branch``; raises ``NotBatchable`` with the reason."""
+    ops, origins = body_ops(program, head, branch)
+    back = ops[-1]
+    first_use, writers = register_uses(ops)
     written = frozenset(writers)
 
     induction: dict[int, dict[int, Step]] = {}

@@ -27,6 +27,7 @@ from runtime_sim.isa.cycles import issue
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
@@ -265,15 +266,7 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
         if role == "promoted_load":
             env[op.writes[0]] = overlay[step.address][0]
             continue
-        args = [read(r) for r in op.reads]
-        if op.kind == "store":
-            op.fn(memory, *args)
-            continue
-        result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
-        if len(op.writes) == 1:
-            env[op.writes[0]] = result
-        elif op.writes:
-            env.update(zip(op.writes, result))
+        run_op(op, memory, [read(r) for r in op.reads], env)
     for key, value in walk.path[-1].values.items():     # the back-edge's loop counter
         env[key] = _batch(value, k)
 
