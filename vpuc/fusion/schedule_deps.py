@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from vpuc.analysis.liveness import unit_operands
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Barrier, BufferKind, Module
+from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, Executor
 
@@ -64,15 +65,7 @@ class _SegmentIndex:
         self.index = {key: s for s, key in enumerate(keys)}
 
     def of(self, name: str | None) -> int | None:
-        head = name or ""
-        while True:
-            found = self.index.get(head)
-            if found is not None:
-                return found
-            cut = head.rfind(".")
-            if cut < 0:
-                return self.index.get("")
-            head = head[:cut]
+        return by_dotted_prefix(self.index, name or "")
 
 
 def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,

@@ -88,12 +88,18 @@ class LayerIndex:
 
     def layer(self, label: str) -> LayerSource | None:
         """The layer whose key is the longest dotted prefix of ``label`` (else ``""``'s)."""
-        head = label
-        while True:
-            found = self.by_key.get(head)
-            if found is not None:
-                return found
-            cut = head.rfind(".")
-            if cut < 0:
-                return self.by_key.get("")
-            head = head[:cut]
+        return by_dotted_prefix(self.by_key, label)
+
+
+def by_dotted_prefix(table: dict, label: str):
+    """The value of ``table`` under the longest dotted prefix of ``label`` (``a.b.c``,
+    ``a.b``, ``a``), else under ``""``; ``None`` when neither is there."""
+    head = label
+    while True:
+        found = table.get(head)
+        if found is not None:
+            return found
+        cut = head.rfind(".")
+        if cut < 0:
+            return table.get("")
+        head = head[:cut]
