@@ -48,6 +48,8 @@ def test_loads_wait_on_the_stores_they_read_and_segments_overlap(tmp_path, monke
     assert not pipelined.races
     monkeypatch.setattr("vpuc.fusion.lower_graph.pipeline_segments", lambda *a: 0)
     gated = api.simulate(api.compile(path), tokens)
+    # block_deps changes only waits: the same tasks run the same BLAS calls on the same
+    # shapes and layouts (one BLAS thread), so the bits are the same by construction
     for name, value in gated.outputs.items():
         np.testing.assert_array_equal(pipelined.outputs[name], value)
     assert pipelined.cycles < gated.cycles
