@@ -137,7 +137,7 @@ def walk(program, head: int, branch: int, R: list, memory, steps_seen: dict | No
             return _proven(program, head, branch, R, memory, steps_seen["registers"],
                            steps_seen["words"])
         except PathRefused:
-            pass
+            pass                    # those steps do not hold here: walk afresh below
     first = _walk(program, head, branch, R, memory, {}, {})
     steps = {key: (value.start - int(R[key])) % MOD for key, value in first.carried_end.items()}
     words = {a: (value.start - first.word_start[a]) % MOD

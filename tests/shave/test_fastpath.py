@@ -593,6 +593,20 @@ UNARY_OPS = ["vabs.f16", "vneg.f32", "vcvtl.f32.f16", "vcvth.f32.f16", "vrcp.f16
              "vmov"]
 
 
+# The random loop kernels' common start: the three argument words (source, destination,
+# count) and the scalar and vector constants their drawn bodies may read.
+def _random_kernel_head(seed: int) -> list[str]:
+    return ["    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
+            "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
+            "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}"]
+
+
+# The back-edges a drawn loop closes with (``bltu`` against the end address in s23).
+_BACK_EDGES = {"loop": ["    loop s4, body"],
+               "bnez": ["    addi s4, s4, -1", "    bnez s4, body"],
+               "bltu": ["    bltu s2, s23, body"]}
+
+
 @st.composite
 def straight_line_body(draw):
     """A loop body over two walking pointers: mostly well-formed (registers
@@ -647,13 +661,9 @@ def straight_line_body(draw):
 @given(straight_line_body(), st.integers(0, 2 ** 16))
 def test_random_straight_line_bodies(body, seed):
     lines, src_step, dst_step, count, chunk, back_edge = body
-    closing = {"loop": ["    loop s4, body"],
-               "bnez": ["    addi s4, s4, -1", "    bnez s4, body"],
-               "bltu": ["    bltu s2, s23, body"]}[back_edge]
+    closing = _BACK_EDGES[back_edge]
     source = "\n".join([
-        "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
-        "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
-        "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}",
+        *_random_kernel_head(seed),
         f"    muli s23, s4, {src_step}", "    add s23, s23, s2",
         "body:", *[f"    {line}" for line in lines],
         f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}", *closing, "    halt"])
@@ -670,9 +680,7 @@ def test_random_nested_counted_loops(inner, outer, trip, seed):
     inner_lines, src_step, dst_step, count, chunk, _ = inner
     outer_lines, out_src, out_dst, _, _, _ = outer
     source = "\n".join([
-        "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
-        "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
-        "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}", "    mov s5, s4",
+        *_random_kernel_head(seed), "    mov s5, s4",
         "outer:", *[f"    {line}" for line in outer_lines],
         f"    li s6, {trip}",
         "inner:", *[f"    {line}" for line in inner_lines],
@@ -719,13 +727,9 @@ def test_random_accumulating_loops(body, accumulations, scan_ops, pipelined, see
         lines.insert(min(position, len(lines)), f"{op} {acc}, {acc}, {x}")
     if pipelined:
         lines.append("vld v5, 16(s2)")         # read above, in the next iteration
-    closing = {"loop": ["    loop s4, body"],
-               "bnez": ["    addi s4, s4, -1", "    bnez s4, body"],
-               "bltu": ["    bltu s2, s23, body"]}[back_edge]
+    closing = _BACK_EDGES[back_edge]
     source = "\n".join([
-        "    .global k", "k:", "    lw s2, 0(s0)", "    lw s3, 4(s0)", "    lw s4, 8(s0)",
-        "    li.f16 s20, 1.25", "    vbcast.h v20, s20", "    li s21, 0x3f800000",
-        "    vbcast.w v21, s21", f"    li s22, {-6 if seed % 2 else 10}",
+        *_random_kernel_head(seed),
         f"    muli s23, s4, {src_step}", "    add s23, s23, s2",
         "    vld v10, 0(s2)", "    vld v11, 32(s2)", "    vld v12, 64(s2)", "    vld v5, 96(s2)",
         "body:", *[f"    {line}" for line in lines],

@@ -60,7 +60,7 @@ def stop_session(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> N
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            pass                    # it exited between the timeout and the kill
         proc.wait()
     except ProcessLookupError:
         proc.wait()
