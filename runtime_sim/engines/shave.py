@@ -8,15 +8,16 @@ with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
 With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
 on its arguments (loop counts), so each distinct invocation is run once and its
 cycle count reused: without the vector arithmetic when the kernel's cycles do
-not depend on data (``runtime_sim.isa.cycles_only``), else in full on the
-tile's CMX as it is.  Cycles-only results are also remembered for the process
-(by the kernel's ELF, the masked image, the ranges the sanitizer allows, the
-stack and the windows), so repeated timing-only runs of a program (a sweep) run none again.  Invocations are the same when
-their WIN_E images are equal but for the memrefs' ``dataAddr`` fields: the
-cycle model has no address-dependent cost (``runtime_sim/isa/cycles.py``: no
-banks, no alignment penalty) and the kernels never branch on an address, so
-the blocks of a layer, which differ only in where their slot lies in CMX, run
-the interpreter once (a model's 10k tasks: a few dozen kernel runs).
+not depend on data (``runtime_sim.isa.cycles_only``), else in full on the tile's
+CMX as it is. Cycles-only results are also remembered for the process (by the
+kernel's ELF, the masked image, the ranges the sanitizer allows, the stack and
+the windows), so repeated timing-only runs of a program (a sweep) run none
+again. Invocations are the same when their WIN_E images are equal but for the
+memrefs' ``dataAddr`` fields: the cycle model has no address-dependent cost
+(``runtime_sim/isa/cycles.py``: no banks, no alignment penalty) and the kernels
+never branch on an address, so the blocks of a layer, which differ only in where
+their slot lies in CMX, run the interpreter once (a model's 10k tasks: a few
+dozen kernel runs).
 
 A ``profiler`` (``runtime_sim.kernel_profile.KernelProfiler``) sees every
 invocation, with or without numerics: ``before(invocation, memory)`` before the
