@@ -119,10 +119,14 @@ def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
         np.cumsum(count) - count, count)
     queue_base = np.cumsum([0] + [len(units) for units in units_of])[:-1]
     earlier = np.concatenate(units_of + [np.zeros(0, np.int64)])[queue_base[queue] + position]
-    masked = [q for q, m in enumerate(multi) if m]
-    if masked:          # a mask bit says a position past the prefix ended: ordered after all
+    # A mask bit says a position past the prefix ended: that pair is ordered after all.
+    masks = [(v, q) for q, m in enumerate(multi) if m
+             for v, start in enumerate(starts) if start[q][1]]
+    if masks:
+        has_mask = np.zeros((n, len(multi)), bool)
+        has_mask[tuple(np.asarray(masks, np.int64).T)] = True
         keep = np.ones(total, bool)
-        for i in np.flatnonzero(np.isin(queue, masked)).tolist():
+        for i in np.flatnonzero(has_mask[later, queue]).tolist():
             v, q = int(later[i]), int(queue[i])
             prefix, mask = starts[v][q]
             keep[i] = not (mask >> (int(position[i]) - prefix - 1)) & 1
