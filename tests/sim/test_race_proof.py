@@ -120,3 +120,24 @@ def test_random_pipelines_proof_matches_the_online_checks(seed, tmp_path, monkey
     if online[0] != "error":
         monkeypatch.setattr(races, "PROVE_FIRST", True)
         assert _proven(program) == (online[0] == [])
+
+
+ZOO_SMALL = {"resnet18": {"size": 32}, "mobilenet_v3_small": {"size": 32},
+             "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
+
+
+@pytest.mark.parametrize("model", sorted(ZOO_SMALL))
+def test_zoo_models_are_proven_and_run_the_same(model, tmp_path, monkeypatch):
+    """The small zoo models: proven race-free, the same timeline with the online checks,
+    and timing-only (constants not copied, no per-unit hook) as the run with numerics."""
+    from vpuc.api import compile
+    from vpuc.onnx_import import zoo
+    path = tmp_path / f"{model}.onnx"
+    zoo.ZOO[model](seed=0, **ZOO_SMALL[model]).save(path, model)
+    program = compile(str(path))
+    assert _proven(program)
+    proved = _run(program, monkeypatch, True, True)
+    assert proved == _run(program, monkeypatch, False, True)
+    assert proved[0] == []
+    numerics = _run(program, monkeypatch, True, False)
+    assert proved[1:] == numerics[1:]
