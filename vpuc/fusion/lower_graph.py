@@ -75,6 +75,7 @@ from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
+from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
 from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, ddr_layouts, early_bytes,
                                   overlap)
 from vpuc.fusion.schedule_deps import relax_gates
@@ -117,17 +118,29 @@ def has_program(module: Module) -> bool:
 def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> Module:
     """The task-level program of one graph block, parsed (with ``--schedule default``'s
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
-    before it is parsed."""
+    before it is parsed.  When the values kept in CMX between segments (``resident.py``)
+    leave allocate-cmx no room, the block is lowered again with every value in DDR."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
+    plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
+    lowered, kept = _lower_scheduled(graph, module, ctx, rename, plan, resident=True)
+    if kept and not cmx_fits(lowered, ctx.arch):
+        lowered, _ = _lower_scheduled(graph, module, ctx, rename, plan, resident=False)
+    return lowered
+
+
+def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
+                     resident: bool) -> tuple[Module, int]:
+    """``lower_block``'s program, and how many values it keeps in CMX between segments."""
     generated = ctx.artifacts.setdefault("generated-kernels", {})
     timings = ctx.artifacts.setdefault("fusion-timings", [])
     hook = ctx.artifacts.get("fusion-print")
-    plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     gates: set[str] = set()
     order: list[tuple[str, str | None]] = []
+    kept: list[str] = []
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
-                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order)
+                 cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order,
+                 resident=kept if resident else None)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
@@ -140,7 +153,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
                 then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
                                                EARLY_CMX_BYTES)):
             pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
-    return lowered
+    return lowered, len(kept)
 
 
 def check_sizes(graph: Graph, limit: int) -> None:
@@ -176,7 +189,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           schedule: str = "naive", gates: set[str] | None = None,
           cmx_budget: int = 1 << 20, cmx_bytes: int | None = None,
-          order: list | None = None) -> str:
+          order: list | None = None, resident: list | None = None) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
@@ -184,7 +197,10 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     CMX a layer's or segment's blocks may use (the compile option,
     ``PassContext.cmx_budget``; this default is NPU37XX's); ``cmx_bytes``, a tile's CMX,
     tells the DPU layers how much of their weights the schedule prefetches; ``order``
-    receives each segment's task-label prefix and gate barrier (None for the last)."""
+    receives each segment's task-label prefix and gate barrier (None for the last);
+    ``resident``: under a schedule other than naive, values between DPU and ACT segments
+    stay in CMX when they fit (``resident.py``), and their names are added to it (None:
+    every value between segments in DDR)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     tok = tokenize(graph, get_target("shave"))
@@ -195,8 +211,17 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         segments = fold_views(graph, segments)
     values, names = graph_values(graph, tok, segments)
     nhwc_acts: set[int] = set()
+    fused = {} if schedule == "naive" else fusable(
+        tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
+        {op.operands[0] for op in graph.results})
     if schedule != "naive":
-        values, nhwc_acts = ddr_layouts(values, segment_values(tok, segments, names))
+        seg_values = segment_values(tok, segments, names)
+        values, nhwc_acts = ddr_layouts(values, seg_values)
+        if resident is not None:
+            values = resident_values(
+                values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
+                resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES))
+            resident += [v.name for v in values if v.tile is not None]
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
@@ -209,9 +234,6 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     layers = LayerTable()
-    fused = {} if schedule == "naive" else fusable(
-        tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
-        {op.operands[0] for op in graph.results})
     skipped: set[int] = set()
     for s, seg in enumerate(segments):
         if s in skipped:
