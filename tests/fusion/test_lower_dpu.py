@@ -248,7 +248,7 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     for label in finished:
         barrier = next(u for u in dma[label].updates if u.endswith("finished"))
         assert any(barrier in t.waits for t in tasks(mod, "DMA"))
-    # each load of a computed value waits for a store that wrote it (block_deps), or for
+    # each load of a computed value waits for a store that wrote it (schedule_deps), or for
     # its slot (``done``)
     symbols = SymbolTable(mod)
     dma = tasks(mod, "DMA")

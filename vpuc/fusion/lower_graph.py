@@ -68,7 +68,6 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import (ProgramText, Stage, Value, block_type, emit_blocks,
                                          label, sanitize, spans)
 from vpuc.fusion.act_split import choose_cut
-from vpuc.fusion.block_deps import pipeline_segments
 from vpuc.fusion.fold_views import Alias, fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.generator.generate import generate
@@ -94,6 +93,7 @@ from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph, GraphOp
 from vpuc.ir.graph_ops import InferError, broadcast_shapes
 from vpuc.ir.module import ConstInit, Module
 from vpuc.ir.types import NAMED_ORDERS, Dynamic, DimsOrder, TensorType
+from vpuc.passes.allocate_cmx import PLACEMENT
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.limits import INT32
 from vpuc.verifier.graph import infer_graph
@@ -150,13 +150,13 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
-        # A block among others keeps its order against theirs; block_deps.pipeline_segments
-        # runs under relax_gates' trial allocation when relax_gates takes the module.
-        if rename is not None or not relax_gates(
-                lowered, [k for k, _ in order], [f for _, f in order], ctx.arch,
-                then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
-                                               EARLY_CMX_BYTES)):
-            pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
+        # A block among others keeps its order against theirs: no trial, no placement.
+        keys = [k if rename is None else rename.key(k) for k, _ in order]
+        finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]
+        placement = relax_gates(lowered, keys, finishes, ctx.arch, EARLY_CMX_BYTES,
+                                trial=rename is None)
+        if placement is not None:
+            ctx.artifacts[PLACEMENT] = placement
     return lowered
 
 
@@ -348,7 +348,7 @@ def _emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, ti
               config, prefix, gate, finish, library: dict[int, LibraryCall],
               made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
     """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
-    ports of its kernels; ``pipelined``: segments overlap (``block_deps``), which the cut
+    ports of its kernels; ``pipelined``: segments overlap (``schedule_deps``), which the cut
     weighs (``act_split.choose_cut``)."""
     master = seg.master
     rank = len(master)
