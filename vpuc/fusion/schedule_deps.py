@@ -26,7 +26,8 @@ that decides every wait (``_Relaxation.apply``):
 Whether the overlapping segments' buffers fit depends on lifetimes and fragmentation,
 so the result is allocated on trial (``TRIALS`` times at most): a segment whose buffer
 finds no room keeps its own gate for rule 3 (or, when it already does, the segment after
-it), and after the last trial no segment is relaxed by rule 3; when even that does not
+it; when that does too, its loads keep their gates: no rule 2), and after the last trial
+no segment is relaxed by rule 3; when even that does not
 fit, rule 2 goes too (the module keeps its gates, with rule 1's waits, and is left to
 allocate-cmx to report).  The successful trial's placement is returned, for allocate-cmx
 to take when it still holds (``allocate_cmx.PLACEMENT``); the module itself is left
@@ -76,12 +77,14 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
         return None
     trial = trial and relax.direct_ddr is None
     two_back = [trial and s > 0 for s in range(len(keys))]
+    early = list(relax.early)
     saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
     barriers = list(module.barriers)
     for attempt in range(TRIALS + 2):
         if attempt >= TRIALS:                  # each trial allocates the whole program
             two_back = [False] * len(two_back)
-        early = relax.early if attempt <= TRIALS else [False] * len(keys)
+        if attempt > TRIALS:
+            early = [False] * len(keys)
         relax.apply(two_back, early)
         if not trial or attempt > TRIALS:
             return None
@@ -96,6 +99,8 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
             two_back[s] = False
         elif s is not None and s + 1 < len(two_back) and two_back[s + 1]:
             two_back[s + 1] = False
+        elif s is not None and early[s]:
+            early[s] = False
         else:
             two_back = [False] * len(two_back)
     return None
