@@ -32,6 +32,7 @@ tasks earlier in the DMA list, so the channels' FIFOs cannot deadlock on it.
 from __future__ import annotations
 
 from vpuc.analysis.races import make_footprint, region_box, shared_bytes
+from vpuc.fusion.resident import resident_use, segment_order
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor, SwKernelTask
@@ -74,6 +75,10 @@ def pipeline_segments(module: Module, gates: set[str], cmx_bytes: int, reserve: 
                     if symbols.region(name) is not None}
     order = _segment_order(module, prefixes)
     used = _cmx_use(module, prefixes)
+    own_prefix = lambda name: _prefix_of(name, prefixes)            # noqa: E731
+    for key, nbytes in resident_use(module, segment_order(module, own_prefix),
+                                    own_prefix).items():
+        used[key] = used.get(key, 0) + nbytes                 # values kept in CMX meanwhile
     tiles = sorted({tile for _, tile in used})
     barrier_names = {b.name for b in module.barriers}
     updaters: dict[str, int] = {}

@@ -6,7 +6,8 @@ and drains its pipeline alone, and independent work (a shortcut convolution, a
 squeeze-excite branch, the next layer's loads while this one stores) never overlaps.
 ``relax_gates`` replaces that order by the two things it stood for:
 
-1. **Data in DDR**: a DMA that reads DDR bytes an earlier segment writes waits on the
+1. **Data in DDR** (and values kept in CMX between segments, ``resident.py``): a DMA
+   that reads DDR bytes an earlier segment writes waits on the
    last such write on each DMA channel (a channel's FIFO ends its transfers in list
    order, so the last one implies the others); one that writes bytes an earlier
    segment reads or writes waits the same way (write-after-read, write-after-write).
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from vpuc.analysis.liveness import unit_operands
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Barrier, BufferKind, Module
+from vpuc.fusion.resident import shared_buffers
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, Executor
@@ -136,7 +138,8 @@ def _relax(module: Module, dma_list, segments: _SegmentIndex, symbols: SymbolTab
             if w not in waits:
                 waits.append(w)
         task.waits = tuple(waits)
-    _wait_on_ddr_writes(module, dma_list.tasks, segments, symbols)
+    _wait_on_ddr_writes(module, dma_list.tasks, segments, symbols,
+                        set(shared_buffers(module, segments.of)))
     _drop_unwaited(module, {f for f in finishes if f is not None})
 
 
@@ -170,15 +173,17 @@ def _drop_unwaited(module: Module, gates: set[str]) -> None:
 
 
 def _wait_on_ddr_writes(module: Module, tasks: list, segments: _SegmentIndex,
-                        symbols: SymbolTable) -> None:
-    """Rule 1 of the module docstring."""
+                        symbols: SymbolTable, resident: set[str]) -> None:
+    """Rule 1 of the module docstring; ``resident``: CMX buffers holding values between
+    segments (``resident.shared_buffers``), ordered as DDR values are."""
     by_root: dict[str, list[_Access]] = {}
     for position, task in enumerate(tasks):
         if not isinstance(task, DmaTask):
             continue
         for name, write in ((task.src, False), (task.dst, True)):
             region = symbols.region(name)
-            if region is None or region.kind not in _DDR:
+            if region is None or (region.kind not in _DDR
+                                  and region.root.name not in resident):
                 continue
             if all(s >= 0 for s in region.strides_bits):
                 lo, hi = region.byte_offset, region.byte_offset + region.span_bytes
