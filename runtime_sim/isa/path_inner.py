@@ -71,10 +71,53 @@ class InnerLoop:
 
 
 def find_inner_loops(walk) -> dict[int, InnerLoop]:
-    """The uniform inner loops of ``walk``'s path, by the path position they start at."""
-    path, found = walk.path, {}
+    """The uniform inner loops of ``walk``'s path, by the path position they start at.
+    Which loops, and how each copy's registers flow, depends only on the path's
+    instructions (the program's own, by identity), roles and transfers taken: worked out once per path shape (``_LAYOUTS``); the values
+    (each affine value's start and step per copy) and the accesses are checked per walk."""
+    path = walk.path
+    # the instructions by identity: the entry holds them, so no id is reused while it lives
+    shape = tuple((id(s.op), s.role, s.taken) for s in path)
+    known = _LAYOUTS.get(shape)
+    if known is None:
+        if len(_LAYOUTS) >= MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        known = _LAYOUTS[shape] = (tuple(s.op for s in path), _layouts(path))
+    layouts = known[1]
     footprints = {fp.position: fp for fp in walk.footprints}
-    q = 0
+    found = {}
+    for layout in layouts:
+        try:
+            found[layout.start] = _bind(layout, path, footprints)
+        except _NotUniform:
+            pass
+    return found
+
+
+# Inner-loop layouts by path shape (instruction, role, taken per step), with the
+# instructions they were found for.
+_LAYOUTS: dict[tuple, list] = {}
+MAX_LAYOUTS = 256
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """An inner loop's copies as the path's shape fixes them; affine sources are
+    ("affine", position, key) and ("entering", position, key) until bound to values."""
+
+    start: int
+    length: int
+    copies: int
+    steps: tuple[InnerStep, ...]
+    affine: tuple                    # (position, key) of every affine value the copies write
+    accesses: tuple                  # positions of the loads and stores
+    entering: tuple                  # (key, position of its last write in the copy)
+    final: tuple
+    accumulators: tuple
+
+
+def _layouts(path) -> list[_Layout]:
+    found, q = [], 0
     while q < len(path) - 1:
         step = path[q]
         if step.op.kind != "loop" or not step.taken or step.op.branch is None:
@@ -88,7 +131,7 @@ def find_inner_loops(walk) -> dict[int, InnerLoop]:
         copies = _copies(path, start, length, step.index)
         if copies >= MIN_COPIES:
             try:
-                found[start] = _inner(path, footprints, start, length, copies)
+                found.append(_layout(path, start, length, copies))
             except _NotUniform:
                 pass
         q = max(q + 1, start + copies * length)
@@ -111,45 +154,38 @@ def _copies(path, start: int, length: int, loop_index: int) -> int:
     return copies
 
 
-def _inner(path, footprints: dict, start: int, length: int, copies: int) -> InnerLoop:
-    copy = [[path[start + j * length + p] for j in range(copies)] for p in range(length)]
-    affine: dict[int, dict[int, tuple[Affine, int]]] = {}     # position -> key -> (a0, d)
-    for p, column in enumerate(copy):
-        roles = {s.role for s in column}
-        if len(roles) != 1 or column[0].role not in ("run", "affine", "skip"):
+def _layout(path, start: int, length: int, copies: int) -> _Layout:
+    copy = [path[start + p] for p in range(length)]
+    for p, step in enumerate(copy):
+        if step.role not in ("run", "affine", "skip") or any(
+                path[start + j * length + p].role != step.role for j in range(1, copies)):
             raise _NotUniform
-        if column[0].role == "affine":
-            affine[p] = {key: _progression([s.values.get(key) for s in column])
-                         for key in column[0].values}
-    _check_memory(footprints, start, length, copies)
-
-    written_last: dict[int, tuple[str, object]] = {}           # key -> its last write
+    affine = tuple((p, key) for p, step in enumerate(copy) if step.role == "affine"
+                   for key in step.values)
+    written_last: dict[int, tuple[str, int]] = {}             # key -> its last write
     read_first: set[int] = set()
-    for p, column in enumerate(copy):
-        step = column[0]
+    for p, step in enumerate(copy):
         if step.role == "run":
             for where, key in step.op.reads:
                 if where == "reg" and key not in written_last:
                     read_first.add(key)
         for key in (step.values if step.role == "affine" else
                     step.op.writes if step.role == "run" else ()):
-            written_last[key] = ("affine", affine[p][key]) if step.role == "affine" else ("run", p)
+            written_last[key] = (step.role, p)
     accumulators = _accumulators(copy, read_first, written_last)
     state: dict[int, tuple] = {}
     entering = []
     for key in read_first & set(written_last):
-        kind, value = written_last[key]
-        if kind == "affine":                # entering copy j: the last write of copy j - 1
-            a0, d = value
-            state[key] = ("affine", Affine((a0.start - d) % MOD, a0.step), d)
-            entering.append((key, state[key][1]))
+        role, p = written_last[key]
+        if role == "affine":                # entering copy j: the last write of copy j - 1
+            state[key] = ("entering", p, key)
+            entering.append((key, p))
         elif key in accumulators:
             state[key] = ("acc", key)
         else:
             raise _NotUniform                # data carried from copy to copy
     steps = []
-    for p, column in enumerate(copy):
-        step = column[0]
+    for p, step in enumerate(copy):
         sources, capture = (), False
         if step.role == "run":
             sources = tuple(("imm", value) if where == "imm" else state.get(value, ("outer", value))
@@ -161,12 +197,36 @@ def _inner(path, footprints: dict, start: int, length: int, copies: int) -> Inne
                 if key not in accumulators:
                     state[key] = ("local", key)
         elif step.role == "affine":
-            for key, (a0, d) in affine[p].items():
-                state[key] = ("affine", a0, d)
+            for key in step.values:
+                state[key] = ("affine", p, key)
         steps.append(InnerStep(step.role, step.op, sources, capture))
     final = tuple((key, state[key]) for key in written_last if key not in accumulators)
-    return InnerLoop(start, length, copies, tuple(steps), tuple(entering), final,
-                     tuple(accumulators.values()))
+    accesses = tuple(p for p, step in enumerate(copy) if step.op.kind in ("load", "store"))
+    return _Layout(start, length, copies, tuple(steps), affine, accesses, tuple(entering), final,
+                   tuple(accumulators.values()))
+
+
+def _bind(layout: _Layout, path, footprints: dict) -> InnerLoop:
+    """``layout`` with this walk's values: every affine value steps by a constant per copy,
+    every access too, and no copy touches bytes another stores."""
+    start, length, copies = layout.start, layout.length, layout.copies
+    values = {(p, key): _progression([path[start + j * length + p].values.get(key)
+                                      for j in range(copies)]) for p, key in layout.affine}
+    _check_memory(footprints, start, length, copies, layout.accesses)
+
+    def bound(source):
+        if source[0] == "affine":
+            a0, d = values[source[1], source[2]]
+            return ("affine", a0, d)
+        if source[0] == "entering":
+            a0, d = values[source[1], source[2]]
+            return ("affine", Affine((a0.start - d) % MOD, a0.step), d)
+        return source
+    steps = tuple(InnerStep(s.role, s.op, tuple(bound(x) for x in s.sources), s.capture)
+                  if s.role == "run" else s for s in layout.steps)
+    entering = tuple((key, bound(("entering", p, key))[1]) for key, p in layout.entering)
+    final = tuple((key, bound(source)) for key, source in layout.final)
+    return InnerLoop(start, length, copies, steps, entering, final, layout.accumulators)
 
 
 def _progression(values: list) -> tuple[Affine, int]:
@@ -181,10 +241,11 @@ def _progression(values: list) -> tuple[Affine, int]:
     return a0, d
 
 
-def _check_memory(footprints: dict, start: int, length: int, copies: int) -> None:
+def _check_memory(footprints: dict, start: int, length: int, copies: int,
+                  accesses: tuple[int, ...]) -> None:
     """Every access steps by a constant per copy; no copy touches bytes another stores."""
     per_copy = []
-    for p in range(length):
+    for p in accesses:
         column = [footprints.get(start + j * length + p) for j in range(copies)]
         if all(fp is None for fp in column):
             continue
@@ -210,9 +271,8 @@ def _accumulators(copy, read_first: set[int], written_last: dict) -> dict[int, t
     for key in read_first:
         if not NUM_SREGS <= key < NUM_SREGS + NUM_VREGS or written_last.get(key, ("",))[0] != "run":
             continue
-        touching = [(p, column[0]) for p, column in enumerate(copy) if column[0].role == "run"
-                    and (key in column[0].op.writes
-                         or any(r == ("reg", key) for r in column[0].op.reads))]
+        touching = [(p, step) for p, step in enumerate(copy) if step.role == "run"
+                    and (key in step.op.writes or ("reg", key) in step.op.reads)]
         first = touching[0][1].op.mnemonic
         if first in SCANS and all(
                 s.op.mnemonic == first and s.op.writes == (key,) and len(s.op.reads) == 2
