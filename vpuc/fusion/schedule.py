@@ -207,7 +207,8 @@ class _EarlyRoom:
     """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
     ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
     whose last store updates the gate, ``<prefix>finished``) together leaves more free:
-    its buffers and the early ones then fit side by side, whatever their lifetimes.
+    its buffers and the early ones then fit side by side, whatever their lifetimes.  The
+    values kept in CMX across the running segment (``resident.resident_use``) count as its.
 
     Side by side only if the running segment's buffers are packed.  Those it loaded early
     itself were placed (allocate-cmx, first fit in order of first use) while its own
@@ -227,6 +228,11 @@ class _EarlyRoom:
                 if prefix:
                     key = (prefix, b.tile)
                     self.used[key] = self.used.get(key, 0) + b.type.nbytes
+        # values kept in CMX while the segment runs take its tile's bytes too
+        from vpuc.fusion.resident import resident_use, segment_order
+        order = segment_order(module, self.prefix_of)
+        for key, nbytes in resident_use(module, order, self.prefix_of).items():
+            self.used[key] = self.used.get(key, 0) + nbytes
 
     def prefix_of(self, name: str) -> str:
         """The longest segment prefix of a buffer's name (value names may hold dots

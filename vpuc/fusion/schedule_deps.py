@@ -10,16 +10,18 @@ that order by the two things it stood for, data in DDR and room in CMX, with one
 DDR bytes (the exact strided footprints of ``vpuc/analysis/races.py``) and one place
 that decides every wait (``_Relaxation.apply``):
 
-1. **Data**: a DMA that touches DDR bytes a DMA of an earlier segment writes (or writes
-   bytes one reads: write-after-read, write-after-write) waits on the last such DMA on
+1. **Data**: a DMA that touches DDR bytes (or a value kept in CMX between segments,
+   ``resident.py``) a DMA of an earlier segment writes (or writes bytes one reads:
+   write-after-read, write-after-write) waits on the last such DMA on
    each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
    implies the others), through a barrier only that DMA updates (one it has, else
    ``<label>.written``).  Every DMA does, not only a segment's first ones.
 2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
    input) waits on rule 1 and on no gate, so a segment's first blocks run beside its
    predecessor's last ones, when the segment's CMX buffers, its predecessor's (and the
-   one before, when the predecessor's loads run early too) and ``reserve`` bytes of
-   prefetched constants fit a tile (an estimate; the trial below decides).
+   one before, when the predecessor's loads run early too), the values kept in CMX
+   across them and ``reserve`` bytes of prefetched constants fit a tile (an estimate;
+   the trial below decides).  Copies out of a value kept in CMX keep their gates.
 3. **Gate two back**: every other task that waits on its predecessor's gate waits on the
    gate of the segment two back instead: at most two consecutive segments then run at once.
 
@@ -54,6 +56,7 @@ import re
 from vpuc.analysis.liveness import unit_operands
 from vpuc.analysis.races import make_footprint, region_box, shared_bytes
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.resident import resident_use, shared_buffers
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
@@ -123,7 +126,8 @@ class _Relaxation:
         touched = {symbols.region(n).root.name for t in others for n in unit_operands(t)
                    if symbols.is_buffer_like(n) and symbols.region(n).kind in _DDR}
         self.direct_ddr = touched or None
-        self.accesses = _ddr_accesses(dma_tasks, symbols)
+        resident = set(shared_buffers(module, self.segment_of))
+        self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
         self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched)}
         self.early: list[bool] = []
 
@@ -193,16 +197,18 @@ class _Relaxation:
                     task.waits = tuple(task.waits) + (barrier,)
 
 
-def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable) -> dict[str, list]:
+def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
+                  resident: set[str]) -> dict[str, list]:
     """Root name -> (task, position in the DMA list, footprint, writes) of every DMA
-    access of DDR bytes, in list order."""
+    access of DDR bytes or of a ``resident`` CMX buffer, in list order."""
     by_root: dict[str, list] = {}
     for position, task in enumerate(tasks):
         if not isinstance(task, DmaTask):
             continue
         for name, write in ((task.src, False), (task.dst, True)):
             region = symbols.region(name)
-            if region is None or region.kind not in _DDR:
+            if region is None or (region.kind not in _DDR
+                                  and region.root.name not in resident):
                 continue
             footprint = make_footprint(region.root, region_box(region))
             by_root.setdefault(region.root.name, []).append((task, position, footprint, write))
@@ -228,6 +234,15 @@ def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
             s = relax.segment_of(b.name)
             if s is not None:
                 used[(s, b.tile)] = used.get((s, b.tile), 0) + b.type.nbytes
+    keys = list(relax.index)
+
+    def key_of(label: str) -> str | None:
+        s = relax.segment_of(label)
+        return None if s is None else keys[s]
+
+    for (key, tile), nbytes in resident_use(module, keys, key_of).items():
+        s = relax.index[key]                   # values kept in CMX across the segment
+        used[(s, tile)] = used.get((s, tile), 0) + nbytes
     tiles = sorted({tile for _, tile in used})
     early = [False] * n
     for s in range(1, n):
