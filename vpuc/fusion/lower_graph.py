@@ -123,7 +123,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     lowered, kept, placement = _lower_scheduled(graph, module, ctx, rename, plan, resident=True)
-    # a placement from relax_gates' trial allocation already proves the module fits
+    # a placement from schedule_deps' trial is an allocation that fits: no second trial
     if kept and placement is None and not cmx_fits(lowered, ctx.arch):
         lowered, _, placement = _lower_scheduled(graph, module, ctx, rename, plan,
                                                  resident=False)
@@ -135,7 +135,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
 def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
                      resident: bool) -> tuple[Module, int, dict[str, int] | None]:
     """``lower_block``'s program, how many values it keeps in CMX between segments, and
-    the CMX placement of ``relax_gates``' successful trial (None when there was none)."""
+    the CMX placement of ``schedule_deps``' trial allocation (None without one)."""
     generated = ctx.artifacts.setdefault("generated-kernels", {})
     timings = ctx.artifacts.setdefault("fusion-timings", [])
     hook = ctx.artifacts.get("fusion-print")

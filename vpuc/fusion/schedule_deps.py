@@ -10,17 +10,18 @@ that order by the two things it stood for, data in DDR and room in CMX, with one
 DDR bytes (the exact strided footprints of ``vpuc/analysis/races.py``) and one place
 that decides every wait (``_Relaxation.apply``):
 
-1. **Data**: a DMA that touches DDR bytes (or those of a value kept in CMX between
-   segments, ``resident.py``) a DMA of an earlier segment writes (or writes
-   bytes one reads: write-after-read, write-after-write) waits on the last such DMA on
+1. **Data**: a DMA that touches DDR bytes (or a value kept in CMX between segments,
+   ``resident.py``) a DMA of an earlier segment writes (or writes bytes one reads:
+   write-after-read, write-after-write) waits on the last such DMA on
    each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
    implies the others), through a barrier only that DMA updates (one it has, else
    ``<label>.written``).  Every DMA does, not only a segment's first ones.
 2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
    input) waits on rule 1 and on no gate, so a segment's first blocks run beside its
    predecessor's last ones, when the segment's CMX buffers, its predecessor's (and the
-   one before, when the predecessor's loads run early too) and ``reserve`` bytes of
-   prefetched constants fit a tile (an estimate; the trial below decides).
+   one before, when the predecessor's loads run early too), the values kept in CMX
+   across them and ``reserve`` bytes of prefetched constants fit a tile (an estimate;
+   the trial below decides).  Copies out of a value kept in CMX keep their gates.
 3. **Gate two back**: every other task that waits on its predecessor's gate waits on the
    gate of the segment two back instead: at most two consecutive segments then run at once.
 
@@ -125,11 +126,9 @@ class _Relaxation:
         touched = {symbols.region(n).root.name for t in others for n in unit_operands(t)
                    if symbols.is_buffer_like(n) and symbols.region(n).kind in _DDR}
         self.direct_ddr = touched or None
-        # values kept in CMX between segments (resident.py) are ordered as DDR values are
-        self.resident = set(shared_buffers(module, self.segment_of))
-        self.accesses = _ddr_accesses(dma_tasks, symbols, self.resident)
-        self.loads = {id(t) for t in dma_tasks
-                      if _loads_data(t, symbols, touched, self.resident)}
+        resident = set(shared_buffers(module, self.segment_of))
+        self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
+        self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched)}
         self.early: list[bool] = []
 
     @staticmethod
@@ -201,7 +200,7 @@ class _Relaxation:
 def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
                   resident: set[str]) -> dict[str, list]:
     """Root name -> (task, position in the DMA list, footprint, writes) of every DMA
-    access of DDR bytes (or of a ``resident`` CMX buffer's), in list order."""
+    access of DDR bytes or of a ``resident`` CMX buffer, in list order."""
     by_root: dict[str, list] = {}
     for position, task in enumerate(tasks):
         if not isinstance(task, DmaTask):
@@ -216,17 +215,13 @@ def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
     return by_root
 
 
-def _loads_data(task, symbols: SymbolTable, touched: set[str], resident: set[str]) -> bool:
-    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch,
-    or a value kept in a ``resident`` CMX buffer."""
+def _loads_data(task, symbols: SymbolTable, touched: set[str]) -> bool:
+    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch."""
     if not isinstance(task, DmaTask):
         return False
     src, dst = symbols.region(task.src), symbols.region(task.dst)
-    if src is None or dst is None or dst.kind is not BufferKind.CMX:
-        return False
-    if src.root.name in resident:
-        return dst.root.name not in resident
-    return src.kind in _DDR and src.root.name not in touched
+    return src is not None and dst is not None and dst.kind is BufferKind.CMX \
+        and src.kind in _DDR and src.root.name not in touched
 
 
 def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
@@ -239,10 +234,14 @@ def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
             s = relax.segment_of(b.name)
             if s is not None:
                 used[(s, b.tile)] = used.get((s, b.tile), 0) + b.type.nbytes
-    keys = sorted(relax.index, key=relax.index.get)
-    prefix_of = lambda label: by_dotted_prefix({k: k for k in keys}, label)  # noqa: E731
-    for (prefix, tile), nbytes in resident_use(module, keys, prefix_of).items():
-        s = relax.index[prefix]              # values kept in CMX while the segment runs
+    keys = list(relax.index)
+
+    def key_of(label: str) -> str | None:
+        s = relax.segment_of(label)
+        return None if s is None else keys[s]
+
+    for (key, tile), nbytes in resident_use(module, keys, key_of).items():
+        s = relax.index[key]                   # values kept in CMX across the segment
         used[(s, tile)] = used.get((s, tile), 0) + nbytes
     tiles = sorted({tile for _, tile in used})
     early = [False] * n
