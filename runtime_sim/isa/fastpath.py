@@ -36,9 +36,10 @@ from collections import Counter
 
 import numpy as np
 
+from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         first_exit, first_outside, independent,
-                                         same_iteration_overlap, signed)
+                                         first_exit, first_outside, same_iteration_overlap,
+                                         signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop, run_op
 from runtime_sim.isa.loop_scan import fold
@@ -85,6 +86,8 @@ class FastLoops:
         self.min_path_iterations = max(self.min_iterations, min_path_iterations)
         if "entries" not in self.plans:
             self.plans["entries"] = _loop_entries(program)
+            self.plans["proofs"] = EntryCache()      # per-entry proofs (``entry_cache``)
+        self.proofs: EntryCache = self.plans["proofs"]
         self.entries: dict[int, int] = self.plans["entries"]   # loop head -> its back-edge
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
@@ -106,7 +109,8 @@ class FastLoops:
             return run_path(self, head, branch, R, ready, now, memory, counts, budget,
                             max_cycles)
         try:
-            iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
+            facts = self._facts(plan, head, branch, R)
+            iterations, exits, footprints = self._bounds(plan, facts, branch, memory, budget)
             if max_cycles != float("inf"):
                 # The interpreter stops at the first taken back-edge past max_cycles: leave
                 # that iteration to it, so both stop at the same pc and cycle.
@@ -115,7 +119,8 @@ class FastLoops:
                     iterations, exits = within, False
                 if iterations < self.min_iterations:
                     raise _Decline("too few iterations before the cycle budget", recurs=False)
-            self._check_independent(footprints, iterations)
+            if not facts.independent(iterations):
+                raise _Decline("an iteration accesses bytes another iteration stores")
             if plan.pipelined is not None:
                 _check_passes(plan.pipelined, footprints, iterations)
         except _Decline as why:
@@ -170,10 +175,24 @@ class FastLoops:
 
     # --- bounds: trip count, faults ---------------------------------------------------------
 
-    def _bounds(self, plan: LoopPlan, branch: int, R: list, memory,
+    def _facts(self, plan: LoopPlan, head: int, branch: int, R: list) -> LoopFacts:
+        """The affine pass of this entry, remembered by the registers it reads."""
+        key = (head, branch, register_key(R))
+        facts = self.proofs.get(key)
+        if facts is None:
+            try:
+                facts = LoopFacts(*_affine_pass(plan, R))
+            except _Decline as why:
+                facts = LoopFacts(None, None, why)
+            self.proofs.put(key, facts)
+        if facts.declined is not None:       # a new exception: a raised one keeps its frames
+            raise _Decline(str(facts.declined), facts.declined.recurs)
+        return facts
+
+    def _bounds(self, plan: LoopPlan, facts: LoopFacts, branch: int, memory,
                 budget: int) -> tuple[int, bool, list[Footprint]]:
         """(iterations to batch, whether the last one exits, memory footprints)."""
-        footprints, exit_at = _affine_pass(plan, R)
+        footprints, exit_at = facts.footprints, facts.exit_at
         if exit_at is None:
             raise _Decline("trip count not provable from the back-edge")
         trip = exit_at + 1
@@ -189,11 +208,6 @@ class FastLoops:
             raise _Decline("too few iterations before a possible fault, max_steps or the end "
                            "of .text")
         return iterations, iterations == trip, footprints
-
-    @staticmethod
-    def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        if not independent(footprints, iterations):
-            raise _Decline("an iteration accesses bytes another iteration stores")
 
     # --- the batch ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.cycles import issue
+from runtime_sim.isa.entry_cache import PathChecks, register_key, words_unchanged
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
@@ -61,7 +62,7 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
             loops.declined["path: too few iterations on one path"] += 1
             return None
     try:
-        found = walk(loops.program, head, branch, R, memory, steps)
+        found = _walked(loops, head, branch, R, memory, steps)
         iterations, trip, timing = _iterations(loops, found, branch, ready, now, memory,
                                                budget, max_cycles)
     except PathRefused as why:
@@ -88,9 +89,22 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
     return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
 
 
+def _walked(loops, head: int, branch: int, R: list, memory, steps: dict) -> Walk:
+    """The walk of this entry: an earlier entry's, when it started from the same
+    registers and its promoted words still hold what it read (``entry_cache``)."""
+    key = (head, branch, "walk", register_key(R))
+    found = loops.proofs.get(key, lambda known: words_unchanged(known.read_words, memory))
+    if found is None:
+        found = walk(loops.program, head, branch, R, memory, steps)
+        found.checks = PathChecks()
+        loops.proofs.put(key, found)
+    return found
+
+
 def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, memory,
                 budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
-    """(iterations to batch, the trip count, the timing): every check of the batch."""
+    """(iterations to batch, the trip count, the timing): every check of the batch.
+    The checks that depend only on the walk and a count are asked once per count."""
     trip = trip_count(found)
     guards = found.guards
     if trip is None:
@@ -100,15 +114,20 @@ def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, mem
     iterations = min(UNKNOWN_TRIP if trip is None else trip, budget // len(found.path))
     if iterations == trip and branch + 1 == len(loops.program.steps):
         iterations -= 1                  # the fall off the end of .text: the interpreter's
-    iterations = bounded(found, guarded(guards, iterations), accessible_ranges(memory))
+    checks = found.checks
+    iterations = checks.guarded(iterations, lambda n: guarded(guards, n))
+    iterations = checks.bounded(iterations, accessible_ranges(memory),
+                                lambda n, regions: bounded(found, n, regions))
     timing = path_timing(loops.program, found)
     if max_cycles != float("inf"):
         iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
     if iterations < loops.min_path_iterations:
         raise PathRefused("too few iterations on one path", recurs=False)
-    if not independent(found.footprints, iterations):
+    apart, clear = checks.clear(iterations, lambda n: (
+        (True, promoted_clear(found, n)) if independent(found.footprints, n) else (False, False)))
+    if not apart:
         raise PathRefused("an iteration accesses bytes another iteration stores")
-    if not promoted_clear(found, iterations):
+    if not clear:
         raise PathRefused("a stack word is also accessed as data")
     return iterations, trip, timing
 

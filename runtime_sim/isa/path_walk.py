@@ -92,6 +92,8 @@ class Walk:
     carried: dict[int, Affine]                     # register -> value at the loop head
     end: dict[int, Affine | None]                  # scalar -> value after the iteration
     back: Guard                                    # the back-edge, taken while it holds
+    read_words: dict[int, bytes] = field(default_factory=dict)   # promoted words as read
+    checks: object = None                          # entry_cache.PathChecks, once batched
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ def _proven(program, head: int, branch: int, R: list, memory, steps: dict[int, i
             raise PathRefused(f"the word at {a:#x} does not step by a constant per iteration")
     carried = {key: Affine(int(R[key]), steps.get(key, 0)) for key in second.carried_end}
     return Walk(second.path, second.guards, second.footprints, second.promoted, carried,
-                second.scalars, second.back)
+                second.scalars, second.back, second.read_words)
 
 
 class _State:
@@ -175,6 +177,7 @@ class _State:
         self.footprints: list[Footprint] = []
         self.promoted: dict[int, int] = {}
         self.word_start: dict[int, int] = {}
+        self.read_words: dict[int, bytes] = {}    # the walk's input from memory
         self.word_end: dict[int, Affine] = {}
         self.carried_end: dict[int, Affine] = {}
         self.scalars: dict[int, Affine | None] = {}
@@ -368,10 +371,11 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
         else:
             loaded_first.add(low)
             try:
-                start = int(memory.read(low, size).view({1: np.uint8, 2: np.uint16,
-                                                         4: np.uint32}[size])[0])
+                raw = memory.read(low, size)
             except AccessFault:             # the interpreter faults there, at its pc
                 raise PathRefused("a promoted word is not accessible") from None
+            state.read_words[low] = raw.tobytes()
+            start = int(raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[size])[0])
             if op.mnemonic in ("lb", "lh"):
                 bits = 8 * size
                 start = (start ^ (1 << bits - 1)) - (1 << bits - 1)

@@ -239,3 +239,32 @@ def test_a_stack_word_that_faults_is_reported_where_the_interpreter_reports_it()
         "    vbcast.h v21, s21\n    li s19, 64\n    j rows\nrows:\n    lw s6, 0(s19)")
     error, _, _ = run_both(source, [INPUT, OUTPUT, 12, 24], random_fill(8), min_path_iterations=1)
     assert isinstance(error, str) and "lw s6, 0(s19)" in error
+
+
+def test_a_walk_is_replayed_only_while_its_registers_and_stack_words_hold():
+    """Entered by ``j rows`` with the argument registers cleared, the loop head sees the
+    same registers whatever the buffers: only the row pointers on the stack differ.  The
+    same invocation replays the walk (``entry_cache``); a moved buffer (a changed stack
+    word), another row count or length, or a branch the other way walks afresh; every
+    outcome is the interpreter's."""
+    source = rows_source(64, 64, branch="bnez s18, row_out_tail").replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    lw s18, 16(s0)\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
+
+    def invoke(words):
+        fast, loops, _ = run_both(source, words, random_fill(9), min_path_iterations=1)
+        return fast, loops.proofs
+
+    base = [INPUT, OUTPUT, 12, 24, 0]
+    fast, proofs = invoke(base)
+    proofs.clear()                      # other tests may have run this very kernel
+    assert invoke(base)[0].batched_iterations == 12
+    hits, misses = proofs.hits, proofs.misses
+    assert invoke(base)[0].batched_iterations == 12 and proofs.hits == hits + 1
+    assert proofs.misses == misses
+    for changed in ([INPUT + 32, OUTPUT, 12, 24, 0], [INPUT, OUTPUT - 64, 12, 24, 0],
+                    [INPUT, OUTPUT, 9, 24, 0], [INPUT, OUTPUT, 12, 17, 0],
+                    [INPUT, OUTPUT, 12, 24, 1]):
+        misses = proofs.misses
+        invoke(changed)
+        assert proofs.misses == misses + 1, changed
