@@ -119,10 +119,13 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     """The task-level program of one graph block, parsed (with ``--schedule default``'s
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
     before it is parsed.  When the values kept in CMX between segments (``resident.py``)
-    leave allocate-cmx no room, the block is lowered again with every value in DDR."""
+    leave allocate-cmx no room, the block is lowered again with every value in DDR (a
+    block among others keeps every value in DDR)."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
-    lowered, kept, placement = _lower_scheduled(graph, module, ctx, rename, plan, resident=True)
+    # a block among others shares CMX with their buffers, which its trial cannot see
+    lowered, kept, placement = _lower_scheduled(graph, module, ctx, rename, plan,
+                                                resident=rename is None)
     # a placement from schedule_deps' trial is an allocation that fits: no second trial
     if kept and placement is None and not cmx_fits(lowered, ctx.arch):
         lowered, _, placement = _lower_scheduled(graph, module, ctx, rename, plan,
