@@ -21,6 +21,7 @@ VpucError naming the record.
 from __future__ import annotations
 
 import re
+from itertools import starmap
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
@@ -212,8 +213,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
         else:
             pieces = slices.get(t.slices)
             if pieces is None:      # views of one shape share their (never mutated) slices
-                pieces = slices[t.slices] = tuple(Slice(s.start, s.stop, s.step)
-                                                  for s in t.slices)
+                pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
             module.views.append(View(t.name, refs[base], pieces))
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
