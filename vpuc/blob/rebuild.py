@@ -222,14 +222,18 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             raise check.fail("header", f"{name} {list(getattr(header, name))} do not match the "
                              f"{kind} tensors {list(actual)}")
 
-    barrier_names = []
-    named = check.all_names([b.name for b in content.barriers])
-    for i, b in enumerate(content.barriers):
-        where = f"barrier #{i}"
-        if b.id != i or b.physical_id < -1:
-            raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
-        barrier_names.append(b.name if named else check.name(where, b.name))
-        module.barriers.append(Barrier(b.name, None if b.physical_id == -1 else b.physical_id))
+    barriers = content.barriers
+    ids, physical, barrier_names = (list(c) for c in list(zip(*barriers))[:3]) if barriers \
+        else ([], [], [])
+    if ids != list(range(len(ids))) or (physical and min(physical) < -1) or \
+            not check.all_names(barrier_names):        # row by row, for the message
+        for i, b in enumerate(barriers):
+            where = f"barrier #{i}"
+            if b.id != i or b.physical_id < -1:
+                raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
+            check.name(where, b.name)
+    module.barriers = list(map(Barrier, barrier_names, [None if p == -1 else p
+                                                        for p in physical]))
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
