@@ -94,6 +94,7 @@ class Walk:
     back: Guard                                    # the back-edge, taken while it holds
     read_words: dict[int, bytes] = field(default_factory=dict)   # promoted words as read
     checks: object = None                          # entry_cache.PathChecks, once batched
+    inner: dict | None = None                      # path_inner's uniform inner loops
 
 
 @dataclass(frozen=True)

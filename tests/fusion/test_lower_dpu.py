@@ -228,8 +228,12 @@ MIXED = module("  %x = Parameter() : 1x8x12x12xf16 NCHW\n"
 def test_mixed_pipeline_orders_segments_through_ddr():
     mod, _ = check(MIXED, ulps=3)
     kinds = {b.name: str(b.kind) for b in mod.buffers if str(b.kind) != "cmx"}
-    # values between segments are DDR tensors; %r (relu as a post-op) is also an output
-    assert kinds["r"] == "output" and kinds["t"] == "ddr" and kinds["e"] == "ddr"
+    # values between segments are DDR tensors, or whole CMX buffers when they fit
+    # (resident.py); %r (relu as a post-op) is also an output
+    between = {b.name: b for b in mod.buffers if b.name in ("t", "e")}
+    kept = {n for n, b in between.items() if b.kind is BufferKind.CMX}
+    assert kinds["r"] == "output" and set(between) == {"t", "e"}
+    assert all(b.kind in (BufferKind.DDR, BufferKind.CMX) for b in between.values())
     assert "conv" not in kinds and "b" not in kinds           # folded into the DPU task
     dpu = tasks(mod, "DPU")
     layers = {}
@@ -255,7 +259,8 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     loads = 0
     for t in dma:
         src, dst = symbols.region(t.src), symbols.region(t.dst)
-        if src.kind is not BufferKind.DDR or dst.kind is not BufferKind.CMX:
+        if not (src.kind is BufferKind.DDR or src.root.name in kept) \
+                or dst.kind is not BufferKind.CMX or dst.root.name in kept:
             continue
         loads += 1
         stored = {u for w in dma if symbols.region(w.dst).root is src.root for u in w.updates}
