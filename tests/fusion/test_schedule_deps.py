@@ -11,9 +11,7 @@ import pytest
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.fusion import lower_graph, schedule_deps
-from vpuc.fusion.resident import shared_buffers
 from vpuc.ir.module import BufferKind
-from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
 from vpuc.onnx_import.zoo import encoder_layer, resnet18
@@ -57,14 +55,10 @@ def _waits_of(seen, segment: int, loads: bool = False) -> set[str]:
     """The waits of a segment's tasks: its loads of DDR values (rule 2) or the others."""
     key = seen["keys"][segment] + "."
     symbols = SymbolTable(seen["module"])
-    index = {k: s for s, k in enumerate(seen["keys"])}
-    kept = shared_buffers(seen["module"], lambda label: by_dotted_prefix(index, label))
 
-    def is_load(t):          # from DDR, or a copy out of a value kept in CMX
-        if not isinstance(t, DmaTask) or symbols.region(t.dst).kind is not BufferKind.CMX:
-            return False
-        src = symbols.region(t.src)
-        return src.kind in (BufferKind.DDR, BufferKind.INPUT) or src.root.name in kept
+    def is_load(t):
+        return isinstance(t, DmaTask) and symbols.region(t.dst).kind is BufferKind.CMX \
+            and symbols.region(t.src).kind in (BufferKind.DDR, BufferKind.INPUT)
 
     return {w for tl in seen["module"].task_lists for t in tl.tasks
             if (t.label or "").startswith(key) and is_load(t) == loads for w in t.waits}
