@@ -6,7 +6,7 @@ it reads, not for the whole previous segment.
 its first block needs just the first rows of that layer's output (a transformer's MLP:
 the first GELU block needs the first 48 tokens of FC1, FC2's first rows the first GELU
 block).  Here every DMA that loads a value the program computes (a ``ddr`` or ``output``
-buffer, or a network input) into CMX and waits on a gate waits instead on the barriers
+buffer, a value kept in CMX between segments (``resident.py``), or a network input) into CMX and waits on a gate waits instead on the barriers
 of the stores that wrote the bytes it reads (exact strided footprints,
 ``vpuc/analysis/races.py``), so its segment's first blocks run beside the previous
 segment's last ones.  Loads whose bytes no store wrote (a network input) just stop
@@ -32,7 +32,7 @@ tasks earlier in the DMA list, so the channels' FIFOs cannot deadlock on it.
 from __future__ import annotations
 
 from vpuc.analysis.races import make_footprint, region_box, shared_bytes
-from vpuc.fusion.resident import resident_use, segment_order
+from vpuc.fusion.resident import resident_use, segment_order, shared_buffers
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor, SwKernelTask
@@ -76,9 +76,14 @@ def pipeline_segments(module: Module, gates: set[str], cmx_bytes: int, reserve: 
     order = _segment_order(module, prefixes)
     used = _cmx_use(module, prefixes)
     own_prefix = lambda name: _prefix_of(name, prefixes)            # noqa: E731
-    for key, nbytes in resident_use(module, segment_order(module, own_prefix),
-                                    own_prefix).items():
+    seg_order = segment_order(module, own_prefix)
+    for key, nbytes in resident_use(module, seg_order, own_prefix).items():
         used[key] = used.get(key, 0) + nbytes                 # values kept in CMX meanwhile
+    index = {p: i for i, p in enumerate(seg_order)}
+    resident = set(shared_buffers(module, lambda label: index.get(own_prefix(label))))
+
+    def computed(region, kinds) -> bool:
+        return region.kind in kinds or region.root.name in resident
     tiles = sorted({tile for _, tile in used})
     barrier_names = {b.name for b in module.barriers}
     updaters: dict[str, int] = {}
@@ -111,8 +116,8 @@ def pipeline_segments(module: Module, gates: set[str], cmx_bytes: int, reserve: 
             if src is None or dst is None:
                 continue
             own = _prefix_of(task.label or "", prefixes)
-            if own in pipelined and dst.kind is BufferKind.CMX and src.kind in READ_EARLY \
-                    and src.root.name not in others_write:
+            if own in pipelined and dst.kind is BufferKind.CMX and computed(src, READ_EARLY) \
+                    and src.root.name not in others_write and dst.root.name not in resident:
                 # every load of the segment: the later blocks' were ordered after the
                 # gate only through the first blocks'
                 fp = make_footprint(src.root, region_box(src))
@@ -121,7 +126,7 @@ def pipeline_segments(module: Module, gates: set[str], cmx_bytes: int, reserve: 
                 kept = tuple(w for w in task.waits if w not in gate_list)
                 task.waits = kept + tuple(w for w in waits if w not in kept)
                 changed += 1
-            if dst.kind in COMPUTED:
+            if computed(dst, COMPUTED):
                 writers.setdefault(dst.root.name, []).append(
                     (task, make_footprint(dst.root, region_box(dst)),
                      _prefix_of(task.label or "", prefixes)))
