@@ -114,7 +114,8 @@ def test_resident_values_respect_the_room_and_balance_the_tiles():
 @pytest.mark.parametrize("kinds, keep_out, kind, expected", [
     (("dpu", "dpu"), set(), "ddr", 0),
     (("dpu", "dma"), set(), "ddr", None),          # a DMA segment reads DDR by its own plan
-    (("matmul", "dpu"), set(), "ddr", None),       # a MatMul's folded views
+    (("matmul", "act"), set(), "ddr", 0),
+    (("library", "dpu"), set(), "ddr", None),      # a library segment re-types DDR bytes
     (("dpu", "dpu"), {"v"}, "ddr", None),          # taken by a fused epilogue
     (("dpu", "dpu"), set(), "output", None),       # a network output stays where it is
 ])

@@ -11,7 +11,9 @@ import pytest
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.fusion import lower_graph, schedule_deps
+from vpuc.fusion.resident import shared_buffers
 from vpuc.ir.module import BufferKind
+from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
 from vpuc.onnx_import.zoo import encoder_layer, resnet18
@@ -51,15 +53,25 @@ def _compile(model, monkeypatch, fail_segment: int | None, failures: int = 1):
     return seen
 
 
-def _waits_of(seen, segment: int, loads: bool = False) -> set[str]:
-    """The waits of a segment's tasks: its loads of DDR values (rule 2) or the others."""
-    key = seen["keys"][segment] + "."
+def _load_test(seen):
+    """Whether a task is one of rule 2's loads: from DDR (or a network input), or a copy
+    out of a value kept in CMX between segments (resident.py)."""
     symbols = SymbolTable(seen["module"])
+    index = {k: s for s, k in enumerate(seen["keys"])}
+    kept = shared_buffers(seen["module"], lambda label: by_dotted_prefix(index, label))
 
     def is_load(t):
-        return isinstance(t, DmaTask) and symbols.region(t.dst).kind is BufferKind.CMX \
-            and symbols.region(t.src).kind in (BufferKind.DDR, BufferKind.INPUT)
+        if not isinstance(t, DmaTask) or symbols.region(t.dst).kind is not BufferKind.CMX:
+            return False
+        src = symbols.region(t.src)
+        return src.kind in (BufferKind.DDR, BufferKind.INPUT) or src.root.name in kept
+    return is_load
 
+
+def _waits_of(seen, segment: int, loads: bool = False) -> set[str]:
+    """The waits of a segment's tasks: its loads (rule 2) or the others."""
+    key = seen["keys"][segment] + "."
+    is_load = _load_test(seen)
     return {w for tl in seen["module"].task_lists for t in tl.tasks
             if (t.label or "").startswith(key) and is_load(t) == loads for w in t.waits}
 
@@ -154,7 +166,11 @@ def test_loads_wait_on_the_stores_they_read_and_segments_overlap(tmp_path, monke
     early = 0
     for t in dma:
         src, dst = symbols.region(t.src), symbols.region(t.dst)
-        if src.kind is not BufferKind.DDR or dst.kind is not BufferKind.CMX:
+        # a DDR value, or one kept whole in CMX between segments (resident.py): a CMX
+        # buffer of no segment's own (no dotted prefix)
+        computed = src.kind is BufferKind.DDR or (src.kind is BufferKind.CMX
+                                                 and "." not in src.root.name)
+        if not computed or dst.kind is not BufferKind.CMX or "." not in dst.root.name:
             continue
         own = t.label.split(".")[0]
         for w in t.waits:
@@ -195,13 +211,11 @@ def test_matmul_blocks_that_fit_take_a_slot_each_by_default(tmp_path):
 
 
 def _loads_gated(seen, segment: int) -> list[bool]:
-    """For each load of a DDR value in the segment: whether it waits on its predecessor's gate."""
+    """For each of rule 2's loads in the segment: whether it waits on its predecessor's gate."""
     key, gate = seen["keys"][segment] + ".", seen["finishes"][segment - 1]
-    symbols = SymbolTable(seen["module"])
+    is_load = _load_test(seen)
     return [gate in t.waits for tl in seen["module"].task_lists for t in tl.tasks
-            if (t.label or "").startswith(key) and isinstance(t, DmaTask)
-            and symbols.region(t.dst).kind is BufferKind.CMX
-            and symbols.region(t.src).kind is BufferKind.DDR]
+            if (t.label or "").startswith(key) and is_load(t)]
 
 
 def test_a_segment_that_still_finds_no_room_loads_after_its_gate(encoder, monkeypatch):

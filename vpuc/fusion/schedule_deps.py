@@ -128,7 +128,7 @@ class _Relaxation:
         self.direct_ddr = touched or None
         resident = set(shared_buffers(module, self.segment_of))
         self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
-        self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched)}
+        self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
 
     @staticmethod
@@ -215,13 +215,14 @@ def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
     return by_root
 
 
-def _loads_data(task, symbols: SymbolTable, touched: set[str]) -> bool:
-    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch."""
+def _loads_data(task, symbols: SymbolTable, touched: set[str], resident: set[str]) -> bool:
+    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch, or
+    copies out of a value kept in CMX (``resident``)."""
     if not isinstance(task, DmaTask):
         return False
     src, dst = symbols.region(task.src), symbols.region(task.dst)
     return src is not None and dst is not None and dst.kind is BufferKind.CMX \
-        and src.kind in _DDR and src.root.name not in touched
+        and (src.kind in _DDR or src.root.name in resident) and src.root.name not in touched
 
 
 def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
