@@ -30,6 +30,7 @@ from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, fir
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
 from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
@@ -271,14 +272,34 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
             return env[key]
         return R[key]
 
-    for step in walk.path[:-1]:
+    if walk.inner is None:
+        walk.inner = find_inner_loops(walk)
+    inner = walk.inner
+    # the scalars' affine values as the path goes (an inner loop's entry is checked on them)
+    affine_now = {key: Affine(int(R[key]), 0) for key in range(NUM_SREGS)} if inner else None
+    if inner:
+        affine_now.update(walk.carried)
+    path, position, end = walk.path, 0, len(walk.path) - 1
+    while position < end:
+        loop = inner.get(position) if inner else None
+        if loop is not None and enters_as_proven(loop, affine_now):
+            run_inner(loop, R, memory, k, env, affine_now)
+            position += loop.copies * loop.length
+            continue
+        step = path[position]
+        position += 1
         role, op = step.role, step.op
         if role == "skip":
             continue
         if role == "affine":
             for key, value in step.values.items():
                 env[key] = _batch(value, k)
+            if inner:
+                affine_now.update(step.values)
             continue
+        if inner:
+            for key in op.writes:
+                affine_now.pop(key, None)
         if role == "promoted_store":
             overlay[step.address] = (read(op.reads[0]), step.size)
             continue

@@ -249,16 +249,16 @@ def test_mixed_pipeline_orders_segments_through_ddr():
     for label in finished:
         barrier = next(u for u in dma[label].updates if u.endswith("finished"))
         assert any(barrier in t.waits for t in tasks(mod, "DMA"))
-    # each load of a computed value (in DDR, or kept whole in CMX: a buffer of no segment's
-    # own, undotted) waits for a store that wrote it (block_deps), or for its slot (``done``)
+    # each load of a computed value waits for a store that wrote it (schedule_deps), or for
+    # its slot (``done``)
     symbols = SymbolTable(mod)
     dma = tasks(mod, "DMA")
+    kept = {"t", "e"}
     loads = 0
     for t in dma:
         src, dst = symbols.region(t.src), symbols.region(t.dst)
-        computed = src.kind is BufferKind.DDR or (src.kind is BufferKind.CMX
-                                                 and "." not in src.root.name)
-        if not computed or dst.kind is not BufferKind.CMX:
+        if not (src.kind is BufferKind.DDR or src.root.name in kept) \
+                or dst.kind is not BufferKind.CMX or dst.root.name in kept:
             continue
         loads += 1
         stored = {u for w in dma if symbols.region(w.dst).root is src.root for u in w.updates}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from runtime_sim.isa.cycles import Cost, issue
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, cross_iteration_overlap,
-                                         first_exit, first_outside)
+                                         first_exit, first_outside, independent, rows_apart)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 
@@ -52,6 +52,27 @@ def test_cross_iteration_overlap_matches_brute_force(a, b, iterations):
     expected = any(touches(a, k) & touches(b, j) for k in range(iterations)
                    for j in range(iterations) if k != j)
     assert cross_iteration_overlap(a, b, iterations) == expected
+
+
+
+# rows of accesses: a few buffers, accesses within (or past) a row, pitches alike or not
+row_footprints = st.builds(
+    lambda buffer, offset, length, pitch, store: Footprint(buffer * 1000 + offset, pitch, length,
+                                                            store, 0),
+    st.integers(0, 2), st.integers(0, 40), st.integers(1, 20),
+    st.sampled_from([0, 16, 32, 48, -32]), st.booleans())
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.one_of(row_footprints, footprints), max_size=12), st.integers(1, 20))
+def test_rows_apart_only_answers_what_the_pairwise_check_would(fps, iterations):
+    """``rows_apart`` (the one-pass shortcut) never says independent where the pairwise
+    check (every pair with a store, across iterations) finds an overlap."""
+    pairwise = not any((a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations)
+                       for i, a in enumerate(fps) for b in fps[i + 1:])
+    if rows_apart(fps, iterations):
+        assert pairwise
+    assert independent(fps, iterations) == pairwise
 
 
 @settings(max_examples=600, deadline=None)

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_fastpath import random_fill, run_both
+import runtime_sim.isa.path_batch as path_batch
+from test_fastpath import random_fill, run_both, special_fill
 from shave_testlib import WIN_F
 
 # Rows of n f16 elements: per row, the max of (x op c), then x - max stored.  The row
@@ -268,3 +269,50 @@ def test_a_walk_is_replayed_only_while_its_registers_and_stack_words_hold():
         misses = proofs.misses
         invoke(changed)
         assert proofs.misses == misses + 1, changed
+
+
+# --- a row's inner loops along a second axis (path_inner) ---------------------------------------
+
+@pytest.fixture
+def inner_runs(monkeypatch):
+    """The inner loops ``path_inner`` ran as one batch, by their body length."""
+    ran: list[int] = []
+    run_inner = path_batch.run_inner
+
+    def counted(loop, *args):
+        ran.append(loop.length)
+        return run_inner(loop, *args)
+    monkeypatch.setattr(path_batch, "run_inner", counted)
+    return ran
+
+
+@pytest.mark.parametrize("n", [16, 29, 64, 200])
+@pytest.mark.parametrize("op", ["vmul.f16", "vmax.f16"])
+def test_a_rows_inner_loops_run_as_rows_x_copies(inner_runs, n, op):
+    """Both inner loops (the max, an accumulator; the output, a store) of every row
+    in one batch each: the outcome is the interpreter's.  Input and output rows of
+    different pitches: the output loop runs copy by copy (its check holds for one row)."""
+    run_both(rows_source(2 * n + 6, 2 * n + 6, op=op), [INPUT, OUTPUT, 12, n],
+             random_fill(n), min_path_iterations=1)
+    assert sorted(set(inner_runs)) == [5, 6]
+    inner_runs.clear()
+    run_both(rows_source(2 * n + 6, 2 * n + 8, op=op), [INPUT, OUTPUT, 12, n],
+             random_fill(n), min_path_iterations=1)
+    assert sorted(set(inner_runs)) == [5]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_accumulators_with_nans_fold_as_the_interpreter(inner_runs, seed):
+    """NaNs (either sign, signalling) and infinities in the rows: the max's fold of each
+    row falls back to the instruction's own semantics, copy by copy."""
+    run_both(rows_source(160, 160), [INPUT, OUTPUT, 16, 72], special_fill(seed),
+             min_path_iterations=1)
+    assert 5 in inner_runs
+
+
+def test_an_inner_loop_storing_what_its_next_copy_loads_runs_copy_by_copy(inner_runs):
+    """The output loop writes 16 bytes past its input: copy j + 1 loads what copy j
+    stored, so that loop stays copy by copy (the max loop still batches)."""
+    source = rows_source(256, 256).replace("    mov s13, s7\n", "    addi s13, s6, 16\n")
+    run_both(source, [INPUT, OUTPUT, 12, 64], random_fill(10), min_path_iterations=1)
+    assert inner_runs and 6 not in inner_runs
