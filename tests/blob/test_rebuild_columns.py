@@ -54,3 +54,27 @@ def test_the_first_bad_task_of_a_list_is_named():
     variants = (dpu.variants[0]._replace(updates=(-1,)),) + dpu.variants[1:]
     assert message(with_task(content, 1, 0, variants=variants)) == \
         f"x.blob: blob DPU task #0: barrier index -1 is out of range ({len(content.barriers)} barriers)"
+
+
+def test_the_first_bad_act_shave_task_is_named():
+    """An ACT SHAVE list is built a column at a time; a bad binding, run() argument or
+    invocation image sends it row by row, whose message names the task."""
+    content = flatten(compiled(CONV))
+    act = next(tl for tl in content.task_lists if tl.executor == 2).tasks
+    if not act:
+        pytest.skip("no ACT SHAVE task in the example")
+    last = len(act) - 1
+    binding = act[last].inputs[0]
+    bad = with_task(content, 2, last, inputs=(binding._replace(tensor=10 ** 6),)
+                    + act[last].inputs[1:])
+    assert message(bad) == (f"x.blob: blob ACT_SHAVE task #{last}: tensor index 1000000 is out "
+                            f"of range ({len(content.tensors)} tensors)")
+    bad = with_task(content, 2, last, run_args=("a b",) + act[last].run_args[1:])
+    assert message(bad) == \
+        f"x.blob: blob ACT_SHAVE task #{last}: name 'a b' is not an identifier"
+    inv = act[last].invocation
+    if inv is not None:
+        bad = with_task(content, 2, last, invocation=inv._replace(args_size=len(inv.window) + 1))
+        assert f"ACT_SHAVE task #{last}: args" in message(bad)
+    assert rebuild(content, "x.blob", verify=False).invocations == \
+        compiled(CONV).invocations

@@ -21,7 +21,7 @@ VpucError naming the record.
 from __future__ import annotations
 
 import re
-from itertools import starmap
+from itertools import chain, repeat, starmap
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
@@ -343,6 +343,8 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         bname = barrier_names.__getitem__
         if checked and executor is Executor.DMA:
             tasks = _dma_list(tl.tasks, refs, barrier_names)
+        elif checked and executor is Executor.ACT_SHAVE:
+            tasks = _act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
         for ti, rec in enumerate(tl.tasks if not tasks else ()):
             where = prefix + str(ti)
             if checked:
@@ -381,6 +383,43 @@ def _dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
     return list(map(DmaTask, labels, [tuple(map(names, w)) for w in waits],
                     [tuple(map(names, u)) for u in updates], map(refs.__getitem__, srcs),
                     map(refs.__getitem__, dsts), channels, map(DMA_MODE_OF.__getitem__, modes)))
+
+
+def _act_list(check: _Checker, recs, refs: list[Ref], barrier_names: list[str],
+              kernel_names: list[str], program: Program) -> list[SwKernelTask]:
+    """An ACT SHAVE list whose labels and barriers are checked, built a column at a time
+    (with its invocations) when its kernels, bindings, names and invocation images are all
+    good and no task has scalar constants; [] to build it row by row (for the message)."""
+    if not recs:
+        return []
+    labels, kernels, tiles, inputs, outputs, scalars, run_args, invocations, waits, updates = \
+        zip(*recs)
+    groups = inputs + outputs
+    indices = [b.tensor for group in groups for b in group]
+    names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
+        chain.from_iterable(run_args)))
+    if any(scalars) or min(kernels) < 0 or max(kernels) >= len(kernel_names) or \
+            (indices and (min(indices) < 0 or max(indices) >= len(refs))) or \
+            not check.all_names(names):
+        return []
+    named = [kernel_names[k] for k in kernels]
+    for kernel, inv in zip(named, invocations):
+        if inv is not None and (program.kernel_aliases.get(kernel, kernel) not in
+                                program.kernels or
+                                inv.args_offset + inv.args_size > len(inv.window)):
+            return []
+    ref = {name: check.ref("", name) for name in chain(names, set(named))}.__getitem__
+    bind = [tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group) for group in groups]
+    names_of = barrier_names.__getitem__
+    tasks = list(map(SwKernelTask, labels, [tuple(map(names_of, w)) for w in waits],
+                     [tuple(map(names_of, u)) for u in updates], map(ref, named), tiles,
+                     bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
+                     [tuple(map(ref, args)) for args in run_args]))
+    program.invocations.extend(
+        InvocationImage(i, kernel, tile, inv.window, inv.args_offset, inv.args_size)
+        for i, (kernel, tile, inv) in enumerate(zip(named, tiles, invocations))
+        if inv is not None)
+    return tasks
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
