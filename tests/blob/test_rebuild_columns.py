@@ -78,3 +78,19 @@ def test_the_first_bad_act_shave_task_is_named():
         assert f"ACT_SHAVE task #{last}: args" in message(bad)
     assert rebuild(content, "x.blob", verify=False).invocations == \
         compiled(CONV).invocations
+
+
+def test_the_first_bad_dpu_task_is_named():
+    """A DPU list is built without per-row checks; a bad code or tensor index sends it row
+    by row, whose message names the task."""
+    content = flatten(compiled(CONV))
+    dpu = next(tl for tl in content.task_lists if tl.executor == 1).tasks
+    last = len(dpu) - 1
+    assert message(with_task(content, 1, last, op=99)) == \
+        f"x.blob: blob DPU task #{last}: unknown DPU op code 99"
+    assert message(with_task(content, 1, last, output=10 ** 6)) == \
+        f"x.blob: blob DPU task #{last}: tensor index 1000000 is out of range " \
+        f"({len(content.tensors)} tensors)"
+    variants = (dpu[last].variants[0]._replace(mode=99),) + dpu[last].variants[1:]
+    assert message(with_task(content, 1, last, variants=variants)) == \
+        f"x.blob: blob DPU task #{last}: unknown execution mode code 99"

@@ -47,6 +47,8 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # A column of names joined by newlines, for _Checker.all_names.
 _COLUMN = {p: re.compile(f"{p.pattern}(?:\n{p.pattern})*") for p in (_NAME, _LABEL)}
+# Execution mode codes: a mode's name, or None for UNSET (not pinned).
+_MODE_OF = {**MPE_MODE_OF, MPE_MODE_CODE[None]: None}
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
 
 
@@ -343,6 +345,8 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         bname = barrier_names.__getitem__
         if checked and executor is Executor.DMA:
             tasks = _dma_list(tl.tasks, refs, barrier_names)
+        elif checked and executor is Executor.DPU:
+            tasks = _dpu_list(tl.tasks, refs, barrier_names)
         elif checked and executor is Executor.ACT_SHAVE:
             tasks = _act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
         for ti, rec in enumerate(tl.tasks if not tasks else ()):
@@ -420,6 +424,36 @@ def _act_list(check: _Checker, recs, refs: list[Ref], barrier_names: list[str],
         for i, (kernel, tile, inv) in enumerate(zip(named, tiles, invocations))
         if inv is not None)
     return tasks
+
+
+def _dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
+    """A DPU list whose labels and barriers (its variants' too) are checked, built without
+    per-row checks when its op, post op and mode codes and tensor indices are all good; []
+    to build it row by row (for the message)."""
+    modes = {r.mode for r in recs} | {v.mode for r in recs for v in r.variants}
+    indices = [i for r in recs for i in (*r.inputs, r.output, r.weights, r.bias) if i != -1]
+    if not recs or not {r.op for r in recs} <= DPU_OP_OF.keys() or not modes <= _MODE_OF.keys() \
+            or not {r.post_op.kind for r in recs if r.post_op is not None} <= POST_OP_OF.keys() \
+            or min(indices) < 0 or max(indices) >= len(refs):
+        return []
+    names, ref, mode = barrier_names.__getitem__, refs.__getitem__, _MODE_OF.__getitem__
+    tasks = []
+    for r in recs:
+        post = r.post_op
+        tasks.append(DpuTask(
+            r.label, tuple(map(names, r.waits)), tuple(map(names, r.updates)), DPU_OP_OF[r.op],
+            r.tile, tuple(map(ref, r.inputs)), refs[r.output],
+            None if r.weights == -1 else refs[r.weights], None if r.bias == -1 else refs[r.bias],
+            _opt(r.kernel), _opt(r.stride), _opt(r.pad), _opt(r.dilation),
+            None if post is None else PostOp(POST_OP_OF[post.kind], tuple(map(float, post.params))),
+            [DpuVariant(v.label, tuple(v.start), tuple(v.end), tuple(map(names, v.waits)),
+                        tuple(map(names, v.updates)), mode=mode(v.mode)) for v in r.variants],
+            mode=mode(r.mode)))
+    return tasks
+
+
+def _opt(values) -> tuple | None:
+    return None if values is None else tuple(values)
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
