@@ -2,8 +2,9 @@
 the row-by-row check's message for the first bad record."""
 
 import pytest
-from blob_testlib import REPO, compiled
+from blob_testlib import IDS, REPO, SOURCES, compiled
 
+import vpuc.blob.rebuild as rebuild_module
 from vpuc.blob.flatten import flatten
 from vpuc.blob.rebuild import rebuild
 from vpuc.diagnostics import VpucError
@@ -94,3 +95,21 @@ def test_the_first_bad_dpu_task_is_named():
     variants = (dpu[last].variants[0]._replace(mode=99),) + dpu[last].variants[1:]
     assert message(with_task(content, 1, last, variants=variants)) == \
         f"x.blob: blob DPU task #{last}: unknown execution mode code 99"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_lists_built_by_columns_equal_those_built_row_by_row(path, monkeypatch):
+    content = flatten(compiled(path))
+    built = []
+    for name in ("_dma_list", "_dpu_list", "_act_list"):     # record what the columns build
+        monkeypatch.setattr(rebuild_module, name, lambda *args, _f=getattr(rebuild_module, name):
+                            built.append(_f(*args)) or built[-1])
+    by_columns = rebuild(content, "x.blob", verify=False)
+    assert any(built), "no list was built by columns"
+    for name in ("_dma_list", "_dpu_list", "_act_list"):
+        monkeypatch.setattr(rebuild_module, name, lambda *args: [])
+    row_by_row = rebuild(content, "x.blob", verify=False)
+    assert by_columns.module == row_by_row.module
+    assert by_columns.invocations == row_by_row.invocations
+    assert [type(t) for tl in by_columns.module.task_lists for t in tl.tasks] == \
+        [type(t) for tl in row_by_row.module.task_lists for t in tl.tasks]
