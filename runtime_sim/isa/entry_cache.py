@@ -87,6 +87,18 @@ class LoopFacts:
         return answer
 
 
+def loop_facts(cache: EntryCache, key: tuple, affine_pass, declined: type) -> LoopFacts:
+    """The facts under ``key``, else ``affine_pass()``'s (or the ``declined`` it raised)."""
+    facts = cache.get(key)
+    if facts is None:
+        try:
+            facts = LoopFacts(*affine_pass())
+        except declined as why:
+            facts = LoopFacts(None, None, why)
+        cache.put(key, facts)
+    return facts
+
+
 def words_unchanged(read_words: dict[int, bytes], memory) -> bool:
     """The promoted words a walk read still hold the bytes it read."""
     for address, raw in read_words.items():
