@@ -114,7 +114,8 @@ def test_resident_values_respect_the_room_and_balance_the_tiles():
 @pytest.mark.parametrize("kinds, keep_out, kind, expected", [
     (("dpu", "dpu"), set(), "ddr", 0),
     (("dpu", "dma"), set(), "ddr", None),          # a DMA segment reads DDR by its own plan
-    (("matmul", "dpu"), set(), "ddr", None),       # a MatMul's folded views
+    (("matmul", "act"), set(), "ddr", 0),
+    (("library", "dpu"), set(), "ddr", None),      # a library segment re-types DDR bytes
     (("dpu", "dpu"), {"v"}, "ddr", None),          # taken by a fused epilogue
     (("dpu", "dpu"), set(), "output", None),       # a network output stays where it is
 ])
@@ -128,3 +129,19 @@ def test_the_room_is_what_blocks_and_prefetch_leave():
     assert resident_room(2 << 20, 1 << 20, 256 << 10) == 768 << 10
     assert resident_room(2 << 20, 2 << 20, 256 << 10) == 0
     assert resident_room(None, 1 << 20, 256 << 10) == 0
+
+
+def test_segments_wait_on_the_stores_of_the_values_they_read_from_cmx(tmp_path, monkeypatch):
+    """``schedule_deps.relax_gates`` lets a segment wait on the gate two back; its loads of a
+    value kept in CMX then wait on the stores that write it, as loads of a DDR value do.
+    Without that (resident buffers not named to it), the compile's race proof finds the load
+    unordered against the store."""
+    from vpuc.diagnostics import VpucError
+    from vpuc.fusion import schedule_deps
+    path = _chain(tmp_path)
+    program = api.compile(path)
+    waits = {w for tl in program.module.task_lists for t in tl.tasks for w in t.waits}
+    assert any(w.endswith(".written") for w in waits)
+    monkeypatch.setattr(schedule_deps, "shared_buffers", lambda *a, **k: {})
+    with pytest.raises(VpucError, match=r"race on cmx %\S+, bytes"):
+        api.compile(path)

@@ -38,6 +38,9 @@ class ColumnDecoder:
         self.buf = decoder.buf
         self.n = decoder.n
         self.u8 = np.frombuffer(decoder.buf, dtype=np.uint8)
+        # The buffer as little-endian words of each width, for aligned reads (most are).
+        self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
+                       for w in (2, 4, 8)}
         self._struct_dtypes: dict[str, np.dtype] = {}
 
     # --- gathering ---------------------------------------------------------------
@@ -47,6 +50,8 @@ class ColumnDecoder:
         width = np.dtype(dtype).itemsize
         if width == 1:
             return self.u8[at].view(dtype)
+        if not (at & (width - 1)).any():    # aligned: one word each (inside, as checked)
+            return self._words[width][at // width].view(dtype)
         raw = self.u8[at[:, None] + np.arange(width)]
         return raw.view(dtype).reshape(-1)
 

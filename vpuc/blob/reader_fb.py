@@ -7,6 +7,8 @@ major version is refused before anything else of it is interpreted.
 
 from __future__ import annotations
 
+from functools import partial
+
 from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
@@ -19,6 +21,7 @@ from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
+_slice_rec = partial(tuple.__new__, SliceRec)      # SliceRec(*s) without a Python frame
 _EMPTY_REFS = ((), ())
 
 
@@ -190,6 +193,6 @@ def _tensor(t) -> TensorRec:
                                            else Number(0, v.float_value)
                                            for v in ci.values or ()), ci.path)
     return TensorRec(t.name or "", t.location, t.tile, t.offset, t.data_offset,
-                     tuple(t.dims or ()), tuple(int(d) for d in t.dynamic_dims or ()),
+                     tuple(t.dims or ()), tuple(map(int, t.dynamic_dims or ())),
                      tuple(t.strides or ()), t.data_type, tuple(t.dims_order or ()), t.base,
-                     tuple(SliceRec(*s) for s in t.slices or ()), init)
+                     tuple(map(_slice_rec, t.slices or ())), init)

@@ -21,9 +21,11 @@ VpucError naming the record.
 from __future__ import annotations
 
 import re
+from itertools import starmap
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
+from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
                                MPE_MODE_OF,
@@ -182,43 +184,56 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kinds: list[BufferKind] = []
     types: dict[tuple, TensorType] = {}
     slices: dict[tuple, tuple[Slice, ...]] = {}
+    buffer_at: list[int] = []
     for i, t in enumerate(tensors):
-        where = f"tensor #{i} '{t.name}'"
-        kind = check.code(where, LOCATION_OF, t.location, "memory location")
+        kind = LOCATION_OF.get(t.location)
+        tensor_type = types.get((t.dims, t.dynamic_dims, t.data_type, t.dims_order,
+                                 len(t.strides)))
+        base = t.base
+        if kind is None or tensor_type is None or base != -1 and not (
+                0 <= base < n_tensors and base != i and len(t.slices) == len(t.dims)):
+            where = f"tensor #{i} '{t.name}'"      # a new type, or a bad record: row checks
+            kind = check.code(where, LOCATION_OF, t.location, "memory location")
+            tensor_type = _tensor_type(check, where, t, types)
+            if base != -1:
+                check.index(where, base, n_tensors, "tensor")
+                if base == i or len(t.slices) != len(t.dims):
+                    raise check.fail(where, "a view needs another tensor as base and one "
+                                     "slice per dim")
         kinds.append(kind)
-        tensor_type = _tensor_type(check, where, t, types)
-        if t.base == -1:
+        if base == -1:
             if t.slices:
-                raise check.fail(where, "a buffer has slices")
+                raise check.fail(f"tensor #{i} '{t.name}'", "a buffer has slices")
+            buffer_at.append(i)
             module.buffers.append(Buffer(t.name, kind, tensor_type,
                                          None if t.tile == -1 else t.tile,
                                          None if t.offset == -1 else t.offset,
-                                         _init(check, where, t.const_init)))
+                                         _init(check, f"tensor #{i} '{t.name}'",
+                                               t.const_init)))
         else:
-            check.index(where, t.base, n_tensors, "tensor")
-            if t.base == i or len(t.slices) != len(t.dims):
-                raise check.fail(where, "a view needs another tensor as base and one slice "
-                                 "per dim")
             pieces = slices.get(t.slices)
             if pieces is None:      # views of one shape share their (never mutated) slices
-                pieces = slices[t.slices] = tuple(Slice(s.start, s.stop, s.step)
-                                                  for s in t.slices)
-            module.views.append(View(t.name, refs[t.base], pieces))
+                pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
+            module.views.append(View(t.name, refs[base], pieces))
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
-        actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
+        actual = tuple(i for i in buffer_at if kinds[i] is kind)
         if tuple(getattr(header, name)) != actual:
             raise check.fail("header", f"{name} {list(getattr(header, name))} do not match the "
                              f"{kind} tensors {list(actual)}")
 
-    barrier_names = []
-    named = check.all_names([b.name for b in content.barriers])
-    for i, b in enumerate(content.barriers):
-        where = f"barrier #{i}"
-        if b.id != i or b.physical_id < -1:
-            raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
-        barrier_names.append(b.name if named else check.name(where, b.name))
-        module.barriers.append(Barrier(b.name, None if b.physical_id == -1 else b.physical_id))
+    barriers = content.barriers
+    ids, physical, barrier_names = (list(c) for c in list(zip(*barriers))[:3]) if barriers \
+        else ([], [], [])
+    if ids != list(range(len(ids))) or (physical and min(physical) < -1) or \
+            not check.all_names(barrier_names):        # row by row, for the message
+        for i, b in enumerate(barriers):
+            where = f"barrier #{i}"
+            if b.id != i or b.physical_id < -1:
+                raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
+            check.name(where, b.name)
+    module.barriers = list(map(Barrier, barrier_names, [None if p == -1 else p
+                                                        for p in physical]))
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
@@ -326,7 +341,9 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         # row, for the message of the first bad task.
         checked = _list_checked(check, tl.tasks, expected, len(barrier_names))
         bname = barrier_names.__getitem__
-        for ti, rec in enumerate(tl.tasks):
+        if checked and executor is Executor.DMA:
+            tasks = _dma_list(tl.tasks, refs, barrier_names)
+        for ti, rec in enumerate(tl.tasks if not tasks else ()):
             where = prefix + str(ti)
             if checked:
                 label = rec.label
@@ -349,6 +366,21 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
                 tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
                                  program, ti))
         module.task_lists.append(TaskList(executor, tasks))
+
+
+def _dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
+    """A DMA list whose labels and barriers are checked, built a column at a time when its
+    tensor indices and modes are all good; [] to build it row by row (for the message)."""
+    if not recs:
+        return []
+    labels, srcs, dsts, channels, modes, waits, updates = zip(*recs)
+    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
+    if min(ends) < 0 or max(ends) >= len(refs) or not set(modes) <= DMA_MODE_OF.keys():
+        return []
+    names = barrier_names.__getitem__
+    return list(map(DmaTask, labels, [tuple(map(names, w)) for w in waits],
+                    [tuple(map(names, u)) for u in updates], map(refs.__getitem__, srcs),
+                    map(refs.__getitem__, dsts), channels, map(DMA_MODE_OF.__getitem__, modes)))
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
@@ -433,26 +465,14 @@ def _counts(check: _Checker, content: BlobContent) -> None:
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
-    producers = [0] * len(content.barriers)
-    consumers = [0] * len(content.barriers)
-    for tl in content.task_lists:
-        for t in tl.tasks:
-            if type(t) is DpuRec:
-                for v in t.variants:
-                    for b in set(t.waits + v.waits):
-                        consumers[b] += 1
-                    for b in set(t.updates + v.updates):
-                        producers[b] += 1
-            else:
-                for b in set(t.waits):
-                    consumers[b] += 1
-                for b in set(t.updates):
-                    producers[b] += 1
-    for b in content.barriers:
-        if (b.producer_count, b.consumer_count) != (producers[b.id], consumers[b.id]):
-            raise check.fail(f"barrier #{b.id} '{b.name}'",
-                             f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
-                             f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
+    producers, consumers = barrier_counts(content)
+    recorded = [(b.producer_count, b.consumer_count) for b in content.barriers]
+    if recorded != list(zip(producers, consumers)):
+        b = next(b for b, r, p, c in zip(content.barriers, recorded, producers, consumers)
+                 if r != (p, c))
+        raise check.fail(f"barrier #{b.id} '{b.name}'",
+                         f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
+                         f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
 
 
 def verify_program(program: Program, content: BlobContent, file: str,
@@ -462,6 +482,10 @@ def verify_program(program: Program, content: BlobContent, file: str,
     from vpuc.perf import gc_paused
     from vpuc.verifier import verify_module
 
+    # Reading (no schedule rules) checks on columns and class representatives; the module
+    # verifier runs over the whole program when they find a doubt, for its messages.
+    if not schedule_rules and verify_by_columns(program.module, program.arch, content):
+        return
     symbols = SymbolTable(program.module)
     bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,
                         symbols=symbols)

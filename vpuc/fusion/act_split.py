@@ -23,7 +23,7 @@ from __future__ import annotations
 # A block's fixed cost (its loads' and store's DMA latency, the dispatches) as a share of
 # the segment's kernel work: an assumption that only ranks cuts (two rows of 197).
 BLOCK_COST = 0.01
-# Under ``--schedule default`` (segments pipelined, ``block_deps``): a block's fixed cost is
+# Under ``--schedule default`` (segments pipelined, ``schedule_deps``): a block's fixed cost is
 # its dispatches (its loads and store overlap the other slot's kernels), so smaller; a
 # smaller tail then wins over fewer blocks (a tail runs on one ACT SHAVE while the others
 # idle), and smaller blocks let the next segment start sooner.

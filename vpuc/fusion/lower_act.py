@@ -28,7 +28,7 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
              config, prefix, gate, finish, library: dict[int, LibraryCall],
              made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
     """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
-    ports of its kernels; ``pipelined``: segments overlap (``block_deps``), which the cut
+    ports of its kernels; ``pipelined``: segments overlap (``schedule_deps``), which the cut
     weighs (``act_split.choose_cut``)."""
     master = seg.master
     rank = len(master)

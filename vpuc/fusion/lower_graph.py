@@ -63,7 +63,6 @@ import time
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
-from vpuc.fusion.block_deps import pipeline_segments
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.lower_act import emit_act
@@ -83,6 +82,7 @@ from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import RESULT, Graph
 from vpuc.ir.module import Module
+from vpuc.passes.allocate_cmx import PLACEMENT
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.limits import INT32
 from vpuc.vir.parser import parse_text
@@ -119,18 +119,26 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     """The task-level program of one graph block, parsed (with ``--schedule default``'s
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
     before it is parsed.  When the values kept in CMX between segments (``resident.py``)
-    leave allocate-cmx no room, the block is lowered again with every value in DDR."""
+    leave allocate-cmx no room, the block is lowered again with every value in DDR (a
+    block among others keeps every value in DDR)."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
-    lowered, kept = _lower_scheduled(graph, module, ctx, rename, plan, resident=True)
-    if kept and not cmx_fits(lowered, ctx.arch):
-        lowered, _ = _lower_scheduled(graph, module, ctx, rename, plan, resident=False)
+    # a block among others shares CMX with their buffers, which its trial cannot see
+    lowered, kept, placement = _lower_scheduled(graph, module, ctx, rename, plan,
+                                                resident=rename is None)
+    # a placement from schedule_deps' trial is an allocation that fits: no second trial
+    if kept and placement is None and not cmx_fits(lowered, ctx.arch):
+        lowered, _, placement = _lower_scheduled(graph, module, ctx, rename, plan,
+                                                 resident=False)
+    if placement is not None:
+        ctx.artifacts[PLACEMENT] = placement
     return lowered
 
 
 def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
-                     resident: bool) -> tuple[Module, int]:
-    """``lower_block``'s program, and how many values it keeps in CMX between segments."""
+                     resident: bool) -> tuple[Module, int, dict[str, int] | None]:
+    """``lower_block``'s program, how many values it keeps in CMX between segments, and
+    the CMX placement of ``schedule_deps``' trial allocation (None without one)."""
     generated = ctx.artifacts.setdefault("generated-kernels", {})
     timings = ctx.artifacts.setdefault("fusion-timings", [])
     hook = ctx.artifacts.get("fusion-print")
@@ -144,16 +152,15 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
+    placement = None
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes)
-        # A block among others keeps its order against theirs; block_deps.pipeline_segments
-        # runs under relax_gates' trial allocation when relax_gates takes the module.
-        if rename is not None or not relax_gates(
-                lowered, [k for k, _ in order], [f for _, f in order], ctx.arch,
-                then=lambda: pipeline_segments(lowered, gates, ctx.arch.cmx_bytes,
-                                               EARLY_CMX_BYTES)):
-            pipeline_segments(lowered, gates, ctx.arch.cmx_bytes, EARLY_CMX_BYTES)
-    return lowered, len(kept)
+        # A block among others keeps its order against theirs: no trial, no placement.
+        keys = [k if rename is None else rename.key(k) for k, _ in order]
+        finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]
+        placement = relax_gates(lowered, keys, finishes, ctx.arch, EARLY_CMX_BYTES,
+                                trial=rename is None)
+    return lowered, len(kept), placement
 
 
 def check_sizes(graph: Graph, limit: int) -> None:

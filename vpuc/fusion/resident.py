@@ -9,9 +9,10 @@ waiting on DDR, not computing.  A CMX -> CMX copy pays the CMX's latency (16
 cycles) instead.
 
 ``resident_values`` picks the values that stay in CMX: a ``ddr`` value that a DPU
-layer or ACT segment produces and only DPU layers and ACT segments read (no MatMul
-with folded views, no DMA or library segment, which address DDR by their own
-plans) becomes one CMX buffer of the whole tensor on one tile (``Value.tile``,
+layer (a MatMul too, whose folded views, ``fold_views.py``, are then views of the CMX
+buffer) or an ACT segment produces and only such segments read (no DMA or library
+segment, which address DDR by their own plans: DDR -> DDR copies, re-typed bytes)
+becomes one CMX buffer of the whole tensor on one tile (``Value.tile``,
 declared ``cmx %v : T tile t``).  The emitters are unchanged: their stores and
 loads address views of that buffer instead of a DDR buffer, so each block's store
 is a CMX -> CMX copy into it and each reader's load a copy out of it (also across
@@ -24,7 +25,7 @@ on the tile with more of that room left over its lifetime.
 The schedule's other decisions see resident buffers as values between segments:
 ``shared_buffers`` names them (CMX buffers that DMA tasks of more than one segment
 touch), ``resident_use`` adds their bytes to every segment they live across, for
-the CMX fit checks of ``schedule._EarlyRoom`` and ``block_deps``.
+the CMX fit checks of ``schedule._EarlyRoom`` and ``schedule_deps``.
 
 Expects: values as ``lower_segments.graph_values`` names them, laid out by
 ``schedule.ddr_layouts``.  Guarantees: a resident value's bytes are the ones its
@@ -45,8 +46,8 @@ from vpuc.ir.tasks import DmaTask, Executor
 if TYPE_CHECKING:
     from vpuc.fusion.schedule import SegmentValues
 
-# Segment kinds whose loads and stores of a value are plain block copies of its views.
-RESIDENT_KINDS = ("dpu", "act")
+# Segment kinds whose loads and stores of a value are block copies of its (strided) views.
+RESIDENT_KINDS = ("dpu", "act", "matmul")
 
 
 def resident_room(cmx_bytes: int | None, cmx_budget: int, early: int) -> int:
