@@ -41,7 +41,8 @@ from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, a
                                          first_exit, first_outside, same_iteration_overlap,
                                          signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop, run_op
+from runtime_sim.isa.loop_plan import (PROGRESSIONS, BodyOp, LoopPlan, NotBatchable, plan_loop,
+                                      run_op, run_progression)
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -340,8 +341,13 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured:
         if op.position in plan.scans:
             captured[op.position] = read(op.reads[1])
             continue
+        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
+                and op.reads[-2][1] in current
+                and run_progression(op, current[op.reads[-2][1]], first, rows, memory, env, read)):
+            continue
         run_op(op, memory, [read(r) for r in op.reads], env)
     return env
+
 
 
 def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):
