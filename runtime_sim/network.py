@@ -39,6 +39,10 @@ class Network:
         for buffer in module.buffers:
             if buffer.kind is BufferKind.CONST:
                 self._load_constant(buffer)
+        # CMX buffers DMA both writes and reads (a value kept in CMX between segments, a
+        # staged load): their contents after each DMA write, as later buffers allocated over
+        # the same bytes may not leave them (the per-layer reference check reads them)
+        self.kept: dict[str, np.ndarray] = {}
 
     @cached_property
     def symbols(self) -> SymbolTable:
@@ -73,6 +77,10 @@ class Network:
 
     def output(self, name: str) -> np.ndarray:
         return np.array(self.memory.view(self.symbols.region(name)))
+
+    def keep(self, name: str) -> None:
+        """Record CMX buffer ``name``'s contents now (``kept``)."""
+        self.kept[name] = self.output(name)
 
 
 def check_shape(buffer: Buffer, shape: tuple[int, ...], role: str) -> None:

@@ -25,7 +25,7 @@ from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.cost.shave import act_shave_budget
 from vpuc.diagnostics import Diagnostic, VpucError
-from vpuc.ir.module import Buffer
+from vpuc.ir.module import Buffer, BufferKind
 from vpuc.perf import gc_paused, single_threaded_blas
 from vpuc.program import Program
 
@@ -121,6 +121,19 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         dims_only = {u for u in range(plan.size) if kinds[u] == DMA
                      and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
+    # CMX buffers DMAs write and read (Network.kept), recorded after each DMA write
+    kept: set[str] = set()
+    if not timing_only:
+        read, written = set(), set()
+        for u in range(plan.size):
+            if kinds[u] == DMA:
+                src, dst = plan.dma_regions(u)
+                if src.kind is BufferKind.CMX:
+                    read.add(src.root.name)
+                if dst.kind is BufferKind.CMX:
+                    written.add(dst.root.name)
+        kept = read & written
+
     def failed(u: int, failure: VpucError) -> VpucError:
         # A unit that fails in a racy run most likely failed because of the race.
         return detector.explain(u, failure) if detector is not None else failure
@@ -140,6 +153,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
+                if dst.root.name in kept:
+                    network.keep(dst.root.name)
             elif kind == DPU:
                 dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
                                        memory)

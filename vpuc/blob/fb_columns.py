@@ -38,6 +38,9 @@ class ColumnDecoder:
         self.buf = decoder.buf
         self.n = decoder.n
         self.u8 = np.frombuffer(decoder.buf, dtype=np.uint8)
+        # The buffer as little-endian words of each width, for aligned reads (most are).
+        self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
+                       for w in (2, 4, 8)}
         self._struct_dtypes: dict[str, np.dtype] = {}
 
     # --- gathering ---------------------------------------------------------------
@@ -47,6 +50,8 @@ class ColumnDecoder:
         width = np.dtype(dtype).itemsize
         if width == 1:
             return self.u8[at].view(dtype)
+        if not (at & (width - 1)).any():    # aligned: one word each (inside, as checked)
+            return self._words[width][at // width].view(dtype)
         raw = self.u8[at[:, None] + np.arange(width)]
         return raw.view(dtype).reshape(-1)
 
@@ -179,6 +184,19 @@ class ColumnDecoder:
         self._first_bad(bad, pos, where, lambda *_: "string is not NUL-terminated")
         self.dec._spend(len(pos), where, int(pos[0]) if len(pos) else 0)
         buf = self.buf
+        # All the strings with their terminating NULs, decoded at once and split at the NULs
+        # (a NUL always ends a UTF-8 sequence, so the whole decodes iff each string does); a
+        # string holding a NUL of its own, or bad UTF-8, is decoded one by one.
+        sizes = count + 1
+        firsts = np.cumsum(sizes) - sizes
+        at = np.repeat(pos + 4 - firsts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        try:
+            texts = self.u8[at].tobytes().decode("utf-8").split("\0")
+        except UnicodeDecodeError:
+            texts = []
+        if len(texts) == len(pos) + 1:
+            texts.pop()
+            return texts
         starts = (pos + 4).tolist()
         try:
             return [buf[s:e].decode("utf-8") for s, e in zip(starts, end.tolist())]

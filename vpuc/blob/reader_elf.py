@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from vpuc.blob import elf_records as R
+from vpuc.blob.elf_relocations import relocation_columns, relocations_hold
 from vpuc.blob.layer_sources import decode_elf as decode_layers
 from vpuc.blob.content import (LOCATION_CODE, ArchRec, BlobContent, ConstantRec,
                                ConstInitRec, DpuRec, HeaderRec, KernelImageRec, KernelRec,
@@ -44,7 +45,11 @@ _UNREAD = object()     # ElfReader.string: an offset not read yet
 class ElfReader:
     def __init__(self, data: bytes, file: str) -> None:
         self.file = file
-        self.elf = elf.read_elf32(data, file, machine=R.EM_VPUC_NPU)
+        self.elf = elf.read_elf32(data, file, machine=R.EM_VPUC_NPU, relocations=False)
+        # Relocations as columns; on a doubt read entry by entry, for the entry's message.
+        self.relocs = relocation_columns(self.elf)
+        if self.relocs is None:
+            self.elf.relocations = elf.read_relocations(self.elf, file)
         if self.elf.header.e_type != elf.ET_REL:
             raise VpucError(f"e_type is {self.elf.header.e_type}, expected ET_REL (1)",
                             BinLoc(file, "ELF header", 16))
@@ -293,6 +298,10 @@ class ElfReader:
 
     def check_relocations(self, content: BlobContent) -> None:
         """Apply every relocation; each must patch exactly the address the records imply."""
+        if self.relocs is not None:
+            if relocations_hold(self, self.relocs, content):
+                return
+            self.elf.relocations = elf.read_relocations(self.elf, self.file)
         arch = content.header.arch
         windows = {R.WINDOW_SYMBOLS["WIN_D"]: arch.win_d_base,
                    R.WINDOW_SYMBOLS["WIN_E"]: arch.win_e_base,

@@ -7,6 +7,8 @@ major version is refused before anything else of it is interpreted.
 
 from __future__ import annotations
 
+from functools import partial
+
 from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
@@ -19,6 +21,9 @@ from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
+# Records made from a tuple without the namedtuple's Python __new__ frame.
+_slice_rec = partial(tuple.__new__, SliceRec)
+_binding_rec = partial(tuple.__new__, BindingRec)
 _EMPTY_REFS = ((), ())
 
 
@@ -158,10 +163,10 @@ class FbReader:
                                 "the start of the WIN_E image")
             image = InvocationRec(self.slice(window, data, where), args.offset - window.offset,
                                   args.size)
-        bindings = [tuple(BindingRec(b.tensor, b.alias or "") for b in group or ())
-                    for group in (inv.inputs, inv.outputs)]
+        bindings = [tuple([_binding_rec((b.tensor, b.alias or "")) for b in group])
+                    if group else () for group in (inv.inputs, inv.outputs)]
         scalars = tuple(ScalarRec(s.name or "", s.data_type, _number(s.value, where, self))
-                        for s in inv.scalars or ())
+                        for s in inv.scalars) if inv.scalars else ()
         return ActTaskRec(t.label, inv.kernel, inv.tile, bindings[0], bindings[1], scalars,
                           tuple(inv.run_args or ()), image, *_refs(inv.barriers))
 
@@ -190,6 +195,6 @@ def _tensor(t) -> TensorRec:
                                            else Number(0, v.float_value)
                                            for v in ci.values or ()), ci.path)
     return TensorRec(t.name or "", t.location, t.tile, t.offset, t.data_offset,
-                     tuple(t.dims or ()), tuple(int(d) for d in t.dynamic_dims or ()),
+                     tuple(t.dims or ()), tuple(map(int, t.dynamic_dims or ())),
                      tuple(t.strides or ()), t.data_type, tuple(t.dims_order or ()), t.base,
-                     tuple(SliceRec(*s) for s in t.slices or ()), init)
+                     tuple(map(_slice_rec, t.slices or ())), init)

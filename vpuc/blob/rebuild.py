@@ -21,9 +21,11 @@ VpucError naming the record.
 from __future__ import annotations
 
 import re
+from itertools import chain, repeat, starmap
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
+from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
                                MPE_MODE_OF,
@@ -45,6 +47,8 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # A column of names joined by newlines, for _Checker.all_names.
 _COLUMN = {p: re.compile(f"{p.pattern}(?:\n{p.pattern})*") for p in (_NAME, _LABEL)}
+# Execution mode codes: a mode's name, or None for UNSET (not pinned).
+_MODE_OF = {**MPE_MODE_OF, MPE_MODE_CODE[None]: None}
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
 
 
@@ -182,43 +186,56 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kinds: list[BufferKind] = []
     types: dict[tuple, TensorType] = {}
     slices: dict[tuple, tuple[Slice, ...]] = {}
+    buffer_at: list[int] = []
     for i, t in enumerate(tensors):
-        where = f"tensor #{i} '{t.name}'"
-        kind = check.code(where, LOCATION_OF, t.location, "memory location")
+        kind = LOCATION_OF.get(t.location)
+        tensor_type = types.get((t.dims, t.dynamic_dims, t.data_type, t.dims_order,
+                                 len(t.strides)))
+        base = t.base
+        if kind is None or tensor_type is None or base != -1 and not (
+                0 <= base < n_tensors and base != i and len(t.slices) == len(t.dims)):
+            where = f"tensor #{i} '{t.name}'"      # a new type, or a bad record: row checks
+            kind = check.code(where, LOCATION_OF, t.location, "memory location")
+            tensor_type = _tensor_type(check, where, t, types)
+            if base != -1:
+                check.index(where, base, n_tensors, "tensor")
+                if base == i or len(t.slices) != len(t.dims):
+                    raise check.fail(where, "a view needs another tensor as base and one "
+                                     "slice per dim")
         kinds.append(kind)
-        tensor_type = _tensor_type(check, where, t, types)
-        if t.base == -1:
+        if base == -1:
             if t.slices:
-                raise check.fail(where, "a buffer has slices")
+                raise check.fail(f"tensor #{i} '{t.name}'", "a buffer has slices")
+            buffer_at.append(i)
             module.buffers.append(Buffer(t.name, kind, tensor_type,
                                          None if t.tile == -1 else t.tile,
                                          None if t.offset == -1 else t.offset,
-                                         _init(check, where, t.const_init)))
+                                         _init(check, f"tensor #{i} '{t.name}'",
+                                               t.const_init)))
         else:
-            check.index(where, t.base, n_tensors, "tensor")
-            if t.base == i or len(t.slices) != len(t.dims):
-                raise check.fail(where, "a view needs another tensor as base and one slice "
-                                 "per dim")
             pieces = slices.get(t.slices)
             if pieces is None:      # views of one shape share their (never mutated) slices
-                pieces = slices[t.slices] = tuple(Slice(s.start, s.stop, s.step)
-                                                  for s in t.slices)
-            module.views.append(View(t.name, refs[t.base], pieces))
+                pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
+            module.views.append(View(t.name, refs[base], pieces))
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
-        actual = tuple(i for i, t in enumerate(tensors) if t.base == -1 and kinds[i] is kind)
+        actual = tuple(i for i in buffer_at if kinds[i] is kind)
         if tuple(getattr(header, name)) != actual:
             raise check.fail("header", f"{name} {list(getattr(header, name))} do not match the "
                              f"{kind} tensors {list(actual)}")
 
-    barrier_names = []
-    named = check.all_names([b.name for b in content.barriers])
-    for i, b in enumerate(content.barriers):
-        where = f"barrier #{i}"
-        if b.id != i or b.physical_id < -1:
-            raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
-        barrier_names.append(b.name if named else check.name(where, b.name))
-        module.barriers.append(Barrier(b.name, None if b.physical_id == -1 else b.physical_id))
+    barriers = content.barriers
+    ids, physical, barrier_names = (list(c) for c in list(zip(*barriers))[:3]) if barriers \
+        else ([], [], [])
+    if ids != list(range(len(ids))) or (physical and min(physical) < -1) or \
+            not check.all_names(barrier_names):        # row by row, for the message
+        for i, b in enumerate(barriers):
+            where = f"barrier #{i}"
+            if b.id != i or b.physical_id < -1:
+                raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
+            check.name(where, b.name)
+    module.barriers = list(map(Barrier, barrier_names, [None if p == -1 else p
+                                                        for p in physical]))
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
@@ -326,7 +343,13 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         # row, for the message of the first bad task.
         checked = _list_checked(check, tl.tasks, expected, len(barrier_names))
         bname = barrier_names.__getitem__
-        for ti, rec in enumerate(tl.tasks):
+        if checked and executor is Executor.DMA:
+            tasks = _dma_list(tl.tasks, refs, barrier_names)
+        elif checked and executor is Executor.DPU:
+            tasks = _dpu_list(tl.tasks, refs, barrier_names)
+        elif checked and executor is Executor.ACT_SHAVE:
+            tasks = _act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
+        for ti, rec in enumerate(tl.tasks if not tasks else ()):
             where = prefix + str(ti)
             if checked:
                 label = rec.label
@@ -349,6 +372,88 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
                 tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
                                  program, ti))
         module.task_lists.append(TaskList(executor, tasks))
+
+
+def _dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
+    """A DMA list whose labels and barriers are checked, built a column at a time when its
+    tensor indices and modes are all good; [] to build it row by row (for the message)."""
+    if not recs:
+        return []
+    labels, srcs, dsts, channels, modes, waits, updates = zip(*recs)
+    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
+    if min(ends) < 0 or max(ends) >= len(refs) or not set(modes) <= DMA_MODE_OF.keys():
+        return []
+    names = barrier_names.__getitem__
+    return list(map(DmaTask, labels, [tuple(map(names, w)) for w in waits],
+                    [tuple(map(names, u)) for u in updates], map(refs.__getitem__, srcs),
+                    map(refs.__getitem__, dsts), channels, map(DMA_MODE_OF.__getitem__, modes)))
+
+
+def _act_list(check: _Checker, recs, refs: list[Ref], barrier_names: list[str],
+              kernel_names: list[str], program: Program) -> list[SwKernelTask]:
+    """An ACT SHAVE list whose labels and barriers are checked, built a column at a time
+    (with its invocations) when its kernels, bindings, names and invocation images are all
+    good and no task has scalar constants; [] to build it row by row (for the message)."""
+    if not recs:
+        return []
+    labels, kernels, tiles, inputs, outputs, scalars, run_args, invocations, waits, updates = \
+        zip(*recs)
+    groups = inputs + outputs
+    indices = [b.tensor for group in groups for b in group]
+    names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
+        chain.from_iterable(run_args)))
+    if any(scalars) or min(kernels) < 0 or max(kernels) >= len(kernel_names) or \
+            (indices and (min(indices) < 0 or max(indices) >= len(refs))) or \
+            not check.all_names(names):
+        return []
+    named = [kernel_names[k] for k in kernels]
+    for kernel, inv in zip(named, invocations):
+        if inv is not None and (program.kernel_aliases.get(kernel, kernel) not in
+                                program.kernels or
+                                inv.args_offset + inv.args_size > len(inv.window)):
+            return []
+    ref = {name: check.ref("", name) for name in chain(names, set(named))}.__getitem__
+    bind = [tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group) for group in groups]
+    names_of = barrier_names.__getitem__
+    tasks = list(map(SwKernelTask, labels, [tuple(map(names_of, w)) for w in waits],
+                     [tuple(map(names_of, u)) for u in updates], map(ref, named), tiles,
+                     bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
+                     [tuple(map(ref, args)) for args in run_args]))
+    program.invocations.extend(
+        InvocationImage(i, kernel, tile, inv.window, inv.args_offset, inv.args_size)
+        for i, (kernel, tile, inv) in enumerate(zip(named, tiles, invocations))
+        if inv is not None)
+    return tasks
+
+
+def _dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
+    """A DPU list whose labels and barriers (its variants' too) are checked, built without
+    per-row checks when its op, post op and mode codes and tensor indices are all good; []
+    to build it row by row (for the message)."""
+    modes = {r.mode for r in recs} | {v.mode for r in recs for v in r.variants}
+    indices = [i for r in recs for i in (*r.inputs, r.output, r.weights, r.bias) if i != -1]
+    if not recs or not {r.op for r in recs} <= DPU_OP_OF.keys() or not modes <= _MODE_OF.keys() \
+            or not {r.post_op.kind for r in recs if r.post_op is not None} <= POST_OP_OF.keys() \
+            or min(indices) < 0 or max(indices) >= len(refs):
+        return []
+    names, ref, mode = barrier_names.__getitem__, refs.__getitem__, _MODE_OF.__getitem__
+    tasks = []
+    for r in recs:
+        post = r.post_op
+        tasks.append(DpuTask(
+            r.label, tuple(map(names, r.waits)), tuple(map(names, r.updates)), DPU_OP_OF[r.op],
+            r.tile, tuple(map(ref, r.inputs)), refs[r.output],
+            None if r.weights == -1 else refs[r.weights], None if r.bias == -1 else refs[r.bias],
+            _opt(r.kernel), _opt(r.stride), _opt(r.pad), _opt(r.dilation),
+            None if post is None else PostOp(POST_OP_OF[post.kind], tuple(map(float, post.params))),
+            [DpuVariant(v.label, tuple(v.start), tuple(v.end), tuple(map(names, v.waits)),
+                        tuple(map(names, v.updates)), mode=mode(v.mode)) for v in r.variants],
+            mode=mode(r.mode)))
+    return tasks
+
+
+def _opt(values) -> tuple | None:
+    return None if values is None else tuple(values)
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
@@ -433,26 +538,14 @@ def _counts(check: _Checker, content: BlobContent) -> None:
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
-    producers = [0] * len(content.barriers)
-    consumers = [0] * len(content.barriers)
-    for tl in content.task_lists:
-        for t in tl.tasks:
-            if type(t) is DpuRec:
-                for v in t.variants:
-                    for b in set(t.waits + v.waits):
-                        consumers[b] += 1
-                    for b in set(t.updates + v.updates):
-                        producers[b] += 1
-            else:
-                for b in set(t.waits):
-                    consumers[b] += 1
-                for b in set(t.updates):
-                    producers[b] += 1
-    for b in content.barriers:
-        if (b.producer_count, b.consumer_count) != (producers[b.id], consumers[b.id]):
-            raise check.fail(f"barrier #{b.id} '{b.name}'",
-                             f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
-                             f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
+    producers, consumers = barrier_counts(content)
+    recorded = [(b.producer_count, b.consumer_count) for b in content.barriers]
+    if recorded != list(zip(producers, consumers)):
+        b = next(b for b, r, p, c in zip(content.barriers, recorded, producers, consumers)
+                 if r != (p, c))
+        raise check.fail(f"barrier #{b.id} '{b.name}'",
+                         f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
+                         f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
 
 
 def verify_program(program: Program, content: BlobContent, file: str,
@@ -462,6 +555,10 @@ def verify_program(program: Program, content: BlobContent, file: str,
     from vpuc.perf import gc_paused
     from vpuc.verifier import verify_module
 
+    # Reading (no schedule rules) checks on columns and class representatives; the module
+    # verifier runs over the whole program when they find a doubt, for its messages.
+    if not schedule_rules and verify_by_columns(program.module, program.arch, content):
+        return
     symbols = SymbolTable(program.module)
     bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,
                         symbols=symbols)

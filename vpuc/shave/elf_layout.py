@@ -361,8 +361,11 @@ def _c_string(table: bytes, offset: int, file: str, where: str) -> str:
         raise VpucError("string is not valid UTF-8", BinLoc(file, where, offset)) from None
 
 
-def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile:
-    """Parse an ELF32 LE file with every offset checked; errors are VpucErrors."""
+def read_elf32(data: bytes, file: str, *, machine: int | None = None,
+               relocations: bool = True) -> ElfFile:
+    """Parse an ELF32 LE file with every offset checked; errors are VpucErrors.
+    ``relocations=False`` leaves the relocation sections unread (``read_relocations``), for
+    a caller that reads them as columns."""
     from vpuc.shave import elf_checks as checks   # it reads this module's structs
     data = bytes(data)
     ehdr = Elf32_Ehdr.unpack_from(data, 0, file, "ELF header")
@@ -402,10 +405,16 @@ def read_elf32(data: bytes, file: str, *, machine: int | None = None) -> ElfFile
         raise VpucError("more than one symbol table", BinLoc(file, symtabs[1].name, 0))
     if symtabs:
         elf.symbols = _read_symbols(elf, symtabs[0], file)
-    for sec in sections:
-        if sec.header.sh_type in (SHT_RELA, SHT_REL):
-            elf.relocations += _read_relocs(elf, sec, symtabs[0] if symtabs else None, file)
+    if relocations:
+        elf.relocations = read_relocations(elf, file)
     return elf
+
+
+def read_relocations(elf: ElfFile, file: str) -> list[ElfReloc]:
+    """Every entry of every relocation section, checked."""
+    symtab = next((s for s in elf.sections if s.header.sh_type == SHT_SYMTAB), None)
+    return [reloc for sec in elf.sections if sec.header.sh_type in (SHT_RELA, SHT_REL)
+            for reloc in _read_relocs(elf, sec, symtab, file)]
 
 
 def _read_symbols(elf: ElfFile, symtab: ElfSection, file: str) -> list[ElfSymbol]:

@@ -1,0 +1,156 @@
+"""Reading verifies on columns and class representatives (vpuc/blob/verify_columns.py):
+it accepts what the module verifier accepts, and a blob the module verifier rejects is
+refused with the module verifier's message, whichever task of a long list is bad."""
+
+import sys
+
+import pytest
+from blob_testlib import REPO, SOURCES, IDS, compiled
+
+import vpuc.blob.rebuild as rebuild_module
+from vpuc.blob.content import DMA_MODE_CODE
+from vpuc.blob.flatten import flatten
+from vpuc.blob.rebuild import rebuild
+from vpuc.blob.verify_columns import verify_by_columns
+from vpuc.diagnostics import VpucError
+from vpuc.ir.tasks import DmaMode
+from vpuc.verifier import verify_module
+
+sys.path.insert(0, str(REPO / "bench"))
+from gen_program import generate  # noqa: E402
+
+BLOCKS = 12      # 48 tasks: every class of task repeats, the bad one is the last of its list
+LAST_OUT = f"out{BLOCKS - 1}"
+
+
+@pytest.fixture(scope="module")
+def bench_content(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "bench.vir"
+    path.write_text(generate(4 * BLOCKS))
+    return flatten(compiled(path))
+
+
+def verdicts(content) -> tuple[bool, bool]:
+    """(the column verdict, the module verifier's) on the program the records rebuild to."""
+    program = rebuild(content, "x.blob", verify=False)
+    columns = verify_by_columns(program.module, program.arch, content)
+    full = verify_module(program.module, program.arch, schedule_rules=False)
+    return columns, not full.has_errors
+
+
+def read_message(content, monkeypatch, *, columns: bool) -> str | None:
+    if not columns:       # the eager path: the module verifier over every task
+        monkeypatch.setattr(rebuild_module, "verify_by_columns", lambda *args: False)
+    try:
+        rebuild(content, "x.blob")
+    except VpucError as exc:
+        return exc.diagnostics[0].message
+    finally:
+        monkeypatch.undo()
+    return None
+
+
+def with_task(content, executor: int, index: int, **fields):
+    lists = list(content.task_lists)
+    at = next(i for i, tl in enumerate(lists) if tl.executor == executor)
+    tasks = list(lists[at].tasks)
+    tasks[index] = tasks[index]._replace(**fields)
+    lists[at] = lists[at]._replace(tasks=tuple(tasks))
+    return content._replace(task_lists=tuple(lists))
+
+
+def tensor(content, name: str) -> int:
+    return next(i for i, t in enumerate(content.tensors) if t.name == name)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_the_columns_accept_what_the_verifier_accepts(path):
+    content = flatten(compiled(path))
+    assert verdicts(content) == (True, True)
+
+
+def test_the_bench_program_verifies_on_representatives(bench_content):
+    assert verdicts(bench_content) == (True, True)
+
+
+def _last(content, executor: int) -> int:
+    return len(next(tl for tl in content.task_lists if tl.executor == executor).tasks) - 1
+
+
+# Each edit breaks one rule on the last task of its list (or on one barrier).
+EDITS = {
+    "dma channel": lambda c: with_task(c, 0, _last(c, 0), channel=7),
+    "dma into the network input": lambda c: with_task(
+        c, 0, _last(c, 0), dst=tensor(c, "in0")),
+    "dma onto itself": lambda c: with_task(
+        c, 0, _last(c, 0), src=c.task_lists[0].tasks[-1].dst),
+    "dma changes the size": lambda c: with_task(c, 0, _last(c, 0), dst=tensor(c, "w1")),
+    "dma permute of other shapes": lambda c: with_task(
+        c, 0, _last(c, 0), dst=tensor(c, "w1"), mode=DMA_MODE_CODE[DmaMode.PERMUTE]),
+    "duplicate label": lambda c: with_task(c, 0, _last(c, 0), label="load0"),
+    "waits on what it updates": lambda c: with_task(
+        c, 0, _last(c, 0), waits=_both(c.task_lists[0].tasks[-1])),
+    "dpu on another tile": lambda c: with_task(c, 1, _last(c, 1), tile=0),
+    "dpu output of another shape": lambda c: with_task(c, 1, _last(c, 1),
+                                                       output=tensor(c, "w1")),
+    "sw task on another tile": lambda c: with_task(c, 2, _last(c, 2), tile=0),
+    "barrier waited on, never updated": lambda c: _unproduced(c),
+    "view slice out of range": lambda c: _with_view(c, f"in{BLOCKS - 1}", slices=(
+        c.tensors[tensor(c, f"in{BLOCKS - 1}")].slices[0]._replace(start=BLOCKS),
+        *c.tensors[tensor(c, f"in{BLOCKS - 1}")].slices[1:])),
+    "view offset recorded wrong": lambda c: _with_view(
+        c, LAST_OUT, data_offset=c.tensors[tensor(c, LAST_OUT)].data_offset + 2),
+    "view strides recorded wrong": lambda c: _with_view(
+        c, LAST_OUT, strides=(1,) + c.tensors[tensor(c, LAST_OUT)].strides[1:]),
+    "view on another memory": lambda c: _with_view(c, LAST_OUT, tile=1),
+    "a tensor named like a barrier": lambda c: _with_view(c, LAST_OUT, name="l0"),
+    "physical barrier id out of range": lambda c: c._replace(barriers=(
+        c.barriers[0]._replace(physical_id=10 ** 4),) + c.barriers[1:]),
+}
+
+
+def _with_view(content, view: str, **fields):
+    tensors = list(content.tensors)
+    at = tensor(content, view)
+    tensors[at] = tensors[at]._replace(**fields)
+    return content._replace(tensors=tuple(tensors))
+
+
+def _both(task) -> tuple[int, ...]:
+    return task.waits + task.updates
+
+
+def _unproduced(content):
+    """The last store updates nothing, and the first load waits on what it updated."""
+    barrier = content.task_lists[0].tasks[-1].updates[0]
+    content = with_task(content, 0, _last(content, 0), updates=())
+    return with_task(content, 0, 0, waits=(barrier,))
+
+
+def recounted(content):
+    """The barriers' producer and consumer counts recorded as the edited tasks make them
+    (a DPU task counts once per variant)."""
+    producers = [0] * len(content.barriers)
+    consumers = [0] * len(content.barriers)
+    for tl in content.task_lists:
+        for t in tl.tasks:
+            units = [(t.waits + v.waits, t.updates + v.updates) for v in t.variants] \
+                if hasattr(t, "variants") else [(t.waits, t.updates)]
+            for waits, updates in units:
+                for b in set(waits):
+                    consumers[b] += 1
+                for b in set(updates):
+                    producers[b] += 1
+    return content._replace(barriers=tuple(
+        b._replace(producer_count=p, consumer_count=c)
+        for b, p, c in zip(content.barriers, producers, consumers)))
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_bad_task_is_refused_with_the_verifier_message(bench_content, edit, monkeypatch):
+    content = recounted(EDITS[edit](bench_content))
+    program = rebuild(content, "x.blob", verify=False)
+    assert not verify_by_columns(program.module, program.arch, content)
+    eager = read_message(content, monkeypatch, columns=False)
+    assert eager is not None
+    assert read_message(content, monkeypatch, columns=True) == eager

@@ -1,0 +1,230 @@
+"""The verifier's per-record rules over a blob's program, a column at a time.
+
+A blob of 100k tasks holds a handful of distinct tasks: the same DPU task on
+the same buffers every few blocks, the same DMA between views of one shape.
+The module verifier (``vpuc.verifier``) checks each task on its own; here the
+rules that look across tasks or declarations are done on whole columns with
+numpy, and the rules over one task run on one representative per class of
+tasks they cannot tell apart:
+
+* views resolved and compared with their records (``vpuc.blob.view_columns``);
+* tensor and barrier names distinct; physical barrier ids in range;
+* task and variant labels unique: one set over the label column;
+* no task waits on a barrier it updates: the (row, barrier) pairs of the waits
+  and of the updates intersected, for tasks and for DPU variants;
+* barrier use: the producer and consumer counts the blob records (``rebuild``
+  checked them against the tasks) against the architecture's limits, and no
+  barrier waited on but never updated;
+* the rules over one task (operands, tiles, sizes, windows, kernel contracts,
+  wiring, DPU channels) read the task's fields and the *regions* of its
+  operands, never its label (except a lowered block's prefix, which goes into
+  the key), barriers or position: a DMA's class is (channel, mode, the resolved
+  types of source and destination, the destination's memory kind, whether
+  both are the same bytes of one buffer); a DPU or ACT SHAVE task's class is
+  the record itself without label and barriers, operands by tensor index.  The
+  representatives, barriers left out, go through ``verify_module`` with every
+  buffer, kernel and runtime declaration and the views they use.
+
+``verify_by_columns`` only ever says "all rules hold" or "ask the module
+verifier": on any doubt (a failed column, an error of a representative, a view
+the columns do not settle) the caller runs the module verifier over the whole
+program, so every error reads exactly as it did (the first bad task, its
+message).
+"""
+
+from __future__ import annotations
+
+import copy
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from vpuc.arch import Arch
+from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.view_columns import TensorColumns, tensor_columns
+from vpuc.ir.module import Module
+from vpuc.ir.tasks import DpuTask, TaskList
+
+_waits, _updates = attrgetter("waits"), attrgetter("updates")
+
+
+def verify_by_columns(module: Module, arch: Arch, content: BlobContent) -> bool:
+    """Whether every per-record rule of the module verifier holds (no errors; reading
+    reports no warnings) and every tensor's record holds its resolved region; False: the
+    caller must run the module verifier for the messages."""
+    from vpuc.verifier import verify_module
+
+    if module.graphs:
+        return False
+    lists = module.task_lists
+    if len(lists) != len(content.task_lists) or \
+            any(len(tl.tasks) != len(rec.tasks) for tl, rec in zip(lists, content.task_lists)):
+        return False
+    tensors = tensor_columns(module, content.tensors)
+    if tensors is None or not (_names_unique(content) and _physical_ids(content, arch) and
+                               _labels_unique(content) and _sync_disjoint(content) and
+                               _barrier_use(content, arch)):
+        return False
+    blocks = module.attributes.get("graph-blocks")
+    prefixes = tuple(f"{b}." for b in blocks.split(",")) if blocks else None
+    reduced, used = [], set()
+    for tl, rec in zip(lists, content.task_lists):
+        picks = _representatives(rec.tasks, tensors, prefixes)
+        used.update(chain.from_iterable(map(_operands, map(rec.tasks.__getitem__, picks))))
+        reduced.append(TaskList(tl.executor, [_without_barriers(tl.tasks[i]) for i in picks],
+                                tl.loc))
+    probe = copy.copy(module)
+    probe.task_lists = reduced
+    probe.views = _views_used(module, content.tensors, used)
+    probe.barriers = []
+    return not verify_module(probe, arch, schedule_rules=False).has_errors
+
+
+def _operands(rec) -> list[int]:
+    """The tensor indices a task record names."""
+    if type(rec) is DmaRec:
+        return [rec.src, rec.dst]
+    if type(rec) is DpuRec:
+        return [*rec.inputs, rec.output, rec.weights, rec.bias]
+    if type(rec) is ActTaskRec:
+        return [b.tensor for b in chain(rec.inputs, rec.outputs)]
+    return []
+
+
+def _views_used(module: Module, tensors: tuple, used: set[int]) -> list:
+    """The views among the tensors ``used`` and their bases, in declaration order."""
+    view_of = {}              # tensor index -> position in module.views
+    for i, t in enumerate(tensors):
+        if t.base != -1:
+            view_of[i] = len(view_of)
+    wanted, todo = set(), [i for i in used if i in view_of]
+    while todo:
+        i = todo.pop()
+        if i not in wanted:
+            wanted.add(i)
+            if tensors[i].base in view_of:
+                todo.append(tensors[i].base)
+    return [module.views[view_of[i]] for i in sorted(wanted)]
+
+
+def _names_unique(content: BlobContent) -> bool:
+    """Tensor and barrier names share one namespace: all distinct."""
+    names = [t.name for t in content.tensors] + [b.name for b in content.barriers]
+    return len(set(names)) == len(names)
+
+
+def _physical_ids(content: BlobContent, arch: Arch) -> bool:
+    """Every physical barrier id within the architecture's (-1: virtual)."""
+    ids = np.fromiter((b.physical_id for b in content.barriers), np.int64,
+                      len(content.barriers))
+    return bool(((ids == -1) | ((ids >= 0) & (ids < arch.barriers))).all())
+
+
+def _representatives(recs: tuple, tensors: TensorColumns, prefixes) -> list[int]:
+    """The first task of each class the per-task rules cannot tell apart (in list order)."""
+    if not recs:
+        return []
+    kinds = set(map(type, recs))
+    if kinds == {DmaRec}:
+        src, dst, channel, mode = (np.fromiter(column, np.int64, len(recs)) for column in
+                                   list(zip(*recs))[1:5])
+        same = (tensors.root[src] == tensors.root[dst]) & \
+            (tensors.offset[src] == tensors.offset[dst])
+        keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
+                         tensors.kind[dst], same.astype(np.int64)], axis=1)
+        _, first = np.unique(keys, axis=0, return_index=True)
+        return sorted(first.tolist())
+    seen: dict = {}
+    if kinds == {DpuRec}:
+        for i, rec in enumerate(recs):
+            key = (rec[1:12], rec.mode, tuple((v.start, v.end, v.mode) for v in rec.variants),
+                   None if prefixes is None else (rec.label or "").startswith(prefixes))
+            seen.setdefault(key, i)
+    elif kinds == {ActTaskRec}:     # kernel, tile, bindings, scalars, run() arguments
+        for i, rec in enumerate(recs):
+            seen.setdefault(rec[1:7], i)
+    else:       # a list of mixed kinds: every task (the rules report the strays)
+        return list(range(len(recs)))
+    return sorted(seen.values())
+
+
+def _without_barriers(task):
+    """A copy of ``task`` (and of a DPU task's variants) that waits on and updates nothing:
+    the representatives' barrier counts would otherwise be partial."""
+    task = copy.copy(task)
+    task.waits = task.updates = ()
+    if isinstance(task, DpuTask):
+        variants = []
+        for variant in task.variants:
+            variant = copy.copy(variant)
+            variant.waits = variant.updates = ()
+            variants.append(variant)
+        task.variants = variants
+    return task
+
+
+def _labels_unique(content: BlobContent) -> bool:
+    """Task labels, and "task.variant" for labelled DPU variants, all distinct."""
+    labels = [rec.label for tl in content.task_lists for rec in tl.tasks if rec.label]
+    labels += [f"{rec.label}.{v.label}" for tl in content.task_lists for rec in tl.tasks
+               if type(rec) is DpuRec for v in rec.variants if v.label]
+    return len(set(labels)) == len(labels)
+
+
+def _sync_disjoint(content: BlobContent) -> bool:
+    """No task (and no DPU variant) both waits on and updates one barrier."""
+    rows = [rec for tl in content.task_lists for rec in tl.tasks]
+    rows += chain.from_iterable(rec.variants for rec in rows if type(rec) is DpuRec)
+    waits = _pairs(list(map(_waits, rows)))
+    updates = np.sort(_pairs(list(map(_updates, rows))))
+    if not len(waits) or not len(updates):
+        return True
+    at = np.minimum(np.searchsorted(updates, waits), len(updates) - 1)
+    return not (updates[at] == waits).any()
+
+
+def _pairs(groups: list[tuple[int, ...]]) -> np.ndarray:
+    """row << 32 | barrier for every barrier index of every row."""
+    counts = np.fromiter(map(len, groups), np.int64, len(groups))
+    barriers = np.fromiter(chain.from_iterable(groups), np.int64, int(counts.sum()))
+    rows = np.repeat(np.arange(len(groups), dtype=np.int64), counts)
+    return (rows << 32) | barriers
+
+
+def barrier_counts(content: BlobContent) -> tuple[list[int], list[int]]:
+    """Each barrier's producers and consumers as ``Schedule`` counts its units: a DPU task
+    once per variant (its own barriers with the variant's), a barrier listed twice once."""
+    rows, waits, updates = 0, [], []
+    for tl in content.task_lists:
+        for rec in tl.tasks:
+            if type(rec) is DpuRec:
+                for v in rec.variants:
+                    waits.append(rec.waits + v.waits)
+                    updates.append(rec.updates + v.updates)
+            else:
+                waits.append(rec.waits)
+                updates.append(rec.updates)
+    size = len(content.barriers)
+    return tuple(np.bincount(_distinct(_pairs(groups)) & 0xFFFFFFFF, minlength=size).tolist()
+                 for groups in (updates, waits))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (np.unique, by one sort)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def _barrier_use(content: BlobContent, arch: Arch) -> bool:
+    """Within the architecture's producer and consumer limits, and none waited on without
+    a producer (the counts are the records', checked against the tasks by ``rebuild``)."""
+    if not content.barriers:
+        return True
+    producers = np.fromiter((b.producer_count for b in content.barriers), np.int64,
+                            len(content.barriers))
+    consumers = np.fromiter((b.consumer_count for b in content.barriers), np.int64,
+                            len(content.barriers))
+    return not ((producers > arch.max_producers).any() or
+                (consumers > arch.max_consumers).any() or
+                ((consumers > 0) & (producers == 0)).any())
