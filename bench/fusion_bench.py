@@ -149,7 +149,7 @@ def unfused_program(chain, blocks: int, shape=SHAPE):
 def part_body(chain, blocks: int, shape=SHAPE):
     """The chain's (first) subgraph body, typed for the part of a block one ACT SHAVE
     runs (as lower-graph generates it): a block's rows halved over two SHAVEs."""
-    from vpuc.fusion.lower_graph import retype
+    from vpuc.fusion.lower_act import retype
     from vpuc.fusion.subgraph import tokenize
     from vpuc.fusion.targets import get_target
     graph = parse_text(graph_text(chain, shape), "<chain>").graphs[0]

@@ -3,7 +3,9 @@ graph against vpuc's f16 graph reference fed with the inputs the simulation gave
 
 The lowering keeps every value one segment hands to another in a DDR buffer named after
 it (``ddr``, or the network's ``input``/``output``), and never reuses them, so after a
-run the memory holds every such value as simulated.  Walking the graph in order, each op
+run the memory holds every such value as simulated; a value kept whole in CMX between
+segments (``vpuc/fusion/resident.py``), whose bytes later buffers may reuse, is read as
+its last DMA write left it (``Network.kept``).  Walking the graph in order, each op
 is computed by the reference executor (``vpuc.reference.graph.run_op``: f32 arithmetic,
 each result rounded to f16) from its operands' **simulated** values where the program
 materialized them, and from the reference's own values inside a segment (a fused chain,
@@ -118,8 +120,10 @@ def _writers(program) -> dict[str, str]:
 
 def check_layers(program, network, graph: Graph) -> LayerCheck:
     module = program.module
+    # a value kept in CMX between segments is read as its last DMA write left it
     buffers = {b.name: b for b in module.buffers
-               if b.kind in (BufferKind.INPUT, BufferKind.OUTPUT, BufferKind.DDR)}
+               if b.kind in (BufferKind.INPUT, BufferKind.OUTPUT, BufferKind.DDR)
+               or (b.kind is BufferKind.CMX and b.name in network.kept)}
     index = LayerIndex(module.layers)
     writers = _writers(program)
     ref: dict[str, np.ndarray] = {}
@@ -158,7 +162,8 @@ def check_layers(program, network, graph: Graph) -> LayerCheck:
             mag[v] += float(np.max(absolute)) if absolute.size else 0.0
         if buffer is None or tuple(buffer.type.dims) != tuple(np.shape(ref[v])):
             continue                  # a value inside a segment (CMX only)
-        sim[v] = network.output(buffer.name)
+        sim[v] = network.kept[buffer.name] if buffer.kind is BufferKind.CMX \
+            else network.output(buffer.name)
         label = writers.get(buffer.name, "")
         source = index.layer(label) if index else None
         key = source.key if source is not None else label.split(".", 1)[0]

@@ -6,7 +6,10 @@ takes the inputs and hands back the outputs, all as numpy arrays of the
 tensors' *logical* shapes (N, C, H, W order whatever the dims order in
 memory).  Constants come from ``program.constants`` (bytes in memory order,
 made by materialize-constants) or, for a program without them, from each
-const buffer's initializer.
+const buffer's initializer.  A timing-only run reads no DDR byte (no DMA moves
+data, no DPU computes), so it checks the constants' bytes without copying them
+(``load_constants=False``: the copy of a model's weights was a third of its
+run).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from vpuc.program import Program
 
 
 class Network:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, *, load_constants: bool = True) -> None:
         self.program = program
+        self.load_constants = load_constants
         module = program.module
         self.memory = Memory(module, program.arch.tiles)
         self.inputs = [b for b in module.buffers if b.kind is BufferKind.INPUT]
@@ -35,6 +39,10 @@ class Network:
         for buffer in module.buffers:
             if buffer.kind is BufferKind.CONST:
                 self._load_constant(buffer)
+        # CMX buffers DMA both writes and reads (a value kept in CMX between segments, a
+        # staged load): their contents after each DMA write, as later buffers allocated over
+        # the same bytes may not leave them (the per-layer reference check reads them)
+        self.kept: dict[str, np.ndarray] = {}
 
     @cached_property
     def symbols(self) -> SymbolTable:
@@ -48,6 +56,8 @@ class Network:
             if len(data) != buffer.type.nbytes:
                 raise VpucError(f"constant %{buffer.name} holds {len(data)} bytes; its type "
                                 f"{buffer.type} needs {buffer.type.nbytes}", buffer.loc)
+            if not self.load_constants:
+                return
             self.memory.arrays[key][offset:offset + len(data)] = np.frombuffer(data, np.uint8)
             return
         self.memory.view(self.symbols.region(buffer.name))[...] = materialize(buffer)
@@ -67,6 +77,10 @@ class Network:
 
     def output(self, name: str) -> np.ndarray:
         return np.array(self.memory.view(self.symbols.region(name)))
+
+    def keep(self, name: str) -> None:
+        """Record CMX buffer ``name``'s contents now (``kept``)."""
+        self.kept[name] = self.output(name)
 
 
 def check_shape(buffer: Buffer, shape: tuple[int, ...], role: str) -> None:

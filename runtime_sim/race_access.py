@@ -51,6 +51,7 @@ class Accesses:
         self.by_variant: dict[tuple, list] = {}
         self.operand_ids: dict[tuple, int] = {}      # a DPU task's operands and window -> id
         self.dpu_tasks: dict[int, int] = {}          # recent DPU tasks -> their operands' id
+        self.dpu_regions: dict[int, dict] = {}       # operands' id -> their regions
         self.roots: dict[str, tuple | None] = {}
 
     def __call__(self, u: int) -> list[tuple[object, bool, str]]:
@@ -71,7 +72,10 @@ class Accesses:
             key = (operands, variant.start, variant.end)
             found = self.by_variant.get(key)
             if found is None:
-                reads, written = dpu_engine.variant_accesses(task, v, plan.dpu_regions(u))
+                regions = self.dpu_regions.get(operands)
+                if regions is None:          # once per task, not per variant
+                    regions = self.dpu_regions[operands] = plan.dpu_regions(u)
+                reads, written = dpu_engine.variant_accesses(task, v, regions)
                 found = self.by_variant[key] = (
                     [(self.group(self.region_span(r)), False, r.name) for r in reads]
                     + [(self.group(self.region_span(written)), True, written.name)])

@@ -12,6 +12,11 @@ The accesses that may still race are kept by ``race_live`` (grouped by the
 exact bytes they touch, found through the pages they touch, retired by
 happens-before), so the check stays linear in the accesses.
 
+Before the run, ``race_proof`` tries to prove in numpy that no pair of units
+races at all (happens-before and the accesses are functions of the program);
+when it does, the per-unit checks are skipped (``proven``): there is nothing
+they could report.  ``PROVE_FIRST = False`` always runs the online checks.
+
 When a unit fails (a fault, garbage dims in a dynamic tensor's shape metadata,
 a kernel status), ``explain`` looks for the race behind it: the races found so
 far, and those of the failed unit with units that have not started yet but are
@@ -28,9 +33,11 @@ from runtime_sim.plan import Plan
 from runtime_sim.race_access import Accesses
 from runtime_sim.race_clock import HappensBefore, ordered_after
 from runtime_sim.race_live import Group, LiveAccesses
+from runtime_sim.race_proof import race_free
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
+PROVE_FIRST = True        # try the proof before the run (tests of the online checks turn it off)
 
 
 class RaceError(VpucError):
@@ -49,7 +56,17 @@ class RaceDetector:
         self.count = 0
         self._pairs: set[tuple[int, int]] = set()
         self._started = [False] * plan.size
+        self.proven = PROVE_FIRST and not memory.dynamic and self._prove()
         self.seconds = time.perf_counter() - clock     # wall time spent on races
+
+    def _prove(self) -> bool:
+        """Whether no two units can race (``race_proof``).  An access that does not resolve
+        leaves the question to the online checks, which report it where the run meets it."""
+        try:
+            accesses = [self.accesses(u) for u in range(self.plan.size)]
+        except VpucError:
+            return False
+        return race_free(self.plan, accesses, self.live.overlap)
 
     def end(self, unit: int) -> None:
         """The runtime's hook at a unit's end."""
@@ -94,6 +111,8 @@ class RaceDetector:
     def explain(self, unit: int, failure: VpucError) -> VpucError:
         """The error to report when ``unit`` failed with ``failure``: the races that may
         have caused it, with the failure as a note; ``failure`` itself if there are none."""
+        if self.proven:
+            return failure
         self._pending_races(unit)
         if not self.races:
             return failure

@@ -88,6 +88,8 @@ def dpu_op(op: DpuOp, inputs: list[np.ndarray], weights, bias, window, post: Pos
         out = x + inputs[1]
     elif op is DpuOp.MUL:
         out = x * inputs[1]
+    elif op is DpuOp.PERMUTE:      # its output's zero channels: Reference._dpu
+        out = x
     elif op is DpuOp.MAXPOOL:
         out = maxpool(x, kernel, stride, pad)
     else:

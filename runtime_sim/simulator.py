@@ -8,15 +8,15 @@ hooked in at each unit's start.  Inputs not given are random, from ``seed``.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
-from runtime_sim.kernel_profile import KernelProfile, KernelProfiler
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -25,9 +25,12 @@ from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.cost.shave import act_shave_budget
 from vpuc.diagnostics import Diagnostic, VpucError
-from vpuc.ir.module import Buffer
+from vpuc.ir.module import Buffer, BufferKind
 from vpuc.perf import gc_paused, single_threaded_blas
 from vpuc.program import Program
+
+if TYPE_CHECKING:   # imported when a profile is asked for: a timing-only run needs none
+    from runtime_sim.kernel_profile import KernelProfile
 
 
 @dataclass
@@ -71,7 +74,8 @@ def simulate(program: Program, arch: SimArch | None = None,
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
     # so it is paused for the whole simulation and runs once afterwards.
-    with gc_paused(), single_threaded_blas():
+    # Timing-only runs no DPU numerics: BLAS's threads are never woken.
+    with gc_paused(), nullcontext() if timing_only else single_threaded_blas():
         return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
                          timing_only, races, max_cycles, progress, kernel_observer,
                          kernel_profile)
@@ -82,15 +86,16 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
               progress: Callable[[int, int], None] | None, kernel_observer=None,
               kernel_profile: bool = False) -> SimResult:
     clock = time.perf_counter()
-    network = Network(program)
+    network = Network(program, load_constants=not timing_only)
     given = dict(inputs or {})
-    rng = np.random.default_rng(seed)
+    rng = None
     used: dict[str, np.ndarray] = {}
     for buffer in network.inputs:  # random draws in declaration order: deterministic
         value = given.pop(buffer.name, None)
         if value is None and timing_only:
             continue  # no numerics: the input's values do not matter
         if value is None:
+            rng = np.random.default_rng(seed) if rng is None else rng
             value = random_input(buffer, rng)
         network.set_input(buffer.name, value)
         used[buffer.name] = np.asarray(value)
@@ -103,7 +108,9 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     detector = RaceDetector(plan, network.memory) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
-    shave.profiler = KernelProfiler(program) if kernel_profile else None
+    if kernel_profile:
+        from runtime_sim.kernel_profile import KernelProfiler
+        shave.profiler = KernelProfiler(program)
     memory = network.memory
     kinds = plan.kind if not timing_only or memory.dynamic else None
 
@@ -114,13 +121,29 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         dims_only = {u for u in range(plan.size) if kinds[u] == DMA
                      and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
+    # CMX buffers DMAs write and read (Network.kept), recorded after each DMA write
+    kept: set[str] = set()
+    if not timing_only:
+        read, written = set(), set()
+        for u in range(plan.size):
+            if kinds[u] == DMA:
+                src, dst = plan.dma_regions(u)
+                if src.kind is BufferKind.CMX:
+                    read.add(src.root.name)
+                if dst.kind is BufferKind.CMX:
+                    written.add(dst.root.name)
+        kept = read & written
+
     def failed(u: int, failure: VpucError) -> VpucError:
         # A unit that fails in a racy run most likely failed because of the race.
         return detector.explain(u, failure) if detector is not None else failure
 
+    # Proven race-free before the run: no per-unit checks.
+    online = detector if detector is not None and not detector.proven else None
+
     def on_start(u: int, t: float) -> None:
-        if detector is not None:
-            detector.check(u)
+        if online is not None:
+            online.check(u)
         kind = kinds[u] if kinds is not None else None
         try:
             if timing_only:
@@ -130,6 +153,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
+                if dst.root.name in kept:
+                    network.keep(dst.root.name)
             elif kind == DPU:
                 dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
                                        memory)
@@ -149,8 +174,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         except VpucError as exc:
             raise failed(u, exc) from None
 
-    hook = on_start if (detector is not None or not timing_only or dims_only) else None
-    runtime = Runtime(plan, on_start=hook, on_end=detector.end if detector is not None else None,
+    hook = on_start if (online is not None or not timing_only or dims_only) else None
+    runtime = Runtime(plan, on_start=hook, on_end=online.end if online is not None else None,
                       act_cycles=act_cycles, max_cycles=max_cycles, progress=progress)
     clock = time.perf_counter()
     timeline = runtime.run()

@@ -312,8 +312,6 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     """Run ``program`` on the cycle-approximate simulator.  ``reference=True`` also checks
     every generated kernel's tasks against the graph it records and computes the numpy
     reference of every output (``Simulation.reference``).  See docs/python-api.md."""
-    from runtime_sim.kernel_check import KernelCheck
-    from runtime_sim.reference import Reference
     from runtime_sim.simarch import SimArch, sim_arch_for
     from runtime_sim.simulator import simulate as run
     if timing_only and reference:
@@ -324,6 +322,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     if reference:     # before the run: a recorded graph that does not parse stops it here
         graphs = recorded_graphs(program, source) if graphs is None else graphs
         if graphs:
+            from runtime_sim.kernel_check import KernelCheck
             from vpuc.fusion.generator.kernel_graph import kernel_tolerance
             tolerances = {name: kernel_tolerance(graph) for name, graph in graphs.items()}
             check = KernelCheck(program, graphs, tolerances, rtol, atol)
@@ -332,6 +331,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
                  kernel_profile=kernel_profile)
     expected = layers = None
     if reference:
+        from runtime_sim.reference import Reference
         expected = Reference(program, graphs=graphs).run(result.inputs)
         if program.source_graph is not None:
             from runtime_sim.layer_check import check_layers

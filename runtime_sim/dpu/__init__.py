@@ -10,12 +10,12 @@ from .conv import (ConvProblem, OutputRegion, conv_backward_bias, conv_backward_
 from .layout import Block, Layout, from_layout, to_layout
 from .numerics import PostOp, apply_post_op, resolve_dtype, round_to
 from .ops import (Variant, add, avgpool, conv2d, depthwise_conv2d, full_variant, macs, matmul, maxpool, mul,
-                  split_output)
+                  permute, split_output)
 from .view import IndexExpr, View, ViewDim
 
 __all__ = [
     "Block", "ConvProblem", "IndexExpr", "Layout", "OutputRegion", "PostOp", "Variant", "View", "ViewDim",
     "add", "apply_post_op", "avgpool", "conv2d", "conv_backward_bias", "conv_backward_data",
     "conv_backward_weights", "conv_forward", "depthwise_conv2d", "from_layout", "full_variant", "macs",
-    "make_problem", "matmul", "maxpool", "mul", "resolve_dtype", "round_to", "split_output", "to_layout",
+    "make_problem", "matmul", "maxpool", "mul", "permute", "resolve_dtype", "round_to", "split_output", "to_layout",
 ]

@@ -192,6 +192,29 @@ def mul(a: np.ndarray, b: np.ndarray, *, post_op=None, out_dtype=None,
     return _eltwise(a, b, np.multiply, post_op, out_dtype, variant)
 
 
+def permute(x: np.ndarray, out_channels: int, *, out_dtype=None,
+            variant: Variant | None = None) -> np.ndarray:
+    """NCE permute: ``x`` itself (NCHW values: the output's dims order is the layout of the
+    buffer it is stored into), channels ``C..out_channels - 1`` zero.  The NPU runs it as an
+    eltwise ADD of the input with itself scaled by 0.5 (``x + x`` and the halving are exact
+    in binary floating point, overflow aside), so the values pass through unchanged."""
+    _check_4d(x, "permute input")
+    n, c, h, w = x.shape
+    if out_channels < c:
+        raise VpucError(f"DPU: permute to {out_channels} channels drops channels of its "
+                        f"{c}-channel input")
+    dtype = x.dtype if out_dtype is None else out_dtype
+    box = variant or full_variant((n, out_channels, h, w))
+    box.check((n, out_channels, h, w))
+    part = np.zeros((n,) + box.shape(), dtype)
+    real = min(box.z_end + 1, c) - box.z_start
+    if real > 0:
+        src = x[:, box.z_start:box.z_start + real, box.y_start:box.y_end + 1,
+                box.x_start:box.x_end + 1]
+        part[:, :real] = numerics.round_to(src, dtype) if src.dtype != dtype else src
+    return part
+
+
 def _pool_windows(x: np.ndarray, kernel, stride, padding, variant: Variant | None, fill: float):
     """The pooling windows as a view (c, 1, 1, kh, kw, n, 1, oh, ow) over x in the compute
     type (a strided window, not a copy) and that view, whose mask marks real cells."""
@@ -274,6 +297,7 @@ _MACS_PER_OUTPUT = {
     "avgpool": lambda kernel, in_channels, groups: math.prod(kernel),
     "add": lambda kernel, in_channels, groups: 1,
     "mul": lambda kernel, in_channels, groups: 1,
+    "permute": lambda kernel, in_channels, groups: 1,
 }
 
 

@@ -13,7 +13,7 @@ from runtime_sim import dpu as ops
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
-from vpuc.cost.dpu import DpuWorkload, dpu_variant_cycles
+from vpuc.cost.dpu import DpuWorkload, dpu_variant_cycles, permute_workload
 from vpuc.diagnostics import VpucError
 from vpuc.ir.symbols import Region, span_of
 from vpuc.ir.tasks import DpuOp, DpuTask, PostOpKind
@@ -22,7 +22,7 @@ from vpuc.ir.types import TensorType
 DENSE = (DpuOp.CONV, DpuOp.MATMUL)
 MACS_NAME = {DpuOp.CONV: "conv2d", DpuOp.DWCONV: "depthwise_conv2d", DpuOp.MATMUL: "matmul",
              DpuOp.MAXPOOL: "maxpool", DpuOp.AVGPOOL: "avgpool", DpuOp.ADD: "add",
-             DpuOp.MUL: "mul"}
+             DpuOp.MUL: "mul", DpuOp.PERMUTE: "permute"}
 
 
 def post_op(task: DpuTask) -> PostOp | None:
@@ -65,6 +65,9 @@ def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWo
     if task.op is DpuOp.MATMUL:
         # A matmul runs as a 1x1 convolution over its rows laid along W (H = 1).
         return DpuWorkload(width=rows, height=1, in_channels=x.bound_shape[1], **common)
+    if task.op is DpuOp.PERMUTE:
+        return permute_workload(x.bound_shape[0] * rows * cols, channels, x.elem.value,
+                                x.elem.nbytes, out.elem.nbytes, common["mode"])
     kernel, stride, _, _ = window(task, weights.bound_shape if weights else None)
     return DpuWorkload(width=cols, height=rows, batch=x.bound_shape[0],
                        in_channels=x.bound_shape[1] if task.op in DENSE else channels,
@@ -132,7 +135,9 @@ def variant_accesses(task: DpuTask, index: int,
             y0, ny = _clip(box.y_start * sh - pt, box.y_end * sh - pt + dh * (kh - 1), xh)
             x0, nx = _clip(box.x_start * sw - pl, box.x_end * sw - pl + dw * (kw - 1), xw)
             c0, nc = (0, xc) if task.op is DpuOp.CONV else (box.z_start, c)
-            if ny and nx:
+            if task.op is DpuOp.PERMUTE:          # its zero channels read nothing
+                nc = max(min(box.z_end + 1, xc) - c0, 0)
+            if ny and nx and nc:
                 reads.append(sub_region(x, (0, c0, y0, x0), (x.type.bound_shape[0], nc, ny, nx)))
         if weights is not None:
             shape = weights.type.bound_shape
@@ -161,6 +166,8 @@ def run_variant(task: DpuTask, index: int, regions: dict[str, Region], memory: M
     if op is DpuOp.MATMUL:
         part = ops.matmul(x, weights, bias, transpose_b=True, post_op=post, out_dtype=dtype,
                           variant=box)
+    elif op is DpuOp.PERMUTE:
+        part = ops.permute(x, out.shape[1], out_dtype=dtype, variant=box)
     elif op in (DpuOp.ADD, DpuOp.MUL):
         fn = ops.add if op is DpuOp.ADD else ops.mul
         part = fn(x, memory.view(regions["in1"]), post_op=post, out_dtype=dtype, variant=box)

@@ -36,11 +36,13 @@ from collections import Counter
 
 import numpy as np
 
+from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, loop_facts, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         first_exit, first_outside, independent,
-                                         same_iteration_overlap, signed)
+                                         first_exit, first_outside, same_iteration_overlap,
+                                         signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop, run_op
+from runtime_sim.isa.loop_plan import (PROGRESSIONS, BodyOp, LoopPlan, NotBatchable, plan_loop,
+                                      run_op, run_progression)
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -85,6 +87,8 @@ class FastLoops:
         self.min_path_iterations = max(self.min_iterations, min_path_iterations)
         if "entries" not in self.plans:
             self.plans["entries"] = _loop_entries(program)
+            self.plans["proofs"] = EntryCache()      # per-entry proofs (``entry_cache``)
+        self.proofs: EntryCache = self.plans["proofs"]
         self.entries: dict[int, int] = self.plans["entries"]   # loop head -> its back-edge
         self.chunk = chunk
         self.batched_iterations = 0         # iterations run as batches
@@ -106,7 +110,12 @@ class FastLoops:
             return run_path(self, head, branch, R, ready, now, memory, counts, budget,
                             max_cycles)
         try:
-            iterations, exits, footprints = self._bounds(plan, branch, R, memory, budget)
+            # the affine pass of this entry, remembered by the registers it reads
+            facts = loop_facts(self.proofs, (head, branch, register_key(R)),
+                               lambda: _affine_pass(plan, R), _Decline)
+            if facts.declined is not None:   # raised anew: a raised one keeps its frames
+                raise _Decline(str(facts.declined), facts.declined.recurs)
+            iterations, exits, footprints = self._bounds(plan, facts, branch, memory, budget)
             if max_cycles != float("inf"):
                 # The interpreter stops at the first taken back-edge past max_cycles: leave
                 # that iteration to it, so both stop at the same pc and cycle.
@@ -115,7 +124,8 @@ class FastLoops:
                     iterations, exits = within, False
                 if iterations < self.min_iterations:
                     raise _Decline("too few iterations before the cycle budget", recurs=False)
-            self._check_independent(footprints, iterations)
+            if not facts.independent(iterations):
+                raise _Decline("an iteration accesses bytes another iteration stores")
             if plan.pipelined is not None:
                 _check_passes(plan.pipelined, footprints, iterations)
         except _Decline as why:
@@ -170,10 +180,10 @@ class FastLoops:
 
     # --- bounds: trip count, faults ---------------------------------------------------------
 
-    def _bounds(self, plan: LoopPlan, branch: int, R: list, memory,
+    def _bounds(self, plan: LoopPlan, facts: LoopFacts, branch: int, memory,
                 budget: int) -> tuple[int, bool, list[Footprint]]:
         """(iterations to batch, whether the last one exits, memory footprints)."""
-        footprints, exit_at = _affine_pass(plan, R)
+        footprints, exit_at = facts.footprints, facts.exit_at
         if exit_at is None:
             raise _Decline("trip count not provable from the back-edge")
         trip = exit_at + 1
@@ -189,11 +199,6 @@ class FastLoops:
             raise _Decline("too few iterations before a possible fault, max_steps or the end "
                            "of .text")
         return iterations, iterations == trip, footprints
-
-    @staticmethod
-    def _check_independent(footprints: list[Footprint], iterations: int) -> None:
-        if not independent(footprints, iterations):
-            raise _Decline("an iteration accesses bytes another iteration stores")
 
     # --- the batch ------------------------------------------------------------------------------
 
@@ -336,8 +341,13 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured:
         if op.position in plan.scans:
             captured[op.position] = read(op.reads[1])
             continue
+        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
+                and op.reads[-2][1] in current
+                and run_progression(op, current[op.reads[-2][1]], first, rows, memory, env, read)):
+            continue
         run_op(op, memory, [read(r) for r in op.reads], env)
     return env
+
 
 
 def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):

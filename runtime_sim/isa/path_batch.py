@@ -24,11 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.cycles import issue
+from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
+from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
+from runtime_sim.isa.path_relocate import relocated
 from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
@@ -61,7 +64,7 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
             loops.declined["path: too few iterations on one path"] += 1
             return None
     try:
-        found = walk(loops.program, head, branch, R, memory, steps)
+        found = _walked(loops, head, branch, R, memory, steps)
         iterations, trip, timing = _iterations(loops, found, branch, ready, now, memory,
                                                budget, max_cycles)
     except PathRefused as why:
@@ -88,9 +91,29 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
     return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
 
 
+def _walked(loops, head: int, branch: int, R: list, memory, steps: dict) -> Walk:
+    """The walk of this entry: an earlier entry's, when it started from the same
+    registers (``entry_cache``) and its promoted words hold what it read, or moved only
+    as pointers do (``path_relocate``)."""
+    key = (head, branch, "walk", register_key(R))
+    replayed = []
+    known = loops.proofs.get(key, lambda known: replayed.append(relocated(known, memory))
+                             or replayed[0] is not None)
+    if known is None:
+        found = walk(loops.program, head, branch, R, memory, steps)
+        found.checks = PathChecks()
+        loops.proofs.put(key, found)
+        return found
+    found = replayed[0]
+    if found.checks is None:
+        found.checks = PathChecks()
+    return found
+
+
 def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, memory,
                 budget: int, max_cycles: float) -> tuple[int, int, "PathTiming"]:
-    """(iterations to batch, the trip count, the timing): every check of the batch."""
+    """(iterations to batch, the trip count, the timing): every check of the batch.
+    The checks that depend only on the walk and a count are asked once per count."""
     trip = trip_count(found)
     guards = found.guards
     if trip is None:
@@ -100,15 +123,20 @@ def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, mem
     iterations = min(UNKNOWN_TRIP if trip is None else trip, budget // len(found.path))
     if iterations == trip and branch + 1 == len(loops.program.steps):
         iterations -= 1                  # the fall off the end of .text: the interpreter's
-    iterations = bounded(found, guarded(guards, iterations), accessible_ranges(memory))
+    checks = found.checks
+    iterations = checks.guarded(iterations, lambda n: guarded(guards, n))
+    iterations = checks.bounded(iterations, accessible_ranges(memory),
+                                lambda n, regions: bounded(found, n, regions))
     timing = path_timing(loops.program, found)
     if max_cycles != float("inf"):
         iterations = min(iterations, timing.within(ready, now, iterations, max_cycles))
     if iterations < loops.min_path_iterations:
         raise PathRefused("too few iterations on one path", recurs=False)
-    if not independent(found.footprints, iterations):
+    apart, clear = checks.clear(iterations, lambda n: (
+        (True, promoted_clear(found, n)) if independent(found.footprints, n) else (False, False)))
+    if not apart:
         raise PathRefused("an iteration accesses bytes another iteration stores")
-    if not promoted_clear(found, iterations):
+    if not clear:
         raise PathRefused("a stack word is also accessed as data")
     return iterations, trip, timing
 
@@ -252,14 +280,34 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
             return env[key]
         return R[key]
 
-    for step in walk.path[:-1]:
+    if walk.inner is None:
+        walk.inner = find_inner_loops(walk)
+    inner = walk.inner
+    # the scalars' affine values as the path goes (an inner loop's entry is checked on them)
+    affine_now = {key: Affine(int(R[key]), 0) for key in range(NUM_SREGS)} if inner else None
+    if inner:
+        affine_now.update(walk.carried)
+    path, position, end = walk.path, 0, len(walk.path) - 1
+    while position < end:
+        loop = inner.get(position) if inner else None
+        if loop is not None and enters_as_proven(loop, affine_now):
+            run_inner(loop, R, memory, k, env, affine_now)
+            position += loop.copies * loop.length
+            continue
+        step = path[position]
+        position += 1
         role, op = step.role, step.op
         if role == "skip":
             continue
         if role == "affine":
             for key, value in step.values.items():
                 env[key] = _batch(value, k)
+            if inner:
+                affine_now.update(step.values)
             continue
+        if inner:
+            for key in op.writes:
+                affine_now.pop(key, None)
         if role == "promoted_store":
             overlay[step.address] = (read(op.reads[0]), step.size)
             continue

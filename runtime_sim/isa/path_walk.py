@@ -92,6 +92,11 @@ class Walk:
     carried: dict[int, Affine]                     # register -> value at the loop head
     end: dict[int, Affine | None]                  # scalar -> value after the iteration
     back: Guard                                    # the back-edge, taken while it holds
+    read_words: dict[int, bytes] = field(default_factory=dict)   # promoted words as read
+    checks: object = None                          # entry_cache.PathChecks, once batched
+    inner: dict | None = None                      # path_inner's uniform inner loops
+    bases: list = field(default_factory=list)      # per footprint: base + offset, mod 2^32
+    relocation: object = None                      # path_relocate's analysis, once asked
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,14 @@ class _Op:
     branch: int | None
     shape: object                  # loop_plan.MemoryShape of a load or store
     zeroing: bool                  # xor r, r, r: reads nothing
+    # what every walk would work out again from the above (the walk's inner loop):
+    operands: tuple = ()           # per read: (0, Affine) an immediate, (1, key) a scalar,
+                                   # (2, None) a vector or mask (never affine)
+    first_reads: tuple = ()        # registers it reads (none when zeroing)
+    scalar_out: tuple = ()
+    mask_out: tuple = ()
+    reads_vectors: bool = False
+    moves_sp: bool = False
 
 
 # A Program's instructions as _Op, built on first use (Programs are cached and immutable).
@@ -121,8 +134,18 @@ def instructions(program) -> list[_Op]:
             access = operand_access(dec)
             shape = (_memory_shape(dec, sem.mnemonic, sem.kind)
                      if sem.kind in ("load", "store") else None)
-            ops.append(_Op(sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes,
-                           access.branch, shape, _zeroing(sem.mnemonic, access)))
+            zeroing = _zeroing(sem.mnemonic, access)
+            operands = tuple((0, affine_const(int(key))) if where == "imm" else
+                             (1, key) if key < NUM_SREGS else (2, None)
+                             for where, key in access.reads)
+            ops.append(_Op(
+                sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, access.branch,
+                shape, zeroing, operands,
+                () if zeroing else tuple(key for where, key in access.reads if where == "reg"),
+                tuple(key for key in access.writes if key < NUM_SREGS),
+                tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS),
+                any(where == "reg" and key >= NUM_SREGS for where, key in access.reads),
+                REG_SP in access.writes))
         _OPS[program] = ops
     return ops
 
@@ -165,7 +188,7 @@ def _proven(program, head: int, branch: int, R: list, memory, steps: dict[int, i
             raise PathRefused(f"the word at {a:#x} does not step by a constant per iteration")
     carried = {key: Affine(int(R[key]), steps.get(key, 0)) for key in second.carried_end}
     return Walk(second.path, second.guards, second.footprints, second.promoted, carried,
-                second.scalars, second.back)
+                second.scalars, second.back, second.read_words, bases=second.bases)
 
 
 class _State:
@@ -173,8 +196,10 @@ class _State:
         self.path: list[PathStep] = []
         self.guards: list[Guard] = []
         self.footprints: list[Footprint] = []
+        self.bases: list[int] = []
         self.promoted: dict[int, int] = {}
         self.word_start: dict[int, int] = {}
+        self.read_words: dict[int, bytes] = {}    # the walk's input from memory
         self.word_end: dict[int, Affine] = {}
         self.carried_end: dict[int, Affine] = {}
         self.scalars: dict[int, Affine | None] = {}
@@ -200,13 +225,13 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
         if len(state.path) >= MAX_PATH:
             raise PathRefused(f"the path is longer than {MAX_PATH} instructions", True)
         op = code[i]
-        if not op.zeroing:
-            for where, key in op.reads:
-                if where == "reg" and key not in first_use:
-                    first_use[key] = "read"
-        if REG_SP in op.writes:
+        for key in op.first_reads:
+            if key not in first_use:
+                first_use[key] = "read"
+        if op.moves_sp:
             raise PathRefused(f"the path moves sp ('{op.mnemonic}')", True)
-        args = [_value(r, scalars) for r in op.reads]
+        args = [payload if kind == 0 else scalars[payload] if kind == 1 else None
+                for kind, payload in op.operands]
         step = PathStep(i, op, "run")
         state.path.append(step)
         nxt = i + 1
@@ -300,15 +325,6 @@ def _zeroing(mnemonic: str, access) -> bool:
             and access.reads[0][0] == "reg")
 
 
-def _value(operand, scalars) -> Affine | None:
-    where, key = operand
-    if where == "imm":
-        return affine_const(int(key))
-    if key < NUM_SREGS:
-        return scalars[key]
-    return None
-
-
 def _target(index: int, offset: int | None) -> int:
     if offset is None or offset % WORD_BYTES:
         raise PathRefused("a branch target is not an instruction")
@@ -317,18 +333,16 @@ def _target(index: int, offset: int | None) -> int:
 
 def _operation(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict,
                state: _State) -> None:
-    scalar_out = [key for key in op.writes if key < NUM_SREGS]
-    mask_out = [key for key in op.writes if key >= NUM_SREGS + NUM_VREGS]
-    for key in mask_out:                   # a mask set from a constant: its active bytes
+    scalar_out = op.scalar_out
+    for key in op.mask_out:                   # a mask set from a constant: its active bytes
         masks[key] = None
         if op.mnemonic.startswith(("vmask.", "mset")) and args[0] is not None \
                 and args[0].step == 0:
             masks[key] = np.asarray(op.fn(np.uint32(args[0].start)), bool)
     if not scalar_out:
         return
-    reads_vectors = any(where == "reg" and key >= NUM_SREGS for where, key in op.reads)
     result = None
-    if not reads_vectors and None not in args and len(scalar_out) == 1 == len(op.writes):
+    if not op.reads_vectors and None not in args and len(scalar_out) == 1 == len(op.writes):
         result = affine_op(op.mnemonic, args)
         if result is None and all(a.step == 0 for a in args):
             result = affine_const(int(op.fn(*[np.uint32(a.start) for a in args])))
@@ -368,10 +382,11 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
         else:
             loaded_first.add(low)
             try:
-                start = int(memory.read(low, size).view({1: np.uint8, 2: np.uint16,
-                                                         4: np.uint32}[size])[0])
+                raw = memory.read(low, size)
             except AccessFault:             # the interpreter faults there, at its pc
                 raise PathRefused("a promoted word is not accessible") from None
+            state.read_words[low] = raw.tobytes()
+            start = int(raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[size])[0])
             if op.mnemonic in ("lb", "lh"):
                 bits = 8 * size
                 start = (start ^ (1 << bits - 1)) - (1 << bits - 1)
@@ -403,6 +418,7 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
         first, length = first + min(0, reach), length + abs(reach)
     state.footprints.append(Footprint(first, signed(base.step), length, shape.is_store,
                                       len(state.path) - 1))
+    state.bases.append(low)
     _written(op, scalars)
 
 

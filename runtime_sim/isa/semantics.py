@@ -304,9 +304,16 @@ MEMORY_OPS: dict[str, tuple[str, Callable]] = {
     "vst": ("store", lambda m, v, b, o: _store(m, _address(b, o), np.asarray(v, np.uint8))),
     "vld.m": ("load", lambda m, b, o, mask: m.gather(
         np.asarray(_address(b, o), I64)[..., None] + _BYTES16, mask)),
-    "vst.m": ("store", lambda m, v, b, o, mask: m.scatter(
-        np.asarray(_address(b, o), I64)[..., None] + _BYTES16, v, mask)),
+    "vst.m": ("store", lambda m, v, b, o, mask: _masked_store(m, _address(b, o), v, mask)),
 }
+
+
+def _masked_store(mem, address, data, mask) -> None:
+    """``vst.m``: one address, or one per row of a batch of data or masks (a batch storing
+    at one address: the last row wins, as one store after another)."""
+    addresses = np.asarray(address, I64)[..., None] + _BYTES16
+    shape = np.broadcast_shapes(addresses.shape, np.shape(data), np.shape(mask))
+    mem.scatter(np.broadcast_to(addresses, shape), data, mask)
 
 
 def _strided(base, offset, stride, w: str) -> np.ndarray:

@@ -10,3 +10,4 @@ class DpuOp(object):
     MUL = 4
     MAXPOOL = 5
     AVGPOOL = 6
+    PERMUTE = 7

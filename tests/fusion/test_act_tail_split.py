@@ -86,7 +86,7 @@ def test_shave_makespan_gives_blocks_without_halves_to_both_shaves_of_a_tile():
 
 def test_pipelined_cut_keeps_the_rows_and_a_small_tail():
     """A ViT's GELU over 1x197x768 under --schedule default: along the 197 tokens (rows
-    pipeline with the layers around it, ``block_deps``) in blocks whose tail is one row,
+    pipeline with the layers around it, ``schedule_deps``) in blocks whose tail is one row,
     not along the 768 columns, which balance as well but wait for the whole input."""
     total = 2 * 197 * 768 * 2
     axis, blocks, chunk = choose_cut([(1, 197, 197, True), (2, 768, 4, False)], total,

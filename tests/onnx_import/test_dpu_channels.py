@@ -56,7 +56,12 @@ UNALIGNED = {
 def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
     build, op = UNALIGNED[case]
     tasks = compile_and_compare(tmp_path, build, seed=sorted(UNALIGNED).index(case))
+    # an NCHW model input comes in through NCE permutes (lower_dpu_permute)
+    permutes = [t for t in tasks if t.op is DpuOp.PERMUTE]
+    tasks = [t for t in tasks if t.op is not DpuOp.PERMUTE]
     assert {t.op for t in tasks} == (op if isinstance(op, set) else {op})
+    for v in (v for task in permutes for v in task.variants):
+        assert v.start[2] == 0 and (v.end[2] + 1 == 4 or (v.end[2] + 1) % 16 == 0)
     for task in tasks:
         for v in task.variants:
             count = v.end[2] - v.start[2] + 1
@@ -68,8 +73,10 @@ def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
 
 
 def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
-    """The lowering declares zero-padded copies of the weights and bias (16 channels); the
-    graph's weights constant is not read, so it is not in the program."""
+    """The lowering declares zero-padded copies of the weights and bias (16 output channels;
+    4 input channels: the NCHW model input makes it a compressed convolution,
+    ``lower_dpu_permute``); the graph's weights constant is not read, so it is not in the
+    program."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
@@ -79,7 +86,7 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
     consts = {b.name: b for b in program.module.buffers if b.kind.value == "const"}
     assert w not in consts
     padded_weights = [b for n, b in consts.items() if n.endswith(".wpad")]
-    assert [b.type.dims for b in padded_weights] == [(16, 16, 3, 3)]
+    assert [b.type.dims for b in padded_weights] == [(16, 4, 3, 3)]
     assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
 
 
@@ -87,17 +94,32 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
 def test_channel_zeros_come_from_block_sized_constants(tmp_path):
     """The zeros of an input's padded channels are DMA'd from a const splat the size of
     one block of rows, not of the whole image (a fuzz finding: a 1M-row image stored an
-    870 MB zero constant).  A small CMX budget gives several blocks."""
+    870 MB zero constant).  A small CMX budget gives several blocks.  The second
+    convolution's input is an NHWC value of 5 channels (the first's, NCHW, is laid out by
+    a DPU permute, which writes its zero channels itself)."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
-    m.output(m.node("Conv", [_x(m, (1, 3, 64, 16)), m.weight((8, 3, 3, 3))], kernel_shape=[3, 3],
+    first = m.node("Conv", [_x(m, (1, 3, 64, 16)), m.weight((5, 3, 3, 3))], kernel_shape=[3, 3],
+                   pads=[1, 1, 1, 1])
+    m.output(m.node("Conv", [first, m.weight((8, 5, 3, 3))], kernel_shape=[3, 3],
                     pads=[1, 1, 1, 1]))
-    program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384)
+    program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384,
+                          schedule="default")
     zeros = [b for b in program.module.buffers if b.kind.value == "const" and "chzeros" in b.name]
     assert zeros
-    assert all(b.type.dims[1] == 13 and b.type.dims[2] < 64 for b in zeros)
-    assert sum(b.type.num_elements for b in zeros) < 13 * 64 * 16 / 2
+    assert all(b.type.dims[1] == 11 and b.type.dims[2] < 64 for b in zeros)
+    assert sum(b.type.num_elements for b in zeros) < 11 * 64 * 16 / 2
+
+def test_first_layer_numerics_match_onnxruntime(tmp_path):
+    """A ResNet-style first layer (3 channels, 7x7, stride 2, bias) through the permutes
+    and the compressed convolution, against onnxruntime and the graph reference."""
+    tasks = compile_and_compare(tmp_path, lambda m: m.node(
+        "Conv", [m.input("x", (1, 3, 40, 24)), m.weight((20, 3, 7, 7)), m.weight((20,), 0.1)],
+        kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3]))
+    assert {t.op for t in tasks} == {DpuOp.PERMUTE, DpuOp.CONV}
+    assert sum(t.op is DpuOp.CONV for t in tasks) >= 2         # a block per tile at least
+
 
 VIR = """module @m arch NPU37XX
 cmx %in : 1x8x8x8xf16 NHWC tile 0 at 0
@@ -130,3 +152,40 @@ def test_rule_rejects_unaligned_variants_of_a_lowered_program():
     assert "11:5: dpu conv variant covers channels 24..31 (8)" in text
     assert "14:5: dpu dwconv variant covers channels 0..47 (48); a DPU workload of this op takes " \
            "16, 32 or 64 channels" in text
+
+
+PERMUTE_VIR = """module @m arch NPU37XX
+cmx %x : 1x3x8x8xf16 NCHW tile 0 at 0
+cmx %y : 1x6x8x8xf16 NHWC tile 0 at 4096
+cmx %z : 1x4x8x8xf16 NHWC tile 0 at 8192
+cmx %w : 16x4x3x3xf16 NHWC tile 0 at 12288
+cmx %out : 1x16x8x8xf16 NHWC tile 0 at 16384
+tasks DPU {
+  p6: dpu permute on tile 0 in(%x) out(%y) {
+    variant start(0, 0, 0) end(7, 7, 5)
+  }
+  p4: dpu permute on tile 0 in(%x) out(%z) {
+    variant start(0, 0, 0) end(7, 3, 3)
+    variant start(0, 4, 0) end(7, 7, 1)
+    variant start(0, 4, 2) end(7, 7, 3)
+  }
+  conv: dpu conv on tile 0 in(%z) weights(%w) out(%out) kernel(3, 3) pad(1, 1, 1, 1) {
+    variant start(0, 0, 0) end(7, 7, 15)
+  }
+}
+"""
+
+
+def test_rule_takes_permutes_and_compressed_convolutions():
+    """A permute writes 4 channels or a multiple of 16, each variant all of them; a conv
+    may read 4 input channels (NPU37XX's compressed convolution)."""
+    module = parse_text(PERMUTE_VIR, "lowered.vir")
+    assert not verify_module(module).has_errors          # hand-written: any channel count
+    module.attributes["graph"] = "lowered"
+    errors = [d for d in verify_module(module).items if d.severity.value == "error"]
+    text = "\n".join(f"{d.loc.line}:{d.loc.col}: {d.message}" for d in errors)
+    assert len(errors) == 3, text
+    assert "8:40: dpu permute output %y has 6 channels; the DPU writes 4" in text
+    assert "13:5: dpu permute variant covers channels 0..1; a permute workload writes all 4" \
+        in text
+    assert "14:5: dpu permute variant covers channels 2..3;" in text

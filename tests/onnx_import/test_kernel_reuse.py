@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-import vpuc.fusion.lower_graph as lower_graph
+import vpuc.fusion.lower_act as lower_act
 from test_lower_dpu_nn import compile_and_compare
 from vpuc import api
 from vpuc.ir.tasks import Executor
@@ -40,7 +40,7 @@ def test_equal_bodies_share_one_kernel(tmp_path, monkeypatch):
     generated, called = _compiled(tmp_path, "naive")
     assert len(generated) == 1 and called == set(generated)
     fresh = itertools.count()
-    monkeypatch.setattr(lower_graph, "body_key", lambda body: next(fresh))   # no sharing
+    monkeypatch.setattr(lower_act, "body_key", lambda body: next(fresh))   # no sharing
     assert len(_compiled(tmp_path, "naive")[0]) == 2
 
 

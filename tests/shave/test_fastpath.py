@@ -868,3 +868,36 @@ def test_f16_widening_is_numpy_cast_for_every_bit_pattern():
         batched, single = add(vectors, zero), add(vectors[5], zero)
     assert np.array_equal(batched.view(np.uint16).reshape(-1), same.view(np.uint16))
     assert np.array_equal(single, batched[5])                                # unbatched alike
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(straight_line_body(), st.integers(0, 2 ** 16), st.sampled_from([16, 48, 4096]),
+       st.sampled_from([-3, 1, 7]))
+def test_random_loops_replay_their_entry_proofs(body, seed, moved, more):
+    """The same kernel invoked again (``entry_cache``): the same registers replay the
+    entry's proof, a moved buffer or another trip count is a new entry; every invocation
+    is the interpreter's, bit for bit and cycle for cycle."""
+    lines, src_step, dst_step, count, chunk, back_edge = body
+    source = "\n".join([
+        *_random_kernel_head(seed),
+        f"    muli s23, s4, {src_step}", "    add s23, s23, s2",
+        "body:", *[f"    {line}" for line in lines],
+        f"    addi s2, s2, {src_step}", f"    addi s3, s3, {dst_step}",
+        *_BACK_EDGES[back_edge], "    halt"])
+    src = WIN_F + 0x1000 if src_step > 0 else WIN_F + 0x5000
+    dst = WIN_F + 0x8000 if dst_step >= 0 else WIN_F + 0xC000
+
+    def invoke(words):
+        return run_both(source, words, random_fill(seed), chunk=chunk, min_iterations=1)[1]
+
+    proofs = invoke([src, dst, count]).proofs
+    proofs.clear()                     # earlier examples may have run this very kernel
+    loops = invoke([src, dst, count])
+    entered = loops.batches > 0            # a refused walk is not remembered: walked again
+    hits = proofs.hits
+    assert invoke([src, dst, count]).proofs is proofs
+    assert proofs.hits > hits or not entered
+    for words in ([src + moved, dst + moved, count], [src, dst, count + more if count + more >= 2 else count + 1]):
+        misses = proofs.misses
+        invoke(words)
+        assert proofs.misses > misses or not entered

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from runtime_sim.isa.cycles import Cost, issue
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, cross_iteration_overlap,
-                                         first_exit, first_outside)
+                                         first_exit, first_outside, independent, rows_apart)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 
@@ -52,6 +52,27 @@ def test_cross_iteration_overlap_matches_brute_force(a, b, iterations):
     expected = any(touches(a, k) & touches(b, j) for k in range(iterations)
                    for j in range(iterations) if k != j)
     assert cross_iteration_overlap(a, b, iterations) == expected
+
+
+
+# rows of accesses: a few buffers, accesses within (or past) a row, pitches alike or not
+row_footprints = st.builds(
+    lambda buffer, offset, length, pitch, store: Footprint(buffer * 1000 + offset, pitch, length,
+                                                            store, 0),
+    st.integers(0, 2), st.integers(0, 40), st.integers(1, 20),
+    st.sampled_from([0, 16, 32, 48, -32]), st.booleans())
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.one_of(row_footprints, footprints), max_size=12), st.integers(1, 20))
+def test_rows_apart_only_answers_what_the_pairwise_check_would(fps, iterations):
+    """``rows_apart`` (the one-pass shortcut) never says independent where the pairwise
+    check (every pair with a store, across iterations) finds an overlap."""
+    pairwise = not any((a.is_store or b.is_store) and cross_iteration_overlap(a, b, iterations)
+                       for i, a in enumerate(fps) for b in fps[i + 1:])
+    if rows_apart(fps, iterations):
+        assert pairwise
+    assert independent(fps, iterations) == pairwise
 
 
 @settings(max_examples=600, deadline=None)
@@ -99,3 +120,35 @@ def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iteration
     # registers exactly; a slot only as far as the future sees it (free by ``now`` or not)
     assert ready_fast[:6] == ready_slow[:6]
     assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(-64, 70000), st.integers(16, 300), st.integers(1, 40), st.booleans(),
+       st.sampled_from(["WIN_D", "WIN_F"]))
+def test_a_progression_is_the_view_of_its_rows(offset, step, rows, is_write, window):
+    """``WindowMemory.progression`` (the fast path's vld / vst of an induction register)
+    gives the bytes ``read_rows`` reads and writes where ``write_rows`` writes; None
+    exactly when the rows are not all in one window the access may use."""
+    from runtime_sim.isa.memory import AccessFault
+    from shave_testlib import make_memory
+    memory, arrays = make_memory()
+    rng = np.random.default_rng(abs(offset) + step + rows)
+    for array in arrays.values():
+        array[:] = rng.integers(0, 256, array.shape, dtype=np.uint8)
+    first = memory.base(window) + offset
+    addresses = first + step * np.arange(rows, dtype=np.int64)
+    view = memory.progression(first, step, rows, 16, is_write)
+    try:
+        expected = memory.read_rows(addresses, 16)
+        if is_write:
+            memory.write_rows(addresses, expected[::-1].copy())
+            written = {name: array.copy() for name, array in arrays.items()}
+    except AccessFault:
+        assert view is None
+        return
+    assert view is not None
+    if is_write:
+        view[...] = expected[::-1]
+        assert all(np.array_equal(arrays[name], written[name]) for name in arrays)
+    else:
+        assert np.array_equal(view, expected)

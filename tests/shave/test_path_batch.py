@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_fastpath import random_fill, run_both
+import runtime_sim.isa.path_batch as path_batch
+from test_fastpath import random_fill, run_both, special_fill
 from shave_testlib import WIN_F
 
 # Rows of n f16 elements: per row, the max of (x op c), then x - max stored.  The row
@@ -239,3 +240,122 @@ def test_a_stack_word_that_faults_is_reported_where_the_interpreter_reports_it()
         "    vbcast.h v21, s21\n    li s19, 64\n    j rows\nrows:\n    lw s6, 0(s19)")
     error, _, _ = run_both(source, [INPUT, OUTPUT, 12, 24], random_fill(8), min_path_iterations=1)
     assert isinstance(error, str) and "lw s6, 0(s19)" in error
+
+
+def test_a_walk_is_replayed_only_while_its_registers_and_stack_words_hold():
+    """Entered by ``j rows`` with the argument registers cleared, the loop head sees the
+    same registers whatever the buffers: only the row pointers on the stack differ.  The
+    same invocation replays the walk (``entry_cache``), and so does one with moved
+    buffers (the row pointers relocated, ``path_relocate``); another row count or
+    length, or a branch the other way walks afresh; every outcome is the interpreter's."""
+    source = rows_source(64, 64, branch="bnez s18, row_out_tail").replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    lw s18, 16(s0)\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
+
+    def invoke(words):
+        fast, loops, _ = run_both(source, words, random_fill(9), min_path_iterations=1)
+        return fast, loops.proofs
+
+    base = [INPUT, OUTPUT, 12, 24, 0]
+    fast, proofs = invoke(base)
+    proofs.clear()                      # other tests may have run this very kernel
+    assert invoke(base)[0].batched_iterations == 12
+    hits, misses = proofs.hits, proofs.misses
+    assert invoke(base)[0].batched_iterations == 12 and proofs.hits == hits + 1
+    assert proofs.misses == misses
+    for moved in ([INPUT + 32, OUTPUT, 12, 24, 0], [INPUT, OUTPUT - 64, 12, 24, 0],
+                  [INPUT + 0x800, OUTPUT + 0x402, 12, 24, 0]):
+        hits = proofs.hits
+        assert invoke(moved)[0].batched_iterations == 12
+        assert proofs.hits == hits + 1 and proofs.misses == misses, moved
+    for changed in ([INPUT, OUTPUT, 9, 24, 0], [INPUT, OUTPUT, 12, 17, 0],
+                    [INPUT, OUTPUT, 12, 24, 1]):
+        misses = proofs.misses
+        invoke(changed)
+        assert proofs.misses == misses + 1, changed
+
+
+def test_a_stack_word_used_as_a_count_is_never_relocated():
+    """The row length lives on the stack too (its register cleared): a changed length
+    changes only a stack word, but one that counts the inner loops: walked afresh."""
+    source = rows_source(96, 96).replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    li s2, 0\n    li s3, 0\n    li s5, 0\n    j rows\nrows:")
+
+    def invoke(words):
+        fast, loops, _ = run_both(source, words, random_fill(11), min_path_iterations=1)
+        return fast, loops.proofs
+
+    base = [INPUT, OUTPUT, 12, 40]
+    proofs = invoke(base)[1]
+    proofs.clear()
+    invoke(base)
+    for words in ([INPUT, OUTPUT, 12, 33], [INPUT + 64, OUTPUT, 12, 40], [INPUT, OUTPUT, 12, 9]):
+        invoke(base)                    # the remembered walk: the base invocation's
+        hits, misses = proofs.hits, proofs.misses
+        invoke(words)
+        moved_only = words[3] == 40
+        assert (proofs.hits, proofs.misses) == ((hits + 1, misses) if moved_only
+                                                else (hits, misses + 1)), words
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 40), st.integers(2, 16), st.sampled_from([0, 2, 16, 48]),
+       st.sampled_from([-0x400, -2, 2, 16, 0x1000, 0x2222]),
+       st.sampled_from([-0x200, 0, 6, 0x1800]), st.integers(0, 2 ** 16))
+def test_random_moved_buffers_replay_the_walk(n, rows, extra, moved_in, moved_out, seed):
+    """Random row lengths, pitches and buffer moves, the row pointers only on the stack:
+    each invocation after the first relocates the walk, as the interpreter runs it."""
+    source = rows_source(2 * n + extra, 2 * n + extra).replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
+    for words in ([INPUT, OUTPUT, rows, n], [INPUT + moved_in, OUTPUT + moved_out, rows, n],
+                  [INPUT - moved_out, OUTPUT + moved_in, rows, n]):
+        run_both(source, words, random_fill(seed), min_path_iterations=1)
+
+
+# --- a row's inner loops along a second axis (path_inner) ---------------------------------------
+
+@pytest.fixture
+def inner_runs(monkeypatch):
+    """The inner loops ``path_inner`` ran as one batch, by their body length."""
+    ran: list[int] = []
+    run_inner = path_batch.run_inner
+
+    def counted(loop, *args):
+        ran.append(loop.length)
+        return run_inner(loop, *args)
+    monkeypatch.setattr(path_batch, "run_inner", counted)
+    return ran
+
+
+@pytest.mark.parametrize("n", [16, 29, 64, 200])
+@pytest.mark.parametrize("op", ["vmul.f16", "vmax.f16"])
+def test_a_rows_inner_loops_run_as_rows_x_copies(inner_runs, n, op):
+    """Both inner loops (the max, an accumulator; the output, a store) of every row
+    in one batch each: the outcome is the interpreter's.  Input and output rows of
+    different pitches: the output loop runs copy by copy (its check holds for one row)."""
+    run_both(rows_source(2 * n + 6, 2 * n + 6, op=op), [INPUT, OUTPUT, 12, n],
+             random_fill(n), min_path_iterations=1)
+    assert sorted(set(inner_runs)) == [5, 6]
+    inner_runs.clear()
+    run_both(rows_source(2 * n + 6, 2 * n + 8, op=op), [INPUT, OUTPUT, 12, n],
+             random_fill(n), min_path_iterations=1)
+    assert sorted(set(inner_runs)) == [5]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_accumulators_with_nans_fold_as_the_interpreter(inner_runs, seed):
+    """NaNs (either sign, signalling) and infinities in the rows: the max's fold of each
+    row falls back to the instruction's own semantics, copy by copy."""
+    run_both(rows_source(160, 160), [INPUT, OUTPUT, 16, 72], special_fill(seed),
+             min_path_iterations=1)
+    assert 5 in inner_runs
+
+
+def test_an_inner_loop_storing_what_its_next_copy_loads_runs_copy_by_copy(inner_runs):
+    """The output loop writes 16 bytes past its input: copy j + 1 loads what copy j
+    stored, so that loop stays copy by copy (the max loop still batches)."""
+    source = rows_source(256, 256).replace("    mov s13, s7\n", "    addi s13, s6, 16\n")
+    run_both(source, [INPUT, OUTPUT, 12, 64], random_fill(10), min_path_iterations=1)
+    assert inner_runs and 6 not in inner_runs

@@ -220,6 +220,7 @@ def test_the_simulators_checks_look_at_as_many_live_accesses_per_unit_at_any_len
     import sys
 
     import runtime_sim.race_live as race_live
+    import runtime_sim.races as races
     from runtime_sim.simulator import simulate
     from tests.sim.simlib import NO_VERIFY, REPO, compile_vir
     sys.path.insert(0, str(REPO / "bench"))
@@ -232,6 +233,7 @@ def test_the_simulators_checks_look_at_as_many_live_accesses_per_unit_at_any_len
         real_init(self)
         made.append(self)
     monkeypatch.setattr(race_live.LiveAccesses, "__init__", init)
+    monkeypatch.setattr(races, "PROVE_FIRST", False)      # the online checks, every unit
     per_unit = []
     for tasks in (400, 1600):
         path = tmp_path / f"gen{tasks}.vir"

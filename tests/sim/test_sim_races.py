@@ -68,6 +68,7 @@ def test_online_happens_before_matches_the_schedule_for_every_pair(tmp_path, mon
             compared["ordered"] += expected
         self.started.append(unit)
 
+    monkeypatch.setattr(races, "PROVE_FIRST", False)      # the online clocks, every unit
     monkeypatch.setattr(races.RaceDetector, "started", [], raising=False)
     monkeypatch.setattr(races.RaceDetector, "check", check)
     monkeypatch.setattr(race_clock, "_union", counted_union)

@@ -28,6 +28,8 @@ UNREACHABLE = {
     # construction (lower_dpu_channels); tests/onnx_import/test_dpu_channels.py pins these.
     " (pad the input and weights with zero channels)",
     "); a DPU workload of this op takes ",
+    " (a compressed convolution's input) or a multiple of ",
+    "dpu permute variant covers channels ",
 }
 
 

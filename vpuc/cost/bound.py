@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vpuc.cost.dpu import DpuParams, DpuWorkload, op_class
+from vpuc.cost.dpu import DENSE_LANES, DpuParams, DpuWorkload, op_class
 
 
 @dataclass
@@ -82,8 +82,8 @@ def ideal_dpu_cycles(w: DpuWorkload, params: DpuParams) -> float:
     cls = op_class(w.op)
     kh, kw = w.kernel
     out = w.width * w.height * w.channels * w.batch
-    if cls == "dense":
-        taps = w.in_channels * kh * kw
+    if cls == "dense":      # fewer than 16 input channels still take 16 lanes (dpu.py)
+        taps = max(w.in_channels, DENSE_LANES) * kh * kw
         rate = params.dense_macs_per_cycle[w.elem] * params.dense_efficiency
     else:
         taps = kh * kw if cls != "eltwise" else 1

@@ -10,7 +10,11 @@ its execution mode (``modes.py``):
   ``padded(out) * taps / rate[op class]``; ``padded`` rounds W, H, C up to the
   mode's grid; ``taps`` is ``K_in * kh * kw`` for dense ops (conv, matmul),
   ``kh * kw`` for depthwise and pooling, 1 for eltwise (which runs through the
-  PPE).  Dense rate: VPUNN's peak (2048 int8 MACs/cycle, halved for float) times
+  PPE).  A dense op of fewer than 16 input channels (a compressed convolution,
+  ``in_channels`` 4) still takes 16 per tap: the MPE's cells multiply 16 input
+  channels a cycle (VPUNN ``compute_Ideal_MAC_operations_cnt``, NPU2.7 and newer:
+  "Channel less than 16 are special", counted as 16); its activation and weight
+  bytes are its real channels' (``DENSE_LANES``).  Dense rate: VPUNN's peak (2048 int8 MACs/cycle, halved for float) times
   a fitted efficiency; the other rates are fitted.
 - ``activation fetch``: the input window the output box needs, in bytes, read
   once per channel block of the mode (a dense op re-reads its input for every
@@ -26,6 +30,10 @@ The DPU overlaps fetching with computing, imperfectly: the four streaming terms
 combine as a p-norm, ``(sum t_i^p)^(1/p)`` (p = infinity would be the ideal
 roofline max, p = 1 no overlap at all), with p fitted; setup adds on top.
 Every fitted number is in the timing TOML with the fit that produced it.
+
+An NCE permute (``permute``: the NPU compiler's ``NCEPermute`` / PermuteQuantize,
+an NCHW input written NHWC by the DPU) is an eltwise ADD of its input with itself
+(PPE scale 0.5) over the input reinterpreted: ``permute_workload``.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ from dataclasses import dataclass
 from vpuc.cost.modes import MODE_NAMES, ModeGrid
 
 OP_CLASS = {"conv": "dense", "matmul": "dense", "dwconv": "depthwise", "maxpool": "pool",
-            "avgpool": "pool", "add": "eltwise", "mul": "eltwise"}
+            "avgpool": "pool", "add": "eltwise", "mul": "eltwise", "permute": "eltwise"}
+DENSE_LANES = 16             # input channels an MPE cell multiplies per cycle (VPUNN, NPU2.7)
+PERMUTE_LANES = 16           # pixels per channel of the input as an NCE permute reads it
 CLASSES = ("dense", "depthwise", "pool", "eltwise")
 WEIGHT_TABLE_BYTES = 16      # vpux: a weights table entry is 4 x int32 per output channel
 
@@ -123,7 +133,7 @@ def dpu_cost(w: DpuWorkload, params: DpuParams, mode: str | None = None) -> DpuC
     spatial_blocks, channel_blocks = grid.blocks(w.width, w.height, w.channels)
     cols, rows = input_window(w)
     if cls == "dense":
-        taps = w.in_channels * kh * kw
+        taps = max(w.in_channels, DENSE_LANES) * kh * kw
         peak = params.dense_macs_per_cycle.get(w.elem)
         if peak is None:
             raise ValueError(f"the DPU cost model has no dense MACs/cycle for {w.elem} "
@@ -146,6 +156,23 @@ def dpu_cost(w: DpuWorkload, params: DpuParams, mode: str | None = None) -> DpuC
         weights=weights * spatial_blocks / params.weight_bytes_per_cycle,
         output=out * w.out_bytes / params.output_bytes_per_cycle,
         overlap=params.overlap)
+
+
+def permute_workload(positions: int, out_channels: int, elem: str, in_bytes: int,
+                     out_bytes: int, mode: str | None = None) -> DpuWorkload:
+    """The workload an NCE permute of ``positions`` pixels (N x H x W of its output box)
+    into ``out_channels`` channels runs as.  The NPU compiler (openvinotoolkit/npu_plugin,
+    ``ConvertIEToVPUNCE``'s NCEPermute and its lit test ``convert_vpu_nce_to_vpuip.mlir``,
+    NPU37XX: a 1x3x224x224 NCHW input is a 1x32x3x1568 NHWC tensor, the output 1x32x4x1568
+    in order NWCH) reads the NCHW bytes ``[C][H][W]`` as an NHWC tensor whose channels are
+    a run of consecutive pixels, whose H is the input's channels and whose W the runs; the
+    DPU adds it to itself (PPE scale 0.5, task type ELTWISE) and its output data unit writes
+    ``[pixel][channel]``: the NHWC tensor, channels padded with zeros.  The eltwise box is
+    therefore (W, H, C) = (positions / 16, out_channels, 16) here, runs of 16 pixels (any
+    multiple of 16 pads alike on the mode grid)."""
+    return DpuWorkload(op="permute", elem=elem, width=-(-positions // PERMUTE_LANES),
+                       height=out_channels, channels=PERMUTE_LANES, in_channels=PERMUTE_LANES,
+                       in_bytes=in_bytes, out_bytes=out_bytes, weight_bytes=in_bytes, mode=mode)
 
 
 def choose_mode(w: DpuWorkload, params: DpuParams) -> str:

@@ -1,7 +1,7 @@
 """An ACT segment's blocks when its axis does not divide well: a main run and one tail.
 
 ``lower-graph`` cuts an ACT segment's tensors into blocks of equal size along one
-axis (``lower_graph._split``: the fewest blocks, at least four, that divide the
+axis (``lower_act._split``: the fewest blocks, at least four, that divide the
 axis and fit the CMX budget double-buffered).  An axis of prime extent (a ViT's
 197 tokens) divides only into single rows: 197 blocks of one row, each paying
 its DMA latencies and dispatches, one ACT SHAVE per tile idle (a row has no
@@ -14,7 +14,7 @@ better.
 The estimate counts work as a share of the segment's per ACT SHAVE (every row of
 a block costs its kernels the same) plus a fixed cost per block; block *k* of
 the main run runs on tile ``k % tiles``, the tail on the tile after the main
-run's last.  ``choose_cut`` weighs the axes too (``lower_graph`` offers each
+run's last.  ``choose_cut`` weighs the axes too (``lower_act`` offers each
 axis that may be cut, with its even cut).
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 # A block's fixed cost (its loads' and store's DMA latency, the dispatches) as a share of
 # the segment's kernel work: an assumption that only ranks cuts (two rows of 197).
 BLOCK_COST = 0.01
-# Under ``--schedule default`` (segments pipelined, ``block_deps``): a block's fixed cost is
+# Under ``--schedule default`` (segments pipelined, ``schedule_deps``): a block's fixed cost is
 # its dispatches (its loads and store overlap the other slot's kernels), so smaller; a
 # smaller tail then wins over fewer blocks (a tail runs on one ACT SHAVE while the others
 # idle), and smaller blocks let the next segment start sooner.

@@ -49,6 +49,7 @@ class Value:
     kind: str                    # input, output, const, temp (CMX only) or ddr (DDR scratch)
     init: ConstInit | None = None
     also_output: bool = False    # a temp that is also a graph output
+    tile: int | None = None      # a ddr value held whole in this tile's CMX instead (resident.py)
 
     @property
     def in_ddr(self) -> bool:
@@ -110,7 +111,8 @@ class ProgramText:
                         if b.split(" ", 2)[1].lstrip("%") not in unused]
 
     def declare(self, values: list[Value]) -> None:
-        """The DDR declaration of every value that lives in DDR."""
+        """The DDR declaration of every value that lives in DDR (a resident value's CMX
+        buffer, ``resident.py``)."""
         for v in values:
             t = type_text(v.type)
             if v.kind == "input":
@@ -119,6 +121,8 @@ class ProgramText:
                 self.buffers.append(f"output %{v.name} : {t}")
             elif v.kind == "const":
                 self.buffers.append(f"const %{v.name} : {t} = {v.init}")
+            elif v.kind == "ddr" and v.tile is not None:
+                self.buffers.append(f"cmx %{v.name} : {t} tile {v.tile}")
             elif v.kind == "ddr":
                 self.buffers.append(f"ddr %{v.name} : {t}")
 

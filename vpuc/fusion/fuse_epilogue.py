@@ -22,7 +22,7 @@ in CMX.
 ``LayerEmitter.store`` (a K-split layer: ``lower_dpu_ksplit``) leaves it unused,
 and ``lower-graph`` then emits the two segments as before.
 
-Expects: segments as ``lower_graph._segments`` makes them.  Guarantees: the kernel
+Expects: segments as ``lower_segments.graph_segments`` makes them.  Guarantees: the kernel
 is generated from the subgraph's own body with its ports typed as the block (NHWC,
 the DPU's order), so each element is computed by the same ops as in the ACT segment.
 """

@@ -53,6 +53,8 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
                                             padded_vector, variant_boxes)
+from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
+                                           permutes_input)
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
@@ -400,6 +402,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
             and (dh, dw) == (1, 1) and x.type.order == NHWC and cp == c \
             and ((h - 1) // sh + 1, (w - 1) // sw + 1) == (oh, ow):
         step, (h, w, sh, sw) = (sh, sw), (oh, ow, 1, 1)
+    # An NCHW input (the model's) is laid out NHWC by the DPU, block by block; a convolution
+    # of at most 4 input channels then reads 4 (compressed): lower_dpu_permute
+    permuted = permutes_input(x.type.order, step)
+    cp = cmx_channels(c, conv and index.producer(op.operands[1]).kind == CONSTANT, permuted)
     resident = 0
     if conv:
         resident = (ocp * cp * kh * kw * elem.nbytes) + (4 * ocp if layer.bias is not None else 0)
@@ -412,7 +418,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
 
     def footprint(rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        return (n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
+        raw = n * c * loaded * w if permuted else 0       # the NCHW rows the permute reads
+        return (raw + n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
@@ -421,12 +428,15 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
 
     def stages(rows: int) -> BlockStages:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
-        if conv and cp > c:         # load_block_input's zeros for the padded channels
+        loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes,
+                      x.type.order != NHWC and not permuted)]
+        if conv and cp > c and not permuted:    # load_block_input's zeros for the padding
             loads.append(Move(n * (cp - c) * loaded * w * elem.nbytes, elem.nbytes))
+        compute = split_rows_cost(rows, workload_of, timing)[1]
+        if permuted:
+            compute += permute_cycles(n * loaded * w, cp, elem, timing)
         store = Move(n * oc * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
-        return block_stages(loads, split_rows_cost(rows, workload_of, timing)[1], [store],
-                            timing)
+        return block_stages(loads, compute, [store], timing)
 
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
     resident_loads = []
@@ -451,10 +461,14 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         if k < e.used:              # weights and bias: once per tile, before its first block
             if conv:
                 load_window_weights(e, op, index, values, t, e.load_waits(t),
-                                    [f"%{prefix}loaded{t}"], declare=t == 0)
+                                    [f"%{prefix}loaded{t}"], declare=t == 0, in_channels=cp)
             bias_of[t] = e.load_bias(t, bias)
-        xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
-                               [f"%{prefix}loaded{k}"], step=step)
+        if permuted:
+            xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
+                                      [f"%{prefix}loaded{k}"])
+        else:
+            xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
+                                   [f"%{prefix}loaded{k}"], step=step)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         weights = f" weights(%{prefix}w.t{t})" if conv else ""
         head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "

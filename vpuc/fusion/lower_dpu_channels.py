@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vpuc.diagnostics import VpucError
 from vpuc.fusion.lower_dpu_support import const_text
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
@@ -230,21 +231,26 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
 
 
 def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
-                        loaded: list[str], declare: bool) -> str:
-    """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels: the
-    graph's constant as it is when aligned, a zero-padded ``const`` copy when not, run-time
-    weights padded by DMA (``load_padded_weights``).  The CMX buffer's name."""
+                        loaded: list[str], declare: bool, in_channels: int | None = None) -> str:
+    """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels (or to
+    ``in_channels`` input channels: a compressed convolution's 4): the graph's constant as
+    it is when aligned, a zero-padded ``const`` copy when not, run-time weights padded by
+    DMA (``load_padded_weights``).  The CMX buffer's name."""
     producer = index.producer(op.operands[1])
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
-    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), aligned(i), kh, kw), elem, nhwc), t)
+    pi = in_channels or aligned(i)
+    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), pi, kh, kw), elem, nhwc), t)
     if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         if declare:
-            weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: aligned(i)})
-            e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{aligned(i)}x{kh}x{kw}x{elem} "
+            weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: pi})
+            e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{pi}x{kh}x{kw}x{elem} "
                                   f"NHWC = {const_text(weights, e.p + 'wpad')}")
         e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
+    elif pi != aligned(i):
+        raise VpucError(f"internal: run-time weights of {op.label} padded to {pi} input "
+                        "channels; only constants are", op.loc)
     elif (aligned(o), aligned(i)) != (o, i):
         load_padded_weights(e, values[op.operands[1]], (0, o), (0, i), wt, f"t{t}", waits, loaded)
     else:

@@ -225,7 +225,7 @@ def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int
     """CMX slots per tile: two (double buffering), or under ``--schedule default`` one per
     block when every block of a tile fits the CMX budget at once: no block then waits for
     an earlier one's store to free its slot, which a pipelined layer's stores, queued in
-    the store channel behind the previous segment's (``block_deps``), would make late."""
+    the store channel behind the previous segment's (``schedule_deps``), would make late."""
     per_tile = -(-len(work) // min(tiles, len(work)))
     if not prog.prefetch_bytes or split or per_tile <= 2:
         return 2

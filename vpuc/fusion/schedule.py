@@ -20,7 +20,8 @@ on program text:
 2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
-   the previous loads have, during the previous segment's compute, up to
+   the previous loads have, during the previous segment's compute (between that
+   segment's stores, not all ahead of them: ``_prefetch_order``), up to
    ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
    ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
    lifetimes); the loads past that keep their gate.
@@ -42,6 +43,13 @@ on program text:
    Add/Multiply (ResNet-18's residual Adds, the other operand loaded beside each
    block) that alone reads a DPU layer's output runs on the layer's output blocks
    in CMX instead of in a segment of its own, so that value never goes through DDR.
+
+6. **Values kept in CMX** (``resident.py``, while lowering): a value a DPU layer or
+   ACT segment produces and only DPU layers and ACT segments read is one CMX buffer of
+   the whole tensor on one tile when it fits beside the blocks and the prefetch room,
+   so its stores and loads are CMX -> CMX copies (16 cycles of latency, not the DDR's
+   870); the squeeze-excite input of MobileNetV3 stays there while its pool and two
+   1x1 layers run, and its Multiply reads it back.
 
 Other values between segments still go through DDR.  Numerics do not change: the same tasks compute the
 same values; only layouts in DDR, orders and sources of copies move.
@@ -207,7 +215,8 @@ class _EarlyRoom:
     """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
     ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
     whose last store updates the gate, ``<prefix>finished``) together leaves more free:
-    its buffers and the early ones then fit side by side, whatever their lifetimes.
+    its buffers and the early ones then fit side by side, whatever their lifetimes.  The
+    values kept in CMX across the running segment (``resident.resident_use``) count as its.
 
     Side by side only if the running segment's buffers are packed.  Those it loaded early
     itself were placed (allocate-cmx, first fit in order of first use) while its own
@@ -227,6 +236,11 @@ class _EarlyRoom:
                 if prefix:
                     key = (prefix, b.tile)
                     self.used[key] = self.used.get(key, 0) + b.type.nbytes
+        # values kept in CMX while the segment runs take its tile's bytes too
+        from vpuc.fusion.resident import resident_use, segment_order
+        order = segment_order(module, self.prefix_of)
+        for key, nbytes in resident_use(module, order, self.prefix_of).items():
+            self.used[key] = self.used.get(key, 0) + nbytes
 
     def prefix_of(self, name: str) -> str:
         """The longest segment prefix of a buffer's name (value names may hold dots
@@ -253,14 +267,20 @@ class _EarlyRoom:
 
 
 def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
-    """``tasks`` with each early load on channel 1, moved to right after the task that
-    updates the gate before its own gate (the start of the previous segment), so channel
-    1 runs it while the previous segment loads on channel 0.  Moved loads wait on nothing
-    but copies of loads moved before them, so the list stays in an order every channel can
-    run without waiting on a later task."""
+    """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
+    so channel 1 runs it while the previous segment loads on channel 0.  The first goes
+    right after the task that updates the gate before its own gate (the start of the
+    previous segment); each other one after one of the previous segment's channel-1 tasks
+    (its stores) in turn, the rest after its last store: a store queued behind every early
+    load of the next segment held up the short segment it ends, and so the next segment's
+    start (ResNet-18's residual 1x1 convolutions: 40K cycles of weights ahead of their
+    three stores).
+    Moved loads wait on nothing but copies of loads moved before them and keep their
+    order, so the list stays in an order every channel can run without waiting on a later
+    task."""
     updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
     starts = sorted(updater.values())
-    anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
     for i, task in enumerate(tasks):
         gate = early.get(id(task))
         if gate is None:
@@ -269,7 +289,14 @@ def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list
         if end is None:          # the first segment's: already first, in their channel's order
             continue
         task.channel = 1
-        anchor[i] = max((s for s in starts if s < end), default=-1)
+        moved.setdefault((max((s for s in starts if s < end), default=-1), end), []).append(i)
+    anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    for (start, end), loads in moved.items():
+        stores = [j for j in range(start + 1, end + 1) if tasks[j].channel == 1
+                  and early.get(id(tasks[j])) is None]
+        slots = [start] + stores
+        for n, i in enumerate(loads):
+            anchor[i] = slots[min(n, len(slots) - 1)]
     out: list = []
     pending: dict[int, list] = {}
     for i, task in enumerate(tasks):

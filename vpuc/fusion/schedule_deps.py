@@ -1,164 +1,325 @@
-"""Segments that wait on what they read, not on the segment before (``--schedule default``).
+"""Segments that wait on the DDR bytes they touch, not on the segment before
+(``--schedule default``): the one mechanism that lets lowered segments overlap.
 
 ``lower-graph`` runs its segments one after another: a segment's first tasks wait on
-the barrier its predecessor's last store updates (the *gate*), so each layer fills
-and drains its pipeline alone, and independent work (a shortcut convolution, a
-squeeze-excite branch, the next layer's loads while this one stores) never overlaps.
-``relax_gates`` replaces that order by the two things it stood for:
+the barrier its predecessor's last store updates (its *gate*, ``<prefix>finished``), so
+each layer fills and drains its pipeline alone, and independent work (a shortcut
+convolution, a squeeze-excite branch, the next layer's loads while this one stores, a
+transformer's FC2 on the first GELU blocks) never overlaps.  ``relax_gates`` replaces
+that order by the two things it stood for, data in DDR and room in CMX, with one model of
+DDR bytes (the exact strided footprints of ``vpuc/analysis/races.py``) and one place
+that decides every wait (``_Relaxation.apply``):
 
-1. **Data in DDR**: a DMA that reads DDR bytes an earlier segment writes waits on the
-   last such write on each DMA channel (a channel's FIFO ends its transfers in list
-   order, so the last one implies the others); one that writes bytes an earlier
-   segment reads or writes waits the same way (write-after-read, write-after-write).
-   Every DMA does, not only a segment's first ones: a later block's load used to be
-   ordered after the gate through its slot's previous block.
-2. **CMX**: allocate-cmx lets two buffers share bytes only when the barriers order
-   their uses.  A segment waits on the gate of the segment two back instead of its
-   own: at most two consecutive segments then run at once, and allocate-cmx keeps
-   their buffers apart when their lifetimes overlap.  Whether both fit depends on
-   lifetimes and fragmentation, so the result is allocated on trial (``TRIALS``
-   times at most): a segment whose buffer finds no room keeps its own gate (then the
-   segment after it does too), and after the last trial every segment does.  (A segment's early loads, placed by
-   ``schedule.overlap`` on the store channel after the last store of the segment two
-   back, are already behind that segment by their channel's order.)
+1. **Data**: a DMA that touches DDR bytes (or a value kept in CMX between segments,
+   ``resident.py``) a DMA of an earlier segment writes (or writes bytes one reads:
+   write-after-read, write-after-write) waits on the last such DMA on
+   each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
+   implies the others), through a barrier only that DMA updates (one it has, else
+   ``<label>.written``).  Every DMA does, not only a segment's first ones.
+2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
+   input) waits on rule 1 and on no gate, so a segment's first blocks run beside its
+   predecessor's last ones, when the segment's CMX buffers, its predecessor's (and the
+   one before, when the predecessor's loads run early too), the values kept in CMX
+   across them and ``reserve`` bytes of prefetched constants fit a tile (an estimate;
+   the trial below decides).  Copies out of a value kept in CMX keep their gates.
+3. **Gate two back**: every other task that waits on its predecessor's gate waits on the
+   gate of the segment two back instead: at most two consecutive segments then run at once.
+
+Whether the overlapping segments' buffers fit depends on lifetimes and fragmentation,
+so the result is allocated on trial (``TRIALS`` times at most): a segment whose buffer
+finds no room keeps its own gate for rule 3 (or, when it already does, the segment after
+it; when that does too, its loads keep their gates: no rule 2), and after the last trial
+no segment is relaxed by rule 3; when even that does not
+fit, rule 2 goes too (the module keeps its gates, with rule 1's waits, and is left to
+allocate-cmx to report).  The successful trial's placement is returned, for allocate-cmx
+to take when it still holds (``allocate_cmx.PLACEMENT``); the module itself is left
+unplaced.  A block among others (``trial=False``) keeps its order against theirs: rules
+1 and 2 only, without trial.
 
 Expects: a module of one lowered graph block after ``schedule.overlap``, ``keys`` the
 segments' task-label prefixes in program order, ``finishes[s]`` the gate segment ``s``'s
 last store updates (``None`` for the last).  When a task's segment cannot be told from its
-label, or a DPU or ACT SHAVE task touches DDR directly, the module is left unchanged.
-Guarantees: every added wait is on a barrier that a DMA earlier in the DMA list updates,
-of an earlier segment; each pair of DDR accesses of different segments, one a write, is
-ordered by barriers; the tasks compute the same values.
+label, or the module has several DMA lists, it is left unchanged; when a DPU or ACT SHAVE
+task touches DDR, rule 3 and the trial are off and loads of what such tasks touch keep
+their gates.
+Guarantees: every added wait is on a barrier that only a DMA earlier in the DMA list, of
+an earlier segment, updates (so the channels' FIFOs cannot deadlock on it); each pair of
+DDR accesses by DMAs of different segments, one a write, is ordered by barriers; the
+tasks compute the same values; a returned placement is one allocate-cmx found for the
+module as returned.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from vpuc.analysis.liveness import unit_operands
+from vpuc.analysis.races import make_footprint, region_box, shared_bytes
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.resident import resident_use, shared_buffers
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, Executor
 
 _DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
-# Trial allocations before every gate is kept (each costs about what allocate-cmx does).
+# Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
 TRIALS = 6
 
 
-@dataclass
-class _Access:
-    task: DmaTask
-    position: int          # in the DMA list
-    segment: int
-    lo: int                # byte interval of the root it touches (a bounding interval)
-    hi: int
-    write: bool
-
-
-class _SegmentIndex:
-    """The segment of a label or buffer name: the longest dotted prefix among ``keys``."""
-
-    def __init__(self, keys: list[str]) -> None:
-        self.index = {key: s for s, key in enumerate(keys)}
-
-    def of(self, name: str | None) -> int | None:
-        return by_dotted_prefix(self.index, name or "")
-
-
 def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
-                then=None) -> bool:
+                reserve: int, trial: bool = True) -> dict[str, int] | None:
     """Apply the module docstring's rules to ``module`` (``arch``: the target, whose CMX
-    the trial allocations fill); False when it is left unchanged.  ``then``: a further
-    relaxation of waits, barriers and updates only (``block_deps.pipeline_segments``),
-    applied after each attempt and tried with it; when even every gate kept does not
-    allocate with it, the module goes on without it (and without trial: as before)."""
+    the trial allocations fill; ``reserve``: CMX bytes per tile kept for prefetched
+    constants in rule 2's estimate).  Returns the CMX offsets of the successful trial
+    (buffer name -> offset), or None when there was none."""
     if len(keys) < 2 or len(finishes) != len(keys):
-        return False
-    segments = _SegmentIndex(keys)
-    symbols = SymbolTable(module)
-    dma_list = None
-    for task_list in module.task_lists:
-        for task in task_list.tasks:
-            if segments.of(task.label) is None:
-                return False
-            if task_list.executor is not Executor.DMA and any(
-                    symbols.region(n).kind in _DDR for n in unit_operands(task)
-                    if symbols.is_buffer_like(n)):
-                return False
-        if task_list.executor is Executor.DMA:
-            if dma_list is not None:
-                return False
-            dma_list = task_list
-    if dma_list is None:
-        return False
-    fits = [s > 0 for s in range(len(keys))]       # segment s waits two back, not one
+        return None
+    relax = _Relaxation.of(module, keys, finishes, arch.cmx_bytes, reserve)
+    if relax is None:
+        return None
+    trial = trial and relax.direct_ddr is None
+    two_back = [trial and s > 0 for s in range(len(keys))]
+    early = list(relax.early)
     saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
     barriers = list(module.barriers)
     for attempt in range(TRIALS + 2):
         if attempt >= TRIALS:                  # each trial allocates the whole program
-            fits = [False] * len(fits)
-        further = then is not None and attempt <= TRIALS
-        _relax(module, dma_list, segments, symbols, finishes, fits)
-        if further:
-            then()
-        failed = _failed_allocation(module, arch) if any(fits) or further else None
-        if failed is None:
-            return True
+            two_back = [False] * len(two_back)
+        if attempt > TRIALS:
+            early = [False] * len(keys)
+        relax.apply(two_back, early)
+        if not trial or attempt > TRIALS:
+            return None
+        placed, failed = _trial_allocation(module, arch)
+        if placed is not None:
+            return placed
         for task, waits, updates in saved:
             task.waits, task.updates = waits, updates
         module.barriers = list(barriers)
-        s = segments.of(failed)
-        if s is not None and fits[s]:
-            fits[s] = False
-        elif s is not None and s + 1 < len(fits) and fits[s + 1]:
-            fits[s + 1] = False
+        s = relax.segment_of(failed)
+        if s is not None and two_back[s]:
+            two_back[s] = False
+        elif s is not None and s + 1 < len(two_back) and two_back[s + 1]:
+            two_back[s + 1] = False
+        elif s is not None and early[s]:
+            early[s] = False
         else:
-            fits = [False] * len(fits)
-    return True
+            two_back = [False] * len(two_back)
+    return None
 
 
-def _relax(module: Module, dma_list, segments: _SegmentIndex, symbols: SymbolTable,
-           finishes: list[str | None], fits: list[bool]) -> None:
-    gate_of = {f: s + 1 for s, f in enumerate(finishes) if f is not None}
-    for task in dma_list.tasks + [t for tl in module.task_lists
-                                  if tl.executor is not Executor.DMA for t in tl.tasks]:
-        s = segments.of(task.label)
-        waits = []
-        for w in task.waits:
-            if gate_of.get(w) == s and fits[s]:
-                if s >= 2:
-                    w = finishes[s - 2]
-                else:
-                    continue
-            if w not in waits:
-                waits.append(w)
-        task.waits = tuple(waits)
-    _wait_on_ddr_writes(module, dma_list.tasks, segments, symbols)
-    _drop_unwaited(module, {f for f in finishes if f is not None})
+class _Relaxation:
+    """The module's DMA accesses of DDR and its segments, read once; ``apply`` sets the
+    waits of one attempt."""
+
+    def __init__(self, module: Module, keys: list[str], finishes: list[str | None],
+                 dma_tasks: list[DmaTask], others: list, symbols: SymbolTable) -> None:
+        self.module = module
+        self.index = {key: s for s, key in enumerate(keys)}
+        self.finishes = finishes
+        self.gates = {f for f in finishes if f is not None}
+        self.dma_tasks = dma_tasks
+        self.others = others                  # DPU and ACT SHAVE tasks
+        self.segment = {id(t): self.segment_of(t.label) for t in dma_tasks + others}
+        # roots of DDR bytes DPU or ACT SHAVE tasks touch (none on lowered programs)
+        touched = {symbols.region(n).root.name for t in others for n in unit_operands(t)
+                   if symbols.is_buffer_like(n) and symbols.region(n).kind in _DDR}
+        self.direct_ddr = touched or None
+        resident = set(shared_buffers(module, self.segment_of))
+        self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
+        self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
+        self.early: list[bool] = []
+
+    @staticmethod
+    def of(module: Module, keys, finishes, cmx_bytes: int, reserve: int):
+        symbols = SymbolTable(module)
+        dma_lists = [tl for tl in module.task_lists if tl.executor is Executor.DMA]
+        if len(dma_lists) != 1:
+            return None
+        others = [t for tl in module.task_lists if tl.executor is not Executor.DMA
+                  for t in tl.tasks]
+        relax = _Relaxation(module, keys, finishes, dma_lists[0].tasks, others, symbols)
+        if any(s is None for s in relax.segment.values()):
+            return None
+        relax.early = _early_segments(module, relax, cmx_bytes, reserve)
+        return relax
+
+    def segment_of(self, name: str | None) -> int | None:
+        return by_dotted_prefix(self.index, name or "")
+
+    def apply(self, two_back: list[bool], early: list[bool]) -> None:
+        """Rules 1 to 3 of the module docstring, for the segments ``two_back`` (rule 3)
+        and ``early`` (rule 2) name; the gates no task waits on any more go."""
+        gate_of = {f: s + 1 for s, f in enumerate(self.finishes) if f is not None}
+        for task in self.dma_tasks + self.others:
+            s = self.segment[id(task)]
+            if id(task) in self.loads and early[s]:
+                waits = [w for w in task.waits if w not in self.gates]
+            else:
+                waits = []
+                for w in task.waits:
+                    if gate_of.get(w) == s and two_back[s]:
+                        if s < 2:
+                            continue
+                        w = self.finishes[s - 2]
+                    if w not in waits:
+                        waits.append(w)
+            task.waits = tuple(waits)
+        self._wait_on_ddr_writes()
+        _drop_unwaited(self.module, self.gates)
+
+    def _wait_on_ddr_writes(self) -> None:
+        """Rule 1: per task, the latest conflicting DMA of an earlier segment per channel."""
+        seg = self.segment
+        channels = len({t.channel for t in self.dma_tasks if isinstance(t, DmaTask)})
+        needs: dict[int, dict[int, tuple[int, DmaTask]]] = {}  # id(later) -> channel -> earlier
+        for accesses in self.accesses.values():
+            for i, (later, _, lfp, lwrite) in enumerate(accesses):
+                latest = needs.setdefault(id(later), {})
+                ls = seg[id(later)]
+                for j in range(i - 1, -1, -1):          # latest first: one hit per channel
+                    earlier, epos, efp, ewrite = accesses[j]
+                    if seg[id(earlier)] >= ls or not (ewrite or lwrite):
+                        continue
+                    held = latest.get(earlier.channel)
+                    if held is not None and held[0] >= epos:
+                        if len(latest) == channels and all(p >= epos for p, _ in latest.values()):
+                            break
+                        continue
+                    if shared_bytes(efp, lfp) is not None:
+                        latest[earlier.channel] = (epos, earlier)
+        own = _OwnBarriers(self.module)
+        for task in self.dma_tasks:
+            for _, earlier in sorted(needs.get(id(task), {}).values(), key=lambda e: e[0]):
+                barrier = own.of(earlier)
+                if barrier not in task.waits:
+                    task.waits = tuple(task.waits) + (barrier,)
 
 
-def _failed_allocation(module: Module, arch) -> str | None:
-    """The CMX buffer allocate-cmx would find no room for ("" when its message names none),
-    or None; the module's offsets are left as they were."""
+def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
+                  resident: set[str]) -> dict[str, list]:
+    """Root name -> (task, position in the DMA list, footprint, writes) of every DMA
+    access of DDR bytes or of a ``resident`` CMX buffer, in list order."""
+    by_root: dict[str, list] = {}
+    for position, task in enumerate(tasks):
+        if not isinstance(task, DmaTask):
+            continue
+        for name, write in ((task.src, False), (task.dst, True)):
+            region = symbols.region(name)
+            if region is None or (region.kind not in _DDR
+                                  and region.root.name not in resident):
+                continue
+            footprint = make_footprint(region.root, region_box(region))
+            by_root.setdefault(region.root.name, []).append((task, position, footprint, write))
+    return by_root
+
+
+def _loads_data(task, symbols: SymbolTable, touched: set[str], resident: set[str]) -> bool:
+    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch, or
+    copies out of a value kept in CMX (``resident``)."""
+    if not isinstance(task, DmaTask):
+        return False
+    src, dst = symbols.region(task.src), symbols.region(task.dst)
+    return src is not None and dst is not None and dst.kind is BufferKind.CMX \
+        and (src.kind in _DDR or src.root.name in resident) and src.root.name not in touched
+
+
+def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
+                    reserve: int) -> list[bool]:
+    """Rule 2's estimate: the segments whose loads may wait on data alone."""
+    n = len(relax.finishes)
+    used: dict[tuple[int, int], int] = {}      # (segment, tile) -> bytes of its CMX buffers
+    for b in module.buffers:
+        if b.kind is BufferKind.CMX:
+            s = relax.segment_of(b.name)
+            if s is not None:
+                used[(s, b.tile)] = used.get((s, b.tile), 0) + b.type.nbytes
+    keys = list(relax.index)
+
+    def key_of(label: str) -> str | None:
+        s = relax.segment_of(label)
+        return None if s is None else keys[s]
+
+    for (key, tile), nbytes in resident_use(module, keys, key_of).items():
+        s = relax.index[key]                   # values kept in CMX across the segment
+        used[(s, tile)] = used.get((s, tile), 0) + nbytes
+    tiles = sorted({tile for _, tile in used})
+    early = [False] * n
+    for s in range(1, n):
+        group = [s, s - 1] + ([s - 2] if s >= 2 and early[s - 1] else [])
+        early[s] = all(sum(used.get((g, t), 0) for g in group) + reserve <= cmx_bytes
+                       for t in tiles)
+    return early
+
+
+class _OwnBarriers:
+    """A barrier that only a given task updates: one of its own, else a new
+    ``<label>.written`` (the module's barriers and the task's updates grow)."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.names = {b.name for b in module.barriers}
+        self.updaters: dict[str, int] = {}
+        for tl in module.task_lists:
+            for t in tl.tasks:
+                for u in _all_updates(t):
+                    self.updaters[u] = self.updaters.get(u, 0) + 1
+        self.made: dict[int, str] = {}
+
+    def of(self, task) -> str:
+        found = self.made.get(id(task))
+        if found is None:
+            found = next((u for u in task.updates if self.updaters.get(u) == 1), None)
+        if found is None:
+            found = base = f"{task.label}.written"
+            n = 1
+            while found in self.names:
+                found, n = f"{base}{n}", n + 1
+            self.names.add(found)
+            self.updaters[found] = 1
+            self.module.barriers.append(Barrier(found))
+            task.updates = tuple(task.updates) + (found,)
+        self.made[id(task)] = found
+        return found
+
+
+def _all_updates(task) -> tuple[str, ...]:
+    """A task's updates, its DPU variants' too."""
+    out = tuple(task.updates)
+    for v in getattr(task, "variants", ()) or ():
+        out += tuple(v.updates)
+    return out
+
+
+def _all_waits(task) -> tuple[str, ...]:
+    """A task's waits, its DPU variants' too."""
+    out = tuple(task.waits)
+    for v in getattr(task, "variants", ()) or ():
+        out += tuple(v.waits)
+    return out
+
+
+def _trial_allocation(module: Module, arch) -> tuple[dict[str, int] | None, str | None]:
+    """(the offsets allocate-cmx gives the CMX buffers without one, None), or (None, the
+    buffer it finds no room for: "" when its message names none); the module's offsets
+    are left as they were."""
     from vpuc.passes.allocate_cmx import allocate
     unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
     try:
         allocate(module, arch)
+        return {b.name: b.offset for b in unplaced}, None
     except VpucError as exc:
         found = re.search(r"(?:placing|gap for) %([^\s:(]+)", str(exc))
-        return found.group(1) if found else ""
+        return None, found.group(1) if found else ""
     finally:
         for b in unplaced:
             b.offset = None
-    return None
 
 
 def _drop_unwaited(module: Module, gates: set[str]) -> None:
     """Remove the gates no task waits on any more (a barrier nothing waits on is dead)."""
-    waited = {w for tl in module.task_lists for t in tl.tasks for w in t.waits}
+    waited = {w for tl in module.task_lists for t in tl.tasks for w in _all_waits(t)}
     dead = gates - waited
     if not dead:
         return
@@ -167,49 +328,3 @@ def _drop_unwaited(module: Module, gates: set[str]) -> None:
             if dead.intersection(t.updates):
                 t.updates = tuple(u for u in t.updates if u not in dead)
     module.barriers = [b for b in module.barriers if b.name not in dead]
-
-
-def _wait_on_ddr_writes(module: Module, tasks: list, segments: _SegmentIndex,
-                        symbols: SymbolTable) -> None:
-    """Rule 1 of the module docstring."""
-    by_root: dict[str, list[_Access]] = {}
-    for position, task in enumerate(tasks):
-        if not isinstance(task, DmaTask):
-            continue
-        for name, write in ((task.src, False), (task.dst, True)):
-            region = symbols.region(name)
-            if region is None or region.kind not in _DDR:
-                continue
-            if all(s >= 0 for s in region.strides_bits):
-                lo, hi = region.byte_offset, region.byte_offset + region.span_bytes
-            else:
-                lo, hi = 0, region.root.type.nbytes
-            by_root.setdefault(region.root.name, []).append(
-                _Access(task, position, segments.of(task.label), lo, hi, write))
-    names = {b.name for b in module.barriers}
-    done: dict[int, str] = {}                         # id(task) -> barrier it now updates
-    needs: dict[int, dict[int, _Access]] = {}         # id(task) -> channel -> latest access
-    for accesses in by_root.values():
-        for i, later in enumerate(accesses):
-            for earlier in accesses[:i]:
-                if earlier.segment >= later.segment or not (earlier.write or later.write) \
-                        or earlier.hi <= later.lo or later.hi <= earlier.lo:
-                    continue
-                latest = needs.setdefault(id(later.task), {})
-                held = latest.get(earlier.task.channel)
-                if held is None or held.position < earlier.position:
-                    latest[earlier.task.channel] = earlier
-    for task in tasks:
-        for earlier in sorted(needs.get(id(task), {}).values(), key=lambda a: a.position):
-            barrier = done.get(id(earlier.task))
-            if barrier is None:
-                barrier = base = f"{earlier.task.label}.written"
-                n = 1
-                while barrier in names:
-                    barrier, n = f"{base}{n}", n + 1
-                names.add(barrier)
-                module.barriers.append(Barrier(barrier))
-                earlier.task.updates = tuple(earlier.task.updates) + (barrier,)
-                done[id(earlier.task)] = barrier
-            if barrier not in task.waits:
-                task.waits = tuple(task.waits) + (barrier,)

@@ -44,6 +44,10 @@ class DpuOp(Enum):
     MUL = "mul"
     MAXPOOL = "maxpool"
     AVGPOOL = "avgpool"
+    # NCE permute: the input copied into the output's dims order, its channels zero-padded
+    # to the output's (the NPU compiler's NCEPermute, an ELTWISE workload whose output data
+    # unit writes another order; docs/vir.md, DPU tasks)
+    PERMUTE = "permute"
 
     def __str__(self) -> str:
         return self.value

@@ -12,13 +12,20 @@ order before its own.  Buffers that are over for good (ordered before the next
 unit of every queue) are retired, so each step only looks at the live set.  On
 overflow the error names the peak: the buffers live at that point and the
 bytes over.
+
+A placement found earlier in the compile (``lower-graph``'s trial of its schedule,
+``vpuc/fusion/schedule_deps.py``) is offered through ``PassContext.artifacts`` under
+``PLACEMENT``; it is taken when it places every CMX buffer without an offset, aligned,
+inside its tile, and passes the verifier's overlap rule on the module as it is now
+(``liveness.overlap_conflicts``), else the buffers are placed afresh.  So a pass between
+the two that changes the schedule costs the saving, never correctness.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vpuc.analysis.liveness import Lifetime, ordered_before, users_by_root
+from vpuc.analysis.liveness import Lifetime, ordered_before, overlap_conflicts, users_by_root
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Buffer, BufferKind, Module
@@ -26,6 +33,8 @@ from vpuc.ir.symbols import SymbolTable, buffer_footprint
 from vpuc.passes.base import ModulePass, PassContext
 
 CMX_ALIGNMENT = 64  # assumption: DPU and DMA descriptors want 64-byte aligned CMX addresses
+# PassContext.artifacts key: {buffer name: offset}, a placement offered to the pass
+PLACEMENT = "cmx-placement"
 
 
 @dataclass
@@ -45,8 +54,37 @@ class AllocateCmxPass(ModulePass):
     name = "allocate-cmx"
 
     def run(self, module: Module, ctx: PassContext) -> None:
-        allocate(module, ctx.arch)
+        offered = ctx.artifacts.pop(PLACEMENT, None)
+        if offered is None or not take_placement(module, ctx.arch, offered):
+            allocate(module, ctx.arch)
         module.attributes["cmx"] = "allocated"
+
+
+def take_placement(module: Module, arch, offsets: dict[str, int]) -> bool:
+    """Give the CMX buffers without an offset theirs in ``offsets`` when that placement
+    holds (module docstring); False, with the module unchanged, when it does not."""
+    unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
+    for b in unplaced:
+        offset = offsets.get(b.name)
+        if offset is None or offset % CMX_ALIGNMENT or offset < 0 \
+                or offset + buffer_footprint(b) > arch.cmx_bytes:
+            return False
+    for b in unplaced:
+        b.offset = offsets[b.name]
+    schedule = Schedule(module, arch)
+    holds = not schedule.cycle_nodes
+    if holds:
+        users = users_by_root(schedule, SymbolTable(module))
+        tiles: dict[int, list] = {}
+        for b in module.buffers:
+            if b.kind is BufferKind.CMX and b.offset is not None:
+                tiles.setdefault(b.tile, []).append(
+                    (b, b.offset, b.offset + buffer_footprint(b), users.get(b.name, [])))
+        holds = not any(overlap_conflicts(schedule, placed) for placed in tiles.values())
+    if not holds:
+        for b in unplaced:
+            b.offset = None
+    return holds
 
 
 def allocate(module: Module, arch) -> None:

@@ -42,6 +42,8 @@ def expected_output(task: DpuTask, in_dims, weights_dims) -> tuple[int, ...] | N
         return (in_dims[0], weights_dims[0]) if weights_dims else None
     if op in (DpuOp.ADD, DpuOp.MUL):
         return tuple(in_dims)
+    if op is DpuOp.PERMUTE:       # the output's channels may be more (zero-padded)
+        return None
     kernel, stride, pad, dilation = window_params(task, weights_dims)
     n, c, h, w = in_dims
     oh = (h + pad[0] + pad[1] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
@@ -167,6 +169,11 @@ def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
         if bias not in ((channels,), (1, channels, 1, 1)):
             bag.error(task.bias.loc, f"dpu bias %{task.bias} has shape {bias}; expected "
                       f"({channels},), one value per output channel")
+    if op is DpuOp.PERMUTE and (out[1] < inp[1] or (out[0], *out[2:]) != (inp[0], *inp[2:])):
+        bag.error(task.output.loc, f"dpu permute output %{task.output} has shape {tuple(out)}; "
+                  f"expected the input's {tuple(inp)} with at least its {inp[1]} channels "
+                  "(more are zero-padded)")
+        return
     expected = expected_output(task, inp, weights)
     if expected is not None and tuple(out) != expected:
         bag.error(task.output.loc, f"dpu {op} output %{task.output} has shape {tuple(out)}; "

@@ -2,6 +2,9 @@
 
 The transformer runs inside the parser (no intermediate tree), which with the
 garbage collector paused during the parse is what makes big files fast.
+The module, kernel, buffer and task rules are here; a graph block's and the
+provenance lines' in ``graph_rules.py``; literals, types and the helpers every rule
+shares in ``atoms.py``.
 Values that the grammar accepts but that are out of range (a bad order, a
 malformed memref) are collected as located diagnostics; a syntax error stops
 the parse and is turned into a message people understand (see ``syntax.py``).
@@ -13,124 +16,31 @@ from functools import lru_cache
 from pathlib import Path
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, v_args
 
 from vpuc.diagnostics import SOURCES, DiagnosticBag, Loc, VpucError
 from vpuc.perf import gc_paused
-from vpuc.ir.graph import Graph, GraphOp, number_as_float
-from vpuc.ir.provenance import LayerSource, OnnxNode
+from vpuc.ir.graph import Graph, number_as_float
+from vpuc.ir.provenance import LayerSource
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
                             KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
                             Slice, View)
 from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
                            PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
-from vpuc.ir.types import (ELEM_BY_NAME, NAMED_ORDERS, DimsOrder, Dynamic, MemRefPattern,
-                           TensorType)
-from vpuc.verifier.graph import check_graph
+from vpuc.ir.types import ELEM_BY_NAME, NAMED_ORDERS, DimsOrder
+from vpuc.vir.atoms import MAX_DECIMAL_DIGITS, LiteralTooLong, parse_int, parse_number
 from vpuc.vir.grammar_cache import cached_lark
+from vpuc.vir.graph_rules import GraphRules
 from vpuc.vir.plain_declarations import merge_declarations, take_declarations
 from vpuc.vir.syntax import syntax_error
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 
 
-# Python refuses to convert longer decimal strings (a guard against quadratic time).
-MAX_DECIMAL_DIGITS = 4300
-
-
-class LiteralTooLong(ValueError):
-    """A decimal integer literal longer than Python converts; carries the token."""
-
-    def __init__(self, token) -> None:
-        super().__init__(token)
-        self.token = token
-
-
-def parse_int(text: str) -> int:
-    body = text.lstrip("+-")
-    if len(body) > MAX_DECIMAL_DIGITS and body[:2] not in ("0x", "0X"):
-        raise LiteralTooLong(text)
-    value = int(body, 16) if body[:2] in ("0x", "0X") else int(body, 10)
-    return -value if text.startswith("-") else value
-
-
-def parse_number(token: Token) -> float | int:
-    if token.type == "INT":
-        return parse_int(token)
-    return float(token)
-
-
-class _TransformerHelpers:
-    """What the rule callbacks share.  Kept out of ``VirTransformer`` itself, so lark's
-    ``v_args`` leaves these plain methods: a wrapped one builds a new wrapper (with
-    ``functools.update_wrapper``) on every attribute access, a tenth of a long parse."""
-
-    file: str
-    bag: DiagnosticBag
-    interned: dict
-
-    def loc(self, token: Token) -> Loc:
-        return Loc(self.file, token.line, token.column)
-
-    def ref(self, token: Token) -> Ref:
-        # Strip the sigil: %x and @k are stored as "x" and "k".
-        return Ref(token[1:], Loc(self.file, token.line, token.column))
-
-    def shared(self, value):
-        """One object for equal immutable values of a parse (variant corners, DPU windows):
-        a program of 100k tasks repeats a few of them tens of thousands of times."""
-        return self.interned.setdefault(value, value)
-
-    def shared_slice(self, start: int, stop: int, step: int = 1) -> Slice:
-        # Slices are never changed after parsing, so views may share equal ones (``:``).
-        key = ("slice", start, stop, step)
-        found = self.interned.get(key)
-        if found is None:
-            found = self.interned[key] = Slice(start, stop, step)
-        return found
-
-    def int_(self, token: Token | None) -> int | None:
-        return None if token is None else parse_int(token)
-
-    def tensor_type(self, shaped: Token, order: DimsOrder | None) -> TensorType:
-        *dims_text, elem_text = shaped.split("x")
-        if len(shaped) > MAX_DECIMAL_DIGITS:
-            raise LiteralTooLong(shaped)
-        dims = tuple(Dynamic(int(d[3:])) if d.startswith("?") else int(d) for d in dims_text)
-        if order is None:
-            order = DimsOrder.identity(len(dims))
-        elif order.rank != len(dims):
-            self.bag.error(self.loc(shaped), f"dims order {order} has rank {order.rank} but the "
-                           f"type {shaped} has rank {len(dims)}")
-            order = DimsOrder.identity(len(dims))
-        return TensorType(dims, ELEM_BY_NAME[elem_text], order)
-
-    def memref_pattern(self, token: Token) -> MemRefPattern | None:
-        inner = token[len("memref<"):-1].replace(" ", "")
-        *dims_text, elem_text = inner.split("x") if inner else [""]
-        elem = ELEM_BY_NAME.get(elem_text)
-        if elem is None:
-            self.bag.error(self.loc(token), f"unknown element type '{elem_text}' in {token}; "
-                           "expected one of " + ", ".join(ELEM_BY_NAME))
-            return None
-        if dims_text == ["*"]:
-            return MemRefPattern(elem, None)
-        dims: list[int | None] = []
-        for text in dims_text:
-            if text == "?":
-                dims.append(None)
-            elif text.isdigit():
-                dims.append(int(text))
-            else:
-                self.bag.error(self.loc(token), f"bad dim '{text}' in {token}; expected "
-                               "memref<*xT> (any rank) or dims of sizes or '?', like memref<?x16xf16>")
-                return None
-        return MemRefPattern(elem, tuple(dims))
-
-
 @v_args(inline=True)
-class VirTransformer(_TransformerHelpers, Transformer):
-    """Builds IR objects bottom-up while lark parses."""
+class VirTransformer(GraphRules):
+    """Builds IR objects bottom-up while lark parses (the graph blocks' rules in
+    ``graph_rules.py``, the atoms' helpers in ``atoms.py``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -343,79 +253,6 @@ class VirTransformer(_TransformerHelpers, Transformer):
         return tuple(values or ())
 
     updates = waits
-
-    # ------------------------------------------------------------ graphs
-    def graph_decl(self, kw, symbol, waits, updates, *ops) -> Graph:
-        graph = Graph(symbol[1:], list(ops), loc=self.loc(kw), waits=waits or (),
-                      updates=updates or ())
-        # Names, arity, attributes and shapes are checked (and types inferred) here, so the
-        # IR of a parsed graph is always fully typed.
-        check_graph(graph, self.bag)
-        return graph
-
-    def graph_op(self, value, kind, attrs, args, type_, origin) -> GraphOp:
-        return GraphOp(str(kind), value[1:], tuple(args or ()), attrs or {}, type_,
-                       loc=self.loc(value), origin=origin or ())
-
-    # ------------------------------------------------------------ provenance
-    def onnx_origin(self, *nodes) -> tuple[OnnxNode, ...]:
-        return tuple(nodes)
-
-    def onnx_node(self, name, op_type) -> OnnxNode:
-        return OnnxNode(name[1:-1], str(op_type))
-
-    def layer_decl(self, kw, key, nodes) -> LayerSource:
-        return LayerSource(key[1:-1], nodes, loc=self.loc(kw))
-
-    def graph_const(self, value, kind, payload, type_) -> GraphOp:
-        return GraphOp(str(kind), value[1:], (), {}, type_, const=payload, loc=self.loc(value))
-
-    def graph_result(self, kw, attrs, args, type_) -> GraphOp:
-        return GraphOp(str(kw), None, tuple(args or ()), attrs or {}, type_, loc=self.loc(kw))
-
-    def graph_type(self, shaped, order) -> TensorType:
-        return self.tensor_type(shaped, order)
-
-    def payload_scalar(self, number) -> ConstInit:
-        return ConstInit(values=(number,))
-
-    def attr_dict(self, *attrs) -> dict:
-        result: dict = {}
-        for item in attrs:
-            if item is None:
-                continue
-            name, value = item
-            if name in result:
-                self.bag.error(self.loc(name), f"attribute '{name}' is given twice")
-            result[str(name)] = value
-        return result
-
-    def attr(self, name, value):
-        return (name, value)
-
-    def attr_value(self, value):
-        if not isinstance(value, Token):
-            return value          # a number or a list, already converted
-        if value.type in ("TRUE", "FALSE"):
-            return value.type == "TRUE"
-        if value.type == "STRING":
-            return str(value[1:-1])
-        if value.type == "DYN_DIM":
-            return Dynamic(int(value[3:]))
-        if value.type == "SHAPED":
-            if "x" in value:
-                self.bag.error(self.loc(value), f"attribute value {value} is a tensor type; "
-                               "expected an element type such as f32")
-            return ELEM_BY_NAME[value.split("x")[-1]]
-        return str(value)
-
-    def attr_list(self, *items) -> tuple:
-        return tuple(i for i in items if i is not None)
-
-    def attr_item(self, value):
-        if isinstance(value, Token):
-            return Dynamic(int(value[3:]))
-        return value
 
     # ------------------------------------------------------------ atoms
     def value_list(self, *values) -> list[Ref]:

@@ -45,7 +45,9 @@ class NotSupported(VpucError):
 
 
 def f16_bits(value: float) -> int:
-    return int(np.array([value], np.float32).astype(np.float16).view(np.uint16)[0])
+    # a constant beyond f16's range becomes ±inf, as the hardware's f32->f16 convert does
+    with np.errstate(over="ignore"):
+        return int(np.array([value], np.float32).astype(np.float16).view(np.uint16)[0])
 
 
 def bf16_bits(value: float) -> int:
@@ -105,7 +107,8 @@ class EmitContext:
 
     def splat_f16(self, value: float) -> Reg:
         s, v = self.new("s"), self.new("v")
-        self.emit("li", s, f16_bits(value), note=f"f16 {float(np.float16(value))!r}")
+        bits = f16_bits(value)
+        self.emit("li", s, bits, note=f"f16 {float(np.uint16(bits).view(np.float16))!r}")
         self.emit("vbcast.h", v, s)
         return v
 

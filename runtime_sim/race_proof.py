@@ -1,0 +1,177 @@
+"""A proof, before the run, that a program has no data race: the race detector's fast path.
+
+A race is a pair of units touching a common byte, one of them writing, that
+happens-before (``race_clock``) leaves unordered.  Both are functions of the
+program alone, so whether any race exists is decided before the run, in numpy
+over columns:
+
+* a topological order of the happens-before graph (a run that starts each
+  unit as soon as the graph allows: ``rank``) and every unit's start clock
+  (``HappensBefore``, the clocks the online detector computes);
+* the unordered pairs, read off the clocks: the units of queue q that are not
+  ordered before v and rank before it are the positions past what v's start
+  clock knows ended in q, up to the last one ranked before v (a queue starts
+  its units in order, so its ranks grow with position);
+* for each such pair, every access of one against every access of the other:
+  same memory, spans meeting, one writing; a strided region's exact bytes are
+  compared only where the spans meet (``LiveAccesses.overlap``).
+
+A well-synchronized program has few unordered pairs per unit, so this is
+linear in its units.  When no pair races the detector skips its per-unit
+checks (nothing could be reported, and a failure has no race to explain).
+When one does, or the unordered pairs are too many (a program with few
+barriers), or a buffer is dynamic (its dims, and so its bytes, are set during
+the run), or the barriers form a cycle (the run deadlocks), the online
+detector runs as before and reports exactly what it always did.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from runtime_sim.plan import Plan
+from runtime_sim.race_clock import HappensBefore
+
+PAIRS_PER_UNIT = 64       # beyond this many unordered pairs per unit, the online check decides
+
+
+def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[list]] | None:
+    """(the clock, units in a topological order of happens-before, each unit's start clock),
+    or None when the barriers form a cycle.  Each unit starts once its queue predecessor
+    did and its barriers' producers ended, and ends at once: the clocks depend only on
+    the graph, not on when units end."""
+    clock = HappensBefore(plan)
+    waits, updates, queue_units = plan.waits, plan.updates, plan.queue_units
+    producers_left = list(plan.producer_count)
+    waiting_on: list[list[int] | None] = [None] * len(producers_left)   # barrier -> queues
+    head = [0] * len(queue_units)
+    order: list[int] = []
+    starts: list = [None] * plan.size
+    todo = list(range(len(queue_units)))
+    while todo:
+        q = todo.pop()
+        units, h = queue_units[q], head[q]
+        while h < len(units):
+            u = units[h]
+            blocked = next((b for b in waits[u] if producers_left[b]), None)
+            if blocked is not None:
+                queues = waiting_on[blocked]
+                if queues is None:
+                    waiting_on[blocked] = [q]
+                elif q not in queues:
+                    queues.append(q)
+                break
+            clock.start(u)
+            starts[u] = clock.current
+            clock.end(u)
+            order.append(u)
+            h += 1
+            for b in updates[u]:
+                producers_left[b] -= 1
+                if not producers_left[b] and waiting_on[b] is not None:
+                    todo.extend(waiting_on[b])
+                    waiting_on[b] = None
+        head[q] = h
+    if len(order) < plan.size:
+        return None
+    return clock, order, starts
+
+
+def race_free(plan: Plan, unit_accesses: list[list[tuple]],
+              overlap: Callable[[object, object], tuple[int, int] | None]) -> bool:
+    """Whether no two units of ``plan`` race; ``unit_accesses[u]`` holds unit u's
+    (group, writes, name) accesses (``race_live.Group``: memory key, span, rows) and
+    ``overlap`` finds the bytes two groups share.  False also when it cannot tell."""
+    found = happens_before_order(plan)
+    if found is None:
+        return False
+    clock, order, starts = found
+    pairs = _unordered_pairs(plan, clock, order, starts)
+    if pairs is None:
+        return False
+    return not _racing(unit_accesses, plan.size, pairs[0], pairs[1], overlap)
+
+
+def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
+                     starts: list[list]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(earlier, later): every pair of units where ``earlier`` ranks before ``later`` and
+    does not happen before it; None when there are more than ``PAIRS_PER_UNIT`` per unit."""
+    n, multi = plan.size, clock.multi
+    if not n or not multi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rank = np.empty(n, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(n, dtype=np.int64)
+    # Start clocks as a matrix of the last position known ended (a multi-engine queue's
+    # prefix: its mask may know more, looked at below).
+    ended = np.asarray([[entry[0] if m else entry for m, entry in zip(multi, start)]
+                        for start in starts], np.int64).reshape(n, len(multi))
+    ranked_before = np.empty_like(ended)
+    units_of = [np.asarray(units, np.int64) for units in plan.queue_units]
+    for q, units in enumerate(units_of):
+        ranked_before[:, q] = np.searchsorted(rank[units], rank)
+    first = ended + 1
+    count = np.maximum(ranked_before - first, 0).reshape(-1)
+    total = int(count.sum())
+    if total > PAIRS_PER_UNIT * max(n, 1):
+        return None
+    cell = np.repeat(np.arange(count.size, dtype=np.int64), count)
+    later, queue = cell // len(multi), cell % len(multi)
+    position = first.reshape(-1)[cell] + np.arange(total, dtype=np.int64) - np.repeat(
+        np.cumsum(count) - count, count)
+    queue_base = np.cumsum([0] + [len(units) for units in units_of])[:-1]
+    earlier = np.concatenate(units_of + [np.zeros(0, np.int64)])[queue_base[queue] + position]
+    # A mask bit says a position past the prefix ended: that pair is ordered after all.
+    masks = [(v, q) for q, m in enumerate(multi) if m
+             for v, start in enumerate(starts) if start[q][1]]
+    if masks:
+        has_mask = np.zeros((n, len(multi)), bool)
+        has_mask[tuple(np.asarray(masks, np.int64).T)] = True
+        keep = np.ones(total, bool)
+        for i in np.flatnonzero(has_mask[later, queue]).tolist():
+            v, q = int(later[i]), int(queue[i])
+            prefix, mask = starts[v][q]
+            keep[i] = not (mask >> (int(position[i]) - prefix - 1)) & 1
+        earlier, later = earlier[keep], later[keep]
+    return earlier, later
+
+
+def _racing(unit_accesses: list[list[tuple]], n: int, earlier: np.ndarray, later: np.ndarray,
+            overlap: Callable[[object, object], tuple[int, int] | None]) -> bool:
+    """Whether some pair (earlier[i], later[i]) shares a byte, one of the two writing."""
+    groups, units, keys, spans, writes = [], [], [], [], []
+    key_ids: dict[tuple, int] = {}
+    for u, accesses in enumerate(unit_accesses):
+        for group, write, _ in accesses:
+            if group.hi <= group.lo:
+                continue                    # touches no byte
+            key = key_ids.get(group.key)
+            if key is None:
+                key = key_ids[group.key] = len(key_ids)
+            groups.append(group)
+            units.append(u)
+            keys.append(key)
+            spans.append((group.lo, group.hi))
+            writes.append(write)
+    if not groups or not len(earlier):
+        return False
+    key, write = np.asarray(keys, np.int64), np.asarray(writes, bool)
+    span = np.asarray(spans, np.int64)
+    per_unit = np.bincount(np.asarray(units, np.int64), minlength=n)
+    unit_first = np.cumsum(per_unit) - per_unit
+    # Every access of ``earlier`` against every access of ``later``.
+    width = per_unit[later]
+    count = per_unit[earlier] * width
+    total = int(count.sum())
+    pair = np.repeat(np.arange(len(earlier), dtype=np.int64), count)
+    k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    i = unit_first[earlier][pair] + k // width[pair]
+    j = unit_first[later][pair] + k % width[pair]
+    meet = ((key[i] == key[j]) & (span[i, 0] < span[j, 1]) & (span[j, 0] < span[i, 1])
+            & (write[i] | write[j]))
+    for a, b in zip(i[meet].tolist(), j[meet].tolist()):
+        first, second = groups[a], groups[b]
+        if (first.rows is None and second.rows is None) or overlap(first, second) is not None:
+            return True
+    return False
