@@ -48,10 +48,10 @@ def _dpu_busy_per_tile(program) -> list[float]:
 
 def test_resnet18_stage3_conv_keeps_both_tiles_equally_busy(tmp_path):
     """ResNet-18's 14x14 3x3 256 -> 256 convolution (2.4 MB of f16 weights+bias against a
-    1 MiB budget): its chunks of output channels split evenly over the two tiles.  Six
-    chunks of 48 channels (three on one tile, two and a 16-channel rest on the other: 28%
-    more DPU cycles on one tile) were the old estimate's choice, which counted the input
-    loaded once per chunk."""
+    1 MiB budget): its chunks of output channels split evenly over the two tiles.  In
+    the whole network the old estimate, which counted the input loaded once per chunk,
+    chose six chunks of 48 channels (three on one tile, two and a 16-channel rest on the
+    other: 28% more DPU cycles on one tile)."""
     program = api.compile(_stage3_conv(tmp_path), schedule="default")
     low, high = _dpu_busy_per_tile(program)
     assert high <= 1.02 * low, (low, high)
