@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_program import generate  # noqa: E402
 
 from vpuc.arch import load_arch  # noqa: E402
-from vpuc.blob import read_blob, write_blob  # noqa: E402
+from vpuc.blob import decode_blob, read_blob, write_blob  # noqa: E402
 from vpuc.diagnostics import VpucError  # noqa: E402
 from vpuc.passes.base import PassContext  # noqa: E402
 from vpuc.passes.manager import PassManager  # noqa: E402
@@ -96,10 +96,12 @@ def run(size: int, repeat: int) -> list[dict]:
         data, t_write = best_of(repeat, lambda: write_blob(program, fmt, {"format": fmt}))
         back, t_read = best_of(repeat, lambda: read_blob(data, "bench.blob"))
         _, t_read_raw = best_of(repeat, lambda: read_blob(data, "bench.blob", verify=False))
+        _, t_decode = best_of(repeat, lambda: decode_blob(data, "bench.blob", sizes=False))
         assert back.module == program.module and back.invocations == program.invocations
         _, t_sim = best_of(repeat, lambda: simulate(back, timing_only=True, races=False))
         rows.append(dict(tasks=tasks, format=fmt, kernel=kernel, parse=t_parse, passes=t_passes,
                          serialize=t_write, read=t_read, read_unverified=t_read_raw,
+                         decode=t_decode,
                          simulate=t_sim, bytes=len(data), bytes_per_task=len(data) / tasks,
                          target_met=t_write + t_read <= t_parse, read_met=t_read <= t_sim))
     return rows
@@ -118,16 +120,19 @@ def main() -> None:
     parse_text("module @warmup\n", "warmup.vir")
     rows = [row for size in args.sizes.split(",") for row in run(int(size), args.repeat)]
     print(f"{'tasks':>7} {'fmt':>4} {'parse':>8} {'passes':>8} {'serialize':>9} {'read':>8} "
-          f"{'read -v':>8} {'ser+read':>8} {'simulate':>8} {'blob':>10} {'B/task':>7}  targets")
+          f"{'read -v':>8} {'decode':>8} {'ser+read':>8} {'simulate':>8} {'blob':>10} "
+          f"{'B/task':>7}  targets")
     for r in rows:
         both = r["serialize"] + r["read"]
         print(f"{r['tasks']:>7} {r['format']:>4} {r['parse']:>7.2f}s {r['passes']:>7.2f}s "
               f"{r['serialize']:>8.2f}s {r['read']:>7.2f}s {r['read_unverified']:>7.2f}s "
+              f"{r['decode']:>7.2f}s "
               f"{both:>7.2f}s {r['simulate']:>7.2f}s {r['bytes']:>10} {r['bytes_per_task']:>7.1f}  "
               f"{'met' if r['target_met'] else 'MISSED'} ({both / r['parse']:.0%} of parse), "
               f"{'met' if r['read_met'] else 'MISSED'} (read {r['read'] / r['simulate']:.1f}x "
               "simulate)")
-    print(f"kernel: {rows[0]['kernel']}; read = read_blob with the verifier, read -v without; "
+    print(f"kernel: {rows[0]['kernel']}; read = read_blob with the verifier, read -v without, "
+          "decode = the bytes to checked records (hash included), before the Program is built; "
           f"simulate = timing-only, no race checks; medians of --repeat runs of "
           f"{'CPU' if args.cpu else 'wall'} time; "
           "targets: serialize + read <= parse, read <= simulate")

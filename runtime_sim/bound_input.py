@@ -4,7 +4,10 @@ The simulator never sees the graph, so each layer's work is read off the
 program, layer by layer (``layer_report.layer_of``, the same grouping as the
 per-layer reports):
 
-- DPU: every variant's workload (``engines/dpu.workload``) at its ideal rate;
+- DPU: every variant's workload (``engines/dpu.workload``) at its ideal rate, but for
+  NCE permutes: they lay values out, which a schedule keeping NHWC values between
+  layers never needs (and a DMA could do for the model's input), as the transposing
+  DMAs they replace counted nothing either;
 - ACT SHAVE: the cycles each invocation took (its instructions, which no
   schedule changes);
 - DDR: per DDR buffer the DMA units touch, the bytes read from and written to
@@ -24,6 +27,7 @@ from runtime_sim.plan import ACT, DMA, DPU, Plan
 from runtime_sim.runtime import Timeline
 from vpuc.cost.bound import LayerWork, NetworkBound, ideal_dpu_cycles, network_bound
 from vpuc.ir.module import BufferKind
+from vpuc.ir.tasks import DpuOp
 
 
 def layer_work(plan: Plan, timeline: Timeline) -> list[LayerWork]:
@@ -39,6 +43,8 @@ def layer_work(plan: Plan, timeline: Timeline) -> list[LayerWork]:
         if work is None:
             work = layers[name] = LayerWork(name)
         kind = kinds[u]
+        if kind == DPU and plan.task[u].op is DpuOp.PERMUTE:
+            continue
         if kind == DPU:
             tensors = {k: r.type for k, r in plan.dpu_regions(u).items()}
             w = workload(plan.task[u], variants[u], tensors)

@@ -36,6 +36,7 @@ from runtime_sim.race_clock import HappensBefore
 
 PAIRS_PER_UNIT = 64       # beyond this many unordered pairs per unit, the online check decides
 
+
 def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[list]] | None:
     """(the clock, units in a topological order of happens-before, each unit's start clock),
     or None when the barriers form a cycle.  Each unit starts once its queue predecessor
@@ -98,6 +99,8 @@ def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
     """(earlier, later): every pair of units where ``earlier`` ranks before ``later`` and
     does not happen before it; None when there are more than ``PAIRS_PER_UNIT`` per unit."""
     n, multi = plan.size, clock.multi
+    if not n or not multi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rank = np.empty(n, np.int64)
     rank[np.asarray(order, np.int64)] = np.arange(n, dtype=np.int64)
     # Start clocks as a matrix of the last position known ended (a multi-engine queue's
@@ -119,10 +122,14 @@ def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
         np.cumsum(count) - count, count)
     queue_base = np.cumsum([0] + [len(units) for units in units_of])[:-1]
     earlier = np.concatenate(units_of + [np.zeros(0, np.int64)])[queue_base[queue] + position]
-    masked = [q for q, m in enumerate(multi) if m]
-    if masked:          # a mask bit says a position past the prefix ended: ordered after all
+    # A mask bit says a position past the prefix ended: that pair is ordered after all.
+    masks = [(v, q) for q, m in enumerate(multi) if m
+             for v, start in enumerate(starts) if start[q][1]]
+    if masks:
+        has_mask = np.zeros((n, len(multi)), bool)
+        has_mask[tuple(np.asarray(masks, np.int64).T)] = True
         keep = np.ones(total, bool)
-        for i in np.flatnonzero(np.isin(queue, masked)).tolist():
+        for i in np.flatnonzero(has_mask[later, queue]).tolist():
             v, q = int(later[i]), int(queue[i])
             prefix, mask = starts[v][q]
             keep[i] = not (mask >> (int(position[i]) - prefix - 1)) & 1

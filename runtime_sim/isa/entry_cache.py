@@ -16,8 +16,9 @@ data:
 A library kernel invoked once per block of a layer enters its loops with the
 same registers every time (the block's buffers sit at the same CMX slots), so
 a proof found once is replayed: the key is every scalar and mask register, a
-walk is reused only after re-reading the words it promoted (a changed row
-pointer on the stack is a miss), and what depends on the accessible memory or
+walk is reused only after re-reading the words it promoted (a row pointer on
+the stack that moved is relocated by ``path_relocate``, any other change is a
+miss), and what depends on the accessible memory or
 the step and cycle budgets (``first_outside``, ``timing.within``) is checked on
 every entry as before.  A changed address, trip count or branch changes a
 register or a promoted word, so it is never served a stale proof.
@@ -28,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import Footprint, independent
-from runtime_sim.isa.memory import AccessFault
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
@@ -87,15 +87,16 @@ class LoopFacts:
         return answer
 
 
-def words_unchanged(read_words: dict[int, bytes], memory) -> bool:
-    """The promoted words a walk read still hold the bytes it read."""
-    for address, raw in read_words.items():
+def loop_facts(cache: EntryCache, key: tuple, affine_pass, declined: type) -> LoopFacts:
+    """The facts under ``key``, else ``affine_pass()``'s (or the ``declined`` it raised)."""
+    facts = cache.get(key)
+    if facts is None:
         try:
-            if memory.read(address, len(raw)).tobytes() != raw:
-                return False
-        except AccessFault:
-            return False
-    return True
+            facts = LoopFacts(*affine_pass())
+        except declined as why:
+            facts = LoopFacts(None, None, why)
+        cache.put(key, facts)
+    return facts
 
 
 class PathChecks:

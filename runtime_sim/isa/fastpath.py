@@ -36,12 +36,13 @@ from collections import Counter
 
 import numpy as np
 
-from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, register_key
+from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, loop_facts, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
                                          first_exit, first_outside, same_iteration_overlap,
                                          signed)
 from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop, run_op
+from runtime_sim.isa.loop_plan import (PROGRESSIONS, BodyOp, LoopPlan, NotBatchable, plan_loop,
+                                      run_op, run_progression)
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -109,7 +110,11 @@ class FastLoops:
             return run_path(self, head, branch, R, ready, now, memory, counts, budget,
                             max_cycles)
         try:
-            facts = self._facts(plan, head, branch, R)
+            # the affine pass of this entry, remembered by the registers it reads
+            facts = loop_facts(self.proofs, (head, branch, register_key(R)),
+                               lambda: _affine_pass(plan, R), _Decline)
+            if facts.declined is not None:   # raised anew: a raised one keeps its frames
+                raise _Decline(str(facts.declined), facts.declined.recurs)
             iterations, exits, footprints = self._bounds(plan, facts, branch, memory, budget)
             if max_cycles != float("inf"):
                 # The interpreter stops at the first taken back-edge past max_cycles: leave
@@ -174,20 +179,6 @@ class FastLoops:
         return plan
 
     # --- bounds: trip count, faults ---------------------------------------------------------
-
-    def _facts(self, plan: LoopPlan, head: int, branch: int, R: list) -> LoopFacts:
-        """The affine pass of this entry, remembered by the registers it reads."""
-        key = (head, branch, register_key(R))
-        facts = self.proofs.get(key)
-        if facts is None:
-            try:
-                facts = LoopFacts(*_affine_pass(plan, R))
-            except _Decline as why:
-                facts = LoopFacts(None, None, why)
-            self.proofs.put(key, facts)
-        if facts.declined is not None:       # a new exception: a raised one keeps its frames
-            raise _Decline(str(facts.declined), facts.declined.recurs)
-        return facts
 
     def _bounds(self, plan: LoopPlan, facts: LoopFacts, branch: int, memory,
                 budget: int) -> tuple[int, bool, list[Footprint]]:
@@ -350,8 +341,13 @@ def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured:
         if op.position in plan.scans:
             captured[op.position] = read(op.reads[1])
             continue
+        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
+                and op.reads[-2][1] in current
+                and run_progression(op, current[op.reads[-2][1]], first, rows, memory, env, read)):
+            continue
         run_op(op, memory, [read(r) for r in op.reads], env)
     return env
+
 
 
 def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):

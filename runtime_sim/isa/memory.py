@@ -147,6 +147,23 @@ class WindowMemory:
         else:
             view[...] = data.reshape(-1, size)
 
+    def progression(self, first: int, step: int, rows: int, size: int,
+                    is_write: bool) -> np.ndarray | None:
+        """The (rows, size) view ``read_rows`` / ``write_rows`` use for the addresses
+        first + i*step (step >= size: rows apart, ascending), without the address array;
+        None when the rows are not all in one accessible window (the caller then goes
+        through the rows, which fault as one access would)."""
+        if step < size or rows < 1:
+            return None
+        try:
+            array, offset = self._locate(first, (rows - 1) * step + size, is_write)
+        except AccessFault:
+            return None
+        if offset + rows * step <= len(array):
+            return array[offset:offset + rows * step].reshape(rows, step)[:, :size]
+        return np.lib.stride_tricks.as_strided(array[offset:], shape=(rows, size),
+                                               strides=(step, 1))
+
     def _row_view(self, flat: np.ndarray, size: int, is_write: bool) -> np.ndarray | None:
         """A (rows, size) view of window memory when the rows are evenly spaced,
         share one window and, for a store, do not overlap; None otherwise.  Faults name the

@@ -24,13 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.cycles import issue
-from runtime_sim.isa.entry_cache import PathChecks, register_key, words_unchanged
+from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
+from runtime_sim.isa.path_relocate import relocated
 from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
@@ -92,13 +93,20 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
 
 def _walked(loops, head: int, branch: int, R: list, memory, steps: dict) -> Walk:
     """The walk of this entry: an earlier entry's, when it started from the same
-    registers and its promoted words still hold what it read (``entry_cache``)."""
+    registers (``entry_cache``) and its promoted words hold what it read, or moved only
+    as pointers do (``path_relocate``)."""
     key = (head, branch, "walk", register_key(R))
-    found = loops.proofs.get(key, lambda known: words_unchanged(known.read_words, memory))
-    if found is None:
+    replayed = []
+    known = loops.proofs.get(key, lambda known: replayed.append(relocated(known, memory))
+                             or replayed[0] is not None)
+    if known is None:
         found = walk(loops.program, head, branch, R, memory, steps)
         found.checks = PathChecks()
         loops.proofs.put(key, found)
+        return found
+    found = replayed[0]
+    if found.checks is None:
+        found.checks = PathChecks()
     return found
 
 

@@ -95,6 +95,8 @@ class Walk:
     read_words: dict[int, bytes] = field(default_factory=dict)   # promoted words as read
     checks: object = None                          # entry_cache.PathChecks, once batched
     inner: dict | None = None                      # path_inner's uniform inner loops
+    bases: list = field(default_factory=list)      # per footprint: base + offset, mod 2^32
+    relocation: object = None                      # path_relocate's analysis, once asked
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ def _proven(program, head: int, branch: int, R: list, memory, steps: dict[int, i
             raise PathRefused(f"the word at {a:#x} does not step by a constant per iteration")
     carried = {key: Affine(int(R[key]), steps.get(key, 0)) for key in second.carried_end}
     return Walk(second.path, second.guards, second.footprints, second.promoted, carried,
-                second.scalars, second.back, second.read_words)
+                second.scalars, second.back, second.read_words, bases=second.bases)
 
 
 class _State:
@@ -194,6 +196,7 @@ class _State:
         self.path: list[PathStep] = []
         self.guards: list[Guard] = []
         self.footprints: list[Footprint] = []
+        self.bases: list[int] = []
         self.promoted: dict[int, int] = {}
         self.word_start: dict[int, int] = {}
         self.read_words: dict[int, bytes] = {}    # the walk's input from memory
@@ -415,6 +418,7 @@ def _memory(op: _Op, args: list, step: PathStep, scalars: dict, masks: dict, wor
         first, length = first + min(0, reach), length + abs(reach)
     state.footprints.append(Footprint(first, signed(base.step), length, shape.is_store,
                                       len(state.path) - 1))
+    state.bases.append(low)
     _written(op, scalars)
 
 

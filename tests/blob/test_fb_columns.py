@@ -148,3 +148,17 @@ def test_a_huge_count_is_refused_before_it_is_gathered():
     refusal = decoded(bytes(data), columns=True)
     assert refusal[:3] == ("refused", "TaskList.dma_tasks", at) and "runs past the end" in refusal[3]
 
+
+
+@pytest.mark.parametrize("byte, refused", [(b"\0", False), (b"\xff", True)])
+def test_a_string_with_a_nul_or_bad_utf8_decodes_as_the_generic_decoder(byte, refused):
+    """Strings are decoded a column at a time, split at their NULs: a string holding a NUL
+    of its own, or bad UTF-8, is decoded (or refused, at its offset) as one by one."""
+    from gen_program import generate
+    from vpuc.api import compile_text
+    data = write_blob(compile_text(generate(48), "gen.vir"), "fb")
+    at = data.index(b"store7\0")
+    bad = data[:at + 2] + byte + data[at + 3:]
+    columns = decoded(bad, columns=True)
+    assert columns == decoded(bad, columns=False)
+    assert (columns[0] == "refused") == refused

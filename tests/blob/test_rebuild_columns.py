@@ -2,8 +2,9 @@
 the row-by-row check's message for the first bad record."""
 
 import pytest
-from blob_testlib import REPO, compiled
+from blob_testlib import IDS, REPO, SOURCES, compiled
 
+import vpuc.blob.rebuild as rebuild_module
 from vpuc.blob.flatten import flatten
 from vpuc.blob.rebuild import rebuild
 from vpuc.diagnostics import VpucError
@@ -54,3 +55,61 @@ def test_the_first_bad_task_of_a_list_is_named():
     variants = (dpu.variants[0]._replace(updates=(-1,)),) + dpu.variants[1:]
     assert message(with_task(content, 1, 0, variants=variants)) == \
         f"x.blob: blob DPU task #0: barrier index -1 is out of range ({len(content.barriers)} barriers)"
+
+
+def test_the_first_bad_act_shave_task_is_named():
+    """An ACT SHAVE list is built a column at a time; a bad binding, run() argument or
+    invocation image sends it row by row, whose message names the task."""
+    content = flatten(compiled(CONV))
+    act = next(tl for tl in content.task_lists if tl.executor == 2).tasks
+    if not act:
+        pytest.skip("no ACT SHAVE task in the example")
+    last = len(act) - 1
+    binding = act[last].inputs[0]
+    bad = with_task(content, 2, last, inputs=(binding._replace(tensor=10 ** 6),)
+                    + act[last].inputs[1:])
+    assert message(bad) == (f"x.blob: blob ACT_SHAVE task #{last}: tensor index 1000000 is out "
+                            f"of range ({len(content.tensors)} tensors)")
+    bad = with_task(content, 2, last, run_args=("a b",) + act[last].run_args[1:])
+    assert message(bad) == \
+        f"x.blob: blob ACT_SHAVE task #{last}: name 'a b' is not an identifier"
+    inv = act[last].invocation
+    if inv is not None:
+        bad = with_task(content, 2, last, invocation=inv._replace(args_size=len(inv.window) + 1))
+        assert f"ACT_SHAVE task #{last}: args" in message(bad)
+    assert rebuild(content, "x.blob", verify=False).invocations == \
+        compiled(CONV).invocations
+
+
+def test_the_first_bad_dpu_task_is_named():
+    """A DPU list is built without per-row checks; a bad code or tensor index sends it row
+    by row, whose message names the task."""
+    content = flatten(compiled(CONV))
+    dpu = next(tl for tl in content.task_lists if tl.executor == 1).tasks
+    last = len(dpu) - 1
+    assert message(with_task(content, 1, last, op=99)) == \
+        f"x.blob: blob DPU task #{last}: unknown DPU op code 99"
+    assert message(with_task(content, 1, last, output=10 ** 6)) == \
+        f"x.blob: blob DPU task #{last}: tensor index 1000000 is out of range " \
+        f"({len(content.tensors)} tensors)"
+    variants = (dpu[last].variants[0]._replace(mode=99),) + dpu[last].variants[1:]
+    assert message(with_task(content, 1, last, variants=variants)) == \
+        f"x.blob: blob DPU task #{last}: unknown execution mode code 99"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_lists_built_by_columns_equal_those_built_row_by_row(path, monkeypatch):
+    content = flatten(compiled(path))
+    built = []
+    for name in ("_dma_list", "_dpu_list", "_act_list"):     # record what the columns build
+        monkeypatch.setattr(rebuild_module, name, lambda *args, _f=getattr(rebuild_module, name):
+                            built.append(_f(*args)) or built[-1])
+    by_columns = rebuild(content, "x.blob", verify=False)
+    assert any(built), "no list was built by columns"
+    for name in ("_dma_list", "_dpu_list", "_act_list"):
+        monkeypatch.setattr(rebuild_module, name, lambda *args: [])
+    row_by_row = rebuild(content, "x.blob", verify=False)
+    assert by_columns.module == row_by_row.module
+    assert by_columns.invocations == row_by_row.invocations
+    assert [type(t) for tl in by_columns.module.task_lists for t in tl.tasks] == \
+        [type(t) for tl in row_by_row.module.task_lists for t in tl.tasks]

@@ -215,5 +215,7 @@ def test_channelwise_layers_lower_at_any_size(op, shape, budget, tmp_path):
 
 
 def _dpu_ops(program):
+    """The layer's DPU ops, without the NCE permutes that lay an NCHW model input out NHWC
+    when the layer reads it whole (``lower_dpu_permute``)."""
     return {t.op for tl in program.module.task_lists if tl.executor.name == "DPU"
-            for t in tl.tasks}
+            for t in tl.tasks} - {DpuOp.PERMUTE}

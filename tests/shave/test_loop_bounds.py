@@ -120,3 +120,35 @@ def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iteration
     # registers exactly; a slot only as far as the future sees it (free by ``now`` or not)
     assert ready_fast[:6] == ready_slow[:6]
     assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(-64, 70000), st.integers(16, 300), st.integers(1, 40), st.booleans(),
+       st.sampled_from(["WIN_D", "WIN_F"]))
+def test_a_progression_is_the_view_of_its_rows(offset, step, rows, is_write, window):
+    """``WindowMemory.progression`` (the fast path's vld / vst of an induction register)
+    gives the bytes ``read_rows`` reads and writes where ``write_rows`` writes; None
+    exactly when the rows are not all in one window the access may use."""
+    from runtime_sim.isa.memory import AccessFault
+    from shave_testlib import make_memory
+    memory, arrays = make_memory()
+    rng = np.random.default_rng(abs(offset) + step + rows)
+    for array in arrays.values():
+        array[:] = rng.integers(0, 256, array.shape, dtype=np.uint8)
+    first = memory.base(window) + offset
+    addresses = first + step * np.arange(rows, dtype=np.int64)
+    view = memory.progression(first, step, rows, 16, is_write)
+    try:
+        expected = memory.read_rows(addresses, 16)
+        if is_write:
+            memory.write_rows(addresses, expected[::-1].copy())
+            written = {name: array.copy() for name, array in arrays.items()}
+    except AccessFault:
+        assert view is None
+        return
+    assert view is not None
+    if is_write:
+        view[...] = expected[::-1]
+        assert all(np.array_equal(arrays[name], written[name]) for name in arrays)
+    else:
+        assert np.array_equal(view, expected)

@@ -245,9 +245,9 @@ def test_a_stack_word_that_faults_is_reported_where_the_interpreter_reports_it()
 def test_a_walk_is_replayed_only_while_its_registers_and_stack_words_hold():
     """Entered by ``j rows`` with the argument registers cleared, the loop head sees the
     same registers whatever the buffers: only the row pointers on the stack differ.  The
-    same invocation replays the walk (``entry_cache``); a moved buffer (a changed stack
-    word), another row count or length, or a branch the other way walks afresh; every
-    outcome is the interpreter's."""
+    same invocation replays the walk (``entry_cache``), and so does one with moved
+    buffers (the row pointers relocated, ``path_relocate``); another row count or
+    length, or a branch the other way walks afresh; every outcome is the interpreter's."""
     source = rows_source(64, 64, branch="bnez s18, row_out_tail").replace(
         "    vbcast.h v21, s21\nrows:",
         "    vbcast.h v21, s21\n    lw s18, 16(s0)\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
@@ -263,12 +263,55 @@ def test_a_walk_is_replayed_only_while_its_registers_and_stack_words_hold():
     hits, misses = proofs.hits, proofs.misses
     assert invoke(base)[0].batched_iterations == 12 and proofs.hits == hits + 1
     assert proofs.misses == misses
-    for changed in ([INPUT + 32, OUTPUT, 12, 24, 0], [INPUT, OUTPUT - 64, 12, 24, 0],
-                    [INPUT, OUTPUT, 9, 24, 0], [INPUT, OUTPUT, 12, 17, 0],
+    for moved in ([INPUT + 32, OUTPUT, 12, 24, 0], [INPUT, OUTPUT - 64, 12, 24, 0],
+                  [INPUT + 0x800, OUTPUT + 0x402, 12, 24, 0]):
+        hits = proofs.hits
+        assert invoke(moved)[0].batched_iterations == 12
+        assert proofs.hits == hits + 1 and proofs.misses == misses, moved
+    for changed in ([INPUT, OUTPUT, 9, 24, 0], [INPUT, OUTPUT, 12, 17, 0],
                     [INPUT, OUTPUT, 12, 24, 1]):
         misses = proofs.misses
         invoke(changed)
         assert proofs.misses == misses + 1, changed
+
+
+def test_a_stack_word_used_as_a_count_is_never_relocated():
+    """The row length lives on the stack too (its register cleared): a changed length
+    changes only a stack word, but one that counts the inner loops: walked afresh."""
+    source = rows_source(96, 96).replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    li s2, 0\n    li s3, 0\n    li s5, 0\n    j rows\nrows:")
+
+    def invoke(words):
+        fast, loops, _ = run_both(source, words, random_fill(11), min_path_iterations=1)
+        return fast, loops.proofs
+
+    base = [INPUT, OUTPUT, 12, 40]
+    proofs = invoke(base)[1]
+    proofs.clear()
+    invoke(base)
+    for words in ([INPUT, OUTPUT, 12, 33], [INPUT + 64, OUTPUT, 12, 40], [INPUT, OUTPUT, 12, 9]):
+        invoke(base)                    # the remembered walk: the base invocation's
+        hits, misses = proofs.hits, proofs.misses
+        invoke(words)
+        moved_only = words[3] == 40
+        assert (proofs.hits, proofs.misses) == ((hits + 1, misses) if moved_only
+                                                else (hits, misses + 1)), words
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 40), st.integers(2, 16), st.sampled_from([0, 2, 16, 48]),
+       st.sampled_from([-0x400, -2, 2, 16, 0x1000, 0x2222]),
+       st.sampled_from([-0x200, 0, 6, 0x1800]), st.integers(0, 2 ** 16))
+def test_random_moved_buffers_replay_the_walk(n, rows, extra, moved_in, moved_out, seed):
+    """Random row lengths, pitches and buffer moves, the row pointers only on the stack:
+    each invocation after the first relocates the walk, as the interpreter runs it."""
+    source = rows_source(2 * n + extra, 2 * n + extra).replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
+    for words in ([INPUT, OUTPUT, rows, n], [INPUT + moved_in, OUTPUT + moved_out, rows, n],
+                  [INPUT - moved_out, OUTPUT + moved_in, rows, n]):
+        run_both(source, words, random_fill(seed), min_path_iterations=1)
 
 
 # --- a row's inner loops along a second axis (path_inner) ---------------------------------------

@@ -184,6 +184,19 @@ class ColumnDecoder:
         self._first_bad(bad, pos, where, lambda *_: "string is not NUL-terminated")
         self.dec._spend(len(pos), where, int(pos[0]) if len(pos) else 0)
         buf = self.buf
+        # All the strings with their terminating NULs, decoded at once and split at the NULs
+        # (a NUL always ends a UTF-8 sequence, so the whole decodes iff each string does); a
+        # string holding a NUL of its own, or bad UTF-8, is decoded one by one.
+        sizes = count + 1
+        firsts = np.cumsum(sizes) - sizes
+        at = np.repeat(pos + 4 - firsts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        try:
+            texts = self.u8[at].tobytes().decode("utf-8").split("\0")
+        except UnicodeDecodeError:
+            texts = []
+        if len(texts) == len(pos) + 1:
+            texts.pop()
+            return texts
         starts = (pos + 4).tolist()
         try:
             return [buf[s:e].decode("utf-8") for s, e in zip(starts, end.tolist())]

@@ -21,7 +21,9 @@ from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
-_slice_rec = partial(tuple.__new__, SliceRec)      # SliceRec(*s) without a Python frame
+# Records made from a tuple without the namedtuple's Python __new__ frame.
+_slice_rec = partial(tuple.__new__, SliceRec)
+_binding_rec = partial(tuple.__new__, BindingRec)
 _EMPTY_REFS = ((), ())
 
 
@@ -161,10 +163,10 @@ class FbReader:
                                 "the start of the WIN_E image")
             image = InvocationRec(self.slice(window, data, where), args.offset - window.offset,
                                   args.size)
-        bindings = [tuple(BindingRec(b.tensor, b.alias or "") for b in group or ())
-                    for group in (inv.inputs, inv.outputs)]
+        bindings = [tuple([_binding_rec((b.tensor, b.alias or "")) for b in group])
+                    if group else () for group in (inv.inputs, inv.outputs)]
         scalars = tuple(ScalarRec(s.name or "", s.data_type, _number(s.value, where, self))
-                        for s in inv.scalars or ())
+                        for s in inv.scalars) if inv.scalars else ()
         return ActTaskRec(t.label, inv.kernel, inv.tile, bindings[0], bindings[1], scalars,
                           tuple(inv.run_args or ()), image, *_refs(inv.barriers))
 

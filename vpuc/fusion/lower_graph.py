@@ -35,6 +35,9 @@ its producer and loaded block by block by its readers.  The simplest correct
 order: each segment's first loads wait on a barrier its predecessor's last
 store updates (all stores are on one DMA channel, which runs them in order, so
 that store ends after every task of the segment); segments never overlap.
+``--schedule default`` changes that order (``schedule.py``) and keeps the values
+between DPU, MatMul and ACT segments that fit in CMX instead (``resident.py``:
+the same stores and loads, CMX -> CMX).
 
 Softmax, LogSoftmax, MVN and ReduceMean/Sum/Max, which the tokenizer leaves
 out, run as library kernels (``lower_library.py``): over the last logical dim
