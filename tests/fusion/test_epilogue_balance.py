@@ -46,3 +46,36 @@ def test_both_shaves_of_a_tile_end_within_a_pixel(rows, width):
 def test_at_most_two_extra_dispatches_per_block():
     for rows, width in itertools.product(range(1, 30), range(1, 30)):
         assert len(shave_boxes(rows, width)) <= 4
+
+
+def test_mobilenet_epilogues_split_evenly_over_the_shaves_of_a_tile(tmp_path):
+    """In the compiled MobileNetV3 (96x96, where some blocks have odd row counts; ``--schedule default``) every fused epilogue
+    block's ACT SHAVE tasks, taken in list order by the first free SHAVE, leave the two
+    SHAVEs of its tile within one pixel (its channels) of each other."""
+    import math
+    import re
+
+    from vpuc import api
+    from vpuc.ir.symbols import SymbolTable
+    from vpuc.ir.tasks import SwKernelTask
+    from vpuc.onnx_import.zoo import mobilenet_v3_small
+
+    path = mobilenet_v3_small(size=96, classes=10).save(tmp_path / "m.onnx", "m")
+    module = api.compile(path, schedule="default").module
+    symbols = SymbolTable(module)
+    blocks: dict[tuple[str, str], list] = {}
+    for tl in module.task_lists:
+        for t in tl.tasks:
+            m = re.match(r"(.*)\.act(\d+)\.\d+$", t.label or "")
+            if isinstance(t, SwKernelTask) and m:
+                blocks.setdefault(m.groups(), []).append(symbols.region(t.outputs[0].buffer).type)
+    assert blocks
+    odd = 0
+    for types in blocks.values():
+        loads = [0, 0]
+        for t in types:
+            loads[loads.index(min(loads))] += math.prod(t.dims)
+        channels = types[0].dims[1]
+        assert max(loads) - min(loads) <= channels
+        odd += len(types) > 2
+    assert odd      # some blocks have an odd row count: their middle row is halved
