@@ -56,17 +56,21 @@ class RaceDetector:
         self.count = 0
         self._pairs: set[tuple[int, int]] = set()
         self._started = [False] * plan.size
-        self.proven = PROVE_FIRST and not memory.dynamic and self._prove()
+        self.proven = PROVE_FIRST and not memory.dynamic and self._prove(memory)
         self.seconds = time.perf_counter() - clock     # wall time spent on races
 
-    def _prove(self) -> bool:
+    def _prove(self, memory: Memory) -> bool:
         """Whether no two units can race (``race_proof``).  An access that does not resolve
-        leaves the question to the online checks, which report it where the run meets it."""
+        leaves the question to the online checks, which report it where the run meets it.
+        The proof makes its own groups: the online checks number theirs in the order units
+        start (the order ``explain`` reports linked groups in), as they always did."""
+        live = LiveAccesses()
+        accesses = Accesses(self.plan, memory, lambda span: live.group(*span))
         try:
-            accesses = [self.accesses(u) for u in range(self.plan.size)]
+            found = [accesses(u) for u in range(self.plan.size)]
         except VpucError:
             return False
-        return race_free(self.plan, accesses, self.live.overlap)
+        return race_free(self.plan, found, live.overlap)
 
     def end(self, unit: int) -> None:
         """The runtime's hook at a unit's end."""

@@ -297,7 +297,7 @@ _MACS_PER_OUTPUT = {
     "avgpool": lambda kernel, in_channels, groups: math.prod(kernel),
     "add": lambda kernel, in_channels, groups: 1,
     "mul": lambda kernel, in_channels, groups: 1,
-    "permute": lambda kernel, in_channels, groups: 1,
+    "permute": lambda kernel, in_channels, groups: 0,     # a copy: no network arithmetic
 }
 
 

@@ -244,7 +244,10 @@ def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) 
                 regs[key] = value
         for j in succ[i]:
             target = state[j]
-            merged = [a | b for a, b in zip(target, regs)]
+            if target == regs:
+                continue                            # the union would change nothing
+            # States are never changed in place, so a successor may share ``regs``.
+            merged = [a | b for a, b in zip(target, regs)] if any(target) else regs
             if merged != target:
                 state[j] = merged
                 if j not in queued:
@@ -253,8 +256,14 @@ def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) 
     return stores
 
 
+_KEYS: dict[int, tuple[int, ...]] = {}
+
+
 def _keys(bits: int) -> tuple[int, ...]:
-    return tuple(key for key in range(NUM_SREGS) if bits >> key & 1)
+    found = _KEYS.get(bits)
+    if found is None:           # a few register sets recur in every kernel
+        found = _KEYS[bits] = tuple(key for key in range(NUM_SREGS) if bits >> key & 1)
+    return found
 
 
 VECTOR = 1

@@ -101,12 +101,12 @@ def test_the_first_bad_dpu_task_is_named():
 def test_lists_built_by_columns_equal_those_built_row_by_row(path, monkeypatch):
     content = flatten(compiled(path))
     built = []
-    for name in ("_dma_list", "_dpu_list", "_act_list"):     # record what the columns build
+    for name in ("dma_list", "dpu_list", "act_list"):     # record what the columns build
         monkeypatch.setattr(rebuild_module, name, lambda *args, _f=getattr(rebuild_module, name):
                             built.append(_f(*args)) or built[-1])
     by_columns = rebuild(content, "x.blob", verify=False)
     assert any(built), "no list was built by columns"
-    for name in ("_dma_list", "_dpu_list", "_act_list"):
+    for name in ("dma_list", "dpu_list", "act_list"):
         monkeypatch.setattr(rebuild_module, name, lambda *args: [])
     row_by_row = rebuild(content, "x.blob", verify=False)
     assert by_columns.module == row_by_row.module

@@ -154,3 +154,47 @@ def test_a_bad_task_is_refused_with_the_verifier_message(bench_content, edit, mo
     eager = read_message(content, monkeypatch, columns=False)
     assert eager is not None
     assert read_message(content, monkeypatch, columns=True) == eager
+
+
+VIEW_CHAINS = """module @vv arch NPU37XX
+
+input %in : 1x16x8x16xf16 NHWC
+output %out : 1x16x4x8xf16 NHWC
+output %out2 : 1x16x2x8xf16 NHWC
+view %corner = %quarter[:, :, 2:4, :]
+view %quarter = %half[:, :, :, 0:16:2]
+view %half = %in[0:1, :, 0:8:2, :]
+view %low = %out[:, :, 0:2, :]
+barrier %b
+barrier %c
+
+tasks DMA {
+  a: dma %quarter -> %out channel 0 updates(%b)
+  b: dma %low -> %out2 channel 1 waits(%b) updates(%c)
+  c: dma %corner -> %out2 channel 0 waits(%c)
+}
+"""
+
+
+def test_views_of_views_resolve_as_the_symbol_table_does():
+    """Strided views of strided views, declared before their bases: each level resolved
+    with numpy gives the symbol table's root and offset, and equal type ids only to equal
+    types."""
+    from vpuc.api import compile_text
+    from vpuc.blob.view_columns import tensor_columns
+    from vpuc.ir.symbols import SymbolTable
+
+    program = compile_text(VIEW_CHAINS, "vv.vir")
+    content = flatten(program)
+    columns = tensor_columns(program.module, content.tensors)
+    assert columns is not None
+    symbols = SymbolTable(program.module)
+    regions = [symbols.region(t.name) for t in content.tensors]
+    names = [t.name for t in content.tensors]
+    assert [names[r] for r in columns.root.tolist()] == [r.root.name for r in regions]
+    assert columns.offset.tolist() == [r.byte_offset for r in regions]
+    for i, a in enumerate(regions):
+        for j, b in enumerate(regions):
+            if columns.type_id[i] == columns.type_id[j]:
+                assert a.type == b.type
+    assert verify_by_columns(program.module, program.arch, content)

@@ -145,7 +145,14 @@ class ColumnDecoder:
         dtype = self._struct_dtypes.get(sdef.name)
         if dtype is None:
             dtype = self._struct_dtypes[sdef.name] = _struct_dtype(sdef)
-        raw = self.u8[at[:, None] + np.arange(sdef.size)]
+        width = 8           # gather whole words when every struct starts on one
+        while width > 1 and (sdef.size % width or (at & (width - 1)).any()):
+            width //= 2
+        if width > 1:
+            words = self._words[width][at[:, None] // width + np.arange(sdef.size // width)]
+            raw = words.view(np.uint8).reshape(len(at), sdef.size)
+        else:
+            raw = self.u8[at[:, None] + np.arange(sdef.size)]
         return list(map(make, raw.view(dtype).reshape(-1).tolist()))
 
     def _inline_size(self, ftype: FieldType) -> int:

@@ -24,6 +24,7 @@ IDENTIFIER = b"VPUB"
 # Records made from a tuple without the namedtuple's Python __new__ frame.
 _slice_rec = partial(tuple.__new__, SliceRec)
 _binding_rec = partial(tuple.__new__, BindingRec)
+_tensor_rec = partial(tuple.__new__, TensorRec)
 _EMPTY_REFS = ((), ())
 
 
@@ -194,7 +195,7 @@ def _tensor(t) -> TensorRec:
         init = ConstInitRec(ci.kind, tuple(Number(1, v.int_value) if v.is_int
                                            else Number(0, v.float_value)
                                            for v in ci.values or ()), ci.path)
-    return TensorRec(t.name or "", t.location, t.tile, t.offset, t.data_offset,
-                     tuple(t.dims or ()), tuple(map(int, t.dynamic_dims or ())),
-                     tuple(t.strides or ()), t.data_type, tuple(t.dims_order or ()), t.base,
-                     tuple(map(_slice_rec, t.slices or ())), init)
+    return _tensor_rec((t.name or "", t.location, t.tile, t.offset, t.data_offset,
+                        tuple(t.dims or ()), tuple(map(int, t.dynamic_dims or ())),
+                        tuple(t.strides or ()), t.data_type, tuple(t.dims_order or ()), t.base,
+                        tuple(map(_slice_rec, t.slices or ())), init))

@@ -21,10 +21,11 @@ VpucError naming the record.
 from __future__ import annotations
 
 import re
-from itertools import chain, repeat, starmap
+from itertools import starmap
 
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
+from vpuc.blob.rebuild_lists import act_list, dma_list, dpu_list
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
@@ -47,8 +48,6 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # A column of names joined by newlines, for _Checker.all_names.
 _COLUMN = {p: re.compile(f"{p.pattern}(?:\n{p.pattern})*") for p in (_NAME, _LABEL)}
-# Execution mode codes: a mode's name, or None for UNSET (not pinned).
-_MODE_OF = {**MPE_MODE_OF, MPE_MODE_CODE[None]: None}
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
 
 
@@ -344,11 +343,11 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         checked = _list_checked(check, tl.tasks, expected, len(barrier_names))
         bname = barrier_names.__getitem__
         if checked and executor is Executor.DMA:
-            tasks = _dma_list(tl.tasks, refs, barrier_names)
+            tasks = dma_list(tl.tasks, refs, barrier_names)
         elif checked and executor is Executor.DPU:
-            tasks = _dpu_list(tl.tasks, refs, barrier_names)
+            tasks = dpu_list(tl.tasks, refs, barrier_names)
         elif checked and executor is Executor.ACT_SHAVE:
-            tasks = _act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
+            tasks = act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
         for ti, rec in enumerate(tl.tasks if not tasks else ()):
             where = prefix + str(ti)
             if checked:
@@ -372,88 +371,6 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
                 tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
                                  program, ti))
         module.task_lists.append(TaskList(executor, tasks))
-
-
-def _dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
-    """A DMA list whose labels and barriers are checked, built a column at a time when its
-    tensor indices and modes are all good; [] to build it row by row (for the message)."""
-    if not recs:
-        return []
-    labels, srcs, dsts, channels, modes, waits, updates = zip(*recs)
-    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
-    if min(ends) < 0 or max(ends) >= len(refs) or not set(modes) <= DMA_MODE_OF.keys():
-        return []
-    names = barrier_names.__getitem__
-    return list(map(DmaTask, labels, [tuple(map(names, w)) for w in waits],
-                    [tuple(map(names, u)) for u in updates], map(refs.__getitem__, srcs),
-                    map(refs.__getitem__, dsts), channels, map(DMA_MODE_OF.__getitem__, modes)))
-
-
-def _act_list(check: _Checker, recs, refs: list[Ref], barrier_names: list[str],
-              kernel_names: list[str], program: Program) -> list[SwKernelTask]:
-    """An ACT SHAVE list whose labels and barriers are checked, built a column at a time
-    (with its invocations) when its kernels, bindings, names and invocation images are all
-    good and no task has scalar constants; [] to build it row by row (for the message)."""
-    if not recs:
-        return []
-    labels, kernels, tiles, inputs, outputs, scalars, run_args, invocations, waits, updates = \
-        zip(*recs)
-    groups = inputs + outputs
-    indices = [b.tensor for group in groups for b in group]
-    names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
-        chain.from_iterable(run_args)))
-    if any(scalars) or min(kernels) < 0 or max(kernels) >= len(kernel_names) or \
-            (indices and (min(indices) < 0 or max(indices) >= len(refs))) or \
-            not check.all_names(names):
-        return []
-    named = [kernel_names[k] for k in kernels]
-    for kernel, inv in zip(named, invocations):
-        if inv is not None and (program.kernel_aliases.get(kernel, kernel) not in
-                                program.kernels or
-                                inv.args_offset + inv.args_size > len(inv.window)):
-            return []
-    ref = {name: check.ref("", name) for name in chain(names, set(named))}.__getitem__
-    bind = [tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group) for group in groups]
-    names_of = barrier_names.__getitem__
-    tasks = list(map(SwKernelTask, labels, [tuple(map(names_of, w)) for w in waits],
-                     [tuple(map(names_of, u)) for u in updates], map(ref, named), tiles,
-                     bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
-                     [tuple(map(ref, args)) for args in run_args]))
-    program.invocations.extend(
-        InvocationImage(i, kernel, tile, inv.window, inv.args_offset, inv.args_size)
-        for i, (kernel, tile, inv) in enumerate(zip(named, tiles, invocations))
-        if inv is not None)
-    return tasks
-
-
-def _dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
-    """A DPU list whose labels and barriers (its variants' too) are checked, built without
-    per-row checks when its op, post op and mode codes and tensor indices are all good; []
-    to build it row by row (for the message)."""
-    modes = {r.mode for r in recs} | {v.mode for r in recs for v in r.variants}
-    indices = [i for r in recs for i in (*r.inputs, r.output, r.weights, r.bias) if i != -1]
-    if not recs or not {r.op for r in recs} <= DPU_OP_OF.keys() or not modes <= _MODE_OF.keys() \
-            or not {r.post_op.kind for r in recs if r.post_op is not None} <= POST_OP_OF.keys() \
-            or min(indices) < 0 or max(indices) >= len(refs):
-        return []
-    names, ref, mode = barrier_names.__getitem__, refs.__getitem__, _MODE_OF.__getitem__
-    tasks = []
-    for r in recs:
-        post = r.post_op
-        tasks.append(DpuTask(
-            r.label, tuple(map(names, r.waits)), tuple(map(names, r.updates)), DPU_OP_OF[r.op],
-            r.tile, tuple(map(ref, r.inputs)), refs[r.output],
-            None if r.weights == -1 else refs[r.weights], None if r.bias == -1 else refs[r.bias],
-            _opt(r.kernel), _opt(r.stride), _opt(r.pad), _opt(r.dilation),
-            None if post is None else PostOp(POST_OP_OF[post.kind], tuple(map(float, post.params))),
-            [DpuVariant(v.label, tuple(v.start), tuple(v.end), tuple(map(names, v.waits)),
-                        tuple(map(names, v.updates)), mode=mode(v.mode)) for v in r.variants],
-            mode=mode(r.mode)))
-    return tasks
-
-
-def _opt(values) -> tuple | None:
-    return None if values is None else tuple(values)
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,

@@ -63,7 +63,8 @@ from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
 from vpuc.fusion.lower_dpu_global_pool import emit_pool
 from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
                                            split_job)
-from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
+from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
+                                         row_edges)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.ir.graph import GraphIndex, GraphOp
 from vpuc.ir.types import ElemType, TensorType
@@ -190,16 +191,20 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                            stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
                            out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
 
-    def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
+    def input_moves(job: Job, rows: int) -> list[Move]:     # a block's input (_load_input)
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        ins, outs = job.ins[1] - job.ins[0], job.outs[1] - job.outs[0]
+        ins = job.ins[1] - job.ins[0]
         loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
         if plan.dpu_op == "conv" and aligned(ins) > ins:
             loads.append(Move(n * (aligned(ins) - ins) * loaded * cols * elem.nbytes, elem.nbytes))
+        return loads
+
+    def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
+        outs = job.outs[1] - job.outs[0]
         compute = split_rows_cost(rows, lambda r: workload_of(job, r), timing)[1]
         store = Move(n * outs * rows * width * elem.nbytes, elem.nbytes, out.type.order != NHWC)
-        return block_stages(loads, compute, [store], timing)
+        return block_stages(input_moves(job, rows), compute, [store], timing)
 
     def job_stages(job: Job, rows: int) -> BlockStages:     # a block loading its job's weights
         s = stages(job, rows)
@@ -224,7 +229,11 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         jobs, count = cheapest_split(
             chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
             lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= prog.cmx_budget,
-            job_stages, prog.dma_channels)
+            job_stages, prog.dma_channels, 0.0,
+            # chunks of a layer with weights share their input on a tile (the loop below)
+            InputReuse(lambda job: job.ins,
+                       lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing))
+            if plan.has_weights else None)
     jobs = [_aligned_job(plan, job) for job in jobs]
 
     work = []

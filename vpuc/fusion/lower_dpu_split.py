@@ -13,6 +13,14 @@ block loads its rows again; more row blocks load the job's weights again.  So
 that fits, in the order given, and keeps the first cheapest (ties to fewer
 chunks, then fewer blocks), as ``lower_dpu.choose_blocks`` does for one job.
 
+Chunks of output channels of a convolution read the same input: a tile that holds a
+block's input rows from an earlier chunk reads that buffer again (``lower_dpu_nn``'s
+``inputs``), so with ``input_load`` (a block's input transfers alone) the estimate leaves
+out the loads a tile does not make.  Without it, a layer of one row block per chunk was
+estimated as loading its whole input once per chunk, which made the first chunks that fit
+look as cheap as balanced ones: ResNet-18's 14x14 3x3 layers took six chunks of 48
+channels (three on one tile, two and a remainder on the other) over four of 64.
+
 Candidates: the chunk counts from the fewest that fit up to ``MAX_PARTS_FACTOR``
 times as many (each distinct chunk size once), and for each every row-block
 count from the fewest that fits up to one row per block (each distinct block
@@ -23,14 +31,23 @@ one-row blocks take longer than the best so far (``lower_bound``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from vpuc.cost.blocks import BlockStages, lower_bound, pipeline_cycles
 
 MAX_PARTS_FACTOR = 4      # chunk counts tried: the fewest that fit up to this many times it
 
 Job = TypeVar("Job")
+
+
+@dataclass(frozen=True)
+class InputReuse(Generic[Job]):
+    """How blocks share their input on a tile: ``key(job)`` names the input a job reads
+    (its input channels), ``load(job, rows)`` is a block's input transfers alone."""
+    key: Callable[[Job], Hashable]
+    load: Callable[[Job, int], BlockStages]
 
 
 def row_edges(extent: int, count: int) -> list[tuple[int, int]]:
@@ -41,21 +58,45 @@ def row_edges(extent: int, count: int) -> list[tuple[int, int]]:
 
 def split_cycles(jobs: Sequence[Job], extent: int, count: int, tiles: int,
                  stages: Callable[[Job, int], BlockStages], channels: int,
-                 resident_cycles: float = 0.0) -> float:
+                 resident_cycles: float = 0.0,
+                 input_load: InputReuse | None = None) -> float:
     """The estimate of ``jobs`` each cut into ``count`` row blocks, all alternating over
     ``tiles`` (``min(tiles, blocks)`` used, as ``LayerEmitter`` uses them), each tile
-    first loading ``resident_cycles`` of operands it keeps."""
-    blocks = [stages(job, b - a) for job in jobs for a, b in row_edges(extent, count)]
-    return pipeline_cycles(blocks, min(tiles, len(blocks)), resident_cycles, channels=channels)
+    first loading ``resident_cycles`` of operands it keeps; with ``input_load``, a block
+    whose tile already loaded the same input rows of the same input channels for an
+    earlier block leaves its input transfers out."""
+    edges = row_edges(extent, count)
+    used = min(tiles, len(jobs) * len(edges))
+    held: set[tuple] = set()
+    blocks = []
+    for job, (a, b) in ((job, edge) for job in jobs for edge in edges):
+        block = stages(job, b - a)
+        if input_load is not None:
+            key = (len(blocks) % used, input_load.key(job), a, b)
+            if key in held:
+                block = _without(block, input_load.load(job, b - a))
+            held.add(key)
+        blocks.append(block)
+    return pipeline_cycles(blocks, used, resident_cycles, channels=channels)
+
+
+def _without(block: BlockStages, inputs: BlockStages) -> BlockStages:
+    """``block`` with the transfers of ``inputs`` (a subset of its loads) left out."""
+    return BlockStages(block.load - inputs.load, block.compute, block.store,
+                       block.ddr - inputs.ddr)
 
 
 def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count: int,
                    tiles: int, fits: Callable[[Job, int, int], bool],
                    stages: Callable[[Job, int], BlockStages], channels: int,
-                   resident_cycles: float = 0.0) -> tuple[Sequence[Job], int]:
+                   resident_cycles: float = 0.0,
+                   input_load: InputReuse | None = None
+                   ) -> tuple[Sequence[Job], int]:
     """(jobs, row blocks per job) of the cheapest estimate: ``chunkings`` are the candidate
     job lists (fewest chunks first), ``fits(job, rows, blocks)`` whether a block of ``rows``
-    rows of ``job`` fits CMX in a layer of ``blocks`` blocks, ``stages(job, rows)`` its cost; block counts start at ``first_count``.
+    rows of ``job`` fits CMX in a layer of ``blocks`` blocks, ``stages(job, rows)`` its cost
+    (``input_load``: which inputs blocks share, ``split_cycles``); block counts start
+    at ``first_count``.
     None fitting: the first chunking with ``first_count`` blocks (the caller checked it)."""
     best, best_cycles = (chunkings[0], first_count), math.inf
     for jobs in chunkings:
@@ -68,8 +109,11 @@ def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count:
                 cache[key] = stages(job, rows)
             return cache[key]
 
-        # every block moves at least the smallest one-row block's transfers
-        floor = min((cost(job, 1) for job in jobs), key=lambda s: max(s.load, s.store))
+        # every block moves at least the smallest one-row block's transfers (its input
+        # perhaps held from an earlier block)
+        floor = min((cost(job, 1) if input_load is None
+                     else _without(cost(job, 1), input_load.load(job, 1)) for job in jobs),
+                    key=lambda s: max(s.load, s.store))
         last_rows = None
         for count in range(first_count, extent + 1):
             if lower_bound(floor, count * len(jobs)) >= best_cycles:
@@ -79,7 +123,7 @@ def cheapest_split(chunkings: Sequence[Sequence[Job]], extent: int, first_count:
                 continue
             last_rows = rows
             cycles = split_cycles(jobs, extent, count, tiles, cost, channels,
-                                  resident_cycles)
+                                  resident_cycles, input_load)
             if cycles < best_cycles - 1e-9:
                 best, best_cycles = (jobs, count), cycles
     return best
