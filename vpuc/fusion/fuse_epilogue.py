@@ -148,19 +148,19 @@ class Epilogue:
 
     def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
         """After block ``k``'s DPU task on ``tile``: ACT SHAVE tasks that run the kernel on the
-        CMX buffer ``block`` into a buffer of its own, its rows halved over the tile's two
-        ACT SHAVEs (rows are outermost in NHWC, so each half is dense); that buffer's name
-        (the block's store waits on ``%KEY.actedK``)."""
+        CMX buffer ``block`` into a buffer of its own, split evenly over the tile's two ACT
+        SHAVEs (``shave_boxes``); that buffer's name (the block's store waits on
+        ``%KEY.actedK``)."""
         self.calls += 1
         n, c, rows, w = block_type.dims
         out = e.cmx(f"act.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
         e.prog.barriers.append(f"barrier %{e.p}acted{k}")
-        cuts = [(0, rows)] if rows < 2 else [(0, rows // 2), (rows // 2, rows)]
-        for j, (a, b) in enumerate(cuts):
-            part = TensorType((n, c, b - a, w), block_type.elem, NHWC)
+        boxes = shave_boxes(rows, w)
+        for j, (r0, r1, x0, x1) in enumerate(boxes):
+            part = TensorType((n, c, r1 - r0, x1 - x0), block_type.elem, NHWC)
             src, dst = block, out
-            if len(cuts) > 1:
-                box = [f"0:{n}", f"0:{c}", f"{a}:{b}", f"0:{w}"]
+            if len(boxes) > 1:
+                box = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"{x0}:{x1}"]
                 src = e.view(f"act.in{k}p{j}", block[1:], box)
                 dst = e.view(f"act.out{k}p{j}", out[1:], box)
             e.prog.act += [f"  {e.lp}act{k}.{j}: sw @{self.kernel(part)} on tile {tile} "
@@ -169,6 +169,25 @@ class Epilogue:
                            "    run(%a0, %r0)", "  }"]
         self.outputs.add(out)
         return out
+
+
+def shave_boxes(rows: int, width: int) -> list[tuple[int, int, int, int]]:
+    """A block of ``rows`` x ``width`` pixels (NHWC: every box below is dense) cut into
+    ``(row0, row1, col0, col1)`` boxes that a tile's two ACT SHAVEs share evenly.  A tile's
+    ACT SHAVEs take its tasks in list order, each the next one when it is free, so equal
+    halves keep both busy to the block's end.  An even row count: two halves of rows.  An
+    odd one: the two equal row runs around the middle row first, then the middle row's two
+    halves along the width; halving rows alone left one SHAVE a whole row more per block
+    (MobileNetV3's first HardSwish: blocks of 11 rows, one SHAVE of each tile idle for
+    the last 12% of the layer).  A single row of width 1 stays whole."""
+    if rows % 2 == 0:
+        half = rows // 2
+        return [(0, half, 0, width), (half, rows, 0, width)]
+    mid = rows // 2
+    runs = [(0, mid, 0, width), (mid + 1, rows, 0, width)] if mid else []
+    if width < 2:
+        return runs + [(mid, mid + 1, 0, width)]
+    return runs + [(mid, mid + 1, 0, width // 2), (mid, mid + 1, width // 2, width)]
 
 
 @dataclass
