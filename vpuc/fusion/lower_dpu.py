@@ -406,9 +406,6 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     # of at most 4 input channels then reads 4 (compressed): lower_dpu_permute
     permuted = permutes_input(x.type.order, step)
     cp = cmx_channels(c, conv and index.producer(op.operands[1]).kind == CONSTANT, permuted)
-    resident = 0
-    if conv:
-        resident = (ocp * cp * kh * kw * elem.nbytes) + (4 * ocp if layer.bias is not None else 0)
 
     def rows_in(r0: int, r1: int) -> tuple[int, int, int, int]:
         """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
@@ -439,19 +436,34 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         return block_stages(loads, compute, [store], timing)
 
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
-    resident_loads = []
-    if conv:
-        wv = values.get(op.operands[1])
-        resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
-                                   wv is not None and wv.type.order != NHWC))
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
-    if layer.bias is not None:
-        resident_loads.append(Move(4 * ocp, 4))
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
-    blocks = choose_blocks(oh, tiles, resident, footprint, "output row", op, prog.cmx_budget,
-                           cost=stages,
-                           resident_cost=resident_cycles(prog, resident_loads, gate, constant),
-                           channels=prog.dma_channels)
+
+    def blocks_of() -> list[tuple[int, int]]:
+        """The output row blocks for the input's ``cp`` channels in CMX."""
+        resident, resident_loads = 0, []
+        if conv:
+            resident = ocp * cp * kh * kw * elem.nbytes + (4 * ocp if bias is not None else 0)
+            wv = values.get(op.operands[1])
+            resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
+                                       wv is not None and wv.type.order != NHWC))
+        if bias is not None:
+            resident_loads.append(Move(4 * ocp, 4))
+        return choose_blocks(oh, tiles, resident, footprint, "output row", op,
+                             prog.cmx_budget, cost=stages,
+                             resident_cost=resident_cycles(prog, resident_loads, gate, constant),
+                             channels=prog.dma_channels)
+
+    try:
+        blocks = blocks_of()
+    except VpucError:
+        if not permuted:
+            raise
+        # the permute's NCHW staging rows do not fit the budget: a permuting DMA lays
+        # the input out instead, at 16 channels (footprint and stages read these)
+        permuted = False
+        cp = cmx_channels(c, conv and constant, permuted)
+        blocks = blocks_of()
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     bias_of = {}
     for k, (r0, r1) in enumerate(blocks):
