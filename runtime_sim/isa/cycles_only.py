@@ -47,8 +47,8 @@ from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, VECTOR_BYTES
 
 _MASK32 = 0xFFFFFFFF
 _FIRST_MASK = NUM_SREGS + NUM_VREGS
-_ALL_LANES = np.ones(VECTOR_BYTES, bool)
-_ALL_LANES.flags.writeable = False
+ALL_LANES = np.ones(VECTOR_BYTES, bool)
+ALL_LANES.flags.writeable = False
 
 
 class NeedsData(Exception):
@@ -125,7 +125,7 @@ def _full_masks(keys: tuple[int, ...]):
     checked and marked over all its bytes (a superset of the full run's)."""
     def run_(R, mem):
         for key in keys:
-            R[key] = _ALL_LANES
+            R[key] = ALL_LANES
     return run_
 
 

@@ -24,6 +24,8 @@ from collections import Counter
 
 import numpy as np
 
+from runtime_sim.isa.cycles_only_path import run_path_cycles
+from runtime_sim.isa.entry_cache import EntryCache
 from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
@@ -31,6 +33,7 @@ from runtime_sim.isa.loop_plan import (LoopPlan, NotBatchable, _induction_step, 
                                        register_uses)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.memory import accessible_ranges
+from runtime_sim.isa.path_batch import MAX_PATH_REFUSALS, MIN_PATH_ITERATIONS
 from vpuc.shave.isa import NUM_SREGS
 
 MIN_ITERATIONS = 2
@@ -74,7 +77,13 @@ class TimingLoops:
         self.program = timing.program
         self.roles = timing.slice.roles
         self.critical = timing.slice.critical_at
-        self.plans: dict[tuple[int, int], LoopPlan | str] = _PLANS.setdefault(timing, {})
+        self.plans: dict[tuple, LoopPlan | str] = _PLANS.setdefault(timing, {})
+        if "proofs" not in self.plans:
+            self.plans["proofs"] = EntryCache()     # the path batches' walks, per entry
+        self.proofs: EntryCache = self.plans["proofs"]
+        self.min_path_iterations = MIN_PATH_ITERATIONS
+        self.max_path_refusals = MAX_PATH_REFUSALS
+        self.path_batches = 0
         self.batched_iterations = 0
         self.declined: Counter = Counter()
         self._refusals: Counter = Counter()
@@ -105,8 +114,9 @@ class TimingLoops:
         if self._refusals[head, branch] >= MAX_REFUSALS:
             return None
         plan = self._plan(head, branch)
-        if plan is None:
-            return None
+        if plan is None:         # calls, branches, inner loops: one proven path, maybe
+            return run_path_cycles(self, head, branch, R, ready, now, memory, counts,
+                                   budget, max_cycles)
         try:
             footprints, exit_at = _affine_pass(plan, R)
         except _Decline as why:
