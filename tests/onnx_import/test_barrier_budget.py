@@ -20,8 +20,9 @@ from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
-from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18
+from vpuc.onnx_import.zoo import ModelBuilder, encoder_layer, mobilenet_v3_small, resnet18
 from vpuc.verifier import verify_module
+from tests.onnx_import.onnx_testlib import rounded_to_f16
 
 MODELS = {
     "mobilenet_v3_small": lambda: mobilenet_v3_small(size=64, classes=10),
@@ -82,19 +83,41 @@ def test_small_budgets_fit_the_physical_barriers(saved, name, budget, schedule):
                                               schedule=schedule))
 
 
-def test_too_few_barriers_is_an_error_at_the_layer(saved, tmp_path):
-    """A K-split Gemm alone keeps about 40 barriers live: a target with 24 cannot run it."""
-    from vpuc.onnx_import.zoo import ModelBuilder
+def _ksplit_gemm(tmp_path) -> str:
+    """17x192 by 192x48 + Relu: K split into chunks under a 6000-byte budget."""
     m = ModelBuilder(seed=0, opset=17)
     m.output(m.node("Relu", [m.node("Gemm", [m.input("x", [17, 192]), m.weight((48, 192)),
                                              m.weight((48,), 0.01)], transB=1)]))
-    path = m.save(tmp_path / "g.onnx", "g")
+    return m.save(tmp_path / "g.onnx", "g")
+
+
+def test_a_ksplit_layer_fits_24_barriers(tmp_path):
+    """The K split's waits that another wait implies are gone (``reduced_deps``): a
+    target with 24 barriers runs it (each bias load waited on the previous block's loads
+    too, which kept more than 24 live); the result still matches onnxruntime (the f32
+    sums rounded once to f16: the same tolerance)."""
+    path = _ksplit_gemm(tmp_path)
     arch = dataclasses.replace(load_arch("NPU37XX"), barriers=24)
+    program = api.compile(path, arch=arch, cmx_budget=6000)
+    assert {b.physical for b in program.module.barriers} <= set(range(24))
+    session, feeds = _feeds(rounded_to_f16(path, tmp_path / "rounded.onnx"))
+    sim = api.simulate(program, {"x": feeds["x"].astype(np.float16)})
+    assert not sim.races
+    want = session.run(None, {"x": feeds["x"].astype(np.float16).astype(np.float32)})[0]
+    got = next(iter(sim.outputs.values())).astype(np.float32).reshape(want.shape)
+    assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+
+
+def test_too_few_barriers_is_an_error_at_the_layer(tmp_path):
+    """The K split's pipeline keeps more than 16 barriers live: a target with 16 cannot
+    run it."""
+    path = _ksplit_gemm(tmp_path)
+    arch = dataclasses.replace(load_arch("NPU37XX"), barriers=16)
     with pytest.raises(VpucError) as info:
         api.compile(path, arch=arch, cmx_budget=6000)
     text = str(info.value)
     assert text.startswith(f"{path} (imported):6:3: error: ")   # the Gemm's graph op
     assert "too many live barriers in layer gemm_3.matmul (from ONNX \"Gemm_4\" Gemm, " \
            "\"Relu_6\" Relu)" in text
-    assert "need more than the 24 physical barriers at once" in text
+    assert "need more than the 16 physical barriers at once" in text
     assert "compile with a larger --cmx-budget (fewer blocks) or with --schedule naive" in text
