@@ -60,3 +60,25 @@ def test_producers_with_the_same_consumers_share_a_barrier_and_the_makespan():
     assert prog.dma == ["  x: dma waits(%gate) updates(%l.k0)",
                         "  y: dma waits(%gate) updates(%l.k0)"]
     assert prog.dpu == ["  z: dpu waits(%l.k0) updates(%finish)"]
+
+
+def test_waits_another_wait_implies_are_dropped():
+    """``reduced_deps``: a rewrite of ``a`` waits on its readers (the DPU task) and on the
+    load before them, which the DPU task already follows: only the DPU task is waited
+    on; a DPU task's queue predecessor counts as followed, but its own waits stay."""
+    sch, a, p = _schedule()
+    load = sch.add("dma", ("dma", 0), [], [a], 1.0, lambda c: [c])
+    dpu = sch.add("dpu", ("dpu", 0), [a], [p], 1.0, lambda c: [c])
+    again = sch.add("dma", ("dma", 0), [], [a], 1.0, lambda c: [c])
+    store = sch.add("dma", ("dma", 1), [p], [], 1.0, lambda c: [c])
+    dpu2 = sch.add("dpu", ("dpu", 0), [a], [p], 1.0, lambda c: [c])
+    deps = sch.reduced_deps()
+    assert sch.tasks[again].deps == {dpu, load} and deps[again] == {dpu}
+    assert deps[store] == {dpu}
+    assert sch.tasks[dpu2].deps == {again, store} and deps[dpu2] == {again, store}
+    # the same order: every dropped wait is followed through a kept one
+    follows = [set() for _ in sch.tasks]
+    for n, kept in enumerate(deps):
+        for d in kept:
+            follows[n] |= follows[d] | {d}
+        assert sch.tasks[n].deps <= follows[n]

@@ -8,7 +8,8 @@ the DPU task of chunk *j*, which overlaps the ACT add of chunk *j - 1*; weight
 chunks load on the second DMA channel (the stores' one: a block stores once),
 input chunks on the first, so their DMA latencies overlap.  ``makespan`` list-
 schedules the tasks on their queues with the cost model's cycles (the split's
-choice asks it); ``commit`` renders them with their barriers.
+choice asks it); ``commit`` renders them with their barriers, without the waits
+another wait already implies (``reduced_deps``: fewer barriers live at once).
 """
 
 from __future__ import annotations
@@ -126,14 +127,38 @@ class TaskSchedule:
             free[task.queue] = end[-1]
         return max(end, default=0.0)
 
+    def reduced_deps(self) -> list[set[int]]:
+        """Each task's dependencies without the ones another of them already follows (a
+        bias load waiting on the previous block's DPU task and on that task's own bias
+        load): the same order with fewer waits, so fewer barriers stay live across a round
+        of blocks (``assign-physical-barriers`` has 64).  A tile's DPU runs its tasks in
+        order, so a DPU task follows what its predecessor there follows."""
+        follows: list[int] = []            # bit d: the task follows task d
+        last_dpu: dict[tuple, int] = {}
+        out: list[set[int]] = []
+        for n, task in enumerate(self.tasks):
+            implied = 0
+            for d in task.deps:
+                implied |= follows[d]
+            out.append({d for d in task.deps if not (implied >> d) & 1})
+            closure = implied | sum(1 << d for d in task.deps)
+            if task.queue[0] == "dpu" and task.queue in last_dpu:
+                prev = last_dpu[task.queue]
+                closure |= follows[prev] | (1 << prev)
+            if task.queue[0] == "dpu":
+                last_dpu[task.queue] = n
+            follows.append(closure)
+        return out
+
     def commit(self, prog: ProgramText, gate: tuple[str, ...], finish: str | None) -> None:
         """Render every task with its barriers into ``prog``: the tasks that the same tasks
         wait for share one barrier (each producer precedes each consumer in program order,
         so no wait cycle forms); the last task (a store) also updates ``finish``, tasks
         waiting on nothing wait on ``gate``."""
+        deps = self.reduced_deps()
         consumers: dict[int, set[int]] = {}
-        for m, task in enumerate(self.tasks):
-            for d in task.deps:
+        for m in range(len(self.tasks)):
+            for d in deps[m]:
                 consumers.setdefault(d, set()).add(m)
         groups: dict[frozenset, int] = {}
         barrier_of = {n: groups.setdefault(frozenset(consumers[n]), n) for n in sorted(consumers)}
@@ -155,7 +180,7 @@ class TaskSchedule:
         prog.barriers += [f"barrier %{self.p}k{n}" for n in sorted(groups.values())]
         prog.kernels += [k for k in self.prog.kernels if k not in prog.kernels]
         for n, task in enumerate(self.tasks):
-            waits = ([f"%{self.p}k{b}" for b in sorted({barrier_of[d] for d in task.deps})]
+            waits = ([f"%{self.p}k{b}" for b in sorted({barrier_of[d] for d in deps[n]})]
                      or [f"%{g}" for g in gate])
             updates = [f"%{self.p}k{barrier_of[n]}"] if n in barrier_of else []
             if finish and n == len(self.tasks) - 1:

@@ -73,7 +73,7 @@ from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import emit_layer
 from vpuc.fusion.lower_library import emit_library_segment
-from vpuc.fusion.lower_provenance import LayerTable, segment_ops
+from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
@@ -135,6 +135,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
                                                  resident=False)
     if placement is not None:
         ctx.artifacts[PLACEMENT] = placement
+    locate_layers(lowered.layers, graph)
     return lowered
 
 

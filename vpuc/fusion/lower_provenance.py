@@ -44,3 +44,17 @@ class LayerTable:
 
     def lines(self) -> list[str]:
         return [print_layer(LayerSource(key, nodes)) for key, nodes in self.nodes.items()]
+
+
+def locate_layers(lowered_layers, graph: Graph) -> None:
+    """Give each parsed layer line the location of the graph op its first ONNX node built
+    (the user's model, not the lowered text), so an error about a layer's tasks found by
+    a later pass (assign-physical-barriers) points where the user can look."""
+    loc_of = {}
+    for op in graph.ops:
+        for node in op.origin:
+            loc_of.setdefault(node, op.loc)
+    for layer in lowered_layers:
+        loc = next((loc_of[n] for n in layer.nodes if n in loc_of), None)
+        if loc is not None:
+            layer.loc = loc

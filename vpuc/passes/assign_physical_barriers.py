@@ -9,7 +9,8 @@ replay of the task lists against the physical barriers (``barrier_sim``) runs
 to completion, so the assignment cannot deadlock.  Barriers the source already
 pinned to an id keep it, and their ids are left out of the pool.  When more
 barriers are live at once than the hardware has, the error names the point and
-the live barriers.
+the live barriers; in a lowered model, at the layer's source with its ONNX nodes
+and the compile options that change it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from vpuc.analysis.liveness import Lifetime, ordered_before
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Barrier, Module
+from vpuc.ir.provenance import LayerIndex
 from vpuc.passes.base import ModulePass, PassContext
 
 
@@ -44,7 +46,7 @@ class AssignPhysicalBarriersPass(ModulePass):
         for barrier in order:
             if barrier.physical is not None:
                 continue
-            barrier.physical = self._pick(barrier, pool, holder, lives, schedule, ctx)
+            barrier.physical = self._pick(barrier, pool, holder, lives, schedule, ctx, module)
         module.barriers[:] = order
         blocked = replay(module, schedule)
         if blocked:
@@ -54,7 +56,8 @@ class AssignPhysicalBarriersPass(ModulePass):
         module.attributes["barriers"] = "physical"
 
     def _pick(self, barrier: Barrier, pool: deque, holder: dict[int, Barrier],
-              lives: dict[str, Lifetime], schedule: Schedule, ctx: PassContext) -> int:
+              lives: dict[str, Lifetime], schedule: Schedule, ctx: PassContext,
+              module: Module) -> int:
         life = lives[barrier.name]
         for pid in list(pool):
             previous = holder.get(pid)
@@ -66,9 +69,20 @@ class AssignPhysicalBarriersPass(ModulePass):
         live = sorted(holder.values(), key=lambda b: b.name)
         first = schedule.units[life.first[0]].name if life.first else "?"
         names = ", ".join(f"%{b.name}" for b in live[:12]) + (" ..." if len(live) > 12 else "")
+        detail = (f"%{barrier.name} (first used by {first}) needs a physical barrier while all "
+                  f"{len(pool)} available ones are in use ({ctx.arch.name} has "
+                  f"{ctx.arch.barriers}); live: {names}")
+        layer = LayerIndex(module.layers).layer(first) if module.layers else None
+        if layer is not None:
+            # a lowered model's layer: the user can change the compile, not the tasks
+            raise VpucError([Diagnostic(
+                Severity.ERROR, layer.loc,
+                f"too many live barriers in layer {layer.key or first} (from ONNX "
+                f"{', '.join(str(n) for n in layer.nodes)}): its tasks and the ones running "
+                f"beside them need more than the {len(pool)} physical barriers at once; "
+                f"{detail}; compile with a larger --cmx-budget (fewer blocks) or with "
+                "--schedule naive (layers one after another)")])
         raise VpucError([Diagnostic(
             Severity.ERROR, barrier.loc,
-            f"too many live barriers: %{barrier.name} (first used by {first}) needs a physical "
-            f"barrier while all {len(pool)} available ones are in use ({ctx.arch.name} has "
-            f"{ctx.arch.barriers}); live: {names}; expected at most {len(pool)} barriers live "
+            f"too many live barriers: {detail}; expected at most {len(pool)} barriers live "
             "at once: add ordering between tasks or split the schedule")])
