@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_sim.isa.cycles import finish, issue, new_ready
-from runtime_sim.isa.interpreter import (BAD_TARGET, DEFAULT_MAX_STEPS, HALT, Program,
-                                         _BadTarget, _signed, _where, default_stack_top,
+from runtime_sim.isa.interpreter import (DEFAULT_MAX_STEPS, _signed, _where, default_stack_top,
                                          initial_registers)
 from runtime_sim.isa.memory import AccessFault, WindowMemory
+from runtime_sim.isa.program import BAD_TARGET, HALT, BadTarget, Program
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.encoding import WORD_BYTES
 
@@ -89,12 +89,12 @@ def run_per_pc(program: Program, memory: WindowMemory, *, entry: int = 0, args_a
                     break
                 if nxt == BAD_TARGET:
                     offset = _signed(program.decoded[i].imm)
-                    raise _BadTarget(f"branch target .{offset:+d} is outside .text or not on an "
+                    raise BadTarget(f"branch target .{offset:+d} is outside .text or not on an "
                                      "instruction")
                 now += cost.taken_penalty
                 per_pc[i] += now - before
                 i = nxt
-    except (AccessFault, _BadTarget) as fault:
+    except (AccessFault, BadTarget) as fault:
         message = fault.diagnostics[0].message
         raise VpucError(f"{_where(program, i)}: {message}",
                         BinLoc(program.name, ".text", i * WORD_BYTES)) from None

@@ -18,12 +18,12 @@ from typing import Callable
 
 import numpy as np
 
-from runtime_sim.isa.semantics import _F16_TO_F32
+from runtime_sim.isa.sem_vector import F16_TO_F32
 
 U8, U16, U32 = np.uint8, np.uint16, np.uint32
 F16, F32, F64 = np.float16, np.float32, np.float64
 MASK32 = 0xFFFFFFFF
-_take = _F16_TO_F32.take
+_take = F16_TO_F32.take
 
 
 def _f32_binary(op) -> Callable:
@@ -70,7 +70,7 @@ for _name, _op in (("vadd", np.add), ("vsub", np.subtract), ("vmul", np.multiply
     OPS[f"{_name}.f32"] = _f32_binary(_op)
     OPS[f"{_name}.f16"] = _f16_binary(_op)
 
-# Loads and stores take the memory first, as in ``semantics.MEMORY_OPS``.
+# Loads and stores take the memory first, as in ``sem_memory.MEMORY_OPS``.
 MEMORY: dict[str, Callable] = {
     "vld": lambda m, b, o: m.read(_address(b, o), 16),
     "vst": lambda m, v, b, o: m.write(_address(b, o), v),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.memory import WindowMemory
-from vpuc.shave.isa import INSTRUCTIONS, KINDS, Instruction
+from vpuc.shave.isa import INSTRUCTIONS, Instruction
+from vpuc.shave.isa_operands import KINDS
 
 WIN_D, WIN_E, WIN_F = 0x1D000000, 0x1E000000, 0x1F000000
 

@@ -770,7 +770,7 @@ def test_sum_and_max_reductions_are_batched_in_order(chunk, seed):
 
 def test_scan_fold_is_sequential_not_pairwise():
     from runtime_sim.isa.loop_scan import Accumulator, fold
-    from runtime_sim.isa.semantics import VECTOR_OPS
+    from runtime_sim.isa.sem_vector import VECTOR_OPS
     rng = np.random.default_rng(0)
     xs = (rng.standard_normal((4096, 4)) * 10 ** rng.uniform(-3, 6, (4096, 4))).astype(np.float32)
     add = VECTOR_OPS["vadd.f32"]

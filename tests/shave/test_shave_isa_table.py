@@ -8,7 +8,7 @@ from shave_testlib import every_instruction_program
 from vpuc.diagnostics import VpucError
 from vpuc.shave import BY_MNEMONIC, INSTRUCTIONS, assemble, decode_word, disassemble
 from vpuc.shave.encoding import FIELDS, DecodeError, encode_fields, unpack_words, used_fields
-from vpuc.shave.isa import FORMATS
+from vpuc.shave.isa_operands import FORMATS
 
 
 def test_table_is_consistent():

@@ -5,7 +5,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from runtime_sim.isa.semantics import SEMANTICS, lanes, to_bytes
+from runtime_sim.isa.sem_values import lanes, to_bytes
+from runtime_sim.isa.semantics import SEMANTICS
 from shave_testlib import WIN_D, WIN_E, WIN_F, make_memory
 from vpuc.diagnostics import VpucError
 from vpuc.shave import BY_MNEMONIC, INSTRUCTIONS
@@ -378,14 +379,14 @@ def test_min_max_pick_operand_bits_as_numpy_minimum_maximum(suffix):
     """vmin/vmax are numpy's minimum/maximum in float32, rounded back -- which returns an
     operand's exact bits: a NaN operand with its payload (the first of two), else of two
     equal values (signed zeros included) the second.  Pinned here, bit for bit."""
-    from runtime_sim.isa.semantics import VECTOR_OPS, _widen_f16
+    from runtime_sim.isa.sem_vector import VECTOR_OPS, widen_f16
     rng = np.random.default_rng(5)
     if suffix == "f16":
         a = np.arange(65536, dtype=np.uint16).reshape(-1, 8)      # every bit pattern
         b = np.roll(a.ravel(), 12345).reshape(-1, 8)
         b[::5] = a[::5]                                           # ties
         b[1::5] = a[1::5] ^ 0x8000                                # +-0 and sign flips
-        widen, narrow = _widen_f16, (lambda x: x.astype(np.float16).view(np.uint16))
+        widen, narrow = widen_f16, (lambda x: x.astype(np.float16).view(np.uint16))
     else:
         a = rng.integers(0, 2**32, (50000, 4), dtype=np.uint64).astype(np.uint32)
         b = rng.integers(0, 2**32, (50000, 4), dtype=np.uint64).astype(np.uint32)
@@ -405,10 +406,11 @@ def test_min_max_pick_operand_bits_as_numpy_minimum_maximum(suffix):
 # --- vmax.f16 / vmin.f16 chosen on the bits, and constants against long batches -----------
 
 def _widened_f16(name):
-    from runtime_sim.isa.semantics import _widen_f16, lanes, to_bytes
+    from runtime_sim.isa.sem_values import lanes, to_bytes
+    from runtime_sim.isa.sem_vector import widen_f16
     op = np.maximum if name == "vmax.f16" else np.minimum
-    return lambda a, b: to_bytes(op(_widen_f16(lanes(a, np.uint16)),
-                                    _widen_f16(lanes(b, np.uint16))).astype(np.float16),
+    return lambda a, b: to_bytes(op(widen_f16(lanes(a, np.uint16)),
+                                    widen_f16(lanes(b, np.uint16))).astype(np.float16),
                                  np.float16)
 
 
@@ -417,7 +419,7 @@ def test_f16_max_min_on_the_bits_equal_the_widened_float_form(name):
     """Every f16 bit pattern against special values (signed zeros, infinities, quiet and
     signalling NaNs, subnormals) and random ones, both operand orders, batched against
     an unbatched vector and batch against batch: the bits of the f32 definition."""
-    from runtime_sim.isa.semantics import VECTOR_OPS
+    from runtime_sim.isa.sem_vector import VECTOR_OPS
     fn, widened = VECTOR_OPS[name], _widened_f16(name)
     every = np.arange(1 << 16, dtype=np.uint16).reshape(-1, 8).view(np.uint8)
     rng = np.random.default_rng(0)
@@ -435,7 +437,7 @@ def test_f16_max_min_on_the_bits_equal_the_widened_float_form(name):
 
 @pytest.mark.parametrize("rows", [1, 3, 255, 256, 1000, 4096])
 def test_a_constant_against_a_long_batch_is_the_broadcast_result(rows):
-    from runtime_sim.isa.semantics import VECTOR_OPS
+    from runtime_sim.isa.sem_vector import VECTOR_OPS
     rng = np.random.default_rng(rows)
     batch = (rng.standard_normal((rows, 8)) * 3).astype(np.float16).view(np.uint8)
     constant = np.float16([0.5, -1, 2, 3, 0, -0.0, 7, 1e-3]).view(np.uint8)

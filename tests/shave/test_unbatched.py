@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from runtime_sim.isa.memory import WindowMemory
-from runtime_sim.isa.semantics import MEMORY_OPS, VECTOR_OPS
+from runtime_sim.isa.sem_memory import MEMORY_OPS
+from runtime_sim.isa.sem_vector import VECTOR_OPS
 from runtime_sim.isa.unbatched import MEMORY, OPS
 
 SPECIAL_F16 = [0x0000, 0x8000, 0x0001, 0x83FF, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFD55,

@@ -34,18 +34,17 @@ from dataclasses import dataclass
 
 from vpuc.diagnostics import DiagnosticBag, Loc
 from vpuc.shave.asm_include import MAX_LINES, SourceLine
+from vpuc.shave.asm_substitute import (BLOCKS, IDENTIFIER, LINE_HEAD, MacroError, Substitution,
+                                      column_loc, irp_scopes, line_word, strip_comment,
+                                      substitute)
 
 MAX_DEPTH = 16
 MAX_REPT = 65536
 # Lines expanded (and repetitions of empty bodies), over the whole file: the product
 # of nested counts is capped, not only each count (the cap of asm_include).
 MAX_EXPANSION = MAX_LINES
-_BLOCKS = (".rept", ".irp")
 _COUNT = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
-_IDENT = r"[A-Za-z_.$][A-Za-z0-9_.$]*"
-_HEAD = re.compile(rf"^((?:\s*{_IDENT}\s*:)*)\s*(\S+)")
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ESCAPE = re.compile(r"\\(@|\(\)|[A-Za-z_][A-Za-z0-9_]*)?")
 
 
 @dataclass
@@ -54,65 +53,6 @@ class Macro:
     params: tuple[str, ...]
     body: list[SourceLine]
     loc: Loc
-
-
-@dataclass
-class _Context:
-    """How the lines of a macro body or a repetition are substituted: the values
-    of the names, ``\\@``, the notes of the expansion, and per line the names of
-    the ``.irp`` blocks around it inside these lines (kept for those blocks) and
-    whether it is inside one at all (``\\()`` is then kept too)."""
-    values: dict[str, str]
-    serial: str
-    via: tuple
-    scopes: list[tuple[frozenset, bool]]
-    kind: str                   # "macro" or ".irp" / ".rept": names its escapes
-
-
-def _word(line: SourceLine) -> tuple[re.Match | None, str | None]:
-    head = _HEAD.match(_code(line.text))
-    return head, (head.group(2) if head else None)
-
-
-def _scopes(lines: list[SourceLine]) -> list[tuple[frozenset, bool]]:
-    """Per line: the ``.irp`` symbols of the blocks (among ``lines``) around it, and
-    whether any block is around it."""
-    stack: list[str] = []
-    out = []
-    for line in lines:
-        head, word = _word(line)
-        out.append((frozenset(s for s in stack if s), bool(stack)))
-        if word == ".endr" and stack:
-            stack.pop()
-        elif word in _BLOCKS:
-            sym = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)", _code(line.text)[head.end(2):]) \
-                if word == ".irp" else None
-            stack.append(sym.group(1) if sym else "")
-    return out
-
-
-def _at(line: SourceLine, col: int) -> Loc:
-    """The location of 0-based column ``col`` of ``line`` (in its source line when
-    it was substituted)."""
-    if line.cols is not None:
-        col = line.cols[min(max(col, 0), len(line.cols) - 1)]
-    return Loc(line.file, line.number, col + 1)
-
-
-class _MacroError(Exception):
-    def __init__(self, loc: Loc, message: str, notes=()) -> None:
-        super().__init__(message)
-        self.loc, self.message, self.notes = loc, message, tuple(notes)
-
-
-def _code(text: str) -> str:
-    """``text`` without its comment."""
-    cut = len(text)
-    for marker in ("//", "#"):
-        pos = text.find(marker)
-        if 0 <= pos < cut:
-            cut = pos
-    return text[:cut]
 
 
 def split_commas(body: str) -> list[tuple[str, int, bool]]:
@@ -141,9 +81,9 @@ def _split_args(line: SourceLine, text: str, start: int) -> list[tuple[str, int]
     for piece, offset, last in split_commas(text[start:]):
         col = start + offset
         if not piece:
-            raise _MacroError(Loc(line.file, line.number, col + 1),
-                              "expected an argument after ','" if last
-                              else "expected an argument before ','")
+            raise MacroError(Loc(line.file, line.number, col + 1),
+                             "expected an argument after ','" if last
+                             else "expected an argument before ','")
         args.append((piece, col))
     return args
 
@@ -178,62 +118,63 @@ class _Expander:
         if self.spent > MAX_EXPANSION:
             raise _OverBudget(SourceLine(line.file, line.number, line.text, via))
 
-    def _lines(self, lines: list[SourceLine], depth: int, ctx: _Context | None) -> None:
+    def _lines(self, lines: list[SourceLine], depth: int, ctx: Substitution | None) -> None:
         """Expand ``lines``: top-level text (``ctx`` None: macro definitions are
         taken here) or a macro body / repetition, substituted line by line."""
         i = 0
         while i < len(lines):
             line = lines[i]
             self._spend(line, line.via if ctx is None else ctx.via)
-            head, word = _word(line)
+            head, word = line_word(line)
             if word == ".macro" and ctx is None:
                 i = self._define(lines, i, head)
                 continue
-            if word in _BLOCKS:
+            if word in BLOCKS:
                 i = self._block(lines, i, head, depth, ctx)
                 continue
             try:
                 if word == ".endm" and ctx is None:
-                    raise _MacroError(Loc(line.file, line.number, head.start(2) + 1),
-                                      "'.endm' without '.macro'")
+                    raise MacroError(Loc(line.file, line.number, head.start(2) + 1),
+                                     "'.endm' without '.macro'")
                 if word == ".endr":
-                    raise _MacroError(_at(line, head.start(2)),
-                                      "'.endr' without '.rept' or '.irp'")
+                    raise MacroError(column_loc(line, head.start(2)),
+                                     "'.endr' without '.rept' or '.irp'")
                 self._line(self._apply(ctx, i, line), depth)
-            except _MacroError as err:
+            except MacroError as err:
                 self.bag.error(err.loc, err.message,
                                err.notes + (line.via if ctx is None else ctx.via))
             i += 1
 
-    def _apply(self, ctx: _Context | None, i: int, line: SourceLine) -> SourceLine:
+    def _apply(self, ctx: Substitution | None, i: int, line: SourceLine) -> SourceLine:
         """Line ``i`` of the lines ``ctx`` substitutes, substituted."""
         if ctx is None:
             return line
-        text, cols = self._substitute(line, ctx, i)
+        text, cols = substitute(line, ctx, i)
         return SourceLine(line.file, line.number, text, ctx.via, cols)
 
     def _block(self, lines: list[SourceLine], i: int, head: re.Match, depth: int,
-               ctx: _Context | None) -> int:
+               ctx: Substitution | None) -> int:
         """The ``.rept`` or ``.irp`` at ``lines[i]`` expanded; the index after its
         ``.endr``."""
         line, word = lines[i], head.group(2)
         via = line.via if ctx is None else ctx.via
         level, end = 0, i + 1
         while end < len(lines):
-            inner, other = _word(lines[end])
-            if other in _BLOCKS:
+            inner, other = line_word(lines[end])
+            if other in BLOCKS:
                 level += 1
             elif other == ".endr":
                 if level == 0:
                     break
                 level -= 1
             elif other in (".macro", ".endm") and ctx is None:
-                self.bag.error(_at(lines[end], inner.start(2)),
+                self.bag.error(column_loc(lines[end], inner.start(2)),
                                f"'{other}' inside a '.rept' or '.irp' (missing '.endr'?)",
                                lines[end].via)
             end += 1
         if end == len(lines):
-            self.bag.error(_at(line, head.start(2)), f"missing '.endr' for this '{word}'", via)
+            self.bag.error(column_loc(line, head.start(2)), f"missing '.endr' for this '{word}'",
+                           via)
             return end
         body: list[SourceLine] = []
         try:
@@ -241,26 +182,26 @@ class _Expander:
             for k in range(i + 1, end):      # the enclosing substitution first
                 try:
                     body.append(self._apply(ctx, k, lines[k]))
-                except _MacroError as err:
+                except MacroError as err:
                     self.bag.error(err.loc, err.message, err.notes + via)
-            head = _HEAD.match(_code(first.text))
+            head = LINE_HEAD.match(strip_comment(first.text))
             sym, values = self._block_head(first, head)
-        except _MacroError as err:
+        except MacroError as err:
             self.bag.error(err.loc, err.message, err.notes + via)
             return end + 1
         if head.group(1).strip():
             self.out.append(SourceLine(line.file, line.number, head.group(1), via))
-        scopes, serial = _scopes(body), str(self.count)
+        scopes, serial = irp_scopes(body), str(self.count)
         where = f"{line.file}:{line.number}"
         for n, value in enumerate(values, 1):
             note = f"in repetition {n} of .rept at {where}" if sym is None \
                 else f"in .irp {sym} = {value} at {where}"
             if not body:                 # (a body's lines count themselves)
                 self._spend(line, ((None, note),) + via)
-            self._lines(body, depth + 1, _Context(
+            self._lines(body, depth + 1, Substitution(
                 {} if sym is None else {sym: value}, serial, ((None, note),) + via, scopes,
                 word))
-        labels = _HEAD.match(_code(lines[end].text)).group(1)
+        labels = LINE_HEAD.match(strip_comment(lines[end].text)).group(1)
         if labels.strip():                       # keep labels in front of '.endr'
             self.out.append(SourceLine(lines[end].file, lines[end].number, labels, via))
         return end + 1
@@ -268,32 +209,32 @@ class _Expander:
     @staticmethod
     def _block_head(line: SourceLine, head: re.Match) -> tuple[str | None, list[str]]:
         """``.rept N``: (None, N empty values); ``.irp SYM, A, ...``: (SYM, values)."""
-        word, code = head.group(2), _code(line.text)
+        word, code = head.group(2), strip_comment(line.text)
         args = _split_args(line, code, head.end(2))
         if word == ".rept":
             if len(args) != 1:
-                raise _MacroError(_at(line, head.start(2) if not args else args[1][1]),
-                                  "expected '.rept COUNT'")
+                raise MacroError(column_loc(line, head.start(2) if not args else args[1][1]),
+                                 "expected '.rept COUNT'")
             text, col = args[0]
             if not _COUNT.fullmatch(text) or int(text, 0) > MAX_REPT:
-                raise _MacroError(_at(line, col), f"expected a count from 0 to {MAX_REPT} "
-                                  f"for '.rept', got '{text}'")
+                raise MacroError(column_loc(line, col), f"expected a count from 0 to {MAX_REPT} "
+                                 f"for '.rept', got '{text}'")
             return None, [""] * int(text, 0)
         if not args:
-            raise _MacroError(_at(line, head.start(2)), "expected '.irp SYMBOL, value, ...'")
+            raise MacroError(column_loc(line, head.start(2)), "expected '.irp SYMBOL, value, ...'")
         sym, col = args[0]
         if not _PARAM.fullmatch(sym):
-            raise _MacroError(_at(line, col), f"expected a symbol name, got '{sym}'")
+            raise MacroError(column_loc(line, col), f"expected a symbol name, got '{sym}'")
         return sym, [text for text, _ in args[1:]] or [""]
 
     def _define(self, lines: list[SourceLine], i: int, head: re.Match) -> int:
         line = lines[i]
         self.out.append(SourceLine(line.file, line.number, head.group(1), line.via))
         loc = Loc(line.file, line.number, head.start(2) + 1)
-        code = _code(line.text)
+        code = strip_comment(line.text)
         end = i + 1
         while end < len(lines):
-            inner = _HEAD.match(_code(lines[end].text))
+            inner = LINE_HEAD.match(strip_comment(lines[end].text))
             if inner and inner.group(2) == ".endm":
                 break
             if inner and inner.group(2) == ".macro":
@@ -304,111 +245,65 @@ class _Expander:
             end += 1
         try:
             if end == len(lines):
-                raise _MacroError(loc, "missing '.endm' for this '.macro'")
+                raise MacroError(loc, "missing '.endm' for this '.macro'")
             words = _split_args(line, code, head.end(2))
             if not words:
-                raise _MacroError(loc, "expected '.macro NAME [param, ...]'")
+                raise MacroError(loc, "expected '.macro NAME [param, ...]'")
             first, col = words[0]
             name, rest = (first.split(None, 1) + [""])[:2]
-            if not re.fullmatch(_IDENT, name):
-                raise _MacroError(Loc(line.file, line.number, col + 1),
-                                  f"expected a macro name, got '{name}'")
+            if not re.fullmatch(IDENTIFIER, name):
+                raise MacroError(Loc(line.file, line.number, col + 1),
+                                 f"expected a macro name, got '{name}'")
             params = ([(rest.strip(), col + len(first) - len(rest.strip()))] if rest.strip()
                       else []) + words[1:]
             seen: list[str] = []
             for param, pcol in params:
                 if not _PARAM.fullmatch(param) or param in seen:
                     what = "duplicate parameter" if param in seen else "expected a parameter name, got"
-                    raise _MacroError(Loc(line.file, line.number, pcol + 1), f"{what} '{param}'")
+                    raise MacroError(Loc(line.file, line.number, pcol + 1), f"{what} '{param}'")
                 seen.append(param)
             if name in self.macros:
-                raise _MacroError(Loc(line.file, line.number, col + 1),
-                                  f"macro '{name}' is already defined",
-                                  ((self.macros[name].loc, "first defined here"),))
+                raise MacroError(Loc(line.file, line.number, col + 1),
+                                 f"macro '{name}' is already defined",
+                                 ((self.macros[name].loc, "first defined here"),))
             self.macros[name] = Macro(name, tuple(seen), lines[i + 1:end], loc)
-        except _MacroError as err:
+        except MacroError as err:
             self.bag.error(err.loc, err.message, err.notes + line.via)
         if end < len(lines):                     # keep labels in front of '.endm'
             last = lines[end]
-            labels = _HEAD.match(_code(last.text)).group(1)
+            labels = LINE_HEAD.match(strip_comment(last.text)).group(1)
             if labels.strip():
                 self.out.append(SourceLine(last.file, last.number, labels, last.via))
         return end + 1
 
     def _line(self, line: SourceLine, depth: int) -> None:
-        code = _code(line.text)
-        head = _HEAD.match(code)
+        code = strip_comment(line.text)
+        head = LINE_HEAD.match(code)
         macro = self.macros.get(head.group(2)) if head else None
         if macro is None:
             self.out.append(line)
             return
         loc = Loc(line.file, line.number, head.start(2) + 1)
         if depth >= MAX_DEPTH:
-            raise _MacroError(loc, f"macro expansions nested too deeply (the limit is "
-                              f"{MAX_DEPTH} levels)")
+            raise MacroError(loc, f"macro expansions nested too deeply (the limit is "
+                             f"{MAX_DEPTH} levels)")
         args = _split_args(line, code, head.end(2))
         if len(args) != len(macro.params):
             where = Loc(line.file, line.number, args[len(macro.params)][1] + 1) \
                 if len(args) > len(macro.params) else loc
             n = len(macro.params)
-            raise _MacroError(where, f"macro '{macro.name}' takes {n} argument"
-                              f"{'s' if n != 1 else ''}, got {len(args)}",
-                              ((macro.loc, "macro defined here"),))
+            raise MacroError(where, f"macro '{macro.name}' takes {n} argument"
+                             f"{'s' if n != 1 else ''}, got {len(args)}",
+                             ((macro.loc, "macro defined here"),))
         if head.group(1).strip():
             self.out.append(SourceLine(line.file, line.number, head.group(1), line.via))
         serial = str(self.count)
         self.count += 1
         via = ((None, f"in expansion of macro {macro.name} at {line.file}:{line.number}"),) \
             + line.via
-        self._lines(macro.body, depth + 1, _Context(
+        self._lines(macro.body, depth + 1, Substitution(
             dict(zip(macro.params, (text for text, _ in args))), serial, via,
-            _scopes(macro.body), "macro"))
-
-    @staticmethod
-    def _substitute(line: SourceLine, ctx: _Context, i: int) -> tuple[str, tuple[int, ...]]:
-        """Line ``i`` of ``ctx`` with its escapes replaced, and for each index of the
-        result (and one past its end) the 0-based column in the source line it came
-        from."""
-        code = _code(line.text)
-        base = line.cols if line.cols is not None else tuple(range(len(line.text) + 1))
-        pieces: list[str] = []
-        cols: list[int] = []
-        pos = 0
-        for match in _ESCAPE.finditer(code):
-            pieces.append(code[pos:match.start()])
-            cols.extend(base[pos:match.start()])
-            value = _Expander._escape(line, ctx, ctx.scopes[i], match)
-            pieces.append(value)
-            cols.extend([base[match.start()]] * len(value))
-            pos = match.end()
-        pieces.append(line.text[pos:])
-        cols.extend(base[pos:])
-        return "".join(pieces), tuple(cols)
-
-    @staticmethod
-    def _escape(line: SourceLine, ctx: _Context, scope: tuple[frozenset, bool],
-                match: re.Match) -> str:
-        key = match.group(1)
-        if key == "@":
-            return ctx.serial
-        if key == "()":
-            return match.group(0) if scope[1] else ""
-        if key in scope[0]:
-            return match.group(0)         # an inner .irp's symbol: replaced there
-        if key in ctx.values:
-            return ctx.values[key]
-        where = _at(line, match.start())
-        what = {"macro": ("parameter", "macro parameter", "parameters"),
-                ".irp": ("symbol", ".irp symbol", "symbol")}.get(ctx.kind)
-        if what is None:
-            raise _MacroError(where, "expected '@' or '()' after '\\' in a '.rept'" if key is None
-                              else f"unknown name '\\{key}' in a '.rept' (only '\\@' and "
-                              "'\\()' are replaced)")
-        if key is None:
-            raise _MacroError(where, f"expected a {what[0]} name, '@' or '()' after '\\'")
-        known = ", ".join(f"\\{p}" for p in ctx.values) or "none"
-        raise _MacroError(where, f"unknown {what[1]} '\\{key}' ({what[2]}: {known})")
-
+            irp_scopes(macro.body), "macro"))
 
 def expand_macros(lines: list[SourceLine], bag: DiagnosticBag) -> list[SourceLine]:
     """``lines`` with macro definitions removed, invocations and ``.rept`` / ``.irp``

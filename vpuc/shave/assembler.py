@@ -28,8 +28,8 @@ from vpuc.shave.asm_state import (IDENT, MAX_OBJECT_BYTES, LineError, PendingIns
                                   int_operand, looks_like_symbol, shift)
 from vpuc.shave.encoding import encode_fields, pack_word
 from vpuc.shave.literals import ExprError, parse_float
-from vpuc.shave.isa import (BY_MNEMONIC, KINDS, REGISTER_ALIASES, REGISTER_COUNTS,
-                            SIGNED_OR_UNSIGNED_32, format_placeholders)
+from vpuc.shave.isa import BY_MNEMONIC, REGISTER_ALIASES, REGISTER_COUNTS, SIGNED_OR_UNSIGNED_32
+from vpuc.shave.isa_operands import KINDS, format_placeholders
 from vpuc.shave.kobject import SECTIONS, KernelObject
 
 _LABEL = re.compile(rf"\s*({IDENT})\s*:")

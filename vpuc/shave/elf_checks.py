@@ -1,6 +1,6 @@
 """The ELF specification's structural rules, checked before an ELF32 file is read.
 
-``read_elf32`` (``vpuc.shave.elf_layout``) calls these on every file it reads,
+``read_elf32`` (``vpuc.shave.elf_reader``) calls these on every file it reads,
 blobs and kernel objects alike.  Each rule is one the System V gABI states
 ("ELF Header", "Sections", "Program Header"); a file breaking
 it is refused with a ``VpucError`` naming the header or section and the file
@@ -19,9 +19,9 @@ is refused: vpuc writes at most a few dozen sections.
 from __future__ import annotations
 
 from vpuc.diagnostics import BinLoc, VpucError
-from vpuc.shave.elf_layout import (EV_CURRENT, PT_LOAD, SHF_INFO_LINK, SHN_XINDEX, SHT_NOBITS,
-                                   SHT_NOTE, SHT_NULL, SHT_REL, SHT_RELA, Elf32_Ehdr,
-                                   Elf32_Nhdr, Elf32_Phdr, Elf32_Shdr)
+from vpuc.shave.elf_spec import (EV_CURRENT, PT_LOAD, SHF_INFO_LINK, SHN_XINDEX, SHT_NOBITS,
+                                 SHT_NOTE, SHT_NULL, SHT_REL, SHT_RELA, Elf32_Ehdr, Elf32_Nhdr,
+                                 Elf32_Phdr, Elf32_Shdr)
 
 EHDR_SIZE, PHDR_SIZE, SHDR_SIZE = Elf32_Ehdr.size, Elf32_Phdr.size, Elf32_Shdr.size
 _E, _SH, _P = Elf32_Ehdr.offsets, Elf32_Shdr.offsets, Elf32_Phdr.offsets

@@ -7,7 +7,7 @@ Every instruction is one little-endian 64-bit word with the same fields::
     |       imm       |  r4   |  r3   |  r2   |  r1   |  opcode   |
     +-----------------+-------+-------+-------+-------+-----------+
 
-Which fields an instruction uses follows from its format (``isa.FORMATS``);
+Which fields an instruction uses follows from its format (``isa_operands.FORMATS``);
 fields it does not use must be zero, so every valid word has exactly one
 spelling in assembly and disassembly reproduces the bytes.
 """

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from vpuc.shave.encoding import FIELDS
-from vpuc.shave.isa import FORMAT_OPERANDS, FORMATS, INSTRUCTIONS, format_placeholders
+from vpuc.shave.isa import INSTRUCTIONS
+from vpuc.shave.isa_operands import FORMAT_OPERANDS, FORMATS, format_placeholders
 
 GROUPS = (
     (0x000, 0x00F, "Miscellaneous"),

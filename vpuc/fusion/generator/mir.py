@@ -29,7 +29,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
-from vpuc.shave.isa import BY_MNEMONIC, FORMATS, KINDS
+from vpuc.shave.isa import BY_MNEMONIC
+from vpuc.shave.isa_operands import FORMATS, KINDS
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten
 from vpuc.fusion.generator.regalloc import liveness
-from vpuc.shave.isa import KINDS
+from vpuc.shave.isa_operands import KINDS
 
 
 def _is_step(n: Inst) -> bool:
