@@ -30,7 +30,7 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only import ALL_LANES
 from runtime_sim.isa.loop_bounds import Affine, affine_const
-from runtime_sim.isa.path_batch import _iterations, _walked, likely_trip
+from runtime_sim.isa.path_batch import _iterations, _walked, path_steps
 from runtime_sim.isa.path_walk import PathRefused
 from vpuc.shave.isa import NUM_SREGS
 
@@ -42,14 +42,9 @@ def run_path_cycles(loops, head: int, branch: int, R: list, ready: list[int], no
     """``TimingLoops``'s fallback for a loop its plans refuse: the rows along one proven
     path, counted, or None.  Returns (now, next index, instructions run, stall cycles)."""
     key = (head, branch, "path")
-    if key in loops.plans or loops._refusals[key] >= loops.max_path_refusals:
+    steps = path_steps(loops, head, branch, R, loops.max_path_refusals)
+    if steps is None:
         return None
-    steps = loops.plans.setdefault((head, branch, "steps"), {})
-    if steps:
-        likely = likely_trip(loops.program, branch, R, steps["registers"])
-        if likely is not None and likely < loops.min_path_iterations:
-            loops.declined["path: too few iterations on one path"] += 1
-            return None
     try:
         found = _walked(loops, head, branch, R, memory, steps)
         _check_read_words(found, memory)

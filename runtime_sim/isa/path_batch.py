@@ -50,12 +50,12 @@ _TIMINGS: dict[tuple, "PathTiming"] = {}
 MAX_CACHED_TIMINGS = 1024
 
 
-def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int, memory,
-             counts: list[int], budget: int, max_cycles: float):
-    """``FastLoops``'s fallback for a loop its plans refuse: the iterations along one
-    path, or None.  Returns (now, next index, instructions run, stall cycles)."""
-    key = (head, branch, "path")
-    if key in loops.plans or loops._refusals[key] >= MAX_PATH_REFUSALS:
+def path_steps(loops, head: int, branch: int, R: list, max_refusals: int) -> dict | None:
+    """The loop's remembered walk steps (empty before its first walk), or None when the
+    loop has a plan, was refused ``max_refusals`` times, or likely runs too few iterations
+    on one path (``run_path``'s and ``cycles_only_path.run_path_cycles``' first step)."""
+    if (head, branch, "path") in loops.plans \
+            or loops._refusals[(head, branch, "path")] >= max_refusals:
         return None
     steps = loops.plans.setdefault((head, branch, "steps"), {})
     if steps:
@@ -63,6 +63,17 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
         if likely is not None and likely < loops.min_path_iterations:
             loops.declined["path: too few iterations on one path"] += 1
             return None
+    return steps
+
+
+def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int, memory,
+             counts: list[int], budget: int, max_cycles: float):
+    """``FastLoops``'s fallback for a loop its plans refuse: the iterations along one
+    path, or None.  Returns (now, next index, instructions run, stall cycles)."""
+    key = (head, branch, "path")
+    steps = path_steps(loops, head, branch, R, MAX_PATH_REFUSALS)
+    if steps is None:
+        return None
     try:
         found = _walked(loops, head, branch, R, memory, steps)
         iterations, trip, timing = _iterations(loops, found, branch, ready, now, memory,

@@ -62,3 +62,14 @@ def normalized(read: Module, source: Module) -> Module:
     module.barriers = [Barrier(b.name, by_name[b.name].physical if physical[b.name] is not None
                                else None) for b in source.barriers if b.name in by_name]
     return module
+
+
+def with_task(content, executor: int, index: int, **fields):
+    """``content`` (a flattened blob) with task ``index`` of the ``executor``'s list given
+    ``fields``."""
+    lists = list(content.task_lists)
+    at = next(i for i, tl in enumerate(lists) if tl.executor == executor)
+    tasks = list(lists[at].tasks)
+    tasks[index] = tasks[index]._replace(**fields)
+    lists[at] = lists[at]._replace(tasks=tuple(tasks))
+    return content._replace(task_lists=tuple(lists))

@@ -2,7 +2,7 @@
 the row-by-row check's message for the first bad record."""
 
 import pytest
-from blob_testlib import IDS, REPO, SOURCES, compiled
+from blob_testlib import IDS, REPO, SOURCES, compiled, with_task
 
 import vpuc.blob.rebuild as rebuild_module
 from vpuc.blob.flatten import flatten
@@ -16,15 +16,6 @@ def message(content) -> str:
     with pytest.raises(VpucError) as info:
         rebuild(content, "x.blob", verify=False)
     return info.value.diagnostics[0].message
-
-
-def with_task(content, executor: int, index: int, **fields):
-    lists = list(content.task_lists)
-    at = next(i for i, tl in enumerate(lists) if tl.executor == executor)
-    tasks = list(lists[at].tasks)
-    tasks[index] = tasks[index]._replace(**fields)
-    lists[at] = lists[at]._replace(tasks=tuple(tasks))
-    return content._replace(task_lists=tuple(lists))
 
 
 def test_the_records_rebuild_to_the_program():

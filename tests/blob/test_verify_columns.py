@@ -5,7 +5,7 @@ refused with the module verifier's message, whichever task of a long list is bad
 import sys
 
 import pytest
-from blob_testlib import REPO, SOURCES, IDS, compiled
+from blob_testlib import REPO, SOURCES, IDS, compiled, with_task
 
 import vpuc.blob.rebuild as rebuild_module
 from vpuc.blob.content import DMA_MODE_CODE
@@ -48,15 +48,6 @@ def read_message(content, monkeypatch, *, columns: bool) -> str | None:
     finally:
         monkeypatch.undo()
     return None
-
-
-def with_task(content, executor: int, index: int, **fields):
-    lists = list(content.task_lists)
-    at = next(i for i, tl in enumerate(lists) if tl.executor == executor)
-    tasks = list(lists[at].tasks)
-    tasks[index] = tasks[index]._replace(**fields)
-    lists[at] = lists[at]._replace(tasks=tuple(tasks))
-    return content._replace(task_lists=tuple(lists))
 
 
 def tensor(content, name: str) -> int:
