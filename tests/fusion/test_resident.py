@@ -18,6 +18,8 @@ from vpuc.ir.tasks import DmaTask
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
 
+from tests.fusion.dpu_testlib import assert_close
+
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
@@ -67,8 +69,10 @@ def test_a_chain_of_convolutions_keeps_its_values_in_cmx(tmp_path, monkeypatch):
     assert touching and all(src.kind is dst.kind is BufferKind.CMX for src, dst in touching)
     runs = {name: api.simulate(p, {"x": x}) for name, p in (("naive", naive),
                                                              ("default", default))}
-    np.testing.assert_array_equal(runs["default"].outputs[next(iter(runs["naive"].outputs))],
-                                  next(iter(runs["naive"].outputs.values())))
+    # the schedules cut the layers into other blocks, so BLAS may sum in another order: one
+    # f16 ulp per layer of the four (tests/fusion/test_fold_views.py does the same)
+    assert_close(runs["default"].outputs[next(iter(runs["naive"].outputs))],
+                 next(iter(runs["naive"].outputs.values())), ulps=4)
     assert runs["default"].races == []
     # against the same schedule with every value in DDR: fewer DDR bytes, fewer cycles
     _all_in_ddr(monkeypatch)

@@ -19,6 +19,7 @@ from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask
 from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18
 from runtime_sim.bound_input import program_bound
+from tests.fusion.dpu_testlib import assert_close
 from tests.sim.simlib import run_cli
 
 MODELS = {
@@ -49,8 +50,11 @@ def test_default_computes_what_naive_does_and_what_onnxruntime_does(model):
     _, runs, want = model
     naive, default = runs["naive"][1].outputs, runs["default"][1].outputs
     assert naive.keys() == default.keys()
+    # the schedules cut layers into other blocks and fold views into MatMul operands, so
+    # BLAS may sum in another order: at most one f16 rounding apart per layer
+    layers = len(runs["default"][0].module.layers)
     for name in naive:
-        np.testing.assert_array_equal(default[name], naive[name])
+        assert_close(default[name], naive[name], ulps=layers)
     got = next(iter(default.values())).astype(np.float32).reshape(want.shape)
     cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
     assert cosine >= 0.999
