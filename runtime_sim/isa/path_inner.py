@@ -90,7 +90,7 @@ def find_inner_loops(walk) -> dict[int, InnerLoop]:
         try:
             found[layout.start] = _bind(layout, path, footprints)
         except _NotUniform:
-            pass
+            pass            # this walk's inner loop runs one iteration at a time
     return found
 
 
@@ -133,7 +133,7 @@ def _layouts(path) -> list[_Layout]:
             try:
                 found.append(_layout(path, start, length, copies))
             except _NotUniform:
-                pass
+                pass        # not batched: the path runs these copies one by one
         q = max(q + 1, start + copies * length)
     return found
 

@@ -149,14 +149,5 @@ def segment_order(module: Module, prefix_of) -> list[str]:
 def cmx_fits(module: Module, arch) -> bool:
     """Whether allocate-cmx places every CMX buffer of ``module`` on ``arch`` (tried; the
     offsets are left as they were)."""
-    from vpuc.diagnostics import VpucError
-    from vpuc.passes.allocate_cmx import allocate
-    unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
-    try:
-        allocate(module, arch)
-    except VpucError:
-        return False
-    finally:
-        for b in unplaced:
-            b.offset = None
-    return True
+    from vpuc.passes.allocate_cmx import try_allocate
+    return try_allocate(module, arch)[0] is not None

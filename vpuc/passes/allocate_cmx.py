@@ -23,6 +23,7 @@ the two that changes the schedule costs the saving, never correctness.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from vpuc.analysis.liveness import Lifetime, ordered_before, overlap_conflicts, users_by_root
@@ -85,6 +86,23 @@ def take_placement(module: Module, arch, offsets: dict[str, int]) -> bool:
         for b in unplaced:
             b.offset = None
     return holds
+
+
+def try_allocate(module: Module, arch) -> tuple[dict[str, int] | None, str | None]:
+    """A trial of ``allocate`` (a lowering's, ``vpuc/fusion/schedule_deps.py`` and
+    ``resident.py``): (the offsets it gives the CMX buffers without one, None), or (None,
+    the buffer it finds no room for: "" when its message names none); the module's
+    offsets are left as they were."""
+    unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
+    try:
+        allocate(module, arch)
+        return {b.name: b.offset for b in unplaced}, None
+    except VpucError as exc:
+        found = re.search(r"(?:placing|gap for) %([^\s:(]+)", str(exc))
+        return None, found.group(1) if found else ""
+    finally:
+        for b in unplaced:
+            b.offset = None
 
 
 def allocate(module: Module, arch) -> None:
