@@ -15,7 +15,8 @@ Guarantees:
 
 - the marked chain after a Convolution or MatMul (one bias ``Add`` with a
   per-channel constant, then one activation) is folded into the DPU task as
-  ``bias(...)`` (f32, one value per output channel) and ``post ...``; its ops
+  ``bias(...)`` (one value per output channel: f32, or packed after constant weights in
+  their type when exact there, ``lower_dpu_channels.packs_bias``) and ``post ...``; its ops
   produce nothing of their own, and the layer writes the chain's last value;
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
@@ -440,7 +441,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     # the bias in the weights' constant (lower_dpu_channels.packs_bias): no load of its own
-    packed = conv and constant and not reads_weights(op, index) and packs_bias(bias, index.producer(op.operands[1]).type.elem)
+    packed = conv and constant and not reads_weights(op, index) \
+        and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
     def blocks_of() -> list[tuple[int, int]]:
         """The output row blocks for the input's ``cp`` channels in CMX."""

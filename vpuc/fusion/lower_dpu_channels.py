@@ -20,7 +20,8 @@ spent: a block's CMX input has ``aligned(C)`` channels (the real ones copied
 in, the rest zeroed by a DMA from a ``const`` splat when a convolution reads
 them across channels), the weights are zero-padded constants declared by the
 lowering (the graph's own weights constant is then not read, and not
-declared), the bias is zero-padded, and only the real output channels are
+declared), the bias is zero-padded (and packed after the weights when they are a
+constant the lowering declares: ``packs_bias``), and only the real output channels are
 stored.  Channelwise workloads (dwconv, pools) are cut into variants of
 64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
 aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
@@ -75,11 +76,10 @@ def conv_aligned(in_channels: int, out_channels: int) -> bool:
     return in_channels % ALIGNMENT == 0 and out_channels % ALIGNMENT == 0
 
 
-def reads_weights(op, index: GraphIndex, bias: np.ndarray | None = None) -> bool:
-    """Whether the DPU lowering of layer ``op`` (whose folded bias is ``bias``) reads its
-    weights operand from DDR (a Convolution with aligned channels and no bias to pack with
-    them, ``packs_bias``); the others declare rearranged or padded copies, and the graph's
-    constant is dropped."""
+def reads_weights(op, index: GraphIndex) -> bool:
+    """Whether the DPU lowering of layer ``op`` reads its weights operand from DDR (a
+    Convolution with aligned channels); the others declare rearranged or padded copies
+    (with the bias packed after them, ``packs_bias``), and the graph's constant is dropped."""
     if op.kind in REDECLARED_WEIGHTS:
         return False
     if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
@@ -319,7 +319,7 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
     pi = in_channels or aligned(i)
-    if not reads_weights(op, index, bias):           # a constant, padded at compile time
+    if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         dims = (aligned(o), pi, kh, kw)
         packed = packs_bias(bias, elem)
