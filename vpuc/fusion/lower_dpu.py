@@ -52,11 +52,11 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lowe
     pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import (aligned, bias_rows, load_block_input,
-                                            load_window_weights, packs_bias, reads_weights, padded_vector,
-                                            variant_boxes)
+from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
+                                            padded_vector, reads_weights, variant_boxes)
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
+from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text, window)
 from vpuc.reference.graph import constant_value
@@ -418,7 +418,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     def footprint(rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         raw = n * c * loaded * w if permuted else 0       # the NCHW rows the permute reads
-        return (raw + n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
+        # the table's zero rows for such a block (counted per live block: an upper bound)
+        zeros = box_rows(n * (cp - c) * loaded * w, cp, kh, kw)[0] * cp * kh * kw \
+            if table_zeros() else 0
+        return (raw + n * cp * loaded * w + n * ocp * rows * ow + zeros) * elem.nbytes
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
@@ -429,7 +432,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes,
                       x.type.order != NHWC and not permuted)]
-        if conv and cp > c and not permuted:    # load_block_input's zeros for the padding
+        if conv and cp > c and not permuted and not table_zeros():   # zeros from DDR
             loads.append(Move(n * (cp - c) * loaded * w * elem.nbytes, elem.nbytes))
         compute = split_rows_cost(rows, workload_of, timing)[1]
         if permuted:
@@ -440,16 +443,20 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
-    # the bias in the weights' constant (lower_dpu_channels.packs_bias): no load of its own
-    packed = conv and constant and not reads_weights(op, index) \
-        and packs_bias(bias, index.producer(op.operands[1]).type.elem)
+    # the lowering's own constant weights: a table (lower_dpu_table) holds the bias when
+    # exact in their type, and the zeros of the input's padded channels
+    own = conv and constant and not reads_weights(op, index)
+    packed = own and packs_bias(bias, index.producer(op.operands[1]).type.elem)
+
+    def table_zeros() -> bool:
+        return own and cp > c and not permuted
 
     def blocks_of() -> list[tuple[int, int]]:
         """The output row blocks for the input's ``cp`` channels in CMX."""
         resident, resident_loads = 0, []
         weights = ocp * cp * kh * kw * elem.nbytes
         if packed:                  # one load of the weights with the bias rows after them
-            weights += bias_rows(ocp, cp, kh, kw)[0] * cp * kh * kw * elem.nbytes
+            weights += box_rows(ocp, cp, kh, kw)[0] * cp * kh * kw * elem.nbytes
         if conv:
             resident = weights + (4 * ocp if bias is not None and not packed else 0)
             wv = values.get(op.operands[1])
@@ -473,6 +480,10 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         cp = cmx_channels(c, conv and constant, permuted)
         blocks = blocks_of()
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    zero_count = {k: n * (cp - c) * rows_in(r0, r1)[1] * w for k, (r0, r1) in enumerate(blocks)}
+    table = None
+    if packed or table_zeros():
+        table = Table((ocp, cp, kh, kw), packed, zero_count.values() if table_zeros() else ())
     operands_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -481,15 +492,16 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         if k < e.used:              # weights and bias: once per tile, before its first block
             operands_of[t] = load_window_weights(
                 e, op, index, values, t, e.load_waits(t), [f"%{prefix}loaded{t}"],
-                declare=t == 0, in_channels=cp, bias=bias) if conv else ""
+                declare=t == 0, in_channels=cp, bias=bias, table=table) if conv else ""
             if not packed:
                 operands_of[t] += e.load_bias(t, bias)
         if permuted:
             xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
                                       [f"%{prefix}loaded{k}"])
         else:
+            zeros = table.zeros(f"t{t}", zero_count[k]) if table_zeros() else None
             xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
-                                   [f"%{prefix}loaded{k}"], step=step)
+                                   [f"%{prefix}loaded{k}"], step=step, zeros_from=zeros)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"

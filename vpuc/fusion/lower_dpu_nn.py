@@ -57,8 +57,8 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
-from vpuc.fusion.lower_dpu_channels import (aligned, bias_rows, load_bias, load_packed,
-                                            load_padded_weights, packed_text, packs_bias, padded)
+from vpuc.fusion.lower_dpu_channels import aligned, load_bias, load_padded_weights, padded
+from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
 from vpuc.fusion.lower_dpu_global_pool import emit_pool
@@ -130,9 +130,11 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     elem: ElemType = x.type.elem
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
                                                         plan.end, plan.dilations)
-    # the bias in rows after constant weights, one load (lower_dpu_channels.packs_bias)
-    packed = plan.has_weights and all(j.weights is not None for j in plan.jobs) \
-        and packs_bias(layer.bias, elem)
+    # constant weights the lowering declares: a table (lower_dpu_table) with the bias, when
+    # exact in their type, and a conv's zeros for its input's padded channels after them
+    own = plan.has_weights and all(j.weights is not None for j in plan.jobs)
+    packed = own and packs_bias(layer.bias, elem)
+    zero_table = own and plan.dpu_op == "conv"
     bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
@@ -140,7 +142,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             return 0
         per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
         outs = aligned(job.outs[1] - job.outs[0])
-        rows = bias_rows(outs, per_out, kh, kw)[0] if packed else 0
+        rows = box_rows(outs, per_out, kh, kw)[0] if packed else 0
         return (outs + rows) * per_out * kh * kw * elem.nbytes + outs * bias_bytes
 
     width = ow        # output columns per block: all of them unless a row does not fit
@@ -148,8 +150,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     def io_bytes(job: Job, rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        return n * elem.nbytes * (aligned(job.ins[1] - job.ins[0]) * loaded * cols
-                                  + aligned(job.outs[1] - job.outs[0]) * rows * width)
+        ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
+        zeros = 0               # the table's zero rows for such a block (an upper bound)
+        if zero_table and ic > ins:
+            zeros = box_rows(n * (ic - ins) * loaded * cols, ic, kh, kw)[0] * ic * kh * kw
+        return n * elem.nbytes * (ic * loaded * cols
+                                  + aligned(job.outs[1] - job.outs[0]) * rows * width) \
+            + zeros * elem.nbytes
 
     def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
         single = len(jobs) == 1
@@ -202,7 +209,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ins = job.ins[1] - job.ins[0]
         loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
-        if plan.dpu_op == "conv" and aligned(ins) > ins:
+        if plan.dpu_op == "conv" and aligned(ins) > ins and not zero_table:   # zeros from DDR
             loads.append(Move(n * (aligned(ins) - ins) * loaded * cols * elem.nbytes, elem.nbytes))
         return loads
 
@@ -258,14 +265,36 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+
+    def geometry(r0: int, r1: int, c0: int, c1: int):
+        """(first row, rows, top, bottom), (first column, columns, left, right) loaded."""
+        if (c0, c1) != (0, ow):       # a block of columns: its halo, padding at the border
+            return _rows_in(r0, r1, sh, pt, dh, kh, h), _rows_in(c0, c1, sw, pl, dw, kw, w)
+        return _rows_in(r0, r1, sh, pt, dh, kh, h), (0, w, pl, pr)
+
+    def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
+        j, r0, r1, c0, c1 = work[k]
+        (_, rows, _, _), (_, cols, _, _) = geometry(r0, r1, c0, c1)
+        return n * (aligned(jobs[j].ins[1] - jobs[j].ins[0]) - (jobs[j].ins[1] - jobs[j].ins[0])) \
+            * rows * cols
+
+    tables: dict[int, Table] = {}
+    for j, job in enumerate(jobs):
+        counts = [zero_count(k) for k in range(len(work)) if work[k][0] == j and zero_count(k)] \
+            if zero_table else []
+        if packed or counts:
+            per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
+            tables[j] = Table((aligned(job.outs[1] - job.outs[0]), per_out, kh, kw), packed,
+                              counts)
     if layer.bias is not None and not packed and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
     inputs: dict[tuple, str] = {}          # (tile, input channels, rows, columns) -> CMX
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
-    if plan.dpu_op == "conv" and widest:     # zeros for the padded input channels
+    if plan.dpu_op == "conv" and widest and not zero_table:   # zeros for the padded channels
         prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
+    table_tag: dict[int, str] = {}         # tile -> the tag of the table it holds
     for k, (j, r0, r1, c0, c1) in enumerate(work):
         job, t = jobs[j], e.tile(k)
         e.barriers(k)
@@ -278,15 +307,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 tag = f"t{t}" if single else f"c{k}"
                 operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
                                          loaded, j not in declared,
-                                         block=None if single else k, packed=packed)
+                                         block=None if single else k, table=tables.get(j))
                 declared.add(j)
-                resident[t] = operands
-        lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
-        left, cols, right = pl, w, pr
-        if (c0, c1) != (0, ow):          # a block of columns: its halo, padding at the border
-            first_col, cols, left, right = _rows_in(c0, c1, sw, pl, dw, kw, w)
-        else:
-            first_col = 0
+                resident[t], table_tag[t] = operands, tag
+        (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)
         (i0, i1), (o0, o1) = job.ins, job.outs
         ic, occ = aligned(i1 - i0), aligned(o1 - o0)
         # Chunks of output channels read the same input rows: a tile that already holds them
@@ -295,8 +319,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
         if xin is None:
+            zeros = tables[j].zeros(table_tag[t], zero_count(k)) \
+                if zero_table and zero_count(k) else None
             xin = _load_input(e, k, x, job, (lo, rows), (first_col, cols),
-                              plan.dpu_op == "conv", waits, loaded)
+                              plan.dpu_op == "conv", waits, loaded, zeros)
             inputs[key] = xin
         y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
@@ -312,10 +338,12 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
 
 def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple[int, int],
-                col_range: tuple[int, int], conv: bool, waits: str, loaded: list[str]) -> str:
+                col_range: tuple[int, int], conv: bool, waits: str, loaded: list[str],
+                zeros_from: str | None = None) -> str:
     """DMA block ``k``'s input (``row_range``, ``col_range``: first and count) of the job's
     input channels into a CMX buffer of aligned channels (a convolution's padded channels
-    zeroed: it reads across them); the buffer's name."""
+    zeroed: it reads across them; copied from ``zeros_from``, the zeros of the tile's
+    weights table, on channel 0 after the table's load, when given); the buffer's name."""
     n = x.type.dims[0]
     (lo, rows), (first_col, w) = row_range, col_range
     elem, (i0, i1) = x.type.elem, job.ins
@@ -326,7 +354,10 @@ def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple[in
     real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
                                                                    f"0:{rows}", f"0:{w}"])
     e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
-    if conv and ic > i1 - i0:                   # channels read across: zeros, not garbage
+    into = [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]
+    if conv and ic > i1 - i0 and zeros_from is not None:
+        e.dma(f"zero{k}", zeros_from, e.view(f"in.z{k}", xin[1:], into), 0, waits, loaded)
+    elif conv and ic > i1 - i0:                 # channels read across: zeros, not garbage
         pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
         e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
               e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
@@ -355,9 +386,9 @@ def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
                   loaded: list[str], declare: bool, block: int | None = None,
-                  packed: bool = False) -> str:
-    """DMA the job's weights and bias into tile ``t``'s CMX, ``packed`` in one constant
-    (``lower_dpu_channels.load_packed``); the task's operand clauses."""
+                  table: Table | None = None) -> str:
+    """DMA the job's weights and bias into tile ``t``'s CMX, through its ``table`` when it
+    has one (``lower_dpu_table``); the task's operand clauses."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
     clauses = ""
@@ -379,11 +410,16 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
             permute = wv.type.order != NHWC
         else:
             src = f"%{p}w{j}"
-            if packed:
+            if table is not None:
                 if declare:
-                    bias = padded(layer.bias[o0:o1], {0: dims[0]})
-                    e.prog.buffers.append(packed_text(job.weights, bias, elem, src[1:]))
-                return load_packed(e, src, dims, elem, tag, t, waits, loaded)
+                    bias = None if table.bias_box is None else \
+                        padded(layer.bias[o0:o1], {0: dims[0]})
+                    e.prog.buffers.append(table.declaration(job.weights, bias, elem, src[1:]))
+                clauses = table.load(e, src, elem, tag, t, waits, loaded)
+                if table.bias_box is None:
+                    clauses += load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded,
+                                         declare, block)
+                return clauses
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
                 e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
