@@ -35,7 +35,7 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
 The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
 Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
-blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
+blocks as in ``lower_dpu_window.emit_window`` (halo rows, padding only at the image
 border), and all blocks of all jobs alternate over the tiles, double-buffered.
 A layer of one job loads its weights once per tile, and its block count is the
 one the cost model's pipeline estimate finds fastest (``vpuc.cost.blocks``);
@@ -74,7 +74,7 @@ from vpuc.ir.types import ElemType, TensorType
 def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
           budget: int) -> bool:
     """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
-    Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
+    Multiply, or a Convolution or MaxPool ``lower_dpu_window.emit_window`` cannot run whole."""
     op = layer.op
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
