@@ -108,7 +108,8 @@ class Table:
         nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
         table = e.cmx(f"wb.{tag}", TensorType((self.rows, i, kh, kw), elem, nhwc), t)
         e.dma(f"load_w.{tag}", src, table, 0, waits, loaded)
-        clauses = f" weights({e.view(f'w.{tag}', table[1:], [f'0:{o}', f'0:{i}', f'0:{kh}', f'0:{kw}'])})"
+        wt = e.view(f"w.{tag}", table[1:], [f"0:{o}", f"0:{i}", f"0:{kh}", f"0:{kw}"])
+        clauses = f" weights({wt})"
         if self.bias_box is not None:
             rows, a, b, c = self.bias_box
             bias = e.view(f"bias.{tag}", table[1:], [f"{o}:{o + rows}", f"0:{a}", f"0:{b}",
