@@ -100,13 +100,14 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
 
 
 
-def test_channel_zeros_come_from_block_sized_table_rows(tmp_path):
-    """The zeros of an input's padded channels are copied CMX -> CMX from rows after the
-    layer's constant weights (``lower_dpu_table``: no DDR latency per block), rows for one
-    block of rows, not for the whole image (a fuzz finding: a 1M-row image stored an 870 MB
-    zero constant).  A small CMX budget gives several blocks.  The second convolution's
-    input is an NHWC value of 5 channels (the first's, NCHW, is laid out by a DPU permute,
-    which writes its zero channels itself)."""
+def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
+    """The zeros of an input's padded channels are copied CMX -> CMX from a zero vector
+    each tile loads once (``lower_dpu_channels.zero_vector``: no DDR latency per block),
+    on the load channel after it; the vector holds one block's zeros, not the whole
+    image's (a fuzz finding: a 1M-row image stored an 870 MB zero constant).  A small CMX
+    budget gives several blocks.  The second convolution's input is an NHWC value of 5
+    channels (the first's, NCHW, is laid out by a DPU permute, which writes its zero
+    channels itself)."""
     from vpuc import api
     from vpuc.ir.symbols import SymbolTable
     from vpuc.onnx_import.zoo import ModelBuilder
@@ -118,21 +119,23 @@ def test_channel_zeros_come_from_block_sized_table_rows(tmp_path):
     program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384,
                           schedule="default")
     mod = program.module
-    assert not [b for b in mod.buffers if b.kind.value == "const" and "zeros" in b.name]
+    zeros = [b for b in mod.buffers if b.kind.value == "const" and "chzeros" in b.name]
+    assert len(zeros) == 1 and zeros[0].type.num_elements < 11 * 64 * 16 / 2
     symbols = SymbolTable(mod)
-    zero_dmas = [t for tl in mod.task_lists for t in tl.tasks
-                 if getattr(t, "label", None) and ".zero" in t.label]
-    assert len(zero_dmas) > 2                                   # several blocks
-    tables = set()
-    for task in zero_dmas:
+    dma = [t for tl in mod.task_lists if tl.executor.name == "DMA" for t in tl.tasks]
+    fills = [t for t in dma if ".zero" in (t.label or "")]
+    assert len(fills) > 2                                        # several blocks
+    for task in fills:
         src, dst = symbols.region(task.src), symbols.region(task.dst)
-        assert src.kind.value == "cmx" and src.root.name.split(".")[-2] == "wb"
+        assert src.kind.value == "cmx" and src.root.name.endswith(f".zv.t{src.root.tile}")
         assert dst.type.dims[1] == 11 and src.type.num_elements == dst.type.num_elements
-        tables.add(src.root.name)
-    table = next(b for b in mod.buffers if b.name.endswith(".wpad")
-                 and b.type.dims[0] > 16)                       # the second layer's
-    extra = (table.type.dims[0] - 16) * table.type.num_elements // table.type.dims[0]
-    assert extra < 11 * 64 * 16 / 2
+        assert task.channel == 0
+        # after the load of its tile's vector in the channel's FIFO
+        vector_load = next(i for i, t in enumerate(dma)
+                           if symbols.region(t.dst).root.name == src.root.name)
+        assert vector_load < dma.index(task)
+    assert not [t for t in dma if symbols.region(t.src).root.name == zeros[0].name
+                and ".zero" in (t.label or "")]                  # no fill reads DDR
 
 
 def test_first_layer_numerics_match_onnxruntime(tmp_path):

@@ -94,9 +94,6 @@ class ProgramText:
     # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
     # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
     epilogue: object = None
-    # ``--schedule default``: a first layer's zero-padded channels split over both DMA
-    # channels (``lower_dpu_channels.load_block_input``).
-    balance_channels: bool = False
 
     @property
     def store_channel(self) -> int:

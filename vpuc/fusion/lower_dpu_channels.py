@@ -167,19 +167,17 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
     return e.view(f"{name}.r", buffer, [f"0:{rows}", f"0:{cols}"])
 
 
-def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
-                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1),
-                     zeros_from: str | None = None) -> str:
+def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, waits: str,
+                     loaded: list[str], step: tuple[int, int] = (1, 1),
+                     zeros: str | None = None) -> str:
     """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
-    buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
-    channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
-    per block height, declared with the first block of that height.  A transposing load
-    (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
-    store channel.  ``step`` (rows, columns): only every step-th row and column from
-    ``first_row`` and column 0, a strided copy (NHWC, aligned channels only): the input a
-    1x1 strided convolution reads.  ``zeros_from``: a CMX view of as many zeros (the layer's
-    weights table, ``lower_dpu_table``) the padded channels are copied from instead, on
-    channel 0 after the table's load.  The CMX buffer's name."""
+    buffer of ``aligned(channels)`` channels, NHWC; with ``zeros`` (an op that reads across
+    channels: a CMX view of as many zeros as the padded channels take, ``zero_vector``)
+    the padded channels are copied from it, CMX -> CMX on channel 0 after the load.  A
+    transposing load (one element a cycle, far below the DDR's rate) is cut in two, the
+    second half on the store channel.  ``step`` (rows, columns): only every step-th row and
+    column from ``first_row`` and column 0, a strided copy (NHWC, aligned channels only):
+    the input a 1x1 strided convolution reads.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
     if step != (1, 1):
         assert x.type.order == DimsOrder(NAMED_ORDERS["NHWC"]) and aligned(channels) == channels
@@ -211,30 +209,31 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
         real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [
             f"0:{n}", f"0:{channels}", f"0:{rows}", f"0:{w}"])
         e.dma(f"load{k}", src, real, 0, waits, loaded, permute=permute)
-    if zero and cp > channels and zeros_from is not None:
-        e.dma(f"zero{k}", zeros_from, e.view(f"in.z{k}", xin[1:], [
+    if zeros is not None and cp > channels:
+        e.dma(f"zero{k}", zeros, e.view(f"in.z{k}", xin[1:], [
             f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]), 0, waits, loaded)
-    elif zero and cp > channels:
-        # one zero source per block height (blocks differ by a row or two), never the image's
-        zeros = f"{e.p}chzeros.r{rows}"
-        if zeros not in e.declared:
-            e.declared.add(zeros)
-            e.prog.buffers.append(f"const %{zeros} : {n}x{cp - channels}x{rows}x{w}x{elem} NHWC"
-                                  " = splat 0")
-        pad = [f"0:{n}", f"0:{cp - channels}", f"0:{rows}", f"0:{w}"]
-        # on the store channel, listed before the previous block's store: it runs beside the
-        # (often transposing, one element a cycle) load of the real channels, not after it;
-        # when that load is halved over both channels, every other block's zeros go on the
-        # load channel (``--schedule default``), which then carries as much as the other
-        halved = permute and rows >= 2 and e.prog.dma_channels > 1
-        if halved and k % 2 == 0 and e.prog.balance_channels:
-            channel, beside = 0, None
-        else:
-            channel, beside = e.prog.store_channel, k
-        e.dma(f"zero{k}", e.view(f"zeros.v{k}", zeros, pad),
-              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]),
-              channel, waits, loaded, before_store=beside)
     return xin
+
+
+def zero_vector(e, t: int, size: int, elem: ElemType, waits: str, loaded: list[str]) -> str:
+    """``size`` zeros in tile ``t``'s CMX, loaded on channel 0 from ``const %<prefix>chzeros``
+    (declared with the first): the source each block copies its input's padded channels
+    from (``zeros_view``), CMX -> CMX after it in the channel's FIFO, instead of a DMA from
+    DDR per block paying the DDR latency (870 cycles on NPU37XX) for a few KB.  Garbage
+    in those channels is not safe even where their weights are zero: 0 x NaN or Inf is
+    NaN.  The buffer's name."""
+    name = f"{e.p}chzeros"
+    if name not in e.declared:
+        e.declared.add(name)
+        e.prog.buffers.append(f"const %{name} : {size}x{elem} = splat 0")
+    zv = e.cmx(f"zv.t{t}", TensorType((size,), elem, DimsOrder.identity(1)), t)
+    e.dma(f"load_zeros.t{t}", f"%{name}", zv, 0, waits, loaded)
+    return zv
+
+
+def zeros_view(e, k: int, zv: str, count: int) -> str:
+    """Block ``k``'s ``count`` zeros: the start of the tile's ``zero_vector`` ``zv``."""
+    return e.view(f"zv.v{k}", zv[1:], [f"0:{count}"])
 
 
 def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
@@ -244,9 +243,8 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     ``in_channels`` input channels: a compressed convolution's 4): the graph's constant as
     it is when aligned, a zero-padded ``const`` copy when not, run-time weights padded by
     DMA (``load_padded_weights``).  With a ``table`` (``lower_dpu_table.Table``) the
-    constant also holds ``bias`` (padded to the aligned output channels) and zeros, the
-    rows after the weights.  The task's weights clause, and its bias clause when packed;
-    with a table, also the zero views (``Table.load``)."""
+    constant also holds ``bias`` (padded to the aligned output channels) in rows after the
+    weights.  The task's weights clause, and its bias clause when packed."""
     producer = index.producer(op.operands[1])
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])

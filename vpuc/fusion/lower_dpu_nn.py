@@ -57,7 +57,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
-from vpuc.fusion.lower_dpu_channels import aligned
+from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
 from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
@@ -131,11 +131,11 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     elem: ElemType = x.type.elem
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
                                                         plan.end, plan.dilations)
-    # constant weights the lowering declares: a table (lower_dpu_table) with the bias, when
-    # exact in their type, and a conv's zeros for its input's padded channels after them
-    own = plan.has_weights and all(j.weights is not None for j in plan.jobs)
-    packed = own and packs_bias(layer.bias, elem)
-    zero_table = own and plan.dpu_op == "conv"
+    # constant weights the lowering declares: a table (lower_dpu_table) with the bias after
+    # them when exact in their type
+    packed = plan.has_weights and all(j.weights is not None for j in plan.jobs) \
+        and packs_bias(layer.bias, elem)
+    conv = plan.dpu_op == "conv"     # reads across channels: its input's padding zeroed
     bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
@@ -152,9 +152,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
-        zeros = 0               # the table's zero rows for such a block (an upper bound)
-        if zero_table and ic > ins:
-            zeros = box_rows(n * (ic - ins) * loaded * cols, ic, kh, kw)[0] * ic * kh * kw
+        zeros = 0           # the tile's zero vector for such a block (an upper bound)
+        if conv and ic > ins:
+            zeros = n * (ic - ins) * loaded * cols
         return n * elem.nbytes * (ic * loaded * cols
                                   + aligned(job.outs[1] - job.outs[0]) * rows * width) \
             + zeros * elem.nbytes
@@ -210,8 +210,6 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ins = job.ins[1] - job.ins[0]
         loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
-        if plan.dpu_op == "conv" and aligned(ins) > ins and not zero_table:   # zeros from DDR
-            loads.append(Move(n * (aligned(ins) - ins) * loaded * cols * elem.nbytes, elem.nbytes))
         return loads
 
     def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
@@ -281,22 +279,16 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
     tables: dict[int, Table] = {}
     for j, job in enumerate(jobs):
-        counts = [zero_count(k) for k in range(len(work)) if work[k][0] == j and zero_count(k)] \
-            if zero_table else []
-        if packed or counts:
-            per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
-            tables[j] = Table((aligned(job.outs[1] - job.outs[0]), per_out, kh, kw), packed,
-                              counts)
+        if packed:
+            per_out = aligned(job.ins[1] - job.ins[0]) if conv else 1
+            tables[j] = Table((aligned(job.outs[1] - job.outs[0]), per_out, kh, kw), True)
     if layer.bias is not None and not packed \
             and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
     inputs: dict[tuple, str] = {}          # (tile, input channels, rows, columns) -> CMX
-    widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
-    if plan.dpu_op == "conv" and widest and not zero_table:   # zeros for the padded channels
-        prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
-    table_tag: dict[int, str] = {}         # tile -> the tag of the table it holds
+    zv: dict[int, str] = {}                # tile -> its zero vector (zero_vector)
     for k, (j, r0, r1, c0, c1) in enumerate(work):
         job, t = jobs[j], e.tile(k)
         e.barriers(k)
@@ -311,7 +303,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                                          loaded, j not in declared,
                                          block=None if single else k, table=tables.get(j))
                 declared.add(j)
-                resident[t], table_tag[t] = operands, tag
+                resident[t] = operands
         (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)
         (i0, i1), (o0, o1) = job.ins, job.outs
         ic, occ = aligned(i1 - i0), aligned(o1 - o0)
@@ -321,10 +313,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
         if xin is None:
-            zeros = tables[j].zeros(table_tag[t], zero_count(k)) \
-                if zero_table and zero_count(k) else None
-            xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols),
-                              plan.dpu_op == "conv", waits, loaded, zeros)
+            zeros = None
+            if conv and zero_count(k):
+                if t not in zv:
+                    zv[t] = zero_vector(e, t, max(zero_count(i) for i in range(len(work))),
+                                        elem, waits, loaded)
+                zeros = zeros_view(e, k, zv[t], zero_count(k))
+            xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols), waits, loaded,
+                                 zeros)
             inputs[key] = xin
         y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "

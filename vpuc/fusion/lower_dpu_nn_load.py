@@ -1,7 +1,7 @@
 """The DMAs of one block of a CNN layer's job (``lower_dpu_nn.emit_jobs``): its weights
 (a slice of the DDR weights, a ``const`` the lowering declares, or its weights table with
-the bias and the input's channel zeros, ``lower_dpu_table``) and bias, and its input rows
-and columns in a CMX buffer of aligned channels (a convolution's padded channels zeroed).
+the bias, ``lower_dpu_table``) and bias, and its input rows and columns in a CMX buffer of
+aligned channels (a convolution's padded channels zeroed).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from vpuc.ir.types import TensorType
 
 
 def load_job_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple[int, int],
-                col_range: tuple[int, int], conv: bool, waits: str, loaded: list[str],
-                zeros_from: str | None = None) -> str:
+                   col_range: tuple[int, int], waits: str, loaded: list[str],
+                   zeros: str | None = None) -> str:
     """DMA block ``k``'s input (``row_range``, ``col_range``: first and count) of the job's
-    input channels into a CMX buffer of aligned channels (a convolution's padded channels
-    zeroed: it reads across them; copied from ``zeros_from``, the zeros of the tile's
-    weights table, on channel 0 after the table's load, when given); the buffer's name."""
+    input channels into a CMX buffer of aligned channels; with ``zeros`` (a convolution
+    reads across channels: zeros, not garbage) the padded channels are copied from it, CMX
+    -> CMX on channel 0 after the load (``lower_dpu_channels.zero_vector``); the buffer's
+    name."""
     n = x.type.dims[0]
     (lo, rows), (first_col, w) = row_range, col_range
     elem, (i0, i1) = x.type.elem, job.ins
@@ -32,14 +33,9 @@ def load_job_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple
     real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
                                                                    f"0:{rows}", f"0:{w}"])
     e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
-    into = [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]
-    if conv and ic > i1 - i0 and zeros_from is not None:
-        e.dma(f"zero{k}", zeros_from, e.view(f"in.z{k}", xin[1:], into), 0, waits, loaded)
-    elif conv and ic > i1 - i0:                 # channels read across: zeros, not garbage
-        pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
-        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
-              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
-              e.prog.store_channel, waits, loaded, before_store=k)   # beside the load
+    if zeros is not None and ic > i1 - i0:
+        e.dma(f"zero{k}", zeros, e.view(f"in.z{k}", xin[1:], [
+            f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]), 0, waits, loaded)
     return xin
 
 
@@ -88,16 +84,11 @@ def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict
             permute = wv.type.order != NHWC
         else:
             src = f"%{p}w{j}"
-            if table is not None:
+            if table is not None:          # the bias packed after the weights
                 if declare:
-                    bias = None if table.bias_box is None else \
-                        padded(layer.bias[o0:o1], {0: dims[0]})
+                    bias = padded(layer.bias[o0:o1], {0: dims[0]})
                     e.prog.buffers.append(table.declaration(job.weights, bias, elem, src[1:]))
-                clauses = table.load(e, src, elem, tag, t, waits, loaded)
-                if table.bias_box is None:
-                    clauses += load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded,
-                                         declare, block)
-                return clauses
+                return table.load(e, src, elem, tag, t, waits, loaded)
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
                 e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")

@@ -1,20 +1,14 @@
-"""The weights table: a layer's constant weights with its bias and a zero source in rows after them.
+"""The weights table: a layer's constant weights with its bias in rows after them.
 
 The NPU compiler's weights table (per output channel: the weights' address and the
 bias) is a constant loaded with the weights.  Here the lowering's own constant weights
-``[O, I, KH, KW]`` (NHWC, padded to the DPU's channel multiples) get rows appended:
-
-- the bias (when ``packs_bias``: exact in the weights' type), so the separate f32 bias
-  load and its DDR latency (870 cycles on NPU37XX, for a few hundred bytes) go;
-- zeros, which each block copies CMX -> CMX into its input's padded channels (a
-  convolution reads across them: zeros, not garbage), instead of a DMA from a DDR
-  ``splat 0`` per block paying the DDR latency again.  The copy goes on the load channel
-  after the table's load, which the channel's FIFO order puts before it.
-
-One DDR constant, one CMX buffer and one DMA per tile (or chunk); the DPU task reads two
-views of it (a DPU bias may be any region of OC values, read in logical order:
-``docs/vir.md``), the zero copies a third.  Each extra value sits in a box
-``[rows, a, b, c]`` of the appended rows (``box_rows``): a view keeps the buffer's rank.
+``[O, I, KH, KW]`` (NHWC, padded to the DPU's channel multiples) get the bias appended
+when ``packs_bias`` (exact in the weights' type), so the separate f32 bias load and its
+DDR latency (870 cycles on NPU37XX, for a few hundred bytes) go: one DDR constant, one
+CMX buffer and one DMA per tile (or chunk), the DPU task reading two views of it (a DPU
+bias may be any region of OC values, read in logical order: ``docs/vir.md``).  The bias
+sits in a box ``[rows, a, b, c]`` of the appended rows (``box_rows``): a view keeps the
+buffer's rank.
 """
 
 from __future__ import annotations
@@ -62,25 +56,14 @@ def box_rows(count: int, per_out: int, kh: int, kw: int) -> tuple[int, int, int,
 
 
 class Table:
-    """The layout of one layer's table: weights ``dims`` ``[O, I, KH, KW]``, then the bias
-    rows (``bias``: whether packed), then the zero rows, enough for each of ``zeros``
-    (element counts of the zero fills blocks copy)."""
+    """The layout of one layer's table: weights ``dims`` ``[O, I, KH, KW]``, then the rows
+    holding the bias (``bias``: whether packed)."""
 
-    def __init__(self, dims: tuple[int, int, int, int], bias: bool, zeros=()) -> None:
+    def __init__(self, dims: tuple[int, int, int, int], bias: bool) -> None:
         self.dims = dims
         o, i, kh, kw = dims
         self.bias_box = box_rows(o, i, kh, kw) if bias else None
-        self.zero_boxes = {n: box_rows(n, i, kh, kw) for n in sorted(set(zeros))}
-        self.bias_rows = self.bias_box[0] if bias else 0
-        self.rows = o + self.bias_rows + max((b[0] for b in self.zero_boxes.values()), default=0)
-        self.zero_views: dict[tuple[str, int], str] = {}     # (tag, count) -> view
-
-    @property
-    def row_elems(self) -> int:
-        return self.dims[1] * self.dims[2] * self.dims[3]
-
-    def nbytes(self, elem: ElemType) -> int:
-        return self.rows * self.row_elems * elem.nbytes
+        self.rows = o + (self.bias_box[0] if bias else 0)
 
     def values(self, weights: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         """The table: ``weights`` (padded to ``dims``), the bias in its box, zeros."""
@@ -102,8 +85,7 @@ class Table:
     def load(self, e, src: str, elem: ElemType, tag: str, t: int, waits: str,
              loaded: list[str]) -> str:
         """DMA the table constant ``src`` into one CMX buffer of tile ``t`` (channel 0);
-        the task's clauses: its weights view and, when packed, its bias view.  The zero
-        views are ``zeros(tag, count)``."""
+        the task's clauses: its weights view and, when packed, its bias view."""
         o, i, kh, kw = self.dims
         nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
         table = e.cmx(f"wb.{tag}", TensorType((self.rows, i, kh, kw), elem, nhwc), t)
@@ -115,12 +97,4 @@ class Table:
             bias = e.view(f"bias.{tag}", table[1:], [f"{o}:{o + rows}", f"0:{a}", f"0:{b}",
                                                       f"0:{c}"])
             clauses += f" bias({bias})"
-        first = o + self.bias_rows
-        for n, (rows, a, b, c) in self.zero_boxes.items():
-            self.zero_views[(tag, n)] = e.view(f"wz{n}.{tag}", table[1:], [
-                f"{first}:{first + rows}", f"0:{a}", f"0:{b}", f"0:{c}"])
         return clauses
-
-    def zeros(self, tag: str, count: int) -> str:
-        """The view of ``count`` zeros in the table loaded as ``tag``."""
-        return self.zero_views[(tag, count)]

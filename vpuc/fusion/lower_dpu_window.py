@@ -1,7 +1,7 @@
 """A Convolution or MaxPool as DPU tasks over blocks of output rows (``lower_dpu.emit_layer``
 sends here every one ``lower_dpu_nn`` does not take): each block loads its input rows with
 the halo the window needs, padding only at the image border, one DPU task per block, the
-weights (with the bias and the input's channel zeros: ``lower_dpu_table``) once per tile.
+weights (with the bias: ``lower_dpu_table``) once per tile.
 The guarantees are ``lower_dpu``'s module docstring's.
 """
 
@@ -14,7 +14,8 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks, layer_timing,
                                    resident_cycles, split_rows_cost)
 from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
-                                            padded_vector, reads_weights)
+                                            padded_vector, reads_weights, zero_vector,
+                                            zeros_view)
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
@@ -57,9 +58,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     def footprint(rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         raw = n * c * loaded * w if permuted else 0       # the NCHW rows the permute reads
-        # the table's zero rows for such a block (counted per live block: an upper bound)
-        zeros = box_rows(n * (cp - c) * loaded * w, cp, kh, kw)[0] * cp * kh * kw \
-            if table_zeros() else 0
+        # the zeros such a block copies (counted per live block: an upper bound)
+        zeros = n * (cp - c) * loaded * w if pads() else 0   # the tile's zero vector
         return (raw + n * cp * loaded * w + n * ocp * rows * ow + zeros) * elem.nbytes
 
     def workload_of(rows: int) -> DpuWorkload:
@@ -71,8 +71,6 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes,
                       x.type.order != NHWC and not permuted)]
-        if conv and cp > c and not permuted and not table_zeros():   # zeros from DDR
-            loads.append(Move(n * (cp - c) * loaded * w * elem.nbytes, elem.nbytes))
         compute = split_rows_cost(rows, workload_of, timing)[1]
         if permuted:
             compute += permute_cycles(n * loaded * w, cp, elem, timing)
@@ -83,12 +81,12 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     # the lowering's own constant weights: a table (lower_dpu_table) holds the bias when
-    # exact in their type, and the zeros of the input's padded channels
+    # exact in their type
     own = conv and constant and not reads_weights(op, index)
     packed = own and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
-    def table_zeros() -> bool:
-        return own and cp > c and not permuted
+    def pads() -> bool:     # padded input channels a convolution reads across: zeroed
+        return conv and cp > c and not permuted
 
     def blocks_of() -> list[tuple[int, int]]:
         """The output row blocks for the input's ``cp`` channels in CMX."""
@@ -121,8 +119,9 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     zero_count = {k: n * (cp - c) * rows_in(r0, r1)[1] * w for k, (r0, r1) in enumerate(blocks)}
     table = None
-    if packed or table_zeros():
-        table = Table((ocp, cp, kh, kw), packed, zero_count.values() if table_zeros() else ())
+    if packed:
+        table = Table((ocp, cp, kh, kw), packed)
+    zv = {}                                 # tile -> its zero vector (zero_vector)
     operands_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
@@ -138,9 +137,14 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
             xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
                                       [f"%{prefix}loaded{k}"])
         else:
-            zeros = table.zeros(f"t{t}", zero_count[k]) if table_zeros() else None
-            xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
-                                   [f"%{prefix}loaded{k}"], step=step, zeros_from=zeros)
+            zeros = None
+            if pads():
+                if t not in zv:
+                    zv[t] = zero_vector(e, t, max(zero_count.values()), elem, e.load_waits(t),
+                                        [f"%{prefix}loaded{t}"])
+                zeros = zeros_view(e, k, zv[t], zero_count[k])
+            xin = load_block_input(e, k, lo * step[0], x, rows, c, e.load_waits(k),
+                                   [f"%{prefix}loaded{k}"], step=step, zeros=zeros)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"

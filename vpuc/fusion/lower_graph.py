@@ -237,8 +237,6 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
-    if schedule != "naive":
-        prog.balance_channels = True
     prog.declare(values)
     by_name = {v.name: v for v in values}
     single = len(segments) == 1
