@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.shave.encoding import WORD_BYTES
-from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR
+from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
 
@@ -272,3 +274,8 @@ VECTOR = 1
 def load_bit(index: int) -> int:
     """The bit of the unchecked scalar load at ``index`` in a store's sources."""
     return 2 << index
+
+
+# A mask the slice leaves as data: every lane taken as active (cycles_only, cycles_only_path).
+ALL_LANES = np.ones(VECTOR_BYTES, bool)
+ALL_LANES.flags.writeable = False
