@@ -33,7 +33,8 @@ import weakref
 
 import numpy as np
 
-from runtime_sim.isa.cycles_slice import VECTOR, Slice, analyse
+from runtime_sim.isa.cycles_only_loops import TimingLoops
+from runtime_sim.isa.cycles_slice import ALL_LANES, VECTOR, Slice, analyse
 from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
@@ -43,12 +44,10 @@ from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
 from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
-from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, VECTOR_BYTES
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
 _MASK32 = 0xFFFFFFFF
 _FIRST_MASK = NUM_SREGS + NUM_VREGS
-ALL_LANES = np.ones(VECTOR_BYTES, bool)
-ALL_LANES.flags.writeable = False
 
 
 class NeedsData(Exception):
@@ -214,8 +213,6 @@ def invoke_cycles_only(obj: KernelObject, scratch: np.ndarray, window_e: bytes,
     """The invocation's ``RunResult`` as ``invoke_kernel`` would count its cycles and
     status, run on ``scratch`` (the tile's CMX size; its contents are irrelevant and
     get overwritten), or None when this kernel or invocation needs the full run."""
-    from runtime_sim.isa.cycles_only_loops import TimingLoops
-
     memory = invocation_memory(obj, scratch, window_e, arch=arch, stack_bytes=stack_bytes,
                                bindings=bindings, memory_type=CyclesOnlyMemory)
     memory.start()

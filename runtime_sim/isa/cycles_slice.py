@@ -28,10 +28,13 @@ value is a vector, or a watched load that read CMX or such bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.shave.encoding import WORD_BYTES
-from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR
+from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
 
@@ -55,8 +58,7 @@ class Slice:
     accesses: tuple = ()                 # per instruction: its ``semantics.Access``
 
 
-@dataclass(frozen=True)
-class _Ins:
+class _Ins(NamedTuple):             # a tuple: a kernel's structure hashes in C
     kind: str
     uses: int            # scalar registers read (bits)
     defs: int            # scalar registers written (bits)
@@ -153,11 +155,31 @@ def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
     return out
 
 
+# The analysis sees only each instruction's opcode, register sets and branch target, not
+# its immediates: kernels generated from one template at other sizes (a model's
+# elementwise kernels) share it.  Keyed by that structure, bounded.
+_BY_STRUCTURE: dict[tuple, tuple] = {}
+MAX_STRUCTURES = 256
+
+
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
     accesses = tuple(map(operand_access, decoded))
     ins = [_instruction(i, dec, access, len(decoded))
            for i, (dec, access) in enumerate(zip(decoded, accesses))]
+    key = (tuple(dec.info.opcode for dec in decoded), tuple(ins))
+    found = _BY_STRUCTURE.get(key)
+    if found is None:
+        if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
+            _BY_STRUCTURE.clear()
+        found = _BY_STRUCTURE[key] = _analyse(decoded, ins)
+    roles, reason, critical_at = found
+    return Slice(roles, reason, critical_at, accesses)
+
+
+def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
+    """(roles, reason, critical registers per instruction) of ``analyse``; ``decoded``
+    only names the instruction in the reason."""
     succ = _successors(ins)
     preds: list[list[int]] = [[] for _ in ins]
     for i, nexts in enumerate(succ):
@@ -196,8 +218,8 @@ def analyse(decoded: list) -> Slice:
             out |= status
         crit_out.append(out)
         if x.vector_in and x.defs & out:
-            return Slice(None, f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
-                               "makes a scalar that decides control flow or an address")
+            return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
+                          "makes a scalar that decides control flow or an address"), ()
     sources = _sources(ins, succ, crit_out)
     roles = []
     for i, x in enumerate(ins):
@@ -208,7 +230,7 @@ def analyse(decoded: list) -> Slice:
             watched_load=load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
             store_sources=sources[i],
             vector_store=x.kind == "store" and not x.scalar_mem))
-    return Slice(tuple(roles), "", tuple(crit_in), accesses)
+    return tuple(roles), "", tuple(crit_in)
 
 
 def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) -> list[int]:
@@ -272,3 +294,8 @@ VECTOR = 1
 def load_bit(index: int) -> int:
     """The bit of the unchecked scalar load at ``index`` in a store's sources."""
     return 2 << index
+
+
+# A mask the slice leaves as data: every lane taken as active (cycles_only, cycles_only_path).
+ALL_LANES = np.ones(VECTOR_BYTES, bool)
+ALL_LANES.flags.writeable = False

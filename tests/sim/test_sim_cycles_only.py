@@ -139,3 +139,35 @@ def test_masks_from_scalars_are_computed_and_masks_from_vectors_are_all_lanes():
     timing.program.flat[3][0](R, memory)          # vcmplt: data, all lanes
     assert R[64 + 0].tolist() == [True] * 8 + [False] * 8
     assert all(R[64 + 1])
+
+
+def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkeypatch):
+    import runtime_sim.isa.cycles_slice as cycles_slice
+    source = """
+        lw s3, {offset}(s0)
+        li s4, {trips}
+    again:
+        vld v0, 0(s3)
+        vst v0, 64(s3)
+        addi s3, s3, {step}
+        addi s4, s4, -1
+        bnez s4, again
+        li s0, 0
+        halt
+    """
+    first = _program(source.format(offset=0, trips=4, step=16))
+    second = _program(source.format(offset=8, trips=9, step=32))
+    other = _program(source.format(offset=8, trips=9, step=32).replace("vst v0, 64(s3)",
+                                                                        "sw s4, 64(s3)"))
+    monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+    a, b, c = (analyse(p.decoded) for p in (first, second, other))
+    assert len(cycles_slice._BY_STRUCTURE) == 2            # first and second share one
+    assert a.roles is b.roles and a.critical_at is b.critical_at
+    assert a.accesses != b.accesses                        # each keeps its own immediates
+    assert a.roles[0].checked_load and b.roles[0].checked_load
+    assert a.roles[3].vector_store and not c.roles[3].vector_store    # its own analysis
+    for found, program in ((a, first), (b, second), (c, other)):
+        monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+        alone = analyse(program.decoded)
+        assert (alone.roles, alone.critical_at, alone.accesses) == (
+            found.roles, found.critical_at, found.accesses)
