@@ -60,12 +60,15 @@ class Runtime:
     def __init__(self, plan: Plan, *, on_start: Callable[[int, float], None] | None = None,
                  on_end: Callable[[int], None] | None = None,
                  act_cycles: Callable[[int, float], float] | None = None,
+                 act_known: list | None = None,
                  max_cycles: float | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.plan = plan
         self.on_start = on_start
         self.on_end = on_end
         self.act_cycles = act_cycles
+        # Per unit, an ACT task's SHAVE cycles when already known (None: ask act_cycles).
+        self.act_known = act_known
         self.max_cycles = max_cycles
         self.progress = progress
 
@@ -106,6 +109,7 @@ class Runtime:
         lengths = [len(units) for units in queue_units]
         free = [list(range(e - 1, -1, -1)) for e in plan.queue_engines]  # lowest index last
         on_start, on_end, act_cycles = self.on_start, self.on_end, self.act_cycles
+        act_known = self.act_known if self.act_known is not None else [None] * n
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
         join, leave = sharing.join, sharing.leave
@@ -171,7 +175,10 @@ class Runtime:
                                 push(heap, (dma_data_start(t, work[u], dma_fixed), seq,
                                             DMA_DATA, u))
                             elif kind == ACT:
-                                push(heap, (act_invocation_end(t, act_cycles(u, t), shave_cycle,
+                                cycles = act_known[u]
+                                if cycles is None:
+                                    cycles = act_cycles(u, t)
+                                push(heap, (act_invocation_end(t, cycles, shave_cycle,
                                                                act_fixed), seq, END, u))
                             else:
                                 push(heap, (t + work[u][0], seq, END, u))

@@ -195,10 +195,10 @@ def _grouped_matmul(w: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 
 def _channels_first(result: np.ndarray, mb: int) -> np.ndarray:
-    """GEMM output (g, n, mb.spatial) -> (mb, g.n, spatial), i.e. N C spatial."""
+    """GEMM output (g, n, mb.spatial) -> (mb, g.n, spatial), i.e. N C spatial, as a view
+    where it can be: the rounding to the stored type makes the one contiguous copy."""
     groups, n = result.shape[:2]
-    result = result.reshape(groups * n, mb, -1).transpose(1, 0, 2)
-    return np.ascontiguousarray(result)  # no copy when mb == 1
+    return result.reshape(groups * n, mb, -1).transpose(1, 0, 2)
 
 
 def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None, *,
@@ -228,11 +228,15 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
     result = _channels_first(_grouped_matmul(w, a), p.mb)  # (mb, channels of the groups, spatial)
     if (c0, c1) != (g0 * p.ocg, g1 * p.ocg):
-        result = np.ascontiguousarray(result[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg])
+        result = result[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg]
     out_spatial = tuple(stop - start for start, stop in region.spatial)[3 - p.spatial_rank:]
     result = result.reshape((p.mb, c1 - c0) + out_spatial)
     bias_part = None if bias is None else bias[c0:c1]
-    return numerics.finish(result, bias_part, 1, post_op, src.dtype if out_dtype is None else out_dtype)
+    # Bias and activation in place on the GEMM's (spatial x channels) output seen channels
+    # first; rounding to the stored type writes it out contiguous in one pass.
+    out = numerics.finish(result, bias_part, 1, post_op,
+                          src.dtype if out_dtype is None else out_dtype)
+    return np.ascontiguousarray(out)  # no copy unless the output stays in the compute type
 
 
 def _check_region(region: OutputRegion, p: ConvProblem) -> None:
