@@ -151,12 +151,16 @@ class FastLoops:
 
     def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
               budget: int, max_cycles: float = float("inf")):
-        """The interpreter's hook at a taken forward transfer to ``head``: when ``head``
-        starts a loop that only the path batch can run, run it from its first iteration
-        (the back-edge would only offer it from the second).  Same returns as a call."""
+        """The interpreter's hook where it reaches a loop head other than by the loop's
+        back-edge (falling into it, or a taken forward transfer): run the loop from its
+        first iteration (the back-edge would only offer it from the second), as a batch
+        of its plan or, for a loop only the path batch can run, as a path batch.  Same
+        arguments and returns as a call."""
         branch = self.entries.get(head)
-        if branch is None or self._plan(head, branch, count=False) is not None:
+        if branch is None:
             return None
+        if self._plan(head, branch, count=False) is not None:
+            return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
         return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
 
     def _plan(self, head: int, branch: int, count: bool = True) -> LoopPlan | None:

@@ -93,6 +93,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
     loops = fast or None
+    heads = loops.entries if loops is not None else {}
     R = initial_registers(program, args_addr, args_size,
                           default_stack_top(memory) if stack_top is None else stack_top)
     ready = new_ready()
@@ -138,6 +139,15 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                     if i == end:
                         raise VpucError("execution ran past the end of .text (missing halt "
                                         "or ret?)", BinLoc(program.name, ".text", program.size))
+                    if i in heads:
+                        # Falling into a loop head: the fast path may run the loop from its
+                        # first iteration (the back-edge would offer it from the second).
+                        batch = loops.enter(i, R, ready, now, memory, counts,
+                                            max_steps - executed, budget)
+                        if batch is not None:
+                            now, i, ran, stalled = batch
+                            executed += ran
+                            stalls += stalled
                 elif nxt == HALT:
                     break
                 elif nxt == BAD_TARGET:
