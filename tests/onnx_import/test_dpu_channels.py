@@ -73,10 +73,11 @@ def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
 
 
 def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
-    """The lowering declares zero-padded copies of the weights and bias (16 output channels;
-    4 input channels: the NCHW model input makes it a compressed convolution,
-    ``lower_dpu_permute``); the graph's weights constant is not read, so it is not in the
-    program."""
+    """The lowering declares a zero-padded copy of the weights (16 output channels; 4 input
+    channels: the NCHW model input makes it a compressed convolution, ``lower_dpu_permute``)
+    with the zero-padded bias in one row after them (16 values: a 4x2x2 box of the row's
+    4x3x3, ``lower_dpu_channels.bias_rows``), no bias constant of its own; the graph's
+    weights constant is not read, so it is not in the program."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
@@ -86,8 +87,16 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
     consts = {b.name: b for b in program.module.buffers if b.kind.value == "const"}
     assert w not in consts
     padded_weights = [b for n, b in consts.items() if n.endswith(".wpad")]
-    assert [b.type.dims for b in padded_weights] == [(16, 4, 3, 3)]
-    assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
+    assert [b.type.dims for b in padded_weights] == [(17, 4, 3, 3)]
+    assert [n for n in consts if ".bias" in n] == []
+    views = {v.name: v for v in program.module.views}
+    dpu = [t for tl in program.module.task_lists for t in tl.tasks
+           if hasattr(t, "variants") and t.weights is not None]
+    assert dpu
+    for task in dpu:               # two views of the one CMX buffer the weights load fills
+        weights, bias = views[task.weights], views[task.bias]
+        assert weights.base == bias.base
+        assert [(s.start, s.stop) for s in bias.slices] == [(16, 17), (0, 4), (0, 2), (0, 2)]
 
 
 

@@ -15,7 +15,8 @@ Guarantees:
 
 - the marked chain after a Convolution or MatMul (one bias ``Add`` with a
   per-channel constant, then one activation) is folded into the DPU task as
-  ``bias(...)`` (f32, one value per output channel) and ``post ...``; its ops
+  ``bias(...)`` (one value per output channel: f32, or packed after constant weights in
+  their type when exact there, ``lower_dpu_channels.packs_bias``) and ``post ...``; its ops
   produce nothing of their own, and the layer writes the chain's last value;
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
@@ -51,8 +52,9 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lowe
     pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
-                                            padded_vector, variant_boxes)
+from vpuc.fusion.lower_dpu_channels import (aligned, bias_rows, load_block_input,
+                                            load_window_weights, packs_bias, reads_weights, padded_vector,
+                                            variant_boxes)
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
@@ -438,16 +440,22 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
+    # the bias in the weights' constant (lower_dpu_channels.packs_bias): no load of its own
+    packed = conv and constant and not reads_weights(op, index) \
+        and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
     def blocks_of() -> list[tuple[int, int]]:
         """The output row blocks for the input's ``cp`` channels in CMX."""
         resident, resident_loads = 0, []
+        weights = ocp * cp * kh * kw * elem.nbytes
+        if packed:                  # one load of the weights with the bias rows after them
+            weights += bias_rows(ocp, cp, kh, kw)[0] * cp * kh * kw * elem.nbytes
         if conv:
-            resident = ocp * cp * kh * kw * elem.nbytes + (4 * ocp if bias is not None else 0)
+            resident = weights + (4 * ocp if bias is not None and not packed else 0)
             wv = values.get(op.operands[1])
-            resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
+            resident_loads.append(Move(weights, elem.nbytes,
                                        wv is not None and wv.type.order != NHWC))
-        if bias is not None:
+        if bias is not None and not packed:
             resident_loads.append(Move(4 * ocp, 4))
         return choose_blocks(oh, tiles, resident, footprint, "output row", op,
                              prog.cmx_budget, cost=stages,
@@ -465,16 +473,17 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         cp = cmx_channels(c, conv and constant, permuted)
         blocks = blocks_of()
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
-    bias_of = {}
+    operands_of = {}
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         lo, rows, top, bottom = rows_in(r0, r1)
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
-            if conv:
-                load_window_weights(e, op, index, values, t, e.load_waits(t),
-                                    [f"%{prefix}loaded{t}"], declare=t == 0, in_channels=cp)
-            bias_of[t] = e.load_bias(t, bias)
+            operands_of[t] = load_window_weights(
+                e, op, index, values, t, e.load_waits(t), [f"%{prefix}loaded{t}"],
+                declare=t == 0, in_channels=cp, bias=bias) if conv else ""
+            if not packed:
+                operands_of[t] += e.load_bias(t, bias)
         if permuted:
             xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
                                       [f"%{prefix}loaded{k}"])
@@ -482,8 +491,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
             xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
                                    [f"%{prefix}loaded{k}"], step=step)
         y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
-        weights = f" weights(%{prefix}w.t{t})" if conv else ""
-        head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
+        head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
         e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)

@@ -57,7 +57,8 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
-from vpuc.fusion.lower_dpu_channels import aligned, load_bias, load_padded_weights, padded
+from vpuc.fusion.lower_dpu_channels import (aligned, bias_rows, load_bias, load_packed,
+                                            load_padded_weights, packed_text, packs_bias, padded)
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
 from vpuc.fusion.lower_dpu_global_pool import emit_pool
@@ -129,13 +130,18 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     elem: ElemType = x.type.elem
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
                                                         plan.end, plan.dilations)
-    bias_bytes = 4 if layer.bias is not None else 0
+    # the bias in rows after constant weights, one load (lower_dpu_channels.packs_bias)
+    packed = plan.has_weights and all(j.weights is not None for j in plan.jobs) \
+        and packs_bias(layer.bias, elem)
+    bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
         if not plan.has_weights:
             return 0
         per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
-        return aligned(job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
+        outs = aligned(job.outs[1] - job.outs[0])
+        rows = bias_rows(outs, per_out, kh, kw)[0] if packed else 0
+        return (outs + rows) * per_out * kh * kw * elem.nbytes + outs * bias_bytes
 
     width = ow        # output columns per block: all of them unless a row does not fit
 
@@ -252,7 +258,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
-    if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
+    if layer.bias is not None and not packed and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
@@ -272,7 +278,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 tag = f"t{t}" if single else f"c{k}"
                 operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
                                          loaded, j not in declared,
-                                         block=None if single else k)
+                                         block=None if single else k, packed=packed)
                 declared.add(j)
                 resident[t] = operands
         lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
@@ -348,8 +354,10 @@ def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 
 def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
-                  loaded: list[str], declare: bool, block: int | None = None) -> str:
-    """DMA the job's weights and bias into tile ``t``'s CMX; the task's operand clauses."""
+                  loaded: list[str], declare: bool, block: int | None = None,
+                  packed: bool = False) -> str:
+    """DMA the job's weights and bias into tile ``t``'s CMX, ``packed`` in one constant
+    (``lower_dpu_channels.load_packed``); the task's operand clauses."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
     clauses = ""
@@ -371,6 +379,11 @@ def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[st
             permute = wv.type.order != NHWC
         else:
             src = f"%{p}w{j}"
+            if packed:
+                if declare:
+                    bias = padded(layer.bias[o0:o1], {0: dims[0]})
+                    e.prog.buffers.append(packed_text(job.weights, bias, elem, src[1:]))
+                return load_packed(e, src, dims, elem, tag, t, waits, loaded)
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
                 e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
