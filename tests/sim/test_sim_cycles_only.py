@@ -171,3 +171,37 @@ def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkey
         alone = analyse(program.decoded)
         assert (alone.roles, alone.critical_at, alone.accesses) == (
             found.roles, found.critical_at, found.accesses)
+
+
+def _library_and_zoo_programs(zoo_program) -> list[Program]:
+    from runtime_sim.engines.shave import kernel_object
+    from vpuc.kernel_library import library_names, load_library_kernel
+    programs = [Program(load_library_kernel(name).text, 0, name) for name in library_names()]
+    for name, image in zoo_program.kernels.items():
+        programs.append(Program(kernel_object(image.elf, f"@{name}").text, 0, name))
+    return programs
+
+
+def test_block_analysis_matches_the_instruction_worklist(program, monkeypatch):
+    """Every library kernel and the model's kernels: the same roles and critical registers
+    (or the same refusal) as the per-instruction worklist of tests/sim/cycles_slice_reference.py."""
+    import runtime_sim.isa.cycles_slice as cycles_slice
+    from runtime_sim.isa.semantics import operand_access
+    from tests.sim.cycles_slice_reference import reference_slice
+    programs = _library_and_zoo_programs(program)
+    assert len(programs) > 20
+    checked_loads = 0
+    for kernel in programs:
+        monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+        found = analyse(kernel.decoded)
+        decoded = kernel.decoded
+        ins = [cycles_slice._instruction(i, dec, operand_access(dec), len(decoded))
+               for i, dec in enumerate(decoded)]
+        roles, extra = reference_slice(ins, cycles_slice._successors(ins))
+        if roles is None:
+            assert found.roles is None and f".text+{extra * 8:#x}" in found.reason, kernel.name
+            continue
+        assert tuple(tuple(role) for role in found.roles) == roles, kernel.name
+        assert found.critical_at == extra, kernel.name
+        checked_loads += sum(role.checked_load for role in found.roles)
+    assert checked_loads                # the comparison covers loads that decide something
