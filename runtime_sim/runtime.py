@@ -112,8 +112,11 @@ class Runtime:
         act_known = self.act_known if self.act_known is not None else [None] * n
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
-        join, leave = sharing.join, sharing.leave
-        join_alone, leave_alone, ddr_active = sharing.join_alone, sharing.leave_alone, sharing.active
+        join, leave, ddr_active = sharing.join, sharing.leave, sharing.active
+        ddr_times, ddr_rates = sharing.times, sharing.rates
+        # A transfer moving data alone (the common case) is DdrSharing.join_alone and
+        # leave_alone inline, with its rate computed once per Transfer (they are shared).
+        solos: dict[int, tuple[float, float, float]] = {}
         dma_token = [0] * n          # the sequence number of a DMA's live DMA_DONE event
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
@@ -201,16 +204,30 @@ class Runtime:
                             dma_token[v] = seq
                             push(heap, (finish, seq, DMA_DONE, v))
                     else:
+                        transfer = work[u]
+                        solo = solos.get(id(transfer))
+                        if solo is None:
+                            solo = solos[id(transfer)] = sharing.solo(transfer)
+                        nbytes, rate, used = solo
+                        sharing.last = t
+                        ddr_active[u] = [nbytes, rate, transfer.cap, transfer.ddr_sides]
+                        if used != ddr_rates[-1]:
+                            ddr_times.append(t)
+                            ddr_rates.append(used)
                         seq += 1
                         dma_token[u] = seq
-                        push(heap, (join_alone(u, t, work[u]), seq, DMA_DONE, u))
+                        push(heap, (t + nbytes / rate, seq, DMA_DONE, u))
                     woken = no_queues
                     continue
                 if dma_token[u] != token:
                     woken = no_queues
                     continue  # re-timed since this event was pushed
                 if len(ddr_active) == 1:
-                    leave_alone(t)
+                    ddr_active.clear()
+                    sharing.last = t
+                    if ddr_rates[-1] != 0.0:
+                        ddr_times.append(t)
+                        ddr_rates.append(0.0)
                 else:
                     for v, finish in leave(u, t):
                         seq += 1
