@@ -40,9 +40,9 @@ from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, loop_facts, regis
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
                                          first_exit, first_outside, same_iteration_overlap,
                                          signed)
-from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import (PROGRESSIONS, BodyOp, LoopPlan, NotBatchable, plan_loop,
-                                      run_op, run_progression)
+from runtime_sim.isa.loop_chunk import ChunkRunner
+from runtime_sim.isa.loop_chunk import step_value as _step_value
+from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -211,17 +211,14 @@ class FastLoops:
         leave the registers as the last iteration does."""
         final = {key: np.uint32(_induction(plan, R, key).at(iterations)) for key in plan.induction}
         incoming = ({key: R[key] for key in plan.pipelined.carried}
-                    if plan.pipelined is not None else None)
+                    if plan.pipelined is not None else {})
         sums = {key: R[key] for key in plan.accumulators}
+        if plan.runner is None:              # the body's chunk schedule, once per plan
+            plan.runner = ChunkRunner(plan)
         for first in range(0, iterations, self.chunk):
             rows = min(self.chunk, iterations - first)
             captured: dict[int, object] = {}
-            if incoming is None:
-                env = _run_chunk(plan, R, memory, first, rows, captured)
-            else:
-                env = run_pipelined_chunk(plan, plan.pipelined, memory,
-                                          _reader_at(plan, R, first, rows), incoming, rows,
-                                          captured)
+            env = plan.runner(R, memory, first, rows, incoming, captured)
             for key, acc in plan.accumulators.items():
                 sums[key] = fold(acc, sums[key], captured, rows)
         for key, value in env.items():
@@ -238,9 +235,6 @@ def _induction(plan: LoopPlan, R: list, key: int) -> Affine:
     return Affine(int(R[key]), total % MOD)
 
 
-def _step_value(step, R: list) -> int:
-    value = int(step.value) if step.source == "imm" else int(R[step.value])
-    return step.sign * value
 
 
 def _operand_affine(operand, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Affine | None:
@@ -311,70 +305,6 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
         reach = (shape.lanes - 1) * signed(stride.start)
         low, length = low + min(0, reach), length + abs(reach)
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
-
-
-def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:
-    """Iterations first .. first+rows-1; returns the per-iteration registers' batches.
-    An accumulator's instruction is not run: its operand goes to ``captured``."""
-    k = np.arange(first, first + rows, dtype=np.uint32)
-    current = {key: _induction(plan, R, key) for key in plan.induction}
-    cache: dict[tuple[int, int], np.ndarray] = {}
-    env: dict[int, object] = {}
-
-    def read(operand):
-        where, key = operand
-        if where == "imm":
-            return key
-        if key in env:
-            return env[key]
-        if key in current:
-            a = current[key]
-            if (key, a.start) not in cache:
-                cache[key, a.start] = np.uint32(a.start) + k * np.uint32(a.step)
-            return cache[key, a.start]
-        return R[key]
-
-    for op in plan.ops[:-1]:
-        if op.kind == "nop":
-            continue
-        key = plan.updates.get(op.position)
-        if key is not None:                  # computed from the iteration number instead
-            shift = _step_value(plan.induction[key][op.position], R)
-            current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
-            continue
-        if op.position in plan.scans:
-            captured[op.position] = read(op.reads[1])
-            continue
-        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
-                and op.reads[-2][1] in current
-                and run_progression(op, current[op.reads[-2][1]], first, rows, memory, env, read)):
-            continue
-        run_op(op, memory, [read(r) for r in op.reads], env)
-    return env
-
-
-
-def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):
-    """``read_at(operand, position)`` for a pipelined chunk: an induction register as
-    the instruction at ``position`` sees it (after the updates above it)."""
-    k = np.arange(first, first + rows, dtype=np.uint32)
-    entry = {key: _induction(plan, R, key) for key in plan.induction}
-    cache: dict[tuple[int, int], np.ndarray] = {}
-
-    def read_at(operand, position: int):
-        where, key = operand
-        if where == "imm":
-            return key
-        if key not in entry:
-            return R[key]
-        start = entry[key].start
-        for pos, step in plan.induction[key].items():
-            if pos < position:
-                start = (start + _step_value(step, R)) % MOD
-        if (key, start) not in cache:
-            cache[key, start] = np.uint32(start) + k * np.uint32(entry[key].step)
-        return cache[key, start]
-    return read_at
 
 
 def _check_passes(pipelined, footprints: list[Footprint], iterations: int) -> None:
