@@ -1,6 +1,6 @@
-"""A layer's bias packed after its constant weights: one constant, one CMX buffer, one DMA.
+"""The weights table: a layer's bias and zeros packed after its constant weights, one DMA.
 
-``lower_dpu_channels.packs_bias`` / ``bias_rows`` / ``packed_weights`` / ``load_packed``;
+``lower_dpu_table`` (``packs_bias``, ``box_rows``, ``Table``);
 the IR side: a DPU bias may be any region of OC values, read in logical order
 (``vpuc/verifier/dpu.py``, ``runtime_sim/engines/dpu.py``).
 """
@@ -14,7 +14,7 @@ from tests.fusion.dpu_testlib import constant, module
 from tests.fusion.test_lower_dpu import check, tasks
 from vpuc import api
 from vpuc.arch import load_arch
-from vpuc.fusion.lower_dpu_channels import bias_rows, packed_weights, packs_bias
+from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.ir.module import BufferKind
 from vpuc.ir.types import ElemType
 from vpuc.verifier import verify_module
@@ -30,9 +30,9 @@ from vpuc.vir.parser import parse_text
     ((16, 1, 3, 3), (4, 1, 2, 2)),      # depthwise 3x3: 2x2 of each of 4 rows
     ((576, 1, 5, 5), (36, 1, 4, 4)),    # depthwise 5x5: 16 of each row's 25
 ])
-def test_bias_rows_takes_the_fewest_rows(dims, expected):
+def test_box_rows_takes_the_fewest_rows(dims, expected):
     channels, per_out, kh, kw = dims
-    rows, a, b, c = bias_rows(*dims)
+    rows, a, b, c = box_rows(*dims)
     assert (rows, a, b, c) == expected
     assert rows * a * b * c == channels and a <= per_out and b <= kh and c <= kw
     # no box of the row's extent holding a divisor of the channels takes fewer rows
@@ -41,17 +41,22 @@ def test_bias_rows_takes_the_fewest_rows(dims, expected):
     assert rows == channels // max(sizes)
 
 
-def test_packed_weights_put_the_bias_in_its_box():
+def test_the_table_puts_the_bias_in_its_box_and_zeros_after():
     rng = np.random.default_rng(0)
-    weights = rng.standard_normal((64, 16, 1, 1)).astype(np.float32)
-    bias = np.arange(64, dtype=np.float32)
-    table = packed_weights(weights, bias)
-    assert table.shape == (68, 16, 1, 1)
-    assert np.array_equal(table[:64], weights)
-    assert np.array_equal(table[64:].reshape(-1), bias)   # logical order, as the DPU reads it
-    table = packed_weights(np.zeros((16, 4, 3, 3), np.float32), np.arange(16, dtype=np.float32))
-    assert np.array_equal(table[16:, :4, :2, :2].reshape(-1), np.arange(16))
-    assert not table[16:, :, 2:].any() and not table[16:, :, :, 2:].any()
+    weights = rng.standard_normal((64, 16, 1, 1)).astype(np.float32) + 1
+    bias = np.arange(1, 65, dtype=np.float32)
+    table = Table((64, 16, 1, 1), True, [40, 96])     # 40 = 4 rows x 10, 96 = 6 x 16
+    assert (table.bias_box, table.zero_boxes) == ((4, 16, 1, 1), {40: (4, 10, 1, 1),
+                                                                   96: (6, 16, 1, 1)})
+    values = table.values(weights, bias)
+    assert values.shape == (64 + 4 + 6, 16, 1, 1) == (table.rows, 16, 1, 1)
+    assert np.array_equal(values[:64], weights)
+    assert np.array_equal(values[64:68].reshape(-1), bias)   # logical order, as the DPU reads it
+    assert not values[68:].any()
+    values = Table((16, 4, 3, 3), True).values(np.zeros((16, 4, 3, 3), np.float32),
+                                               np.arange(16, dtype=np.float32))
+    assert np.array_equal(values[16:, :4, :2, :2].reshape(-1), np.arange(16))
+    assert not values[16:, :, 2:].any() and not values[16:, :, :, 2:].any()
 
 
 def test_packs_bias_only_when_the_weights_type_holds_it_exactly():

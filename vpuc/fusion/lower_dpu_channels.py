@@ -32,8 +32,6 @@ N columns stored.  ``vpuc/verifier/dpu_channels.py`` checks all of it.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from vpuc.diagnostics import VpucError
@@ -85,79 +83,6 @@ def reads_weights(op, index: GraphIndex) -> bool:
     if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
         return True                    # a MatMul's weights, an eltwise layer's other input
     return conv_aligned(index.producer(op.operands[0]).type.dims[1], op.type.dims[1])
-
-
-# ------------------------------------------------- the bias packed after the weights
-# The NPU compiler's weights table (per output channel: the weights' address and the bias)
-# is a constant loaded with the weights.  Here a layer's bias goes into rows appended
-# after its constant weights [O, I, KH, KW] (same element type, NHWC): one DDR constant,
-# one CMX buffer, one DMA per tile, the task reading two views of it.  Each separate bias
-# load cost a whole DDR latency (870 cycles on NPU37XX) for a few hundred bytes.
-
-def packs_bias(bias: np.ndarray | None, elem: ElemType) -> bool:
-    """Whether every bias value is exact in the weights' type ``elem`` (f16 or bf16): then
-    the DPU, which adds the bias in f32 (``runtime_sim/dpu/numerics.py``), adds the same
-    values as from an f32 bias.  A bias Add of an f16 or bf16 layer has a constant of the
-    layer's type, so its values always are."""
-    if bias is None or elem not in (ElemType.F16, ElemType.BF16):
-        return False
-    values = np.asarray(bias, np.float32)
-    if not np.all(np.isfinite(values)):
-        return False
-    if elem is ElemType.F16:
-        if np.any(np.abs(values) > np.finfo(np.float16).max):
-            return False
-        return bool(np.array_equal(values.astype(np.float16).astype(np.float32), values))
-    return not np.any(values.view(np.uint32) & 0xFFFF)        # bf16: the high half of f32
-
-
-@functools.lru_cache(maxsize=None)
-def bias_rows(channels: int, per_out: int, kh: int, kw: int) -> tuple[int, int, int, int]:
-    """(rows, a, b, c): the bias of ``channels`` values as the box ``[rows, a, b, c]`` of
-    the rows appended after weights ``[channels, per_out, kh, kw]``: the fewest rows (the
-    fewest bytes loaded) over the boxes whose size divides ``channels``; ties to the
-    longest contiguous run (NHWC: ``a`` innermost)."""
-    best = None
-    for a in (a for a in range(1, min(per_out, channels) + 1) if channels % a == 0):
-        for b in range(1, kh + 1):
-            for c in range(1, kw + 1):
-                if channels % (a * b * c) == 0:
-                    key = (channels // (a * b * c), -a)
-                    if best is None or key < best[0]:
-                        best = (key, (channels // (a * b * c), a, b, c))
-    return best[1]
-
-
-def packed_weights(weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """Weights ``[O, I, KH, KW]`` (padded: O is the bias's size) with the bias in the box
-    ``bias_rows`` places after them, zeros around it."""
-    o, i, kh, kw = weights.shape
-    rows, a, b, c = bias_rows(o, i, kh, kw)
-    table = np.zeros((o + rows, i, kh, kw), np.float32)
-    table[:o] = weights
-    table[o:, :a, :b, :c] = np.asarray(bias, np.float32).reshape(rows, a, b, c)
-    return table
-
-
-def load_packed(e, src: str, dims: tuple[int, int, int, int], elem: ElemType, tag: str, t: int,
-                waits: str, loaded: list[str]) -> str:
-    """DMA the packed constant ``src`` (``packed_weights`` of weights ``dims``) into one
-    CMX buffer of tile ``t``; the task's clauses: its weights and bias views."""
-    o, i, kh, kw = dims
-    rows, a, b, c = bias_rows(o, i, kh, kw)
-    nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
-    table = e.cmx(f"wb.{tag}", TensorType((o + rows, i, kh, kw), elem, nhwc), t)
-    e.dma(f"load_w.{tag}", src, table, 0, waits, loaded)
-    wt = e.view(f"w.{tag}", table[1:], [f"0:{o}", f"0:{i}", f"0:{kh}", f"0:{kw}"])
-    bias = e.view(f"bias.{tag}", table[1:], [f"{o}:{o + rows}", f"0:{a}", f"0:{b}", f"0:{c}"])
-    return f" weights({wt}) bias({bias})"
-
-
-def packed_text(weights: np.ndarray, bias: np.ndarray, elem: ElemType, name: str) -> str:
-    """The ``const`` declaration of ``packed_weights``, named ``%name``."""
-    table = packed_weights(weights, bias)
-    dims = "x".join(map(str, table.shape))
-    return f"const %{name} : {dims}x{elem} NHWC = {const_text(table, name)}"
 
 
 def variant_boxes(dpu_op: str, rows: list[tuple[int, int, str]], channels: tuple[int, int]):
@@ -243,7 +168,8 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
 
 
 def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
-                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1)) -> str:
+                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1),
+                     zeros_from: str | None = None) -> str:
     """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
     buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
     channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
@@ -251,7 +177,9 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
     (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
     store channel.  ``step`` (rows, columns): only every step-th row and column from
     ``first_row`` and column 0, a strided copy (NHWC, aligned channels only): the input a
-    1x1 strided convolution reads.  The CMX buffer's name."""
+    1x1 strided convolution reads.  ``zeros_from``: a CMX view of as many zeros (the layer's
+    weights table, ``lower_dpu_table``) the padded channels are copied from instead, on
+    channel 0 after the table's load.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
     if step != (1, 1):
         assert x.type.order == DimsOrder(NAMED_ORDERS["NHWC"]) and aligned(channels) == channels
@@ -283,7 +211,10 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
         real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [
             f"0:{n}", f"0:{channels}", f"0:{rows}", f"0:{w}"])
         e.dma(f"load{k}", src, real, 0, waits, loaded, permute=permute)
-    if zero and cp > channels:
+    if zero and cp > channels and zeros_from is not None:
+        e.dma(f"zero{k}", zeros_from, e.view(f"in.z{k}", xin[1:], [
+            f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]), 0, waits, loaded)
+    elif zero and cp > channels:
         # one zero source per block height (blocks differ by a row or two), never the image's
         zeros = f"{e.p}chzeros.r{rows}"
         if zeros not in e.declared:
@@ -308,13 +239,14 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
 
 def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
                         loaded: list[str], declare: bool, in_channels: int | None = None,
-                        bias: np.ndarray | None = None) -> str:
+                        bias: np.ndarray | None = None, table=None) -> str:
     """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels (or to
     ``in_channels`` input channels: a compressed convolution's 4): the graph's constant as
     it is when aligned, a zero-padded ``const`` copy when not, run-time weights padded by
-    DMA (``load_padded_weights``).  With ``bias`` (padded to the aligned output channels)
-    that ``packs_bias``, the constant holds it too (``load_packed``).  The task's weights
-    clause, and its bias clause when packed."""
+    DMA (``load_padded_weights``).  With a ``table`` (``lower_dpu_table.Table``) the
+    constant also holds ``bias`` (padded to the aligned output channels) and zeros, the
+    rows after the weights.  The task's weights clause, and its bias clause when packed;
+    with a table, also the zero views (``Table.load``)."""
     producer = index.producer(op.operands[1])
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
@@ -322,15 +254,16 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         dims = (aligned(o), pi, kh, kw)
-        packed = packs_bias(bias, elem)
+        if table is not None:
+            if declare:
+                weights = padded(constant_value(producer).astype(np.float32),
+                                 {0: aligned(o), 1: pi})
+                e.prog.buffers.append(table.declaration(weights, bias, elem, f"{e.p}wpad"))
+            return table.load(e, f"%{e.p}wpad", elem, f"t{t}", t, waits, loaded)
         if declare:
             weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: pi})
-            e.prog.buffers.append(
-                packed_text(weights, bias, elem, f"{e.p}wpad") if packed else
-                f"const %{e.p}wpad : {aligned(o)}x{pi}x{kh}x{kw}x{elem} "
-                f"NHWC = {const_text(weights, e.p + 'wpad')}")
-        if packed:
-            return load_packed(e, f"%{e.p}wpad", dims, elem, f"t{t}", t, waits, loaded)
+            e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{pi}x{kh}x{kw}x{elem} "
+                                  f"NHWC = {const_text(weights, e.p + 'wpad')}")
         wt = e.cmx(f"w.t{t}", TensorType(dims, elem, nhwc), t)
         e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
         return f" weights({wt})"
