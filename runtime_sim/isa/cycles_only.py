@@ -39,7 +39,7 @@ from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
-from runtime_sim.isa.program import Step, flat_step
+from runtime_sim.isa.program import flat_step
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
@@ -95,7 +95,7 @@ class TimingProgram:
     def __init__(self, program: Program, found: Slice) -> None:
         self.program = copy.copy(program)           # shares decoded, meta, constants
         self.slice = found
-        steps, flat = [], []
+        flat = []
         make = program.make_runner                  # none made for what is skipped
         for index, (meta, role) in enumerate(zip(program.meta, found.roles)):
             access = found.accesses[index]
@@ -115,10 +115,9 @@ class TimingProgram:
                 runner = _marking_store(make(index), program.decoded[index], sources)
             else:
                 runner = make(index)
-            step = Step(runner, *meta)
-            steps.append(step)
-            flat.append(flat_step(*step))
-        self.program.steps, self.program.flat = steps, flat
+            flat.append(flat_step(runner, *meta))
+        # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
+        self.program.steps, self.program.flat = program.meta, flat
 
 
 def _skipped(R, mem):

@@ -38,6 +38,14 @@ class Step(NamedTuple):
     cost: Cost
 
 
+class StepTiming(NamedTuple):
+    """A step without its runner: all the loops' timing reads (``loop_timing``)."""
+
+    sources: tuple[int, ...]
+    dests: tuple[int, ...]
+    cost: Cost
+
+
 def flat_step(runner: Callable, sources: tuple[int, ...], dests: tuple[int, ...],
               cost: Cost) -> tuple:
     """A step as the run loop reads it: (runner, sources, dests, slot, other slot, issue,
@@ -91,8 +99,8 @@ class Program:
                                 BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
         self._first_constant: list[int] = []    # each instruction's first immediate in R
-        # (sources, dests, cost) of each instruction: all the timing needs.
-        self.meta = [self._prepare(i, dec) for i, dec in enumerate(self.decoded)]
+        self.meta: list[StepTiming] = [self._prepare(i, dec)
+                                       for i, dec in enumerate(self.decoded)]
 
     # The runners are made when first asked for: a cycles-only run makes its own
     # (``cycles_only.TimingProgram``), none for the vector arithmetic it skips.
@@ -116,7 +124,7 @@ class Program:
                              f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
         return offset // WORD_BYTES
 
-    def _prepare(self, index: int, dec: Decoded) -> tuple:
+    def _prepare(self, index: int, dec: Decoded) -> StepTiming:
         """(sources, dests, cost) of instruction ``index``; its immediates join
         ``constants`` (``make_runner`` finds them from ``_first_constant``)."""
         access = operand_access(dec)
@@ -127,7 +135,7 @@ class Program:
         if mnemonic == "ret":
             sources = (REG_LR,)
         dests = tuple(access.writes) + ((REG_LR,) if mnemonic == "call" else ())
-        return sources, dests, CYCLES[dec.info.opcode]
+        return StepTiming(sources, dests, CYCLES[dec.info.opcode])
 
     def make_runner(self, index: int) -> Callable:
         """A new runner of instruction ``index`` (``steps`` holds the program's own)."""

@@ -224,4 +224,5 @@ def test_a_cycles_only_program_makes_no_runner_for_what_it_skips():
     assert skipped == [2, 3]
     assert all(timing.program.flat[i][0] is _skipped for i in skipped)
     assert [s[1:] for s in timing.program.flat] == [s[1:] for s in program.flat]
-    assert [s[1:] for s in timing.program.steps] == [s[1:] for s in program.steps]
+    assert [(s.sources, s.dests, s.cost) for s in timing.program.steps] == [
+        (s.sources, s.dests, s.cost) for s in program.steps]
