@@ -99,7 +99,7 @@ class TimingProgram:
         make = program.make_runner                  # none made for what is skipped
         for index, (meta, role) in enumerate(zip(program.meta, found.roles)):
             access = found.accesses[index]
-            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
+            masks = _mask_writes(access)
             if masks:
                 if program.decoded[index].info.format != "MS":
                     runner = _full_masks(masks)     # from vectors or other masks: data
@@ -118,6 +118,20 @@ class TimingProgram:
             flat.append(flat_step(runner, *meta))
         # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
         self.program.steps, self.program.flat = program.meta, flat
+
+
+_MASK_WRITES: dict[int, tuple] = {}
+
+
+def _mask_writes(access) -> tuple[int, ...]:
+    """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    found = _MASK_WRITES.get(id(access))
+    if found is None or found[0] is not access:
+        if len(_MASK_WRITES) >= 1 << 16:
+            _MASK_WRITES.clear()
+        found = _MASK_WRITES[id(access)] = (
+            access, tuple(key for key in access.writes if key >= _FIRST_MASK))
+    return found[1]
 
 
 def _skipped(R, mem):

@@ -55,6 +55,27 @@ def flat_step(runner: Callable, sources: tuple[int, ...], dests: tuple[int, ...]
             cost.issue, cost.latency, cost.closes_bundle, cost.taken_penalty)
 
 
+# Decoded words are shared and never change (``encoding.decode_word``): a word's timing
+# and immediates are worked out once, and its StepTiming is shared by every program.
+_WORDS: dict[int, tuple] = {}
+
+
+def _word(dec: Decoded) -> tuple:
+    """(dec, StepTiming, immediates) of one decoded word, remembered by its id."""
+    access = operand_access(dec)
+    sources = tuple(key for where, key in access.reads if where == "reg")
+    mnemonic = SEMANTICS[dec.info.opcode].mnemonic
+    if mnemonic == "ret":
+        sources = (REG_LR,)
+    dests = tuple(access.writes) + ((REG_LR,) if mnemonic == "call" else ())
+    found = (dec, StepTiming(sources, dests, CYCLES[dec.info.opcode]),
+             tuple(value for where, value in access.reads if where != "reg"))
+    if len(_WORDS) >= 1 << 16:
+        _WORDS.clear()
+    _WORDS[id(dec)] = found
+    return found
+
+
 class BadTarget(VpucError):
     """A branch or call to an address outside the kernel's .text."""
 
@@ -127,15 +148,13 @@ class Program:
     def _prepare(self, index: int, dec: Decoded) -> StepTiming:
         """(sources, dests, cost) of instruction ``index``; its immediates join
         ``constants`` (``make_runner`` finds them from ``_first_constant``)."""
-        access = operand_access(dec)
+        found = _WORDS.get(id(dec))
+        if found is None or found[0] is not dec:
+            found = _word(dec)
         self._first_constant.append(NUM_REGISTER_KEYS + len(self.constants))
-        self.constants += [value for where, value in access.reads if where != "reg"]
-        sources = tuple(key for where, key in access.reads if where == "reg")
-        mnemonic = SEMANTICS[dec.info.opcode].mnemonic
-        if mnemonic == "ret":
-            sources = (REG_LR,)
-        dests = tuple(access.writes) + ((REG_LR,) if mnemonic == "call" else ())
-        return StepTiming(sources, dests, CYCLES[dec.info.opcode])
+        if found[2]:
+            self.constants += found[2]
+        return found[1]
 
     def make_runner(self, index: int) -> Callable:
         """A new runner of instruction ``index`` (``steps`` holds the program's own)."""
