@@ -39,6 +39,7 @@ from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
+from runtime_sim.isa.program import flat_step
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
@@ -92,27 +93,45 @@ class TimingProgram:
     """A decoded kernel whose runners do only what the cycles need (``flat`` replaced)."""
 
     def __init__(self, program: Program, found: Slice) -> None:
-        self.program = copy.copy(program)           # shares decoded, steps, constants
+        self.program = copy.copy(program)           # shares decoded, meta, constants
         self.slice = found
         flat = []
-        for index, (entry, role) in enumerate(zip(program.flat, found.roles)):
-            runner = entry[0]
+        make = program.make_runner                  # none made for what is skipped
+        for index, (meta, role) in enumerate(zip(program.meta, found.roles)):
             access = found.accesses[index]
-            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
+            masks = _mask_writes(access)
             if masks:
                 if program.decoded[index].info.format != "MS":
                     runner = _full_masks(masks)     # from vectors or other masks: data
-                # else made from a scalar the slice keeps exact: run as it is
+                else:                               # from a scalar the slice keeps exact
+                    runner = make(index)
             elif role.skip:
                 runner = _skipped
             elif role.checked_load or role.watched_load:
-                runner = _scalar_load(runner, program.decoded[index], access,
+                runner = _scalar_load(make(index), program.decoded[index], access,
                                       role.watched_load)
             elif role.store_sources or role.vector_store:
                 sources = VECTOR if role.vector_store else role.store_sources
-                runner = _marking_store(runner, program.decoded[index], sources)
-            flat.append((runner,) + entry[1:])
-        self.program.flat = flat
+                runner = _marking_store(make(index), program.decoded[index], sources)
+            else:
+                runner = make(index)
+            flat.append(flat_step(runner, *meta))
+        # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
+        self.program.steps, self.program.flat = program.meta, flat
+
+
+_MASK_WRITES: dict[int, tuple] = {}
+
+
+def _mask_writes(access) -> tuple[int, ...]:
+    """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    found = _MASK_WRITES.get(id(access))
+    if found is None or found[0] is not access:
+        if len(_MASK_WRITES) >= 1 << 16:
+            _MASK_WRITES.clear()
+        found = _MASK_WRITES[id(access)] = (
+            access, tuple(key for key in access.writes if key >= _FIRST_MASK))
+    return found[1]
 
 
 def _skipped(R, mem):

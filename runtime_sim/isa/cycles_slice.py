@@ -281,29 +281,41 @@ def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int],
     time, each state holding only the registers whose bits are not 0."""
     count = len(ins)
     starts, ends, block_succ = blocks.starts, blocks.ends, blocks.succ
+    # Per block, only what reads or changes the state: scalar stores and instructions
+    # defining scalars, as (index, registers used, registers defined, a scalar store,
+    # the value defined: a constant, or None for the union of the used registers').
+    actions: list[list[tuple]] = []
+    for start, end in zip(starts, ends):
+        found = []
+        for i in range(start, end):
+            x = ins[i]
+            scalar_store = x.kind == "store" and x.scalar_mem
+            if not (x.defs or scalar_store):
+                continue
+            if x.vector_in:
+                value = VECTOR                                  # skipped: left stale
+            elif x.kind == "load":
+                value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked: exact
+            else:
+                value = None
+            found.append((i, _keys(x.uses & ~x.address), _keys(x.defs), scalar_store, value))
+        actions.append(found)
     state: list[dict[int, int]] = [{} for _ in starts]
     work = list(range(len(starts) - 1, -1, -1))     # popped first to last
     queued = set(work)
     stores = [0] * count
-    keys = [(_keys(x.uses & ~x.address), _keys(x.defs)) for x in ins]
     while work:
         b = work.pop()
         queued.discard(b)
         regs = dict(state[b])
-        for i in range(starts[b], ends[b]):
-            x = ins[i]
-            uses, defs = keys[i]
+        for i, uses, defs, scalar_store, value in actions[b]:
             used = 0
             for key in uses:
                 used |= regs.get(key, 0)
-            if x.kind == "store":
-                stores[i] = used if x.scalar_mem else 0
+            if scalar_store:
+                stores[i] = used
             if defs:
-                if x.vector_in:
-                    value = VECTOR                             # skipped: left stale
-                elif x.kind == "load":
-                    value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked: exact
-                else:
+                if value is None:
                     value = used
                 for key in defs:
                     if value:

@@ -205,3 +205,24 @@ def test_block_analysis_matches_the_instruction_worklist(program, monkeypatch):
         assert found.critical_at == extra, kernel.name
         checked_loads += sum(role.checked_load for role in found.roles)
     assert checked_loads                # the comparison covers loads that decide something
+
+
+def test_a_cycles_only_program_makes_no_runner_for_what_it_skips():
+    from runtime_sim.isa.cycles_only import _skipped
+    program = _program("""
+        lw s3, 0(s0)
+        vld v0, 0(s3)
+        vadd.f32 v1, v0, v0
+        vredsum.f32 s2, v1
+        sw s2, 4(s3)
+        li s0, 0
+        halt
+    """)
+    timing = timing_program(program)
+    assert "steps" not in vars(program) and "flat" not in vars(program)   # none made
+    skipped = [i for i, role in enumerate(timing.slice.roles) if role.skip]
+    assert skipped == [2, 3]
+    assert all(timing.program.flat[i][0] is _skipped for i in skipped)
+    assert [s[1:] for s in timing.program.flat] == [s[1:] for s in program.flat]
+    assert [(s.sources, s.dests, s.cost) for s in timing.program.steps] == [
+        (s.sources, s.dests, s.cost) for s in program.steps]
