@@ -151,17 +151,21 @@ class FastLoops:
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
     def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
-              budget: int, max_cycles: float = float("inf")):
+              budget: int, max_cycles: float = float("inf"), paths: bool = True):
         """The interpreter's hook where it reaches a loop head other than by the loop's
         back-edge (falling into it, or a taken forward transfer): run the loop from its
         first iteration (the back-edge would only offer it from the second), as a batch
-        of its plan or, for a loop only the path batch can run, as a path batch.  Same
-        arguments and returns as a call."""
+        of its plan or, for a loop only the path batch can run and ``paths``, as a path
+        batch.  Same returns as a call.  (Falling in, the interpreter passes ``paths=False``:
+        a library kernel's inner loops, reached that way once per row it interprets, would
+        be walked and refused each time.)"""
         branch = self.entries.get(head)
         if branch is None:
             return None
         if self._plan(head, branch, count=False) is not None:
             return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        if not paths:
+            return None
         return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
 
     def _plan(self, head: int, branch: int, count: bool = True) -> LoopPlan | None:

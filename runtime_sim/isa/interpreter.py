@@ -140,10 +140,11 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                         raise VpucError("execution ran past the end of .text (missing halt "
                                         "or ret?)", BinLoc(program.name, ".text", program.size))
                     if i in heads:
-                        # Falling into a loop head: the fast path may run the loop from its
-                        # first iteration (the back-edge would offer it from the second).
+                        # Falling into a loop head: the fast path may run a straight-line
+                        # loop from its first iteration (the back-edge would offer it from
+                        # the second).
                         batch = loops.enter(i, R, ready, now, memory, counts,
-                                            max_steps - executed, budget)
+                                            max_steps - executed, budget, paths=False)
                         if batch is not None:
                             now, i, ran, stalled = batch
                             executed += ran

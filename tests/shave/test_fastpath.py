@@ -427,10 +427,11 @@ done:
 
 def test_nested_loops_batch_the_inner_one_then_the_rows_along_their_path():
     """The inner loop's count is a register, so the outer body is no straight-line plan:
-    falling into the outer loop's head, its 12 rows run as one path batch."""
+    the first row batches its inner loop (from its head: 9), the 11 others run as one
+    path batch from the outer loop's back-edge."""
     fast, loops, _ = run_both(NESTED, [WIN_F, WIN_F + 0x8000, 12, 9, 160], random_fill(14))
-    assert fast.batched_iterations == 12
-    assert loops.batches == 1
+    assert fast.batched_iterations == 9 + 11
+    assert loops.batches == 2
     assert any("trip count (s10) is not set by li" in reason for reason in loops.declined)
 
 
