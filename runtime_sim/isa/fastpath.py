@@ -36,7 +36,7 @@ from collections import Counter
 
 import numpy as np
 
-from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, loop_facts, register_key
+from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, entry_facts
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
                                          first_exit, first_outside, same_iteration_overlap,
                                          signed)
@@ -110,9 +110,10 @@ class FastLoops:
             return run_path(self, head, branch, R, ready, now, memory, counts, budget,
                             max_cycles)
         try:
-            # the affine pass of this entry, remembered by the registers it reads
-            facts = loop_facts(self.proofs, (head, branch, register_key(R)),
-                               lambda: _affine_pass(plan, R), _Decline)
+            # the affine pass of this entry, remembered by the registers it reads (those
+            # used only as moving pointers relocate the remembered footprints)
+            facts = entry_facts(self.proofs, plan, (head, branch), R,
+                                lambda bases: _affine_pass(plan, R, bases), _Decline)
             if facts.declined is not None:   # raised anew: a raised one keeps its frames
                 raise _Decline(str(facts.declined), facts.declined.recurs)
             iterations, exits, footprints = self._bounds(plan, facts, branch, memory, budget)
@@ -150,17 +151,21 @@ class FastLoops:
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
     def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
-              budget: int, max_cycles: float = float("inf")):
+              budget: int, max_cycles: float = float("inf"), paths: bool = True):
         """The interpreter's hook where it reaches a loop head other than by the loop's
         back-edge (falling into it, or a taken forward transfer): run the loop from its
         first iteration (the back-edge would only offer it from the second), as a batch
-        of its plan or, for a loop only the path batch can run, as a path batch.  Same
-        arguments and returns as a call."""
+        of its plan or, for a loop only the path batch can run and ``paths``, as a path
+        batch.  Same returns as a call.  (Falling in, the interpreter passes ``paths=False``:
+        a library kernel's inner loops, reached that way once per row it interprets, would
+        be walked and refused each time.)"""
         branch = self.entries.get(head)
         if branch is None:
             return None
         if self._plan(head, branch, count=False) is not None:
             return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        if not paths:
+            return None
         return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
 
     def _plan(self, head: int, branch: int, count: bool = True) -> LoopPlan | None:
@@ -248,14 +253,16 @@ def _operand_affine(operand, aff: dict[int, Affine], plan: LoopPlan, R: list) ->
     return None
 
 
-def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
+def _affine_pass(plan: LoopPlan, R: list,
+                 bases: list | None = None) -> tuple[list[Footprint], int | None]:
     """Walk the body symbolically: each scalar that is affine in the iteration
-    number.  Returns the memory footprints and the first iteration that exits."""
+    number.  Returns the memory footprints and the first iteration that exits;
+    ``bases`` (when given) gets each footprint's address base + offset, mod 2^32."""
     aff = {key: _induction(plan, R, key) for key in plan.induction}
     footprints = []
     for op in plan.affine_ops:
         if op.memory is not None:
-            footprint = _footprint(op, aff, plan, R)
+            footprint = _footprint(op, aff, plan, R, bases)
             if footprint is not None:
                 footprints.append(footprint)
         key = plan.updates.get(op.position)
@@ -284,7 +291,8 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     return footprints, first_exit(back.mnemonic, *operands)
 
 
-def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint | None:
+def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list,
+               bases: list | None = None) -> Footprint | None:
     """The bytes ``op`` may touch per iteration; None when it touches none (a mask
     the body does not change, with no bit set)."""
     shape = op.memory
@@ -292,6 +300,7 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
     if base is None:
         raise _Decline(f"address of '{op.mnemonic}' is not affine in the iteration number")
     low, length = (base.start + shape.offset) % MOD, shape.size
+    based = low
     if shape.mask is not None and shape.mask not in plan.written:
         # Only active bytes are accessed (and can fault): the hull of the set bits.
         active = np.flatnonzero(R[shape.mask])
@@ -304,6 +313,8 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
             raise _Decline(f"stride of '{op.mnemonic}' varies between iterations")
         reach = (shape.lanes - 1) * signed(stride.start)
         low, length = low + min(0, reach), length + abs(reach)
+    if bases is not None:
+        bases.append(based)
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
 
 

@@ -100,6 +100,8 @@ class LoopPlan:
     affine_ops: list[BodyOp] = field(init=False)         # the body, less vector arithmetic
     # the body's chunk schedule (``loop_chunk.ChunkRunner``), made on the first batch
     runner: object = field(default=None, init=False, repr=False, compare=False)
+    # the registers its affine pass reads, split (``entry_cache.pointer_registers``)
+    pointers: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}

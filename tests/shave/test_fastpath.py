@@ -427,10 +427,11 @@ done:
 
 def test_nested_loops_batch_the_inner_one_then_the_rows_along_their_path():
     """The inner loop's count is a register, so the outer body is no straight-line plan:
-    falling into the outer loop's head, its 12 rows run as one path batch."""
+    the first row batches its inner loop (from its head: 9), the 11 others run as one
+    path batch from the outer loop's back-edge."""
     fast, loops, _ = run_both(NESTED, [WIN_F, WIN_F + 0x8000, 12, 9, 160], random_fill(14))
-    assert fast.batched_iterations == 12
-    assert loops.batches == 1
+    assert fast.batched_iterations == 9 + 11
+    assert loops.batches == 2
     assert any("trip count (s10) is not set by li" in reason for reason in loops.declined)
 
 
@@ -525,6 +526,43 @@ def test_three_nested_counted_loops_unroll_every_pass(middle, inner):
     source = NESTED_THREE.replace("MIDDLE", str(middle)).replace("INNER", str(inner))
     fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 12], random_fill(middle * inner))
     assert loops.batches >= 1 and fast.batched_iterations >= 11
+
+
+def test_moved_buffers_relocate_the_remembered_affine_pass():
+    """A block's buffers move between invocations, its counts do not: the first entry's
+    affine pass serves the others with its footprints moved along with the pointers, and
+    the checks on them are made again: the batch stops before a fault at the same
+    iteration, and refuses buffers that now overlap.  Every run is the interpreter's."""
+    n, args = 1003, 0x4600BC00
+    loops = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, n, args], random_fill(19))[1]
+    proofs = loops.proofs
+    proofs.clear()
+    run_both(CLAMP, [WIN_F, WIN_F + 0x8000, n, args], random_fill(19))
+    misses, relocated = proofs.misses, proofs.relocated
+    fast, _, _ = run_both(CLAMP, [WIN_F + 0x40, WIN_F + 0x8400, n, args], random_fill(19))
+    assert fast.batched_iterations == n // 8
+    assert (proofs.misses, proofs.relocated) == (misses, relocated + 1)
+    # the source moved to the end of WIN_F: the batch stops short, the interpreter faults
+    error, _, _ = run_both(CLAMP, [WIN_F + 65536 - 16 * 37, WIN_F, n, args], random_fill(19))
+    assert "outside the mapped part of WIN_F" in error
+    assert proofs.relocated == relocated + 2
+    # the output one vector ahead of the input: each iteration stores what the next loads
+    fast, loops, _ = run_both(CLAMP, [WIN_F, WIN_F + 16, n, args], random_fill(19))
+    assert fast.batched_iterations == 0
+    assert "an iteration accesses bytes another iteration stores" in loops.declined
+    assert proofs.relocated == relocated + 3
+
+
+def test_an_end_pointer_compared_by_the_back_edge_is_not_relocated():
+    """``bne s2, s5``: the source pointer decides the trip count, so a moved source is a
+    new entry (the affine pass again), never the old proof shifted."""
+    prologue, step, back_edge, batched = BACK_EDGES["bne-end-pointer"]
+    source = _counted(prologue, step, back_edge)
+    loops = run_both(source, [WIN_F, WIN_F + 0x8000], random_fill(20))[1]
+    misses, relocated = loops.proofs.misses, loops.proofs.relocated
+    fast, _, _ = run_both(source, [WIN_F + 0x100, WIN_F + 0x8000], random_fill(20))
+    assert fast.batched_iterations == batched
+    assert loops.proofs.misses == misses + 1 and loops.proofs.relocated == relocated
 
 
 def test_masked_access_reaching_past_the_window_is_batched_by_its_active_bytes():
@@ -879,8 +917,9 @@ def test_f16_widening_is_numpy_cast_for_every_bit_pattern():
        st.sampled_from([-3, 1, 7]))
 def test_random_loops_replay_their_entry_proofs(body, seed, moved, more):
     """The same kernel invoked again (``entry_cache``): the same registers replay the
-    entry's proof, a moved buffer or another trip count is a new entry; every invocation
-    is the interpreter's, bit for bit and cycle for cycle."""
+    entry's proof, a moved buffer is a new entry or the proof relocated (when the pointers
+    only address memory), another trip count is a new entry; every invocation is the
+    interpreter's, bit for bit and cycle for cycle."""
     lines, src_step, dst_step, count, chunk, back_edge = body
     source = "\n".join([
         *_random_kernel_head(seed),
@@ -901,7 +940,9 @@ def test_random_loops_replay_their_entry_proofs(body, seed, moved, more):
     hits = proofs.hits
     assert invoke([src, dst, count]).proofs is proofs
     assert proofs.hits > hits or not entered
-    for words in ([src + moved, dst + moved, count], [src, dst, count + more if count + more >= 2 else count + 1]):
-        misses = proofs.misses
-        invoke(words)
-        assert proofs.misses > misses or not entered
+    misses, relocated = proofs.misses, proofs.relocated
+    invoke([src + moved, dst + moved, count])
+    assert proofs.misses > misses or proofs.relocated > relocated or not entered
+    misses = proofs.misses
+    invoke([src, dst, count + more if count + more >= 2 else count + 1])
+    assert proofs.misses > misses or not entered
