@@ -106,7 +106,8 @@ class TimingProgram:
                 else:                               # from a scalar the slice keeps exact
                     runner = make(index)
             elif role.skip:
-                runner = _skipped
+                flat.append(_skipped_step(meta))
+                continue
             elif role.checked_load or role.watched_load:
                 runner = _scalar_load(make(index), program.decoded[index], access,
                                       role.watched_load)
@@ -136,6 +137,20 @@ def _mask_writes(access) -> tuple[int, ...]:
 
 def _skipped(R, mem):
     return None
+
+
+_SKIPPED: dict[int, tuple] = {}
+
+
+def _skipped_step(meta) -> tuple:
+    """The flat step of a skipped instruction: one per word's timing (``Program.meta``
+    entries are shared per decoded word), not one per instruction."""
+    found = _SKIPPED.get(id(meta))
+    if found is None or found[0] is not meta:
+        if len(_SKIPPED) >= 1 << 16:
+            _SKIPPED.clear()
+        found = _SKIPPED[id(meta)] = (meta, flat_step(_skipped, *meta))
+    return found[1]
 
 
 def _full_masks(keys: tuple[int, ...]):
