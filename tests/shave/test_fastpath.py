@@ -528,6 +528,48 @@ def test_three_nested_counted_loops_unroll_every_pass(middle, inner):
     assert loops.batches >= 1 and fast.batched_iterations >= 11
 
 
+RELOADED = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # vectors
+    lw s5, 12(s0)           # one vector of scales, reloaded every iteration
+body:
+    vld v1, 0(s2)
+    vld v2, 0(s5)
+    addi s5, s5, 16         # the pointer steps and steps back: 0 per iteration
+    vmul.f16 v1, v1, v2
+    vst v1, 0(s3)
+    addi s5, s5, -16
+    addi s2, s2, 16
+    addi s3, s3, 16
+    loop s4, body
+    halt
+"""
+
+
+@pytest.mark.parametrize("scales", [0x4000, 0xFFF0])
+def test_a_constant_reloaded_every_iteration_is_read_once(scales):
+    """``vld`` at an induction register of step 0: every row the same 16 bytes (no
+    iteration stores them, or the overlap check refuses the batch); at the window's end
+    the batch still runs (the 16 bytes are inside it)."""
+    fast, _, win_f = run_both(RELOADED, [WIN_F, WIN_F + 0x8000, 40, WIN_F + scales],
+                              random_fill(21))
+    assert fast.batched_iterations == 40
+    x = np.frombuffer(win_f[:40 * 16].tobytes(), np.float16).reshape(40, 8)
+    scale = np.frombuffer(win_f[scales:scales + 16].tobytes(), np.float16)
+    got = np.frombuffer(win_f[0x8000:0x8000 + 40 * 16].tobytes(), np.float16).reshape(40, 8)
+    with np.errstate(all="ignore"):
+        assert np.array_equal(got.view(np.uint16), (x.astype(np.float32) * scale.astype(
+            np.float32)).astype(np.float16).view(np.uint16))
+    # storing into the constant from another iteration: refused, the interpreter's result
+    fast, loops, _ = run_both(RELOADED.replace("vst v1, 0(s3)", "vst v1, -16(s5)"),
+                              [WIN_F, WIN_F + 0x8000, 40, WIN_F + scales], random_fill(21))
+    assert fast.batched_iterations == 0
+    assert "an iteration accesses bytes another iteration stores" in loops.declined
+
+
 def test_moved_buffers_relocate_the_remembered_affine_pass():
     """A block's buffers move between invocations, its counts do not: the first entry's
     affine pass serves the others with its footprints moved along with the pointers, and
