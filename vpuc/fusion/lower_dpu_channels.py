@@ -17,12 +17,12 @@ Where the constraints come from (the NPU compiler, ``openvinotoolkit/npu_plugin`
 
 Here the same expansion happens in CMX, per block, so no extra DDR traffic is
 spent: a block's CMX input has ``aligned(C)`` channels (the real ones copied
-in, the rest zeroed by a DMA from a ``const`` splat when a convolution reads
-them across channels), the weights are zero-padded constants declared by the
-lowering (the graph's own weights constant is then not read, and not
-declared), the bias is zero-padded (and packed after the weights when they are a
-constant the lowering declares: ``packs_bias``), and only the real output channels are
-stored.  Channelwise workloads (dwconv, pools) are cut into variants of
+in, the rest zeroed when a convolution reads them across channels: copied CMX ->
+CMX from a zero vector each tile loads once, ``zero_vector``), the weights are
+zero-padded constants declared by the lowering (the graph's own weights constant
+is then not read, and not declared), the bias is zero-padded (and packed after the
+weights when they are a constant the lowering declares: ``lower_dpu_table``), and
+only the real output channels are stored.  Channelwise workloads (dwconv, pools) are cut into variants of
 64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
 aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
 across, so they are not zeroed), and so does a MatMul: K and N padded, the input's
