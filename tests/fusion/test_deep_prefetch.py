@@ -153,3 +153,26 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
         assert symbols.region(task.src).kind is BufferKind.CONST
         assert position[label] < max(i for i, t in enumerate(dma) if gate in t.updates)
     assert isinstance(room, EarlyRoom)
+
+
+def test_when_allocate_cmx_finds_no_room_the_deep_and_paced_loads_are_given_up(
+        mobilenet, monkeypatch):
+    from vpuc.fusion import schedule
+    calls = []
+    real_order = schedule.prefetch_order
+
+    def recording_order(tasks, early, gates, deep=frozenset()):
+        calls.append(set(deep))
+        return real_order(tasks, early, gates, deep)
+
+    monkeypatch.setattr(schedule, "prefetch_order", recording_order)
+    monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
+    program = api.compile(mobilenet, schedule="default")
+    # the deep order was tried, then the list ordered again with none
+    assert calls[-2] and calls[-1] == set()
+    weights = [t for tl in program.module.task_lists for t in tl.tasks
+               if isinstance(t, DmaTask) and "gemm" in (t.label or "") and ".w.c" in t.label]
+    # the streaming loads that waited on an earlier block's end wait on it again, and
+    # no weight load is left early on channel 0 (deep loads' place)
+    assert any(any(".done" in w for w in t.waits) for t in weights)
+    assert not any(t.channel == 0 and not t.waits for t in weights)

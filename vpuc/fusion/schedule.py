@@ -21,8 +21,8 @@ on program text:
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
    the previous loads have, during the previous segment's compute (between that
-   segment's stores, not all ahead of them: ``_prefetch_order``), up to
-   ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
+   segment's stores, not all ahead of them: ``schedule_prefetch.prefetch_order``), up
+   to ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
    ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
    lifetimes); the loads past that keep their gate.  A segment that streams its weights
    (a classifier: 64 times more bytes of constants than of values) loads them further
@@ -89,7 +89,8 @@ NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
     """The CMX bytes per tile a segment's constants may take before the previous segment
-    ends, when that segment uses its whole ``cmx_budget`` (``_EarlyRoom``'s usual room)."""
+    ends, when that segment uses its whole ``cmx_budget`` (``schedule_prefetch.EarlyRoom``'s
+    usual room)."""
     return max(EARLY_CMX_BYTES, cmx_bytes - cmx_budget)
 
 

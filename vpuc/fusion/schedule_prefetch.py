@@ -202,7 +202,8 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
         if id(task) in deep:
             task.channel = 0
             anchor[i] = max([start] + [j for j in range(start + 1, end + 1)
-                                       if tasks[j].channel == 0 and early.get(id(tasks[j])) is None])
+                                       if tasks[j].channel == 0
+                                       and early.get(id(tasks[j])) is None])
             continue
         task.channel = 1
         moved.setdefault((start, end), []).append(i)
