@@ -60,12 +60,15 @@ class Runtime:
     def __init__(self, plan: Plan, *, on_start: Callable[[int, float], None] | None = None,
                  on_end: Callable[[int], None] | None = None,
                  act_cycles: Callable[[int, float], float] | None = None,
+                 act_known: list | None = None,
                  max_cycles: float | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.plan = plan
         self.on_start = on_start
         self.on_end = on_end
         self.act_cycles = act_cycles
+        # Per unit, an ACT task's SHAVE cycles when already known (None: ask act_cycles).
+        self.act_known = act_known
         self.max_cycles = max_cycles
         self.progress = progress
 
@@ -106,10 +109,14 @@ class Runtime:
         lengths = [len(units) for units in queue_units]
         free = [list(range(e - 1, -1, -1)) for e in plan.queue_engines]  # lowest index last
         on_start, on_end, act_cycles = self.on_start, self.on_end, self.act_cycles
+        act_known = self.act_known if self.act_known is not None else [None] * n
         shave_cycle = plan.arch.shave_cycle
         sharing = DdrSharing(plan.arch.ddr_bytes_per_cycle)
-        join, leave = sharing.join, sharing.leave
-        join_alone, leave_alone, ddr_active = sharing.join_alone, sharing.leave_alone, sharing.active
+        join, leave, ddr_active = sharing.join, sharing.leave, sharing.active
+        ddr_times, ddr_rates = sharing.times, sharing.rates
+        # A transfer moving data alone (the common case) is DdrSharing.join_alone and
+        # leave_alone inline, with its rate computed once per Transfer (they are shared).
+        solos: dict[int, tuple[float, float, float]] = {}
         dma_token = [0] * n          # the sequence number of a DMA's live DMA_DONE event
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
@@ -171,7 +178,10 @@ class Runtime:
                                 push(heap, (dma_data_start(t, work[u], dma_fixed), seq,
                                             DMA_DATA, u))
                             elif kind == ACT:
-                                push(heap, (act_invocation_end(t, act_cycles(u, t), shave_cycle,
+                                cycles = act_known[u]
+                                if cycles is None:
+                                    cycles = act_cycles(u, t)
+                                push(heap, (act_invocation_end(t, cycles, shave_cycle,
                                                                act_fixed), seq, END, u))
                             else:
                                 push(heap, (t + work[u][0], seq, END, u))
@@ -194,16 +204,30 @@ class Runtime:
                             dma_token[v] = seq
                             push(heap, (finish, seq, DMA_DONE, v))
                     else:
+                        transfer = work[u]
+                        solo = solos.get(id(transfer))
+                        if solo is None:
+                            solo = solos[id(transfer)] = sharing.solo(transfer)
+                        nbytes, rate, used = solo
+                        sharing.last = t
+                        ddr_active[u] = [nbytes, rate, transfer.cap, transfer.ddr_sides]
+                        if used != ddr_rates[-1]:
+                            ddr_times.append(t)
+                            ddr_rates.append(used)
                         seq += 1
                         dma_token[u] = seq
-                        push(heap, (join_alone(u, t, work[u]), seq, DMA_DONE, u))
+                        push(heap, (t + nbytes / rate, seq, DMA_DONE, u))
                     woken = no_queues
                     continue
                 if dma_token[u] != token:
                     woken = no_queues
                     continue  # re-timed since this event was pushed
                 if len(ddr_active) == 1:
-                    leave_alone(t)
+                    ddr_active.clear()
+                    sharing.last = t
+                    if ddr_rates[-1] != 0.0:
+                        ddr_times.append(t)
+                        ddr_rates.append(0.0)
                 else:
                     for v, finish in leave(u, t):
                         seq += 1

@@ -185,6 +185,52 @@ def _im2col(view: View, tensor: np.ndarray) -> np.ndarray:
     return view.gather(tensor).reshape(groups, k, -1)
 
 
+# With BLAS on one thread (as the simulator runs it), a single-group forward GEMM whose
+# im2col would exceed this is computed in blocks of output rows, each block's im2col written
+# to one reused buffer and multiplied while it is still in cache (a whole 1x64x56x56 3x3
+# im2col is 7 MiB, written to DRAM and read back).  With more threads each block's product
+# is a fork and join of BLAS's threads, which spin for their turn on a busy machine: measured
+# 2-4x slower than one product, so then the im2col is made whole.
+_BLOCK_BYTES = 2 << 20
+# ... and only when each block's product is large enough that BLAS takes its general path
+# (OpenBLAS's small-matrix kernels stop well below this many multiply-adds).
+_BLOCK_MIN_MACS = 8_000_000
+_blas_libraries: list | None = None
+
+
+def _blas_single_threaded() -> bool:
+    """Whether numpy's BLAS runs on one thread now (``vpuc.perf.single_threaded_blas``,
+    OPENBLAS_NUM_THREADS=1): a few microseconds to ask."""
+    global _blas_libraries
+    if _blas_libraries is None:
+        from threadpoolctl import ThreadpoolController
+        _blas_libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+    return all(library.num_threads == 1 for library in _blas_libraries)
+
+
+def _im2col_blocks(view: View, tensor: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """One group, one image, one output depth: (1, n, M) as ``_grouped_matmul`` gives it for
+    ``_im2col(view, tensor)``, computed a block of output rows at a time; None when the
+    problem is not of that form, too small to gain, or BLAS has several threads.  Each
+    output is the same length-K dot product either way (BLAS blocks K, not M)."""
+    groups, *k_dims, mb, od, oh, ow = view.shape
+    k, n = math.prod(k_dims), w.shape[1]
+    rows = _BLOCK_BYTES // (k * ow * w.itemsize)
+    if (groups != 1 or mb != 1 or od != 1 or not 0 < rows < oh
+            or rows * ow * k * n < _BLOCK_MIN_MACS or not _blas_single_threaded()):
+        return None
+    window = view.gather(tensor)[0, :, :, :, :, 0, 0]      # (ic, kd, kh, kw, oh, ow), strided
+    out = np.empty((oh * ow, n), w.dtype)
+    block = np.empty(k * rows * ow, w.dtype)
+    weights_t = w[0].T
+    for r0 in range(0, oh, rows):
+        r1 = min(oh, r0 + rows)
+        a = block[:k * (r1 - r0) * ow].reshape(window.shape[:4] + (r1 - r0, ow))
+        np.copyto(a, window[..., r0:r1, :])
+        np.matmul(a.reshape(k, -1).T, weights_t, out=out[r0 * ow:r1 * ow])
+    return out.T[None]
+
+
 def _grouped_matmul(w: np.ndarray, a: np.ndarray) -> np.ndarray:
     """(g, n, K) x (g, K, M) -> (g, n, M).  One group is computed as the 2-D product
     (M x K)(K x n) on transposed views, the orientation of a plain GEMM with the long
@@ -195,10 +241,10 @@ def _grouped_matmul(w: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 
 def _channels_first(result: np.ndarray, mb: int) -> np.ndarray:
-    """GEMM output (g, n, mb.spatial) -> (mb, g.n, spatial), i.e. N C spatial."""
+    """GEMM output (g, n, mb.spatial) -> (mb, g.n, spatial), i.e. N C spatial, as a view
+    where it can be: the rounding to the stored type makes the one contiguous copy."""
     groups, n = result.shape[:2]
-    result = result.reshape(groups * n, mb, -1).transpose(1, 0, 2)
-    return np.ascontiguousarray(result)  # no copy when mb == 1
+    return result.reshape(groups * n, mb, -1).transpose(1, 0, 2)
 
 
 def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None, *,
@@ -224,15 +270,22 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     c0, c1 = region.channels
     g0, g1 = c0 // p.ocg, (c1 - 1) // p.ocg + 1
     view = src_view(p, region, group_start=g0, groups=g1 - g0)
-    a = _im2col(view, _to_3d(numerics.to_compute(src, dtype), p.spatial_rank))
+    tensor = _to_3d(numerics.to_compute(src, dtype), p.spatial_rank)
     w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
-    result = _channels_first(_grouped_matmul(w, a), p.mb)  # (mb, channels of the groups, spatial)
+    product = _im2col_blocks(view, tensor, w)
+    if product is None:
+        product = _grouped_matmul(w, _im2col(view, tensor))
+    result = _channels_first(product, p.mb)  # (mb, channels of the groups, spatial)
     if (c0, c1) != (g0 * p.ocg, g1 * p.ocg):
-        result = np.ascontiguousarray(result[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg])
+        result = result[:, c0 - g0 * p.ocg:c1 - g0 * p.ocg]
     out_spatial = tuple(stop - start for start, stop in region.spatial)[3 - p.spatial_rank:]
     result = result.reshape((p.mb, c1 - c0) + out_spatial)
     bias_part = None if bias is None else bias[c0:c1]
-    return numerics.finish(result, bias_part, 1, post_op, src.dtype if out_dtype is None else out_dtype)
+    # Bias and activation in place on the GEMM's (spatial x channels) output seen channels
+    # first; rounding to the stored type writes it out contiguous in one pass.
+    out = numerics.finish(result, bias_part, 1, post_op,
+                          src.dtype if out_dtype is None else out_dtype)
+    return np.ascontiguousarray(out)  # no copy unless the output stays in the compute type
 
 
 def _check_region(region: OutputRegion, p: ConvProblem) -> None:

@@ -84,7 +84,8 @@ def to_compute(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def round_to(values: np.ndarray, dtype: DTypeLike) -> np.ndarray:
-    """Round compute-type ``values`` once to the stored type ``dtype``."""
+    """Round compute-type ``values`` once to the stored type ``dtype``; a converted result
+    is C-contiguous whatever the layout of ``values`` (a strided GEMM output)."""
     target = resolve_dtype(dtype)
     if target == values.dtype:
         return values
@@ -92,8 +93,8 @@ def round_to(values: np.ndarray, dtype: DTypeLike) -> np.ndarray:
         info = np.iinfo(target)
         rounded = np.rint(values)  # half to even
         np.clip(rounded, info.min, info.max, out=rounded)
-        return rounded.astype(target)
-    return values.astype(target)  # float16 and bfloat16 casts round to nearest even
+        return rounded.astype(target, order="C")
+    return values.astype(target, order="C")  # float16 and bfloat16 round to nearest even
 
 
 POST_OP_KINDS = ("none", "relu", "leaky_relu", "clamp", "sigmoid", "tanh")

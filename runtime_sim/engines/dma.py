@@ -59,25 +59,27 @@ class DdrSharing:
         return self._retime(t)
 
     def join_alone(self, unit: int, t: float, transfer: Transfer) -> float:
-        """``join`` when nothing else moves data (the runtime's fast path): the general
-        computation for one transfer, term for term, so the result is bit-identical."""
+        """``join`` when nothing else moves data: the general computation for one transfer,
+        term for term, so the result is bit-identical.  (The runtime's event loop does the
+        same inline with ``solo``'s numbers.)"""
+        nbytes, rate, used = self.solo(transfer)
         self.last = t
-        state = [float(transfer.nbytes), 0.0, transfer.cap, transfer.ddr_sides]
-        self.active[unit] = state
-        sides = state[3]
-        if sides:
-            capacity = self.capacity
-            demand = state[2] * sides
-            given = demand if demand <= capacity else capacity
-            state[1] = given / sides
-            used = capacity - (capacity - given)
-        else:
-            state[1] = state[2]
-            used = 0.0
+        self.active[unit] = [nbytes, rate, transfer.cap, transfer.ddr_sides]
         if used != self.rates[-1]:
             self.times.append(t)
             self.rates.append(used)
-        return t + state[0] / state[1]
+        return t + nbytes / rate
+
+    def solo(self, transfer: Transfer) -> tuple[float, float, float]:
+        """(bytes left, rate, DDR bytes/cycle in use) of ``transfer`` moving data alone: what
+        ``_retime`` gives one transfer, term for term (it depends on the transfer only)."""
+        sides = transfer.ddr_sides
+        if sides:
+            capacity = self.capacity
+            demand = transfer.cap * sides
+            given = demand if demand <= capacity else capacity
+            return float(transfer.nbytes), given / sides, capacity - (capacity - given)
+        return float(transfer.nbytes), transfer.cap, 0.0
 
     def leave(self, unit: int, t: float) -> list[tuple[int, float]]:
         """``unit`` has moved all its data: (unit, finish time) of the others, re-timed."""

@@ -269,6 +269,14 @@ class ShaveEngine:
         with every memref's ``dataAddr`` zeroed (see the module docstring).  A dynamic
         memref's dims are in CMX, written at run time: such an invocation is only the same
         as itself (its image, tile and bindings)."""
+        key = self._static_key(invocation)
+        if key is None:
+            return (invocation.kernel, invocation.tile, invocation.window_e,
+                    id(self.bindings(task)))
+        return key
+
+    def _static_key(self, invocation: InvocationImage) -> tuple | None:
+        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with."""
         at = self._address_fields.get(invocation.kernel)
         if at is None:
             at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
@@ -277,9 +285,27 @@ class ShaveEngine:
         for offset in at:
             start = invocation.args_offset + offset
             if not int.from_bytes(image[start + _IS_STATIC:start + _IS_STATIC + 4], "little"):
-                return invocation.kernel, invocation.tile, image, id(self.bindings(task))
+                return None
             masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
         return invocation.kernel, bytes(masked)
+
+    def timing_classes(self, invocations: list[InvocationImage]) -> list[int | None]:
+        """Timing-only: a class number per invocation, equal for invocations with the same
+        ``_cycles_key`` (so the same remembered cycles), None for one whose key only the run
+        knows (a dynamic memref).  Each distinct image is masked once: the blocks of a layer
+        repeat a handful of images thousands of times."""
+        by_image: dict[tuple, int | None] = {}
+        by_key: dict[tuple, int] = {}
+        classes: list[int | None] = []
+        for inv in invocations:
+            image = (inv.kernel, inv.args_offset, inv.args_size, bytes(inv.window_e))
+            number = by_image.get(image, -1)
+            if number == -1:
+                key = self._static_key(inv)
+                number = by_image[image] = (None if key is None
+                                            else by_key.setdefault(key, len(by_key)))
+            classes.append(number)
+        return classes
 
     def _memref_offsets(self, invocation: InvocationImage) -> tuple[int, ...]:
         """Offsets of the memrefs in the kernel's params struct (empty when its declaration

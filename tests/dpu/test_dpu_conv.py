@@ -9,7 +9,7 @@ import pytest
 import dpu_reference as ref
 from runtime_sim.dpu import (OutputRegion, PostOp, conv_backward_bias, conv_backward_data,
                              conv_backward_weights, conv_forward, make_problem)
-from tests.tolerances import assert_sums_close
+from tests.tolerances import assert_stored_sums_close, assert_sums_close
 from vpuc.diagnostics import VpucError
 
 # (src shape, weights shape, stride, pad_before, pad_after, dilation, groups)
@@ -159,6 +159,41 @@ def test_regions_tile_the_output():
     # (relu is exact and 1-Lipschitz: it does not widen the gap.)
     magnitude = conv_forward(np.abs(x), np.abs(w), np.abs(bias), **kwargs)
     assert_sums_close(assembled, full, magnitude, terms=w[0].size + 1, dtype=np.float64)
+
+
+@pytest.mark.parametrize("region", [None, OutputRegion((8, 24), ((0, 1), (3, 37), (1, 40)))])
+def test_blocks_of_rows_are_the_whole_gemm_within_its_sums(monkeypatch, region):
+    """With BLAS on one thread a large single-group convolution is computed a block of output
+    rows at a time, each block's im2col reused while in cache.  Every output is still one
+    length-K dot product in f32, so it is the whole-im2col GEMM's within 2 gamma_K sum|w x|
+    and the two f16 roundings (the same bits, as BLAS blocks K the same for any M)."""
+    from runtime_sim.dpu import conv
+    from vpuc.perf import single_threaded_blas
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((1, 32, 40, 40)).astype(np.float16)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float16)
+    bias = rng.standard_normal(32).astype(np.float16)
+    blocks = []
+    real_matmul = np.matmul
+
+    def counting_matmul(*args, **kwargs):
+        blocks.append(args[0].shape[0])
+        return real_matmul(*args, **kwargs)
+    with single_threaded_blas():
+        whole = conv_forward(x, w, bias, padding=1, post_op="relu", region=region)
+        # 7 output rows of 288 x 40 f32 a block, however small the products
+        monkeypatch.setattr(conv, "_BLOCK_BYTES", 288 * 40 * 4 * 7)
+        monkeypatch.setattr(conv, "_BLOCK_MIN_MACS", 0)
+        monkeypatch.setattr(conv.np, "matmul", counting_matmul)
+        blocked = conv_forward(x, w, bias, padding=1, post_op="relu", region=region)
+    rows = 40 if region is None else 34
+    assert blocks[:-1] == [7 * (40 if region is None else 39)] * (rows // 7)
+    assert sum(blocks) == rows * (40 if region is None else 39)
+    magnitude = conv_forward(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                             np.abs(bias.astype(np.float64)), padding=1, region=region)
+    assert blocked.shape == whole.shape and blocked.flags.c_contiguous
+    assert_stored_sums_close(blocked, whole, magnitude, terms=w[0].size + 1,
+                             accumulate=np.float32, store=np.float16)
 
 
 @pytest.mark.parametrize("call, message", [

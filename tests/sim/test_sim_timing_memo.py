@@ -52,3 +52,35 @@ def test_timing_only_runs_each_kind_of_invocation_once(program, monkeypatch):
     # Every unit starts and ends where the run with numerics puts it.
     assert timing.result.timeline.start == full.result.timeline.start
     assert timing.result.timeline.end == full.result.timeline.end
+
+
+def test_timing_classes_are_the_memo_keys(program):
+    """Invocations share a class exactly when the engine's memo would give them one key;
+    the event loop then asks the engine once per class, not once per task."""
+    from runtime_sim.network import Network
+    engine = shave.ShaveEngine(program, Network(program, load_constants=False).memory, True)
+    invocations = program.invocations
+    classes = engine.timing_classes(invocations)
+    tasks = [t for tl in program.module.task_lists if tl.executor is Executor.ACT_SHAVE
+             for t in tl.tasks]
+    keys = [engine._cycles_key(inv, tasks[inv.task_index]) for inv in invocations]
+    assert None not in classes                        # the encoder has no dynamic memrefs
+    assert len(set(classes)) == len(set(keys)) < len(invocations)
+    assert all((classes[i] == classes[j]) == (keys[i] == keys[j])
+               for i in range(len(keys)) for j in range(i))
+
+
+def test_timing_only_asks_the_engine_once_per_class(program, monkeypatch):
+    asked = []
+    real = shave.ShaveEngine.run
+
+    def counting(self, unit_name, invocation, max_cycles=None):
+        asked.append(invocation)
+        return real(self, unit_name, invocation, max_cycles)
+    monkeypatch.setattr(shave.ShaveEngine, "run", counting)
+    timing = simulate(program, timing_only=True)
+    engine = shave.ShaveEngine(program, timing.result.network.memory, True)
+    assert len(asked) == len(set(engine.timing_classes(program.invocations)))
+    asked.clear()
+    simulate(program, timing_only=True, kernel_profile=True)   # a profiler sees every task
+    assert len(asked) == len(program.invocations)
