@@ -6,8 +6,8 @@ on the register file ``R`` (a Python list: the 72 registers, then the program's
 constants).  It returns ``None`` to fall through, a target index to branch,
 ``HALT`` or ``BAD_TARGET``; an instruction writing ``sp`` checks it against the
 memory's stack.  Decoding, operands and timing (``meta``) are worked out up front,
-the runners on first use of ``steps`` or ``flat``: a timing-only run makes only
-those of the instructions it executes (``cycles_only.TimingProgram``).
+the runners on first use of ``steps`` or ``flat``: a cycles-only run makes its own
+(``cycles_only.TimingProgram``), none for the vector arithmetic it skips.
 """
 
 from __future__ import annotations
@@ -120,11 +120,8 @@ class Program:
                                 BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
         self._first_constant: list[int] = []    # each instruction's first immediate in R
-        self.meta: list[StepTiming] = [self._prepare(i, dec)
-                                       for i, dec in enumerate(self.decoded)]
+        self.meta: list[StepTiming] = [self._prepare(dec) for dec in self.decoded]
 
-    # The runners are made when first asked for: a cycles-only run makes its own
-    # (``cycles_only.TimingProgram``), none for the vector arithmetic it skips.
     @cached_property
     def steps(self) -> list[Step]:
         return [Step(self.make_runner(i), *meta) for i, meta in enumerate(self.meta)]
@@ -145,8 +142,8 @@ class Program:
                              f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
         return offset // WORD_BYTES
 
-    def _prepare(self, index: int, dec: Decoded) -> StepTiming:
-        """(sources, dests, cost) of instruction ``index``; its immediates join
+    def _prepare(self, dec: Decoded) -> StepTiming:
+        """(sources, dests, cost) of the next instruction; its immediates join
         ``constants`` (``make_runner`` finds them from ``_first_constant``)."""
         found = _WORDS.get(id(dec))
         if found is None or found[0] is not dec:
