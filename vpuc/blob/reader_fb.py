@@ -8,7 +8,9 @@ major version is refused before anything else of it is interpreted.
 from __future__ import annotations
 
 from functools import partial
-from itertools import islice
+from itertools import islice, repeat
+
+import numpy as np
 
 from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
@@ -31,6 +33,7 @@ _dpu_rec = partial(tuple.__new__, DpuRec)
 _variant_rec = partial(tuple.__new__, VariantRec)
 _act_rec = partial(tuple.__new__, ActTaskRec)
 _barrier_rec = partial(tuple.__new__, BarrierRec)
+_invocation_rec = partial(tuple.__new__, InvocationRec)
 
 
 class FbReader:
@@ -172,15 +175,44 @@ class FbReader:
         if None in invocations:
             raise self.fail("ActKernelTask", "ACT kernel task has no invocation")
         ic = _columns(invocations)
-        # Row by row, in order, so the first bad task is the one reported.
-        images, scalars = zip(*[
-            (None if inv.window is None else self.image(label, inv, data, kernels),
-             self.scalars(label, inv.scalars) if inv.scalars else ())
-            for label, inv in zip(labels, invocations)])
+        images = None if any(ic["scalars"]) else self.images(ic, data, kernels)
+        if images is None:      # row by row, in order, so the first bad task is reported
+            images, scalars = zip(*[
+                (None if inv.window is None else self.image(label, inv, data, kernels),
+                 self.scalars(label, inv.scalars) if inv.scalars else ())
+                for label, inv in zip(labels, invocations)])
+        else:
+            scalars = repeat((), len(tasks))
         return tuple(map(_act_rec, zip(
             labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
             scalars, [a or () for a in ic["run_args"]], images,
             *_barrier_columns(ic["barriers"]))))
+
+    def images(self, ic: dict, data: list[bytes], kernels) -> list | None:
+        """Every invocation's WIN_E image when all are packed and every reference checks
+        out (``image``'s checks, on the columns); None on any doubt (then row by row)."""
+        refs = [ic["window"], ic["args"], ic["data_section"]]
+        if not ic["window"] or any(None in column for column in refs):
+            return None
+        (w_index, w_offset, w_size), (a_index, a_offset, a_size), (d_index, d_offset, d_size) = [
+            [np.array(c[field], np.int64) for field in ("data_index", "offset", "size")]
+            for c in map(_columns, refs)]
+        kernel = np.array(ic["kernel"], np.int64)
+        data_size = np.array([-1 if image_of(kernels, k) is None else len(image_of(kernels, k).data)
+                              for k in range(len(kernels))] + [-1], np.int64)
+        lengths = np.array([len(d) for d in data] + [-1], np.int64)
+        inside = (w_index >= 0) & (w_index < len(data))
+        ok = inside & (a_index == w_index) & (w_offset <= a_offset) & \
+            (a_offset <= w_offset + w_size) & (d_index == w_index) & (d_offset == w_offset) & \
+            (kernel >= 0) & (kernel < len(kernels)) & \
+            (d_size == data_size[np.where((kernel >= 0) & (kernel < len(kernels)), kernel, -1)]) & \
+            (w_offset + w_size <= lengths[np.where(inside, w_index, -1)])
+        if not ok.all():
+            return None
+        ends = (w_offset + w_size).tolist()
+        windows = [data[i][a:b] for i, a, b in zip(w_index.tolist(), w_offset.tolist(), ends)]
+        return list(map(_invocation_rec, zip(windows, (a_offset - w_offset).tolist(),
+                                              a_size.tolist())))
 
     def scalars(self, label, scalars) -> tuple:
         where = f"ActKernelInvocation {label or ''}"

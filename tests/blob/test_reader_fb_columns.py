@@ -1,0 +1,62 @@
+"""The FlatBuffer reader's records built a column at a time (vpuc/blob/reader_fb.py): the
+invocation images checked on columns are the row-wise ones, and a reference the columns
+doubt goes row by row, whose message names the task."""
+
+import pytest
+from blob_testlib import IDS, REPO, SOURCES, compiled
+
+from vpuc.blob import write_blob
+from vpuc.blob.reader_fb import FbReader, _columns
+from vpuc.diagnostics import VpucError
+
+CLAMP = REPO / "examples" / "clamp.vir"
+
+
+def act_invocations(reader: FbReader):
+    root = reader.decoder.root()
+    data = [d.data or b"" for d in root.kernel_data or ()]
+    kernels = tuple(reader.kernel(k, data) for k in root.act_kernels or ())
+    tasks = next((tl.act_kernel_tasks for tl in root.task_lists if tl.act_kernel_tasks), ())
+    return tasks, data, kernels
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_column_images_are_the_row_wise_images(path):
+    reader = FbReader(write_blob(compiled(path), "fb"), "x.blob", columns=True)
+    tasks, data, kernels = act_invocations(reader)
+    if not tasks or any(t.invocation.window is None for t in tasks):
+        pytest.skip("no packed ACT SHAVE invocation")
+    ic = _columns([t.invocation for t in tasks])
+    assert reader.images(ic, data, kernels) == \
+        [reader.image(t.label, t.invocation, data, kernels) for t in tasks]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("args", lambda r: r._replace(offset=r.offset + 1 << 20),
+     "args reference lies outside the WIN_E image"),
+    ("data_section", lambda r: r._replace(size=r.size + 1),
+     "data section reference is not the kernel's .data at the start of the WIN_E image"),
+    ("window", lambda r: r._replace(data_index=r.data_index + 1000),
+     "args reference lies outside the WIN_E image"),
+])
+def test_a_bad_reference_is_doubted_and_the_row_check_names_it(field, value, message):
+    reader = FbReader(write_blob(compiled(CLAMP), "fb"), "x.blob", columns=True)
+    tasks, data, kernels = act_invocations(reader)
+    last = tasks[-1]
+    bad = last.invocation._replace(**{field: value(getattr(last.invocation, field))})
+    invocations = [t.invocation for t in tasks[:-1]] + [bad]
+    assert reader.images(_columns(invocations), data, kernels) is None
+    with pytest.raises(VpucError) as info:
+        reader.image(last.label, bad, data, kernels)
+    assert info.value.diagnostics[0].message == message
+
+
+def test_a_window_past_its_kernel_data_is_doubted():
+    reader = FbReader(write_blob(compiled(CLAMP), "fb"), "x.blob", columns=True)
+    tasks, data, kernels = act_invocations(reader)
+    inv = tasks[0].invocation
+    size = len(data[inv.window.data_index]) - inv.window.offset + 1
+    bad = inv._replace(window=inv.window._replace(size=size))
+    assert reader.images(_columns([bad]), data, kernels) is None
+    with pytest.raises(VpucError, match="runs past its"):
+        reader.image(tasks[0].label, bad, data, kernels)
