@@ -83,6 +83,8 @@ def bound_data(plan: Plan, timeline: Timeline, rounded) -> dict:
     return {"cycles": rounded(cycles),
             "achieved_over_bound": rounded(timeline.total / cycles, 4) if cycles else None,
             "per_layer_cycles": rounded(bound.per_layer),
+            "achieved_over_per_layer": (rounded(timeline.total / bound.per_layer, 4)
+                                        if bound.per_layer else None),
             "busiest_engine": {"name": engine, "cycles": rounded(busiest)},
             "engine_totals": {k: rounded(v) for k, v in bound.engine_totals.items()},
             "layers": len(bound.layers),

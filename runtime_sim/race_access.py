@@ -26,6 +26,7 @@ from runtime_sim.plan import DMA, DPU, Plan
 from vpuc.ir.symbols import Region
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
+LazySpan = tuple[tuple, int, int, "Region | None"]      # rows left to compute: the region
 
 
 def region_span(memory: Memory, region: Region) -> Span:
@@ -40,12 +41,29 @@ def region_span(memory: Memory, region: Region) -> Span:
     return key, lo, hi, rows
 
 
+def lazy_region_span(memory: Memory, region: Region) -> LazySpan:
+    """``region_span`` with a strided region's rows not computed: the region in their
+    place, for ``strided_rows`` when (if ever) they are needed."""
+    key, lo, hi = memory.span(region)
+    strided = region.span_bytes != region.type.nbytes and region.root.name not in memory.dynamic
+    return key, lo, hi, region if strided else None
+
+
+def strided_rows(region: Region, lo: int) -> np.ndarray | None:
+    """The rows ``region_span`` gives the region starting at byte ``lo``."""
+    rows = byte_intervals(region, lo)
+    return None if len(rows) == 1 else rows
+
+
 class Accesses:
     """``accesses(u)``: [(group, writes, name)] of unit ``u``, reads first.  ``group``
-    turns a span into the detector's object for those bytes."""
+    turns a span into the detector's object for those bytes; with ``lazy``, a
+    ``LazySpan`` (the proof computes a strided region's rows only where spans meet)."""
 
-    def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object]) -> None:
+    def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object],
+                 lazy: bool = False) -> None:
         self.plan, self.memory, self.group = plan, memory, group
+        self.spans = lazy_region_span if lazy else region_span
         self.views = {v.name: v for v in plan.program.module.views}
         self.by_name: dict[str, object] = {}
         self.by_variant: dict[tuple, list] = {}
@@ -88,14 +106,24 @@ class Accesses:
         found = self.by_name.get(name)
         if found is None:
             view = self.views.get(name)
-            span = self._view_span(view) if view is not None else None
+            span = self._view_span(view) if view is not None else self._buffer_span(name)
             if span is None:
                 span = self.region_span(self.plan.region(name))
             found = self.by_name[name] = self.group(span)
         return found
 
-    def region_span(self, region: Region) -> Span:
-        return region_span(self.memory, region)
+    def region_span(self, region: Region) -> Span | LazySpan:
+        return self.spans(self.memory, region)
+
+    def _buffer_span(self, name: str) -> Span | None:
+        """A static buffer's bytes: its placement and dense size (a dense type's span is
+        its ``nbytes``), without a ``Region``; None for a dynamic or unknown name."""
+        memory = self.memory
+        buffer = memory.buffers.get(name)
+        if buffer is None or name in memory.dynamic:
+            return None
+        key, lo = memory.placement[name]
+        return key, lo, lo + buffer.type.nbytes, None
 
     def _root(self, name: str) -> tuple | None:
         """(shape, strides in bits, element bits, memory, offset) of a static buffer."""

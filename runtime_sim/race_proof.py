@@ -32,9 +32,37 @@ from typing import Callable
 import numpy as np
 
 from runtime_sim.plan import Plan
+from runtime_sim.race_access import strided_rows
 from runtime_sim.race_clock import HappensBefore
+from runtime_sim.race_live import bytes_shared
 
 PAIRS_PER_UNIT = 64       # beyond this many unordered pairs per unit, the online check decides
+
+
+class Footprint:
+    """The bytes of one access for the proof: memory, span and, for a strided region,
+    its exact byte intervals (``rows``), computed only when a pair's spans meet (most
+    never do: the online detector's groups compute them up front)."""
+
+    __slots__ = ("key", "lo", "hi", "_region", "_rows")
+
+    def __init__(self, key: tuple, lo: int, hi: int, region) -> None:
+        self.key, self.lo, self.hi, self._region, self._rows = key, lo, hi, region, None
+
+    @property
+    def rows(self) -> np.ndarray | None:
+        if self._region is not None:
+            self._rows, self._region = strided_rows(self._region, self.lo), None
+        return self._rows
+
+
+def footprint_overlap(a: Footprint, b: Footprint) -> tuple[int, int] | None:
+    """The first and past-the-last byte both touch, or None (``LiveAccesses.overlap``)."""
+    if not (a.lo < b.hi and b.lo < a.hi):
+        return None
+    if a.rows is None and b.rows is None:
+        return max(a.lo, b.lo), min(a.hi, b.hi)
+    return bytes_shared(a, b)
 
 
 def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[list]] | None:

@@ -33,7 +33,7 @@ from runtime_sim.plan import Plan
 from runtime_sim.race_access import Accesses
 from runtime_sim.race_clock import HappensBefore, ordered_after
 from runtime_sim.race_live import Group, LiveAccesses
-from runtime_sim.race_proof import race_free
+from runtime_sim.race_proof import Footprint, footprint_overlap, race_free
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
@@ -62,15 +62,15 @@ class RaceDetector:
     def _prove(self, memory: Memory) -> bool:
         """Whether no two units can race (``race_proof``).  An access that does not resolve
         leaves the question to the online checks, which report it where the run meets it.
-        The proof makes its own groups: the online checks number theirs in the order units
-        start (the order ``explain`` reports linked groups in), as they always did."""
-        live = LiveAccesses()
-        accesses = Accesses(self.plan, memory, lambda span: live.group(*span))
+        The proof makes its own footprints (``Footprint``: a strided region's rows only
+        computed where spans meet): the online checks number their groups in the order
+        units start (the order ``explain`` reports linked groups in), as they always did."""
+        accesses = Accesses(self.plan, memory, lambda span: Footprint(*span), lazy=True)
         try:
             found = [accesses(u) for u in range(self.plan.size)]
         except VpucError:
             return False
-        return race_free(self.plan, found, live.overlap)
+        return race_free(self.plan, found, footprint_overlap)
 
     def end(self, unit: int) -> None:
         """The runtime's hook at a unit's end."""

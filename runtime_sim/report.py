@@ -154,7 +154,8 @@ def bound_text(bound: dict) -> str:
     busiest = bound["busiest_engine"]
     return (f"bound        {bound['cycles']:,.0f} cycles schedule-free lower bound (busiest: "
             f"{busiest['name']}); achieved/bound {bound['achieved_over_bound']:.2f}; per-layer "
-            f"roofline sum {bound['per_layer_cycles']:,.0f}")
+            f"roofline sum {bound['per_layer_cycles']:,.0f} (achieved/sum "
+            f"{bound['achieved_over_per_layer']:.2f})")
 
 
 def critical_path_text(path: dict, shown: int = 4) -> str:

@@ -20,6 +20,8 @@ from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
+# build_plan imports plan_build lazily (an import cycle): loaded with the simulator instead.
+import runtime_sim.plan_build  # noqa: F401,E402
 from runtime_sim.races import RaceDetector
 from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for

@@ -9,6 +9,8 @@ per-workload setup), fed with the variant's box and its operands' types.
 
 from __future__ import annotations
 
+import math
+
 from runtime_sim import dpu as ops
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
@@ -147,7 +149,9 @@ def variant_accesses(task: DpuTask, index: int,
         axis = 0 if bias.type.rank == 1 else 1
         starts = [0] * bias.type.rank
         sizes = list(bias.type.bound_shape)
-        starts[axis], sizes[axis] = box.z_start, box.z_end - box.z_start + 1
+        if sizes[axis] == math.prod(sizes):     # one dim holds the channels: the box's slice
+            starts[axis], sizes[axis] = box.z_start, box.z_end - box.z_start + 1
+        # else the channels span several dims (a bias packed after the weights): all of it
         reads.append(sub_region(bias, tuple(starts), tuple(sizes)))
     return reads, written
 

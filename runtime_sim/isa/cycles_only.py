@@ -33,22 +33,22 @@ import weakref
 
 import numpy as np
 
-from runtime_sim.isa.cycles_slice import VECTOR, Slice, analyse
+from runtime_sim.isa.cycles_only_loops import TimingLoops
+from runtime_sim.isa.cycles_slice import ALL_LANES, VECTOR, Slice, analyse
 from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
+from runtime_sim.isa.program import flat_step
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.isa.semantics import SEMANTICS
 from vpuc.arch import Arch
 from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
-from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, VECTOR_BYTES
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
 _MASK32 = 0xFFFFFFFF
 _FIRST_MASK = NUM_SREGS + NUM_VREGS
-ALL_LANES = np.ones(VECTOR_BYTES, bool)
-ALL_LANES.flags.writeable = False
 
 
 class NeedsData(Exception):
@@ -93,31 +93,64 @@ class TimingProgram:
     """A decoded kernel whose runners do only what the cycles need (``flat`` replaced)."""
 
     def __init__(self, program: Program, found: Slice) -> None:
-        self.program = copy.copy(program)           # shares decoded, steps, constants
+        self.program = copy.copy(program)           # shares decoded, meta, constants
         self.slice = found
         flat = []
-        for index, (entry, role) in enumerate(zip(program.flat, found.roles)):
-            runner = entry[0]
+        make = program.make_runner                  # none made for what is skipped
+        for index, (meta, role) in enumerate(zip(program.meta, found.roles)):
             access = found.accesses[index]
-            masks = tuple(key for key in access.writes if key >= _FIRST_MASK)
+            masks = _mask_writes(access)
             if masks:
                 if program.decoded[index].info.format != "MS":
                     runner = _full_masks(masks)     # from vectors or other masks: data
-                # else made from a scalar the slice keeps exact: run as it is
+                else:                               # from a scalar the slice keeps exact
+                    runner = make(index)
             elif role.skip:
-                runner = _skipped
+                flat.append(_skipped_step(meta))
+                continue
             elif role.checked_load or role.watched_load:
-                runner = _scalar_load(runner, program.decoded[index], access,
+                runner = _scalar_load(make(index), program.decoded[index], access,
                                       role.watched_load)
             elif role.store_sources or role.vector_store:
                 sources = VECTOR if role.vector_store else role.store_sources
-                runner = _marking_store(runner, program.decoded[index], sources)
-            flat.append((runner,) + entry[1:])
-        self.program.flat = flat
+                runner = _marking_store(make(index), program.decoded[index], sources)
+            else:
+                runner = make(index)
+            flat.append(flat_step(runner, *meta))
+        # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
+        self.program.steps, self.program.flat = program.meta, flat
+
+
+_MASK_WRITES: dict[int, tuple] = {}
+
+
+def _mask_writes(access) -> tuple[int, ...]:
+    """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    found = _MASK_WRITES.get(id(access))
+    if found is None or found[0] is not access:
+        if len(_MASK_WRITES) >= 1 << 16:
+            _MASK_WRITES.clear()
+        found = _MASK_WRITES[id(access)] = (
+            access, tuple(key for key in access.writes if key >= _FIRST_MASK))
+    return found[1]
 
 
 def _skipped(R, mem):
     return None
+
+
+_SKIPPED: dict[int, tuple] = {}
+
+
+def _skipped_step(meta) -> tuple:
+    """The flat step of a skipped instruction: one per word's timing (``Program.meta``
+    entries are shared per decoded word), not one per instruction."""
+    found = _SKIPPED.get(id(meta))
+    if found is None or found[0] is not meta:
+        if len(_SKIPPED) >= 1 << 16:
+            _SKIPPED.clear()
+        found = _SKIPPED[id(meta)] = (meta, flat_step(_skipped, *meta))
+    return found[1]
 
 
 def _full_masks(keys: tuple[int, ...]):
@@ -214,8 +247,6 @@ def invoke_cycles_only(obj: KernelObject, scratch: np.ndarray, window_e: bytes,
     """The invocation's ``RunResult`` as ``invoke_kernel`` would count its cycles and
     status, run on ``scratch`` (the tile's CMX size; its contents are irrelevant and
     get overwritten), or None when this kernel or invocation needs the full run."""
-    from runtime_sim.isa.cycles_only_loops import TimingLoops
-
     memory = invocation_memory(obj, scratch, window_e, arch=arch, stack_bytes=stack_bytes,
                                bindings=bindings, memory_type=CyclesOnlyMemory)
     memory.start()

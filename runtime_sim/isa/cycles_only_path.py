@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_sim.isa.cycles_only import ALL_LANES
+from runtime_sim.isa.cycles_slice import ALL_LANES
 from runtime_sim.isa.loop_bounds import Affine, affine_const
 from runtime_sim.isa.path_batch import _iterations, _walked, path_steps
 from runtime_sim.isa.path_walk import PathRefused

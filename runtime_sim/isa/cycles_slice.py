@@ -28,16 +28,18 @@ value is a vector, or a watched load that read CMX or such bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.shave.encoding import WORD_BYTES
-from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR
+from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
 
 
-@dataclass(frozen=True)
-class Role:
+class Role(NamedTuple):
     """What the cycles-only run does with one instruction."""
 
     skip: bool = False            # vector arithmetic, vector -> scalar: not run
@@ -55,8 +57,7 @@ class Slice:
     accesses: tuple = ()                 # per instruction: its ``semantics.Access``
 
 
-@dataclass(frozen=True)
-class _Ins:
+class _Ins(NamedTuple):             # a tuple: a kernel's structure hashes in C
     kind: str
     uses: int            # scalar registers read (bits)
     defs: int            # scalar registers written (bits)
@@ -153,37 +154,59 @@ def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
     return out
 
 
+# The analysis sees only each instruction's opcode, register sets and branch target, not
+# its immediates: kernels generated from one template at other sizes (a model's
+# elementwise kernels) share it.  Keyed by that structure, bounded.
+_BY_STRUCTURE: dict[tuple, tuple] = {}
+MAX_STRUCTURES = 256
+
+
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
     accesses = tuple(map(operand_access, decoded))
     ins = [_instruction(i, dec, access, len(decoded))
            for i, (dec, access) in enumerate(zip(decoded, accesses))]
+    key = (tuple(dec.info.opcode for dec in decoded), tuple(ins))
+    found = _BY_STRUCTURE.get(key)
+    if found is None:
+        if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
+            _BY_STRUCTURE.clear()
+        found = _BY_STRUCTURE[key] = _analyse(decoded, ins)
+    roles, reason, critical_at = found
+    return Slice(roles, reason, critical_at, accesses)
+
+
+def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
+    """(roles, reason, critical registers per instruction) of ``analyse``; ``decoded``
+    only names the instruction in the reason."""
     succ = _successors(ins)
-    preds: list[list[int]] = [[] for _ in ins]
-    for i, nexts in enumerate(succ):
-        for j in nexts:
-            preds[j].append(i)
+    blocks = _Blocks(succ)
     status = 1 << REG_ARGS_ADDR          # s0 holds the status at the exit
+    # Backward to the least fixpoint, a basic block at a time: inside a block each
+    # instruction's only successor is the next one.
     crit_in = [0] * len(ins)
-    work = list(range(len(ins)))
+    starts, ends, block_preds = blocks.starts, blocks.ends, blocks.preds
+    work = list(range(len(starts)))
     queued = set(work)
     while work:
-        i = work.pop()
-        queued.discard(i)
-        x = ins[i]
+        b = work.pop()
+        queued.discard(b)
+        start, end = starts[b], ends[b]
         out = 0
-        for j in succ[i]:
+        for j in succ[end - 1]:
             out |= crit_in[j]
-        if x.kind in ("ret", "halt"):
-            out |= status
-        needed = (out & ~x.defs) | x.address
-        if x.kind in _CONTROL:
-            needed |= x.uses
-        elif out & x.defs and x.kind == "op":
-            needed |= x.uses
-        if needed != crit_in[i]:
-            crit_in[i] = needed
-            for p in preds[i]:
+        before = crit_in[start]
+        for i in range(end - 1, start - 1, -1):
+            x = ins[i]
+            kind = x.kind
+            if kind in ("ret", "halt"):
+                out |= status
+            needed = (out & ~x.defs) | x.address
+            if kind in _CONTROL or (out & x.defs and kind == "op"):
+                needed |= x.uses
+            crit_in[i] = out = needed
+        if out != before:
+            for p in block_preds[b]:
                 if p not in queued:
                     queued.add(p)
                     work.append(p)
@@ -196,63 +219,123 @@ def analyse(decoded: list) -> Slice:
             out |= status
         crit_out.append(out)
         if x.vector_in and x.defs & out:
-            return Slice(None, f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
-                               "makes a scalar that decides control flow or an address")
-    sources = _sources(ins, succ, crit_out)
+            return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
+                          "makes a scalar that decides control flow or an address"), ()
+    sources = _sources(ins, succ, crit_out, blocks)
     roles = []
     for i, x in enumerate(ins):
         scalar_load = x.scalar_mem and x.kind == "load"
-        roles.append(Role(
-            skip=x.kind == "op" and (x.vector_in or (x.vector_out and not x.defs)),
-            checked_load=scalar_load and bool(x.defs & crit_out[i]),
-            watched_load=load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
-            store_sources=sources[i],
-            vector_store=x.kind == "store" and not x.scalar_mem))
-    return Slice(tuple(roles), "", tuple(crit_in), accesses)
+        roles.append(_role(
+            x.kind == "op" and (x.vector_in or (x.vector_out and not x.defs)),
+            scalar_load and bool(x.defs & crit_out[i]),
+            load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
+            sources[i], x.kind == "store" and not x.scalar_mem))
+    return tuple(roles), "", tuple(crit_in)
 
 
-def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int]) -> list[int]:
+_ROLES: dict[tuple, Role] = {}
+
+
+def _role(*fields) -> Role:
+    """One ``Role`` per distinct value (most instructions share a handful)."""
+    found = _ROLES.get(fields)
+    if found is None:
+        if len(_ROLES) >= 1 << 16:
+            _ROLES.clear()
+        found = _ROLES[fields] = Role(*fields)
+    return found
+
+
+class _Blocks:
+    """Basic blocks of a control-flow graph: a block's instructions after its first have
+    one predecessor, the one before, whose only successor they are; so every edge
+    between blocks ends at a block's first instruction."""
+
+    def __init__(self, succ: list[tuple[int, ...]]) -> None:
+        count = len(succ)
+        pred_count = [0] * count
+        for nexts in succ:
+            for j in nexts:
+                pred_count[j] += 1
+        starts = [i for i in range(count)
+                  if i == 0 or pred_count[i] != 1 or succ[i - 1] != (i,)]
+        self.starts = starts
+        self.ends = starts[1:] + [count]
+        block_of = [0] * count
+        for b, (start, end) in enumerate(zip(starts, self.ends)):
+            block_of[start:end] = [b] * (end - start)
+        self.block_of = block_of
+        self.succ = [tuple(block_of[j] for j in succ[end - 1]) for end in self.ends]
+        preds: list[list[int]] = [[] for _ in starts]
+        for b, nexts in enumerate(self.succ):
+            for c in nexts:
+                preds[c].append(b)
+        self.preds = preds
+
+
+def _sources(ins: list[_Ins], succ: list[tuple[int, ...]], crit_out: list[int],
+             blocks: _Blocks) -> list[int]:
     """Per instruction, for a scalar store: what its value may come from (bits: ``VECTOR``
     and ``load_bit(i)`` of each unchecked load); 0 for other instructions.  Forward, per
-    register, from every instruction (the entry may be any of them)."""
+    register, from every instruction (the entry may be any of them), a basic block at a
+    time, each state holding only the registers whose bits are not 0."""
     count = len(ins)
-    state = [[0] * NUM_SREGS for _ in range(count)]
-    work = list(range(count - 1, -1, -1))           # popped first to last
+    starts, ends, block_succ = blocks.starts, blocks.ends, blocks.succ
+    # Per block, only what reads or changes the state: scalar stores and instructions
+    # defining scalars, as (index, registers used, registers defined, a scalar store,
+    # the value defined: a constant, or None for the union of the used registers').
+    actions: list[list[tuple]] = []
+    for start, end in zip(starts, ends):
+        found = []
+        for i in range(start, end):
+            x = ins[i]
+            scalar_store = x.kind == "store" and x.scalar_mem
+            if not (x.defs or scalar_store):
+                continue
+            if x.vector_in:
+                value = VECTOR                                  # skipped: left stale
+            elif x.kind == "load":
+                value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked: exact
+            else:
+                value = None
+            found.append((i, _keys(x.uses & ~x.address), _keys(x.defs), scalar_store, value))
+        actions.append(found)
+    state: list[dict[int, int]] = [{} for _ in starts]
+    work = list(range(len(starts) - 1, -1, -1))     # popped first to last
     queued = set(work)
     stores = [0] * count
-    keys = [(_keys(x.uses & ~x.address), _keys(x.defs)) for x in ins]
     while work:
-        i = work.pop()
-        queued.discard(i)
-        x = ins[i]
-        regs = state[i]
-        uses, defs = keys[i]
-        used = 0
-        for key in uses:
-            used |= regs[key]
-        if x.kind == "store":
-            stores[i] = used if x.scalar_mem else 0
-        if defs:
-            regs = list(regs)
-            if x.vector_in:
-                value = VECTOR                             # skipped: left stale
-            elif x.kind == "load":
-                value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked loads are exact
-            else:
-                value = used
-            for key in defs:
-                regs[key] = value
-        for j in succ[i]:
-            target = state[j]
-            if target == regs:
-                continue                            # the union would change nothing
-            # States are never changed in place, so a successor may share ``regs``.
-            merged = [a | b for a, b in zip(target, regs)] if any(target) else regs
-            if merged != target:
-                state[j] = merged
-                if j not in queued:
-                    queued.add(j)
-                    work.append(j)
+        b = work.pop()
+        queued.discard(b)
+        regs = dict(state[b])
+        for i, uses, defs, scalar_store, value in actions[b]:
+            used = 0
+            for key in uses:
+                used |= regs.get(key, 0)
+            if scalar_store:
+                stores[i] = used
+            if defs:
+                if value is None:
+                    value = used
+                for key in defs:
+                    if value:
+                        regs[key] = value
+                    else:
+                        regs.pop(key, None)
+        for c in block_succ[b]:
+            target = state[c]
+            merged = None
+            for key, value in regs.items():
+                old = target.get(key, 0)
+                if old | value != old:
+                    if merged is None:
+                        merged = dict(target)
+                    merged[key] = old | value
+            if merged is not None:
+                state[c] = merged
+                if c not in queued:
+                    queued.add(c)
+                    work.append(c)
     return stores
 
 
@@ -272,3 +355,8 @@ VECTOR = 1
 def load_bit(index: int) -> int:
     """The bit of the unchecked scalar load at ``index`` in a store's sources."""
     return 2 << index
+
+
+# A mask the slice leaves as data: every lane taken as active (cycles_only, cycles_only_path).
+ALL_LANES = np.ones(VECTOR_BYTES, bool)
+ALL_LANES.flags.writeable = False

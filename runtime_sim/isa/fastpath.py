@@ -36,13 +36,13 @@ from collections import Counter
 
 import numpy as np
 
-from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, loop_facts, register_key
+from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, entry_facts
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
                                          first_exit, first_outside, same_iteration_overlap,
                                          signed)
-from runtime_sim.isa.loop_pipelined import run_chunk as run_pipelined_chunk
-from runtime_sim.isa.loop_plan import (PROGRESSIONS, BodyOp, LoopPlan, NotBatchable, plan_loop,
-                                      run_op, run_progression)
+from runtime_sim.isa.loop_chunk import ChunkRunner
+from runtime_sim.isa.loop_chunk import step_value as _step_value
+from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
@@ -110,9 +110,10 @@ class FastLoops:
             return run_path(self, head, branch, R, ready, now, memory, counts, budget,
                             max_cycles)
         try:
-            # the affine pass of this entry, remembered by the registers it reads
-            facts = loop_facts(self.proofs, (head, branch, register_key(R)),
-                               lambda: _affine_pass(plan, R), _Decline)
+            # the affine pass of this entry, remembered by the registers it reads (those
+            # used only as moving pointers relocate the remembered footprints)
+            facts = entry_facts(self.proofs, plan, (head, branch), R,
+                                lambda bases: _affine_pass(plan, R, bases), _Decline)
             if facts.declined is not None:   # raised anew: a raised one keeps its frames
                 raise _Decline(str(facts.declined), facts.declined.recurs)
             iterations, exits, footprints = self._bounds(plan, facts, branch, memory, budget)
@@ -150,12 +151,20 @@ class FastLoops:
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
 
     def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
-              budget: int, max_cycles: float = float("inf")):
-        """The interpreter's hook at a taken forward transfer to ``head``: when ``head``
-        starts a loop that only the path batch can run, run it from its first iteration
-        (the back-edge would only offer it from the second).  Same returns as a call."""
+              budget: int, max_cycles: float = float("inf"), paths: bool = True):
+        """The interpreter's hook where it reaches a loop head other than by the loop's
+        back-edge (falling into it, or a taken forward transfer): run the loop from its
+        first iteration (the back-edge would only offer it from the second), as a batch
+        of its plan or, for a loop only the path batch can run and ``paths``, as a path
+        batch.  Same returns as a call.  (Falling in, the interpreter passes ``paths=False``:
+        a library kernel's inner loops, reached that way once per row it interprets, would
+        be walked and refused each time.)"""
         branch = self.entries.get(head)
-        if branch is None or self._plan(head, branch, count=False) is not None:
+        if branch is None:
+            return None
+        if self._plan(head, branch, count=False) is not None:
+            return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        if not paths:
             return None
         return run_path(self, head, branch, R, ready, now, memory, counts, budget, max_cycles)
 
@@ -207,17 +216,14 @@ class FastLoops:
         leave the registers as the last iteration does."""
         final = {key: np.uint32(_induction(plan, R, key).at(iterations)) for key in plan.induction}
         incoming = ({key: R[key] for key in plan.pipelined.carried}
-                    if plan.pipelined is not None else None)
+                    if plan.pipelined is not None else {})
         sums = {key: R[key] for key in plan.accumulators}
+        if plan.runner is None:              # the body's chunk schedule, once per plan
+            plan.runner = ChunkRunner(plan)
         for first in range(0, iterations, self.chunk):
             rows = min(self.chunk, iterations - first)
             captured: dict[int, object] = {}
-            if incoming is None:
-                env = _run_chunk(plan, R, memory, first, rows, captured)
-            else:
-                env = run_pipelined_chunk(plan, plan.pipelined, memory,
-                                          _reader_at(plan, R, first, rows), incoming, rows,
-                                          captured)
+            env = plan.runner(R, memory, first, rows, incoming, captured)
             for key, acc in plan.accumulators.items():
                 sums[key] = fold(acc, sums[key], captured, rows)
         for key, value in env.items():
@@ -234,9 +240,6 @@ def _induction(plan: LoopPlan, R: list, key: int) -> Affine:
     return Affine(int(R[key]), total % MOD)
 
 
-def _step_value(step, R: list) -> int:
-    value = int(step.value) if step.source == "imm" else int(R[step.value])
-    return step.sign * value
 
 
 def _operand_affine(operand, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Affine | None:
@@ -250,14 +253,16 @@ def _operand_affine(operand, aff: dict[int, Affine], plan: LoopPlan, R: list) ->
     return None
 
 
-def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
+def _affine_pass(plan: LoopPlan, R: list,
+                 bases: list | None = None) -> tuple[list[Footprint], int | None]:
     """Walk the body symbolically: each scalar that is affine in the iteration
-    number.  Returns the memory footprints and the first iteration that exits."""
+    number.  Returns the memory footprints and the first iteration that exits;
+    ``bases`` (when given) gets each footprint's address base + offset, mod 2^32."""
     aff = {key: _induction(plan, R, key) for key in plan.induction}
     footprints = []
     for op in plan.affine_ops:
         if op.memory is not None:
-            footprint = _footprint(op, aff, plan, R)
+            footprint = _footprint(op, aff, plan, R, bases)
             if footprint is not None:
                 footprints.append(footprint)
         key = plan.updates.get(op.position)
@@ -286,7 +291,8 @@ def _affine_pass(plan: LoopPlan, R: list) -> tuple[list[Footprint], int | None]:
     return footprints, first_exit(back.mnemonic, *operands)
 
 
-def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> Footprint | None:
+def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list,
+               bases: list | None = None) -> Footprint | None:
     """The bytes ``op`` may touch per iteration; None when it touches none (a mask
     the body does not change, with no bit set)."""
     shape = op.memory
@@ -294,6 +300,7 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
     if base is None:
         raise _Decline(f"address of '{op.mnemonic}' is not affine in the iteration number")
     low, length = (base.start + shape.offset) % MOD, shape.size
+    based = low
     if shape.mask is not None and shape.mask not in plan.written:
         # Only active bytes are accessed (and can fault): the hull of the set bits.
         active = np.flatnonzero(R[shape.mask])
@@ -306,71 +313,9 @@ def _footprint(op: BodyOp, aff: dict[int, Affine], plan: LoopPlan, R: list) -> F
             raise _Decline(f"stride of '{op.mnemonic}' varies between iterations")
         reach = (shape.lanes - 1) * signed(stride.start)
         low, length = low + min(0, reach), length + abs(reach)
+    if bases is not None:
+        bases.append(based)
     return Footprint(low, signed(base.step), length, shape.is_store, op.position)
-
-
-def _run_chunk(plan: LoopPlan, R: list, memory, first: int, rows: int, captured: dict) -> dict:
-    """Iterations first .. first+rows-1; returns the per-iteration registers' batches.
-    An accumulator's instruction is not run: its operand goes to ``captured``."""
-    k = np.arange(first, first + rows, dtype=np.uint32)
-    current = {key: _induction(plan, R, key) for key in plan.induction}
-    cache: dict[tuple[int, int], np.ndarray] = {}
-    env: dict[int, object] = {}
-
-    def read(operand):
-        where, key = operand
-        if where == "imm":
-            return key
-        if key in env:
-            return env[key]
-        if key in current:
-            a = current[key]
-            if (key, a.start) not in cache:
-                cache[key, a.start] = np.uint32(a.start) + k * np.uint32(a.step)
-            return cache[key, a.start]
-        return R[key]
-
-    for op in plan.ops[:-1]:
-        if op.kind == "nop":
-            continue
-        key = plan.updates.get(op.position)
-        if key is not None:                  # computed from the iteration number instead
-            shift = _step_value(plan.induction[key][op.position], R)
-            current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
-            continue
-        if op.position in plan.scans:
-            captured[op.position] = read(op.reads[1])
-            continue
-        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
-                and op.reads[-2][1] in current
-                and run_progression(op, current[op.reads[-2][1]], first, rows, memory, env, read)):
-            continue
-        run_op(op, memory, [read(r) for r in op.reads], env)
-    return env
-
-
-
-def _reader_at(plan: LoopPlan, R: list, first: int, rows: int):
-    """``read_at(operand, position)`` for a pipelined chunk: an induction register as
-    the instruction at ``position`` sees it (after the updates above it)."""
-    k = np.arange(first, first + rows, dtype=np.uint32)
-    entry = {key: _induction(plan, R, key) for key in plan.induction}
-    cache: dict[tuple[int, int], np.ndarray] = {}
-
-    def read_at(operand, position: int):
-        where, key = operand
-        if where == "imm":
-            return key
-        if key not in entry:
-            return R[key]
-        start = entry[key].start
-        for pos, step in plan.induction[key].items():
-            if pos < position:
-                start = (start + _step_value(step, R)) % MOD
-        if (key, start) not in cache:
-            cache[key, start] = np.uint32(start) + k * np.uint32(entry[key].step)
-        return cache[key, start]
-    return read_at
 
 
 def _check_passes(pipelined, footprints: list[Footprint], iterations: int) -> None:

@@ -15,7 +15,7 @@ branch (a kernel that runs on and on loops or recurses, so it takes branches);
 
 from __future__ import annotations
 
-from collections import Counter
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,6 +93,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
     loops = fast or None
+    heads = loops.entries if loops is not None else {}
     R = initial_registers(program, args_addr, args_size,
                           default_stack_top(memory) if stack_top is None else stack_top)
     ready = new_ready()
@@ -138,6 +139,16 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                     if i == end:
                         raise VpucError("execution ran past the end of .text (missing halt "
                                         "or ret?)", BinLoc(program.name, ".text", program.size))
+                    if i in heads:
+                        # Falling into a loop head: the fast path may run a straight-line
+                        # loop from its first iteration (the back-edge would offer it from
+                        # the second).
+                        batch = loops.enter(i, R, ready, now, memory, counts,
+                                            max_steps - executed, budget, paths=False)
+                        if batch is not None:
+                            now, i, ran, stalled = batch
+                            executed += ran
+                            stalls += stalled
                 elif nxt == HALT:
                     break
                 elif nxt == BAD_TARGET:
@@ -166,19 +177,35 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         message = fault.diagnostics[0].message
         raise VpucError(f"{_where(program, i)}: {message}",
                         BinLoc(program.name, ".text", i * WORD_BYTES)) from None
-    opcode_counts: Counter = Counter()
-    for index, count in enumerate(counts):
-        if count:
-            opcode_counts[program.decoded[index].info.mnemonic] += count
+    # The registers and counts as whole arrays: a model runs hundreds of short invocations.
+    masks = np.packbits(np.array(R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS], bool), axis=1,
+                        bitorder="little").view("<u2")[:, 0]
     return RunResult(
         cycles=finish(ready, now), instructions=executed, stall_cycles=stalls,
-        opcode_counts=dict(opcode_counts),
+        opcode_counts=_opcode_counts(program, counts),
         scalar_regs=[int(v) for v in R[:NUM_SREGS]],
-        vector_regs=[bytes(np.asarray(v, np.uint8)) for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
-        mask_regs=[int(np.packbits(np.asarray(m, bool), bitorder="little").view("<u2")[0])
-                   for m in R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS]],
+        vector_regs=[v.tobytes() if v.dtype == np.uint8 else bytes(np.asarray(v, np.uint8))
+                     for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
+        mask_regs=masks.tolist(),
         exit_pc=program.base + i * WORD_BYTES,
         batched_iterations=loops.batched_iterations if loops is not None else 0)
+
+
+# Per Program: each instruction's mnemonic as an index into the program's mnemonics.
+_MNEMONICS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _opcode_counts(program: Program, counts: list[int]) -> dict[str, int]:
+    """Instructions run per mnemonic (those run at least once), from per-index counts."""
+    table = _MNEMONICS.get(program)
+    if table is None:
+        names = [dec.info.mnemonic for dec in program.decoded]
+        order = sorted(set(names), key=names.index)           # first use in .text first
+        table = _MNEMONICS[program] = (order, np.array([order.index(n) for n in names],
+                                                       np.intp))
+    order, ids = table
+    totals = np.bincount(ids, weights=np.array(counts, np.float64), minlength=len(order))
+    return {name: int(total) for name, total in zip(order, totals) if total}
 
 
 def _where(program: Program, index: int) -> str:

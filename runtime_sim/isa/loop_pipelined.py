@@ -17,10 +17,10 @@ Reads in pass 2 are resolved to the instruction that last wrote the register
 before them in body order (``Source``), since pass 1 may have overwritten the
 register since.  ``analyse`` refuses (``NotBatchable``) a carried register
 whose last writer itself depends on a carried value: that is a recurrence (a
-running sum), which the batch cannot run.  Memory is checked per entry by the
-fast path: besides the usual cross-iteration test, a stage-2 access and a later
-stage-1 access (the pair the passes reorder) must not touch the same bytes in
-one iteration when either stores.
+running sum), which the batch cannot run.  ``loop_chunk`` runs the two passes.
+Memory is checked per entry by the fast path: besides the usual cross-iteration
+test, a stage-2 access and a later stage-1 access (the pair the passes reorder)
+must not touch the same bytes in one iteration when either stores.
 """
 
 from __future__ import annotations
@@ -111,62 +111,6 @@ def shifted(key: int, value, incoming, rows: int) -> np.ndarray:
     batch = rows_of(key, value, rows)
     first = np.asarray(incoming, dtype=batch.dtype).reshape((1,) + batch.shape[1:])
     return np.concatenate([first, batch[:-1]])
-
-
-def run_chunk(plan, pipelined: Pipelined, memory, read_at, incoming: dict, rows: int,
-              captured: dict) -> dict:
-    """Run one chunk of ``rows`` iterations in two passes.  ``read_at(operand, position)``
-    gives an immediate, an invariant or an induction register as the instruction at
-    ``position`` sees it; ``incoming``: carried key -> its value at the chunk's first
-    iteration (updated for the next chunk).  An accumulator's instruction is not run:
-    its operand goes to ``captured[position]``.  Returns register key -> final batch."""
-    env: dict[int, object] = {}
-    by_pos: dict[int, object] = {}
-
-    def value_at(position: int, key: int):
-        value = by_pos[position]
-        if isinstance(value, tuple):
-            value = value[plan.ops[position].writes.index(key)]
-        return value
-
-    def apply(op, args) -> None:
-        if op.position in plan.scans:
-            captured[op.position] = args[1]
-            return
-        if op.kind == "store":
-            op.fn(memory, *args)
-            return
-        result = op.fn(memory, *args) if op.kind == "load" else op.fn(*args)
-        if len(op.writes) == 1:
-            by_pos[op.position] = result
-            env[op.writes[0]] = result
-        elif op.writes:
-            by_pos[op.position] = tuple(result)
-            env.update(zip(op.writes, result))
-
-    for op in plan.ops[:-1]:                  # pass 1: stage 1 in body order
-        if op.kind == "nop" or op.position in pipelined.stage2 or op.position in plan.updates:
-            continue
-        apply(op, [env[key] if where == "reg" and key in env else read_at((where, key), op.position)
-                   for where, key in op.reads])
-    carried_now = {key: value_at(pos, key) for key, pos in pipelined.carried.items()}
-    for op in plan.ops[:-1]:                  # pass 2: stage 2 in body order
-        if op.position not in pipelined.stage2:
-            continue
-        args = []
-        for operand, source in zip(op.reads, pipelined.sources[op.position]):
-            if source is None:
-                args.append(read_at(operand, op.position))
-            elif source[0] == "pos":
-                args.append(value_at(source[1], operand[1]))
-            else:
-                key = source[1]
-                args.append(shifted(key, carried_now[key], incoming[key], rows))
-        apply(op, args)
-    for key, value in carried_now.items():
-        incoming[key] = rows_of(key, value, rows)[-1]
-    return {key: value_at(pos, key) for key, pos in pipelined.final_writer.items()
-            if pos not in plan.updates}
 
 
 def register_name(key: int) -> str:

@@ -28,10 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from runtime_sim.isa.cycles import CYCLES
-from runtime_sim.isa.loop_bounds import MOD, signed
 from runtime_sim.isa.loop_pipelined import Pipelined, Recurrence, analyse, register_name
 from runtime_sim.isa.loop_scan import Accumulator, find_accumulators
 from runtime_sim.isa.loop_timing import LoopTiming
@@ -101,6 +98,10 @@ class LoopPlan:
     updates: dict[int, int] = field(init=False)          # position -> induction key
     scans: dict[int, int] = field(init=False)            # position -> accumulator key
     affine_ops: list[BodyOp] = field(init=False)         # the body, less vector arithmetic
+    # the body's chunk schedule (``loop_chunk.ChunkRunner``), made on the first batch
+    runner: object = field(default=None, init=False, repr=False, compare=False)
+    # the registers its affine pass reads, split (``entry_cache.pointer_registers``)
+    pointers: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.updates = {pos: key for key, steps in self.induction.items() for pos in steps}
@@ -226,29 +227,6 @@ def run_op(op: BodyOp, memory, args: list, env: dict) -> None:
         env[op.writes[0]] = result
     elif op.writes:
         env.update(zip(op.writes, result))
-
-
-# Accesses ``run_progression`` takes when their rows are an arithmetic progression.
-PROGRESSIONS = ("vld", "vst")
-
-
-def run_progression(op: BodyOp, base, first: int, rows: int, memory, env: dict, read) -> bool:
-    """``vld`` / ``vst`` at an induction register ``base`` (an Affine at iteration 0) plus
-    an offset, for iterations first .. first+rows-1, when the rows ascend at least 16 bytes
-    apart without wrapping: straight to the memory's view of them (the view ``read_rows``
-    / ``write_rows`` would make from the address array).  False: run it as usual."""
-    step = signed(base.step)
-    start = (base.start + first * base.step + int(op.reads[-1][1])) % MOD
-    if start + (rows - 1) * step + 16 > MOD:
-        return False
-    view = memory.progression(start, step, rows, 16, op.kind == "store")
-    if view is None:
-        return False
-    if op.kind == "load":
-        env[op.writes[0]] = view.copy()
-    else:
-        view[...] = np.broadcast_to(np.asarray(read(op.reads[0]), np.uint8), (rows, 16))
-    return True
 
 
 def body_ops(program, head: int, branch: int) -> tuple[list[BodyOp], list[int]]:

@@ -28,6 +28,7 @@ from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
+from runtime_sim.isa.loop_chunk import PROGRESSIONS, progression_view
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
@@ -298,12 +299,17 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
     affine_now = {key: Affine(int(R[key]), 0) for key in range(NUM_SREGS)} if inner else None
     if inner:
         affine_now.update(walk.carried)
+    # the registers env holds as the batch of an Affine that steps: a vld / vst based on
+    # one goes straight to the memory's rows when they form a progression (loop_chunk)
+    stepping = {key: a for key, a in walk.carried.items() if a.step}
+    first, rows = int(k[0]), len(k)
     path, position, end = walk.path, 0, len(walk.path) - 1
     while position < end:
         loop = inner.get(position) if inner else None
         if loop is not None and enters_as_proven(loop, affine_now):
             run_inner(loop, R, memory, k, env, affine_now)
             position += loop.copies * loop.length
+            stepping.clear()
             continue
         step = path[position]
         position += 1
@@ -313,9 +319,15 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
         if role == "affine":
             for key, value in step.values.items():
                 env[key] = _batch(value, k)
+                if value.step:
+                    stepping[key] = value
+                else:
+                    stepping.pop(key, None)
             if inner:
                 affine_now.update(step.values)
             continue
+        for key in op.writes:
+            stepping.pop(key, None)
         if inner:
             for key in op.writes:
                 affine_now.pop(key, None)
@@ -325,6 +337,17 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
         if role == "promoted_load":
             env[op.writes[0]] = overlay[step.address][0]
             continue
+        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
+                and op.reads[-2][1] in stepping and op.reads[-2][0] == "reg"):
+            view = progression_view(memory, stepping[op.reads[-2][1]], first, rows,
+                                    op.reads[-1][1], op.kind == "store")
+            if view is not None:
+                if op.kind == "store":
+                    view[...] = np.broadcast_to(np.asarray(read(op.reads[0]), np.uint8),
+                                                (rows, 16))
+                else:
+                    env[op.writes[0]] = view.copy()
+                continue
         run_op(op, memory, [read(r) for r in op.reads], env)
     for key, value in walk.path[-1].values.items():     # the back-edge's loop counter
         env[key] = _batch(value, k)

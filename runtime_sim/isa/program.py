@@ -5,11 +5,14 @@ cost)``; a runner is a small closure calling the instruction's semantic function
 on the register file ``R`` (a Python list: the 72 registers, then the program's
 constants).  It returns ``None`` to fall through, a target index to branch,
 ``HALT`` or ``BAD_TARGET``; an instruction writing ``sp`` checks it against the
-memory's stack.
+memory's stack.  Decoding, operands and timing (``meta``) are worked out up front,
+the runners on first use of ``steps`` or ``flat``: a timing-only run makes only
+those of the instructions it executes (``cycles_only.TimingProgram``).
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from operator import itemgetter
 from typing import Callable, NamedTuple
 
@@ -33,6 +36,44 @@ class Step(NamedTuple):
     sources: tuple[int, ...]    # register keys read (for stalls)
     dests: tuple[int, ...]      # register keys written
     cost: Cost
+
+
+class StepTiming(NamedTuple):
+    """A step without its runner: all the loops' timing reads (``loop_timing``)."""
+
+    sources: tuple[int, ...]
+    dests: tuple[int, ...]
+    cost: Cost
+
+
+def flat_step(runner: Callable, sources: tuple[int, ...], dests: tuple[int, ...],
+              cost: Cost) -> tuple:
+    """A step as the run loop reads it: (runner, sources, dests, slot, other slot, issue,
+    latency, closes bundle, taken penalty)."""
+    slots = cost.slots
+    return (runner, sources, dests, slots[0], slots[1] if len(slots) > 1 else None,
+            cost.issue, cost.latency, cost.closes_bundle, cost.taken_penalty)
+
+
+# Decoded words are shared and never change (``encoding.decode_word``): a word's timing
+# and immediates are worked out once, and its StepTiming is shared by every program.
+_WORDS: dict[int, tuple] = {}
+
+
+def _word(dec: Decoded) -> tuple:
+    """(dec, StepTiming, immediates) of one decoded word, remembered by its id."""
+    access = operand_access(dec)
+    sources = tuple(key for where, key in access.reads if where == "reg")
+    mnemonic = SEMANTICS[dec.info.opcode].mnemonic
+    if mnemonic == "ret":
+        sources = (REG_LR,)
+    dests = tuple(access.writes) + ((REG_LR,) if mnemonic == "call" else ())
+    found = (dec, StepTiming(sources, dests, CYCLES[dec.info.opcode]),
+             tuple(value for where, value in access.reads if where != "reg"))
+    if len(_WORDS) >= 1 << 16:
+        _WORDS.clear()
+    _WORDS[id(dec)] = found
+    return found
 
 
 class BadTarget(VpucError):
@@ -78,13 +119,21 @@ class Program:
                 raise VpucError(f"invalid instruction {word:#018x}: {exc}",
                                 BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
-        self.steps = [self._compile(i, dec) for i, dec in enumerate(self.decoded)]
-        # The run loop's view of each step: the runner and ``cycles.issue``'s inputs
-        # unpacked, so that issuing is inline (no call, no attribute look-ups).
-        self.flat = [(s.runner, s.sources, s.dests, s.cost.slots[0],
-                      s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
-                      s.cost.latency, s.cost.closes_bundle, s.cost.taken_penalty)
-                     for s in self.steps]
+        self._first_constant: list[int] = []    # each instruction's first immediate in R
+        self.meta: list[StepTiming] = [self._prepare(i, dec)
+                                       for i, dec in enumerate(self.decoded)]
+
+    # The runners are made when first asked for: a cycles-only run makes its own
+    # (``cycles_only.TimingProgram``), none for the vector arithmetic it skips.
+    @cached_property
+    def steps(self) -> list[Step]:
+        return [Step(self.make_runner(i), *meta) for i, meta in enumerate(self.meta)]
+
+    @cached_property
+    def flat(self) -> list[tuple]:
+        """The run loop's view of each step: the runner and ``cycles.issue``'s inputs
+        unpacked, so that issuing is inline (no call, no attribute look-ups)."""
+        return [flat_step(*step) for step in self.steps]
 
     def text(self, index: int) -> str:
         return format_instruction(self.decoded[index], index * WORD_BYTES, self.labels)
@@ -96,29 +145,37 @@ class Program:
                              f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
         return offset // WORD_BYTES
 
-    def _constant(self, value: np.uint32) -> int:
-        self.constants.append(value)
-        return NUM_REGISTER_KEYS + len(self.constants) - 1
+    def _prepare(self, index: int, dec: Decoded) -> StepTiming:
+        """(sources, dests, cost) of instruction ``index``; its immediates join
+        ``constants`` (``make_runner`` finds them from ``_first_constant``)."""
+        found = _WORDS.get(id(dec))
+        if found is None or found[0] is not dec:
+            found = _word(dec)
+        self._first_constant.append(NUM_REGISTER_KEYS + len(self.constants))
+        if found[2]:
+            self.constants += found[2]
+        return found[1]
 
-    def _compile(self, index: int, dec: Decoded) -> Step:
-        sem = SEMANTICS[dec.info.opcode]
+    def make_runner(self, index: int) -> Callable:
+        """A new runner of instruction ``index`` (``steps`` holds the program's own)."""
+        dec = self.decoded[index]
         access = operand_access(dec)
         # Immediates live in R after the registers, so every operand is an index into R.
-        reads = [value if where == "reg" else self._constant(value)
-                 for where, value in access.reads]
-        writes = list(access.writes)
+        constant = self._first_constant[index]
+        reads = []
+        for where, value in access.reads:
+            if where == "reg":
+                reads.append(value)
+            else:
+                reads.append(constant)
+                constant += 1
         target = BAD_TARGET
         if access.branch is not None and access.branch % WORD_BYTES == 0:
             if 0 <= index + access.branch // WORD_BYTES < len(self.decoded):
                 target = index + access.branch // WORD_BYTES
-        sources = tuple(key for where, key in access.reads if where == "reg")
-        if sem.mnemonic == "ret":
-            sources = (REG_LR,)
-        dests = tuple(writes) + ((REG_LR,) if sem.mnemonic == "call" else ())
-        runner = self._runner(sem, index, reads, writes, target)
-        if REG_SP in dests:
-            runner = _stack_checked(runner)
-        return Step(runner, sources, dests, CYCLES[dec.info.opcode])
+        runner = self._runner(SEMANTICS[dec.info.opcode], index, reads, list(access.writes),
+                              target)
+        return _stack_checked(runner) if REG_SP in self.meta[index][1] else runner
 
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
         """A closure running one instruction on R; returns None (fall through), the

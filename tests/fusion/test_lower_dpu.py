@@ -143,7 +143,7 @@ def test_conv_rows_in_double_buffered_blocks_when_cmx_is_short(budget, blocks):
         (2, 16, 21, 12), 16, (3, 3), "{strides = [2, 2], pads_begin = [1, 1], pads_end = [0, 1]}")
     mod, _ = check(text, cmx_budget=budget)
     # the NCHW input's NCE permute needs its rows staged in CMX, which these budgets do not
-    # leave: a permuting DMA lays it out instead (lower_dpu.emit_window falls back)
+    # leave: a permuting DMA lays it out instead (lower_dpu_window.emit_window falls back)
     assert not any(t.op is DpuOp.PERMUTE for t in tasks(mod, "DPU"))
     dpu = tasks(mod, "DPU")
     assert len(dpu) == blocks and {t.tile for t in dpu} == {0, 1}

@@ -1,12 +1,12 @@
 """Where ``--schedule default`` puts a segment's prefetched constants in the DMA list
-(``vpuc/fusion/schedule.py``, ``_prefetch_order``): the first at the previous segment's
+(``vpuc/fusion/schedule_prefetch.py``, ``prefetch_order``): the first at the previous segment's
 start, the others one after each of its stores in turn, so its stores are not queued
 behind every early load (ResNet-18's short residual 1x1 convolutions waited 40K cycles
 for the next layer's weights), and in their own order."""
 
 from __future__ import annotations
 
-from vpuc.fusion.schedule import _prefetch_order
+from vpuc.fusion.schedule_prefetch import prefetch_order
 from vpuc.ir.tasks import DmaTask
 
 
@@ -28,7 +28,7 @@ def _program(early_loads: int, stores: int):
 
 def test_early_loads_go_between_the_previous_segments_stores():
     tasks, early = _program(early_loads=4, stores=3)
-    order = [t.label for t in _prefetch_order(tasks, early, {"A.finished", "P.finished"})]
+    order = [t.label for t in prefetch_order(tasks, early, {"A.finished", "P.finished"})]
     assert order == ["A.store0", "N.w0", "P.load0", "P.store0", "N.w1", "P.store1", "N.w2",
                      "P.store2", "N.w3", "N.load0"]
     assert all(t.channel == 1 for t in tasks if t.label.startswith("N.w"))
@@ -36,7 +36,7 @@ def test_early_loads_go_between_the_previous_segments_stores():
 
 def test_a_long_segment_takes_them_one_store_each():
     tasks, early = _program(early_loads=2, stores=5)
-    order = [t.label for t in _prefetch_order(tasks, early, {"A.finished", "P.finished"})]
+    order = [t.label for t in prefetch_order(tasks, early, {"A.finished", "P.finished"})]
     # every early load still precedes the previous segment's last store
     assert order.index("N.w1") == order.index("P.store0") + 1
     assert order.index("N.w1") < order.index("P.store4")
@@ -44,5 +44,5 @@ def test_a_long_segment_takes_them_one_store_each():
 
 def test_the_first_segments_constants_stay_where_they_are():
     tasks = [_dma("F.w0", 0), _dma("F.load0", 0), _dma("F.store0", 1, updates=["F.finished"])]
-    out = _prefetch_order(tasks, {id(tasks[0]): ""}, {"F.finished"})
+    out = prefetch_order(tasks, {id(tasks[0]): ""}, {"F.finished"})
     assert [t.label for t in out] == ["F.w0", "F.load0", "F.store0"]

@@ -73,10 +73,11 @@ def test_unaligned_layers_are_padded_and_chunked(case, tmp_path):
 
 
 def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
-    """The lowering declares zero-padded copies of the weights and bias (16 output channels;
-    4 input channels: the NCHW model input makes it a compressed convolution,
-    ``lower_dpu_permute``); the graph's weights constant is not read, so it is not in the
-    program."""
+    """The lowering declares a zero-padded copy of the weights (16 output channels; 4 input
+    channels: the NCHW model input makes it a compressed convolution, ``lower_dpu_permute``)
+    with the zero-padded bias in one row after them (16 values: a 4x2x2 box of the row's
+    4x3x3, ``lower_dpu_channels.bias_rows``), no bias constant of its own; the graph's
+    weights constant is not read, so it is not in the program."""
     from vpuc import api
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
@@ -86,18 +87,28 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
     consts = {b.name: b for b in program.module.buffers if b.kind.value == "const"}
     assert w not in consts
     padded_weights = [b for n, b in consts.items() if n.endswith(".wpad")]
-    assert [b.type.dims for b in padded_weights] == [(16, 4, 3, 3)]
-    assert [b.type.dims for n, b in consts.items() if ".bias" in n] == [(16,)]
+    assert [b.type.dims for b in padded_weights] == [(17, 4, 3, 3)]
+    assert [n for n in consts if ".bias" in n] == []
+    views = {v.name: v for v in program.module.views}
+    dpu = [t for tl in program.module.task_lists for t in tl.tasks
+           if hasattr(t, "variants") and t.weights is not None]
+    assert dpu
+    for task in dpu:               # two views of the one CMX buffer the weights load fills
+        weights, bias = views[task.weights], views[task.bias]
+        assert weights.base == bias.base
+        assert [(s.start, s.stop) for s in bias.slices] == [(16, 17), (0, 4), (0, 2), (0, 2)]
 
 
 
-def test_channel_zeros_come_from_block_sized_constants(tmp_path):
-    """The zeros of an input's padded channels are DMA'd from a const splat the size of
-    one block of rows, not of the whole image (a fuzz finding: a 1M-row image stored an
-    870 MB zero constant).  A small CMX budget gives several blocks.  The second
-    convolution's input is an NHWC value of 5 channels (the first's, NCHW, is laid out by
-    a DPU permute, which writes its zero channels itself)."""
+def test_channel_zeros_come_from_block_sized_table_rows(tmp_path):
+    """The zeros of an input's padded channels are copied CMX -> CMX from rows after the
+    layer's constant weights (``lower_dpu_table``: no DDR latency per block), rows for one
+    block of rows, not for the whole image (a fuzz finding: a 1M-row image stored an 870 MB
+    zero constant).  A small CMX budget gives several blocks.  The second convolution's
+    input is an NHWC value of 5 channels (the first's, NCHW, is laid out by a DPU permute,
+    which writes its zero channels itself)."""
     from vpuc import api
+    from vpuc.ir.symbols import SymbolTable
     from vpuc.onnx_import.zoo import ModelBuilder
     m = ModelBuilder(seed=0, opset=17)
     first = m.node("Conv", [_x(m, (1, 3, 64, 16)), m.weight((5, 3, 3, 3))], kernel_shape=[3, 3],
@@ -106,10 +117,23 @@ def test_channel_zeros_come_from_block_sized_constants(tmp_path):
                     pads=[1, 1, 1, 1]))
     program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384,
                           schedule="default")
-    zeros = [b for b in program.module.buffers if b.kind.value == "const" and "chzeros" in b.name]
-    assert zeros
-    assert all(b.type.dims[1] == 11 and b.type.dims[2] < 64 for b in zeros)
-    assert sum(b.type.num_elements for b in zeros) < 11 * 64 * 16 / 2
+    mod = program.module
+    assert not [b for b in mod.buffers if b.kind.value == "const" and "zeros" in b.name]
+    symbols = SymbolTable(mod)
+    zero_dmas = [t for tl in mod.task_lists for t in tl.tasks
+                 if getattr(t, "label", None) and ".zero" in t.label]
+    assert len(zero_dmas) > 2                                   # several blocks
+    tables = set()
+    for task in zero_dmas:
+        src, dst = symbols.region(task.src), symbols.region(task.dst)
+        assert src.kind.value == "cmx" and src.root.name.split(".")[-2] == "wb"
+        assert dst.type.dims[1] == 11 and src.type.num_elements == dst.type.num_elements
+        tables.add(src.root.name)
+    table = next(b for b in mod.buffers if b.name.endswith(".wpad")
+                 and b.type.dims[0] > 16)                       # the second layer's
+    extra = (table.type.dims[0] - 16) * table.type.num_elements // table.type.dims[0]
+    assert extra < 11 * 64 * 16 / 2
+
 
 def test_first_layer_numerics_match_onnxruntime(tmp_path):
     """A ResNet-style first layer (3 channels, 7x7, stride 2, bias) through the permutes

@@ -143,3 +143,49 @@ def test_zoo_models_are_proven_and_run_the_same(model, tmp_path, monkeypatch):
     assert proved[0] == []
     numerics = _run(program, monkeypatch, True, False)
     assert proved[1:] == numerics[1:]
+
+
+def _footprints_agree(program) -> int:
+    """The proof's footprints (rows computed lazily) against the online detector's groups:
+    the same spans and rows for every access, the same shared bytes for every pair of
+    accesses in one memory.  Returns how many pairs had a strided side."""
+    from runtime_sim.race_access import Accesses
+    from runtime_sim.race_live import LiveAccesses
+    from runtime_sim.race_proof import Footprint, footprint_overlap
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Network(program).memory
+    live = LiveAccesses()
+    eager = Accesses(plan, memory, lambda span: live.group(*span))
+    lazy = Accesses(plan, memory, lambda span: Footprint(*span), lazy=True)
+    groups, prints = [], []
+    for u in range(plan.size):
+        for (group, write, name), (found, write2, name2) in zip(eager(u), lazy(u), strict=True):
+            assert (write, name) == (write2, name2)
+            assert (group.key, group.lo, group.hi) == (found.key, found.lo, found.hi), name
+            groups.append(group)
+            prints.append(found)
+    strided = 0
+    for i in range(len(groups)):
+        for j in range(i):
+            a, b = groups[i], groups[j]
+            if a.key != b.key:
+                continue
+            strided += a.rows is not None or b.rows is not None
+            assert footprint_overlap(prints[i], prints[j]) == live.overlap(a, b)
+    for group, found in zip(groups, prints):
+        assert (group.rows is None) == (found.rows is None)
+        if group.rows is not None:
+            assert (group.rows == found.rows).all()
+    return strided
+
+
+def test_lazy_footprints_match_the_online_groups(tmp_path):
+    from vpuc.api import compile
+    from vpuc.onnx_import import zoo
+    path = tmp_path / "mobilenet_v3_small.onnx"
+    zoo.ZOO["mobilenet_v3_small"](seed=0, size=32).save(path, "mobilenet_v3_small")
+    assert _footprints_agree(compile(str(path))) > 100     # DPU boxes: strided regions
+    for path in PROGRAMS:
+        program = _compiled(path)
+        if program is not None and not Network(program).memory.dynamic:
+            _footprints_agree(program)

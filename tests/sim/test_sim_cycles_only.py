@@ -139,3 +139,90 @@ def test_masks_from_scalars_are_computed_and_masks_from_vectors_are_all_lanes():
     timing.program.flat[3][0](R, memory)          # vcmplt: data, all lanes
     assert R[64 + 0].tolist() == [True] * 8 + [False] * 8
     assert all(R[64 + 1])
+
+
+def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkeypatch):
+    import runtime_sim.isa.cycles_slice as cycles_slice
+    source = """
+        lw s3, {offset}(s0)
+        li s4, {trips}
+    again:
+        vld v0, 0(s3)
+        vst v0, 64(s3)
+        addi s3, s3, {step}
+        addi s4, s4, -1
+        bnez s4, again
+        li s0, 0
+        halt
+    """
+    first = _program(source.format(offset=0, trips=4, step=16))
+    second = _program(source.format(offset=8, trips=9, step=32))
+    other = _program(source.format(offset=8, trips=9, step=32).replace("vst v0, 64(s3)",
+                                                                        "sw s4, 64(s3)"))
+    monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+    a, b, c = (analyse(p.decoded) for p in (first, second, other))
+    assert len(cycles_slice._BY_STRUCTURE) == 2            # first and second share one
+    assert a.roles is b.roles and a.critical_at is b.critical_at
+    assert a.accesses != b.accesses                        # each keeps its own immediates
+    assert a.roles[0].checked_load and b.roles[0].checked_load
+    assert a.roles[3].vector_store and not c.roles[3].vector_store    # its own analysis
+    for found, program in ((a, first), (b, second), (c, other)):
+        monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+        alone = analyse(program.decoded)
+        assert (alone.roles, alone.critical_at, alone.accesses) == (
+            found.roles, found.critical_at, found.accesses)
+
+
+def _library_and_zoo_programs(zoo_program) -> list[Program]:
+    from runtime_sim.engines.shave import kernel_object
+    from vpuc.kernel_library import library_names, load_library_kernel
+    programs = [Program(load_library_kernel(name).text, 0, name) for name in library_names()]
+    for name, image in zoo_program.kernels.items():
+        programs.append(Program(kernel_object(image.elf, f"@{name}").text, 0, name))
+    return programs
+
+
+def test_block_analysis_matches_the_instruction_worklist(program, monkeypatch):
+    """Every library kernel and the model's kernels: the same roles and critical registers
+    (or the same refusal) as the per-instruction worklist of tests/sim/cycles_slice_reference.py."""
+    import runtime_sim.isa.cycles_slice as cycles_slice
+    from runtime_sim.isa.semantics import operand_access
+    from tests.sim.cycles_slice_reference import reference_slice
+    programs = _library_and_zoo_programs(program)
+    assert len(programs) > 20
+    checked_loads = 0
+    for kernel in programs:
+        monkeypatch.setattr(cycles_slice, "_BY_STRUCTURE", {})
+        found = analyse(kernel.decoded)
+        decoded = kernel.decoded
+        ins = [cycles_slice._instruction(i, dec, operand_access(dec), len(decoded))
+               for i, dec in enumerate(decoded)]
+        roles, extra = reference_slice(ins, cycles_slice._successors(ins))
+        if roles is None:
+            assert found.roles is None and f".text+{extra * 8:#x}" in found.reason, kernel.name
+            continue
+        assert tuple(tuple(role) for role in found.roles) == roles, kernel.name
+        assert found.critical_at == extra, kernel.name
+        checked_loads += sum(role.checked_load for role in found.roles)
+    assert checked_loads                # the comparison covers loads that decide something
+
+
+def test_a_cycles_only_program_makes_no_runner_for_what_it_skips():
+    from runtime_sim.isa.cycles_only import _skipped
+    program = _program("""
+        lw s3, 0(s0)
+        vld v0, 0(s3)
+        vadd.f32 v1, v0, v0
+        vredsum.f32 s2, v1
+        sw s2, 4(s3)
+        li s0, 0
+        halt
+    """)
+    timing = timing_program(program)
+    assert "steps" not in vars(program) and "flat" not in vars(program)   # none made
+    skipped = [i for i, role in enumerate(timing.slice.roles) if role.skip]
+    assert skipped == [2, 3]
+    assert all(timing.program.flat[i][0] is _skipped for i in skipped)
+    assert [s[1:] for s in timing.program.flat] == [s[1:] for s in program.flat]
+    assert [(s.sources, s.dests, s.cost) for s in timing.program.steps] == [
+        (s.sources, s.dests, s.cost) for s in program.steps]

@@ -8,6 +8,7 @@ major version is refused before anything else of it is interpreted.
 from __future__ import annotations
 
 from functools import partial
+from itertools import islice
 
 from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
@@ -25,7 +26,11 @@ IDENTIFIER = b"VPUB"
 _slice_rec = partial(tuple.__new__, SliceRec)
 _binding_rec = partial(tuple.__new__, BindingRec)
 _tensor_rec = partial(tuple.__new__, TensorRec)
-_EMPTY_REFS = ((), ())
+_dma_rec = partial(tuple.__new__, DmaRec)
+_dpu_rec = partial(tuple.__new__, DpuRec)
+_variant_rec = partial(tuple.__new__, VariantRec)
+_act_rec = partial(tuple.__new__, ActTaskRec)
+_barrier_rec = partial(tuple.__new__, BarrierRec)
 
 
 class FbReader:
@@ -66,10 +71,8 @@ class FbReader:
             rt = root.act_kernel_runtime
             runtime = RuntimeRec(rt.kernel, tuple(rt.stack_sizes or ()))
         constants = tuple(ConstantRec(c.tensor, c.data or b"") for c in root.constants or ())
-        content = BlobContent(self.header(root.header), tuple(map(_tensor, root.tensors or ())),
-                              tuple(BarrierRec(b.id, b.physical_id, b.name or "",
-                                               b.producer_count, b.consumer_count)
-                                    for b in root.barriers or ()),
+        content = BlobContent(self.header(root.header), _tensors(root.tensors),
+                              _barriers(root.barriers),
                               lists, kernels, runtime, constants, read_layers(root))
         return content, bytes(root.header.content_hash or b"")
 
@@ -123,59 +126,113 @@ class FbReader:
             raise self.fail(f"TaskList #{index}", f"executor {tl.executor} does not match the "
                             "tasks it holds")
         tasks = vectors[tl.executor] or ()
+        if not tasks:
+            return TaskListRec(tl.executor, ())
         if tl.executor == 0:
-            recs = tuple(DmaRec(t.label, t.src, t.dst, t.channel, t.mode, *_refs(t.barriers))
-                         for t in tasks)
+            cols = _columns(tasks)
+            recs = tuple(map(_dma_rec, zip(cols["label"], cols["src"], cols["dst"],
+                                           cols["channel"], cols["mode"],
+                                           *_barrier_columns(cols["barriers"]))))
         elif tl.executor == 1:
-            recs = tuple(self.dpu(t) for t in tasks)
+            recs = self.dpu_tasks(tasks)
         else:
-            recs = tuple(self.act(t, data, kernels) for t in tasks)
+            recs = self.act_tasks(tasks, data, kernels)
         return TaskListRec(tl.executor, recs)
 
-    def dpu(self, t) -> DpuRec:
-        inv = t.invariant
-        if inv is None:
+    def dpu_tasks(self, tasks) -> tuple:
+        """DPU task records built a column at a time (fields by their schema names)."""
+        cols = _columns(tasks)
+        invariants = cols["invariant"]
+        if None in invariants:
             raise self.fail("DPUTask", "DPU task has no invariant")
-        variants = tuple(VariantRec(v.label, _coord(v.start), _coord(v.end), *_refs(v.barriers),
-                                    v.mode) for v in t.variants or ())
-        post = None if inv.post_op is None else PostOpRec(inv.post_op.kind,
-                                                          tuple(inv.post_op.params or ()))
-        return DpuRec(inv.label, inv.op, inv.tile, tuple(inv.inputs or ()), inv.output,
-                      inv.weights, inv.bias, inv.kernel, inv.stride, inv.pad, inv.dilation,
-                      post, *_refs(inv.barriers), variants, inv.mode)
+        per_task = [v or () for v in cols["variants"]]
+        flat = [v for group in per_task for v in group]
+        variants: list = []
+        if flat:
+            vc = _columns(flat)
+            made = list(map(_variant_rec, zip(vc["label"], map(_coord, vc["start"]),
+                                              map(_coord, vc["end"]),
+                                              *_barrier_columns(vc["barriers"]), vc["mode"])))
+            variants = _regroup(made, list(map(len, per_task)))
+        else:
+            variants = [()] * len(tasks)
+        ic = _columns(invariants)
+        posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
+                 for p in ic["post_op"]]
+        return tuple(map(_dpu_rec, zip(
+            ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
+            ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
+            *_barrier_columns(ic["barriers"]), variants, ic["mode"])))
 
-    def act(self, t, data, kernels) -> ActTaskRec:
-        inv = t.invocation
-        if inv is None:
+    def act_tasks(self, tasks, data, kernels) -> tuple:
+        """ACT kernel task records built a column at a time (fields by their schema names);
+        each invocation image is checked and sliced on its own row."""
+        cols = _columns(tasks)
+        labels, invocations = cols["label"], cols["invocation"]
+        if None in invocations:
             raise self.fail("ActKernelTask", "ACT kernel task has no invocation")
-        where = f"ActKernelInvocation {t.label or ''}"
-        image = None
-        if inv.window is not None:
-            window, args = inv.window, inv.args
-            if args is None or args.data_index != window.data_index or \
-                    not window.offset <= args.offset <= window.offset + window.size:
-                raise self.fail(where, "args reference lies outside the WIN_E image")
-            kernel_image = image_of(kernels, inv.kernel) if 0 <= inv.kernel < len(kernels) \
-                else None
-            if inv.data_section is None or inv.data_section.data_index != window.data_index \
-                    or inv.data_section.offset != window.offset or kernel_image is None \
-                    or inv.data_section.size != len(kernel_image.data):
-                raise self.fail(where, "data section reference is not the kernel's .data at "
-                                "the start of the WIN_E image")
-            image = InvocationRec(self.slice(window, data, where), args.offset - window.offset,
-                                  args.size)
-        bindings = [tuple([_binding_rec((b.tensor, b.alias or "")) for b in group])
-                    if group else () for group in (inv.inputs, inv.outputs)]
-        scalars = tuple(ScalarRec(s.name or "", s.data_type, _number(s.value, where, self))
-                        for s in inv.scalars) if inv.scalars else ()
-        return ActTaskRec(t.label, inv.kernel, inv.tile, bindings[0], bindings[1], scalars,
-                          tuple(inv.run_args or ()), image, *_refs(inv.barriers))
+        ic = _columns(invocations)
+        # Row by row, in order, so the first bad task is the one reported.
+        images, scalars = zip(*[
+            (None if inv.window is None else self.image(label, inv, data, kernels),
+             self.scalars(label, inv.scalars) if inv.scalars else ())
+            for label, inv in zip(labels, invocations)])
+        return tuple(map(_act_rec, zip(
+            labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
+            scalars, [a or () for a in ic["run_args"]], images,
+            *_barrier_columns(ic["barriers"]))))
+
+    def scalars(self, label, scalars) -> tuple:
+        where = f"ActKernelInvocation {label or ''}"
+        return tuple(ScalarRec(s.name or "", s.data_type, _number(s.value, where, self))
+                     for s in scalars)
+
+    def image(self, label, inv, data, kernels) -> InvocationRec:
+        """An invocation's WIN_E image, its args and .data references checked against it."""
+        where = f"ActKernelInvocation {label or ''}"
+        window, args = inv.window, inv.args
+        if args is None or args.data_index != window.data_index or \
+                not window.offset <= args.offset <= window.offset + window.size:
+            raise self.fail(where, "args reference lies outside the WIN_E image")
+        kernel_image = image_of(kernels, inv.kernel) if 0 <= inv.kernel < len(kernels) \
+            else None
+        if inv.data_section is None or inv.data_section.data_index != window.data_index \
+                or inv.data_section.offset != window.offset or kernel_image is None \
+                or inv.data_section.size != len(kernel_image.data):
+            raise self.fail(where, "data section reference is not the kernel's .data at "
+                            "the start of the WIN_E image")
+        return InvocationRec(self.slice(window, data, where), args.offset - window.offset,
+                             args.size)
 
 
-def _refs(refs) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    if refs is None:
-        return _EMPTY_REFS
-    return refs.wait_barriers or (), refs.update_barriers or ()
+def _bindings(groups) -> list[tuple]:
+    """A column of TensorBinding vectors as BindingRec tuples (a missing alias reads "")."""
+    counts = [len(g) if g else 0 for g in groups]
+    flat = [b for g in groups if g for b in g]
+    if not flat:
+        return [()] * len(counts)
+    bc = _columns(flat)
+    return _regroup(list(map(_binding_rec, zip(bc["tensor"], [a or "" for a in bc["alias"]]))),
+                    counts)
+
+
+def _columns(records) -> dict[str, tuple]:
+    """A vector of decoded tables (namedtuples of the schema's fields) as one column per
+    field, by the field's schema name."""
+    return dict(zip(records[0]._fields, zip(*records)))
+
+
+def _barrier_columns(refs) -> tuple[list, list]:
+    """The wait and update barrier columns of a column of BarrierReferences (None: none)."""
+    waits = [() if r is None else r.wait_barriers or () for r in refs]
+    updates = [() if r is None else r.update_barriers or () for r in refs]
+    return waits, updates
+
+
+def _regroup(flat: list, counts: list[int]) -> list[tuple]:
+    """``flat`` cut back into consecutive tuples of ``counts`` items."""
+    items = iter(flat)
+    return [tuple(islice(items, c)) for c in counts]
 
 
 def _coord(c) -> tuple[int, int, int]:
@@ -188,14 +245,37 @@ def _number(n, where: str, reader: FbReader) -> Number:
     return Number(1, n.int_value) if n.is_int else Number(0, n.float_value)
 
 
-def _tensor(t) -> TensorRec:
-    init = None
-    if t.const_init is not None:
-        ci = t.const_init
-        init = ConstInitRec(ci.kind, tuple(Number(1, v.int_value) if v.is_int
-                                           else Number(0, v.float_value)
-                                           for v in ci.values or ()), ci.path)
-    return _tensor_rec((t.name or "", t.location, t.tile, t.offset, t.data_offset,
-                        tuple(t.dims or ()), tuple(map(int, t.dynamic_dims or ())),
-                        tuple(t.strides or ()), t.data_type, tuple(t.dims_order or ()), t.base,
-                        tuple(map(_slice_rec, t.slices or ())), init))
+def _barriers(barriers) -> tuple:
+    """Barrier records built a column at a time (fields by their schema names)."""
+    if not barriers:
+        return ()
+    c = _columns(barriers)
+    return tuple(map(_barrier_rec, zip(c["id"], c["physical_id"], [n or "" for n in c["name"]],
+                                       c["producer_count"], c["consumer_count"])))
+
+
+def _tensors(tensors) -> tuple:
+    """Tensor records built a column at a time (fields by their schema names)."""
+    if not tensors:
+        return ()
+    c = _columns(tensors)        # ([ubyte] vectors decode as bytes: dims_order made a tuple)
+    inits = [None if ci is None else ConstInitRec(
+        ci.kind, tuple(Number(1, v.int_value) if v.is_int else Number(0, v.float_value)
+                       for v in ci.values or ()), ci.path) for ci in c["const_init"]]
+    return tuple(map(_tensor_rec, zip(
+        [n or "" for n in c["name"]], c["location"], c["tile"], c["offset"], c["data_offset"],
+        [d or () for d in c["dims"]], [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
+        [d or () for d in c["strides"]], c["data_type"], [tuple(d) if d else () for d in c["dims_order"]],
+        c["base"], list(map(_slices({}), c["slices"])), inits)))
+
+
+def _slices(made: dict):
+    """A view's Slice structs as SliceRecs; views of one shape share theirs (``made``)."""
+    def slices(structs) -> tuple:
+        if not structs:
+            return ()
+        found = made.get(structs)
+        if found is None:
+            found = made[structs] = tuple(map(_slice_rec, structs))
+        return found
+    return slices

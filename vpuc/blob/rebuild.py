@@ -26,6 +26,7 @@ from itertools import starmap
 from vpuc.arch import Arch, known_archs, load_arch
 from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_lists import act_list, dma_list, dpu_list
+from vpuc.blob.sync_columns import ListSync, sync_columns, unit_counts
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
@@ -239,8 +240,9 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
     _kernels(check, content, module, program)
-    _tasks(check, content, module, program, refs, barrier_names, kernel_names)
-    _counts(check, content)
+    sync = sync_columns(content)        # the barrier indices flattened once, for every check
+    _tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
+    _counts(check, content, sync)
 
     for c in content.constants:
         where = f"constant for tensor #{c.tensor}"
@@ -252,7 +254,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
         program.constants[names[c.tensor]] = c.data
     module.layers = restore_layers(content.layer_sources, check.fail)
     if verify:
-        verify_program(program, content, file, schedule_rules)
+        verify_program(program, content, file, schedule_rules, sync)
     return program
 
 
@@ -321,7 +323,8 @@ def _recorded(check: _Checker, kernel: str, img):
 
 
 def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,
-           refs: list[Ref], barrier_names: list[str], kernel_names: list[str]) -> None:
+           refs: list[Ref], barrier_names: list[str], kernel_names: list[str],
+           sync: list[ListSync] | None = None) -> None:
     n_tensors = len(refs)
 
     def tensor(where: str, index: int) -> Ref:
@@ -340,7 +343,8 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
         prefix = f"{executor} task #"
         # Labels, kinds and barrier indices checked a column at a time; if one is bad, row by
         # row, for the message of the first bad task.
-        checked = _list_checked(check, tl.tasks, expected, len(barrier_names))
+        checked = _list_checked(check, tl.tasks, expected, len(barrier_names),
+                                None if sync is None else sync[li])
         bname = barrier_names.__getitem__
         if checked and executor is Executor.DMA:
             tasks = dma_list(tl.tasks, refs, barrier_names)
@@ -401,9 +405,11 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    variants, mode=_mode(check, where, rec.mode))
 
 
-def _list_checked(check: _Checker, recs, expected, n_barriers: int) -> bool:
+def _list_checked(check: _Checker, recs, expected, n_barriers: int,
+                  sync: ListSync | None = None) -> bool:
     """Whether every record of a task list is of the list's kind, with a good label (or
-    none) and barrier indices in range, its DPU variants too; checked column by column."""
+    none) and barrier indices in range, its DPU variants too; checked column by column
+    (the indices on ``sync``'s, when given)."""
     if any(type(rec) is not expected for rec in recs):
         return False
     rows = list(recs)
@@ -412,6 +418,8 @@ def _list_checked(check: _Checker, recs, expected, n_barriers: int) -> bool:
     labels = [rec.label for rec in rows if rec.label is not None]
     if not check.all_names(labels, _LABEL):
         return False
+    if sync is not None:
+        return sync.in_range(n_barriers)
     indices = [b for rec in rows for group in (rec.waits, rec.updates) for b in group]
     return not indices or (min(indices) >= 0 and max(indices) < n_barriers)
 
@@ -445,7 +453,7 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
     return task
 
 
-def _counts(check: _Checker, content: BlobContent) -> None:
+def _counts(check: _Checker, content: BlobContent, sync: list[ListSync] | None = None) -> None:
     """The header's counts, and each barrier's producer and consumer counts, must match."""
     lists = {EXECUTOR_OF[tl.executor]: tl.tasks for tl in content.task_lists}
     dpu = lists.get(Executor.DPU, ())
@@ -455,7 +463,8 @@ def _counts(check: _Checker, content: BlobContent) -> None:
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
-    producers, consumers = barrier_counts(content)
+    producers, consumers = barrier_counts(content) if sync is None else \
+        unit_counts(sync, len(content.barriers))
     recorded = [(b.producer_count, b.consumer_count) for b in content.barriers]
     if recorded != list(zip(producers, consumers)):
         b = next(b for b, r, p, c in zip(content.barriers, recorded, producers, consumers)
@@ -466,7 +475,7 @@ def _counts(check: _Checker, content: BlobContent) -> None:
 
 
 def verify_program(program: Program, content: BlobContent, file: str,
-                   schedule_rules: bool = True) -> None:
+                   schedule_rules: bool = True, sync: list[ListSync] | None = None) -> None:
     """Run the module verifier, and check each view's recorded region against it."""
     from vpuc.ir.symbols import SymbolTable
     from vpuc.perf import gc_paused
@@ -474,7 +483,7 @@ def verify_program(program: Program, content: BlobContent, file: str,
 
     # Reading (no schedule rules) checks on columns and class representatives; the module
     # verifier runs over the whole program when they find a doubt, for its messages.
-    if not schedule_rules and verify_by_columns(program.module, program.arch, content):
+    if not schedule_rules and verify_by_columns(program.module, program.arch, content, sync):
         return
     symbols = SymbolTable(program.module)
     bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,

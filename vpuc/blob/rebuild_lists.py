@@ -11,9 +11,10 @@ row, whose message names the first bad task.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 
 from vpuc.blob.content import DMA_MODE_OF, DPU_OP_OF, MPE_MODE_CODE, MPE_MODE_OF, POST_OP_OF
+from vpuc.diagnostics import UNKNOWN_LOC
 from vpuc.ir.module import Ref
 from vpuc.ir.tasks import Binding, DmaTask, DpuTask, DpuVariant, PostOp, SwKernelTask
 from vpuc.program import InvocationImage, Program
@@ -78,26 +79,54 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
     """A DPU list whose labels and barriers (its variants' too) are checked, built without
     per-row checks when its op, post op and mode codes and tensor indices are all good; []
     to build it row by row (for the message)."""
-    modes = {r.mode for r in recs} | {v.mode for r in recs for v in r.variants}
-    indices = [i for r in recs for i in (*r.inputs, r.output, r.weights, r.bias) if i != -1]
-    if not recs or not {r.op for r in recs} <= DPU_OP_OF.keys() or not modes <= _MODE_OF.keys() \
-            or not {r.post_op.kind for r in recs if r.post_op is not None} <= POST_OP_OF.keys() \
-            or min(indices) < 0 or max(indices) >= len(refs):
+    if not recs:
         return []
-    names, ref, mode = barrier_names.__getitem__, refs.__getitem__, _MODE_OF.__getitem__
-    tasks = []
-    for r in recs:
-        post = r.post_op
-        tasks.append(DpuTask(
-            r.label, tuple(map(names, r.waits)), tuple(map(names, r.updates)), DPU_OP_OF[r.op],
-            r.tile, tuple(map(ref, r.inputs)), refs[r.output],
-            None if r.weights == -1 else refs[r.weights], None if r.bias == -1 else refs[r.bias],
-            _opt(r.kernel), _opt(r.stride), _opt(r.pad), _opt(r.dilation),
-            None if post is None else PostOp(POST_OP_OF[post.kind], tuple(map(float, post.params))),
-            [DpuVariant(v.label, tuple(v.start), tuple(v.end), tuple(map(names, v.waits)),
-                        tuple(map(names, v.updates)), mode=mode(v.mode)) for v in r.variants],
-            mode=mode(r.mode)))
-    return tasks
+    (labels, ops, tiles, inputs, outputs, weights, biases, kernels, strides, pads, dilations,
+     posts, waits, updates, per_task, modes) = zip(*recs)
+    flat = list(chain.from_iterable(per_task))
+    v_labels, starts, ends, v_waits, v_updates, v_modes = zip(*flat) if flat else ((),) * 6
+    all_inputs = list(chain.from_iterable(inputs))
+    used = [i for i in chain(weights, biases) if i != -1]
+    ends_ = [min(outputs), max(outputs)] + \
+        ([min(all_inputs), max(all_inputs)] if all_inputs else []) + \
+        ([min(used), max(used)] if used else [])
+    if not set(ops) <= DPU_OP_OF.keys() or not (set(modes) | set(v_modes)) <= _MODE_OF.keys() \
+            or not {p.kind for p in posts if p is not None} <= POST_OP_OF.keys() \
+            or min(ends_) < 0 or max(ends_) >= len(refs):
+        return []
+    ref, mode = refs.__getitem__, _MODE_OF.__getitem__
+    barriers = _barrier_tuples(barrier_names)
+    variants = list(map(DpuVariant, v_labels, map(tuple, starts), map(tuple, ends),
+                        map(barriers, v_waits),
+                        map(barriers, v_updates), repeat(UNKNOWN_LOC), map(mode, v_modes)))
+    grouped = iter(variants)
+    post_of: dict = {}
+    return list(map(
+        DpuTask, labels, map(barriers, waits), map(barriers, updates),
+        map(DPU_OP_OF.__getitem__, ops), tiles, [tuple(map(ref, i)) for i in inputs],
+        map(ref, outputs), [None if w == -1 else refs[w] for w in weights],
+        [None if b == -1 else refs[b] for b in biases], map(_opt, kernels), map(_opt, strides),
+        map(_opt, pads), map(_opt, dilations), [None if p is None else _post(p, post_of)
+                                                 for p in posts],
+        [list(islice(grouped, len(v))) for v in per_task], repeat(UNKNOWN_LOC),
+        map(mode, modes)))
+
+
+def _barrier_tuples(barrier_names: list[str]):
+    """Barrier indices (checked) -> their names; the empty tuple shared."""
+    names = barrier_names.__getitem__
+
+    def made(indices: tuple) -> tuple[str, ...]:
+        return tuple(map(names, indices)) if indices else ()
+    return made
+
+
+def _post(rec, made: dict) -> PostOp:
+    """A post op per task (PostOp is mutable), its params converted once per distinct record."""
+    params = made.get(rec)
+    if params is None:
+        params = made[rec] = tuple(map(float, rec.params))
+    return PostOp(POST_OP_OF[rec.kind], params)
 
 
 def _opt(values) -> tuple | None:

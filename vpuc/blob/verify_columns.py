@@ -42,6 +42,7 @@ import numpy as np
 
 from vpuc.arch import Arch
 from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.sync_columns import ListSync, rows_disjoint
 from vpuc.blob.view_columns import TensorColumns, tensor_columns
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DpuTask, TaskList
@@ -49,7 +50,8 @@ from vpuc.ir.tasks import DpuTask, TaskList
 _waits, _updates = attrgetter("waits"), attrgetter("updates")
 
 
-def verify_by_columns(module: Module, arch: Arch, content: BlobContent) -> bool:
+def verify_by_columns(module: Module, arch: Arch, content: BlobContent,
+                      sync: list[ListSync] | None = None) -> bool:
     """Whether every per-record rule of the module verifier holds (no errors; reading
     reports no warnings) and every tensor's record holds its resolved region; False: the
     caller must run the module verifier for the messages."""
@@ -63,7 +65,9 @@ def verify_by_columns(module: Module, arch: Arch, content: BlobContent) -> bool:
         return False
     tensors = tensor_columns(module, content.tensors)
     if tensors is None or not (_names_unique(content) and _physical_ids(content, arch) and
-                               _labels_unique(content) and _sync_disjoint(content) and
+                               _labels_unique(content) and
+                               (_sync_disjoint(content) if sync is None else rows_disjoint(sync))
+                               and
                                _barrier_use(content, arch)):
         return False
     blocks = module.attributes.get("graph-blocks")

@@ -1,5 +1,6 @@
-"""Graph layers as DPU tasks: Convolution and MaxPool here, MatMul in ``lower_dpu_matmul``,
-the CNN layers of imported models (and layers split over channels) in ``lower_dpu_nn``.
+"""Graph layers as DPU tasks: Convolution and MaxPool in ``lower_dpu_window``, MatMul in
+``lower_dpu_matmul``, the CNN layers of imported models (and layers split over channels)
+in ``lower_dpu_nn``; here what they share (``LayerEmitter``, block counts, variants).
 
 ``lower-graph`` calls ``dpu_layer`` for every Convolution, MatMul and MaxPool
 the tokenizer left out, then ``emit_layer`` to add the layer's tasks to the
@@ -15,7 +16,8 @@ Guarantees:
 
 - the marked chain after a Convolution or MatMul (one bias ``Add`` with a
   per-channel constant, then one activation) is folded into the DPU task as
-  ``bias(...)`` (f32, one value per output channel) and ``post ...``; its ops
+  ``bias(...)`` (one value per output channel: f32, or packed after constant weights in
+  their type when exact there, ``lower_dpu_channels.packs_bias``) and ``post ...``; its ops
   produce nothing of their own, and the layer writes the chain's last value;
 - a layer the DPU cannot run, or a marked op without a DPU form, is a
   ``VpucError`` at the op naming its kind, attributes and the reason
@@ -47,19 +49,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
-from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles, lower_bound, \
-    pipeline_cycles
+from vpuc.cost.blocks import BlockStages, Move, loads_cycles, lower_bound, pipeline_cycles
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
-                                            padded_vector, variant_boxes)
-from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
-                                           permutes_input)
+from vpuc.fusion.lower_dpu_channels import variant_boxes
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
-                                           post_op_text, window)
+                                           post_op_text)
 from vpuc.reference.graph import constant_value
 from vpuc.fusion.targets.mark_skipped import SKIPPED
-from vpuc.ir.graph import CONSTANT, Graph, GraphIndex, GraphOp
+from vpuc.ir.graph import Graph, GraphIndex, GraphOp
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.vir.printer import format_attr
 
@@ -379,115 +377,5 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
     elif lower_dpu_nn.takes(layer, values, index, tiles, prog.cmx_budget):
         lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
+        from vpuc.fusion.lower_dpu_window import emit_window
         emit_window(prog, layer, values, index, tiles, prefix, gate, finish)
-
-
-def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
-                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
-    """A Convolution or MaxPool: blocks of output rows, each with its input rows and halo."""
-    op = layer.op
-    x, out = values[op.operands[0]], values[layer.output]
-    n, c, h, w = x.type.dims
-    _, oc, oh, ow = out.type.dims
-    (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = window(op, index)
-    elem: ElemType = x.type.elem
-    conv = op.kind == "Convolution"
-    cp, ocp = aligned(c), aligned(oc)       # the DPU's channel multiples (lower_dpu_channels)
-    # A 1x1 strided convolution without padding reads every sh-th row and sw-th column only:
-    # its blocks load just those (a strided DMA) and run as a stride-1 convolution, instead
-    # of loading every row and column between (ResNet's downsample convolutions: 4x fewer
-    # input bytes, which their loads were bound by).
-    step = (1, 1)
-    if conv and (kh, kw) == (1, 1) and (sh, sw) != (1, 1) and (pt, pl, pb, pr) == (0, 0, 0, 0) \
-            and (dh, dw) == (1, 1) and x.type.order == NHWC and cp == c \
-            and ((h - 1) // sh + 1, (w - 1) // sw + 1) == (oh, ow):
-        step, (h, w, sh, sw) = (sh, sw), (oh, ow, 1, 1)
-    # An NCHW input (the model's) is laid out NHWC by the DPU, block by block; a convolution
-    # of at most 4 input channels then reads 4 (compressed): lower_dpu_permute
-    permuted = permutes_input(x.type.order, step)
-    cp = cmx_channels(c, conv and index.producer(op.operands[1]).kind == CONSTANT, permuted)
-
-    def rows_in(r0: int, r1: int) -> tuple[int, int, int, int]:
-        """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
-        first, last = r0 * sh - pt, (r1 - 1) * sh - pt + dh * (kh - 1)
-        lo, hi = max(first, 0), min(last, h - 1)
-        return lo, hi - lo + 1, lo - first, last - hi
-
-    def footprint(rows: int) -> int:
-        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        raw = n * c * loaded * w if permuted else 0       # the NCHW rows the permute reads
-        return (raw + n * cp * loaded * w + n * ocp * rows * ow) * elem.nbytes
-
-    def workload_of(rows: int) -> DpuWorkload:
-        return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
-                           in_channels=cp, kernel=(kh, kw), stride=(sh, sw), batch=n,
-                           in_bytes=elem.nbytes, out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
-
-    def stages(rows: int) -> BlockStages:
-        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        loads = [Move(n * c * loaded * w * elem.nbytes, elem.nbytes,
-                      x.type.order != NHWC and not permuted)]
-        if conv and cp > c and not permuted:    # load_block_input's zeros for the padding
-            loads.append(Move(n * (cp - c) * loaded * w * elem.nbytes, elem.nbytes))
-        compute = split_rows_cost(rows, workload_of, timing)[1]
-        if permuted:
-            compute += permute_cycles(n * loaded * w, cp, elem, timing)
-        store = Move(n * oc * rows * ow * elem.nbytes, elem.nbytes, out.type.order != NHWC)
-        return block_stages(loads, compute, [store], timing)
-
-    dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
-    bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
-    constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
-
-    def blocks_of() -> list[tuple[int, int]]:
-        """The output row blocks for the input's ``cp`` channels in CMX."""
-        resident, resident_loads = 0, []
-        if conv:
-            resident = ocp * cp * kh * kw * elem.nbytes + (4 * ocp if bias is not None else 0)
-            wv = values.get(op.operands[1])
-            resident_loads.append(Move(ocp * cp * kh * kw * elem.nbytes, elem.nbytes,
-                                       wv is not None and wv.type.order != NHWC))
-        if bias is not None:
-            resident_loads.append(Move(4 * ocp, 4))
-        return choose_blocks(oh, tiles, resident, footprint, "output row", op,
-                             prog.cmx_budget, cost=stages,
-                             resident_cost=resident_cycles(prog, resident_loads, gate, constant),
-                             channels=prog.dma_channels)
-
-    try:
-        blocks = blocks_of()
-    except VpucError:
-        if not permuted:
-            raise
-        # the permute's NCHW staging rows do not fit the budget: a permuting DMA lays
-        # the input out instead, at 16 channels (footprint and stages read these)
-        permuted = False
-        cp = cmx_channels(c, conv and constant, permuted)
-        blocks = blocks_of()
-    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
-    bias_of = {}
-    for k, (r0, r1) in enumerate(blocks):
-        t = e.tile(k)
-        lo, rows, top, bottom = rows_in(r0, r1)
-        e.barriers(k)
-        if k < e.used:              # weights and bias: once per tile, before its first block
-            if conv:
-                load_window_weights(e, op, index, values, t, e.load_waits(t),
-                                    [f"%{prefix}loaded{t}"], declare=t == 0, in_channels=cp)
-            bias_of[t] = e.load_bias(t, bias)
-        if permuted:
-            xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
-                                      [f"%{prefix}loaded{k}"])
-        else:
-            xin = load_block_input(e, k, lo * step[0], x, rows, c, conv, e.load_waits(k),
-                                   [f"%{prefix}loaded{k}"], step=step)
-        y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
-        weights = f" weights(%{prefix}w.t{t})" if conv else ""
-        head = (f"dpu {dpu_op} on tile {t} in({xin}){weights}{bias_of[t]} out({y}) "
-                f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
-                + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
-        e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
-        if ocp > oc:                                 # only the real channels are stored
-            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])
-        e.store(k, y, dst, permute=out.type.order != NHWC)

@@ -20,7 +20,8 @@ spent: a block's CMX input has ``aligned(C)`` channels (the real ones copied
 in, the rest zeroed by a DMA from a ``const`` splat when a convolution reads
 them across channels), the weights are zero-padded constants declared by the
 lowering (the graph's own weights constant is then not read, and not
-declared), the bias is zero-padded, and only the real output channels are
+declared), the bias is zero-padded (and packed after the weights when they are a
+constant the lowering declares: ``packs_bias``), and only the real output channels are
 stored.  Channelwise workloads (dwconv, pools) are cut into variants of
 64/32/16 channels (``channel_chunks``).  The eltwise add/mul reads and writes
 aligned channels too (``verifyEltwiseChannels``; its pad channels are never read
@@ -75,8 +76,8 @@ def conv_aligned(in_channels: int, out_channels: int) -> bool:
 
 def reads_weights(op, index: GraphIndex) -> bool:
     """Whether the DPU lowering of layer ``op`` reads its weights operand from DDR (a
-    Convolution with aligned channels); the others declare rearranged or padded copies,
-    and the graph's constant is dropped."""
+    Convolution with aligned channels); the others declare rearranged or padded copies
+    (with the bias packed after them, ``packs_bias``), and the graph's constant is dropped."""
     if op.kind in REDECLARED_WEIGHTS:
         return False
     if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
@@ -167,7 +168,8 @@ def zero_pad_matrix(e, name: str, buffer: str, real: tuple[int, int], pad: tuple
 
 
 def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zero: bool,
-                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1)) -> str:
+                     waits: str, loaded: list[str], step: tuple[int, int] = (1, 1),
+                     zeros_from: str | None = None) -> str:
     """DMA a block's ``rows`` input rows from ``first_row`` of the DDR input ``x`` into a CMX
     buffer of ``aligned(channels)`` channels, NHWC; with ``zero`` (an op that reads across
     channels) the padded channels get zeros from ``const %<prefix>chzeros.r<rows>``, one
@@ -175,7 +177,9 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
     (one element a cycle, far below the DDR's rate) is cut in two, the second half on the
     store channel.  ``step`` (rows, columns): only every step-th row and column from
     ``first_row`` and column 0, a strided copy (NHWC, aligned channels only): the input a
-    1x1 strided convolution reads.  The CMX buffer's name."""
+    1x1 strided convolution reads.  ``zeros_from``: a CMX view of as many zeros (the layer's
+    weights table, ``lower_dpu_table``) the padded channels are copied from instead, on
+    channel 0 after the table's load.  The CMX buffer's name."""
     n, _, _, w = x.type.dims
     if step != (1, 1):
         assert x.type.order == DimsOrder(NAMED_ORDERS["NHWC"]) and aligned(channels) == channels
@@ -207,7 +211,10 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
         real = xin if cp == channels else e.view(f"in.r{k}", xin[1:], [
             f"0:{n}", f"0:{channels}", f"0:{rows}", f"0:{w}"])
         e.dma(f"load{k}", src, real, 0, waits, loaded, permute=permute)
-    if zero and cp > channels:
+    if zero and cp > channels and zeros_from is not None:
+        e.dma(f"zero{k}", zeros_from, e.view(f"in.z{k}", xin[1:], [
+            f"0:{n}", f"{channels}:{cp}", f"0:{rows}", f"0:{w}"]), 0, waits, loaded)
+    elif zero and cp > channels:
         # one zero source per block height (blocks differ by a row or two), never the image's
         zeros = f"{e.p}chzeros.r{rows}"
         if zeros not in e.declared:
@@ -231,24 +238,37 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, zer
 
 
 def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: str,
-                        loaded: list[str], declare: bool, in_channels: int | None = None) -> str:
+                        loaded: list[str], declare: bool, in_channels: int | None = None,
+                        bias: np.ndarray | None = None, table=None) -> str:
     """A whole convolution's weights into tile ``t``'s CMX, padded to aligned channels (or to
     ``in_channels`` input channels: a compressed convolution's 4): the graph's constant as
     it is when aligned, a zero-padded ``const`` copy when not, run-time weights padded by
-    DMA (``load_padded_weights``).  The CMX buffer's name."""
+    DMA (``load_padded_weights``).  With a ``table`` (``lower_dpu_table.Table``) the
+    constant also holds ``bias`` (padded to the aligned output channels) and zeros, the
+    rows after the weights.  The task's weights clause, and its bias clause when packed;
+    with a table, also the zero views (``Table.load``)."""
     producer = index.producer(op.operands[1])
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
     pi = in_channels or aligned(i)
-    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), pi, kh, kw), elem, nhwc), t)
     if not reads_weights(op, index):                 # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
+        dims = (aligned(o), pi, kh, kw)
+        if table is not None:
+            if declare:
+                weights = padded(constant_value(producer).astype(np.float32),
+                                 {0: aligned(o), 1: pi})
+                e.prog.buffers.append(table.declaration(weights, bias, elem, f"{e.p}wpad"))
+            return table.load(e, f"%{e.p}wpad", elem, f"t{t}", t, waits, loaded)
         if declare:
             weights = padded(constant_value(producer).astype(np.float32), {0: aligned(o), 1: pi})
             e.prog.buffers.append(f"const %{e.p}wpad : {aligned(o)}x{pi}x{kh}x{kw}x{elem} "
                                   f"NHWC = {const_text(weights, e.p + 'wpad')}")
+        wt = e.cmx(f"w.t{t}", TensorType(dims, elem, nhwc), t)
         e.dma(f"load_w.t{t}", f"%{e.p}wpad", wt, 0, waits, loaded)
-    elif pi != aligned(i):
+        return f" weights({wt})"
+    wt = e.cmx(f"w.t{t}", TensorType((aligned(o), pi, kh, kw), elem, nhwc), t)
+    if pi != aligned(i):
         raise VpucError(f"internal: run-time weights of {op.label} padded to {pi} input "
                         "channels; only constants are", op.loc)
     elif (aligned(o), aligned(i)) != (o, i):
@@ -256,4 +276,4 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     else:
         wv = values[op.operands[1]]
         e.dma(f"load_w.t{t}", f"%{wv.name}", wt, 0, waits, loaded, permute=wv.type.order != nhwc)
-    return wt
+    return f" weights({wt})"

@@ -78,14 +78,14 @@ class ConvKSplit(KSplitLayer):
 
     def emit_chunk(self, sch: TaskSchedule, tag: str, t: int, slot: int, block,
                    chunk: tuple[int, int], first: bool) -> str:
-        from vpuc.fusion.lower_dpu_nn import _rows_in   # noqa: PLC0415 (import cycle)
+        from vpuc.fusion.lower_dpu_nn_load import rows_in   # noqa: PLC0415 (import cycle)
         j, (o0, o1), (r0, r1) = block
         c0, c1 = chunk
         n, w, elem = self.n, self.w, self.elem
         (kh, kw), (sh, sw), (pt, pl), (_, pr), (dh, dw) = (
             self.plan.kernel, self.plan.strides, self.plan.begin, self.plan.end,
             self.plan.dilations)
-        lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, self.h)
+        lo, rows, top, bottom = rows_in(r0, r1, sh, pt, dh, kh, self.h)
         icp, ocp, real = aligned(c1 - c0), aligned(o1 - o0), c1 - c0
         sch.scope = f"t{t}.x{slot}"
         xin = sch.cmx(f"in.{tag}", TensorType((n, icp, rows, w), elem, NHWC), t)

@@ -35,7 +35,7 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
 The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
 Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
-blocks as in ``lower_dpu.emit_window`` (halo rows, padding only at the image
+blocks as in ``lower_dpu_window.emit_window`` (halo rows, padding only at the image
 border), and all blocks of all jobs alternate over the tiles, double-buffered.
 A layer of one job loads its weights once per tile, and its block count is the
 one the cost model's pipeline estimate finds fastest (``vpuc.cost.blocks``);
@@ -57,7 +57,9 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
-from vpuc.fusion.lower_dpu_channels import aligned, load_bias, load_padded_weights, padded
+from vpuc.fusion.lower_dpu_channels import aligned
+from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
+from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
 from vpuc.fusion.lower_dpu_global_pool import emit_pool
@@ -66,14 +68,14 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          row_edges)
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.ir.graph import GraphIndex, GraphOp
+from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
 
 def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
           budget: int) -> bool:
     """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
-    Multiply, or a Convolution or MaxPool ``lower_dpu.emit_window`` cannot run whole."""
+    Multiply, or a Convolution or MaxPool ``lower_dpu_window.emit_window`` cannot run whole."""
     op = layer.op
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
@@ -129,21 +131,33 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     elem: ElemType = x.type.elem
     (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
                                                         plan.end, plan.dilations)
-    bias_bytes = 4 if layer.bias is not None else 0
+    # constant weights the lowering declares: a table (lower_dpu_table) with the bias, when
+    # exact in their type, and a conv's zeros for its input's padded channels after them
+    own = plan.has_weights and all(j.weights is not None for j in plan.jobs)
+    packed = own and packs_bias(layer.bias, elem)
+    zero_table = own and plan.dpu_op == "conv"
+    bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
         if not plan.has_weights:
             return 0
         per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
-        return aligned(job.outs[1] - job.outs[0]) * (per_out * kh * kw * elem.nbytes + bias_bytes)
+        outs = aligned(job.outs[1] - job.outs[0])
+        rows = box_rows(outs, per_out, kh, kw)[0] if packed else 0
+        return (outs + rows) * per_out * kh * kw * elem.nbytes + outs * bias_bytes
 
     width = ow        # output columns per block: all of them unless a row does not fit
 
     def io_bytes(job: Job, rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        return n * elem.nbytes * (aligned(job.ins[1] - job.ins[0]) * loaded * cols
-                                  + aligned(job.outs[1] - job.outs[0]) * rows * width)
+        ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
+        zeros = 0               # the table's zero rows for such a block (an upper bound)
+        if zero_table and ic > ins:
+            zeros = box_rows(n * (ic - ins) * loaded * cols, ic, kh, kw)[0] * ic * kh * kw
+        return n * elem.nbytes * (ic * loaded * cols
+                                  + aligned(job.outs[1] - job.outs[0]) * rows * width) \
+            + zeros * elem.nbytes
 
     def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
         single = len(jobs) == 1
@@ -191,12 +205,12 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                            stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
                            out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
 
-    def input_moves(job: Job, rows: int) -> list[Move]:     # a block's input (_load_input)
+    def input_moves(job: Job, rows: int) -> list[Move]:     # a block's input (load_job_input)
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ins = job.ins[1] - job.ins[0]
         loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
-        if plan.dpu_op == "conv" and aligned(ins) > ins:
+        if plan.dpu_op == "conv" and aligned(ins) > ins and not zero_table:   # zeros from DDR
             loads.append(Move(n * (aligned(ins) - ins) * loaded * cols * elem.nbytes, elem.nbytes))
         return loads
 
@@ -234,7 +248,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             InputReuse(lambda job: job.ins,
                        lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing))
             if plan.has_weights else None)
-    jobs = [_aligned_job(plan, job) for job in jobs]
+    jobs = [aligned_job(plan, job) for job in jobs]
 
     work = []
     for j, job in enumerate(jobs):
@@ -252,14 +266,37 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
-    if layer.bias is not None and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
+
+    def geometry(r0: int, r1: int, c0: int, c1: int):
+        """(first row, rows, top, bottom), (first column, columns, left, right) loaded."""
+        if (c0, c1) != (0, ow):       # a block of columns: its halo, padding at the border
+            return rows_in(r0, r1, sh, pt, dh, kh, h), rows_in(c0, c1, sw, pl, dw, kw, w)
+        return rows_in(r0, r1, sh, pt, dh, kh, h), (0, w, pl, pr)
+
+    def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
+        j, r0, r1, c0, c1 = work[k]
+        (_, rows, _, _), (_, cols, _, _) = geometry(r0, r1, c0, c1)
+        return n * (aligned(jobs[j].ins[1] - jobs[j].ins[0]) - (jobs[j].ins[1] - jobs[j].ins[0])) \
+            * rows * cols
+
+    tables: dict[int, Table] = {}
+    for j, job in enumerate(jobs):
+        counts = [zero_count(k) for k in range(len(work)) if work[k][0] == j and zero_count(k)] \
+            if zero_table else []
+        if packed or counts:
+            per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
+            tables[j] = Table((aligned(job.outs[1] - job.outs[0]), per_out, kh, kw), packed,
+                              counts)
+    if layer.bias is not None and not packed \
+            and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
     declared: set[int] = set()
     resident: dict[int, str] = {}
     inputs: dict[tuple, str] = {}          # (tile, input channels, rows, columns) -> CMX
     widest = max(aligned(j.ins[1] - j.ins[0]) - (j.ins[1] - j.ins[0]) for j in jobs)
-    if plan.dpu_op == "conv" and widest:     # zeros for the padded input channels
+    if plan.dpu_op == "conv" and widest and not zero_table:   # zeros for the padded channels
         prog.buffers.append(f"const %{prefix}chzeros : {n}x{widest}x{h}x{w}x{elem} NHWC = splat 0")
+    table_tag: dict[int, str] = {}         # tile -> the tag of the table it holds
     for k, (j, r0, r1, c0, c1) in enumerate(work):
         job, t = jobs[j], e.tile(k)
         e.barriers(k)
@@ -270,17 +307,12 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 operands = resident[t]
             else:
                 tag = f"t{t}" if single else f"c{k}"
-                operands = _load_weights(e, plan, job, j, values, op, layer, tag, t, waits,
+                operands = load_job_weights(e, plan, job, j, values, op, layer, tag, t, waits,
                                          loaded, j not in declared,
-                                         block=None if single else k)
+                                         block=None if single else k, table=tables.get(j))
                 declared.add(j)
-                resident[t] = operands
-        lo, rows, top, bottom = _rows_in(r0, r1, sh, pt, dh, kh, h)
-        left, cols, right = pl, w, pr
-        if (c0, c1) != (0, ow):          # a block of columns: its halo, padding at the border
-            first_col, cols, left, right = _rows_in(c0, c1, sw, pl, dw, kw, w)
-        else:
-            first_col = 0
+                resident[t], table_tag[t] = operands, tag
+        (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)
         (i0, i1), (o0, o1) = job.ins, job.outs
         ic, occ = aligned(i1 - i0), aligned(o1 - o0)
         # Chunks of output channels read the same input rows: a tile that already holds them
@@ -289,8 +321,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
         if xin is None:
-            xin = _load_input(e, k, x, job, (lo, rows), (first_col, cols),
-                              plan.dpu_op == "conv", waits, loaded)
+            zeros = tables[j].zeros(table_tag[t], zero_count(k)) \
+                if zero_table and zero_count(k) else None
+            xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols),
+                              plan.dpu_op == "conv", waits, loaded, zeros)
             inputs[key] = xin
         y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
@@ -303,79 +337,3 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
                                              f"0:{c1 - c0}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)
-
-
-def _load_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple[int, int],
-                col_range: tuple[int, int], conv: bool, waits: str, loaded: list[str]) -> str:
-    """DMA block ``k``'s input (``row_range``, ``col_range``: first and count) of the job's
-    input channels into a CMX buffer of aligned channels (a convolution's padded channels
-    zeroed: it reads across them); the buffer's name."""
-    n = x.type.dims[0]
-    (lo, rows), (first_col, w) = row_range, col_range
-    elem, (i0, i1) = x.type.elem, job.ins
-    ic = aligned(i1 - i0)
-    src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}",
-                                      f"{first_col}:{first_col + w}"])
-    xin = e.cmx(f"in.c{k}", TensorType((n, ic, rows, w), elem, NHWC), e.tile(k))
-    real = xin if ic == i1 - i0 else e.view(f"in.r{k}", xin[1:], [f"0:{n}", f"0:{i1 - i0}",
-                                                                   f"0:{rows}", f"0:{w}"])
-    e.dma(f"load{k}", src, real, 0, waits, loaded, permute=x.type.order != NHWC)
-    if conv and ic > i1 - i0:                   # channels read across: zeros, not garbage
-        pad = [f"0:{n}", f"0:{ic - (i1 - i0)}", f"0:{rows}", f"0:{w}"]
-        e.dma(f"zero{k}", e.view(f"zeros.v{k}", f"{e.p}chzeros", pad),
-              e.view(f"in.z{k}", xin[1:], [f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]),
-              e.prog.store_channel, waits, loaded, before_store=k)   # beside the load
-    return xin
-
-
-def _aligned_job(plan: Plan, job: Job) -> Job:
-    """``job`` with its weights zero-padded to the DPU's channel multiples (output channels;
-    a conv's input channels too)."""
-    if job.weights is None:
-        return job
-    sizes = {0: aligned(job.weights.shape[0])}
-    if plan.dpu_op == "conv":
-        sizes[1] = aligned(job.weights.shape[1])
-    return Job(job.ins, job.outs, padded(job.weights, sizes), job.from_ddr)
-
-
-def _rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
-    """(first input row, rows loaded, pad top, pad bottom) for output rows [r0, r1)."""
-    first, last = r0 * sh - pt, (r1 - 1) * sh - pt + dh * (kh - 1)
-    lo, hi = max(first, 0), min(last, h - 1)
-    return lo, hi - lo + 1, lo - first, last - hi
-
-
-def _load_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
-                  op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
-                  loaded: list[str], declare: bool, block: int | None = None) -> str:
-    """DMA the job's weights and bias into tile ``t``'s CMX; the task's operand clauses."""
-    p = e.p
-    (i0, i1), (o0, o1) = job.ins, job.outs
-    clauses = ""
-    if plan.has_weights:
-        kh, kw = plan.kernel
-        per_out = aligned(i1 - i0) if plan.dpu_op == "conv" else 1
-        elem = values[op.operands[0]].type.elem
-        dims = (aligned(o1 - o0), per_out, kh, kw)
-        permute = False
-        if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
-            wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
-            load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
-            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare, block)
-            return clauses + f" weights({wt})" + bias
-        if job.from_ddr:
-            wv = values[op.operands[1]]
-            src = e.view(f"w.v{tag}", wv.name, [f"{o0}:{o1}", f"0:{per_out}", f"0:{kh}",
-                                                f"0:{kw}"])
-            permute = wv.type.order != NHWC
-        else:
-            src = f"%{p}w{j}"
-            if declare:
-                t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
-                e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
-        wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
-        e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
-        clauses += f" weights({wt})"
-    return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
-                               block)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.fusion.lower_dpu import DpuLayer
-from vpuc.fusion.lower_dpu_channels import conv_aligned
+from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders
 from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
@@ -93,8 +93,8 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
     op = layer.op
     kernel, strides, begin, end, dil = nn_window(op, index)
     whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
-    if op.kind == "Convolution" and not conv_aligned(c, oc) \
-            and index.producer(op.operands[1]).kind == CONSTANT:     # padded copies
+    if op.kind == "Convolution" and not reads_weights(op, index):
+        # padded copies (the bias packed after them: lower_dpu_channels.packs_bias)
         whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":
         return Plan("conv", kernel, strides, begin, end, dil, whole)

@@ -25,7 +25,7 @@ on the tile with more of that room left over its lifetime.
 The schedule's other decisions see resident buffers as values between segments:
 ``shared_buffers`` names them (CMX buffers that DMA tasks of more than one segment
 touch), ``resident_use`` adds their bytes to every segment they live across, for
-the CMX fit checks of ``schedule._EarlyRoom`` and ``schedule_deps``.
+the CMX fit checks of ``schedule_prefetch.EarlyRoom`` and ``schedule_deps``.
 
 Expects: values as ``lower_segments.graph_values`` names them, laid out by
 ``schedule.ddr_layouts``.  Guarantees: a resident value's bytes are the ones its

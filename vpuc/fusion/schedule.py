@@ -24,7 +24,14 @@ on program text:
    segment's stores, not all ahead of them: ``_prefetch_order``), up to
    ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
    ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
-   lifetimes); the loads past that keep their gate.
+   lifetimes); the loads past that keep their gate.  A segment that streams its weights
+   (a classifier: 64 times more bytes of constants than of values) loads them further
+   back, one load per earlier segment with ACT SHAVE work, on channel 0 after that
+   segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
+   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  Such a
+   segment's later blocks' weights, which wait on its earlier blocks only to reuse
+   their CMX, load early too when the room allows; when the longer lifetimes leave
+   allocate-cmx no room (tried), both are given up.
 3. **Weights read once** (``overlap``): when several tasks load the same
    constant region (a layer's weights into each tile, a pipeline's constants
    into each slot), the first load reads DDR and the others copy its CMX buffer
@@ -65,21 +72,19 @@ import copy
 from dataclasses import dataclass, replace
 
 from vpuc.fusion.blocked_program import Value
+from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
+from vpuc.fusion.schedule_prefetch import EARLY_CMX_BYTES, EarlyRoom, deepen, prefetch_order
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaMode, DmaTask, Executor
+from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, Executor, SwKernelTask
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 from vpuc.verifier.graph import infer_graph
 
 SCHEDULES = SCHEDULE_CHOICES
 DEFAULT_SCHEDULE = "default"
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
-# CMX bytes per tile a segment's constants may take before the previous segment ends: the
-# running segment uses up to the CMX budget (default 1 MiB of 2 MiB), and allocation fragments the rest
-# (full-size ResNet-18's channel-split 3x3 layers, 442 KB weight chunks, did not fit at 1 MiB).
-EARLY_CMX_BYTES = 256 << 10
 
 
 def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
@@ -157,13 +162,16 @@ def nhwc_ports(body: Graph) -> Graph:
 
 
 def overlap(module: Module, gates: set[str], dma_channels: int = 2,
-            cmx_bytes: int | None = None) -> None:
+            cmx_bytes: int | None = None, arch=None) -> None:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
     channel the early loads keep their place in its FIFO (they only stop waiting).
     ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
-    into what the running segment's buffers leave free (``_EarlyRoom``)."""
+    into what the running segment's buffers leave free (``EarlyRoom``), and a streaming
+    segment's weights further back (``schedule_prefetch.deepen``); ``arch``: the target,
+    on whose CMX those are tried (allocate-cmx) and given up when they do not fit."""
     symbols = SymbolTable(module)
-    room_of = _EarlyRoom(module, gates, cmx_bytes)
+    room_of = EarlyRoom(module, gates, cmx_bytes)
+    computed = _task_outputs(module, symbols)
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
@@ -176,6 +184,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
         # load keeps its channel and place.  A copy's source is a buffer written once.
         dma_read: set[str] = set()
         writes: dict[str, int] = {}
+        # CMX buffers something other than a load of a constant writes
+        written = set(computed)
         for t in task_list.tasks:
             if isinstance(t, DmaTask):
                 src, dst = symbols.region(t.src), symbols.region(t.dst)
@@ -183,14 +193,31 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                     dma_read.add(src.root.name)
                 if dst is not None:
                     writes[dst.root.name] = writes.get(dst.root.name, 0) + 1
+                    if src is None or src.kind is not BufferKind.CONST:
+                        written.add(dst.root.name)
+        streaming = room_of.streaming()
+        # early loads, in list order: (load, its gate, tile, destination buffer, its bytes)
+        moved: list[tuple[DmaTask, str, int, str, int]] = []
+        paced: list[tuple[DmaTask, tuple[str, ...]]] = []     # (load, the waits it dropped)
         for task in task_list.tasks:
             if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
                 continue
             src, dst = symbols.region(task.src), symbols.region(task.dst)
             if src is None or dst is None or src.kind is not BufferKind.CONST \
-                    or dst.kind is not BufferKind.CMX or not set(task.waits) <= gates:
+                    or dst.kind is not BufferKind.CMX:
                 continue
-            gate = task.waits[0] if task.waits else ""
+            if set(task.waits) <= gates:
+                gate = task.waits[0] if task.waits else ""
+            elif dst.root.name not in written and dst.root.name not in dma_read \
+                    and room_of.prefix_of(dst.root.name) in streaming \
+                    and room_of.gate_before(dst.root.name) is not None:
+                # a streaming segment's later weights: they wait on its earlier blocks only
+                # to reuse their CMX (no value they read or write depends on them), which
+                # the room check below decides instead
+                gate = room_of.gate_before(dst.root.name)
+                paced.append((task, task.waits))
+            else:
+                continue
             room = (gate, dst.root.tile)
             key = (src.root.name, src.byte_offset, src.strides_bits, src.type.dims, task.mode)
             seen = first_load.get(key)
@@ -199,8 +226,12 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 loaded_early[(room_of.gate_of(dst.root.name), dst.root.tile)] = gate
                 if dst.root.name not in dma_read:
                     early[id(task)] = gate
+                    moved.append((task, gate, dst.root.tile, dst.root.name,
+                                  dst.root.type.nbytes))
                 task.waits = ()                               # 2: prefetch
             # else: CMX the running segment may need: it loads in turn, after its gate
+            elif paced and paced[-1][0] is task:
+                paced.pop()                                   # keeps its waits
             if seen is None:
                 if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
                         and dst.type.nbytes == dst.root.type.nbytes:
@@ -208,105 +239,32 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
         if dma_channels > 1:
-            task_list.tasks = _prefetch_order(task_list.tasks, early, gates)
+            tasks = task_list.tasks
+            deep = deepen(moved, early, early_bytes, room_of)
+            task_list.tasks = prefetch_order(tasks, early, gates, deep)
+            if (deep or paced) and arch is not None and not cmx_fits(module, arch):
+                # the longer lifetimes fragment CMX beyond what the room estimates saw:
+                # back to loading early into the segment before only
+                for task, gate, *_ in moved:
+                    if id(task) in deep:
+                        early[id(task)] = gate
+                for task, waits in paced:
+                    task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
+                    early.pop(id(task), None)
+                task_list.tasks = prefetch_order(tasks, early, gates)
 
 
-class _EarlyRoom:
-    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
-    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
-    whose last store updates the gate, ``<prefix>finished``) together leaves more free:
-    its buffers and the early ones then fit side by side, whatever their lifetimes.  The
-    values kept in CMX across the running segment (``resident.resident_use``) count as its.
-
-    Side by side only if the running segment's buffers are packed.  Those it loaded early
-    itself were placed (allocate-cmx, first fit in order of first use) while its own
-    predecessor's buffers were live, around them; when that predecessor ends, its bytes
-    are holes between the running segment's buffers, not free room beside them
-    (ResNet-18 at 40x40 to 160x160: two 442 KB weight chunks fit a tile by the sum, not in
-    one gap).  So the predecessor's buffers on that tile count as taken too when the
-    running segment loaded early into it."""
-
-    def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
-        self.cmx_bytes = cmx_bytes
-        self.used: dict[tuple[str, int], int] = {}        # (segment prefix, tile) -> bytes
-        self.prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
-        for b in module.buffers:
-            if b.kind is BufferKind.CMX:
-                prefix = self.prefix_of(b.name)
-                if prefix:
-                    key = (prefix, b.tile)
-                    self.used[key] = self.used.get(key, 0) + b.type.nbytes
-        # values kept in CMX while the segment runs take its tile's bytes too
-        from vpuc.fusion.resident import resident_use, segment_order
-        order = segment_order(module, self.prefix_of)
-        for key, nbytes in resident_use(module, order, self.prefix_of).items():
-            self.used[key] = self.used.get(key, 0) + nbytes
-
-    def prefix_of(self, name: str) -> str:
-        """The longest segment prefix of a buffer's name (value names may hold dots
-        themselves); "" when none."""
-        cut = [i + 1 for i, ch in enumerate(name) if ch == "." and name[:i + 1] in self.prefixes]
-        return name[:cut[-1]] if cut else ""
-
-    def gate_of(self, name: str) -> str:
-        """The gate the last store of the segment that owns buffer ``name`` updates."""
-        prefix = self.prefix_of(name)
-        return prefix + "finished" if prefix else ""
-
-    def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
-        """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
-        loads into that tile were placed beside."""
-        gate, tile = key
-        if self.cmx_bytes is None or not gate.endswith("finished"):
-            return EARLY_CMX_BYTES
-        taken = self.used.get((gate[:-len("finished")], tile), 0)
-        before = loaded_early.get(key)
-        if before and before.endswith("finished"):
-            taken += self.used.get((before[:-len("finished")], tile), 0)
-        return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
-
-
-def _prefetch_order(tasks: list, early: dict[int, str], gates: set[str]) -> list:
-    """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
-    so channel 1 runs it while the previous segment loads on channel 0.  The first goes
-    right after the task that updates the gate before its own gate (the start of the
-    previous segment); each other one after one of the previous segment's channel-1 tasks
-    (its stores) in turn, the rest after its last store: a store queued behind every early
-    load of the next segment held up the short segment it ends, and so the next segment's
-    start (ResNet-18's residual 1x1 convolutions: 40K cycles of weights ahead of their
-    three stores).
-    Moved loads wait on nothing but copies of loads moved before them and keep their
-    order, so the list stays in an order every channel can run without waiting on a later
-    task."""
-    updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
-    starts = sorted(updater.values())
-    moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
-    for i, task in enumerate(tasks):
-        gate = early.get(id(task))
-        if gate is None:
-            continue
-        end = updater.get(gate)
-        if end is None:          # the first segment's: already first, in their channel's order
-            continue
-        task.channel = 1
-        moved.setdefault((max((s for s in starts if s < end), default=-1), end), []).append(i)
-    anchor: dict[int, int] = {}                      # moved index -> insert after this index
-    for (start, end), loads in moved.items():
-        stores = [j for j in range(start + 1, end + 1) if tasks[j].channel == 1
-                  and early.get(id(tasks[j])) is None]
-        slots = [start] + stores
-        for n, i in enumerate(loads):
-            anchor[i] = slots[min(n, len(slots) - 1)]
-    out: list = []
-    pending: dict[int, list] = {}
-    for i, task in enumerate(tasks):
-        if i in anchor:
-            pending.setdefault(anchor[i], []).append(task)
-    out += pending.get(-1, [])
-    for i, task in enumerate(tasks):
-        if i not in anchor:
-            out.append(task)
-        out += pending.get(i, [])
+def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:
+    """Roots of the buffers a DPU or ACT SHAVE task writes."""
+    out: set[str] = set()
+    for task_list in module.task_lists:
+        for t in task_list.tasks:
+            names = [t.output] if isinstance(t, DpuTask) else \
+                [b.buffer for b in t.outputs] if isinstance(t, SwKernelTask) else []
+            for name in names:
+                region = symbols.region(name)
+                if region is not None:
+                    out.add(region.root.name)
     return out
 
 

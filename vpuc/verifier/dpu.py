@@ -8,6 +8,8 @@ and gives [M, N].  Variant coordinates are inclusive output cuboids over
 
 from __future__ import annotations
 
+import math
+
 from vpuc.arch import Arch
 from vpuc.diagnostics import DiagnosticBag
 from vpuc.ir.module import BufferKind
@@ -166,7 +168,10 @@ def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
     if "dpu bias" in regions:
         bias = regions["dpu bias"].type.bound_shape
         channels = out[1]
-        if bias not in ((channels,), (1, channels, 1, 1)):
+        # (OC,) or (1, OC, 1, 1); or any shape of OC values read in logical order: a view
+        # into the rows after a layer's weights, where the lowering packs its bias (the
+        # NPU's weights table travels with the weights: one DMA)
+        if math.prod(bias) != channels:
             bag.error(task.bias.loc, f"dpu bias %{task.bias} has shape {bias}; expected "
                       f"({channels},), one value per output channel")
     if op is DpuOp.PERMUTE and (out[1] < inp[1] or (out[0], *out[2:]) != (inp[0], *inp[2:])):

@@ -1,0 +1,240 @@
+"""A loop plan's chunk as a fixed schedule of calls: the batch without its
+per-instruction bookkeeping.
+
+A batch of a short loop (a generated kernel's block: a few dozen to a few hundred
+iterations) spent as long deciding where each operand comes from as in numpy:
+per instruction, the register environment, the induction registers as the
+instruction sees them (a walk over the updates above it), the pipelined
+passes' sources.  All of that is fixed by the plan, so ``ChunkRunner`` decides
+it once per plan: every value a chunk uses gets a slot (an immediate, an
+invariant register, an induction register as some instruction sees it, an
+instruction's result, a carried register one iteration back) and each
+instruction becomes one step reading and writing slots.
+
+A chunk runs exactly what the op-by-op batch ran: the same semantic functions on
+the same operand batches in the same order, so every bit is the same:
+
+* pass 1, every instruction that is not stage 2, in body order (all of them when
+  the body is not software-pipelined): a register reads the last value an
+  earlier pass-1 instruction wrote, else the invariant, immediate or induction
+  value;
+* pass 2, the stage-2 instructions in body order, each operand from the source
+  ``loop_pipelined.analyse`` found: an earlier instruction's result, or a
+  carried register's value one iteration back (``loop_pipelined.shifted``);
+* induction updates are not run (their values come from the iteration number),
+  an accumulator's instruction only captures its operand (``loop_scan`` folds
+  it), and ``vld`` / ``vst`` at an induction register plus an immediate go
+  straight to the memory's view of their rows when the rows form one
+  (``memory.progression``).
+
+(A generated Python function per plan was tried first: it ran a chunk faster
+still, but compiling a few-hundred-instruction body took longer than the
+batches of a model's run saved.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime_sim.isa.loop_bounds import MOD, Affine, signed
+from runtime_sim.isa.loop_pipelined import rows_of, shifted
+
+# Accesses that go straight to the memory's rows when those form an arithmetic progression.
+PROGRESSIONS = ("vld", "vst")
+
+# step codes
+_OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT = range(7)
+
+
+def progression_view(memory, base: Affine, first: int, rows: int, offset,
+                     is_store: bool) -> np.ndarray | None:
+    """The (rows, 16) view of a ``vld`` / ``vst`` at the induction register ``base`` (an
+    Affine at iteration 0) plus ``offset``, for iterations first .. first+rows-1, when the
+    rows ascend at least 16 bytes apart without wrapping, or, for a load, all read the
+    same 16 bytes (a constant a loop reloads: a read-only view); else None (run the
+    instruction)."""
+    step = signed(base.step)
+    start = (base.start + first * base.step + int(offset)) % MOD
+    if step == 0 and not is_store:
+        if start + 16 > MOD:
+            return None
+        row = memory.progression(start, 16, 1, 16, False)
+        return None if row is None else np.broadcast_to(row, (rows, 16))
+    if start + (rows - 1) * step + 16 > MOD:
+        return None
+    return memory.progression(start, step, rows, 16, is_store)
+
+
+def step_value(step, R: list) -> int:
+    """An induction update's signed amount (``loop_plan.Step``) with registers ``R``."""
+    value = int(step.value) if step.source == "imm" else int(R[step.value])
+    return step.sign * value
+
+
+class ChunkRunner:
+    """One plan's chunk schedule (see the module docstring); call it per chunk."""
+
+    def __init__(self, plan) -> None:
+        self.plan = plan
+        self.template: list = []                       # slot -> its value, constants filled
+        self.invariants: list[tuple[int, int]] = []    # (slot, register)
+        self.inductions: list[tuple[int, int, int]] = []   # (slot, register, updates before)
+        self.steps: list[tuple] = []
+        self.incoming: list[tuple[int, int]] = []      # (carried register, slot)
+        self.final: list[tuple[int, int]] = []         # (register, slot of its last value)
+        self._by_key: dict[tuple, int] = {}
+        self._build()
+        del self._by_key
+
+    # --- building the schedule ----------------------------------------------------------
+
+    def _slot(self, key: tuple, value=None) -> int:
+        slot = self._by_key.get(key)
+        if slot is None:
+            slot = self._by_key[key] = len(self.template)
+            self.template.append(value)
+        return slot
+
+    def _induction(self, key: int, position: int) -> int:
+        """The slot of induction register ``key`` as the instruction at ``position`` sees
+        it (after the updates above it)."""
+        before = sum(1 for pos in self.plan.induction[key] if pos < position)
+        fresh = ("induction", key, before) not in self._by_key
+        slot = self._slot(("induction", key, before))
+        if fresh:
+            self.inductions.append((slot, key, before))
+        return slot
+
+    def _usual(self, operand, position: int) -> int:
+        """An immediate, an induction register as ``position`` sees it, or an invariant."""
+        where, key = operand
+        if where == "imm":
+            self.template.append(key)
+            return len(self.template) - 1
+        if key in self.plan.induction:
+            return self._induction(key, position)
+        fresh = ("reg", key) not in self._by_key
+        slot = self._slot(("reg", key))
+        if fresh:
+            self.invariants.append((slot, key))
+        return slot
+
+    def _emit(self, op, args: list[int]) -> None:
+        plan = self.plan
+        if op.position in plan.scans:
+            self.steps.append((_CAPTURE, op.position, args[1]))
+            return
+        outs = tuple(self._slot(("out", op.position, j)) for j in range(len(op.writes)))
+        if (op.mnemonic in PROGRESSIONS and op.reads[-1][0] == "imm"
+                and op.reads[-2][0] == "reg" and op.reads[-2][1] in plan.induction):
+            # the base register is read as its induction value: its Affine is in the
+            # same slot's entry of the chunk's affines
+            base = self._induction(op.reads[-2][1], op.position)
+            code = _VIEW_STORE if op.kind == "store" else _VIEW_LOAD
+            self.steps.append((code, op.fn, tuple(args), outs, base, op.reads[-1][1]))
+            return
+        code = {"load": _LOAD, "store": _STORE}.get(op.kind, _OP)
+        self.steps.append((code, op.fn, tuple(args), outs))
+
+    def _build(self) -> None:
+        plan = self.plan
+        pipelined = plan.pipelined
+        stage2 = pipelined.stage2 if pipelined is not None else frozenset()
+        ops = plan.ops[:-1]
+        env: dict[int, int] = {}              # pass 1: register -> the slot of its latest value
+        for op in ops:
+            if op.kind == "nop" or op.position in stage2 or op.position in plan.updates:
+                continue
+            args = [env[key] if where == "reg" and key in env
+                    else self._usual((where, key), op.position) for where, key in op.reads]
+            self._emit(op, args)
+            if op.position not in plan.scans:
+                for j, key in enumerate(op.writes):
+                    env[key] = self._by_key[("out", op.position, j)]
+        if pipelined is None:
+            self.final = list(env.items())
+            return
+
+        def value_at(position: int, key: int) -> int:
+            return self._by_key[("out", position, plan.ops[position].writes.index(key))]
+
+        carried_now = {key: value_at(pos, key) for key, pos in pipelined.carried.items()}
+        for op in ops:                        # pass 2: stage 2 in body order
+            if op.position not in stage2:
+                continue
+            args = []
+            for operand, source in zip(op.reads, pipelined.sources[op.position]):
+                if source is None:
+                    args.append(self._usual(operand, op.position))
+                elif source[0] == "pos":
+                    args.append(value_at(source[1], operand[1]))
+                else:                         # the carried value one iteration back
+                    key = source[1]
+                    fresh = ("shifted", key) not in self._by_key
+                    slot = self._slot(("shifted", key))
+                    if fresh:
+                        self.steps.append((_SHIFT, key, carried_now[key], slot))
+                    args.append(slot)
+            self._emit(op, args)
+        self.incoming = list(carried_now.items())
+        self.final = [(key, value_at(pos, key)) for key, pos in pipelined.final_writer.items()
+                      if pos not in plan.updates]
+
+    # --- running a chunk --------------------------------------------------------------------
+
+    def __call__(self, R: list, memory, first: int, rows: int, incoming: dict,
+                 captured: dict) -> dict:
+        """Iterations first .. first+rows-1.  ``incoming``: each carried register's value
+        at the chunk's first iteration (updated for the next chunk); an accumulator's
+        operands go to ``captured[position]``.  Returns register -> its batch (or
+        unbatched value) as the body's last writer of it left it."""
+        plan = self.plan
+        v = self.template.copy()
+        for slot, key in self.invariants:
+            v[slot] = R[key]
+        affines: dict[int, Affine] = {}
+        if self.inductions:
+            k = np.arange(first, first + rows, dtype=np.uint32)
+            steps = {key: [step_value(s, R) for s in plan.induction[key].values()]
+                     for key in {key for _, key, _ in self.inductions}}
+            for slot, key, before in self.inductions:
+                amounts = steps[key]
+                affine = affines[slot] = Affine((int(R[key]) + sum(amounts[:before])) % MOD,
+                                                sum(amounts) % MOD)
+                v[slot] = np.uint32(affine.start) + k * np.uint32(affine.step)
+        for step in self.steps:
+            code = step[0]
+            if code == _OP:
+                result = step[1](*[v[a] for a in step[2]])
+            elif code == _LOAD:
+                result = step[1](memory, *[v[a] for a in step[2]])
+            elif code == _STORE:
+                step[1](memory, *[v[a] for a in step[2]])
+                continue
+            elif code == _VIEW_LOAD:
+                view = progression_view(memory, affines[step[4]], first, rows, step[5], False)
+                result = (step[1](memory, *[v[a] for a in step[2]]) if view is None
+                          else view.copy())
+            elif code == _VIEW_STORE:
+                view = progression_view(memory, affines[step[4]], first, rows, step[5], True)
+                if view is None:
+                    step[1](memory, *[v[a] for a in step[2]])
+                else:
+                    view[...] = np.broadcast_to(np.asarray(v[step[2][0]], np.uint8), (rows, 16))
+                continue
+            elif code == _CAPTURE:
+                captured[step[1]] = v[step[2]]
+                continue
+            else:                             # _SHIFT
+                _, key, source, slot = step
+                v[slot] = shifted(key, v[source], incoming[key], rows)
+                continue
+            outs = step[3]
+            if len(outs) == 1:
+                v[outs[0]] = result
+            elif outs:
+                for slot, value in zip(outs, result):
+                    v[slot] = value
+        for key, slot in self.incoming:
+            incoming[key] = rows_of(key, v[slot], rows)[-1]
+        return {key: v[slot] for key, slot in self.final}

@@ -1,0 +1,98 @@
+"""The barrier indices flattened once (vpuc/blob/sync_columns.py) give what the row-wise
+checks give: each barrier's producer and consumer units, whether any row waits on and
+updates one barrier, whether every index is in range."""
+
+import sys
+
+import pytest
+from blob_testlib import IDS, REPO, SOURCES, compiled, with_task
+
+from vpuc.blob.flatten import flatten
+from vpuc.blob.rebuild import rebuild
+from vpuc.blob.sync_columns import list_sync, rows_disjoint, sync_columns, unit_counts
+from vpuc.blob.verify_columns import _sync_disjoint, barrier_counts
+from vpuc.diagnostics import VpucError
+
+sys.path.insert(0, str(REPO / "bench"))
+from gen_program import generate  # noqa: E402
+
+DPU = 1
+
+
+def agree(content) -> None:
+    sync = sync_columns(content)
+    assert sync is not None
+    assert unit_counts(sync, len(content.barriers)) == barrier_counts(content)
+    assert rows_disjoint(sync) == _sync_disjoint(content)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_every_example_agrees_with_the_row_wise_checks(path):
+    agree(flatten(compiled(path)))
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gen") / "gen.vir"
+    path.write_text(generate(48))
+    return flatten(compiled(path))
+
+
+def test_a_generated_program_agrees(generated):
+    agree(generated)
+
+
+def dpu_task(content):
+    tl = next(tl for tl in content.task_lists if tl.executor == DPU)
+    return tl.tasks[0]
+
+
+def test_a_dpu_tasks_own_barriers_count_once_per_variant(generated):
+    """Task-level barriers of a DPU task of several variants: one unit per variant, a barrier
+    the variant lists again counted once for it."""
+    task = dpu_task(generated)
+    b = task.updates[0] if task.updates else task.waits[0]
+    variants = (task.variants[0]._replace(updates=(b,)),) * 3
+    changed = with_task(generated, DPU, 0, variants=variants, updates=(b,), waits=())
+    agree(changed)
+    producers, _ = unit_counts(sync_columns(changed), len(changed.barriers))
+    assert producers[b] == barrier_counts(generated)[0][b] - len(task.variants) * \
+        (b in task.updates) + 3
+
+
+@pytest.mark.parametrize("level", ["task", "variant"])
+def test_a_row_that_waits_on_what_it_updates_is_found(generated, level):
+    task = dpu_task(generated)
+    b = 0
+    if level == "task":
+        changed = with_task(generated, DPU, 0, waits=(b,), updates=(b,))
+    else:
+        variants = (task.variants[0]._replace(waits=(b,), updates=(b,)),) + task.variants[1:]
+        changed = with_task(generated, DPU, 0, variants=variants)
+    assert not rows_disjoint(sync_columns(changed))
+    assert not _sync_disjoint(changed)
+    # Across rows it is no conflict: one task waits on what another updates.
+    assert rows_disjoint(sync_columns(generated))
+
+
+def test_indices_out_of_range_are_found_and_named_by_the_row_check(generated):
+    task = dpu_task(generated)
+    n = len(generated.barriers)
+    for bad in (n, -1):
+        variants = task.variants[:-1] + (task.variants[-1]._replace(waits=(bad,)),)
+        changed = with_task(generated, DPU, 0, variants=variants)
+        tl = next(tl for tl in changed.task_lists if tl.executor == DPU)
+        assert not list_sync(tl.tasks).in_range(n)
+        with pytest.raises(VpucError) as info:
+            rebuild(changed, "x.blob", verify=False)
+        assert info.value.diagnostics[0].message == \
+            f"x.blob: blob DPU task #0: barrier index {bad} is out of range ({n} barriers)"
+    assert all(s.in_range(n) for s in sync_columns(generated))
+
+
+def test_a_list_of_other_records_is_left_to_the_row_checks(generated):
+    tl = generated.task_lists[0]
+    assert list_sync(tl.tasks + (generated.barriers[0],)) is None
+    mixed = tl.tasks[:1] + (dpu_task(generated),)
+    assert list_sync(mixed) is None
+    assert list_sync(()).in_range(0)

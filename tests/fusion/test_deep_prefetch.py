@@ -1,0 +1,155 @@
+"""A streaming segment's weights loaded further back (``vpuc/fusion/schedule_prefetch.py``,
+``deepen`` and ``prefetch_order``'s ``deep`` loads): a classifier's weights spread over
+the earlier segments with ACT SHAVE work, one load each, from the last, never across a
+segment whose tile lacks the room; on channel 0 right after that segment's last load.
+And on a model: MobileNetV3-Small's classifier weights load before its last segments."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from vpuc import api
+from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, EARLY_CMX_BYTES,
+                                           STREAMING_RATIO, EarlyRoom, deepen, prefetch_order)
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaTask
+from vpuc.onnx_import.zoo import mobilenet_v3_small
+
+MIB = 1 << 20
+CHUNK = 360 << 10            # a weight chunk larger than EARLY_CMX_BYTES
+
+
+def _room(act: list[int], used: dict[tuple[int, int], int] | None = None,
+          streaming=("C.",), cmx: int = 2 * MIB):
+    """A stand-in for ``EarlyRoom``: segments S0. .. S<n-1>. then C. (the classifier, last),
+    ``act[j]`` ACT SHAVE tasks in S<j>, ``used[(j, tile)]`` bytes of S<j>'s buffers."""
+    order = [f"S{j}." for j in range(len(act))] + ["C."]
+    return SimpleNamespace(
+        cmx_bytes=cmx, order=order,
+        used={(order[j], t): n for (j, t), n in (used or {}).items()},
+        act_tasks={f"S{j}.": n for j, n in enumerate(act)},
+        streaming=lambda: set(streaming),
+        prefix_of=lambda name: name[:name.index(".") + 1])
+
+
+def _loads(n: int, gate: str, nbytes: int = CHUNK):
+    """``n`` early loads of C.'s weights, alternating tiles, as ``overlap`` records them."""
+    tasks = [DmaTask(f"C.w{k}", (), (f"C.loaded{k}",), f"%C.w{k}.v", f"%C.w{k}", 1)
+             for k in range(n)]
+    moved = [(t, gate, k % 2, f"C.w{k}", nbytes) for k, t in enumerate(tasks)]
+    early = {id(t): gate for t in tasks}
+    per_tile = {}
+    for _, g, tile, _, b in moved:
+        per_tile[(g, tile)] = per_tile.get((g, tile), 0) + b
+    return tasks, moved, early, per_tile
+
+
+def test_streaming_weights_spread_over_act_segments_from_the_last():
+    room = _room(act=[8, 0, 8, 8, 0, 8, 0])          # S6 (no ACT) runs before C.
+    tasks, moved, early, per_tile = _loads(3, "S6.finished")
+    deep = deepen(moved, early, per_tile, room)
+    assert deep == {id(t) for t in tasks}
+    # the last load goes to the latest ACT segment, each earlier one a segment further
+    assert [early[id(t)] for t in tasks] == ["S2.finished", "S3.finished", "S5.finished"]
+
+
+def test_an_act_segment_too_short_for_the_load_is_skipped():
+    need = -(-CHUNK // DEEP_BYTES_PER_ACT_TASK)      # ACT tasks a segment needs for one chunk
+    room = _room(act=[need, 0, need - 1, 0])
+    tasks, moved, early, per_tile = _loads(1, "S3.finished")
+    deepen(moved, early, per_tile, room)
+    assert early[id(tasks[0])] == "S0.finished"
+
+
+def test_never_across_a_segment_without_room():
+    full = 2 * MIB - EARLY_CMX_BYTES - CHUNK + 1      # S2 and S3 together leave too little
+    room = _room(act=[8, 8, 8, 8, 0], used={(2, 0): full // 2, (3, 0): full - full // 2})
+    tasks, moved, early, per_tile = _loads(2, "S4.finished")
+    deep = deepen(moved, early, per_tile, room)
+    # tile 1 (the second load) goes to S3; tile 0 cannot live across S2 (S2 + S3 too full),
+    # so it stays in S3 too, the latest segment it fits beside
+    assert early[id(tasks[1])] == "S3.finished"
+    assert early[id(tasks[0])] == "S3.finished" and id(tasks[0]) in deep
+    room = _room(act=[8, 8, 8, 8, 0], used={(3, 0): full, (4, 0): 0})
+    tasks, moved, early, per_tile = _loads(1, "S4.finished")
+    assert deepen(moved, early, per_tile, room) == set()      # not even S3 has the room
+    assert early[id(tasks[0])] == "S4.finished"
+
+
+def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
+    room = _room(act=[8, 8, 0], streaming=())
+    tasks, moved, early, per_tile = _loads(2, "S2.finished")
+    assert deepen(moved, early, per_tile, room) == set()
+    room = _room(act=[8, 8, 0])
+    tasks, moved, early, per_tile = _loads(1, "S2.finished", nbytes=EARLY_CMX_BYTES)
+    assert deepen(moved, early, per_tile, room) == set()
+
+
+def test_a_copy_of_a_load_is_never_moved_ahead_of_it():
+    room = _room(act=[8, 8, 0])
+    tasks, moved, early, per_tile = _loads(2, "S2.finished")
+    tasks[1].waits = ("C.w0.copied",)
+    deep = deepen(moved, early, per_tile, room)
+    assert id(tasks[1]) not in deep and id(tasks[0]) in deep
+
+
+def _dma(label: str, channel: int, waits=(), updates=()) -> DmaTask:
+    return DmaTask(label, tuple(waits), tuple(updates), "%src", "%dst", channel)
+
+
+def test_a_deep_load_goes_on_channel_0_after_the_segments_last_load():
+    tasks = [_dma("A.store0", 1, updates=["A.finished"]),
+             _dma("P.load0", 0, ["A.finished"]), _dma("P.load1", 0, ["A.finished"]),
+             _dma("P.store0", 1, ["P.done0"]), _dma("P.store1", 1, ["P.done1"], ["P.finished"]),
+             _dma("Q.load0", 0, ["P.finished"]), _dma("Q.store0", 1, ["Q.done0"], ["Q.finished"]),
+             _dma("C.w0", 1)]
+    early = {id(tasks[-1]): "P.finished"}
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished", "Q.finished"},
+                         {id(tasks[-1])})
+    assert [t.label for t in out] == ["A.store0", "P.load0", "P.load1", "C.w0", "P.store0",
+                                      "P.store1", "Q.load0", "Q.store0"]
+    assert tasks[-1].channel == 0
+
+
+@pytest.fixture(scope="module")
+def mobilenet(tmp_path_factory):
+    return mobilenet_v3_small(size=64, classes=10).save(
+        tmp_path_factory.mktemp("deep") / "m.onnx", "m")
+
+
+def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, monkeypatch):
+    from vpuc.fusion import schedule
+    seen = {}
+    real = schedule.deepen
+
+    def recording(moved, early, early_bytes, room):
+        deep = real(moved, early, early_bytes, room)
+        seen.update(room=room, deep={t.label: early[id(t)] for t, *_ in moved
+                                     if id(t) in deep})
+        return deep
+
+    monkeypatch.setattr(schedule, "deepen", recording)
+    program = api.compile(mobilenet, schedule="default")
+    room, deep = seen["room"], seen["deep"]
+    gemms = [p for p in room.streaming() if "gemm" in p]
+    assert gemms and all(room.traffic[p][0] >= STREAMING_RATIO * room.traffic[p][1]
+                         for p in gemms)
+    assert deep and all(label.startswith(tuple(gemms)) for label in deep)
+    index = {p + "finished": i for i, p in enumerate(room.order)}
+    for label, gate in deep.items():
+        assert room.act_tasks[room.order[index[gate]]] * DEEP_BYTES_PER_ACT_TASK > 0
+    # in the program: each such load precedes, in the DMA list, the loads of the
+    # segment its gate ends, and waits on nothing
+    module = program.module
+    dma = [t for tl in module.task_lists for t in tl.tasks if isinstance(t, DmaTask)]
+    position = {t.label: i for i, t in enumerate(dma)}
+    symbols = SymbolTable(module)
+    for label, gate in deep.items():
+        task = dma[position[label]]
+        assert task.channel == 0 and not task.waits
+        assert symbols.region(task.src).kind is BufferKind.CONST
+        assert position[label] < max(i for i, t in enumerate(dma) if gate in t.updates)
+    assert isinstance(room, EarlyRoom)

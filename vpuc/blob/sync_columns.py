@@ -1,0 +1,151 @@
+"""The barrier indices of a blob's task records, flattened once into numpy columns.
+
+Reading checks three things about them, each over every task and DPU variant:
+every index in range (``rebuild._list_checked``, per task list), each
+barrier's producer and consumer count as ``Schedule`` counts its units
+(``rebuild._counts``), and no row both waiting on and updating one barrier
+(``verify_columns``).  Each used to flatten the records' tuples on its own;
+here they are flattened once per list (tasks, then DPU variants, in record
+order) and every check is arithmetic on the arrays.
+
+``sync_columns`` returns None when a record is not a task record; the callers
+then check row by row, for the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
+
+_TASK_KINDS = (DmaRec, DpuRec, ActTaskRec)
+_sync = attrgetter("waits", "updates")
+_variants = attrgetter("variants")
+
+
+@dataclass
+class Flat:
+    """One side (waits or updates) of a group of rows: each index with its row."""
+
+    rows: np.ndarray
+    barriers: np.ndarray
+
+    def pairs(self, first_row: int = 0) -> np.ndarray:
+        """(first_row + row) << 32 | barrier per index."""
+        return ((self.rows + first_row) << 32) | self.barriers
+
+
+@dataclass
+class ListSync:
+    """A task list's barrier indices: its tasks' and its DPU variants' (``variant_task``:
+    each variant's task; ``variant_count``: each task's variants)."""
+
+    tasks: int
+    waits: Flat
+    updates: Flat
+    variant_waits: Flat | None = None
+    variant_updates: Flat | None = None
+    variant_task: np.ndarray | None = None
+    variant_count: np.ndarray | None = None
+
+    def in_range(self, n_barriers: int) -> bool:
+        sides = [self.waits, self.updates, self.variant_waits, self.variant_updates]
+        return all(not len(s.barriers) or (s.barriers.min() >= 0 and s.barriers.max() < n_barriers)
+                   for s in sides if s is not None)
+
+
+def _flat(groups: list[tuple[int, ...]]) -> Flat:
+    counts = np.fromiter(map(len, groups), np.int64, len(groups))
+    barriers = np.fromiter(chain.from_iterable(groups), np.int64, int(counts.sum()))
+    return Flat(np.repeat(np.arange(len(groups), dtype=np.int64), counts), barriers)
+
+
+def list_sync(recs: tuple) -> ListSync | None:
+    """One task list's columns; None when a record is not a task record or the list mixes
+    DPU tasks with others."""
+    if not recs:
+        return ListSync(0, _flat([]), _flat([]))
+    kinds = set(map(type, recs))
+    if not kinds <= set(_TASK_KINDS) or (DpuRec in kinds and len(kinds) > 1):
+        return None
+    waits, updates = zip(*map(_sync, recs))
+    found = ListSync(len(recs), _flat(waits), _flat(updates))
+    if DpuRec in kinds:
+        per_task = list(map(_variants, recs))
+        counts = np.fromiter(map(len, per_task), np.int64, len(recs))
+        variants = list(chain.from_iterable(per_task))
+        v_waits, v_updates = zip(*map(_sync, variants)) if variants else ((), ())
+        found.variant_waits, found.variant_updates = _flat(list(v_waits)), _flat(list(v_updates))
+        found.variant_task = np.repeat(np.arange(len(recs), dtype=np.int64), counts)
+        found.variant_count = counts
+    return found
+
+
+def sync_columns(content: BlobContent) -> list[ListSync] | None:
+    """Every task list's columns (content order); None: check row by row."""
+    lists = []
+    for tl in content.task_lists:
+        found = list_sync(tl.tasks)
+        if found is None:
+            return None
+        lists.append(found)
+    return lists
+
+
+def unit_counts(lists: list[ListSync], size: int) -> tuple[list[int], list[int]]:
+    """Each barrier's producers and consumers as ``Schedule`` counts its units: a DPU task
+    once per variant (its own barriers with the variant's), a barrier listed twice once."""
+    updates, waits = [], []
+    first = 0
+    for sync in lists:
+        if sync.variant_task is None:
+            updates.append(sync.updates.pairs(first))
+            waits.append(sync.waits.pairs(first))
+            first += sync.tasks
+            continue
+        n_units = len(sync.variant_task)
+        first_unit = np.cumsum(sync.variant_count) - sync.variant_count
+        for task_side, variant_side, out in ((sync.updates, sync.variant_updates, updates),
+                                             (sync.waits, sync.variant_waits, waits)):
+            # A task's barriers, once for each of its variants' units.
+            reps = sync.variant_count[task_side.rows]
+            within = np.arange(int(reps.sum()), dtype=np.int64) - \
+                np.repeat(np.cumsum(reps) - reps, reps)
+            units = np.repeat(first_unit[task_side.rows], reps) + within
+            out.append(((units + first) << 32) | np.repeat(task_side.barriers, reps))
+            out.append(variant_side.pairs(first))
+        first += n_units
+    return tuple(np.bincount(_distinct(np.concatenate(side)) & 0xFFFFFFFF,
+                             minlength=size).tolist() if side else [0] * size
+                 for side in (updates, waits))
+
+
+def rows_disjoint(lists: list[ListSync]) -> bool:
+    """No task and no DPU variant both waits on and updates one barrier."""
+    waits, updates = [], []
+    first = 0
+    for sync in lists:          # task rows of every list, then variant rows
+        waits.append(sync.waits.pairs(first))
+        updates.append(sync.updates.pairs(first))
+        first += sync.tasks
+    for sync in lists:
+        if sync.variant_task is not None:
+            waits.append(sync.variant_waits.pairs(first))
+            updates.append(sync.variant_updates.pairs(first))
+            first += len(sync.variant_task)
+    waits = np.concatenate(waits) if waits else np.zeros(0, np.int64)
+    updates = np.sort(np.concatenate(updates)) if updates else np.zeros(0, np.int64)
+    if not len(waits) or not len(updates):
+        return True
+    at = np.minimum(np.searchsorted(updates, waits), len(updates) - 1)
+    return not (updates[at] == waits).any()
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (np.unique, by one sort)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values

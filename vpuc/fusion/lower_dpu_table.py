@@ -1,0 +1,126 @@
+"""The weights table: a layer's constant weights with its bias and a zero source in rows after them.
+
+The NPU compiler's weights table (per output channel: the weights' address and the
+bias) is a constant loaded with the weights.  Here the lowering's own constant weights
+``[O, I, KH, KW]`` (NHWC, padded to the DPU's channel multiples) get rows appended:
+
+- the bias (when ``packs_bias``: exact in the weights' type), so the separate f32 bias
+  load and its DDR latency (870 cycles on NPU37XX, for a few hundred bytes) go;
+- zeros, which each block copies CMX -> CMX into its input's padded channels (a
+  convolution reads across them: zeros, not garbage), instead of a DMA from a DDR
+  ``splat 0`` per block paying the DDR latency again.  The copy goes on the load channel
+  after the table's load, which the channel's FIFO order puts before it.
+
+One DDR constant, one CMX buffer and one DMA per tile (or chunk); the DPU task reads two
+views of it (a DPU bias may be any region of OC values, read in logical order:
+``docs/vir.md``), the zero copies a third.  Each extra value sits in a box
+``[rows, a, b, c]`` of the appended rows (``box_rows``): a view keeps the buffer's rank.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from vpuc.fusion.lower_dpu_support import const_text
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
+
+
+def packs_bias(bias: np.ndarray | None, elem: ElemType) -> bool:
+    """Whether every bias value is exact in the weights' type ``elem`` (f16 or bf16): then
+    the DPU, which adds the bias in f32 (``runtime_sim/dpu/numerics.py``), adds the same
+    values as from an f32 bias.  A bias Add of an f16 or bf16 layer has a constant of the
+    layer's type, so its values always are."""
+    if bias is None or elem not in (ElemType.F16, ElemType.BF16):
+        return False
+    values = np.asarray(bias, np.float32)
+    if not np.all(np.isfinite(values)):
+        return False
+    if elem is ElemType.F16:
+        if np.any(np.abs(values) > np.finfo(np.float16).max):
+            return False
+        return bool(np.array_equal(values.astype(np.float16).astype(np.float32), values))
+    return not np.any(values.view(np.uint32) & 0xFFFF)        # bf16: the high half of f32
+
+
+@functools.lru_cache(maxsize=None)
+def box_rows(count: int, per_out: int, kh: int, kw: int) -> tuple[int, int, int, int]:
+    """(rows, a, b, c): ``count`` values as the box ``[rows, a, b, c]`` of rows
+    ``[per_out, kh, kw]`` appended after weights: the fewest rows (the fewest bytes
+    loaded) over the boxes whose size divides ``count``; ties to the longest contiguous
+    run (NHWC: ``a`` innermost)."""
+    best = None
+    for a in (a for a in range(1, min(per_out, count) + 1) if count % a == 0):
+        for b in range(1, kh + 1):
+            for c in range(1, kw + 1):
+                if count % (a * b * c) == 0:
+                    key = (count // (a * b * c), -a)
+                    if best is None or key < best[0]:
+                        best = (key, (count // (a * b * c), a, b, c))
+    return best[1]
+
+
+class Table:
+    """The layout of one layer's table: weights ``dims`` ``[O, I, KH, KW]``, then the bias
+    rows (``bias``: whether packed), then the zero rows, enough for each of ``zeros``
+    (element counts of the zero fills blocks copy)."""
+
+    def __init__(self, dims: tuple[int, int, int, int], bias: bool, zeros=()) -> None:
+        self.dims = dims
+        o, i, kh, kw = dims
+        self.bias_box = box_rows(o, i, kh, kw) if bias else None
+        self.zero_boxes = {n: box_rows(n, i, kh, kw) for n in sorted(set(zeros))}
+        self.bias_rows = self.bias_box[0] if bias else 0
+        self.rows = o + self.bias_rows + max((b[0] for b in self.zero_boxes.values()), default=0)
+        self.zero_views: dict[tuple[str, int], str] = {}     # (tag, count) -> view
+
+    @property
+    def row_elems(self) -> int:
+        return self.dims[1] * self.dims[2] * self.dims[3]
+
+    def nbytes(self, elem: ElemType) -> int:
+        return self.rows * self.row_elems * elem.nbytes
+
+    def values(self, weights: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """The table: ``weights`` (padded to ``dims``), the bias in its box, zeros."""
+        o, i, kh, kw = self.dims
+        table = np.zeros((self.rows, i, kh, kw), np.float32)
+        table[:o] = weights
+        if self.bias_box is not None:
+            rows, a, b, c = self.bias_box
+            table[o:o + rows, :a, :b, :c] = np.asarray(bias, np.float32).reshape(rows, a, b, c)
+        return table
+
+    def declaration(self, weights: np.ndarray, bias: np.ndarray | None, elem: ElemType,
+                    name: str) -> str:
+        """The ``const %name`` holding ``values``."""
+        table = self.values(weights, bias)
+        dims = "x".join(map(str, table.shape))
+        return f"const %{name} : {dims}x{elem} NHWC = {const_text(table, name)}"
+
+    def load(self, e, src: str, elem: ElemType, tag: str, t: int, waits: str,
+             loaded: list[str]) -> str:
+        """DMA the table constant ``src`` into one CMX buffer of tile ``t`` (channel 0);
+        the task's clauses: its weights view and, when packed, its bias view.  The zero
+        views are ``zeros(tag, count)``."""
+        o, i, kh, kw = self.dims
+        nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
+        table = e.cmx(f"wb.{tag}", TensorType((self.rows, i, kh, kw), elem, nhwc), t)
+        e.dma(f"load_w.{tag}", src, table, 0, waits, loaded)
+        wt = e.view(f"w.{tag}", table[1:], [f"0:{o}", f"0:{i}", f"0:{kh}", f"0:{kw}"])
+        clauses = f" weights({wt})"
+        if self.bias_box is not None:
+            rows, a, b, c = self.bias_box
+            bias = e.view(f"bias.{tag}", table[1:], [f"{o}:{o + rows}", f"0:{a}", f"0:{b}",
+                                                      f"0:{c}"])
+            clauses += f" bias({bias})"
+        first = o + self.bias_rows
+        for n, (rows, a, b, c) in self.zero_boxes.items():
+            self.zero_views[(tag, n)] = e.view(f"wz{n}.{tag}", table[1:], [
+                f"{first}:{first + rows}", f"0:{a}", f"0:{b}", f"0:{c}"])
+        return clauses
+
+    def zeros(self, tag: str, count: int) -> str:
+        """The view of ``count`` zeros in the table loaded as ``tag``."""
+        return self.zero_views[(tag, count)]

@@ -1,0 +1,227 @@
+"""Where ``--schedule default`` loads a segment's constants early (``schedule.overlap``,
+decision 2): how much room a tile's CMX leaves them (``EarlyRoom``), which ones run
+further back than the segment before theirs (``deepen``), and where in the DMA list
+each goes (``prefetch_order``).
+
+Expects: a lowered module whose segment gates are ``<prefix>finished`` barriers.
+Guarantees: ``prefetch_order`` returns the same tasks in an order every DMA channel can
+run without waiting on a later task; nothing here changes what a task reads or writes.
+"""
+
+from __future__ import annotations
+
+from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaTask, Executor
+
+# CMX bytes per tile a segment's constants may take before the previous segment ends: the
+# running segment uses up to the CMX budget (default 1 MiB of 2 MiB), and allocation fragments the rest
+# (full-size ResNet-18's channel-split 3x3 layers, 442 KB weight chunks, did not fit at 1 MiB).
+EARLY_CMX_BYTES = 256 << 10
+# A segment whose loads bring this many times more bytes of constants than of values
+# streams its weights (a classifier: one row against a weight matrix; MobileNetV3-Small's
+# two Gemms: about 1000x); a convolution reuses its weights at every position (ResNet-18's
+# 7x7 layers: under 100x) and pipelines their loads with its blocks.
+STREAMING_RATIO = 64
+# Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
+# task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
+# 24 B a cycle.  MobileNetV3-Small (cycles): 8K per task 1,016,794, 16K 1,003,233,
+# 32K 972,848, 64K 955,357 (128K the same: every ACT segment then qualifies).
+DEEP_BYTES_PER_ACT_TASK = 64 << 10
+
+
+class EarlyRoom:
+    """(gate, tile) -> the CMX bytes the segment after ``gate`` may load early on that tile:
+    ``EARLY_CMX_BYTES``, or more when every CMX buffer of the running segment (the one
+    whose last store updates the gate, ``<prefix>finished``) together leaves more free:
+    its buffers and the early ones then fit side by side, whatever their lifetimes.  The
+    values kept in CMX across the running segment (``resident.resident_use``) count as its.
+
+    Side by side only if the running segment's buffers are packed.  Those it loaded early
+    itself were placed (allocate-cmx, first fit in order of first use) while its own
+    predecessor's buffers were live, around them; when that predecessor ends, its bytes
+    are holes between the running segment's buffers, not free room beside them
+    (ResNet-18 at 40x40 to 160x160: two 442 KB weight chunks fit a tile by the sum, not in
+    one gap).  So the predecessor's buffers on that tile count as taken too when the
+    running segment loaded early into it."""
+
+    def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
+        self.cmx_bytes = cmx_bytes
+        self.used: dict[tuple[str, int], int] = {}        # (segment prefix, tile) -> bytes
+        # segment prefix -> (bytes of constants, bytes of values) its DMAs load into CMX
+        self.traffic: dict[str, tuple[int, int]] = {}
+        self.act_tasks: dict[str, int] = {}                 # segment prefix -> ACT SHAVE tasks
+        self.prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
+        for b in module.buffers:
+            if b.kind is BufferKind.CMX:
+                prefix = self.prefix_of(b.name)
+                if prefix:
+                    key = (prefix, b.tile)
+                    self.used[key] = self.used.get(key, 0) + b.type.nbytes
+        # values kept in CMX while the segment runs take its tile's bytes too
+        from vpuc.fusion.resident import resident_use, segment_order
+        order = self.order = segment_order(module, self.prefix_of)     # segment prefixes
+        for key, nbytes in resident_use(module, order, self.prefix_of).items():
+            self.used[key] = self.used.get(key, 0) + nbytes
+        symbols = SymbolTable(module)
+        for task_list in module.task_lists:
+            for t in task_list.tasks:
+                prefix = self.prefix_of(t.label or "")
+                if task_list.executor is Executor.ACT_SHAVE:
+                    self.act_tasks[prefix] = self.act_tasks.get(prefix, 0) + 1
+                elif isinstance(t, DmaTask):
+                    src, dst = symbols.region(t.src), symbols.region(t.dst)
+                    if src is not None and dst is not None and dst.kind is BufferKind.CMX:
+                        weights, data = self.traffic.get(prefix, (0, 0))
+                        if src.kind is BufferKind.CONST:
+                            weights += dst.type.nbytes
+                        else:
+                            data += dst.type.nbytes
+                        self.traffic[prefix] = (weights, data)
+
+    def prefix_of(self, name: str) -> str:
+        """The longest segment prefix of a buffer's name (value names may hold dots
+        themselves); "" when none."""
+        cut = [i + 1 for i, ch in enumerate(name) if ch == "." and name[:i + 1] in self.prefixes]
+        return name[:cut[-1]] if cut else ""
+
+    def gate_of(self, name: str) -> str:
+        """The gate the last store of the segment that owns buffer ``name`` updates."""
+        prefix = self.prefix_of(name)
+        return prefix + "finished" if prefix else ""
+
+    def gate_before(self, name: str) -> str | None:
+        """The gate of the segment before the one that owns buffer ``name`` (the one its
+        first loads wait on); None for the first segment."""
+        prefix = self.prefix_of(name)
+        i = self.order.index(prefix) if prefix in self.order else 0
+        return self.order[i - 1] + "finished" if i > 0 and self.order[i - 1] else None
+
+    def streaming(self) -> set[str]:
+        """The segments (prefixes) whose loads bring ``STREAMING_RATIO`` times more bytes
+        of constants than of values."""
+        return {p for p, (weights, data) in self.traffic.items()
+                if weights >= STREAMING_RATIO * max(data, 1)}
+
+    def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
+        """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
+        loads into that tile were placed beside."""
+        gate, tile = key
+        if self.cmx_bytes is None or not gate.endswith("finished"):
+            return EARLY_CMX_BYTES
+        taken = self.used.get((gate[:-len("finished")], tile), 0)
+        before = loaded_early.get(key)
+        if before and before.endswith("finished"):
+            taken += self.used.get((before[:-len("finished")], tile), 0)
+        return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
+
+
+def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str],
+           early_bytes: dict[tuple[str, int], int], room: EarlyRoom) -> set[int]:
+    """Decision 2 further back (``schedule.py``): the early loads of a streaming segment
+    (``EarlyRoom.streaming``: a classifier's weights, which neither its own compute nor
+    the short segment before it can hide) whose constants on a tile exceed
+    ``EARLY_CMX_BYTES`` run during an earlier segment with ACT SHAVE work instead, so the
+    DDR moves them while the ACT SHAVEs compute; ``early[id(load)]`` becomes that
+    segment's gate.  ``moved``: the early loads, (load, gate, tile, destination buffer,
+    its bytes), in list order.  Loads are taken from the last (the network's end has
+    no compute after it to hide them behind), one per segment, each in the latest
+    segment before the next one's with ``DEEP_BYTES_PER_ACT_TASK`` per ACT SHAVE task
+    for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
+    far back that a segment it then lives across lacks room on its tile beside that
+    segment's buffers, the next one's (which may run beside it, ``schedule_deps``) and
+    ``EARLY_CMX_BYTES`` for the usual prefetch.  Returns the ids of the loads moved."""
+    deep: set[int] = set()
+    if room.cmx_bytes is None:
+        return deep
+    index = {p + "finished": i for i, p in enumerate(room.order) if p}
+    streaming = room.streaming()
+    held: dict[tuple[int, int], int] = {}      # (segment, tile) -> bytes loaded deep
+    counted: set[str] = set()                  # buffers held already (two partial loads)
+
+    def fits(j: int, tile: int, nbytes: int) -> bool:
+        busy = sum(room.used.get((room.order[k], tile), 0)
+                   for k in (j, j + 1) if k < len(room.order))
+        return busy + held.get((j, tile), 0) + nbytes + EARLY_CMX_BYTES <= room.cmx_bytes
+
+    cursor = len(room.order)
+    for task, gate, tile, buffer, nbytes in reversed(moved):
+        a = index.get(gate)
+        # a copy of a load waits on it: it stays after it
+        if a is None or task.waits or early_bytes.get((gate, tile), 0) <= EARLY_CMX_BYTES \
+                or room.prefix_of(task.label or "") not in streaming:
+            continue
+        extra = 0 if buffer in counted else nbytes
+        anchor = None
+        for j in range(a - 1, -1, -1):
+            if not fits(j, tile, extra):
+                break
+            if room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK >= nbytes:
+                anchor = j             # the latest that fits, when none before the cursor does
+                if j <= cursor:
+                    break
+        if anchor is None:
+            continue
+        counted.add(buffer)
+        for k in range(anchor, a):
+            held[(k, tile)] = held.get((k, tile), 0) + extra
+        cursor = min(cursor, anchor - 1)
+        early[id(task)] = room.order[anchor] + "finished"
+        deep.add(id(task))
+    return deep
+
+
+def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
+                   deep: set[int] = frozenset()) -> list:
+    """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
+    so channel 1 runs it while the previous segment loads on channel 0.  The first goes
+    right after the task that updates the gate before its own gate (the start of the
+    previous segment); each other one after one of the previous segment's channel-1 tasks
+    (its stores) in turn, the rest after its last store: a store queued behind every early
+    load of the next segment held up the short segment it ends, and so the next segment's
+    start (ResNet-18's residual 1x1 convolutions: 40K cycles of weights ahead of their
+    three stores).
+    The ``deep`` ones (``deepen``) go on channel 0 instead, right after the last load of
+    the segment they run during: that channel waits there anyway, for the segment's
+    stores, before the next segment's first loads.
+    Moved loads wait on nothing but copies of loads moved before them and keep their
+    order, so the list stays in an order every channel can run without waiting on a later
+    task."""
+    updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
+    starts = sorted(updater.values())
+    moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
+    anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    for i, task in enumerate(tasks):
+        gate = early.get(id(task))
+        if gate is None:
+            continue
+        end = updater.get(gate)
+        if end is None:          # the first segment's: already first, in their channel's order
+            continue
+        start = max((s for s in starts if s < end), default=-1)
+        if id(task) in deep:
+            task.channel = 0
+            anchor[i] = max([start] + [j for j in range(start + 1, end + 1)
+                                       if tasks[j].channel == 0 and early.get(id(tasks[j])) is None])
+            continue
+        task.channel = 1
+        moved.setdefault((start, end), []).append(i)
+    for (start, end), loads in moved.items():
+        stores = [j for j in range(start + 1, end + 1) if tasks[j].channel == 1
+                  and early.get(id(tasks[j])) is None]
+        slots = [start] + stores
+        for n, i in enumerate(loads):
+            anchor[i] = slots[min(n, len(slots) - 1)]
+    out: list = []
+    pending: dict[int, list] = {}
+    for i, task in enumerate(tasks):
+        if i in anchor:
+            pending.setdefault(anchor[i], []).append(task)
+    out += pending.get(-1, [])
+    for i, task in enumerate(tasks):
+        if i not in anchor:
+            out.append(task)
+        out += pending.get(i, [])
+    return out
+
+
