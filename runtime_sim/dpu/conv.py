@@ -201,11 +201,16 @@ _blas_libraries: list | None = None
 # (2.8 MiB for the 1x64x56x56 conv) let glibc return the heap's top to the system after
 # every convolution, and the next one took ~1000 page faults (1.6 us each on this VM: about
 # as long as the GEMM itself).
+# A product larger than the cap is not kept (a thread holds at most this much per name).
 _scratch = threading.local()
+_SCRATCH_CAP_BYTES = 16 << 20
 
 
 def _scratch_buffer(name: str, size: int, dtype: np.dtype) -> np.ndarray:
-    """``size`` elements of this thread's scratch ``name`` (contents undefined)."""
+    """``size`` elements of this thread's scratch ``name`` (contents undefined); past the
+    cap, a fresh array."""
+    if size * np.dtype(dtype).itemsize > _SCRATCH_CAP_BYTES:
+        return np.empty(size, dtype)
     buffer = getattr(_scratch, name, None)
     if buffer is None or buffer.dtype != dtype or buffer.size < size:
         buffer = np.empty(size, dtype)
