@@ -196,6 +196,28 @@ def test_blocks_of_rows_are_the_whole_gemm_within_its_sums(monkeypatch, region):
                              accumulate=np.float32, store=np.float16)
 
 
+@pytest.mark.parametrize("cap", [16 << 20, 0])
+def test_blocked_results_do_not_share_the_scratch(monkeypatch, cap):
+    """The blocks' product lives in a per-thread buffer the next convolution reuses (or, past
+    the cap, a fresh one): a result kept in the compute type (f32 out, one output channel:
+    no copy on the way out) must still be the caller's own array."""
+    from runtime_sim.dpu import conv
+    from vpuc.perf import single_threaded_blas
+    rng = np.random.default_rng(22)
+    w = rng.standard_normal((1, 8, 3, 3)).astype(np.float32)
+    first, second = (rng.standard_normal((1, 8, 24, 24)).astype(np.float32) for _ in range(2))
+    monkeypatch.setattr(conv, "_BLOCK_BYTES", 72 * 24 * 4 * 5)
+    monkeypatch.setattr(conv, "_BLOCK_MIN_MACS", 0)
+    monkeypatch.setattr(conv, "_SCRATCH_CAP_BYTES", cap)
+    with single_threaded_blas():
+        kept = conv_forward(first, w, padding=1)
+        assert conv._im2col_blocks(conv.src_view(make_problem(first.shape, w.shape, padding=1)),
+                                   first[:, :, None], w.reshape(1, 1, -1)) is not None
+        expected = kept.copy()
+        conv_forward(second, w, padding=1)
+    np.testing.assert_array_equal(kept, expected)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: conv_forward(np.zeros((1, 3, 5, 5)), np.zeros((2, 4, 3, 3))), "input channels per group"),
     (lambda: conv_forward(np.zeros((1, 4, 5, 5)), np.zeros((3, 2, 3, 3)), groups=2), "groups=2"),
