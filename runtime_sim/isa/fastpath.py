@@ -220,8 +220,7 @@ class FastLoops:
         sums = {key: R[key] for key in plan.accumulators}
         if plan.runner is None:              # the body's chunk schedule, once per plan
             plan.runner = ChunkRunner(plan)
-        for first in range(0, iterations, self.chunk):
-            rows = min(self.chunk, iterations - first)
+        for first, rows in _chunks(iterations, self.chunk):
             captured: dict[int, object] = {}
             env = plan.runner(R, memory, first, rows, incoming, captured)
             for key, acc in plan.accumulators.items():
@@ -232,6 +231,24 @@ class FastLoops:
             R[key] = value
         for key, value in final.items():
             R[key] = value
+
+
+# Chunks of more rows than this are cut to a multiple of it (the rest a chunk of its own):
+# the semantics run a batch against one vector as long rows of whole vectors when the
+# row count divides evenly (``sem_vector._lanewise``), else numpy broadcasts it one
+# vector's lanes at a time, several times slower.
+ROW_ALIGN = 256
+
+
+def _chunks(iterations: int, chunk: int):
+    """(first, rows) of each chunk of ``iterations``, in order."""
+    first = 0
+    while first < iterations:
+        rows = min(chunk, iterations - first)
+        if rows > ROW_ALIGN and rows % ROW_ALIGN:
+            rows -= rows % ROW_ALIGN
+        yield first, rows
+        first += rows
 
 
 def _induction(plan: LoopPlan, R: list, key: int) -> Affine:

@@ -85,6 +85,9 @@ class ChunkRunner:
         self._by_key: dict[tuple, int] = {}
         self._build()
         del self._by_key
+        needed = self._arrays_needed()
+        self.arrays = [entry for entry in self.inductions if entry[0] in needed]
+        self._drop_dead_values()
 
     # --- building the schedule ----------------------------------------------------------
 
@@ -180,6 +183,38 @@ class ChunkRunner:
         self.final = [(key, value_at(pos, key)) for key, pos in pipelined.final_writer.items()
                       if pos not in plan.updates]
 
+    def _drop_dead_values(self) -> None:
+        """Each step also names the slots no later step reads: a chunk frees a batch as
+        soon as it is dead, so numpy reuses its memory (rows x 16 bytes per value: a
+        large chunk's values all alive would not stay in cache)."""
+        kept = {slot for _, slot in self.final} | {slot for _, slot in self.incoming}
+        last: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            code = step[0]
+            reads = step[2] if code in (_OP, _LOAD, _STORE, _VIEW_LOAD, _VIEW_STORE) else \
+                (step[2],)
+            for slot in reads:
+                last[slot] = i
+        dead: dict[int, list[int]] = {}
+        for slot, i in last.items():
+            if slot not in kept and self.template[slot] is None:   # not a constant
+                dead.setdefault(i, []).append(slot)
+        self.dead = [tuple(dead.get(i, ())) for i in range(len(self.steps))]
+
+    def _arrays_needed(self) -> set[int]:
+        """The slots a chunk reads as values: an induction register that only bases
+        progressions needs its Affine, not its (rows,) array, unless a view is refused."""
+        needed = {slot for _, slot in self.final} | {slot for _, slot in self.incoming}
+        for step in self.steps:
+            code = step[0]
+            if code in (_OP, _LOAD, _STORE):
+                needed.update(step[2])
+            elif code in (_VIEW_LOAD, _VIEW_STORE):
+                needed.update(step[2][:-2])   # the stored value; not the base, the offset
+            else:                             # _CAPTURE, _SHIFT: the slot they read
+                needed.add(step[2])
+        return needed
+
     # --- running a chunk --------------------------------------------------------------------
 
     def __call__(self, R: list, memory, first: int, rows: int, incoming: dict,
@@ -194,47 +229,58 @@ class ChunkRunner:
             v[slot] = R[key]
         affines: dict[int, Affine] = {}
         if self.inductions:
-            k = np.arange(first, first + rows, dtype=np.uint32)
             steps = {key: [step_value(s, R) for s in plan.induction[key].values()]
                      for key in {key for _, key, _ in self.inductions}}
             for slot, key, before in self.inductions:
                 amounts = steps[key]
-                affine = affines[slot] = Affine((int(R[key]) + sum(amounts[:before])) % MOD,
-                                                sum(amounts) % MOD)
-                v[slot] = np.uint32(affine.start) + k * np.uint32(affine.step)
-        for step in self.steps:
-            code = step[0]
+                affines[slot] = Affine((int(R[key]) + sum(amounts[:before])) % MOD,
+                                       sum(amounts) % MOD)
+            if self.arrays:
+                k = np.arange(first, first + rows, dtype=np.uint32)
+                for slot, _, _ in self.arrays:
+                    v[slot] = np.uint32(affines[slot].start) + k * np.uint32(affines[slot].step)
+        for step, dead in zip(self.steps, self.dead):
+            code, outs = step[0], ()
             if code == _OP:
-                result = step[1](*[v[a] for a in step[2]])
+                result, outs = step[1](*[v[a] for a in step[2]]), step[3]
             elif code == _LOAD:
-                result = step[1](memory, *[v[a] for a in step[2]])
+                result, outs = step[1](memory, *[v[a] for a in step[2]]), step[3]
             elif code == _STORE:
                 step[1](memory, *[v[a] for a in step[2]])
-                continue
             elif code == _VIEW_LOAD:
                 view = progression_view(memory, affines[step[4]], first, rows, step[5], False)
-                result = (step[1](memory, *[v[a] for a in step[2]]) if view is None
-                          else view.copy())
+                if view is None:
+                    _base_rows(v, step[4], affines[step[4]], first, rows)
+                    result = step[1](memory, *[v[a] for a in step[2]])
+                else:
+                    result = view.copy()
+                outs = step[3]
             elif code == _VIEW_STORE:
                 view = progression_view(memory, affines[step[4]], first, rows, step[5], True)
                 if view is None:
+                    _base_rows(v, step[4], affines[step[4]], first, rows)
                     step[1](memory, *[v[a] for a in step[2]])
                 else:
                     view[...] = np.broadcast_to(np.asarray(v[step[2][0]], np.uint8), (rows, 16))
-                continue
             elif code == _CAPTURE:
                 captured[step[1]] = v[step[2]]
-                continue
             else:                             # _SHIFT
                 _, key, source, slot = step
                 v[slot] = shifted(key, v[source], incoming[key], rows)
-                continue
-            outs = step[3]
             if len(outs) == 1:
                 v[outs[0]] = result
             elif outs:
                 for slot, value in zip(outs, result):
                     v[slot] = value
+            for slot in dead:                 # no later step reads it: let numpy reuse it
+                v[slot] = None
         for key, slot in self.incoming:
             incoming[key] = rows_of(key, v[slot], rows)[-1]
         return {key: v[slot] for key, slot in self.final}
+
+
+def _base_rows(v: list, slot: int, affine: Affine, first: int, rows: int) -> None:
+    """A progression's base register as its (rows,) batch, made when a view is refused."""
+    if v[slot] is None:
+        v[slot] = (np.uint32(affine.start)
+                   + np.arange(first, first + rows, dtype=np.uint32) * np.uint32(affine.step))
