@@ -27,6 +27,7 @@ STREAMING_RATIO = 64
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
 # 24 B a cycle.  MobileNetV3-Small (cycles): 8K per task 1,016,794, 16K 1,003,233,
 # 32K 972,848, 64K 955,357 (128K the same: every ACT segment then qualifies).
+# (Measured before loads of at most this many bytes stopped taking a segment each.)
 DEEP_BYTES_PER_ACT_TASK = 64 << 10
 
 
@@ -125,7 +126,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     DDR moves them while the ACT SHAVEs compute; ``early[id(load)]`` becomes that
     segment's gate.  ``moved``: the early loads, (load, gate, tile, destination buffer,
     its bytes), in list order.  Loads are taken from the last (the network's end has
-    no compute after it to hide them behind), one per segment, each in the latest
+    no compute after it to hide them behind), one per segment (loads of at most
+    ``DEEP_BYTES_PER_ACT_TASK`` beside the others: they take no segment), each in the latest
     segment before the next one's with ``DEEP_BYTES_PER_ACT_TASK`` per ACT SHAVE task
     for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
     far back that a segment it then lives across lacks room on its tile beside that
@@ -165,7 +167,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         counted.add(buffer)
         for k in range(anchor, a):
             held[(k, tile)] = held.get((k, tile), 0) + extra
-        cursor = min(cursor, anchor - 1)
+        if nbytes > DEEP_BYTES_PER_ACT_TASK:     # a bias, say, takes no segment of its own
+            cursor = min(cursor, anchor - 1)
         early[id(task)] = room.order[anchor] + "finished"
         deep.add(id(task))
     return deep
