@@ -56,6 +56,19 @@ def test_streaming_weights_spread_over_act_segments_from_the_last():
     assert [early[id(t)] for t in tasks] == ["S2.finished", "S3.finished", "S5.finished"]
 
 
+def test_a_small_load_goes_beside_the_others_without_taking_a_segment():
+    room = _room(act=[8, 0, 8, 8, 0, 8, 0])
+    w0, w1 = (DmaTask(f"C.w{k}", (), (), f"%C.w{k}.v", f"%C.w{k}", 1) for k in range(2))
+    bias = DmaTask("C.bias0", (), (), "%C.b.v", "%C.b0", 1)
+    moved = [(w0, "S6.finished", 0, "C.w0", CHUNK), (bias, "S6.finished", 0, "C.b0", 640),
+             (w1, "S6.finished", 0, "C.w1", CHUNK)]
+    early = {id(t): "S6.finished" for t, *_ in moved}
+    deep = deepen(moved, early, {("S6.finished", 0): 2 * CHUNK + 640}, room)
+    assert len(deep) == 3
+    # the bias runs in the segment before w1's; w0 goes there too, not one further back
+    assert [early[id(t)] for t in (w0, bias, w1)] == ["S3.finished"] * 2 + ["S5.finished"]
+
+
 def test_an_act_segment_too_short_for_the_load_is_skipped():
     need = -(-CHUNK // DEEP_BYTES_PER_ACT_TASK)      # ACT tasks a segment needs for one chunk
     room = _room(act=[need, 0, need - 1, 0])

@@ -20,13 +20,15 @@ from vpuc.ir.tasks import DmaTask, Executor
 EARLY_CMX_BYTES = 256 << 10
 # A segment whose loads bring this many times more bytes of constants than of values
 # streams its weights (a classifier: one row against a weight matrix; MobileNetV3-Small's
-# two Gemms: about 1000x); a convolution reuses its weights at every position (ResNet-18's
-# 7x7 layers: under 100x) and pipelines their loads with its blocks.
+# two Gemms: 117x and 168x, ResNet-18's: 1012x); a convolution reuses its weights at
+# every position (ResNet-18's 7x7 3x3 layers: 31x) and pipelines their loads with its
+# blocks.  (MobileNetV3-Small's squeeze-excite 1x1 layers stream too, 64x to 97x, but
+# their weights fit the usual prefetch.)
 STREAMING_RATIO = 64
 # Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
-# 24 B a cycle.  MobileNetV3-Small (cycles): 8K per task 1,016,794, 16K 1,003,233,
-# 32K 972,848, 64K 955,357 (128K the same: every ACT segment then qualifies).
+# 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
+# 947,362, 64K 923,986, 96K 932,087.
 DEEP_BYTES_PER_ACT_TASK = 64 << 10
 
 
@@ -125,7 +127,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     DDR moves them while the ACT SHAVEs compute; ``early[id(load)]`` becomes that
     segment's gate.  ``moved``: the early loads, (load, gate, tile, destination buffer,
     its bytes), in list order.  Loads are taken from the last (the network's end has
-    no compute after it to hide them behind), one per segment, each in the latest
+    no compute after it to hide them behind), one per segment (loads of at most
+    ``DEEP_BYTES_PER_ACT_TASK`` beside the others: they take no segment), each in the latest
     segment before the next one's with ``DEEP_BYTES_PER_ACT_TASK`` per ACT SHAVE task
     for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
     far back that a segment it then lives across lacks room on its tile beside that
@@ -165,7 +168,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         counted.add(buffer)
         for k in range(anchor, a):
             held[(k, tile)] = held.get((k, tile), 0) + extra
-        cursor = min(cursor, anchor - 1)
+        if nbytes > DEEP_BYTES_PER_ACT_TASK:     # a bias, say, takes no segment of its own
+            cursor = min(cursor, anchor - 1)
         early[id(task)] = room.order[anchor] + "finished"
         deep.add(id(task))
     return deep
