@@ -153,7 +153,7 @@ class TimingLoops:
                 watched = self.roles[head + plan.origins[fp.position]].watched_load
                 if watched:
                     memory.watch_load(watched, *fp.span(iterations))
-        self._last_iteration(plan, head, R, memory, iterations)
+        self._last_iteration(plan, self._last_ops(plan, head, branch), R, memory, iterations)
         now, stalls = plan.timing.advance(ready, now, iterations, exits)
         for origin in plan.origins:
             counts[head + origin] += iterations
@@ -165,7 +165,27 @@ class TimingLoops:
         self._refusals[head, branch] += 1
         return None
 
-    def _last_iteration(self, plan: LoopPlan, head: int, R: list, memory,
+    def _last_ops(self, plan: LoopPlan, head: int, branch: int) -> list[tuple]:
+        """What ``_last_iteration`` runs of the body, once per loop: (op, the induction it
+        updates or None, its role) for the inductions' updates and the scalar instructions
+        the cycles-only run does not skip."""
+        key = (head, branch, "last")
+        found = self.plans.get(key)
+        if found is None:
+            found = []
+            for op in plan.ops[:-1]:
+                update = plan.updates.get(op.position)
+                if update is not None:
+                    found.append((op, update, None))
+                    continue
+                role = self.roles[head + plan.origins[op.position]]
+                if (op.kind in ("op", "load") and not role.skip
+                        and any(w < NUM_SREGS for w in op.writes)):
+                    found.append((op, None, role))
+            self.plans[key] = found
+        return found
+
+    def _last_iteration(self, plan: LoopPlan, ops: list[tuple], R: list, memory,
                         iterations: int) -> None:
         """The scalar registers as the last of ``iterations`` leaves them: the scalar
         instructions of one iteration, run with the inductions at that iteration."""
@@ -184,15 +204,10 @@ class TimingLoops:
                 return np.uint32(current[key].at(k))
             return R[key]
 
-        for op in plan.ops[:-1]:
-            key = plan.updates.get(op.position)
+        for op, key, role in ops:
             if key is not None:
                 shift = _step_value(plan.induction[key][op.position], R)
                 current[key] = Affine((current[key].start + shift) % MOD, current[key].step)
-                continue
-            role = self.roles[head + plan.origins[op.position]]
-            if (op.kind not in ("op", "load") or role.skip
-                    or not any(w < NUM_SREGS for w in op.writes)):
                 continue
             args = [read(where, key) for where, key in op.reads]
             if op.kind == "load":
