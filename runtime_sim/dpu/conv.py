@@ -244,8 +244,8 @@ def _im2col_blocks(view: View, tensor: np.ndarray, w: np.ndarray) -> np.ndarray 
     out = _scratch_buffer("product", oh * ow * n, w.dtype).reshape(oh * ow, n)
     block = _scratch_buffer("block", k * rows * ow, w.dtype)
     weights_t = w[0].T
-    for r0 in range(0, oh, rows):
-        r1 = min(oh, r0 + rows)
+    count = -(-oh // rows)              # blocks of near-equal rows: no small last product
+    for r0, r1 in ((oh * i // count, oh * (i + 1) // count) for i in range(count)):
         a = block[:k * (r1 - r0) * ow].reshape(window.shape[:4] + (r1 - r0, ow))
         np.copyto(a, window[..., r0:r1, :])
         np.matmul(a.reshape(k, -1).T, weights_t, out=out[r0 * ow:r1 * ow])
