@@ -33,8 +33,6 @@ served a stale proof.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Footprint, independent
@@ -122,11 +120,14 @@ def entry_facts(cache: EntryCache, plan, loop: tuple, R: list, affine_pass,
     moved = {k: (int(R[k]) - was) % MOD for k, was in zip(pointers, entered) if int(R[k]) != was}
     if not moved or facts.footprints is None:
         return facts
+    shifts = {position: sum(moved.get(k, 0) for k in words) % MOD
+              for position, words in origins.items() if not moved.keys().isdisjoint(words)}
     footprints = list(facts.footprints)
     for i, fp in enumerate(footprints):
-        d = sum(moved.get(k, 0) for k in origins.get(fp.position, ())) % MOD
+        d = shifts.get(fp.position)
         if d:       # the base moved by d (mod 2^32); the hull's offsets from it stay
-            footprints[i] = replace(fp, low=(bases[i] + d) % MOD + fp.low - bases[i])
+            footprints[i] = Footprint((bases[i] + d) % MOD + fp.low - bases[i], fp.step,
+                                      fp.length, fp.is_store, fp.position)
     cache.relocated += 1
     return LoopFacts(footprints, facts.exit_at)
 
