@@ -28,7 +28,10 @@ on program text:
    (a classifier: 64 times more bytes of constants than of values) loads them further
    back, one load per earlier segment with ACT SHAVE work, on channel 0 after that
    segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
-   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  Such a
+   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  The deep
+   loads of one segment update one barrier together (``schedule_prefetch.share_barriers``),
+   not one each: each is live until the classifier, and a small ``--cmx-budget`` puts
+   hundreds of small loads into one segment.  A streaming
    segment's later blocks' weights, which wait on its earlier blocks only to reuse
    their CMX, load early too when the room allows; when the longer lifetimes leave
    allocate-cmx no room (tried), both are given up.
