@@ -32,6 +32,9 @@ MODELS = {
 # (model, cmx_budget, schedule): the budgets where the most barriers are live at once
 MATRIX = [("mobilenet_v3_small", 32768, "naive"), ("mobilenet_v3_small", 131072, "default"),
           ("mobilenet_v3_small", 16384, "default"),
+          # the classifier's hundreds of small loads prefetched deep into one segment
+          # (schedule_prefetch.share_barriers): one barrier live for them, not one each
+          ("mobilenet_v3_small", 24576, "default"), ("mobilenet_v3_small", 32768, "default"),
           ("resnet18", 32768, "default"), ("resnet18", 32768, "naive"),
           ("encoder_layer", 4096, "default"), ("encoder_layer", 4096, "naive")]
 
@@ -57,13 +60,18 @@ def _feeds(path):
     return session, feeds
 
 
-def test_mobilenet_head_under_a_64k_budget_runs_and_matches_onnxruntime(saved):
-    """The reported case: ``vpuc compile mnv3.onnx --cmx-budget 65536``."""
+@pytest.mark.parametrize("budget", [65536, 16384])
+def test_mobilenet_head_under_a_small_budget_runs_and_matches_onnxruntime(saved, budget):
+    """The reported case: ``vpuc compile mnv3.onnx --cmx-budget 65536``; at 16384 the
+    classifier's deep loads share one barrier (``schedule_prefetch.share_barriers``): its
+    matrix products still wait on their weights."""
     path = saved["mobilenet_v3_small"]
-    program = api.compile(path, cmx_budget=65536)
+    program = api.compile(path, cmx_budget=budget)
     _physical_within_the_hardware(program)
     labels = {t.label or "" for tl in program.module.task_lists for t in tl.tasks}
     assert any(x.startswith("gemm_515.") for x in labels)
+    shared = [b for b in program.module.barriers if b.name.endswith(".prefetched")]
+    assert (budget == 16384) <= bool(shared)     # the shared barrier is what runs here
     session, feeds = _feeds(path)
     inputs = {b.name: feeds[b.name].astype(np.float16) for b in program.module.buffers
               if b.kind is BufferKind.INPUT}

@@ -74,7 +74,8 @@ from dataclasses import dataclass, replace
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import EARLY_CMX_BYTES, EarlyRoom, deepen, prefetch_order
+from vpuc.fusion.schedule_prefetch import (EARLY_CMX_BYTES, EarlyRoom, deepen, prefetch_order,
+                                           share_barriers)
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
@@ -253,6 +254,11 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
                 task_list.tasks = prefetch_order(tasks, early, gates)
+                deep = set()
+            if deep and arch is not None:
+                # one barrier per segment the deep loads run during, not one per load
+                share_barriers(module, task_list.tasks, deep, early, arch.max_producers,
+                               arch.max_consumers)
 
 
 def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:

@@ -1,18 +1,20 @@
 """Where ``--schedule default`` loads a segment's constants early (``schedule.overlap``,
 decision 2): how much room a tile's CMX leaves them (``EarlyRoom``), which ones run
 further back than the segment before theirs (``deepen``), and where in the DMA list
-each goes (``prefetch_order``).
+each goes (``prefetch_order``), and the one barrier the deep loads of a segment
+update together (``share_barriers``).
 
 Expects: a lowered module whose segment gates are ``<prefix>finished`` barriers.
 Guarantees: ``prefetch_order`` returns the same tasks in an order every DMA channel can
-run without waiting on a later task; nothing here changes what a task reads or writes.
+run without waiting on a later task; nothing here changes what a task reads or writes;
+``share_barriers`` only makes tasks wait on more of the loads that ran before them.
 """
 
 from __future__ import annotations
 
-from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, Executor
+from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 
 # CMX bytes per tile a segment's constants may take before the previous segment ends: the
 # running segment uses up to the CMX budget (default 1 MiB of 2 MiB), and allocation fragments the rest
@@ -230,3 +232,106 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     return out
 
 
+
+
+def share_barriers(module: Module, tasks: list, deep: set[int], early: dict[int, str],
+                   max_producers: int, max_consumers: int) -> list[str]:
+    """The ``deep`` loads (``deepen``) that run during one segment (``early``: their gate)
+    update one new barrier together, ``<first load's label>.prefetched``, instead of each
+    its own: each one's barrier stayed live from that segment to its consumer at the
+    network's end, and a small ``--cmx-budget`` splits a classifier into hundreds of
+    loads of at most ``DEEP_BYTES_PER_ACT_TASK`` that all go into one segment
+    (MobileNetV3-Small at 64x64 under 16K: 209, more than NPU37XX's 64 physical barriers
+    live at once).  A task that waited on a load's barrier waits on the shared one
+    instead (beside it when other tasks update it too: it is then live only from theirs),
+    so it waits for every load of the group, all run long before it.  A group takes the
+    loads in ``tasks``' order while its producers and consumers (a DPU task once per
+    variant) stay within ``max_producers`` and ``max_consumers`` and every DMA that would
+    wait on it comes after all its loads in ``tasks`` (the DMA list's order stays one every
+    channel can run).  Returns the new barriers' names."""
+    producers: dict[str, list] = {}
+    consumers: dict[str, list] = {}
+    for task_list in module.task_lists:
+        for t in task_list.tasks:
+            for u in _barriers(t, "updates"):
+                producers.setdefault(u, []).append(t)
+            for w in _barriers(t, "waits"):
+                consumers.setdefault(w, []).append(t)
+    position = {id(t): i for i, t in enumerate(tasks)}
+    groups: list[list] = []
+    current: dict[str, tuple[list, dict[int, object]]] = {}   # gate -> (loads, waiters)
+    for load in tasks:
+        if id(load) not in deep or not load.updates:
+            continue
+        gate = early[id(load)]
+        waiters = {id(c): c for u in load.updates for c in consumers.get(u, ())}
+        group = current.get(gate)
+        if group is not None:
+            joined = {**group[1], **waiters}
+            if len(group[0]) + 1 <= max_producers \
+                    and sum(_units(c) for c in joined.values()) <= max_consumers \
+                    and all(position.get(i, len(tasks)) > position[id(load)]
+                            for i, c in joined.items() if isinstance(c, DmaTask)):
+                group[0].append(load)
+                group[1].update(waiters)
+                continue
+        if sum(_units(c) for c in waiters.values()) > max_consumers:
+            continue                        # too many waiters to share: keeps its own
+        current[gate] = ([load], waiters)
+        groups.append(current[gate][0])
+    names = {b.name for b in module.barriers}
+    made: list[str] = []
+    shared_by: dict[str, list[str]] = {}      # a load's barrier -> shared ones replacing it
+    sharing: set[int] = set()
+    for group in groups:
+        if len(group) < 2:                    # one load: its own barrier is as good
+            continue
+        name = base = f"{group[0].label}.prefetched"
+        n = 1
+        while name in names:
+            name, n = f"{base}{n}", n + 1
+        names.add(name)
+        module.barriers.append(Barrier(name))
+        made.append(name)
+        for load in group:
+            for u in load.updates:
+                if name not in shared_by.setdefault(u, []):
+                    shared_by[u].append(name)
+            load.updates = (name,)
+            sharing.add(id(load))
+    gone: set[str] = set()
+    for u, shared in shared_by.items():
+        kept = any(id(p) not in sharing for p in producers.get(u, ()))
+        if not kept:
+            gone.add(u)
+        for c in consumers.get(u, ()):
+            c.waits = _replaced(c.waits, u, shared, kept)
+            for v in getattr(c, "variants", ()) or ():
+                v.waits = _replaced(v.waits, u, shared, kept)
+    module.barriers = [b for b in module.barriers if b.name not in gone]
+    return made
+
+
+def _barriers(task, field: str) -> tuple[str, ...]:
+    """A task's waits or updates (``field``), its DPU variants' too."""
+    out = tuple(getattr(task, field))
+    for v in getattr(task, "variants", ()) or ():
+        out += tuple(getattr(v, field))
+    return tuple(dict.fromkeys(out))
+
+
+def _units(task) -> int:
+    """How many producers or consumers a task counts as on a barrier (a DPU task once
+    per variant)."""
+    return max(1, len(task.variants)) if isinstance(task, DpuTask) else 1
+
+
+def _replaced(waits: tuple[str, ...], barrier: str, shared: list[str],
+              kept: bool) -> tuple[str, ...]:
+    """``waits`` with ``shared`` beside ``barrier`` (``kept``) or in its place."""
+    if barrier not in waits:
+        return tuple(waits)
+    out: list[str] = []
+    for w in waits:
+        out += ([w] if w != barrier or kept else []) + (shared if w == barrier else [])
+    return tuple(dict.fromkeys(out))
