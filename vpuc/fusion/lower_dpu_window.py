@@ -83,7 +83,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     # the lowering's own constant weights: a table (lower_dpu_table) holds the bias when
     # exact in their type
-    own = conv and constant and not reads_weights(op, index)
+    own = conv and constant and not reads_weights(op, index, bias)
     packed = own and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
     def pads() -> bool:     # padded input channels a convolution reads across: zeroed
