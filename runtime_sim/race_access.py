@@ -26,7 +26,7 @@ from runtime_sim.plan import DMA, DPU, Plan
 from vpuc.ir.symbols import Region
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
-LazySpan = tuple[tuple, int, int, "Region | None"]      # rows left to compute: the region
+LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | None"]  # rows to compute: the region
 
 
 def region_span(memory: Memory, region: Region) -> Span:
@@ -49,8 +49,28 @@ def lazy_region_span(memory: Memory, region: Region) -> LazySpan:
     return key, lo, hi, region if strided else None
 
 
-def strided_rows(region: Region, lo: int) -> np.ndarray | None:
-    """The rows ``region_span`` gives the region starting at byte ``lo``."""
+def lazy_box_span(memory: Memory, box: "dpu_engine.Box") -> LazySpan:
+    """``lazy_region_span`` of a DPU variant's box (``dpu_engine.variant_boxes``) by
+    arithmetic on its operand's region, as ``sub_region`` would build it; the box itself
+    stands for the region when strided."""
+    region, starts, sizes = box
+    if region.root.name in memory.dynamic or min(sizes, default=0) < 0:
+        return lazy_region_span(memory, dpu_engine.sub_region(*box))   # its checks, its errors
+    key, base = memory.placement[region.root.name]
+    strides = region.strides_bits
+    lo = base + region.byte_offset + sum(s * b // 8 for s, b in zip(starts, strides))
+    bits = region.type.elem.bits
+    count = 1
+    for size in sizes:
+        count *= size
+    span = 0 if count == 0 else (sum((n - 1) * b for n, b in zip(sizes, strides)) + bits + 7) // 8
+    return key, lo, lo + span, box if span != (count * bits + 7) // 8 else None
+
+
+def strided_rows(region: "Region | dpu_engine.Box", lo: int) -> np.ndarray | None:
+    """The rows ``region_span`` gives the region (or DPU box) starting at byte ``lo``."""
+    if type(region) is tuple:
+        region = dpu_engine.sub_region(*region)
     rows = byte_intervals(region, lo)
     return None if len(rows) == 1 else rows
 
@@ -63,6 +83,7 @@ class Accesses:
     def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object],
                  lazy: bool = False) -> None:
         self.plan, self.memory, self.group = plan, memory, group
+        self.lazy = lazy
         self.spans = lazy_region_span if lazy else region_span
         self.views = {v.name: v for v in plan.program.module.views}
         self.by_name: dict[str, object] = {}
@@ -93,10 +114,17 @@ class Accesses:
                 regions = self.dpu_regions.get(operands)
                 if regions is None:          # once per task, not per variant
                     regions = self.dpu_regions[operands] = plan.dpu_regions(u)
-                reads, written = dpu_engine.variant_accesses(task, v, regions)
-                found = self.by_variant[key] = (
-                    [(self.group(self.region_span(r)), False, r.name) for r in reads]
-                    + [(self.group(self.region_span(written)), True, written.name)])
+                if self.lazy:        # spans by arithmetic: no Region per box
+                    memory = self.memory
+                    boxes, out = dpu_engine.variant_boxes(task, v, regions)
+                    found = [(self.group(lazy_box_span(memory, b)), False, b[0].name)
+                             for b in boxes]
+                    found.append((self.group(lazy_box_span(memory, out)), True, out[0].name))
+                else:
+                    reads, written = dpu_engine.variant_accesses(task, v, regions)
+                    found = ([(self.group(self.region_span(r)), False, r.name) for r in reads]
+                             + [(self.group(self.region_span(written)), True, written.name)])
+                self.by_variant[key] = found
             return found
         return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
                 + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
