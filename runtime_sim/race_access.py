@@ -22,11 +22,11 @@ import numpy as np
 
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.memory import Memory, byte_intervals
-from runtime_sim.plan import DMA, DPU, Plan
+from runtime_sim.plan import DMA, DPU, Plan, dpu_operands
 from vpuc.ir.symbols import Region
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
-LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | None"]  # rows to compute: the region
+LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | LazyRegion | None"]  # rows to compute
 
 
 def region_span(memory: Memory, region: Region) -> Span:
@@ -67,10 +67,22 @@ def lazy_box_span(memory: Memory, box: "dpu_engine.Box") -> LazySpan:
     return key, lo, lo + span, box if span != (count * bits + 7) // 8 else None
 
 
-def strided_rows(region: "Region | dpu_engine.Box", lo: int) -> np.ndarray | None:
-    """The rows ``region_span`` gives the region (or DPU box) starting at byte ``lo``."""
+class LazyRegion:
+    """A named region resolved when first asked (a strided view whose rows may never be)."""
+
+    __slots__ = ("resolve", "name")
+
+    def __init__(self, resolve: Callable[[str], Region], name: str) -> None:
+        self.resolve, self.name = resolve, name
+
+
+def strided_rows(region: "Region | dpu_engine.Box | LazyRegion", lo: int) -> np.ndarray | None:
+    """The rows ``region_span`` gives the region (a DPU box, a lazy region) starting at
+    byte ``lo``."""
     if type(region) is tuple:
         region = dpu_engine.sub_region(*region)
+    elif type(region) is LazyRegion:
+        region = region.resolve(region.name)
     rows = byte_intervals(region, lo)
     return None if len(rows) == 1 else rows
 
@@ -92,6 +104,7 @@ class Accesses:
         self.dpu_tasks: dict[int, int] = {}          # recent DPU tasks -> their operands' id
         self.dpu_regions: dict[int, dict] = {}       # operands' id -> their regions
         self.roots: dict[str, tuple | None] = {}
+        self.regions: dict[str, Region] = {}
 
     def __call__(self, u: int) -> list[tuple[object, bool, str]]:
         plan = self.plan
@@ -113,7 +126,7 @@ class Accesses:
             if found is None:
                 regions = self.dpu_regions.get(operands)
                 if regions is None:          # once per task, not per variant
-                    regions = self.dpu_regions[operands] = plan.dpu_regions(u)
+                    regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
                 if self.lazy:        # spans by arithmetic: no Region per box
                     memory = self.memory
                     boxes, out = dpu_engine.variant_boxes(task, v, regions)
@@ -130,6 +143,13 @@ class Accesses:
                 + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
 
     # ------------------------------------------------------------ spans
+    def _region(self, name: str) -> Region:
+        """``plan.region``, once per name (DPU tasks of a layer share their operands)."""
+        found = self.regions.get(name)
+        if found is None:
+            found = self.regions[name] = self.plan.region(name)
+        return found
+
     def named(self, name: str) -> object:
         found = self.by_name.get(name)
         if found is None:
@@ -167,7 +187,8 @@ class Accesses:
         return found
 
     def _view_span(self, view) -> Span | None:
-        """A dense view of a static buffer, by arithmetic; None for anything else."""
+        """A view of a static buffer, by arithmetic: dense, or strided when ``lazy`` (its
+    Region made only if its rows are asked); None for anything else."""
         root = self.roots.get(view.base, False)
         if root is False:
             root = self._root(view.base)
@@ -188,8 +209,12 @@ class Accesses:
             last += (extent - 1) * stride * step
             count *= extent
         span = (last + bits + 7) // 8
-        if offset % 8 or span != (count * bits + 7) // 8:
+        if offset % 8:
             return None
         lo = base + offset // 8
-        return key, lo, lo + span, None
+        if span == (count * bits + 7) // 8:
+            return key, lo, lo + span, None
+        if not self.lazy:
+            return None                 # the online groups need the rows: the Region path
+        return key, lo, lo + span, LazyRegion(self._region, view.name)
 
