@@ -22,11 +22,11 @@ import numpy as np
 
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.memory import Memory, byte_intervals
-from runtime_sim.plan import DMA, DPU, Plan
+from runtime_sim.plan import DMA, DPU, Plan, dpu_operands
 from vpuc.ir.symbols import Region
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
-LazySpan = tuple[tuple, int, int, "Region | None"]      # rows left to compute: the region
+LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | LazyRegion | None"]  # rows to compute
 
 
 def region_span(memory: Memory, region: Region) -> Span:
@@ -49,8 +49,40 @@ def lazy_region_span(memory: Memory, region: Region) -> LazySpan:
     return key, lo, hi, region if strided else None
 
 
-def strided_rows(region: Region, lo: int) -> np.ndarray | None:
-    """The rows ``region_span`` gives the region starting at byte ``lo``."""
+def lazy_box_span(memory: Memory, box: "dpu_engine.Box") -> LazySpan:
+    """``lazy_region_span`` of a DPU variant's box (``dpu_engine.variant_boxes``) by
+    arithmetic on its operand's region, as ``sub_region`` would build it; the box itself
+    stands for the region when strided."""
+    region, starts, sizes = box
+    if region.root.name in memory.dynamic or min(sizes, default=0) < 0:
+        return lazy_region_span(memory, dpu_engine.sub_region(*box))   # its checks, its errors
+    key, base = memory.placement[region.root.name]
+    strides = region.strides_bits
+    lo = base + region.byte_offset + sum(s * b // 8 for s, b in zip(starts, strides))
+    bits = region.type.elem.bits
+    count = 1
+    for size in sizes:
+        count *= size
+    span = 0 if count == 0 else (sum((n - 1) * b for n, b in zip(sizes, strides)) + bits + 7) // 8
+    return key, lo, lo + span, box if span != (count * bits + 7) // 8 else None
+
+
+class LazyRegion:
+    """A named region resolved when first asked (a strided view whose rows may never be)."""
+
+    __slots__ = ("resolve", "name")
+
+    def __init__(self, resolve: Callable[[str], Region], name: str) -> None:
+        self.resolve, self.name = resolve, name
+
+
+def strided_rows(region: "Region | dpu_engine.Box | LazyRegion", lo: int) -> np.ndarray | None:
+    """The rows ``region_span`` gives the region (a DPU box, a lazy region) starting at
+    byte ``lo``."""
+    if type(region) is tuple:
+        region = dpu_engine.sub_region(*region)
+    elif type(region) is LazyRegion:
+        region = region.resolve(region.name)
     rows = byte_intervals(region, lo)
     return None if len(rows) == 1 else rows
 
@@ -63,6 +95,7 @@ class Accesses:
     def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object],
                  lazy: bool = False) -> None:
         self.plan, self.memory, self.group = plan, memory, group
+        self.lazy = lazy
         self.spans = lazy_region_span if lazy else region_span
         self.views = {v.name: v for v in plan.program.module.views}
         self.by_name: dict[str, object] = {}
@@ -71,6 +104,7 @@ class Accesses:
         self.dpu_tasks: dict[int, int] = {}          # recent DPU tasks -> their operands' id
         self.dpu_regions: dict[int, dict] = {}       # operands' id -> their regions
         self.roots: dict[str, tuple | None] = {}
+        self.regions: dict[str, Region] = {}
 
     def __call__(self, u: int) -> list[tuple[object, bool, str]]:
         plan = self.plan
@@ -92,16 +126,30 @@ class Accesses:
             if found is None:
                 regions = self.dpu_regions.get(operands)
                 if regions is None:          # once per task, not per variant
-                    regions = self.dpu_regions[operands] = plan.dpu_regions(u)
-                reads, written = dpu_engine.variant_accesses(task, v, regions)
-                found = self.by_variant[key] = (
-                    [(self.group(self.region_span(r)), False, r.name) for r in reads]
-                    + [(self.group(self.region_span(written)), True, written.name)])
+                    regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
+                if self.lazy:        # spans by arithmetic: no Region per box
+                    memory = self.memory
+                    boxes, out = dpu_engine.variant_boxes(task, v, regions)
+                    found = [(self.group(lazy_box_span(memory, b)), False, b[0].name)
+                             for b in boxes]
+                    found.append((self.group(lazy_box_span(memory, out)), True, out[0].name))
+                else:
+                    reads, written = dpu_engine.variant_accesses(task, v, regions)
+                    found = ([(self.group(self.region_span(r)), False, r.name) for r in reads]
+                             + [(self.group(self.region_span(written)), True, written.name)])
+                self.by_variant[key] = found
             return found
         return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
                 + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
 
     # ------------------------------------------------------------ spans
+    def _region(self, name: str) -> Region:
+        """``plan.region``, once per name (DPU tasks of a layer share their operands)."""
+        found = self.regions.get(name)
+        if found is None:
+            found = self.regions[name] = self.plan.region(name)
+        return found
+
     def named(self, name: str) -> object:
         found = self.by_name.get(name)
         if found is None:
@@ -139,7 +187,8 @@ class Accesses:
         return found
 
     def _view_span(self, view) -> Span | None:
-        """A dense view of a static buffer, by arithmetic; None for anything else."""
+        """A view of a static buffer, by arithmetic: dense, or strided when ``lazy`` (its
+    Region made only if its rows are asked); None for anything else."""
         root = self.roots.get(view.base, False)
         if root is False:
             root = self._root(view.base)
@@ -160,8 +209,12 @@ class Accesses:
             last += (extent - 1) * stride * step
             count *= extent
         span = (last + bits + 7) // 8
-        if offset % 8 or span != (count * bits + 7) // 8:
+        if offset % 8:
             return None
         lo = base + offset // 8
-        return key, lo, lo + span, None
+        if span == (count * bits + 7) // 8:
+            return key, lo, lo + span, None
+        if not self.lazy:
+            return None                 # the online groups need the rows: the Region path
+        return key, lo, lo + span, LazyRegion(self._region, view.name)
 

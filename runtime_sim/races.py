@@ -68,9 +68,9 @@ class RaceDetector:
         accesses = Accesses(self.plan, memory, lambda span: Footprint(*span), lazy=True)
         try:
             found = [accesses(u) for u in range(self.plan.size)]
-        except VpucError:
+            return race_free(self.plan, found, footprint_overlap)
+        except VpucError:           # a region resolved only for its rows: as above
             return False
-        return race_free(self.plan, found, footprint_overlap)
 
     def end(self, unit: int) -> None:
         """The runtime's hook at a unit's end."""

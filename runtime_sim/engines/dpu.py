@@ -107,25 +107,37 @@ def _clip(lo: int, hi: int, size: int) -> tuple[int, int]:
     return lo, max(hi - lo + 1, 0)
 
 
+# A sub-box of an operand's region as numbers: (region, starts, sizes).
+Box = tuple[Region, tuple[int, ...], tuple[int, ...]]
+
+
 def variant_accesses(task: DpuTask, index: int,
                      regions: dict[str, Region]) -> tuple[list[Region], Region]:
     """(regions read, region written) by one variant: its output box and the input
     windows, weights and bias slices that box needs."""
+    reads, written = variant_boxes(task, index, regions)
+    return [sub_region(*r) for r in reads], sub_region(*written)
+
+
+def variant_boxes(task: DpuTask, index: int,
+                  regions: dict[str, Region]) -> tuple[list[Box], Box]:
+    """``variant_accesses`` as boxes, no ``Region`` built: the race proof needs only
+    their spans, and a strided box's rows only where two spans meet."""
     box = variant_box(task, index)
     out = regions["out"]
-    reads: list[Region] = []
+    reads: list[Box] = []
     if task.op is DpuOp.MATMUL:
         rows = (box.y_start, box.y_end - box.y_start + 1)
         cols = (box.z_start, box.z_end - box.z_start + 1)
-        written = sub_region(out, (rows[0], cols[0]), (rows[1], cols[1]))
+        written = (out, (rows[0], cols[0]), (rows[1], cols[1]))
         a = regions["in0"]
-        reads.append(sub_region(a, (rows[0], 0), (rows[1], a.type.bound_shape[1])))
+        reads.append((a, (rows[0], 0), (rows[1], a.type.bound_shape[1])))
         w = regions["weights"]
-        reads.append(sub_region(w, (cols[0], 0), (cols[1], w.type.bound_shape[1])))
+        reads.append((w, (cols[0], 0), (cols[1], w.type.bound_shape[1])))
     else:
         n = out.type.bound_shape[0]
         c, h, w_ = box.shape()
-        written = sub_region(out, (0, box.z_start, box.y_start, box.x_start), (n, c, h, w_))
+        written = (out, (0, box.z_start, box.y_start, box.x_start), (n, c, h, w_))
         weights = regions.get("weights")
         (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = window(
             task, weights.type.bound_shape if weights else None)
@@ -140,10 +152,10 @@ def variant_accesses(task: DpuTask, index: int,
             if task.op is DpuOp.PERMUTE:          # its zero channels read nothing
                 nc = max(min(box.z_end + 1, xc) - c0, 0)
             if ny and nx and nc:
-                reads.append(sub_region(x, (0, c0, y0, x0), (x.type.bound_shape[0], nc, ny, nx)))
+                reads.append((x, (0, c0, y0, x0), (x.type.bound_shape[0], nc, ny, nx)))
         if weights is not None:
             shape = weights.type.bound_shape
-            reads.append(sub_region(weights, (box.z_start, 0, 0, 0), (c,) + shape[1:]))
+            reads.append((weights, (box.z_start, 0, 0, 0), (c,) + tuple(shape[1:])))
     bias = regions.get("bias")
     if bias is not None:
         axis = 0 if bias.type.rank == 1 else 1
@@ -152,7 +164,7 @@ def variant_accesses(task: DpuTask, index: int,
         if sizes[axis] == math.prod(sizes):     # one dim holds the channels: the box's slice
             starts[axis], sizes[axis] = box.z_start, box.z_end - box.z_start + 1
         # else the channels span several dims (a bias packed after the weights): all of it
-        reads.append(sub_region(bias, tuple(starts), tuple(sizes)))
+        reads.append((bias, tuple(starts), tuple(sizes)))
     return reads, written
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from operator import is_
 
 import numpy as np
 
@@ -44,6 +45,12 @@ _MASK32 = 0xFFFFFFFF
 
 # Plans per TimingProgram (cycles_only.timing_program caches those per Program).
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A plan depends only on the body's words (decoded words are shared: ``decode_word``)
+# and the critical registers at its head, so kernels whose loops are the same code (a
+# model's elementwise kernels at other sizes: MobileNetV3's 49 loops are 15 bodies)
+# share one.  Keyed by the words' ids, the words kept so the ids stay theirs; bounded.
+_SHARED: dict[tuple, tuple] = {}
+MAX_SHARED = 1024
 
 
 def plan_timing_loop(program, head: int, branch: int, critical_at_head: int) -> LoopPlan:
@@ -68,6 +75,23 @@ def plan_timing_loop(program, head: int, branch: int, critical_at_head: int) -> 
                            "in the body")
     timing = LoopTiming([program.steps[head + o] for o in origins])
     return LoopPlan(ops, induction, written, timing, None, tuple(origins), {})
+
+
+def shared_plan(program, head: int, branch: int, critical_at_head: int) -> LoopPlan | str:
+    """``plan_timing_loop``'s plan, or why it refuses, shared by identical loop bodies."""
+    body = tuple(program.decoded[head:branch + 1])
+    key = (tuple(map(id, body)), critical_at_head)
+    found = _SHARED.get(key)
+    if found is not None and all(map(is_, found[0], body)):
+        return found[1]
+    try:
+        plan = plan_timing_loop(program, head, branch, critical_at_head)
+    except NotBatchable as why:
+        plan = str(why)
+    if len(_SHARED) >= MAX_SHARED:
+        _SHARED.clear()
+    _SHARED[key] = (body, plan)
+    return plan
 
 
 class TimingLoops:
@@ -97,11 +121,8 @@ class TimingLoops:
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         plan = self.plans.get((head, branch))
         if plan is None:
-            try:
-                plan = plan_timing_loop(self.program, head, branch, self.critical[head])
-            except NotBatchable as why:
-                plan = str(why)
-            self.plans[head, branch] = plan
+            plan = self.plans[head, branch] = shared_plan(self.program, head, branch,
+                                                          self.critical[head])
         if isinstance(plan, str):
             self.declined[plan] += 1
             return None

@@ -121,33 +121,55 @@ class _Op:
     moves_sp: bool = False
 
 
-# A Program's instructions as _Op, built on first use (Programs are cached and immutable).
+# A Program's instructions as _Op, each built on first use (Programs are cached and
+# immutable): a walk reads only its loop's body, and most loops are refused at their
+# back-edge, so working out all of .text up front (softmax: 1,403 words) was wasted.
 _OPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def instructions(program) -> list[_Op]:
+class _Ops:
+    """A Program's ``_Op`` per .text index, each worked out when first indexed."""
+
+    __slots__ = ("_decoded", "_ops")
+
+    def __init__(self, decoded) -> None:
+        self._decoded = decoded
+        self._ops: list[_Op | None] = [None] * len(decoded)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __getitem__(self, i: int) -> _Op:
+        op = self._ops[i]
+        if op is None:
+            op = self._ops[i] = _make_op(self._decoded[i])
+        return op
+
+
+def instructions(program) -> _Ops:
     ops = _OPS.get(program)
     if ops is None:
-        ops = []
-        for dec in program.decoded:
-            sem = SEMANTICS[dec.info.opcode]
-            access = operand_access(dec)
-            shape = (_memory_shape(dec, sem.mnemonic, sem.kind)
-                     if sem.kind in ("load", "store") else None)
-            zeroing = _zeroing(sem.mnemonic, access)
-            operands = tuple((0, affine_const(int(key))) if where == "imm" else
-                             (1, key) if key < NUM_SREGS else (2, None)
-                             for where, key in access.reads)
-            ops.append(_Op(
-                sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, access.branch,
-                shape, zeroing, operands,
-                () if zeroing else tuple(key for where, key in access.reads if where == "reg"),
-                tuple(key for key in access.writes if key < NUM_SREGS),
-                tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS),
-                any(where == "reg" and key >= NUM_SREGS for where, key in access.reads),
-                REG_SP in access.writes))
-        _OPS[program] = ops
+        ops = _OPS[program] = _Ops(program.decoded)
     return ops
+
+
+def _make_op(dec) -> _Op:
+    sem = SEMANTICS[dec.info.opcode]
+    access = operand_access(dec)
+    shape = (_memory_shape(dec, sem.mnemonic, sem.kind)
+             if sem.kind in ("load", "store") else None)
+    zeroing = _zeroing(sem.mnemonic, access)
+    operands = tuple((0, affine_const(int(key))) if where == "imm" else
+                     (1, key) if key < NUM_SREGS else (2, None)
+                     for where, key in access.reads)
+    return _Op(
+        sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, access.branch,
+        shape, zeroing, operands,
+        () if zeroing else tuple(key for where, key in access.reads if where == "reg"),
+        tuple(key for key in access.writes if key < NUM_SREGS),
+        tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS),
+        any(where == "reg" and key >= NUM_SREGS for where, key in access.reads),
+        REG_SP in access.writes)
 
 
 def walk(program, head: int, branch: int, R: list, memory, steps_seen: dict | None = None) -> Walk:

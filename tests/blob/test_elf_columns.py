@@ -62,6 +62,25 @@ def test_a_label_outside_the_string_table():
     assert str(diag.loc) == f"bad.elf: section {R.STRTAB} at offset 0x7fffff"
 
 
+def test_a_label_inside_another_string_reads_as_the_row_wise_read_does():
+    """An offset that is no string's start is left to the row-wise read (a C string from
+    there on): both reads give the same records."""
+    from vpuc.blob.reader_elf import ElfReader
+    data = write_blob(compiled(CLAMP), "elf")
+    name = next(t for t in decode_blob(data, "x.elf").content.tensors if len(t.name) > 1).name
+    strtab = next(s for s in elf.read_elf32(data, "x").sections if s.name == R.STRTAB).data
+    inside = strtab.index(name.encode() + b"\0") + 1
+    bad = patched(data, ".text.dmaTasks0", R.DmaRecord, 1, "label", inside)
+    reader = ElfReader(bad, "x.elf")
+    content, _ = reader.content()
+    labels = [t.label for t in content.task_lists[0].tasks]
+    assert labels[1] == name[1:]
+    assert labels == [reader.string(o) for o in
+                      reader.columns.table(reader.section(".text.dmaTasks0",
+                                                          R.VpucShType.SHT_VPUC_DMA_TASKS),
+                                           R.DmaRecord)["label"].tolist()]
+
+
 def test_a_list_past_its_pool():
     data = write_blob(compiled(CLAMP), "elf")
     diag = refusal(patched(data, ".text.dmaTasks0", R.DmaRecord, 0, "waits_count", 1 << 20))

@@ -14,7 +14,7 @@ from tests.fusion.dpu_testlib import constant, module
 from tests.fusion.test_lower_dpu import check, tasks
 from vpuc import api
 from vpuc.arch import load_arch
-from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
+from vpuc.fusion.lower_dpu_table import CHEAP_BIAS_ROWS, Table, box_rows, packs_bias, packs_cheaply
 from vpuc.ir.module import BufferKind
 from vpuc.ir.types import ElemType
 from vpuc.verifier import verify_module
@@ -94,6 +94,46 @@ def test_conv_bias_travels_with_its_weights(channels, oc, kernel):
     loads = [t for t in tasks(mod, "DMA") if "load_w" in (t.label or "")]
     assert len(loads) == len(tables)
     assert not [t for t in tasks(mod, "DMA") if "bias" in (t.label or "")]
+
+
+def test_packs_cheaply_weighs_the_bias_rows_against_the_f32_bias():
+    f16 = ElemType.F16
+    assert packs_cheaply((512, 256, 1, 1), f16)      # 2 rows of 256: 1 KB for a 2 KB f32 bias
+    assert packs_cheaply((96, 16, 1, 1), f16)        # 6 rows of 16: 192 B for 384 B
+    assert not packs_cheaply((512, 512, 3, 3), f16)  # one row of 9 KB for 2 KB: 4.5x
+    assert not packs_cheaply((16, 16, 3, 3), f16)
+    # the limit itself: one row of I x 2 bytes against 4 x O bytes
+    o = 16
+    assert packs_cheaply((o, 2 * CHEAP_BIAS_ROWS * o, 1, 1), f16)
+    assert not packs_cheaply((o, 2 * CHEAP_BIAS_ROWS * o + 16, 1, 1), f16)
+
+
+@pytest.mark.parametrize("channels, oc, kernel, packed", [
+    (32, 64, (1, 1), True),        # aligned, cheap rows: a table of the lowering's own
+    (16, 16, (3, 3), False),       # aligned, a 3x3's wide rows: the graph's weights, f32 bias
+])
+def test_an_aligned_conv_packs_its_bias_when_cheap(channels, oc, kernel, packed):
+    """Aligned channels: the weights are the graph's constant unless the bias packs cheaply
+    (``packs_cheaply``); then the lowering declares the table and no bias DMA is left.  The
+    result matches the graph reference either way (``check``)."""
+    pad = (kernel[0] - 1) // 2
+    body = f"  %x = Parameter() : 1x{channels}x8x8xf16 NHWC\n"
+    body += constant("w", (oc, channels) + kernel, 1) + constant("bias", (1, oc, 1, 1), 2)
+    body += f"  %conv = Convolution{{strides = [1, 1], pads_begin = [{pad}, {pad}], " \
+            f"pads_end = [{pad}, {pad}], dilations = [1, 1]}}(%x, %w)\n"
+    body += "  %b = Add(%conv, %bias)\n  Result(%b)\n"
+    mod, _ = check(module(body))
+    bias_loads = [t for t in tasks(mod, "DMA") if "bias" in (t.label or "")]
+    views = {v.name: v for v in mod.views}
+    dpu = [t for t in tasks(mod, "DPU") if t.weights is not None]
+    assert dpu and all(t.bias is not None for t in dpu)
+    if packed:
+        assert not bias_loads
+        assert all(views[t.weights].base == views[t.bias].base for t in dpu)
+    else:
+        assert bias_loads
+        assert not any(t.weights in views and t.bias in views
+                       and views[t.weights].base == views[t.bias].base for t in dpu)
 
 
 PACKED_VIR = """module @m arch NPU37XX

@@ -15,6 +15,7 @@ The records are the row-wise reader's, equal field for field.
 from __future__ import annotations
 
 from functools import lru_cache, partial
+from itertools import repeat
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class ElfColumns:
 
     def __init__(self, reader) -> None:
         self.r = reader
-        self._known: dict[int, str | None] | None = None
+        self._known: tuple[np.ndarray, list[str]] | None = None   # string starts, texts
         self.u32 = np.frombuffer(reader.by_name[R.POOL32].data, dtype="<u4")
         self.i64 = np.frombuffer(reader.by_name[R.POOL64].data, dtype="<i8")
 
@@ -78,25 +79,34 @@ class ElfColumns:
             record.unpack_all(data, self.r.file, sec.name)      # raises its error
         return np.frombuffer(data, dtype=record_dtype(record))
 
-    def _string_starts(self) -> dict[int, str | None]:
-        """Every string of ``.vpuc.strtab`` by the offset where it starts."""
+    def _string_starts(self) -> tuple[np.ndarray, list[str]]:
+        """Every string of ``.vpuc.strtab`` with the offset where it starts (sorted); none
+        when the table is not ASCII (then row by row)."""
         table = self.r._strtab
-        known: dict[int, str | None] = {R.STR_NONE: None}
-        if table.isascii():
-            texts = table.decode("ascii").split("\0")[:-1]     # the tail has no NUL
-            starts = np.zeros(len(texts), dtype=np.int64)
-            np.cumsum([len(t) + 1 for t in texts[:-1]], out=starts[1:])
-            known.update(zip(starts.tolist(), texts))
-        return known
+        if not table.isascii():
+            return np.zeros(0, np.int64), []
+        texts = table.decode("ascii").split("\0")[:-1]     # the tail has no NUL
+        ends = np.flatnonzero(np.frombuffer(table, np.uint8) == 0)
+        starts = np.zeros(len(texts), np.int64)
+        starts[1:] = ends[:len(texts) - 1] + 1
+        return starts, texts
 
     def strings(self, offsets: np.ndarray) -> list:
         if self._known is None:
             self._known = self._string_starts()
-        offsets = offsets.tolist()
-        try:
-            return list(map(self._known.__getitem__, offsets))
-        except KeyError:        # inside a string, not valid UTF-8, or outside: row by row
-            return list(map(self.r.string, offsets))
+        starts, texts = self._known
+        offsets = offsets.astype(np.int64)
+        none = offsets == R.STR_NONE
+        at = np.minimum(np.searchsorted(starts, offsets), max(len(starts) - 1, 0))
+        if len(starts) and (none | (starts[at] == offsets)).all():
+            found = list(map(texts.__getitem__, at.tolist()))
+            for row in np.flatnonzero(none).tolist():
+                found[row] = None
+            return found
+        if none.all():
+            return [None] * len(offsets)
+        # Inside a string, not valid UTF-8, or outside: row by row (its message).
+        return list(map(self.r.string, offsets.tolist()))
 
     def _check_lists(self, wide: bool, starts, counts, none_ok: bool):
         pool, name = (self.r._i64, R.POOL64) if wide else (self.r._u32, R.POOL32)
@@ -119,12 +129,14 @@ class ElfColumns:
                     for a, b, skip in zip(starts.tolist(), ends, none.tolist())]
         return [pool[a:b] for a, b in zip(starts.tolist(), ends)]
 
-    def elements(self, starts, counts) -> np.ndarray:
-        """Every word of every row's ``.vpuc.u32`` list, rows one after another."""
-        _, starts, counts, _ = self._check_lists(False, starts, counts, False)
+    def elements(self, starts, counts, *, wide: bool = False) -> np.ndarray:
+        """Every word of every row's ``.vpuc.u32`` list (``.vpuc.i64`` if ``wide``), rows one
+        after another."""
+        _, starts, counts, _ = self._check_lists(wide, starts, counts, False)
         total = int(counts.sum())
         firsts = np.repeat(starts - (np.cumsum(counts) - counts), counts)
-        return self.u32[firsts + np.arange(total, dtype=np.int64)].astype(np.int64)
+        return (self.i64 if wide else self.u32)[firsts + np.arange(total, dtype=np.int64)] \
+            .astype(np.int64)
 
     # --- records -------------------------------------------------------------------
 
@@ -141,18 +153,16 @@ class ElfColumns:
         slices = [()] * len(t)
         sliced = np.flatnonzero(t["slices"] != R.LIST_NONE)
         if len(sliced):
-            words = self.lists(t["slices"][sliced], 3 * rank[sliced], wide=True)
-            shared: dict[tuple, tuple] = {}         # views of one shape: equal slice lists
-            for row, w in zip(sliced.tolist(), words):
-                made = shared.get(w)
-                if made is None:
-                    made = shared[w] = tuple(map(_make(SliceRec), zip(*[iter(w)] * 3)))
+            # Every view's (start, stop, step) words at once, as records, then cut per view.
+            words = self.elements(t["slices"][sliced], 3 * rank[sliced], wide=True).tolist()
+            pieces = _split(list(map(_make(SliceRec), zip(*[iter(words)] * 3))),
+                            rank[sliced].tolist())
+            for row, made in zip(sliced.tolist(), pieces):
                 slices[row] = made
-        rows = zip(names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
-                   t["data_offset"].tolist(), dims, strides, t["data_type"].tolist(), orders,
-                   t["base"].tolist(), slices)
-        out = [TensorRec(name, loc, tile, off, data_off, d, (), s, dtype, order, base, sl, None)
-               for name, loc, tile, off, data_off, d, s, dtype, order, base, sl in rows]
+        out = list(map(_make(TensorRec), zip(
+            names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
+            t["data_offset"].tolist(), dims, repeat((), len(t)), strides,
+            t["data_type"].tolist(), orders, t["base"].tolist(), slices, repeat(None, len(t)))))
         special = np.flatnonzero((t["dynamic_mask"] != 0) | (t["init_kind"] != -1))
         for row in special.tolist():        # dynamic dims and constant initializers: few
             whole = self.r.tensor(row, row_record(t, row, R.TensorRecord))

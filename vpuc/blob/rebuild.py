@@ -23,26 +23,25 @@ from __future__ import annotations
 import re
 from itertools import starmap
 
-from vpuc.arch import Arch, known_archs, load_arch
+from vpuc.arch import Arch
 from vpuc.blob.layer_sources import restore as restore_layers
+from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
 from vpuc.blob.rebuild_lists import act_list, dma_list, dpu_list
 from vpuc.blob.sync_columns import ListSync, sync_columns, unit_counts
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
-                               MPE_MODE_OF,
-                               POST_OP_OF,
-                               SOURCE_KIND_OF, ActTaskRec, ArchRec, BlobContent, DmaRec, DpuRec,
+                               MPE_MODE_OF, POST_OP_OF, ActTaskRec, BlobContent, DmaRec, DpuRec,
                                Number)
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
-from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, KernelDecl, KernelParam,
-                            KernelSource, Module, Ref, RuntimeDecl, Slice, View)
+from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, Slice, View
 from vpuc.ir.tasks import (Binding, DmaTask, DpuTask, DpuVariant, Executor, PostOp,
                            ScalarConst, SwKernelTask, TaskList)
-from vpuc.ir.types import DimsOrder, Dynamic, MemRefPattern, TensorType
-from vpuc.program import InvocationImage, KernelImage, Program
+from vpuc.ir.types import DimsOrder, Dynamic, TensorType
+from vpuc.program import InvocationImage, Program
 
-MAX_RANK = 15                 # what a MemRefData dimsOrder code can express
+__all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
+
 MAX_DIM = (1 << 31) - 1       # MemRefData dims are int32
 # What VIR accepts after % (vpuc/vir/grammar.lark, VALUE): the names a blob may carry.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
@@ -104,29 +103,6 @@ class _Checker:
         if not 0 <= value < limit:
             raise self.fail(where, f"{what} index {value} is out of range ({limit} {what}s)")
         return value
-
-
-def check_arch(rec: ArchRec, file: str, expected: str | Arch | None = None) -> Arch:
-    """The architecture the blob was compiled for, checked field by field against the
-    known one of its name, or against ``expected`` when that is an ``Arch`` (a variant
-    the caller built, such as a sweep point's structure)."""
-    name = expected.name if isinstance(expected, Arch) else expected
-    if name is not None and rec.name.upper() != name.upper():
-        raise VpucError(f"{file}: blob is compiled for {rec.name}; expected {name}")
-    if rec.name.upper() not in known_archs():
-        raise VpucError(f"{file}: blob is compiled for architecture '{rec.name}', which this "
-                        f"vpuc does not know (known: {', '.join(known_archs())})")
-    arch = expected if isinstance(expected, Arch) else load_arch(rec.name)
-    ours = ArchRec(arch.name, arch.version, arch.tiles, arch.cmx_bytes, arch.act_shaves_per_tile,
-                   arch.dpus_per_tile, arch.dma_channels, arch.barriers, arch.max_producers,
-                   arch.max_consumers, arch.window_size, arch.window_bases["WIN_D"],
-                   arch.window_bases["WIN_E"], arch.window_bases["WIN_F"])
-    for field, theirs, mine in zip(ArchRec._fields, rec, ours):
-        if theirs != mine:
-            shown = (lambda v: f"{v:#x}") if isinstance(mine, int) and mine > 4096 else repr
-            raise VpucError(f"{file}: blob is compiled for {rec.name} with {field} = "
-                            f"{shown(theirs)}; this vpuc's {arch.name} has {shown(mine)}")
-    return arch
 
 
 def _number(check: _Checker, where: str, value: Number) -> int | float:
@@ -239,7 +215,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
-    _kernels(check, content, module, program)
+    kernels(check, content, module, program)
     sync = sync_columns(content)        # the barrier indices flattened once, for every check
     _tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
     _counts(check, content, sync)
@@ -269,57 +245,6 @@ def _init(check: _Checker, where: str, init) -> ConstInit | None:
     if init.kind == INIT_VALUES and init.path is None:
         return ConstInit(values=values)
     raise check.fail(where, f"constant initializer (kind {init.kind}) is malformed")
-
-
-def _kernels(check: _Checker, content: BlobContent, module: Module, program: Program) -> None:
-    for i, k in enumerate(content.kernels):
-        where = f"kernel #{i} '{k.name}'"
-        params = []
-        for p in k.params:
-            elem = check.code(where, ELEM_OF, p.data_type, "element type")
-            check.name(where, p.name)
-            if p.is_memref:
-                if p.dims is not None and (len(p.dims) > MAX_RANK or any(d < -1 for d in p.dims)):
-                    raise check.fail(where, f"memref dims {list(p.dims)} are invalid")
-                dims = None if p.dims is None else tuple(None if d == -1 else d for d in p.dims)
-                params.append(KernelParam(p.name, memref=MemRefPattern(elem, dims)))
-            elif p.dims is None and p.is_memref == 0:
-                params.append(KernelParam(p.name, scalar=elem))
-            else:
-                raise check.fail(where, f"scalar parameter {p.name} has dims")
-        source = KernelSource(check.code(where, SOURCE_KIND_OF, k.source_kind, "kernel source"),
-                              k.source_ref)
-        module.kernels.append(KernelDecl(k.name, params, source))
-        img = k.image
-        if img is not None:
-            if img.entry > len(img.text) or img.rodata_offset < len(img.text):
-                raise check.fail(where, f"entry {img.entry} / rodata offset {img.rodata_offset} "
-                                 f"do not fit its {len(img.text)}-byte .text")
-            notes = _recorded(check, k.name, img)
-            program.kernels[k.name] = KernelImage(k.name, img.origin, img.elf, img.text,
-                                                  img.rodata, img.data, img.entry,
-                                                  img.rodata_offset, notes.graph, notes.tags)
-    for i, k in enumerate(content.kernels):
-        if k.image_kernel == -1:
-            continue
-        target = check.index(f"kernel #{i} '{k.name}'", k.image_kernel, len(content.kernels),
-                             "kernel")
-        owner = content.kernels[target]
-        if owner.image is None or (target != i and k.image is not None):
-            raise check.fail(f"kernel #{i} '{k.name}'", f"runs the image of kernel #{target}, "
-                             "which has none, or has an image of its own")
-        program.kernel_aliases[k.name] = owner.name
-    if content.runtime is not None:
-        rt = content.runtime
-        check.index("runtime", rt.kernel, len(content.kernels), "kernel")
-        module.runtime = RuntimeDecl(Ref(content.kernels[rt.kernel].name), tuple(rt.stack_sizes))
-
-
-def _recorded(check: _Checker, kernel: str, img):
-    """A kernel object's notes (``.note.vpuc.graph``: what a generated kernel computes, the
-    LIR expression of each instruction); a malformed note is an error naming the kernel."""
-    from vpuc.shave.kernel_notes import object_notes
-    return object_notes(img.elf, f"{check.file}: kernel @{kernel}'s object", len(img.text) // 8)
 
 
 def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,

@@ -33,11 +33,17 @@ import copy
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from vpuc.cost.blocks import BlockStages
+from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
+from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
+from vpuc.reference.graph import storage_dtype
 from vpuc.verifier.graph import infer_graph
 
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
@@ -128,6 +134,45 @@ class Epilogue:
     timings: list = field(default_factory=list)
     calls: int = 0
     outputs: set = field(default_factory=set)      # the CMX buffers it wrote, by name
+    row_cost: tuple | None = None                  # (fixed, per row) SHAVE cycles, probed
+
+    def block_cycles(self, rows: int, timing) -> float:
+        """NCE cycles until the later of a tile's two ACT SHAVEs finishes the epilogue of a
+        block of ``rows`` output rows (all the layer's aligned channels, its whole width), its
+        ``shave_boxes`` taken in order by the SHAVE free first, each task paying its
+        dispatch: what the DPU layer's block-count estimate adds to a block's compute
+        (``with_epilogue``).  The kernel is far costlier than the DPU task on
+        MobileNetV3 (a 5-row block of 288 channels: 13,700 cycles per SHAVE against 1,800 of
+        DPU), so a count that gives one tile a block more (3 blocks on 2 tiles) leaves
+        that tile's SHAVEs a third of the layer's work behind the other's.  Cycles are
+        linear in whole rows (``row_cost``); a half row is charged half a row's."""
+        n, c, _, w = self._parameter().type.dims
+        fixed, per_row = self._row_cost(n, aligned(c), w)
+        free = [0.0, 0.0]
+        for r0, r1, x0, x1 in shave_boxes(rows, w):
+            shave = (r1 - r0) * per_row * (x1 - x0) / w + fixed
+            first = min(range(2), key=free.__getitem__)
+            free[first] += act_invocation_cycles(shave, timing.shave_cycle,
+                                                 timing.dispatch["ACT_SHAVE"])
+        return max(free)
+
+    def _row_cost(self, n: int, c: int, w: int) -> tuple[float, float]:
+        """(fixed, per row) SHAVE cycles of the kernel on blocks of whole rows of width ``w``,
+        from the interpreter's count of a one-row and a two-row block (data-independent:
+        an elementwise body has no data-dependent control flow)."""
+        if self.row_cost is None:
+            from vpuc.fusion.generator.profile import profile_kernel
+            elem, cycles = self._parameter().type.elem, []
+            for rows in (1, 2):
+                block = TensorType((n, c, rows, w), elem, NHWC)
+                kernel = generate(block_body(self.sub.body, block), "probe", config=self.config)
+                zeros = np.zeros((n, c, rows, w), dtype=storage_dtype(elem))
+                cycles.append(profile_kernel(kernel, [zeros], [(n, c, rows, w)]).cycles)
+            self.row_cost = (2 * cycles[0] - cycles[1], cycles[1] - cycles[0])
+        return self.row_cost
+
+    def _parameter(self):
+        return next(op for op in self.sub.body.ops if op.kind == PARAMETER)
 
     def kernel(self, block: TensorType) -> str:
         body = block_body(self.sub.body, block)
@@ -169,6 +214,22 @@ class Epilogue:
                            "    run(%a0, %r0)", "  }"]
         self.outputs.add(out)
         return out
+
+
+def with_epilogue(prog, cost):
+    """A DPU layer's block cost ``cost`` (rows -> ``BlockStages``) with the ACT SHAVE time of
+    the epilogue being emitted on its blocks (``prog.epilogue``, an ``Epilogue``) added to
+    each block's compute, so the block count balances the tiles' ACT SHAVEs too; ``cost``
+    as it is without such an epilogue or a timing model."""
+    epilogue, timing = getattr(prog, "epilogue", None), getattr(prog, "timing", None)
+    if cost is None or timing is None or not isinstance(epilogue, Epilogue):
+        return cost
+
+    def with_act(rows: int) -> BlockStages:
+        s = cost(rows)
+        return BlockStages(s.load, s.compute + epilogue.block_cycles(rows, timing), s.store,
+                           s.ddr)
+    return with_act
 
 
 def shave_boxes(rows: int, width: int) -> list[tuple[int, int, int, int]]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.lower_dpu_support import const_text
+from vpuc.fusion.lower_dpu_table import packs_bias, packs_cheaply
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
@@ -74,14 +75,19 @@ def conv_aligned(in_channels: int, out_channels: int) -> bool:
     return in_channels % ALIGNMENT == 0 and out_channels % ALIGNMENT == 0
 
 
-def reads_weights(op, index: GraphIndex) -> bool:
-    """Whether the DPU lowering of layer ``op`` reads its weights operand from DDR (a
-    Convolution with aligned channels); the others declare rearranged or padded copies
-    (with the bias packed after them, ``packs_bias``), and the graph's constant is dropped."""
+def reads_weights(op, index: GraphIndex, bias: np.ndarray | None = None) -> bool:
+    """Whether the DPU lowering of layer ``op`` (its bias ``bias``) reads its weights operand
+    from DDR (a Convolution with aligned channels whose bias is not packed); the others
+    declare rearranged or padded copies, or a copy with the bias packed after it when exact
+    and cheap (``packs_bias``, ``packs_cheaply``: one DMA instead of two), and the graph's
+    constant is dropped."""
     if op.kind in REDECLARED_WEIGHTS:
         return False
-    if op.kind != "Convolution" or index.producer(op.operands[1]).kind != CONSTANT:
+    weights = index.producer(op.operands[1])
+    if op.kind != "Convolution" or weights.kind != CONSTANT:
         return True                    # a MatMul's weights, an eltwise layer's other input
+    if packs_bias(bias, weights.type.elem) and packs_cheaply(weights.type.dims, weights.type.elem):
+        return False
     return conv_aligned(index.producer(op.operands[0]).type.dims[1], op.type.dims[1])
 
 
@@ -249,7 +255,7 @@ def load_window_weights(e, op, index: GraphIndex, values: dict, t: int, waits: s
     o, i, kh, kw = producer.type.dims
     elem, nhwc = producer.type.elem, DimsOrder(NAMED_ORDERS["NHWC"])
     pi = in_channels or aligned(i)
-    if not reads_weights(op, index):                 # a constant, padded at compile time
+    if not reads_weights(op, index, bias):           # a constant, padded at compile time
         from vpuc.reference.graph import constant_value
         dims = (aligned(o), pi, kh, kw)
         if table is not None:

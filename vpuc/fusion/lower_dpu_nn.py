@@ -57,6 +57,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    const_text, describe, layer_timing, resident_cycles,
                                    split_rows_cost)
+from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
 from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
@@ -254,7 +255,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op, prog.cmx_budget,
                                    live=2 if width < ow else None,   # blocks of columns too
-                                   cost=lambda r: stages(job, r),
+                                   cost=with_epilogue(prog, lambda r: stages(job, r)),
                                    resident_cost=resident_cycles(
                                        prog, resident_moves(job), gate, constant_weights),
                                    channels=prog.dma_channels)

@@ -93,7 +93,7 @@ def plan_layer(layer: DpuLayer, index: GraphIndex, c: int, oc: int) -> Plan:
     op = layer.op
     kernel, strides, begin, end, dil = nn_window(op, index)
     whole = [Job((0, c), (0, oc), from_ddr=op.kind == "Convolution")]
-    if op.kind == "Convolution" and not reads_weights(op, index):
+    if op.kind == "Convolution" and not reads_weights(op, index, layer.bias):
         # padded copies (the bias packed after them: lower_dpu_channels.packs_bias)
         whole = [Job((0, c), (0, oc), constant_value(index.producer(op.operands[1])))]
     if op.kind == "Convolution":

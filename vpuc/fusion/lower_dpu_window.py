@@ -16,6 +16,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks, 
 from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_window_weights,
                                             padded_vector, reads_weights, zero_vector,
                                             zeros_view)
+from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
@@ -82,7 +83,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     # the lowering's own constant weights: a table (lower_dpu_table) holds the bias when
     # exact in their type
-    own = conv and constant and not reads_weights(op, index)
+    own = conv and constant and not reads_weights(op, index, bias)
     packed = own and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
     def pads() -> bool:     # padded input channels a convolution reads across: zeroed
@@ -102,7 +103,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         if bias is not None and not packed:
             resident_loads.append(Move(4 * ocp, 4))
         return choose_blocks(oh, tiles, resident, footprint, "output row", op,
-                             prog.cmx_budget, cost=stages,
+                             prog.cmx_budget, cost=with_epilogue(prog, stages),
                              resident_cost=resident_cycles(prog, resident_loads, gate, constant),
                              channels=prog.dma_channels)
 

@@ -243,6 +243,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                     first_load[key] = (task, dst.root.tile)
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
+                if id(seen[0]) not in early:     # its source loads in turn: so does the copy
+                    early.pop(id(task), None)
         if dma_channels > 1:
             tasks = task_list.tasks
             deep = deepen(moved, early, early_bytes, room_of)

@@ -23,6 +23,7 @@ and the byte offset (docs/blob-format.md, "Kernel objects").
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -57,6 +58,8 @@ TagRun = elf.Struct("VpucTagRun", (
     ("r_count", "H"),            # instructions in the run, >= 1
     ("r_label", "H"),            # index into the labels, or NO_LABEL
 ))
+_RUNS = struct.Struct("<HH")     # TagRun's layout, for unpacking every run at once
+assert _RUNS.size == TagRun.size
 NO_LABEL = 0xFFFF
 MAX_RUN = 0xFFFF                 # longer runs are written as several
 
@@ -203,24 +206,25 @@ def _read_tags(desc: bytes, at: int, file: str) -> ExprTags:
         raise fail(f"the header says {head.t_nlabels} labels; after the runs come "
                    f"{len(strings) - 1} NUL-terminated strings"
                    + (" and unterminated bytes" if strings[-1] else ""), pool)
-    labels, place = [], pool
+    labels, seen, place = [], set(), pool
     for raw in strings[:-1]:
         try:
             labels.append(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise fail("a label is not UTF-8", place + exc.start) from None
-        if not raw or labels[-1] in labels[:-1]:
+        if not raw or raw in seen:
             raise fail(f"label {len(labels) - 1} is empty or repeated", place)
+        seen.add(raw)
         place += len(raw) + 1
-    runs, total = [], 0
-    for k in range(head.t_nruns):
-        run = TagRun.unpack_from(desc, TagsHeader.size + k * TagRun.size, file, GRAPH_SECTION)
-        if run.r_count == 0 or (run.r_label >= head.t_nlabels and run.r_label != NO_LABEL):
-            raise fail(f"run {k} has count {run.r_count} and label {run.r_label}; counts "
+    # all runs unpacked at once (a generated kernel has hundreds), then checked in order
+    runs = list(_RUNS.iter_unpack(desc[TagsHeader.size:pool]))
+    total = 0
+    for k, (count, label) in enumerate(runs):
+        if count == 0 or (label >= head.t_nlabels and label != NO_LABEL):
+            raise fail(f"run {k} has count {count} and label {label}; counts "
                        f"are at least 1 and labels below {head.t_nlabels} (or {NO_LABEL:#x})",
                        TagsHeader.size + k * TagRun.size)
-        runs.append((run.r_count, run.r_label))
-        total += run.r_count
+        total += count
     if total != head.t_ninsts:
         raise fail(f"the runs cover {total} instructions, the header says {head.t_ninsts}", 0)
     return ExprTags(tuple(labels), tuple(runs))
