@@ -95,3 +95,20 @@ def test_pipelined_cut_keeps_the_rows_and_a_small_tail():
     # the layer-by-layer estimate keeps its choice (--schedule naive does not change)
     assert choose_cut([(1, 197, 197, True), (2, 768, 4, False)], total, 1 << 20, 2) == \
         (1, 4, 48)
+
+
+def test_pipelined_halved_tail_counts_among_the_tiles_blocks():
+    """MobileNetV3's squeeze-excite products at 14x14 (an even cut of 7 blocks of 2 rows,
+    tile 0 taking 4): under --schedule default three blocks of 4 and a tail of 2 give each
+    tile two blocks, each halved over its ACT SHAVEs, and tile 0 four rows per SHAVE in
+    two blocks' costs, not four."""
+    from vpuc.fusion.act_split import shave_makespan
+    total = 3 * 576 * 14 * 14 * 2
+    assert tail_split(14, 7, total, 1 << 20, 2, halves=True, pipelined=True) == (3, 4)
+    assert shave_makespan([4, 4, 4, 2], 2) < shave_makespan([2] * 7, 2)
+    # layer by layer, the main run keeps two blocks a tile (no tail that fits beats 7 x 2)
+    assert tail_split(14, 7, total, 1 << 20, 2, halves=True) is None
+    # without halves a block is one ACT SHAVE's: the tail does not count (the ViT's 197
+    # score rows stay 4 x 49 + 1, not 3 x 50 + 47)
+    assert tail_split(197, 197, 3 * 197 * 197 * 2 * 2, 1 << 20, 2, halves=False,
+                      pipelined=True) == (4, 49)

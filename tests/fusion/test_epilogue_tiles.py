@@ -63,23 +63,28 @@ def _kernel_cycles(epilogue: Epilogue, channels: int, rows: int, width: int) -> 
     return profile_kernel(kernel, [zeros], [(1, channels, rows, width)]).cycles
 
 
-def test_block_cycles_are_the_kernels_cycles_per_shave():
-    """An even row count: each SHAVE runs half the rows in one task, the kernel's interpreted
-    cycles for that box exactly (the probes are whole rows; cycles linear in rows).  An odd
-    count: a run of whole rows and a half row per SHAVE, the half row estimated as half a
-    row's cycles over the fixed part."""
+def test_block_cycles_follow_the_kernels_cycles_per_shave():
+    """Against the kernel's interpreted cycles (``profile_kernel``, the per-instruction
+    count) on each SHAVE's boxes: one row exactly (its probe); k rows over by the
+    kernel's fixed part (2 x one row - two rows) k - 1 times, which the estimate counts
+    once per row; an odd count's half row (7 pixels where the estimate scales 14) within
+    5%."""
     timing = default_timing("NPU37XX")
     channels, width = 96, 14
     ep = _epilogue(channels, width)
     launch = timing.dispatch["ACT_SHAVE"]
+
+    def nce(*shaves: int) -> float:
+        return sum(act_invocation_cycles(s, timing.shave_cycle, launch) for s in shaves)
+
+    one = _kernel_cycles(ep, channels, 1, width)
+    fixed = 2 * one - _kernel_cycles(ep, channels, 2, width)
+    assert ep.row_cycles(1, channels, width) == one and fixed >= 0
     for rows in (2, 4, 6):
-        shave = _kernel_cycles(ep, channels, rows // 2, width)
-        assert ep.block_cycles(rows, timing) == pytest.approx(
-            act_invocation_cycles(shave, timing.shave_cycle, launch), rel=1e-12)
-    run, half = _kernel_cycles(ep, channels, 2, width), _kernel_cycles(ep, channels, 1, width // 2)
-    real = (act_invocation_cycles(run, timing.shave_cycle, launch)
-            + act_invocation_cycles(half, timing.shave_cycle, launch))
-    # the half row's loop runs 7 pixels where the estimate scales 14: a few percent
+        k = rows // 2
+        over = ep.block_cycles(rows, timing) - nce(_kernel_cycles(ep, channels, k, width))
+        assert over == pytest.approx((k - 1) * fixed * timing.shave_cycle, abs=1e-6)
+    real = nce(_kernel_cycles(ep, channels, 2, width), _kernel_cycles(ep, channels, 1, width // 2))
     assert ep.block_cycles(5, timing) == pytest.approx(real, rel=0.05)
 
 
