@@ -185,7 +185,8 @@ def _racing(unit_accesses: list[list[tuple]], n: int, earlier: np.ndarray, later
     if not groups or not len(earlier):
         return False
     key, write = np.asarray(keys, np.int64), np.asarray(writes, bool)
-    span = np.asarray(spans, np.int64)
+    lo = np.asarray([lo for lo, _ in spans], np.int64)
+    hi = np.asarray([hi for _, hi in spans], np.int64)
     per_unit = np.bincount(np.asarray(units, np.int64), minlength=n)
     unit_first = np.cumsum(per_unit) - per_unit
     # Every access of ``earlier`` against every access of ``later``.
@@ -194,10 +195,13 @@ def _racing(unit_accesses: list[list[tuple]], n: int, earlier: np.ndarray, later
     total = int(count.sum())
     pair = np.repeat(np.arange(len(earlier), dtype=np.int64), count)
     k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    i = unit_first[earlier][pair] + k // width[pair]
-    j = unit_first[later][pair] + k % width[pair]
-    meet = ((key[i] == key[j]) & (span[i, 0] < span[j, 1]) & (span[j, 0] < span[i, 1])
-            & (write[i] | write[j]))
+    row, column = np.divmod(k, width[pair])
+    i = unit_first[earlier][pair] + row
+    j = unit_first[later][pair] + column
+    # one memory and a writer first (few pairs are left), then the spans of those
+    same = np.flatnonzero((key[i] == key[j]) & (write[i] | write[j]))
+    i, j = i[same], j[same]
+    meet = (lo[i] < hi[j]) & (lo[j] < hi[i])
     for a, b in zip(i[meet].tolist(), j[meet].tolist()):
         first, second = groups[a], groups[b]
         if (first.rows is None and second.rows is None) or overlap(first, second) is not None:

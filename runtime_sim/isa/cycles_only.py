@@ -156,7 +156,7 @@ def _skipped_step(meta) -> tuple:
 def _full_masks(keys: tuple[int, ...]):
     """A mask is vector data: every lane is taken as active, so a masked access is
     checked and marked over all its bytes (a superset of the full run's)."""
-    def run_(R, mem):
+    def run_(R, mem, keys=keys):            # bound, not closed over: no cells to collect
         for key in keys:
             R[key] = ALL_LANES
     return run_
@@ -168,13 +168,13 @@ def _scalar_load(inner, dec, access, watched: int):
     size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
     offset = int(offset)
     if watched:
-        def run_(R, mem):
+        def run_(R, mem, base=base, offset=offset, size=size, watched=watched, inner=inner):
             address = (int(R[base]) + offset) & _MASK32
             mem.watch_load(watched, address, address + size)
             return inner(R, mem)
         return run_
 
-    def run_(R, mem):
+    def run_(R, mem, base=base, offset=offset, size=size, inner=inner):
         mem.check_load((int(R[base]) + offset) & _MASK32, size)
         return inner(R, mem)
     return run_
@@ -188,7 +188,8 @@ def _marking_store(inner, dec, sources: int):
     size = 8 if dec.info.format == "SST2" else shape.size
     base, offset, stride, lanes = shape.base, int(shape.offset), shape.stride, shape.lanes
 
-    def run_(R, mem):
+    def run_(R, mem, inner=inner, sources=sources, base=base, offset=offset, size=size,
+             stride=stride, lanes=lanes):
         nxt = inner(R, mem)
         if not (sources & (VECTOR | mem.garbage)):
             return nxt

@@ -146,12 +146,23 @@ def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
                 stack.append(i + 1)             # a call: on after it returns
     out = []
     for i, x in enumerate(ins):
-        after = (i + 1,) if i + 1 < count else ()
-        jump = (x.target,) if x.target is not None else ()
-        out.append({"branch": after + jump, "loop": after + jump, "jump": jump, "call": jump,
-                    "ret": tuple(dict.fromkeys(returns.get(i, ()))),
-                    "halt": ()}.get(x.kind, after))
+        kind = x.kind
+        if kind in _FALLS_THROUGH:
+            out.append((i + 1,) if i + 1 < count else ())
+        elif kind in ("branch", "loop"):
+            after = (i + 1,) if i + 1 < count else ()
+            out.append(after + (x.target,) if x.target is not None else after)
+        elif kind in ("jump", "call"):
+            out.append((x.target,) if x.target is not None else ())
+        elif kind == "ret":
+            out.append(tuple(dict.fromkeys(returns.get(i, ()))))
+        else:                                   # halt
+            out.append(())
     return out
+
+
+# every kind but control transfers: on to the next instruction
+_FALLS_THROUGH = frozenset(("op", "load", "store", "nop"))
 
 
 # The analysis sees only each instruction's opcode, register sets and branch target, not

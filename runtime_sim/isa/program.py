@@ -76,6 +76,10 @@ def _word(dec: Decoded) -> tuple:
     return found
 
 
+def _no_operands(R) -> tuple:
+    return ()
+
+
 class BadTarget(VpucError):
     """A branch or call to an address outside the kernel's .text."""
 
@@ -175,56 +179,56 @@ class Program:
         return _stack_checked(runner) if REG_SP in self.meta[index][1] else runner
 
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
-        """A closure running one instruction on R; returns None (fall through), the
-        index to branch to, HALT, or BAD_TARGET (a taken branch leaving .text)."""
+        """A function running one instruction on R; returns None (fall through), the
+        index to branch to, HALT, or BAD_TARGET (a taken branch leaving .text).  What it
+        needs is bound as default arguments, not closed over: a kernel makes a runner per
+        instruction, and cells would be as many more objects for the garbage collector."""
         kind = sem.kind
         fn = UNBATCHED_OPS.get(sem.mnemonic) or UNBATCHED_MEMORY.get(sem.mnemonic) or sem.fn
         get = itemgetter(*reads) if len(reads) > 1 else (
-            (lambda R, k=reads[0]: (R[k],)) if reads else (lambda R: ()))
+            (lambda R, k=reads[0]: (R[k],)) if reads else _no_operands)
         if kind in ("op", "load"):
-            prefix = (True,) if kind == "load" else ()
             if len(writes) == 1:
-                d = writes[0]
-                if prefix:
-                    def run(R, mem):
+                if kind == "load":
+                    def run(R, mem, d=writes[0], fn=fn, get=get):
                         R[d] = fn(mem, *get(R))
                 else:
-                    def run(R, mem):
+                    def run(R, mem, d=writes[0], fn=fn, get=get):
                         R[d] = fn(*get(R))
+            elif kind == "load":
+                def run(R, mem, writes=writes, fn=fn, get=get):
+                    for key, value in zip(writes, fn(mem, *get(R))):
+                        R[key] = value
             else:
-                def run(R, mem):
-                    values = fn(mem, *get(R)) if prefix else fn(*get(R))
-                    for key, value in zip(writes, values):
+                def run(R, mem, writes=writes, fn=fn, get=get):
+                    for key, value in zip(writes, fn(*get(R))):
                         R[key] = value
             return run
         if kind == "store":
-            def run(R, mem):
+            def run(R, mem, fn=fn, get=get):
                 fn(mem, *get(R))
             return run
         if kind == "branch":
-            def run(R, mem):
+            def run(R, mem, target=target, fn=fn, get=get):
                 return target if fn(*get(R)) else None
             return run
         if kind == "loop":
-            counter = writes[0]
-
-            def run(R, mem):
+            def run(R, mem, counter=writes[0], target=target, fn=fn):
                 R[counter], taken = fn(R[counter])
                 return target if taken else None
             return run
         if kind == "jump":
-            return lambda R, mem: target
+            return lambda R, mem, target=target: target
         if kind == "call":
-            link = np.uint32(self.base + (index + 1) * WORD_BYTES)
-
-            def run(R, mem):
+            def run(R, mem, link=np.uint32(self.base + (index + 1) * WORD_BYTES),
+                    target=target):
                 R[REG_LR] = link
                 return target
             return run
         if kind == "ret":
-            def run(R, mem):
+            def run(R, mem, index_of=self.index_of):
                 address = int(R[REG_LR])
-                return HALT if address == EXIT_ADDRESS else self.index_of(address)
+                return HALT if address == EXIT_ADDRESS else index_of(address)
             return run
         if kind == "halt":
             return lambda R, mem: HALT

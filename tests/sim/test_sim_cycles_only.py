@@ -226,3 +226,32 @@ def test_a_cycles_only_program_makes_no_runner_for_what_it_skips():
     assert [s[1:] for s in timing.program.flat] == [s[1:] for s in program.flat]
     assert [(s.sources, s.dests, s.cost) for s in timing.program.steps] == [
         (s.sources, s.dests, s.cost) for s in program.steps]
+
+
+def test_loops_of_the_same_code_share_one_plan_and_other_code_has_its_own(monkeypatch):
+    import runtime_sim.isa.cycles_only_loops as loops
+    from runtime_sim.isa.loop_plan import Step
+    source = """
+        lw s3, {offset}(s0)
+        li s4, {trips}
+    again:
+        vld v0, 0(s3)
+        vst v0, 64(s3)
+        addi s3, s3, {step}
+        addi s4, s4, -1
+        bnez s4, again
+        li s0, 0
+        halt
+    """
+    same = _program(source.format(offset=0, trips=4, step=16))
+    moved = _program(source.format(offset=8, trips=9, step=16))     # the loop's code unchanged
+    other = _program(source.format(offset=0, trips=4, step=32))     # its step differs
+    monkeypatch.setattr(loops, "_SHARED", {})
+    head, branch = 2, 6
+    plans = [loops.shared_plan(p, head, branch, timing_program(p).slice.critical_at[head])
+             for p in (same, moved, other)]
+    assert plans[0] is plans[1] and plans[2] is not plans[0]
+    assert len(loops._SHARED) == 2
+    s3 = 3
+    assert plans[0].induction[s3] == {2: Step("imm", 16, 1)}
+    assert plans[2].induction[s3] == {2: Step("imm", 32, 1)}
