@@ -162,7 +162,8 @@ class Epilogue:
         """SHAVE cycles of the kernel on one row of ``c`` channels and width ``w``, run once
         on zeros (an elementwise body has no data-dependent control flow).  Cycles are
         linear in rows but for a fixed part (HardSwish on 288 channels, 14 wide: 3,873 for
-        one row, 7,653 for two), which this leaves out: it ranks block counts.  The
+        one row, 7,653 for two), which ``block_cycles`` counts once per row: it ranks block
+        counts.  The
         kernel's generation is most of the cost, so results are kept by body and size
         (MobileNetV3 repeats its blocks)."""
         elem = self._parameter().type.elem
