@@ -221,17 +221,10 @@ def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
                 if p not in queued:
                     queued.add(p)
                     work.append(p)
-    crit_out = []
-    for i, x in enumerate(ins):
-        out = 0
-        for j in succ[i]:
-            out |= crit_in[j]
-        if x.kind in ("ret", "halt"):
-            out |= status
-        crit_out.append(out)
-        if x.vector_in and x.defs & out:
-            return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
-                          "makes a scalar that decides control flow or an address"), ()
+    crit_out, bad = critical_out(ins, succ, crit_in)
+    if bad is not None:
+        return None, (f"{decoded[bad].info.mnemonic} at .text+{bad * WORD_BYTES:#x} "
+                      "makes a scalar that decides control flow or an address"), ()
     sources = _sources(ins, succ, crit_out, blocks)
     roles = []
     for i, x in enumerate(ins):
@@ -246,6 +239,24 @@ def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
 
 _ROLES: dict[tuple, Role] = {}
 
+
+
+def critical_out(ins: list, succ: list, crit_in: list[int]) -> tuple[list[int], int | None]:
+    """The critical registers after each instruction, from the fixpoint's ``crit_in``
+    (s0 at an exit: the status); and the first vector -> scalar move whose result is
+    critical (the slice cannot skip vector work then), or None."""
+    status = 1 << REG_ARGS_ADDR
+    crit_out = []
+    for i, x in enumerate(ins):
+        out = 0
+        for j in succ[i]:
+            out |= crit_in[j]
+        if x.kind in ("ret", "halt"):
+            out |= status
+        crit_out.append(out)
+        if x.vector_in and x.defs & out:
+            return crit_out, i
+    return crit_out, None
 
 def _role(*fields) -> Role:
     """One ``Role`` per distinct value (most instructions share a handful)."""

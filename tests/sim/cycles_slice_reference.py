@@ -5,7 +5,7 @@ and zoo kernel."""
 
 from __future__ import annotations
 
-from runtime_sim.isa.cycles_slice import _CONTROL, VECTOR, _keys, load_bit
+from runtime_sim.isa.cycles_slice import _CONTROL, VECTOR, _keys, critical_out, load_bit
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR
 
 
@@ -40,16 +40,9 @@ def reference_slice(ins: list, succ: list[tuple[int, ...]]) -> tuple:
                 if p not in queued:
                     queued.add(p)
                     work.append(p)
-    crit_out = []
-    for i, x in enumerate(ins):
-        out = 0
-        for j in succ[i]:
-            out |= crit_in[j]
-        if x.kind in ("ret", "halt"):
-            out |= status
-        crit_out.append(out)
-        if x.vector_in and x.defs & out:
-            return None, i
+    crit_out, bad = critical_out(ins, succ, crit_in)     # shared: the fixpoints differ
+    if bad is not None:
+        return None, bad
     sources = _sources(ins, succ, crit_out)
     roles = []
     for i, x in enumerate(ins):

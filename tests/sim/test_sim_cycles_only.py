@@ -141,9 +141,8 @@ def test_masks_from_scalars_are_computed_and_masks_from_vectors_are_all_lanes():
     assert all(R[64 + 1])
 
 
-def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkeypatch):
-    import runtime_sim.isa.cycles_slice as cycles_slice
-    source = """
+# A copying loop whose offset, trip count and step are immediates (two tests vary them).
+COPY_LOOP = """
         lw s3, {offset}(s0)
         li s4, {trips}
     again:
@@ -155,6 +154,11 @@ def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkey
         li s0, 0
         halt
     """
+
+
+def test_kernels_of_one_structure_share_the_analysis_not_their_immediates(monkeypatch):
+    import runtime_sim.isa.cycles_slice as cycles_slice
+    source = COPY_LOOP
     first = _program(source.format(offset=0, trips=4, step=16))
     second = _program(source.format(offset=8, trips=9, step=32))
     other = _program(source.format(offset=8, trips=9, step=32).replace("vst v0, 64(s3)",
@@ -231,18 +235,7 @@ def test_a_cycles_only_program_makes_no_runner_for_what_it_skips():
 def test_loops_of_the_same_code_share_one_plan_and_other_code_has_its_own(monkeypatch):
     import runtime_sim.isa.cycles_only_loops as loops
     from runtime_sim.isa.loop_plan import Step
-    source = """
-        lw s3, {offset}(s0)
-        li s4, {trips}
-    again:
-        vld v0, 0(s3)
-        vst v0, 64(s3)
-        addi s3, s3, {step}
-        addi s4, s4, -1
-        bnez s4, again
-        li s0, 0
-        halt
-    """
+    source = COPY_LOOP
     same = _program(source.format(offset=0, trips=4, step=16))
     moved = _program(source.format(offset=8, trips=9, step=16))     # the loop's code unchanged
     other = _program(source.format(offset=0, trips=4, step=32))     # its step differs
