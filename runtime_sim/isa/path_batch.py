@@ -33,7 +33,8 @@ from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
 from runtime_sim.isa.path_relocate import relocated
-from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, instructions, walk
+from runtime_sim.isa.path_ops import instructions
+from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, walk
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS

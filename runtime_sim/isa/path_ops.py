@@ -1,0 +1,94 @@
+"""A Program's instructions as the path walk and the path batch read them (``_Op``):
+each worked out once, when a walk first reaches it.
+
+A walk reads only its loop's body, and most loops are refused at their back-edge,
+so working out all of .text up front (softmax: 1,403 words) was wasted: ``_Ops``
+builds an instruction's ``_Op`` when first indexed, and one ``_Ops`` per Program
+(Programs are cached and immutable) serves every walk.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from runtime_sim.isa.loop_bounds import affine_const
+from runtime_sim.isa.loop_plan import _memory_shape
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS, REG_SP
+
+
+@dataclass(frozen=True)
+class _Op:
+    """What the walk and the batch need of one instruction of .text (computed once)."""
+
+    mnemonic: str
+    kind: str
+    fn: object
+    reads: tuple
+    writes: tuple
+    branch: int | None
+    shape: object                  # loop_plan.MemoryShape of a load or store
+    zeroing: bool                  # xor r, r, r: reads nothing
+    # what every walk would work out again from the above (the walk's inner loop):
+    operands: tuple = ()           # per read: (0, Affine) an immediate, (1, key) a scalar,
+                                   # (2, None) a vector or mask (never affine)
+    first_reads: tuple = ()        # registers it reads (none when zeroing)
+    scalar_out: tuple = ()
+    mask_out: tuple = ()
+    reads_vectors: bool = False
+    moves_sp: bool = False
+
+
+_OPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Ops:
+    """A Program's ``_Op`` per .text index, each worked out when first indexed."""
+
+    __slots__ = ("_decoded", "_ops")
+
+    def __init__(self, decoded) -> None:
+        self._decoded = decoded
+        self._ops: list[_Op | None] = [None] * len(decoded)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __getitem__(self, i: int) -> _Op:
+        op = self._ops[i]
+        if op is None:
+            op = self._ops[i] = _make_op(self._decoded[i])
+        return op
+
+
+def instructions(program) -> _Ops:
+    ops = _OPS.get(program)
+    if ops is None:
+        ops = _OPS[program] = _Ops(program.decoded)
+    return ops
+
+
+def _make_op(dec) -> _Op:
+    sem = SEMANTICS[dec.info.opcode]
+    access = operand_access(dec)
+    shape = (_memory_shape(dec, sem.mnemonic, sem.kind)
+             if sem.kind in ("load", "store") else None)
+    zeroing = _zeroing(sem.mnemonic, access)
+    operands = tuple((0, affine_const(int(key))) if where == "imm" else
+                     (1, key) if key < NUM_SREGS else (2, None)
+                     for where, key in access.reads)
+    return _Op(
+        sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, access.branch,
+        shape, zeroing, operands,
+        () if zeroing else tuple(key for where, key in access.reads if where == "reg"),
+        tuple(key for key in access.writes if key < NUM_SREGS),
+        tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS),
+        any(where == "reg" and key >= NUM_SREGS for where, key in access.reads),
+        REG_SP in access.writes)
+
+
+def _zeroing(mnemonic: str, access) -> bool:
+    """``vxor v, v, v`` and friends: the result is 0 whatever the register held."""
+    return (mnemonic in ("xor", "vxor", "mxor") and access.reads[0] == access.reads[1]
+            and access.reads[0][0] == "reg")
