@@ -20,134 +20,34 @@ VpucError naming the record.
 
 from __future__ import annotations
 
-import re
 from itertools import starmap
 
 from vpuc.arch import Arch
 from vpuc.blob.layer_sources import restore as restore_layers
+from vpuc.blob.rebuild_checks import (LABEL, Checker, checked_barriers, checked_number,
+                                      checked_tensor_type)
 from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
 from vpuc.blob.rebuild_lists import act_list, dma_list, dpu_list
 from vpuc.blob.sync_columns import ListSync, sync_columns, unit_counts
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
                                INIT_SPLAT, INIT_VALUES, LOCATION_CODE, LOCATION_OF, MPE_MODE_CODE,
-                               MPE_MODE_OF, POST_OP_OF, ActTaskRec, BlobContent, DmaRec, DpuRec,
-                               Number)
+                               MPE_MODE_OF, POST_OP_OF, ActTaskRec, BlobContent, DmaRec, DpuRec)
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, Slice, View
 from vpuc.ir.tasks import (Binding, DmaTask, DpuTask, DpuVariant, Executor, PostOp,
                            ScalarConst, SwKernelTask, TaskList)
-from vpuc.ir.types import DimsOrder, Dynamic, TensorType
+from vpuc.ir.types import TensorType
 from vpuc.program import InvocationImage, Program
 
 __all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
 
-MAX_DIM = (1 << 31) - 1       # MemRefData dims are int32
-# What VIR accepts after % (vpuc/vir/grammar.lark, VALUE): the names a blob may carry.
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$]*")
-_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
-# A column of names joined by newlines, for _Checker.all_names.
-_COLUMN = {p: re.compile(f"{p.pattern}(?:\n{p.pattern})*") for p in (_NAME, _LABEL)}
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
-
-
-class _Checker:
-    def __init__(self, file: str) -> None:
-        self.file = file
-        # Names already matched, per pattern: aliases and kernel names repeat on every task.
-        self._matched: dict[re.Pattern, set[str]] = {_NAME: set(), _LABEL: set()}
-        self._refs: dict[str, Ref] = {}
-
-    def fail(self, where: str, message: str) -> VpucError:
-        return VpucError(f"{self.file}: blob {where}: {message}")
-
-    def name(self, where: str, text, pattern=_NAME) -> str:
-        matched = self._matched[pattern]
-        if text in matched and type(text) is str:
-            return text
-        if not isinstance(text, str) or not pattern.fullmatch(text):
-            raise self.fail(where, f"name {text!r} is not an identifier")
-        matched.add(text)
-        return text
-
-    def all_names(self, texts: list, pattern=_NAME) -> bool:
-        """Whether every text of a column is a name, by one match over the column joined
-        (names hold no newline); on False the caller checks row by row for the message."""
-        if not texts:
-            return True
-        try:
-            joined = "\n".join(texts)
-        except TypeError:
-            return False
-        return joined.count("\n") == len(texts) - 1 and \
-            _COLUMN[pattern].fullmatch(joined) is not None
-
-    def ref(self, where: str, text) -> Ref:
-        """A checked name as a Ref; one per name (aliases and run() arguments repeat on every
-        task, and a Ref without a location is never changed)."""
-        made = self._refs.get(text) if type(text) is str else None
-        if made is None:
-            made = self._refs[text] = Ref(self.name(where, text))
-        return made
-
-    def label(self, where: str, text):
-        return None if text is None else self.name(where, text, _LABEL)
-
-    def code(self, where: str, table: dict, code, what: str):
-        member = table.get(code)
-        if member is None:
-            raise self.fail(where, f"unknown {what} code {code}")
-        return member
-
-    def index(self, where: str, value, limit: int, what: str) -> int:
-        if not 0 <= value < limit:
-            raise self.fail(where, f"{what} index {value} is out of range ({limit} {what}s)")
-        return value
-
-
-def _number(check: _Checker, where: str, value: Number) -> int | float:
-    if value.is_int not in (0, 1):
-        raise check.fail(where, f"number flag {value.is_int} is not 0 or 1")
-    return int(value.value) if value.is_int else float(value.value)
-
-
-def _tensor_type(check: _Checker, where: str, t, types: dict) -> TensorType:
-    """``types``: the types built so far by their record fields; equal records share one
-    (a program of 100k tasks has a handful of distinct types)."""
-    key = (t.dims, t.dynamic_dims, t.data_type, t.dims_order, len(t.strides))
-    known = types.get(key)
-    if known is not None:
-        return known
-    rank = len(t.dims)
-    if rank > MAX_RANK:
-        raise check.fail(where, f"rank {rank} exceeds {MAX_RANK}")
-    if len(t.strides) != rank or len(t.dims_order) != rank or \
-            (t.dynamic_dims and len(t.dynamic_dims) != rank):
-        raise check.fail(where, "dims, strides, dims order and dynamic flags differ in length")
-    if sorted(t.dims_order) != list(range(rank)):
-        raise check.fail(where, f"dims order {list(t.dims_order)} is not a permutation")
-    if any(not 0 <= d <= MAX_DIM for d in t.dims):
-        raise check.fail(where, f"dims {list(t.dims)} are out of range")
-    dims = tuple(Dynamic(d) if t.dynamic_dims and t.dynamic_dims[i] else d
-                 for i, d in enumerate(t.dims))
-    types[key] = made = TensorType(dims, check.code(where, ELEM_OF, t.data_type, "element type"),
-                                   DimsOrder(tuple(t.dims_order)))
-    return made
-
-
-def _barriers(check: _Checker, where: str, indices, names: list[str]) -> tuple[str, ...]:
-    if not indices:
-        return ()
-    limit = len(names)
-    if min(indices) < 0 or max(indices) >= limit:
-        bad = next(b for b in indices if not 0 <= b < limit)
-        raise check.fail(where, f"barrier index {bad} is out of range ({limit} barriers)")
-    return tuple(map(names.__getitem__, indices))
 
 
 def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None = None,
             verify: bool = True, schedule_rules: bool = False) -> Program:
-    check = _Checker(file)
+    check = Checker(file)
     header = content.header
     arch = check_arch(header.arch, file, expected_arch)
     module = Module(check.name("header", header.module_name), header.module_arch)
@@ -172,7 +72,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
                 0 <= base < n_tensors and base != i and len(t.slices) == len(t.dims)):
             where = f"tensor #{i} '{t.name}'"      # a new type, or a bad record: row checks
             kind = check.code(where, LOCATION_OF, t.location, "memory location")
-            tensor_type = _tensor_type(check, where, t, types)
+            tensor_type = checked_tensor_type(check, where, t, types)
             if base != -1:
                 check.index(where, base, n_tensors, "tensor")
                 if base == i or len(t.slices) != len(t.dims):
@@ -234,10 +134,10 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     return program
 
 
-def _init(check: _Checker, where: str, init) -> ConstInit | None:
+def _init(check: Checker, where: str, init) -> ConstInit | None:
     if init is None:
         return None
-    values = tuple(_number(check, where, v) for v in init.values)
+    values = tuple(checked_number(check, where, v) for v in init.values)
     if init.kind == INIT_FILE and init.path is not None and not values:
         return ConstInit(path=init.path)
     if init.kind == INIT_SPLAT and len(values) == 1 and init.path is None:
@@ -247,7 +147,7 @@ def _init(check: _Checker, where: str, init) -> ConstInit | None:
     raise check.fail(where, f"constant initializer (kind {init.kind}) is malformed")
 
 
-def _tasks(check: _Checker, content: BlobContent, module: Module, program: Program,
+def _tasks(check: Checker, content: BlobContent, module: Module, program: Program,
            refs: list[Ref], barrier_names: list[str], kernel_names: list[str],
            sync: list[ListSync] | None = None) -> None:
     n_tensors = len(refs)
@@ -287,8 +187,8 @@ def _tasks(check: _Checker, content: BlobContent, module: Module, program: Progr
                 if type(rec) is not expected:
                     raise check.fail(where, f"is not a {executor} task")
                 label = check.label(where, rec.label)
-                waits = _barriers(check, where, rec.waits, barrier_names)
-                updates = _barriers(check, where, rec.updates, barrier_names)
+                waits = checked_barriers(check, where, rec.waits, barrier_names)
+                updates = checked_barriers(check, where, rec.updates, barrier_names)
             if executor is Executor.DMA:
                 tasks.append(DmaTask(label, waits, updates, tensor(where, rec.src),
                                      tensor(where, rec.dst), rec.channel,
@@ -316,8 +216,8 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                     for v in rec.variants]
     else:
         variants = [DpuVariant(check.label(where, v.label), tuple(v.start), tuple(v.end),
-                               _barriers(check, where, v.waits, barrier_names),
-                               _barriers(check, where, v.updates, barrier_names),
+                               checked_barriers(check, where, v.waits, barrier_names),
+                               checked_barriers(check, where, v.updates, barrier_names),
                                mode=_mode(check, where, v.mode))
                     for v in rec.variants]
     opt = (lambda values: None if values is None else tuple(values))
@@ -330,7 +230,7 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    variants, mode=_mode(check, where, rec.mode))
 
 
-def _list_checked(check: _Checker, recs, expected, n_barriers: int,
+def _list_checked(check: Checker, recs, expected, n_barriers: int,
                   sync: ListSync | None = None) -> bool:
     """Whether every record of a task list is of the list's kind, with a good label (or
     none) and barrier indices in range, its DPU variants too; checked column by column
@@ -341,7 +241,7 @@ def _list_checked(check: _Checker, recs, expected, n_barriers: int,
     if expected is DpuRec:
         rows += [v for rec in recs for v in rec.variants]
     labels = [rec.label for rec in rows if rec.label is not None]
-    if not check.all_names(labels, _LABEL):
+    if not check.all_names(labels, LABEL):
         return False
     if sync is not None:
         return sync.in_range(n_barriers)
@@ -358,7 +258,7 @@ def _mode(check, where: str, code: int) -> str | None:
 def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_names, program,
         index: int) -> SwKernelTask:
     kernel = kernel_names[check.index(where, rec.kernel, len(kernel_names), "kernel")]
-    consts = tuple(ScalarConst(check.name(where, s.name), _number(check, where, s.value),
+    consts = tuple(ScalarConst(check.name(where, s.name), checked_number(check, where, s.value),
                                check.code(where, ELEM_OF, s.data_type, "element type"))
                    for s in rec.scalars)
     ref = check.ref
@@ -378,7 +278,7 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
     return task
 
 
-def _counts(check: _Checker, content: BlobContent, sync: list[ListSync] | None = None) -> None:
+def _counts(check: Checker, content: BlobContent, sync: list[ListSync] | None = None) -> None:
     """The header's counts, and each barrier's producer and consumer counts, must match."""
     lists = {EXECUTOR_OF[tl.executor]: tl.tasks for tl in content.task_lists}
     dpu = lists.get(Executor.DPU, ())

@@ -199,7 +199,7 @@ def _pairs(groups: list[tuple[int, ...]]) -> np.ndarray:
 def barrier_counts(content: BlobContent) -> tuple[list[int], list[int]]:
     """Each barrier's producers and consumers as ``Schedule`` counts its units: a DPU task
     once per variant (its own barriers with the variant's), a barrier listed twice once."""
-    rows, waits, updates = 0, [], []
+    waits, updates = [], []
     for tl in content.task_lists:
         for rec in tl.tasks:
             if type(rec) is DpuRec:

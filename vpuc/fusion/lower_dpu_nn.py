@@ -130,7 +130,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     n, c, h, w = x.type.dims
     _, oc, oh, ow = out.type.dims
     elem: ElemType = x.type.elem
-    (kh, kw), (sh, sw), (pt, pl), (pb, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
+    (kh, kw), (sh, sw), (pt, pl), (_, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
                                                         plan.end, plan.dilations)
     # constant weights the lowering declares: a table (lower_dpu_table) with the bias after
     # them when exact in their type
@@ -306,8 +306,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 declared.add(j)
                 resident[t] = operands
         (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)
-        (i0, i1), (o0, o1) = job.ins, job.outs
-        ic, occ = aligned(i1 - i0), aligned(o1 - o0)
+        o0, o1 = job.outs
+        occ = aligned(o1 - o0)
         # Chunks of output channels read the same input rows: a tile that already holds them
         # (loaded for an earlier chunk) reads that buffer again instead of DDR.  Its load ran
         # before that chunk's task, which runs before this one in the tile's DPU queue.
