@@ -560,6 +560,7 @@ def test_a_constant_reloaded_every_iteration_is_read_once(scales):
     x = np.frombuffer(win_f[:40 * 16].tobytes(), np.float16).reshape(40, 8)
     scale = np.frombuffer(win_f[scales:scales + 16].tobytes(), np.float16)
     got = np.frombuffer(win_f[0x8000:0x8000 + 40 * 16].tobytes(), np.float16).reshape(40, 8)
+    # an f16 x f16 product is exact in f32, so one rounding to f16: exact by construction
     with np.errstate(all="ignore"):
         assert np.array_equal(got.view(np.uint16), (x.astype(np.float32) * scale.astype(
             np.float32)).astype(np.float16).view(np.uint16))

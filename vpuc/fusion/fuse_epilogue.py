@@ -163,9 +163,8 @@ class Epilogue:
         on zeros (an elementwise body has no data-dependent control flow).  Cycles are
         linear in rows but for a fixed part (HardSwish on 288 channels, 14 wide: 3,873 for
         one row, 7,653 for two), which ``block_cycles`` counts once per row: it ranks block
-        counts.  The
-        kernel's generation is most of the cost, so results are kept by body and size
-        (MobileNetV3 repeats its blocks)."""
+        counts.  The kernel's generation is most of the cost, so results are kept by body
+        and size (MobileNetV3 repeats its blocks)."""
         elem = self._parameter().type.elem
         body = block_body(self.sub.body, TensorType((n, c, 1, w), elem, NHWC))
         key = (body_key(body), repr(self.config))

@@ -23,6 +23,7 @@ from vpuc.diagnostics import Diagnostic, Loc, VpucError
 from vpuc.fileio import not_utf8
 from vpuc.shave.asm_include import expand
 from vpuc.shave.asm_macro import expand_macros, split_commas
+from vpuc.shave.asm_substitute import strip_comment
 from vpuc.shave.asm_resolve import build_object, resolve
 from vpuc.shave.asm_state import (IDENT, MAX_OBJECT_BYTES, LineError, PendingInsn, State, Text,
                                   int_operand, looks_like_symbol, shift)
@@ -108,17 +109,8 @@ def assemble_file(path: str | os.PathLike,
 
 # --- pass 1: lines ------------------------------------------------------------------
 
-def _strip_comment(line: str) -> str:
-    cut = len(line)
-    for marker in ("//", "#"):
-        pos = line.find(marker)
-        if 0 <= pos < cut:
-            cut = pos
-    return line[:cut]
-
-
 def _assemble_line(st: State, raw: str, number: int) -> None:
-    line = _strip_comment(raw).rstrip()
+    line = strip_comment(raw).rstrip()
     pos = 0
     while (match := _LABEL.match(line, pos)) is not None:
         _define_label(st, match.group(1), Loc(st.file, number, match.start(1) + 1))
