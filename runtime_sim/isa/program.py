@@ -24,7 +24,7 @@ from runtime_sim.isa.unbatched import MEMORY as UNBATCHED_MEMORY
 from runtime_sim.isa.unbatched import OPS as UNBATCHED_OPS
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.disassembler import format_instruction
-from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
+from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, TextDecodeError, decode_text
 from vpuc.shave.isa import EXIT_ADDRESS, REG_LR, REG_SP
 
 HALT = -1
@@ -112,16 +112,12 @@ class Program:
         self.labels = labels or {}       # .text offset -> label, for messages
         self.size = len(code)
         try:
-            words = unpack_words(bytes(code))
+            self.decoded: list[Decoded] = list(decode_text(code))
+        except TextDecodeError as exc:
+            raise VpucError(f"invalid instruction {exc.word:#018x}: {exc}",
+                            BinLoc(name, ".text", exc.index * WORD_BYTES)) from None
         except DecodeError as exc:
             raise VpucError(str(exc), BinLoc(name, ".text", len(code))) from None
-        self.decoded: list[Decoded] = []
-        for i, word in enumerate(words):
-            try:
-                self.decoded.append(decode_word(word))
-            except DecodeError as exc:
-                raise VpucError(f"invalid instruction {word:#018x}: {exc}",
-                                BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
         self._first_constant: list[int] = []    # each instruction's first immediate in R
         self.meta: list[StepTiming] = [self._prepare(dec) for dec in self.decoded]
