@@ -113,20 +113,12 @@ class Accesses:
             return [(self.named(task.src), False, task.src), (self.named(task.dst), True, task.dst)]
         if kind == DPU:
             v = plan.variant[u]
-            operands = self.dpu_tasks.get(id(task))
-            if operands is None:
-                if len(self.dpu_tasks) > 64:       # only the tasks running now matter
-                    self.dpu_tasks.clear()
-                operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
-                    (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
-                     task.stride, task.pad, task.dilation), len(self.operand_ids))
+            operands = self._operand_id(task)
             variant = task.variants[v]
             key = (operands, variant.start, variant.end)
             found = self.by_variant.get(key)
             if found is None:
-                regions = self.dpu_regions.get(operands)
-                if regions is None:          # once per task, not per variant
-                    regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
+                regions = self.operand_regions(task, operands)
                 if self.lazy:        # spans by arithmetic: no Region per box
                     memory = self.memory
                     boxes, out = dpu_engine.variant_boxes(task, v, regions)
@@ -142,12 +134,42 @@ class Accesses:
         return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
                 + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
 
+    def _operand_id(self, task) -> int:
+        """One number per distinct set of a DPU task's operands and window."""
+        operands = self.dpu_tasks.get(id(task))
+        if operands is None:
+            if len(self.dpu_tasks) > 64:       # only the tasks running now matter
+                self.dpu_tasks.clear()
+            operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
+                (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
+                 task.stride, task.pad, task.dilation), len(self.operand_ids))
+        return operands
+
+    def operand_regions(self, task, operands: int | None = None) -> dict[str, Region]:
+        """A DPU task's operand regions (``dpu_operands``), once per set of operands."""
+        if operands is None:
+            operands = self._operand_id(task)
+        regions = self.dpu_regions.get(operands)
+        if regions is None:          # once per task, not per variant
+            regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
+        return regions
+
     # ------------------------------------------------------------ spans
     def _region(self, name: str) -> Region:
-        """``plan.region``, once per name (DPU tasks of a layer share their operands)."""
+        """``plan.region``, once per name (DPU tasks of a layer share their operands); a
+        static buffer's by its placement's dense strides, without the symbol table."""
         found = self.regions.get(name)
         if found is None:
-            found = self.regions[name] = self.plan.region(name)
+            root = self.roots.get(name, False)
+            if root is False:
+                root = self._root(name)
+            if root is None:
+                found = self.plan.region(name)
+            else:
+                buffer = self.memory.buffers[name]
+                # a dense type spans its nbytes (0 when empty, as ``span_of`` gives)
+                found = Region(name, buffer, buffer.type, 0, root[1], buffer.type.nbytes)
+            self.regions[name] = found
         return found
 
     def named(self, name: str) -> object:

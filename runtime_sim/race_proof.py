@@ -27,12 +27,11 @@ detector runs as before and reports exactly what it always did.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from runtime_sim.plan import Plan
 from runtime_sim.race_access import strided_rows
+from runtime_sim.race_columns import Columns
 from runtime_sim.race_clock import HappensBefore
 from runtime_sim.race_live import bytes_shared
 
@@ -107,11 +106,9 @@ def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[lis
     return clock, order, starts
 
 
-def race_free(plan: Plan, unit_accesses: list[list[tuple]],
-              overlap: Callable[[object, object], tuple[int, int] | None]) -> bool:
-    """Whether no two units of ``plan`` race; ``unit_accesses[u]`` holds unit u's
-    (group, writes, name) accesses (``race_live.Group``: memory key, span, rows) and
-    ``overlap`` finds the bytes two groups share.  False also when it cannot tell."""
+def race_free(plan: Plan, columns: Columns) -> bool:
+    """Whether no two units of ``plan`` race; ``columns`` holds every unit's accesses
+    (``race_columns``).  False also when it cannot tell."""
     found = happens_before_order(plan)
     if found is None:
         return False
@@ -119,7 +116,7 @@ def race_free(plan: Plan, unit_accesses: list[list[tuple]],
     pairs = _unordered_pairs(plan, clock, order, starts)
     if pairs is None:
         return False
-    return not _racing(unit_accesses, plan.size, pairs[0], pairs[1], overlap)
+    return not _racing(columns, plan.size, pairs[0], pairs[1])
 
 
 def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
@@ -165,29 +162,12 @@ def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
     return earlier, later
 
 
-def _racing(unit_accesses: list[list[tuple]], n: int, earlier: np.ndarray, later: np.ndarray,
-            overlap: Callable[[object, object], tuple[int, int] | None]) -> bool:
+def _racing(columns: Columns, n: int, earlier: np.ndarray, later: np.ndarray) -> bool:
     """Whether some pair (earlier[i], later[i]) shares a byte, one of the two writing."""
-    groups, units, keys, spans, writes = [], [], [], [], []
-    key_ids: dict[tuple, int] = {}
-    for u, accesses in enumerate(unit_accesses):
-        for group, write, _ in accesses:
-            if group.hi <= group.lo:
-                continue                    # touches no byte
-            key = key_ids.get(group.key)
-            if key is None:
-                key = key_ids[group.key] = len(key_ids)
-            groups.append(group)
-            units.append(u)
-            keys.append(key)
-            spans.append((group.lo, group.hi))
-            writes.append(write)
-    if not groups or not len(earlier):
+    if not len(columns.unit) or not len(earlier):
         return False
-    key, write = np.asarray(keys, np.int64), np.asarray(writes, bool)
-    lo = np.asarray([lo for lo, _ in spans], np.int64)
-    hi = np.asarray([hi for _, hi in spans], np.int64)
-    per_unit = np.bincount(np.asarray(units, np.int64), minlength=n)
+    key, write, lo, hi = columns.key, columns.write, columns.lo, columns.hi
+    per_unit = np.bincount(columns.unit, minlength=n)
     unit_first = np.cumsum(per_unit) - per_unit
     # Every access of ``earlier`` against every access of ``later``.
     width = per_unit[later]
@@ -202,8 +182,17 @@ def _racing(unit_accesses: list[list[tuple]], n: int, earlier: np.ndarray, later
     same = np.flatnonzero((key[i] == key[j]) & (write[i] | write[j]))
     i, j = i[same], j[same]
     meet = (lo[i] < hi[j]) & (lo[j] < hi[i])
+    handles = columns.handles
+    prints: dict[int, Footprint] = {}       # a strided access's rows, computed once
+
+    def footprint(a: int) -> Footprint:
+        found = prints.get(a)
+        if found is None:
+            found = prints[a] = Footprint(None, int(lo[a]), int(hi[a]), handles[a])
+        return found
     for a, b in zip(i[meet].tolist(), j[meet].tolist()):
-        first, second = groups[a], groups[b]
-        if (first.rows is None and second.rows is None) or overlap(first, second) is not None:
+        if handles[a] is None and handles[b] is None:
+            return True
+        if footprint_overlap(footprint(a), footprint(b)) is not None:
             return True
     return False

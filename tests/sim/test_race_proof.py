@@ -189,3 +189,50 @@ def test_lazy_footprints_match_the_online_groups(tmp_path):
         program = _compiled(path)
         if program is not None and not Network(program).memory.dynamic:
             _footprints_agree(program)
+
+
+def _columns_agree(program) -> bool:
+    """The proof's access columns (DPU boxes' spans in numpy) against the reference, the
+    lazy ``Accesses`` of every unit: the same rows, and the same proof from both."""
+    from runtime_sim.race_access import Accesses
+    from runtime_sim.race_columns import access_columns, of_accesses
+    from runtime_sim.race_proof import Footprint, race_free
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Network(program).memory
+    try:
+        reference = of_accesses([Accesses(plan, memory, lambda span: Footprint(*span),
+                                          lazy=True)(u) for u in range(plan.size)])
+    except VpucError:
+        with pytest.raises(VpucError):
+            access_columns(plan, memory)
+        return False
+    fast = access_columns(plan, memory)
+    assert fast.unit.tolist() == reference.unit.tolist()
+    assert ([fast.memories[k] for k in fast.key.tolist()]
+            == [reference.memories[k] for k in reference.key.tolist()])
+    for column in ("lo", "hi", "write"):
+        assert getattr(fast, column).tolist() == getattr(reference, column).tolist(), column
+    strided = 0
+    for i in range(len(fast.unit)):
+        rows, expected = fast.rows(i), reference.rows(i)
+        assert (rows is None) == (expected is None)
+        if rows is not None:
+            strided += 1
+            assert rows.tolist() == expected.tolist()
+    assert race_free(plan, fast) == race_free(plan, reference)
+    return strided > 0
+
+
+def test_access_columns_match_the_reference_accesses(tmp_path):
+    from vpuc.api import compile
+    from vpuc.onnx_import import zoo
+    path = tmp_path / "mobilenet_v3_small.onnx"
+    zoo.ZOO["mobilenet_v3_small"](seed=0, size=32).save(path, "mobilenet_v3_small")
+    assert _columns_agree(compile(str(path)))       # DPU boxes, some strided
+    checked = 0
+    for path in PROGRAMS:
+        program = _compiled(path)
+        if program is not None and not Network(program).memory.dynamic:
+            _columns_agree(program)
+            checked += 1
+    assert checked > 20
