@@ -305,7 +305,7 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     # src their windows read is widened and padded (a workload is a small box of a layer).
     c0, c1 = region.channels
     g0, g1 = c0 // p.ocg, (c1 - 1) // p.ocg + 1
-    part, sub, sub_region = _crop(src, p, region, g0, g1)
+    part, sub, sub_region = crop_src(src, p, region, g0, g1)
     view = src_view(sub, sub_region)
     tensor = _to_3d(numerics.to_compute(part, dtype), p.spatial_rank)
     w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
@@ -328,7 +328,7 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     return out
 
 
-def _crop(src: np.ndarray, p: ConvProblem, region: OutputRegion, g0: int,
+def crop_src(src: np.ndarray, p: ConvProblem, region: OutputRegion, g0: int,
           g1: int) -> tuple[np.ndarray, ConvProblem, OutputRegion]:
     """(src's channels of groups g0..g1 and the spatial span the region's windows read, the
     problem of that part with the padding its windows still reach, the region in it).  The
