@@ -63,6 +63,10 @@ class Stage:
     outputs: list[str]
     scalars: list[tuple[str, float]] = field(default_factory=list)   # (elem, value), after memrefs
     parts: int = 2               # invocations per block (one per ACT SHAVE)
+    # or one invocation per box (``act_split.shave_boxes``: rows along the cut axis, columns
+    # along ``emit_blocks``' ``inner`` axis), each with its kernel (generated for its size)
+    boxes: list[tuple[int, int, int, int]] | None = None
+    box_kernels: list[str] | None = None
 
 
 @dataclass
@@ -174,11 +178,16 @@ def _sliced(t: TensorType) -> bool:
     return t.is_static and t.rank > 0
 
 
-def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int) -> str:
-    a = axis - (rank - t.rank)
+def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int,
+            inner: tuple[int, int, int] | None = None) -> str:
+    """Slices of ``t`` along master ``axis``; with ``inner`` ``(axis, start, stop)`` along
+    that axis too (a box of ``shave_boxes``); dims of 1 broadcast and stay whole."""
+    cuts = {axis - (rank - t.rank): (start, stop)}
+    if inner is not None:
+        cuts[inner[0] - (rank - t.rank)] = inner[1:]
     parts = []
     for i, d in enumerate(t.dims):
-        parts.append(f"{start}:{stop}" if i == a and d != 1 else f"0:{d}")
+        parts.append(f"{cuts[i][0]}:{cuts[i][1]}" if i in cuts and d != 1 else f"0:{d}")
     return ", ".join(parts)
 
 
@@ -195,20 +204,23 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
 def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int,
                 rank: int, extent: int, blocks: int, tiles: int = 2, prefix: str = "",
                 gate: tuple[str, ...] = (), finish: str | None = None, offset: int = 0,
-                first_tile: int = 0) -> None:
+                first_tile: int = 0, inner: int | None = None) -> None:
     """Add one block pipeline over ``stages`` to ``prog``; ``values`` are the values the
     stages read or write (declared by the caller when they live in DDR).  The pipeline
     covers ``extent`` elements of the axis from ``offset`` (a tail pipeline after a main one
-    when the axis does not divide evenly), its first block on tile ``first_tile``."""
+    when the axis does not divide evenly), its first block on tile ``first_tile``; a
+    stage's ``boxes`` cut its block along ``axis`` and ``inner``."""
     if extent % blocks:
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
     # An output that does not span the axis (rank 0, or 1 along it) has no halves: its stage
     # runs as one invocation per block (two parts would write the same bytes).
-    stages = [replace(st, parts=1) if any(not spans(by_name[v].type, axis, rank)
-                                          for v in st.outputs)
+    stages = [replace(st, parts=1, boxes=None, box_kernels=None)
+              if any(not spans(by_name[v].type, axis, rank) for v in st.outputs)
               else st for st in stages]
+    if any(st.boxes for st in stages) and inner is None:
+        raise ValueError("a stage cut into boxes needs the inner axis")
     produced = {v for st in stages for v in st.outputs}
     loaded = [v for v in values if v.in_ddr and v.name not in produced]
     stored = [v for v in values if v.in_ddr and v.name in produced]
@@ -230,10 +242,18 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
         t, s = tile_of[k % used_tiles], (k // used_tiles) % SLOTS
         for st in stages:
             for v in st.inputs + st.outputs:
-                key = (v, t, s, st.parts)
+                key = (v, t, s, st.parts, bool(st.boxes))
                 if key in parts_of:
                     continue
-                if st.parts == 1 or chunk % st.parts or by_name[v].type.rank == 0:
+                t_v = by_name[v].type
+                if st.boxes and (spans(t_v, axis, rank) or spans(t_v, inner, rank)):
+                    bt = block_type(by_name[v].type, axis, rank, chunk)
+                    parts_of[key] = [f"%{p}{v}.t{t}s{s}q{j}" for j in range(len(st.boxes))]
+                    prog.views += [f"view %{p}{v}.t{t}s{s}q{j} = %{p}{v}.t{t}s{s}"
+                                   f"[{_slices(bt, axis, rank, r0, r1, (inner, x0, x1))}]"
+                                   for j, (r0, r1, x0, x1) in enumerate(st.boxes)]
+                    continue
+                if st.parts == 1 or st.boxes or chunk % st.parts or by_name[v].type.rank == 0:
                     parts_of[key] = [f"%{p}{v}.t{t}s{s}"]
                     continue
                 bt, sub = block_type(by_name[v].type, axis, rank, chunk), chunk // st.parts
@@ -279,8 +299,8 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
             else:
                 waits = [f"%{p}stage{k}.{i - 1}"]
             update = f"%{p}done{k}" if i == len(stages) - 1 else f"%{p}stage{k}.{i}"
-            ins = [parts_of[(v, t, s, st.parts)] for v in st.inputs]
-            outs = [parts_of[(v, t, s, st.parts)] for v in st.outputs]
+            ins = [parts_of[(v, t, s, st.parts, bool(st.boxes))] for v in st.inputs]
+            outs = [parts_of[(v, t, s, st.parts, bool(st.boxes))] for v in st.outputs]
             count = len(outs[0]) if outs else 1
             for j in range(count):
                 pick = lambda names: names[j] if len(names) > 1 else names[0]  # noqa: E731
@@ -290,7 +310,8 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                           for m, (elem, value) in enumerate(st.scalars)]
                 args = [f"%a{m}" for m in range(len(ins))] + [f"%r{m}" for m in range(len(outs))]
                 args += [f"%c{m}" for m in range(len(st.scalars))]
-                prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{st.kernel} on tile {t} "
+                kernel = st.box_kernels[j] if st.box_kernels else st.kernel
+                prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{kernel} on tile {t} "
                                 f"inputs({binds_in}) outputs({binds_out}) "
                                 + (f"waits({', '.join(waits)}) " if waits else "")
                                 + f"updates({update}) {{")
