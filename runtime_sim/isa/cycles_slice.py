@@ -259,7 +259,12 @@ def critical_out(ins: list, succ: list, crit_in: list[int]) -> tuple[list[int], 
     return crit_out, None
 
 def _role(*fields) -> Role:
-    """One ``Role`` per distinct value (most instructions share a handful)."""
+    """One ``Role`` per distinct value (most instructions share a handful).  Roles naming
+    loads (``watched_load``, ``store_sources``: bits ``2 << index``) are not shared: few
+    are equal, and those bits hash alike every 61 indices (an int's hash is taken mod
+    2^61 - 1), so a dict of them degrades to long probe chains (mvn: 8 ms)."""
+    if fields[2] or fields[3]:
+        return Role(*fields)
     found = _ROLES.get(fields)
     if found is None:
         if len(_ROLES) >= 1 << 16:
