@@ -229,6 +229,12 @@ def test_access_columns_match_the_reference_accesses(tmp_path):
     path = tmp_path / "mobilenet_v3_small.onnx"
     zoo.ZOO["mobilenet_v3_small"](seed=0, size=32).save(path, "mobilenet_v3_small")
     assert _columns_agree(compile(str(path)))       # DPU boxes, some strided
+    import sys
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_program import generate
+    generated = tmp_path / "gen.vir"
+    generated.write_text(generate(96))              # DPU variants repeated over a few buffers
+    _columns_agree(compile_vir(generated))
     checked = 0
     for path in PROGRAMS:
         program = _compiled(path)
