@@ -79,7 +79,9 @@ def access_columns(plan: Plan, memory: Memory) -> Columns:
     spans: list[tuple] = []
     writes: list[bool] = []
     boxes: dict[int, list] = {}                 # rank -> [(row, box)]
-    regions = accesses.operand_regions
+    regions, operand_id = accesses.operand_regions, accesses._operand_id
+    first_rows: dict[tuple, tuple[int, list[bool]]] = {}   # a variant -> its first rows
+    repeats: list[tuple[int, int, int]] = []    # (rows, as the rows from, count)
     for u in range(plan.size):
         kind, task = kinds[u], tasks[u]
         if kind == DMA:
@@ -87,7 +89,20 @@ def access_columns(plan: Plan, memory: Memory) -> Columns:
             spans += (named(task.src), named(task.dst))
             writes += (False, True)
         elif kind == DPU:
-            reads, out = dpu_engine.variant_boxes(task, variants[u], regions(task))
+            v = variants[u]
+            operands = operand_id(task)
+            variant = task.variants[v]
+            key = (operands, variant.start, variant.end)
+            found = first_rows.get(key)
+            if found is not None:       # the same boxes (a pipeline over a few buffers)
+                first, written = found
+                repeats.append((len(spans), first, len(written)))
+                units += [u] * len(written)
+                spans += [None] * len(written)
+                writes += written
+                continue
+            reads, out = dpu_engine.variant_boxes(task, v, regions(task, operands))
+            first_rows[key] = (len(spans), [False] * len(reads) + [True])
             for box, write in [(box, False) for box in reads] + [(out, True)]:
                 boxes.setdefault(len(box[1]), []).append((len(spans), box))
                 units.append(u)
@@ -104,6 +119,8 @@ def access_columns(plan: Plan, memory: Memory) -> Columns:
                 writes.append(True)
     for found in boxes.values():
         _box_spans(memory, found, spans)
+    for row, first, count in repeats:
+        spans[row:row + count] = spans[first:first + count]
     return _columns(units, spans, writes)
 
 
