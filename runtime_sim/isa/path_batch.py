@@ -172,6 +172,10 @@ class PathTiming(LoopTiming):
 
 
 def path_timing(program, walk: Walk) -> PathTiming:
+    """The timing of ``walk``'s path, kept on the walk (a relocated walk has the same path,
+    so keeps it too) and shared by the walks of one path."""
+    if walk.timing is not None:
+        return walk.timing
     key = (id(program), tuple((s.index, s.taken) for s in walk.path))
     timing = _TIMINGS.get(key)
     if timing is None:
@@ -179,6 +183,7 @@ def path_timing(program, walk: Walk) -> PathTiming:
             _TIMINGS.clear()
         taken = [s.taken for s in walk.path[:-1]] + [False]
         timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
+    walk.timing = timing
     return timing
 
 

@@ -95,6 +95,7 @@ class Walk:
     inner: dict | None = None                      # path_inner's uniform inner loops
     bases: list = field(default_factory=list)      # per footprint: base + offset, mod 2^32
     relocation: object = None                      # path_relocate's analysis, once asked
+    timing: object = None                          # path_batch.PathTiming, once asked
 
 
 def walk(program, head: int, branch: int, R: list, memory, steps_seen: dict | None = None) -> Walk:
