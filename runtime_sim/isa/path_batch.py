@@ -172,10 +172,11 @@ class PathTiming(LoopTiming):
 
 
 def path_timing(program, walk: Walk) -> PathTiming:
-    """The timing of ``walk``'s path, kept on the walk (a relocated walk has the same path,
-    so keeps it too) and shared by the walks of one path."""
-    if walk.timing is not None:
-        return walk.timing
+    """The timing of ``walk``'s path, kept with the walk (a relocated walk shares it: same
+    path) and shared by the walks of one path."""
+    timing = walk.shared.get("timing")
+    if timing is not None:
+        return timing
     key = (id(program), tuple((s.index, s.taken) for s in walk.path))
     timing = _TIMINGS.get(key)
     if timing is None:
@@ -183,7 +184,7 @@ def path_timing(program, walk: Walk) -> PathTiming:
             _TIMINGS.clear()
         taken = [s.taken for s in walk.path[:-1]] + [False]
         timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
-    walk.timing = timing
+    walk.shared["timing"] = timing
     return timing
 
 
@@ -250,9 +251,13 @@ def promoted_clear(walk: Walk, iterations: int) -> bool:
 
 
 def promoted_footprints(walk: Walk) -> list[Footprint]:
-    stores = {s.address for s in walk.path if s.role == "promoted_store"}
-    return [Footprint(address, 0, size, address in stores, -1)
-            for address, size in walk.promoted.items()]
+    """The promoted words' footprints: stack words a relocation never moves, so shared."""
+    found = walk.shared.get("promoted")
+    if found is None:
+        stores = {s.address for s in walk.path if s.role == "promoted_store"}
+        found = walk.shared["promoted"] = [Footprint(address, 0, size, address in stores, -1)
+                                           for address, size in walk.promoted.items()]
+    return found
 
 
 def bounded(walk: Walk, iterations: int, regions: dict) -> int:

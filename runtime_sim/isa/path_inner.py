@@ -76,14 +76,16 @@ def find_inner_loops(walk) -> dict[int, InnerLoop]:
     instructions (the program's own, by identity), roles and transfers taken: worked out once per path shape (``_LAYOUTS``); the values
     (each affine value's start and step per copy) and the accesses are checked per walk."""
     path = walk.path
-    # the instructions by identity: the entry holds them, so no id is reused while it lives
-    shape = tuple((id(s.op), s.role, s.taken) for s in path)
-    known = _LAYOUTS.get(shape)
-    if known is None:
-        if len(_LAYOUTS) >= MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        known = _LAYOUTS[shape] = (tuple(s.op for s in path), _layouts(path))
-    layouts = known[1]
+    layouts = walk.shared.get("layouts")     # a relocated walk shares them
+    if layouts is None:
+        # the instructions by identity: the entry holds them, so no id is reused while it lives
+        shape = tuple((id(s.op), s.role, s.taken) for s in path)
+        known = _LAYOUTS.get(shape)
+        if known is None:
+            if len(_LAYOUTS) >= MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            known = _LAYOUTS[shape] = (tuple(s.op for s in path), _layouts(path))
+        layouts = walk.shared["layouts"] = known[1]
     footprints = {fp.position: fp for fp in walk.footprints}
     found = {}
     for layout in layouts:
