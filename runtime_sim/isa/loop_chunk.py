@@ -329,6 +329,15 @@ def _tiled(vector, rows: int):
     return found
 
 
+def batch_operands(args: list, rows: int) -> list:
+    """The operands of an operation with a batch form (``sem_vector.GENERAL``): one vector
+    among batches of ``rows`` rows repeated to them (``_tiled``), so the batch form runs;
+    else as they are."""
+    if not any(type(a) is np.ndarray and a.ndim == 2 and len(a) == rows for a in args):
+        return args
+    return [_tiled(a, rows) for a in args]
+
+
 def _base_rows(v: list, slot: int, affine: Affine, first: int, rows: int) -> None:
     """A progression's base register as its (rows,) batch, made when a view is refused."""
     if v[slot] is None:

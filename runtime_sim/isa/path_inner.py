@@ -34,8 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint, independent
+from runtime_sim.isa.loop_chunk import batch_operands
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.loop_scan import SCANS
+from runtime_sim.isa.sem_vector import GENERAL
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
@@ -322,7 +324,10 @@ def run_inner(loop: InnerLoop, R: list, memory, k: np.ndarray, env: dict,
         if step.capture:
             captured[p] = value(step.sources[1])
             continue
-        run_op(step.op, memory, [value(s) for s in step.sources], local)
+        args = [value(s) for s in step.sources]
+        if step.op.mnemonic in GENERAL:
+            args = batch_operands(args, rows * t)
+        run_op(step.op, memory, args, local)
     for key, source in loop.final:
         if source[0] == "affine":
             a, d = source[1], source[2]
