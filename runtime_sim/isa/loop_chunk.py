@@ -44,8 +44,9 @@ from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 # Accesses that go straight to the memory's rows when those form an arithmetic progression.
 PROGRESSIONS = ("vld", "vst")
 
-# step codes
-_OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT = range(7)
+# step codes (_OP1, _OP2: an operation of one or two operands and one result, run as
+# (code, fn, operand slots..., result slot, dead slots); the others as (code, step, dead))
+_OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT, _OP1, _OP2 = range(9)
 
 # Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
 # every chunk (a kernel's constants are the same in every invocation).
@@ -98,6 +99,7 @@ class ChunkRunner:
         self._drop_dead_values()
         self.tiled = self._tiled_invariants()
         del self.batch_forms
+        self.run_steps = [self._run_step(step, dead) for step, dead in zip(self.steps, self.dead)]
 
     # --- building the schedule ----------------------------------------------------------
 
@@ -213,6 +215,14 @@ class ChunkRunner:
                 dead.setdefault(i, []).append(slot)
         self.dead = [tuple(dead.get(i, ())) for i in range(len(self.steps))]
 
+    @staticmethod
+    def _run_step(step: tuple, dead: tuple) -> tuple:
+        """``step`` as ``__call__`` runs it (see the step codes)."""
+        if step[0] == _OP and len(step[3]) == 1 and len(step[2]) in (1, 2):
+            code = _OP1 if len(step[2]) == 1 else _OP2
+            return (code, step[1], *step[2], step[3][0], dead)
+        return (step[0], step, dead)
+
     def _tiled_invariants(self) -> list[tuple[int, int]]:
         """(slot, register) of the invariant vector registers read only by operations with
         a batch form (``sem_vector.GENERAL``: elementwise, fresh results) at least twice:
@@ -275,8 +285,19 @@ class ChunkRunner:
                 k = np.arange(first, first + rows, dtype=np.uint32)
                 for slot, _, _ in self.arrays:
                     v[slot] = np.uint32(affines[slot].start) + k * np.uint32(affines[slot].step)
-        for step, dead in zip(self.steps, self.dead):
-            code, outs = step[0], ()
+        for step in self.run_steps:
+            code = step[0]
+            if code == _OP2:                  # the common case, with the fewest lookups
+                v[step[4]] = step[1](v[step[2]], v[step[3]])
+                for slot in step[5]:
+                    v[slot] = None
+                continue
+            if code == _OP1:
+                v[step[3]] = step[1](v[step[2]])
+                for slot in step[4]:
+                    v[slot] = None
+                continue
+            step, dead, outs = step[1], step[2], ()
             if code == _OP:
                 result, outs = step[1](*[v[a] for a in step[2]]), step[3]
             elif code == _LOAD:
@@ -327,6 +348,15 @@ def _tiled(vector, rows: int):
         found = _TILED[key] = np.repeat(vector[None], rows, axis=0)
         found.flags.writeable = False
     return found
+
+
+def batch_operands(args: list, rows: int) -> list:
+    """The operands of an operation with a batch form (``sem_vector.GENERAL``): one vector
+    among batches of ``rows`` rows repeated to them (``_tiled``), so the batch form runs;
+    else as they are."""
+    if not any(type(a) is np.ndarray and a.ndim == 2 and len(a) == rows for a in args):
+        return args
+    return [_tiled(a, rows) for a in args]
 
 
 def _base_rows(v: list, slot: int, affine: Affine, first: int, rows: int) -> None:

@@ -1044,3 +1044,16 @@ def test_constants_repeated_to_the_rows_give_the_same_bits(n, chunk):
     (runner,) = [plan.runner for plan in loops.plans.values()
                  if getattr(plan, "runner", None) is not None]
     assert len(runner.tiled) == 4            # v8..v11, each read twice or more
+
+
+def test_batch_operands_repeat_one_vector_to_the_rows_only():
+    from runtime_sim.isa.loop_chunk import batch_operands
+    vector = np.arange(16, dtype=np.uint8)
+    rows = np.arange(5 * 16, dtype=np.uint8).reshape(5, 16)
+    scalar = np.uint32(7)
+    tiled = batch_operands([rows, vector, scalar], 5)
+    assert tiled[0] is rows and tiled[2] is scalar
+    assert tiled[1].shape == (5, 16) and (tiled[1] == vector).all()
+    assert not tiled[1].flags.writeable           # shared by every batch of 5 rows
+    assert batch_operands([vector, vector], 5)[0] is vector       # no batch: as they were
+    assert batch_operands([rows, vector], 4)[1] is vector         # not this many rows
