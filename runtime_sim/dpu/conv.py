@@ -329,11 +329,18 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
 
 
 def crop_src(src: np.ndarray, p: ConvProblem, region: OutputRegion, g0: int,
-          g1: int) -> tuple[np.ndarray, ConvProblem, OutputRegion]:
+             g1: int) -> tuple[np.ndarray, ConvProblem, OutputRegion]:
     """(src's channels of groups g0..g1 and the spatial span the region's windows read, the
     problem of that part with the padding its windows still reach, the region in it).  The
     windows see the same values, so the im2col matrix and the product are unchanged.  A dim
     whose windows read only padding keeps its whole extent."""
+    index, sub, sub_region = _crop_plan(p, region, g0, g1)
+    return src[index], sub, sub_region
+
+
+@functools.lru_cache(maxsize=1024)
+def _crop_plan(p: ConvProblem, region: OutputRegion, g0: int,
+               g1: int) -> tuple[tuple, ConvProblem, OutputRegion]:
     rank = p.spatial_rank
     index = [slice(None), slice(g0 * p.icg, g1 * p.icg)]
     in_size, before, after, out_size, spatial = [], [], [], [], []
@@ -358,7 +365,7 @@ def crop_src(src: np.ndarray, p: ConvProblem, region: OutputRegion, g0: int,
     sub = ConvProblem(p.mb, groups, groups * p.icg, groups * p.ocg, tuple(in_size), p.kernel,
                       tuple(out_size), p.stride, p.dilation, tuple(before), tuple(after), rank)
     channels = (region.channels[0] - g0 * p.ocg, region.channels[1] - g0 * p.ocg)
-    return src[tuple(index)], sub, OutputRegion(channels, tuple(spatial))
+    return tuple(index), sub, OutputRegion(channels, tuple(spatial))
 
 
 def _check_region(region: OutputRegion, p: ConvProblem) -> None:

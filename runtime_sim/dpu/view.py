@@ -112,11 +112,11 @@ class View:
                 if name not in names:
                     raise VpucError(f"view: index expression {expr} uses unknown dim {name!r}")
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(d.size for d in self.dims)
 
-    @property
+    @cached_property
     def sizes(self) -> dict[str, int]:
         return {d.name: d.size for d in self.dims}
 
@@ -188,7 +188,7 @@ class View:
         if tuple(tensor.shape) != tuple(self.tensor_shape):
             raise VpucError(f"view: tensor shape {tuple(tensor.shape)} "
                             f"!= view's tensor shape {self.tensor_shape}")
-        can_stride = all(e.is_affine for e in self.exprs)
+        can_stride = self._affine
         if strided is None:
             strided = can_stride
         if strided and not can_stride:
@@ -223,6 +223,10 @@ class View:
         return source.take(flat, mode="clip")
 
     @cached_property
+    def _affine(self) -> bool:
+        return all(e.is_affine for e in self.exprs)
+
+    @cached_property
     def _strided_plan(self) -> tuple:
         """What ``_gather_strided`` needs of the view alone: the padded shape (None: no
         padding), the tensor's place in it, the window's origin, each view index's
@@ -236,23 +240,36 @@ class View:
         if any(lo or hi for lo, hi in pads):
             padded_shape = tuple(s + lo + hi for s, (lo, hi) in zip(self.tensor_shape, pads))
         interior = tuple(slice(lo, lo + s) for s, (lo, _) in zip(self.tensor_shape, pads))
-        origin = tuple(slice(e.offset + lo, None) for e, (lo, _) in zip(self.exprs, pads))
+        origin = tuple(e.offset + lo for e, (lo, _) in zip(self.exprs, pads))
         coefs = tuple(tuple(sum(coef for name, coef in expr.terms if name == dim.name)
                             for expr in self.exprs) for dim in self.dims)
-        return padded_shape, interior, origin, coefs
+        return padded_shape, interior, origin, coefs, {}
 
     def _gather_strided(self, tensor: np.ndarray, fill: float) -> np.ndarray:
-        padded_shape, interior, origin, coefs = self._strided_plan
+        padded_shape, interior, origin, coefs, known = self._strided_plan
         if padded_shape is not None:
             # Out-of-bounds indices land in a border holding the fill value.
             padded = np.full(padded_shape, fill, dtype=tensor.dtype)
             padded[interior] = tensor
             tensor = padded
         # The window starts where every view index is 0; each view index then
-        # steps through memory by the sum of its coefficients times the strides.
+        # steps through memory by the sum of its coefficients times the strides
+        # (remembered per tensor strides: a view's tensors are laid out alike).
         steps = tensor.strides
-        strides = [sum(c * t for c, t in zip(row, steps)) for row in coefs]
-        return as_strided(tensor[origin], shape=self.shape, strides=strides, writeable=False)
+        found = known.get(steps)
+        if found is None:
+            found = known[steps] = (
+                tuple(sum(c * t for c, t in zip(row, steps)) for row in coefs),
+                sum(o * t for o, t in zip(origin, steps)))
+        strides, offset = found
+        if tensor.flags.c_contiguous:
+            # Straight over the tensor's buffer: as_strided's array interface is slower.
+            window = np.ndarray(self.shape, tensor.dtype, buffer=tensor, offset=offset,
+                                strides=strides)
+            window.flags.writeable = False
+            return window
+        start = tensor[tuple(slice(o, None) for o in origin)]
+        return as_strided(start, shape=self.shape, strides=strides, writeable=False)
 
 
 def _flat_offsets(indices: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:

@@ -132,3 +132,38 @@ def test_a_task_list_of_mixed_task_types_is_planned_in_runs():
     assert [plan.schedule.queues[u.queue].key for u in units] == \
         [plan.queue_keys[q] for q in plan.queue_of]
     assert [plan.kind[u] for u in range(plan.size)][-5:] == [ACT, ACT, ACT, ACT, DMA]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_operands_resolved_once_alias_memory(name, tmp_path):
+    """The plan resolves each operand once (the same Region on every start, equal to the
+    symbol table's) and Memory hands out one array per static region: in place, so a
+    write to memory shows through the array made before it."""
+    import numpy as np
+    from vpuc.ir.symbols import SymbolTable
+    program = _program(name, tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Memory(program.module, program.arch.tiles)
+    symbols = SymbolTable(program.module)
+    for u in range(plan.size):
+        if plan.kind[u] == DMA:
+            regions = dict(zip(("src", "dst"), plan.dma_regions(u)))
+            assert plan.dma_regions(u) is plan.dma_regions(u)
+        elif plan.kind[u] == DPU:
+            regions = plan.dpu_regions(u)
+            assert plan.dpu_regions(u) is regions
+        else:
+            continue
+        for region in regions.values():
+            assert plan.region(region.name) is region and symbols.region(region.name) == region
+            if region.root.name in memory.dynamic:
+                continue
+            array = memory.view(region)
+            assert memory.view(region) is array
+            key, start, end = memory.span(region)
+            if array.size:
+                assert np.shares_memory(array, memory.arrays[key])
+                before = np.array(array).tobytes()
+                memory.arrays[key][start:end] += 1          # every byte the region may touch
+                after = np.array(array).tobytes()
+                assert after != before and after == np.array(memory._view(region, None)).tobytes()
