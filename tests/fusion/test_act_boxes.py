@@ -84,3 +84,51 @@ def test_squeeze_excite_rows_split_evenly_and_compute_the_same(monkeypatch):
     want = sim.reference["r"].astype(np.float64)
     got = sim.outputs["r"].astype(np.float64)
     assert np.all(np.abs(got - want) <= 10 * u * np.abs(want) + 2 ** -24)
+
+
+def test_excitation_runs_once_per_tile_and_computes_the_same(tmp_path, monkeypatch):
+    """MobileNetV3's squeeze-excite products: the excitation (a hardsigmoid of the pooled
+    channels, a stage whose values do not span the cut axis) runs in each tile's first block
+    only, the main run's result shared with the tail run; the outputs are bit for bit those
+    of recomputing it before every block (the same kernel on the same values), and the
+    simulation finds no race on the shared buffers."""
+    import collections
+    import re
+
+    from vpuc.fusion import blocked_program
+    from vpuc.ir.module import BufferKind
+    from vpuc.onnx_import.zoo import mobilenet_v3_small
+
+    path = mobilenet_v3_small(size=64, classes=10).save(tmp_path / "m.onnx", "m")
+
+    def excitations(program) -> collections.Counter:
+        """(segment, tile) -> tasks of the first of two stages (the product the second)."""
+        count: collections.Counter = collections.Counter()
+        second = set()
+        for tl in program.module.task_lists:
+            for t in tl.tasks:
+                m = re.match(r"(sg\d+)\.(?:tail\.)?s\d+\.(\d+)\.", t.label or "")
+                if isinstance(t, SwKernelTask) and m:
+                    if m.group(2) == "0":
+                        count[(m.group(1), t.tile)] += 1
+                    else:
+                        second.add(m.group(1))
+        return collections.Counter({k: n for k, n in count.items() if k[0] in second})
+
+    program = api.compile(path, schedule="default")
+    once = excitations(program)
+    rng = np.random.default_rng(3)
+    feeds = {b.name: rng.standard_normal(b.type.dims).astype(np.float16)
+             for b in program.module.buffers if b.kind is BufferKind.INPUT}
+    got = api.simulate(program, feeds)
+    assert not got.races
+    monkeypatch.setattr(blocked_program, "_per_tile", lambda *a: (0, set()))
+    every = api.compile(path, schedule="default")
+    # cut along the rows, an excitation is the same for every block: once a tile; cut
+    # along the channels (the 2x2 layers), each block's is its own channels': every block
+    reduced = {k for k, n in excitations(every).items() if once[k] < n}
+    assert len(reduced) >= 8 and all(once[k] == 1 for k in reduced)
+    assert excitations(every).keys() == once.keys()
+    want = api.simulate(every, feeds)
+    for name in want.outputs:
+        np.testing.assert_array_equal(got.outputs[name], want.outputs[name])

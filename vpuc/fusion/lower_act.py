@@ -67,17 +67,20 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
             for count, size in box_runs(master[axis], chosen, total, prog.cmx_budget, tiles):
                 runs.append((count, size, offset))
                 offset += count * size
+    shared: dict = {}       # per-tile stages' outputs (an excitation): computed once a tile
     for i, (count, chunk, offset) in enumerate(runs):
         boxes = shave_boxes(chunk, master[inner]) if inner is not None and chunk % 2 else None
         stages = act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
                             library, made, nhwc, seg_values, axis, chunk, outermost,
                             boxes, inner)
         last = i == len(runs) - 1
-        emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
-                    extent=count * chunk if axis is not None else 1, blocks=count, tiles=tiles,
-                    prefix=prefix + ("tail." if i else ""), gate=gate,
-                    finish=finish if last else None, offset=offset,
-                    first_tile=runs[0][0] % tiles if i else 0, inner=inner)
+        shared = emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0,
+                             rank=rank,
+                             extent=count * chunk if axis is not None else 1, blocks=count,
+                             tiles=tiles, prefix=prefix + ("tail." if i else ""), gate=gate,
+                             finish=finish if last else None, offset=offset,
+                             first_tile=runs[0][0] % tiles if i else 0, inner=inner,
+                             shared=shared)
 
 
 def _box_inner(values: list[Value], master: tuple, axis: int) -> int | None:
