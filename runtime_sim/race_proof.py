@@ -32,7 +32,7 @@ import numpy as np
 from runtime_sim.plan import Plan
 from runtime_sim.race_access import strided_rows
 from runtime_sim.race_columns import Columns
-from runtime_sim.race_clock import HappensBefore
+from runtime_sim.race_clock import mark, merge
 from runtime_sim.race_live import bytes_shared
 
 PAIRS_PER_UNIT = 64       # beyond this many unordered pairs per unit, the online check decides
@@ -64,13 +64,19 @@ def footprint_overlap(a: Footprint, b: Footprint) -> tuple[int, int] | None:
     return bytes_shared(a, b)
 
 
-def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[list]] | None:
-    """(the clock, units in a topological order of happens-before, each unit's start clock),
-    or None when the barriers form a cycle.  Each unit starts once its queue predecessor
-    did and its barriers' producers ended, and ends at once: the clocks depend only on
-    the graph, not on when units end."""
-    clock = HappensBefore(plan)
+def happens_before_order(plan: Plan) -> tuple[list[bool], list[int], list[list]] | None:
+    """(per queue whether several engines serve it, units in a topological order of
+    happens-before, each unit's start clock), or None when the barriers form a cycle.
+    Each unit starts once its queue predecessor did and its barriers' producers ended,
+    and ends at once: the clocks depend only on the graph, not on when units end.  The
+    clocks are ``HappensBefore``'s (its ``start`` and ``end`` inline, as one step)."""
     waits, updates, queue_units = plan.waits, plan.updates, plan.queue_units
+    multi = [engines > 1 for engines in plan.queue_engines]
+    multi_queues = [q for q, m in enumerate(multi) if m]
+    empty = [(-1, 0) if m else -1 for m in multi] + [False]
+    last: list[list | None] = [None] * len(queue_units)   # the clock a queue's next unit starts from
+    barrier: list[list | None] = [None] * len(plan.barrier_names)
+    users = list(plan.consumer_count)                      # consumers yet to start
     producers_left = list(plan.producer_count)
     waiting_on: list[list[int] | None] = [None] * len(producers_left)   # barrier -> queues
     head = [0] * len(queue_units)
@@ -80,30 +86,55 @@ def happens_before_order(plan: Plan) -> tuple[HappensBefore, list[int], list[lis
     while todo:
         q = todo.pop()
         units, h = queue_units[q], head[q]
+        several = multi[q]
         while h < len(units):
             u = units[h]
-            blocked = next((b for b in waits[u] if producers_left[b]), None)
-            if blocked is not None:
-                queues = waiting_on[blocked]
-                if queues is None:
-                    waiting_on[blocked] = [q]
-                elif q not in queues:
-                    queues.append(q)
-                break
-            clock.start(u)
-            starts[u] = clock.current
-            clock.end(u)
-            order.append(u)
-            h += 1
-            for b in updates[u]:
-                producers_left[b] -= 1
-                if not producers_left[b] and waiting_on[b] is not None:
-                    todo.extend(waiting_on[b])
-                    waiting_on[b] = None
+            for b in waits[u]:
+                if producers_left[b]:
+                    queues = waiting_on[b]
+                    if queues is None:
+                        waiting_on[b] = [q]
+                    elif q not in queues:
+                        queues.append(q)
+                    break
+            else:
+                clock = last[q]                 # start: the queue's and the barriers' clocks
+                for b in waits[u]:
+                    other = barrier[b]
+                    if other is not None:
+                        clock = other if clock is None else merge(clock, other, multi_queues)
+                    users[b] -= 1
+                    if not users[b]:
+                        barrier[b] = None       # its last consumer has its clock
+                if clock is None:
+                    clock = empty
+                starts[u] = clock
+                ended = list(clock)             # end: the start clock plus u itself
+                if several:
+                    last[q] = clock
+                    ended[q] = entry = mark(ended[q], h)
+                    if entry[1]:
+                        ended[-1] = True
+                else:
+                    if ended[q] < h:
+                        ended[q] = h
+                    last[q] = ended
+                for b in updates[u]:
+                    other = barrier[b]
+                    barrier[b] = ended if other is None else merge(other, ended, multi_queues)
+                order.append(u)
+                h += 1
+                for b in updates[u]:
+                    producers_left[b] -= 1
+                    if not producers_left[b] and waiting_on[b] is not None:
+                        todo.extend(waiting_on[b])
+                        waiting_on[b] = None
+                continue
+            break
         head[q] = h
     if len(order) < plan.size:
         return None
-    return clock, order, starts
+    return multi, order, starts
 
 
 def race_free(plan: Plan, columns: Columns) -> bool:
@@ -112,18 +143,18 @@ def race_free(plan: Plan, columns: Columns) -> bool:
     found = happens_before_order(plan)
     if found is None:
         return False
-    clock, order, starts = found
-    pairs = _unordered_pairs(plan, clock, order, starts)
+    multi, order, starts = found
+    pairs = _unordered_pairs(plan, multi, order, starts)
     if pairs is None:
         return False
     return not _racing(columns, plan.size, pairs[0], pairs[1])
 
 
-def _unordered_pairs(plan: Plan, clock: HappensBefore, order: list[int],
+def _unordered_pairs(plan: Plan, multi: list[bool], order: list[int],
                      starts: list[list]) -> tuple[np.ndarray, np.ndarray] | None:
     """(earlier, later): every pair of units where ``earlier`` ranks before ``later`` and
     does not happen before it; None when there are more than ``PAIRS_PER_UNIT`` per unit."""
-    n, multi = plan.size, clock.multi
+    n = plan.size
     if not n or not multi:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rank = np.empty(n, np.int64)

@@ -283,3 +283,49 @@ def test_page_masks_keep_every_pair_sharing_a_written_byte(seed):
         assert not all(kept)                  # it does drop some
     for (a, b), racing in zip(pairs, expected):
         assert _racing(columns, units, np.asarray([a]), np.asarray([b])) == racing
+
+
+def _reference_order(plan):
+    """The order and start clocks by ``HappensBefore.start`` and ``end`` a unit at a time
+    (the online detector's clocks), as the proof computed them before they were inlined."""
+    from runtime_sim.race_clock import HappensBefore
+    clock = HappensBefore(plan)
+    producers_left = list(plan.producer_count)
+    head = [0] * len(plan.queue_units)
+    order, starts = [], [None] * plan.size
+    progress = True
+    while progress:
+        progress = False
+        for q, units in enumerate(plan.queue_units):
+            while head[q] < len(units) and not any(producers_left[b]
+                                                   for b in plan.waits[units[head[q]]]):
+                u = units[head[q]]
+                clock.start(u)
+                starts[u] = clock.current
+                clock.end(u)
+                order.append(u)
+                head[q] += 1
+                progress = True
+                for b in plan.updates[u]:
+                    producers_left[b] -= 1
+    return order, starts
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_inlined_clocks_match_the_online_clocks(path):
+    """``happens_before_order``'s start clocks are ``HappensBefore``'s, unit by unit (the
+    topological orders may differ: a start clock depends only on the graph)."""
+    from runtime_sim.race_proof import happens_before_order
+    program = _compiled(path)
+    if program is None:
+        pytest.skip("does not compile without the verifier")
+    plan = build_plan(program, sim_arch_for(program.arch))
+    found = happens_before_order(plan)
+    order, starts = _reference_order(plan)
+    if found is None:
+        assert len(order) < plan.size           # the barriers form a cycle
+        return
+    multi, proof_order, proof_starts = found
+    assert sorted(proof_order) == sorted(order) == list(range(plan.size))
+    assert multi == [engines > 1 for engines in plan.queue_engines]
+    assert proof_starts == starts
