@@ -247,6 +247,7 @@ VECTOR_OPS.update({
 
 GENERAL: dict[str, Callable] = {}
 _U8 = np.dtype(np.uint8)
+_SMALL_F16_CHOICE = 512 * 16         # bytes of a batch vmin.f16 / vmax.f16 widens
 _take = F16_TO_F32.take
 
 
@@ -304,9 +305,15 @@ def _wide_f16(v):
 for _name, _op in (("vadd", np.add), ("vsub", np.subtract), ("vmul", np.multiply),
                    ("vdiv", np.divide), ("vmin", np.minimum), ("vmax", np.maximum)):
     _batch_binary(f"{_name}.f32", lambda a, b, op=_op: op(a.view(F32), b.view(F32)).view(np.uint8))
-    if _name not in ("vmin", "vmax"):     # those compare f16 bits (``_f16_choose``)
+    if _name not in ("vmin", "vmax"):
         _batch_binary(f"{_name}.f16", lambda a, b, op=_op:
                       op(_wide_f16(a), _wide_f16(b)).astype(F16).view(np.uint8))
+    else:
+        # ``_f16_choose`` (the general form) picks on the bits, faster from about 512 rows
+        # on; below, the float form it stands for (widened, compared, rounded back) is
+        _batch_binary(f"{_name}.f16", lambda a, b, op=_op, choose=VECTOR_OPS[f"{_name}.f16"]: (
+            op(_wide_f16(a), _wide_f16(b)).astype(F16).view(np.uint8)
+            if a.size <= _SMALL_F16_CHOICE else choose(a, b)))
 _batch_fma("vfma.f32", _wide_f32, F32)
 _batch_fma("vfma.f16", _wide_f16, F16)
 for _name, _op in (("vexp", np.exp), ("vsqrt", np.sqrt), ("vtanh", np.tanh), ("vlog", np.log)):
