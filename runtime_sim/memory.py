@@ -134,6 +134,17 @@ class Memory:
             self._views[id(region)] = (region, array)
         return array
 
+    def bytes_of(self, region: Region) -> np.ndarray:
+        """The bytes from a static region's first element to past its last, in place."""
+        key, offset = self.placement[region.root.name]
+        start = offset + region.byte_offset
+        array = self.arrays[key]
+        end = start + region.span_bytes
+        if start < 0 or end > len(array):
+            raise VpucError(f"%{region.name} (bytes {start:#x}..{end - 1:#x}) lies outside "
+                            f"{self.describe(key)} ({len(array)} bytes)")
+        return array[start:end]
+
     def _view(self, region: Region, shape: tuple[int, ...] | None) -> np.ndarray:
         root = region.root
         key, offset = self.placement[root.name]
