@@ -14,7 +14,10 @@ block, one per stage boundary; the loads of block k wait for ``done`` of the
 block that used its slot before (k - 2*tiles), its first stage for that
 block's ``stored``.  Buffers are one per (value, tile, slot), placed by
 allocate-cmx; a constant that does not span the axis is loaded into each slot
-once.
+once.  A stage's ``boxes`` (``act_split.shave_boxes``) cut an odd block into four
+parts, a kernel per part size, so both ACT SHAVEs share it too; leading stages
+that touch nothing along the axis (an excitation) run in each tile's first block
+only (``_per_tile``).
 
 Values in DDR (``input``, ``const``, ``output``, a ``ddr`` tensor between
 pipelines, a temp that is also a graph output) are loaded when no stage of the
