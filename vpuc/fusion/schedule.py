@@ -249,12 +249,11 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             tasks = task_list.tasks
             deep = deepen(moved, early, early_bytes, room_of)
             task_list.tasks = prefetch_order(tasks, early, gates, deep)
-            if (deep or paced) and arch is not None and not cmx_fits(module, arch):
-                # the longer lifetimes fragment CMX beyond what the room estimates saw:
-                # back to loading early into the segment before only
-                for task, gate, *_ in moved:
-                    if id(task) in deep:
-                        early[id(task)] = gate
+            if (deep or paced) and arch is not None and not cmx_fits(module, arch) \
+                    and not (deep := _fewer_deep(module, arch, tasks, task_list, moved, early,
+                                                 gates, deep, room_of.order)):
+                # the longer lifetimes fragment CMX beyond what the room estimates saw even
+                # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
@@ -264,6 +263,38 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 # one barrier per segment the deep loads run during, not one per load
                 share_barriers(module, task_list.tasks, deep, early, arch.max_producers,
                                arch.max_consumers)
+
+
+# The shares of the deep loads kept, in turn, when all of them leave allocate-cmx no room.
+DEEP_KEPT = (3 / 4, 1 / 2, 1 / 4)
+
+
+def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
+                gates: set[str], deep: set[int], order: list[str]) -> set[int]:
+    """When the ``deep`` loads' lifetimes leave allocate-cmx no room: keep those that run
+    latest (the shortest lifetimes, nearest their classifier), ``DEEP_KEPT`` of them in
+    turn, the others loading early into the segment before theirs only, until allocate-cmx
+    places every buffer (tried); the deep loads kept (empty when none of the shares fits:
+    ``task_list`` is then in the order of the last try, for the caller to redo).  Giving
+    them all up at once made the schedule hinge on the CMX's last bytes (MobileNetV3-Small:
+    about 100K cycles between chunkings of its Gemms one apart)."""
+    position = {p + "finished": i for i, p in enumerate(order) if p}
+    anchor = {i: early[i] for i in deep}
+    ranked = sorted(deep, key=lambda i: -position.get(anchor[i], -1))
+    for share in DEEP_KEPT:
+        kept = set(ranked[:int(len(ranked) * share)])
+        if not kept:
+            break
+        for task, gate, *_ in moved:
+            if id(task) in deep:
+                early[id(task)] = anchor[id(task)] if id(task) in kept else gate
+        task_list.tasks = prefetch_order(tasks, early, gates, kept)
+        if cmx_fits(module, arch):
+            return kept
+    for task, gate, *_ in moved:
+        if id(task) in deep:
+            early[id(task)] = gate
+    return set()
 
 
 def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:

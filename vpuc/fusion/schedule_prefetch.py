@@ -32,6 +32,13 @@ STREAMING_RATIO = 64
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
 # 947,362, 64K 923,986, 96K 932,087.
 DEEP_BYTES_PER_ACT_TASK = 64 << 10
+# The largest chunk of a streaming MatMul's constant weights the lowering cuts under
+# ``--schedule default`` (``lower_dpu_matmul``): each chunk is one deep load, and smaller
+# ones find more segments to run during; the estimate then leaves their loads out of the
+# blocks' (``lower_dpu_split``).  MobileNetV3-Small (schedule_bench cycles, its Gemms' chunk
+# counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
+# 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
+DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
 
 
 class EarlyRoom:
