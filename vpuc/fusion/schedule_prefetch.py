@@ -24,9 +24,13 @@ EARLY_CMX_BYTES = 256 << 10
 # streams its weights (a classifier: one row against a weight matrix; MobileNetV3-Small's
 # two Gemms: 117x and 168x, ResNet-18's: 1012x); a convolution reuses its weights at
 # every position (ResNet-18's 7x7 3x3 layers: 31x) and pipelines their loads with its
-# blocks.  (MobileNetV3-Small's squeeze-excite 1x1 layers stream too, 64x to 97x, but
-# their weights fit the usual prefetch.)
-STREAMING_RATIO = 64
+# blocks.  A squeeze-excite 1x1 layer streams too (one pooled pixel: the ratio is about
+# its output channels; MobileNetV3-Small's 36x to 97x): its early loads take turns
+# between the channels (``prefetch_order``).  MobileNetV3-Small (schedule_bench cycles,
+# ResNet-18's): 64 798,842 (2,105,046), 48 798,750, 40 796,786 (its 42x to 52x layers
+# too), 32 795,679, 24 795,590 (2,135,639: ResNet-18's 3x3 layers stream), 16 794,583
+# (2,140,979); 40 keeps a margin above ResNet-18's 31x.
+STREAMING_RATIO = 40
 # Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
