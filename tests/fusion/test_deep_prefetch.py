@@ -236,12 +236,13 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
 def test_when_allocate_cmx_finds_no_room_the_deep_and_paced_loads_are_given_up(
         mobilenet, monkeypatch):
     from vpuc.fusion import schedule
-    calls = []
+    calls, turns = [], set()
     real_order = schedule.prefetch_order
 
-    def recording_order(tasks, early, gates, deep=frozenset()):
+    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset()):
         calls.append(set(deep))
-        return real_order(tasks, early, gates, deep)
+        turns.update(spread)
+        return real_order(tasks, early, gates, deep, spread)
 
     monkeypatch.setattr(schedule, "prefetch_order", recording_order)
     monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
@@ -251,6 +252,45 @@ def test_when_allocate_cmx_finds_no_room_the_deep_and_paced_loads_are_given_up(
     weights = [t for tl in program.module.task_lists for t in tl.tasks
                if isinstance(t, DmaTask) and "gemm" in (t.label or "") and ".w.c" in t.label]
     # the streaming loads that waited on an earlier block's end wait on it again, and
-    # no weight load is left early on channel 0 (deep loads' place)
+    # no weight load is left early on channel 0 but those taking turns with channel 1
+    # (``prefetch_order``'s ``spread``)
     assert any(any(".done" in w for w in t.waits) for t in weights)
-    assert not any(t.channel == 0 and not t.waits for t in weights)
+    assert not any(t.channel == 0 and not t.waits and id(t) not in turns for t in weights)
+
+
+def test_when_all_deep_loads_leave_no_room_the_latest_ones_stay_deep(mobilenet, monkeypatch):
+    """``schedule._fewer_deep``: allocate-cmx finds no room for every deep load (the first
+    trial, stood in for), room for ``DEEP_KEPT[0]`` of them: those that run latest (their
+    gates nearest the classifier) stay deep, the others load early into the segment before
+    theirs, on channel 1."""
+    from vpuc.fusion import schedule
+    calls, seen = [], {}
+    real_order, real_deepen = schedule.prefetch_order, schedule.deepen
+
+    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset()):
+        calls.append({t.label: early[id(t)] for t in tasks if id(t) in deep})
+        seen.update(gate={t.label: early.get(id(t)) for t in tasks})
+        return real_order(tasks, early, gates, deep, spread)
+
+    def recording_deepen(moved, early, early_bytes, room):
+        deep = real_deepen(moved, early, early_bytes, room)
+        seen.update(order=room.order)
+        return deep
+
+    trials = iter([False, True])
+    monkeypatch.setattr(schedule, "prefetch_order", recording_order)
+    monkeypatch.setattr(schedule, "deepen", recording_deepen)
+    monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: next(trials))
+    program = api.compile(mobilenet, schedule="default")
+    every, kept = calls[0], calls[1]
+    assert len(calls) == 2 and len(kept) == int(len(every) * schedule.DEEP_KEPT[0]) > 0
+    assert set(kept) < set(every) and all(kept[label] == every[label] for label in kept)
+    index = {p + "finished": i for i, p in enumerate(seen["order"])}
+    assert min(index[every[label]] for label in kept) \
+        >= max(index[every[label]] for label in set(every) - set(kept))
+    dma = {t.label: t for tl in program.module.task_lists for t in tl.tasks
+           if isinstance(t, DmaTask)}
+    for label in set(every) - set(kept):          # early into the segment before its own
+        assert not dma[label].waits
+        assert index[seen["gate"][label]] > index[every[label]]
+    assert all(dma[label].channel == 0 for label in kept)

@@ -46,3 +46,23 @@ def test_the_first_segments_constants_stay_where_they_are():
     tasks = [_dma("F.w0", 0), _dma("F.load0", 0), _dma("F.store0", 1, updates=["F.finished"])]
     out = prefetch_order(tasks, {id(tasks[0]): ""}, {"F.finished"})
     assert [t.label for t in out] == ["F.w0", "F.load0", "F.store0"]
+
+
+def test_a_streaming_segments_loads_take_turns_between_the_channels():
+    """``spread``: the first, third, ... go on channel 0 after the previous segment's last
+    load (P.load0), in order; the others between its stores on channel 1 as before."""
+    tasks, early = _program(early_loads=5, stores=3)
+    spread = {id(t) for t in tasks if t.label.startswith("N.w")}
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"}, spread=spread)
+    order = [t.label for t in out]
+    assert order == ["A.store0", "N.w1", "P.load0", "N.w0", "N.w2", "N.w4", "P.store0", "N.w3",
+                     "P.store1", "P.store2", "N.load0"]
+    channel = {t.label: t.channel for t in out}
+    assert [channel[f"N.w{k}"] for k in range(5)] == [0, 1, 0, 1, 0]
+    # loads not in ``spread`` keep channel 1 (the plain order above)
+    tasks, early = _program(early_loads=5, stores=3)
+    spread = {id(tasks[-2])}                          # N.w4 alone
+    out = [t.label for t in prefetch_order(tasks, early, {"A.finished", "P.finished"},
+                                           spread=spread)]
+    assert out.index("N.w4") == out.index("P.load0") + 1
+    assert [t.channel for t in tasks if t.label.startswith("N.w")] == [1, 1, 1, 1, 0]

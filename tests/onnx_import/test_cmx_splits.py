@@ -15,6 +15,7 @@ import pytest
 from tests.onnx_import.test_lower_dpu_nn import _x, compile_and_compare
 from vpuc import api
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuOp
@@ -91,3 +92,22 @@ def test_matmul_that_cannot_split_further_is_an_error(tmp_path):
     path = m.save(tmp_path / "m.onnx", "m")
     with pytest.raises(VpucError, match="does not fit a tile.s CMX: .*K split into f32 partial sums"):
         api.compile(path, cmx_budget=1000)
+
+
+def test_prefetched_gemm_chunks_are_one_deep_load_at_most(tmp_path):
+    """K = 512, N = 1024 (1 MiB of f16 weights) under the default budget: two chunks' tables
+    fit the budget from 3 chunks on, but under ``--schedule default`` each chunk is one
+    prefetched load of at most ``DEEP_LOAD_BYTES`` (128 KiB: 128 columns of 512), and the
+    estimate leaves those loads out of the blocks': 8 chunks of 128 columns, each with its
+    bias row in one DMA."""
+    build = lambda m: m.node("Gemm", [_x(m, (1, 512)), m.weight((1024, 512)),
+                                      m.weight((1024,), 0.1)], transB=1)
+    tasks = compile_and_compare(tmp_path, build)
+    assert [t.variants[0].end[2] + 1 for t in tasks] == [128] * 8
+    module = api.compile(tmp_path / "m.onnx").module
+    symbols = SymbolTable(module)
+    loads = [t for tl in module.task_lists for t in tl.tasks if isinstance(t, DmaTask)
+             and symbols.region(t.src).kind is BufferKind.CONST]
+    assert len(loads) == 8
+    assert all(symbols.region(t.dst).type.nbytes == (128 + 1) * 512 * 2 for t in loads)
+    assert all(symbols.region(t.dst).type.nbytes - 1024 <= DEEP_LOAD_BYTES for t in loads)

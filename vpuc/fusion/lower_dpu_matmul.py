@@ -43,6 +43,7 @@ from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
 from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.fusion.lower_dpu_table import MatrixTable, packs_bias
+from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
@@ -135,6 +136,10 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     if chunks is None:       # not even 16 columns with one row: K is cut too
         emit_matmul_ksplit(prog, layer, values, tiles, prefix, gate, finish)
         return
+    if len(chunks) > 1 and tabled:
+        # prefetched chunks: each one deep load at most (schedule_prefetch.DEEP_LOAD_BYTES)
+        chunks = max(chunks, _column_chunks(n, lambda cols: aligned(cols) * kp * eb,
+                                            DEEP_LOAD_BYTES) or chunks, key=len)
     split = len(chunks) > 1
     timing = lower_dpu.layer_timing(prog, op)
     a_moves = _load_moves(a.type.elem.nbytes, k_dim, kp, a.type.rank == 2 and ta)
@@ -147,13 +152,9 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     def stages(job: tuple, rows: int) -> BlockStages:     # the cost model's estimate of a block
         c0, c1 = job[1]
         loads = a_moves(rows)
-        if split and tabled:         # its chunk of the table, the bias rows with it
-            cp = aligned(c1 - c0)
-            rows = cp + (MatrixTable.bias_rows(cp, kp) if packed else 0)
-            loads.append(Move(rows * kp * b.type.elem.nbytes, b.type.elem.nbytes))
-            if layer.bias is not None and not packed:
-                loads.append(Move(4 * cp, 4))
-        elif batched_b or split:     # the block's own weights (and bias slice)
+        # the block's own weights (and bias slice); a table's chunks are prefetched
+        # (schedule_prefetch): then the block loads its rows alone
+        if batched_b or (split and not tabled):
             loads += _load_moves(b.type.elem.nbytes, k_dim, kp, b.type.rank == 2 and not tb)(
                 c1 - c0, aligned(c1 - c0))
             if split and layer.bias is not None:

@@ -21,7 +21,8 @@ on program text:
    constant that waits only on a segment gate (its first load into a CMX buffer
    nothing used before) waits on nothing, so it runs on its channel as soon as
    the previous loads have, during the previous segment's compute (between that
-   segment's stores, not all ahead of them: ``schedule_prefetch.prefetch_order``), up
+   segment's stores, not all ahead of them, a streaming segment's taking turns with
+   channel 0: ``schedule_prefetch.prefetch_order``), up
    to ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
    ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
    lifetimes); the loads past that keep their gate.  A segment that streams its weights
@@ -203,6 +204,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
         streaming = room_of.streaming()
         # early loads, in list order: (load, its gate, tile, destination buffer, its bytes)
         moved: list[tuple[DmaTask, str, int, str, int]] = []
+        copying: set[int] = set()            # loads turned into copies and their sources
         paced: list[tuple[DmaTask, tuple[str, ...]]] = []     # (load, the waits it dropped)
         for task in task_list.tasks:
             if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
@@ -243,27 +245,62 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                     first_load[key] = (task, dst.root.tile)
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
+                copying |= {id(seen[0]), id(task)}
                 if id(seen[0]) not in early:     # its source loads in turn: so does the copy
                     early.pop(id(task), None)
         if dma_channels > 1:
             tasks = task_list.tasks
             deep = deepen(moved, early, early_bytes, room_of)
-            task_list.tasks = prefetch_order(tasks, early, gates, deep)
-            if (deep or paced) and arch is not None and not cmx_fits(module, arch):
-                # the longer lifetimes fragment CMX beyond what the room estimates saw:
-                # back to loading early into the segment before only
-                for task, gate, *_ in moved:
-                    if id(task) in deep:
-                        early[id(task)] = gate
+            # a streaming segment's other early loads take turns between the channels
+            spread = {id(t) for t, *_ in moved if id(t) not in copying
+                      and room_of.prefix_of(t.label or "") in streaming}
+            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread)
+            if (deep or paced) and arch is not None and not cmx_fits(module, arch) \
+                    and not (deep := _fewer_deep(module, arch, tasks, task_list, moved, early,
+                                                 gates, deep, spread, room_of.order)):
+                # the longer lifetimes fragment CMX beyond what the room estimates saw even
+                # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
-                task_list.tasks = prefetch_order(tasks, early, gates)
+                task_list.tasks = prefetch_order(tasks, early, gates, spread=spread)
                 deep = set()
             if deep and arch is not None:
                 # one barrier per segment the deep loads run during, not one per load
                 share_barriers(module, task_list.tasks, deep, early, arch.max_producers,
                                arch.max_consumers)
+
+
+# The shares of the deep loads kept, in turn, when all of them leave allocate-cmx no room.
+DEEP_KEPT = (3 / 4, 1 / 2, 1 / 4)
+
+
+def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
+                gates: set[str], deep: set[int], spread: set[int], order: list[str]) -> set[int]:
+    """When the ``deep`` loads' lifetimes leave allocate-cmx no room: keep those that run
+    latest (the shortest lifetimes, nearest their classifier), ``DEEP_KEPT`` of them in
+    turn, the others loading early into the segment before theirs only, until allocate-cmx
+    places every buffer (tried); the deep loads kept (empty when none of the shares fits:
+    ``task_list`` is then in the order of the last try, for the caller to redo).  Giving
+    them all up at once made the schedule hinge on the CMX's last bytes (MobileNetV3-Small:
+    about 100K cycles between chunkings of its Gemms one apart)."""
+    position = {p + "finished": i for i, p in enumerate(order) if p}
+    anchor = {i: early[i] for i in deep}
+    ranked = sorted(deep, key=lambda i: -position.get(anchor[i], -1))
+    for share in DEEP_KEPT:
+        kept = set(ranked[:int(len(ranked) * share)])
+        if not kept:
+            break
+        for task, gate, *_ in moved:
+            if id(task) in deep:
+                early[id(task)] = anchor[id(task)] if id(task) in kept else gate
+        task_list.tasks = prefetch_order(tasks, early, gates, kept, spread)
+        if cmx_fits(module, arch):
+            return kept
+    for task, gate, *_ in moved:
+        if id(task) in deep:
+            early[id(task)] = gate
+    return set()
 
 
 def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:

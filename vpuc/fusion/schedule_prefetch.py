@@ -24,14 +24,25 @@ EARLY_CMX_BYTES = 256 << 10
 # streams its weights (a classifier: one row against a weight matrix; MobileNetV3-Small's
 # two Gemms: 117x and 168x, ResNet-18's: 1012x); a convolution reuses its weights at
 # every position (ResNet-18's 7x7 3x3 layers: 31x) and pipelines their loads with its
-# blocks.  (MobileNetV3-Small's squeeze-excite 1x1 layers stream too, 64x to 97x, but
-# their weights fit the usual prefetch.)
-STREAMING_RATIO = 64
+# blocks.  A squeeze-excite 1x1 layer streams too (one pooled pixel: the ratio is about
+# its output channels; MobileNetV3-Small's 36x to 97x): its early loads take turns
+# between the channels (``prefetch_order``).  MobileNetV3-Small (schedule_bench cycles,
+# ResNet-18's): 64 798,842 (2,105,046), 48 798,750, 40 796,786 (its 42x to 52x layers
+# too), 32 795,679, 24 795,590 (2,135,639: ResNet-18's 3x3 layers stream), 16 794,583
+# (2,140,979); 40 keeps a margin above ResNet-18's 31x.
+STREAMING_RATIO = 40
 # Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
 # 947,362, 64K 923,986, 96K 932,087.
 DEEP_BYTES_PER_ACT_TASK = 64 << 10
+# The largest chunk of a streaming MatMul's constant weights the lowering cuts under
+# ``--schedule default`` (``lower_dpu_matmul``): each chunk is one deep load, and smaller
+# ones find more segments to run during; the estimate then leaves their loads out of the
+# blocks' (``lower_dpu_split``).  MobileNetV3-Small (schedule_bench cycles, its Gemms' chunk
+# counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
+# 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
+DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
 
 
 class EarlyRoom:
@@ -178,7 +189,7 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
 
 
 def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
-                   deep: set[int] = frozenset()) -> list:
+                   deep: set[int] = frozenset(), spread: set[int] = frozenset()) -> list:
     """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
     so channel 1 runs it while the previous segment loads on channel 0.  The first goes
     right after the task that updates the gate before its own gate (the start of the
@@ -190,6 +201,12 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     The ``deep`` ones (``deepen``) go on channel 0 instead, right after the last load of
     the segment they run during: that channel waits there anyway, for the segment's
     stores, before the next segment's first loads.
+    The ``spread`` ones (a streaming segment's early loads no copy reads, ``overlap``) take
+    turns between the channels: the first, third, ... of a segment go on channel 0 right
+    after the previous segment's last load, as the deep ones, the others on channel 1 as
+    above, so their DDR latencies overlap instead of queueing behind each other and the
+    stores (MobileNetV3-Small's squeeze-excite weights: 812,951 -> 809,333 cycles;
+    every one on channel 0: 824,733; the second, fourth, ...: 810,718).
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
@@ -217,7 +234,13 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
         stores = [j for j in range(start + 1, end + 1) if tasks[j].channel == 1
                   and early.get(id(tasks[j])) is None]
         slots = [start] + stores
-        for n, i in enumerate(loads):
+        last = max([start] + [j for j in range(start + 1, end + 1) if tasks[j].channel == 0
+                              and early.get(id(tasks[j])) is None])
+        turns = [i for i in loads if id(tasks[i]) in spread][::2]
+        for i in turns:
+            tasks[i].channel = 0
+            anchor[i] = last
+        for n, i in enumerate(i for i in loads if i not in turns):
             anchor[i] = slots[min(n, len(slots) - 1)]
     out: list = []
     pending: dict[int, list] = {}
