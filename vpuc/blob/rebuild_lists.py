@@ -32,10 +32,10 @@ def dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
     ends = (min(srcs), max(srcs), min(dsts), max(dsts))
     if min(ends) < 0 or max(ends) >= len(refs) or not set(modes) <= DMA_MODE_OF.keys():
         return []
-    names = barrier_names.__getitem__
-    return list(map(DmaTask, labels, [tuple(map(names, w)) for w in waits],
-                    [tuple(map(names, u)) for u in updates], map(refs.__getitem__, srcs),
-                    map(refs.__getitem__, dsts), channels, map(DMA_MODE_OF.__getitem__, modes)))
+    barriers = _barrier_tuples(barrier_names)
+    return list(map(DmaTask, labels, barriers(waits), barriers(updates),
+                    map(refs.__getitem__, srcs), map(refs.__getitem__, dsts), channels,
+                    map(DMA_MODE_OF.__getitem__, modes)))
 
 
 def act_list(check, recs, refs: list[Ref], barrier_names: list[str],
@@ -62,11 +62,13 @@ def act_list(check, recs, refs: list[Ref], barrier_names: list[str],
                                 inv.args_offset + inv.args_size > len(inv.window)):
             return []
     ref = {name: check.ref("", name) for name in chain(names, set(named))}.__getitem__
-    bind = [tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group) for group in groups]
-    names_of = barrier_names.__getitem__
-    tasks = list(map(SwKernelTask, labels, [tuple(map(names_of, w)) for w in waits],
-                     [tuple(map(names_of, u)) for u in updates], map(ref, named), tiles,
-                     bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
+    # Tasks binding the same tensors share their (never mutated) bindings.
+    made = {group: tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group)
+            for group in dict.fromkeys(groups)}
+    bind = list(map(made.__getitem__, groups))
+    barriers = _barrier_tuples(barrier_names)
+    tasks = list(map(SwKernelTask, labels, barriers(waits), barriers(updates), map(ref, named),
+                     tiles, bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
                      [tuple(map(ref, args)) for args in run_args]))
     program.invocations.extend(
         InvocationImage(i, kernel, tile, inv.window, inv.args_offset, inv.args_size)
@@ -97,12 +99,12 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
     ref, mode = refs.__getitem__, _MODE_OF.__getitem__
     barriers = _barrier_tuples(barrier_names)
     variants = list(map(DpuVariant, v_labels, map(tuple, starts), map(tuple, ends),
-                        map(barriers, v_waits),
-                        map(barriers, v_updates), repeat(UNKNOWN_LOC), map(mode, v_modes)))
+                        barriers(v_waits), barriers(v_updates), repeat(UNKNOWN_LOC),
+                        map(mode, v_modes)))
     grouped = iter(variants)
     post_of: dict = {}
     return list(map(
-        DpuTask, labels, map(barriers, waits), map(barriers, updates),
+        DpuTask, labels, barriers(waits), barriers(updates),
         map(DPU_OP_OF.__getitem__, ops), tiles, [tuple(map(ref, i)) for i in inputs],
         map(ref, outputs), [None if w == -1 else refs[w] for w in weights],
         [None if b == -1 else refs[b] for b in biases], map(_opt, kernels), map(_opt, strides),
@@ -113,11 +115,13 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
 
 
 def _barrier_tuples(barrier_names: list[str]):
-    """Barrier indices (checked) -> their names; the empty tuple shared."""
+    """A column of barrier index tuples (checked) -> their name tuples; the empty tuple and
+    each barrier's one-name tuple shared (most tasks wait on or update one barrier)."""
     names = barrier_names.__getitem__
+    ones = list(zip(barrier_names))
 
-    def made(indices: tuple) -> tuple[str, ...]:
-        return tuple(map(names, indices)) if indices else ()
+    def made(column) -> list[tuple[str, ...]]:
+        return [ones[w[0]] if len(w) == 1 else tuple(map(names, w)) for w in column]
     return made
 
 
