@@ -158,6 +158,11 @@ class Program:
             self.constants += found[2]
         return found[1]
 
+    def first_constant(self, index: int) -> int:
+        """Where in R the first immediate of instruction ``index`` is (an instruction has
+        at most one: a load's or store's is its offset)."""
+        return self._first_constant[index]
+
     def make_runner(self, index: int) -> Callable:
         """The runner of instruction ``index`` (``steps`` holds the program's own)."""
         dec = self.decoded[index]
