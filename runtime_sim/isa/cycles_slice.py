@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from vpuc.shave.encoding import WORD_BYTES, encode_fields
+from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
@@ -55,7 +55,7 @@ class Slice:
     reason: str = ""
     critical_at: tuple[int, ...] = ()   # per instruction: critical scalar registers (bits)
     accesses: tuple = ()                 # per instruction: its ``semantics.Access``
-    # The code but for its immediates (each word without its imm field, the branch
+    # The code but for its immediates (each word's fields but imm, the branch
     # targets): kernels equal in it run the same steps with other immediates
     # (``cycles_only.TimingProgram`` shares its steps by it).
     code: tuple = field(default=(), compare=False, repr=False)
@@ -209,7 +209,7 @@ def analyse(decoded: list) -> Slice:
 
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
-# offset in words or None, the word without its imm field).
+# offset in words or None, the word's fields but imm).
 _WORDS: dict[int, tuple] = {}
 
 
@@ -218,7 +218,7 @@ def _word(dec) -> tuple:
     branch = access.branch
     offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
     found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset,
-             encode_fields({name: value for name, value in dec.fields.items() if name != "imm"}))
+             tuple(value for name, value in dec.fields.items() if name != "imm"))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
