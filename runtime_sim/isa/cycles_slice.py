@@ -28,12 +28,13 @@ value is a vector, or a watched load that read CMX or such bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from vpuc.shave.encoding import WORD_BYTES
+from vpuc.shave.encoding import FIELDS, WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
@@ -211,6 +212,7 @@ def analyse(decoded: list) -> Slice:
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
 # offset in words or None, the word's fields but imm).
 _WORDS: dict[int, tuple] = {}
+_BUT_IMM = itemgetter(*(name for name in FIELDS if name != "imm"))
 
 
 def _word(dec) -> tuple:
@@ -218,7 +220,7 @@ def _word(dec) -> tuple:
     branch = access.branch
     offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
     found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset,
-             tuple(value for name, value in dec.fields.items() if name != "imm"))
+             _BUT_IMM(dec.fields))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
