@@ -94,19 +94,28 @@ class TimingProgram:
 
     A step's runner is made when the run first reaches it (most of a library kernel's
     .text never runs in one model: the other element type's rows, the error paths, the
-    bodies of batched loops); the skipped steps are shared per word."""
+    bodies of batched loops); the skipped steps are shared per word.  The runners read
+    immediates from R (``Program.make_runner``; the wrappers below too), so kernels whose
+    code differs only in immediates (a model's kernels of one template at other sizes)
+    share one ``flat``, runners made by whichever runs a step first."""
 
     def __init__(self, program: Program, found: Slice) -> None:
         self.program = copy.copy(program)           # shares decoded, meta, constants
         self.slice = found
-        flat = []
-        roles = found.roles
-        for index, meta in enumerate(program.meta):
-            role = roles[index]
-            if role.skip and not _mask_writes(found.accesses[index]):
-                flat.append(_skipped_step(meta))
-            else:
-                flat.append(flat_step(self._first_run(index), *meta))
+        key = (found.code, program.base)
+        flat = _FLATS.get(key)
+        if flat is None:
+            flat = []
+            roles = found.roles
+            for index, meta in enumerate(program.meta):
+                role = roles[index]
+                if role.skip and not _mask_writes(found.accesses[index]):
+                    flat.append(_skipped_step(meta))
+                else:
+                    flat.append(flat_step(self._first_run(index), *meta))
+            if len(_FLATS) >= MAX_FLATS:
+                _FLATS.clear()
+            _FLATS[key] = flat
         # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
         self.program.steps, self.program.flat = program.meta, flat
 
@@ -129,12 +138,20 @@ class TimingProgram:
             if dec.info.format != "MS":
                 return _full_masks(masks)           # from vectors or other masks: data
             return program.make_runner(index)       # from a scalar the slice keeps exact
+        # a load's or store's one immediate, its offset, is R[its first constant]
+        offset = program.first_constant(index)
         if role.checked_load or role.watched_load:
-            return _scalar_load(program.make_runner(index), dec, access, role.watched_load)
+            return _scalar_load(program.make_runner(index), dec, access, offset,
+                                role.watched_load)
         if role.store_sources or role.vector_store:
             sources = VECTOR if role.vector_store else role.store_sources
-            return _marking_store(program.make_runner(index), dec, sources)
+            return _marking_store(program.make_runner(index), dec, offset, sources)
         return program.make_runner(index)
+
+
+# ``TimingProgram.flat`` by the code but for its immediates and the .text address; bounded.
+_FLATS: dict[tuple, list] = {}
+MAX_FLATS = 256
 
 
 _MASK_WRITES: dict[int, tuple] = {}
@@ -178,38 +195,38 @@ def _full_masks(keys: tuple[int, ...]):
     return run_
 
 
-def _scalar_load(inner, dec, access, watched: int):
-    """A checked load stops the run on bytes not computed; a watched one notes it."""
-    base, offset = [value for _, value in access.reads]
+def _scalar_load(inner, dec, access, offset: int, watched: int):
+    """A checked load stops the run on bytes not computed; a watched one notes it.
+    ``offset``: where in R the load's offset is (its immediate)."""
+    (_, base), _ = access.reads
     size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
-    offset = int(offset)
     if watched:
         def run_(R, mem, base=base, offset=offset, size=size, watched=watched, inner=inner):
-            address = (int(R[base]) + offset) & _MASK32
+            address = (int(R[base]) + int(R[offset])) & _MASK32
             mem.watch_load(watched, address, address + size)
             return inner(R, mem)
         return run_
 
     def run_(R, mem, base=base, offset=offset, size=size, inner=inner):
-        mem.check_load((int(R[base]) + offset) & _MASK32, size)
+        mem.check_load((int(R[base]) + int(R[offset])) & _MASK32, size)
         return inner(R, mem)
     return run_
 
 
-def _marking_store(inner, dec, sources: int):
+def _marking_store(inner, dec, offset: int, sources: int):
     """A store whose value may not be computed (a vector's, or from a watched load that
-    read such bytes) marks its bytes so."""
+    read such bytes) marks its bytes so.  ``offset``: where in R its offset is."""
     sem = SEMANTICS[dec.info.opcode]
     shape = _memory_shape(dec, sem.mnemonic, "store")
     size = 8 if dec.info.format == "SST2" else shape.size
-    base, offset, stride, lanes = shape.base, int(shape.offset), shape.stride, shape.lanes
+    base, stride, lanes = shape.base, shape.stride, shape.lanes
 
     def run_(R, mem, inner=inner, sources=sources, base=base, offset=offset, size=size,
              stride=stride, lanes=lanes):
         nxt = inner(R, mem)
         if not (sources & (VECTOR | mem.garbage)):
             return nxt
-        low = (int(R[base]) + offset) & _MASK32
+        low = (int(R[base]) + int(R[offset])) & _MASK32
         if stride is None:
             mem.mark_unknown(low, low + size)
         else:

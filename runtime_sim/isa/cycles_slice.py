@@ -27,13 +27,14 @@ value is a vector, or a watched load that read CMX or such bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from vpuc.shave.encoding import WORD_BYTES
+from vpuc.shave.encoding import FIELDS, WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
 
 _CONTROL = frozenset({"branch", "loop", "jump", "call", "ret", "halt"})
@@ -55,6 +56,10 @@ class Slice:
     reason: str = ""
     critical_at: tuple[int, ...] = ()   # per instruction: critical scalar registers (bits)
     accesses: tuple = ()                 # per instruction: its ``semantics.Access``
+    # The code but for its immediates (each word's fields but imm, the branch
+    # targets): kernels equal in it run the same steps with other immediates
+    # (``cycles_only.TimingProgram`` shares its steps by it).
+    code: tuple = field(default=(), compare=False, repr=False)
 
 
 class _Ins(NamedTuple):             # a tuple: a kernel's structure hashes in C
@@ -175,7 +180,7 @@ MAX_STRUCTURES = 256
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
     count = len(decoded)
-    accesses, shapes, targets = [], [], []
+    accesses, shapes, targets, words = [], [], [], []
     get = _WORDS.get
     for i, dec in enumerate(decoded):     # one look-up per instruction: its word's part
         found = get(id(dec))
@@ -183,6 +188,7 @@ def analyse(decoded: list) -> Slice:
             found = _word(dec)
         accesses.append(found[1])
         shapes.append(found[2])
+        words.append(found[4])
         target = found[3]
         if target is not None:
             target += i
@@ -191,7 +197,8 @@ def analyse(decoded: list) -> Slice:
         targets.append(target)
     # The key holds each word's shape (shared per word) and the targets: no per-instruction
     # object is made unless the structure is new.
-    key = (tuple(shapes), tuple(targets))
+    targets = tuple(targets)
+    key = (tuple(shapes), targets)
     found = _BY_STRUCTURE.get(key)
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
@@ -199,19 +206,21 @@ def analyse(decoded: list) -> Slice:
         ins = [_Ins(*shape[1:], target) for shape, target in zip(shapes, targets)]
         found = _BY_STRUCTURE[key] = _analyse(decoded, ins)
     roles, reason, critical_at = found
-    return Slice(roles, reason, critical_at, tuple(accesses))
+    return Slice(roles, reason, critical_at, tuple(accesses), (tuple(words), targets))
 
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
-# offset in words or None).
+# offset in words or None, the word's fields but imm).
 _WORDS: dict[int, tuple] = {}
+_BUT_IMM = itemgetter(*(name for name in FIELDS if name != "imm"))
 
 
 def _word(dec) -> tuple:
     access = operand_access(dec)
     branch = access.branch
     offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
-    found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset)
+    found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset,
+             _BUT_IMM(dec.fields))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found

@@ -123,9 +123,21 @@ class Program:
                             BinLoc(name, ".text", exc.index * WORD_BYTES)) from None
         except DecodeError as exc:
             raise VpucError(str(exc), BinLoc(name, ".text", len(code))) from None
-        self.constants: list[np.uint32] = []
-        self._first_constant: list[int] = []    # each instruction's first immediate in R
-        self.meta: list[StepTiming] = [self._prepare(dec) for dec in self.decoded]
+        # Per instruction: its (sources, dests, cost), and where in R its first immediate
+        # is (``make_runner``); the immediates join ``constants``.
+        constants: list[np.uint32] = []
+        first: list[int] = []
+        meta: list[StepTiming] = []
+        get = _WORDS.get
+        for dec in self.decoded:
+            found = get(id(dec))
+            if found is None or found[0] is not dec:
+                found = _word(dec)
+            first.append(NUM_REGISTER_KEYS + len(constants))
+            if found[2]:
+                constants += found[2]
+            meta.append(found[1])
+        self.constants, self._first_constant, self.meta = constants, first, meta
 
     @cached_property
     def steps(self) -> list[Step]:
@@ -147,16 +159,10 @@ class Program:
                              f"({self.base:#010x}..{self.base + self.size - 1:#010x})")
         return offset // WORD_BYTES
 
-    def _prepare(self, dec: Decoded) -> StepTiming:
-        """(sources, dests, cost) of the next instruction; its immediates join
-        ``constants`` (``make_runner`` finds them from ``_first_constant``)."""
-        found = _WORDS.get(id(dec))
-        if found is None or found[0] is not dec:
-            found = _word(dec)
-        self._first_constant.append(NUM_REGISTER_KEYS + len(self.constants))
-        if found[2]:
-            self.constants += found[2]
-        return found[1]
+    def first_constant(self, index: int) -> int:
+        """Where in R the first immediate of instruction ``index`` is (an instruction has
+        at most one: a load's or store's is its offset)."""
+        return self._first_constant[index]
 
     def make_runner(self, index: int) -> Callable:
         """The runner of instruction ``index`` (``steps`` holds the program's own)."""

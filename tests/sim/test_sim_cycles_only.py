@@ -248,3 +248,65 @@ def test_loops_of_the_same_code_share_one_plan_and_other_code_has_its_own(monkey
     s3 = 3
     assert plans[0].induction[s3] == {2: Step("imm", 16, 1)}
     assert plans[2].induction[s3] == {2: Step("imm", 32, 1)}
+
+
+
+# A trip count loaded from the arguments at OFF (a checked load: it decides the loop),
+# then a vector stored at VOFF of the stack and a count loaded back from 32(sp): the
+# cycles-only run may use that count only if the vector did not overwrite it.
+SHARED_STEPS = """
+    .global k
+    .text
+k:
+    lw    s3, {off}(s0)
+    addi  sp, sp, -128
+    sw    s3, 32(sp)
+    vld   v0, 0(sp)
+    vadd.f32 v1, v0, v0
+    vst   v1, {voff}(sp)
+    lw    s5, {loff}(sp)
+    andi  s5, s5, 15
+    addi  s5, s5, 1
+again:
+    addi  s5, s5, -1
+    bnez  s5, again
+    addi  sp, sp, 128
+    li    s0, 0
+    ret
+"""
+
+
+@pytest.mark.parametrize("first, second", [((0, 64, 32), (4, 32, 32)),
+                                           ((4, 32, 32), (0, 64, 32)),
+                                           ((0, 64, 32), (4, 64, 64)),
+                                           ((4, 64, 64), (0, 64, 32))])
+def test_kernels_differing_in_immediates_share_their_steps_each_with_its_offsets(
+        first, second, monkeypatch):
+    """One ``flat`` for both kernels, its runners made by the first to run a step; each
+    checked load and marked store uses its own offsets (read from R): the second kernel
+    gets its own trip count, or gives up where its own vector store hid the count."""
+    import weakref
+
+    from runtime_sim.isa import cycles_only, interpreter
+    from runtime_sim.isa.cycles_only import invoke_cycles_only
+    from runtime_sim.isa.invoke import invoke_kernel
+    monkeypatch.setattr(cycles_only, "_FLATS", {})        # nothing from the other cases
+    monkeypatch.setattr(cycles_only, "_TIMING", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(interpreter, "_PROGRAMS", {})
+    args = np.array([3, 11, 0, 0], np.uint32).tobytes()
+    objs = [assemble(SHARED_STEPS.format(off=off, voff=voff, loff=loff), f"k{n}.s")
+            for n, (off, voff, loff) in enumerate((first, second))]
+    cycles = []
+    for obj, (off, voff, loff) in zip(objs, (first, second)):
+        full = invoke_kernel(obj, np.zeros(4096, np.uint8), args, 0, len(args))
+        fast = invoke_cycles_only(obj, np.zeros(4096, np.uint8), args, 0, len(args))
+        if voff <= loff < voff + 16:        # the count is vector data: the full run decides
+            assert fast is None, obj.name
+        else:
+            assert fast is not None, obj.name
+            assert (fast.cycles, fast.scalar_regs[0]) == (full.cycles, full.scalar_regs[0])
+        cycles.append(full.cycles)
+    assert cycles[0] != cycles[1]                    # 3 and 11 trips
+    a, b = (timing_program(load_kernel(obj, invocation_memory(obj, np.zeros(4096, np.uint8),
+                                                              args)).program) for obj in objs)
+    assert a is not b and a.program.flat is b.program.flat      # one flat for both
