@@ -19,7 +19,7 @@ from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
-from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan, dpu_operands
+from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
 # build_plan imports plan_build lazily (an import cycle): loaded with the simulator instead.
 import runtime_sim.plan_build  # noqa: F401,E402
 from runtime_sim.races import RaceDetector
@@ -108,13 +108,10 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     clock = time.perf_counter()
     plan = build_plan(program, arch)
     seconds["plan"] = time.perf_counter() - clock
-    # Buffers and views resolved once for the race detector and the ACT SHAVE bindings
+    # Buffers and views resolved once for the race detector and the ACT SHAVE bindings,
+    # without the symbol table (the numerics' operands are the plan's own)
     regions = Regions(plan, network.memory)
     detector = RaceDetector(plan, network.memory, regions=regions) if races else None
-
-    def dma_regions(u: int) -> tuple:
-        task = plan.task[u]
-        return regions(task.src), regions(task.dst)
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
     if kernel_profile:
@@ -128,7 +125,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     dims_only = set()
     if timing_only and memory.dynamic:
         dims_only = {u for u in range(plan.size) if kinds[u] == DMA
-                     and dma_regions(u)[0].root.name in memory.dynamic}
+                     and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
     # CMX buffers DMAs write and read (Network.kept), recorded after each DMA write
     kept: set[str] = set()
@@ -136,7 +133,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         read, written = set(), set()
         for u in range(plan.size):
             if kinds[u] == DMA:
-                src, dst = dma_regions(u)
+                src, dst = plan.dma_regions(u)
                 if src.kind is BufferKind.CMX:
                     read.add(src.root.name)
                 if dst.kind is BufferKind.CMX:
@@ -157,16 +154,16 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         try:
             if timing_only:
                 if u in dims_only:
-                    src, dst = dma_regions(u)
+                    src, dst = plan.dma_regions(u)
                     memory.set_dynamic_dims(dst.root, memory.shape_of(src))
             elif kind == DMA:
-                src, dst = dma_regions(u)
+                src, dst = plan.dma_regions(u)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
                 if dst.root.name in kept:
                     network.keep(dst.root.name)
             elif kind == DPU:
-                task = plan.task[u]
-                dpu_engine.run_variant(task, plan.variant[u], dpu_operands(task, regions), memory)
+                dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
+                                       memory)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
