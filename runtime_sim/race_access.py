@@ -23,8 +23,8 @@ import numpy as np
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.memory import Memory, byte_intervals
 from runtime_sim.plan import DMA, DPU, Plan, dpu_operands
+from runtime_sim.regions import Regions
 from vpuc.ir.symbols import Region
-from vpuc.ir.types import TensorType
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
 LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | LazyRegion | None"]  # rows to compute
@@ -94,18 +94,18 @@ class Accesses:
     ``LazySpan`` (the proof computes a strided region's rows only where spans meet)."""
 
     def __init__(self, plan: Plan, memory: Memory, group: Callable[[Span], object],
-                 lazy: bool = False) -> None:
+                 lazy: bool = False, regions: Regions | None = None) -> None:
         self.plan, self.memory, self.group = plan, memory, group
         self.lazy = lazy
         self.spans = lazy_region_span if lazy else region_span
-        self.views = {v.name: v for v in plan.program.module.views}
+        # names -> regions, shared with whoever else resolves them (``simulator``)
+        self._region = regions = regions if regions is not None else Regions(plan, memory)
+        self.views, self.roots, self._root = regions.views, regions.roots, regions.root
         self.by_name: dict[str, object] = {}
         self.by_variant: dict[tuple, list] = {}
         self.operand_ids: dict[tuple, int] = {}      # a DPU task's operands and window -> id
         self.dpu_tasks: dict[int, int] = {}          # recent DPU tasks -> their operands' id
         self.dpu_regions: dict[int, dict] = {}       # operands' id -> their regions
-        self.roots: dict[str, tuple | None] = {}
-        self.regions: dict[str, Region] = {}
 
     def __call__(self, u: int) -> list[tuple[object, bool, str]]:
         plan = self.plan
@@ -156,52 +156,6 @@ class Accesses:
         return regions
 
     # ------------------------------------------------------------ spans
-    def _region(self, name: str) -> Region:
-        """``plan.region``, once per name (DPU tasks of a layer share their operands); a
-        static buffer's, or a view's of one, by the symbol table's arithmetic without it."""
-        found = self.regions.get(name)
-        if found is None:
-            view = None if name in self.memory.buffers else self.views.get(name)
-            root = self.roots.get(view.base if view else name, False)
-            if root is False:
-                root = self._root(view.base if view else name)
-            if root is None:
-                found = None
-            elif view is None:
-                buffer = self.memory.buffers[name]
-                # a dense type spans its nbytes (0 when empty, as ``span_of`` gives)
-                found = Region(name, buffer, buffer.type, 0, root[1], buffer.type.nbytes)
-            else:
-                found = self._view_region(view, root)
-            if found is None:
-                found = self.plan.region(name)          # its checks, its errors
-            self.regions[name] = found
-        return found
-
-    def _view_region(self, view, root: tuple) -> Region | None:
-        """``SymbolTable._slice`` of a view of a static buffer; None where it would report."""
-        shape, strides, bits = root[:3]
-        if len(view.slices) != len(shape):
-            return None
-        dims, view_strides, offset, last = [], [], 0, 0
-        for piece, size, stride in zip(view.slices, shape, strides):
-            stop = size if piece.stop == -1 else piece.stop
-            step = piece.step
-            if step < 1 or not 0 <= piece.start < stop <= size:
-                return None
-            extent = (stop - piece.start + step - 1) // step
-            dims.append(extent)
-            view_strides.append(stride * step)
-            offset += piece.start * stride
-            last += (extent - 1) * stride * step
-        if offset % 8:
-            return None
-        buffer = self.memory.buffers[view.base]
-        tensor = TensorType(tuple(dims), buffer.type.elem, buffer.type.order)
-        # every extent is at least 1: ``span_of`` without its empty case
-        return Region(view.name, buffer, tensor, offset // 8, tuple(view_strides),
-                      (last + bits + 7) // 8)
-
     def named(self, name: str) -> object:
         found = self.by_name.get(name)
         if found is None:
@@ -224,19 +178,6 @@ class Accesses:
             return None
         key, lo = memory.placement[name]
         return key, lo, lo + buffer.type.nbytes, None
-
-    def _root(self, name: str) -> tuple | None:
-        """(shape, strides in bits, element bits, memory, offset) of a static buffer."""
-        memory = self.memory
-        root = memory.buffers.get(name)
-        if root is None or name in memory.dynamic:
-            found = None
-        else:
-            bits = root.type.elem.bits
-            found = (root.type.bound_shape, tuple(s * bits for s in root.type.dense_strides()),
-                     bits) + memory.placement[name]
-        self.roots[name] = found
-        return found
 
     def _view_span(self, view) -> Span | None:
         """A view of a static buffer, by arithmetic: dense, or strided when ``lazy`` (its

@@ -23,6 +23,7 @@ from runtime_sim.memory import Memory
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.plan import DMA, DPU, Plan
 from runtime_sim.race_access import Accesses, lazy_box_span, strided_rows
+from runtime_sim.regions import Regions
 
 
 @dataclass
@@ -70,9 +71,9 @@ def of_accesses(unit_accesses: list[list[tuple]]) -> Columns:
     return _columns(units, spans, writes)
 
 
-def access_columns(plan: Plan, memory: Memory) -> Columns:
+def access_columns(plan: Plan, memory: Memory, regions: Regions | None = None) -> Columns:
     """Every unit's accesses (raises ``VpucError`` where one does not resolve)."""
-    accesses = Accesses(plan, memory, _as_is, lazy=True)
+    accesses = Accesses(plan, memory, _as_is, lazy=True, regions=regions)
     named = accesses.named
     kinds, tasks, variants = plan.kind, plan.task, plan.variant
     units: list[int] = []

@@ -12,9 +12,13 @@ over columns:
   ordered before v and rank before it are the positions past what v's start
   clock knows ended in q, up to the last one ranked before v (a queue starts
   its units in order, so its ranks grow with position);
-* for each such pair, every access of one against every access of the other:
-  same memory, spans meeting, one writing; a strided region's exact bytes are
-  compared only where the spans meet (``LiveAccesses.overlap``).
+* the pairs whose units' page masks meet (``page_masks``: 64 bits per unit of
+  the memory pages its accesses touch, and of those it writes; a pair sharing
+  a written byte always meets, so only pairs that cannot race are dropped);
+* for each pair left, every access of one against every access of the other
+  (``race_columns``): same memory, spans meeting, one writing; a strided
+  region's exact bytes are compared only where the spans meet
+  (``LiveAccesses.overlap``).
 
 A well-synchronized program has few unordered pairs per unit, so this is
 linear in its units.  When no pair races the detector skips its per-unit

@@ -35,6 +35,7 @@ from runtime_sim.race_clock import HappensBefore, ordered_after
 from runtime_sim.race_live import Group, LiveAccesses
 from runtime_sim.race_columns import access_columns
 from runtime_sim.race_proof import race_free
+from runtime_sim.regions import Regions
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
@@ -46,13 +47,16 @@ class RaceError(VpucError):
 
 
 class RaceDetector:
-    def __init__(self, plan: Plan, memory: Memory, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, plan: Plan, memory: Memory, limit: int = DEFAULT_LIMIT,
+                 regions: Regions | None = None) -> None:
         clock = time.perf_counter()
         self.plan = plan
         self.limit = limit
         self.clock = HappensBefore(plan)
         self.live = LiveAccesses()
-        self.accesses = Accesses(plan, memory, lambda span: self.live.group(*span))
+        self.regions = regions if regions is not None else Regions(plan, memory)
+        self.accesses = Accesses(plan, memory, lambda span: self.live.group(*span),
+                                 regions=self.regions)
         self.races: list[Diagnostic] = []
         self.count = 0
         self._pairs: set[tuple[int, int]] = set()
@@ -68,7 +72,7 @@ class RaceDetector:
         order units start (the order ``explain`` reports linked groups in), as they always
         did."""
         try:
-            return race_free(self.plan, access_columns(self.plan, memory))
+            return race_free(self.plan, access_columns(self.plan, memory, self.regions))
         except VpucError:           # a region resolved only for its rows: as above
             return False
 

@@ -23,6 +23,7 @@ from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
 # build_plan imports plan_build lazily (an import cycle): loaded with the simulator instead.
 import runtime_sim.plan_build  # noqa: F401,E402
 from runtime_sim.races import RaceDetector
+from runtime_sim.regions import Regions
 from runtime_sim.runtime import Runtime, Timeline
 from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.cost.shave import act_shave_budget
@@ -107,7 +108,10 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     clock = time.perf_counter()
     plan = build_plan(program, arch)
     seconds["plan"] = time.perf_counter() - clock
-    detector = RaceDetector(plan, network.memory) if races else None
+    # Buffers and views resolved once for the race detector and the ACT SHAVE bindings,
+    # without the symbol table (the numerics' operands are the plan's own)
+    regions = Regions(plan, network.memory)
+    detector = RaceDetector(plan, network.memory, regions=regions) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
     if kernel_profile:
@@ -165,7 +169,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                                       plan.loc[u])) from None
 
     work, run_kernel = plan.work, shave.run
-    shave.region = plan.region
+    shave.region = regions
     act_fixed, shave_cycle = arch.dispatch["ACT_SHAVE"], arch.shave_cycle
 
     clock = time.perf_counter()
