@@ -60,14 +60,14 @@ def progression_view(memory, base: Affine, first: int, rows: int, offset,
     Affine at iteration 0) plus ``offset``, for iterations first .. first+rows-1, when the
     rows ascend at least 16 bytes apart without wrapping, or, for a load, all read the
     same 16 bytes (a constant a loop reloads: a read-only view); else None (run the
-    instruction)."""
+    instruction).  (The rows of one constant are shared and read-only: callers copy.)"""
     step = signed(base.step)
     start = (base.start + first * base.step + int(offset)) % MOD
     if step == 0 and not is_store:
         if start + 16 > MOD:
             return None
         row = memory.progression(start, 16, 1, 16, False)
-        return None if row is None else np.broadcast_to(row, (rows, 16))
+        return None if row is None else _tiled(row[0], rows)
     if start + (rows - 1) * step + 16 > MOD:
         return None
     return memory.progression(start, step, rows, 16, is_store)
