@@ -50,8 +50,11 @@ _OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT, _OP1, _OP2 = rang
 
 # Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
 # every chunk (a kernel's constants are the same in every invocation).
+# Bounded: at most MAX_TILED of at most MAX_TILED_ROWS rows (8 MiB); a longer batch
+# against one vector takes the general form, whose long rows do as well.
 _TILED: dict[tuple, np.ndarray] = {}
-MAX_TILED = 64
+MAX_TILED = 32
+MAX_TILED_ROWS = 16384
 
 
 def progression_view(memory, base: Affine, first: int, rows: int, offset,
@@ -337,8 +340,10 @@ class ChunkRunner:
 
 
 def _tiled(vector, rows: int):
-    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else as is."""
-    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8:
+    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else (or too
+    many rows) as is."""
+    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8 \
+            or rows > MAX_TILED_ROWS:
         return vector
     key = (vector.tobytes(), rows)
     found = _TILED.get(key)
