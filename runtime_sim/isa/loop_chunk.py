@@ -70,7 +70,10 @@ def progression_view(memory, base: Affine, first: int, rows: int, offset,
         if start + 16 > MOD:
             return None
         row = memory.progression(start, 16, 1, 16, False)
-        return None if row is None else _tiled(row[0], rows)
+        if row is None:
+            return None
+        tiled = _tiled(row[0], rows)
+        return tiled if tiled.ndim == 2 else np.broadcast_to(row, (rows, 16))
     if start + (rows - 1) * step + 16 > MOD:
         return None
     return memory.progression(start, step, rows, 16, is_store)

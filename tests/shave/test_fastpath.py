@@ -1064,3 +1064,13 @@ def test_batch_operands_leave_one_vector_against_very_long_batches():
     vector = np.arange(16, dtype=np.uint8)
     rows = np.zeros((MAX_TILED_ROWS + 1, 16), np.uint8)
     assert batch_operands([rows, vector], len(rows))[1] is vector     # the cache stays small
+
+
+def test_a_reloaded_constant_is_a_batch_of_rows_however_many():
+    from runtime_sim.isa.loop_bounds import Affine
+    from runtime_sim.isa.loop_chunk import MAX_TILED_ROWS, progression_view
+    memory, arrays = make_memory()
+    arrays["WIN_F"][:16] = np.arange(16, dtype=np.uint8)
+    for rows in (3, MAX_TILED_ROWS + 1):
+        view = progression_view(memory, Affine(WIN_F, 0), 0, rows, 0, False)
+        assert view.shape == (rows, 16) and (view == np.arange(16)).all()
