@@ -36,10 +36,16 @@ def footprint(buffer: Buffer) -> int:
     return buffer_footprint(buffer)
 
 
+_DTYPES: dict[ElemType, np.dtype] = {}
+
+
 def numpy_dtype(elem: ElemType) -> np.dtype:
-    dtype = data_type(elem.value).numpy
+    dtype = _DTYPES.get(elem)
     if dtype is None:
-        raise VpucError(f"element type {elem} has no storage type in the simulator")
+        dtype = data_type(elem.value).numpy
+        if dtype is None:
+            raise VpucError(f"element type {elem} has no storage type in the simulator")
+        _DTYPES[elem] = dtype
     return dtype
 
 
@@ -62,6 +68,7 @@ class Memory:
         self.actual_dims: dict[str, tuple[int, ...]] = {}   # dynamic DDR roots
         self.buffers = {b.name: b for b in module.buffers}
         self.dynamic = {b.name for b in module.buffers if not b.type.is_static}
+        self._views: dict[int, tuple[Region, np.ndarray]] = {}
         sizes: dict[tuple, int] = {("cmx", t): MIN_CMX_BYTES for t in range(tiles)}
         for buffer in module.buffers:
             key, offset = self._key(buffer)
@@ -115,16 +122,43 @@ class Memory:
         return self.dynamic_dims(region.root)
 
     def view(self, region: Region, shape: tuple[int, ...] | None = None) -> np.ndarray:
-        """A numpy array of the region's logical shape viewing memory in place."""
-        key, start = self.locate(region)
+        """A numpy array of the region's logical shape viewing memory in place.  A static
+        region's array is made once per Region object (the plan resolves each operand once)
+        and handed out again: it aliases memory, so it always shows the current bytes."""
+        cached = self._views.get(id(region))
+        if cached is not None and cached[0] is region:
+            return cached[1]
+        array = self._view(region, shape)
+        if region.root.name not in self.dynamic:
+            # The region is kept with its array, so its id is not reused while cached.
+            self._views[id(region)] = (region, array)
+        return array
+
+    def bytes_of(self, region: Region) -> np.ndarray:
+        """The bytes from a static region's first element to past its last, in place."""
+        key, offset = self.placement[region.root.name]
+        start = offset + region.byte_offset
+        array = self.arrays[key]
+        end = start + region.span_bytes
+        if start < 0 or end > len(array):
+            raise VpucError(f"%{region.name} (bytes {start:#x}..{end - 1:#x}) lies outside "
+                            f"{self.describe(key)} ({len(array)} bytes)")
+        return array[start:end]
+
+    def _view(self, region: Region, shape: tuple[int, ...] | None) -> np.ndarray:
+        root = region.root
+        key, offset = self.placement[root.name]
+        start = offset + region.byte_offset
         array = self.arrays[key]
         dtype = numpy_dtype(region.type.elem)
-        if region.root.type.is_static:
-            shape, strides = region.type.bound_shape, tuple(s // 8 for s in region.strides_bits)
+        if root.name not in self.dynamic:
+            shape, strides = region.type.bound_shape, tuple([s // 8 for s in region.strides_bits])
         else:
-            shape = shape or self.dynamic_dims(region.root)
+            shape = shape or self.dynamic_dims(root)
             strides = dense_strides(shape, region.type.order.perm, dtype.itemsize)
-        last = start + sum((n - 1) * s for n, s in zip(shape, strides)) + dtype.itemsize
+        last = start + dtype.itemsize
+        for n, s in zip(shape, strides):
+            last += (n - 1) * s
         if start < 0 or (min(shape, default=1) > 0 and last > len(array)):
             raise VpucError(f"%{region.name} (bytes {start:#x}..{last - 1:#x}) lies outside "
                             f"{self.describe(key)} ({len(array)} bytes)")

@@ -148,24 +148,45 @@ class Plan:
     def _buffers(self) -> dict[str, Buffer]:
         return {b.name: b for b in self.program.module.buffers}
 
+    @cached_property
+    def _resolved(self) -> dict:
+        """Operands resolved so far: name -> Region, DMA unit -> (src, dst), id of a DPU
+        task -> its operands.  The same Region objects come back on every start, so
+        ``Memory.view`` answers them from its own cache."""
+        return {}
+
     def region(self, name: str) -> Region:
         """A buffer's region directly; a view's through the symbol table (built on the first
         view: it declares every name of the module)."""
+        region = self._resolved.get(name)
+        if region is not None:
+            return region
         buffer = self._buffers.get(name)
         if buffer is not None:
             strides = dense_strides_bits(buffer.type)
-            return Region(name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
-        region = self.symbols.region(name)
-        if region is None:
-            raise VpucError(f"%{name} does not resolve to a buffer region")
+            region = Region(name, buffer, buffer.type, 0, strides, span_of(buffer.type, strides))
+        else:
+            region = self.symbols.region(name)
+            if region is None:
+                raise VpucError(f"%{name} does not resolve to a buffer region")
+        self._resolved[name] = region
         return region
 
     def dma_regions(self, unit: int) -> tuple[Region, Region]:
-        task = self.task[unit]
-        return self.region(task.src), self.region(task.dst)
+        pair = self._resolved.get(unit)
+        if pair is None:
+            task = self.task[unit]
+            pair = self._resolved[unit] = (self.region(task.src), self.region(task.dst))
+        return pair
 
     def dpu_regions(self, unit: int) -> dict[str, Region]:
-        return dpu_operands(self.task[unit], self.region)
+        """The operands of the unit's DPU task (shared by its variants: do not modify)."""
+        task = self.task[unit]
+        key = ("dpu", id(task))
+        operands = self._resolved.get(key)
+        if operands is None:
+            operands = self._resolved[key] = dpu_operands(task, self.region)
+        return operands
 
 
 def _users(count: int, per_unit: list[tuple[int, ...]]) -> list[list[int]]:

@@ -24,6 +24,7 @@ after), e.g. ((top, bottom), (left, right)) for 2D.  Dilation: 1 means none
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -114,8 +115,17 @@ def _padding(padding, rank: int) -> tuple[Triple, Triple]:
 
 
 def make_problem(src_shape, weights_shape, *, stride=1, padding=0, dilation=1, groups=1) -> ConvProblem:
-    """Validate a convolution and compute its output size."""
-    src_shape, weights_shape = tuple(src_shape), tuple(weights_shape)
+    """Validate a convolution and compute its output size.  The simulator asks again for
+    every workload of a layer: answers for hashable arguments are remembered."""
+    key = (tuple(src_shape), tuple(weights_shape), stride, padding, dilation, groups)
+    try:
+        hash(key)
+    except TypeError:                       # a list among the arguments: not remembered
+        return _make_problem(*key)
+    return _cached_problem(*key)
+
+
+def _make_problem(src_shape, weights_shape, stride, padding, dilation, groups) -> ConvProblem:
     rank = len(src_shape) - 2
     if rank not in (1, 2, 3):
         raise VpucError(f"conv: source must be N,C plus 1-3 spatial dims, got shape {src_shape}")
@@ -144,10 +154,14 @@ def make_problem(src_shape, weights_shape, *, stride=1, padding=0, dilation=1, g
     return ConvProblem(mb, groups, ic, oc, in3, kernel3, tuple(out3), stride3, dilation3, before, after, rank)
 
 
+_cached_problem = functools.lru_cache(maxsize=1024)(_make_problem)
+
+
 def _to_3d(array: np.ndarray, rank: int) -> np.ndarray:
     return array.reshape(array.shape[:2] + (1,) * (3 - rank) + array.shape[2:])
 
 
+@functools.lru_cache(maxsize=1024)
 def src_view(p: ConvProblem, region: OutputRegion | None = None, group_start: int = 0,
              groups: int | None = None) -> View:
     """FWD's A view (BWD_W's too): src seen as (g, ic, kd, kh, kw, mb, od, oh, ow)."""
@@ -287,11 +301,13 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     _check_region(region, p)
     dtype = numerics.compute_dtype(src, weights, bias)
 
-    # Only the groups overlapping the region's channels are computed.
+    # Only the groups overlapping the region's channels are computed, and only the part of
+    # src their windows read is widened and padded (a workload is a small box of a layer).
     c0, c1 = region.channels
     g0, g1 = c0 // p.ocg, (c1 - 1) // p.ocg + 1
-    view = src_view(p, region, group_start=g0, groups=g1 - g0)
-    tensor = _to_3d(numerics.to_compute(src, dtype), p.spatial_rank)
+    part, sub, sub_region = crop_src(src, p, region, g0, g1)
+    view = src_view(sub, sub_region)
+    tensor = _to_3d(numerics.to_compute(part, dtype), p.spatial_rank)
     w = numerics.to_compute(weights[g0 * p.ocg:g1 * p.ocg], dtype).reshape(g1 - g0, p.ocg, -1)
     product = in_scratch = _im2col_blocks(view, tensor, w)
     if product is None:
@@ -310,6 +326,46 @@ def conv_forward(src: np.ndarray, weights: np.ndarray, bias: np.ndarray | None =
     if in_scratch is not None and np.may_share_memory(out, in_scratch):
         out = out.copy()                 # the next call reuses the blocks' product buffer
     return out
+
+
+def crop_src(src: np.ndarray, p: ConvProblem, region: OutputRegion, g0: int,
+             g1: int) -> tuple[np.ndarray, ConvProblem, OutputRegion]:
+    """(src's channels of groups g0..g1 and the spatial span the region's windows read, the
+    problem of that part with the padding its windows still reach, the region in it).  The
+    windows see the same values, so the im2col matrix and the product are unchanged.  A dim
+    whose windows read only padding keeps its whole extent."""
+    index, sub, sub_region = _crop_plan(p, region, g0, g1)
+    return src[index], sub, sub_region
+
+
+@functools.lru_cache(maxsize=1024)
+def _crop_plan(p: ConvProblem, region: OutputRegion, g0: int,
+               g1: int) -> tuple[tuple, ConvProblem, OutputRegion]:
+    rank = p.spatial_rank
+    index = [slice(None), slice(g0 * p.icg, g1 * p.icg)]
+    in_size, before, after, out_size, spatial = [], [], [], [], []
+    for d, (start, stop) in enumerate(region.spatial):
+        size, stride, pad = p.in_size[d], p.stride[d], p.pad_before[d]
+        lo = start * stride - pad
+        hi = (stop - 1) * stride - pad + (p.kernel[d] - 1) * p.dilation[d]   # inclusive
+        first, last = max(lo, 0), min(hi, size - 1)
+        if first > last:
+            first, last, lo, hi = 0, size - 1, -pad, size - 1 + p.pad_after[d]
+            out_size.append(p.out_size[d])
+            spatial.append((start, stop))
+        else:
+            out_size.append(stop - start)
+            spatial.append((0, stop - start))
+        in_size.append(last - first + 1)
+        before.append(first - lo)
+        after.append(hi - last)
+        if d >= 3 - rank:
+            index.append(slice(first, last + 1))
+    groups = g1 - g0
+    sub = ConvProblem(p.mb, groups, groups * p.icg, groups * p.ocg, tuple(in_size), p.kernel,
+                      tuple(out_size), p.stride, p.dilation, tuple(before), tuple(after), rank)
+    channels = (region.channels[0] - g0 * p.ocg, region.channels[1] - g0 * p.ocg)
+    return tuple(index), sub, OutputRegion(channels, tuple(spatial))
 
 
 def _check_region(region: OutputRegion, p: ConvProblem) -> None:

@@ -33,8 +33,24 @@ INPUT_DTYPES = frozenset(DTYPES_BY_NAME.values())
 DTypeLike = str | np.dtype | type
 
 
+_RESOLVED: dict = {}     # what resolve_dtype was given -> its answer (asked for every operand)
+
+
 def resolve_dtype(dtype: DTypeLike) -> np.dtype:
     """Accept "f16"/"bf16"/... names as well as numpy dtypes."""
+    try:
+        return _RESOLVED[dtype]
+    except (KeyError, TypeError):
+        pass
+    resolved = _resolve_dtype(dtype)
+    try:
+        _RESOLVED[dtype] = resolved
+    except TypeError:       # unhashable: answered, not remembered
+        pass
+    return resolved
+
+
+def _resolve_dtype(dtype: DTypeLike) -> np.dtype:
     if isinstance(dtype, str) and dtype in DTYPES_BY_NAME:
         return DTYPES_BY_NAME[dtype]
     try:

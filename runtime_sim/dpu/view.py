@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -111,11 +112,11 @@ class View:
                 if name not in names:
                     raise VpucError(f"view: index expression {expr} uses unknown dim {name!r}")
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(d.size for d in self.dims)
 
-    @property
+    @cached_property
     def sizes(self) -> dict[str, int]:
         return {d.name: d.size for d in self.dims}
 
@@ -143,12 +144,19 @@ class View:
         return value, exact & (value >= 0) & (value < size)
 
     def mask(self) -> np.ndarray | None:
-        """Where the view reads the tensor (broadcastable to ``shape``); None: everywhere."""
+        """Where the view reads the tensor (broadcastable to ``shape``, read-only); None:
+        everywhere.  Worked out once per view (the simulator's views recur per layer)."""
+        return self._mask
+
+    @cached_property
+    def _mask(self) -> np.ndarray | None:
         combined = None
         for j in range(len(self.tensor_shape)):
             _, mask = self.tensor_index(j)
             if mask is not None:
                 combined = mask if combined is None else combined & mask
+        if combined is not None:
+            combined.flags.writeable = False
         return combined
 
     def indices(self) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
@@ -180,7 +188,7 @@ class View:
         if tuple(tensor.shape) != tuple(self.tensor_shape):
             raise VpucError(f"view: tensor shape {tuple(tensor.shape)} "
                             f"!= view's tensor shape {self.tensor_shape}")
-        can_stride = all(e.is_affine for e in self.exprs)
+        can_stride = self._affine
         if strided is None:
             strided = can_stride
         if strided and not can_stride:
@@ -214,28 +222,54 @@ class View:
         source = np.append(np.ascontiguousarray(tensor).reshape(-1), np.asarray(fill, dtype=tensor.dtype))
         return source.take(flat, mode="clip")
 
-    def _gather_strided(self, tensor: np.ndarray, fill: float) -> np.ndarray:
+    @cached_property
+    def _affine(self) -> bool:
+        return all(e.is_affine for e in self.exprs)
+
+    @cached_property
+    def _strided_plan(self) -> tuple:
+        """What ``_gather_strided`` needs of the view alone: the padded shape (None: no
+        padding), the tensor's place in it, the window's origin, each view index's
+        coefficient per tensor dim."""
         sizes = self.sizes
         pads = []
         for expr, size in zip(self.exprs, self.tensor_shape):
             low, high = expr.value_range(sizes)
             pads.append((max(0, -low), max(0, high - (size - 1))))
+        padded_shape = None
         if any(lo or hi for lo, hi in pads):
+            padded_shape = tuple(s + lo + hi for s, (lo, hi) in zip(self.tensor_shape, pads))
+        interior = tuple(slice(lo, lo + s) for s, (lo, _) in zip(self.tensor_shape, pads))
+        origin = tuple(e.offset + lo for e, (lo, _) in zip(self.exprs, pads))
+        coefs = tuple(tuple(sum(coef for name, coef in expr.terms if name == dim.name)
+                            for expr in self.exprs) for dim in self.dims)
+        return padded_shape, interior, origin, coefs, {}
+
+    def _gather_strided(self, tensor: np.ndarray, fill: float) -> np.ndarray:
+        padded_shape, interior, origin, coefs, known = self._strided_plan
+        if padded_shape is not None:
             # Out-of-bounds indices land in a border holding the fill value.
-            padded_shape = [s + lo + hi for s, (lo, hi) in zip(tensor.shape, pads)]
             padded = np.full(padded_shape, fill, dtype=tensor.dtype)
-            padded[tuple(slice(lo, lo + s) for s, (lo, _) in zip(tensor.shape, pads))] = tensor
+            padded[interior] = tensor
             tensor = padded
         # The window starts where every view index is 0; each view index then
-        # steps through memory by the sum of its coefficients times the strides.
-        origin = tensor[tuple(slice(e.offset + lo, None) for e, (lo, _) in zip(self.exprs, pads))]
-        strides = []
-        for dim in self.dims:
-            step = 0
-            for expr, tensor_stride in zip(self.exprs, tensor.strides):
-                step += sum(coef for name, coef in expr.terms if name == dim.name) * tensor_stride
-            strides.append(step)
-        return as_strided(origin, shape=self.shape, strides=strides, writeable=False)
+        # steps through memory by the sum of its coefficients times the strides
+        # (remembered per tensor strides: a view's tensors are laid out alike).
+        steps = tensor.strides
+        found = known.get(steps)
+        if found is None:
+            found = known[steps] = (
+                tuple(sum(c * t for c, t in zip(row, steps)) for row in coefs),
+                sum(o * t for o, t in zip(origin, steps)))
+        strides, offset = found
+        if tensor.flags.c_contiguous:
+            # Straight over the tensor's buffer: as_strided's array interface is slower.
+            window = np.ndarray(self.shape, tensor.dtype, buffer=tensor, offset=offset,
+                                strides=strides)
+            window.flags.writeable = False
+            return window
+        start = tensor[tuple(slice(o, None) for o in origin)]
+        return as_strided(start, shape=self.shape, strides=strides, writeable=False)
 
 
 def _flat_offsets(indices: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:

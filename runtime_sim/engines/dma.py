@@ -132,6 +132,23 @@ class DdrSharing:
 # ------------------------------------------------------------------ numerics
 
 def run_transfer(task: DmaTask, src: Region, dst: Region, memory: Memory) -> None:
+    if bytewise(task, src, dst, memory):
+        memory.bytes_of(dst)[...] = memory.bytes_of(src)
+    else:
+        copy_elements(task, src, dst, memory)
+
+
+def bytewise(task: DmaTask, src: Region, dst: Region, memory: Memory) -> bool:
+    """Whether the transfer is a copy of static dense regions of one element type: their
+    memory order is their address order, so the copy (any reshape included) is their
+    bytes, moved without making arrays of them.  Most DMAs are (MNv3: 585 of 778)."""
+    return (task.mode is DmaMode.COPY and src.is_dense and dst.is_dense
+            and src.span_bytes == dst.span_bytes and src.type.elem is dst.type.elem
+            and src.root.name not in memory.dynamic and dst.root.name not in memory.dynamic)
+
+
+def copy_elements(task: DmaTask, src: Region, dst: Region, memory: Memory) -> None:
+    """The transfer on arrays of the regions' logical shapes (any mode, strides, dims)."""
     shape = None
     if not src.root.type.is_static:
         shape = memory.shape_of(src)

@@ -51,6 +51,36 @@ def test_forward_matches_loops(name):
 
 
 @pytest.mark.parametrize("name", CASES)
+def test_regions_match_loops(name):
+    """A region reads only its windows' part of src (with the padding they reach): every
+    box (first, last, middle outputs) is the loop reference's box."""
+    src_shape, w_shape, kwargs, ref_args = _params(CASES[name])
+    x, w, bias = _random(src_shape, 6), _random(w_shape, 7), _random(w_shape[0], 8)
+    expected = ref.conv_fwd(x, w, *ref_args) + bias.reshape([-1] + [1] * (x.ndim - 2))
+    out = (1,) * (5 - expected.ndim) + expected.shape[2:]
+    oc = w_shape[0]
+    for channels in ((0, 1), (oc - 1, oc), (oc // 3, oc)):
+        for pick in (lambda n: (0, 1), lambda n: (n - 1, n), lambda n: (n // 2, n // 2 + max(n // 3, 1))):
+            spatial = tuple(pick(n) for n in out)
+            region = OutputRegion(channels, spatial)
+            got = conv_forward(x, w, bias, region=region, **kwargs)
+            box = (slice(None), slice(*channels)) + tuple(slice(*r) for r in spatial[5 - expected.ndim:])
+            np.testing.assert_allclose(got, expected[box], rtol=1e-12, atol=1e-12)
+
+
+def test_region_of_padding_only():
+    """Output rows whose windows read only padding (the padding exceeds the kernel) are
+    the bias; the columns beside them are cropped as usual."""
+    x, w, bias = _random((1, 2, 3, 4), 9), _random((3, 2, 2, 3), 10), _random(3, 11)
+    kwargs = dict(padding=((4, 0), (1, 1)))
+    expected = ref.conv_fwd(x, w, (1, 1), (4, 1), (0, 1), (1, 1), 1) + bias.reshape(-1, 1, 1)
+    region = OutputRegion((1, 3), ((0, 1), (0, 2), (1, 3)))
+    got = conv_forward(x, w, bias, region=region, **kwargs)
+    np.testing.assert_allclose(got, expected[:, 1:3, 0:2, 1:3], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[:, :, :2], np.broadcast_to(bias[1:3, None, None], (1, 2, 2, 2)))
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_backward_data_matches_transpose_conv_loops(name):
     src_shape, w_shape, kwargs, ref_args = _params(CASES[name])
     dst_shape = make_problem(src_shape, w_shape, **kwargs).dst_shape()

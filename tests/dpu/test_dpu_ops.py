@@ -65,6 +65,8 @@ def test_eltwise_add_mul_with_post_op():
     ((2, 2), (2, 2), (0, 0, 0, 0)),
     ((3, 3), (2, 2), (1, 1, 1, 1)),
     ((3, 2), (1, 2), (2, 0, 1, 1)),
+    ((7, 6), (1, 1), (0, 0, 0, 0)),         # global: one window per channel, one reduction
+    ((8, 6), (1, 1), (1, 0, 0, 0)),         # global with a padded row
 ])
 def test_pools_match_loops(kernel, stride, pads):
     x = _random((2, 3, 7, 6), 14)
@@ -92,6 +94,8 @@ OPS = {
     "mul": lambda v=None: mul(X, X, variant=v),
     "maxpool": lambda v=None: maxpool(X, (3, 2), (2, 1), (1, 1, 0, 1), variant=v),
     "avgpool": lambda v=None: avgpool(X, 3, 2, 1, variant=v),
+    "global_avgpool": lambda v=None: avgpool(X, (9, 8), variant=v),
+    "global_maxpool": lambda v=None: maxpool(X, (9, 8), variant=v),
 }
 # The convolutions are f32 GEMMs that a variant blocks differently from the whole
 # output: their operands, and the terms per sum (products + bias).  The other ops
@@ -103,7 +107,8 @@ GEMMS = {"conv2d": ((X, W, B), W[0].size + 1), "depthwise": ((X, W_DW), W_DW[0].
 @pytest.mark.parametrize("grid", [(1, 1, 1), (3, 2, 1), (2, 3, 4), (1, 1, 6)])
 def test_variants_tile_the_output_exactly(op, grid):
     full = OPS[op]()
-    variants = split_output(full.shape, *grid)
+    _, c, h, w = full.shape        # a global pool's 1x1 output splits over channels only
+    variants = split_output(full.shape, min(grid[0], w), min(grid[1], h), min(grid[2], c))
     assembled = np.zeros_like(full)
     written = np.zeros(full.shape, dtype=int)
     for variant in variants:

@@ -8,6 +8,8 @@ cost functions give directly, unit by unit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from runtime_sim.engines import dma as dma_engine
@@ -82,6 +84,31 @@ def test_view_spans_by_arithmetic_match_their_regions(name, tmp_path):
             assert fast == region_span
 
 
+@pytest.mark.parametrize("name", FIXTURES)
+def test_regions_by_arithmetic_match_the_symbol_table(name, tmp_path):
+    """``Accesses._region`` (the DPU operands' regions, no symbol table for a buffer or a
+    view of one) gives what ``plan.region`` gives, for every buffer and view."""
+    program = _program(name, tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Memory(program.module, program.arch.tiles)
+    accesses = Accesses(plan, memory, lambda span: span)
+    names = [b.name for b in program.module.buffers] + [v.name for v in program.module.views]
+    for name in names:
+        assert accesses._region(name) == plan.region(name), name
+
+
+def test_bad_views_are_reported_by_the_symbol_table(tmp_path):
+    program = compile_vir(DATA / "pipeline.vir")
+    view = program.module.views[0]
+    piece = view.slices[0]
+    bad = (replace(piece, stop=10**6),) + tuple(view.slices[1:])      # past its dim
+    program.module.views[0] = view = replace(view, slices=type(view.slices)(bad))
+    plan = build_plan(program, sim_arch_for(program.arch))
+    accesses = Accesses(plan, Memory(program.module, program.arch.tiles), lambda span: span)
+    with pytest.raises(VpucError, match=f"%{view.name} does not resolve"):
+        accesses._region(view.name)
+
+
 def test_plan_errors_name_the_barrier_and_the_task(tmp_path):
     source = (DATA / "nhwc_reductions.vir").read_text()
     path = tmp_path / "bad.vir"
@@ -105,3 +132,78 @@ def test_a_task_list_of_mixed_task_types_is_planned_in_runs():
     assert [plan.schedule.queues[u.queue].key for u in units] == \
         [plan.queue_keys[q] for q in plan.queue_of]
     assert [plan.kind[u] for u in range(plan.size)][-5:] == [ACT, ACT, ACT, ACT, DMA]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_operands_resolved_once_alias_memory(name, tmp_path):
+    """The plan resolves each operand once (the same Region on every start, equal to the
+    symbol table's) and Memory hands out one array per static region: in place, so a
+    write to memory shows through the array made before it."""
+    import numpy as np
+    from vpuc.ir.symbols import SymbolTable
+    program = _program(name, tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Memory(program.module, program.arch.tiles)
+    symbols = SymbolTable(program.module)
+    for u in range(plan.size):
+        if plan.kind[u] == DMA:
+            regions = dict(zip(("src", "dst"), plan.dma_regions(u)))
+            assert plan.dma_regions(u) is plan.dma_regions(u)
+        elif plan.kind[u] == DPU:
+            regions = plan.dpu_regions(u)
+            assert plan.dpu_regions(u) is regions
+        else:
+            continue
+        for region in regions.values():
+            assert plan.region(region.name) is region and symbols.region(region.name) == region
+            if region.root.name in memory.dynamic:
+                continue
+            array = memory.view(region)
+            assert memory.view(region) is array
+            key, start, end = memory.span(region)
+            if array.size:
+                assert np.shares_memory(array, memory.arrays[key])
+                before = np.array(array).tobytes()
+                memory.arrays[key][start:end] += 1          # every byte the region may touch
+                after = np.array(array).tobytes()
+                assert after != before and after == np.array(memory._view(region, None)).tobytes()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_bytewise_dmas_are_their_element_copies(name, tmp_path):
+    """A dense copy moved as bytes leaves memory as the copy of its elements would, on
+    random bytes (NaN patterns included); a region past its memory is a located error."""
+    import numpy as np
+    program = _program(name, tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    rng = np.random.default_rng(0)
+    fast = Memory(program.module, program.arch.tiles)
+    slow = Memory(program.module, program.arch.tiles)
+    count = 0
+    for u in range(plan.size):
+        if plan.kind[u] != DMA:
+            continue
+        src, dst = plan.dma_regions(u)
+        if not dma_engine.bytewise(plan.task[u], src, dst, fast):
+            continue
+        count += 1
+        for key, array in fast.arrays.items():
+            array[...] = rng.integers(0, 256, array.shape, dtype=np.uint8)
+            slow.arrays[key][...] = array
+        dma_engine.run_transfer(plan.task[u], src, dst, fast)
+        dma_engine.copy_elements(plan.task[u], src, dst, slow)
+        for key, array in fast.arrays.items():
+            np.testing.assert_array_equal(array, slow.arrays[key])
+    if name in ("dma_modes", "examples/double_buffer"):
+        assert count        # reshaping and plain copies take the byte path
+
+
+def test_bytes_of_a_region_past_its_memory_is_an_error(tmp_path):
+    import dataclasses
+    program = _program("one_dma", tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Memory(program.module, program.arch.tiles)
+    src, dst = plan.dma_regions(next(u for u in range(plan.size) if plan.kind[u] == DMA))
+    beyond = dataclasses.replace(dst, byte_offset=dst.byte_offset + len(memory.arrays[memory.locate(dst)[0]]))
+    with pytest.raises(VpucError, match=f"%{dst.name} .* lies outside"):
+        memory.bytes_of(beyond)

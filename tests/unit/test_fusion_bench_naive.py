@@ -1,4 +1,5 @@
-"""The naive (one layer per op, intermediates in DDR) program of bench/fusion_bench.py.
+"""The naive (one layer per op, intermediates in DDR) program of bench/fusion_bench.py
+(built with bench/fusion_programs.py).
 
 Built by bench/naive_program.py for a small tensor: it compiles, runs race-free
 with the numpy reference's results, is slower than the fused program, and every
@@ -17,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-import fusion_bench as fb  # noqa: E402
+import fusion_programs as fb  # noqa: E402
 from naive_program import build_naive_program  # noqa: E402
 
 from runtime_sim.simulator import simulate  # noqa: E402
@@ -26,6 +27,7 @@ from vpuc.diagnostics import VpucError  # noqa: E402
 from vpuc.passes.base import PassContext  # noqa: E402
 from vpuc.passes.manager import PassManager  # noqa: E402
 from vpuc.passes.registry import PIPELINES, parse_pipeline  # noqa: E402
+from vpuc.reference.graph import run_graph  # noqa: E402
 from vpuc.vir.parser import parse_text  # noqa: E402
 
 SHAPE = (1, 16, 8, 16)
@@ -58,7 +60,7 @@ def test_naive_matches_numpy_without_races(programs):
     result = simulate(naive, inputs={"x": x})
     assert not result.races, [d.message for d in result.races]
     out = result.outputs["y"]
-    ref = fb.run_graph(graph, {"x": x})[0]
+    ref = run_graph(graph, {"x": x})[0]
     assert out.shape == ref.shape
     assert np.allclose(out.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=1e-3)
 
@@ -122,6 +124,6 @@ def test_generated_per_op_variants_match_numpy_and_lose_to_fusion(programs, vari
     x = np.random.default_rng(4).uniform(-4, 4, SHAPE).astype(np.float16)
     result = simulate(program, inputs={"x": x})
     assert not result.races, [d.message for d in result.races]
-    ref = fb.run_graph(graph, {"x": x})[0]
+    ref = run_graph(graph, {"x": x})[0]
     assert np.array_equal(result.outputs["y"], ref)          # one op per kernel: no contraction
     assert simulate(program, timing_only=True).cycles > simulate(fused, timing_only=True).cycles
