@@ -348,7 +348,8 @@ def _check_passes(pipelined, footprints: list[Footprint], iterations: int) -> No
 
 def _last_row(key: int, value):
     """The last iteration's value of a register from its batch (or the unbatched value)."""
-    batched = np.ndim(value) >= (1 if key < NUM_SREGS else 2)
+    batched = (value.ndim if type(value) is np.ndarray else np.ndim(value)) >= (
+        1 if key < NUM_SREGS else 2)
     if not batched:
         return value
     row = value[-1]

@@ -268,19 +268,56 @@ def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | Non
     rodata_addr = rodata_address(obj, text_addr)
     if data_addr is None:
         data_addr = memory.base("WIN_E") if obj.data else 0
-    text, rodata, data = link_kernel(obj, text_addr, rodata_addr, data_addr)
-    _copy_in(memory, "WIN_D", text_addr, text, obj.name, ".text")
-    _copy_in(memory, "WIN_D", rodata_addr, rodata, obj.name, ".rodata")
-    if data:
-        _copy_in(memory, "WIN_E", data_addr, data, obj.name, ".data")
+    key = (id(obj), text_addr, rodata_addr, data_addr)
+    linked = _LINKED.get(key)
+    if linked is None or not linked.holds(obj):
+        linked = _link(obj, text_addr, rodata_addr, data_addr)
+        if len(_LINKED) >= MAX_CACHED_LINKS:
+            _LINKED.clear()
+        _LINKED[key] = linked
+    _copy_in(memory, "WIN_D", text_addr, linked.text, obj.name, ".text")
+    _copy_in(memory, "WIN_D", rodata_addr, linked.rodata, obj.name, ".rodata")
+    if linked.data:
+        _copy_in(memory, "WIN_E", data_addr, linked.data, obj.name, ".data")
+    return LoadedKernel(obj, linked.program, text_addr, rodata_addr, data_addr,
+                        dict(linked.symbols))
+
+
+class _Linked:
+    """An object linked at given addresses: its sections, symbols and Program.  Linking is
+    pure, so a kernel loaded again at the same addresses (every invocation of a task's
+    kernel) reuses them while the object still holds what they were linked from (a
+    KernelObject is a plain dataclass: it could be changed in place)."""
+
+    __slots__ = ("obj", "parts", "text", "rodata", "data", "symbols", "program")
+
+    def holds(self, obj: KernelObject) -> bool:
+        return self.obj is obj and self.parts == _parts(obj)
+
+
+def _parts(obj: KernelObject) -> tuple:
+    """What linking reads of ``obj`` (compared by identity first: cheap when unchanged)."""
+    return (tuple(obj.sections.items()), tuple(obj.symbols), tuple(obj.relocations),
+            tuple(obj.alignments.items()))
+
+
+def _link(obj: KernelObject, text_addr: int, rodata_addr: int, data_addr: int) -> _Linked:
+    linked = _Linked()
+    linked.obj, linked.parts = obj, _parts(obj)
+    linked.text, linked.rodata, linked.data = link_kernel(obj, text_addr, rodata_addr, data_addr)
     bases = {".text": text_addr, ".rodata": rodata_addr, ".data": data_addr}
-    symbols = {s.name: bases[s.section] + s.value for s in obj.symbols}
+    linked.symbols = {s.name: bases[s.section] + s.value for s in obj.symbols}
     labels: dict[int, str] = {}
     for sym in obj.symbols:
         if sym.section == ".text":
             labels.setdefault(sym.value, sym.name)
-    return LoadedKernel(obj, _program(text, text_addr, obj.name, labels), text_addr, rodata_addr,
-                        data_addr, symbols)
+    linked.program = _program(linked.text, text_addr, obj.name, labels)
+    return linked
+
+
+# By (id(object), addresses); an entry holds its object, so no id is reused while it lives.
+_LINKED: dict[tuple, _Linked] = {}
+MAX_CACHED_LINKS = 256
 
 
 # Decoding is pure and a Program is never changed by running it, so a kernel loaded

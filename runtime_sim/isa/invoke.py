@@ -41,10 +41,23 @@ def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
     memory.stack = (e_base + stack_low, e_base + len(win_e))
     if bindings is not None:
         d_base = memory.base("WIN_D")
-        memory.bounds = invocation_bounds(
-            memory.base("WIN_F"), bindings, (d_base, d_base + len(win_d)),
-            (e_base, e_base + len(win_e)), (e_base, e_base + len(obj.data)), memory.stack)
+        layout = (memory.base("WIN_F"), (d_base, d_base + len(win_d)),
+                  (e_base, e_base + len(win_e)), (e_base, e_base + len(obj.data)), memory.stack)
+        key = (id(bindings), layout)
+        known = _BOUNDS.get(key)
+        if known is None or known[0] is not bindings:
+            if len(_BOUNDS) >= MAX_CACHED_BOUNDS:
+                _BOUNDS.clear()
+            known = _BOUNDS[key] = (bindings, invocation_bounds(layout[0], bindings, *layout[1:]))
+        memory.bounds = known[1]
     return memory
+
+
+# A call's sanitizer bounds follow from its bindings and its windows' layout alone: a
+# task's kernel called again (the engine keeps one CmxBindings per task) reuses them.  By
+# (id(bindings), layout); an entry holds its bindings, so no id is reused while it lives.
+_BOUNDS: dict[tuple, tuple] = {}
+MAX_CACHED_BOUNDS = 1024
 
 
 def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offset: int,

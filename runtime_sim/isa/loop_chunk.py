@@ -50,8 +50,11 @@ _OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT, _OP1, _OP2 = rang
 
 # Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
 # every chunk (a kernel's constants are the same in every invocation).
+# Bounded: at most MAX_TILED of at most MAX_TILED_ROWS rows (8 MiB); a longer batch
+# against one vector takes the general form, whose long rows do as well.
 _TILED: dict[tuple, np.ndarray] = {}
-MAX_TILED = 64
+MAX_TILED = 32
+MAX_TILED_ROWS = 16384
 
 
 def progression_view(memory, base: Affine, first: int, rows: int, offset,
@@ -60,14 +63,17 @@ def progression_view(memory, base: Affine, first: int, rows: int, offset,
     Affine at iteration 0) plus ``offset``, for iterations first .. first+rows-1, when the
     rows ascend at least 16 bytes apart without wrapping, or, for a load, all read the
     same 16 bytes (a constant a loop reloads: a read-only view); else None (run the
-    instruction)."""
+    instruction).  (The rows of one constant are shared and read-only: callers copy.)"""
     step = signed(base.step)
     start = (base.start + first * base.step + int(offset)) % MOD
     if step == 0 and not is_store:
         if start + 16 > MOD:
             return None
         row = memory.progression(start, 16, 1, 16, False)
-        return None if row is None else np.broadcast_to(row, (rows, 16))
+        if row is None:
+            return None
+        tiled = _tiled(row[0], rows)
+        return tiled if tiled.ndim == 2 else np.broadcast_to(row, (rows, 16))
     if start + (rows - 1) * step + 16 > MOD:
         return None
     return memory.progression(start, step, rows, 16, is_store)
@@ -337,8 +343,10 @@ class ChunkRunner:
 
 
 def _tiled(vector, rows: int):
-    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else as is."""
-    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8:
+    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else (or too
+    many rows) as is."""
+    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8 \
+            or rows > MAX_TILED_ROWS:
         return vector
     key = (vector.tobytes(), rows)
     found = _TILED.get(key)

@@ -239,12 +239,19 @@ def _values(a: Affine, k: np.ndarray) -> np.ndarray:
 
 def promoted_clear(walk: Walk, iterations: int) -> bool:
     """No other access of the path touches a promoted word's bytes in any iteration."""
+    if not walk.promoted or not walk.footprints or iterations <= 0:
+        return True
+    # every footprint's span (``Footprint.span``) at once; the few whose span meets a
+    # word are checked iteration by iteration
+    fps = walk.footprints
+    low = np.array([fp.low for fp in fps], np.int64)
+    last = low + (iterations - 1) * np.array([fp.step for fp in fps], np.int64)
+    begin = np.minimum(low, last)
+    end = np.maximum(low, last) + np.array([fp.length for fp in fps], np.int64)
     k = np.arange(iterations, dtype=np.int64)
-    spans = [(fp, *fp.span(iterations)) for fp in walk.footprints]
     for address, size in walk.promoted.items():
-        for fp, low, high in spans:
-            if high <= address or address + size <= low:
-                continue
+        for i in np.flatnonzero((end > address) & (begin < address + size)).tolist():
+            fp = fps[i]
             lows = fp.low + k * fp.step
             if ((lows < address + size) & (lows + fp.length > address)).any():
                 return False

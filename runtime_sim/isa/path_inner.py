@@ -314,9 +314,15 @@ def run_inner(loop: InnerLoop, R: list, memory, k: np.ndarray, env: dict,
                 cache[source] = (np.uint32(a.start) + kk * np.uint32(a.step)
                                  + jj * np.uint32(d))
             return cache[source]
-        key = source[1]
-        outer = env[key] if key in env else R[key]
-        return np.repeat(outer, t, axis=0) if _batched(key, outer) else outer
+        # a register no copy writes (else it is local, entering or an accumulator): the
+        # same for every step, so its rows repeated to the copies once
+        found = cache.get(source)
+        if found is None:
+            key = source[1]
+            outer = env[key] if key in env else R[key]
+            found = cache[source] = (np.repeat(outer, t, axis=0) if _batched(key, outer)
+                                     else outer)
+        return found
 
     for p, step in enumerate(loop.steps):
         if step.role != "run":

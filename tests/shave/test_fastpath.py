@@ -1057,3 +1057,20 @@ def test_batch_operands_repeat_one_vector_to_the_rows_only():
     assert not tiled[1].flags.writeable           # shared by every batch of 5 rows
     assert batch_operands([vector, vector], 5)[0] is vector       # no batch: as they were
     assert batch_operands([rows, vector], 4)[1] is vector         # not this many rows
+
+
+def test_batch_operands_leave_one_vector_against_very_long_batches():
+    from runtime_sim.isa.loop_chunk import MAX_TILED_ROWS, batch_operands
+    vector = np.arange(16, dtype=np.uint8)
+    rows = np.zeros((MAX_TILED_ROWS + 1, 16), np.uint8)
+    assert batch_operands([rows, vector], len(rows))[1] is vector     # the cache stays small
+
+
+def test_a_reloaded_constant_is_a_batch_of_rows_however_many():
+    from runtime_sim.isa.loop_bounds import Affine
+    from runtime_sim.isa.loop_chunk import MAX_TILED_ROWS, progression_view
+    memory, arrays = make_memory()
+    arrays["WIN_F"][:16] = np.arange(16, dtype=np.uint8)
+    for rows in (3, MAX_TILED_ROWS + 1):
+        view = progression_view(memory, Affine(WIN_F, 0), 0, rows, 0, False)
+        assert view.shape == (rows, 16) and (view == np.arange(16)).all()

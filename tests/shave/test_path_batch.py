@@ -359,3 +359,36 @@ def test_an_inner_loop_storing_what_its_next_copy_loads_runs_copy_by_copy(inner_
     source = rows_source(256, 256).replace("    mov s13, s7\n", "    addi s13, s6, 16\n")
     run_both(source, [INPUT, OUTPUT, 12, 64], random_fill(10), min_path_iterations=1)
     assert inner_runs and 6 not in inner_runs
+
+
+def test_promoted_clear_is_the_per_footprint_check():
+    """``promoted_clear`` (all spans at once) against the check footprint by footprint,
+    iteration by iteration, on random footprints near random stack words: both answers
+    occur."""
+    from types import SimpleNamespace
+
+    from runtime_sim.isa.loop_bounds import Footprint
+    from runtime_sim.isa.path_batch import promoted_clear
+
+    def reference(walk, iterations):
+        for address, size in walk.promoted.items():
+            for fp in walk.footprints:
+                for k in range(iterations):
+                    low = fp.low + k * fp.step
+                    if low < address + size and low + fp.length > address:
+                        return False
+        return True
+
+    rng = np.random.default_rng(17)
+    answers = set()
+    for _ in range(300):
+        words = {int(a): 4 for a in rng.integers(0, 512, rng.integers(0, 3)) * 4}
+        footprints = [Footprint(int(rng.integers(-64, 1024)), int(rng.integers(-40, 41)),
+                               int(rng.integers(1, 17)), bool(rng.integers(2)), p)
+                      for p in range(rng.integers(0, 6))]
+        walk = SimpleNamespace(promoted=words, footprints=footprints)
+        iterations = int(rng.integers(0, 12))
+        expected = reference(walk, iterations)
+        assert promoted_clear(walk, iterations) == expected
+        answers.add(expected)
+    assert answers == {True, False}

@@ -198,3 +198,14 @@ def test_registers_and_counts_worked_out_when_first_read():
         assert result.opcode_counts == {"li": 1, "vbcast.w": 1, "mset": 1, "vadd.f16": 1,
                                         "halt": 1}
     assert copied == results[0] and replaced.cycles == 0
+
+
+def test_a_kernel_loaded_again_reuses_its_link_until_the_object_changes():
+    memory, _ = make_memory()
+    obj = assemble("    .global k\nk:\n    li s1, 1\n    halt\n", "k.s")
+    first = load_kernel(obj, memory)
+    assert load_kernel(obj, memory).program is first.program
+    obj.sections[".text"] = assemble("    .global k\nk:\n    li s1, 2\n    halt\n", "k.s").text
+    again = load_kernel(obj, memory)
+    assert again.program is not first.program
+    assert run(again.program, memory, entry=again.entry()).scalar_regs[1] == 2

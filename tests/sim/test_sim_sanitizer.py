@@ -285,3 +285,22 @@ body:
     assert messages[0] == messages[1] == (
         "pc 0x1d000008 (.text+0x8) 'addi sp, sp, -16': stack overflow: sp = 0x1e000000 left "
         "the task's stack (0x1e000010..0x1e00040f, 1,024 bytes)")
+
+
+def test_a_task_called_again_reuses_its_bounds_and_other_bindings_do_not():
+    program = compile_vir(DATA / "sanitizer_past.vir")
+    memory = Network(program).memory
+    invocation = program.invocations[0]
+    task = program.module.task_lists[0].tasks[0]
+    obj = kernel_object(program.kernels[invocation.kernel].elf, invocation.kernel)
+    bindings = ShaveEngine(program, memory).bindings(task)
+    other = ShaveEngine(program, memory).bindings(task)       # equal, made anew
+    assert other == bindings and other is not bindings
+
+    def bounds(of):
+        return invocation_memory(obj, memory.cmx(0), invocation.window_e, arch=program.arch,
+                                 bindings=of).bounds
+    first = bounds(bindings)
+    assert bounds(bindings) is first
+    assert bounds(other) is not first
+    assert bounds(other).ranges(True) == first.ranges(True)
