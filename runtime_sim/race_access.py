@@ -24,6 +24,7 @@ from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.memory import Memory, byte_intervals
 from runtime_sim.plan import DMA, DPU, Plan, dpu_operands
 from vpuc.ir.symbols import Region
+from vpuc.ir.types import TensorType
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
 LazySpan = tuple[tuple, int, int, "Region | dpu_engine.Box | LazyRegion | None"]  # rows to compute
@@ -113,20 +114,12 @@ class Accesses:
             return [(self.named(task.src), False, task.src), (self.named(task.dst), True, task.dst)]
         if kind == DPU:
             v = plan.variant[u]
-            operands = self.dpu_tasks.get(id(task))
-            if operands is None:
-                if len(self.dpu_tasks) > 64:       # only the tasks running now matter
-                    self.dpu_tasks.clear()
-                operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
-                    (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
-                     task.stride, task.pad, task.dilation), len(self.operand_ids))
+            operands = self._operand_id(task)
             variant = task.variants[v]
             key = (operands, variant.start, variant.end)
             found = self.by_variant.get(key)
             if found is None:
-                regions = self.dpu_regions.get(operands)
-                if regions is None:          # once per task, not per variant
-                    regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
+                regions = self.operand_regions(task, operands)
                 if self.lazy:        # spans by arithmetic: no Region per box
                     memory = self.memory
                     boxes, out = dpu_engine.variant_boxes(task, v, regions)
@@ -142,13 +135,72 @@ class Accesses:
         return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
                 + [(self.named(b.buffer), True, b.buffer) for b in task.outputs])
 
+    def _operand_id(self, task) -> int:
+        """One number per distinct set of a DPU task's operands and window."""
+        operands = self.dpu_tasks.get(id(task))
+        if operands is None:
+            if len(self.dpu_tasks) > 64:       # only the tasks running now matter
+                self.dpu_tasks.clear()
+            operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
+                (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
+                 task.stride, task.pad, task.dilation), len(self.operand_ids))
+        return operands
+
+    def operand_regions(self, task, operands: int | None = None) -> dict[str, Region]:
+        """A DPU task's operand regions (``dpu_operands``), once per set of operands."""
+        if operands is None:
+            operands = self._operand_id(task)
+        regions = self.dpu_regions.get(operands)
+        if regions is None:          # once per task, not per variant
+            regions = self.dpu_regions[operands] = dpu_operands(task, self._region)
+        return regions
+
     # ------------------------------------------------------------ spans
     def _region(self, name: str) -> Region:
-        """``plan.region``, once per name (DPU tasks of a layer share their operands)."""
+        """``plan.region``, once per name (DPU tasks of a layer share their operands); a
+        static buffer's, or a view's of one, by the symbol table's arithmetic without it."""
         found = self.regions.get(name)
         if found is None:
-            found = self.regions[name] = self.plan.region(name)
+            view = None if name in self.memory.buffers else self.views.get(name)
+            root = self.roots.get(view.base if view else name, False)
+            if root is False:
+                root = self._root(view.base if view else name)
+            if root is None:
+                found = None
+            elif view is None:
+                buffer = self.memory.buffers[name]
+                # a dense type spans its nbytes (0 when empty, as ``span_of`` gives)
+                found = Region(name, buffer, buffer.type, 0, root[1], buffer.type.nbytes)
+            else:
+                found = self._view_region(view, root)
+            if found is None:
+                found = self.plan.region(name)          # its checks, its errors
+            self.regions[name] = found
         return found
+
+    def _view_region(self, view, root: tuple) -> Region | None:
+        """``SymbolTable._slice`` of a view of a static buffer; None where it would report."""
+        shape, strides, bits = root[:3]
+        if len(view.slices) != len(shape):
+            return None
+        dims, view_strides, offset, last = [], [], 0, 0
+        for piece, size, stride in zip(view.slices, shape, strides):
+            stop = size if piece.stop == -1 else piece.stop
+            step = piece.step
+            if step < 1 or not 0 <= piece.start < stop <= size:
+                return None
+            extent = (stop - piece.start + step - 1) // step
+            dims.append(extent)
+            view_strides.append(stride * step)
+            offset += piece.start * stride
+            last += (extent - 1) * stride * step
+        if offset % 8:
+            return None
+        buffer = self.memory.buffers[view.base]
+        tensor = TensorType(tuple(dims), buffer.type.elem, buffer.type.order)
+        # every extent is at least 1: ``span_of`` without its empty case
+        return Region(view.name, buffer, tensor, offset // 8, tuple(view_strides),
+                      (last + bits + 7) // 8)
 
     def named(self, name: str) -> object:
         found = self.by_name.get(name)

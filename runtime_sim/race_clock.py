@@ -54,7 +54,7 @@ class HappensBefore:
         for b in self.waits[u]:
             other = barrier[b]
             if other is not None:
-                clock = other if clock is None else self.merge(clock, other)
+                clock = other if clock is None else merge(clock, other, self.multi_queues)
             users[b] -= 1
             if not users[b]:
                 barrier[b] = None           # its last consumer has its clock
@@ -70,7 +70,7 @@ class HappensBefore:
         clock = list(self.running.pop(u))
         q, position = self.queue_of[u], self.position[u]
         if self.multi[q]:
-            clock[q] = entry = _mark(clock[q], position)
+            clock[q] = entry = mark(clock[q], position)
             if entry[1]:
                 clock[-1] = True
         else:
@@ -79,7 +79,7 @@ class HappensBefore:
         barrier = self.barrier
         for b in self.updates[u]:
             other = barrier[b]
-            barrier[b] = clock if other is None else self.merge(other, clock)
+            barrier[b] = clock if other is None else merge(other, clock, self.multi_queues)
 
     def before(self, a: int) -> bool:
         """Whether unit ``a`` happens before the unit that started last."""
@@ -91,16 +91,18 @@ class HappensBefore:
             return position <= prefix or bool((mask >> (position - prefix - 1)) & 1)
         return position <= entry
 
-    def merge(self, a: list, b: list) -> list:
-        if a is b:
-            return a
-        merged = list(map(max, a, b))
-        if merged[-1]:                      # a mask may be set: max is not the union
-            for q in self.multi_queues:
-                x, y = a[q], b[q]
-                if (x[1] or y[1]) and x != y:
-                    merged[q] = _union(x, y)
-        return merged
+
+def merge(a: list, b: list, multi_queues: list[int]) -> list:
+    """The union of two clocks (``multi_queues``: the queues whose entries are masks)."""
+    if a is b:
+        return a
+    merged = list(map(max, a, b))
+    if merged[-1]:                      # a mask may be set: max is not the union
+        for q in multi_queues:
+            x, y = a[q], b[q]
+            if (x[1] or y[1]) and x != y:
+                merged[q] = _union(x, y)
+    return merged
 
 
 def _normalize(prefix: int, mask: int) -> tuple[int, int]:
@@ -114,7 +116,7 @@ def _union(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return _normalize(prefix, (a[1] >> (prefix - a[0])) | (b[1] >> (prefix - b[0])))
 
 
-def _mark(entry: tuple[int, int], position: int) -> tuple[int, int]:
+def mark(entry: tuple[int, int], position: int) -> tuple[int, int]:
     prefix, mask = entry
     offset = position - prefix - 1
     if offset < 0:

@@ -33,7 +33,8 @@ from runtime_sim.plan import Plan
 from runtime_sim.race_access import Accesses
 from runtime_sim.race_clock import HappensBefore, ordered_after
 from runtime_sim.race_live import Group, LiveAccesses
-from runtime_sim.race_proof import Footprint, footprint_overlap, race_free
+from runtime_sim.race_columns import access_columns
+from runtime_sim.race_proof import race_free
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 
 DEFAULT_LIMIT = 20        # races reported before the rest are only counted
@@ -62,13 +63,12 @@ class RaceDetector:
     def _prove(self, memory: Memory) -> bool:
         """Whether no two units can race (``race_proof``).  An access that does not resolve
         leaves the question to the online checks, which report it where the run meets it.
-        The proof makes its own footprints (``Footprint``: a strided region's rows only
-        computed where spans meet): the online checks number their groups in the order
-        units start (the order ``explain`` reports linked groups in), as they always did."""
-        accesses = Accesses(self.plan, memory, lambda span: Footprint(*span), lazy=True)
+        The proof makes its own columns of accesses (``race_columns``: a strided region's
+        rows only computed where spans meet): the online checks number their groups in the
+        order units start (the order ``explain`` reports linked groups in), as they always
+        did."""
         try:
-            found = [accesses(u) for u in range(self.plan.size)]
-            return race_free(self.plan, found, footprint_overlap)
+            return race_free(self.plan, access_columns(self.plan, memory))
         except VpucError:           # a region resolved only for its rows: as above
             return False
 

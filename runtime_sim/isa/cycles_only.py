@@ -90,35 +90,51 @@ class CyclesOnlyMemory(WindowMemory):
 
 
 class TimingProgram:
-    """A decoded kernel whose runners do only what the cycles need (``flat`` replaced)."""
+    """A decoded kernel whose runners do only what the cycles need (``flat`` replaced).
+
+    A step's runner is made when the run first reaches it (most of a library kernel's
+    .text never runs in one model: the other element type's rows, the error paths, the
+    bodies of batched loops); the skipped steps are shared per word."""
 
     def __init__(self, program: Program, found: Slice) -> None:
         self.program = copy.copy(program)           # shares decoded, meta, constants
         self.slice = found
         flat = []
-        make = program.make_runner                  # none made for what is skipped
-        for index, (meta, role) in enumerate(zip(program.meta, found.roles)):
-            access = found.accesses[index]
-            masks = _mask_writes(access)
-            if masks:
-                if program.decoded[index].info.format != "MS":
-                    runner = _full_masks(masks)     # from vectors or other masks: data
-                else:                               # from a scalar the slice keeps exact
-                    runner = make(index)
-            elif role.skip:
+        roles = found.roles
+        for index, meta in enumerate(program.meta):
+            role = roles[index]
+            if role.skip and not _mask_writes(found.accesses[index]):
                 flat.append(_skipped_step(meta))
-                continue
-            elif role.checked_load or role.watched_load:
-                runner = _scalar_load(make(index), program.decoded[index], access,
-                                      role.watched_load)
-            elif role.store_sources or role.vector_store:
-                sources = VECTOR if role.vector_store else role.store_sources
-                runner = _marking_store(make(index), program.decoded[index], sources)
             else:
-                runner = make(index)
-            flat.append(flat_step(runner, *meta))
+                flat.append(flat_step(self._first_run(index), *meta))
         # The loops read only the steps' timing: ``meta`` serves as steps, no runners.
         self.program.steps, self.program.flat = program.meta, flat
+
+    def _first_run(self, index: int):
+        """The runner of step ``index`` until it first runs: it makes the step's own,
+        puts it in ``flat`` for the next time, and runs it."""
+        def run_(R, mem, index=index, timing=self):        # bound: no cells
+            runner = timing.runner(index)
+            timing.program.flat[index] = flat_step(runner, *timing.program.meta[index])
+            return runner(R, mem)
+        return run_
+
+    def runner(self, index: int):
+        """What the cycles-only run executes for instruction ``index`` (not skipped)."""
+        program, found = self.program, self.slice
+        role, access = found.roles[index], found.accesses[index]
+        dec = program.decoded[index]
+        masks = _mask_writes(access)
+        if masks:
+            if dec.info.format != "MS":
+                return _full_masks(masks)           # from vectors or other masks: data
+            return program.make_runner(index)       # from a scalar the slice keeps exact
+        if role.checked_load or role.watched_load:
+            return _scalar_load(program.make_runner(index), dec, access, role.watched_load)
+        if role.store_sources or role.vector_store:
+            sources = VECTOR if role.vector_store else role.store_sources
+            return _marking_store(program.make_runner(index), dec, sources)
+        return program.make_runner(index)
 
 
 _MASK_WRITES: dict[int, tuple] = {}

@@ -174,17 +174,48 @@ MAX_STRUCTURES = 256
 
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
-    accesses = tuple(map(operand_access, decoded))
-    ins = [_instruction(i, dec, access, len(decoded))
-           for i, (dec, access) in enumerate(zip(decoded, accesses))]
-    key = (tuple(dec.info.opcode for dec in decoded), tuple(ins))
+    count = len(decoded)
+    accesses, shapes, targets = [], [], []
+    get = _WORDS.get
+    for i, dec in enumerate(decoded):     # one look-up per instruction: its word's part
+        found = get(id(dec))
+        if found is None or found[0] is not dec:
+            found = _word(dec)
+        accesses.append(found[1])
+        shapes.append(found[2])
+        target = found[3]
+        if target is not None:
+            target += i
+            if not 0 <= target < count:
+                target = None
+        targets.append(target)
+    # The key holds each word's shape (shared per word) and the targets: no per-instruction
+    # object is made unless the structure is new.
+    key = (tuple(shapes), tuple(targets))
     found = _BY_STRUCTURE.get(key)
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
             _BY_STRUCTURE.clear()
+        ins = [_Ins(*shape[1:], target) for shape, target in zip(shapes, targets)]
         found = _BY_STRUCTURE[key] = _analyse(decoded, ins)
     roles, reason, critical_at = found
-    return Slice(roles, reason, critical_at, accesses)
+    return Slice(roles, reason, critical_at, tuple(accesses))
+
+
+# Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
+# offset in words or None).
+_WORDS: dict[int, tuple] = {}
+
+
+def _word(dec) -> tuple:
+    access = operand_access(dec)
+    branch = access.branch
+    offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
+    found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset)
+    if len(_WORDS) >= 1 << 16:
+        _WORDS.clear()
+    _WORDS[id(dec)] = found
+    return found
 
 
 def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
@@ -259,7 +290,12 @@ def critical_out(ins: list, succ: list, crit_in: list[int]) -> tuple[list[int], 
     return crit_out, None
 
 def _role(*fields) -> Role:
-    """One ``Role`` per distinct value (most instructions share a handful)."""
+    """One ``Role`` per distinct value (most instructions share a handful).  Roles naming
+    loads (``watched_load``, ``store_sources``: bits ``2 << index``) are not shared: few
+    are equal, and those bits hash alike every 61 indices (an int's hash is taken mod
+    2^61 - 1), so a dict of them degrades to long probe chains (mvn: 8 ms)."""
+    if fields[2] or fields[3]:
+        return Role(*fields)
     found = _ROLES.get(fields)
     if found is None:
         if len(_ROLES) >= 1 << 16:

@@ -205,10 +205,16 @@ class PathChecks:
 
     __slots__ = ("_guarded", "_bounded", "_clear")
 
-    def __init__(self) -> None:
-        self._guarded: dict[int, int] = {}
+    def __init__(self, guarded: dict[int, int] | None = None) -> None:
+        self._guarded: dict[int, int] = {} if guarded is None else guarded
         self._bounded: dict[tuple, int] = {}
         self._clear: dict[int, tuple[bool, bool]] = {}
+
+    def relocated(self) -> "PathChecks":
+        """The checks of the walk relocated (``path_relocate``): its guards are the walk's
+        own (no decision depends on a moved word), so their answers are shared; the
+        footprints moved, so the rest is asked anew."""
+        return PathChecks(self._guarded)
 
     def guarded(self, iterations: int, compute) -> int:
         if iterations not in self._guarded:

@@ -177,18 +177,49 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         message = fault.diagnostics[0].message
         raise VpucError(f"{_where(program, i)}: {message}",
                         BinLoc(program.name, ".text", i * WORD_BYTES)) from None
-    # The registers and counts as whole arrays: a model runs hundreds of short invocations.
-    masks = np.packbits(np.array(R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS], bool), axis=1,
-                        bitorder="little").view("<u2")[:, 0]
-    return RunResult(
+    return _LazyRunResult.made(
+        program, R, counts,
         cycles=finish(ready, now), instructions=executed, stall_cycles=stalls,
-        opcode_counts=_opcode_counts(program, counts),
         scalar_regs=[int(v) for v in R[:NUM_SREGS]],
-        vector_regs=[v.tobytes() if v.dtype == np.uint8 else bytes(np.asarray(v, np.uint8))
-                     for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
-        mask_regs=masks.tolist(),
         exit_pc=program.base + i * WORD_BYTES,
         batched_iterations=loops.batched_iterations if loops is not None else 0)
+
+
+_LAZY_FIELDS = frozenset(("opcode_counts", "vector_regs", "mask_regs"))
+
+
+class _LazyRunResult(RunResult):
+    """A ``RunResult`` whose opcode counts, vector and mask registers are worked out when
+    one of them is first read (then all three, from the run's final registers and
+    per-instruction counts): a model's run reads only the status and the cycles of each
+    of its hundreds of invocations, and the three cost more than a short kernel's run."""
+
+    @classmethod
+    def made(cls, program: Program, R: list, counts: list[int], **eager) -> "_LazyRunResult":
+        result = cls.__new__(cls)
+        result.__dict__.update(eager, _pending=(program, R, counts))
+        return result
+
+    def __getattr__(self, name: str):          # only for attributes not set
+        pending = self.__dict__.get("_pending")
+        if name not in _LAZY_FIELDS or pending is None:
+            raise AttributeError(name)
+        program, R, counts = pending
+        # the registers and counts as whole arrays
+        masks = np.packbits(np.array(R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS], bool),
+                            axis=1, bitorder="little").view("<u2")[:, 0]
+        self.__dict__.update(
+            opcode_counts=_opcode_counts(program, counts),
+            vector_regs=[v.tobytes() if v.dtype == np.uint8 else bytes(np.asarray(v, np.uint8))
+                         for v in R[NUM_SREGS:NUM_SREGS + NUM_VREGS]],
+            mask_regs=masks.tolist())
+        del self.__dict__["_pending"]
+        return self.__dict__[name]
+
+    def __getstate__(self) -> dict:
+        for name in _LAZY_FIELDS:
+            getattr(self, name)
+        return dict(self.__dict__)
 
 
 # Per Program: each instruction's mnemonic as an index into the program's mnemonics.

@@ -38,12 +38,20 @@ import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, signed
 from runtime_sim.isa.loop_pipelined import rows_of, shifted
+from runtime_sim.isa.sem_vector import GENERAL
+from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
 # Accesses that go straight to the memory's rows when those form an arithmetic progression.
 PROGRESSIONS = ("vld", "vst")
 
-# step codes
-_OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT = range(7)
+# step codes (_OP1, _OP2: an operation of one or two operands and one result, run as
+# (code, fn, operand slots..., result slot, dead slots); the others as (code, step, dead))
+_OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT, _OP1, _OP2 = range(9)
+
+# Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
+# every chunk (a kernel's constants are the same in every invocation).
+_TILED: dict[tuple, np.ndarray] = {}
+MAX_TILED = 64
 
 
 def progression_view(memory, base: Affine, first: int, rows: int, offset,
@@ -83,11 +91,15 @@ class ChunkRunner:
         self.incoming: list[tuple[int, int]] = []      # (carried register, slot)
         self.final: list[tuple[int, int]] = []         # (register, slot of its last value)
         self._by_key: dict[tuple, int] = {}
+        self.batch_forms: dict[int, bool] = {}         # id(step) of the batch-form ops
         self._build()
         del self._by_key
         needed = self._arrays_needed()
         self.arrays = [entry for entry in self.inductions if entry[0] in needed]
         self._drop_dead_values()
+        self.tiled = self._tiled_invariants()
+        del self.batch_forms
+        self.run_steps = [self._run_step(step, dead) for step, dead in zip(self.steps, self.dead)]
 
     # --- building the schedule ----------------------------------------------------------
 
@@ -138,6 +150,8 @@ class ChunkRunner:
             return
         code = {"load": _LOAD, "store": _STORE}.get(op.kind, _OP)
         self.steps.append((code, op.fn, tuple(args), outs))
+        if code == _OP and op.mnemonic in GENERAL:
+            self.batch_forms[id(self.steps[-1])] = True
 
     def _build(self) -> None:
         plan = self.plan
@@ -201,6 +215,36 @@ class ChunkRunner:
                 dead.setdefault(i, []).append(slot)
         self.dead = [tuple(dead.get(i, ())) for i in range(len(self.steps))]
 
+    @staticmethod
+    def _run_step(step: tuple, dead: tuple) -> tuple:
+        """``step`` as ``__call__`` runs it (see the step codes)."""
+        if step[0] == _OP and len(step[3]) == 1 and len(step[2]) in (1, 2):
+            code = _OP1 if len(step[2]) == 1 else _OP2
+            return (code, step[1], *step[2], step[3][0], dead)
+        return (step[0], step, dead)
+
+    def _tiled_invariants(self) -> list[tuple[int, int]]:
+        """(slot, register) of the invariant vector registers read only by operations with
+        a batch form (``sem_vector.GENERAL``: elementwise, fresh results) at least twice:
+        a chunk repeats them to its rows, so those operations take their batch form on two
+        batches of one shape instead of broadcasting one vector (several times slower in
+        numpy; the same elements, so the same bits)."""
+        uses: dict[int, int] = {}
+        other: set[int] = set()
+        for step in self.steps:
+            code = step[0]
+            reads = step[2] if code in (_OP, _LOAD, _STORE, _VIEW_LOAD, _VIEW_STORE) else \
+                (step[2],)
+            for slot in reads:
+                if code == _OP and self.batch_forms.get(id(step)):
+                    uses[slot] = uses.get(slot, 0) + 1
+                else:
+                    other.add(slot)
+        kept = {slot for _, slot in self.final} | {slot for _, slot in self.incoming}
+        return [(slot, key) for slot, key in self.invariants
+                if NUM_SREGS <= key < NUM_SREGS + NUM_VREGS and uses.get(slot, 0) >= 2
+                and slot not in other and slot not in kept]
+
     def _arrays_needed(self) -> set[int]:
         """The slots a chunk reads as values: an induction register that only bases
         progressions needs its Affine, not its (rows,) array, unless a view is refused."""
@@ -227,6 +271,8 @@ class ChunkRunner:
         v = self.template.copy()
         for slot, key in self.invariants:
             v[slot] = R[key]
+        for slot, key in self.tiled:
+            v[slot] = _tiled(R[key], rows)
         affines: dict[int, Affine] = {}
         if self.inductions:
             steps = {key: [step_value(s, R) for s in plan.induction[key].values()]
@@ -239,8 +285,19 @@ class ChunkRunner:
                 k = np.arange(first, first + rows, dtype=np.uint32)
                 for slot, _, _ in self.arrays:
                     v[slot] = np.uint32(affines[slot].start) + k * np.uint32(affines[slot].step)
-        for step, dead in zip(self.steps, self.dead):
-            code, outs = step[0], ()
+        for step in self.run_steps:
+            code = step[0]
+            if code == _OP2:                  # the common case, with the fewest lookups
+                v[step[4]] = step[1](v[step[2]], v[step[3]])
+                for slot in step[5]:
+                    v[slot] = None
+                continue
+            if code == _OP1:
+                v[step[3]] = step[1](v[step[2]])
+                for slot in step[4]:
+                    v[slot] = None
+                continue
+            step, dead, outs = step[1], step[2], ()
             if code == _OP:
                 result, outs = step[1](*[v[a] for a in step[2]]), step[3]
             elif code == _LOAD:
@@ -261,7 +318,7 @@ class ChunkRunner:
                     _base_rows(v, step[4], affines[step[4]], first, rows)
                     step[1](memory, *[v[a] for a in step[2]])
                 else:
-                    view[...] = np.broadcast_to(np.asarray(v[step[2][0]], np.uint8), (rows, 16))
+                    view[...] = v[step[2][0]]     # a batch of rows, or one vector for all
             elif code == _CAPTURE:
                 captured[step[1]] = v[step[2]]
             else:                             # _SHIFT
@@ -277,6 +334,29 @@ class ChunkRunner:
         for key, slot in self.incoming:
             incoming[key] = rows_of(key, v[slot], rows)[-1]
         return {key: v[slot] for key, slot in self.final}
+
+
+def _tiled(vector, rows: int):
+    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else as is."""
+    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8:
+        return vector
+    key = (vector.tobytes(), rows)
+    found = _TILED.get(key)
+    if found is None:
+        if len(_TILED) >= MAX_TILED:
+            _TILED.clear()
+        found = _TILED[key] = np.repeat(vector[None], rows, axis=0)
+        found.flags.writeable = False
+    return found
+
+
+def batch_operands(args: list, rows: int) -> list:
+    """The operands of an operation with a batch form (``sem_vector.GENERAL``): one vector
+    among batches of ``rows`` rows repeated to them (``_tiled``), so the batch form runs;
+    else as they are."""
+    if not any(type(a) is np.ndarray and a.ndim == 2 and len(a) == rows for a in args):
+        return args
+    return [_tiled(a, rows) for a in args]
 
 
 def _base_rows(v: list, slot: int, affine: Affine, first: int, rows: int) -> None:

@@ -28,13 +28,14 @@ from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
-from runtime_sim.isa.loop_chunk import PROGRESSIONS, progression_view
+from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands, progression_view
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
 from runtime_sim.isa.path_relocate import relocated
 from runtime_sim.isa.path_ops import instructions
 from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, walk
+from runtime_sim.isa.sem_vector import GENERAL
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
 from vpuc.shave.isa import NUM_SREGS
@@ -172,6 +173,11 @@ class PathTiming(LoopTiming):
 
 
 def path_timing(program, walk: Walk) -> PathTiming:
+    """The timing of ``walk``'s path, kept with the walk (a relocated walk shares it: same
+    path) and shared by the walks of one path."""
+    timing = walk.shared.get("timing")
+    if timing is not None:
+        return timing
     key = (id(program), tuple((s.index, s.taken) for s in walk.path))
     timing = _TIMINGS.get(key)
     if timing is None:
@@ -179,6 +185,7 @@ def path_timing(program, walk: Walk) -> PathTiming:
             _TIMINGS.clear()
         taken = [s.taken for s in walk.path[:-1]] + [False]
         timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
+    walk.shared["timing"] = timing
     return timing
 
 
@@ -245,9 +252,13 @@ def promoted_clear(walk: Walk, iterations: int) -> bool:
 
 
 def promoted_footprints(walk: Walk) -> list[Footprint]:
-    stores = {s.address for s in walk.path if s.role == "promoted_store"}
-    return [Footprint(address, 0, size, address in stores, -1)
-            for address, size in walk.promoted.items()]
+    """The promoted words' footprints: stack words a relocation never moves, so shared."""
+    found = walk.shared.get("promoted")
+    if found is None:
+        stores = {s.address for s in walk.path if s.role == "promoted_store"}
+        found = walk.shared["promoted"] = [Footprint(address, 0, size, address in stores, -1)
+                                           for address, size in walk.promoted.items()]
+    return found
 
 
 def bounded(walk: Walk, iterations: int, regions: dict) -> int:
@@ -344,12 +355,14 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
                                     op.reads[-1][1], op.kind == "store")
             if view is not None:
                 if op.kind == "store":
-                    view[...] = np.broadcast_to(np.asarray(read(op.reads[0]), np.uint8),
-                                                (rows, 16))
+                    view[...] = read(op.reads[0])    # a batch of rows, or one vector for all
                 else:
                     env[op.writes[0]] = view.copy()
                 continue
-        run_op(op, memory, [read(r) for r in op.reads], env)
+        args = [read(r) for r in op.reads]
+        if op.mnemonic in GENERAL and rows > 1:
+            args = batch_operands(args, rows)
+        run_op(op, memory, args, env)
     for key, value in walk.path[-1].values.items():     # the back-edge's loop counter
         env[key] = _batch(value, k)
 

@@ -34,8 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint, independent
+from runtime_sim.isa.loop_chunk import batch_operands
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.loop_scan import SCANS
+from runtime_sim.isa.sem_vector import GENERAL
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
@@ -76,14 +78,16 @@ def find_inner_loops(walk) -> dict[int, InnerLoop]:
     instructions (the program's own, by identity), roles and transfers taken: worked out once per path shape (``_LAYOUTS``); the values
     (each affine value's start and step per copy) and the accesses are checked per walk."""
     path = walk.path
-    # the instructions by identity: the entry holds them, so no id is reused while it lives
-    shape = tuple((id(s.op), s.role, s.taken) for s in path)
-    known = _LAYOUTS.get(shape)
-    if known is None:
-        if len(_LAYOUTS) >= MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        known = _LAYOUTS[shape] = (tuple(s.op for s in path), _layouts(path))
-    layouts = known[1]
+    layouts = walk.shared.get("layouts")     # a relocated walk shares them
+    if layouts is None:
+        # the instructions by identity: the entry holds them, so no id is reused while it lives
+        shape = tuple((id(s.op), s.role, s.taken) for s in path)
+        known = _LAYOUTS.get(shape)
+        if known is None:
+            if len(_LAYOUTS) >= MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            known = _LAYOUTS[shape] = (tuple(s.op for s in path), _layouts(path))
+        layouts = walk.shared["layouts"] = known[1]
     footprints = {fp.position: fp for fp in walk.footprints}
     found = {}
     for layout in layouts:
@@ -320,7 +324,10 @@ def run_inner(loop: InnerLoop, R: list, memory, k: np.ndarray, env: dict,
         if step.capture:
             captured[p] = value(step.sources[1])
             continue
-        run_op(step.op, memory, [value(s) for s in step.sources], local)
+        args = [value(s) for s in step.sources]
+        if step.op.mnemonic in GENERAL:
+            args = batch_operands(args, rows * t)
+        run_op(step.op, memory, args, local)
     for key, source in loop.final:
         if source[0] == "affine":
             a, d = source[1], source[2]

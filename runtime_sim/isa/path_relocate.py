@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from runtime_sim.isa.loop_bounds import MOD, Affine
+from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint
 from runtime_sim.isa.memory import AccessFault
+from runtime_sim.isa.path_walk import PathStep
 from vpuc.shave.isa import NUM_SREGS, REG_LR
 
 # The scalar operations whose result is an operand plus a value no word moves.
@@ -140,7 +141,9 @@ def relocated(walk, memory):
         if d:
             if position not in copied:
                 copied.add(position)
-                path[position] = replace(path[position], values=dict(path[position].values))
+                s = path[position]          # a copy with its own values (replace, cheaper)
+                path[position] = PathStep(s.index, s.op, s.role, dict(s.values), s.address,
+                                          s.size, s.taken)
             old = path[position].values[key]
             path[position].values[key] = Affine((old.start + d) % MOD, old.step)
     footprints = list(walk.footprints)
@@ -149,11 +152,14 @@ def relocated(walk, memory):
         if d:
             if not 0 <= walk.bases[index] + d < MOD:
                 return None
-            footprints[index] = replace(footprints[index], low=footprints[index].low + d)
+            fp = footprints[index]
+            footprints[index] = Footprint(fp.low + d, fp.step, fp.length, fp.is_store,
+                                          fp.position)
     end = dict(walk.end)
     for key, words in plan.end:
         d = sum(moved.get(word, 0) for word in words)
         if d:
             end[key] = Affine((end[key].start + d) % MOD, end[key].step)
+    checks = walk.checks.relocated() if walk.checks is not None else None
     return replace(walk, path=path, footprints=footprints, end=end, read_words=read_words,
-                   checks=None, inner=None, relocation=plan)
+                   checks=checks, inner=None, relocation=plan)

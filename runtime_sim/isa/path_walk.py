@@ -95,6 +95,9 @@ class Walk:
     inner: dict | None = None                      # path_inner's uniform inner loops
     bases: list = field(default_factory=list)      # per footprint: base + offset, mod 2^32
     relocation: object = None                      # path_relocate's analysis, once asked
+    # what depends only on the path, its roles and promoted words (its timing, inner-loop
+    # layouts, promoted footprints), worked out once: a relocated walk shares it
+    shared: dict = field(default_factory=dict)
 
 
 def walk(program, head: int, branch: int, R: list, memory, steps_seen: dict | None = None) -> Walk:

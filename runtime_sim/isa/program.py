@@ -24,7 +24,7 @@ from runtime_sim.isa.unbatched import MEMORY as UNBATCHED_MEMORY
 from runtime_sim.isa.unbatched import OPS as UNBATCHED_OPS
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.disassembler import format_instruction
-from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, decode_word, unpack_words
+from vpuc.shave.encoding import WORD_BYTES, DecodeError, Decoded, TextDecodeError, decode_text
 from vpuc.shave.isa import EXIT_ADDRESS, REG_LR, REG_SP
 
 HALT = -1
@@ -80,6 +80,11 @@ def _no_operands(R) -> tuple:
     return ()
 
 
+# Runners by what they do (``Program.make_runner``): bounded.
+_RUNNERS: dict[tuple, Callable] = {}
+MAX_RUNNERS = 1 << 14
+
+
 class BadTarget(VpucError):
     """A branch or call to an address outside the kernel's .text."""
 
@@ -112,16 +117,12 @@ class Program:
         self.labels = labels or {}       # .text offset -> label, for messages
         self.size = len(code)
         try:
-            words = unpack_words(bytes(code))
+            self.decoded: list[Decoded] = list(decode_text(code))
+        except TextDecodeError as exc:
+            raise VpucError(f"invalid instruction {exc.word:#018x}: {exc}",
+                            BinLoc(name, ".text", exc.index * WORD_BYTES)) from None
         except DecodeError as exc:
             raise VpucError(str(exc), BinLoc(name, ".text", len(code))) from None
-        self.decoded: list[Decoded] = []
-        for i, word in enumerate(words):
-            try:
-                self.decoded.append(decode_word(word))
-            except DecodeError as exc:
-                raise VpucError(f"invalid instruction {word:#018x}: {exc}",
-                                BinLoc(name, ".text", i * WORD_BYTES)) from None
         self.constants: list[np.uint32] = []
         self._first_constant: list[int] = []    # each instruction's first immediate in R
         self.meta: list[StepTiming] = [self._prepare(dec) for dec in self.decoded]
@@ -158,7 +159,7 @@ class Program:
         return found[1]
 
     def make_runner(self, index: int) -> Callable:
-        """A new runner of instruction ``index`` (``steps`` holds the program's own)."""
+        """The runner of instruction ``index`` (``steps`` holds the program's own)."""
         dec = self.decoded[index]
         access = operand_access(dec)
         # Immediates live in R after the registers, so every operand is an index into R.
@@ -174,9 +175,27 @@ class Program:
         if access.branch is not None and access.branch % WORD_BYTES == 0:
             if 0 <= index + access.branch // WORD_BYTES < len(self.decoded):
                 target = index + access.branch // WORD_BYTES
-        runner = self._runner(SEMANTICS[dec.info.opcode], index, reads, list(access.writes),
-                              target)
-        return _stack_checked(runner) if REG_SP in self.meta[index][1] else runner
+        sem = SEMANTICS[dec.info.opcode]
+        checked = REG_SP in self.meta[index][1]
+        # A runner reads its immediates from R, so it depends only on what the key holds:
+        # programs of one template (a model's generated kernels, the library kernels'
+        # shared driver at the start of .text) share their runners.  Not ``ret``: it
+        # looks the return address up in this program's .text.
+        key = None
+        if sem.kind != "ret":
+            key = (dec.info.opcode, tuple(reads), access.writes, target, checked,
+                   self.base + (index + 1) * WORD_BYTES if sem.kind == "call" else 0)
+            found = _RUNNERS.get(key)
+            if found is not None:
+                return found
+        runner = self._runner(sem, index, reads, list(access.writes), target)
+        if checked:
+            runner = _stack_checked(runner)
+        if key is not None:
+            if len(_RUNNERS) >= MAX_RUNNERS:
+                _RUNNERS.clear()
+            _RUNNERS[key] = runner
+        return runner
 
     def _runner(self, sem, index: int, reads: list[int], writes: list[int], target: int):
         """A function running one instruction on R; returns None (fall through), the

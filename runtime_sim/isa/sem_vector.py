@@ -234,3 +234,94 @@ VECTOR_OPS.update({
     "vcvt.i32.f32": lambda a: to_bytes(f32_to_i32(lanes(a, F32), np.trunc).astype(I32), I32),
     "vcvtr.i32.f32": lambda a: to_bytes(f32_to_i32(lanes(a, F32), np.rint).astype(I32), I32),
 })
+
+
+# --- the batch forms ----------------------------------------------------------------------
+# The general forms above accept any operands (scalars, lists, any layout, a batch against
+# one vector) at the price of a few numpy calls each, which on a fast-path batch of a few
+# hundred rows cost more than the arithmetic.  Operands that are byte vectors of one shape
+# whose lanes are contiguous -- every batch the fast paths make: loads copy, results are
+# fresh -- go through the same ufuncs on the same lane types in the same order, so the
+# same bits (``tests/shave/test_unbatched.py`` compares them with ``GENERAL``); anything
+# else, or a layout ``view`` refuses (ValueError), takes the general form.
+
+GENERAL: dict[str, Callable] = {}
+_U8 = np.dtype(np.uint8)
+_SMALL_F16_CHOICE = 512 * 16         # bytes of a batch vmin.f16 / vmax.f16 widens
+_take = F16_TO_F32.take
+
+
+def _batch_binary(name: str, fast: Callable) -> None:
+    general = GENERAL[name] = VECTOR_OPS[name]
+
+    def fn(a, b):
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == _U8 \
+                and b.dtype == _U8 and a.shape == b.shape:
+            try:
+                return fast(a, b)
+            except ValueError:
+                pass
+        return general(a, b)
+    VECTOR_OPS[name] = fn
+
+
+def _batch_unary(name: str, fast: Callable) -> None:
+    general = GENERAL[name] = VECTOR_OPS[name]
+
+    def fn(a):
+        if type(a) is np.ndarray and a.dtype == _U8:
+            try:
+                return fast(a)
+            except ValueError:
+                pass
+        return general(a)
+    VECTOR_OPS[name] = fn
+
+
+def _batch_fma(name: str, widen: Callable, ftype) -> None:
+    general = GENERAL[name] = VECTOR_OPS[name]
+
+    def fn(a, b, c):
+        if type(a) is np.ndarray and type(b) is np.ndarray and type(c) is np.ndarray \
+                and a.dtype == _U8 and b.dtype == _U8 and c.dtype == _U8 \
+                and a.shape == b.shape == c.shape:
+            try:
+                return (widen(a).astype(np.float64) * widen(b).astype(np.float64)
+                        + widen(c).astype(np.float64)).astype(ftype).view(np.uint8)
+            except ValueError:
+                pass
+        return general(a, b, c)
+    VECTOR_OPS[name] = fn
+
+
+def _wide_f32(v):
+    return v.view(F32)
+
+
+def _wide_f16(v):
+    return _take(v.view(np.uint16))
+
+
+for _name, _op in (("vadd", np.add), ("vsub", np.subtract), ("vmul", np.multiply),
+                   ("vdiv", np.divide), ("vmin", np.minimum), ("vmax", np.maximum)):
+    _batch_binary(f"{_name}.f32", lambda a, b, op=_op: op(a.view(F32), b.view(F32)).view(np.uint8))
+    if _name not in ("vmin", "vmax"):
+        _batch_binary(f"{_name}.f16", lambda a, b, op=_op:
+                      op(_wide_f16(a), _wide_f16(b)).astype(F16).view(np.uint8))
+    else:
+        # ``_f16_choose`` (the general form) picks on the bits, faster from about 512 rows
+        # on; below, the float form it stands for (widened, compared, rounded back) is
+        _batch_binary(f"{_name}.f16", lambda a, b, op=_op, choose=VECTOR_OPS[f"{_name}.f16"]: (
+            op(_wide_f16(a), _wide_f16(b)).astype(F16).view(np.uint8)
+            if a.size <= _SMALL_F16_CHOICE else choose(a, b)))
+_batch_fma("vfma.f32", _wide_f32, F32)
+_batch_fma("vfma.f16", _wide_f16, F16)
+for _name, _op in (("vexp", np.exp), ("vsqrt", np.sqrt), ("vtanh", np.tanh), ("vlog", np.log)):
+    # contiguous, as the general form gives them: numpy's SIMD and strided loops of a
+    # transcendental function may round differently
+    _batch_unary(f"{_name}.f32", lambda a, op=_op:
+                 op(np.ascontiguousarray(a.view(F32))).view(np.uint8))
+_batch_unary("vcvtl.f32.f16", lambda a: _take(a.view(np.uint16)[..., :4]).view(np.uint8))
+_batch_unary("vcvth.f32.f16", lambda a: _take(a.view(np.uint16)[..., 4:]).view(np.uint8))
+_batch_binary("vcvt.f16.f32", lambda a, b: np.concatenate(
+    (a.view(F32), b.view(F32)), axis=-1).astype(F16).view(np.uint8))

@@ -64,6 +64,10 @@ OPS: dict[str, Callable] = {
     "vfma.f16": _vfma_f16,
     "vexp.f32": _f32_unary(np.exp),
     "vexp.f16": _f16_unary(np.exp),
+    # a scalar register's value (a uint32) in every lane, truncated to the lane's width
+    "vbcast.w": lambda s: np.full(4, s, U32).view(U8),
+    "vbcast.h": lambda s: np.full(8, int(s) & 0xFFFF, U16).view(U8),
+    "vbcast.b": lambda s: np.full(16, int(s) & 0xFF, U8),
 }
 for _name, _op in (("vadd", np.add), ("vsub", np.subtract), ("vmul", np.multiply),
                    ("vdiv", np.divide), ("vmin", np.minimum), ("vmax", np.maximum)):

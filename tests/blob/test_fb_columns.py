@@ -162,3 +162,25 @@ def test_a_string_with_a_nul_or_bad_utf8_decodes_as_the_generic_decoder(byte, re
     columns = decoded(bad, columns=True)
     assert columns == decoded(bad, columns=False)
     assert (columns[0] == "refused") == refused
+
+
+def test_columns_and_groups_read_as_the_rows_they_hold():
+    """Columns and Grouped (the columnar decoder's vectors of tables) index, slice,
+    iterate, compare and print as the generic decoder's tuples of records."""
+    from collections import namedtuple
+
+    from vpuc.blob.fb_columns import Columns, Grouped
+
+    Rec = namedtuple("Rec", ["a", "b"])
+    rows = (Rec(1, "x"), Rec(2, "y"), Rec(3, "z"))
+    cols = Columns(Rec, {"a": [1, 2, 3], "b": ["x", "y", "z"]}, 3)
+    assert cols == rows and rows == cols and tuple(cols) == rows and repr(cols) == repr(rows)
+    assert cols[1] == Rec(2, "y") and cols[-1] == Rec(3, "z")
+    assert cols[1:] == rows[1:] and len(cols[1:]) == 2 and cols[3:] == () and not cols[3:]
+    assert cols != rows[:2] and cols != (Rec(1, "x"), Rec(2, "y"), Rec(3, "w"))
+    groups = Grouped(cols, [2, 0, 1])
+    assert [tuple(g) for g in groups] == [rows[:2], (), rows[2:]]
+    assert groups[2] == rows[2:] and groups[-3] == rows[:2] and groups[1] == ()
+    part = groups[1:]
+    assert part.counts == [0, 1] and part.flat == rows[2:]
+    assert [tuple(g) for g in groups[::2]] == [rows[:2], rows[2:]]

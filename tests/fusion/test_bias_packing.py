@@ -14,7 +14,8 @@ from tests.fusion.dpu_testlib import constant, module
 from tests.fusion.test_lower_dpu import check, tasks
 from vpuc import api
 from vpuc.arch import load_arch
-from vpuc.fusion.lower_dpu_table import CHEAP_BIAS_ROWS, Table, box_rows, packs_bias, packs_cheaply
+from vpuc.fusion.lower_dpu_table import (CHEAP_BIAS_ROWS, MatrixTable, Table, box_rows, packs_bias,
+                                         packs_cheaply)
 from vpuc.ir.module import BufferKind
 from vpuc.ir.types import ElemType
 from vpuc.verifier import verify_module
@@ -55,6 +56,31 @@ def test_the_table_puts_the_bias_in_its_box():
                                                np.arange(16, dtype=np.float32))
     assert np.array_equal(values[16:, :4, :2, :2].reshape(-1), np.arange(16))
     assert not values[16:, :, 2:].any() and not values[16:, :, :, 2:].any()
+
+
+def test_the_matrix_table_puts_each_chunk_then_its_bias():
+    """A MatMul's chunks of N = 40 columns (16, 16, 8 padded to 16) over K = 20 (padded to
+    32): each chunk's rows zero-padded, then its bias of 16 values as one row of 16."""
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((40, 20)).astype(np.float32) + 3
+    bias = np.zeros(48, np.float32)
+    bias[:40] = np.arange(1, 41)
+    table = MatrixTable([(0, 16, 16), (16, 32, 16), (32, 40, 16)], 32, True)
+    assert MatrixTable.bias_rows(16, 32) == 1 and table.rows == 3 * 17
+    values = table.values(weights, bias)
+    assert values.shape == (51, 32)
+    for j, (c0, c1) in enumerate([(0, 16), (16, 32), (32, 40)]):
+        row = 17 * j
+        assert table.layout[(c0, c1)] == (row, 16, (1, 16))
+        assert np.array_equal(values[row:row + c1 - c0, :20], weights[c0:c1])
+        assert not values[row:row + 16, 20:].any() and not values[row + c1 - c0:row + 16].any()
+        assert np.array_equal(values[row + 16, :16], bias[c0:c0 + 16])
+        assert not values[row + 16, 16:].any()
+    # 48 values in rows of at most 16: three rows; without a bias, no rows
+    assert MatrixTable.bias_rows(48, 16) == 3
+    plain = MatrixTable([(0, 16, 16), (16, 40, 32)], 32, False)
+    assert plain.rows == 48 and plain.layout[(16, 40)] == (16, 32, None)
+    assert np.array_equal(plain.values(weights, None)[16:40, :20], weights[16:40])
 
 
 def test_packs_bias_only_when_the_weights_type_holds_it_exactly():

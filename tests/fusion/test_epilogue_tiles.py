@@ -117,3 +117,23 @@ def test_counting_the_epilogue_makes_the_layer_faster(ic, oc, hw, k, monkeypatch
     monkeypatch.setattr(lower_dpu_window, "with_epilogue", lambda prog, cost: cost)
     _, unaware = _compiled(text)
     assert cycles < unaware
+
+
+def test_cheapest_count_tries_counts_of_the_same_block_height():
+    """14 rows on 2 tiles, compute-bound with a fixed cost per block: 7 blocks (2 rows each)
+    give one tile 8 rows, 8 blocks (six of 2 rows, two of 1) give each tile 7 at the same
+    block height, and 14 pay the fixed costs twice.  Trying each block height once never
+    reached 8; every count is tried now."""
+    from vpuc.cost.blocks import BlockStages, pipeline_cycles
+    from vpuc.fusion.lower_dpu import _cheapest_count
+
+    def cost(rows: int) -> BlockStages:
+        return BlockStages(load=100.0 + 100.0 * rows, compute=100.0 + 1000.0 * rows,
+                           store=100.0 + 100.0 * rows, ddr=0.0)
+
+    cycles = {c: pipeline_cycles([cost(b - a) for a, b in _edges(14, c)], 2)
+              for c in range(2, 15)}
+    assert min(cycles, key=cycles.get) == 8 and cycles[8] < cycles[7]
+    assert _cheapest_count(14, 2, 2, cost, (0.0, 0.0), 2, lambda c: True) == 8
+    # a count that does not fit is skipped
+    assert _cheapest_count(14, 2, 2, cost, (0.0, 0.0), 2, lambda c: c != 8) != 8

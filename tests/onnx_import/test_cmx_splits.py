@@ -66,6 +66,23 @@ def test_matmul_split_over_output_columns(case, tmp_path):
     assert all(t.op is DpuOp.MATMUL for t in tasks)
     assert [t.variants[0].end[2] + 1 for t in tasks] == [16] * 6
     assert {t.tile for t in tasks} == {0, 1}
+    # --schedule default: each chunk's weights [16, K] (transposed at compile time for the
+    # MatMul's [K, N]) and the Gemm's bias rows after them are one contiguous region of one
+    # table constant (``lower_dpu_table.MatrixTable``), loaded by one DMA: no bias load
+    module = api.compile(tmp_path / "m.onnx", cmx_budget=8000).module
+    symbols = SymbolTable(module)
+    dmas = [t for tl in module.task_lists for t in tl.tasks if isinstance(t, DmaTask)]
+    loads = [t for t in dmas if symbols.region(t.src).kind is BufferKind.CONST]
+    assert len(loads) == 6 and not [t for t in dmas if "bias" in t.label]
+    assert len({symbols.region(t.src).root.name for t in loads}) == 1
+    assert all(symbols.region(t.src).is_dense for t in loads)
+    for task in tasks:
+        weights = symbols.region(task.weights)
+        assert weights.type.dims == (16, 64)
+        if case == "gemm":
+            assert symbols.region(task.bias).root.name == weights.root.name
+        else:
+            assert task.bias is None
 
 
 def test_matmul_that_cannot_split_further_is_an_error(tmp_path):

@@ -994,3 +994,66 @@ def test_random_loops_replay_their_entry_proofs(body, seed, moved, more):
         assert proofs.misses > misses or not entered
     else:   # the count left at a later iteration of an earlier entry, its pointers moved on
         assert proofs.misses > misses or proofs.relocated > relocated or not entered
+
+
+HARDSWISH_LIKE = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # iterations
+    li.f32 s5, 3.0
+    vbcast.w v8, s5
+    li.f32 s5, 6.0
+    vbcast.w v9, s5
+    li.f32 s5, 0.1666666
+    vbcast.w v10, s5
+    li s5, 0
+    vbcast.w v11, s5
+body:
+    vld v1, 0(s2)
+    vcvtl.f32.f16 v2, v1
+    vcvth.f32.f16 v3, v1
+    vadd.f32 v4, v2, v8
+    vadd.f32 v5, v3, v8
+    vmax.f32 v4, v4, v11
+    vmax.f32 v5, v5, v11
+    vmin.f32 v4, v4, v9
+    vmin.f32 v5, v5, v9
+    vmul.f32 v4, v4, v2
+    vmul.f32 v5, v5, v3
+    vmul.f32 v4, v4, v10
+    vmul.f32 v5, v10, v5
+    vcvt.f16.f32 v6, v4, v5
+    vst v6, 0(s3)
+    addi s2, s2, 16
+    addi s3, s3, 16
+    loop s4, body
+    halt
+"""
+
+
+@pytest.mark.parametrize("n,chunk", [(2, 16384), (300, 16384), (1000, 256)])
+def test_constants_repeated_to_the_rows_give_the_same_bits(n, chunk):
+    """A body using broadcast constants in several elementwise operations: the chunk
+    runner repeats them to its rows (``loop_chunk._tiled``) and the operations take
+    their batch forms; memory, registers and cycles are the interpreter's."""
+    fast, loops, _ = run_both(HARDSWISH_LIKE, [WIN_F, WIN_F + 0x8000, n], special_fill(n),
+                              chunk=chunk)
+    assert fast.batched_iterations == n
+    (runner,) = [plan.runner for plan in loops.plans.values()
+                 if getattr(plan, "runner", None) is not None]
+    assert len(runner.tiled) == 4            # v8..v11, each read twice or more
+
+
+def test_batch_operands_repeat_one_vector_to_the_rows_only():
+    from runtime_sim.isa.loop_chunk import batch_operands
+    vector = np.arange(16, dtype=np.uint8)
+    rows = np.arange(5 * 16, dtype=np.uint8).reshape(5, 16)
+    scalar = np.uint32(7)
+    tiled = batch_operands([rows, vector, scalar], 5)
+    assert tiled[0] is rows and tiled[2] is scalar
+    assert tiled[1].shape == (5, 16) and (tiled[1] == vector).all()
+    assert not tiled[1].flags.writeable           # shared by every batch of 5 rows
+    assert batch_operands([vector, vector], 5)[0] is vector       # no batch: as they were
+    assert batch_operands([rows, vector], 4)[1] is vector         # not this many rows

@@ -174,3 +174,27 @@ def test_untaken_branch_to_the_end_is_fine():
     assert result.instructions == 3
     assert "branch target .+16 is outside .text" in _error(
         "    .global k\nk:\n    beqz s1, end\n    halt\nend:\n")
+
+
+def test_registers_and_counts_worked_out_when_first_read():
+    """The result's opcode counts, vector and mask registers are made on first read (a
+    model reads only status and cycles): the final registers all the same, also after
+    pickling or ``dataclasses.replace``."""
+    import dataclasses
+    import pickle
+    from runtime_sim.isa import load_kernel, run
+    from shave_testlib import make_memory
+    source = "\n".join(["    .global k", "k:", "    li s1, 0x3C00BC00", "    vbcast.w v3, s1",
+                        "    mset m2, s1", "    vadd.f16 v4, v3, v3", "    halt"])
+    memory, _ = make_memory()
+    loaded = load_kernel(assemble(source, "k.s"), memory)
+    results = [run(loaded.program, memory, entry=loaded.entry()) for _ in range(3)]
+    copied = pickle.loads(pickle.dumps(results[1]))
+    replaced = dataclasses.replace(results[2], cycles=0)
+    for result in (results[0], copied, replaced):
+        assert result.vector_regs[3] == bytes.fromhex("00bc003c") * 4
+        assert result.vector_regs[4] == bytes.fromhex("00c00040") * 4     # -2.0, 2.0
+        assert result.mask_regs[2] == 0xBC00
+        assert result.opcode_counts == {"li": 1, "vbcast.w": 1, "mset": 1, "vadd.f16": 1,
+                                        "halt": 1}
+    assert copied == results[0] and replaced.cycles == 0

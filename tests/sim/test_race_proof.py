@@ -189,3 +189,143 @@ def test_lazy_footprints_match_the_online_groups(tmp_path):
         program = _compiled(path)
         if program is not None and not Network(program).memory.dynamic:
             _footprints_agree(program)
+
+
+def _columns_agree(program) -> bool:
+    """The proof's access columns (DPU boxes' spans in numpy) against the reference, the
+    lazy ``Accesses`` of every unit: the same rows, and the same proof from both."""
+    from runtime_sim.race_access import Accesses
+    from runtime_sim.race_columns import access_columns, of_accesses
+    from runtime_sim.race_proof import Footprint, race_free
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Network(program).memory
+    try:
+        reference = of_accesses([Accesses(plan, memory, lambda span: Footprint(*span),
+                                          lazy=True)(u) for u in range(plan.size)])
+    except VpucError:
+        with pytest.raises(VpucError):
+            access_columns(plan, memory)
+        return False
+    fast = access_columns(plan, memory)
+    assert fast.unit.tolist() == reference.unit.tolist()
+    assert ([fast.memories[k] for k in fast.key.tolist()]
+            == [reference.memories[k] for k in reference.key.tolist()])
+    for column in ("lo", "hi", "write"):
+        assert getattr(fast, column).tolist() == getattr(reference, column).tolist(), column
+    strided = 0
+    for i in range(len(fast.unit)):
+        rows, expected = fast.rows(i), reference.rows(i)
+        assert (rows is None) == (expected is None)
+        if rows is not None:
+            strided += 1
+            assert rows.tolist() == expected.tolist()
+    assert race_free(plan, fast) == race_free(plan, reference)
+    return strided > 0
+
+
+def test_access_columns_match_the_reference_accesses(tmp_path):
+    from vpuc.api import compile
+    from vpuc.onnx_import import zoo
+    path = tmp_path / "mobilenet_v3_small.onnx"
+    zoo.ZOO["mobilenet_v3_small"](seed=0, size=32).save(path, "mobilenet_v3_small")
+    assert _columns_agree(compile(str(path)))       # DPU boxes, some strided
+    import sys
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_program import generate
+    generated = tmp_path / "gen.vir"
+    generated.write_text(generate(96))              # DPU variants repeated over a few buffers
+    _columns_agree(compile_vir(generated))
+    checked = 0
+    for path in PROGRAMS:
+        program = _compiled(path)
+        if program is not None and not Network(program).memory.dynamic:
+            _columns_agree(program)
+            checked += 1
+    assert checked > 20
+
+
+def _random_columns(rng: random.Random, units: int):
+    """Dense accesses of random sizes (a byte to 200 KiB) in a few memories."""
+    import numpy as np
+    from runtime_sim.race_columns import Columns
+    rows = []
+    for u in range(units):
+        for _ in range(rng.randint(0, 3)):
+            lo = rng.randrange(0, 1 << 20)
+            size = rng.choice([1, rng.randint(1, 4096), rng.randint(1, 200_000)])
+            rows.append((u, rng.randrange(3), lo, lo + size, rng.random() < 0.4))
+    unit, key, lo, hi, write = (np.asarray(c, dtype) for c, dtype in zip(
+        zip(*rows), (np.int64, np.int64, np.int64, np.int64, bool)))
+    return Columns(unit, key, lo, hi, write, [None] * len(rows), [0, 1, 2]), rows
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_page_masks_keep_every_pair_sharing_a_written_byte(seed):
+    """The page masks' filter drops only pairs that share no byte one of them writes, at
+    every granule; ``_racing`` with it answers as access against access."""
+    import numpy as np
+    from runtime_sim.race_proof import MASK_PAGE_BITS, _racing, page_masks
+    rng = random.Random(seed)
+    units = 40
+    columns, rows = _random_columns(rng, units)
+    by_unit = {u: [r for r in rows if r[0] == u] for u in range(units)}
+
+    def conflict(a: int, b: int) -> bool:
+        return any(x[1] == y[1] and x[2] < y[3] and y[2] < x[3] and (x[4] or y[4])
+                   for x in by_unit[a] for y in by_unit[b])
+    pairs = [(a, b) for a in range(units) for b in range(units) if a != b]
+    expected = [conflict(a, b) for a, b in pairs]
+    assert 0 < sum(expected) < len(pairs)
+    for page_bits in MASK_PAGE_BITS:
+        touched, written = page_masks(columns, units, page_bits)
+        kept = [bool((written[a] & touched[b]) | (touched[a] & written[b])) for a, b in pairs]
+        assert all(k for k, e in zip(kept, expected) if e)
+        assert not all(kept)                  # it does drop some
+    for (a, b), racing in zip(pairs, expected):
+        assert _racing(columns, units, np.asarray([a]), np.asarray([b])) == racing
+
+
+def _reference_order(plan):
+    """The order and start clocks by ``HappensBefore.start`` and ``end`` a unit at a time
+    (the online detector's clocks), as the proof computed them before they were inlined."""
+    from runtime_sim.race_clock import HappensBefore
+    clock = HappensBefore(plan)
+    producers_left = list(plan.producer_count)
+    head = [0] * len(plan.queue_units)
+    order, starts = [], [None] * plan.size
+    progress = True
+    while progress:
+        progress = False
+        for q, units in enumerate(plan.queue_units):
+            while head[q] < len(units) and not any(producers_left[b]
+                                                   for b in plan.waits[units[head[q]]]):
+                u = units[head[q]]
+                clock.start(u)
+                starts[u] = clock.current
+                clock.end(u)
+                order.append(u)
+                head[q] += 1
+                progress = True
+                for b in plan.updates[u]:
+                    producers_left[b] -= 1
+    return order, starts
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_inlined_clocks_match_the_online_clocks(path):
+    """``happens_before_order``'s start clocks are ``HappensBefore``'s, unit by unit (the
+    topological orders may differ: a start clock depends only on the graph)."""
+    from runtime_sim.race_proof import happens_before_order
+    program = _compiled(path)
+    if program is None:
+        pytest.skip("does not compile without the verifier")
+    plan = build_plan(program, sim_arch_for(program.arch))
+    found = happens_before_order(plan)
+    order, starts = _reference_order(plan)
+    if found is None:
+        assert len(order) < plan.size           # the barriers form a cycle
+        return
+    multi, proof_order, proof_starts = found
+    assert sorted(proof_order) == sorted(order) == list(range(plan.size))
+    assert multi == [engines > 1 for engines in plan.queue_engines]
+    assert proof_starts == starts

@@ -8,6 +8,8 @@ cost functions give directly, unit by unit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from runtime_sim.engines import dma as dma_engine
@@ -80,6 +82,31 @@ def test_view_spans_by_arithmetic_match_their_regions(name, tmp_path):
             assert region_span[3] is not None or view.base not in memory.buffers
         else:
             assert fast == region_span
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_regions_by_arithmetic_match_the_symbol_table(name, tmp_path):
+    """``Accesses._region`` (the DPU operands' regions, no symbol table for a buffer or a
+    view of one) gives what ``plan.region`` gives, for every buffer and view."""
+    program = _program(name, tmp_path)
+    plan = build_plan(program, sim_arch_for(program.arch))
+    memory = Memory(program.module, program.arch.tiles)
+    accesses = Accesses(plan, memory, lambda span: span)
+    names = [b.name for b in program.module.buffers] + [v.name for v in program.module.views]
+    for name in names:
+        assert accesses._region(name) == plan.region(name), name
+
+
+def test_bad_views_are_reported_by_the_symbol_table(tmp_path):
+    program = compile_vir(DATA / "pipeline.vir")
+    view = program.module.views[0]
+    piece = view.slices[0]
+    bad = (replace(piece, stop=10**6),) + tuple(view.slices[1:])      # past its dim
+    program.module.views[0] = view = replace(view, slices=type(view.slices)(bad))
+    plan = build_plan(program, sim_arch_for(program.arch))
+    accesses = Accesses(plan, Memory(program.module, program.arch.tiles), lambda span: span)
+    with pytest.raises(VpucError, match=f"%{view.name} does not resolve"):
+        accesses._region(view.name)
 
 
 def test_plan_errors_name_the_barrier_and_the_task(tmp_path):

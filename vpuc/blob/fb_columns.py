@@ -11,9 +11,13 @@ the first bad row the way the generic decoder would (``Table.field``, byte
 offset).  Vectors of tables nested in rows (a DPU task's variants, a task's
 bindings) are gathered from all rows and decoded as one column, then split back.
 
-The records are the generic decoder's namedtuples, equal field for field (tests
-compare both on every example blob); it spends the same work budget, counting
-an object reached twice twice.  It does not count bytes per part (``vpuc
+A vector of tables comes back as ``Columns`` (one list per field) and a column
+of vectors of tables as ``Grouped`` (the flat columns and each row's count):
+both iterate, index and compare as the generic decoder's tuples of namedtuples,
+equal field for field (tests compare both on every example blob), so a caller
+may read either the rows or, without making a record per row, the columns
+(``vpuc.blob.reader_fb``).  It spends the same work budget, counting an object
+reached twice twice.  It does not count bytes per part (``vpuc
 inspect`` uses the generic decoder for that).
 """
 
@@ -28,6 +32,73 @@ import numpy as np
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+
+
+class Columns:
+    """A vector of ``record`` tables as one list per field (``columns``, by schema name);
+    iterates, indexes and compares as the tuple of its rows' records."""
+
+    __slots__ = ("record", "columns", "count")
+
+    def __init__(self, record, columns: dict, count: int) -> None:
+        self.record, self.columns, self.count = record, columns, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        if not self.columns:
+            return iter([self.record._make(())] * self.count)
+        return map(partial(tuple.__new__, self.record), zip(*self.columns.values()))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.count)
+            return Columns(self.record, {k: c[index] for k, c in self.columns.items()},
+                           len(range(start, stop, step)))
+        return self.record._make(c[index] for c in self.columns.values())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, list, Columns)):
+            return len(other) == self.count and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class Grouped:
+    """A column of vectors of tables: every row's tables one after another (``flat``,
+    ``Columns``) and each row's ``counts``; iterates as each row's ``Columns``."""
+
+    __slots__ = ("flat", "counts")
+
+    def __init__(self, flat: Columns, counts: list[int]) -> None:
+        self.flat, self.counts = flat, counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __iter__(self):
+        flat, at = self.flat, 0
+        for count in self.counts:
+            yield flat[at:at + count]
+            at += count
+
+    def __getitem__(self, index):
+        counts = self.counts
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(counts))
+            if step != 1:
+                return list(self)[index]
+            first = sum(counts[:start])
+            part = counts[start:stop]
+            return Grouped(self.flat[first:first + sum(part)], part)
+        index = range(len(counts))[index]
+        first = sum(counts[:index])
+        return self.flat[first:first + counts[index]]
 
 
 class ColumnDecoder:
@@ -63,18 +134,18 @@ class ColumnDecoder:
 
     # --- tables ------------------------------------------------------------------
 
-    def vector_of_tables(self, tdef: TableDef, pos: int, where: str) -> tuple:
-        """The vector of ``tdef`` tables at ``pos``, as the generic decoder's tuple of records."""
+    def vector_of_tables(self, tdef: TableDef, pos: int, where: str):
+        """The vector of ``tdef`` tables at ``pos``: ``Columns`` (``()`` when empty)."""
         count = self.dec.length(pos, 4, where, "vector")
         self.dec._spend(count, where, pos)
         starts = pos + 4 + 4 * np.arange(count, dtype=np.int64)
         targets = starts + self.gather(starts, "<u4").astype(np.int64)
-        return tuple(self.tables(tdef, targets, where))
+        return self.tables(tdef, targets, where) if count else ()
 
-    def tables(self, tdef: TableDef, pos: np.ndarray, where: str) -> list:
+    def tables(self, tdef: TableDef, pos: np.ndarray, where: str) -> Columns:
         count = len(pos)
         if count == 0:
-            return []
+            return Columns(tdef.record, {f.name: [] for f in tdef.fields}, 0)
         n = self.n
         self._first_bad((pos & 3) != 0, pos, where, lambda _, p: (
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
@@ -101,8 +172,7 @@ class ColumnDecoder:
             present = voff != 0
             columns.append(self.field(tdef, fdef.name, fdef.type, fdef.default, pos, voff,
                                       tsize, present))
-        # tuple.__new__ is namedtuple._make without its Python frame (the arity is the schema's).
-        return list(map(partial(tuple.__new__, tdef.record), zip(*columns)))
+        return Columns(tdef.record, dict(zip(tdef.record._fields, columns)), count)
 
     def field(self, tdef: TableDef, name: str, ftype: FieldType, default, pos, voff, tsize,
               present) -> list:
@@ -240,10 +310,9 @@ class ColumnDecoder:
         slot = self._elements(pos, count, 4)
         targets = slot + self.gather(slot, "<u4").astype(np.int64)
         if element.kind == "table":
-            flat = self.tables(dec.schema.tables[element.name], targets, where)
-        else:
-            flat = self.strings(targets, where)
-        return _split(flat, count.tolist())
+            return Grouped(self.tables(dec.schema.tables[element.name], targets, where),
+                           count.tolist())
+        return _split(self.strings(targets, where), count.tolist())
 
     @staticmethod
     def _elements(pos: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:

@@ -18,6 +18,7 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
                                ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
                                TaskListRec, TensorRec, VariantRec, image_of)
+from vpuc.blob.fb_columns import Columns, Grouped
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
@@ -146,17 +147,16 @@ class FbReader:
         """DPU task records built a column at a time (fields by their schema names)."""
         cols = _columns(tasks)
         invariants = cols["invariant"]
-        if None in invariants:
+        if not isinstance(invariants, Columns) and None in invariants:
             raise self.fail("DPUTask", "DPU task has no invariant")
-        per_task = [v or () for v in cols["variants"]]
-        flat = [v for group in per_task for v in group]
+        flat, counts = _flat(cols["variants"])
         variants: list = []
         if flat:
             vc = _columns(flat)
             made = list(map(_variant_rec, zip(vc["label"], map(_coord, vc["start"]),
                                               map(_coord, vc["end"]),
                                               *_barrier_columns(vc["barriers"]), vc["mode"])))
-            variants = _regroup(made, list(map(len, per_task)))
+            variants = _regroup(made, counts)
         else:
             variants = [()] * len(tasks)
         ic = _columns(invariants)
@@ -172,10 +172,10 @@ class FbReader:
         each invocation image is checked and sliced on its own row."""
         cols = _columns(tasks)
         labels, invocations = cols["label"], cols["invocation"]
-        if None in invocations:
+        if not isinstance(invocations, Columns) and None in invocations:
             raise self.fail("ActKernelTask", "ACT kernel task has no invocation")
         ic = _columns(invocations)
-        images = None if any(ic["scalars"]) else self.images(ic, data, kernels)
+        images = None if _flat(ic["scalars"])[0] else self.images(ic, data, kernels)
         if images is None:      # row by row, in order, so the first bad task is reported
             images, scalars = zip(*[
                 (None if inv.window is None else self.image(label, inv, data, kernels),
@@ -192,7 +192,8 @@ class FbReader:
         """Every invocation's WIN_E image when all are packed and every reference checks
         out (``image``'s checks, on the columns); None on any doubt (then row by row)."""
         refs = [ic["window"], ic["args"], ic["data_section"]]
-        if not ic["window"] or any(None in column for column in refs):
+        if not ic["window"] or any(not isinstance(column, Columns) and None in column
+                                   for column in refs):
             return None
         (w_index, w_offset, w_size), (a_index, a_offset, a_size), (d_index, d_offset, d_size) = [
             [np.array(c[field], np.int64) for field in ("data_index", "offset", "size")]
@@ -239,8 +240,7 @@ class FbReader:
 
 def _bindings(groups) -> list[tuple]:
     """A column of TensorBinding vectors as BindingRec tuples (a missing alias reads "")."""
-    counts = [len(g) if g else 0 for g in groups]
-    flat = [b for g in groups if g for b in g]
+    flat, counts = _flat(groups)
     if not flat:
         return [()] * len(counts)
     bc = _columns(flat)
@@ -249,13 +249,26 @@ def _bindings(groups) -> list[tuple]:
 
 
 def _columns(records) -> dict[str, tuple]:
-    """A vector of decoded tables (namedtuples of the schema's fields) as one column per
-    field, by the field's schema name."""
+    """A vector of decoded tables (``Columns``, or namedtuples of the schema's fields) as
+    one column per field, by the field's schema name."""
+    if isinstance(records, Columns):
+        return records.columns
     return dict(zip(records[0]._fields, zip(*records)))
+
+
+def _flat(groups) -> tuple:
+    """A column of vectors of tables (``Grouped``, or one tuple or None per row) as every
+    row's tables one after another and each row's count."""
+    if isinstance(groups, Grouped):
+        return groups.flat, groups.counts
+    return [t for g in groups if g for t in g], [len(g) if g else 0 for g in groups]
 
 
 def _barrier_columns(refs) -> tuple[list, list]:
     """The wait and update barrier columns of a column of BarrierReferences (None: none)."""
+    if isinstance(refs, Columns):
+        return ([w or () for w in refs.columns["wait_barriers"]],
+                [u or () for u in refs.columns["update_barriers"]])
     waits = [() if r is None else r.wait_barriers or () for r in refs]
     updates = [() if r is None else r.update_barriers or () for r in refs]
     return waits, updates

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from itertools import starmap
 
+import numpy as np
+
 from vpuc.arch import Arch
 from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_checks import (LABEL, Checker, checked_barriers, checked_number,
@@ -59,40 +61,11 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
         names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
     n_tensors = len(names)
     refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
-    kinds: list[BufferKind] = []
     types: dict[tuple, TensorType] = {}
-    slices: dict[tuple, tuple[Slice, ...]] = {}
-    buffer_at: list[int] = []
-    for i, t in enumerate(tensors):
-        kind = LOCATION_OF.get(t.location)
-        tensor_type = types.get((t.dims, t.dynamic_dims, t.data_type, t.dims_order,
-                                 len(t.strides)))
-        base = t.base
-        if kind is None or tensor_type is None or base != -1 and not (
-                0 <= base < n_tensors and base != i and len(t.slices) == len(t.dims)):
-            where = f"tensor #{i} '{t.name}'"      # a new type, or a bad record: row checks
-            kind = check.code(where, LOCATION_OF, t.location, "memory location")
-            tensor_type = checked_tensor_type(check, where, t, types)
-            if base != -1:
-                check.index(where, base, n_tensors, "tensor")
-                if base == i or len(t.slices) != len(t.dims):
-                    raise check.fail(where, "a view needs another tensor as base and one "
-                                     "slice per dim")
-        kinds.append(kind)
-        if base == -1:
-            if t.slices:
-                raise check.fail(f"tensor #{i} '{t.name}'", "a buffer has slices")
-            buffer_at.append(i)
-            module.buffers.append(Buffer(t.name, kind, tensor_type,
-                                         None if t.tile == -1 else t.tile,
-                                         None if t.offset == -1 else t.offset,
-                                         _init(check, f"tensor #{i} '{t.name}'",
-                                               t.const_init)))
-        else:
-            pieces = slices.get(t.slices)
-            if pieces is None:      # views of one shape share their (never mutated) slices
-                pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
-            module.views.append(View(t.name, refs[base], pieces))
+    made = _tensors_by_columns(check, tensors, refs, types)
+    if made is None:        # a doubt: row by row, whose message names the first bad tensor
+        made = _tensors_by_rows(check, tensors, refs, types)
+    kinds, buffer_at, module.buffers, module.views = made
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
         actual = tuple(i for i in buffer_at if kinds[i] is kind)
@@ -132,6 +105,83 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     if verify:
         verify_program(program, content, file, schedule_rules, sync)
     return program
+
+
+def _tensors_by_rows(check: Checker, tensors, refs: list[Ref], types: dict) -> tuple:
+    """(kind per tensor, buffer rows, buffers, views), each record checked on its own."""
+    n_tensors = len(tensors)
+    kinds: list[BufferKind] = []
+    slices: dict[tuple, tuple[Slice, ...]] = {}
+    buffer_at: list[int] = []
+    buffers, views = [], []
+    for i, t in enumerate(tensors):
+        kind = LOCATION_OF.get(t.location)
+        tensor_type = types.get((t.dims, t.dynamic_dims, t.data_type, t.dims_order,
+                                 len(t.strides)))
+        base = t.base
+        if kind is None or tensor_type is None or base != -1 and not (
+                0 <= base < n_tensors and base != i and len(t.slices) == len(t.dims)):
+            where = f"tensor #{i} '{t.name}'"      # a new type, or a bad record: row checks
+            kind = check.code(where, LOCATION_OF, t.location, "memory location")
+            tensor_type = checked_tensor_type(check, where, t, types)
+            if base != -1:
+                check.index(where, base, n_tensors, "tensor")
+                if base == i or len(t.slices) != len(t.dims):
+                    raise check.fail(where, "a view needs another tensor as base and one "
+                                     "slice per dim")
+        kinds.append(kind)
+        if base == -1:
+            if t.slices:
+                raise check.fail(f"tensor #{i} '{t.name}'", "a buffer has slices")
+            buffer_at.append(i)
+            buffers.append(Buffer(t.name, kind, tensor_type, None if t.tile == -1 else t.tile,
+                                  None if t.offset == -1 else t.offset,
+                                  _init(check, f"tensor #{i} '{t.name}'", t.const_init)))
+        else:
+            pieces = slices.get(t.slices)
+            if pieces is None:      # views of one shape share their (never mutated) slices
+                pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
+            views.append(View(t.name, refs[base], pieces))
+    return kinds, buffer_at, buffers, views
+
+
+def _tensors_by_columns(check: Checker, tensors, refs: list[Ref], types: dict) -> tuple | None:
+    """``_tensors_by_rows``'s result made a column at a time when every record checks out
+    on the columns (known locations, good types, views with another tensor as base and one
+    slice per dim, buffers without slices); None on any doubt."""
+    if not tensors:
+        return [], [], [], []
+    (names, locations, tiles, offsets, _, dims, dynamic, strides, data_types, orders, bases,
+     all_slices, inits) = zip(*tensors)
+    if not set(locations) <= LOCATION_OF.keys():
+        return None
+    keys = list(zip(dims, dynamic, data_types, orders, map(len, strides)))
+    try:        # each distinct type checked and built once, on its first record
+        for i in dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).values():
+            checked_tensor_type(check, f"tensor #{i} '{names[i]}'", tensors[i], types)
+    except VpucError:
+        return None
+    n = len(tensors)
+    base = np.array(bases, dtype=np.int64)
+    view = base != -1
+    ranks = np.fromiter(map(len, dims), np.int64, n)
+    cuts = np.fromiter(map(len, all_slices), np.int64, n)
+    if (view & ((base < 0) | (base >= n) | (base == np.arange(n)) | (cuts != ranks))).any() \
+            or (~view & (cuts != 0)).any():
+        return None
+    kinds = list(map(LOCATION_OF.__getitem__, locations))
+    buffer_at = np.flatnonzero(~view).tolist()
+    buffers = [Buffer(names[i], kinds[i], types[keys[i]], None if tiles[i] == -1 else tiles[i],
+                      None if offsets[i] == -1 else offsets[i],
+                      _init(check, f"tensor #{i} '{names[i]}'", inits[i])) for i in buffer_at]
+    at = np.flatnonzero(view).tolist()
+    view_slices = list(map(all_slices.__getitem__, at))
+    # Views of one shape share their (never mutated) slices.
+    pieces = {recs: tuple(starmap(Slice, recs)) for recs in dict.fromkeys(view_slices)}
+    views = list(map(View, map(names.__getitem__, at),
+                     map(refs.__getitem__, map(bases.__getitem__, at)),
+                     map(pieces.__getitem__, view_slices)))
+    return kinds, buffer_at, buffers, views
 
 
 def _init(check: Checker, where: str, init) -> ConstInit | None:

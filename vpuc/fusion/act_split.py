@@ -16,6 +16,12 @@ a block costs its kernels the same) plus a fixed cost per block; block *k* of
 the main run runs on tile ``k % tiles``, the tail on the tile after the main
 run's last.  ``choose_cut`` weighs the axes too (``lower_act`` offers each
 axis that may be cut, with its even cut).
+
+Under ``--schedule default`` a segment of generated kernels cut along its outermost
+axis shares every block over both ACT SHAVEs of its tile, odd ones too
+(``shave_boxes``: row runs and the middle row's halves along the next axis), and
+``box_runs`` may then replace the cut by runs of unequal blocks that give the
+tiles equal rows.
 """
 
 from __future__ import annotations
@@ -122,3 +128,73 @@ def choose_cut(cuts: list[tuple[int, int, int, bool]], total_bytes: int, budget:
             if best is None or cost < best[0] - 1e-9:
                 best = (cost, axis, blocks, chunk)
     return best[1:]
+
+
+def shave_boxes(rows: int, width: int) -> list[tuple[int, int, int, int]]:
+    """A block of ``rows`` x ``width`` elements (the cut axis, then the next one in memory:
+    every box below is dense) cut into ``(row0, row1, col0, col1)`` boxes that a tile's two
+    ACT SHAVEs share evenly.  A tile's ACT SHAVEs take its tasks in list order, each the
+    next one when it is free, so equal halves keep both busy to the block's end.  An even
+    row count: two halves of rows.  An odd one: the two equal row runs around the middle
+    row first, then the middle row's two halves along the width; halving rows alone left
+    one SHAVE a whole row more per block (MobileNetV3's first HardSwish: blocks of 11 rows,
+    one SHAVE of each tile idle for the last 12% of the layer).  A single row of width 1
+    stays whole."""
+    if rows % 2 == 0:
+        half = rows // 2
+        return [(0, half, 0, width), (half, rows, 0, width)]
+    mid = rows // 2
+    runs = [(0, mid, 0, width), (mid + 1, rows, 0, width)] if mid else []
+    if width < 2:
+        return runs + [(mid, mid + 1, 0, width)]
+    return runs + [(mid, mid + 1, 0, width // 2), (mid, mid + 1, width // 2, width)]
+
+
+def box_makespan(sizes: list[int], tiles: int) -> float:
+    """``shave_makespan`` when every block is shared evenly by its tile's two ACT SHAVEs
+    (``shave_boxes``, the axis outermost in memory and the next axis at least 2 wide): an
+    odd block too, as four tasks (two row runs, the middle row's halves), each task paying
+    half of ``PIPELINED_BLOCK_COST``."""
+    extent = sum(sizes)
+    free = [[0.0, 0.0] for _ in range(tiles)]
+    for k, size in enumerate(sizes):
+        tasks = 4 if size % 2 and size > 1 else 2
+        load = free[k % tiles]
+        for _ in range(2):
+            first = min(range(2), key=load.__getitem__)
+            load[first] += size / 2 / extent + PIPELINED_BLOCK_COST * tasks / 4
+    return max(max(load) for load in free)
+
+
+def box_runs(extent: int, chosen: list[tuple[int, int]], total_bytes: int, budget: int,
+             tiles: int) -> list[tuple[int, int]]:
+    """``[(blocks, size), ...]``: runs of equal blocks covering ``extent`` (a main run, then
+    at most one run of smaller blocks, the first of it on the tile after the main run's
+    last), each block shared by its tile's ACT SHAVEs (``box_makespan``): ``chosen`` (the
+    cut ``choose_cut`` found, as runs) unless a cut of as many blocks or more is cheaper,
+    ties to fewer blocks.  Odd blocks let the tiles' shares differ by less than two rows:
+    MobileNetV3's 14x14 squeeze-excite products as 4, 4, 3, 3 rows (7 a tile) over
+    4, 4, 4, 2 (8 and 6).  Fewer blocks than ``chosen`` are not tried: smaller blocks let
+    the next segment start sooner, which the estimate does not see (the ViT's GELU as
+    4 blocks of about 49 rows over 14 of 14 and one: 914,537 -> 952,055 cycles).  At most
+    twice ``chosen``'s blocks or ``4 * tiles``; a tile holds two blocks of each run within
+    ``budget`` (``total_bytes``: every value of the segment across the whole axis)."""
+    fewest = sum(n for n, _ in chosen)
+    most = max(2 * fewest, 4 * tiles)
+    best = chosen
+    best_key = (box_makespan([size for n, size in chosen for _ in range(n)], tiles), fewest)
+    for size in range(max(1, extent // most), -(-extent // fewest) + 1):
+        for blocks in range(max(1, extent // size - 2 * tiles), extent // size + 1):
+            rest = extent - blocks * size
+            tails = [(0, 0)] if rest == 0 else [
+                (n, rest // n) for n in range(1, min(rest, 2 * tiles) + 1)
+                if rest % n == 0 and rest // n <= size]
+            for n, tail in tails:
+                if not fewest <= blocks + n <= most \
+                        or (2 * size + 2 * tail) * total_bytes > budget * extent:
+                    continue
+                key = (box_makespan([size] * blocks + [tail] * n, tiles), blocks + n)
+                if key[0] < best_key[0] - 1e-9 or (key[0] < best_key[0] + 1e-9
+                                                   and key[1] < best_key[1]):
+                    best, best_key = [(blocks, size)] + ([(n, tail)] if n else []), key
+    return best

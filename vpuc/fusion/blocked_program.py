@@ -63,6 +63,10 @@ class Stage:
     outputs: list[str]
     scalars: list[tuple[str, float]] = field(default_factory=list)   # (elem, value), after memrefs
     parts: int = 2               # invocations per block (one per ACT SHAVE)
+    # or one invocation per box (``act_split.shave_boxes``: rows along the cut axis, columns
+    # along ``emit_blocks``' ``inner`` axis), each with its kernel (generated for its size)
+    boxes: list[tuple[int, int, int, int]] | None = None
+    box_kernels: list[str] | None = None
 
 
 @dataclass
@@ -174,11 +178,16 @@ def _sliced(t: TensorType) -> bool:
     return t.is_static and t.rank > 0
 
 
-def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int) -> str:
-    a = axis - (rank - t.rank)
+def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int,
+            inner: tuple[int, int, int] | None = None) -> str:
+    """Slices of ``t`` along master ``axis``; with ``inner`` ``(axis, start, stop)`` along
+    that axis too (a box of ``shave_boxes``); dims of 1 broadcast and stay whole."""
+    cuts = {axis - (rank - t.rank): (start, stop)}
+    if inner is not None:
+        cuts[inner[0] - (rank - t.rank)] = inner[1:]
     parts = []
     for i, d in enumerate(t.dims):
-        parts.append(f"{start}:{stop}" if i == a and d != 1 else f"0:{d}")
+        parts.append(f"{cuts[i][0]}:{cuts[i][1]}" if i in cuts and d != 1 else f"0:{d}")
     return ", ".join(parts)
 
 
@@ -195,30 +204,52 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
 def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int,
                 rank: int, extent: int, blocks: int, tiles: int = 2, prefix: str = "",
                 gate: tuple[str, ...] = (), finish: str | None = None, offset: int = 0,
-                first_tile: int = 0) -> None:
+                first_tile: int = 0, inner: int | None = None,
+                shared: dict | None = None) -> dict:
     """Add one block pipeline over ``stages`` to ``prog``; ``values`` are the values the
     stages read or write (declared by the caller when they live in DDR).  The pipeline
     covers ``extent`` elements of the axis from ``offset`` (a tail pipeline after a main one
-    when the axis does not divide evenly), its first block on tile ``first_tile``."""
+    when the axis does not divide evenly), its first block on tile ``first_tile``; a
+    stage's ``boxes`` cut its block along ``axis`` and ``inner``.  Returns the per-tile
+    stages' outputs (``_per_tile``) as ``{tile: (barrier, {value: buffer})}``; a later
+    pipeline of the same stages given them as ``shared`` reads them instead of running
+    those stages again on that tile."""
     if extent % blocks:
         raise ValueError(f"{blocks} blocks do not divide the extent {extent}")
     chunk = extent // blocks
     by_name = {v.name: v for v in values}
     # An output that does not span the axis (rank 0, or 1 along it) has no halves: its stage
     # runs as one invocation per block (two parts would write the same bytes).
-    stages = [replace(st, parts=1) if any(not spans(by_name[v].type, axis, rank)
-                                          for v in st.outputs)
+    stages = [replace(st, parts=1, boxes=None, box_kernels=None)
+              if any(not spans(by_name[v].type, axis, rank) for v in st.outputs)
               else st for st in stages]
+    if any(st.boxes for st in stages) and inner is None:
+        raise ValueError("a stage cut into boxes needs the inner axis")
     produced = {v for st in stages for v in st.outputs}
     loaded = [v for v in values if v.in_ddr and v.name not in produced]
     stored = [v for v in values if v.in_ddr and v.name in produced]
     p, lp = prefix, label(prefix)
     used_tiles = min(tiles, blocks)
     tile_of = [(first_tile + i) % tiles for i in range(used_tiles)]
+    once, once_values = _per_tile(stages, by_name, axis, rank)
+    # loaded values that only the per-tile stages read: loaded by a tile's first block only
+    once_loaded = {v for st in stages[:once] for v in st.inputs} \
+        - {v for st in stages[once:] for v in st.inputs}
+
+    have = shared or {}
+
+    def slot(v: str, s: int) -> int:     # a per-tile value lives in its first block's slot
+        return 0 if v in once_values else s
+
+    def buf(v: str, t: int, s: int) -> str:
+        return have[t][1][v] if v in once_values and t in have else f"%{p}{v}.t{t}s{slot(v, s)}"
+
     for v in values:
         bt = type_text(block_type(v.type, axis, rank, chunk))
         for t in tile_of:
-            for s in range(min(SLOTS, -(-blocks // used_tiles))):
+            if v.name in once_values and t in have:
+                continue
+            for s in range(1 if v.name in once_values else min(SLOTS, -(-blocks // used_tiles))):
                 prog.cmx.append(f"cmx %{p}{v.name}.t{t}s{s} : {bt} tile {t}")
     for k in range(blocks):
         for v in values:
@@ -227,20 +258,29 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                                   f"[{_slices(v.type, axis, rank, offset + k * chunk, offset + (k + 1) * chunk)}]")
     parts_of: dict[tuple, list[str]] = {}
     for k in range(min(blocks, used_tiles * SLOTS)):
-        t, s = tile_of[k % used_tiles], (k // used_tiles) % SLOTS
-        for st in stages:
+        t = tile_of[k % used_tiles]
+        for st in stages[once if k >= used_tiles or t in have else 0:]:
             for v in st.inputs + st.outputs:
-                key = (v, t, s, st.parts)
+                s = slot(v, (k // used_tiles) % SLOTS)
+                key = (v, t, s, st.parts, bool(st.boxes))
                 if key in parts_of:
                     continue
-                if st.parts == 1 or chunk % st.parts or by_name[v].type.rank == 0:
-                    parts_of[key] = [f"%{p}{v}.t{t}s{s}"]
+                t_v = by_name[v].type
+                if st.boxes and (spans(t_v, axis, rank) or spans(t_v, inner, rank)):
+                    bt = block_type(by_name[v].type, axis, rank, chunk)
+                    parts_of[key] = [f"%{p}{v}.t{t}s{s}q{j}" for j in range(len(st.boxes))]
+                    prog.views += [f"view %{p}{v}.t{t}s{s}q{j} = {buf(v, t, s)}"
+                                   f"[{_slices(bt, axis, rank, r0, r1, (inner, x0, x1))}]"
+                                   for j, (r0, r1, x0, x1) in enumerate(st.boxes)]
+                    continue
+                if st.parts == 1 or st.boxes or chunk % st.parts or by_name[v].type.rank == 0:
+                    parts_of[key] = [buf(v, t, s)]
                     continue
                 bt, sub = block_type(by_name[v].type, axis, rank, chunk), chunk // st.parts
                 names = []
                 for j in range(st.parts):
                     name = f"%{p}{v}.t{t}s{s}p{j}"
-                    prog.views.append(f"view {name} = %{p}{v}.t{t}s{s}"
+                    prog.views.append(f"view {name} = {buf(v, t, s)}"
                                       f"[{_slices(bt, axis, rank, j * sub, (j + 1) * sub)}]")
                     names.append(name)
                 parts_of[key] = names
@@ -250,14 +290,18 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
         t, s = tile_of[k % used_tiles], (k // used_tiles) % SLOTS
         before = k - reuse
         later = k + reuse < blocks
+        k0 = k % used_tiles
+        # the per-tile stages ran in block k0, or in an earlier pipeline (``shared``)
+        first = once if k >= used_tiles or t in have else 0
         # Every value it reads may be a constant folded into the kernels: nothing to load.
         loads = [v for v in loaded if not (v.kind == "const" and before >= 0
-                                           and block_type(v.type, axis, rank, 1) == v.type)]
+                                           and block_type(v.type, axis, rank, 1) == v.type)
+                 and not (first and v.name in once_loaded)]
         # (a constant that is the same for every block is already in this slot)
         prog.barriers += ([f"barrier %{p}loaded{k}"] if loads else []) + [f"barrier %{p}done{k}"]
         if later:
             prog.barriers.append(f"barrier %{p}stored{k}")
-        prog.barriers += [f"barrier %{p}stage{k}.{i}" for i in range(len(stages) - 1)]
+        prog.barriers += [f"barrier %{p}stage{k}.{i}" for i in range(first, len(stages) - 1)]
         for v in loads:
             src = f"%{p}{v.name}.b{k}" if _sliced(v.type) else f"%{v.name}"
             wait = (f" waits(%{p}done{before})" if before >= 0
@@ -273,14 +317,17 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
             prog.dma.append(f"  {lp}store{k}.{label(v.name)}: dma %{p}{v.name}.t{t}s{s} -> {dst} "
                             f"channel {prog.store_channel} waits(%{p}done{k}){upd}")
         for i, st in enumerate(stages):
-            if i == 0:
+            if i < first:
+                continue
+            if i == first:
                 waits = ([f"%{p}loaded{k}"] if loads else [f"%{g}" for g in gate] if before < 0
                          else []) + ([f"%{p}stored{before}"] if before >= 0 else [])
+                waits += [have[t][0] if t in have else f"%{p}stage{k0}.{i - 1}"] if first else []
             else:
                 waits = [f"%{p}stage{k}.{i - 1}"]
             update = f"%{p}done{k}" if i == len(stages) - 1 else f"%{p}stage{k}.{i}"
-            ins = [parts_of[(v, t, s, st.parts)] for v in st.inputs]
-            outs = [parts_of[(v, t, s, st.parts)] for v in st.outputs]
+            ins = [parts_of[(v, t, slot(v, s), st.parts, bool(st.boxes))] for v in st.inputs]
+            outs = [parts_of[(v, t, slot(v, s), st.parts, bool(st.boxes))] for v in st.outputs]
             count = len(outs[0]) if outs else 1
             for j in range(count):
                 pick = lambda names: names[j] if len(names) > 1 else names[0]  # noqa: E731
@@ -290,8 +337,34 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
                           for m, (elem, value) in enumerate(st.scalars)]
                 args = [f"%a{m}" for m in range(len(ins))] + [f"%r{m}" for m in range(len(outs))]
                 args += [f"%c{m}" for m in range(len(st.scalars))]
-                prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{st.kernel} on tile {t} "
+                kernel = st.box_kernels[j] if st.box_kernels else st.kernel
+                prog.act.append(f"  {lp}s{k}.{i}.{j}: sw @{kernel} on tile {t} "
                                 f"inputs({binds_in}) outputs({binds_out}) "
                                 + (f"waits({', '.join(waits)}) " if waits else "")
                                 + f"updates({update}) {{")
                 prog.act += region + [f"    run({', '.join(args)})", "  }"]
+    if not once:
+        return {}
+    made = {t: (f"%{p}stage{k0}.{once - 1}", {v: f"%{p}{v}.t{t}s0" for v in once_values})
+            for k0, t in enumerate(tile_of) if t not in have}
+    return {**have, **made}
+
+
+def _per_tile(stages: list[Stage], by_name: dict[str, Value], axis: int,
+              rank: int) -> tuple[int, set[str]]:
+    """``(n, values)``: the leading ``n`` stages read and write nothing along the axis (the
+    excitation of a squeeze-excite product: the same for every block), their outputs
+    ``values`` temps in CMX, and some stage after them: they run once per tile, in the
+    tile's first block (MobileNetV3's hardsigmoid of 240 channels was recomputed on one
+    ACT SHAVE before every block's product, 755 cycles each)."""
+    done: set[str] = set()
+    n = 0
+    for st in stages[:-1]:
+        if any(spans(by_name[v].type, axis, rank) for v in st.inputs + st.outputs) \
+                or any(by_name[v].in_ddr for v in st.outputs) \
+                or any(by_name[v].kind not in ("input", "const", "ddr") and v not in done
+                       for v in st.inputs):
+            break
+        n += 1
+        done |= set(st.outputs)
+    return n, done

@@ -37,6 +37,7 @@ import numpy as np
 
 from vpuc.cost.blocks import BlockStages
 from vpuc.cost.shave import act_invocation_cycles
+from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -236,25 +237,6 @@ def with_epilogue(prog, cost):
         return BlockStages(s.load, s.compute + epilogue.block_cycles(rows, timing), s.store,
                            s.ddr)
     return with_act
-
-
-def shave_boxes(rows: int, width: int) -> list[tuple[int, int, int, int]]:
-    """A block of ``rows`` x ``width`` pixels (NHWC: every box below is dense) cut into
-    ``(row0, row1, col0, col1)`` boxes that a tile's two ACT SHAVEs share evenly.  A tile's
-    ACT SHAVEs take its tasks in list order, each the next one when it is free, so equal
-    halves keep both busy to the block's end.  An even row count: two halves of rows.  An
-    odd one: the two equal row runs around the middle row first, then the middle row's two
-    halves along the width; halving rows alone left one SHAVE a whole row more per block
-    (MobileNetV3's first HardSwish: blocks of 11 rows, one SHAVE of each tile idle for
-    the last 12% of the layer).  A single row of width 1 stays whole."""
-    if rows % 2 == 0:
-        half = rows // 2
-        return [(0, half, 0, width), (half, rows, 0, width)]
-    mid = rows // 2
-    runs = [(0, mid, 0, width), (mid + 1, rows, 0, width)] if mid else []
-    if width < 2:
-        return runs + [(mid, mid + 1, 0, width)]
-    return runs + [(mid, mid + 1, 0, width // 2), (mid, mid + 1, width // 2, width)]
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.act_split import choose_cut
+from vpuc.fusion.act_split import box_runs, choose_cut, shave_boxes
 from vpuc.fusion.blocked_program import Stage, Value, block_type, emit_blocks, sanitize, spans
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -47,7 +47,7 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
                         f"two slots of a block fit {prog.cmx_budget:,} bytes of CMX; more than "
                         f"{MAX_BLOCKS:,} blocks is not supported yet", op.loc)
     runs = [(blocks, master[axis] // blocks if axis is not None else None, 0)]
-    outermost = True
+    outermost, inner = True, None
     if axis is not None and blocks == chosen:
         total = sum(v.type.nbytes for v in seg_values)
         cuts = [(a, master[a], n, outermost) for a, n, outermost in _even_cuts(
@@ -57,29 +57,62 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
         runs = [(main, size, 0)]
         if main * size < master[axis]:      # a main run of equal blocks, then a tail block
             runs.append((1, master[axis] - main * size, main * size))
+        # pipelined, no library stage, along the outermost axis: odd blocks shared by both
+        # ACT SHAVEs too, so runs of them balance the tiles (``act_split.box_runs``)
+        inner = _box_inner(seg_values, master, axis) \
+            if pipelined and not softmax and outermost and axis == cuts[0][0] else None
+        if inner is not None:
+            chosen = [(count, size) for count, size, _ in runs]
+            runs, offset = [], 0
+            for count, size in box_runs(master[axis], chosen, total, prog.cmx_budget, tiles):
+                runs.append((count, size, offset))
+                offset += count * size
+    shared: dict = {}       # per-tile stages' outputs (an excitation): computed once a tile
     for i, (count, chunk, offset) in enumerate(runs):
+        boxes = shave_boxes(chunk, master[inner]) if inner is not None and chunk % 2 else None
         stages = act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
-                            library, made, nhwc, seg_values, axis, chunk, outermost)
+                            library, made, nhwc, seg_values, axis, chunk, outermost,
+                            boxes, inner)
         last = i == len(runs) - 1
-        emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0, rank=rank,
-                    extent=count * chunk if axis is not None else 1, blocks=count, tiles=tiles,
-                    prefix=prefix + ("tail." if i else ""), gate=gate,
-                    finish=finish if last else None, offset=offset,
-                    first_tile=runs[0][0] % tiles if i else 0)
+        shared = emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0,
+                             rank=rank,
+                             extent=count * chunk if axis is not None else 1, blocks=count,
+                             tiles=tiles, prefix=prefix + ("tail." if i else ""), gate=gate,
+                             finish=finish if last else None, offset=offset,
+                             first_tile=runs[0][0] % tiles if i else 0, inner=inner,
+                             shared=shared)
+
+
+def _box_inner(values: list[Value], master: tuple, axis: int) -> int | None:
+    """The axis after ``axis`` in memory when every value spanning ``axis`` has the master's
+    rank and one dims order, and it is at least 2 wide: a box of rows and a part of one row
+    along it is then dense in each (``act_split.shave_boxes``); None otherwise."""
+    spanning = [v for v in values if spans(v.type, axis, len(master))]
+    orders = {v.type.order.perm for v in spanning}
+    if not spanning or len(orders) != 1 or any(v.type.rank != len(master) for v in spanning):
+        return None
+    order = orders.pop()
+    at = order.index(axis)
+    if at + 1 >= len(order) or master[order[at + 1]] < 2:
+        return None
+    return order[at + 1]
 
 
 
 def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
                library: dict[int, LibraryCall], made: dict[tuple, str], nhwc: bool,
                seg_values: list[Value], axis: int | None, chunk: int | None,
-               outermost: bool = True) -> list[Stage]:
+               outermost: bool = True, boxes: list | None = None,
+               inner: int | None = None) -> list[Stage]:
     """The block pipeline's stages for blocks of ``chunk`` elements along ``axis`` (None:
     whole tensors): library kernels, and one kernel generated per subgraph body at that
     size (an equal body, MobileNet's repeated blocks, shares one).  A block is halved over
     a tile's two ACT SHAVEs only along an ``outermost`` axis (every dim outside it in memory
-    1), where its halves are dense, as kernels read them."""
+    1), where its halves are dense, as kernels read them; or cut into ``boxes`` (rows along
+    ``axis``, columns along ``inner``: ``act_split.shave_boxes``), a kernel per box size."""
     rank = len(seg.master)
-    halves = 2 if chunk is not None and chunk % 2 == 0 and outermost else 1
+    halves = len(boxes) if boxes else \
+        2 if chunk is not None and chunk % 2 == 0 and outermost else 1
     type_of = {v.name: v.type for v in seg_values}
     stages = []
     for unit in seg.units:
@@ -96,27 +129,34 @@ def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
             stages.append(Stage(call.kernel, ins, outs, scalars=list(call.scalars), parts=parts))
             continue
         sub = tok.subgraphs[unit[1]]
-        body = sub.body
-        if chunk is not None:
-            body = retype(body, axis, rank, chunk // parts)
-        if nhwc:
-            body = nhwc_ports(body)
-        key = body_key(body)
-        if key in made:
-            stages.append(Stage(made[key], ins, outs, parts=parts))
+
+        def kernel_of(body: Graph) -> str:
+            if nhwc:
+                body = nhwc_ports(body)
+            key = body_key(body)
+            if key in made:
+                return made[key]
+            name = base = sanitize(f"{graph.name}.{sub.name}")
+            taken, n = set(made.values()), 1
+            while name in taken:                    # the same subgraph at a tail's size
+                name, n = f"{base}.{n}", n + 1
+            made[key] = name
+            show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
+            kernel = generate(body, name, print_after=show, config=config)
+            timings.extend((f"{name}: {stage}", t) for stage, t in kernel.timings)
+            generated[name] = kernel.obj
+            params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
+            prog.kernels.append(f"kernel @{name}({params}) from generated")
+            return name
+
+        if boxes and parts > 1:
+            kernels = [kernel_of(retype(retype(sub.body, axis, rank, r1 - r0), inner, rank,
+                                        x1 - x0)) for r0, r1, x0, x1 in boxes]
+            stages.append(Stage(kernels[0], ins, outs, parts=parts, boxes=list(boxes),
+                                box_kernels=kernels))
             continue
-        name = base = sanitize(f"{graph.name}.{sub.name}")
-        taken, n = set(made.values()), 1
-        while name in taken:                    # the same subgraph at a tail's size
-            name, n = f"{base}.{n}", n + 1
-        made[key] = name
-        show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
-        kernel = generate(body, name, print_after=show, config=config)
-        timings += [(f"{name}: {stage}", t) for stage, t in kernel.timings]
-        generated[name] = kernel.obj
-        params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
-        prog.kernels.append(f"kernel @{name}({params}) from generated")
-        stages.append(Stage(name, ins, outs, parts=parts))
+        body = sub.body if chunk is None else retype(sub.body, axis, rank, chunk // parts)
+        stages.append(Stage(kernel_of(body), ins, outs, parts=parts))
     return stages
 
 

@@ -42,6 +42,7 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages, loads_cycles
 from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
 from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
+from vpuc.fusion.lower_dpu_table import MatrixTable, packs_bias
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
@@ -108,9 +109,16 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     items = list(itertools.product(*(range(d) for d in out_batch)))
     batched_b = any(d != 1 for d in b.type.dims[:-2])
     bias_bytes = 4 if layer.bias is not None else 0
+    # --schedule default: chunks of constant weights load from a table (lower_dpu_table)
+    tabled = bool(prog.prefetch_bytes) and rb == 2 and b.kind == "const" and b.init is not None
+    packed = tabled and packs_bias(layer.bias, b.type.elem)
 
     def weight_bytes(cols: int) -> int:
         return aligned(cols) * (kp * eb + bias_bytes)
+
+    def chunk_bytes(cols: int) -> int:      # a column chunk's weights and bias
+        cp = aligned(cols)
+        return (cp + MatrixTable.bias_rows(cp, kp)) * kp * eb if packed else weight_bytes(cols)
 
     def rows_bytes(rows: int, cols: int) -> int:
         return (rows * kp + rows * aligned(cols)) * eb
@@ -122,7 +130,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     live = 1 if len(items) * m <= tiles else 2      # blocks of one row on a tile at once
     chunks = [(0, n)]
     if resident + live * footprint(1) > prog.cmx_budget:
-        chunks = _column_chunks(n, lambda cols: 2 * (weight_bytes(cols) + rows_bytes(1, cols)),
+        chunks = _column_chunks(n, lambda cols: 2 * (chunk_bytes(cols) + rows_bytes(1, cols)),
                                 prog.cmx_budget)
     if chunks is None:       # not even 16 columns with one row: K is cut too
         emit_matmul_ksplit(prog, layer, values, tiles, prefix, gate, finish)
@@ -139,7 +147,13 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     def stages(job: tuple, rows: int) -> BlockStages:     # the cost model's estimate of a block
         c0, c1 = job[1]
         loads = a_moves(rows)
-        if batched_b or split:       # the block's own weights (and bias slice)
+        if split and tabled:         # its chunk of the table, the bias rows with it
+            cp = aligned(c1 - c0)
+            rows = cp + (MatrixTable.bias_rows(cp, kp) if packed else 0)
+            loads.append(Move(rows * kp * b.type.elem.nbytes, b.type.elem.nbytes))
+            if layer.bias is not None and not packed:
+                loads.append(Move(4 * cp, 4))
+        elif batched_b or split:     # the block's own weights (and bias slice)
             loads += _load_moves(b.type.elem.nbytes, k_dim, kp, b.type.rank == 2 and not tb)(
                 c1 - c0, aligned(c1 - c0))
             if split and layer.bias is not None:
@@ -150,7 +164,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     def fits(job: tuple, rows: int, blocks: int) -> bool:
         cols = job[1][1] - job[1][0]
         if split:      # every block loads its chunk of the weights: two live per tile
-            return 2 * (weight_bytes(cols) + rows_bytes(rows, cols)) <= prog.cmx_budget
+            return 2 * (chunk_bytes(cols) + rows_bytes(rows, cols)) <= prog.cmx_budget
         return resident + (1 if blocks <= tiles else 2) * footprint(rows) <= prog.cmx_budget
 
     chunkings = [[(item, c) for c in chunks for item in items]]
@@ -175,7 +189,16 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work),
                      slots=_slots(prog, work, tiles, split, resident, footprint))
     bias_values = None if layer.bias is None else padded_vector(layer.bias, aligned(n))
-    if split and layer.bias is not None:
+    table = None
+    if split and tabled:
+        table = MatrixTable([(c0, c1, aligned(c1 - c0)) for c0, c1 in sorted({c for _, c in jobs})],
+                            kp, packed)
+        array = constant_array(b)
+        prog.redeclared.add(b.name)
+        prog.buffers.append(table.declaration(array if b_rows == 0 else array.T, bias_values,
+                                              b.type.elem, f"{prefix}wb"))
+    separate_bias = split and layer.bias is not None and not (table is not None and packed)
+    if separate_bias:
         prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
     if not split and not batched_b and prog.prefetch_bytes and rb == 2 and b_rows == 1 \
             and n == k_dim and b.kind == "const" and b.init is not None:
@@ -195,12 +218,15 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         x = load_matrix(e, f"a.c{k}", a, _batch_index(a.type.dims, out_batch, item), a_rows,
                         (r0, r1), a_cols, t, e.load_waits(k), loaded, pad=(r1 - r0, kp))
         weights, bias = f"%{prefix}w.t{t}", bias_of.get(t, "")
-        if batched_b or split:
+        if table is not None:
+            weights, bias = table.load(e, f"{prefix}wb", (c0, c1), b.type.elem, f"c{k}", t,
+                                       e.load_waits(k), loaded)
+        elif batched_b or split:
             weights = load_matrix(e, f"w.c{k}", b, _batch_index(b.type.dims, out_batch, item),
                                   b_rows, (c0, c1), b_cols, t, e.load_waits(k), loaded,
                                   pad=(aligned(c1 - c0), kp))
         cp = aligned(c1 - c0)
-        if split and layer.bias is not None:
+        if separate_bias:
             cmx = e.cmx(f"bias.c{k}", vector(cp, ElemType.F32), t)
             e.dma(f"load_bias.c{k}", e.view(f"bias.v{k}", f"{prefix}bias", [f"{c0}:{c0 + cp}"]),
                   cmx, 0, e.load_waits(k), loaded)
@@ -233,15 +259,19 @@ def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int
     return per_tile if resident + per_tile * footprint(rows) <= prog.cmx_budget else 2
 
 
-def transposed_constant(prog: ProgramText, prefix: str, b: Value) -> Value:
-    """A rank-2 constant [K, N] declared again as its transpose [N, K] (NC)."""
+def constant_array(b: Value) -> np.ndarray:
+    """The values of constant ``b``, in its logical dims."""
     init = b.init
     if init.path is not None:
-        array = const_files.load(init.path)
-    elif init.splat is not None:
-        array = np.full(b.type.dims, init.splat)
-    else:
-        array = np.asarray(init.values).reshape(b.type.dims)
+        return const_files.load(init.path)
+    if init.splat is not None:
+        return np.full(b.type.dims, init.splat)
+    return np.asarray(init.values).reshape(b.type.dims)
+
+
+def transposed_constant(prog: ProgramText, prefix: str, b: Value) -> Value:
+    """A rank-2 constant [K, N] declared again as its transpose [N, K] (NC)."""
+    array = constant_array(b)
     t = TensorType(b.type.dims[::-1], b.type.elem, NC)
     prog.redeclared.add(b.name)
     name = f"{prefix}wT"

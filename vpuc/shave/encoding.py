@@ -87,13 +87,70 @@ _DECODED: dict[int, Decoded] = {}
 MAX_DECODED = 1 << 16
 
 
+class TextDecodeError(DecodeError):
+    """A word of a .text that does not decode: ``index`` is its position, ``word`` its
+    value (callers locate it at ``index * WORD_BYTES``)."""
+
+    def __init__(self, message: str, index: int, word: int) -> None:
+        super().__init__(message)
+        self.index, self.word = index, word
+
+
+def decode_text(code: bytes) -> tuple[Decoded, ...]:
+    """Every word of ``code`` decoded.  A kernel's .text is decoded when its object is
+    read (``kobject``'s check) and again when it is loaded (``runtime_sim``'s
+    ``Program``, from the same bytes unless relocations patched them): the result is
+    remembered by the bytes, so the second decode is one look-up.  Raises
+    ``DecodeError`` for a size that is not whole words, ``TextDecodeError`` for a bad
+    word."""
+    code = bytes(code)
+    found = _TEXTS.get(code)
+    if found is None:
+        words = unpack_words(code)
+        get = _DECODED.get
+        decoded = [get(word) for word in words]
+        for i, dec in enumerate(decoded):
+            if dec is None:
+                try:
+                    decoded[i] = decode_word(words[i])
+                except DecodeError as exc:
+                    raise TextDecodeError(str(exc), i, words[i]) from None
+        if len(_TEXTS) >= MAX_TEXTS:
+            _TEXTS.clear()
+        found = _TEXTS[code] = tuple(decoded)
+    return found
+
+
+_TEXTS: dict[bytes, tuple[Decoded, ...]] = {}
+MAX_TEXTS = 128
+
+
+# Per opcode: (the table row, the word's bits its fields may use): a word with a bit
+# outside them names a field it does not use (``_decode``'s message says which).
+_ALLOWED: dict[int, tuple[Instruction, int]] = {}
+
+
+def _allowed_bits(info: Instruction) -> int:
+    bits = 0
+    for name in used_fields(info):
+        low, width = FIELDS[name]
+        bits |= ((1 << width) - 1) << low
+    return bits
+
+
 def _decode(word: int) -> Decoded:
+    opcode = word & 0xFFF
+    found = _ALLOWED.get(opcode)
+    if found is None:
+        info = BY_OPCODE.get(opcode)
+        if info is None:
+            raise DecodeError(f"unknown opcode {opcode:#05x}")
+        found = _ALLOWED[opcode] = (info, _allowed_bits(info))
+    info, allowed = found
     values = field_values(word)
-    info = BY_OPCODE.get(values["opcode"])
-    if info is None:
-        raise DecodeError(f"unknown opcode {values['opcode']:#05x}")
-    stray = [name for name in FIELDS if values[name] and name not in used_fields(info)]
-    if stray:
+    if word & ~allowed:
+        used = used_fields(info)
+        stray = [name for name in FIELDS if values[name] and name not in used]
         raise DecodeError(f"'{info.mnemonic}' does not use field(s) {', '.join(stray)}, "
                           f"which must be zero")
     for op in info.operands:

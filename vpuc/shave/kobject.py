@@ -26,7 +26,8 @@ from enum import IntEnum
 
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave import elf_layout as elf
-from vpuc.shave.encoding import WORD_BYTES, DecodeError, decode_word, unpack_words
+from vpuc.shave.encoding import (WORD_BYTES, DecodeError, TextDecodeError, decode_text,
+                                 decode_word)
 # The notes' declarations, re-exported for the importers of kobject.
 from vpuc.shave.kernel_notes import (GRAPH_SECTION, NOTE_ALIGN, NT_VPUC_GRAPH,  # noqa: F401
                                      NT_VPUC_TAGS, ExprTags, KernelNoteType, graph_note,
@@ -193,16 +194,15 @@ def _read_kernel_elf(data: bytes, file: str) -> KernelObject:
 
 
 def _check_text(text: bytes, file: str) -> None:
+    """Every word of .text decodes (the decoded words are kept for the loader's Program:
+    ``decode_text``)."""
     try:
-        words = unpack_words(text)
+        decode_text(text)
+    except TextDecodeError as exc:
+        raise VpucError(f"invalid instruction {exc.word:#018x}: {exc}",
+                        BinLoc(file, ".text", exc.index * WORD_BYTES)) from None
     except DecodeError as exc:
         raise VpucError(str(exc), BinLoc(file, ".text", len(text))) from None
-    for i, word in enumerate(words):
-        try:
-            decode_word(word)
-        except DecodeError as exc:
-            raise VpucError(f"invalid instruction {word:#018x}: {exc}",
-                            BinLoc(file, ".text", i * WORD_BYTES)) from None
 
 
 def _read_symbols(obj: KernelObject, image: elf.ElfFile, file: str) -> None:
