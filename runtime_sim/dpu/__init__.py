@@ -5,8 +5,8 @@ view.py for index expressions and padding masks, layout.py for blocked formats
 and ops.py for what the simulator calls per DPU variant.
 """
 
-from .conv import (ConvProblem, OutputRegion, conv_backward_bias, conv_backward_data, conv_backward_weights,
-                   conv_forward, make_problem)
+from .conv import ConvProblem, OutputRegion, conv_forward, make_problem
+from .conv_backward import conv_backward_bias, conv_backward_data, conv_backward_weights
 from .layout import Block, Layout, from_layout, to_layout
 from .numerics import PostOp, apply_post_op, resolve_dtype, round_to
 from .ops import (Variant, add, avgpool, conv2d, depthwise_conv2d, full_variant, macs, matmul, maxpool, mul,

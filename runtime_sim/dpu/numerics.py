@@ -63,11 +63,15 @@ def _resolve_dtype(dtype: DTypeLike) -> np.dtype:
     return resolved
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def compute_dtype(*arrays: np.ndarray | None) -> np.dtype:
     """f32, unless some operand is f64 (then the whole op runs in f64)."""
-    if any(a is not None and a.dtype == np.float64 for a in arrays):
-        return np.dtype(np.float64)
-    return np.dtype(np.float32)
+    for a in arrays:
+        if a is not None and a.dtype == _F64:
+            return _F64
+    return _F32
 
 
 def check_input(array: np.ndarray, what: str) -> np.ndarray:
@@ -155,10 +159,13 @@ class PostOp:
 
 def as_post_op(post_op: PostOp | str | None) -> PostOp:
     if post_op is None:
-        return PostOp()
+        return _NO_POST_OP
     if isinstance(post_op, str):
         return PostOp(post_op)
     return post_op
+
+
+_NO_POST_OP = PostOp()
 
 
 def apply_post_op(values: np.ndarray, post_op: PostOp | str | None) -> np.ndarray:

@@ -19,6 +19,7 @@ behaviour); pass ``exclude_pad=False`` to divide by the full window.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -67,6 +68,10 @@ class Variant:
             out[self.slices()] = part
 
     def region(self) -> OutputRegion:
+        return self._region
+
+    @functools.cached_property
+    def _region(self) -> OutputRegion:
         return OutputRegion((self.z_start, self.z_end + 1),
                             ((0, 1), (self.y_start, self.y_end + 1), (self.x_start, self.x_end + 1)))
 

@@ -9,6 +9,7 @@ per-workload setup), fed with the variant's box and its operands' types.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from runtime_sim import dpu as ops
@@ -31,7 +32,12 @@ def post_op(task: DpuTask) -> PostOp | None:
     post = task.post
     if post is None:
         return None
-    kind, params = post.kind, post.params
+    return _post_op(post.kind, tuple(post.params))
+
+
+@functools.lru_cache(maxsize=256)
+def _post_op(kind: PostOpKind, params: tuple[float, ...]) -> PostOp:
+    """The numerics' PostOp of a task's post-op (frozen: one per kind and parameters)."""
     if kind is PostOpKind.RELU:
         return PostOp.relu()
     if kind is PostOpKind.LRELU:
@@ -43,7 +49,12 @@ def post_op(task: DpuTask) -> PostOp | None:
 
 def variant_box(task: DpuTask, index: int) -> ops.Variant:
     v = task.variants[index]
-    return ops.Variant(v.start[0], v.start[1], v.start[2], v.end[0], v.end[1], v.end[2])
+    return _box(tuple(v.start), tuple(v.end))
+
+
+@functools.lru_cache(maxsize=4096)
+def _box(start: tuple[int, int, int], end: tuple[int, int, int]) -> ops.Variant:
+    return ops.Variant(start[0], start[1], start[2], end[0], end[1], end[2])
 
 
 def window(task: DpuTask, weights_shape: tuple[int, ...] | None):
