@@ -16,6 +16,7 @@ reports the errors.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.memory import Memory, byte_intervals
 from runtime_sim.plan import DMA, DPU, Plan, dpu_operands
-from runtime_sim.regions import Regions
+from runtime_sim.regions import Regions, slice_arithmetic
 from vpuc.ir.symbols import Region
 
 Span = tuple[tuple, int, int, "np.ndarray | None"]       # (memory, lo, hi, rows)
@@ -188,19 +189,11 @@ class Accesses:
         if root is None:
             return None
         shape, strides, bits, key, base = root
-        if len(view.slices) != len(shape):
+        sliced = slice_arithmetic(view.slices, shape, strides)
+        if sliced is None:
             return None
-        offset = last = 0
-        count = 1
-        for piece, size, stride in zip(view.slices, shape, strides):
-            stop = size if piece.stop == -1 else piece.stop
-            step = piece.step
-            if step < 1 or not 0 <= piece.start < stop <= size:
-                return None
-            extent = (stop - piece.start + step - 1) // step
-            offset += piece.start * stride
-            last += (extent - 1) * stride * step
-            count *= extent
+        dims, _, offset, last = sliced
+        count = math.prod(dims)
         span = (last + bits + 7) // 8
         if offset % 8:
             return None

@@ -18,6 +18,26 @@ from vpuc.ir.symbols import Region
 from vpuc.ir.types import TensorType
 
 
+def slice_arithmetic(slices, shape, strides) -> tuple | None:
+    """``SymbolTable._slice``'s arithmetic for ``slices`` of a root of ``shape`` and bit
+    ``strides``: (extents, bit strides, bit offset, bit offset of the last element from
+    the first), or None where the symbol table would report the slices."""
+    if len(slices) != len(shape):
+        return None
+    dims, view_strides, offset, last = [], [], 0, 0
+    for piece, size, stride in zip(slices, shape, strides):
+        stop = size if piece.stop == -1 else piece.stop
+        step = piece.step
+        if step < 1 or not 0 <= piece.start < stop <= size:
+            return None
+        extent = (stop - piece.start + step - 1) // step
+        dims.append(extent)
+        view_strides.append(stride * step)
+        offset += piece.start * stride
+        last += (extent - 1) * stride * step
+    return dims, view_strides, offset, last
+
+
 class Regions:
     """``regions(name)``: ``plan.region(name)``, the same ``Region``, made once."""
 
@@ -66,19 +86,10 @@ class Regions:
     def _view_region(self, view, root: tuple) -> Region | None:
         """``SymbolTable._slice`` of a view of a static buffer; None where it would report."""
         shape, strides, bits = root[:3]
-        if len(view.slices) != len(shape):
+        sliced = slice_arithmetic(view.slices, shape, strides)
+        if sliced is None:
             return None
-        dims, view_strides, offset, last = [], [], 0, 0
-        for piece, size, stride in zip(view.slices, shape, strides):
-            stop = size if piece.stop == -1 else piece.stop
-            step = piece.step
-            if step < 1 or not 0 <= piece.start < stop <= size:
-                return None
-            extent = (stop - piece.start + step - 1) // step
-            dims.append(extent)
-            view_strides.append(stride * step)
-            offset += piece.start * stride
-            last += (extent - 1) * stride * step
+        dims, view_strides, offset, last = sliced
         if offset % 8:
             return None
         buffer = self.memory.buffers[view.base]
