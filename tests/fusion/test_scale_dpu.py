@@ -36,11 +36,13 @@ def _se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4) -> st
 
 
 def _products(program) -> list[tuple[DpuTask, SwKernelTask]]:
-    """Each depthwise 1x1 task with the ACT SHAVE task that writes its weights."""
+    """Each depthwise 1x1 task with the ACT SHAVE task that writes (part of) its weights."""
+    symbols = SymbolTable(program.module)
     tasks = [t for tl in program.module.task_lists for t in tl.tasks]
-    writers = {b.buffer: t for t in tasks if isinstance(t, SwKernelTask) for b in t.outputs}
-    return [(t, writers.get(t.weights)) for t in tasks if isinstance(t, DpuTask)
-            and t.op is DpuOp.DWCONV and tuple(t.kernel) == (1, 1)]
+    writers = {symbols.region(b.buffer).root.name: t for t in tasks
+               if isinstance(t, SwKernelTask) for b in t.outputs}
+    return [(t, writers.get(symbols.region(t.weights).root.name)) for t in tasks
+            if isinstance(t, DpuTask) and t.op is DpuOp.DWCONV and tuple(t.kernel) == (1, 1)]
 
 
 def _run(program, x: np.ndarray) -> np.ndarray:
@@ -53,9 +55,12 @@ def se(tmp_path_factory):
     return _se_model(tmp_path_factory.mktemp("se"))
 
 
-def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(se, monkeypatch):
+@pytest.mark.parametrize("channels", [32, 24])
+def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, channels):
     """The DPU widens f16 to f32, multiplies (exact: 11 x 11 significant bits), rounds once
-    to f16: the ACT SHAVE product's one rounding of the same exact product."""
+    to f16: the ACT SHAVE product's one rounding of the same exact product.  24 channels:
+    the blocks and weights padded to 32 in CMX, the weights' padding zeroed."""
+    se = _se_model(tmp_path, channels=channels)
     x = np.random.default_rng(5).standard_normal((1, 16, 10, 10)).astype(np.float16)
     program = api.compile(se)
     products = _products(program)
@@ -64,7 +69,9 @@ def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(se, monkeypatch):
     for dpu, writer in products:     # weights in the tile's CMX, written on that tile
         region = symbols.region(dpu.weights)
         assert region.kind is BufferKind.CMX and region.tile == dpu.tile == writer.tile
-        assert region.type.dims[1:] == (1, 1, 1)
+        assert region.type.dims == (32, 1, 1, 1)
+        written = symbols.region(writer.outputs[0].buffer)
+        assert written.root is region.root and written.type.dims == (channels, 1, 1, 1)
     on_dpu = _run(program, x)
     monkeypatch.setattr(lower_graph, "choose_dpu", lambda *a, **k: None)
     on_act = api.compile(se)
@@ -91,11 +98,15 @@ def test_a_slow_depthwise_dpu_keeps_the_product_on_act(se):
     assert not _products(api.compile(se, timing=slow))
 
 
-def test_channels_off_the_dpu_multiple_stay_on_act(tmp_path):
-    """24 channels: the DPU's input and weights would need padded channels; the product
-    stays an ACT SHAVE kernel."""
-    program = api.compile(_se_model(tmp_path, channels=24))
-    assert not _products(program)
+def test_a_product_with_an_op_after_it_stays_on_act(tmp_path):
+    """A HardSwish after the product in its subgraph: the DPU has no post-op for it."""
+    m = ModelBuilder(4)
+    x = m.input("x", [1, 32, 6, 6])
+    s = m.node("Conv", [m.node("GlobalAveragePool", [x]), m.weight((32, 32, 1, 1))],
+               kernel_shape=[1, 1])
+    y = m.node("HardSwish", [m.node("Mul", [x, m.node("HardSigmoid", [s])])])
+    m.output(m.node("Conv", [y, m.weight((16, 32, 1, 1))], kernel_shape=[1, 1]))
+    assert not _products(api.compile(m.save(tmp_path / "hs.onnx", "hs")))
 
 
 def test_naive_keeps_the_product_on_act(se):

@@ -17,7 +17,10 @@ a 1x1 kernel is ``C`` consecutive values: the bytes of ``e``.  So:
 - ``x`` is cut into blocks of rows (``lower_dpu.choose_blocks`` with the cost
   model's estimate), each loaded, multiplied by one ``dwconv`` task (channel
   chunks of 64/32/16, ``lower_dpu_channels.variant_boxes``) and stored, as
-  ``lower_dpu_eltwise`` does.
+  ``lower_dpu_eltwise`` does.  Channels short of the DPU's multiple of 16
+  (MobileNetV3's 120) are padded in CMX: the weights' padded channels zeroed by a
+  DMA from a constant, the blocks' left as they are (a depthwise task never reads
+  across channels), only the real ones stored.
 
 Numerics: the DPU widens f16 to f32, multiplies (one term, exact in f32: 11 x 11
 significant bits), adds no bias and rounds once to f16; the ACT product rounds
@@ -25,10 +28,10 @@ the same exact product once.  The two are bit-identical.
 
 ``scale_product`` recognises the segment; ``choose_dpu`` weighs the ACT SHAVE
 product (its kernel run once, on zeros, at the size each SHAVE would take) against
-the DPU blocks' compute; ``emit_scale`` emits it.  Only f16 values whose channels
-are a multiple of 16 (the DPU's input and weights then need no padded channel) and
-a product subgraph of the one Multiply are taken: a product followed by another op
-in its subgraph (a HardSwish, which the DPU has no post-op for) stays on ACT.
+the DPU blocks' compute; ``emit_scale`` emits it.  Only f16 values and a product
+subgraph ending in the Multiply are taken (the excitation may precede it in the same
+subgraph, element by element on ``[1, C, 1, 1]``): a product followed by another op in
+its subgraph (a HardSwish, which the DPU has no post-op for) stays on ACT.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from vpuc.cost.blocks import BlockStages, Move, block_stages
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, LayerEmitter, choose_blocks, split_rows_cost
-from vpuc.fusion.lower_dpu_channels import ALIGNMENT
+from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.graph import PARAMETER, RESULT, Graph, GraphOp
 from vpuc.ir.module import Ref
 from vpuc.ir.types import ElemType, TensorType
@@ -83,7 +86,7 @@ def scale_product(tok, seg, types: dict[str, TensorType]) -> ScaleProduct | None
     y = product.outputs[0]
     ty = types.get(y)
     if ty is None or ty.rank != 4 or not ty.is_static or ty.elem is not ElemType.F16 \
-            or ty.dims[0] != 1 or ty.dims[1] % ALIGNMENT:
+            or ty.dims[0] != 1:
         return None
     found = _split_product(product.body, ty.dims)
     if found is None:
@@ -210,6 +213,7 @@ def act_product_cycles(se: ScaleProduct, x: TensorType, tiles: int, timing, conf
 
 def _workload(x: TensorType):
     n, c, _, w = x.dims
+    c = aligned(c)
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op="dwconv", elem=x.elem.value, width=w, height=rows, channels=c,
@@ -233,8 +237,9 @@ def _blocks(prog: ProgramText, x: TensorType, y: TensorType, tiles: int, op,
                             split_rows_cost(rows, workload_of, timing)[1],
                             [Move(size, x.elem.nbytes, y.order != NHWC)], timing)
 
-    return choose_blocks(h, tiles, c * x.elem.nbytes,
-                         lambda rows: 2 * n * c * rows * w * x.elem.nbytes, "row", op,
+    cp = aligned(c)
+    return choose_blocks(h, tiles, 2 * cp * x.elem.nbytes,
+                         lambda rows: 2 * n * cp * rows * w * x.elem.nbytes, "row", op,
                          prog.cmx_budget, cost=stages, resident_cost=(resident_cycles, 0.0),
                          channels=prog.dma_channels)
 
@@ -267,41 +272,51 @@ def emit_scale(prog: ProgramText, se: ScaleProduct, values: dict[str, Value], ti
                prefix: str, gate: tuple[str, ...], finish: str | None,
                blocks: list[tuple[int, int]], kernel_of) -> None:
     """The product as DPU depthwise 1x1 tasks (see the module docstring); ``values`` maps
-    the segment's graph values to program values, ``kernel_of(sub, body)`` declares the
-    kernel generated for a subgraph's (retyped) body and returns its name."""
+    the segment's graph values to program values, ``kernel_of(name, body)`` declares the
+    kernel generated for a subgraph's (retyped) body and returns its name.  Channels short
+    of the DPU's multiple: the blocks and weights have ``aligned(C)``, the real ones loaded
+    and stored, the weights' padded ones zeros (the input's are never read across)."""
     x, y = values[se.x], values[se.y]
     n, c, h, w = x.type.dims
+    cp = aligned(c)
     elem = x.type.elem
-    wt = TensorType((c, 1, 1, 1), elem, NHWC)
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     kernel = kernel_of(se.name, weights_body(se.excite, c)) if se.excite else None
+    src = values[se.s] if se.excite else values[se.e]
+    if cp > c:
+        prog.buffers.append(f"const %{prefix}wzeros : {cp - c}x1x1x1x{elem} NHWC = splat 0")
     weights = {}
     for t in range(e.used):         # each tile's weights: the excitation, once
-        wbuf = e.cmx(f"w.t{t}", wt, t)
-        weights[t] = wbuf
-        src = values[se.s] if se.excite else values[se.e]
+        wbuf = weights[t] = e.cmx(f"w.t{t}", TensorType((cp, 1, 1, 1), elem, NHWC), t)
+        real = wbuf if cp == c else e.view(f"w.r{t}", wbuf[1:], [f"0:{c}", "0:1", "0:1", "0:1"])
+        if cp > c:
+            e.dma(f"wzero.t{t}", f"%{prefix}wzeros",
+                  e.view(f"w.z{t}", wbuf[1:], [f"{c}:{cp}", "0:1", "0:1", "0:1"]), 0,
+                  e.load_waits(t), [f"%{prefix}loaded{t}"])
         if kernel is None:
-            e.dma(f"load_w.t{t}", f"%{src.name}", wbuf, 0, e.load_waits(t),
+            e.dma(f"load_w.t{t}", f"%{src.name}", real, 0, e.load_waits(t),
                   [f"%{prefix}loaded{t}"])
             continue
-        sbuf = e.cmx(f"s.t{t}", wt, t)
+        sbuf = e.cmx(f"s.t{t}", TensorType((c, 1, 1, 1), elem, NHWC), t)
         prog.barriers.append(f"barrier %{prefix}excite{t}")
         e.dma(f"load_s.t{t}", f"%{src.name}", sbuf, 0, e.load_waits(t),
               [f"%{prefix}excite{t}"])
         prog.act += [f"  {e.lp}excite.t{t}: sw @{kernel} on tile {t} inputs({sbuf} as %a0) "
-                     f"outputs({wbuf} as %r0) waits(%{prefix}excite{t}) "
+                     f"outputs({real} as %r0) waits(%{prefix}excite{t}) "
                      f"updates(%{prefix}loaded{t}) {{", "    run(%a0, %r0)", "  }"]
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)
         rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
-        block = TensorType((n, c, r1 - r0, w), elem, NHWC)
+        block = TensorType((n, cp, r1 - r0, w), elem, NHWC)
+        inner = [f"0:{n}", f"0:{c}", f"0:{r1 - r0}", f"0:{w}"]
         xin = e.cmx(f"in.c{k}", block, t)
-        e.dma(f"load{k}", e.view(f"in.v{k}", x.name, rows), xin, 0, e.load_waits(k),
+        e.dma(f"load{k}", e.view(f"in.v{k}", x.name, rows),
+              xin if cp == c else e.view(f"in.r{k}", xin[1:], inner), 0, e.load_waits(k),
               [f"%{prefix}loaded{k}"], permute=x.type.order != NHWC)
         out = e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu dwconv on tile {t} in({xin}) weights({weights[t]}) out({out}) "
                f"kernel(1, 1) stride(1, 1) pad(0, 0, 0, 0) dilation(1, 1)",
-               ((0, w - 1), r1 - r0, (0, c - 1)), _workload(x.type))
-        e.store(k, out, e.view(f"out.v{k}", y.name, rows), permute=y.type.order != NHWC)
-
+               ((0, w - 1), r1 - r0, (0, cp - 1)), _workload(x.type))
+        e.store(k, out if cp == c else e.view(f"out.r{k}", out[1:], inner),
+                e.view(f"out.v{k}", y.name, rows), permute=y.type.order != NHWC)
