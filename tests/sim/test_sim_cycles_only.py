@@ -310,3 +310,31 @@ def test_kernels_differing_in_immediates_share_their_steps_each_with_its_offsets
     a, b = (timing_program(load_kernel(obj, invocation_memory(obj, np.zeros(4096, np.uint8),
                                                               args)).program) for obj in objs)
     assert a is not b and a.program.flat is b.program.flat      # one flat for both
+
+
+def test_early_refusals_are_the_plans_own(program):
+    """Every backward branch of the library's and the model's kernels: a body refused from
+    its words alone (``_refused_early``) is refused by the plan with the same reason."""
+    from runtime_sim.isa.cycles_only_loops import _refused_early, plan_timing_loop
+    from runtime_sim.isa.loop_plan import NotBatchable
+    from runtime_sim.isa.semantics import operand_access
+    early = 0
+    for kernel in _library_and_zoo_programs(program):
+        critical = analyse(kernel.decoded).critical_at or (0,) * len(kernel.decoded)
+        for branch, dec in enumerate(kernel.decoded):
+            offset = operand_access(dec).branch
+            if offset is None or offset > 0 or offset % 8:
+                continue
+            head = branch + offset // 8
+            if head < 0:
+                continue
+            found = _refused_early(kernel, head, branch)
+            try:
+                plan_timing_loop(kernel, head, branch, critical[head])
+                why = None
+            except NotBatchable as exc:
+                why = str(exc)
+            if found is not None:
+                early += 1
+                assert found == why, (kernel.name, head, branch)
+    assert early > 10               # the driver's loops with calls and branches
