@@ -338,3 +338,20 @@ def test_early_refusals_are_the_plans_own(program):
                 early += 1
                 assert found == why, (kernel.name, head, branch)
     assert early > 10               # the driver's loops with calls and branches
+
+
+def test_the_walks_of_programs_sharing_code_share_each_words_op():
+    """The library kernels share their driver's words: the path walk's ``_Op`` of a word
+    is worked out once for all of them, and is what the word alone gives."""
+    from runtime_sim.isa.path_ops import _make_op, instructions
+    from vpuc.kernel_library import load_library_kernel
+    mvn, softmax = (Program(load_library_kernel(name).text, 0, name)
+                    for name in ("mvn", "softmax"))
+    a, b = instructions(mvn), instructions(softmax)
+    shared = [i for i in range(min(len(a), len(b))) if mvn.decoded[i] is softmax.decoded[i]]
+    assert len(shared) > 300                    # the driver
+    for i in shared:
+        assert a[i] is b[i]
+        assert a[i] == _make_op(mvn.decoded[i])
+    other = next(i for i in range(len(b)) if b[i] != a[i])
+    assert b[other] == _make_op(softmax.decoded[other])
