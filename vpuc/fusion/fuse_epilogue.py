@@ -303,7 +303,7 @@ class EltwiseEpilogue:
         key = (e.p, tile)
         vector = self.zeros.get(key)
         if vector is None or vector[1] < count:
-            name = f"{e.p}side.zeros{count}"
+            name = f"{e.p}side{count}.chzeros"     # a zero source, as zero_vector's
             if name not in e.declared:
                 e.declared.add(name)
                 e.prog.buffers.append(f"const %{name} : {count}x{elem} = splat 0")
