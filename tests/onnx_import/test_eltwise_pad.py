@@ -99,3 +99,33 @@ def test_eltwise_pad_channels_are_zeroed_before_the_dpu_reads_them(
     write_import(imported, tmp_path / "m.vir")
     want = run_graph(imported.module.graphs[0], {"x": x}, tmp_path)[0]
     assert_close(sim.outputs[sanitize(out)], want, ulps=3)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("channels", [24, 40])
+def test_fused_residual_side_input_pad_channels_are_zeroed(tmp_path, poisoned_cmx,
+                                                           finite_eltwise_operands, channels):
+    """The same for an Add fused on a convolution's output blocks (``fuse_epilogue``'s
+    ``EltwiseEpilogue``, ``--schedule default``): the other operand's block (``side``) is
+    loaded with its real channels only; its pad channels are zeroed the same way (before,
+    the poisoned run read NaN there)."""
+    m = ModelBuilder(seed=channels, opset=17)
+    x = m.input("x", [1, channels, 6, 6])
+    y = m.node("Conv", [x, m.weight((channels, channels, 3, 3))], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1])
+    out = m.node("Relu", [m.node("Add", [y, x])])
+    m.output(out)
+    path = m.save(tmp_path / "m.onnx", "m")
+    program = api.compile(path, schedule="default")
+    labels = [t.label or "" for tl in program.module.task_lists for t in tl.tasks]
+    sides = [lab for lab in labels if ".side" in lab and lab.rsplit(".", 1)[-1].startswith("side")]
+    fills = [lab for lab in labels if ".side.zero" in lab]
+    assert sides and len(fills) == len(sides)            # fused: one fill per side block
+    xv = np.random.default_rng(2).standard_normal((1, channels, 6, 6)).astype(np.float16)
+    sim = api.simulate(program, {"x": xv})
+    assert not sim.races and finite_eltwise_operands
+    imported = import_onnx(path)
+    write_import(imported, tmp_path / "m.vir")
+    want = run_graph(imported.module.graphs[0], {"x": xv}, tmp_path)[0]
+    # f32 accumulation of 9 * channels products rounded to f16, then the add's rounding
+    assert_close(sim.outputs[sanitize(out)], want, ulps=3)
