@@ -11,9 +11,12 @@ import pytest
 from vpuc import api
 from vpuc.cost.timing import default_timing
 from vpuc.fusion import lower_graph
+from vpuc.fusion.blocked_program import ProgramText
+from vpuc.fusion.lower_dpu_scale import dpu_product_cycles
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.zoo import ModelBuilder
 
 
@@ -111,3 +114,32 @@ def test_a_product_with_an_op_after_it_stays_on_act(tmp_path):
 
 def test_naive_keeps_the_product_on_act(se):
     assert not _products(api.compile(se, schedule="naive"))
+
+
+def test_each_tile_pipelines_two_blocks_and_the_estimate_is_the_simulators(se):
+    """10 rows on 2 tiles: blocks of at most 3 rows (half a tile's share), and the DPU time
+    ``choose_dpu`` weighed is what the simulator charges the busiest tile's product tasks:
+    each variant ``dispatch + cost``, the simulator rounding each cost up to a cycle."""
+    program = api.compile(se)
+    products = [t for t, _ in _products(program)]
+    symbols = SymbolTable(program.module)
+    rows = [symbols.region(t.output).type.dims[2] for t in products]
+    assert len(products) >= 4 and max(rows) <= 3 and sum(rows) == 10
+    sim = api.simulate(program, timing_only=True)
+    plan, timeline = sim.result.plan, sim.result.timeline
+    busy = {0: 0.0, 1: 0.0}
+    variants = {0: 0, 1: 0}
+    labels = {t.label for t in products}
+    for u in range(plan.size):
+        task = plan.task[u]
+        if isinstance(task, DpuTask) and task.label in labels:
+            busy[task.tile] += timeline.end[u] - timeline.start[u]
+            variants[task.tile] += 1
+    x = TensorType((1, 32, 10, 10), ElemType.F16, DimsOrder(NAMED_ORDERS["NHWC"]))
+    blocks, at = [], 0
+    for r in rows:
+        blocks.append((at, at + r))
+        at += r
+    estimate = dpu_product_cycles(ProgramText(timing=default_timing("NPU37XX")), x, blocks, 2)
+    tile = max(busy, key=busy.get)
+    assert estimate <= busy[tile] <= estimate + variants[tile]
