@@ -277,14 +277,18 @@ class ElfColumns:
             row = int(rows[np.argmax(bad)])
             self.r.blob(R.KERNEL_PARAMS, int(t["image_offset"][row]),
                         int(t["image_size"][row]))                             # raises
-        shared: dict[tuple[int, int], bytes] = {}       # equal images are stored once
-        for row, a, n, args_at, args_n in zip(rows.tolist(), offset.tolist(), size.tolist(),
-                                              t["args_offset"][rows].tolist(),
-                                              t["args_size"][rows].tolist()):
-            window = shared.get((a, n))
-            if window is None:
-                window = shared[(a, n)] = data[a:a + n]
-            images[row] = InvocationRec(window, args_at, args_n)
+        # Equal images are stored once: each distinct (offset, size) sliced once, shared.
+        # (both checked above to lie in the section, a part of the blob: under 2**31)
+        places, which = np.unique((offset << 32) | size, return_inverse=True)
+        windows = [data[a:a + n] for a, n in zip((places >> 32).tolist(),
+                                                 (places & 0xFFFFFFFF).tolist())]
+        made = list(map(_make(InvocationRec), zip(
+            map(windows.__getitem__, which.reshape(-1).tolist()),
+            t["args_offset"][rows].tolist(), t["args_size"][rows].tolist())))
+        if len(rows) == len(t):
+            return made
+        for row, image in zip(rows.tolist(), made):
+            images[row] = image
         return images
 
     def act(self, t: np.ndarray, where: str) -> tuple:
