@@ -113,6 +113,9 @@ class ColumnDecoder:
         self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
                        for w in (2, 4, 8)}
         self._struct_dtypes: dict[str, np.dtype] = {}
+        # The tuple type each struct is made as, by struct name (default: the schema's
+        # record); a reader names its own record type here, so its structs need no copy.
+        self.struct_types: dict[str, type] = {}
 
     # --- gathering ---------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class ColumnDecoder:
     def structs(self, sdef, at: np.ndarray) -> list:
         """The structs at positions ``at`` as records; numpy reads them unless a field is a
         bool (a byte other than 0 or 1 must read as True, as struct reads it)."""
-        make = partial(tuple.__new__, sdef.record)
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
         if "?" in sdef.format:
             unpack, buf = struct.Struct(sdef.format).unpack_from, self.buf
             return [make(unpack(buf, a)) for a in at.tolist()]

@@ -43,6 +43,8 @@ class FbReader:
         self.file = file
         self.schema = load_schema()
         self.decoder = Decoder(self.schema, data, file, columns=columns)
+        if columns:     # views' slices made as the records, variant corners as plain tuples
+            self.decoder.columns.struct_types.update(Slice=SliceRec, Coord3=tuple)
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:
@@ -153,8 +155,8 @@ class FbReader:
         variants: list = []
         if flat:
             vc = _columns(flat)
-            made = list(map(_variant_rec, zip(vc["label"], map(_coord, vc["start"]),
-                                              map(_coord, vc["end"]),
+            made = list(map(_variant_rec, zip(vc["label"], _corners(vc["start"]),
+                                              _corners(vc["end"]),
                                               *_barrier_columns(vc["barriers"]), vc["mode"])))
             variants = _regroup(made, counts)
         else:
@@ -284,6 +286,14 @@ def _coord(c) -> tuple[int, int, int]:
     return (0, 0, 0) if c is None else (c.x, c.y, c.z)
 
 
+def _corners(column) -> list:
+    """A column of Coord3 structs as (x, y, z) tuples (a missing one is the origin); the
+    column decoder's are plain tuples already (``FbReader``'s struct types)."""
+    if None not in column and (not column or type(column[0]) is tuple):
+        return list(column)
+    return list(map(_coord, column))
+
+
 def _number(n, where: str, reader: FbReader) -> Number:
     if n is None:
         raise reader.fail(where, "missing number")
@@ -311,7 +321,16 @@ def _tensors(tensors) -> tuple:
         [n or "" for n in c["name"]], c["location"], c["tile"], c["offset"], c["data_offset"],
         [d or () for d in c["dims"]], [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
         [d or () for d in c["strides"]], c["data_type"], [tuple(d) if d else () for d in c["dims_order"]],
-        c["base"], list(map(_slices({}), c["slices"])), inits)))
+        c["base"], _slice_column(c["slices"]), inits)))
+
+
+def _slice_column(column) -> list:
+    """Each tensor's Slice structs as a tuple of SliceRecs (() for a buffer): the column
+    decoder's already are (``FbReader``'s struct types); the generic decoder's are converted."""
+    first = next((slices for slices in column if slices), None)
+    if first is None or type(first[0]) is SliceRec:
+        return [slices or () for slices in column]
+    return list(map(_slices({}), column))
 
 
 def _slices(made: dict):
