@@ -58,7 +58,7 @@ class _Ops:
     def __getitem__(self, i: int) -> _Op:
         op = self._ops[i]
         if op is None:
-            op = self._ops[i] = _make_op(self._decoded[i])
+            op = self._ops[i] = word_op(self._decoded[i])
         return op
 
 
@@ -67,6 +67,21 @@ def instructions(program) -> _Ops:
     if ops is None:
         ops = _OPS[program] = _Ops(program.decoded)
     return ops
+
+
+# Decoded words are shared and never change (``encoding.decode_word``): a word's ``_Op``
+# is worked out once, for every Program holding it (the library kernels share their
+# driver's code).  By id, the word kept so the id stays its own; bounded.
+_BY_WORD: dict[int, tuple] = {}
+
+
+def word_op(dec) -> _Op:
+    found = _BY_WORD.get(id(dec))
+    if found is None or found[0] is not dec:
+        if len(_BY_WORD) >= 1 << 16:
+            _BY_WORD.clear()
+        found = _BY_WORD[id(dec)] = (dec, _make_op(dec))
+    return found[1]
 
 
 def _make_op(dec) -> _Op:

@@ -379,7 +379,7 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
-    elif lower_dpu_nn.takes(layer, values, index, tiles, prog.cmx_budget):
+    elif lower_dpu_nn.takes(prog, layer, values, index, tiles, gate):
         lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         from vpuc.fusion.lower_dpu_window import emit_window
