@@ -149,3 +149,53 @@ def test_segments_wait_on_the_stores_of_the_values_they_read_from_cmx(tmp_path, 
     monkeypatch.setattr(schedule_deps, "shared_buffers", lambda *a, **k: {})
     with pytest.raises(VpucError, match=r"race on cmx %\S+, bytes"):
         api.compile(path)
+
+
+def _written_in_place(program) -> int:
+    """DPU tasks whose output is a value kept in CMX (no block slot, no store)."""
+    from vpuc.ir.tasks import DpuTask
+    symbols = SymbolTable(program.module)
+    resident = {b.name for b in program.module.buffers
+                if b.kind is BufferKind.CMX and "." not in b.name}
+    return sum(1 for tl in program.module.task_lists for t in tl.tasks
+               if isinstance(t, DpuTask) and symbols.region(t.output).root.name in resident)
+
+
+def test_blocks_on_the_values_tile_write_it_in_place(tmp_path, monkeypatch):
+    """A DPU layer's blocks on the tile holding its output (32 channels: already the DPU's
+    multiple) write their rows into it, with no CMX -> CMX store; the values are the
+    same, and the schedule ends sooner than with every block stored."""
+    from vpuc.fusion import lower_dpu_window
+    path = _chain(tmp_path)
+    x = np.random.default_rng(1).standard_normal((1, 32, 16, 16)).astype(np.float16)
+    default = api.compile(path)
+    in_place = _written_in_place(default)
+    assert in_place > 0
+    stores = [t for t, src, dst in _dma_regions(default)
+              if dst.kind is BufferKind.CMX and "." not in dst.root.name]
+    monkeypatch.setattr(lower_dpu_window, "in_place_blocks", lambda *a, **k: set())
+    copied = api.compile(path)
+    assert _written_in_place(copied) == 0
+    copies = [t for t, src, dst in _dma_regions(copied)
+              if dst.kind is BufferKind.CMX and "." not in dst.root.name]
+    assert len(copies) - len(stores) == in_place     # each in-place task is a store less
+    runs = [api.simulate(p, {"x": x}) for p in (default, copied)]
+    assert runs[0].races == []
+    # the same tasks on the same data, only the output's address differs: bit for bit
+    out = next(iter(runs[1].outputs))
+    np.testing.assert_array_equal(runs[0].outputs[out], runs[1].outputs[out])
+    assert api.simulate(default, timing_only=True).cycles < \
+        api.simulate(copied, timing_only=True).cycles
+
+
+def test_loads_wait_on_the_tasks_that_write_a_value_in_place(tmp_path, monkeypatch):
+    """The loads of a value some DPU tasks wrote in place wait on those tasks (rule 1 of
+    ``schedule_deps``, for DPU writers); without that the compile's race proof finds a
+    load unordered against the task."""
+    from vpuc.diagnostics import VpucError
+    from vpuc.fusion import schedule_deps
+    path = _chain(tmp_path)
+    assert _written_in_place(api.compile(path)) > 0
+    monkeypatch.setattr(schedule_deps, "_dpu_writes", lambda *a, **k: {})
+    with pytest.raises(VpucError, match=r"race on cmx %\S+, bytes"):
+        api.compile(path)

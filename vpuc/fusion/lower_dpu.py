@@ -278,6 +278,8 @@ class LayerEmitter:
         # what the output blocks' epilogue (``ProgramText.epilogue``) needs of a store's source
         self.cmx_of: dict[str, tuple[TensorType, int]] = {}     # CMX buffer -> type, tile
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
+        # blocks whose DPU task writes the output in place, no store (resident.in_place_blocks)
+        self.in_place: set[int] = set()
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -315,7 +317,9 @@ class LayerEmitter:
         self.store_at = {j: i + (i >= at) for j, i in self.store_at.items()}
 
     def barriers(self, k: int) -> None:
-        self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
+        self.prog.barriers.append(f"barrier %{self.p}loaded{k}")
+        if self._done_waited(k):
+            self.prog.barriers.append(f"barrier %{self.p}done{k}")
         if k + self.reuse < self.blocks:
             self.prog.barriers.append(f"barrier %{self.p}stored{k}")
 
@@ -327,8 +331,11 @@ class LayerEmitter:
         waits = [f"%{self.p}loaded{k}"]
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
-        self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
-                             f"updates(%{self.p}done{k}) {{")
+        updates = [f"%{self.p}done{k}"] if self._done_waited(k) else []
+        if k in self.in_place:      # no store: the task stands for it (``store``'s updates)
+            updates += [f"%{b}" for b in self._stored_updates(k, max(self.in_place))]
+        upd = f" updates({', '.join(updates)})" if updates else ""
+        self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}){upd} {{")
         x, rows, z = extent
         runs = split_rows(rows, workload_of, self.timing)
         for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
@@ -347,10 +354,21 @@ class LayerEmitter:
                  [f"%{self.p}loaded{t}"])
         return f" bias({cmx})"
 
+    def _done_waited(self, k: int) -> bool:
+        """Whether anything waits on block ``k``'s ``done``: its store, or the load taking
+        its slot."""
+        return k not in self.in_place or k + self.reuse < self.blocks
+
+    def _stored_updates(self, k: int, last: int) -> list[str]:
+        """The barriers block ``k``'s store (or in-place task) updates: its slot's
+        ``stored`` and, for the ``last`` of its kind, the gate (updated by the last store
+        and by the last in-place task: a barrier fires when all its producers have)."""
+        updates = [f"{self.p}stored{k}"] if k + self.reuse < self.blocks else []
+        return updates + ([self.finish] if self.finish and k == last else [])
+
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
-        updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
-        if self.finish and k == self.blocks - 1:
-            updates.append(f"%{self.finish}")
+        last = max(j for j in range(self.blocks) if j not in self.in_place)
+        updates = [f"%{b}" for b in self._stored_updates(k, last)]
         ready = f"%{self.p}done{k}"
         if self.prog.epilogue is not None:
             src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
