@@ -280,6 +280,9 @@ class LayerEmitter:
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
         # blocks whose DPU task writes the output in place, no store (resident.in_place_blocks)
         self.in_place: set[int] = set()
+        # blocks whose DPU task reads its input rows in place, no load (resident.in_place_input)
+        self.reads_in_place: set[int] = set()
+        self.updated: set[str] = set()     # the barriers the DMAs so far update
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -295,9 +298,13 @@ class LayerEmitter:
         return f"%{self.p}{name}"
 
     def load_waits(self, k: int) -> str:
+        waits = self._load_waits(k)
+        return f" waits({', '.join(waits)})" if waits else ""
+
+    def _load_waits(self, k: int) -> list[str]:
         if k >= self.reuse:
-            return f" waits(%{self.p}done{k - self.reuse})"
-        return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
+            return [f"%{self.p}done{k - self.reuse}"]
+        return [f"%{g}" for g in self.gate]
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
             permute: bool = False, before_store: int | None = None) -> None:
@@ -306,6 +313,7 @@ class LayerEmitter:
         it waits in the channel's FIFO for nothing its own waits do not already imply (it
         runs beside the loads of the real data, not behind the stores of later blocks)."""
         mode = "permute " if permute else ""
+        self.updated.update(updates)
         upd = f" updates({', '.join(updates)})" if updates else ""
         line = f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}{waits}{upd}"
         after = None if before_store is None else before_store - self.reuse + 1
@@ -329,13 +337,17 @@ class LayerEmitter:
         variants and modes the cost model finds cheapest (``split_rows``), a channelwise
         op's also into channel chunks (``lower_dpu_channels.variant_boxes``)."""
         waits = [f"%{self.p}loaded{k}"]
+        if k in self.reads_in_place and waits[0] not in self.updated:    # nothing loaded
+            self.prog.barriers.remove(f"barrier {waits[0]}")
+            waits = self._load_waits(k)
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
         updates = [f"%{self.p}done{k}"] if self._done_waited(k) else []
         if k in self.in_place:      # no store: the task stands for it (``store``'s updates)
             updates += [f"%{b}" for b in self._stored_updates(k, max(self.in_place))]
         upd = f" updates({', '.join(updates)})" if updates else ""
-        self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}){upd} {{")
+        wait = f" waits({', '.join(waits)})" if waits else ""
+        self.prog.dpu.append(f"  {self.lp}c{k}: {head}{wait}{upd} {{")
         x, rows, z = extent
         runs = split_rows(rows, workload_of, self.timing)
         for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks

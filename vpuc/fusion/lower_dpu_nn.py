@@ -71,7 +71,7 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          row_edges)
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.fusion.resident import in_place_blocks
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -325,6 +325,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
+        if xin is None and single and width == ow and job.ins == (0, c):
+            xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
         if xin is None:
             zeros = None
             if conv and zero_count(k):

@@ -21,7 +21,7 @@ from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, pe
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
-from vpuc.fusion.resident import in_place_blocks
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -139,6 +139,9 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         if permuted:
             xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
                                       [f"%{prefix}loaded{k}"])
+        elif (xin := in_place_input(e, k, x, cp, lo, rows,
+                                    whole=step == (1, 1))) is not None:
+            pass                    # read where the value lives: no load
         else:
             zeros = None
             if pads():

@@ -112,9 +112,25 @@ def in_place_blocks(e, out: Value, channels: int, tiles_of: list[int],
     return {k for k, t in enumerate(tiles_of) if t == out.tile}
 
 
+def in_place_input(e, k: int, x: Value, channels: int, first_row: int, rows: int,
+                   whole: bool = True) -> str | None:
+    """A view of ``rows`` rows from ``first_row`` of the resident value ``x`` for block
+    ``k``'s DPU task to read straight (no load; ``e.reads_in_place`` notes it), when the
+    block's tile holds ``x``, the task reads ``channels`` (aligned) that are exactly
+    ``x``'s and ``whole`` rows of them (NHWC: one contiguous run); else None.  ``e``: the
+    layer's ``lower_dpu.LayerEmitter``."""
+    if x.tile != e.tile(k) or x.kind != "ddr" or not whole or x.type.order != NHWC \
+            or x.type.dims[1] != channels:
+        return None
+    e.reads_in_place.add(k)
+    n, c, _, w = x.type.dims
+    return e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{first_row}:{first_row + rows}",
+                                       f"0:{w}"])
+
+
 def shared_buffers(module: Module, segment_of) -> dict[str, list[int]]:
-    """CMX buffer -> the sorted segments whose DMA tasks (or DPU tasks writing in place)
-    touch it, for the CMX buffers those of more than one segment touch (resident values);
+    """CMX buffer -> the sorted segments whose DMA tasks (or DPU tasks reading or writing in
+    place) touch it, for the CMX buffers those of more than one segment touch (resident values);
     ``segment_of(label)``: a task's segment index, or None."""
     symbols = SymbolTable(module)
     users: dict[str, set[int]] = {}
@@ -124,7 +140,7 @@ def shared_buffers(module: Module, segment_of) -> dict[str, list[int]]:
             if isinstance(task, DmaTask):
                 names = (task.src, task.dst)
             elif isinstance(task, DpuTask):
-                names = (task.output,)
+                names = (*task.inputs, task.output)
             else:
                 continue
             s = segment_of(task.label or "")

@@ -128,7 +128,8 @@ class _Relaxation:
         self.direct_ddr = touched or None
         resident = set(shared_buffers(module, self.segment_of))
         self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
-        self.dpu_writes = _dpu_writes(others, symbols, resident)
+        self.dpu_writes = _dpu_accesses(others, symbols, resident, write=True)
+        self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
         self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
 
@@ -198,17 +199,34 @@ class _Relaxation:
                     task.waits = tuple(task.waits) + (barrier,)
         # DPU tasks writing a value kept in CMX in place (resident.in_place_blocks): a DMA
         # of a later segment touching their bytes waits on the latest such task per tile
-        # (a tile's DPU queue ends its tasks in list order)
+        # (a tile's DPU queue ends its tasks in list order); a DPU task reading one in place
+        # (resident.in_place_input) waits on those and on the latest DMA writing its bytes
+        # per channel
+        def wait(later, earlier) -> None:
+            if earlier is not None:
+                barrier = own.of(earlier)
+                if barrier not in later.waits:
+                    later.waits = tuple(later.waits) + (barrier,)
+
+        def latest(accesses, later, lfp):
+            return next((a for a, fp in reversed(accesses)
+                         if seg[id(a)] < seg[id(later)] and shared_bytes(fp, lfp) is not None),
+                        None)
+
         for root, writers in self.dpu_writes.items():
-            for later, _, lfp, _ in self.accesses.get(root, ()):
+            readers = [(t, fp) for t, _, fp, _ in self.accesses.get(root, ())]
+            readers += [r for per_tile in self.dpu_reads.get(root, {}).values() for r in per_tile]
+            for later, lfp in readers:
                 for per_tile in writers.values():
-                    earlier = next((w for w, fp in reversed(per_tile)
-                                    if seg[id(w)] < seg[id(later)]
-                                    and shared_bytes(fp, lfp) is not None), None)
-                    if earlier is not None:
-                        barrier = own.of(earlier)
-                        if barrier not in later.waits:
-                            later.waits = tuple(later.waits) + (barrier,)
+                    wait(later, latest(per_tile, later, lfp))
+        for root, per_tile_readers in self.dpu_reads.items():
+            stores: dict[int, list] = {}
+            for task, _, fp, write in self.accesses.get(root, ()):
+                if write:
+                    stores.setdefault(task.channel, []).append((task, fp))
+            for later, lfp in (r for rs in per_tile_readers.values() for r in rs):
+                for per_channel in stores.values():
+                    wait(later, latest(per_channel, later, lfp))
 
 
 def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
@@ -229,20 +247,21 @@ def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
     return by_root
 
 
-def _dpu_writes(tasks: list, symbols: SymbolTable,
-                resident: set[str]) -> dict[str, dict[int, list]]:
-    """Root name -> tile -> (task, footprint) of the DPU tasks writing a ``resident`` CMX
-    buffer, in each tile's list order."""
+def _dpu_accesses(tasks: list, symbols: SymbolTable, resident: set[str],
+                  write: bool) -> dict[str, dict[int, list]]:
+    """Root name -> tile -> (task, footprint) of the DPU tasks writing (``write``) or reading
+    a ``resident`` CMX buffer, in each tile's list order."""
     by_root: dict[str, dict[int, list]] = {}
     for task in tasks:
         if not isinstance(task, DpuTask):
             continue
-        region = symbols.region(task.output)
-        if region is None or region.root.name not in resident:
-            continue
-        footprint = make_footprint(region.root, region_box(region))
-        by_root.setdefault(region.root.name, {}).setdefault(task.tile, []).append(
-            (task, footprint))
+        for name in (task.output,) if write else task.inputs:
+            region = symbols.region(name)
+            if region is None or region.root.name not in resident:
+                continue
+            footprint = make_footprint(region.root, region_box(region))
+            by_root.setdefault(region.root.name, {}).setdefault(task.tile, []).append(
+                (task, footprint))
     return by_root
 
 
