@@ -179,6 +179,15 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
         for key in op.first_reads:
             if key not in first_use:
                 first_use[key] = "read"
+        if op.plain and i != branch:       # vector arithmetic: only its registers matter
+            path.append(PathStep(i, op, "run"))
+            for key in op.writes:
+                first_use.setdefault(key, "write")
+            written.update(op.writes)
+            i += 1
+            if i == count:
+                raise PathRefused("the path leaves .text")
+            continue
         if op.moves_sp:
             raise PathRefused(f"the path moves sp ('{op.mnemonic}')", True)
         args = [payload if kind == 0 else scalars[payload] if kind == 1 else None

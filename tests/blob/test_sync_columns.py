@@ -138,3 +138,30 @@ def test_a_generated_programs_elf_sync_is_its_records_flattened(tmp_path):
     content = elf_content(compiled(path))
     assert [same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
             for tl in content.task_lists] == [True] * 3
+
+
+def fb_content(program):
+    from vpuc.blob import decode_blob, write_blob
+    return decode_blob(write_blob(program, "fb"), "x.blob", sizes=False).content
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_the_flatbuffer_columns_sync_is_the_records_flattened(path):
+    """The FlatBuffer reader hands the barrier indices its column decoder read as numbers
+    (fb_columns.Vectors): equal to flattening its records."""
+    content = fb_content(compiled(path))
+    for tl in content.task_lists:
+        # (a row without a BarrierReference table at all is flattened from its records)
+        assert isinstance(tl.tasks, SyncedRecords) or not tl.tasks or \
+            any(not rec.waits and not rec.updates for rec in tl.tasks)
+        if isinstance(tl.tasks, SyncedRecords):
+            assert same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+    agree(content)
+
+
+def test_a_generated_programs_flatbuffer_sync_is_its_records_flattened(tmp_path):
+    path = tmp_path / "gen.vir"
+    path.write_text(generate(48))
+    content = fb_content(compiled(path))
+    assert [same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+            for tl in content.task_lists] == [True] * 3

@@ -62,7 +62,8 @@ def se(tmp_path_factory):
 def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, channels):
     """The DPU widens f16 to f32, multiplies (exact: 11 x 11 significant bits), rounds once
     to f16: the ACT SHAVE product's one rounding of the same exact product.  24 channels:
-    the blocks and weights padded to 32 in CMX, the weights' padding zeroed."""
+    the blocks and weights padded to 32 in CMX, the padded weights the excitation of the
+    first 8 channels again (finite; their outputs never stored)."""
     se = _se_model(tmp_path, channels=channels)
     x = np.random.default_rng(5).standard_normal((1, 16, 10, 10)).astype(np.float16)
     program = api.compile(se)
@@ -73,8 +74,7 @@ def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, ch
         region = symbols.region(dpu.weights)
         assert region.kind is BufferKind.CMX and region.tile == dpu.tile == writer.tile
         assert region.type.dims == (32, 1, 1, 1)
-        written = symbols.region(writer.outputs[0].buffer)
-        assert written.root is region.root and written.type.dims == (channels, 1, 1, 1)
+        assert symbols.region(writer.outputs[0].buffer).root is region.root
     on_dpu = _run(program, x)
     monkeypatch.setattr(lower_graph, "choose_dpu", lambda *a, **k: None)
     on_act = api.compile(se)

@@ -99,6 +99,19 @@ def test_small_budgets_fit_the_physical_barriers(saved, name, budget, schedule):
                                               schedule=schedule))
 
 
+def test_many_early_loads_share_a_barrier(saved):
+    """At 12288 a channel-chunked layer's weight chunks (``conv_481``'s) load early, during
+    the segments before it, beside a K-split layer's pipeline: with one barrier each the
+    program needed 56 physical barriers at once; the chunks ahead of their gate share one
+    (``schedule_prefetch.ahead_of_gate``), and a target with 40 runs it."""
+    arch = dataclasses.replace(load_arch("NPU37XX"), barriers=40)
+    program = api.compile(saved["mobilenet_v3_small"], cmx_budget=12288, arch=arch)
+    assert {b.physical for b in program.module.barriers} <= set(range(40))
+    assert any(b.name.startswith("conv_481.") and b.name.endswith(".prefetched")
+               for b in program.module.barriers)
+    assert not verify_module(program.module, arch).has_errors
+
+
 def _ksplit_gemm(tmp_path) -> str:
     """17x192 by 192x48 + Relu: K split into chunks under a 6000-byte budget."""
     m = ModelBuilder(seed=0, opset=17)

@@ -420,3 +420,54 @@ def test_objects_moved_to_the_oldest_generation_stay_collectable():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_walks_step_over_vector_arithmetic_as_they_walk_it(program, monkeypatch):
+    """The walk notes only the registers of an operation with no scalar or mask result
+    (``_Op.plain``): every walk of a timing-only run, and every refusal, is the same when
+    it works such operations out as any other."""
+    import copy
+    import dataclasses
+
+    from runtime_sim.isa import path_batch, path_ops
+    from runtime_sim.isa.path_walk import PathRefused, walk
+    calls = []
+    real = path_batch.walk
+
+    def recording(prog, head, branch, R, memory, steps=None):
+        calls.append((prog, head, branch, list(R), copy.deepcopy(memory), copy.deepcopy(steps)))
+        return real(prog, head, branch, R, memory, steps)
+    monkeypatch.setattr(path_batch, "walk", recording)
+    from runtime_sim.isa import cycles_only, cycles_only_loops
+    if "mvn_f16" not in program.kernels:
+        pytest.skip("no library kernel's row loop to walk in this model")
+    # nothing remembered from the other tests: every loop is walked afresh
+    monkeypatch.setattr(shave, "cycles_only_results", cycles_only.Results())
+    monkeypatch.setattr(cycles_only, "_TIMING", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(cycles_only_loops, "_PLANS", weakref.WeakKeyDictionary())
+    simulate(program, timing_only=True)
+    assert calls
+
+    def walks() -> list:
+        found = []
+        for prog, head, branch, R, memory, steps in calls:
+            try:
+                w = walk(prog, head, branch, list(R), copy.deepcopy(memory), copy.deepcopy(steps))
+            except PathRefused as why:
+                found.append(str(why))
+                continue
+            found.append(([(s.index, s.op.mnemonic, s.role, s.values, s.address, s.size,
+                            s.taken) for s in w.path], w.guards, w.footprints, w.promoted,
+                          w.carried, w.end, w.back, w.read_words, w.bases))
+        return found
+    plain = walks()
+    assert any(not isinstance(w, str) for w in plain)
+    vector_steps = sum(path_ops._BY_WORD[id(dec)][1].plain for prog, *_ in calls
+                       for dec in prog.decoded if id(dec) in path_ops._BY_WORD)
+    assert vector_steps                 # the walks met vector arithmetic
+    made = path_ops._make_op
+    monkeypatch.setattr(path_ops, "_make_op",
+                        lambda dec: dataclasses.replace(made(dec), plain=False))
+    monkeypatch.setattr(path_ops, "_BY_WORD", {})
+    monkeypatch.setattr(path_ops, "_OPS", weakref.WeakKeyDictionary())
+    assert walks() == plain

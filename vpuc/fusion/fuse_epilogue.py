@@ -41,7 +41,7 @@ from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
-from vpuc.fusion.lower_dpu_channels import aligned
+from vpuc.fusion.lower_dpu_channels import SHARED_ZEROS_BYTES, aligned, zero_vector
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 from vpuc.reference.graph import storage_dtype
@@ -294,12 +294,21 @@ class EltwiseEpilogue:
 
     def _zero_pad(self, e, k: int, side: str, dims, real: int, elem, tile: int) -> None:
         """Zeros into the pad channels of block ``k``'s ``side`` buffer, copied CMX -> CMX on
-        channel 0 after its load from a zero vector the tile loads with its first such block
-        (``lower_dpu_channels.zero_vector``'s scheme: the DPU computes the pad channels, so
-        they must not hold what an earlier buffer left there).  Blocks are largest first:
-        the tile's later blocks take a prefix of it."""
+        channel 0 after its load (the DPU computes the pad channels, so they must not hold
+        what an earlier buffer left there): from the program's zero vector of the tile
+        (``lower_dpu_channels.zero_vector``) when it is one and large enough, else from one
+        the tile loads with its first such block (blocks are largest first: the tile's
+        later blocks take a prefix of it)."""
         n, c, rows, w = dims
         count = n * (c - real) * rows * w
+        if e.prog.prefetch_bytes and count * elem.nbytes <= SHARED_ZEROS_BYTES:
+            # the program's zero vector of the tile (``zero_vector``), loaded once for all
+            zv = zero_vector(e, tile, count, elem, e.load_waits(k), [f"%{e.p}sidein{k}"])
+            e.dma(f"side.zero{k}", e.view(f"side.zv.v{k}", zv[1:], [f"0:{count}"]),
+                  e.view(f"side.z{k}", side[1:], [f"0:{n}", f"{real}:{c}", f"0:{rows}",
+                                                  f"0:{w}"]), 0, e.load_waits(k),
+                  [f"%{e.p}sidein{k}"])
+            return
         key = (e.p, tile)
         vector = self.zeros.get(key)
         if vector is None or vector[1] < count:

@@ -1,25 +1,30 @@
 """Rows or output channels over the tiles: how a Convolution that fits a tile's CMX whole
-is cut (``lower_dpu_nn.takes``).
+(``lower_dpu_nn.takes``), or a depthwise GroupConvolution (``lower_dpu_nn.emit_nn``), is
+cut.
 
-A layer cut by rows (``lower_dpu_window``) gives every tile a share of the output rows,
-so every tile holds all the weights: each tile loads them (``--schedule naive``), or
-the first reads DDR and the others copy its CMX buffer, on the store channel ahead of
-the layer (``--schedule default``, ``schedule.overlap``).  A layer cut by output
-channels (``lower_dpu_nn.emit_jobs``, one chunk of multiples of 16 channels per tile,
-the mechanism of layers whose weights do not fit) gives every tile the whole input and
-its chunk's weights only: the weights cross a DMA channel once, the input once per tile.
+A layer cut by rows (``lower_dpu_window``, or ``lower_dpu_nn.emit_jobs`` with one job)
+gives every tile a share of the output rows, so every tile holds all the weights: each
+tile loads them (``--schedule naive``), or the first reads DDR and the others copy its
+CMX buffer (``--schedule default``, ``schedule.overlap``); and 7 rows on 2 tiles are 4
+and 3.  A layer cut by output channels (``emit_jobs``, one chunk of multiples of 16
+channels per tile, the mechanism of layers whose weights do not fit) gives every tile
+all the rows of the input channels its chunk reads (a convolution's: all of them; a
+depthwise one's: its own) and its chunk's weights only: the weights cross a DMA channel
+once, a convolution's input once per tile, and the tiles' work is even.
 
 ``cuts_channels`` asks the cost model's flow-shop estimate (``vpuc.cost.blocks``, the
 one ``lower_dpu.choose_blocks`` uses) for both and takes the channel cut only when it is
 cheaper: the weight-heavy layers on small maps (MobileNetV3-Small's 7x7 1x1 expansions,
-96 -> 576 channels: 111 KB of weights against a 9 KB input).  A projection
-(576 -> 96) reads an input half its weights' size: each tile loading it costs about what
-the copy saves, and the row cut stays.  The estimate counts the weights' transfers
-where the schedule runs them: with prefetch, on the store channel before the layer's
-first store (every tile's: the copies too), their DDR bytes once; without, on the load
-channel before each tile's first block, their DDR bytes per tile.  An elementwise
-epilogue on the output blocks (``fuse_epilogue.with_epilogue``) counts in both; a
-chunk's share of it is in proportion to its channels.
+96 -> 576 channels: 111 KB of weights against a 9 KB input) and its 7x7 depthwise
+layers (576 channels, no input read twice, 4 + 3 rows balanced).  A projection
+(576 -> 96) reads an input half its weights' size: each tile loading it costs more than
+the copy saves, and the row cut stays; so do its 14x14 depthwise layers, whose row
+blocks pipeline.  The estimate counts the weights' transfers where the schedule runs
+them: with prefetch, DDR reads them once ahead of the layer, and the copies to the
+other tiles (which wait on that read) hold the store channel before the layer's first
+store; without, each tile loads them on the load channel before its first block.  An
+elementwise epilogue on the output blocks (``fuse_epilogue.with_epilogue``) counts in
+both; a chunk's share of it is in proportion to its channels.
 """
 
 from __future__ import annotations
@@ -33,51 +38,58 @@ from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.fusion.lower_dpu_nn_load import rows_in
-from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, plan_layer, split_job
-from vpuc.fusion.lower_dpu_support import window
+from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, nn_window, plan_layer, split_job
 from vpuc.ir.graph import CONSTANT, GraphIndex
 
 
 def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles: int,
                   gate: tuple[str, ...]) -> bool:
-    """Whether ``layer`` (a Convolution that fits a tile's CMX with its weights whole) runs
-    cheaper cut over its output channels, one chunk per tile, than over its output rows
-    (module docstring).  Only plain cases are weighed (constant weights, an NHWC input, no
-    1x1 strided load): the others keep the row cut."""
+    """Whether ``layer`` (a Convolution that fits a tile's CMX with its weights whole, or a
+    depthwise GroupConvolution) runs cheaper cut over its output channels, one chunk per
+    tile, than over its output rows (module docstring).  Only plain cases are weighed
+    (constant weights, an NHWC input, no 1x1 strided load): the others keep the row cut."""
     op, timing = layer.op, prog.timing
-    if op.kind != "Convolution" or tiles < 2 or timing is None:
+    if op.kind not in ("Convolution", "GroupConvolution") or tiles < 2 or timing is None:
         return False
     x, out = values[op.operands[0]].type, values[layer.output].type
     n, c, h, w = x.dims
     _, oc, oh, ow = out.dims
-    (kh, kw), (sh, sw), _, _, (dh, dw) = window(op, index)
-    pt = op.attrs["pads_begin"][0]
+    (kh, kw), (sh, sw), (pt, _), _, (dh, _) = nn_window(op, index)
     if index.producer(op.operands[1]).kind != CONSTANT or x.order != NHWC \
             or oc < tiles * CHANNEL_GRANULE or oh < tiles \
             or ((kh, kw) == (1, 1) and (sh, sw) != (1, 1)):
         return False
     plan = plan_layer(layer, index, c, oc)
+    if len(plan.jobs) != 1 or plan.dpu_op not in ("conv", "dwconv"):
+        return False                        # a grouped convolution: a job per group
     jobs = split_job(plan, plan.jobs[0], tiles)
     if len(jobs) != tiles:
         return False
-    elem, ic = x.elem, aligned(c)
+    depthwise = plan.dpu_op == "dwconv"     # a chunk reads its own channels only
+    elem = x.elem
     prefetch = bool(prog.prefetch_bytes and gate and prog.dma_channels > 1)
     epilogue = with_epilogue(prog, lambda rows: BlockStages(0.0, 0.0, 0.0, 0.0))
 
+    def ins(outs: int) -> int:                    # input channels a chunk of ``outs`` reads
+        return outs if depthwise else c
+
     def weights(outs: int) -> list[Move]:         # a tile's weights, then its f32 bias
-        moves = [Move(aligned(outs) * ic * kh * kw * elem.nbytes, elem.nbytes)]
+        per_out = 1 if depthwise else aligned(c)
+        moves = [Move(aligned(outs) * per_out * kh * kw * elem.nbytes, elem.nbytes)]
         return moves + ([Move(4 * aligned(outs), 4)] if layer.bias is not None else [])
 
     def block(rows: int, outs: int, in_rows: int) -> BlockStages:
         def workload(r: int) -> DpuWorkload:
-            return DpuWorkload(op="conv", elem=elem.value, width=ow, height=r,
-                               channels=aligned(outs), in_channels=ic, kernel=(kh, kw),
-                               stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
-                               out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
+            return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=r,
+                               channels=aligned(outs), in_channels=aligned(ins(outs)),
+                               kernel=(kh, kw), stride=(sh, sw), batch=n,
+                               in_bytes=elem.nbytes, out_bytes=elem.nbytes,
+                               weight_bytes=elem.nbytes)
         compute = split_rows_cost(rows, workload, timing)[1] \
             + epilogue(rows).compute * outs / oc
-        return block_stages([Move(n * c * in_rows * w * elem.nbytes, elem.nbytes)], compute,
-                            [Move(n * outs * rows * ow * elem.nbytes, elem.nbytes)], timing)
+        return block_stages([Move(n * ins(outs) * in_rows * w * elem.nbytes, elem.nbytes)],
+                            compute, [Move(n * outs * rows * ow * elem.nbytes, elem.nbytes)],
+                            timing)
 
     def copy_cycles(moves: list[Move]) -> float:        # CMX -> CMX, one after another
         return sum(dma_task_cycles(transfer_cost(False, m.nbytes, m.elem_bytes, False, m.nbytes,
@@ -108,16 +120,17 @@ def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles:
         edges = [i * size + min(i, extra) for i in range(count + 1)]
         spans = [(a, b, rows_in(a, b, sh, pt, dh, kh, h)[1]) for a, b in zip(edges, edges[1:])]
         live = 1 if count <= tiles else 2
-        footprint = max(n * elem.nbytes * (ic * loaded + aligned(oc) * (b - a) * ow)
+        footprint = max(n * elem.nbytes * (aligned(ins(oc)) * loaded * w
+                                           + aligned(oc) * (b - a) * ow)
                         for a, b, loaded in spans)
         if resident + live * footprint > prog.cmx_budget:
             continue
         rows_cut = min(rows_cut, estimate([block(b - a, oc, loaded) for a, b, loaded in spans],
                                           [whole] * tiles, tiles - 1))
-    # the channel cut: each tile the whole input and its chunk
+    # the channel cut: each tile its chunk, all rows of the input channels it reads
     chunks = [j.outs[1] - j.outs[0] for j in jobs]
-    need = max(sum(m.nbytes for m in weights(o)) + n * elem.nbytes * (ic * h * w
-                                                                     + aligned(o) * oh * ow)
+    need = max(sum(m.nbytes for m in weights(o))
+               + n * elem.nbytes * (aligned(ins(o)) * h * w + aligned(o) * oh * ow)
                for o in chunks)
     if need > prog.cmx_budget:
         return False
