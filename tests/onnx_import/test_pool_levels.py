@@ -120,3 +120,26 @@ def test_the_estimate_picks_the_split_the_simulator_runs_fastest(tmp_path, monke
     for lv in others:
         monkeypatch.setattr(lower_dpu_global_pool, "choose_levels", lambda *a, lv=lv: lv)
         assert chosen <= api.simulate(api.compile(path), timing_only=True).cycles, lv
+
+
+LARGE = {   # windows beyond the NCE's limit that are not global pools: a located error
+    "maxpool_13": lambda m, x: m.node("MaxPool", [x], kernel_shape=[13, 13], pads=[6, 6, 6, 6]),
+    "avgpool_12": lambda m, x: m.node("AveragePool", [x], kernel_shape=[12, 12]),
+    "conv_1x12": lambda m, x: m.node("Conv", [x, m.weight((16, 16, 1, 12))],
+                                     kernel_shape=[1, 12]),
+    "depthwise_12x1": lambda m, x: m.node("Conv", [x, m.weight((16, 1, 12, 1))],
+                                          kernel_shape=[12, 1], group=16),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LARGE))
+def test_a_window_beyond_the_kernel_limit_is_an_error_at_its_node(case, tmp_path):
+    from vpuc.diagnostics import VpucError
+    m = ModelBuilder(seed=0, opset=17)
+    m.output(LARGE[case](m, m.input("x", [1, 16, 19, 19])))
+    path = m.save(tmp_path / "m.onnx", "m")
+    with pytest.raises(VpucError) as err:
+        api.compile(path)
+    text = str(err.value)
+    assert "m.onnx (imported):" in text and "beyond the NCE's 11 x 11 window" in text
+    assert "<lower-graph" not in text, "reported at the graph op, not the lowered tasks"

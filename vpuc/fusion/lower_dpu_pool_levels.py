@@ -41,11 +41,8 @@ from vpuc.fusion.lower_dpu_channels import aligned, channel_chunks, variant_boxe
 from vpuc.fusion.lower_dpu_nn_load import load_job_input
 from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, Job, Plan
 from vpuc.ir.types import TensorType
+from vpuc.verifier.dpu import MAX_KERNEL     # the NCE's largest kernel side, cited there
 
-# the NCE's largest pooling window side: openvinotoolkit/npu_plugin,
-# src/vpux_compiler/include/vpux/compiler/dialect/VPU/nce_invariant.hpp,
-# NCEInvariant::MAX_KERNEL_SIZE = 11 (HandleLargeKernels splits larger kernels)
-MAX_KERNEL = 11
 MAX_BANDS = 4
 
 
