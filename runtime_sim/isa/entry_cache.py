@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_sim.isa.loop_bounds import MOD, Footprint, independent
+from runtime_sim.isa.loop_bounds import MOD, Footprint, first_outside, independent
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
@@ -79,20 +79,122 @@ class EntryCache:
 
 class LoopFacts:
     """The affine pass of one entry: footprints and the first exiting iteration, or the
-    reason it declined; and the overlap check per iteration count, once each."""
+    reason it declined; and the overlap check per iteration count, once each.
 
-    __slots__ = ("footprints", "exit_at", "declined", "_independent")
+    Footprints based on the same pointers (``groups``: by the registers their bases sum,
+    loads apart from stores, by step) move together when the pointers move, so a relocated
+    entry (``moved``: the remembered facts and each group's move) answers from its origin's
+    per-group work: the overlaps within a group, or between two groups that moved alike, are
+    the origin's (the same footprints, one shift), and groups whose spans over the batch
+    are apart cannot overlap; only when the spans of two groups that moved apart meet is
+    every pair checked again.  Likewise a group's hull inside the accessible memory puts
+    each of its footprints inside (``hulls``)."""
+
+    __slots__ = ("footprints", "exit_at", "declined", "_independent", "groups", "moved",
+                 "_spans", "_hulls")
 
     def __init__(self, footprints: list[Footprint] | None, exit_at: int | None,
-                 declined: Exception | None = None) -> None:
+                 declined: Exception | None = None, groups: tuple | None = None,
+                 moved: tuple | None = None) -> None:
         self.footprints, self.exit_at, self.declined = footprints, exit_at, declined
         self._independent: dict[int, bool] = {}
+        self.groups = groups        # (member indices, ...) of footprints moving together
+        self.moved = moved          # (origin LoopFacts, each group's move) when relocated
+        self._spans: dict[int, tuple] = {}
+        self._hulls: list | None = None
 
     def independent(self, iterations: int) -> bool:
         answer = self._independent.get(iterations)
         if answer is None:
-            answer = self._independent[iterations] = independent(self.footprints, iterations)
+            answer = self._independent[iterations] = self._independent_now(iterations)
         return answer
+
+    def _independent_now(self, iterations: int) -> bool:
+        if self.moved is None or iterations < 2:
+            return independent(self.footprints, iterations)
+        origin, moves = self.moved
+        within, spans = origin.group_spans(iterations)
+        if not within:          # two iterations of one group overlap: they still do
+            return False
+        spans = [(low + d, high + d, stores) for (low, high, stores), d in zip(spans, moves)]
+        for g, (g_low, g_high, g_stores) in enumerate(spans):
+            for h in range(g + 1, len(spans)):
+                h_low, h_high, h_stores = spans[h]
+                if not (g_stores or h_stores) or g_high <= h_low or h_high <= g_low:
+                    continue            # apart over the whole batch, or neither stores
+                if moves[g] != moves[h]:
+                    return independent(self.footprints, iterations)
+                if not origin.pair_independent(g, h, iterations):
+                    return False        # moved as one: the origin's pairs, shifted
+        return True
+
+    def group_spans(self, iterations: int) -> tuple[bool, list]:
+        """(no two iterations of one group overlap, each group's (low, high, stores) over
+        the batch), once per count."""
+        found = self._spans.get(iterations)
+        if found is None:
+            fps = self.footprints
+            spans = []
+            for members in self.groups:
+                ends = [fps[i].span(iterations) for i in members]
+                spans.append((min(low for low, _ in ends), max(high for _, high in ends),
+                              any(fps[i].is_store for i in members)))
+            within = all(independent([fps[i] for i in members], iterations)
+                         for members in self.groups)
+            found = self._spans[iterations] = (within, spans)
+        return found
+
+    def inside(self, iterations: int, regions: dict) -> int:
+        """Iterations before the first whose footprints leave ``regions`` ({is_store:
+        [(begin, end)]}): ``first_outside`` of every footprint, asked of a group's hull
+        first (inside for every iteration: so are its members)."""
+        footprints = self.footprints
+        for hull, members in self.hulls():
+            if first_outside(hull, iterations, regions[hull.is_store]) < iterations:
+                for i in members:
+                    fp = footprints[i]
+                    iterations = min(iterations,
+                                     first_outside(fp, iterations, regions[fp.is_store]))
+        return iterations
+
+    def pair_independent(self, g: int, h: int, iterations: int) -> bool:
+        """No iteration of group g touches bytes another iteration of h stores or the
+        reverse (given each group alone is independent), once per pair and count."""
+        key = (g, h, iterations)
+        answer = self._spans.get(key)
+        if answer is None:
+            fps = self.footprints
+            answer = self._spans[key] = independent(
+                [fps[i] for i in self.groups[g] + self.groups[h]], iterations)
+        return answer
+
+    def hulls(self) -> list[tuple[Footprint, tuple[int, ...]]]:
+        """(hull, members) per group's loads and stores of one step: the hull's bytes in
+        every iteration hold its members'."""
+        if self._hulls is None:
+            if self.moved is not None:
+                origin, moves = self.moved
+                index = {members: g for g, members in enumerate(self.groups)}
+                self._hulls = [(Footprint(hull.low + moves[index[group]], hull.step,
+                                          hull.length, hull.is_store, hull.position), members)
+                               for (hull, members), group in origin.hull_groups()]
+            else:
+                self._hulls = [entry for entry, _ in self.hull_groups()]
+        return self._hulls
+
+    def hull_groups(self) -> list:
+        """((hull, members), the group they belong to), of this entry's own footprints."""
+        fps, out = self.footprints, []
+        for members in self.groups or (tuple(range(len(fps))),):
+            parts: dict[tuple, list[int]] = {}
+            for i in members:
+                parts.setdefault((fps[i].is_store, fps[i].step), []).append(i)
+            for (is_store, step), part in parts.items():
+                low = min(fps[i].low for i in part)
+                high = max(fps[i].low + fps[i].length for i in part)
+                out.append(((Footprint(low, step, high - low, is_store, fps[part[0]].position),
+                             tuple(part)), members))
+        return out
 
 
 def entry_facts(cache: EntryCache, plan, loop: tuple, R: list, affine_pass,
@@ -111,7 +213,9 @@ def entry_facts(cache: EntryCache, plan, loop: tuple, R: list, affine_pass,
     if found is None:
         bases: list[int] = []
         try:
-            facts = LoopFacts(*affine_pass(bases))
+            footprints, exit_at = affine_pass(bases)
+            facts = LoopFacts(footprints, exit_at,
+                              groups=_groups(footprints, origins, frozenset(pointers)))
         except declined as why:
             facts = LoopFacts(None, None, why)
         cache.put(key, (facts, tuple([int(R[k]) for k in pointers]), bases))
@@ -123,13 +227,28 @@ def entry_facts(cache: EntryCache, plan, loop: tuple, R: list, affine_pass,
     shifts = {position: sum(moved.get(k, 0) for k in words) % MOD
               for position, words in origins.items() if not moved.keys().isdisjoint(words)}
     footprints = list(facts.footprints)
+    deltas = [0] * len(footprints)
     for i, fp in enumerate(footprints):
         d = shifts.get(fp.position)
         if d:       # the base moved by d (mod 2^32); the hull's offsets from it stay
             footprints[i] = Footprint((bases[i] + d) % MOD + fp.low - bases[i], fp.step,
                                       fp.length, fp.is_store, fp.position)
+            deltas[i] = footprints[i].low - fp.low
     cache.relocated += 1
-    return LoopFacts(footprints, facts.exit_at)
+    # each group moved as one (no base wrapped alone): its work is the origin's, moved
+    moves = [deltas[members[0]] for members in facts.groups]
+    rigid = all(deltas[i] == d for members, d in zip(facts.groups, moves) for i in members)
+    return LoopFacts(footprints, facts.exit_at, groups=facts.groups,
+                     moved=(facts, moves) if rigid else None)
+
+
+def _groups(footprints: list[Footprint], origins: dict[int, frozenset],
+            pointers: frozenset) -> tuple[tuple[int, ...], ...]:
+    """The footprints' indices by the pointers their bases sum (they move as one)."""
+    by_words: dict[frozenset, list[int]] = {}
+    for i, fp in enumerate(footprints):
+        by_words.setdefault(origins.get(fp.position, frozenset()) & pointers, []).append(i)
+    return tuple(tuple(members) for members in by_words.values())
 
 
 def pointer_registers(plan) -> tuple[tuple[int, ...], tuple[int, ...], dict[int, frozenset]]:

@@ -38,8 +38,7 @@ import numpy as np
 
 from runtime_sim.isa.entry_cache import EntryCache, LoopFacts, entry_facts
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, affine_const, affine_op,
-                                         first_exit, first_outside, same_iteration_overlap,
-                                         signed)
+                                         first_exit, same_iteration_overlap, signed)
 from runtime_sim.isa.loop_chunk import ChunkRunner
 from runtime_sim.isa.loop_chunk import step_value as _step_value
 from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
@@ -201,9 +200,7 @@ class FastLoops:
         iterations = min(trip, budget // plan.length)
         if iterations == trip and branch + 1 == len(self.program.steps):
             iterations -= 1         # leave the fall off the end of .text to the interpreter
-        regions = accessible_ranges(memory)
-        for fp in footprints:
-            iterations = min(iterations, first_outside(fp, iterations, regions[fp.is_store]))
+        iterations = facts.inside(iterations, accessible_ranges(memory))
         if iterations < self.min_iterations:
             raise _Decline("too few iterations before a possible fault, max_steps or the end "
                            "of .text")

@@ -24,6 +24,7 @@ from runtime_sim.isa.cycles import finish, new_ready
 from runtime_sim.isa.memory import AccessFault, WindowMemory
 from runtime_sim.isa.program import BAD_TARGET, HALT, BadTarget, Program, StackOverflow
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS
+from runtime_sim.isa.straight_blocks import Block, block, straight_blocks
 from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import (EXIT_ADDRESS, NUM_MREGS, NUM_SREGS, NUM_VREGS, REG_ARGS_ADDR,
@@ -103,37 +104,57 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     now = stalls = executed = 0
     budget = float("inf") if max_cycles is None else max_cycles
     i = program.index_of(program.base + entry)
+    # Fast mode: straight-line blocks (and the transfer ending one) issued as one step
+    # (``straight_blocks``); the blocks run go to ``counts`` when the opcode counts are
+    # read (a model's run never does).
+    blocks = straight_blocks(program, heads) if loops is not None else None
+    blocks_ran: list[Block] = []
     try:
         with np.errstate(all="ignore"):
             while True:
-                runner, sources, dests, slot, other, busy, latency, closes, penalty = flat[i]
-                executed += 1
-                if executed > max_steps:
-                    raise VpucError(f"kernel did not halt within {max_steps} instructions "
-                                    f"(now at {_where(program, i)}); check the loop counters "
-                                    "or raise max_steps", BinLoc(program.name, ".text",
-                                                                 i * WORD_BYTES))
-                counts[i] += 1
-                # cycles.issue, inline (the fast path's loop_timing calls it: same count)
-                start = now
-                for key in sources:
-                    if ready[key] > start:
-                        start = ready[key]
-                operands = start
-                if other is not None and ready[slot] > start and ready[other] < ready[slot]:
-                    slot = other
-                free = ready[slot]
-                if free > start:
-                    start = free
-                ready[slot] = start + busy
-                done = start + latency
-                for key in dests:
-                    ready[key] = done
-                stall = operands - (now + 1 if now + 1 > free else free)
-                if stall > 0:
-                    stalls += stall
-                now = start + 1 if closes else start
-                nxt = runner(R, memory)
+                blk = blocks[i] if blocks is not None else None
+                if blk is not None and executed + (
+                        blk.length if blk.__class__ is Block else blk - i) <= max_steps:
+                    # a block: its instructions but the last straight-line, issued as one
+                    blk = block(program, blocks, i)
+                    for runner in blk.straight:
+                        runner(R, memory)
+                        i += 1
+                    executed += blk.length
+                    now, stalled = blk.issue(ready, now)
+                    stalls += stalled
+                    blocks_ran.append(blk)
+                    penalty = blk.penalty
+                    nxt = blk.last(R, memory)
+                else:
+                    runner, sources, dests, slot, other, busy, latency, closes, penalty = flat[i]
+                    executed += 1
+                    if executed > max_steps:
+                        raise VpucError(f"kernel did not halt within {max_steps} instructions "
+                                        f"(now at {_where(program, i)}); check the loop "
+                                        "counters or raise max_steps",
+                                        BinLoc(program.name, ".text", i * WORD_BYTES))
+                    counts[i] += 1
+                    # cycles.issue, inline (the fast path's loop_timing calls it: same count)
+                    start = now
+                    for key in sources:
+                        if ready[key] > start:
+                            start = ready[key]
+                    operands = start
+                    if other is not None and ready[slot] > start and ready[other] < ready[slot]:
+                        slot = other
+                    free = ready[slot]
+                    if free > start:
+                        start = free
+                    ready[slot] = start + busy
+                    done = start + latency
+                    for key in dests:
+                        ready[key] = done
+                    stall = operands - (now + 1 if now + 1 > free else free)
+                    if stall > 0:
+                        stalls += stall
+                    now = start + 1 if closes else start
+                    nxt = runner(R, memory)
                 if nxt is None:
                     i += 1
                     if i == end:
@@ -178,7 +199,7 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         raise VpucError(f"{_where(program, i)}: {message}",
                         BinLoc(program.name, ".text", i * WORD_BYTES)) from None
     return _LazyRunResult.made(
-        program, R, counts,
+        program, R, counts, blocks_ran,
         cycles=finish(ready, now), instructions=executed, stall_cycles=stalls,
         scalar_regs=[int(v) for v in R[:NUM_SREGS]],
         exit_pc=program.base + i * WORD_BYTES,
@@ -195,16 +216,20 @@ class _LazyRunResult(RunResult):
     of its hundreds of invocations, and the three cost more than a short kernel's run."""
 
     @classmethod
-    def made(cls, program: Program, R: list, counts: list[int], **eager) -> "_LazyRunResult":
+    def made(cls, program: Program, R: list, counts: list[int], blocks: list[Block],
+             **eager) -> "_LazyRunResult":
         result = cls.__new__(cls)
-        result.__dict__.update(eager, _pending=(program, R, counts))
+        result.__dict__.update(eager, _pending=(program, R, counts, blocks))
         return result
 
     def __getattr__(self, name: str):          # only for attributes not set
         pending = self.__dict__.get("_pending")
         if name not in _LAZY_FIELDS or pending is None:
             raise AttributeError(name)
-        program, R, counts = pending
+        program, R, counts, blocks = pending
+        for blk in blocks:                      # each instruction of a block ran once
+            for index in range(blk.start, blk.start + blk.length):
+                counts[index] += 1
         # the registers and counts as whole arrays
         masks = np.packbits(np.array(R[NUM_SREGS + NUM_VREGS:NUM_REGISTER_KEYS], bool),
                             axis=1, bitorder="little").view("<u2")[:, 0]

@@ -38,6 +38,10 @@ import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, signed
 from runtime_sim.isa.loop_pipelined import rows_of, shifted
+from runtime_sim.isa.loop_views import MAX_TILED_ROWS  # noqa: F401 -- callers import it here
+from runtime_sim.isa.loop_views import grouped_view as _view
+from runtime_sim.isa.loop_views import progression_view  # noqa: F401 -- callers import it here
+from runtime_sim.isa.loop_views import tiled as _tiled
 from runtime_sim.isa.sem_vector import GENERAL
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
 
@@ -48,35 +52,6 @@ PROGRESSIONS = ("vld", "vst")
 # (code, fn, operand slots..., result slot, dead slots); the others as (code, step, dead))
 _OP, _LOAD, _STORE, _CAPTURE, _VIEW_LOAD, _VIEW_STORE, _SHIFT, _OP1, _OP2 = range(9)
 
-# Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
-# every chunk (a kernel's constants are the same in every invocation).
-# Bounded: at most MAX_TILED of at most MAX_TILED_ROWS rows (8 MiB); a longer batch
-# against one vector takes the general form, whose long rows do as well.
-_TILED: dict[tuple, np.ndarray] = {}
-MAX_TILED = 32
-MAX_TILED_ROWS = 16384
-
-
-def progression_view(memory, base: Affine, first: int, rows: int, offset,
-                     is_store: bool) -> np.ndarray | None:
-    """The (rows, 16) view of a ``vld`` / ``vst`` at the induction register ``base`` (an
-    Affine at iteration 0) plus ``offset``, for iterations first .. first+rows-1, when the
-    rows ascend at least 16 bytes apart without wrapping, or, for a load, all read the
-    same 16 bytes (a constant a loop reloads: a read-only view); else None (run the
-    instruction).  (The rows of one constant are shared and read-only: callers copy.)"""
-    step = signed(base.step)
-    start = (base.start + first * base.step + int(offset)) % MOD
-    if step == 0 and not is_store:
-        if start + 16 > MOD:
-            return None
-        row = memory.progression(start, 16, 1, 16, False)
-        if row is None:
-            return None
-        tiled = _tiled(row[0], rows)
-        return tiled if tiled.ndim == 2 else np.broadcast_to(row, (rows, 16))
-    if start + (rows - 1) * step + 16 > MOD:
-        return None
-    return memory.progression(start, step, rows, 16, is_store)
 
 
 def step_value(step, R: list) -> int:
@@ -105,7 +80,10 @@ class ChunkRunner:
         self._drop_dead_values()
         self.tiled = self._tiled_invariants()
         del self.batch_forms
-        self.run_steps = [self._run_step(step, dead) for step, dead in zip(self.steps, self.dead)]
+        self.groups = self._view_groups()
+        self.run_steps = [self._run_step(step, dead, self.groups.get(id(step)))
+                          for step, dead in zip(self.steps, self.dead)]
+        del self.groups
 
     # --- building the schedule ----------------------------------------------------------
 
@@ -222,12 +200,33 @@ class ChunkRunner:
         self.dead = [tuple(dead.get(i, ())) for i in range(len(self.steps))]
 
     @staticmethod
-    def _run_step(step: tuple, dead: tuple) -> tuple:
-        """``step`` as ``__call__`` runs it (see the step codes)."""
+    def _run_step(step: tuple, dead: tuple, group) -> tuple:
+        """``step`` as ``__call__`` runs it (see the step codes); a view's with its group."""
         if step[0] == _OP and len(step[3]) == 1 and len(step[2]) in (1, 2):
             code = _OP1 if len(step[2]) == 1 else _OP2
             return (code, step[1], *step[2], step[3][0], dead)
+        if step[0] in (_VIEW_LOAD, _VIEW_STORE):
+            return (step[0], step, dead, group)
         return (step[0], step, dead)
+
+    def _view_groups(self) -> dict[int, tuple]:
+        """id(view step) -> ((base slot, is store, lowest offset, span), its column): the
+        views of a chunk at one base (loads apart from stores) at two or more offsets, taken
+        as columns of one window (``progression_window``)."""
+        by_base: dict[tuple, list] = {}
+        for step in self.steps:
+            if step[0] in (_VIEW_LOAD, _VIEW_STORE):
+                by_base.setdefault((step[4], step[0] == _VIEW_STORE), []).append(step)
+        groups = {}
+        for (slot, is_store), steps in by_base.items():
+            offsets = [signed(int(step[5]) % MOD) for step in steps]
+            if len(set(offsets)) < 2:
+                continue
+            low = min(offsets)
+            key = (slot, is_store, low, max(offsets) + 16 - low)
+            for step, offset in zip(steps, offsets):
+                groups[id(step)] = (key, offset - low)
+        return groups
 
     def _tiled_invariants(self) -> list[tuple[int, int]]:
         """(slot, register) of the invariant vector registers read only by operations with
@@ -291,6 +290,7 @@ class ChunkRunner:
                 k = np.arange(first, first + rows, dtype=np.uint32)
                 for slot, _, _ in self.arrays:
                     v[slot] = np.uint32(affines[slot].start) + k * np.uint32(affines[slot].step)
+        windows: dict[tuple, np.ndarray | None] = {}    # a view group's window, this chunk
         for step in self.run_steps:
             code = step[0]
             if code == _OP2:                  # the common case, with the fewest lookups
@@ -303,6 +303,8 @@ class ChunkRunner:
                 for slot in step[4]:
                     v[slot] = None
                 continue
+            if code == _VIEW_LOAD or code == _VIEW_STORE:
+                group = step[3]
             step, dead, outs = step[1], step[2], ()
             if code == _OP:
                 result, outs = step[1](*[v[a] for a in step[2]]), step[3]
@@ -311,7 +313,7 @@ class ChunkRunner:
             elif code == _STORE:
                 step[1](memory, *[v[a] for a in step[2]])
             elif code == _VIEW_LOAD:
-                view = progression_view(memory, affines[step[4]], first, rows, step[5], False)
+                view = _view(memory, windows, affines, first, rows, step, group, False)
                 if view is None:
                     _base_rows(v, step[4], affines[step[4]], first, rows)
                     result = step[1](memory, *[v[a] for a in step[2]])
@@ -319,7 +321,7 @@ class ChunkRunner:
                     result = view.copy()
                 outs = step[3]
             elif code == _VIEW_STORE:
-                view = progression_view(memory, affines[step[4]], first, rows, step[5], True)
+                view = _view(memory, windows, affines, first, rows, step, group, True)
                 if view is None:
                     _base_rows(v, step[4], affines[step[4]], first, rows)
                     step[1](memory, *[v[a] for a in step[2]])
@@ -340,22 +342,6 @@ class ChunkRunner:
         for key, slot in self.incoming:
             incoming[key] = rows_of(key, v[slot], rows)[-1]
         return {key: v[slot] for key, slot in self.final}
-
-
-def _tiled(vector, rows: int):
-    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else (or too
-    many rows) as is."""
-    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8 \
-            or rows > MAX_TILED_ROWS:
-        return vector
-    key = (vector.tobytes(), rows)
-    found = _TILED.get(key)
-    if found is None:
-        if len(_TILED) >= MAX_TILED:
-            _TILED.clear()
-        found = _TILED[key] = np.repeat(vector[None], rows, axis=0)
-        found.flags.writeable = False
-    return found
 
 
 def batch_operands(args: list, rows: int) -> list:

@@ -28,7 +28,8 @@ from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
-from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands, progression_view
+from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands
+from runtime_sim.isa.loop_views import progression_view
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner

@@ -314,6 +314,33 @@ def test_random_moved_buffers_replay_the_walk(n, rows, extra, moved_in, moved_ou
         run_both(source, words, random_fill(seed), min_path_iterations=1)
 
 
+@pytest.mark.parametrize("moves", [[(32, 0), (0, -64), (32, 0), (0, -64), (32, 0)],
+                                   [(0x800, 0x402), (0, 0), (0x800, 0x402)]])
+def test_buffers_back_at_a_slot_replay_the_walk_relocated_there(monkeypatch, moves):
+    """A layer's blocks cycle through a few buffer slots: a walk relocated to row pointers
+    seen before is the one made then (``path_relocate``: its inner loops and checks kept),
+    and every invocation is the interpreter's."""
+    source = rows_source(64, 64).replace(
+        "    vbcast.h v21, s21\nrows:",
+        "    vbcast.h v21, s21\n    li s2, 0\n    li s3, 0\n    j rows\nrows:")
+    walks: list = []                  # the walks themselves: no id is reused while held
+    execute = path_batch.execute
+
+    def recorded(walk, *args):
+        walks.append(walk)
+        return execute(walk, *args)
+    monkeypatch.setattr(path_batch, "execute", recorded)
+    run_both(source, [INPUT, OUTPUT, 12, 24], random_fill(12), min_path_iterations=1)
+    first = {}
+    for moved_in, moved_out in moves:
+        walks.clear()
+        run_both(source, [INPUT + moved_in, OUTPUT + moved_out, 12, 24], random_fill(12),
+                 min_path_iterations=1)
+        assert len(walks) == 1
+        assert first.setdefault((moved_in, moved_out), walks[0]) is walks[0]
+    assert len({id(walk) for walk in first.values()}) == len(first)
+
+
 # --- a row's inner loops along a second axis (path_inner) ---------------------------------------
 
 @pytest.fixture

@@ -35,6 +35,7 @@ import numpy as np
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer
 from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, Job, Plan
+from vpuc.fusion.lower_dpu_pool_levels import MAX_KERNEL, choose_levels, emit_levels
 from vpuc.ir.types import TensorType
 
 POOLS = ("avgpool", "maxpool")
@@ -111,7 +112,15 @@ def emit_global_pool(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 def emit_pool(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
               values: dict[str, Value], tiles: int, prefix: str, gate: tuple[str, ...],
               finish: str | None, emit_jobs) -> None:
-    """``plan`` over ``x``: in two levels when it is a global pool too large for CMX."""
+    """``plan`` over ``x``: a global pool whose window exceeds the NCE's kernel limit in
+    levels in CMX over the tiles when an exact split fits (``lower_dpu_pool_levels``), else
+    in two levels through DDR when it is too large for CMX."""
+    if is_global(plan, x) and max(plan.kernel) > MAX_KERNEL:
+        levels = choose_levels(plan, x, values[layer.output], tiles, prog)
+        if levels is not None:
+            emit_levels(prog, layer, levels, plan.dpu_op, x, values, tiles, prefix, gate,
+                        finish)
+            return
     if needs_split(plan, x, prog.cmx_budget):
         emit_global_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish, emit_jobs)
     else:

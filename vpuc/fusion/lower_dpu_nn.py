@@ -71,6 +71,7 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          row_edges)
 from vpuc.fusion.lower_dpu_support import window
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -274,6 +275,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    e.in_place = in_place_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
+                                 whole=len(jobs) == 1 and width == ow)
 
     def geometry(r0: int, r1: int, c0: int, c1: int):
         """(first row, rows, top, bottom), (first column, columns, left, right) loaded."""
@@ -322,6 +325,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
+        if xin is None and single and width == ow and job.ins == (0, c):
+            xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
         if xin is None:
             zeros = None
             if conv and zero_count(k):
@@ -332,13 +337,16 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols), waits, loaded,
                                  zeros)
             inputs[key] = xin
-        y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
+        y = dst if k in e.in_place else \
+            e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
         e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),
                lambda r, cols=c1 - c0: workload_of(job, r, cols))
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
+        if k in e.in_place:                  # written where the value lives: no store
+            continue
         if occ > o1 - o0:                            # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
                                              f"0:{c1 - c0}"])

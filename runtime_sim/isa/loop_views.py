@@ -1,0 +1,87 @@
+"""A batch's ``vld`` / ``vst`` as views of the memory's rows (the chunk runner's and the
+path batch's): an access at an induction register plus an offset reads or writes one
+strided view of its iterations' rows instead of gathering them by address, and the
+accesses of an unrolled body at one base and several offsets are the columns of one
+window of the rows, found once per chunk.  The views are the same bytes the rows'
+addresses name, so a batch through them is the batch through the addresses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime_sim.isa.loop_bounds import MOD, Affine, signed
+
+# Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
+# every chunk (a kernel's constants are the same in every invocation).
+# Bounded: at most MAX_TILED of at most MAX_TILED_ROWS rows (8 MiB); a longer batch
+# against one vector takes the general form, whose long rows do as well.
+_TILED: dict[tuple, np.ndarray] = {}
+MAX_TILED = 32
+MAX_TILED_ROWS = 16384
+
+
+def progression_view(memory, base: Affine, first: int, rows: int, offset,
+                     is_store: bool) -> np.ndarray | None:
+    """The (rows, 16) view of a ``vld`` / ``vst`` at the induction register ``base`` (an
+    Affine at iteration 0) plus ``offset``, for iterations first .. first+rows-1, when the
+    rows ascend at least 16 bytes apart without wrapping, or, for a load, all read the
+    same 16 bytes (a constant a loop reloads: a read-only view); else None (run the
+    instruction).  (The rows of one constant are shared and read-only: callers copy.)"""
+    step = signed(base.step)
+    start = (base.start + first * base.step + int(offset)) % MOD
+    if step == 0 and not is_store:
+        if start + 16 > MOD:
+            return None
+        row = memory.progression(start, 16, 1, 16, False)
+        if row is None:
+            return None
+        repeated = tiled(row[0], rows)
+        return repeated if repeated.ndim == 2 else np.broadcast_to(row, (rows, 16))
+    if start + (rows - 1) * step + 16 > MOD:
+        return None
+    return memory.progression(start, step, rows, 16, is_store)
+
+
+def progression_window(memory, base: Affine, first: int, rows: int, low: int, span: int,
+                       is_store: bool) -> np.ndarray | None:
+    """The (rows, span) view of the bytes ``low .. low+span-1`` past the induction register
+    ``base`` (an Affine at iteration 0), iterations first .. first+rows-1, when the rows
+    ascend at least ``span`` bytes apart without wrapping; else None.  The ``vld`` / ``vst``
+    of a body at one base and several offsets (an unrolled body: 0, 16, 32, 48) are its
+    16-byte columns: the views ``progression_view`` gives each, found once."""
+    step = signed(base.step)
+    start = (base.start + first * base.step + low) % MOD
+    if step < span or start + (rows - 1) * step + span > MOD:
+        return None
+    return memory.progression(start, step, rows, span, is_store)
+
+
+def grouped_view(memory, windows: dict, affines: dict, first: int, rows: int, step: tuple, group,
+          is_store: bool) -> np.ndarray | None:
+    """A view step's rows: a column of its group's window when it has one, else its own
+    ``progression_view``."""
+    if group is not None:
+        key, column = group
+        window = windows.get(key, False)
+        if window is False:
+            window = windows[key] = progression_window(memory, affines[key[0]], first, rows,
+                                                       key[2], key[3], is_store)
+        if window is not None:
+            return window[:, column:column + 16]
+    return progression_view(memory, affines[step[4]], first, rows, step[5], is_store)
+
+
+def tiled(vector, rows: int):
+    """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else (or too
+    many rows) as is."""
+    if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8 \
+            or rows > MAX_TILED_ROWS:
+        return vector
+    key = (vector.tobytes(), rows)
+    found = _TILED.get(key)
+    if found is None:
+        if len(_TILED) >= MAX_TILED:
+            _TILED.clear()
+        found = _TILED[key] = np.repeat(vector[None], rows, axis=0)
+        found.flags.writeable = False
+    return found

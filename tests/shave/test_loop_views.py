@@ -1,0 +1,106 @@
+"""A chunk's ``vld`` / ``vst`` at one base and several offsets as columns of one window
+(``loop_views``): each column is the very view the access alone gets, and kernels whose
+unrolled bodies use them match the exact interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime_sim.isa.loop_bounds import MOD, Affine
+from runtime_sim.isa.loop_plan import LoopPlan
+from runtime_sim.isa.loop_views import grouped_view, progression_view, progression_window
+from shave_testlib import WIN_F, make_memory
+from test_fastpath import random_fill, run_both
+
+
+def _address(view: np.ndarray) -> tuple[int, tuple]:
+    return view.__array_interface__["data"][0], view.strides
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-4096, 70000), st.sampled_from([0, 16, 32, 48, 64, 80, 128, -64]),
+       st.integers(1, 40), st.integers(0, 5),
+       st.lists(st.sampled_from([-64, -48, -32, -16, 0, 16, 32, 48, 64]), min_size=2,
+                max_size=6, unique=True), st.booleans())
+def test_window_columns_are_the_accesses_own_views(start, step, rows, first, offsets,
+                                                   is_store):
+    memory, _ = make_memory(4096, 4096, 65536)
+    base = Affine((WIN_F + start) % MOD, step % MOD)
+    low = min(offsets)
+    key = (0, is_store, low, max(offsets) + 16 - low)
+    windows: dict = {}
+    for offset in offsets:
+        alone = progression_view(memory, base, first, rows, offset, is_store)
+        column = grouped_view(memory, windows, {0: base}, first, rows, (None,) * 4 + (0, offset),
+                              (key, offset - low), is_store)
+        if alone is None or column is None:
+            assert column is None and alone is None
+            continue
+        assert column.shape == alone.shape == (rows, 16)
+        if step or is_store:        # a reloaded constant (step 0) is a shared read-only copy
+            assert _address(column) == _address(alone)
+        assert np.array_equal(column, alone)
+    window = windows.get(key)
+    if window is not None:          # only rows at least a window apart make one
+        assert step >= key[3] and window.shape == (rows, key[3])
+        again = progression_window(memory, base, first, rows, low, key[3], is_store)
+        assert _address(again) == _address(window)
+
+
+_UNROLLED = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+    li.f16 s20, 1.5
+    vbcast.h v20, s20
+body:
+    vld v1, 0(s2)
+    vld v2, 16(s2)
+    vld v3, 32(s2)
+    vld v4, 48(s2)
+    vmul.f16 v1, v1, v20
+    vadd.f16 v2, v2, v1
+    vmul.f16 v3, v3, v20
+    vsub.f16 v4, v4, v3
+    addi s2, s2, {step}
+    addi s3, s3, {step}
+    vst v1, -64(s3)
+    vst v2, -48(s3)
+    vst v3, -32(s3)
+    vst v4, -16(s3)
+    loop s4, body
+    li s0, 0
+    halt
+"""
+
+
+@pytest.mark.parametrize("step", [64, 80, 32, -64])
+@pytest.mark.parametrize("count", [1, 7, 100])
+def test_unrolled_bodies_through_windows_match_the_interpreter(step, count):
+    """Step 64 and 80: batched through windows of four columns; 32: iterations overlap
+    (the interpreter runs it); -64: descending rows, no window."""
+    src = WIN_F + (0x1000 if step > 0 else 0x4000)
+    dst = WIN_F + (0x8000 if step > 0 else 0xC000)
+    _, loops, _ = run_both(_UNROLLED.format(step=step), [src, dst, count], random_fill(count),
+                           min_iterations=1)
+    if count > 1 and step in (64, 80):
+        assert loops.batched_iterations == count
+        runner = next(p for p in loops.plans.values() if isinstance(p, LoopPlan)).runner
+        grouped = [step for step in runner.run_steps if len(step) == 4 and step[3]]
+        assert len(grouped) == 8
+
+
+def test_a_window_reaching_past_the_mapping_falls_back_to_the_accesses():
+    """The last rows end exactly at the end of WIN_F: the window (and each view) fits; one
+    row more and the batch stops before the faulting iteration, as the interpreter."""
+    size = 65536
+    for count, extra in ((8, 0), (9, 64)):
+        src = WIN_F + size - 8 * 64
+        error, _, _ = run_both(_UNROLLED.format(step=64), [src, WIN_F + 0x100, count],
+                               random_fill(3), min_iterations=1)
+        assert isinstance(error, str) == bool(extra)
