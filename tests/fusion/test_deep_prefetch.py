@@ -195,6 +195,32 @@ def test_a_deep_load_goes_on_channel_0_after_the_segments_last_load():
     assert tasks[-1].channel == 0
 
 
+def test_small_loads_past_the_stores_alternate_between_the_channels():
+    """``alternate``: the early loads that go after a segment's last store (more loads than
+    stores) take turns with channel 0, after its last load, so their DDR latencies overlap;
+    one a copy waits on, or a copy, stays on channel 1, and so do loads not in
+    ``alternate``."""
+    def segment():
+        tasks = [_dma("A.store0", 1, updates=["A.finished"]),
+                 _dma("P.load0", 0, ["A.finished"]),
+                 _dma("P.store0", 1, ["P.done0"], ["P.finished"]),
+                 _dma("Q.w0", 1), _dma("Q.w1", 1), _dma("Q.w2", 1), _dma("Q.w3", 1),
+                 _dma("Q.w4", 1, updates=["Q.w4.copied"]), _dma("Q.w5", 1, ["Q.w4.copied"]),
+                 _dma("Q.load0", 0, ["P.finished"])]
+        return tasks, {id(t): "P.finished" for t in tasks[3:9]}
+    tasks, early = segment()
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"},
+                         alternate={id(t) for t in tasks[3:9]})
+    # w0 after A's store (the segment's start), w1 after P's store; past it w1, w2, w3
+    # and w4 (its copy's source) take turns: w2 on channel 0 after P.load0
+    assert [t.label for t in out] == ["A.store0", "Q.w0", "P.load0", "Q.w2", "P.store0",
+                                      "Q.w1", "Q.w3", "Q.w4", "Q.w5", "Q.load0"]
+    assert [t.channel for t in out if t.label.startswith("Q.w")] == [1, 0, 1, 1, 1, 1]
+    tasks, early = segment()
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"})
+    assert all(t.channel == 1 for t in out if t.label.startswith("Q.w"))
+
+
 def _classifier(gates: list[str], variants: int = 2):
     """A deep load C.w<k> per gate (the segment it runs during), each updating C.k<k>, which
     an activation load C.a<k> updates too for even k; a DPU task C.c<k> of ``variants``
@@ -313,10 +339,11 @@ def test_when_allocate_cmx_finds_no_room_the_deep_and_paced_loads_are_given_up(
     calls, turns = [], set()
     real_order = schedule.prefetch_order
 
-    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset()):
+    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset(),
+                        alternate=frozenset()):
         calls.append(set(deep))
         turns.update(spread)
-        return real_order(tasks, early, gates, deep, spread)
+        return real_order(tasks, early, gates, deep, spread, alternate)
 
     monkeypatch.setattr(schedule, "prefetch_order", recording_order)
     monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
@@ -341,10 +368,11 @@ def test_when_all_deep_loads_leave_no_room_the_latest_ones_stay_deep(mobilenet, 
     calls, seen = [], {}
     real_order, real_deepen = schedule.prefetch_order, schedule.deepen
 
-    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset()):
+    def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset(),
+                        alternate=frozenset()):
         calls.append({t.label: early[id(t)] for t in tasks if id(t) in deep})
         seen.update(gate={t.label: early.get(id(t)) for t in tasks})
-        return real_order(tasks, early, gates, deep, spread)
+        return real_order(tasks, early, gates, deep, spread, alternate)
 
     def recording_deepen(moved, early, early_bytes, room, copies=None):
         deep = real_deepen(moved, early, early_bytes, room, copies)

@@ -84,7 +84,8 @@ from dataclasses import dataclass, replace
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import (EARLY_CMX_BYTES, EarlyRoom, ahead_of_gate, deepen,
+from vpuc.fusion.schedule_prefetch import (DEEP_MIN_BYTES, EARLY_CMX_BYTES, EarlyRoom,
+                                           ahead_of_gate, deepen,
                                            prefetch_order, share_barriers)
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
@@ -269,22 +270,26 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             # a streaming segment's other early loads take turns between the channels
             spread = {id(t) for t, *_ in moved if id(t) not in copying
                       and room_of.prefix_of(t.label or "") in streaming}
-            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread)
+            # small loads past a segment's stores alternate between the channels, so
+            # their DDR latencies overlap
+            alternate = {id(t) for t, _, _, _, nbytes in moved if nbytes < DEEP_MIN_BYTES}
+            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
             fits = not (deep or paced or behind) or arch is None or cmx_fits(module, arch)
             if not fits and behind:
                 # their longer lifetimes leave allocate-cmx no room: back behind their gates
                 early.update(behind)
-                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread)
+                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
                 fits = not (deep or paced) or cmx_fits(module, arch)
             if not fits and not (deep := _fewer_deep(module, arch, tasks, task_list, moved,
                                                      early, gates, deep, spread,
-                                                     room_of.order)):
+                                                     room_of.order, alternate)):
                 # the longer lifetimes fragment CMX beyond what the room estimates saw even
                 # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
-                task_list.tasks = prefetch_order(tasks, early, gates, spread=spread)
+                task_list.tasks = prefetch_order(tasks, early, gates, spread=spread,
+                                                 alternate=alternate)
                 deep = set()
             if arch is not None:
                 # one barrier per segment the deep loads (or many early ones) run during,
@@ -299,7 +304,8 @@ DEEP_KEPT = (3 / 4, 1 / 2, 1 / 4)
 
 
 def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
-                gates: set[str], deep: set[int], spread: set[int], order: list[str]) -> set[int]:
+                gates: set[str], deep: set[int], spread: set[int], order: list[str],
+                alternate: set[int] = frozenset()) -> set[int]:
     """When the ``deep`` loads' lifetimes leave allocate-cmx no room: keep those that run
     latest (the shortest lifetimes, nearest their classifier), ``DEEP_KEPT`` of them in
     turn, the others loading early into the segment before theirs only, until allocate-cmx
@@ -317,7 +323,7 @@ def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early
         for task, gate, *_ in moved:
             if id(task) in deep:
                 early[id(task)] = anchor[id(task)] if id(task) in kept else gate
-        task_list.tasks = prefetch_order(tasks, early, gates, kept, spread)
+        task_list.tasks = prefetch_order(tasks, early, gates, kept, spread, alternate)
         if cmx_fits(module, arch):
             return kept
     for task, gate, *_ in moved:
