@@ -13,9 +13,9 @@ import pytest
 
 from vpuc import api
 from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, DEEP_MIN_BYTES,
-                                           EARLY_CMX_BYTES,
-                                           STREAMING_RATIO, EarlyRoom, deepen, prefetch_order,
-                                           share_barriers)
+                                           EARLY_CMX_BYTES, STREAMING_RATIO, EarlyRoom, deepen,
+                                           prefetch_order)
+from vpuc.fusion.schedule_share import share_barriers
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuOp, DpuTask, DpuVariant, Executor, TaskList

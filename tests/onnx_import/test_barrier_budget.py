@@ -36,7 +36,7 @@ MATRIX = [("mobilenet_v3_small", 32768, "naive"), ("mobilenet_v3_small", 131072,
           # channel-chunked layer's early weight loads beside a K-split layer's pipeline
           ("mobilenet_v3_small", 12288, "default"), ("mobilenet_v3_small", 12288, "naive"),
           # the classifier's hundreds of small loads prefetched deep into one segment
-          # (schedule_prefetch.share_barriers): one barrier live for them, not one each
+          # (schedule_share.share_barriers): one barrier live for them, not one each
           ("mobilenet_v3_small", 24576, "default"), ("mobilenet_v3_small", 32768, "default"),
           ("resnet18", 32768, "default"), ("resnet18", 32768, "naive"),
           ("encoder_layer", 4096, "default"), ("encoder_layer", 4096, "naive")]
@@ -71,7 +71,7 @@ def _feeds(path):
 @pytest.mark.parametrize("budget", [65536, 16384])
 def test_mobilenet_head_under_a_small_budget_runs_and_matches_onnxruntime(saved, budget):
     """The reported case: ``vpuc compile mnv3.onnx --cmx-budget 65536``; at 16384 the
-    classifier's deep loads share one barrier (``schedule_prefetch.share_barriers``): its
+    classifier's deep loads share one barrier (``schedule_share.share_barriers``): its
     matrix products still wait on their weights."""
     path = saved["mobilenet_v3_small"]
     program = api.compile(path, cmx_budget=budget)
@@ -103,7 +103,7 @@ def test_many_early_loads_share_a_barrier(saved):
     """At 12288 a channel-chunked layer's weight chunks (``conv_481``'s) load early, during
     the segments before it, beside a K-split layer's pipeline: with one barrier each the
     program needed 56 physical barriers at once; the chunks ahead of their gate share one
-    (``schedule_prefetch.ahead_of_gate``), and a target with 40 runs it."""
+    (``schedule_share.ahead_of_gate``), and a target with 40 runs it."""
     arch = dataclasses.replace(load_arch("NPU37XX"), barriers=40)
     program = api.compile(saved["mobilenet_v3_small"], cmx_budget=12288, arch=arch)
     assert {b.physical for b in program.module.barriers} <= set(range(40))

@@ -35,10 +35,10 @@ on program text:
    their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's
    weights behind them), their copies with them; given up first when allocate-cmx finds
    no room (tried).  The deep
-   loads of one segment update one barrier together (``schedule_prefetch.share_barriers``),
+   loads of one segment update one barrier together (``schedule_share.share_barriers``),
    not one each: each is live until the classifier, and a small ``--cmx-budget`` puts
    hundreds of small loads into one segment; so do a segment's early loads when it has
-   many (``schedule_prefetch.ahead_of_gate``: a channel-chunked layer's weight chunks).  A streaming
+   many (``schedule_share.ahead_of_gate``: a channel-chunked layer's weight chunks).  A streaming
    segment's later blocks' weights, which wait on its earlier blocks only to reuse
    their CMX, load early too when the room allows; when the longer lifetimes leave
    allocate-cmx no room (tried), both are given up.
@@ -84,9 +84,9 @@ from dataclasses import dataclass, replace
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import (DEEP_MIN_BYTES, EARLY_CMX_BYTES, EarlyRoom,
-                                           ahead_of_gate, deepen,
-                                           prefetch_order, share_barriers)
+from vpuc.fusion.schedule_prefetch import (DEEP_MIN_BYTES, EARLY_CMX_BYTES, EarlyRoom, deepen,
+                                           prefetch_order)
+from vpuc.fusion.schedule_share import ahead_of_gate, share_barriers
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
