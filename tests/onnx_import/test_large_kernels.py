@@ -58,6 +58,9 @@ MAX_CASES = {    # (input shape, ONNX attrs)
                                         pads=[1, 1, 0, 0])),
     "three_levels": ((1, 16, 25, 9), dict(kernel_shape=[25, 3], pads=[0, 1, 0, 1])),
     "one_side": ((1, 16, 6, 40), dict(kernel_shape=[1, 16], strides=[1, 8])),
+    # the whole H x W: the global max pool, in levels over the tiles (an AveragePool's
+    # numerics: test_anysize_pools' avgpool_whole)
+    "whole_window": ((1, 16, 12, 30), dict(kernel_shape=[12, 30], strides=[2, 2])),
 }
 
 

@@ -22,14 +22,17 @@ MaxPool 7x7 pads 3), restricted to the rewrites that compute the original op:
   accumulation.  Other average pools keep the located error (a prime side, a
   factor over 11, padding on the factored side).
 
-Global pools (a window of the whole H x W, no padding) are left to
-``lower_dpu_global_pool.py``; convolutions beyond the limit keep their error.
+A pool whose window is the whole H x W without padding becomes the ReduceMax or
+ReduceMean over H and W it computes (strides and exclude_pad mean nothing for its
+one output), the global pool ``lower_dpu_global_pool.py`` splits into levels.
+Convolutions beyond the limit keep their error.
 
 Expects: a typed graph.
 Guarantees: every MaxPool and AvgPool above whose window has a side beyond
 ``MAX_KERNEL`` and that the rules above take is replaced by pools of the same
-kind with windows within it, at the op's location and provenance, the last one
-defining the op's value; the graph is re-typed.  Others are left unchanged.
+kind with windows within it (or by the global reduction), at the op's location and
+provenance, the last one defining the op's value; the graph is re-typed.  Others are
+left unchanged.
 """
 
 from __future__ import annotations
@@ -50,7 +53,15 @@ def expand_large_kernels(graph: Graph) -> bool:
         levels = None
         if op.kind in ("MaxPool", "AvgPool") and max(op.attrs["kernel"]) > MAX_KERNEL:
             x = index.producer(op.operands[0]).type
-            if x is not None and x.is_static and x.rank == 4 and not _is_global(op, x.dims[2:]):
+            if x is not None and x.is_static and x.rank == 4 and _is_global(op, x.dims[2:]):
+                # the window is the whole H x W: the global pool it is, which
+                # lower_dpu_global_pool.py splits into levels over the tiles
+                kind = "ReduceMax" if op.kind == "MaxPool" else "ReduceMean"
+                ops.append(GraphOp(kind, op.result, op.operands, {"axes": (2, 3), "keep_dims": True},
+                                   loc=op.loc, origin=op.origin))
+                changed = True
+                continue
+            if x is not None and x.is_static and x.rank == 4:
                 levels = (max_pool_levels(op.attrs, x.dims[2:]) if op.kind == "MaxPool"
                           else avg_pool_levels(op.attrs, x.dims[2:]))
         if levels is None:
