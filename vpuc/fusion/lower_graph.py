@@ -28,6 +28,8 @@ is cut into **segments** (``lower_segments.py``), run one after another:
 
 A linear Interpolate is first rewritten into row Gathers, an elementwise blend
 and a MatMul by its column interpolation matrix (``lower_resize.py``).
+A MaxPool or AveragePool beyond the NCE's 11 x 11 window is first rewritten into
+smaller pools (``large_kernels.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
