@@ -17,10 +17,10 @@ a 1x1 kernel is ``C`` consecutive values: the bytes of ``e``.  So:
 - ``x`` is cut into blocks of rows (``lower_dpu.choose_blocks`` with the cost
   model's estimate), each loaded, multiplied by one ``dwconv`` task (channel
   chunks of 64/32/16, ``lower_dpu_channels.variant_boxes``) and stored, as
-  ``lower_dpu_eltwise`` does.  Channels short of the DPU's multiple of 16
-  (MobileNetV3's 120) are padded in CMX: the weights' padded channels zeroed by a
-  DMA from a constant, the blocks' left as they are (a depthwise task never reads
-  across channels), only the real ones stored.
+  ``lower_dpu_eltwise`` does; a block on the tile holding ``x`` (``y``), a value kept
+  in CMX, reads (writes) its rows there in place (``resident.in_place_input``,
+  ``in_place_blocks``).  Channels short of the DPU's multiple of 16 (MobileNetV3's 120)
+  are padded in CMX (``emit_scale``), only the real ones stored.
 
 Numerics: the DPU widens f16 to f32, multiplies (one term, exact in f32: 11 x 11
 significant bits), adds no bias and rounds once to f16; the ACT product rounds
