@@ -55,7 +55,9 @@ class RaceDetector:
         self.clock = HappensBefore(plan)
         self.live = LiveAccesses()
         self.regions = regions if regions is not None else Regions(plan, memory)
-        self.accesses = Accesses(plan, memory, lambda span: self.live.group(*span),
+        # the live accesses' groups, not through self: no cycle for the collector to find
+        live = self.live
+        self.accesses = Accesses(plan, memory, lambda span: live.group(*span),
                                  regions=self.regions)
         self.races: list[Diagnostic] = []
         self.count = 0

@@ -29,7 +29,7 @@ from runtime_sim.simarch import SimArch, sim_arch_for
 from vpuc.cost.shave import act_shave_budget
 from vpuc.diagnostics import Diagnostic, VpucError
 from vpuc.ir.module import Buffer, BufferKind
-from vpuc.perf import gc_paused, single_threaded_blas
+from vpuc.perf import gc_paused, single_threaded_blas, to_oldest_generation
 from vpuc.program import Program
 
 if TYPE_CHECKING:   # imported when a profile is asked for: a timing-only run needs none
@@ -76,12 +76,16 @@ def simulate(program: Program, arch: SimArch | None = None,
     ``SimResult.kernel_profile``."""
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
-    # so it is paused for the whole simulation and runs once afterwards.
+    # so it is paused for the whole simulation; what it made then goes to the oldest
+    # generation unexamined (``to_oldest_generation``).
     # Timing-only runs no DPU numerics: BLAS's threads are never woken.
     with gc_paused(), nullcontext() if timing_only else single_threaded_blas():
-        return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
-                         timing_only, races, max_cycles, progress, kernel_observer,
-                         kernel_profile)
+        try:
+            return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
+                             timing_only, races, max_cycles, progress, kernel_observer,
+                             kernel_profile)
+        finally:
+            to_oldest_generation()
 
 
 def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | None, seed: int,

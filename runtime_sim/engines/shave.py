@@ -90,6 +90,21 @@ def kernel_object(elf: bytes, name: str) -> KernelObject:
     return obj
 
 
+def _tile_buffers(memory: Memory, program: Program, cache: dict,
+                  tile: int) -> list[tuple[str, tuple[int, int, str]]]:
+    """(name, (start, end, label)) of every CMX buffer of ``tile``, computed once per tile
+    in ``cache`` (not once per task: a model has thousands of both)."""
+    spans = cache.get(tile)
+    if spans is None:
+        placement = memory.placement
+        spans = cache[tile] = [
+            (b.name, (placement[b.name][1], placement[b.name][1] + footprint(b),
+                      f"%{b.name} (not bound to this task)"))
+            for b in program.module.buffers
+            if b.kind is BufferKind.CMX and b.tile == tile]
+    return spans
+
+
 class ShaveEngine:
     def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
         self.program = program
@@ -151,22 +166,14 @@ class ShaveEngine:
             names.add(region.root.name)
         tile = task.tile
 
-        def others() -> tuple:          # only a fault's message lists them: not made per task
-            return tuple(span for name, span in self._tile_buffers(tile) if name not in names)
-        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others)
+        # not through self: bindings outlive the run, and an engine <-> bindings cycle would
+        # keep the engine (its memory) for the cyclic collector
+        spans, program = self._tile_spans, self.program
 
-    def _tile_buffers(self, tile: int) -> list[tuple[str, tuple[int, int, str]]]:
-        """(name, (start, end, label)) of every CMX buffer of ``tile``, computed once per tile
-        (not once per task: a model has thousands of both)."""
-        spans = self._tile_spans.get(tile)
-        if spans is None:
-            placement = self.memory.placement
-            spans = self._tile_spans[tile] = [
-                (b.name, (placement[b.name][1], placement[b.name][1] + footprint(b),
-                          f"%{b.name} (not bound to this task)"))
-                for b in self.program.module.buffers
-                if b.kind is BufferKind.CMX and b.tile == tile]
-        return spans
+        def others() -> tuple:          # only a fault's message lists them: not made per task
+            return tuple(span for name, span in _tile_buffers(memory, program, spans, tile)
+                         if name not in names)
+        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others)
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:

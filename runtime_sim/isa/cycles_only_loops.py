@@ -35,7 +35,8 @@ from runtime_sim.isa.loop_plan import (LoopPlan, NotBatchable, _induction_step, 
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.memory import accessible_ranges
 from runtime_sim.isa.path_batch import MAX_PATH_REFUSALS, MIN_PATH_ITERATIONS
-from vpuc.shave.isa import NUM_SREGS
+from runtime_sim.isa.semantics import SEMANTICS, operand_access
+from vpuc.shave.isa import NUM_SREGS, REG_SP
 
 MIN_ITERATIONS = 2
 # A loop refused this many times in a row (its trip count or an address is not
@@ -84,14 +85,42 @@ def shared_plan(program, head: int, branch: int, critical_at_head: int) -> LoopP
     found = _SHARED.get(key)
     if found is not None and all(map(is_, found[0], body)):
         return found[1]
-    try:
-        plan = plan_timing_loop(program, head, branch, critical_at_head)
-    except NotBatchable as why:
-        plan = str(why)
+    plan = _refused_early(program, head, branch)
+    if plan is None:
+        try:
+            plan = plan_timing_loop(program, head, branch, critical_at_head)
+        except NotBatchable as why:
+            plan = str(why)
     if len(_SHARED) >= MAX_SHARED:
         _SHARED.clear()
     _SHARED[key] = (body, plan)
     return plan
+
+
+_ALLOWED_IN_BODY = frozenset(("op", "load", "store", "nop"))
+
+
+def _refused_early(program, head: int, branch: int) -> str | None:
+    """``body_ops``'s refusal of a body without inner loops (its back-edge, control flow
+    or sp inside), found from the words alone: most loops of a library kernel's driver
+    are refused so, and building their ops first cost more than the rest of the plan.
+    None when the body may be planned, or has an inner ``loop`` (``body_ops`` decides)."""
+    decoded = program.decoded
+    kinds = []
+    for i in range(head, branch):
+        sem = SEMANTICS[decoded[i].info.opcode]
+        if decoded[i].info.mnemonic == "loop":
+            return None                 # maybe an inner counted loop: unrolled first
+        kinds.append(sem)
+    back = SEMANTICS[decoded[branch].info.opcode]
+    if back.kind not in ("loop", "branch"):
+        return f"the back-edge '{back.mnemonic}' is not a loop or conditional branch"
+    for i, sem in enumerate(kinds, head):
+        if sem.kind not in _ALLOWED_IN_BODY:
+            return f"control flow inside the body ('{sem.mnemonic}')"
+        if REG_SP in operand_access(decoded[i]).writes:
+            return f"the body moves sp ('{sem.mnemonic}')"
+    return None
 
 
 class TimingLoops:

@@ -38,6 +38,9 @@ class _Op:
     mask_out: tuple = ()
     reads_vectors: bool = False
     moves_sp: bool = False
+    # an operation with no scalar or mask result (vector arithmetic): the walk notes only
+    # its registers, nothing of its operands' values
+    plain: bool = False
 
 
 _OPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -58,7 +61,7 @@ class _Ops:
     def __getitem__(self, i: int) -> _Op:
         op = self._ops[i]
         if op is None:
-            op = self._ops[i] = _make_op(self._decoded[i])
+            op = self._ops[i] = word_op(self._decoded[i])
         return op
 
 
@@ -67,6 +70,21 @@ def instructions(program) -> _Ops:
     if ops is None:
         ops = _OPS[program] = _Ops(program.decoded)
     return ops
+
+
+# Decoded words are shared and never change (``encoding.decode_word``): a word's ``_Op``
+# is worked out once, for every Program holding it (the library kernels share their
+# driver's code).  By id, the word kept so the id stays its own; bounded.
+_BY_WORD: dict[int, tuple] = {}
+
+
+def word_op(dec) -> _Op:
+    found = _BY_WORD.get(id(dec))
+    if found is None or found[0] is not dec:
+        if len(_BY_WORD) >= 1 << 16:
+            _BY_WORD.clear()
+        found = _BY_WORD[id(dec)] = (dec, _make_op(dec))
+    return found[1]
 
 
 def _make_op(dec) -> _Op:
@@ -78,14 +96,15 @@ def _make_op(dec) -> _Op:
     operands = tuple((0, affine_const(int(key))) if where == "imm" else
                      (1, key) if key < NUM_SREGS else (2, None)
                      for where, key in access.reads)
+    scalar_out = tuple(key for key in access.writes if key < NUM_SREGS)
+    mask_out = tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS)
     return _Op(
         sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, access.branch,
         shape, zeroing, operands,
         () if zeroing else tuple(key for where, key in access.reads if where == "reg"),
-        tuple(key for key in access.writes if key < NUM_SREGS),
-        tuple(key for key in access.writes if key >= NUM_SREGS + NUM_VREGS),
+        scalar_out, mask_out,
         any(where == "reg" and key >= NUM_SREGS for where, key in access.reads),
-        REG_SP in access.writes)
+        REG_SP in access.writes, sem.kind == "op" and not scalar_out and not mask_out)
 
 
 def _zeroing(mnemonic: str, access) -> bool:

@@ -171,19 +171,29 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
     loaded_first: set[int] = set()
     written: set[int] = set()
     i = head
+    path, made, count = state.path, code._ops, len(program.decoded)
     while True:
-        if len(state.path) >= MAX_PATH:
+        if len(path) >= MAX_PATH:
             raise PathRefused(f"the path is longer than {MAX_PATH} instructions", True)
-        op = code[i]
+        op = made[i] or code[i]
         for key in op.first_reads:
             if key not in first_use:
                 first_use[key] = "read"
+        if op.plain and i != branch:       # vector arithmetic: only its registers matter
+            path.append(PathStep(i, op, "run"))
+            for key in op.writes:
+                first_use.setdefault(key, "write")
+            written.update(op.writes)
+            i += 1
+            if i == count:
+                raise PathRefused("the path leaves .text")
+            continue
         if op.moves_sp:
             raise PathRefused(f"the path moves sp ('{op.mnemonic}')", True)
         args = [payload if kind == 0 else scalars[payload] if kind == 1 else None
                 for kind, payload in op.operands]
         step = PathStep(i, op, "run")
-        state.path.append(step)
+        path.append(step)
         nxt = i + 1
         kind = op.kind
         if kind in ("branch", "loop"):
@@ -250,7 +260,7 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
         if i == branch:
             raise PathRefused("the back-edge falls through on the path")
         i = nxt
-        if not 0 <= i < len(program.decoded):
+        if not 0 <= i < count:
             raise PathRefused("the path leaves .text")
     for key, use in first_use.items():
         if use != "read" or key not in written:

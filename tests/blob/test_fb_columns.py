@@ -184,3 +184,21 @@ def test_columns_and_groups_read_as_the_rows_they_hold():
     part = groups[1:]
     assert part.counts == [0, 1] and part.flat == rows[2:]
     assert [tuple(g) for g in groups[::2]] == [rows[:2], rows[2:]]
+
+
+def test_a_vectors_column_slices_with_its_numbers():
+    """fb_columns.Vectors (a column of scalar vectors with its numbers): a slice of rows keeps
+    exactly those rows' numbers and counts, as the rows it lists."""
+    import numpy as np
+    from vpuc.blob.fb_columns import Vectors
+
+    rows = [(1,), (), (2, 3), None, (4,)]
+    counts = np.array([len(r or ()) for r in rows], np.int64)
+    column = Vectors(rows, np.array([1, 2, 3, 4], np.uint32), counts)
+    for start in range(-6, 7):
+        for stop in (*range(-6, 7), None):
+            part = column[start:stop]
+            assert part == rows[start:stop] and isinstance(part, Vectors)
+            assert part.values.tolist() == [v for r in rows[start:stop] for v in r or ()]
+            assert part.counts.tolist() == [len(r or ()) for r in rows[start:stop]]
+    assert column[::2] == rows[::2] and column[2] == (2, 3)

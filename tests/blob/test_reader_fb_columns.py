@@ -6,6 +6,7 @@ import pytest
 from blob_testlib import IDS, REPO, SOURCES, compiled
 
 from vpuc.blob import write_blob
+from vpuc.blob.content import SliceRec
 from vpuc.blob.reader_fb import FbReader, _columns
 from vpuc.diagnostics import VpucError
 from vpuc.ir.tasks import SwKernelTask
@@ -65,3 +66,35 @@ def test_a_window_past_its_kernel_data_is_doubted():
     assert reader.images(_columns([bad]), data, kernels) is None
     with pytest.raises(VpucError, match="runs past its"):
         reader.image(tasks[0].label, bad, data, kernels)
+
+
+def _types(content) -> set:
+    """The record types of every view's slices and every DPU variant's corners."""
+    found = {type(s) for t in content.tensors for s in t.slices}
+    found |= {type(c) for tl in content.task_lists for rec in tl.tasks
+              for v in getattr(rec, "variants", ()) for c in (v.start, v.end)}
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_the_column_records_are_the_row_wise_records(path):
+    """The column decoder makes slices and corners as the records' types itself
+    (ColumnDecoder.struct_types); the generic decoder's are converted: equal contents, with
+    equal types (SliceRec, plain tuples)."""
+    data = write_blob(compiled(path), "fb")
+    columns, _ = FbReader(data, "x.blob", columns=True).content()
+    rows, _ = FbReader(data, "x.blob", columns=False).content()
+    assert columns == rows
+    assert _types(columns) == _types(rows) <= {SliceRec, tuple}
+
+
+def test_a_generated_programs_column_records_are_the_row_wise_records(tmp_path):
+    import sys
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_program import generate
+    path = tmp_path / "gen.vir"
+    path.write_text(generate(16))
+    data = write_blob(compiled(path), "fb")
+    columns, _ = FbReader(data, "x.blob", columns=True).content()
+    rows, _ = FbReader(data, "x.blob", columns=False).content()
+    assert columns == rows and _types(columns) == _types(rows) == {SliceRec, tuple}

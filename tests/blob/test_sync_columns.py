@@ -2,14 +2,17 @@
 checks give: each barrier's producer and consumer units, whether any row waits on and
 updates one barrier, whether every index is in range."""
 
+import pickle
 import sys
 
+import numpy as np
 import pytest
 from blob_testlib import IDS, REPO, SOURCES, compiled, with_task
 
 from vpuc.blob.flatten import flatten
 from vpuc.blob.rebuild import rebuild
-from vpuc.blob.sync_columns import list_sync, rows_disjoint, sync_columns, unit_counts
+from vpuc.blob.sync_columns import (SyncedRecords, list_sync, rows_disjoint, sync_columns,
+                                     unit_counts)
 from vpuc.blob.verify_columns import _sync_disjoint, barrier_counts
 from vpuc.diagnostics import VpucError
 
@@ -96,3 +99,69 @@ def test_a_list_of_other_records_is_left_to_the_row_checks(generated):
     mixed = tl.tasks[:1] + (dpu_task(generated),)
     assert list_sync(mixed) is None
     assert list_sync(()).in_range(0)
+
+
+def same_sync(a, b) -> bool:
+    """Two ListSyncs with equal counts and equal index columns."""
+    def sides(s):
+        return [s.waits.rows, s.waits.barriers, s.updates.rows, s.updates.barriers] + (
+            [] if s.variant_task is None else
+            [s.variant_waits.rows, s.variant_waits.barriers, s.variant_updates.rows,
+             s.variant_updates.barriers, s.variant_task, s.variant_count])
+    return a.tasks == b.tasks and (a.variant_task is None) == (b.variant_task is None) and \
+        all(x.dtype == np.int64 and y.dtype == np.int64 and np.array_equal(x, y)
+            for x, y in zip(sides(a), sides(b), strict=True))
+
+
+def elf_content(program):
+    from vpuc.blob import decode_blob, write_blob
+    return decode_blob(write_blob(program, "elf"), "x.elf", sizes=False).content
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_the_elf_columns_sync_is_the_records_flattened(path):
+    """The ELF reader hands each task list's barrier indices straight from its numpy columns
+    (SyncedRecords): equal to flattening its records, which stay an equal plain tuple."""
+    content = elf_content(compiled(path))
+    for tl in content.task_lists:
+        assert isinstance(tl.tasks, SyncedRecords)
+        assert same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+        assert tl.tasks == tuple(tl.tasks)
+        copy = pickle.loads(pickle.dumps(tl.tasks))
+        assert type(copy) is tuple and copy == tl.tasks
+    agree(content)
+
+
+def test_a_generated_programs_elf_sync_is_its_records_flattened(tmp_path):
+    path = tmp_path / "gen.vir"
+    path.write_text(generate(48))
+    content = elf_content(compiled(path))
+    assert [same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+            for tl in content.task_lists] == [True] * 3
+
+
+def fb_content(program):
+    from vpuc.blob import decode_blob, write_blob
+    return decode_blob(write_blob(program, "fb"), "x.blob", sizes=False).content
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_the_flatbuffer_columns_sync_is_the_records_flattened(path):
+    """The FlatBuffer reader hands the barrier indices its column decoder read as numbers
+    (fb_columns.Vectors): equal to flattening its records."""
+    content = fb_content(compiled(path))
+    for tl in content.task_lists:
+        # (a row without a BarrierReference table at all is flattened from its records)
+        assert isinstance(tl.tasks, SyncedRecords) or not tl.tasks or \
+            any(not rec.waits and not rec.updates for rec in tl.tasks)
+        if isinstance(tl.tasks, SyncedRecords):
+            assert same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+    agree(content)
+
+
+def test_a_generated_programs_flatbuffer_sync_is_its_records_flattened(tmp_path):
+    path = tmp_path / "gen.vir"
+    path.write_text(generate(48))
+    content = fb_content(compiled(path))
+    assert [same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
+            for tl in content.task_lists] == [True] * 3

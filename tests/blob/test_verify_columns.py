@@ -189,3 +189,23 @@ def test_views_of_views_resolve_as_the_symbol_table_does():
             if columns.type_id[i] == columns.type_id[j]:
                 assert a.type == b.type
     assert verify_by_columns(program.module, program.arch, content)
+
+
+@pytest.mark.parametrize("high", [7, 1 << 40])
+def test_row_codes_equal_iff_rows_equal(high):
+    """Classes of rows (DMA keys, view types) by one int per row: two rows get one code iff
+    they are equal, whether the columns' ranges fit one int64 (mixed radix) or not (rows)."""
+    import numpy as np
+    from vpuc.blob.view_columns import row_codes
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(-3, high, size=(400, 4), dtype=np.int64)
+    rows[200:] = rows[:200]                     # every row twice
+    rows[:, 3] = rng.integers(-(1 << 40), 1 << 40, size=400) if high > 7 else rows[:, 3]
+    codes = row_codes(rows)
+    as_tuples = list(map(tuple, rows.tolist()))
+    as_codes = list(map(tuple, codes.reshape(len(rows), -1).tolist()))
+    for i in range(0, 400, 7):
+        for j in range(0, 400, 3):
+            assert (as_tuples[i] == as_tuples[j]) == (as_codes[i] == as_codes[j])
+    assert codes.ndim == (1 if high == 7 else 2)

@@ -19,6 +19,7 @@ from runtime_sim.report import summary_data
 from vpuc import api
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
+from vpuc.fusion.lower_dpu import NHWC
 from vpuc.onnx_import.zoo import ModelBuilder
 
 SHAPE = (1, 32, 6, 96)      # a 3x3 window's row of 16 channels: 2 * 2 * 16 * 3 * 96 > 4096 bytes
@@ -103,8 +104,9 @@ def _global_model(tmp_path, kind, shape):
 
 
 def _partials(x32, plan):
-    """The first level's partial results in f32 (before their rounding to f16)."""
-    (a, b), (_, pb), (_, pr) = plan.kernel, plan.begin, plan.end
+    """A level's partial results in f32 (before their rounding to f16); ``plan.end``: the
+    zero (or never-winning) padding at the bottom and right."""
+    (a, b), (pb, pr) = plan.kernel, plan.end
     n, c, h, w = x32.shape
     fill = -np.inf if plan.dpu_op == "maxpool" else 0.0
     padded = np.full((n, c, h + pb, w + pr), fill, np.float32)
@@ -138,22 +140,47 @@ def test_global_pool_too_large_for_cmx_runs_in_two_levels(case, tmp_path):
     if kind == "MaxPool":            # max of maxes of f16 values: exact
         np.testing.assert_array_equal(got, want)
         return
-    # Each partial is rounded to f16 once (relative u), a dwconv's weight too (u), the result
-    # once (u of |want|); the f32 sums of the two levels err by at most terms * 2**-24 of
-    # their terms' largest magnitude (the DPU adds the taps one by one in f32):
-    # u |want| + 2u max|partial| + 2**-24 (a b max|x| + nh nw max|partial|).
-    from vpuc.fusion.lower_dpu_global_pool import first_level
+    # Levels through DDR until the last window fits CMX and the NCE's 11 x 11 limit
+    # (_levels).  Each level's partials are rounded to f16 once (relative u), a dwconv's
+    # weight too (u); its f32 sum of a b taps errs by at most a b 2**-24 of its terms'
+    # largest magnitude, times g; a dwconv level weighs the error of its input by its
+    # weights' sum g = a b nh nw / (h w) (>= 1: its zero padding), a mean by 1.  The last
+    # mean adds 2**-24 cells max|partial| and the result's rounding, u |want|.
+    levels = _levels(kind, shape, budget or 1 << 20)
+    values, err = x.astype(np.float32), 0.0
+    for level in levels:
+        (a, b), (h, w) = level.kernel, values.shape[2:]
+        partial = _partials(values, level)
+        g = a * b * partial.shape[2] * partial.shape[3] / (h * w) if level.dpu_op == "dwconv" \
+            else 1.0
+        err = err * g + U * (1 + (level.dpu_op == "dwconv")) * np.max(np.abs(partial)) \
+            + 2.0 ** -24 * a * b * g * np.max(np.abs(values))
+        values = partial
+    cells = values.shape[2] * values.shape[3]
+    bound = U * np.abs(want) + err + 2.0 ** -24 * cells * np.max(np.abs(values))
+    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
+    assert levels[0].dpu_op == ("dwconv" if case in ("gap_ragged", "avgpool_whole")
+                                else "avgpool")
+
+
+def _levels(kind, shape, budget):
+    """The plans of the levels through DDR ``lower_dpu_global_pool`` emits, first to last
+    but the final pool."""
+    from vpuc.fusion.lower_dpu_global_pool import first_level, needs_split
     from vpuc.fusion.blocked_program import Value
     from vpuc.fusion.lower_dpu_nn_plan import Job, Plan
     from vpuc.ir.types import DimsOrder, ElemType, TensorType
-    whole = Plan("avgpool", shape[2:], (1, 1), (0, 0), (0, 0), (1, 1), [Job((0, 16), (0, 16))])
-    xv = Value("x", TensorType(shape, ElemType.F16, DimsOrder.identity(4)), "input")
-    level, (nh, nw) = first_level(whole, xv, budget or 1 << 20)
-    partial = np.max(np.abs(_partials(x.astype(np.float32), level)))
-    f32 = 2.0 ** -24 * (math.prod(level.kernel) * np.max(np.abs(x)) + nh * nw * partial)
-    bound = U * np.abs(want) + 2 * U * partial + f32
-    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
-    assert level.dpu_op == ("dwconv" if case in ("gap_ragged", "avgpool_whole") else "avgpool")
+    op = "maxpool" if kind == "MaxPool" else "avgpool"
+    n, c, h, w = shape
+    plan = Plan(op, (h, w), (1, 1), (0, 0), (0, 0), (1, 1), [Job((0, c), (0, c))])
+    value = Value("x", TensorType(shape, ElemType.F16, DimsOrder.identity(4)), "input")
+    levels = []
+    while needs_split(plan, value, budget):
+        level, (h, w) = first_level(plan, value, budget)
+        levels.append(level)
+        value = Value("p", TensorType((n, c, h, w), ElemType.F16, NHWC), "ddr")
+        plan = Plan(op, (h, w), (1, 1), (0, 0), (0, 0), (1, 1), plan.jobs)
+    return levels
 
 
 def test_global_max_pool_runs_on_the_dpu_at_any_size(tmp_path):

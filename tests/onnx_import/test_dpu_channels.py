@@ -127,7 +127,8 @@ def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
     assert len(fills) > 2                                        # several blocks
     for task in fills:
         src, dst = symbols.region(task.src), symbols.region(task.dst)
-        assert src.kind.value == "cmx" and src.root.name.endswith(f".zv.t{src.root.tile}")
+        # the program's shared vector of the tile (``SHARED_ZEROS_BYTES``)
+        assert src.kind.value == "cmx" and src.root.name.endswith(f"chzeros.t{src.root.tile}.f16")
         assert dst.type.dims[1] == 11 and src.type.num_elements == dst.type.num_elements
         assert task.channel == 0
         # after the load of its tile's vector in the channel's FIFO
@@ -136,6 +137,51 @@ def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
         assert vector_load < dma.index(task)
     assert not [t for t in dma if symbols.region(t.src).root.name == zeros[0].name
                 and ".zero" in (t.label or "")]                  # no fill reads DDR
+
+
+def test_layers_share_one_zero_vector_per_tile_under_the_default_schedule(tmp_path):
+    """Under ``--schedule default`` two convolutions whose NHWC inputs have 5 channels
+    copy their padded channels' zeros from one vector per tile for the whole program,
+    each loaded once from one ``splat 0`` constant (``lower_dpu_channels.zero_vector``);
+    the second layer's copies wait on that load through a barrier (a CMX buffer of two
+    segments: ``schedule_deps``), and the result is the naive schedule's (NCHW values
+    between the layers, laid out by the DPU permute, which writes the padded channels'
+    zeros itself) bit for bit: the same f32 sums of the same values, rounded once."""
+    import numpy as np
+
+    from vpuc import api
+    from vpuc.fusion.blocked_program import sanitize
+    from vpuc.ir.symbols import SymbolTable
+    from vpuc.onnx_import.zoo import ModelBuilder
+    m = ModelBuilder(seed=1, opset=17)
+    y = m.node("Conv", [_x(m, (1, 3, 12, 10)), m.weight((5, 3, 3, 3))], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1])
+    y = m.node("Conv", [y, m.weight((5, 5, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    out = m.node("Conv", [y, m.weight((8, 5, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    m.output(out)
+    path = m.save(tmp_path / "m.onnx", "m")
+    x = np.random.default_rng(1).standard_normal((1, 3, 12, 10)).astype(np.float16)
+    got = {}
+    for schedule in ("naive", "default"):
+        program = api.compile(path, schedule=schedule)
+        sim = api.simulate(program, {"x": x})
+        assert not sim.races
+        got[schedule] = sim.outputs[sanitize(out)]
+        mod, symbols = program.module, SymbolTable(program.module)
+        dma = [t for tl in mod.task_lists if tl.executor.name == "DMA" for t in tl.tasks]
+        fills = [t for t in dma if ".zero" in (t.label or "")]
+        vectors = {symbols.region(t.src).root.name for t in fills}
+        layers = {t.label.split(".")[0] for t in fills}
+        loads = [t for t in dma if symbols.region(t.dst).root.name in vectors]
+        if schedule == "default":
+            assert len(layers) == 2
+            assert len(vectors) == 2 and len(loads) == 2       # one per tile, for both layers
+            late = [t for t in fills if t.label.split(".")[0] != loads[0].label.split(".")[0]]
+            assert late and all(set(t.waits) & {b for load in loads for b in load.updates}
+                                for t in late)
+        else:              # NCHW values between layers: the DPU permute writes the zeros
+            assert not fills
+    assert np.array_equal(got["naive"].view(np.uint16), got["default"].view(np.uint16))
 
 
 def test_first_layer_numerics_match_onnxruntime(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 from tests.fusion.dpu_testlib import assert_close
 from vpuc import api
 from vpuc.diagnostics import VpucError
+from vpuc.fusion import lower_dpu_nn
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
 from vpuc.onnx_import import import_onnx, write_import
@@ -177,6 +178,62 @@ def test_conv_with_fewer_rows_than_tiles_splits_channels_over_the_tiles(tmp_path
                              kernel_shape=[3, 3])
     tasks = compile_and_compare(tmp_path, build)
     assert [t.tile for t in tasks] == [0, 1] and [t.variants[0].end[2] + 1 for t in tasks] == [32, 16]
+
+
+def test_weight_heavy_conv_on_a_small_map_splits_channels_over_the_tiles(tmp_path, monkeypatch):
+    """A 7x7 1x1 expansion (96 -> 576 channels: 111 KB of weights, a 9 KB input) after a DPU
+    layer (its input NHWC in DDR): the cost model finds one chunk of output channels per
+    tile cheaper than rows (each tile would hold all the weights), so every one of its
+    tasks computes all 7 rows for part of the channels, the chunks over both tiles; so
+    does the 5x5 depthwise layer after it, whose HardSwish runs on its output blocks on the
+    ACT SHAVEs (7 rows would be 4 + 3: chunks balance both).  The projection back
+    (576 -> 96: an input half its weights' size) keeps the row cut.  Each output element
+    is the same f32 sum over the same input channels rounded once either way (the
+    HardSwish the same function of it), so the result is bit-identical to the row cut's."""
+    m = ModelBuilder(seed=5, opset=17)
+    y = m.node("Relu", [m.node("Conv", [_x(m, (1, 96, 7, 7)), m.weight((96, 96, 1, 1)),
+                                        m.weight((96,), 0.1)], kernel_shape=[1, 1])])
+    y = m.node("Relu", [m.node("Conv", [y, m.weight((576, 96, 1, 1)), m.weight((576,), 0.1)],
+                               kernel_shape=[1, 1])])
+    y = m.node("HardSwish", [m.node("Conv", [y, m.weight((576, 1, 5, 5)), m.weight((576,), 0.1)],
+                                    kernel_shape=[5, 5], group=576, pads=[2, 2, 2, 2])])
+    out = m.node("Conv", [y, m.weight((96, 576, 1, 1)), m.weight((96,), 0.1)], kernel_shape=[1, 1])
+    m.output(out)
+    path = m.save(tmp_path / "m.onnx", "m")
+    x = np.random.default_rng(5).standard_normal((1, 96, 7, 7)).astype(np.float16)
+
+    def run():
+        program = api.compile(path)
+        sim = api.simulate(program, {"x": x}, reference=True)
+        assert not sim.races
+        got = sim.outputs[sanitize(out)]
+        np.testing.assert_allclose(got.astype(np.float32),
+                                   sim.reference[sanitize(out)].astype(np.float32),
+                                   rtol=4e-3, atol=1e-4)
+        return program, got
+
+    program, got = run()
+    layers = {}
+    for t in (t for tl in program.module.task_lists if tl.executor.name == "DPU" for t in tl.tasks):
+        layers.setdefault(t.label.split(".")[0], []).append(t)
+    assert len(layers) == 4, list(layers)
+    _, expand, depthwise, project = layers.values()
+    for chunks in (expand, depthwise):
+        assert {t.tile for t in chunks} == {0, 1} and len(chunks) >= 2
+        assert all(min(v.start[1] for v in t.variants) == 0
+                   and max(v.end[1] for v in t.variants) == 6
+                   for t in chunks), "every chunk computes all 7 rows"
+        assert sum(max(v.end[2] for v in t.variants) + 1 for t in chunks) == 576
+    assert {t.tile for t in project} == {0, 1}
+    assert all(t.variants[0].end[2] + 1 == 96 for t in project)
+    assert sum(max(v.end[1] for v in t.variants) + 1 for t in project) == 7, "rows cut"
+    monkeypatch.setattr(lower_dpu_nn, "cuts_channels", lambda *args: False)
+    rows_program, rows_got = run()
+    for chunks in (expand, depthwise):
+        rows_cut = [t for tl in rows_program.module.task_lists if tl.executor.name == "DPU"
+                    for t in tl.tasks if t.label.startswith(chunks[0].label.split(".")[0] + ".")]
+        assert {max(v.end[2] for v in t.variants) + 1 for t in rows_cut} == {576}
+    assert np.array_equal(got.view(np.uint16), rows_got.view(np.uint16))
 
 
 DECONVS = {

@@ -22,6 +22,7 @@ import numpy as np
 from vpuc.blob import elf_records as R
 from vpuc.blob.content import (ActTaskRec, BarrierRec, BindingRec, DmaRec, DpuRec, InvocationRec, Number,
                                PostOpRec, ScalarRec, SliceRec, TensorRec, VariantRec)
+from vpuc.blob.sync_columns import ListSync, SyncedRecords, flat_lists
 
 _DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
                   "Q": "<u8", "q": "<i8"}
@@ -180,7 +181,7 @@ class ElfColumns:
                    t["channel"].tolist(), t["mode"].tolist(),
                    self.lists(t["waits_start"], t["waits_count"]),
                    self.lists(t["updates_start"], t["updates_count"]))
-        return tuple(map(_make(DmaRec), rows))
+        return SyncedRecords(map(_make(DmaRec), rows), self._sync(t))
 
     def variants(self, v: np.ndarray) -> list:
         starts = zip(v["start_x"].tolist(), v["start_y"].tolist(), v["start_z"].tolist())
@@ -218,7 +219,23 @@ class ElfColumns:
                    self.lists(t["waits_start"], t["waits_count"]),
                    self.lists(t["updates_start"], t["updates_count"]), groups,
                    t["mode"].tolist())
-        return tuple(map(_make(DpuRec), rows))
+        sync = self._sync(t)
+        # The variants in task order (each task's run of the variants section), as the
+        # records list them.
+        sync.variant_task, sync.variant_count = owner, count
+        variant_rows = v[at]
+        sync.variant_waits, sync.variant_updates = self._sync_sides(variant_rows)
+        return SyncedRecords(map(_make(DpuRec), rows), sync)
+
+    def _sync_sides(self, t: np.ndarray) -> tuple:
+        """The wait and update barrier indices of a task or variant table, as ``Flat``s."""
+        return tuple(flat_lists(len(t), t[f"{side}_count"],
+                                self.elements(t[f"{side}_start"], t[f"{side}_count"]))
+                     for side in ("waits", "updates"))
+
+    def _sync(self, t: np.ndarray) -> ListSync:
+        """A task table's barrier indices as ``sync_columns`` flattens them."""
+        return ListSync(len(t), *self._sync_sides(t))
 
     def _bindings(self, starts, counts) -> list:
         words = self.elements(starts, 2 * counts.astype(np.int64))
@@ -260,14 +277,18 @@ class ElfColumns:
             row = int(rows[np.argmax(bad)])
             self.r.blob(R.KERNEL_PARAMS, int(t["image_offset"][row]),
                         int(t["image_size"][row]))                             # raises
-        shared: dict[tuple[int, int], bytes] = {}       # equal images are stored once
-        for row, a, n, args_at, args_n in zip(rows.tolist(), offset.tolist(), size.tolist(),
-                                              t["args_offset"][rows].tolist(),
-                                              t["args_size"][rows].tolist()):
-            window = shared.get((a, n))
-            if window is None:
-                window = shared[(a, n)] = data[a:a + n]
-            images[row] = InvocationRec(window, args_at, args_n)
+        # Equal images are stored once: each distinct (offset, size) sliced once, shared.
+        # (both checked above to lie in the section, a part of the blob: under 2**31)
+        places, which = np.unique((offset << 32) | size, return_inverse=True)
+        windows = [data[a:a + n] for a, n in zip((places >> 32).tolist(),
+                                                 (places & 0xFFFFFFFF).tolist())]
+        made = list(map(_make(InvocationRec), zip(
+            map(windows.__getitem__, which.reshape(-1).tolist()),
+            t["args_offset"][rows].tolist(), t["args_size"][rows].tolist())))
+        if len(rows) == len(t):
+            return made
+        for row, image in zip(rows.tolist(), made):
+            images[row] = image
         return images
 
     def act(self, t: np.ndarray, where: str) -> tuple:
@@ -281,4 +302,4 @@ class ElfColumns:
                    self._bindings(t["outputs_start"], t["outputs_count"]), scalars, run_args,
                    self._images(t), self.lists(t["waits_start"], t["waits_count"]),
                    self.lists(t["updates_start"], t["updates_count"]))
-        return tuple(map(_make(ActTaskRec), rows))
+        return SyncedRecords(map(_make(ActTaskRec), rows), self._sync(t))

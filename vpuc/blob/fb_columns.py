@@ -101,6 +101,32 @@ class Grouped:
         return self.flat[first:first + counts[index]]
 
 
+class Vectors(list):
+    """A column of vectors of scalars: a list of each row's tuple, which also keeps every
+    row's values one after another (``values``, numpy) and each row's ``counts``, for a
+    reader that works on the numbers as columns (``reader_fb``'s barrier indices)."""
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, rows: list, values: np.ndarray, counts: np.ndarray) -> None:
+        super().__init__(rows)
+        self.values, self.counts = values, counts
+
+    def __getitem__(self, index):
+        rows = list.__getitem__(self, index)
+        if not isinstance(index, slice):
+            return rows
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return rows
+        stop = max(start, stop)
+        offsets = np.concatenate(([0], np.cumsum(self.counts)))     # each row's first value
+        return Vectors(rows, self.values[offsets[start]:offsets[stop]], self.counts[start:stop])
+
+    def __reduce__(self):           # pickles as the plain list it equals
+        return (list, (list(self),))
+
+
 class ColumnDecoder:
     """Decodes vectors of tables for ``decoder`` (its buffer, schema, budget and errors)."""
 
@@ -113,6 +139,9 @@ class ColumnDecoder:
         self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
                        for w in (2, 4, 8)}
         self._struct_dtypes: dict[str, np.dtype] = {}
+        # The tuple type each struct is made as, by struct name (default: the schema's
+        # record); a reader names its own record type here, so its structs need no copy.
+        self.struct_types: dict[str, type] = {}
 
     # --- gathering ---------------------------------------------------------------
 
@@ -203,12 +232,16 @@ class ColumnDecoder:
         column = [default] * count
         for row, value in zip(np.flatnonzero(present).tolist(), values):
             column[row] = value
+        if isinstance(values, Vectors):     # a missing vector holds no numbers
+            counts = np.zeros(count, np.int64)
+            counts[present] = values.counts
+            return Vectors(column, values.values, counts)
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
         """The structs at positions ``at`` as records; numpy reads them unless a field is a
         bool (a byte other than 0 or 1 must read as True, as struct reads it)."""
-        make = partial(tuple.__new__, sdef.record)
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
         if "?" in sdef.format:
             unpack, buf = struct.Struct(sdef.format).unpack_from, self.buf
             return [make(unpack(buf, a)) for a in at.tolist()]
@@ -233,11 +266,14 @@ class ColumnDecoder:
         return 4
 
     def _scalars(self, code: str, at: np.ndarray) -> list:
+        return self._scalar_array(code, at).tolist()
+
+    def _scalar_array(self, code: str, at: np.ndarray) -> np.ndarray:
         width = struct.calcsize("<" + code)
         raw = self.gather(at, _WIDTH_DTYPES[width])
         if code == "?":
-            return (raw != 0).tolist()
-        return raw.view("<" + code).tolist()
+            return raw != 0
+        return raw.view("<" + code)
 
     # --- strings and vectors --------------------------------------------------------
 
@@ -297,8 +333,8 @@ class ColumnDecoder:
                 dec._spend(int((1 + count // 64).sum()), where, first)
                 return [bytes(buf[s:s + c]) for s, c in zip(starts, counts)]
             dec._spend(int(count.sum()), where, first)
-            flat = self._scalars(element.code, self._elements(pos, count, width))
-            return _split(flat, counts)
+            values = self._scalar_array(element.code, self._elements(pos, count, width))
+            return Vectors(_split(values.tolist(), counts), values, count)
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")

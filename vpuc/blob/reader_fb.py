@@ -18,10 +18,11 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
                                ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
                                TaskListRec, TensorRec, VariantRec, image_of)
-from vpuc.blob.fb_columns import Columns, Grouped
+from vpuc.blob.fb_columns import Columns, Grouped, Vectors
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
+from vpuc.blob.sync_columns import ListSync, SyncedRecords, flat_lists
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -43,6 +44,8 @@ class FbReader:
         self.file = file
         self.schema = load_schema()
         self.decoder = Decoder(self.schema, data, file, columns=columns)
+        if columns:     # views' slices made as the records, variant corners as plain tuples
+            self.decoder.columns.struct_types.update(Slice=SliceRec, Coord3=tuple)
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:
@@ -137,24 +140,29 @@ class FbReader:
             recs = tuple(map(_dma_rec, zip(cols["label"], cols["src"], cols["dst"],
                                            cols["channel"], cols["mode"],
                                            *_barrier_columns(cols["barriers"]))))
+            sync = _list_sync(cols["barriers"], len(recs))
         elif tl.executor == 1:
-            recs = self.dpu_tasks(tasks)
+            recs, sync = self.dpu_tasks(tasks)
         else:
             recs = self.act_tasks(tasks, data, kernels)
-        return TaskListRec(tl.executor, recs)
+            sync = _list_sync(_columns(_columns(tasks)["invocation"])["barriers"], len(recs))
+        return TaskListRec(tl.executor, recs if sync is None else SyncedRecords(recs, sync))
 
-    def dpu_tasks(self, tasks) -> tuple:
-        """DPU task records built a column at a time (fields by their schema names)."""
+    def dpu_tasks(self, tasks) -> tuple[tuple, ListSync | None]:
+        """DPU task records built a column at a time (fields by their schema names), and
+        their barrier indices as ``sync_columns`` flattens them (None: not as columns)."""
         cols = _columns(tasks)
         invariants = cols["invariant"]
         if not isinstance(invariants, Columns) and None in invariants:
             raise self.fail("DPUTask", "DPU task has no invariant")
         flat, counts = _flat(cols["variants"])
         variants: list = []
+        variant_sync = None
         if flat:
             vc = _columns(flat)
-            made = list(map(_variant_rec, zip(vc["label"], map(_coord, vc["start"]),
-                                              map(_coord, vc["end"]),
+            variant_sync = _list_sync(vc["barriers"], len(flat))
+            made = list(map(_variant_rec, zip(vc["label"], _corners(vc["start"]),
+                                              _corners(vc["end"]),
                                               *_barrier_columns(vc["barriers"]), vc["mode"])))
             variants = _regroup(made, counts)
         else:
@@ -162,10 +170,17 @@ class FbReader:
         ic = _columns(invariants)
         posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
                  for p in ic["post_op"]]
-        return tuple(map(_dpu_rec, zip(
+        recs = tuple(map(_dpu_rec, zip(
             ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
             ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
             *_barrier_columns(ic["barriers"]), variants, ic["mode"])))
+        sync = _list_sync(ic["barriers"], len(recs))
+        if sync is None or variant_sync is None:
+            return recs, None
+        sync.variant_waits, sync.variant_updates = variant_sync.waits, variant_sync.updates
+        sync.variant_count = np.array(counts, np.int64)
+        sync.variant_task = np.repeat(np.arange(len(recs), dtype=np.int64), sync.variant_count)
+        return recs, sync
 
     def act_tasks(self, tasks, data, kernels) -> tuple:
         """ACT kernel task records built a column at a time (fields by their schema names);
@@ -274,6 +289,20 @@ def _barrier_columns(refs) -> tuple[list, list]:
     return waits, updates
 
 
+def _list_sync(refs, rows: int) -> ListSync | None:
+    """A column of BarrierReferences as ``sync_columns`` flattens them, from the column
+    decoder's numbers (``Vectors``, a missing vector counting none); None when a row has no
+    BarrierReference table or the decoder kept no numbers (then ``sync_columns`` flattens
+    the records)."""
+    if not isinstance(refs, Columns):
+        return None
+    waits, updates = refs.columns["wait_barriers"], refs.columns["update_barriers"]
+    if not (isinstance(waits, Vectors) and isinstance(updates, Vectors)):
+        return None
+    return ListSync(rows, flat_lists(rows, waits.counts, waits.values),
+                    flat_lists(rows, updates.counts, updates.values))
+
+
 def _regroup(flat: list, counts: list[int]) -> list[tuple]:
     """``flat`` cut back into consecutive tuples of ``counts`` items."""
     items = iter(flat)
@@ -282,6 +311,14 @@ def _regroup(flat: list, counts: list[int]) -> list[tuple]:
 
 def _coord(c) -> tuple[int, int, int]:
     return (0, 0, 0) if c is None else (c.x, c.y, c.z)
+
+
+def _corners(column) -> list:
+    """A column of Coord3 structs as (x, y, z) tuples (a missing one is the origin); the
+    column decoder's are plain tuples already (``FbReader``'s struct types)."""
+    if None not in column and (not column or type(column[0]) is tuple):
+        return list(column)
+    return list(map(_coord, column))
 
 
 def _number(n, where: str, reader: FbReader) -> Number:
@@ -311,7 +348,16 @@ def _tensors(tensors) -> tuple:
         [n or "" for n in c["name"]], c["location"], c["tile"], c["offset"], c["data_offset"],
         [d or () for d in c["dims"]], [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
         [d or () for d in c["strides"]], c["data_type"], [tuple(d) if d else () for d in c["dims_order"]],
-        c["base"], list(map(_slices({}), c["slices"])), inits)))
+        c["base"], _slice_column(c["slices"]), inits)))
+
+
+def _slice_column(column) -> list:
+    """Each tensor's Slice structs as a tuple of SliceRecs (() for a buffer): the column
+    decoder's already are (``FbReader``'s struct types); the generic decoder's are converted."""
+    first = next((slices for slices in column if slices), None)
+    if first is None or type(first[0]) is SliceRec:
+        return [slices or () for slices in column]
+    return list(map(_slices({}), column))
 
 
 def _slices(made: dict):

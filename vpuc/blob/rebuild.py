@@ -20,7 +20,8 @@ VpucError naming the record.
 
 from __future__ import annotations
 
-from itertools import starmap
+from itertools import chain, starmap
+from operator import attrgetter
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from vpuc.program import InvocationImage, Program
 __all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
 
 _TASK_KIND = {Executor.DMA: DmaRec, Executor.DPU: DpuRec, Executor.ACT_SHAVE: ActTaskRec}
+_label, _variants = attrgetter("label"), attrgetter("variants")
 
 
 def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None = None,
@@ -285,12 +287,12 @@ def _list_checked(check: Checker, recs, expected, n_barriers: int,
     """Whether every record of a task list is of the list's kind, with a good label (or
     none) and barrier indices in range, its DPU variants too; checked column by column
     (the indices on ``sync``'s, when given)."""
-    if any(type(rec) is not expected for rec in recs):
+    if recs and set(map(type, recs)) != {expected}:
         return False
     rows = list(recs)
     if expected is DpuRec:
-        rows += [v for rec in recs for v in rec.variants]
-    labels = [rec.label for rec in rows if rec.label is not None]
+        rows += chain.from_iterable(map(_variants, recs))
+    labels = [label for label in map(_label, rows) if label is not None]
     if not check.all_names(labels, LABEL):
         return False
     if sync is not None:

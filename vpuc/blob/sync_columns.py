@@ -58,6 +58,28 @@ class ListSync:
                    for s in sides if s is not None)
 
 
+class SyncedRecords(tuple):
+    """A task list's records (a tuple, equal to one) carrying its ``ListSync``, made by a
+    decoder that had the barrier indices as numpy columns (``vpuc.blob.elf_columns``), so
+    ``sync_columns`` does not flatten the records' tuples again."""
+
+    sync: ListSync
+
+    def __new__(cls, records, sync: ListSync) -> "SyncedRecords":
+        made = super().__new__(cls, records)
+        made.sync = sync
+        return made
+
+    def __reduce__(self):           # pickles as the plain tuple it equals
+        return (tuple, (tuple(self),))
+
+
+def flat_lists(rows: int, counts: np.ndarray, barriers: np.ndarray) -> Flat:
+    """``Flat`` from each row's count and every row's indices one after another."""
+    return Flat(np.repeat(np.arange(rows, dtype=np.int64), counts.astype(np.int64)),
+                barriers.astype(np.int64))
+
+
 def _flat(groups: list[tuple[int, ...]]) -> Flat:
     counts = np.fromiter(map(len, groups), np.int64, len(groups))
     barriers = np.fromiter(chain.from_iterable(groups), np.int64, int(counts.sum()))
@@ -89,7 +111,9 @@ def sync_columns(content: BlobContent) -> list[ListSync] | None:
     """Every task list's columns (content order); None: check row by row."""
     lists = []
     for tl in content.task_lists:
-        found = list_sync(tl.tasks)
+        found = getattr(tl.tasks, "sync", None)
+        if found is None:
+            found = list_sync(tl.tasks)
         if found is None:
             return None
         lists.append(found)

@@ -43,7 +43,7 @@ import numpy as np
 from vpuc.arch import Arch
 from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
 from vpuc.blob.sync_columns import ListSync, rows_disjoint
-from vpuc.blob.view_columns import TensorColumns, tensor_columns
+from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DpuTask, TaskList
 
@@ -137,7 +137,8 @@ def _representatives(recs: tuple, tensors: TensorColumns, prefixes) -> list[int]
             (tensors.offset[src] == tensors.offset[dst])
         keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
                          tensors.kind[dst], same.astype(np.int64)], axis=1)
-        _, first = np.unique(keys, axis=0, return_index=True)
+        codes = row_codes(keys)
+        _, first = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True)
         return sorted(first.tolist())
     seen: dict = {}
     if kinds == {DpuRec}:

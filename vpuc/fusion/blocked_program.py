@@ -98,6 +98,9 @@ class ProgramText:
     prefetch_bytes: int = 0
     # constants a layer declared again in another layout (``lower_dpu_matmul``)
     redeclared: set = field(default_factory=set)
+    # ``--schedule default``: (tile, element type) -> the zero vector every DPU layer of the
+    # program copies its input's padded channels from (``lower_dpu_channels.zero_vector``)
+    zeros: dict = field(default_factory=dict)
     # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
     # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
     epilogue: object = None

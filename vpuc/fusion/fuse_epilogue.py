@@ -41,7 +41,7 @@ from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
-from vpuc.fusion.lower_dpu_channels import aligned
+from vpuc.fusion.lower_dpu_channels import SHARED_ZEROS_BYTES, aligned, zero_vector
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 from vpuc.reference.graph import storage_dtype
@@ -253,6 +253,7 @@ class EltwiseEpilogue:
     timing: object
     calls: int = 0
     outputs: set = field(default_factory=set)
+    zeros: dict = field(default_factory=dict)     # (prefix, tile) -> its zero vector, size
 
     def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
         from vpuc.cost import DpuWorkload
@@ -269,6 +270,8 @@ class EltwiseEpilogue:
             f"0:{n}", f"0:{real}", f"0:{rows}", f"0:{w}"])
         e.dma(f"side{k}", e.view(f"side.v{k}", self.other.name, slices), into, 0,
               e.load_waits(k), [f"%{e.p}sidein{k}"], permute=self.other.type.order != NHWC)
+        if real < c:        # its pad channels: zeros, not what an earlier buffer left there
+            self._zero_pad(e, k, side, (n, c, rows, w), real, block_type.elem, tile)
         out = e.cmx(f"sum.c{k}", TensorType(block_type.dims, block_type.elem, NHWC), tile)
         op = ELTWISE_OPS[self.layer.op.kind]
         elem = block_type.elem
@@ -288,6 +291,43 @@ class EltwiseEpilogue:
         e.prog.dpu.append("  }")
         self.outputs.add(out)
         return out
+
+    def _zero_pad(self, e, k: int, side: str, dims, real: int, elem, tile: int) -> None:
+        """Zeros into the pad channels of block ``k``'s ``side`` buffer, copied CMX -> CMX on
+        channel 0 after its load (the DPU computes the pad channels, so they must not hold
+        what an earlier buffer left there): from the program's zero vector of the tile
+        (``lower_dpu_channels.zero_vector``) when it is one and large enough, else from one
+        the tile loads with its first such block (blocks are largest first: the tile's
+        later blocks take a prefix of it)."""
+        n, c, rows, w = dims
+        count = n * (c - real) * rows * w
+        if e.prog.prefetch_bytes and count * elem.nbytes <= SHARED_ZEROS_BYTES:
+            # the program's zero vector of the tile (``zero_vector``), loaded once for all
+            zv = zero_vector(e, tile, count, elem, e.load_waits(k), [f"%{e.p}sidein{k}"])
+            e.dma(f"side.zero{k}", e.view(f"side.zv.v{k}", zv[1:], [f"0:{count}"]),
+                  e.view(f"side.z{k}", side[1:], [f"0:{n}", f"{real}:{c}", f"0:{rows}",
+                                                  f"0:{w}"]), 0, e.load_waits(k),
+                  [f"%{e.p}sidein{k}"])
+            return
+        key = (e.p, tile)
+        vector = self.zeros.get(key)
+        if vector is None or vector[1] < count:
+            name = f"{e.p}side{count}.chzeros"     # a zero source, as zero_vector's
+            if name not in e.declared:
+                e.declared.add(name)
+                e.prog.buffers.append(f"const %{name} : {count}x{elem} = splat 0")
+            vector = (e.cmx(f"side.zv{count}.t{tile}", TensorType((count,), elem,
+                                                                  DimsOrder.identity(1)), tile),
+                      count)
+            self.zeros[key] = vector
+            e.dma(f"side.load_zeros{count}.t{tile}", f"%{name}", vector[0], 0, e.load_waits(k),
+                  [f"%{e.p}sidein{k}"])
+        src = vector[0] if vector[1] == count else e.view(f"side.zv.v{k}", vector[0][1:],
+                                                          [f"0:{count}"])
+        e.dma(f"side.zero{k}", src, e.view(f"side.z{k}", side[1:], [
+            f"0:{n}", f"{real}:{c}", f"0:{rows}", f"0:{w}"]), 0, e.load_waits(k),
+              [f"%{e.p}sidein{k}"])
+
 
 _SECTIONS = ("kernels", "buffers", "cmx", "views", "barriers", "dma", "dpu", "act")
 _DMA = re.compile(r": dma (?:\w+ )?(%\S+) -> (%\S+) ")

@@ -131,23 +131,9 @@ def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
         sub = tok.subgraphs[unit[1]]
 
         def kernel_of(body: Graph) -> str:
-            if nhwc:
-                body = nhwc_ports(body)
-            key = body_key(body)
-            if key in made:
-                return made[key]
-            name = base = sanitize(f"{graph.name}.{sub.name}")
-            taken, n = set(made.values()), 1
-            while name in taken:                    # the same subgraph at a tail's size
-                name, n = f"{base}.{n}", n + 1
-            made[key] = name
-            show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
-            kernel = generate(body, name, print_after=show, config=config)
-            timings.extend((f"{name}: {stage}", t) for stage, t in kernel.timings)
-            generated[name] = kernel.obj
-            params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
-            prog.kernels.append(f"kernel @{name}({params}) from generated")
-            return name
+            return generated_kernel(prog, f"{graph.name}.{sub.name}",
+                                    nhwc_ports(body) if nhwc else body, made, generated,
+                                    timings, hook, config)
 
         if boxes and parts > 1:
             kernels = [kernel_of(retype(retype(sub.body, axis, rank, r1 - r0), inner, rank,
@@ -159,6 +145,28 @@ def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
         stages.append(Stage(kernel_of(body), ins, outs, parts=parts))
     return stages
 
+
+
+def generated_kernel(prog, base: str, body: Graph, made: dict[tuple, str],
+                     generated: dict, timings: list, hook, config) -> str:
+    """The name (``base``, ``GRAPH.SUBGRAPH``, made unique) of the kernel generated for
+    ``body`` (a subgraph's body at a block's size): declared in ``prog`` and generated on
+    first use, shared by every equal body (``made``: name by ``body_key``)."""
+    key = body_key(body)
+    if key in made:
+        return made[key]
+    name = base = sanitize(base)
+    taken, n = set(made.values()), 1
+    while name in taken:                    # the same subgraph at a tail's size
+        name, n = f"{base}.{n}", n + 1
+    made[key] = name
+    show = (lambda stage, text, k=name: hook(f"@{k} {stage}", text)) if hook else None
+    kernel = generate(body, name, print_after=show, config=config)
+    timings.extend((f"{name}: {stage}", t) for stage, t in kernel.timings)
+    generated[name] = kernel.obj
+    params = ", ".join(f"{p.name}: {p.memref}" for p in kernel.decl.params)
+    prog.kernels.append(f"kernel @{name}({params}) from generated")
+    return name
 
 
 def _split(values: list[Value], master: tuple, forbidden: set[int],

@@ -278,6 +278,11 @@ class LayerEmitter:
         # what the output blocks' epilogue (``ProgramText.epilogue``) needs of a store's source
         self.cmx_of: dict[str, tuple[TensorType, int]] = {}     # CMX buffer -> type, tile
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
+        # blocks whose DPU task writes the output in place, no store (resident.in_place_blocks)
+        self.in_place: set[int] = set()
+        # blocks whose DPU task reads its input rows in place, no load (resident.in_place_input)
+        self.reads_in_place: set[int] = set()
+        self.updated: set[str] = set()     # the barriers the DMAs so far update
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -293,9 +298,13 @@ class LayerEmitter:
         return f"%{self.p}{name}"
 
     def load_waits(self, k: int) -> str:
+        waits = self._load_waits(k)
+        return f" waits({', '.join(waits)})" if waits else ""
+
+    def _load_waits(self, k: int) -> list[str]:
         if k >= self.reuse:
-            return f" waits(%{self.p}done{k - self.reuse})"
-        return f" waits({', '.join(f'%{g}' for g in self.gate)})" if self.gate else ""
+            return [f"%{self.p}done{k - self.reuse}"]
+        return [f"%{g}" for g in self.gate]
 
     def dma(self, name: str, src: str, dst: str, channel: int, waits: str, updates: list[str],
             permute: bool = False, before_store: int | None = None) -> None:
@@ -304,6 +313,7 @@ class LayerEmitter:
         it waits in the channel's FIFO for nothing its own waits do not already imply (it
         runs beside the loads of the real data, not behind the stores of later blocks)."""
         mode = "permute " if permute else ""
+        self.updated.update(updates)
         upd = f" updates({', '.join(updates)})" if updates else ""
         line = f"  {self.lp}{name}: dma {mode}{src} -> {dst} channel {channel}{waits}{upd}"
         after = None if before_store is None else before_store - self.reuse + 1
@@ -315,7 +325,9 @@ class LayerEmitter:
         self.store_at = {j: i + (i >= at) for j, i in self.store_at.items()}
 
     def barriers(self, k: int) -> None:
-        self.prog.barriers += [f"barrier %{self.p}loaded{k}", f"barrier %{self.p}done{k}"]
+        self.prog.barriers.append(f"barrier %{self.p}loaded{k}")
+        if self._done_waited(k):
+            self.prog.barriers.append(f"barrier %{self.p}done{k}")
         if k + self.reuse < self.blocks:
             self.prog.barriers.append(f"barrier %{self.p}stored{k}")
 
@@ -325,10 +337,17 @@ class LayerEmitter:
         variants and modes the cost model finds cheapest (``split_rows``), a channelwise
         op's also into channel chunks (``lower_dpu_channels.variant_boxes``)."""
         waits = [f"%{self.p}loaded{k}"]
+        if k in self.reads_in_place and waits[0] not in self.updated:    # nothing loaded
+            self.prog.barriers.remove(f"barrier {waits[0]}")
+            waits = self._load_waits(k)
         if k >= self.reuse:
             waits.append(f"%{self.p}stored{k - self.reuse}")
-        self.prog.dpu.append(f"  {self.lp}c{k}: {head} waits({', '.join(waits)}) "
-                             f"updates(%{self.p}done{k}) {{")
+        updates = [f"%{self.p}done{k}"] if self._done_waited(k) else []
+        if k in self.in_place:      # no store: the task stands for it (``store``'s updates)
+            updates += [f"%{b}" for b in self._stored_updates(k, max(self.in_place))]
+        upd = f" updates({', '.join(updates)})" if updates else ""
+        wait = f" waits({', '.join(waits)})" if waits else ""
+        self.prog.dpu.append(f"  {self.lp}c{k}: {head}{wait}{upd} {{")
         x, rows, z = extent
         runs = split_rows(rows, workload_of, self.timing)
         for a, b, z0, z1, mode in variant_boxes(head.split()[1], runs, z):   # channel chunks
@@ -347,10 +366,21 @@ class LayerEmitter:
                  [f"%{self.p}loaded{t}"])
         return f" bias({cmx})"
 
+    def _done_waited(self, k: int) -> bool:
+        """Whether anything waits on block ``k``'s ``done``: its store, or the load taking
+        its slot."""
+        return k not in self.in_place or k + self.reuse < self.blocks
+
+    def _stored_updates(self, k: int, last: int) -> list[str]:
+        """The barriers block ``k``'s store (or in-place task) updates: its slot's
+        ``stored`` and, for the ``last`` of its kind, the gate (updated by the last store
+        and by the last in-place task: a barrier fires when all its producers have)."""
+        updates = [f"{self.p}stored{k}"] if k + self.reuse < self.blocks else []
+        return updates + ([self.finish] if self.finish and k == last else [])
+
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
-        updates = [f"%{self.p}stored{k}"] if k + self.reuse < self.blocks else []
-        if self.finish and k == self.blocks - 1:
-            updates.append(f"%{self.finish}")
+        last = max(j for j in range(self.blocks) if j not in self.in_place)
+        updates = [f"%{b}" for b in self._stored_updates(k, last)]
         ready = f"%{self.p}done{k}"
         if self.prog.epilogue is not None:
             src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
@@ -379,7 +409,7 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
     if layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
-    elif lower_dpu_nn.takes(layer, values, index, tiles, prog.cmx_budget):
+    elif lower_dpu_nn.takes(prog, layer, values, index, tiles, gate):
         lower_dpu_nn.emit_nn(prog, layer, values, index, tiles, prefix, gate, finish)
     else:
         from vpuc.fusion.lower_dpu_window import emit_window

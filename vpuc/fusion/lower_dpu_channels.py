@@ -221,13 +221,38 @@ def load_block_input(e, k: int, first_row: int, x, rows: int, channels: int, wai
     return xin
 
 
+# ``--schedule default``: zero vectors up to this many bytes are one per tile for the whole
+# program (``zero_vector``); the largest MobileNetV3-Small needs is 6 KB (a 28x28 layer's
+# 8 padded channels of 7 rows).  A larger one, held from its first to its last user, would
+# take CMX the segments between could use: such a layer loads its own.
+SHARED_ZEROS_BYTES = 8 << 10
+
+
 def zero_vector(e, t: int, size: int, elem: ElemType, waits: str, loaded: list[str]) -> str:
-    """``size`` zeros in tile ``t``'s CMX, loaded on channel 0 from ``const %<prefix>chzeros``
-    (declared with the first): the source each block copies its input's padded channels
-    from (``zeros_view``), CMX -> CMX after it in the channel's FIFO, instead of a DMA from
-    DDR per block paying the DDR latency (870 cycles on NPU37XX) for a few KB.  Garbage
-    in those channels is not safe even where their weights are zero: 0 x NaN or Inf is
-    NaN.  The buffer's name."""
+    """``size`` zeros in tile ``t``'s CMX, loaded on channel 0 from a ``splat 0`` constant:
+    the source each block copies its input's padded channels from (``zeros_view``), CMX ->
+    CMX after it in the channel's FIFO, instead of a DMA from DDR per block paying the DDR
+    latency (870 cycles on NPU37XX) for a few KB.  Garbage in those channels is not safe
+    even where their weights are zero: 0 x NaN or Inf is NaN.  Under ``--schedule default``
+    (``prog.prefetch_bytes``) a vector of at most ``SHARED_ZEROS_BYTES`` is one per tile and
+    element type for the whole program (``prog.zeros``): the first layer that needs it
+    loads ``SHARED_ZEROS_BYTES`` of zeros, later layers copy from it (a CMX buffer DMAs of
+    several segments touch: ``schedule_deps`` orders their copies after its load, and
+    allocate-cmx keeps it from its first user to its last), instead of each loading its
+    own (MobileNetV3-Small: 12 loads of a few bytes each paying the DDR latency).  Else a
+    vector of the layer's own, ``const %<prefix>chzeros``.  The buffer's name."""
+    count = SHARED_ZEROS_BYTES // elem.nbytes
+    if e.prog.prefetch_bytes and size <= count:
+        key = (t, elem)
+        if key not in e.prog.zeros:
+            name = f"chzeros.{elem}"
+            if not any(k[1] is elem for k in e.prog.zeros):
+                e.prog.buffers.append(f"const %{name} : {count}x{elem} = splat 0")
+            zv = f"%chzeros.t{t}.{elem}"
+            e.prog.cmx.append(f"cmx {zv} : {count}x{elem} tile {t}")
+            e.dma(f"load_zeros.t{t}", f"%{name}", zv, 0, waits, loaded)
+            e.prog.zeros[key] = zv
+        return e.prog.zeros[key]
     name = f"{e.p}chzeros"
     if name not in e.declared:
         e.declared.add(name)

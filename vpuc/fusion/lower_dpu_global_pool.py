@@ -9,9 +9,10 @@ bytes, double-buffered (1 MiB at 128 x 128, NPU37XX's default budget).  So the
 window is reduced in two levels, as pooling layers compose:
 
 1. a pool of ``a x b`` windows at stride ``a x b`` (the largest that fit, so the
-   second level is small) writes an ``ceil(H/a) x ceil(W/b)`` tensor of partial
+   second level is small, each side within the NCE's kernel limit of 11) writes an ``ceil(H/a) x ceil(W/b)`` tensor of partial
    results, NHWC in DDR;
-2. the global pool over that tensor (itself split again if it still does not fit)
+2. the global pool over that tensor (itself split again if it still does not fit, or
+   its window is beyond the kernel limit)
    writes the layer's output with its post-ops.
 
 Max is exact: the max of partial maxes (the first level pads the ragged edge with
@@ -35,6 +36,7 @@ import numpy as np
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer
 from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, Job, Plan
+from vpuc.fusion.lower_dpu_pool_levels import MAX_KERNEL, choose_levels, emit_levels
 from vpuc.ir.types import TensorType
 
 POOLS = ("avgpool", "maxpool")
@@ -42,10 +44,12 @@ POOLS = ("avgpool", "maxpool")
 
 def window_bytes(plan: Plan, x: Value, cells: int) -> int:
     """CMX bytes of a one-element block of 16 channels over ``cells`` window cells, double-
-    buffered (its input cells and its output), plus a depthwise level's weights."""
-    n, elem = x.type.dims[0], x.type.elem.nbytes
+    buffered (its input cells and its output), plus a depthwise level's weights (double-
+    buffered too when the channels make several jobs: each block loads its own)."""
+    n, c, elem = x.type.dims[0], x.type.dims[1], x.type.elem.nbytes
     io = 2 * n * elem * CHANNEL_GRANULE * (cells + 1)
-    return io + (CHANNEL_GRANULE * cells * elem if plan.dpu_op == "dwconv" else 0)
+    weights = CHANNEL_GRANULE * cells * elem * (2 if c > CHANNEL_GRANULE else 1)
+    return io + (weights if plan.dpu_op == "dwconv" else 0)
 
 
 def is_global(plan: Plan, x: Value) -> bool:
@@ -55,7 +59,9 @@ def is_global(plan: Plan, x: Value) -> bool:
 
 
 def needs_split(plan: Plan, x: Value, budget: int) -> bool:
-    return is_global(plan, x) and window_bytes(plan, x, math.prod(plan.kernel)) > budget
+    """A global pool too large for CMX, or beyond the NCE's kernel limit."""
+    return is_global(plan, x) and (window_bytes(plan, x, math.prod(plan.kernel)) > budget
+                                   or max(plan.kernel) > MAX_KERNEL)
 
 
 def first_level(plan: Plan, x: Value, budget: int) -> tuple[Plan, tuple[int, int]]:
@@ -67,10 +73,13 @@ def first_level(plan: Plan, x: Value, budget: int) -> tuple[Plan, tuple[int, int
     def fits(cells: int) -> bool:
         return window_bytes(as_dw if plan.dpu_op == "avgpool" else plan, x, cells) <= budget
 
-    b = max((k for k in range(1, w + 1) if fits(k)), default=0)
-    if b < 2:                   # windows of one cell would make no progress
+    # every side within the NCE's kernel limit; taller windows once b is all of a row, or
+    # all the limit allows (not CMX)
+    b = max((k for k in range(1, min(w, MAX_KERNEL) + 1) if fits(k)), default=0)
+    a = max((k for k in range(1, min(h, MAX_KERNEL) + 1) if fits(k * b)), default=1) \
+        if b == min(w, MAX_KERNEL) else 1
+    if a * b < 2:               # windows of one cell would make no progress
         return None, (0, 0)
-    a = max(k for k in range(1, h + 1) if fits(k * b)) if b == w else 1
     exact = plan.dpu_op == "maxpool" or (h % a == 0 and w % b == 0)
     if plan.dpu_op == "avgpool" and not exact:
         # whole divisors nearly as large keep the exact mean of means
@@ -111,7 +120,15 @@ def emit_global_pool(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 def emit_pool(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
               values: dict[str, Value], tiles: int, prefix: str, gate: tuple[str, ...],
               finish: str | None, emit_jobs) -> None:
-    """``plan`` over ``x``: in two levels when it is a global pool too large for CMX."""
+    """``plan`` over ``x``: a global pool whose window exceeds the NCE's kernel limit in
+    levels in CMX over the tiles when an exact split fits (``lower_dpu_pool_levels``), else
+    in two levels through DDR when it is too large for CMX."""
+    if is_global(plan, x) and max(plan.kernel) > MAX_KERNEL:
+        levels = choose_levels(plan, x, values[layer.output], tiles, prog)
+        if levels is not None:
+            emit_levels(prog, layer, levels, plan.dpu_op, x, values, tiles, prefix, gate,
+                        finish)
+            return
     if needs_split(plan, x, prog.cmx_budget):
         emit_global_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish, emit_jobs)
     else:

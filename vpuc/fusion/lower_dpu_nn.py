@@ -48,6 +48,7 @@ input eleven times from DDR before).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from vpuc.cost import DpuWorkload
@@ -59,6 +60,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    split_rows_cost)
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
+from vpuc.fusion.lower_dpu_nn_cut import cuts_channels
 from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
@@ -69,20 +71,24 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          row_edges)
 from vpuc.fusion.lower_dpu_support import window
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
 
-def takes(layer: DpuLayer, values: dict[str, Value], index: GraphIndex, tiles: int,
-          budget: int) -> bool:
+def takes(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+          tiles: int, gate: tuple[str, ...]) -> bool:
     """Whether this module lowers ``layer``: a layer of ``NN_LAYERS``, an eltwise Add or
-    Multiply, or a Convolution or MaxPool ``lower_dpu_window.emit_window`` cannot run whole."""
+    Multiply, a Convolution or MaxPool ``lower_dpu_window.emit_window`` cannot run whole,
+    or a Convolution the cost model finds cheaper cut over its output channels than over
+    its rows (``lower_dpu_nn_cut.cuts_channels``)."""
     op = layer.op
     if op.kind in NN_LAYERS or op.kind in ELTWISE:
         return True
     _, channels, rows, _ = values[layer.output].type.dims
     few_rows = rows < tiles and channels > CHANNEL_GRANULE     # channels go to the tiles
-    return few_rows or not _fits_whole(layer, values, index, budget)
+    return few_rows or not _fits_whole(layer, values, index, prog.cmx_budget) \
+        or cuts_channels(prog, layer, values, index, tiles, gate)
 
 
 def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -98,7 +104,9 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
         plan = Plan(dpu_op, kernel, (1, 1), (0, 0), (0, 0), dilations, [Job(*j) for j in jobs])
     else:
         plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
-        emit_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish, emit_jobs)
+        by_channels = cuts_channels(prog, layer, values, index, tiles, gate)
+        emit_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish,
+                  functools.partial(emit_jobs, by_channels=by_channels))
         return
     emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
 
@@ -122,9 +130,10 @@ def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
 
 def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
               values: dict[str, Value], tiles: int, prefix: str, gate: tuple[str, ...],
-              finish: str | None, out: Value | None = None) -> None:
+              finish: str | None, out: Value | None = None, by_channels: bool = False) -> None:
     """The layer's DPU tasks over input ``x`` into ``out`` (default: the layer's output):
-    its jobs, each in blocks of output rows (module docstring)."""
+    its jobs, each in blocks of output rows (module docstring); ``by_channels``: at least
+    one chunk of output channels per tile (``lower_dpu_nn_cut``)."""
     op = layer.op
     out = out or values[layer.output]
     n, c, h, w = x.type.dims
@@ -166,7 +175,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
     jobs = plan.jobs
     # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
-    first = tiles if oh < tiles and len(jobs) == 1 and oc > CHANNEL_GRANULE else 1
+    first = tiles if (oh < tiles or by_channels) and len(jobs) == 1 and oc > CHANNEL_GRANULE \
+        else 1
     for parts in range(first, oc + 1):
         jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
         if worst_block(jobs) <= prog.cmx_budget:
@@ -265,6 +275,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
+    e.in_place = in_place_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
+                                 whole=len(jobs) == 1 and width == ow)
 
     def geometry(r0: int, r1: int, c0: int, c1: int):
         """(first row, rows, top, bottom), (first column, columns, left, right) loaded."""
@@ -313,6 +325,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
+        if xin is None and single and width == ow and job.ins == (0, c):
+            xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
         if xin is None:
             zeros = None
             if conv and zero_count(k):
@@ -323,13 +337,16 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols), waits, loaded,
                                  zeros)
             inputs[key] = xin
-        y = e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
+        y = dst if k in e.in_place else \
+            e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
         e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),
                lambda r, cols=c1 - c0: workload_of(job, r, cols))
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
+        if k in e.in_place:                  # written where the value lives: no store
+            continue
         if occ > o1 - o0:                            # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
                                              f"0:{c1 - c0}"])

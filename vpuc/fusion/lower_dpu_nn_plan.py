@@ -17,7 +17,7 @@ import numpy as np
 from vpuc.fusion.lower_dpu import DpuLayer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_borders
-from vpuc.fusion.lower_dpu_support import DPU_FLOATS, padding_problem, window
+from vpuc.fusion.lower_dpu_support import DPU_FLOATS, kernel_problem, padding_problem, window
 from vpuc.ir.graph import CONSTANT, GraphIndex, GraphOp
 from vpuc.reference.graph import constant_value
 
@@ -68,13 +68,15 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
             and index.producer(op.operands[1]).kind != CONSTANT:
         return "its weights are not a constant (the DPU lowering rearranges them at compile time)"
     if op.kind in DECONVOLUTIONS:
+        if kernel_problem(index.producer(op.operands[1]).type.dims[-2:]):
+            return kernel_problem(index.producer(op.operands[1]).type.dims[-2:])
         before, _ = deconv_borders(op, index)
         if min(before) < 0:
             return (f"its pads_begin {list(op.attrs['pads_begin'])} crop more than the dilated "
                     "kernel extent; not supported yet")
         return None
     kernel, _, begin, end, dilations = nn_window(op, index)
-    return padding_problem(kernel, begin, end, dilations)
+    return kernel_problem(kernel) or padding_problem(kernel, begin, end, dilations)
 
 
 def nn_window(op: GraphOp, index: GraphIndex):

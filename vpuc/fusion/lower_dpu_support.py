@@ -114,7 +114,17 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     if op.kind == "MatMul":
         return None
     kernel, _, begin, end, dilations = window(op, index)
-    return padding_problem(kernel, begin, end, dilations)
+    return kernel_problem(kernel) or padding_problem(kernel, begin, end, dilations)
+
+
+def kernel_problem(kernel) -> str | None:
+    """A kernel side beyond the NCE's (``verifier/dpu.py``, ``MAX_KERNEL``)."""
+    from vpuc.verifier.dpu import MAX_KERNEL
+    if max(kernel) > MAX_KERNEL:
+        return (f"its kernel {tuple(kernel)} is beyond the NCE's {MAX_KERNEL} x {MAX_KERNEL} "
+                "window; splitting it into levels (the NPU compiler's HandleLargeKernels) is "
+                "supported for global pools only")
+    return None
 
 
 def padding_problem(kernel, begin, end, dilations) -> str | None:

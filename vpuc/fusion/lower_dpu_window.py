@@ -21,6 +21,7 @@ from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, pe
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -118,6 +119,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         cp = cmx_channels(c, conv and constant, permuted)
         blocks = blocks_of()
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    e.in_place = in_place_blocks(e, out, ocp, [e.tile(k) for k in range(len(blocks))])
     zero_count = {k: n * (cp - c) * rows_in(r0, r1)[1] * w for k, (r0, r1) in enumerate(blocks)}
     table = None
     if packed:
@@ -137,6 +139,9 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         if permuted:
             xin = load_permuted_input(e, k, lo, x, rows, cp, e.load_waits(k),
                                       [f"%{prefix}loaded{k}"])
+        elif (xin := in_place_input(e, k, x, cp, lo, rows,
+                                    whole=step == (1, 1))) is not None:
+            pass                    # read where the value lives: no load
         else:
             zeros = None
             if pads():
@@ -146,12 +151,15 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                 zeros = zeros_view(e, k, zv[t], zero_count[k])
             xin = load_block_input(e, k, lo * step[0], x, rows, c, e.load_waits(k),
                                    [f"%{prefix}loaded{k}"], step=step, zeros=zeros)
-        y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+        y = dst if k in e.in_place else \
+            e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
         e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+        if k in e.in_place:                  # written where the value lives: no store
+            continue
         if ocp > oc:                                 # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

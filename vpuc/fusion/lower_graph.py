@@ -68,10 +68,11 @@ from vpuc.diagnostics import DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
-from vpuc.fusion.lower_act import emit_act
+from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import emit_layer
+from vpuc.fusion.lower_dpu_scale import choose_dpu, emit_scale, scale_product
 from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
 from vpuc.fusion.lower_resize import expand_linear_resizes
@@ -299,7 +300,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],
                                  by_name[names[op.result]], tiles=tiles, budget=prog.cmx_budget,
                                  prefix=prefix, gate=gate, finish=finish)
-        else:
+        elif not (schedule != "naive" and blocks is None and _scale_on_dpu(
+                prog, graph, tok, seg, by_name, names, generated, timings, hook, tiles, config,
+                prefix, gate, finish, made)):
             emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles,
                      blocks, config, prefix, gate, finish, library, made,
                      nhwc=s in nhwc_acts, pipelined=schedule != "naive")
@@ -308,3 +311,29 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
+
+
+def _scale_on_dpu(prog, graph, tok, seg, by_name, names, generated, timings, hook, tiles,
+                  config, prefix, gate, finish, made) -> bool:
+    """Emit an ACT segment that is a squeeze-excite product as DPU depthwise 1x1 tasks
+    (``lower_dpu_scale``) when the cost model finds the DPU faster; whether it did."""
+    renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
+    se = scale_product(tok, seg, {g: v.type for g, v in renamed.items()})
+    if se is None or renamed[se.x].kind == "temp" or not renamed[se.y].in_ddr:
+        return False
+    # the weights come from DDR: the excitation's input, or the excitation itself; an
+    # excitation computed here is read by nothing else
+    source = se.s if se.excite is not None else se.e
+    if renamed[source].kind == "temp" or (se.excite is not None and se.e in renamed
+                                          and renamed[se.e].in_ddr):
+        return False
+    op = graph.index().producer(se.y)
+    blocks = choose_dpu(prog, se, renamed[se.x].type, renamed[se.y].type, tiles, op, config)
+    if blocks is None:
+        return False
+    clock = time.perf_counter()
+    emit_scale(prog, se, renamed, tiles, prefix, gate, finish, blocks,
+               lambda name, body: generated_kernel(prog, f"{graph.name}.{name}", body, made,
+                                                   generated, timings, hook, config))
+    timings.append((f"dpu scale {op.label}", time.perf_counter() - clock))
+    return True

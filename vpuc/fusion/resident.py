@@ -13,10 +13,12 @@ layer (a MatMul too, whose folded views, ``fold_views.py``, are then views of th
 buffer) or an ACT segment produces and only such segments read (no DMA or library
 segment, which address DDR by their own plans: DDR -> DDR copies, re-typed bytes)
 becomes one CMX buffer of the whole tensor on one tile (``Value.tile``,
-declared ``cmx %v : T tile t``).  The emitters are unchanged: their stores and
-loads address views of that buffer instead of a DDR buffer, so each block's store
-is a CMX -> CMX copy into it and each reader's load a copy out of it (also across
-tiles).  The value lives from its producer's first store to its last reader's
+declared ``cmx %v : T tile t``).  The emitters' stores and loads address views of
+that buffer instead of a DDR buffer, so each block's store is a CMX -> CMX copy into
+it and each reader's load a copy out of it (also across tiles); a DPU layer's blocks
+on the value's own tile write their rows straight into it instead, with no block
+slot and no store (``in_place_blocks``; the loads of such rows wait on those tasks:
+``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
 last load; the resident values live at once on a tile never take more than
 ``room`` bytes (what the segments' own blocks, ``cmx_budget``, and the schedule's
 prefetched constants, ``schedule.EARLY_CMX_BYTES``, leave of the tile's CMX), each
@@ -40,14 +42,16 @@ from typing import TYPE_CHECKING
 
 from vpuc.fusion.blocked_program import Value
 from vpuc.ir.module import BufferKind, Module
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, Executor
+from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 
 if TYPE_CHECKING:
     from vpuc.fusion.schedule import SegmentValues
 
 # Segment kinds whose loads and stores of a value are block copies of its (strided) views.
 RESIDENT_KINDS = ("dpu", "act", "matmul")
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
 def resident_room(cmx_bytes: int | None, cmx_budget: int, early: int) -> int:
@@ -94,22 +98,55 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
     return [replace(v, tile=chosen[v.name]) if v.name in chosen else v for v in values]
 
 
+def in_place_blocks(e, out: Value, channels: int, tiles_of: list[int],
+                    whole: bool = True) -> set[int]:
+    """The blocks (``tiles_of[k]``: block k's tile) of a DPU layer whose task writes its
+    output rows straight into the resident value ``out`` (no CMX slot, no store): those on
+    ``out``'s tile, when the task's ``channels`` (aligned) are exactly ``out``'s, the
+    layer's blocks are ``whole`` rows of them (NHWC: one contiguous run) and no epilogue
+    runs on the blocks before their store (``fuse_epilogue``).  ``e``: the layer's
+    ``lower_dpu.LayerEmitter``."""
+    if out.tile is None or out.kind != "ddr" or not whole or e.prog.epilogue is not None \
+            or out.type.order != NHWC or out.type.dims[1] != channels:
+        return set()
+    return {k for k, t in enumerate(tiles_of) if t == out.tile}
+
+
+def in_place_input(e, k: int, x: Value, channels: int, first_row: int, rows: int,
+                   whole: bool = True) -> str | None:
+    """A view of ``rows`` rows from ``first_row`` of the resident value ``x`` for block
+    ``k``'s DPU task to read straight (no load; ``e.reads_in_place`` notes it), when the
+    block's tile holds ``x``, the task reads ``channels`` (aligned) that are exactly
+    ``x``'s and ``whole`` rows of them (NHWC: one contiguous run); else None.  ``e``: the
+    layer's ``lower_dpu.LayerEmitter``."""
+    if x.tile != e.tile(k) or x.kind != "ddr" or not whole or x.type.order != NHWC \
+            or x.type.dims[1] != channels:
+        return None
+    e.reads_in_place.add(k)
+    n, c, _, w = x.type.dims
+    return e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{first_row}:{first_row + rows}",
+                                       f"0:{w}"])
+
+
 def shared_buffers(module: Module, segment_of) -> dict[str, list[int]]:
-    """CMX buffer -> the sorted segments whose DMA tasks touch it, for the CMX buffers
-    DMAs of more than one segment touch (resident values); ``segment_of(label)``: a
-    task's segment index, or None."""
+    """CMX buffer -> the sorted segments whose DMA tasks (or DPU tasks reading or writing in
+    place) touch it, for the CMX buffers those of more than one segment touch (resident values);
+    ``segment_of(label)``: a task's segment index, or None."""
     symbols = SymbolTable(module)
     users: dict[str, set[int]] = {}
     for task_list in module.task_lists:
-        if task_list.executor is not Executor.DMA:
-            continue
         for task in task_list.tasks:
-            if not isinstance(task, DmaTask):
+            # DMAs, and DPU tasks writing a value in place (in_place_blocks)
+            if isinstance(task, DmaTask):
+                names = (task.src, task.dst)
+            elif isinstance(task, DpuTask):
+                names = (*task.inputs, task.output)
+            else:
                 continue
             s = segment_of(task.label or "")
             if s is None:
                 continue
-            for name in (task.src, task.dst):
+            for name in names:
                 region = symbols.region(name)
                 if region is not None and region.kind is BufferKind.CMX:
                     users.setdefault(region.root.name, set()).add(s)

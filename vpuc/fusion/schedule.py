@@ -32,7 +32,8 @@ on program text:
    3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  The deep
    loads of one segment update one barrier together (``schedule_prefetch.share_barriers``),
    not one each: each is live until the classifier, and a small ``--cmx-budget`` puts
-   hundreds of small loads into one segment.  A streaming
+   hundreds of small loads into one segment; so do a segment's early loads when it has
+   many (``schedule_prefetch.ahead_of_gate``: a channel-chunked layer's weight chunks).  A streaming
    segment's later blocks' weights, which wait on its earlier blocks only to reuse
    their CMX, load early too when the room allows; when the longer lifetimes leave
    allocate-cmx no room (tried), both are given up.
@@ -78,8 +79,8 @@ from dataclasses import dataclass, replace
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import (EARLY_CMX_BYTES, EarlyRoom, deepen, prefetch_order,
-                                           share_barriers)
+from vpuc.fusion.schedule_prefetch import (EARLY_CMX_BYTES, EarlyRoom, ahead_of_gate, deepen,
+                                           prefetch_order, share_barriers)
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
@@ -265,9 +266,11 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                     early.pop(id(task), None)
                 task_list.tasks = prefetch_order(tasks, early, gates, spread=spread)
                 deep = set()
-            if deep and arch is not None:
-                # one barrier per segment the deep loads run during, not one per load
-                share_barriers(module, task_list.tasks, deep, early, arch.max_producers,
+            if arch is not None:
+                # one barrier per segment the deep loads (or many early ones) run during,
+                # not one per load
+                shared = deep | ahead_of_gate(task_list.tasks, early)
+                share_barriers(module, task_list.tasks, shared, early, arch.max_producers,
                                arch.max_consumers)
 
 

@@ -15,7 +15,9 @@ that decides every wait (``_Relaxation.apply``):
    write-after-read, write-after-write) waits on the last such DMA on
    each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
    implies the others), through a barrier only that DMA updates (one it has, else
-   ``<label>.written``).  Every DMA does, not only a segment's first ones.
+   ``<label>.written``).  Every DMA does, not only a segment's first ones.  A DPU task
+   writing a value kept in CMX in place (``resident.in_place_blocks``) counts as such a
+   write: the DMA waits on the latest one per tile (a tile's DPU queue is in order).
 2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
    input) waits on rule 1 and on no gate, so a segment's first blocks run beside its
    predecessor's last ones, when the segment's CMX buffers, its predecessor's (and the
@@ -58,7 +60,7 @@ from vpuc.fusion.resident import resident_use, shared_buffers
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, Executor
+from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 
 _DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
 # Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
@@ -126,6 +128,8 @@ class _Relaxation:
         self.direct_ddr = touched or None
         resident = set(shared_buffers(module, self.segment_of))
         self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
+        self.dpu_writes = _dpu_accesses(others, symbols, resident, write=True)
+        self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
         self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
 
@@ -193,6 +197,36 @@ class _Relaxation:
                 barrier = own.of(earlier)
                 if barrier not in task.waits:
                     task.waits = tuple(task.waits) + (barrier,)
+        # DPU tasks writing a value kept in CMX in place (resident.in_place_blocks): a DMA
+        # of a later segment touching their bytes waits on the latest such task per tile
+        # (a tile's DPU queue ends its tasks in list order); a DPU task reading one in place
+        # (resident.in_place_input) waits on those and on the latest DMA writing its bytes
+        # per channel
+        def wait(later, earlier) -> None:
+            if earlier is not None:
+                barrier = own.of(earlier)
+                if barrier not in later.waits:
+                    later.waits = tuple(later.waits) + (barrier,)
+
+        def latest(accesses, later, lfp):
+            return next((a for a, fp in reversed(accesses)
+                         if seg[id(a)] < seg[id(later)] and shared_bytes(fp, lfp) is not None),
+                        None)
+
+        for root, writers in self.dpu_writes.items():
+            readers = [(t, fp) for t, _, fp, _ in self.accesses.get(root, ())]
+            readers += [r for per_tile in self.dpu_reads.get(root, {}).values() for r in per_tile]
+            for later, lfp in readers:
+                for per_tile in writers.values():
+                    wait(later, latest(per_tile, later, lfp))
+        for root, per_tile_readers in self.dpu_reads.items():
+            stores: dict[int, list] = {}
+            for task, _, fp, write in self.accesses.get(root, ()):
+                if write:
+                    stores.setdefault(task.channel, []).append((task, fp))
+            for later, lfp in (r for rs in per_tile_readers.values() for r in rs):
+                for per_channel in stores.values():
+                    wait(later, latest(per_channel, later, lfp))
 
 
 def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
@@ -210,6 +244,24 @@ def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
                 continue
             footprint = make_footprint(region.root, region_box(region))
             by_root.setdefault(region.root.name, []).append((task, position, footprint, write))
+    return by_root
+
+
+def _dpu_accesses(tasks: list, symbols: SymbolTable, resident: set[str],
+                  write: bool) -> dict[str, dict[int, list]]:
+    """Root name -> tile -> (task, footprint) of the DPU tasks writing (``write``) or reading
+    a ``resident`` CMX buffer, in each tile's list order."""
+    by_root: dict[str, dict[int, list]] = {}
+    for task in tasks:
+        if not isinstance(task, DpuTask):
+            continue
+        for name in (task.output,) if write else task.inputs:
+            region = symbols.region(name)
+            if region is None or region.root.name not in resident:
+                continue
+            footprint = make_footprint(region.root, region_box(region))
+            by_root.setdefault(region.root.name, {}).setdefault(task.tile, []).append(
+                (task, footprint))
     return by_root
 
 

@@ -1,8 +1,8 @@
 """Where ``--schedule default`` loads a segment's constants early (``schedule.overlap``,
 decision 2): how much room a tile's CMX leaves them (``EarlyRoom``), which ones run
 further back than the segment before theirs (``deepen``), and where in the DMA list
-each goes (``prefetch_order``), and the one barrier the deep loads of a segment
-update together (``share_barriers``).
+each goes (``prefetch_order``), and the one barrier the deep loads of a segment (or its
+many early loads, ``ahead_of_gate``) update together (``share_barriers``).
 
 Expects: a lowered module whose segment gates are ``<prefix>finished`` barriers.
 Guarantees: ``prefetch_order`` returns the same tasks in an order every DMA channel can
@@ -43,6 +43,12 @@ DEEP_BYTES_PER_ACT_TASK = 64 << 10
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
 DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+# A segment with this many early loads ahead of its gate shares one barrier among them
+# (``ahead_of_gate``): a channel-chunked layer's weight chunks.  Fewer keep one each: a
+# block's DPU task would wait on the other tile's weights too (MobileNetV3-Small 64x64 at
+# --cmx-budget 16384, simulated: 3 or more 919,133 cycles, 8 or more 917,054 as with none;
+# the barriers it needs at once, 48 with none, 33 with 8 or 16).
+SHARED_EARLY_LOADS = 8
 
 
 class EarlyRoom:
@@ -333,6 +339,24 @@ def share_barriers(module: Module, tasks: list, deep: set[int], early: dict[int,
                 v.waits = _replaced(v.waits, u, shared, kept)
     module.barriers = [b for b in module.barriers if b.name not in gone]
     return made
+
+
+def ahead_of_gate(tasks: list, early: dict[int, str]) -> set[int]:
+    """The early loads ``prefetch_order`` placed before the task that updates their gate
+    (the previous segment's last store), of segments with at least ``SHARED_EARLY_LOADS``
+    of them: every task waiting on one belongs to their segment or a later one, and every
+    DMA depending on those comes after that store in ``tasks``, so one barrier for all of
+    them (``share_barriers``) cannot deadlock the channels.  A first segment's early loads
+    stay where they were, among its own tasks: left out.  (A channel-chunked layer's
+    weight chunks at a small ``--cmx-budget``: MobileNetV3-Small 64x64 at 12288 had 28
+    of them live at once, 56 barriers in all; now 37.)"""
+    updater = {g: i for i, t in enumerate(tasks) for g in t.updates}
+    ahead = [t for i, t in enumerate(tasks)
+             if id(t) in early and i < updater.get(early[id(t)], -1)]
+    count: dict[str, int] = {}
+    for t in ahead:
+        count[early[id(t)]] = count.get(early[id(t)], 0) + 1
+    return {id(t) for t in ahead if count[early[id(t)]] >= SHARED_EARLY_LOADS}
 
 
 def _barriers(task, field: str) -> tuple[str, ...]:

@@ -22,6 +22,10 @@ DPU_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 # (openvinotoolkit/npu_plugin, src/vpux_compiler/src/NPU37XX/dialect/VPUIPDPU/rewriters/
 # dpu_invariant_block_rewriters.cpp, getOutDataWidth) maps an f32 output to ODU_DTYPE_32BIT.
 DPU_OUTPUT_ELEMS = DPU_ELEMS + (ElemType.F32,)
+# The NCE's largest kernel side: openvinotoolkit/npu_plugin, src/vpux_compiler/include/vpux/
+# compiler/dialect/VPU/nce_invariant.hpp, NCEInvariant::MAX_KERNEL_SIZE = 11 (the NPU
+# compiler's HandleLargeKernels pass splits larger pooling kernels into levels).
+MAX_KERNEL = 11
 MAX_VARIANTS_PAIRWISE = 512  # beyond this, overlap between variants is not checked pairwise
 
 
@@ -179,6 +183,12 @@ def _check_shapes(task: DpuTask, regions, bag: DiagnosticBag) -> None:
                   f"expected the input's {tuple(inp)} with at least its {inp[1]} channels "
                   "(more are zero-padded)")
         return
+    if op.has_window:
+        kernel = window_params(task, weights)[0]
+        if max(kernel) > MAX_KERNEL:
+            bag.error(task.param_locs.get("kernel", task.loc), f"dpu {op} kernel{tuple(kernel)} "
+                      f"is beyond the NCE's {MAX_KERNEL} x {MAX_KERNEL} window; split it into "
+                      "levels of smaller kernels (as the NPU compiler's HandleLargeKernels does)")
     expected = expected_output(task, inp, weights)
     if expected is not None and tuple(out) != expected:
         bag.error(task.output.loc, f"dpu {op} output %{task.output} has shape {tuple(out)}; "
