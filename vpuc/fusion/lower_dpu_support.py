@@ -122,8 +122,10 @@ def kernel_problem(kernel) -> str | None:
     from vpuc.verifier.dpu import MAX_KERNEL
     if max(kernel) > MAX_KERNEL:
         return (f"its kernel {tuple(kernel)} is beyond the NCE's {MAX_KERNEL} x {MAX_KERNEL} "
-                "window; splitting it into levels (the NPU compiler's HandleLargeKernels) is "
-                "supported for global pools only")
+                "window; splitting it into smaller ones (the NPU compiler's HandleLargeKernels, "
+                "vpuc/fusion/large_kernels.py) is supported for global pools, MaxPool, and "
+                "AveragePool whose sides beyond it are a * b (a, b <= 11) with a dividing the "
+                "stride (or one output) and no padding on them; not for convolutions")
     return None
 
 
