@@ -50,34 +50,38 @@ def expand_large_kernels(graph: Graph) -> bool:
     ops: list[GraphOp] = []
     changed = False
     for op in graph.ops:
-        levels = None
+        new = None
         if op.kind in ("MaxPool", "AvgPool") and max(op.attrs["kernel"]) > MAX_KERNEL:
             x = index.producer(op.operands[0]).type
-            if x is not None and x.is_static and x.rank == 4 and _is_global(op, x.dims[2:]):
-                # the window is the whole H x W: the global pool it is, which
-                # lower_dpu_global_pool.py splits into levels over the tiles
-                kind = "ReduceMax" if op.kind == "MaxPool" else "ReduceMean"
-                ops.append(GraphOp(kind, op.result, op.operands, {"axes": (2, 3), "keep_dims": True},
-                                   loc=op.loc, origin=op.origin))
-                changed = True
-                continue
             if x is not None and x.is_static and x.rank == 4:
-                levels = (max_pool_levels(op.attrs, x.dims[2:]) if op.kind == "MaxPool"
-                          else avg_pool_levels(op.attrs, x.dims[2:]))
-        if levels is None:
-            ops.append(op)
-            continue
-        value = op.operands[0]
-        for i, attrs in enumerate(levels):
-            last = i == len(levels) - 1
-            result = op.result if last else _fresh(f"{op.result}.level{i + 1}", taken)
-            ops.append(GraphOp(op.kind, result, (value,), attrs, loc=op.loc, origin=op.origin))
-            value = result
-        changed = True
+                new = _replacement(op, tuple(x.dims[2:]), taken)
+        ops += new or [op]
+        changed = changed or new is not None
     if changed:
         graph.ops = ops
         infer_graph(graph)
     return changed
+
+
+def _replacement(op: GraphOp, spatial: tuple, taken: set) -> list[GraphOp] | None:
+    """The ops computing the pool ``op`` over an H x W ``spatial`` input; None: none exact."""
+    if _is_global(op, spatial):
+        # the window is the whole H x W: the global pool it is, which
+        # lower_dpu_global_pool.py splits into levels over the tiles
+        kind = "ReduceMax" if op.kind == "MaxPool" else "ReduceMean"
+        return [GraphOp(kind, op.result, op.operands, {"axes": (2, 3), "keep_dims": True},
+                        loc=op.loc, origin=op.origin)]
+    levels = (max_pool_levels(op.attrs, spatial) if op.kind == "MaxPool"
+              else avg_pool_levels(op.attrs, spatial))
+    if levels is None:
+        return None
+    ops, value = [], op.operands[0]
+    for i, attrs in enumerate(levels):
+        last = i == len(levels) - 1
+        result = op.result if last else _fresh(f"{op.result}.level{i + 1}", taken)
+        ops.append(GraphOp(op.kind, result, (value,), attrs, loc=op.loc, origin=op.origin))
+        value = result
+    return ops
 
 
 def _is_global(op: GraphOp, spatial) -> bool:
