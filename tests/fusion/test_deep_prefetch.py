@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from vpuc import api
-from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, EARLY_CMX_BYTES,
+from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, DEEP_MIN_BYTES,
+                                           EARLY_CMX_BYTES,
                                            STREAMING_RATIO, EarlyRoom, deepen, prefetch_order,
                                            share_barriers)
 from vpuc.ir.module import Barrier, BufferKind, Module
@@ -26,13 +27,15 @@ CHUNK = 360 << 10            # a weight chunk larger than EARLY_CMX_BYTES
 
 
 def _room(act: list[int], used: dict[tuple[int, int], int] | None = None,
-          streaming=("C.",), cmx: int = 2 * MIB):
+          streaming=("C.",), cmx: int = 2 * MIB, values: dict[int, int] | None = None):
     """A stand-in for ``EarlyRoom``: segments S0. .. S<n-1>. then C. (the classifier, last),
-    ``act[j]`` ACT SHAVE tasks in S<j>, ``used[(j, tile)]`` bytes of S<j>'s buffers."""
+    ``act[j]`` ACT SHAVE tasks in S<j>, ``used[(j, tile)]`` bytes of S<j>'s buffers,
+    ``values[j]`` bytes of values S<j>'s DMAs load into CMX (none unless given)."""
     order = [f"S{j}." for j in range(len(act))] + ["C."]
     return SimpleNamespace(
         cmx_bytes=cmx, order=order,
         used={(order[j], t): n for (j, t), n in (used or {}).items()},
+        traffic={order[j]: (0, n) for j, n in (values or {}).items()},
         act_tasks={f"S{j}.": n for j, n in enumerate(act)},
         streaming=lambda: set(streaming),
         prefix_of=lambda name: name[:name.index(".") + 1])
@@ -96,12 +99,74 @@ def test_never_across_a_segment_without_room():
 
 
 def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
-    room = _room(act=[8, 8, 0], streaming=())
+    # S2 moves as many bytes of values as the loads: it hides them, nothing moves
+    room = _room(act=[8, 8, 0], streaming=(), values={2: 2 * CHUNK})
     tasks, moved, early, per_tile = _loads(2, "S2.finished")
     assert deepen(moved, early, per_tile, room) == set()
-    room = _room(act=[8, 8, 0])
+    assert all(early[id(t)] == "S2.finished" for t in tasks)
+    room = _room(act=[8, 8, 0], values={2: EARLY_CMX_BYTES})
     tasks, moved, early, per_tile = _loads(1, "S2.finished", nbytes=EARLY_CMX_BYTES)
     assert deepen(moved, early, per_tile, room) == set()
+    assert early[id(tasks[0])] == "S2.finished"
+
+
+def _projection(gate: str, nbytes: int = 110 << 10):
+    """A projection's weights: a load into tile 0 and its CMX -> CMX copy into tile 1, as
+    ``overlap`` records them (``moved``, and the copies of the load)."""
+    load = DmaTask("P.w0", (), ("P.w0.copied",), "%P.w.v", "%P.w0", 1)
+    copy = DmaTask("P.w1", ("P.w0.copied",), (), "%P.w0", "%P.w1", 1)
+    moved = [(load, gate, 0, "P.w0", nbytes), (copy, gate, 1, "P.w1", nbytes)]
+    early = {id(load): gate, id(copy): gate}
+    copies = {id(load): [(copy, 1, "P.w1", nbytes)]}
+    return load, copy, moved, early, {(gate, 0): nbytes, (gate, 1): nbytes}, copies
+
+
+def test_a_big_load_behind_a_short_segment_moves_back_with_its_copy():
+    # S3 (a one-pixel layer: no ACT SHAVE work, few bytes of values) cannot hide the
+    # projection's weights: they load during S1, the latest segment with ACT SHAVE work
+    # for them, still on channel 1 (not ``deep``), the copy with its source
+    room = _room(act=[8, 8, 0, 0], streaming=(), values={1: 4 << 10, 3: 4 << 10})
+    load, copy, moved, early, per_tile, copies = _projection("S3.finished")
+    assert deepen(moved, early, per_tile, room, copies) == set()
+    assert early[id(load)] == early[id(copy)] == "S1.finished"
+    ordered = prefetch_order([DmaTask(f"{p}.x", (), (f"{p}.finished",), "%a", "%b", 1)
+                              for p in ("S0", "S1", "S2", "S3")] + [load, copy], early,
+                             {f"S{j}.finished" for j in range(4)})
+    # during S1: the load right after S0's gate task, the copy after S1's store (its
+    # channel-1 task), both ahead of S2 and S3
+    names = [t.label for t in ordered]
+    assert names == ["S0.x", "P.w0", "S1.x", "P.w1", "S2.x", "S3.x"]
+    assert load.channel == copy.channel == 1
+
+
+def test_a_short_segment_that_moves_enough_values_keeps_them():
+    nbytes = 110 << 10
+    room = _room(act=[8, 8, 0, 0], streaming=(), values={3: 2 * nbytes})
+    load, copy, moved, early, per_tile, copies = _projection("S3.finished", nbytes)
+    deepen(moved, early, per_tile, room, copies)
+    assert early[id(load)] == early[id(copy)] == "S3.finished"
+    # below DEEP_MIN_BYTES: not worth a segment of its own
+    room = _room(act=[8, 8, 0, 0], streaming=())
+    load, copy, moved, early, per_tile, copies = _projection("S3.finished",
+                                                              DEEP_MIN_BYTES - 16)
+    deepen(moved, early, per_tile, room, copies)
+    assert early[id(load)] == "S3.finished"
+
+
+def test_big_loads_share_a_segment_within_its_act_work():
+    nbytes = 110 << 10
+    per_segment = -(-2 * nbytes // DEEP_BYTES_PER_ACT_TASK)     # ACT tasks for one projection
+    room = _room(act=[8, per_segment, 0, 0], streaming=())
+    first = _projection("S3.finished", nbytes)
+    second = [DmaTask("Q.w0", (), (), "%Q.w.v", "%Q.w0", 1)]
+    moved = first[2] + [(second[0], "S3.finished", 0, "Q.w0", nbytes)]
+    early = {**first[3], id(second[0]): "S3.finished"}
+    per_tile = {("S3.finished", 0): 2 * nbytes, ("S3.finished", 1): nbytes}
+    deepen(moved, early, per_tile, room, first[5])
+    # Q (last in the list) takes S1's ACT work; the projection and its copy no longer fit
+    # there and go to S0
+    assert early[id(second[0])] == "S1.finished"
+    assert early[id(first[0])] == early[id(first[1])] == "S0.finished"
 
 
 def test_a_copy_of_a_load_is_never_moved_ahead_of_it():
@@ -203,10 +268,13 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
     seen = {}
     real = schedule.deepen
 
-    def recording(moved, early, early_bytes, room):
-        deep = real(moved, early, early_bytes, room)
+    def recording(moved, early, early_bytes, room, copies=None):
+        deep = real(moved, early, early_bytes, room, copies)
         seen.update(room=room, deep={t.label: early[id(t)] for t, *_ in moved
-                                     if id(t) in deep})
+                                     if id(t) in deep},
+                    behind={t.label: (gate, early[id(t)], nbytes)
+                            for t, gate, _, _, nbytes in moved
+                            if id(t) not in deep and early.get(id(t), gate) != gate})
         return deep
 
     monkeypatch.setattr(schedule, "deepen", recording)
@@ -219,6 +287,12 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
     index = {p + "finished": i for i, p in enumerate(room.order)}
     for label, gate in deep.items():
         assert room.act_tasks[room.order[index[gate]]] * DEEP_BYTES_PER_ACT_TASK > 0
+    # the other segments' big loads moved further back (the squeeze-excite 1x1 weights,
+    # the projections'): each to an earlier segment with ACT SHAVE work
+    assert seen["behind"]
+    for label, (gate, now, nbytes) in seen["behind"].items():
+        assert nbytes >= DEEP_MIN_BYTES and index[now] < index[gate]
+        assert room.act_tasks[room.order[index[now]]] > 0
     # in the program: each such load precedes, in the DMA list, the loads of the
     # segment its gate ends, and waits on nothing
     module = program.module
@@ -272,18 +346,21 @@ def test_when_all_deep_loads_leave_no_room_the_latest_ones_stay_deep(mobilenet, 
         seen.update(gate={t.label: early.get(id(t)) for t in tasks})
         return real_order(tasks, early, gates, deep, spread)
 
-    def recording_deepen(moved, early, early_bytes, room):
-        deep = real_deepen(moved, early, early_bytes, room)
+    def recording_deepen(moved, early, early_bytes, room, copies=None):
+        deep = real_deepen(moved, early, early_bytes, room, copies)
         seen.update(order=room.order)
         return deep
 
-    trials = iter([False, True])
+    # the first trial fails with everything moved, the second with the big loads of
+    # segments that do not stream back behind their gates (``behind``), the third fits
+    trials = iter([False, False, True])
     monkeypatch.setattr(schedule, "prefetch_order", recording_order)
     monkeypatch.setattr(schedule, "deepen", recording_deepen)
     monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: next(trials))
     program = api.compile(mobilenet, schedule="default")
-    every, kept = calls[0], calls[1]
-    assert len(calls) == 2 and len(kept) == int(len(every) * schedule.DEEP_KEPT[0]) > 0
+    every, kept = calls[0], calls[-1]
+    assert calls[1] == every         # the retry without ``behind``: every deep load still
+    assert len(calls) == 3 and len(kept) == int(len(every) * schedule.DEEP_KEPT[0]) > 0
     assert set(kept) < set(every) and all(kept[label] == every[label] for label in kept)
     index = {p + "finished": i for i, p in enumerate(seen["order"])}
     assert min(index[every[label]] for label in kept) \

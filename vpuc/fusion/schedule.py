@@ -29,7 +29,12 @@ on program text:
    (a classifier: 64 times more bytes of constants than of values) loads them further
    back, one load per earlier segment with ACT SHAVE work, on channel 0 after that
    segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
-   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  The deep
+   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  Other
+   segments' big loads (at least ``schedule_prefetch.DEEP_MIN_BYTES``) go back the same way,
+   still on channel 1, when the segment before theirs moves fewer bytes of values than
+   their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's
+   weights behind them), their copies with them; given up first when allocate-cmx finds
+   no room (tried).  The deep
    loads of one segment update one barrier together (``schedule_prefetch.share_barriers``),
    not one each: each is live until the classifier, and a small ``--cmx-budget`` puts
    hundreds of small loads into one segment; so do a segment's early loads when it has
@@ -207,6 +212,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
         moved: list[tuple[DmaTask, str, int, str, int]] = []
         copying: set[int] = set()            # loads turned into copies and their sources
         paced: list[tuple[DmaTask, tuple[str, ...]]] = []     # (load, the waits it dropped)
+        # id(a first load) -> the copies of it that load early: (copy, tile, buffer, bytes)
+        copies: dict[int, list[tuple[DmaTask, int, str, int]]] = {}
         for task in task_list.tasks:
             if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
                 continue
@@ -249,16 +256,29 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 copying |= {id(seen[0]), id(task)}
                 if id(seen[0]) not in early:     # its source loads in turn: so does the copy
                     early.pop(id(task), None)
+                elif id(task) in early:
+                    copies.setdefault(id(seen[0]), []).append(
+                        (task, dst.root.tile, dst.root.name, dst.root.type.nbytes))
         if dma_channels > 1:
             tasks = task_list.tasks
-            deep = deepen(moved, early, early_bytes, room_of)
+            deep = deepen(moved, early, early_bytes, room_of, copies)
+            # big loads deepen moved back on channel 1 (behind a segment too short to hide
+            # them): load -> the gate it had
+            behind = {id(t): gate for t, gate, *_ in moved
+                      if id(t) not in deep and early.get(id(t), gate) != gate}
             # a streaming segment's other early loads take turns between the channels
             spread = {id(t) for t, *_ in moved if id(t) not in copying
                       and room_of.prefix_of(t.label or "") in streaming}
             task_list.tasks = prefetch_order(tasks, early, gates, deep, spread)
-            if (deep or paced) and arch is not None and not cmx_fits(module, arch) \
-                    and not (deep := _fewer_deep(module, arch, tasks, task_list, moved, early,
-                                                 gates, deep, spread, room_of.order)):
+            fits = not (deep or paced or behind) or arch is None or cmx_fits(module, arch)
+            if not fits and behind:
+                # their longer lifetimes leave allocate-cmx no room: back behind their gates
+                early.update(behind)
+                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread)
+                fits = not (deep or paced) or cmx_fits(module, arch)
+            if not fits and not (deep := _fewer_deep(module, arch, tasks, task_list, moved,
+                                                     early, gates, deep, spread,
+                                                     room_of.order)):
                 # the longer lifetimes fragment CMX beyond what the room estimates saw even
                 # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:

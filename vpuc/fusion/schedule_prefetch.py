@@ -43,6 +43,9 @@ DEEP_BYTES_PER_ACT_TASK = 64 << 10
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
 DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+# The smallest load of a segment that does not stream its weights that ``deepen`` moves
+# further back, when the segment before cannot hide it.
+DEEP_MIN_BYTES = 32 << 10
 # A segment with this many early loads ahead of its gate shares one barrier among them
 # (``ahead_of_gate``): a channel-chunked layer's weight chunks.  Fewer keep one each: a
 # block's DPU task would wait on the other tile's weights too (MobileNetV3-Small 64x64 at
@@ -138,7 +141,8 @@ class EarlyRoom:
 
 
 def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str],
-           early_bytes: dict[tuple[str, int], int], room: EarlyRoom) -> set[int]:
+           early_bytes: dict[tuple[str, int], int], room: EarlyRoom,
+           copies: dict[int, list[tuple[DmaTask, int, str, int]]] | None = None) -> set[int]:
     """Decision 2 further back (``schedule.py``): the early loads of a streaming segment
     (``EarlyRoom.streaming``: a classifier's weights, which neither its own compute nor
     the short segment before it can hide) whose constants on a tile exceed
@@ -152,7 +156,13 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
     far back that a segment it then lives across lacks room on its tile beside that
     segment's buffers, the next one's (which may run beside it, ``schedule_deps``) and
-    ``EARLY_CMX_BYTES`` for the usual prefetch.  Returns the ids of the loads moved."""
+    ``EARLY_CMX_BYTES`` for the usual prefetch.
+    Any other segment's load of at least ``DEEP_MIN_BYTES`` goes further back the same way
+    when the segment just before it has too few ACT SHAVE tasks to hide it (a squeeze-excite
+    block's 1x1 weights and its projection's, behind a pool and two one-pixel layers), and
+    ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
+    buffer, bytes)) go with it, when their tiles have the room.  Returns the ids of the
+    loads (and copies) moved."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
         return deep
@@ -166,19 +176,42 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
                    for k in (j, j + 1) if k < len(room.order))
         return busy + held.get((j, tile), 0) + nbytes + EARLY_CMX_BYTES <= room.cmx_bytes
 
+    def hidden(a: int, gate: str) -> bool:
+        """Whether segment ``a`` (whose end is ``gate``), the one the next segment's early
+        loads run during, moves as many bytes of values itself as they all do: their DMAs
+        then take no longer than its own."""
+        ahead = sum(n for (g, _), n in early_bytes.items() if g == gate)
+        return room.traffic.get(room.order[a], (0, 0))[1] >= ahead
+
+    # segment -> bytes the loads of segments that do not stream (the second kind) load
+    # deep during it: together within its ACT SHAVE tasks' share
+    spent: dict[int, int] = {}
+
+    copies = copies or {}
     cursor = len(room.order)
     for task, gate, tile, buffer, nbytes in reversed(moved):
         a = index.get(gate)
-        # a copy of a load waits on it: it stays after it
-        if a is None or task.waits or early_bytes.get((gate, tile), 0) <= EARLY_CMX_BYTES \
-                or room.prefix_of(task.label or "") not in streaming:
+        # a copy of a load waits on it: it stays after it (or moves with it, below)
+        if a is None or task.waits:
+            continue
+        classifier = room.prefix_of(task.label or "") in streaming \
+            and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
+        if not classifier and (nbytes < DEEP_MIN_BYTES or hidden(a, gate)):
             continue
         extra = 0 if buffer in counted else nbytes
+        along = [(c, t, b, n) for c, t, b, n in copies.get(id(task), ())
+                 if early.get(id(c)) == gate]
         anchor = None
         for j in range(a - 1, -1, -1):
-            if not fits(j, tile, extra):
+            if not fits(j, tile, extra) or not all(fits(j, t, n) for _, t, _, n in along):
                 break
-            if room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK >= nbytes:
+            if not classifier:
+                # the latest segment with ACT SHAVE work left to hide it: no cursor
+                if room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK \
+                        >= spent.get(j, 0) + nbytes + sum(n for *_, n in along):
+                    anchor = j
+                    break
+            elif room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK >= nbytes:
                 anchor = j             # the latest that fits, when none before the cursor does
                 if j <= cursor:
                     break
@@ -187,10 +220,16 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         counted.add(buffer)
         for k in range(anchor, a):
             held[(k, tile)] = held.get((k, tile), 0) + extra
-        if nbytes > DEEP_BYTES_PER_ACT_TASK:     # a bias, say, takes no segment of its own
+            for _, t, _, n in along:
+                held[(k, t)] = held.get((k, t), 0) + n
+        if not classifier:
+            spent[anchor] = spent.get(anchor, 0) + nbytes + sum(n for *_, n in along)
+        elif nbytes > DEEP_BYTES_PER_ACT_TASK:     # a bias, say, takes no segment of its own
             cursor = min(cursor, anchor - 1)
-        early[id(task)] = room.order[anchor] + "finished"
-        deep.add(id(task))
+        for t in [task] + [c for c, *_ in along]:
+            early[id(t)] = room.order[anchor] + "finished"
+            if classifier:
+                deep.add(id(t))
     return deep
 
 
