@@ -291,8 +291,9 @@ def _barrier_columns(refs) -> tuple[list, list]:
 
 def _list_sync(refs, rows: int) -> ListSync | None:
     """A column of BarrierReferences as ``sync_columns`` flattens them, from the column
-    decoder's numbers (``Vectors``); None when a row has none or the decoder kept no numbers
-    (then ``sync_columns`` flattens the records)."""
+    decoder's numbers (``Vectors``, a missing vector counting none); None when a row has no
+    BarrierReference table or the decoder kept no numbers (then ``sync_columns`` flattens
+    the records)."""
     if not isinstance(refs, Columns):
         return None
     waits, updates = refs.columns["wait_barriers"], refs.columns["update_barriers"]

@@ -127,8 +127,10 @@ def kernel_problem(kernel, pads=(), dims=()) -> str | None:
     whole = len(dims) == 4 and tuple(kernel) == tuple(dims[2:]) and not any(pads)
     if max(kernel) > MAX_KERNEL and not whole:
         return (f"its kernel {tuple(kernel)} is beyond the NCE's {MAX_KERNEL} x {MAX_KERNEL} "
-                "window; splitting it into levels (the NPU compiler's HandleLargeKernels) is "
-                "supported for global pools only")
+                "window; splitting it into smaller ones (the NPU compiler's HandleLargeKernels, "
+                "vpuc/fusion/large_kernels.py) is supported for global pools, MaxPool, and "
+                "AveragePool whose sides beyond it are a * b (a, b <= 11) with a dividing the "
+                "stride (or one output) and no padding on them; not for convolutions")
     return None
 
 
