@@ -165,8 +165,9 @@ def _unordered_pairs(plan: Plan, multi: list[bool], order: list[int],
     rank[np.asarray(order, np.int64)] = np.arange(n, dtype=np.int64)
     # Start clocks as a matrix of the last position known ended (a multi-engine queue's
     # prefix: its mask may know more, looked at below).
-    ended = np.asarray([[entry[0] if m else entry for m, entry in zip(multi, start)]
-                        for start in starts], np.int64).reshape(n, len(multi))
+    ended = np.empty((n, len(multi)), np.int64)
+    for q, m in enumerate(multi):               # a column per queue: no test per entry
+        ended[:, q] = [start[q][0] for start in starts] if m else [start[q] for start in starts]
     ranked_before = np.empty_like(ended)
     units_of = [np.asarray(units, np.int64) for units in plan.queue_units]
     for q, units in enumerate(units_of):

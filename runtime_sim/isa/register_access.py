@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.shave.encoding import Decoded
-from vpuc.shave.isa import NUM_MREGS, NUM_SREGS, NUM_VREGS
+from vpuc.shave.isa import FORMAT_OPERANDS, NUM_MREGS, NUM_SREGS, NUM_VREGS
 
 U32 = np.uint32
 
@@ -57,19 +57,50 @@ def _operand_access(dec: Decoded) -> Access:
     reads: list[tuple[str, object]] = []
     writes: list[int] = []
     branch = None
-    for op in dec.info.operands:
-        kind = op.kind
-        if kind == "mem":
-            reads += [("reg", register_key("s", dec.fields[op.field])), ("imm", U32(dec.imm))]
-        elif kind in ("imm", "f32", "f16", "sym"):
-            reads.append(("imm", U32(dec.imm)))
-        elif kind == "label":
+    fields = dec.fields
+    imm = None                  # its uint32, made once per word (and only if an operand has it)
+    for step, field, key, pair, read, write in _plan(dec.info.format):
+        if step == _REGISTER:
+            key += fields[field]
+            keys = (key, key + 1) if pair else (key,)
+            if read:
+                reads += [("reg", k) for k in keys]
+            if write:
+                writes += keys
+        elif step == _LABEL:
             branch = int(np.int32(np.uint32(dec.imm)))
         else:
-            key = register_key(kind[0], dec.fields[op.field])
-            keys = [key, key + 1] if kind in ("sa2", "sd2") else [key]
-            if kind in ("sa", "va", "ma", "su", "vu", "sa2"):
-                reads += [("reg", k) for k in keys]
-            if kind in ("sd", "vd", "md", "su", "vu", "sd2"):
-                writes += keys
+            if step == _MEMORY:
+                reads.append(("reg", key + fields[field]))
+            if imm is None:
+                imm = U32(dec.imm)
+            reads.append(("imm", imm))
     return Access(tuple(reads), tuple(writes), branch)
+
+
+# A format's operands as steps, worked out once per format, not per word (932 words of
+# the encoder's kernels share a few dozen formats): (step, field, key base, register
+# pair, read, write).
+_REGISTER, _MEMORY, _IMMEDIATE, _LABEL = range(4)
+_PLANS: dict[str, tuple] = {}
+
+
+def _plan(format_: str) -> tuple:
+    found = _PLANS.get(format_)
+    if found is None:
+        steps = []
+        for op in FORMAT_OPERANDS[format_]:
+            kind = op.kind
+            if kind == "mem":
+                steps.append((_MEMORY, op.field, REGISTER_KEY_BASE["s"], False, True, False))
+            elif kind in ("imm", "f32", "f16", "sym"):
+                steps.append((_IMMEDIATE, None, 0, False, True, False))
+            elif kind == "label":
+                steps.append((_LABEL, None, 0, False, False, False))
+            else:
+                steps.append((_REGISTER, op.field, REGISTER_KEY_BASE[kind[0]],
+                              kind in ("sa2", "sd2"),
+                              kind in ("sa", "va", "ma", "su", "vu", "sa2"),
+                              kind in ("sd", "vd", "md", "su", "vu", "sd2")))
+        found = _PLANS[format_] = tuple(steps)
+    return found

@@ -329,7 +329,11 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
         task = dma[position[label]]
         assert task.channel == 0 and not task.waits
         assert symbols.region(task.src).kind is BufferKind.CONST
-        assert position[label] < max(i for i, t in enumerate(dma) if gate in t.updates)
+        # (a segment whose blocks write a value kept in CMX in place, resident.py, may end
+        # in a DPU task, and its gate go once the loads after it wait on data: its last DMA)
+        ends = [i for i, t in enumerate(dma) if gate in t.updates] or [
+            i for i, t in enumerate(dma) if (t.label or "").startswith(gate.removesuffix("finished"))]
+        assert position[label] < max(ends)
     assert isinstance(room, EarlyRoom)
 
 

@@ -55,7 +55,13 @@ def test_large_global_pool_runs_in_levels_in_cmx(case, tmp_path):
     assert pools and all(max(t.kernel) <= lower_dpu_pool_levels.MAX_KERNEL for t in pools)
     assert any(".l1." in t.label for t in pools), "level 1"
     assert any(".l1." not in t.label for t in pools), "level 2"
-    assert {t.tile for t in pools} == {0, 1}
+    lv = _chosen(path)
+    if len(lv.chunks) * lv.bands > 1:          # the items alternate over the tiles
+        assert {t.tile for t in pools} == {0, 1}
+    loads = [t for tl in program.module.task_lists if tl.executor.name == "DMA"
+             for t in tl.tasks if ".l1.load" in (t.label or "")]
+    # an item on the tile of a resident input of aligned channels reads it in place
+    assert len(loads) < len(lv.chunks) * lv.bands or c % 16
     # no partial result in DDR: the only DDR tensors are the model's and the weights
     ddr = {b.name for b in program.module.buffers if b.kind is BufferKind.DDR}
     assert not [name for name in ddr if "part" in name]
@@ -74,7 +80,6 @@ def test_large_global_pool_runs_in_levels_in_cmx(case, tmp_path):
     # level 1: each partial mean of a x b cells summed in f32 (a b terms of at most max|x|)
     # then rounded to f16 (u |partial|); level 2: nh nw partials summed in f32, the result
     # rounded to f16 (u |want|)
-    lv = _chosen(path)
     (a, b), nh, nw = lv.window, h // lv.window[0], w // lv.window[1]
     big = np.max(np.abs(src))
     partial = np.max(np.abs(src.reshape(1, c, nh, a, nw, b).mean(axis=(3, 5))))
@@ -100,8 +105,9 @@ def _chosen(path):
 
 
 def test_the_estimate_picks_the_split_the_simulator_runs_fastest(tmp_path, monkeypatch):
-    """Among the estimate's three best splits of the 56 x 56 pool (and the one-band split,
-    which re-reads no partial but leaves a tile idle), the chosen one simulates fastest."""
+    """Among the estimate's three best splits of the 56 x 56 pool (and its best of another
+    band count: here one band read in place on the tile holding the input against bands
+    over both tiles), the chosen one simulates fastest."""
     path, _ = _model(tmp_path, 16, 56, 56, "GlobalAveragePool")
     real = lower_dpu_global_pool.choose_levels
     ranked = []
@@ -115,18 +121,23 @@ def test_the_estimate_picks_the_split_the_simulator_runs_fastest(tmp_path, monke
         return real(plan, x, out, tiles, prog)
     monkeypatch.setattr(lower_dpu_global_pool, "choose_levels", rank)
     chosen = api.simulate(api.compile(path), timing_only=True).cycles
-    assert ranked[0][2].bands == 2, "both tiles pool a band"
-    others = [lv for _, _, lv in ranked[1:3]] + [next(lv for _, _, lv in ranked if lv.bands == 1)]
+    best = ranked[0][2]
+    others = [lv for _, _, lv in ranked[1:3]] \
+        + [next(lv for _, _, lv in ranked if lv.bands != best.bands)]
     for lv in others:
         monkeypatch.setattr(lower_dpu_global_pool, "choose_levels", lambda *a, lv=lv: lv)
         assert chosen <= api.simulate(api.compile(path), timing_only=True).cycles, lv
 
 
-LARGE = {   # windows beyond the NCE's limit that are not global pools: a located error
-    "maxpool_13": lambda m, x: m.node("MaxPool", [x], kernel_shape=[13, 13], pads=[6, 6, 6, 6]),
+# Windows beyond the NCE's limit that are not global pools and have no exact cascade (a
+# MaxPool always has one, an AveragePool when its large sides factor: test_large_kernels.py):
+# a located error.
+LARGE = {
     "avgpool_12": lambda m, x: m.node("AveragePool", [x], kernel_shape=[12, 12]),
     "conv_1x12": lambda m, x: m.node("Conv", [x, m.weight((16, 16, 1, 12))],
                                      kernel_shape=[1, 12]),
+    "conv_whole": lambda m, x: m.node("Conv", [x, m.weight((16, 16, 19, 19))],
+                                      kernel_shape=[19, 19]),
     "depthwise_12x1": lambda m, x: m.node("Conv", [x, m.weight((16, 1, 12, 1))],
                                           kernel_shape=[12, 1], group=16),
 }

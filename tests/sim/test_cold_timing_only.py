@@ -177,3 +177,54 @@ def test_walks_step_over_vector_arithmetic_as_they_walk_it(program, monkeypatch)
     monkeypatch.setattr(path_ops, "_BY_WORD", {})
     monkeypatch.setattr(path_ops, "_OPS", weakref.WeakKeyDictionary())
     assert walks() == plain
+
+
+def _reference_operand_access(dec):
+    """``register_access._operand_access`` as it was, operand by operand of the word."""
+    from runtime_sim.isa.register_access import U32, Access, register_key
+    reads, writes, branch = [], [], None
+    for op in dec.info.operands:
+        kind = op.kind
+        if kind == "mem":
+            reads += [("reg", register_key("s", dec.fields[op.field])), ("imm", U32(dec.imm))]
+        elif kind in ("imm", "f32", "f16", "sym"):
+            reads.append(("imm", U32(dec.imm)))
+        elif kind == "label":
+            branch = int(np.int32(np.uint32(dec.imm)))
+        else:
+            key = register_key(kind[0], dec.fields[op.field])
+            keys = [key, key + 1] if kind in ("sa2", "sd2") else [key]
+            if kind in ("sa", "va", "ma", "su", "vu", "sa2"):
+                reads += [("reg", k) for k in keys]
+            if kind in ("sd", "vd", "md", "su", "vu", "sd2"):
+                writes += keys
+    return Access(tuple(reads), tuple(writes), branch)
+
+
+def _same_access(found, expected) -> bool:
+    return (found == expected
+            and [type(v) for _, v in found.reads] == [type(v) for _, v in expected.reads])
+
+
+def test_operand_access_by_format_plan_matches_the_operands(program):
+    """A format's operands planned once (``register_access._plan``): every instruction of
+    the ISA with random field values, and every word of the library's and the model's
+    kernels, give the operands the per-operand reading gives."""
+    import random
+    from runtime_sim.isa.register_access import _operand_access
+    from vpuc.shave.encoding import Decoded, field_values
+    from vpuc.shave.isa import INSTRUCTIONS
+    rng = random.Random(0)
+    formats = set()
+    for info in INSTRUCTIONS:
+        formats.add(info.format)
+        for _ in range(8):
+            dec = Decoded(info, field_values(rng.getrandbits(64)))
+            assert _same_access(_operand_access(dec), _reference_operand_access(dec)), info
+    assert len(formats) > 10
+    words = 0
+    for kernel in _library_and_zoo_programs(program):
+        for dec in kernel.decoded:
+            words += 1
+            assert _same_access(_operand_access(dec), _reference_operand_access(dec))
+    assert words > 1000

@@ -76,7 +76,9 @@ def nn_problem(op: GraphOp, index: GraphIndex) -> str | None:
                     "kernel extent; not supported yet")
         return None
     kernel, _, begin, end, dilations = nn_window(op, index)
-    return kernel_problem(kernel) or padding_problem(kernel, begin, end, dilations)
+    pooled = x.dims if op.kind == "AvgPool" else ()        # a global pool goes in levels
+    return kernel_problem(kernel, begin + end, pooled) \
+        or padding_problem(kernel, begin, end, dilations)
 
 
 def nn_window(op: GraphOp, index: GraphIndex):

@@ -17,10 +17,10 @@ a 1x1 kernel is ``C`` consecutive values: the bytes of ``e``.  So:
 - ``x`` is cut into blocks of rows (``lower_dpu.choose_blocks`` with the cost
   model's estimate), each loaded, multiplied by one ``dwconv`` task (channel
   chunks of 64/32/16, ``lower_dpu_channels.variant_boxes``) and stored, as
-  ``lower_dpu_eltwise`` does.  Channels short of the DPU's multiple of 16
-  (MobileNetV3's 120) are padded in CMX: the weights' padded channels zeroed by a
-  DMA from a constant, the blocks' left as they are (a depthwise task never reads
-  across channels), only the real ones stored.
+  ``lower_dpu_eltwise`` does; a block on the tile holding ``x`` (``y``), a value kept
+  in CMX, reads (writes) its rows there in place (``resident.in_place_input``,
+  ``in_place_blocks``).  Channels short of the DPU's multiple of 16 (MobileNetV3's 120)
+  are padded in CMX (``emit_scale``), only the real ones stored.
 
 Numerics: the DPU widens f16 to f32, multiplies (one term, exact in f32: 11 x 11
 significant bits), adds no bias and rounds once to f16; the ACT product rounds
@@ -49,6 +49,7 @@ from vpuc.fusion.act_split import MIN_BLOCKS_PER_TILE
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, LayerEmitter, choose_blocks, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import aligned
+from vpuc.fusion.resident import in_place_blocks, in_place_input
 from vpuc.ir.graph import PARAMETER, RESULT, Graph, GraphOp
 from vpuc.ir.module import Ref
 from vpuc.ir.types import ElemType, TensorType
@@ -317,19 +318,26 @@ def emit_scale(prog: ProgramText, se: ScaleProduct, values: dict[str, Value], ti
             prog.act += [f"  {e.lp}excite.t{t}: sw @{kernel} on tile {t} inputs({into} as %a0) "
                          f"outputs({wbuf} as %r0) waits(%{prefix}excite{t}) "
                          f"updates(%{prefix}loaded{t}) {{", "    run(%a0, %r0)", "  }"]
+            e.updated.add(f"%{prefix}loaded{t}")     # a block reading in place waits on it
+    # blocks on the tile holding x (y) read (write) its rows in place: no load (store)
+    e.in_place = in_place_blocks(e, y, cp, [e.tile(k) for k in range(len(blocks))])
     for k, (r0, r1) in enumerate(blocks):
         t = e.tile(k)
         e.barriers(k)
         rows = [f"0:{n}", f"0:{c}", f"{r0}:{r1}", f"0:{w}"]
         block = TensorType((n, cp, r1 - r0, w), elem, NHWC)
         inner = [f"0:{n}", f"0:{c}", f"0:{r1 - r0}", f"0:{w}"]
-        xin = e.cmx(f"in.c{k}", block, t)
-        e.dma(f"load{k}", e.view(f"in.v{k}", x.name, rows),
-              xin if cp == c else e.view(f"in.r{k}", xin[1:], inner), 0, e.load_waits(k),
-              [f"%{prefix}loaded{k}"], permute=x.type.order != NHWC)
-        out = e.cmx(f"out.c{k}", block, t)
+        xin = in_place_input(e, k, x, cp, r0, r1 - r0)
+        if xin is None:
+            xin = e.cmx(f"in.c{k}", block, t)
+            e.dma(f"load{k}", e.view(f"in.v{k}", x.name, rows),
+                  xin if cp == c else e.view(f"in.r{k}", xin[1:], inner), 0, e.load_waits(k),
+                  [f"%{prefix}loaded{k}"], permute=x.type.order != NHWC)
+        dst = e.view(f"out.v{k}", y.name, rows)
+        out = dst if k in e.in_place else e.cmx(f"out.c{k}", block, t)
         e.task(k, f"dpu dwconv on tile {t} in({xin}) weights({weights[t]}) out({out}) "
                f"kernel(1, 1) stride(1, 1) pad(0, 0, 0, 0) dilation(1, 1)",
                ((0, w - 1), r1 - r0, (0, cp - 1)), _workload(x.type))
-        e.store(k, out if cp == c else e.view(f"out.r{k}", out[1:], inner),
-                e.view(f"out.v{k}", y.name, rows), permute=y.type.order != NHWC)
+        if k not in e.in_place:
+            e.store(k, out if cp == c else e.view(f"out.r{k}", out[1:], inner), dst,
+                    permute=y.type.order != NHWC)

@@ -114,16 +114,23 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
     if op.kind == "MatMul":
         return None
     kernel, _, begin, end, dilations = window(op, index)
-    return kernel_problem(kernel) or padding_problem(kernel, begin, end, dilations)
+    pooled = types[0].dims if op.kind == "MaxPool" else ()     # a global pool goes in levels
+    return kernel_problem(kernel, begin + end, pooled) \
+        or padding_problem(kernel, begin, end, dilations)
 
 
-def kernel_problem(kernel) -> str | None:
-    """A kernel side beyond the NCE's (``verifier/dpu.py``, ``MAX_KERNEL``)."""
+def kernel_problem(kernel, pads=(), dims=()) -> str | None:
+    """A kernel side beyond the NCE's (``verifier/dpu.py``, ``MAX_KERNEL``), but a pool's
+    window over all of an unpadded input (``dims`` NCHW): a global pool, which the
+    lowering splits into levels (``lower_dpu_pool_levels``, ``lower_dpu_global_pool``)."""
     from vpuc.verifier.dpu import MAX_KERNEL
-    if max(kernel) > MAX_KERNEL:
+    whole = len(dims) == 4 and tuple(kernel) == tuple(dims[2:]) and not any(pads)
+    if max(kernel) > MAX_KERNEL and not whole:
         return (f"its kernel {tuple(kernel)} is beyond the NCE's {MAX_KERNEL} x {MAX_KERNEL} "
-                "window; splitting it into levels (the NPU compiler's HandleLargeKernels) is "
-                "supported for global pools only")
+                "window; splitting it into smaller ones (the NPU compiler's HandleLargeKernels, "
+                "vpuc/fusion/large_kernels.py) is supported for global pools, MaxPool, and "
+                "AveragePool whose sides beyond it are a * b (a, b <= 11) with a dividing the "
+                "stride (or one output) and no padding on them; not for convolutions")
     return None
 
 

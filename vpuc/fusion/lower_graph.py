@@ -28,6 +28,8 @@ is cut into **segments** (``lower_segments.py``), run one after another:
 
 A linear Interpolate is first rewritten into row Gathers, an elementwise blend
 and a MatMul by its column interpolation matrix (``lower_resize.py``).
+A MaxPool or AveragePool beyond the NCE's 11 x 11 window is first rewritten into
+smaller pools (``large_kernels.py``).
 
 **Values between segments go through DDR**: a value one segment produces and
 another reads is a ``ddr`` buffer (or the graph's ``output``), stored whole by
@@ -75,6 +77,7 @@ from vpuc.fusion.lower_dpu import emit_layer
 from vpuc.fusion.lower_dpu_scale import choose_dpu, emit_scale, scale_product
 from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
+from vpuc.fusion.large_kernels import expand_large_kernels
 from vpuc.fusion.lower_resize import expand_linear_resizes
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
@@ -215,6 +218,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     every value between segments in DDR)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
+    expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = left_out(graph, tok)
