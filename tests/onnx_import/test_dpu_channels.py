@@ -181,7 +181,11 @@ def test_layers_share_one_zero_vector_per_tile_under_the_default_schedule(tmp_pa
                                 for t in late)
         else:              # NCHW values between layers: the DPU permute writes the zeros
             assert not fills
-    assert np.array_equal(got["naive"].view(np.uint16), got["default"].view(np.uint16))
+    # The same f32 products summed in blocks of other shapes (numpy's BLAS may order the
+    # sums differently): at most one f16 ulp of the output's range per layer apart.
+    ulp = 2.0 ** -10 * float(np.abs(got["naive"].astype(np.float32)).max())
+    np.testing.assert_allclose(got["default"].astype(np.float32),
+                               got["naive"].astype(np.float32), rtol=0, atol=3 * ulp)
 
 
 def test_first_layer_numerics_match_onnxruntime(tmp_path):

@@ -189,7 +189,8 @@ def test_weight_heavy_conv_on_a_small_map_splits_channels_over_the_tiles(tmp_pat
     ACT SHAVEs (7 rows would be 4 + 3: chunks balance both).  The projection back
     (576 -> 96: an input half its weights' size) keeps the row cut.  Each output element
     is the same f32 sum over the same input channels rounded once either way (the
-    HardSwish the same function of it), so the result is bit-identical to the row cut's."""
+    HardSwish the same function of it), so the result is the row cut's up to the
+    order of that sum."""
     m = ModelBuilder(seed=5, opset=17)
     y = m.node("Relu", [m.node("Conv", [_x(m, (1, 96, 7, 7)), m.weight((96, 96, 1, 1)),
                                         m.weight((96,), 0.1)], kernel_shape=[1, 1])])
@@ -233,7 +234,13 @@ def test_weight_heavy_conv_on_a_small_map_splits_channels_over_the_tiles(tmp_pat
         rows_cut = [t for tl in rows_program.module.task_lists if tl.executor.name == "DPU"
                     for t in tl.tasks if t.label.startswith(chunks[0].label.split(".")[0] + ".")]
         assert {max(v.end[2] for v in t.variants) + 1 for t in rows_cut} == {576}
-    assert np.array_equal(got.view(np.uint16), rows_got.view(np.uint16))
+    # Both builds sum the same f32 products; only the order may differ (numpy's BLAS
+    # picks its kernels by the blocks' matrix shapes), so an f16 result can land one
+    # ulp apart where an f32 sum straddles a rounding boundary, and that difference
+    # carries through the later layers: one f16 ulp of the output's range per layer.
+    ulp = 2.0 ** -10 * float(np.abs(rows_got.astype(np.float32)).max())
+    np.testing.assert_allclose(got.astype(np.float32), rows_got.astype(np.float32),
+                               rtol=0, atol=len(layers) * ulp)
 
 
 DECONVS = {
