@@ -132,11 +132,13 @@ def relocated(walk, memory):
     # A layer's blocks cycle through a few buffer slots: the walk relocated to words seen
     # before is the one made then, with its inner loops and checks (a pure function of
     # the recorded walk and the words).
-    made = walk.shared.setdefault("relocated", {})
+    made = walk.moved
+    if made is None:
+        made = walk.moved = {}
     now_words = tuple(read_words.items())
-    known = made.get((id(walk), now_words))
-    if known is not None and known[0] is walk:
-        return known[1]
+    known = made.get(now_words)
+    if known is not None:
+        return known
     if walk.relocation is None:
         walk.relocation = relocation(walk)
     plan = walk.relocation
@@ -170,12 +172,13 @@ def relocated(walk, memory):
             end[key] = Affine((end[key].start + d) % MOD, end[key].step)
     checks = walk.checks.relocated() if walk.checks is not None else None
     moved_walk = replace(walk, path=path, footprints=footprints, end=end,
-                         read_words=read_words, checks=checks, inner=None, relocation=plan)
+                         read_words=read_words, checks=checks, inner=None, relocation=plan,
+                         moved=None)
     if len(made) >= MAX_RELOCATED:
         made.clear()
-    made[id(walk), now_words] = (walk, moved_walk)
+    made[now_words] = moved_walk
     return moved_walk
 
 
-# Relocated walks remembered per path (``Walk.shared``): a layer's slots, with room to spare.
+# Relocated walks remembered per walk (``Walk.moved``): a layer's slots, with room to spare.
 MAX_RELOCATED = 64

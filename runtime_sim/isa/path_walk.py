@@ -98,6 +98,9 @@ class Walk:
     # what depends only on the path, its roles and promoted words (its timing, inner-loop
     # layouts, promoted footprints), worked out once: a relocated walk shares it
     shared: dict = field(default_factory=dict)
+    # path_relocate's walks relocated from this one, by the words read: held here, not in
+    # ``shared`` (which the relocated walks hold too), so no walk sits in a reference cycle
+    moved: dict | None = None
 
 
 def walk(program, head: int, branch: int, R: list, memory, steps_seen: dict | None = None) -> Walk:

@@ -339,6 +339,27 @@ def test_buffers_back_at_a_slot_replay_the_walk_relocated_there(monkeypatch, mov
         assert len(walks) == 1
         assert first.setdefault((moved_in, moved_out), walks[0]) is walks[0]
     assert len({id(walk) for walk in first.values()}) == len(first)
+    # no walk reaches itself: a cache that drops one frees it by reference counting
+    for walk in first.values():
+        assert not _reaches(walk, walk)
+
+
+def _reaches(start, target, limit: int = 200_000) -> bool:
+    """Whether ``target`` is among the data ``start`` refers to, directly or not (code,
+    classes and modules left out: through their globals everything reaches everything)."""
+    import gc
+    import types
+    code = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+            types.MethodType)
+    seen, todo = {id(start)}, list(gc.get_referents(start))
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if obj is target:
+            return True
+        if id(obj) not in seen and gc.is_tracked(obj) and not isinstance(obj, code):
+            seen.add(id(obj))
+            todo.extend(gc.get_referents(obj))
+    return False
 
 
 # --- a row's inner loops along a second axis (path_inner) ---------------------------------------
