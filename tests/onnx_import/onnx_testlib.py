@@ -48,3 +48,18 @@ def compiled_against_onnxruntime(case: str, build, tmp_path, capsys, seed: int =
     want = session.run(None, {"x": x.astype(np.float32)})[0]
     assert got.shape == want.shape
     return got, want, x.astype(np.float32)
+
+
+def simulated_against_reference(program, feeds: dict, output: str) -> np.ndarray:
+    """Run ``program`` on ``feeds`` with the task-level reference; check it is race-free
+    and that ``output`` agrees with the reference within the f16 layer tolerance
+    (rtol 4e-3, atol 1e-4); return the simulated output."""
+    from vpuc import api
+    from vpuc.fusion.blocked_program import sanitize
+    sim = api.simulate(program, feeds, reference=True)
+    assert not sim.races
+    got = sim.outputs[sanitize(output)]
+    np.testing.assert_allclose(got.astype(np.float32),
+                               sim.reference[sanitize(output)].astype(np.float32),
+                               rtol=4e-3, atol=1e-4)
+    return got

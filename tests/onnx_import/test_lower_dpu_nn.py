@@ -26,7 +26,7 @@ from vpuc.fusion import lower_dpu_nn
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.ir.tasks import DpuOp
 from vpuc.onnx_import import import_onnx, write_import
-from onnx_testlib import rounded_to_f16
+from onnx_testlib import rounded_to_f16, simulated_against_reference
 from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn, _squeeze_excite
 from vpuc.reference.graph import run_graph
 
@@ -80,11 +80,7 @@ def compile_and_compare(tmp_path, build, seed=0, cmx_budget=None):
     program = api.compile(path, cmx_budget=cmx_budget)
     shape = [d.dim_value for d in m.inputs[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
-    sim = api.simulate(program, {"x": x}, reference=True)
-    assert not sim.races
-    got = sim.outputs[sanitize(out)]
-    np.testing.assert_allclose(got.astype(np.float32), sim.reference[sanitize(out)].astype(np.float32),
-                               rtol=4e-3, atol=1e-4)
+    got = simulated_against_reference(program, {"x": x}, out)
     want = ort.InferenceSession(rounded_to_f16(path, tmp_path / "r.onnx"),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x.astype(np.float32)})[0]
     got32 = got.astype(np.float32)
@@ -205,13 +201,7 @@ def test_weight_heavy_conv_on_a_small_map_splits_channels_over_the_tiles(tmp_pat
 
     def run():
         program = api.compile(path)
-        sim = api.simulate(program, {"x": x}, reference=True)
-        assert not sim.races
-        got = sim.outputs[sanitize(out)]
-        np.testing.assert_allclose(got.astype(np.float32),
-                                   sim.reference[sanitize(out)].astype(np.float32),
-                                   rtol=4e-3, atol=1e-4)
-        return program, got
+        return program, simulated_against_reference(program, {"x": x}, out)
 
     program, got = run()
     layers = {}
