@@ -57,7 +57,7 @@ def act_ok(check, recs, n_tensors: int, kernel_names: list[str], program: Progra
     if not recs:
         return True
     kernels, scalars, invocations = columns(recs, "kernel", "scalars", "invocation")
-    if isinstance(recs, RecordTable):
+    if isinstance(recs, RecordTable) and recs.has("names"):
         indices = recs.array("bindings.tensor")
         names = recs.column("names")
     else:
@@ -120,7 +120,7 @@ def dpu_ok(recs, n_tensors: int) -> bool:
                                                    "mode")
     v_modes, = _arrays(recs, "variants.mode")
     posts, = columns(recs, "post_op")
-    if isinstance(recs, RecordTable):
+    if isinstance(recs, RecordTable) and recs.has("inputs.flat"):
         all_inputs = recs.array("inputs.flat")
     else:
         all_inputs = np.fromiter(chain.from_iterable(columns(recs, "inputs")[0]), np.int64)

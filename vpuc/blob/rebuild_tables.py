@@ -71,7 +71,7 @@ def _list_table(executor: Executor, recs, sync: ListSync) -> ListTable:
     # DPU: each task's cost class, numbered in order of first use.
     ops, weights, kernels, strides, modes = columns(recs, "op", "weights", "kernel", "stride",
                                                     "mode")
-    if isinstance(recs, RecordTable):
+    if isinstance(recs, RecordTable) and recs.has("first_input"):
         firsts = recs.column("first_input")
     else:
         firsts = [i[0] if i else -1 for i in columns(recs, "inputs")[0]]

@@ -30,6 +30,10 @@ class RecordTable:
     def column(self, name: str) -> list:
         """A column's values (a field of the record, or an extra column the decoder kept)."""
         made = self._made.get(name)
+        if made is None and name not in self._columns and "." in name:
+            group, field = name.split(".")       # a field of every row's sub-items
+            made = self._made[name] = [getattr(item, field) for row in self.column(group)
+                                       for item in row]
         if made is None:
             source = self._columns[name]
             if isinstance(source, np.ndarray):
@@ -40,6 +44,9 @@ class RecordTable:
                 made = source
             self._made[name] = made
         return made
+
+    def has(self, name: str) -> bool:
+        return name in self._columns
 
     def array(self, name: str) -> np.ndarray | None:
         """A numpy column as it is (None for another kind of column)."""
