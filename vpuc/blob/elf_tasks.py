@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vpuc.blob import elf_records as R
 from vpuc.blob.content import ActTaskRec, BindingRec, DmaRec, DpuRec, PostOpRec, VariantRec
 from vpuc.blob.elf_columns import _make, _split
 from vpuc.blob.record_table import RecordTable
@@ -42,6 +43,22 @@ def checked_strings(c, offsets: np.ndarray) -> None:
 def lazy_strings(c, offsets: np.ndarray):
     checked_strings(c, offsets)
     return lambda rows: c.strings(_rows(offsets, rows))
+
+
+def padded(c, starts, counts, *, none_ok: bool = False) -> np.ndarray:
+    """Each row's pool list as one row of ints: its count (-1: none) and its values, padded
+    with -1 to the longest: equal rows iff equal lists (a class key's columns)."""
+    starts, counts = starts.astype(np.int64), counts.astype(np.int64)
+    none = (starts == R.LIST_NONE) & (counts == 0) if none_ok else np.zeros(len(counts), bool)
+    width = int(counts.max()) if len(counts) else 0
+    out = np.full((len(counts), 1 + width), -1, np.int64)
+    out[:, 0] = np.where(none, -1, counts)
+    if width:
+        values = c.elements(np.where(none, 0, starts), counts)
+        rows = np.repeat(np.arange(len(counts)), counts)
+        out[rows, 1 + np.arange(len(values)) - np.repeat(np.cumsum(counts) - counts, counts)] = \
+            values
+    return out
 
 
 def dma(c, t: np.ndarray) -> RecordTable:
@@ -99,6 +116,15 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
     firsts = np.full(len(t), -1, np.int64)
     has = inputs_count > 0
     firsts[has] = flat[(np.cumsum(inputs_count) - inputs_count)[has]]
+    # A task's fields the per-task rules read, as one row of ints (``verify_columns``'s
+    # classes; the post op's float params are not in it: with a post op, no key).
+    if not (t["post_kind"] != -1).any():
+        columns["class_key"] = np.concatenate(
+            [np.stack([t[name].astype(np.int64) for name in
+                       ("op", "tile", "output", "weights", "bias", "mode")], axis=1),
+             padded(c, t["inputs_start"], t["inputs_count"])] +
+            [padded(c, t[f"{name}_start"], t[f"{name}_count"], none_ok=True)
+             for name in ("kernel", "stride", "pad", "dilation")], axis=1)
     columns.update({"variants.label": c.strings(variant_rows["label"]),
                     "variants.mode": variant_rows["mode"], "inputs.flat": flat,
                     "first_input": firsts})
