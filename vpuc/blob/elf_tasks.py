@@ -10,7 +10,10 @@ functions that make the rows asked for (``vpuc.blob.record_table``), so a
 record is made only when something reads it.  Extra columns: a DPU list's
 "variants.label" and "variants.mode" (every variant, task order), "first_input"
 and "inputs.flat"; an ACT SHAVE list's "bindings.tensor" (every binding's tensor)
-and "names" (its distinct aliases and run() arguments).
+and "names" (its distinct aliases and run() arguments); and for both, "class_key":
+the fields the verifier's per-task rules read, one row of ints per task (pool lists
+padded, strings by their offset: equal keys, equal tasks), ``verify_columns``'s
+classes without a record (none with a post op or scalar arguments).
 """
 
 from __future__ import annotations
@@ -183,7 +186,14 @@ def act(c, t: np.ndarray, where: str):
     names = c.strings(np.unique(np.concatenate([in_names, out_names, run_words])))
     sync = c._sync(t)
     sync.fields = {"tile": t["tile"]}
-    return RecordTable(ActTaskRec, len(t), {
+    extra = {}
+    if not t["scalars_count"].any():        # the per-task rules' fields as one row of ints
+        extra["class_key"] = np.concatenate(
+            [np.stack([t["kernel"].astype(np.int64), t["tile"].astype(np.int64)], axis=1),
+             padded(c, t["inputs_start"], 2 * t["inputs_count"].astype(np.int64)),
+             padded(c, t["outputs_start"], 2 * t["outputs_count"].astype(np.int64)),
+             padded(c, t["run_args_start"], t["run_args_count"])], axis=1)
+    return RecordTable(ActTaskRec, len(t), extra | {
         "label": c.strings(t["label"]), "kernel": t["kernel"], "tile": t["tile"],
         "inputs": inputs, "outputs": outputs, "scalars": scalars, "run_args": run_args,
         "invocation": c._images(t),

@@ -175,6 +175,8 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         blocks = [None] * len(recs) if prefixes is None else \
             [(label or "").startswith(prefixes) for label in columns(recs, "label")[0]]
         keys = zip(*fields, shapes, blocks)
+    elif kinds == {ActTaskRec} and isinstance(recs, RecordTable) and recs.has("class_key"):
+        return _firsts(recs.array("class_key"))     # the decoder's key (strings by offset)
     elif kinds == {ActTaskRec}:     # kernel, tile, bindings, scalars, run() arguments
         keys = zip(*columns(recs, "kernel", "tile", "inputs", "outputs", "scalars",
                             "run_args"))
