@@ -4,7 +4,7 @@ the row-by-row check's message for the first bad record."""
 import pytest
 from blob_testlib import IDS, REPO, SOURCES, compiled, with_task
 
-import vpuc.blob.rebuild as rebuild_module
+import vpuc.blob.rebuild_tasks as rebuild_module
 from vpuc.blob.flatten import flatten
 from vpuc.blob.rebuild import rebuild
 from vpuc.diagnostics import VpucError
