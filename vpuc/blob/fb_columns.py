@@ -181,46 +181,56 @@ class ColumnDecoder:
         self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
         vt = pos - self.gather(pos, "<i4").astype(np.int64)
-        bad = (vt < 0) | ((vt & 1) != 0) | (vt + 4 > n)
-        self._first_bad(bad, pos, where, lambda row, _: (
+        # A writer shares a vtable between tables of one shape: each distinct vtable is
+        # checked and read once (``vts``) and its numbers reach the rows through ``rows``
+        # (a length-1 array broadcasts when all rows share one).
+        vts, inverse = _distinct(vt)
+        rows = (lambda a: a) if inverse is None else (lambda a: a[inverse])
+        of_row = (lambda a, _: a[0]) if inverse is None else (lambda a, row: a[inverse[row]])
+        bad = (vts < 0) | ((vts & 1) != 0) | (vts + 4 > n)
+        self._first_bad(rows(bad), pos, where, lambda row, _: (
             f"{tdef.name} vtable at {int(vt[row]):#x} is outside the buffer or misaligned"))
-        vsize = self.gather(vt, "<u2").astype(np.int64)
-        tsize = self.gather(vt + 2, "<u2").astype(np.int64)
-        bad = (vsize < 4) | ((vsize & 1) != 0) | (vt + vsize > n) | (tsize < 4) | (pos + tsize > n)
-        self._first_bad(bad, pos, where, lambda row, _: (
-            f"{tdef.name} vtable at {int(vt[row]):#x} (size {int(vsize[row])}, table size "
-            f"{int(tsize[row])}) does not fit the buffer"))
-        slots = (vsize - 4) >> 1
+        vsize = self.gather(vts, "<u2").astype(np.int64)
+        tsize = self.gather(vts + 2, "<u2").astype(np.int64)
+        bad = (vsize < 4) | ((vsize & 1) != 0) | (vts + vsize > n) | (tsize < 4)
+        self._first_bad(rows(bad) | (pos + rows(tsize) > n), pos, where, lambda row, _: (
+            f"{tdef.name} vtable at {int(vt[row]):#x} (size {int(of_row(vsize, row))}, table "
+            f"size {int(of_row(tsize, row))}) does not fit the buffer"))
         self.dec._spend(count * len(tdef.fields), where, int(pos[0]))
-        columns = []
-        for fdef in tdef.fields:
-            has_slot = fdef.index < slots
-            voff = np.zeros(count, dtype=np.int64)
-            if has_slot.any():
-                voff[has_slot] = self.gather(vt[has_slot] + 4 + 2 * fdef.index, "<u2")
-            present = voff != 0
-            columns.append(self.field(tdef, fdef.name, fdef.type, fdef.default, pos, voff,
-                                      tsize, present))
+        # Every field's offset in every distinct vtable (0: absent, also past its slots).
+        index = np.array([f.index for f in tdef.fields], np.int64)
+        has = index < ((vsize - 4) >> 1)[:, None]
+        slot_at = np.where(has, vts[:, None] + 4 + 2 * index, 0)
+        voffs = np.where(has, self.gather(slot_at.reshape(-1), "<u2").reshape(has.shape), 0
+                         ).astype(np.int64)
+        columns = [self.field(tdef, fdef, pos, voffs[:, j], tsize, rows, of_row)
+                   for j, fdef in enumerate(tdef.fields)]
         return Columns(tdef.record, dict(zip(tdef.record._fields, columns)), count)
 
-    def field(self, tdef: TableDef, name: str, ftype: FieldType, default, pos, voff, tsize,
-              present) -> list:
+    def field(self, tdef: TableDef, fdef, pos: np.ndarray, voff: np.ndarray, tsize: np.ndarray,
+              rows, of_row) -> list:
+        """One field's column; ``voff`` and ``tsize`` are per distinct vtable, ``rows``
+        spreads such an array over the rows and ``of_row`` picks a row's value."""
         count = len(pos)
-        fwhere = f"{tdef.name}.{name}"
+        ftype, default = fdef.type, fdef.default
+        fwhere = f"{tdef.name}.{fdef.name}"
         size = self._inline_size(ftype)
-        at = pos + voff
-        self._first_bad(present & (voff + size > tsize), at, fwhere, lambda row, _: (
-            f"field runs past its table ({int(tsize[row])} bytes)"))
+        present = voff != 0
+        at = pos + rows(voff)
+        self._first_bad(rows(present & (voff + size > tsize)), at, fwhere, lambda row, _: (
+            f"field runs past its table ({int(of_row(tsize, row))} bytes)"))
         if not present.any():
             return [default] * count
         everywhere = bool(present.all())
-        at_present = at if everywhere else at[present]
+        if not everywhere:
+            present = rows(present)
+            at = at[present]
         if ftype.kind == "scalar":
-            values = self._scalars(ftype.code, at_present)
+            values = self._scalars(ftype.code, at)
         elif ftype.kind == "struct":
-            values = self.structs(self.dec.schema.structs[ftype.name], at_present)
+            values = self.structs(self.dec.schema.structs[ftype.name], at)
         else:
-            targets = at_present + self.gather(at_present, "<u4").astype(np.int64)
+            targets = at + self.gather(at, "<u4").astype(np.int64)
             if ftype.kind == "table":
                 values = self.tables(self.dec.schema.tables[ftype.name], targets, fwhere)
             elif ftype.kind == "string":
@@ -357,6 +367,13 @@ class ColumnDecoder:
         row_of = np.repeat(np.arange(len(pos)), count)
         firsts = np.cumsum(count) - count
         return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The distinct ``values`` and each one's index among them (None: all are the first)."""
+    if (values == values[0]).all():
+        return values[:1], None
+    return np.unique(values, return_inverse=True)
 
 
 def _split(flat: list, counts: list[int]) -> list[tuple]:
