@@ -239,9 +239,14 @@ class ColumnDecoder:
                 values = self.vectors(ftype.element, targets, fwhere)
         if everywhere:
             return values
-        column = [default] * count
-        for row, value in zip(np.flatnonzero(present).tolist(), values):
-            column[row] = value
+        if isinstance(values, list):    # scattered in C (a Columns' rows are records)
+            scattered = np.full(count, default, object)
+            scattered[present] = np.fromiter(values, object, len(values))
+            column = scattered.tolist()
+        else:
+            column = [default] * count
+            for row, value in zip(np.flatnonzero(present).tolist(), values):
+                column[row] = value
         if isinstance(values, Vectors):     # a missing vector holds no numbers
             counts = np.zeros(count, np.int64)
             counts[present] = values.counts
@@ -253,22 +258,19 @@ class ColumnDecoder:
         byte other than 0 or 1 is True); a record is made once per distinct bytes and shared
         by every row holding those bytes (a program has few distinct corners)."""
         make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        unpack = struct.Struct(sdef.format).unpack
         keys = self._byte_rows(at, at + sdef.size)
         made = dict.fromkeys(keys)
-        for key in made:
-            made[key] = make(unpack(key))
+        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
         return list(map(made.__getitem__, keys))
 
     def _struct_vectors(self, sdef, pos: np.ndarray, count: np.ndarray) -> list:
         """Each row's vector of structs as a tuple of records, made once per distinct bytes
         (views of one shape share their slices)."""
         make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        layout = struct.Struct(sdef.format)
         keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
         made = dict.fromkeys(keys)
-        for key in made:
-            made[key] = tuple(map(make, layout.iter_unpack(key)))
+        flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
+        made = dict(zip(made, _split(flat, [len(key) // sdef.size for key in made])))
         return list(map(made.__getitem__, keys))
 
     def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
