@@ -32,6 +32,7 @@ import numpy as np
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+_MAX_ROW_COUNTS = 32        # distinct vector lengths cut a block each; beyond, row by row
 
 
 class Columns:
@@ -132,13 +133,12 @@ class ColumnDecoder:
 
     def __init__(self, decoder) -> None:
         self.dec = decoder
-        self.buf = decoder.buf
+        self.buf = bytes(decoder.buf)      # slices are bytes (keys of the struct tables)
         self.n = decoder.n
         self.u8 = np.frombuffer(decoder.buf, dtype=np.uint8)
         # The buffer as little-endian words of each width, for aligned reads (most are).
         self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
                        for w in (2, 4, 8)}
-        self._struct_dtypes: dict[str, np.dtype] = {}
         # The tuple type each struct is made as, by struct name (default: the schema's
         # record); a reader names its own record type here, so its structs need no copy.
         self.struct_types: dict[str, type] = {}
@@ -239,9 +239,14 @@ class ColumnDecoder:
                 values = self.vectors(ftype.element, targets, fwhere)
         if everywhere:
             return values
-        column = [default] * count
-        for row, value in zip(np.flatnonzero(present).tolist(), values):
-            column[row] = value
+        if isinstance(values, list):    # scattered in C (a Columns' rows are records)
+            scattered = np.full(count, default, object)
+            scattered[present] = np.fromiter(values, object, len(values))
+            column = scattered.tolist()
+        else:
+            column = [default] * count
+            for row, value in zip(np.flatnonzero(present).tolist(), values):
+                column[row] = value
         if isinstance(values, Vectors):     # a missing vector holds no numbers
             counts = np.zeros(count, np.int64)
             counts[present] = values.counts
@@ -249,24 +254,52 @@ class ColumnDecoder:
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
-        """The structs at positions ``at`` as records; numpy reads them unless a field is a
-        bool (a byte other than 0 or 1 must read as True, as struct reads it)."""
+        """The structs at positions ``at`` as records, read as ``struct`` reads them (a bool
+        byte other than 0 or 1 is True); a record is made once per distinct bytes and shared
+        by every row holding those bytes (a program has few distinct corners)."""
         make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        if "?" in sdef.format:
-            unpack, buf = struct.Struct(sdef.format).unpack_from, self.buf
-            return [make(unpack(buf, a)) for a in at.tolist()]
-        dtype = self._struct_dtypes.get(sdef.name)
-        if dtype is None:
-            dtype = self._struct_dtypes[sdef.name] = _struct_dtype(sdef)
-        width = 8           # gather whole words when every struct starts on one
-        while width > 1 and (sdef.size % width or (at & (width - 1)).any()):
+        keys = self._byte_rows(at, at + sdef.size)
+        made = dict.fromkeys(keys)
+        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
+        return list(map(made.__getitem__, keys))
+
+    def _struct_vectors(self, sdef, pos: np.ndarray, count: np.ndarray) -> list:
+        """Each row's vector of structs as a tuple of records, made once per distinct bytes
+        (views of one shape share their slices)."""
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
+        keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
+        made = dict.fromkeys(keys)
+        flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
+        made = dict(zip(made, _split(flat, [len(key) // sdef.size for key in made])))
+        return list(map(made.__getitem__, keys))
+
+    def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+        """The buffer's bytes from each start to its end (inside, as checked by the caller):
+        the rows of one length gathered as one block of words, in C."""
+        lengths = ends - starts
+        distinct = np.unique(lengths).tolist()
+        if len(distinct) == 1:
+            return self._block_rows(starts, distinct[0])
+        if len(distinct) > _MAX_ROW_COUNTS:
+            return list(map(self.buf.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        out = np.empty(len(starts), object)
+        for length in distinct:
+            which = np.flatnonzero(lengths == length)
+            out[which] = np.fromiter(self._block_rows(starts[which], length), object, len(which))
+        return out.tolist()
+
+    def _block_rows(self, starts: np.ndarray, length: int) -> list[bytes]:
+        """``length`` bytes from each start, gathered in the widest words they all align to."""
+        if length == 0:
+            return [b""] * len(starts)
+        width = 8
+        while width > 1 and (length % width or (starts & (width - 1)).any()):
             width //= 2
         if width > 1:
-            words = self._words[width][at[:, None] // width + np.arange(sdef.size // width)]
-            raw = words.view(np.uint8).reshape(len(at), sdef.size)
+            raw = self._words[width][starts[:, None] // width + np.arange(length // width)]
         else:
-            raw = self.u8[at[:, None] + np.arange(sdef.size)]
-        return list(map(make, raw.view(dtype).reshape(-1).tolist()))
+            raw = self.u8[starts[:, None] + np.arange(length)]
+        return raw.view(f"V{length}").reshape(-1).tolist()
 
     def _inline_size(self, ftype: FieldType) -> int:
         if ftype.kind == "scalar":
@@ -332,25 +365,22 @@ class ColumnDecoder:
             raise
 
     def vectors(self, element: FieldType, pos: np.ndarray, where: str) -> list:
-        buf, dec = self.buf, self.dec
+        dec = self.dec
         first = int(pos[0]) if len(pos) else 0
         if element.kind == "scalar":
             width = element.inline_size
             count = self._lengths(pos, width, where, "vector")
-            counts = count.tolist()
             if element.code == "B":
-                starts = (pos + 4).tolist()
                 dec._spend(int((1 + count // 64).sum()), where, first)
-                return [bytes(buf[s:s + c]) for s, c in zip(starts, counts)]
+                return self._byte_rows(pos + 4, pos + 4 + count)
             dec._spend(int(count.sum()), where, first)
             values = self._scalar_array(element.code, self._elements(pos, count, width))
-            return Vectors(_split(values.tolist(), counts), values, count)
+            return Vectors(_rows(values, count), values, count)
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")
             dec._spend(int(count.sum()), where, first)
-            flat = self.structs(sdef, self._elements(pos, count, sdef.size))
-            return _split(flat, count.tolist())
+            return self._struct_vectors(sdef, pos, count)
         count = self._lengths(pos, 4, where, "vector")
         dec._spend(int(count.sum()), where, first)
         slot = self._elements(pos, count, 4)
@@ -376,22 +406,31 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return np.unique(values, return_inverse=True)
 
 
+def _rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
+    """``values`` cut into consecutive tuples of ``count`` items: the rows of one count are
+    cut from one block (few counts: ranks, barriers per task), in C."""
+    rows = len(count)
+    if rows == 0:
+        return []
+    counts = np.unique(count).tolist()
+    if len(counts) == 1:
+        return [()] * rows if counts[0] == 0 else list(zip(*[iter(values.tolist())] * counts[0]))
+    if len(counts) > _MAX_ROW_COUNTS:
+        return _split(values.tolist(), count.tolist())
+    firsts = np.cumsum(count) - count
+    out = np.empty(rows, object)
+    out.fill(())
+    for c in counts:
+        if c:
+            which = np.flatnonzero(count == c)
+            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1).tolist()
+            out[which] = np.fromiter(zip(*[iter(block)] * c), object, len(which))
+    return out.tolist()
+
+
 def _split(flat: list, counts: list[int]) -> list[tuple]:
     """``flat`` cut into consecutive tuples of ``counts`` items."""
     if counts and min(counts) == max(counts) > 0:      # one rank, one variant count: all in C
         return list(zip(*[iter(flat)] * counts[0]))
     items = iter(flat)
     return [tuple(islice(items, c)) for c in counts]
-
-
-def _struct_dtype(sdef) -> np.dtype:
-    """The numpy layout of a schema struct: its fields at their padded offsets."""
-    names, formats, offsets, at = [], [], [], 0
-    for name, code in sdef.fields:
-        width = struct.calcsize("<" + code)
-        at += -at % width
-        names.append(name)
-        formats.append("<" + code)
-        offsets.append(at)
-        at += width
-    return np.dtype(dict(names=names, formats=formats, offsets=offsets, itemsize=sdef.size))
