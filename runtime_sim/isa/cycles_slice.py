@@ -101,29 +101,56 @@ def _shape(dec, access) -> tuple:
     found = _SHAPES.get(id(dec))
     if found is not None and found[0] is dec:
         return found[1]
-    sem = SEMANTICS[dec.info.opcode]
-    reads = [key for where, key in access.reads if where == "reg"]
+    info = dec.info
+    plan = _OPCODE_SHAPES.get(info.opcode)
+    if plan is None:
+        plan = _OPCODE_SHAPES[info.opcode] = _opcode_shape(info)
+    kind, address_fields, mask_from_scalar, extra_uses, extra_defs, scalar_mem = plan
+    fields = dec.fields
     address = 0
-    for op in dec.info.operands:
-        if op.kind == "mem":
-            address |= 1 << dec.fields[op.field]
-        elif address and op.kind == "sa" and sem.kind in ("load", "store") \
-                and dec.info.format.startswith("V"):
-            address |= 1 << dec.fields[op.field]          # a strided access's stride
-    uses, defs = _bits(reads), _bits(access.writes)
-    if dec.info.format == "MS":
+    for name in address_fields:
+        address |= 1 << fields[name]
+    uses = defs = 0
+    vector_in = vector_out = False
+    for where, key in access.reads:
+        if where == "reg":
+            if key < NUM_SREGS:
+                uses |= 1 << key
+            else:
+                vector_in = True
+    for key in access.writes:
+        if key < NUM_SREGS:
+            defs |= 1 << key
+        else:
+            vector_out = True
+    if mask_from_scalar:
         address |= uses         # a mask from a scalar (vmask, mset) says which bytes are accessed
-    if sem.mnemonic == "ret":
-        uses |= 1 << REG_LR
-    if sem.mnemonic == "call":
-        defs |= 1 << REG_LR
-    shape = (sem.kind, uses, defs, address, any(key >= NUM_SREGS for key in reads),
-             any(key >= NUM_SREGS for key in access.writes),
-             dec.info.format.startswith("S") and sem.kind in ("load", "store"))
+    shape = (kind, uses | extra_uses, defs | extra_defs, address, vector_in, vector_out,
+             scalar_mem)
     if len(_SHAPES) >= 1 << 16:
         _SHAPES.clear()
     _SHAPES[id(dec)] = (dec, shape)
     return shape
+
+
+# Per opcode, what ``_shape`` reads off the table row (a word adds its fields): (kind, the
+# fields naming address registers, a mask made from scalars, uses and defs of lr).
+_OPCODE_SHAPES: dict[int, tuple] = {}
+
+
+def _opcode_shape(info) -> tuple:
+    sem = SEMANTICS[info.opcode]
+    address_fields: list[str] = []
+    for op in info.operands:
+        if op.kind == "mem":
+            address_fields.append(op.field)
+        elif address_fields and op.kind == "sa" and sem.kind in ("load", "store") \
+                and info.format.startswith("V"):
+            address_fields.append(op.field)               # a strided access's stride
+    return (sem.kind, tuple(address_fields), info.format == "MS",
+            1 << REG_LR if sem.mnemonic == "ret" else 0,
+            1 << REG_LR if sem.mnemonic == "call" else 0,
+            info.format.startswith("S") and sem.kind in ("load", "store"))
 
 
 def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
