@@ -79,3 +79,26 @@ def test_a_programs_timing_and_immediates_of_a_word_are_its_operands(program):
         expected = _reference_word(dec)
         assert found == expected, dec
         assert [type(v) for v in found[3]] == [type(v) for v in expected[3]]
+
+
+def test_critical_out_by_blocks_is_the_per_instruction_union(program):
+    """``critical_out_blocks`` (inside a block the next instruction's ``crit_in``) gives
+    ``critical_out``'s union over successors, exits' status included, on every library
+    and zoo kernel whose slice exists."""
+    from runtime_sim.isa.cycles_slice_flow import _Blocks, critical_out_blocks
+    checked = 0
+    for kernel in _library_and_zoo_programs(program):
+        found = cycles_slice.analyse(kernel.decoded)
+        if found.roles is None:
+            continue
+        decoded = kernel.decoded
+        ins = [cycles_slice._instruction(i, dec, operand_access(dec), len(decoded))
+               for i, dec in enumerate(decoded)]
+        succ = cycles_slice._successors(ins)
+        steps = [cycles_slice._word(dec)[5] for dec in decoded]
+        crit_in = list(found.critical_at)
+        expected, bad = cycles_slice.critical_out(ins, succ, crit_in)
+        assert bad is None
+        assert critical_out_blocks(steps, succ, crit_in, _Blocks(succ)) == expected
+        checked += 1
+    assert checked > 20
