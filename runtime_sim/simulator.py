@@ -115,6 +115,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     # Buffers and views resolved once for the race detector and the ACT SHAVE bindings,
     # without the symbol table (the numerics' operands are the plan's own)
     regions = Regions(plan, network.memory)
+    plan.resolve_with(regions)      # the engines' operands too: the same Region per name
     detector = RaceDetector(plan, network.memory, regions=regions) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
@@ -150,6 +151,10 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     # Proven race-free before the run: no per-unit checks.
     online = detector if detector is not None and not detector.proven else None
+    # A task's variants that differ only in their channels run as one call when the first
+    # starts: only when no race can show the difference and the run goes to its end.
+    dpu = dpu_engine.DpuRunner(plan, memory, together=detector is not None
+                               and detector.proven and max_cycles is None)
 
     def on_start(u: int, t: float) -> None:
         if online is not None:
@@ -166,8 +171,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                 if dst.root.name in kept:
                     network.keep(dst.root.name)
             elif kind == DPU:
-                dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
-                                       memory)
+                dpu.run(u)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
