@@ -33,6 +33,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from operator import attrgetter
 from typing import Callable
 
@@ -128,8 +129,26 @@ class ShaveEngine:
         self._bindings: dict[tuple, CmxBindings] = {}      # by what the task binds
         self._by_task: dict[int, CmxBindings] = {}          # by task (they outlive the engine)
         self._tile_spans: dict[int, list] = {}
-        self._act_tasks = [t for tl in program.module.task_lists
-                           if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
+
+        self._made: dict[int, SwKernelTask] = {}     # timing-only: tasks made one by one
+
+    @cached_property
+    def _act_tasks(self) -> list:
+        return [t for tl in self.program.module.task_lists
+                if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
+
+    def _act_task(self, index: int) -> SwKernelTask:
+        # A timing-only run of a program read from a blob makes only the tasks of the
+        # invocations it runs (one per class), not the module's task lists.
+        tables = self.program.tables
+        if not self.timing_only or tables is None or "_act_tasks" in self.__dict__ or \
+                not tables.current(self.program.module):
+            return self._act_tasks[index]
+        task = self._made.get(index)
+        if task is None:
+            at = next(i for i, t in enumerate(tables.lists) if t.executor is Executor.ACT_SHAVE)
+            task = self._made[index] = tables.task(at, index)
+        return task
 
     def bindings(self, task: SwKernelTask) -> CmxBindings:
         """What ``task`` binds in its tile's CMX, as the sanitizer checks it."""
@@ -200,7 +219,7 @@ class ShaveEngine:
 
     def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
              max_cycles: float | None) -> int:
-        task = self._act_tasks[invocation.task_index]
+        task = self._act_task(invocation.task_index)
         key = None
         if self.timing_only:          # a remembered invocation needs no bindings resolved
             key = self._cycles_key(invocation, task)
@@ -249,7 +268,7 @@ class ShaveEngine:
                             diag.loc) from None
         status = result.scalar_regs[0]
         if status:
-            task = self._act_tasks[invocation.task_index]
+            task = self._act_task(invocation.task_index)
             args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
             meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
                        if status == args_addr else status_meaning(status))
