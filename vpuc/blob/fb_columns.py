@@ -33,6 +33,7 @@ from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 _MAX_ROW_COUNTS = 32        # distinct vector lengths cut a block each; beyond, row by row
+_SAMPLE_ROWS = 64           # rows that show whether a column's rows repeat
 
 
 class Columns:
@@ -412,20 +413,48 @@ def _rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
     rows = len(count)
     if rows == 0:
         return []
-    counts = np.unique(count).tolist()
-    if len(counts) == 1:
-        return [()] * rows if counts[0] == 0 else list(zip(*[iter(values.tolist())] * counts[0]))
-    if len(counts) > _MAX_ROW_COUNTS:
+    counts = _distinct_counts(count)
+    if counts is None:
         return _split(values.tolist(), count.tolist())
+    if len(counts) == 1:
+        return _block(values, counts[0], rows)
     firsts = np.cumsum(count) - count
     out = np.empty(rows, object)
     out.fill(())
     for c in counts:
         if c:
             which = np.flatnonzero(count == c)
-            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1).tolist()
-            out[which] = np.fromiter(zip(*[iter(block)] * c), object, len(which))
+            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1)
+            out[which] = np.fromiter(_block(block, c, len(which)), object, len(which))
     return out.tolist()
+
+
+def _distinct_counts(count: np.ndarray) -> list[int] | None:
+    """The distinct values of ``count`` (not empty), ascending; None when there are more
+    than ``_MAX_ROW_COUNTS``."""
+    low, high = int(count.min()), int(count.max())
+    if low == high:
+        return [low]
+    counts = (np.flatnonzero(np.bincount(count - low)) + low).tolist() \
+        if high - low < 4 * _MAX_ROW_COUNTS else np.unique(count).tolist()
+    return None if len(counts) > _MAX_ROW_COUNTS else counts
+
+
+def _block(values: np.ndarray, c: int, rows: int) -> list[tuple]:
+    """``rows`` rows of ``c`` values each, one after another, as tuples; when the first rows
+    repeat (dims, strides, a kernel's window), each distinct row is made once and shared."""
+    if c == 0:
+        return [()] * rows
+    if rows > _SAMPLE_ROWS:
+        block = np.ascontiguousarray(values.reshape(rows, c))
+        keys = block.view(f"V{c * block.itemsize}").reshape(-1)
+        if len(set(keys[:_SAMPLE_ROWS].tolist())) <= _SAMPLE_ROWS // 8:
+            keys = keys.tolist()
+            made = dict.fromkeys(keys)
+            distinct = np.frombuffer(b"".join(made), block.dtype).tolist()
+            made = dict(zip(made, zip(*[iter(distinct)] * c)))
+            return list(map(made.__getitem__, keys))
+    return list(zip(*[iter(values.tolist())] * c))
 
 
 def _split(flat: list, counts: list[int]) -> list[tuple]:
