@@ -32,7 +32,9 @@ import numpy as np
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+_SHIFTS = {2: 1, 4: 2, 8: 3}
 _MAX_ROW_COUNTS = 32        # distinct vector lengths cut a block each; beyond, row by row
+_SAMPLE_ROWS = 64           # rows that show whether a column's rows repeat
 
 
 class Columns:
@@ -145,13 +147,14 @@ class ColumnDecoder:
 
     # --- gathering ---------------------------------------------------------------
 
-    def gather(self, at: np.ndarray, dtype: str) -> np.ndarray:
-        """The little-endian values of ``dtype`` at byte positions ``at`` (checked by the caller)."""
+    def gather(self, at: np.ndarray, dtype: str, aligned: bool = False) -> np.ndarray:
+        """The little-endian values of ``dtype`` at byte positions ``at`` (checked inside by
+        the caller; ``aligned``: checked to be multiples of the width too)."""
         width = np.dtype(dtype).itemsize
         if width == 1:
             return self.u8[at].view(dtype)
-        if not (at & (width - 1)).any():    # aligned: one word each (inside, as checked)
-            return self._words[width][at // width].view(dtype)
+        if aligned or not (at & (width - 1)).any():     # one word each
+            return self._words[width][at >> _SHIFTS[width]].view(dtype)
         raw = self.u8[at[:, None] + np.arange(width)]
         return raw.view(dtype).reshape(-1)
 
@@ -168,7 +171,7 @@ class ColumnDecoder:
         count = self.dec.length(pos, 4, where, "vector")
         self.dec._spend(count, where, pos)
         starts = pos + 4 + 4 * np.arange(count, dtype=np.int64)
-        targets = starts + self.gather(starts, "<u4").astype(np.int64)
+        targets = starts + self.gather(starts, "<u4", aligned=True).astype(np.int64)
         return self.tables(tdef, targets, where) if count else ()
 
     def tables(self, tdef: TableDef, pos: np.ndarray, where: str) -> Columns:
@@ -180,7 +183,7 @@ class ColumnDecoder:
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
         self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        vt = pos - self.gather(pos, "<i4").astype(np.int64)
+        vt = pos - self.gather(pos, "<i4", aligned=True).astype(np.int64)
         # A writer shares a vtable between tables of one shape: each distinct vtable is
         # checked and read once (``vts``) and its numbers reach the rows through ``rows``
         # (a length-1 array broadcasts when all rows share one).
@@ -225,12 +228,14 @@ class ColumnDecoder:
         if not everywhere:
             present = rows(present)
             at = at[present]
+        # Tables start on a word (checked), so a field is aligned if its offsets are.
+        aligned = size <= 4 and not (voff % size).any()
         if ftype.kind == "scalar":
-            values = self._scalars(ftype.code, at)
+            values = self._scalar_array(ftype.code, at, aligned).tolist()
         elif ftype.kind == "struct":
             values = self.structs(self.dec.schema.structs[ftype.name], at)
         else:
-            targets = at + self.gather(at, "<u4").astype(np.int64)
+            targets = at + self.gather(at, "<u4", aligned).astype(np.int64)
             if ftype.kind == "table":
                 values = self.tables(self.dec.schema.tables[ftype.name], targets, fwhere)
             elif ftype.kind == "string":
@@ -308,12 +313,9 @@ class ColumnDecoder:
             return self.dec.schema.structs[ftype.name].size
         return 4
 
-    def _scalars(self, code: str, at: np.ndarray) -> list:
-        return self._scalar_array(code, at).tolist()
-
-    def _scalar_array(self, code: str, at: np.ndarray) -> np.ndarray:
+    def _scalar_array(self, code: str, at: np.ndarray, aligned: bool = False) -> np.ndarray:
         width = struct.calcsize("<" + code)
-        raw = self.gather(at, _WIDTH_DTYPES[width])
+        raw = self.gather(at, _WIDTH_DTYPES[width], aligned)
         if code == "?":
             return raw != 0
         return raw.view("<" + code)
@@ -324,7 +326,7 @@ class ColumnDecoder:
         n = self.n
         self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
             f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        count = self.gather(pos, "<u4").astype(np.int64)
+        count = self.gather(pos, "<u4", aligned=True).astype(np.int64)
         self._first_bad(pos + 4 + count * width > n, pos, where, lambda row, _: (
             f"{what} of {int(count[row])} x {width} bytes runs past the end of the buffer "
             f"({n} bytes)"))
@@ -374,7 +376,8 @@ class ColumnDecoder:
                 dec._spend(int((1 + count // 64).sum()), where, first)
                 return self._byte_rows(pos + 4, pos + 4 + count)
             dec._spend(int(count.sum()), where, first)
-            values = self._scalar_array(element.code, self._elements(pos, count, width))
+            values = self._scalar_array(element.code, self._elements(pos, count, width),
+                                        aligned=width <= 4)     # vectors start on a word
             return Vectors(_rows(values, count), values, count)
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
@@ -384,7 +387,7 @@ class ColumnDecoder:
         count = self._lengths(pos, 4, where, "vector")
         dec._spend(int(count.sum()), where, first)
         slot = self._elements(pos, count, 4)
-        targets = slot + self.gather(slot, "<u4").astype(np.int64)
+        targets = slot + self.gather(slot, "<u4", aligned=True).astype(np.int64)
         if element.kind == "table":
             return Grouped(self.tables(dec.schema.tables[element.name], targets, where),
                            count.tolist())
@@ -412,20 +415,48 @@ def _rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
     rows = len(count)
     if rows == 0:
         return []
-    counts = np.unique(count).tolist()
-    if len(counts) == 1:
-        return [()] * rows if counts[0] == 0 else list(zip(*[iter(values.tolist())] * counts[0]))
-    if len(counts) > _MAX_ROW_COUNTS:
+    counts = _distinct_counts(count)
+    if counts is None:
         return _split(values.tolist(), count.tolist())
+    if len(counts) == 1:
+        return _block(values, counts[0], rows)
     firsts = np.cumsum(count) - count
     out = np.empty(rows, object)
     out.fill(())
     for c in counts:
         if c:
             which = np.flatnonzero(count == c)
-            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1).tolist()
-            out[which] = np.fromiter(zip(*[iter(block)] * c), object, len(which))
+            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1)
+            out[which] = np.fromiter(_block(block, c, len(which)), object, len(which))
     return out.tolist()
+
+
+def _distinct_counts(count: np.ndarray) -> list[int] | None:
+    """The distinct values of ``count`` (not empty), ascending; None when there are more
+    than ``_MAX_ROW_COUNTS``."""
+    low, high = int(count.min()), int(count.max())
+    if low == high:
+        return [low]
+    counts = (np.flatnonzero(np.bincount(count - low)) + low).tolist() \
+        if high - low < 4 * _MAX_ROW_COUNTS else np.unique(count).tolist()
+    return None if len(counts) > _MAX_ROW_COUNTS else counts
+
+
+def _block(values: np.ndarray, c: int, rows: int) -> list[tuple]:
+    """``rows`` rows of ``c`` values each, one after another, as tuples; when the first rows
+    repeat (dims, strides, a kernel's window), each distinct row is made once and shared."""
+    if c == 0:
+        return [()] * rows
+    if rows > _SAMPLE_ROWS:
+        block = np.ascontiguousarray(values.reshape(rows, c))
+        keys = block.view(f"V{c * block.itemsize}").reshape(-1)
+        if len(set(keys[:_SAMPLE_ROWS].tolist())) <= _SAMPLE_ROWS // 8:
+            keys = keys.tolist()
+            made = dict.fromkeys(keys)
+            distinct = np.frombuffer(b"".join(made), block.dtype).tolist()
+            made = dict(zip(made, zip(*[iter(distinct)] * c)))
+            return list(map(made.__getitem__, keys))
+    return list(zip(*[iter(values.tolist())] * c))
 
 
 def _split(flat: list, counts: list[int]) -> list[tuple]:
