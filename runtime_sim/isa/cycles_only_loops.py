@@ -105,34 +105,22 @@ def _refused_early(program, head: int, branch: int) -> str | None:
     or sp inside), found from the words alone: most loops of a library kernel's driver
     are refused so, and building their ops first cost more than the rest of the plan.
     None when the body may be planned, or has an inner ``loop`` (``body_ops`` decides)."""
-    words = [_word_kind(dec) for dec in program.decoded[head:branch + 1]]
-    if any(word[1] for word in words[:-1]):
-        return None                     # maybe an inner counted loop: unrolled first
-    back = words[-1][0]
+    decoded = program.decoded
+    kinds = []
+    for i in range(head, branch):
+        sem = SEMANTICS[decoded[i].info.opcode]
+        if decoded[i].info.mnemonic == "loop":
+            return None                 # maybe an inner counted loop: unrolled first
+        kinds.append(sem)
+    back = SEMANTICS[decoded[branch].info.opcode]
     if back.kind not in ("loop", "branch"):
         return f"the back-edge '{back.mnemonic}' is not a loop or conditional branch"
-    for sem, _, moves_sp in words[:-1]:
+    for i, sem in enumerate(kinds, head):
         if sem.kind not in _ALLOWED_IN_BODY:
             return f"control flow inside the body ('{sem.mnemonic}')"
-        if moves_sp:
+        if REG_SP in operand_access(decoded[i]).writes:
             return f"the body moves sp ('{sem.mnemonic}')"
     return None
-
-
-# Per decoded word (shared, never changed): (its Semantic, whether it is a ``loop``,
-# whether it writes sp); a library kernel's driver has loops hundreds of words long.
-_WORD_KINDS: dict[int, tuple] = {}
-
-
-def _word_kind(dec) -> tuple:
-    found = _WORD_KINDS.get(id(dec))
-    if found is None or found[0] is not dec:
-        if len(_WORD_KINDS) >= 1 << 16:
-            _WORD_KINDS.clear()
-        found = _WORD_KINDS[id(dec)] = (dec, (SEMANTICS[dec.info.opcode],
-                                              dec.info.mnemonic == "loop",
-                                              REG_SP in operand_access(dec).writes))
-    return found[1]
 
 
 class TimingLoops:
