@@ -167,6 +167,9 @@ _MASK_WRITES: dict[int, tuple] = {}
 
 def _mask_writes(access) -> tuple[int, ...]:
     """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    writes = access.writes
+    if not writes or max(writes) < _FIRST_MASK:     # most words: nothing to remember
+        return ()
     found = _MASK_WRITES.get(id(access))
     if found is None or found[0] is not access:
         if len(_MASK_WRITES) >= 1 << 16:

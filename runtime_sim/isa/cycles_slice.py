@@ -215,7 +215,9 @@ def analyse(decoded: list) -> Slice:
     words = [get(id(dec)) for dec in decoded]       # one look-up per instruction
     for i, found in enumerate(words):
         if found is None or found[0] is not decoded[i]:
-            words[i] = _word(decoded[i])
+            dec = decoded[i]                # seen earlier in this .text, maybe
+            found = get(id(dec))
+            words[i] = found if found is not None and found[0] is dec else _word(dec)
     targets = [None] * count
     for i, found in enumerate(words):
         if found[3] is not None and 0 <= found[3] + i < count:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_sim.isa.cycles import issue
 from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
@@ -160,17 +159,7 @@ class PathTiming(LoopTiming):
     """``LoopTiming`` over a path: the refetch penalty after each transfer it takes."""
 
     def __init__(self, steps: list, taken: list[bool]) -> None:
-        super().__init__(steps)
-        self.steps = [(sources, dests, cost, cost.taken_penalty if hit else 0)
-                      for (sources, dests, cost), hit in zip(self.steps, taken)]
-
-    def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
-        stalls = 0
-        for sources, dests, cost, penalty in self.steps:
-            now, stall = issue(ready, now, sources, dests, cost)
-            now += penalty
-            stalls += stall
-        return (now + self.penalty if taken else now), stalls
+        super().__init__(steps, taken)
 
 
 def path_timing(program, walk: Walk) -> PathTiming:
