@@ -28,7 +28,7 @@ from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, fir
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands
-from runtime_sim.isa.loop_views import progression_view
+from runtime_sim.isa.loop_views import loaded, progression_view
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
@@ -354,7 +354,7 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
                 if op.kind == "store":
                     view[...] = read(op.reads[0])    # a batch of rows, or one vector for all
                 else:
-                    env[op.writes[0]] = view.copy()
+                    env[op.writes[0]] = loaded(view)
                 continue
         args = [read(r) for r in op.reads]
         if op.mnemonic in GENERAL and rows > 1:
