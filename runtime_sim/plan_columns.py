@@ -82,16 +82,27 @@ class ColumnBuilder:
             plan.queue_units[q].extend((np.flatnonzero(qs == q) + first).tolist())
         plan.queue_of.extend(qs.tolist())
 
-    def tuples(self, csr: Csr) -> list[tuple[int, ...]]:
-        """Each row's barrier ids as a tuple, as the object path's ``ids`` makes them."""
+    def tuples(self, csr: Csr, distinct: bool = False) -> list[tuple[int, ...]]:
+        """Each row's barrier ids as a tuple, as the object path's ``ids`` makes them
+        (``distinct``: its ``unique_ids``, repeats dropped, first use kept)."""
         counts, values = csr.counts, csr.values
         starts = np.cumsum(counts) - counts
         key = np.full(len(counts), len(self.ones) - 1, np.int64)
         single = counts == 1
         key[single] = values[starts[single]]
         out = list(map(self.ones.__getitem__, key.tolist()))
-        for row in np.flatnonzero(counts > 1).tolist():
-            out[row] = tuple(values[starts[row]:starts[row] + counts[row]].tolist())
+        pairs = np.flatnonzero(counts == 2)
+        if len(pairs):
+            a, b = values[starts[pairs]], values[starts[pairs] + 1]
+            made = list(zip(a.tolist(), b.tolist()))
+            if distinct:
+                for at in np.flatnonzero(a == b).tolist():
+                    made[at] = self.ones[int(a[at])]
+            for row, pair in zip(pairs.tolist(), made):
+                out[row] = pair
+        for row in np.flatnonzero(counts > 2).tolist():
+            ids = values[starts[row]:starts[row] + counts[row]].tolist()
+            out[row] = tuple(dict.fromkeys(ids) if distinct else ids)
         return out
 
     def classes(self) -> np.ndarray:
@@ -154,22 +165,16 @@ class ColumnBuilder:
         """Each variant's barrier ids: its task's distinct ids then its own, repeats
         dropped (first use kept); a variant of a task without ids keeps its own as they
         are (``plan_build._merge``)."""
-        t_counts, v_counts = task_side.counts[owner], variant_side.counts
-        t_starts = (np.cumsum(task_side.counts) - task_side.counts)[owner]
-        v_starts = np.cumsum(v_counts) - v_counts
-        key = np.full(len(owner), len(self.ones) - 1, np.int64)
-        from_task = (t_counts == 1) & (v_counts == 0)
-        from_variant = (t_counts == 0) & (v_counts == 1)
-        key[from_task] = task_side.values[t_starts[from_task]]
-        key[from_variant] = variant_side.values[v_starts[from_variant]]
-        out = list(map(self.ones.__getitem__, key.tolist()))
-        t_values, v_values = task_side.values, variant_side.values
-        for unit in np.flatnonzero(t_counts + v_counts > 1).tolist():
-            a, b = int(t_starts[unit]), int(v_starts[unit])
-            first = tuple(dict.fromkeys(t_values[a:a + int(t_counts[unit])].tolist()))
-            second = tuple(v_values[b:b + int(v_counts[unit])].tolist())
-            out[unit] = (tuple(dict.fromkeys(first + second)) if first else second) \
-                if second else first
+        per_task = self.tuples(task_side, distinct=True)
+        if not len(variant_side.values):
+            return list(map(per_task.__getitem__, owner.tolist()))
+        own = self.tuples(variant_side)
+        if not len(task_side.values):
+            return own
+        out = list(map(per_task.__getitem__, owner.tolist()))
+        for unit in np.flatnonzero(variant_side.counts).tolist():
+            first, second = out[unit], own[unit]
+            out[unit] = tuple(dict.fromkeys(first + second)) if first else second
         return out
 
     def act(self, table: ListTable) -> None:

@@ -378,23 +378,29 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
 
 def _counts(check: Checker, content: BlobContent, sync: list[ListSync] | None = None) -> None:
     """The header's counts, and each barrier's producer and consumer counts, must match."""
-    lists = {EXECUTOR_OF[tl.executor]: tl.tasks for tl in content.task_lists}
-    dpu = lists.get(Executor.DPU, ())
-    actual = (len(lists.get(Executor.DMA, ())), len(dpu), sum(len(t.variants) for t in dpu),
-              len(lists.get(Executor.ACT_SHAVE, ())), len(content.barriers),
+    lists = {EXECUTOR_OF[tl.executor]: (tl.tasks, s) for tl, s in
+             zip(content.task_lists, sync or [None] * len(content.task_lists))}
+    dpu, dpu_sync = lists.get(Executor.DPU, ((), None))
+    variants = int(dpu_sync.variant_count.sum()) if dpu_sync is not None and \
+        dpu_sync.variant_count is not None else sum(len(t.variants) for t in dpu)
+    actual = (len(lists.get(Executor.DMA, ((),))[0]), len(dpu), variants,
+              len(lists.get(Executor.ACT_SHAVE, ((),))[0]), len(content.barriers),
               len(content.tensors), len(content.kernels))
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
     producers, consumers = barrier_counts(content) if sync is None else \
         unit_counts(sync, len(content.barriers))
-    recorded = [(b.producer_count, b.consumer_count) for b in content.barriers]
-    if recorded != list(zip(producers, consumers)):
-        b = next(b for b, r, p, c in zip(content.barriers, recorded, producers, consumers)
-                 if r != (p, c))
-        raise check.fail(f"barrier #{b.id} '{b.name}'",
-                         f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
-                         f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
+    n = len(content.barriers)
+    if n:
+        _, _, _, recorded_p, recorded_c = zip(*content.barriers)
+        bad = (np.fromiter(recorded_p, np.int64, n) != np.asarray(producers, np.int64)) | \
+            (np.fromiter(recorded_c, np.int64, n) != np.asarray(consumers, np.int64))
+        if bad.any():
+            b = content.barriers[int(np.argmax(bad))]
+            raise check.fail(f"barrier #{b.id} '{b.name}'",
+                             f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
+                             f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
 
 
 def verify_program(program: Program, content: BlobContent, file: str,

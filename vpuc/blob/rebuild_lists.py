@@ -147,12 +147,17 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
 
 
 def _barrier_tuples(barrier_names: list[str]):
-    """A column of barrier index tuples (checked) -> their name tuples; the empty tuple and
-    each barrier's one-name tuple shared (most tasks wait on or update one barrier)."""
+    """A column of barrier index tuples (checked) -> their name tuples; for a long column
+    the empty tuple and each barrier's one-name tuple shared (most tasks wait on or update
+    one barrier), a few tasks (one made on request) made as they are."""
     names = barrier_names.__getitem__
-    ones = list(zip(barrier_names))
+    ones: list = []
 
     def made(column) -> list[tuple[str, ...]]:
+        if len(column) < 64:
+            return [tuple(map(names, w)) for w in column]
+        if not ones:
+            ones.extend(zip(barrier_names))
         return [ones[w[0]] if len(w) == 1 else tuple(map(names, w)) for w in column]
     return made
 
