@@ -10,9 +10,14 @@ string inside the buffer, strings NUL-terminated and UTF-8), and a failure names
 the first bad row the way the generic decoder would (``Table.field``, byte
 offset).  Vectors of tables nested in rows (a DPU task's variants, a task's
 bindings) are gathered from all rows and decoded as one column, then split back.
+What depends only on a vtable (its checks, each field's offset and presence) is
+done once per distinct vtable (writers share one between tables of one shape)
+and spread over the rows; structs are read as rows of bytes, a block of words
+per distinct length, and a record is made once per distinct bytes.
 
 A vector of tables comes back as ``Columns`` (one list per field) and a column
-of vectors of tables as ``Grouped`` (the flat columns and each row's count):
+of vectors of tables as ``Grouped`` (the flat columns and each row's count;
+both in ``vpuc.blob.fb_rows``, imported from here by the readers):
 both iterate, index and compare as the generic decoder's tuples of namedtuples,
 equal field for field (tests compare both on every example blob), so a caller
 may read either the rows or, without making a record per row, the columns
@@ -25,109 +30,16 @@ from __future__ import annotations
 
 import struct
 from functools import partial
-from itertools import islice
 
 import numpy as np
 
+from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows, value_rows
+
+__all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 _SHIFTS = {2: 1, 4: 2, 8: 3}
-_MAX_ROW_COUNTS = 32        # distinct vector lengths cut a block each; beyond, row by row
-_SAMPLE_ROWS = 64           # rows that show whether a column's rows repeat
-
-
-class Columns:
-    """A vector of ``record`` tables as one list per field (``columns``, by schema name);
-    iterates, indexes and compares as the tuple of its rows' records."""
-
-    __slots__ = ("record", "columns", "count")
-
-    def __init__(self, record, columns: dict, count: int) -> None:
-        self.record, self.columns, self.count = record, columns, count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __iter__(self):
-        if not self.columns:
-            return iter([self.record._make(())] * self.count)
-        return map(partial(tuple.__new__, self.record), zip(*self.columns.values()))
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self.count)
-            return Columns(self.record, {k: c[index] for k, c in self.columns.items()},
-                           len(range(start, stop, step)))
-        return self.record._make(c[index] for c in self.columns.values())
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (tuple, list, Columns)):
-            return len(other) == self.count and tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return repr(tuple(self))
-
-
-class Grouped:
-    """A column of vectors of tables: every row's tables one after another (``flat``,
-    ``Columns``) and each row's ``counts``; iterates as each row's ``Columns``."""
-
-    __slots__ = ("flat", "counts")
-
-    def __init__(self, flat: Columns, counts: list[int]) -> None:
-        self.flat, self.counts = flat, counts
-
-    def __len__(self) -> int:
-        return len(self.counts)
-
-    def __iter__(self):
-        flat, at = self.flat, 0
-        for count in self.counts:
-            yield flat[at:at + count]
-            at += count
-
-    def __getitem__(self, index):
-        counts = self.counts
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(counts))
-            if step != 1:
-                return list(self)[index]
-            first = sum(counts[:start])
-            part = counts[start:stop]
-            return Grouped(self.flat[first:first + sum(part)], part)
-        index = range(len(counts))[index]
-        first = sum(counts[:index])
-        return self.flat[first:first + counts[index]]
-
-
-class Vectors(list):
-    """A column of vectors of scalars: a list of each row's tuple, which also keeps every
-    row's values one after another (``values``, numpy) and each row's ``counts``, for a
-    reader that works on the numbers as columns (``reader_fb``'s barrier indices)."""
-
-    __slots__ = ("values", "counts")
-
-    def __init__(self, rows: list, values: np.ndarray, counts: np.ndarray) -> None:
-        super().__init__(rows)
-        self.values, self.counts = values, counts
-
-    def __getitem__(self, index):
-        rows = list.__getitem__(self, index)
-        if not isinstance(index, slice):
-            return rows
-        start, stop, step = index.indices(len(self))
-        if step != 1:
-            return rows
-        stop = max(start, stop)
-        offsets = np.concatenate(([0], np.cumsum(self.counts)))     # each row's first value
-        return Vectors(rows, self.values[offsets[start]:offsets[stop]], self.counts[start:stop])
-
-    def __reduce__(self):           # pickles as the plain list it equals
-        return (list, (list(self),))
 
 
 class ColumnDecoder:
@@ -275,18 +187,20 @@ class ColumnDecoder:
         keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
         made = dict.fromkeys(keys)
         flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
-        made = dict(zip(made, _split(flat, [len(key) // sdef.size for key in made])))
+        made = dict(zip(made, split_rows(flat, [len(key) // sdef.size for key in made])))
         return list(map(made.__getitem__, keys))
 
     def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
         """The buffer's bytes from each start to its end (inside, as checked by the caller):
         the rows of one length gathered as one block of words, in C."""
+        if not len(starts):
+            return []
         lengths = ends - starts
-        distinct = np.unique(lengths).tolist()
+        distinct = distinct_counts(lengths)
+        if distinct is None:
+            return list(map(self.buf.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         if len(distinct) == 1:
             return self._block_rows(starts, distinct[0])
-        if len(distinct) > _MAX_ROW_COUNTS:
-            return list(map(self.buf.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         out = np.empty(len(starts), object)
         for length in distinct:
             which = np.flatnonzero(lengths == length)
@@ -378,7 +292,7 @@ class ColumnDecoder:
             dec._spend(int(count.sum()), where, first)
             values = self._scalar_array(element.code, self._elements(pos, count, width),
                                         aligned=width <= 4)     # vectors start on a word
-            return Vectors(_rows(values, count), values, count)
+            return Vectors(value_rows(values, count), values, count)
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")
@@ -391,7 +305,7 @@ class ColumnDecoder:
         if element.kind == "table":
             return Grouped(self.tables(dec.schema.tables[element.name], targets, where),
                            count.tolist())
-        return _split(self.strings(targets, where), count.tolist())
+        return split_rows(self.strings(targets, where), count.tolist())
 
     @staticmethod
     def _elements(pos: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
@@ -407,61 +321,3 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     if (values == values[0]).all():
         return values[:1], None
     return np.unique(values, return_inverse=True)
-
-
-def _rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
-    """``values`` cut into consecutive tuples of ``count`` items: the rows of one count are
-    cut from one block (few counts: ranks, barriers per task), in C."""
-    rows = len(count)
-    if rows == 0:
-        return []
-    counts = _distinct_counts(count)
-    if counts is None:
-        return _split(values.tolist(), count.tolist())
-    if len(counts) == 1:
-        return _block(values, counts[0], rows)
-    firsts = np.cumsum(count) - count
-    out = np.empty(rows, object)
-    out.fill(())
-    for c in counts:
-        if c:
-            which = np.flatnonzero(count == c)
-            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1)
-            out[which] = np.fromiter(_block(block, c, len(which)), object, len(which))
-    return out.tolist()
-
-
-def _distinct_counts(count: np.ndarray) -> list[int] | None:
-    """The distinct values of ``count`` (not empty), ascending; None when there are more
-    than ``_MAX_ROW_COUNTS``."""
-    low, high = int(count.min()), int(count.max())
-    if low == high:
-        return [low]
-    counts = (np.flatnonzero(np.bincount(count - low)) + low).tolist() \
-        if high - low < 4 * _MAX_ROW_COUNTS else np.unique(count).tolist()
-    return None if len(counts) > _MAX_ROW_COUNTS else counts
-
-
-def _block(values: np.ndarray, c: int, rows: int) -> list[tuple]:
-    """``rows`` rows of ``c`` values each, one after another, as tuples; when the first rows
-    repeat (dims, strides, a kernel's window), each distinct row is made once and shared."""
-    if c == 0:
-        return [()] * rows
-    if rows > _SAMPLE_ROWS:
-        block = np.ascontiguousarray(values.reshape(rows, c))
-        keys = block.view(f"V{c * block.itemsize}").reshape(-1)
-        if len(set(keys[:_SAMPLE_ROWS].tolist())) <= _SAMPLE_ROWS // 8:
-            keys = keys.tolist()
-            made = dict.fromkeys(keys)
-            distinct = np.frombuffer(b"".join(made), block.dtype).tolist()
-            made = dict(zip(made, zip(*[iter(distinct)] * c)))
-            return list(map(made.__getitem__, keys))
-    return list(zip(*[iter(values.tolist())] * c))
-
-
-def _split(flat: list, counts: list[int]) -> list[tuple]:
-    """``flat`` cut into consecutive tuples of ``counts`` items."""
-    if counts and min(counts) == max(counts) > 0:      # one rank, one variant count: all in C
-        return list(zip(*[iter(flat)] * counts[0]))
-    items = iter(flat)
-    return [tuple(islice(items, c)) for c in counts]
