@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from runtime_sim.isa import cycles_slice, program as isa_program
 from runtime_sim.isa.cycles import CYCLES
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from tests.sim.test_sim_cycles_only import _library_and_zoo_programs
 from tests.sim.test_sim_cycles_only import program  # noqa: F401 -- the fixture
-from vpuc.shave.encoding import Decoded, field_values
+from vpuc.shave.encoding import FIELDS, DecodeError, Decoded, field_values
 from vpuc.shave.isa import INSTRUCTIONS, NUM_SREGS, REG_LR
 
 
@@ -102,3 +104,28 @@ def test_critical_out_by_blocks_is_the_per_instruction_union(program):
         assert critical_out_blocks(steps, succ, crit_in, _Blocks(succ)) == expected
         checked += 1
     assert checked > 20
+
+
+def test_records_made_without_their_init_are_the_constructors(program):
+    """``Decoded``, ``Access`` and the walk's ``_Op`` are frozen dataclasses a cold run
+    makes once per word without their ``__init__``: each equals (field by field, and by
+    ``==``) the one its constructor makes, and stays frozen."""
+    import dataclasses
+
+    from runtime_sim.isa.path_ops import _make_op, _Op
+    from runtime_sim.isa.register_access import Access, _operand_access
+    from vpuc.shave.encoding import _decode
+    for dec in _words(program)[::3]:
+        word = sum(value << FIELDS[name][0] for name, value in dec.fields.items())
+        try:
+            made = _decode(word)
+        except DecodeError:
+            made = None                     # a random word may not decode
+        if made is not None:
+            assert made == Decoded(made.info, dict(made.fields)) and made.fields == dec.fields
+        for found, cls in ((_operand_access(dec), Access), (_make_op(dec), _Op)):
+            values = [getattr(found, f.name) for f in dataclasses.fields(cls)]
+            built = cls(*values)
+            assert found == built and vars(found) == vars(built)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                found.reads = ()

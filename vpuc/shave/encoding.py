@@ -169,7 +169,15 @@ def _decode(word: int) -> Decoded:
     if info.imm_range and not info.imm_range[0] <= values["imm"] <= info.imm_range[1]:
         low, high = info.imm_range
         raise DecodeError(f"'{info.mnemonic}' immediate {values['imm']} is outside {low}..{high}")
-    return Decoded(info, values)
+    return _new_decoded(info, values)
+
+
+def _new_decoded(info: Instruction, values: dict[str, int]) -> Decoded:
+    """``Decoded(info, values)`` without the frozen dataclass's ``__init__`` (an
+    ``object.__setattr__`` per field): a cold run decodes ~900 words."""
+    dec = object.__new__(Decoded)
+    dec.__dict__.update(info=info, fields=values)
+    return dec
 
 
 def pack_word(word: int) -> bytes:
