@@ -64,7 +64,11 @@ def _alike(members: list) -> list[list]:
     if plan.runner is None:
         plan.runner = ChunkRunner(plan)
     runner = plan.runner
-    if any(step[0] in (_LOAD, _STORE) for step in runner.steps):
+    views_only = getattr(runner, "views_only", None)
+    if views_only is None:              # once per plan
+        views_only = runner.views_only = not any(step[0] in (_LOAD, _STORE)
+                                                 for step in runner.steps)
+    if not views_only:
         return [[loops] for loops in members]
     groups: list[list] = []
     for loops in members:
