@@ -243,9 +243,7 @@ class ShaveEngine:
         if self.timing_only:          # the cycles without the vector arithmetic, if it can
             known = None
             if len(key) == 2 and max_cycles is None:      # not a dynamic tensor's invocation
-                known = (self.program.kernels[invocation.kernel].elf, entry, key[1],
-                         bindings.reads, bindings.writes, stack, len(cmx),
-                         tuple(sorted(self.program.arch.window_bases.items())))
+                known = self._cycles_only_key(invocation, key)
                 result = cycles_only_results.get(known)
             if result is None:
                 result = invoke_cycles_only(obj, self._scratch(len(cmx)), invocation.window_e,
@@ -304,11 +302,31 @@ class ShaveEngine:
         """The cycles an invocation whose numerics may run later is charged now: those an
         invocation of its class (the same kernel and WIN_E image but for the memrefs'
         ``dataAddr``, see the module docstring) took in full; None when it must run now
-        (no such run yet, a dynamic memref, an observer or a profiler watching)."""
+        (no such run yet, a dynamic memref, an observer or a profiler watching).  The
+        first of a class is charged the cycles a timing-only run of the process found for
+        the same task, when there is one (``cycles_only_results``: no run is made here)."""
         if self.timing_only or self.observer is not None or self.profiler is not None:
             return None
         key = self._static_key(invocation)
-        return None if key is None else self._class_cycles.get(key)
+        if key is None:
+            return None
+        cycles = self._class_cycles.get(key)
+        if cycles is None:
+            known = cycles_only_results.get(self._cycles_only_key(invocation, key))
+            if known is not None and not known.scalar_regs[0]:
+                cycles = self._class_cycles[key] = known.cycles
+        return cycles
+
+    def _cycles_only_key(self, invocation: InvocationImage, key: tuple) -> tuple:
+        """What a cycles-only result is remembered by for the process (``_run``)."""
+        task = self._act_tasks[invocation.task_index]
+        bindings = self.bindings(task)
+        _, entry = self._object(invocation.kernel)
+        tile = invocation.tile
+        stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        return (self.program.kernels[invocation.kernel].elf, entry, key[1], bindings.reads,
+                bindings.writes, stack, len(self.memory.cmx(tile)),
+                tuple(sorted(self.program.arch.window_bases.items())))
 
     def class_of(self, invocation: InvocationImage) -> tuple | None:
         """What invocations run together share (``_static_key``)."""

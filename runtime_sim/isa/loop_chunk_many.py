@@ -64,7 +64,11 @@ def _alike(members: list) -> list[list]:
     if plan.runner is None:
         plan.runner = ChunkRunner(plan)
     runner = plan.runner
-    if any(step[0] in (_LOAD, _STORE) for step in runner.steps):
+    views_only = getattr(runner, "views_only", None)
+    if views_only is None:              # once per plan
+        views_only = runner.views_only = not any(step[0] in (_LOAD, _STORE)
+                                                 for step in runner.steps)
+    if not views_only:
         return [[loops] for loops in members]
     groups: list[list] = []
     for loops in members:
@@ -163,11 +167,12 @@ def run_chunk_many(runner: ChunkRunner, Rs: list, memories: list, first: int, ro
     # reaches them, or two iterations would touch the same bytes and the loop would
     # not have been batched.)
     views: dict[int, list] = {}
+    windows = [{} for _ in Rs]          # each invocation's view groups' windows, this chunk
     for step in runner.run_steps:
         if step[0] == _VIEW_LOAD or step[0] == _VIEW_STORE:
             found = []
-            for memory, windows, aff in zip(memories, _windows(count), affines):
-                view = grouped_view(memory, windows, aff, first, rows, step[1], step[3],
+            for memory, groups, aff in zip(memories, windows, affines):
+                view = grouped_view(memory, groups, aff, first, rows, step[1], step[3],
                                     step[0] == _VIEW_STORE)
                 if view is None:
                     return None
@@ -239,10 +244,6 @@ def run_chunk_many(runner: ChunkRunner, Rs: list, memories: list, first: int, ro
             env[key] = value[j * rows:(j + 1) * rows] if batched(key, value) else value
         envs.append(env)
     return envs
-
-
-def _windows(count: int):
-    return [{} for _ in range(count)]
 
 
 def _shifted_many(key: int, value, incoming: list, rows: int, total: int) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import runtime_sim.engines.shave as shave
 from runtime_sim import act_defer
 from runtime_sim import simulator
 from runtime_sim.engines.shave import ShaveEngine
@@ -40,7 +41,13 @@ def assert_same_run(deferred, alone) -> None:
         assert deferred.outputs[name].tobytes() == value.tobytes(), name
 
 
-def test_blocks_run_together_and_a_dependent_invocation_after(queues):
+@pytest.fixture
+def fresh_memo(monkeypatch) -> None:
+    """No cycles-only results from earlier timing-only runs of the process."""
+    monkeypatch.setattr(shave, "cycles_only_results", shave.cycles_only_results.__class__())
+
+
+def test_blocks_run_together_and_a_dependent_invocation_after(queues, fresh_memo):
     program = compile_vir(DATA / "act_together.vir")
     deferred = simulate(program)
     alone = simulate(program, defer_act=False)
@@ -51,6 +58,7 @@ def test_blocks_run_together_and_a_dependent_invocation_after(queues):
     # `again` reads s1's result: the queue ran before it started, never with it
     assert {"s1", "s2", "s3"} in names
     assert not any({"s1", "again"} <= group for group in names)
+    assert queue.deferred == 4
     # `again` computed from s1's result: the softmax of the softmax, as run alone
     x1 = deferred.inputs["x1"].astype(np.float32)
     twice = np.exp(x1 - x1.max(-1, keepdims=True))
@@ -97,3 +105,16 @@ def test_nothing_is_deferred_under_a_cycle_limit_or_an_observer(queues):
     assert not queues
     simulate(program, kernel_profile=True)
     assert queues and not queues[0].deferred
+
+
+def test_after_a_timing_only_run_the_first_of_a_class_waits_too(queues, fresh_memo):
+    """The timing-only run's cycles-only result for s0 gives its cycles: all five wait,
+    s0 with its three peers."""
+    program = compile_vir(DATA / "act_together.vir")
+    simulate(program, timing_only=True)
+    deferred = simulate(program)
+    assert_same_run(deferred, simulate(program, defer_act=False))
+    queue = queues[0]
+    assert queue.deferred == 5
+    names = [{deferred.plan.names[u] for u in group} for group in queue.groups]
+    assert {"s0", "s1", "s2", "s3"} in names
