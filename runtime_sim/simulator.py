@@ -17,6 +17,7 @@ import numpy as np
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
+from runtime_sim.kept_values import KeptValues
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -144,6 +145,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                 if dst.kind is BufferKind.CMX:
                     written.add(dst.root.name)
         kept = read & written
+    # recorded when something else is about to write them (kept_values.py)
+    kept_values = KeptValues(network, memory, kept) if kept else None
 
     def failed(u: int, failure: VpucError) -> VpucError:
         # A unit that fails in a racy run most likely failed because of the race.
@@ -154,7 +157,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     # A task's variants that differ only in their channels run as one call when the first
     # starts: only when no race can show the difference and the run goes to its end.
     dpu = dpu_engine.DpuRunner(plan, memory, together=detector is not None
-                               and detector.proven and max_cycles is None)
+                               and detector.proven and max_cycles is None,
+                               recorded=frozenset(kept))
 
     def on_start(u: int, t: float) -> None:
         if online is not None:
@@ -167,11 +171,17 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     memory.set_dynamic_dims(dst.root, memory.shape_of(src))
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
+                if kept_values is not None:
+                    kept_values.written_by_dma(dst)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
-                if dst.root.name in kept:
-                    network.keep(dst.root.name)
+                if kept_values is not None:
+                    kept_values.after_dma(dst)
             elif kind == DPU:
+                if kept_values is not None:
+                    kept_values.before_write(plan.dpu_regions(u)["out"])
                 dpu.run(u)
+            elif kind == ACT and kept_values is not None:
+                kept_values.before_tile(plan.tile[u])
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
@@ -206,6 +216,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                       act_cycles=act_cycles, act_known=known, max_cycles=max_cycles,
                       progress=progress)
     timeline = runtime.run()
+    if kept_values is not None:
+        kept_values.finish()
     seconds["run"] = time.perf_counter() - clock
     seconds["kernels"] = shave.seconds   # part of "run": ACT SHAVE kernels in the interpreter
     if detector is not None:
