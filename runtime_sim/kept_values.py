@@ -9,6 +9,10 @@ its bytes are copied when something else is about to write them (a DPU unit's ou
 another DMA's destination sharing its bytes, any ACT SHAVE task on its tile: a kernel's
 stores are known only as it runs), or at the end of the run.  A later DMA write to the
 buffer itself replaces the pending record: the old one would have been overwritten.
+ACT SHAVE numerics may run later than their start (``act_defer.py``): a buffer some
+queued invocation writes is recorded at its DMA, before the queue runs; one the queue
+does not write stays pending, and an ACT task starting later on its tile records it
+(whenever that task's numerics run, they run after).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from vpuc.ir.symbols import Region
 
 
 class KeptValues:
-    def __init__(self, network, memory: Memory, names: set[str]) -> None:
+    def __init__(self, network, memory: Memory, names: set[str],
+                 queued_write=lambda key, lo, hi: False) -> None:
         self.network, self.memory, self.names = network, memory, names
+        self.queued_write = queued_write     # (memory key, lo, hi) -> a queued ACT writes
         # pending buffer -> (memory key, first byte, past the last byte)
         self.pending: dict[str, tuple[tuple, int, int]] = {}
 
@@ -31,7 +37,12 @@ class KeptValues:
     def after_dma(self, dst: Region) -> None:
         name = dst.root.name
         if name in self.names:
-            self.pending[name] = self.memory.span(self.memory_region(name))
+            span = self.memory.span(self.memory_region(name))
+            if self.queued_write(*span):
+                self.pending.pop(name, None)
+                self.network.keep(name)
+            else:
+                self.pending[name] = span
 
     def before_write(self, region: Region, keep: str | None = None) -> None:
         """Before something writes ``region``: record the pending buffers it overlaps (but

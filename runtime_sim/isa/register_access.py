@@ -62,11 +62,14 @@ def _operand_access(dec: Decoded) -> Access:
     for step, field, key, pair, read, write in _plan(dec.info.format):
         if step == _REGISTER:
             key += fields[field]
-            keys = (key, key + 1) if pair else (key,)
             if read:
-                reads += [("reg", k) for k in keys]
+                reads.append(("reg", key))
+                if pair:
+                    reads.append(("reg", key + 1))
             if write:
-                writes += keys
+                writes.append(key)
+                if pair:
+                    writes.append(key + 1)
         elif step == _LABEL:
             branch = int(np.int32(np.uint32(dec.imm)))
         else:

@@ -32,6 +32,9 @@ import numpy as np
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+_SHIFTS = {2: 1, 4: 2, 8: 3}
+_MAX_ROW_COUNTS = 32        # distinct vector lengths cut a block each; beyond, row by row
+_SAMPLE_ROWS = 64           # rows that show whether a column's rows repeat
 
 
 class Columns:
@@ -132,26 +135,26 @@ class ColumnDecoder:
 
     def __init__(self, decoder) -> None:
         self.dec = decoder
-        self.buf = decoder.buf
+        self.buf = bytes(decoder.buf)      # slices are bytes (keys of the struct tables)
         self.n = decoder.n
         self.u8 = np.frombuffer(decoder.buf, dtype=np.uint8)
         # The buffer as little-endian words of each width, for aligned reads (most are).
         self._words = {w: self.u8[:len(self.u8) - len(self.u8) % w].view(_WIDTH_DTYPES[w])
                        for w in (2, 4, 8)}
-        self._struct_dtypes: dict[str, np.dtype] = {}
         # The tuple type each struct is made as, by struct name (default: the schema's
         # record); a reader names its own record type here, so its structs need no copy.
         self.struct_types: dict[str, type] = {}
 
     # --- gathering ---------------------------------------------------------------
 
-    def gather(self, at: np.ndarray, dtype: str) -> np.ndarray:
-        """The little-endian values of ``dtype`` at byte positions ``at`` (checked by the caller)."""
+    def gather(self, at: np.ndarray, dtype: str, aligned: bool = False) -> np.ndarray:
+        """The little-endian values of ``dtype`` at byte positions ``at`` (checked inside by
+        the caller; ``aligned``: checked to be multiples of the width too)."""
         width = np.dtype(dtype).itemsize
         if width == 1:
             return self.u8[at].view(dtype)
-        if not (at & (width - 1)).any():    # aligned: one word each (inside, as checked)
-            return self._words[width][at // width].view(dtype)
+        if aligned or not (at & (width - 1)).any():     # one word each
+            return self._words[width][at >> _SHIFTS[width]].view(dtype)
         raw = self.u8[at[:, None] + np.arange(width)]
         return raw.view(dtype).reshape(-1)
 
@@ -168,7 +171,7 @@ class ColumnDecoder:
         count = self.dec.length(pos, 4, where, "vector")
         self.dec._spend(count, where, pos)
         starts = pos + 4 + 4 * np.arange(count, dtype=np.int64)
-        targets = starts + self.gather(starts, "<u4").astype(np.int64)
+        targets = starts + self.gather(starts, "<u4", aligned=True).astype(np.int64)
         return self.tables(tdef, targets, where) if count else ()
 
     def tables(self, tdef: TableDef, pos: np.ndarray, where: str) -> Columns:
@@ -180,47 +183,59 @@ class ColumnDecoder:
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
         self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
             f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        vt = pos - self.gather(pos, "<i4").astype(np.int64)
-        bad = (vt < 0) | ((vt & 1) != 0) | (vt + 4 > n)
-        self._first_bad(bad, pos, where, lambda row, _: (
+        vt = pos - self.gather(pos, "<i4", aligned=True).astype(np.int64)
+        # A writer shares a vtable between tables of one shape: each distinct vtable is
+        # checked and read once (``vts``) and its numbers reach the rows through ``rows``
+        # (a length-1 array broadcasts when all rows share one).
+        vts, inverse = _distinct(vt)
+        rows = (lambda a: a) if inverse is None else (lambda a: a[inverse])
+        of_row = (lambda a, _: a[0]) if inverse is None else (lambda a, row: a[inverse[row]])
+        bad = (vts < 0) | ((vts & 1) != 0) | (vts + 4 > n)
+        self._first_bad(rows(bad), pos, where, lambda row, _: (
             f"{tdef.name} vtable at {int(vt[row]):#x} is outside the buffer or misaligned"))
-        vsize = self.gather(vt, "<u2").astype(np.int64)
-        tsize = self.gather(vt + 2, "<u2").astype(np.int64)
-        bad = (vsize < 4) | ((vsize & 1) != 0) | (vt + vsize > n) | (tsize < 4) | (pos + tsize > n)
-        self._first_bad(bad, pos, where, lambda row, _: (
-            f"{tdef.name} vtable at {int(vt[row]):#x} (size {int(vsize[row])}, table size "
-            f"{int(tsize[row])}) does not fit the buffer"))
-        slots = (vsize - 4) >> 1
+        vsize = self.gather(vts, "<u2").astype(np.int64)
+        tsize = self.gather(vts + 2, "<u2").astype(np.int64)
+        bad = (vsize < 4) | ((vsize & 1) != 0) | (vts + vsize > n) | (tsize < 4)
+        self._first_bad(rows(bad) | (pos + rows(tsize) > n), pos, where, lambda row, _: (
+            f"{tdef.name} vtable at {int(vt[row]):#x} (size {int(of_row(vsize, row))}, table "
+            f"size {int(of_row(tsize, row))}) does not fit the buffer"))
         self.dec._spend(count * len(tdef.fields), where, int(pos[0]))
-        columns = []
-        for fdef in tdef.fields:
-            has_slot = fdef.index < slots
-            voff = np.zeros(count, dtype=np.int64)
-            if has_slot.any():
-                voff[has_slot] = self.gather(vt[has_slot] + 4 + 2 * fdef.index, "<u2")
-            present = voff != 0
-            columns.append(self.field(tdef, fdef.name, fdef.type, fdef.default, pos, voff,
-                                      tsize, present))
+        # Every field's offset in every distinct vtable (0: absent, also past its slots).
+        index = np.array([f.index for f in tdef.fields], np.int64)
+        has = index < ((vsize - 4) >> 1)[:, None]
+        slot_at = np.where(has, vts[:, None] + 4 + 2 * index, 0)
+        voffs = np.where(has, self.gather(slot_at.reshape(-1), "<u2").reshape(has.shape), 0
+                         ).astype(np.int64)
+        columns = [self.field(tdef, fdef, pos, voffs[:, j], tsize, rows, of_row)
+                   for j, fdef in enumerate(tdef.fields)]
         return Columns(tdef.record, dict(zip(tdef.record._fields, columns)), count)
 
-    def field(self, tdef: TableDef, name: str, ftype: FieldType, default, pos, voff, tsize,
-              present) -> list:
+    def field(self, tdef: TableDef, fdef, pos: np.ndarray, voff: np.ndarray, tsize: np.ndarray,
+              rows, of_row) -> list:
+        """One field's column; ``voff`` and ``tsize`` are per distinct vtable, ``rows``
+        spreads such an array over the rows and ``of_row`` picks a row's value."""
         count = len(pos)
-        fwhere = f"{tdef.name}.{name}"
+        ftype, default = fdef.type, fdef.default
+        fwhere = f"{tdef.name}.{fdef.name}"
         size = self._inline_size(ftype)
-        at = pos + voff
-        self._first_bad(present & (voff + size > tsize), at, fwhere, lambda row, _: (
-            f"field runs past its table ({int(tsize[row])} bytes)"))
+        present = voff != 0
+        at = pos + rows(voff)
+        self._first_bad(rows(present & (voff + size > tsize)), at, fwhere, lambda row, _: (
+            f"field runs past its table ({int(of_row(tsize, row))} bytes)"))
         if not present.any():
             return [default] * count
         everywhere = bool(present.all())
-        at_present = at if everywhere else at[present]
+        if not everywhere:
+            present = rows(present)
+            at = at[present]
+        # Tables start on a word (checked), so a field is aligned if its offsets are.
+        aligned = size <= 4 and not (voff % size).any()
         if ftype.kind == "scalar":
-            values = self._scalars(ftype.code, at_present)
+            values = self._scalar_array(ftype.code, at, aligned).tolist()
         elif ftype.kind == "struct":
-            values = self.structs(self.dec.schema.structs[ftype.name], at_present)
+            values = self.structs(self.dec.schema.structs[ftype.name], at)
         else:
-            targets = at_present + self.gather(at_present, "<u4").astype(np.int64)
+            targets = at + self.gather(at, "<u4", aligned).astype(np.int64)
             if ftype.kind == "table":
                 values = self.tables(self.dec.schema.tables[ftype.name], targets, fwhere)
             elif ftype.kind == "string":
@@ -229,9 +244,14 @@ class ColumnDecoder:
                 values = self.vectors(ftype.element, targets, fwhere)
         if everywhere:
             return values
-        column = [default] * count
-        for row, value in zip(np.flatnonzero(present).tolist(), values):
-            column[row] = value
+        if isinstance(values, list):    # scattered in C (a Columns' rows are records)
+            scattered = np.full(count, default, object)
+            scattered[present] = np.fromiter(values, object, len(values))
+            column = scattered.tolist()
+        else:
+            column = [default] * count
+            for row, value in zip(np.flatnonzero(present).tolist(), values):
+                column[row] = value
         if isinstance(values, Vectors):     # a missing vector holds no numbers
             counts = np.zeros(count, np.int64)
             counts[present] = values.counts
@@ -239,24 +259,52 @@ class ColumnDecoder:
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
-        """The structs at positions ``at`` as records; numpy reads them unless a field is a
-        bool (a byte other than 0 or 1 must read as True, as struct reads it)."""
+        """The structs at positions ``at`` as records, read as ``struct`` reads them (a bool
+        byte other than 0 or 1 is True); a record is made once per distinct bytes and shared
+        by every row holding those bytes (a program has few distinct corners)."""
         make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        if "?" in sdef.format:
-            unpack, buf = struct.Struct(sdef.format).unpack_from, self.buf
-            return [make(unpack(buf, a)) for a in at.tolist()]
-        dtype = self._struct_dtypes.get(sdef.name)
-        if dtype is None:
-            dtype = self._struct_dtypes[sdef.name] = _struct_dtype(sdef)
-        width = 8           # gather whole words when every struct starts on one
-        while width > 1 and (sdef.size % width or (at & (width - 1)).any()):
+        keys = self._byte_rows(at, at + sdef.size)
+        made = dict.fromkeys(keys)
+        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
+        return list(map(made.__getitem__, keys))
+
+    def _struct_vectors(self, sdef, pos: np.ndarray, count: np.ndarray) -> list:
+        """Each row's vector of structs as a tuple of records, made once per distinct bytes
+        (views of one shape share their slices)."""
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
+        keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
+        made = dict.fromkeys(keys)
+        flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
+        made = dict(zip(made, _split(flat, [len(key) // sdef.size for key in made])))
+        return list(map(made.__getitem__, keys))
+
+    def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+        """The buffer's bytes from each start to its end (inside, as checked by the caller):
+        the rows of one length gathered as one block of words, in C."""
+        lengths = ends - starts
+        distinct = np.unique(lengths).tolist()
+        if len(distinct) == 1:
+            return self._block_rows(starts, distinct[0])
+        if len(distinct) > _MAX_ROW_COUNTS:
+            return list(map(self.buf.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        out = np.empty(len(starts), object)
+        for length in distinct:
+            which = np.flatnonzero(lengths == length)
+            out[which] = np.fromiter(self._block_rows(starts[which], length), object, len(which))
+        return out.tolist()
+
+    def _block_rows(self, starts: np.ndarray, length: int) -> list[bytes]:
+        """``length`` bytes from each start, gathered in the widest words they all align to."""
+        if length == 0:
+            return [b""] * len(starts)
+        width = 8
+        while width > 1 and (length % width or (starts & (width - 1)).any()):
             width //= 2
         if width > 1:
-            words = self._words[width][at[:, None] // width + np.arange(sdef.size // width)]
-            raw = words.view(np.uint8).reshape(len(at), sdef.size)
+            raw = self._words[width][starts[:, None] // width + np.arange(length // width)]
         else:
-            raw = self.u8[at[:, None] + np.arange(sdef.size)]
-        return list(map(make, raw.view(dtype).reshape(-1).tolist()))
+            raw = self.u8[starts[:, None] + np.arange(length)]
+        return raw.view(f"V{length}").reshape(-1).tolist()
 
     def _inline_size(self, ftype: FieldType) -> int:
         if ftype.kind == "scalar":
@@ -265,12 +313,9 @@ class ColumnDecoder:
             return self.dec.schema.structs[ftype.name].size
         return 4
 
-    def _scalars(self, code: str, at: np.ndarray) -> list:
-        return self._scalar_array(code, at).tolist()
-
-    def _scalar_array(self, code: str, at: np.ndarray) -> np.ndarray:
+    def _scalar_array(self, code: str, at: np.ndarray, aligned: bool = False) -> np.ndarray:
         width = struct.calcsize("<" + code)
-        raw = self.gather(at, _WIDTH_DTYPES[width])
+        raw = self.gather(at, _WIDTH_DTYPES[width], aligned)
         if code == "?":
             return raw != 0
         return raw.view("<" + code)
@@ -281,7 +326,7 @@ class ColumnDecoder:
         n = self.n
         self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
             f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        count = self.gather(pos, "<u4").astype(np.int64)
+        count = self.gather(pos, "<u4", aligned=True).astype(np.int64)
         self._first_bad(pos + 4 + count * width > n, pos, where, lambda row, _: (
             f"{what} of {int(count[row])} x {width} bytes runs past the end of the buffer "
             f"({n} bytes)"))
@@ -322,29 +367,27 @@ class ColumnDecoder:
             raise
 
     def vectors(self, element: FieldType, pos: np.ndarray, where: str) -> list:
-        buf, dec = self.buf, self.dec
+        dec = self.dec
         first = int(pos[0]) if len(pos) else 0
         if element.kind == "scalar":
             width = element.inline_size
             count = self._lengths(pos, width, where, "vector")
-            counts = count.tolist()
             if element.code == "B":
-                starts = (pos + 4).tolist()
                 dec._spend(int((1 + count // 64).sum()), where, first)
-                return [bytes(buf[s:s + c]) for s, c in zip(starts, counts)]
+                return self._byte_rows(pos + 4, pos + 4 + count)
             dec._spend(int(count.sum()), where, first)
-            values = self._scalar_array(element.code, self._elements(pos, count, width))
-            return Vectors(_split(values.tolist(), counts), values, count)
+            values = self._scalar_array(element.code, self._elements(pos, count, width),
+                                        aligned=width <= 4)     # vectors start on a word
+            return Vectors(_rows(values, count), values, count)
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")
             dec._spend(int(count.sum()), where, first)
-            flat = self.structs(sdef, self._elements(pos, count, sdef.size))
-            return _split(flat, count.tolist())
+            return self._struct_vectors(sdef, pos, count)
         count = self._lengths(pos, 4, where, "vector")
         dec._spend(int(count.sum()), where, first)
         slot = self._elements(pos, count, 4)
-        targets = slot + self.gather(slot, "<u4").astype(np.int64)
+        targets = slot + self.gather(slot, "<u4", aligned=True).astype(np.int64)
         if element.kind == "table":
             return Grouped(self.tables(dec.schema.tables[element.name], targets, where),
                            count.tolist())
@@ -359,22 +402,66 @@ class ColumnDecoder:
         return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
 
 
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The distinct ``values`` and each one's index among them (None: all are the first)."""
+    if (values == values[0]).all():
+        return values[:1], None
+    return np.unique(values, return_inverse=True)
+
+
+def _rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
+    """``values`` cut into consecutive tuples of ``count`` items: the rows of one count are
+    cut from one block (few counts: ranks, barriers per task), in C."""
+    rows = len(count)
+    if rows == 0:
+        return []
+    counts = _distinct_counts(count)
+    if counts is None:
+        return _split(values.tolist(), count.tolist())
+    if len(counts) == 1:
+        return _block(values, counts[0], rows)
+    firsts = np.cumsum(count) - count
+    out = np.empty(rows, object)
+    out.fill(())
+    for c in counts:
+        if c:
+            which = np.flatnonzero(count == c)
+            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1)
+            out[which] = np.fromiter(_block(block, c, len(which)), object, len(which))
+    return out.tolist()
+
+
+def _distinct_counts(count: np.ndarray) -> list[int] | None:
+    """The distinct values of ``count`` (not empty), ascending; None when there are more
+    than ``_MAX_ROW_COUNTS``."""
+    low, high = int(count.min()), int(count.max())
+    if low == high:
+        return [low]
+    counts = (np.flatnonzero(np.bincount(count - low)) + low).tolist() \
+        if high - low < 4 * _MAX_ROW_COUNTS else np.unique(count).tolist()
+    return None if len(counts) > _MAX_ROW_COUNTS else counts
+
+
+def _block(values: np.ndarray, c: int, rows: int) -> list[tuple]:
+    """``rows`` rows of ``c`` values each, one after another, as tuples; when the first rows
+    repeat (dims, strides, a kernel's window), each distinct row is made once and shared."""
+    if c == 0:
+        return [()] * rows
+    if rows > _SAMPLE_ROWS:
+        block = np.ascontiguousarray(values.reshape(rows, c))
+        keys = block.view(f"V{c * block.itemsize}").reshape(-1)
+        if len(set(keys[:_SAMPLE_ROWS].tolist())) <= _SAMPLE_ROWS // 8:
+            keys = keys.tolist()
+            made = dict.fromkeys(keys)
+            distinct = np.frombuffer(b"".join(made), block.dtype).tolist()
+            made = dict(zip(made, zip(*[iter(distinct)] * c)))
+            return list(map(made.__getitem__, keys))
+    return list(zip(*[iter(values.tolist())] * c))
+
+
 def _split(flat: list, counts: list[int]) -> list[tuple]:
     """``flat`` cut into consecutive tuples of ``counts`` items."""
     if counts and min(counts) == max(counts) > 0:      # one rank, one variant count: all in C
         return list(zip(*[iter(flat)] * counts[0]))
     items = iter(flat)
     return [tuple(islice(items, c)) for c in counts]
-
-
-def _struct_dtype(sdef) -> np.dtype:
-    """The numpy layout of a schema struct: its fields at their padded offsets."""
-    names, formats, offsets, at = [], [], [], 0
-    for name, code in sdef.fields:
-        width = struct.calcsize("<" + code)
-        at += -at % width
-        names.append(name)
-        formats.append("<" + code)
-        offsets.append(at)
-        at += width
-    return np.dtype(dict(names=names, formats=formats, offsets=offsets, itemsize=sdef.size))
