@@ -6,13 +6,13 @@ after every DMA write to it copied MobileNetV3's resident values 286 times (18.8
 run, 22.9 MB for ResNet-18).  The record is the same if taken later, as long as nothing
 has written the buffer's bytes since: so a DMA write only marks the buffer pending, and
 its bytes are copied when something else is about to write them (a DPU unit's output or
-another DMA's destination sharing its bytes, any ACT SHAVE task on its tile: a kernel's
-stores are known only as it runs), or at the end of the run.  A later DMA write to the
+another DMA's destination sharing its bytes, an ACT SHAVE task's bound outputs), or at
+the end of the run.  A later DMA write to the
 buffer itself replaces the pending record: the old one would have been overwritten.
 ACT SHAVE numerics may run later than their start (``act_defer.py``): a buffer some
 queued invocation writes is recorded at its DMA, before the queue runs; one the queue
-does not write stays pending, and an ACT task starting later on its tile records it
-(whenever that task's numerics run, they run after).
+does not write stays pending, and an ACT task starting later whose outputs share its
+bytes records it (whenever that task's numerics run, they run after).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ class KeptValues:
             if other == key and a < hi and lo < b and name != keep:
                 self._record(name)
 
-    def before_tile(self, tile: int) -> None:
-        """Before an ACT SHAVE task on ``tile`` runs: it may store anywhere in its CMX."""
-        key = ("cmx", tile)
-        for name, (other, _, _) in list(self.pending.items()):
-            if other == key:
+    def before_ranges(self, key: tuple, ranges) -> None:
+        """Before an ACT SHAVE task runs that may store to ``ranges`` ([lo, hi) bytes) of
+        memory ``key``: its bound outputs (the sanitizer refuses any other CMX store)."""
+        for name, (other, a, b) in list(self.pending.items()):
+            if other == key and any(a < hi and lo < b for lo, hi in ranges):
                 self._record(name)
 
     def finish(self) -> None:

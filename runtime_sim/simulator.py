@@ -201,7 +201,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     kept_values.before_write(plan.dpu_regions(u)["out"])
                 dpu.run(u)
             elif kind == ACT and kept_values is not None:
-                kept_values.before_tile(plan.tile[u])
+                kept_values.before_ranges(("cmx", plan.tile[u]),
+                                          shave.bindings(plan.task[u]).writes)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
