@@ -7,7 +7,8 @@ encoder layer, at full size) and the FPN block, plus every ``examples/*.vir``.  
 simulated with numerics, races on, the inputs drawn from the default seed; saved are
 every output array (as raw bytes with dtype and shape), the cycles, and a digest of each of
 the network's memories (DDR buffers, the scratch area, each tile's CMX) at the end: every
-byte any engine left, not only the outputs.
+byte any engine left, not only the outputs; and of each value the layer check reads as a
+DMA left it in CMX (``Network.kept``).
 
     python bench/numerics_exact.py save DIR [--only NAME ...]   # in the reference tree
     python bench/numerics_exact.py check DIR [--only NAME ...]  # in the changed tree
@@ -61,8 +62,12 @@ def program_of(name: str, cache: Path):
 def run(name: str, cache: Path) -> tuple[dict[str, np.ndarray], float, dict[str, str]]:
     from vpuc.api import simulate
     result = simulate(program_of(name, cache))
+    network = result.result.network
     memories = {"/".join(map(str, key)): hashlib.sha256(array.tobytes()).hexdigest()
-                for key, array in result.result.network.memory.arrays.items()}
+                for key, array in network.memory.arrays.items()}
+    memories.update({f"kept %{name}": hashlib.sha256(np.ascontiguousarray(value).tobytes()
+                                                     + str(value.shape).encode()).hexdigest()
+                     for name, value in network.kept.items()})
     return {k: np.asarray(v) for k, v in result.outputs.items()}, result.cycles, memories
 
 
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         changed = [key for key in sorted(set(memories) | set(meta["memories"]))
                    if memories.get(key) != meta["memories"].get(key)]
         if changed:
-            problems.append(f"memory differs in {', '.join(changed)}")
+            problems.append(f"memory or kept values differ in {', '.join(changed)}")
         for key, (dtype, shape) in meta["outputs"].items():
             value = outputs.get(key)
             if value is None:
@@ -106,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(f"%{key}: bytes differ")
         bad += bool(problems)
         print(f"{name}: " + ("; ".join(problems) if problems else
-                             f"{len(outputs)} outputs and {len(memories)} memories bit-identical, "
+                             f"{len(outputs)} outputs and {len(memories)} memories and kept values "
+                             "bit-identical, "
                              f"{cycles:,.1f} cycles"))
     return 1 if bad else 0
 

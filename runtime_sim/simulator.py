@@ -18,6 +18,7 @@ from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines.shave import ShaveEngine
+from runtime_sim.kept_values import KeptValues
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -161,12 +162,21 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     # A task's variants that differ only in their channels run as one call when the first
     # starts: only when no race can show the difference and the run goes to its end.
     dpu = dpu_engine.DpuRunner(plan, memory, together=detector is not None
-                               and detector.proven and max_cycles is None)
+                               and detector.proven and max_cycles is None,
+                               recorded=frozenset(kept))
 
     # ACT numerics queued to run together (none with a cycle limit: a kernel stopped by it
     # must stop the run at its own start)
     deferred = (DeferredActs(plan, memory, regions, shave, failed)
                 if defer_act and not timing_only and max_cycles is None else None)
+
+    def queued_write(key: tuple, lo: int, hi: int) -> bool:
+        """Whether a queued ACT SHAVE invocation writes some of these bytes."""
+        return deferred is not None and any(
+            writes and a < hi and lo < b for a, b, writes in deferred.touched.get(key, ()))
+
+    # recorded when something else is about to write them (kept_values.py)
+    kept_values = KeptValues(network, memory, kept, queued_write) if kept else None
 
     def on_start(u: int, t: float) -> None:
         if online is not None:
@@ -181,11 +191,18 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     memory.set_dynamic_dims(dst.root, memory.shape_of(src))
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
+                if kept_values is not None:
+                    kept_values.written_by_dma(dst)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
-                if dst.root.name in kept:
-                    network.keep(dst.root.name)
+                if kept_values is not None:
+                    kept_values.after_dma(dst)
             elif kind == DPU:
+                if kept_values is not None:
+                    kept_values.before_write(plan.dpu_regions(u)["out"])
                 dpu.run(u)
+            elif kind == ACT and kept_values is not None:
+                kept_values.before_ranges(("cmx", plan.tile[u]),
+                                          shave.bindings(plan.task[u]).writes)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
@@ -226,6 +243,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                       progress=progress)
     try:
         timeline = runtime.run()
+        if kept_values is not None:     # before the queue's last writes, as at their DMAs
+            kept_values.finish()
     finally:        # a queued kernel's failure comes before what stopped the run later
         if deferred is not None:
             deferred.flush()

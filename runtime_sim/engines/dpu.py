@@ -226,15 +226,18 @@ def _run_box(task: DpuTask, box: ops.Variant, regions: dict[str, Region],
 _CHANNELWISE = (DpuOp.DWCONV, DpuOp.ADD, DpuOp.MUL, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
 
 
-def channel_groups(task: DpuTask, regions: dict[str, Region],
-                   memory: Memory) -> dict[int, tuple[int, ...]]:
+def channel_groups(task: DpuTask, regions: dict[str, Region], memory: Memory,
+                   recorded: frozenset[str] = frozenset()) -> dict[int, tuple[int, ...]]:
     """Variant -> the variants computed with it in one call (its group, first variant
     first), for the variants of ``task`` that differ only in their channels: the same
     columns and rows, channel ranges that join into one without a gap or overlap.  Each
     output element is then computed by exactly the operations it gets alone.  None when
     the task has none, or when running a variant early could change what another sees: a
     variant with waits of its own (its inputs may not be ready when the first starts), an
-    output sharing bytes with an input (a later variant would read the earlier's output)."""
+    output sharing bytes with an input (a later variant would read the earlier's output),
+    an output into a buffer of ``recorded`` (recorded as a DMA left it, ``Network.kept``:
+    a DMA writing other bytes of it between two variants must not see the later one's
+    output)."""
     variants = task.variants
     if len(variants) < 2 or task.op not in _CHANNELWISE or any(v.waits for v in variants):
         return {}
@@ -248,6 +251,8 @@ def channel_groups(task: DpuTask, regions: dict[str, Region],
         if (weights is None or weights.type.bound_shape[0] != regions["in0"].type.bound_shape[1]
                 or any(v.end[2] == v.start[2] for v in variants)):
             return {}
+    if out.root.name in recorded:
+        return {}
     key, lo, hi = memory.span(out)
     for name, region in regions.items():
         if name != "out":
@@ -286,8 +291,10 @@ class DpuRunner:
     absent and which runs to its end: no unit ordered by the barriers alone can then see
     a later variant's output before that variant starts."""
 
-    def __init__(self, plan, memory: Memory, together: bool) -> None:
+    def __init__(self, plan, memory: Memory, together: bool,
+                 recorded: frozenset[str] = frozenset()) -> None:
         self.plan, self.memory, self.together = plan, memory, together
+        self.recorded = recorded         # see ``channel_groups``
         self.groups: dict[int, dict[int, tuple[int, ...]]] = {}   # id(task) -> its groups
         self.done: set[int] = set()      # units whose output an earlier call computed
 
@@ -301,7 +308,8 @@ class DpuRunner:
         if self.together:
             groups = self.groups.get(id(task))
             if groups is None:
-                groups = self.groups[id(task)] = channel_groups(task, regions, self.memory)
+                groups = self.groups[id(task)] = channel_groups(task, regions, self.memory,
+                                                                  self.recorded)
             group = groups.get(index)
         if group is None or group[0] != index:
             run_variant(task, index, regions, self.memory)

@@ -33,9 +33,9 @@ def _run(program, monkeypatch, wanted: bool):
     calls = []
     real_init, real_variants = dpu_engine.DpuRunner.__init__, dpu_engine.run_variants
 
-    def init(self, plan, memory, together=None):
+    def init(self, plan, memory, together=None, recorded=frozenset()):
         assert together              # races proven, no max_cycles: the run asks for it
-        real_init(self, plan, memory, wanted)
+        real_init(self, plan, memory, wanted, recorded)
 
     def variants(task, group, regions, memory):
         calls.append((task.label, group))
@@ -92,9 +92,9 @@ def test_not_together_when_races_are_not_proven_or_the_run_may_stop(program, mon
     asked = []
     real_init = dpu_engine.DpuRunner.__init__
 
-    def init(self, plan, memory, together=None):
+    def init(self, plan, memory, together=None, recorded=frozenset()):
         asked.append(together)
-        real_init(self, plan, memory, together)
+        real_init(self, plan, memory, together, recorded)
 
     monkeypatch.setattr(dpu_engine.DpuRunner, "__init__", init)
     simulate(program, seed=3, races=False)
