@@ -319,7 +319,7 @@ class ShaveEngine:
 
     def _cycles_only_key(self, invocation: InvocationImage, key: tuple) -> tuple:
         """What a cycles-only result is remembered by for the process (``_run``)."""
-        task = self._act_tasks[invocation.task_index]
+        task = self._act_task(invocation.task_index)
         bindings = self.bindings(task)
         _, entry = self._object(invocation.kernel)
         tile = invocation.tile
@@ -338,7 +338,7 @@ class ShaveEngine:
         Errors as ``run``'s, with ``together_index``: which of ``items`` failed."""
         calls = []
         for _, invocation in items:
-            task = self._act_tasks[invocation.task_index]
+            task = self._act_task(invocation.task_index)
             obj, entry = self._object(invocation.kernel)
             tile = invocation.tile
             calls.append(dict(obj=obj, cmx=self.memory.cmx(tile), window_e=invocation.window_e,
