@@ -9,7 +9,8 @@ whole column: every (start, count) list inside its pool, every string offset
 inside ``.vpuc.strtab``, every invocation image inside ``.vpuc.kernelParams``,
 every DPU task's variants its own.  A failure is reported by the row-wise code
 for the first bad row, so it carries the message and the place it always had.
-The records are the row-wise reader's, equal field for field.
+The records are the row-wise reader's, equal field for field.  The task sections
+are read as tables whose records are made on request (``vpuc.blob.elf_tasks``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from itertools import repeat
 import numpy as np
 
 from vpuc.blob import elf_records as R
-from vpuc.blob.content import (ActTaskRec, BarrierRec, BindingRec, DmaRec, DpuRec, InvocationRec, Number,
-                               PostOpRec, ScalarRec, SliceRec, TensorRec, VariantRec)
-from vpuc.blob.sync_columns import ListSync, SyncedRecords, flat_lists
+from vpuc.blob.content import (BarrierRec, InvocationRec, Number, ScalarRec, SliceRec,
+                               TensorRec)
+from vpuc.blob.sync_columns import ListSync, flat_lists
 
 _DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
                   "Q": "<u8", "q": "<i8"}
@@ -176,62 +177,6 @@ class ElfColumns:
                    b["producer_count"].tolist(), b["consumer_count"].tolist())
         return tuple(map(_make(BarrierRec), rows))
 
-    def dma(self, t: np.ndarray) -> tuple:
-        rows = zip(self.strings(t["label"]), t["src"].tolist(), t["dst"].tolist(),
-                   t["channel"].tolist(), t["mode"].tolist(),
-                   self.lists(t["waits_start"], t["waits_count"]),
-                   self.lists(t["updates_start"], t["updates_count"]))
-        sync = self._sync(t)
-        sync.fields = {name: t[name] for name in ("src", "dst", "channel", "mode")}
-        return SyncedRecords(map(_make(DmaRec), rows), sync)
-
-    def variants(self, v: np.ndarray) -> list:
-        starts = zip(v["start_x"].tolist(), v["start_y"].tolist(), v["start_z"].tolist())
-        ends = zip(v["end_x"].tolist(), v["end_y"].tolist(), v["end_z"].tolist())
-        rows = zip(self.strings(v["label"]), starts, ends,
-                   self.lists(v["waits_start"], v["waits_count"]),
-                   self.lists(v["updates_start"], v["updates_count"]), v["mode"].tolist())
-        return list(map(_make(VariantRec), rows))
-
-    def dpu(self, t: np.ndarray, v: np.ndarray, vname: str) -> tuple:
-        first = t["variants_start"].astype(np.int64)
-        count = t["variants_count"].astype(np.int64)
-        bad = (first + count > len(v)) & (count != 0)
-        inside = np.where(bad, 0, count)        # the groups that lie inside the section
-        owner = np.repeat(np.arange(len(t)), inside)
-        at = np.repeat(first - (np.cumsum(inside) - inside), inside) + np.arange(len(owner))
-        wrong = v["invariant"][at] != owner
-        bad |= np.bincount(owner[wrong], minlength=len(t)).astype(bool)
-        if bad.any():
-            raise self.r.fail(vname, f"variants of DPU task #{int(np.argmax(bad))} are out of "
-                              "range or belong to another task")
-        every = self.variants(v)
-        groups = [tuple(every[a:a + c]) for a, c in zip(first.tolist(), count.tolist())]
-        posts = [None] * len(t)
-        rows = np.flatnonzero(t["post_kind"] != -1)
-        words = self.lists(t["post_params_start"][rows], t["post_params_count"][rows], wide=True)
-        for row, params in zip(rows.tolist(), words):
-            posts[row] = PostOpRec(int(t["post_kind"][row]), tuple(
-                np.array(params, dtype=np.int64).view(np.float64).tolist()))
-        window = [self.lists(t[f"{n}_start"], t[f"{n}_count"], none_ok=True)
-                  for n in ("kernel", "stride", "pad", "dilation")]
-        rows = zip(self.strings(t["label"]), t["op"].tolist(), t["tile"].tolist(),
-                   self.lists(t["inputs_start"], t["inputs_count"]), t["output"].tolist(),
-                   t["weights"].tolist(), t["bias"].tolist(), *window, posts,
-                   self.lists(t["waits_start"], t["waits_count"]),
-                   self.lists(t["updates_start"], t["updates_count"]), groups,
-                   t["mode"].tolist())
-        sync = self._sync(t)
-        # The variants in task order (each task's run of the variants section), as the
-        # records list them.
-        sync.variant_task, sync.variant_count = owner, count
-        variant_rows = v[at]
-        sync.variant_waits, sync.variant_updates = self._sync_sides(variant_rows)
-        sync.fields = {"tile": t["tile"], "corners": np.stack(
-            [variant_rows[name].astype(np.int64) for name in
-             ("start_x", "start_y", "start_z", "end_x", "end_y", "end_z", "mode")], axis=1)}
-        return SyncedRecords(map(_make(DpuRec), rows), sync)
-
     def _sync_sides(self, t: np.ndarray) -> tuple:
         """The wait and update barrier indices of a task or variant table, as ``Flat``s."""
         return tuple(flat_lists(len(t), t[f"{side}_count"],
@@ -241,12 +186,6 @@ class ElfColumns:
     def _sync(self, t: np.ndarray) -> ListSync:
         """A task table's barrier indices as ``sync_columns`` flattens them."""
         return ListSync(len(t), *self._sync_sides(t))
-
-    def _bindings(self, starts, counts) -> list:
-        words = self.elements(starts, 2 * counts.astype(np.int64))
-        flat = list(map(_make(BindingRec), zip(words[0::2].tolist(),
-                                               self.strings(words[1::2]))))
-        return _split(flat, counts.tolist())
 
     def _scalars(self, t: np.ndarray, where: str) -> list:
         sec = self.r.section(R.SCALARS, R.RECORD_SECTIONS[R.SCALARS][0])
@@ -295,18 +234,3 @@ class ElfColumns:
         for row, image in zip(rows.tolist(), made):
             images[row] = image
         return images
-
-    def act(self, t: np.ndarray, where: str) -> tuple:
-        if not len(t):
-            return ()
-        scalars = self._scalars(t, where)
-        run_words = self.elements(t["run_args_start"], t["run_args_count"])
-        run_args = _split(self.strings(run_words), t["run_args_count"].tolist())
-        rows = zip(self.strings(t["label"]), t["kernel"].tolist(), t["tile"].tolist(),
-                   self._bindings(t["inputs_start"], t["inputs_count"]),
-                   self._bindings(t["outputs_start"], t["outputs_count"]), scalars, run_args,
-                   self._images(t), self.lists(t["waits_start"], t["waits_count"]),
-                   self.lists(t["updates_start"], t["updates_count"]))
-        sync = self._sync(t)
-        sync.fields = {"tile": t["tile"]}
-        return SyncedRecords(map(_make(ActTaskRec), rows), sync)

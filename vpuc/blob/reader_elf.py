@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from vpuc.blob import elf_records as R
+from vpuc.blob import elf_tasks
 from vpuc.blob.elf_relocations import relocation_columns, relocations_hold
 from vpuc.blob.layer_sources import decode_elf as decode_layers
 from vpuc.blob.content import (LOCATION_CODE, ArchRec, BlobContent, ConstantRec,
@@ -280,11 +281,11 @@ class ElfReader:
         if len(recs) != r.count:
             raise self.fail(sec.name, f"{len(recs)} task records, {where} says {r.count}")
         if r.executor == 0:
-            tasks = self.columns.dma(recs)
+            tasks = elf_tasks.dma(self.columns, recs)
         elif r.executor == 1:
             tasks = self.dpu(recs, r.aux_section, sec.name)
         else:
-            tasks = self.columns.act(recs, sec.name)
+            tasks = elf_tasks.act(self.columns, recs, sec.name)
         return TaskListRec(r.executor, tasks)
 
     def dpu(self, recs, aux: int, name: str) -> tuple[DpuRec, ...]:
@@ -292,7 +293,8 @@ class ElfReader:
                 R.VpucShType.SHT_VPUC_DPU_VARIANTS:
             raise self.fail(name, f"variants section #{aux} is not a DPU variants section")
         vsec = self.elf.sections[aux]
-        return self.columns.dpu(recs, self.columns.table(vsec, R.DpuVariantRecord), vsec.name)
+        return elf_tasks.dpu(self.columns, recs, self.columns.table(vsec, R.DpuVariantRecord),
+                             vsec.name)
 
     # --- relocations ----------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from vpuc.blob.fb_columns import Columns, Grouped, Vectors
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
-from vpuc.blob.sync_columns import ListSync, SyncedRecords, flat_lists
+from vpuc.blob.record_table import RecordTable
+from vpuc.blob.sync_columns import ListSync, flat_lists
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -30,10 +31,7 @@ IDENTIFIER = b"VPUB"
 _slice_rec = partial(tuple.__new__, SliceRec)
 _binding_rec = partial(tuple.__new__, BindingRec)
 _tensor_rec = partial(tuple.__new__, TensorRec)
-_dma_rec = partial(tuple.__new__, DmaRec)
-_dpu_rec = partial(tuple.__new__, DpuRec)
 _variant_rec = partial(tuple.__new__, VariantRec)
-_act_rec = partial(tuple.__new__, ActTaskRec)
 _barrier_rec = partial(tuple.__new__, BarrierRec)
 _invocation_rec = partial(tuple.__new__, InvocationRec)
 
@@ -137,16 +135,16 @@ class FbReader:
             return TaskListRec(tl.executor, ())
         if tl.executor == 0:
             cols = _columns(tasks)
-            recs = tuple(map(_dma_rec, zip(cols["label"], cols["src"], cols["dst"],
-                                           cols["channel"], cols["mode"],
-                                           *_barrier_columns(cols["barriers"]))))
+            recs = _table(DmaRec, [cols["label"], cols["src"], cols["dst"], cols["channel"],
+                                   cols["mode"], *_barrier_columns(cols["barriers"])])
             sync = _list_sync(cols["barriers"], len(recs))
         elif tl.executor == 1:
             recs, sync = self.dpu_tasks(tasks)
         else:
             recs = self.act_tasks(tasks, data, kernels)
             sync = _list_sync(_columns(_columns(tasks)["invocation"])["barriers"], len(recs))
-        return TaskListRec(tl.executor, recs if sync is None else SyncedRecords(recs, sync))
+        recs.sync = sync        # None: ``sync_columns`` flattens the records
+        return TaskListRec(tl.executor, recs)
 
     def dpu_tasks(self, tasks) -> tuple[tuple, ListSync | None]:
         """DPU task records built a column at a time (fields by their schema names), and
@@ -170,10 +168,10 @@ class FbReader:
         ic = _columns(invariants)
         posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
                  for p in ic["post_op"]]
-        recs = tuple(map(_dpu_rec, zip(
+        recs = _table(DpuRec, [
             ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
             ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *_barrier_columns(ic["barriers"]), variants, ic["mode"])))
+            *_barrier_columns(ic["barriers"]), variants, ic["mode"]])
         sync = _list_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None
@@ -198,10 +196,10 @@ class FbReader:
                 for label, inv in zip(labels, invocations)])
         else:
             scalars = repeat((), len(tasks))
-        return tuple(map(_act_rec, zip(
+        return _table(ActTaskRec, [
             labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
-            scalars, [a or () for a in ic["run_args"]], images,
-            *_barrier_columns(ic["barriers"]))))
+            list(scalars), [a or () for a in ic["run_args"]], list(images),
+            *_barrier_columns(ic["barriers"])])
 
     def images(self, ic: dict, data: list[bytes], kernels) -> list | None:
         """Every invocation's WIN_E image when all are packed and every reference checks
@@ -251,6 +249,11 @@ class FbReader:
                             "the start of the WIN_E image")
         return InvocationRec(self.slice(window, data, where), args.offset - window.offset,
                              args.size)
+
+
+def _table(record, columns: list) -> RecordTable:
+    """A task list's records as the decoder's columns (field order), made when asked."""
+    return RecordTable(record, len(columns[0]), dict(zip(record._fields, columns)))
 
 
 def _bindings(groups) -> list[tuple]:

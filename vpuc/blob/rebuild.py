@@ -30,6 +30,7 @@ from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_checks import (LABEL, Checker, checked_barriers, checked_number,
                                       checked_tensor_type)
 from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
+from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.rebuild_tables import task_tables
 from vpuc.blob.rebuild_lists import (act_invocations, act_list, act_ok, dma_list, dma_ok,
                                      dpu_list, dpu_ok)
@@ -333,16 +334,20 @@ def _list_checked(check: Checker, recs, expected, n_barriers: int,
     """Whether every record of a task list is of the list's kind, with a good label (or
     none) and barrier indices in range, its DPU variants too; checked column by column
     (the indices on ``sync``'s, when given)."""
-    if recs and set(map(type, recs)) != {expected}:
+    kinds = {recs.record} if isinstance(recs, RecordTable) else set(map(type, recs))
+    if recs and kinds != {expected}:
         return False
-    rows = list(recs)
+    labels, = columns(recs, "label")
+    labels = [label for label in labels if label is not None]
     if expected is DpuRec:
-        rows += chain.from_iterable(map(_variants, recs))
-    labels = [label for label in map(_label, rows) if label is not None]
+        labels += [label for label in columns(recs, "variants.label")[0] if label is not None]
     if not check.all_names(labels, LABEL):
         return False
     if sync is not None:
         return sync.in_range(n_barriers)
+    rows = list(recs)
+    if expected is DpuRec:
+        rows += chain.from_iterable(map(_variants, recs))
     indices = [b for rec in rows for group in (rec.waits, rec.updates) for b in group]
     return not indices or (min(indices) >= 0 and max(indices) < n_barriers)
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from itertools import chain, islice, repeat
 
+import numpy as np
+
 from vpuc.blob.content import DMA_MODE_OF, DPU_OP_OF, MPE_MODE_CODE, MPE_MODE_OF, POST_OP_OF
+from vpuc.blob.record_table import RecordTable, columns
 from vpuc.diagnostics import UNKNOWN_LOC
 from vpuc.ir.module import Ref
 from vpuc.ir.tasks import Binding, DmaTask, DpuTask, DpuVariant, PostOp, SwKernelTask
@@ -30,9 +33,10 @@ def dma_ok(recs, n_tensors: int) -> bool:
     mode good (then ``dma_list`` builds it without a check per row)."""
     if not recs:
         return True
-    _, srcs, dsts, _, modes, _, _ = zip(*recs)
-    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
-    return min(ends) >= 0 and max(ends) < n_tensors and set(modes) <= DMA_MODE_OF.keys()
+    srcs, dsts, modes = _arrays(recs, "src", "dst", "mode")
+    ends = (srcs.min(), srcs.max(), dsts.min(), dsts.max())
+    return min(ends) >= 0 and max(ends) < n_tensors and \
+        set(np.unique(modes).tolist()) <= DMA_MODE_OF.keys()
 
 
 def dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
@@ -52,13 +56,18 @@ def act_ok(check, recs, n_tensors: int, kernel_names: list[str], program: Progra
     ``act_invocations`` build it without a check per row)."""
     if not recs:
         return True
-    _, kernels, _, inputs, outputs, scalars, run_args, invocations, _, _ = zip(*recs)
-    groups = inputs + outputs
-    indices = [b.tensor for group in groups for b in group]
-    names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
-        chain.from_iterable(run_args)))
+    kernels, scalars, invocations = columns(recs, "kernel", "scalars", "invocation")
+    if isinstance(recs, RecordTable) and recs.has("names"):
+        indices = recs.array("bindings.tensor")
+        names = recs.column("names")
+    else:
+        inputs, outputs, run_args = columns(recs, "inputs", "outputs", "run_args")
+        groups = inputs + outputs
+        indices = np.fromiter((b.tensor for group in groups for b in group), np.int64)
+        names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
+            chain.from_iterable(run_args)))
     if any(scalars) or min(kernels) < 0 or max(kernels) >= len(kernel_names) or \
-            (indices and (min(indices) < 0 or max(indices) >= n_tensors)) or \
+            (len(indices) and (indices.min() < 0 or indices.max() >= n_tensors)) or \
             not check.all_names(names):
         return False
     for kernel, inv in zip(map(kernel_names.__getitem__, kernels), invocations):
@@ -73,7 +82,7 @@ def act_invocations(recs, kernel_names: list[str]) -> list[InvocationImage]:
     """The invocation images of a list ``act_ok`` passed (by task index)."""
     if not recs:
         return []
-    _, kernels, tiles, _, _, _, _, invocations, _, _ = zip(*recs)
+    kernels, tiles, invocations = columns(recs, "kernel", "tile", "invocation")
     return [InvocationImage(i, kernel_names[kernel], tile, inv.window, inv.args_offset,
                             inv.args_size)
             for i, (kernel, tile, inv) in enumerate(zip(kernels, tiles, invocations))
@@ -107,17 +116,31 @@ def dpu_ok(recs, n_tensors: int) -> bool:
     without a check per row)."""
     if not recs:
         return True
-    _, ops, _, inputs, outputs, weights, biases, _, _, _, _, posts, _, _, per_task, modes = \
-        zip(*recs)
-    v_modes = {v.mode for v in chain.from_iterable(per_task)}
-    all_inputs = list(chain.from_iterable(inputs))
-    used = [i for i in chain(weights, biases) if i != -1]
-    ends_ = [min(outputs), max(outputs)] + \
-        ([min(all_inputs), max(all_inputs)] if all_inputs else []) + \
-        ([min(used), max(used)] if used else [])
-    return set(ops) <= DPU_OP_OF.keys() and (set(modes) | v_modes) <= _MODE_OF.keys() \
+    ops, outputs, weights, biases, modes = _arrays(recs, "op", "output", "weights", "bias",
+                                                   "mode")
+    v_modes, = _arrays(recs, "variants.mode")
+    posts, = columns(recs, "post_op")
+    if isinstance(recs, RecordTable) and recs.has("inputs.flat"):
+        all_inputs = recs.array("inputs.flat")
+    else:
+        all_inputs = np.fromiter(chain.from_iterable(columns(recs, "inputs")[0]), np.int64)
+    used = np.concatenate([weights[weights != -1], biases[biases != -1]])
+    ends_ = [outputs.min(), outputs.max()] + \
+        ([all_inputs.min(), all_inputs.max()] if len(all_inputs) else []) + \
+        ([used.min(), used.max()] if len(used) else [])
+    return set(np.unique(ops).tolist()) <= DPU_OP_OF.keys() and \
+        set(np.unique(np.concatenate([modes, v_modes])).tolist()) <= _MODE_OF.keys() \
         and {p.kind for p in posts if p is not None} <= POST_OP_OF.keys() \
         and min(ends_) >= 0 and max(ends_) < n_tensors
+
+
+def _arrays(recs, *names: str) -> list[np.ndarray]:
+    """Integer columns of a task list as int64 arrays (a ``RecordTable``'s numpy ones as
+    they are)."""
+    if not isinstance(recs, RecordTable):
+        return [np.fromiter(column, np.int64, len(column)) for column in columns(recs, *names)]
+    return [np.asarray(recs.column(name) if recs.array(name) is None else recs.array(name))
+            .astype(np.int64) for name in names]
 
 
 def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:

@@ -13,6 +13,7 @@ from itertools import chain
 import numpy as np
 
 from vpuc.blob.content import DMA_MODE_OF, BlobContent
+from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import Flat, ListSync, list_sync
 from vpuc.ir.tasks import Executor
 from vpuc.task_tables import Csr, ListTable, TaskTables
@@ -55,31 +56,32 @@ def _list_table(executor: Executor, recs, sync: ListSync) -> ListTable:
             table.src = table.dst = table.mode = np.zeros(0, np.int64)
             table.modes = DMA_MODE_OF
         return table
-    columns = list(zip(*recs)) if not fields else None
     if executor is Executor.DMA:
         table.modes = DMA_MODE_OF
         if fields:
             table.src, table.dst, table.queue, table.mode = (
                 fields[k].astype(np.int64) for k in ("src", "dst", "channel", "mode"))
         else:
-            table.src, table.dst, table.queue, table.mode = map(_ints, columns[1:5])
+            table.src, table.dst, table.queue, table.mode = map(
+                _ints, columns(recs, "src", "dst", "channel", "mode"))
         return table
+    table.queue = fields["tile"].astype(np.int64) if fields else _ints(columns(recs, "tile")[0])
     if executor is Executor.ACT_SHAVE:
-        table.queue = fields["tile"].astype(np.int64) if fields else _ints(columns[2])
         return table
-    # DPU
-    table.queue = _ints(columns[2]) if not fields else fields["tile"].astype(np.int64)
-    if columns is None:
-        columns = list(zip(*recs))
-    ops, inputs, weights, kernels, strides, modes = (columns[i] for i in (1, 3, 5, 7, 8, 15))
-    firsts = [i[0] if i else -1 for i in inputs]
+    # DPU: each task's cost class, numbered in order of first use.
+    ops, weights, kernels, strides, modes = columns(recs, "op", "weights", "kernel", "stride",
+                                                    "mode")
+    if isinstance(recs, RecordTable) and recs.has("first_input"):
+        firsts = recs.column("first_input")
+    else:
+        firsts = [i[0] if i else -1 for i in columns(recs, "inputs")[0]]
     keys = list(zip(ops, kernels, firsts, weights, strides, modes))
     ids = {key: n for n, key in enumerate(dict.fromkeys(keys))}
     table.cost_class = np.fromiter(map(ids.__getitem__, keys), np.int64, n)
     table.variant_count = sync.variant_count.astype(np.int64)
     corners = fields.get("corners")
     if corners is None:
-        flat = list(chain.from_iterable(columns[14]))
+        flat = list(chain.from_iterable(columns(recs, "variants")[0]))
         corners = np.array([(*v.start, *v.end, v.mode) for v in flat],
                            np.int64).reshape(len(flat), 7)
     table.corners = corners

@@ -62,22 +62,6 @@ class ListSync:
                    for s in sides if s is not None)
 
 
-class SyncedRecords(tuple):
-    """A task list's records (a tuple, equal to one) carrying its ``ListSync``, made by a
-    decoder that had the barrier indices as numpy columns (``vpuc.blob.elf_columns``), so
-    ``sync_columns`` does not flatten the records' tuples again."""
-
-    sync: ListSync
-
-    def __new__(cls, records, sync: ListSync) -> "SyncedRecords":
-        made = super().__new__(cls, records)
-        made.sync = sync
-        return made
-
-    def __reduce__(self):           # pickles as the plain tuple it equals
-        return (tuple, (tuple(self),))
-
-
 def flat_lists(rows: int, counts: np.ndarray, barriers: np.ndarray) -> Flat:
     """``Flat`` from each row's count and every row's indices one after another."""
     return Flat(np.repeat(np.arange(rows, dtype=np.int64), counts.astype(np.int64)),

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 
 import numpy as np
 
 from vpuc.arch import Arch
 from vpuc.blob.content import EXECUTOR_OF, ActTaskRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import ListSync, rows_disjoint
 from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
 from vpuc.ir.module import Module
@@ -133,33 +134,50 @@ def _physical_ids(content: BlobContent, arch: Arch) -> bool:
     return bool(((ids == -1) | ((ids >= 0) & (ids < arch.barriers))).all())
 
 
-def _representatives(recs: tuple, tensors: TensorColumns, prefixes) -> list[int]:
+def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
     """The first task of each class the per-task rules cannot tell apart (in list order)."""
     if not recs:
         return []
-    kinds = set(map(type, recs))
+    kinds = {recs.record} if isinstance(recs, RecordTable) else set(map(type, recs))
     if kinds == {DmaRec}:
         src, dst, channel, mode = (np.fromiter(column, np.int64, len(recs)) for column in
-                                   list(zip(*recs))[1:5])
+                                   columns(recs, "src", "dst", "channel", "mode"))
         same = (tensors.root[src] == tensors.root[dst]) & \
             (tensors.offset[src] == tensors.offset[dst])
         keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
                          tensors.kind[dst], same.astype(np.int64)], axis=1)
-        codes = row_codes(keys)
-        _, first = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True)
-        return sorted(first.tolist())
-    seen: dict = {}
+        return _firsts(keys)
     if kinds == {DpuRec}:
-        for i, rec in enumerate(recs):
-            key = (rec[1:12], rec.mode, tuple((v.start, v.end, v.mode) for v in rec.variants),
-                   None if prefixes is None else (rec.label or "").startswith(prefixes))
-            seen.setdefault(key, i)
+        fields = columns(recs, "op", "tile", "inputs", "output", "weights", "bias", "kernel",
+                         "stride", "pad", "dilation", "post_op", "mode")
+        corners = getattr(getattr(recs, "sync", None), "fields", None) or {}
+        if "corners" in corners:        # each variant's corners and mode as one small int
+            codes = row_codes(corners["corners"]).tolist()
+            counts = recs.sync.variant_count.tolist()
+            at = np.cumsum([0] + counts).tolist()
+            shapes = [tuple(codes[a:b]) for a, b in zip(at, at[1:])]
+        else:
+            shapes = [tuple((v.start, v.end, v.mode) for v in variants)
+                      for variants in columns(recs, "variants")[0]]
+        blocks = [None] * len(recs) if prefixes is None else \
+            [(label or "").startswith(prefixes) for label in columns(recs, "label")[0]]
+        keys = zip(*fields, shapes, blocks)
     elif kinds == {ActTaskRec}:     # kernel, tile, bindings, scalars, run() arguments
-        for i, rec in enumerate(recs):
-            seen.setdefault(rec[1:7], i)
+        keys = zip(*columns(recs, "kernel", "tile", "inputs", "outputs", "scalars",
+                            "run_args"))
     else:       # a list of mixed kinds: every task (the rules report the strays)
         return list(range(len(recs)))
+    seen: dict = {}
+    for i, key in enumerate(keys):
+        seen.setdefault(key, i)
     return sorted(seen.values())
+
+
+def _firsts(keys: np.ndarray) -> list[int]:
+    """The first row of each distinct row of ``keys``, in row order."""
+    codes = row_codes(keys)
+    _, first = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True)
+    return sorted(first.tolist())
 
 
 def _without_barriers(task):
@@ -179,9 +197,19 @@ def _without_barriers(task):
 
 def _labels_unique(content: BlobContent) -> bool:
     """Task labels, and "task.variant" for labelled DPU variants, all distinct."""
-    labels = [rec.label for tl in content.task_lists for rec in tl.tasks if rec.label]
-    labels += [f"{rec.label}.{v.label}" for tl in content.task_lists for rec in tl.tasks
-               if type(rec) is DpuRec for v in rec.variants if v.label]
+    labels = []
+    for tl in content.task_lists:
+        task_labels, = columns(tl.tasks, "label")
+        labels += [label for label in task_labels if label]
+        if tl.tasks and (isinstance(tl.tasks, RecordTable) and tl.tasks.record is DpuRec or
+                         not isinstance(tl.tasks, RecordTable) and
+                         {type(rec) for rec in tl.tasks} == {DpuRec}):
+            variant_labels, = columns(tl.tasks, "variants.label")
+            if any(variant_labels):
+                counts = [len(v) for v in columns(tl.tasks, "variants")[0]]
+                owners = chain.from_iterable(map(repeat, task_labels, counts))
+                labels += [f"{task}.{label}" for task, label in zip(owners, variant_labels)
+                           if label]
     return len(set(labels)) == len(labels)
 
 
