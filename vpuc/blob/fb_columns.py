@@ -171,23 +171,26 @@ class ColumnDecoder:
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
-        """The structs at positions ``at`` as records, read as ``struct`` reads them (a bool
-        byte other than 0 or 1 is True); a record is made once per distinct bytes and shared
-        by every row holding those bytes (a program has few distinct corners)."""
-        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        keys = self._byte_rows(at, at + sdef.size)
-        made = dict.fromkeys(keys)
-        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
-        return list(map(made.__getitem__, keys))
+        """The structs at positions ``at`` as records (checked inside by the caller)."""
+        return self._records(sdef, self._byte_rows(at, at + sdef.size))
 
     def _struct_vectors(self, sdef, pos: np.ndarray, count: np.ndarray) -> list:
-        """Each row's vector of structs as a tuple of records, made once per distinct bytes
-        (views of one shape share their slices)."""
-        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
+        """Each row's vector of structs as a tuple of records; a row's tuple is made once per
+        distinct bytes (views of one shape share their slices), and so is each record."""
         keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
+        rows = dict.fromkeys(keys)
+        joined = b"".join(rows)
+        records = self._records(sdef, np.frombuffer(joined, f"V{sdef.size}").tolist()) \
+            if joined else []
+        rows = dict(zip(rows, split_rows(records, [len(key) // sdef.size for key in rows])))
+        return list(map(rows.__getitem__, keys))
+
+    def _records(self, sdef, keys: list[bytes]) -> list:
+        """The struct records of ``keys`` (each one's bytes), read as ``struct`` reads them (a
+        bool byte other than 0 or 1 is True); one record per distinct bytes, shared."""
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
         made = dict.fromkeys(keys)
-        flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
-        made = dict(zip(made, split_rows(flat, [len(key) // sdef.size for key in made])))
+        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
         return list(map(made.__getitem__, keys))
 
     def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
