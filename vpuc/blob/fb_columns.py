@@ -40,6 +40,7 @@ from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 _SHIFTS = {2: 1, 4: 2, 8: 3}
+_FEW_VTABLES = 8            # distinct vtables found by comparing; beyond, by sorting
 
 
 class ColumnDecoder:
@@ -91,10 +92,13 @@ class ColumnDecoder:
         if count == 0:
             return Columns(tdef.record, {f.name: [] for f in tdef.fields}, 0)
         n = self.n
-        self._first_bad((pos & 3) != 0, pos, where, lambda _, p: (
-            f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
-            f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
+        if not _aligned_inside(pos, 4, n):      # then find the first bad row
+            self._first_bad((pos & 3) != 0, pos, where, lambda _, p: (
+                f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or "
+                "misaligned"))
+            self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
+                f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or "
+                "misaligned"))
         vt = pos - self.gather(pos, "<i4", aligned=True).astype(np.int64)
         # A writer shares a vtable between tables of one shape: each distinct vtable is
         # checked and read once (``vts``) and its numbers reach the rows through ``rows``
@@ -241,8 +245,9 @@ class ColumnDecoder:
 
     def _lengths(self, pos: np.ndarray, width: int, where: str, what: str) -> np.ndarray:
         n = self.n
-        self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
-            f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
+        if not _aligned_inside(pos, 4, n):
+            self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
+                f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
         count = self.gather(pos, "<u4", aligned=True).astype(np.int64)
         self._first_bad(pos + 4 + count * width > n, pos, where, lambda row, _: (
             f"{what} of {int(count[row])} x {width} bytes runs past the end of the buffer "
@@ -319,8 +324,25 @@ class ColumnDecoder:
         return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
 
 
+def _aligned_inside(pos: np.ndarray, size: int, n: int) -> bool:
+    """Every position a multiple of 4 with ``size`` bytes inside ``n`` (two reductions)."""
+    return not len(pos) or (not int(np.bitwise_or.reduce(pos)) & 3 and
+                            int(pos.max()) + size <= n)
+
+
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The distinct ``values`` and each one's index among them (None: all are the first)."""
-    if (values == values[0]).all():
+    """The distinct ``values`` (in no particular order) and each one's index among them
+    (None: all are the first).  A few are found by comparing (no sort), more by a sort."""
+    rest = values != values[0]
+    if not rest.any():
         return values[:1], None
+    found, inverse = [values[0]], np.zeros(len(values), np.intp)
+    while len(found) < _FEW_VTABLES:
+        value = values[int(np.argmax(rest))]
+        same = values == value
+        inverse[same] = len(found)
+        found.append(value)
+        rest &= ~same
+        if not rest.any():
+            return np.array(found, values.dtype), inverse
     return np.unique(values, return_inverse=True)
