@@ -147,7 +147,12 @@ class ColumnDecoder:
         # Tables start on a word (checked), so a field is aligned if its offsets are.
         aligned = size <= 4 and not (voff % size).any()
         if ftype.kind == "scalar":
-            values = self._scalar_array(ftype.code, at, aligned).tolist()
+            array = self._scalar_array(ftype.code, at, aligned)
+            full = None if everywhere else _filled(count, default, array.dtype)
+            if full is not None:
+                full[present] = array
+                return full.tolist()
+            values = array.tolist()
         elif ftype.kind == "struct":
             values = self.structs(self.dec.schema.structs[ftype.name], at)
         else:
@@ -322,6 +327,17 @@ class ColumnDecoder:
         row_of = np.repeat(np.arange(len(pos)), count)
         firsts = np.cumsum(count) - count
         return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
+
+
+def _filled(count: int, default, dtype: np.dtype) -> np.ndarray | None:
+    """``count`` copies of an integer or bool field's default in the field's own dtype; None
+    for a float (a float32 holds a default like 0.1 inexactly) or a default out of range."""
+    if dtype.kind not in "iub":
+        return None
+    try:
+        return np.full(count, default, dtype)
+    except OverflowError:
+        return None
 
 
 def _aligned_inside(pos: np.ndarray, size: int, n: int) -> bool:
