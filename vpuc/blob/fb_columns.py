@@ -260,14 +260,19 @@ class ColumnDecoder:
         return count
 
     def strings(self, pos: np.ndarray, where: str) -> list:
+        if not len(pos):
+            return []
         count = self._lengths(pos, 1, where, "string")
         end = pos + 4 + count
-        past = end >= self.n
-        bad = past.copy()
-        inside = ~past
-        bad[inside] = self.u8[end[inside]] != 0
+        if int(end.max()) < self.n:         # every terminator inside: one gather
+            bad = self.u8[end] != 0
+        else:
+            past = end >= self.n
+            bad = past.copy()
+            inside = ~past
+            bad[inside] = self.u8[end[inside]] != 0
         self._first_bad(bad, pos, where, lambda *_: "string is not NUL-terminated")
-        self.dec._spend(len(pos), where, int(pos[0]) if len(pos) else 0)
+        self.dec._spend(len(pos), where, int(pos[0]))
         buf = self.buf
         # All the strings with their terminating NULs, decoded at once and split at the NULs
         # (a NUL always ends a UTF-8 sequence, so the whole decodes iff each string does); a
