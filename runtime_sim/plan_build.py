@@ -32,6 +32,7 @@ import numpy as np
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.plan import ACT, DMA, DPU, Plan, dpu_operands
+from runtime_sim.plan_columns import ColumnBuilder
 from runtime_sim.plan_shapes import OperandShapes, shortest_run
 from vpuc.diagnostics import VpucError
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor, SwKernelTask
@@ -49,6 +50,13 @@ _act_fields = attrgetter("tile", "waits", "updates")
 def build(plan: Plan) -> Plan:
     module = plan.program.module
     _barriers(plan, module)
+    tables = plan.program.tables
+    if tables is not None and tables.current(module):
+        # Read from a blob and never asked for its task objects: from its columns.
+        ColumnBuilder(plan, tables).build()
+        plan.producer_count = _counts(len(plan.barrier_names), plan.updates)
+        plan.consumer_count = _counts(len(plan.barrier_names), plan.waits)
+        return plan
     builder = _Builder(plan)
     try:
         for task_list in module.task_lists:

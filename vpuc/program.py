@@ -27,6 +27,7 @@ from vpuc.ir.module import Module
 if TYPE_CHECKING:
     from vpuc.ir.graph import Graph
     from vpuc.shave.kernel_notes import ExprTags
+    from vpuc.task_tables import TaskTables
 
 
 @dataclass
@@ -79,6 +80,9 @@ class Program:
     # The graph the program was lowered from, when compiled in this process (not in the
     # blob): what ``vpuc run --reference`` checks each layer against (runtime_sim/layer_check).
     source_graph: Graph | None = field(default=None, compare=False, repr=False)
+    # Read from a blob: the task lists as numpy columns (vpuc/task_tables.py), what a
+    # timing-only simulation reads while the module's task lists are not built.
+    tables: TaskTables | None = field(default=None, compare=False, repr=False)
 
     @property
     def layers(self) -> list:

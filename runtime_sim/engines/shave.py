@@ -33,6 +33,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from operator import attrgetter
 from typing import Callable
 
@@ -40,7 +41,7 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
-from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
+from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel, invoke_together
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
@@ -128,8 +129,31 @@ class ShaveEngine:
         self._bindings: dict[tuple, CmxBindings] = {}      # by what the task binds
         self._by_task: dict[int, CmxBindings] = {}          # by task (they outlive the engine)
         self._tile_spans: dict[int, list] = {}
-        self._act_tasks = [t for tl in program.module.task_lists
-                           if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
+
+        self._made: dict[int, SwKernelTask] = {}     # timing-only: tasks made one by one
+        # Numerics: the cycles of each class of invocations (``_static_key``) one of them
+        # took in full, which a deferred one is charged (``deferred_cycles``)
+        self._class_cycles: dict[tuple, int] = {}
+        self._static_keys: dict[int, tuple] = {}        # id(invocation) -> (it, its key)
+        self.together = 0           # invocations run with others (``run_together``)
+
+    @cached_property
+    def _act_tasks(self) -> list:
+        return [t for tl in self.program.module.task_lists
+                if tl.executor is Executor.ACT_SHAVE for t in tl.tasks]
+
+    def _act_task(self, index: int) -> SwKernelTask:
+        # A timing-only run of a program read from a blob makes only the tasks of the
+        # invocations it runs (one per class), not the module's task lists.
+        tables = self.program.tables
+        if not self.timing_only or tables is None or "_act_tasks" in self.__dict__ or \
+                not tables.current(self.program.module):
+            return self._act_tasks[index]
+        task = self._made.get(index)
+        if task is None:
+            at = next(i for i, t in enumerate(tables.lists) if t.executor is Executor.ACT_SHAVE)
+            task = self._made[index] = tables.task(at, index)
+        return task
 
     def bindings(self, task: SwKernelTask) -> CmxBindings:
         """What ``task`` binds in its tile's CMX, as the sanitizer checks it."""
@@ -200,7 +224,7 @@ class ShaveEngine:
 
     def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
              max_cycles: float | None) -> int:
-        task = self._act_tasks[invocation.task_index]
+        task = self._act_task(invocation.task_index)
         key = None
         if self.timing_only:          # a remembered invocation needs no bindings resolved
             key = self._cycles_key(invocation, task)
@@ -219,9 +243,7 @@ class ShaveEngine:
         if self.timing_only:          # the cycles without the vector arithmetic, if it can
             known = None
             if len(key) == 2 and max_cycles is None:      # not a dynamic tensor's invocation
-                known = (self.program.kernels[invocation.kernel].elf, entry, key[1],
-                         bindings.reads, bindings.writes, stack, len(cmx),
-                         tuple(sorted(self.program.arch.window_bases.items())))
+                known = self._cycles_only_key(invocation, key)
                 result = cycles_only_results.get(known)
             if result is None:
                 result = invoke_cycles_only(obj, self._scratch(len(cmx)), invocation.window_e,
@@ -238,23 +260,9 @@ class ShaveEngine:
                                        invocation.args_size, entry=entry,
                                        arch=self.program.arch, stack_bytes=stack,
                                        max_cycles=max_cycles, bindings=bindings)
-        except CycleBudgetExceeded as exc:
-            raise VpucError(f"{self._who(unit_name, invocation)}: still running after "
-                            f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
-                            f"--max-cycles left it; stopped at {exc.where}",
-                            exc.diagnostics[0].loc) from None
         except VpucError as exc:
-            diag = exc.diagnostics[0]
-            raise VpucError(f"{self._who(unit_name, invocation)}: {diag.message}",
-                            diag.loc) from None
-        status = result.scalar_regs[0]
-        if status:
-            task = self._act_tasks[invocation.task_index]
-            args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
-            meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
-                       if status == args_addr else status_meaning(status))
-            raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
-                                    f"status {status} ({meaning})", task.loc)
+            raise self._failure(unit_name, invocation, exc) from None
+        self._check_status(unit_name, invocation, result)
         self.seconds += time.perf_counter() - clock
         self.runs += 1
         if state is not None:
@@ -262,7 +270,103 @@ class ShaveEngine:
                            unit_name() if callable(unit_name) else unit_name)
         if key is not None:
             self._memo[key] = result.cycles
+        elif not self.timing_only:
+            static = self._static_key(invocation)
+            if static is not None:
+                self._class_cycles.setdefault(static, result.cycles)
         return result.cycles
+
+    def _failure(self, unit_name, invocation: InvocationImage, exc: VpucError) -> VpucError:
+        """A kernel's error, named by its task and kernel."""
+        if isinstance(exc, CycleBudgetExceeded):
+            return VpucError(f"{self._who(unit_name, invocation)}: still running after "
+                             f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
+                             f"--max-cycles left it; stopped at {exc.where}",
+                             exc.diagnostics[0].loc)
+        diag = exc.diagnostics[0]
+        return VpucError(f"{self._who(unit_name, invocation)}: {diag.message}", diag.loc)
+
+    def _check_status(self, unit_name, invocation: InvocationImage, result) -> None:
+        status = result.scalar_regs[0]
+        if status:
+            task = self._act_task(invocation.task_index)
+            args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
+            meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
+                       if status == args_addr else status_meaning(status))
+            raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
+                                    f"status {status} ({meaning})", task.loc)
+
+    # --- deferred invocations (numerics) ----------------------------------------------------
+
+    def deferred_cycles(self, invocation: InvocationImage) -> int | None:
+        """The cycles an invocation whose numerics may run later is charged now: those an
+        invocation of its class (the same kernel and WIN_E image but for the memrefs'
+        ``dataAddr``, see the module docstring) took in full; None when it must run now
+        (no such run yet, a dynamic memref, an observer or a profiler watching).  The
+        first of a class is charged the cycles a timing-only run of the process found for
+        the same task, when there is one (``cycles_only_results``: no run is made here)."""
+        if self.timing_only or self.observer is not None or self.profiler is not None:
+            return None
+        key = self._static_key(invocation)
+        if key is None:
+            return None
+        cycles = self._class_cycles.get(key)
+        if cycles is None:
+            known = cycles_only_results.get(self._cycles_only_key(invocation, key))
+            if known is not None and not known.scalar_regs[0]:
+                cycles = self._class_cycles[key] = known.cycles
+        return cycles
+
+    def _cycles_only_key(self, invocation: InvocationImage, key: tuple) -> tuple:
+        """What a cycles-only result is remembered by for the process (``_run``)."""
+        task = self._act_task(invocation.task_index)
+        bindings = self.bindings(task)
+        _, entry = self._object(invocation.kernel)
+        tile = invocation.tile
+        stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        return (self.program.kernels[invocation.kernel].elf, entry, key[1], bindings.reads,
+                bindings.writes, stack, len(self.memory.cmx(tile)),
+                tuple(sorted(self.program.arch.window_bases.items())))
+
+    def class_of(self, invocation: InvocationImage) -> tuple | None:
+        """What invocations run together share (``_static_key``)."""
+        return self._static_key(invocation)
+
+    def run_together(self, items: list[tuple]) -> list[int]:
+        """Run the invocations ``items`` ((unit_name, invocation) each, of one class,
+        touching disjoint bytes) in step (``invoke_together``); their cycles, in order.
+        Errors as ``run``'s, with ``together_index``: which of ``items`` failed."""
+        calls = []
+        for _, invocation in items:
+            task = self._act_task(invocation.task_index)
+            obj, entry = self._object(invocation.kernel)
+            tile = invocation.tile
+            calls.append(dict(obj=obj, cmx=self.memory.cmx(tile), window_e=invocation.window_e,
+                              args_offset=invocation.args_offset,
+                              args_size=invocation.args_size, entry=entry,
+                              arch=self.program.arch,
+                              stack_bytes=(self.stacks[tile] if tile < len(self.stacks)
+                                           else DEFAULT_STACK_BYTES),
+                              bindings=self.bindings(task)))
+        clock = time.perf_counter()
+        loops: list = []
+        try:
+            results = invoke_together(calls, loops)
+        except VpucError as exc:
+            index = getattr(exc, "together_index", 0)
+            failure = self._failure(*items[index], exc)
+            failure.together_index = index
+            raise failure from None
+        for index, ((unit_name, invocation), result) in enumerate(zip(items, results)):
+            try:
+                self._check_status(unit_name, invocation, result)
+            except KernelStatusError as exc:
+                exc.together_index = index
+                raise
+        self.seconds += time.perf_counter() - clock
+        self.runs += len(items)
+        self.together += sum(1 for fast in loops if fast.together)
+        return [result.cycles for result in results]
 
     def _scratch(self, size: int) -> np.ndarray:
         """WIN_F of cycles-only runs: as large as a tile's CMX, contents irrelevant."""
@@ -283,7 +387,16 @@ class ShaveEngine:
         return key
 
     def _static_key(self, invocation: InvocationImage) -> tuple | None:
-        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with."""
+        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with
+        (remembered per invocation: numerics asks it of each twice)."""
+        known = self._static_keys.get(id(invocation))
+        if known is not None and known[0] is invocation:
+            return known[1]
+        key = self._static_key_of(invocation)
+        self._static_keys[id(invocation)] = (invocation, key)
+        return key
+
+    def _static_key_of(self, invocation: InvocationImage) -> tuple | None:
         at = self._address_fields.get(invocation.kernel)
         if at is None:
             at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)

@@ -121,9 +121,17 @@ class TimingProgram:
 
     def _first_run(self, index: int):
         """The runner of step ``index`` until it first runs: it makes the step's own,
-        puts it in ``flat`` for the next time, and runs it."""
-        def run_(R, mem, index=index, timing=self):        # bound: no cells
+        puts it in ``flat`` for the next time, and runs it.  A straight-line block
+        (``straight_blocks``) made before the step ran holds this wrapper for good, so it
+        keeps the runner it made (``made``): made again per call, the encoder's cold run
+        made 2,188 runners for 1,154 steps."""
+        made: list = []
+
+        def run_(R, mem, index=index, timing=self, made=made):      # bound: no cells
+            if made:
+                return made[0](R, mem)
             runner = timing.runner(index)
+            made.append(runner)
             timing.program.flat[index] = flat_step(runner, *timing.program.meta[index])
             return runner(R, mem)
         return run_
@@ -159,6 +167,9 @@ _MASK_WRITES: dict[int, tuple] = {}
 
 def _mask_writes(access) -> tuple[int, ...]:
     """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    writes = access.writes
+    if not writes or max(writes) < _FIRST_MASK:     # most words: nothing to remember
+        return ()
     found = _MASK_WRITES.get(id(access))
     if found is None or found[0] is not access:
         if len(_MASK_WRITES) >= 1 << 16:

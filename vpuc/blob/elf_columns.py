@@ -181,7 +181,9 @@ class ElfColumns:
                    t["channel"].tolist(), t["mode"].tolist(),
                    self.lists(t["waits_start"], t["waits_count"]),
                    self.lists(t["updates_start"], t["updates_count"]))
-        return SyncedRecords(map(_make(DmaRec), rows), self._sync(t))
+        sync = self._sync(t)
+        sync.fields = {name: t[name] for name in ("src", "dst", "channel", "mode")}
+        return SyncedRecords(map(_make(DmaRec), rows), sync)
 
     def variants(self, v: np.ndarray) -> list:
         starts = zip(v["start_x"].tolist(), v["start_y"].tolist(), v["start_z"].tolist())
@@ -225,6 +227,9 @@ class ElfColumns:
         sync.variant_task, sync.variant_count = owner, count
         variant_rows = v[at]
         sync.variant_waits, sync.variant_updates = self._sync_sides(variant_rows)
+        sync.fields = {"tile": t["tile"], "corners": np.stack(
+            [variant_rows[name].astype(np.int64) for name in
+             ("start_x", "start_y", "start_z", "end_x", "end_y", "end_z", "mode")], axis=1)}
         return SyncedRecords(map(_make(DpuRec), rows), sync)
 
     def _sync_sides(self, t: np.ndarray) -> tuple:
@@ -302,4 +307,6 @@ class ElfColumns:
                    self._bindings(t["outputs_start"], t["outputs_count"]), scalars, run_args,
                    self._images(t), self.lists(t["waits_start"], t["waits_count"]),
                    self.lists(t["updates_start"], t["updates_count"]))
-        return SyncedRecords(map(_make(ActTaskRec), rows), self._sync(t))
+        sync = self._sync(t)
+        sync.fields = {"tile": t["tile"]}
+        return SyncedRecords(map(_make(ActTaskRec), rows), sync)

@@ -30,7 +30,9 @@ from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_checks import (LABEL, Checker, checked_barriers, checked_number,
                                       checked_tensor_type)
 from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
-from vpuc.blob.rebuild_lists import act_list, dma_list, dpu_list
+from vpuc.blob.rebuild_tables import task_tables
+from vpuc.blob.rebuild_lists import (act_invocations, act_list, act_ok, dma_list, dma_ok,
+                                     dpu_list, dpu_ok)
 from vpuc.blob.sync_columns import ListSync, sync_columns, unit_counts
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.blob.content import (DMA_MODE_OF, DPU_OP_OF, ELEM_OF, EXECUTOR_OF, INIT_FILE,
@@ -92,7 +94,9 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
     kernels(check, content, module, program)
     sync = sync_columns(content)        # the barrier indices flattened once, for every check
-    _tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
+    source = _tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
+    program.tables = task_tables(content, [executor for executor, _, _ in source.lists], sync,
+                                 names, module.barriers, source.task)
     _counts(check, content, sync)
 
     for c in content.constants:
@@ -105,7 +109,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
         program.constants[names[c.tensor]] = c.data
     module.layers = restore_layers(content.layer_sources, check.fail)
     if verify:
-        verify_program(program, content, file, schedule_rules, sync)
+        verify_program(program, content, file, schedule_rules, sync, source.task)
     return program
 
 
@@ -201,7 +205,10 @@ def _init(check: Checker, where: str, init) -> ConstInit | None:
 
 def _tasks(check: Checker, content: BlobContent, module: Module, program: Program,
            refs: list[Ref], barrier_names: list[str], kernel_names: list[str],
-           sync: list[ListSync] | None = None) -> None:
+           sync: list[ListSync] | None = None) -> "TaskSource":
+    """Every task list checked; the module's task lists deferred to their first use (those
+    whose columns check out; a list with a doubt is built row by row now, for the message of
+    its first bad task).  Returns what makes them, list by list or one task at a time."""
     n_tensors = len(refs)
 
     def tensor(where: str, index: int) -> Ref:
@@ -210,26 +217,32 @@ def _tasks(check: Checker, content: BlobContent, module: Module, program: Progra
         return refs[index]
 
     seen: set[Executor] = set()
+    source = TaskSource(check, refs, barrier_names, kernel_names)
     for li, tl in enumerate(content.task_lists):
         executor = check.code(f"task list #{li}", EXECUTOR_OF, tl.executor, "executor")
         if executor in seen:
             raise check.fail(f"task list #{li}", f"second {executor} task list")
         seen.add(executor)
         expected = _TASK_KIND[executor]
-        tasks = []
-        prefix = f"{executor} task #"
-        # Labels, kinds and barrier indices checked a column at a time; if one is bad, row by
-        # row, for the message of the first bad task.
+        # Labels, kinds and barrier indices checked a column at a time, then the rest of the
+        # list's fields; on a doubt, row by row, for the message of the first bad task.
         checked = _list_checked(check, tl.tasks, expected, len(barrier_names),
                                 None if sync is None else sync[li])
-        bname = barrier_names.__getitem__
         if checked and executor is Executor.DMA:
-            tasks = dma_list(tl.tasks, refs, barrier_names)
+            fast = dma_ok(tl.tasks, n_tensors)
         elif checked and executor is Executor.DPU:
-            tasks = dpu_list(tl.tasks, refs, barrier_names)
-        elif checked and executor is Executor.ACT_SHAVE:
-            tasks = act_list(check, tl.tasks, refs, barrier_names, kernel_names, program)
-        for ti, rec in enumerate(tl.tasks if not tasks else ()):
+            fast = dpu_ok(tl.tasks, n_tensors)
+        else:
+            fast = checked and act_ok(check, tl.tasks, n_tensors, kernel_names, program)
+            if fast:
+                program.invocations.extend(act_invocations(tl.tasks, kernel_names))
+        if fast:
+            source.add(executor, tl.tasks, None)
+            continue
+        tasks = []
+        prefix = f"{executor} task #"
+        bname = barrier_names.__getitem__
+        for ti, rec in enumerate(tl.tasks):
             where = prefix + str(ti)
             if checked:
                 label = rec.label
@@ -251,7 +264,40 @@ def _tasks(check: Checker, content: BlobContent, module: Module, program: Progra
             else:
                 tasks.append(_sw(check, where, rec, label, waits, updates, tensor, kernel_names,
                                  program, ti))
-        module.task_lists.append(TaskList(executor, tasks))
+        source.add(executor, tl.tasks, tasks)
+    module.defer_task_lists(source.task_lists)
+    return source
+
+
+class TaskSource:
+    """The IR tasks of a checked blob's task lists, made from their records on request: every
+    list (``task_lists``, the module's deferred lists) or one task (``task``)."""
+
+    def __init__(self, check: Checker, refs: list[Ref], barrier_names: list[str],
+                 kernel_names: list[str]) -> None:
+        self.check, self.refs = check, refs
+        self.barrier_names, self.kernel_names = barrier_names, kernel_names
+        self.lists: list[tuple[Executor, tuple, list | None]] = []
+
+    def add(self, executor: Executor, recs, built: list | None) -> None:
+        self.lists.append((executor, recs, built))
+
+    def _build(self, executor: Executor, recs) -> list:
+        if executor is Executor.DMA:
+            return dma_list(recs, self.refs, self.barrier_names)
+        if executor is Executor.DPU:
+            return dpu_list(recs, self.refs, self.barrier_names)
+        return act_list(self.check, recs, self.refs, self.barrier_names, self.kernel_names)
+
+    def task_lists(self) -> list[TaskList]:
+        return [TaskList(executor, self._build(executor, recs) if built is None else built)
+                for executor, recs, built in self.lists]
+
+    def task(self, index: int, row: int):
+        """Task ``row`` of list ``index``, made on its own (equal to the list's)."""
+        executor, recs, built = self.lists[index]
+        return built[row] if built is not None else \
+            self._build(executor, recs[row:row + 1])[0]
 
 
 def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names,
@@ -332,27 +378,34 @@ def _sw(check, where, rec: ActTaskRec, label, waits, updates, tensor, kernel_nam
 
 def _counts(check: Checker, content: BlobContent, sync: list[ListSync] | None = None) -> None:
     """The header's counts, and each barrier's producer and consumer counts, must match."""
-    lists = {EXECUTOR_OF[tl.executor]: tl.tasks for tl in content.task_lists}
-    dpu = lists.get(Executor.DPU, ())
-    actual = (len(lists.get(Executor.DMA, ())), len(dpu), sum(len(t.variants) for t in dpu),
-              len(lists.get(Executor.ACT_SHAVE, ())), len(content.barriers),
+    lists = {EXECUTOR_OF[tl.executor]: (tl.tasks, s) for tl, s in
+             zip(content.task_lists, sync or [None] * len(content.task_lists))}
+    dpu, dpu_sync = lists.get(Executor.DPU, ((), None))
+    variants = int(dpu_sync.variant_count.sum()) if dpu_sync is not None and \
+        dpu_sync.variant_count is not None else sum(len(t.variants) for t in dpu)
+    actual = (len(lists.get(Executor.DMA, ((),))[0]), len(dpu), variants,
+              len(lists.get(Executor.ACT_SHAVE, ((),))[0]), len(content.barriers),
               len(content.tensors), len(content.kernels))
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
     producers, consumers = barrier_counts(content) if sync is None else \
         unit_counts(sync, len(content.barriers))
-    recorded = [(b.producer_count, b.consumer_count) for b in content.barriers]
-    if recorded != list(zip(producers, consumers)):
-        b = next(b for b, r, p, c in zip(content.barriers, recorded, producers, consumers)
-                 if r != (p, c))
-        raise check.fail(f"barrier #{b.id} '{b.name}'",
-                         f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
-                         f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
+    n = len(content.barriers)
+    if n:
+        _, _, _, recorded_p, recorded_c = zip(*content.barriers)
+        bad = (np.fromiter(recorded_p, np.int64, n) != np.asarray(producers, np.int64)) | \
+            (np.fromiter(recorded_c, np.int64, n) != np.asarray(consumers, np.int64))
+        if bad.any():
+            b = content.barriers[int(np.argmax(bad))]
+            raise check.fail(f"barrier #{b.id} '{b.name}'",
+                             f"producer/consumer counts {b.producer_count}/{b.consumer_count} "
+                             f"do not match the tasks ({producers[b.id]}/{consumers[b.id]})")
 
 
 def verify_program(program: Program, content: BlobContent, file: str,
-                   schedule_rules: bool = True, sync: list[ListSync] | None = None) -> None:
+                   schedule_rules: bool = True, sync: list[ListSync] | None = None,
+                   task=None) -> None:
     """Run the module verifier, and check each view's recorded region against it."""
     from vpuc.ir.symbols import SymbolTable
     from vpuc.perf import gc_paused
@@ -360,7 +413,9 @@ def verify_program(program: Program, content: BlobContent, file: str,
 
     # Reading (no schedule rules) checks on columns and class representatives; the module
     # verifier runs over the whole program when they find a doubt, for its messages.
-    if not schedule_rules and verify_by_columns(program.module, program.arch, content, sync):
+    # ``task(list, row)``: one IR task (the module's task lists may not be built yet).
+    if not schedule_rules and verify_by_columns(program.module, program.arch, content, sync,
+                                                task=task):
         return
     symbols = SymbolTable(program.module)
     bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,

@@ -1,12 +1,14 @@
 """Task lists rebuilt a column at a time, for ``vpuc.blob.rebuild``.
 
 ``rebuild`` checks a task list's labels, kinds and barrier indices on whole
-columns first (``_list_checked``).  When they hold, these build the list's IR
-tasks without a check per row: each first checks the rest of what the row-wise
-builder checks (enum codes, tensor and kernel indices, names, invocation
-images) on the list's columns, then makes the tasks with ``map`` over the
-columns.  On any doubt they return [], and ``rebuild`` builds the list row by
-row, whose message names the first bad task.
+columns first (``_list_checked``).  When they hold, ``*_ok`` checks the rest of
+what the row-wise builder checks (enum codes, tensor and kernel indices, names,
+invocation images) on the list's columns, and ``*_list`` makes the tasks with
+``map`` over the columns, without a check per row: when the module first asks
+for its task lists (``Module.defer_task_lists``), or for a few tasks
+(``verify_columns``'s representatives, the plan's DPU cost classes).  On any
+doubt ``rebuild`` builds the list row by row, whose message names the first
+bad task.
 """
 
 from __future__ import annotations
@@ -23,79 +25,109 @@ from vpuc.program import InvocationImage, Program
 _MODE_OF = {**MPE_MODE_OF, MPE_MODE_CODE[None]: None}
 
 
+def dma_ok(recs, n_tensors: int) -> bool:
+    """Whether a DMA list whose labels and barriers are checked has every tensor index and
+    mode good (then ``dma_list`` builds it without a check per row)."""
+    if not recs:
+        return True
+    _, srcs, dsts, _, modes, _, _ = zip(*recs)
+    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
+    return min(ends) >= 0 and max(ends) < n_tensors and set(modes) <= DMA_MODE_OF.keys()
+
+
 def dma_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DmaTask]:
-    """A DMA list whose labels and barriers are checked, built a column at a time when its
-    tensor indices and modes are all good; [] to build it row by row (for the message)."""
+    """A DMA list that ``dma_ok`` passed, built a column at a time."""
     if not recs:
         return []
     labels, srcs, dsts, channels, modes, waits, updates = zip(*recs)
-    ends = (min(srcs), max(srcs), min(dsts), max(dsts))
-    if min(ends) < 0 or max(ends) >= len(refs) or not set(modes) <= DMA_MODE_OF.keys():
-        return []
     barriers = _barrier_tuples(barrier_names)
     return list(map(DmaTask, labels, barriers(waits), barriers(updates),
                     map(refs.__getitem__, srcs), map(refs.__getitem__, dsts), channels,
                     map(DMA_MODE_OF.__getitem__, modes)))
 
 
-def act_list(check, recs, refs: list[Ref], barrier_names: list[str],
-             kernel_names: list[str], program: Program) -> list[SwKernelTask]:
-    """An ACT SHAVE list whose labels and barriers are checked, built a column at a time
-    (with its invocations) when its kernels, bindings, names and invocation images are all
-    good and no task has scalar constants; [] to build it row by row (for the message)."""
+def act_ok(check, recs, n_tensors: int, kernel_names: list[str], program: Program) -> bool:
+    """Whether an ACT SHAVE list whose labels and barriers are checked has good kernels,
+    bindings, names and invocation images and no scalar constants (then ``act_list`` and
+    ``act_invocations`` build it without a check per row)."""
     if not recs:
-        return []
-    labels, kernels, tiles, inputs, outputs, scalars, run_args, invocations, waits, updates = \
-        zip(*recs)
+        return True
+    _, kernels, _, inputs, outputs, scalars, run_args, invocations, _, _ = zip(*recs)
     groups = inputs + outputs
     indices = [b.tensor for group in groups for b in group]
     names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
         chain.from_iterable(run_args)))
     if any(scalars) or min(kernels) < 0 or max(kernels) >= len(kernel_names) or \
-            (indices and (min(indices) < 0 or max(indices) >= len(refs))) or \
+            (indices and (min(indices) < 0 or max(indices) >= n_tensors)) or \
             not check.all_names(names):
-        return []
-    named = [kernel_names[k] for k in kernels]
-    for kernel, inv in zip(named, invocations):
+        return False
+    for kernel, inv in zip(map(kernel_names.__getitem__, kernels), invocations):
         if inv is not None and (program.kernel_aliases.get(kernel, kernel) not in
                                 program.kernels or
                                 inv.args_offset + inv.args_size > len(inv.window)):
-            return []
+            return False
+    return True
+
+
+def act_invocations(recs, kernel_names: list[str]) -> list[InvocationImage]:
+    """The invocation images of a list ``act_ok`` passed (by task index)."""
+    if not recs:
+        return []
+    _, kernels, tiles, _, _, _, _, invocations, _, _ = zip(*recs)
+    return [InvocationImage(i, kernel_names[kernel], tile, inv.window, inv.args_offset,
+                            inv.args_size)
+            for i, (kernel, tile, inv) in enumerate(zip(kernels, tiles, invocations))
+            if inv is not None]
+
+
+def act_list(check, recs, refs: list[Ref], barrier_names: list[str],
+             kernel_names: list[str]) -> list[SwKernelTask]:
+    """An ACT SHAVE list that ``act_ok`` passed, built a column at a time."""
+    if not recs:
+        return []
+    labels, kernels, tiles, inputs, outputs, _, run_args, _, waits, updates = zip(*recs)
+    groups = inputs + outputs
+    names = list({b.alias: None for group in groups for b in group} | dict.fromkeys(
+        chain.from_iterable(run_args)))
+    named = [kernel_names[k] for k in kernels]
     ref = {name: check.ref("", name) for name in chain(names, set(named))}.__getitem__
     # Tasks binding the same tensors share their (never mutated) bindings.
     made = {group: tuple(Binding(refs[b.tensor], ref(b.alias)) for b in group)
             for group in dict.fromkeys(groups)}
     bind = list(map(made.__getitem__, groups))
     barriers = _barrier_tuples(barrier_names)
-    tasks = list(map(SwKernelTask, labels, barriers(waits), barriers(updates), map(ref, named),
-                     tiles, bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
-                     [tuple(map(ref, args)) for args in run_args]))
-    program.invocations.extend(
-        InvocationImage(i, kernel, tile, inv.window, inv.args_offset, inv.args_size)
-        for i, (kernel, tile, inv) in enumerate(zip(named, tiles, invocations))
-        if inv is not None)
-    return tasks
+    return list(map(SwKernelTask, labels, barriers(waits), barriers(updates), map(ref, named),
+                    tiles, bind[:len(recs)], bind[len(recs):], repeat((), len(recs)),
+                    [tuple(map(ref, args)) for args in run_args]))
+
+
+def dpu_ok(recs, n_tensors: int) -> bool:
+    """Whether a DPU list whose labels and barriers (its variants' too) are checked has
+    every op, post op and mode code and tensor index good (then ``dpu_list`` builds it
+    without a check per row)."""
+    if not recs:
+        return True
+    _, ops, _, inputs, outputs, weights, biases, _, _, _, _, posts, _, _, per_task, modes = \
+        zip(*recs)
+    v_modes = {v.mode for v in chain.from_iterable(per_task)}
+    all_inputs = list(chain.from_iterable(inputs))
+    used = [i for i in chain(weights, biases) if i != -1]
+    ends_ = [min(outputs), max(outputs)] + \
+        ([min(all_inputs), max(all_inputs)] if all_inputs else []) + \
+        ([min(used), max(used)] if used else [])
+    return set(ops) <= DPU_OP_OF.keys() and (set(modes) | v_modes) <= _MODE_OF.keys() \
+        and {p.kind for p in posts if p is not None} <= POST_OP_OF.keys() \
+        and min(ends_) >= 0 and max(ends_) < n_tensors
 
 
 def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
-    """A DPU list whose labels and barriers (its variants' too) are checked, built without
-    per-row checks when its op, post op and mode codes and tensor indices are all good; []
-    to build it row by row (for the message)."""
+    """A DPU list that ``dpu_ok`` passed, built a column at a time."""
     if not recs:
         return []
     (labels, ops, tiles, inputs, outputs, weights, biases, kernels, strides, pads, dilations,
      posts, waits, updates, per_task, modes) = zip(*recs)
     flat = list(chain.from_iterable(per_task))
     v_labels, starts, ends, v_waits, v_updates, v_modes = zip(*flat) if flat else ((),) * 6
-    all_inputs = list(chain.from_iterable(inputs))
-    used = [i for i in chain(weights, biases) if i != -1]
-    ends_ = [min(outputs), max(outputs)] + \
-        ([min(all_inputs), max(all_inputs)] if all_inputs else []) + \
-        ([min(used), max(used)] if used else [])
-    if not set(ops) <= DPU_OP_OF.keys() or not (set(modes) | set(v_modes)) <= _MODE_OF.keys() \
-            or not {p.kind for p in posts if p is not None} <= POST_OP_OF.keys() \
-            or min(ends_) < 0 or max(ends_) >= len(refs):
-        return []
     ref, mode = refs.__getitem__, _MODE_OF.__getitem__
     barriers = _barrier_tuples(barrier_names)
     variants = list(map(DpuVariant, v_labels, map(tuple, starts), map(tuple, ends),
@@ -115,12 +147,17 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
 
 
 def _barrier_tuples(barrier_names: list[str]):
-    """A column of barrier index tuples (checked) -> their name tuples; the empty tuple and
-    each barrier's one-name tuple shared (most tasks wait on or update one barrier)."""
+    """A column of barrier index tuples (checked) -> their name tuples; for a long column
+    the empty tuple and each barrier's one-name tuple shared (most tasks wait on or update
+    one barrier), a few tasks (one made on request) made as they are."""
     names = barrier_names.__getitem__
-    ones = list(zip(barrier_names))
+    ones: list = []
 
     def made(column) -> list[tuple[str, ...]]:
+        if len(column) < 64:
+            return [tuple(map(names, w)) for w in column]
+        if not ones:
+            ones.extend(zip(barrier_names))
         return [ones[w[0]] if len(w) == 1 else tuple(map(names, w)) for w in column]
     return made
 

@@ -51,6 +51,10 @@ class ListSync:
     variant_updates: Flat | None = None
     variant_task: np.ndarray | None = None
     variant_count: np.ndarray | None = None
+    # The list's other fields as numpy columns, by record field name, when the decoder had
+    # them so (``vpuc.blob.rebuild_tables``; a DPU list's "corners": each variant's start,
+    # end and mode, in task order).
+    fields: dict | None = None
 
     def in_range(self, n_barriers: int) -> bool:
         sides = [self.waits, self.updates, self.variant_waits, self.variant_updates]

@@ -35,13 +35,14 @@ message).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from itertools import chain
 from operator import attrgetter
 
 import numpy as np
 
 from vpuc.arch import Arch
-from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.content import EXECUTOR_OF, ActTaskRec, BlobContent, DmaRec, DpuRec
 from vpuc.blob.sync_columns import ListSync, rows_disjoint
 from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
 from vpuc.ir.module import Module
@@ -51,17 +52,26 @@ _waits, _updates = attrgetter("waits"), attrgetter("updates")
 
 
 def verify_by_columns(module: Module, arch: Arch, content: BlobContent,
-                      sync: list[ListSync] | None = None) -> bool:
+                      sync: list[ListSync] | None = None, *, task=None) -> bool:
     """Whether every per-record rule of the module verifier holds (no errors; reading
     reports no warnings) and every tensor's record holds its resolved region; False: the
-    caller must run the module verifier for the messages."""
+    caller must run the module verifier for the messages.  ``task(list, row)`` makes the
+    IR task of a record (``rebuild.TaskSource.task``), so only the representatives are
+    made; by default they are the module's."""
     from vpuc.verifier import verify_module
 
     if module.graphs:
         return False
-    lists = module.task_lists
-    if len(lists) != len(content.task_lists) or \
-            any(len(tl.tasks) != len(rec.tasks) for tl, rec in zip(lists, content.task_lists)):
+    executors = [EXECUTOR_OF.get(rec.executor) for rec in content.task_lists]
+    if task is None:
+        lists = module.task_lists
+        if len(lists) != len(content.task_lists) or \
+                any(len(tl.tasks) != len(rec.tasks) for tl, rec in zip(lists,
+                                                                      content.task_lists)):
+            return False
+        executors = [tl.executor for tl in lists]
+        task = (lambda li, row: lists[li].tasks[row])
+    if None in executors:
         return False
     tensors = tensor_columns(module, content.tensors)
     if tensors is None or not (_names_unique(content) and _physical_ids(content, arch) and
@@ -73,15 +83,13 @@ def verify_by_columns(module: Module, arch: Arch, content: BlobContent,
     blocks = module.attributes.get("graph-blocks")
     prefixes = tuple(f"{b}." for b in blocks.split(",")) if blocks else None
     reduced, used = [], set()
-    for tl, rec in zip(lists, content.task_lists):
+    for li, (executor, rec) in enumerate(zip(executors, content.task_lists)):
         picks = _representatives(rec.tasks, tensors, prefixes)
         used.update(chain.from_iterable(map(_operands, map(rec.tasks.__getitem__, picks))))
-        reduced.append(TaskList(tl.executor, [_without_barriers(tl.tasks[i]) for i in picks],
-                                tl.loc))
-    probe = copy.copy(module)
-    probe.task_lists = reduced
-    probe.views = _views_used(module, content.tensors, used)
-    probe.barriers = []
+        reduced.append(TaskList(executor, [_without_barriers(task(li, i)) for i in picks]))
+    # The module's other fields as they are (its task lists are never built for this).
+    probe = dataclasses.replace(module, task_lists=reduced,
+                                views=_views_used(module, content.tensors, used), barriers=[])
     return not verify_module(probe, arch, schedule_rules=False).has_errors
 
 

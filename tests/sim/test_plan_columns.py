@@ -1,0 +1,72 @@
+"""A plan built from a read program's task columns (``runtime_sim.plan_columns``) is the plan
+built from its IR tasks (``plan_build``), unit for unit, on every fixture and example, both
+blob formats; and reading and a timing-only simulation never build the task lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime_sim.plan import build_plan
+from runtime_sim.simarch import sim_arch_for
+from runtime_sim.simulator import simulate
+from tests.sim.test_sim_plan import FIXTURES, _program
+from vpuc.blob import read_blob, write_blob
+from vpuc.diagnostics import VpucError
+
+FIELDS = ("queue_of", "queue_keys", "queue_kind", "queue_units", "queue_engines", "waits",
+          "updates", "work", "barrier_names", "barrier_phys", "phys_labels", "phys_lists",
+          "producer_count", "consumer_count")
+
+
+def _read(program, fmt):
+    try:
+        return read_blob(write_blob(program, fmt), "x.blob", verify=False)
+    except VpucError as exc:
+        pytest.skip(f"does not serialize: {exc.diagnostics[0].message}")
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_plan_from_columns_is_the_plan_from_tasks(name, fmt, tmp_path):
+    program = _program(name, tmp_path)
+    back = _read(program, fmt)
+    assert back.tables is not None and not back.module.task_lists_built
+    arch = sim_arch_for(back.arch)
+    try:
+        from_columns = build_plan(back, arch)
+    except VpucError as exc:        # then the object path fails alike
+        back.module.task_lists
+        with pytest.raises(VpucError) as info:
+            build_plan(back, arch)
+        assert info.value.diagnostics[0].message == exc.diagnostics[0].message
+        return
+    assert not back.module.task_lists_built
+    back.module.task_lists          # built: the plan now comes from the tasks
+    from_tasks = build_plan(back, arch)
+    for name_ in FIELDS:
+        assert getattr(from_columns, name_) == getattr(from_tasks, name_), name_
+    assert from_columns.names == from_tasks.names
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+@pytest.mark.parametrize("name", ["examples/conv_2tiles", "examples/double_buffer",
+                                  "examples/dwconv_pool", "examples/matmul_softmax"])
+def test_a_timing_only_run_of_a_read_program_makes_no_task_list(name, fmt, tmp_path):
+    program = _program(name, tmp_path)
+    expected = simulate(program, timing_only=True, races=False).cycles
+    back = read_blob(write_blob(program, fmt), "x.blob")
+    assert not back.module.task_lists_built          # reading verified without them
+    assert simulate(back, timing_only=True, races=False).cycles == expected
+    assert not back.module.task_lists_built
+    assert back.module == program.module             # built on request, equal
+    assert simulate(back, timing_only=True, races=False).cycles == expected
+
+
+def test_changed_task_lists_are_simulated_as_changed(tmp_path):
+    """Once the task lists are built (and so may have changed), the plan reads them."""
+    program = _program("examples/conv_2tiles", tmp_path)
+    back = read_blob(write_blob(program, "elf"), "x.blob")
+    dma = next(tl for tl in back.module.task_lists if tl.tasks and hasattr(tl.tasks[0], "src"))
+    dma.tasks[0].channel = 1 - dma.tasks[0].channel
+    plan = build_plan(back, sim_arch_for(back.arch))
+    assert plan.queue_keys[plan.queue_of[0]] == ("DMA", dma.tasks[0].channel)
