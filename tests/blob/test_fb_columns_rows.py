@@ -128,3 +128,20 @@ def test_a_row_with_a_shorter_vtable_of_its_own_reads_its_missing_fields_as_defa
     changed = next(tl.dma_tasks for tl in bad.task_lists if tl.dma_tasks)
     assert changed[ROW] == tasks[ROW]._replace(dst=0, channel=0, mode=0, barriers=None)
     assert changed[:ROW] == tasks[:ROW] and changed[ROW + 1:] == tasks[ROW + 1:]
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 8, 9, 40])
+def test_distinct_vtables_index_every_row(distinct):
+    """fb_columns._distinct (a few values found by comparing, more by sorting): every row's
+    index names its own value, and each value is found once."""
+    import numpy as np
+
+    from vpuc.blob.fb_columns import _distinct
+    rng = np.random.default_rng(distinct)
+    pool = rng.choice(1 << 20, distinct, replace=False) * 2       # vtables are 2-aligned
+    values = rng.choice(pool, 1000)
+    values[rng.choice(1000, distinct, replace=False)] = pool        # each one occurs
+    found, inverse = _distinct(values)
+    inverse = np.zeros(len(values), np.intp) if inverse is None else inverse
+    assert (found[inverse] == values).all()
+    assert sorted(found.tolist()) == sorted(pool.tolist())

@@ -40,6 +40,7 @@ from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 _SHIFTS = {2: 1, 4: 2, 8: 3}
+_FEW_VTABLES = 8            # distinct vtables found by comparing; beyond, by sorting
 
 
 class ColumnDecoder:
@@ -91,10 +92,13 @@ class ColumnDecoder:
         if count == 0:
             return Columns(tdef.record, {f.name: [] for f in tdef.fields}, 0)
         n = self.n
-        self._first_bad((pos & 3) != 0, pos, where, lambda _, p: (
-            f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
-        self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
-            f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
+        if not _aligned_inside(pos, 4, n):      # then find the first bad row
+            self._first_bad((pos & 3) != 0, pos, where, lambda _, p: (
+                f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or "
+                "misaligned"))
+            self._first_bad(pos + 4 > n, pos, where, lambda _, p: (
+                f"{tdef.name} table offset {p:#x} is outside the buffer ({n} bytes) or "
+                "misaligned"))
         vt = pos - self.gather(pos, "<i4", aligned=True).astype(np.int64)
         # A writer shares a vtable between tables of one shape: each distinct vtable is
         # checked and read once (``vts``) and its numbers reach the rows through ``rows``
@@ -143,7 +147,12 @@ class ColumnDecoder:
         # Tables start on a word (checked), so a field is aligned if its offsets are.
         aligned = size <= 4 and not (voff % size).any()
         if ftype.kind == "scalar":
-            values = self._scalar_array(ftype.code, at, aligned).tolist()
+            array = self._scalar_array(ftype.code, at, aligned)
+            full = None if everywhere else _filled(count, default, array.dtype)
+            if full is not None:
+                full[present] = array
+                return full.tolist()
+            values = array.tolist()
         elif ftype.kind == "struct":
             values = self.structs(self.dec.schema.structs[ftype.name], at)
         else:
@@ -171,23 +180,26 @@ class ColumnDecoder:
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
-        """The structs at positions ``at`` as records, read as ``struct`` reads them (a bool
-        byte other than 0 or 1 is True); a record is made once per distinct bytes and shared
-        by every row holding those bytes (a program has few distinct corners)."""
-        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
-        keys = self._byte_rows(at, at + sdef.size)
-        made = dict.fromkeys(keys)
-        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
-        return list(map(made.__getitem__, keys))
+        """The structs at positions ``at`` as records (checked inside by the caller)."""
+        return self._records(sdef, self._byte_rows(at, at + sdef.size))
 
     def _struct_vectors(self, sdef, pos: np.ndarray, count: np.ndarray) -> list:
-        """Each row's vector of structs as a tuple of records, made once per distinct bytes
-        (views of one shape share their slices)."""
-        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
+        """Each row's vector of structs as a tuple of records; a row's tuple is made once per
+        distinct bytes (views of one shape share their slices), and so is each record."""
         keys = self._byte_rows(pos + 4, pos + 4 + count * sdef.size)
+        rows = dict.fromkeys(keys)
+        joined = b"".join(rows)
+        records = self._records(sdef, np.frombuffer(joined, f"V{sdef.size}").tolist()) \
+            if joined else []
+        rows = dict(zip(rows, split_rows(records, [len(key) // sdef.size for key in rows])))
+        return list(map(rows.__getitem__, keys))
+
+    def _records(self, sdef, keys: list[bytes]) -> list:
+        """The struct records of ``keys`` (each one's bytes), read as ``struct`` reads them (a
+        bool byte other than 0 or 1 is True); one record per distinct bytes, shared."""
+        make = partial(tuple.__new__, self.struct_types.get(sdef.name, sdef.record))
         made = dict.fromkeys(keys)
-        flat = list(map(make, struct.iter_unpack(sdef.format, b"".join(made))))
-        made = dict(zip(made, split_rows(flat, [len(key) // sdef.size for key in made])))
+        made = dict(zip(made, map(make, struct.iter_unpack(sdef.format, b"".join(made)))))
         return list(map(made.__getitem__, keys))
 
     def _byte_rows(self, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
@@ -238,8 +250,9 @@ class ColumnDecoder:
 
     def _lengths(self, pos: np.ndarray, width: int, where: str, what: str) -> np.ndarray:
         n = self.n
-        self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
-            f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
+        if not _aligned_inside(pos, 4, n):
+            self._first_bad(((pos & 3) != 0) | (pos + 4 > n), pos, where, lambda _, p: (
+                f"{what} offset {p:#x} is outside the buffer ({n} bytes) or misaligned"))
         count = self.gather(pos, "<u4", aligned=True).astype(np.int64)
         self._first_bad(pos + 4 + count * width > n, pos, where, lambda row, _: (
             f"{what} of {int(count[row])} x {width} bytes runs past the end of the buffer "
@@ -247,14 +260,19 @@ class ColumnDecoder:
         return count
 
     def strings(self, pos: np.ndarray, where: str) -> list:
+        if not len(pos):
+            return []
         count = self._lengths(pos, 1, where, "string")
         end = pos + 4 + count
-        past = end >= self.n
-        bad = past.copy()
-        inside = ~past
-        bad[inside] = self.u8[end[inside]] != 0
+        if int(end.max()) < self.n:         # every terminator inside: one gather
+            bad = self.u8[end] != 0
+        else:
+            past = end >= self.n
+            bad = past.copy()
+            inside = ~past
+            bad[inside] = self.u8[end[inside]] != 0
         self._first_bad(bad, pos, where, lambda *_: "string is not NUL-terminated")
-        self.dec._spend(len(pos), where, int(pos[0]) if len(pos) else 0)
+        self.dec._spend(len(pos), where, int(pos[0]))
         buf = self.buf
         # All the strings with their terminating NULs, decoded at once and split at the NULs
         # (a NUL always ends a UTF-8 sequence, so the whole decodes iff each string does); a
@@ -316,8 +334,36 @@ class ColumnDecoder:
         return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
 
 
+def _filled(count: int, default, dtype: np.dtype) -> np.ndarray | None:
+    """``count`` copies of an integer or bool field's default in the field's own dtype; None
+    for a float (a float32 holds a default like 0.1 inexactly) or a default out of range."""
+    if dtype.kind not in "iub":
+        return None
+    try:
+        return np.full(count, default, dtype)
+    except OverflowError:
+        return None
+
+
+def _aligned_inside(pos: np.ndarray, size: int, n: int) -> bool:
+    """Every position a multiple of 4 with ``size`` bytes inside ``n`` (two reductions)."""
+    return not len(pos) or (not int(np.bitwise_or.reduce(pos)) & 3 and
+                            int(pos.max()) + size <= n)
+
+
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The distinct ``values`` and each one's index among them (None: all are the first)."""
-    if (values == values[0]).all():
+    """The distinct ``values`` (in no particular order) and each one's index among them
+    (None: all are the first).  A few are found by comparing (no sort), more by a sort."""
+    rest = values != values[0]
+    if not rest.any():
         return values[:1], None
+    found, inverse = [values[0]], np.zeros(len(values), np.intp)
+    while len(found) < _FEW_VTABLES:
+        value = values[int(np.argmax(rest))]
+        same = values == value
+        inverse[same] = len(found)
+        found.append(value)
+        rest &= ~same
+        if not rest.any():
+            return np.array(found, values.dtype), inverse
     return np.unique(values, return_inverse=True)
