@@ -231,7 +231,8 @@ def analyse(decoded: list) -> Slice:
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
             _BY_STRUCTURE.clear()
-        ins = [_Ins(*shape[1:], target) for shape, target in zip(shapes, targets)]
+        ins = [found[7] if target is None else _Ins(*found[2][1:], target)
+               for found, target in zip(words, targets)]
         found = _BY_STRUCTURE[key] = _analyse(decoded, ins, words)
     roles, reason, critical_at = found
     return Slice(roles, reason, critical_at, tuple([found[1] for found in words]),
@@ -240,7 +241,7 @@ def analyse(decoded: list) -> Slice:
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
 # offset in words or None, the word's fields but imm, its step of ``critical_in``, its
-# role unless it is a scalar load or a scalar store).
+# role unless it is a scalar load or a scalar store, its ``_Ins`` without a target).
 _WORDS: dict[int, tuple] = {}
 _BUT_IMM = itemgetter(*(name for name in FIELDS if name != "imm"))
 
@@ -254,7 +255,8 @@ def _word(dec) -> tuple:
     found = (dec, access, (dec.info.opcode, *shape), offset, _BUT_IMM(dec.fields),
              backward_step(kind, uses, defs, address, kind in _CONTROL, _STATUS),
              _role(kind == "op" and (vector_in or (vector_out and not defs)), False, 0, 0,
-                   kind == "store" and not scalar_mem))
+                   kind == "store" and not scalar_mem),
+             _Ins(*shape, None))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
