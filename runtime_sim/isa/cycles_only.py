@@ -210,7 +210,7 @@ def _scalar_load(inner, dec, access, offset: int, watched: int):
     """A checked load stops the run on bytes not computed; a watched one notes it.
     ``offset``: where in R the load's offset is (its immediate)."""
     (_, base), _ = access.reads
-    size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
+    size = _access_shape(dec, "load")[0]
     if watched:
         def run_(R, mem, base=base, offset=offset, size=size, watched=watched, inner=inner):
             address = (int(R[base]) + int(R[offset])) & _MASK32
@@ -227,10 +227,7 @@ def _scalar_load(inner, dec, access, offset: int, watched: int):
 def _marking_store(inner, dec, offset: int, sources: int):
     """A store whose value may not be computed (a vector's, or from a watched load that
     read such bytes) marks its bytes so.  ``offset``: where in R its offset is."""
-    sem = SEMANTICS[dec.info.opcode]
-    shape = _memory_shape(dec, sem.mnemonic, "store")
-    size = 8 if dec.info.format == "SST2" else shape.size
-    base, stride, lanes = shape.base, shape.stride, shape.lanes
+    size, base, stride, lanes = _access_shape(dec, "store")
 
     def run_(R, mem, inner=inner, sources=sources, base=base, offset=offset, size=size,
              stride=stride, lanes=lanes):
@@ -245,6 +242,24 @@ def _marking_store(inner, dec, offset: int, sources: int):
             mem.mark_unknown(low + min(0, reach), low + max(0, reach) + size)
         return nxt
     return run_
+
+
+# Per decoded word (shared, never changed): (dec, (bytes, base register, stride register,
+# lanes)) of its access, as ``_memory_shape`` gives them (a MemoryShape per call cost
+# ~2 us, for each of a cold run's ~300 scalar loads and marking stores).
+_SHAPES: dict[int, tuple] = {}
+
+
+def _access_shape(dec, kind: str) -> tuple:
+    found = _SHAPES.get(id(dec))
+    if found is None or found[0] is not dec:
+        shape = _memory_shape(dec, SEMANTICS[dec.info.opcode].mnemonic, kind)
+        pair = dec.info.format == ("SLD2" if kind == "load" else "SST2")
+        if len(_SHAPES) >= 1 << 16:
+            _SHAPES.clear()
+        found = _SHAPES[id(dec)] = (dec, (8 if pair else shape.size, shape.base, shape.stride,
+                                          shape.lanes))
+    return found[1]
 
 
 # A TimingProgram per decoded Program (Programs are cached by load_kernel).

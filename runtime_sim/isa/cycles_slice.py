@@ -36,7 +36,8 @@ import numpy as np
 # VECTOR, _keys and load_bit are read from here by cycles_only
 from runtime_sim.isa.cycles_slice_flow import (VECTOR, _Blocks, _keys, _sources,  # noqa: F401
                                                backward_step, critical_in,
-                                               critical_out_blocks, load_bit)
+                                               critical_out_blocks, load_bit,
+                                               source_action)
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.shave.encoding import FIELDS, WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
@@ -231,7 +232,8 @@ def analyse(decoded: list) -> Slice:
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
             _BY_STRUCTURE.clear()
-        ins = [_Ins(*shape[1:], target) for shape, target in zip(shapes, targets)]
+        ins = [found[7] if target is None else _Ins(*found[2][1:], target)
+               for found, target in zip(words, targets)]
         found = _BY_STRUCTURE[key] = _analyse(decoded, ins, words)
     roles, reason, critical_at = found
     return Slice(roles, reason, critical_at, tuple([found[1] for found in words]),
@@ -240,7 +242,8 @@ def analyse(decoded: list) -> Slice:
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
 # offset in words or None, the word's fields but imm, its step of ``critical_in``, its
-# role unless it is a scalar load or a scalar store).
+# role unless it is a scalar load or a scalar store, its ``_Ins`` without a target, its
+# action in ``_sources``).
 _WORDS: dict[int, tuple] = {}
 _BUT_IMM = itemgetter(*(name for name in FIELDS if name != "imm"))
 
@@ -254,7 +257,9 @@ def _word(dec) -> tuple:
     found = (dec, access, (dec.info.opcode, *shape), offset, _BUT_IMM(dec.fields),
              backward_step(kind, uses, defs, address, kind in _CONTROL, _STATUS),
              _role(kind == "op" and (vector_in or (vector_out and not defs)), False, 0, 0,
-                   kind == "store" and not scalar_mem))
+                   kind == "store" and not scalar_mem),
+             _Ins(*shape, None),
+             source_action(kind, uses, defs, address, vector_in, scalar_mem))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
@@ -276,7 +281,7 @@ def _analyse(decoded: list, ins: list[_Ins], words: list[tuple]) -> tuple:
         if x.vector_in and x.defs & crit_out[i]:       # ``critical_out``'s first such move
             return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
                           "makes a scalar that decides control flow or an address"), ()
-    sources = _sources(ins, succ, crit_out, blocks)
+    sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
     roles = [found[6] for found in words]
     for i, x in enumerate(ins):
         if not x.scalar_mem:

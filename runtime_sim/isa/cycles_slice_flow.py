@@ -123,12 +123,29 @@ def critical_out_blocks(steps: list[tuple], succ: list[tuple[int, ...]], crit_in
     return crit_out
 
 
+def source_action(kind: str, uses: int, defs: int, address: int, vector_in: bool,
+                  scalar_mem: bool) -> tuple | None:
+    """What ``_sources`` does with one instruction, from its word alone: None when it
+    neither defines a scalar nor is a scalar store, else (registers used, registers
+    defined, a scalar store, the value defined: ``VECTOR``, ``_LOAD`` (by the slice) or
+    None for the union of the used registers')."""
+    scalar_store = kind == "store" and scalar_mem
+    if not (defs or scalar_store):
+        return None
+    value = VECTOR if vector_in else _LOAD if kind == "load" else None
+    return _keys(uses & ~address), _keys(defs), scalar_store, value, defs
+
+
+_LOAD = object()     # a load's value: exact when it is checked, else its load_bit
+
+
 def _sources(ins: list, succ: list[tuple[int, ...]], crit_out: list[int],
-             blocks: _Blocks) -> list[int]:
+             blocks: _Blocks, actions_of: list) -> list[int]:
     """Per instruction, for a scalar store: what its value may come from (bits: ``VECTOR``
     and ``load_bit(i)`` of each unchecked load); 0 for other instructions.  Forward, per
     register, from every instruction (the entry may be any of them), a basic block at a
-    time, each state holding only the registers whose bits are not 0."""
+    time, each state holding only the registers whose bits are not 0.  ``actions_of``:
+    each instruction's ``source_action`` (kept per word)."""
     count = len(ins)
     starts, ends, block_succ = blocks.starts, blocks.ends, blocks.succ
     # Per block, only what reads or changes the state: scalar stores and instructions
@@ -138,17 +155,13 @@ def _sources(ins: list, succ: list[tuple[int, ...]], crit_out: list[int],
     for start, end in zip(starts, ends):
         found = []
         for i in range(start, end):
-            x = ins[i]
-            scalar_store = x.kind == "store" and x.scalar_mem
-            if not (x.defs or scalar_store):
+            action = actions_of[i]
+            if action is None:
                 continue
-            if x.vector_in:
-                value = VECTOR                                  # skipped: left stale
-            elif x.kind == "load":
-                value = 0 if x.defs & crit_out[i] else load_bit(i)   # checked: exact
-            else:
-                value = None
-            found.append((i, _keys(x.uses & ~x.address), _keys(x.defs), scalar_store, value))
+            uses, defs, scalar_store, value, def_bits = action
+            if value is _LOAD:
+                value = 0 if def_bits & crit_out[i] else load_bit(i)   # checked: exact
+            found.append((i, uses, defs, scalar_store, value))
         actions.append(found)
     state: list[dict[int, int]] = [{} for _ in starts]
     # predecessors first: reverse postorder, as ranks in a heap

@@ -129,3 +129,24 @@ def test_records_made_without_their_init_are_the_constructors(program):
             assert found == built and vars(found) == vars(built)
             with pytest.raises(dataclasses.FrozenInstanceError):
                 found.reads = ()
+
+
+def test_a_body_op_is_the_constructors_at_every_position(program):
+    """``loop_plan._body_op`` keeps a word's fields once and makes the op without its
+    ``__init__``: the op the constructor makes, at any position, on every word."""
+    import dataclasses
+
+    from runtime_sim.isa.loop_plan import SEMANTICS as _SEM
+    from runtime_sim.isa.loop_plan import BodyOp, _body_op, _memory_shape
+    for position, dec in enumerate(_words(program)[::2]):
+        sem = _SEM[dec.info.opcode]
+        access = operand_access(dec)
+        memory = (_memory_shape(dec, sem.mnemonic, sem.kind)
+                  if sem.kind in ("load", "store") else None)
+        built = BodyOp(position % 97, sem.mnemonic, sem.kind, sem.fn, access.reads,
+                       access.writes, memory)
+        for _ in range(2):                  # made, then from the word's fields kept
+            found = _body_op(position % 97, dec)
+            assert found == built and list(vars(found).items()) == list(vars(built).items())
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            found.position = 0
