@@ -60,8 +60,13 @@ class DeferredActs:
         """Unit ``u`` starts: run the queue first if ``u`` touches what it must not."""
         if not self.queue:
             return
+        try:
+            hulls = self._hulls(u)
+        except VpucError:       # u's own numerics report it, named by u: run the queue first
+            self.flush()
+            return
         touched = self.touched
-        for key, lo, hi, writes in self._hulls(u):
+        for key, lo, hi, writes in hulls:
             queued = touched.get(key)
             if queued is None:
                 continue

@@ -201,10 +201,13 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     def act_cycles(u: int, t: float) -> float:
         if deferred is not None:
-            cycles = shave.deferred_cycles(work[u])
-            if cycles is not None:
-                deferred.defer(u, cycles)
-                return cycles
+            try:
+                cycles = shave.deferred_cycles(work[u])
+                if cycles is not None:
+                    deferred.defer(u, cycles)
+                    return cycles
+            except VpucError as exc:            # the task's bindings, as a run reports them
+                raise failed(u, exc) from None
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
         budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:
