@@ -160,7 +160,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     # ACT numerics queued to run together (none with a cycle limit: a kernel stopped by it
     # must stop the run at its own start)
-    deferred = (DeferredActs(plan, memory, regions, shave, failed)
+    deferred = (DeferredActs(plan, memory, shave, failed)
                 if defer_act and not timing_only and max_cycles is None else None)
 
     def on_start(u: int, t: float) -> None:
