@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
-from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
