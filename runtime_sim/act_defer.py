@@ -26,8 +26,6 @@ from typing import Callable
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.memory import Memory
 from runtime_sim.plan import DMA, DPU, Plan
-from runtime_sim.race_access import Accesses
-from runtime_sim.regions import Regions
 from vpuc.diagnostics import VpucError
 
 
@@ -35,18 +33,12 @@ class CyclesDiffer(Exception):
     """A deferred invocation took other cycles than it was charged."""
 
 
-def _span(span):
-    return span
-
-
 class DeferredActs:
     """The queue of one simulation (see the module docstring)."""
 
-    def __init__(self, plan: Plan, memory: Memory, regions: Regions, shave: ShaveEngine,
+    def __init__(self, plan: Plan, memory: Memory, shave: ShaveEngine,
                  failed: Callable[[int, VpucError], VpucError]) -> None:
         self.plan, self.memory, self.shave, self.failed = plan, memory, shave, failed
-        self.accesses = Accesses(plan, memory, _span, regions=regions)
-        self.regions = regions
         self.queue: list[tuple[int, object, int]] = []    # (unit, class, cycles charged)
         # what the queue touches, by CMX: [(lo, hi, written)]; a kernel reaches no other
         # memory but its own WIN_E
@@ -60,8 +52,13 @@ class DeferredActs:
         """Unit ``u`` starts: run the queue first if ``u`` touches what it must not."""
         if not self.queue:
             return
+        try:
+            hulls = self._hulls(u)
+        except VpucError:       # u's own numerics report it, named by u: run the queue first
+            self.flush()
+            return
         touched = self.touched
-        for key, lo, hi, writes in self._hulls(u):
+        for key, lo, hi, writes in hulls:
             queued = touched.get(key)
             if queued is None:
                 continue
@@ -74,16 +71,18 @@ class DeferredActs:
         """(memory, lo, hi, writes) of what ``u`` may touch: a DMA's source and
         destination, a DPU task's whole operands (not each variant's box), an ACT task's
         bound CMX."""
-        kind, task = self.plan.kind[u], self.plan.task[u]
-        if kind == DMA:
-            return [(span[0], span[1], span[2], writes)
-                    for span, writes, _ in self.accesses(u)]
+        plan = self.plan
+        kind, task = plan.kind[u], plan.task[u]
+        if kind == DMA:         # the regions its numerics use next, resolved once
+            src, dst = plan.dma_regions(u)
+            span = self.memory.span
+            return [(*span(src), False), (*span(dst), True)]
         if kind == DPU:
             found = self._dpu.get(id(task))
             if found is None:
                 found = self._dpu[id(task)] = [
                     (*self.memory.span(region), name == "out")
-                    for name, region in self.accesses.operand_regions(task).items()]
+                    for name, region in plan.dpu_regions(u).items()]
             return found
         bindings = self.shave.bindings(task)
         cmx = ("cmx", task.tile)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
-from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.kept_values import KeptValues
 from runtime_sim.memory import numpy_dtype
@@ -167,7 +167,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     # ACT numerics queued to run together (none with a cycle limit: a kernel stopped by it
     # must stop the run at its own start)
-    deferred = (DeferredActs(plan, memory, regions, shave, failed)
+    deferred = (DeferredActs(plan, memory, shave, failed)
                 if defer_act and not timing_only and max_cycles is None else None)
 
     def queued_write(key: tuple, lo: int, hi: int) -> bool:
@@ -222,10 +222,13 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     def act_cycles(u: int, t: float) -> float:
         if deferred is not None:
-            cycles = shave.deferred_cycles(work[u])
-            if cycles is not None:
-                deferred.defer(u, cycles)
-                return cycles
+            try:
+                cycles = shave.deferred_cycles(work[u])
+                if cycles is not None:
+                    deferred.defer(u, cycles)
+                    return cycles
+            except VpucError as exc:            # the task's bindings, as a run reports them
+                raise failed(u, exc) from None
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
         budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:

@@ -41,7 +41,8 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
-from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel, invoke_together
+from runtime_sim.engines.shave_together import RunTogether
+from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
@@ -106,7 +107,7 @@ def _tile_buffers(memory: Memory, program: Program, cache: dict,
     return spans
 
 
-class ShaveEngine:
+class ShaveEngine(RunTogether):
     def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
         self.program = program
         self.memory = memory
@@ -331,42 +332,6 @@ class ShaveEngine:
     def class_of(self, invocation: InvocationImage) -> tuple | None:
         """What invocations run together share (``_static_key``)."""
         return self._static_key(invocation)
-
-    def run_together(self, items: list[tuple]) -> list[int]:
-        """Run the invocations ``items`` ((unit_name, invocation) each, of one class,
-        touching disjoint bytes) in step (``invoke_together``); their cycles, in order.
-        Errors as ``run``'s, with ``together_index``: which of ``items`` failed."""
-        calls = []
-        for _, invocation in items:
-            task = self._act_task(invocation.task_index)
-            obj, entry = self._object(invocation.kernel)
-            tile = invocation.tile
-            calls.append(dict(obj=obj, cmx=self.memory.cmx(tile), window_e=invocation.window_e,
-                              args_offset=invocation.args_offset,
-                              args_size=invocation.args_size, entry=entry,
-                              arch=self.program.arch,
-                              stack_bytes=(self.stacks[tile] if tile < len(self.stacks)
-                                           else DEFAULT_STACK_BYTES),
-                              bindings=self.bindings(task)))
-        clock = time.perf_counter()
-        loops: list = []
-        try:
-            results = invoke_together(calls, loops)
-        except VpucError as exc:
-            index = getattr(exc, "together_index", 0)
-            failure = self._failure(*items[index], exc)
-            failure.together_index = index
-            raise failure from None
-        for index, ((unit_name, invocation), result) in enumerate(zip(items, results)):
-            try:
-                self._check_status(unit_name, invocation, result)
-            except KernelStatusError as exc:
-                exc.together_index = index
-                raise
-        self.seconds += time.perf_counter() - clock
-        self.runs += len(items)
-        self.together += sum(1 for fast in loops if fast.together)
-        return [result.cycles for result in results]
 
     def _scratch(self, size: int) -> np.ndarray:
         """WIN_F of cycles-only runs: as large as a tile's CMX, contents irrelevant."""

@@ -90,9 +90,8 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     ``fast=True`` (or a ``fastpath.FastLoops``) lets the fast path run straight-line
     loops as numpy batches; the results, cycles and counts are the same.  Past
     ``max_cycles`` (checked at taken branches) the run stops with ``CycleBudgetExceeded``."""
-    steps = run_steps(program, memory, entry=entry, args_addr=args_addr, args_size=args_size,
-                      stack_top=stack_top, max_steps=max_steps, max_cycles=max_cycles,
-                      fast=fast)
+    steps = run_steps(program, memory, entry, args_addr, args_size, stack_top, max_steps,
+                      max_cycles, fast)
     try:
         while True:
             next(steps).execute_pending()
@@ -100,14 +99,12 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
         return done.value
 
 
-def run_steps(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: int = 0,
+def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr: int = 0,
               args_size: int = 0, stack_top: int | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None,
-              fast=False):
-    """``run`` as a generator returning its ``RunResult``: when the fast path holds a
-    batch it proved but did not run (``FastLoops.defer``: several invocations' batches run
-    as one, ``engines.shave``), it yields the ``FastLoops``, and goes on once the caller
-    has run ``pending`` (the registers and memory as the batch leaves them)."""
+              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False):
+    """``run`` as a generator returning its ``RunResult``; it yields the ``FastLoops``
+    when its fast path holds a proven batch not run yet (``FastLoops.defer``), and goes
+    on once the caller has run ``pending`` (``invoke.invoke_together``)."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)

@@ -252,6 +252,7 @@ def _shifted_many(key: int, value, incoming: list, rows: int, total: int) -> np.
     batch = rows_of(key, value, total)
     out = np.empty(batch.shape, batch.dtype)
     out[1:] = batch[:-1]
-    for j, first in enumerate(incoming):
-        out[j * rows] = np.asarray(first, dtype=batch.dtype).reshape(batch.shape[1:])
+    # each invocation's first row (rows j*rows): its own incoming value, as shifted takes it
+    out[::rows] = np.asarray(incoming, dtype=batch.dtype).reshape(
+        (len(incoming),) + batch.shape[1:])
     return out

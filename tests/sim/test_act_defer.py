@@ -14,6 +14,7 @@ from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.simulator import simulate
 from simlib import DATA, compile_vir
 from vpuc.api import compile
+from vpuc.diagnostics import VpucError
 from vpuc.onnx_import import zoo
 
 SMALL = {"mobilenet_v3_small": {"size": 32}, "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
@@ -118,3 +119,16 @@ def test_after_a_timing_only_run_the_first_of_a_class_waits_too(queues, fresh_me
     assert queue.deferred == 5
     names = [{deferred.plan.names[u] for u in group} for group in queue.groups]
     assert {"s0", "s1", "s2", "s3"} in names
+
+
+def test_a_waiting_invocations_fault_is_reported_for_its_own_task(queues, fresh_memo):
+    """`good` runs at its start (its pad takes the vector too many), `bad` waits and faults
+    when the queue runs at the end: the error is the one its run at its start gives."""
+    program = compile_vir(DATA / "act_fault.vir")
+    errors = []
+    for defer in (True, False):
+        with pytest.raises(VpucError) as failure:
+            simulate(program, defer_act=defer)
+        errors.append(str(failure.value))
+    assert queues[0].deferred == 1
+    assert errors[0] == errors[1] and "bad: kernel @past" in errors[0]
