@@ -5,9 +5,11 @@ with its section and offset."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
-from blob_testlib import IDS, SOURCES, compiled
+from blob_testlib import IDS, REPO, SOURCES, compiled
 
 from vpuc.blob import decode_blob, read_blob, write_blob
 from vpuc.blob import elf_records as R
@@ -61,3 +63,25 @@ def test_a_corrupt_field_no_check_reads_is_still_refused():
     # with the hash checked too: the bounds are checked as the content is decoded, first
     with pytest.raises(VpucError, match="runs past the pool"):
         read_blob(bytes(data), "x.elf")
+
+
+@pytest.mark.parametrize("path", SOURCES + [REPO / "bench" / "gen_program.py"],
+                         ids=IDS + ["gen_program"])
+def test_the_decoders_class_keys_pick_the_records_representatives(path, tmp_path):
+    """verify_columns' classes from the ELF decoder's numpy keys are the records' classes."""
+    from vpuc.blob.verify_columns import _representatives
+    from vpuc.blob.view_columns import tensor_columns
+
+    if path.suffix == ".py":        # a generated program: thousands of alike tasks
+        sys.path.insert(0, str(REPO / "bench"))
+        from gen_program import generate
+        path = tmp_path / "gen.vir"
+        path.write_text(generate(64))
+    program = compiled(path)
+    content = decode_blob(write_blob(program, "elf"), "x.blob", sizes=False).content
+    tensors = tensor_columns(program.module, content.tensors)
+    for tl in content.task_lists:
+        if path.name == "gen.vir" and tl.executor in (1, 2):
+            assert tl.tasks.has("class_key")        # the numpy path is the one compared
+        assert _representatives(tl.tasks, tensors, None) == \
+            _representatives(tuple(tl.tasks), tensors, None)

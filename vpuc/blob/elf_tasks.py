@@ -10,13 +10,17 @@ functions that make the rows asked for (``vpuc.blob.record_table``), so a
 record is made only when something reads it.  Extra columns: a DPU list's
 "variants.label" and "variants.mode" (every variant, task order), "first_input"
 and "inputs.flat"; an ACT SHAVE list's "bindings.tensor" (every binding's tensor)
-and "names" (its distinct aliases and run() arguments).
+and "names" (its distinct aliases and run() arguments); and for both, "class_key":
+the fields the verifier's per-task rules read, one row of ints per task (pool lists
+padded, strings by their offset: equal keys, equal tasks), ``verify_columns``'s
+classes without a record (none with a post op or scalar arguments).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vpuc.blob import elf_records as R
 from vpuc.blob.content import ActTaskRec, BindingRec, DmaRec, DpuRec, PostOpRec, VariantRec
 from vpuc.blob.elf_columns import _make, _split
 from vpuc.blob.record_table import RecordTable
@@ -42,6 +46,22 @@ def checked_strings(c, offsets: np.ndarray) -> None:
 def lazy_strings(c, offsets: np.ndarray):
     checked_strings(c, offsets)
     return lambda rows: c.strings(_rows(offsets, rows))
+
+
+def padded(c, starts, counts, *, none_ok: bool = False) -> np.ndarray:
+    """Each row's pool list as one row of ints: its count (-1: none) and its values, padded
+    with -1 to the longest: equal rows iff equal lists (a class key's columns)."""
+    starts, counts = starts.astype(np.int64), counts.astype(np.int64)
+    none = (starts == R.LIST_NONE) & (counts == 0) if none_ok else np.zeros(len(counts), bool)
+    width = int(counts.max()) if len(counts) else 0
+    out = np.full((len(counts), 1 + width), -1, np.int64)
+    out[:, 0] = np.where(none, -1, counts)
+    if width:
+        values = c.elements(np.where(none, 0, starts), counts)
+        rows = np.repeat(np.arange(len(counts)), counts)
+        out[rows, 1 + np.arange(len(values)) - np.repeat(np.cumsum(counts) - counts, counts)] = \
+            values
+    return out
 
 
 def dma(c, t: np.ndarray) -> RecordTable:
@@ -99,6 +119,15 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
     firsts = np.full(len(t), -1, np.int64)
     has = inputs_count > 0
     firsts[has] = flat[(np.cumsum(inputs_count) - inputs_count)[has]]
+    # A task's fields the per-task rules read, as one row of ints (``verify_columns``'s
+    # classes; the post op's float params are not in it: with a post op, no key).
+    if not (t["post_kind"] != -1).any():
+        columns["class_key"] = np.concatenate(
+            [np.stack([t[name].astype(np.int64) for name in
+                       ("op", "tile", "output", "weights", "bias", "mode")], axis=1),
+             padded(c, t["inputs_start"], t["inputs_count"])] +
+            [padded(c, t[f"{name}_start"], t[f"{name}_count"], none_ok=True)
+             for name in ("kernel", "stride", "pad", "dilation")], axis=1)
     columns.update({"variants.label": c.strings(variant_rows["label"]),
                     "variants.mode": variant_rows["mode"], "inputs.flat": flat,
                     "first_input": firsts})
@@ -157,7 +186,14 @@ def act(c, t: np.ndarray, where: str):
     names = c.strings(np.unique(np.concatenate([in_names, out_names, run_words])))
     sync = c._sync(t)
     sync.fields = {"tile": t["tile"]}
-    return RecordTable(ActTaskRec, len(t), {
+    extra = {}
+    if not t["scalars_count"].any():        # the per-task rules' fields as one row of ints
+        extra["class_key"] = np.concatenate(
+            [np.stack([t["kernel"].astype(np.int64), t["tile"].astype(np.int64)], axis=1),
+             padded(c, t["inputs_start"], 2 * t["inputs_count"].astype(np.int64)),
+             padded(c, t["outputs_start"], 2 * t["outputs_count"].astype(np.int64)),
+             padded(c, t["run_args_start"], t["run_args_count"])], axis=1)
+    return RecordTable(ActTaskRec, len(t), extra | {
         "label": c.strings(t["label"]), "kernel": t["kernel"], "tile": t["tile"],
         "inputs": inputs, "outputs": outputs, "scalars": scalars, "run_args": run_args,
         "invocation": c._images(t),

@@ -183,11 +183,13 @@ def _tensors_by_columns(check: Checker, tensors, refs: list[Ref], types: dict) -
                       _init(check, f"tensor #{i} '{names[i]}'", inits[i])) for i in buffer_at]
     at = np.flatnonzero(view).tolist()
     view_slices = list(map(all_slices.__getitem__, at))
-    # Views of one shape share their (never mutated) slices.
-    pieces = {recs: tuple(starmap(Slice, recs)) for recs in dict.fromkeys(view_slices)}
+    # Views share their (never mutated) slices: one Slice per distinct record (a block's
+    # views differ in one dim, the rest are whole), a view's tuple made of them.
+    made = {rec: Slice(*rec) for rec in dict.fromkeys(chain.from_iterable(view_slices))}
+    slice_of = made.__getitem__
     views = list(map(View, map(names.__getitem__, at),
                      map(refs.__getitem__, map(bases.__getitem__, at)),
-                     map(pieces.__getitem__, view_slices)))
+                     [tuple(map(slice_of, recs)) for recs in view_slices]))
     return kinds, buffer_at, buffers, views
 
 

@@ -147,12 +147,25 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
                          tensors.kind[dst], same.astype(np.int64)], axis=1)
         return _firsts(keys)
+    codes = None
+    if kinds == {DpuRec} and isinstance(recs, RecordTable) and recs.has("class_key"):
+        codes = row_codes(recs.sync.fields["corners"])
+    if codes is not None and codes.ndim == 1 and prefixes is None:
+        # the decoder's key of the task's fields, and its variants' corners and modes
+        counts = recs.sync.variant_count
+        width = int(counts.max()) if len(counts) else 0
+        shapes = np.full((len(recs), width), -1, np.int64)
+        rows = np.repeat(np.arange(len(recs)), counts)
+        shapes[rows, np.arange(len(codes)) - np.repeat(np.cumsum(counts) - counts, counts)] = \
+            codes.reshape(-1)
+        return _firsts(np.concatenate([recs.array("class_key"), shapes], axis=1))
     if kinds == {DpuRec}:
         fields = columns(recs, "op", "tile", "inputs", "output", "weights", "bias", "kernel",
                          "stride", "pad", "dilation", "post_op", "mode")
         corners = getattr(getattr(recs, "sync", None), "fields", None) or {}
         if "corners" in corners:        # each variant's corners and mode as one small int
-            codes = row_codes(corners["corners"]).tolist()
+            codes = row_codes(corners["corners"])
+            codes = codes.tolist() if codes.ndim == 1 else list(map(tuple, codes.tolist()))
             counts = recs.sync.variant_count.tolist()
             at = np.cumsum([0] + counts).tolist()
             shapes = [tuple(codes[a:b]) for a, b in zip(at, at[1:])]
@@ -162,6 +175,8 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         blocks = [None] * len(recs) if prefixes is None else \
             [(label or "").startswith(prefixes) for label in columns(recs, "label")[0]]
         keys = zip(*fields, shapes, blocks)
+    elif kinds == {ActTaskRec} and isinstance(recs, RecordTable) and recs.has("class_key"):
+        return _firsts(recs.array("class_key"))     # the decoder's key (strings by offset)
     elif kinds == {ActTaskRec}:     # kernel, tile, bindings, scalars, run() arguments
         keys = zip(*columns(recs, "kernel", "tile", "inputs", "outputs", "scalars",
                             "run_args"))
