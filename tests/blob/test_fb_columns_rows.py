@@ -145,3 +145,15 @@ def test_distinct_vtables_index_every_row(distinct):
     inverse = np.zeros(len(values), np.intp) if inverse is None else inverse
     assert (found[inverse] == values).all()
     assert sorted(found.tolist()) == sorted(pool.tolist())
+
+
+def test_a_partly_present_column_is_filled_with_its_exact_default():
+    """fb_columns._filled: integer and bool defaults fill an array of the field's dtype; a
+    float (a float32 holds 0.1 inexactly) or an out-of-range default keeps the object path."""
+    import numpy as np
+
+    from vpuc.blob.fb_columns import _filled
+    assert _filled(3, -1, np.dtype("<i2")).tolist() == [-1, -1, -1]
+    assert _filled(2, False, np.dtype(bool)).tolist() == [False, False]
+    assert _filled(2, 300, np.dtype("u1")) is None
+    assert _filled(2, 0.1, np.dtype("<f4")) is None and _filled(2, 0.0, np.dtype("<f8")) is None
