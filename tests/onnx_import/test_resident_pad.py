@@ -99,7 +99,8 @@ def _value(c: int = 72) -> Value:
     (_value(88), "GroupConvolution", ["Convolution", "MaxPool"], 96),
     (_value(64), "Convolution", ["Convolution"], None),          # aligned already
     (_value(), "Add", ["Convolution"], None),                    # an eltwise writes only 72
-    (_value(), "Convolution", ["Add"], None),
+    (_value(40), "Convolution", ["Add", "Convolution"], 48),  # a residual's loads: views
+    (_value(), "Convolution", ["ReduceMean"], None),             # a global pool in levels
     (Value("v", TensorType((1, 72, 8, 8), ElemType.F16, DimsOrder.identity(4)), "ddr"),
      "Convolution", ["Convolution"], None),                      # NCHW: pads between rows
 ])
@@ -122,6 +123,23 @@ def test_pads_a_path_left_unwritten_are_zeroed_once():
     assert prog.dma == ["  L.zero_pads: dma %L.padzeros -> %L.pads.v channel 0 waits(%g) "
                         "updates(%L.finished)"]
     assert prog.buffers == ["const %L.padzeros : 1x8x4x4xf16 NHWC = splat 0"]
+
+
+def test_a_residual_join_reads_the_real_channels_of_a_padded_value(tmp_path, poisoned_cmx):
+    """A 24-channel value a convolution and a residual Add read (MobileNetV3's projections):
+    held with 32 channels; the Add (fused on the second convolution's blocks,
+    ``fuse_epilogue``, or a layer of its own) loads its real channels through a strided
+    view and zeroes its own pads, so the sum matches the reference on poisoned CMX."""
+    m = ModelBuilder(seed=11, opset=17)
+    y = _conv_bn(m, m.input("x", [1, 16, 16, 16]), 16, 24, 1)
+    m.output(m.node("Add", [_conv_bn(m, y, 24, 24, 3, act=None), y]))
+    program = api.compile(m.save(tmp_path / "r.onnx", "r"))
+    resident = [b for b in program.module.buffers
+                if b.kind is BufferKind.CMX and "." not in b.name]
+    assert [b.type.dims for b in resident] == [(1, 32, 16, 16)]
+    x = np.random.default_rng(3).standard_normal((1, 16, 16, 16)).astype(np.float16)
+    got = simulated_against_reference(program, {"x": x}, _output(program))
+    assert np.isfinite(got.astype(np.float32)).all()
 
 
 def test_a_padded_value_stored_by_real_channels_gets_its_pads_zeroed(tmp_path, poisoned_cmx):

@@ -30,7 +30,8 @@ in ``openvinotoolkit/npu_plugin``, which ``lower_dpu_channels`` cites; the NPU c
 ``expand_activation_channels.cpp`` expands a tensor to that multiple), so a value of 72 or 88
 channels (MobileNetV3-Small's expansions) could not be read or written in place: each
 block was copied CMX -> CMX with its padding zeroed.  Such a value, when a convolution
-(``PADS_WRITTEN_BY``) writes it and only DPU window layers (``PADDED_READERS``) read it,
+(``PADS_WRITTEN_BY``) writes it and only DPU layers reading it through views of its
+channels (``PADDED_READERS``: window layers, eltwise joins) read it,
 gets a buffer of the aligned channel count from the start (``Value.padded``,
 ``padded_channels``).  Its users' views name the real channels (a strided view) or all of
 them: producers write whole rows (in place, or a block's store of all its channels) and
@@ -73,9 +74,11 @@ if TYPE_CHECKING:
 RESIDENT_KINDS = ("dpu", "act", "matmul")
 # Padded channels: the layers whose DPU blocks write a padded value's pad channels
 # (``lower_dpu_window``, ``lower_dpu_nn``), and the ones that read it through views of
-# their channels, the real ones or all of them, never the whole buffer.
+# their channels, the real ones or all of them, never the whole buffer (an eltwise join's
+# loads, ``lower_dpu_eltwise``, and a fused one's side loads, ``fuse_epilogue``: the real
+# ones, their own pads zeroed).
 PADS_WRITTEN_BY = ("Convolution", "GroupConvolution")
-PADDED_READERS = ("Convolution", "GroupConvolution", "MaxPool", "AvgPool")
+PADDED_READERS = ("Convolution", "GroupConvolution", "MaxPool", "AvgPool", "Add", "Multiply")
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
@@ -130,8 +133,8 @@ def padded_channels(v: Value, producer: SegmentValues, readers: list[SegmentValu
                     ) -> int | None:
     """The aligned channel count a resident value's buffer gets (module docstring, "Padded
     channels"), or None: an NHWC value of channels short of the DPU's multiple that a
-    convolution (``PADS_WRITTEN_BY``) writes and only DPU window layers
-    (``PADDED_READERS``) read."""
+    convolution (``PADS_WRITTEN_BY``) writes and only DPU layers reading it through views
+    of its channels (``PADDED_READERS``) read."""
     if v.type.rank != 4 or v.type.order != NHWC:
         return None
     c = v.type.dims[1]
