@@ -172,11 +172,18 @@ class Plan:
         self._resolved[name] = region
         return region
 
+    def resolve_with(self, resolve) -> None:
+        """Operands from now on resolved by ``resolve(name)``, which must answer what
+        ``region`` would (a simulation's ``regions.Regions``: a static buffer's or view's
+        region by arithmetic, without the symbol table), not resolved before."""
+        self._resolve = resolve
+
     def dma_regions(self, unit: int) -> tuple[Region, Region]:
         pair = self._resolved.get(unit)
         if pair is None:
             task = self.task[unit]
-            pair = self._resolved[unit] = (self.region(task.src), self.region(task.dst))
+            resolve = self.__dict__.get("_resolve", self.region)
+            pair = self._resolved[unit] = (resolve(task.src), resolve(task.dst))
         return pair
 
     def dpu_regions(self, unit: int) -> dict[str, Region]:
@@ -185,7 +192,8 @@ class Plan:
         key = ("dpu", id(task))
         operands = self._resolved.get(key)
         if operands is None:
-            operands = self._resolved[key] = dpu_operands(task, self.region)
+            operands = self._resolved[key] = dpu_operands(
+                task, self.__dict__.get("_resolve", self.region))
         return operands
 
 

@@ -12,6 +12,8 @@ bindings share one.
 
 from __future__ import annotations
 
+import weakref
+
 from runtime_sim.memory import Memory
 from runtime_sim.plan import Plan
 from vpuc.ir.symbols import Region
@@ -42,7 +44,9 @@ class Regions:
     """``regions(name)``: ``plan.region(name)``, the same ``Region``, made once."""
 
     def __init__(self, plan: Plan, memory: Memory) -> None:
-        self.plan, self.memory = plan, memory
+        # The plan resolves its operands through this object (``Plan.resolve_with``): a
+        # weak reference back, so a finished run's plan and regions go by reference counting
+        self._plan, self.memory = weakref.ref(plan), memory
         self.views = {v.name: v for v in plan.program.module.views}
         self.roots: dict[str, tuple | None] = {}
         self.found: dict[str, Region] = {}
@@ -64,7 +68,7 @@ class Regions:
             else:
                 found = self._view_region(view, root)
             if found is None:
-                found = self.plan.region(name)          # its checks, its errors
+                found = self._plan().region(name)          # its checks, its errors
             self.found[name] = found
         return found
 

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
+from runtime_sim.kept_values import KeptValues
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -69,21 +71,27 @@ def simulate(program: Program, arch: SimArch | None = None,
              inputs: dict[str, np.ndarray] | None = None, *, seed: int = 0,
              timing_only: bool = False, races: bool = True, max_cycles: float | None = None,
              progress: Callable[[int, int], None] | None = None,
-             kernel_observer=None, kernel_profile: bool = False) -> SimResult:
+             kernel_observer=None, kernel_profile: bool = False,
+             defer_act: bool = True) -> SimResult:
     """``kernel_observer`` sees every ACT SHAVE invocation (``ShaveEngine.observer``), e.g. a
     ``runtime_sim.kernel_check.KernelCheck``.  ``kernel_profile`` attributes every ACT SHAVE
     task's cycles to the LIR expressions of its kernel (``runtime_sim.kernel_profile``):
-    ``SimResult.kernel_profile``."""
+    ``SimResult.kernel_profile``.  ``defer_act``: ACT SHAVE numerics may run later, several
+    invocations together (``runtime_sim.act_defer``; the same outputs and cycles)."""
     # The plan, the schedule and the timeline are many small objects that all stay alive:
     # the cyclic garbage collector would rescan them (and the whole program) over and over,
     # so it is paused for the whole simulation; what it made then goes to the oldest
     # generation unexamined (``to_oldest_generation``).
     # Timing-only runs no DPU numerics: BLAS's threads are never woken.
     with gc_paused(), nullcontext() if timing_only else single_threaded_blas():
+        arch = arch or sim_arch_for(program.arch)
         try:
-            return _simulate(program, arch or sim_arch_for(program.arch), inputs, seed,
-                             timing_only, races, max_cycles, progress, kernel_observer,
-                             kernel_profile)
+            try:
+                return _simulate(program, arch, inputs, seed, timing_only, races, max_cycles,
+                                 progress, kernel_observer, kernel_profile, defer_act)
+            except CyclesDiffer:        # a deferred kernel's cycles depend on its data
+                return _simulate(program, arch, inputs, seed, timing_only, races, max_cycles,
+                                 progress, kernel_observer, kernel_profile, False)
         finally:
             to_oldest_generation()
 
@@ -91,7 +99,7 @@ def simulate(program: Program, arch: SimArch | None = None,
 def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | None, seed: int,
               timing_only: bool, races: bool, max_cycles: float | None,
               progress: Callable[[int, int], None] | None, kernel_observer=None,
-              kernel_profile: bool = False) -> SimResult:
+              kernel_profile: bool = False, defer_act: bool = False) -> SimResult:
     clock = time.perf_counter()
     network = Network(program, load_constants=not timing_only)
     given = dict(inputs or {})
@@ -115,6 +123,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     # Buffers and views resolved once for the race detector and the ACT SHAVE bindings,
     # without the symbol table (the numerics' operands are the plan's own)
     regions = Regions(plan, network.memory)
+    plan.resolve_with(regions)      # the engines' operands too: the same Region per name
     detector = RaceDetector(plan, network.memory, regions=regions) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
     shave.observer = kernel_observer
@@ -150,10 +159,30 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
 
     # Proven race-free before the run: no per-unit checks.
     online = detector if detector is not None and not detector.proven else None
+    # A task's variants that differ only in their channels run as one call when the first
+    # starts: only when no race can show the difference and the run goes to its end.
+    dpu = dpu_engine.DpuRunner(plan, memory, together=detector is not None
+                               and detector.proven and max_cycles is None,
+                               recorded=frozenset(kept))
+
+    # ACT numerics queued to run together (none with a cycle limit: a kernel stopped by it
+    # must stop the run at its own start)
+    deferred = (DeferredActs(plan, memory, shave, failed)
+                if defer_act and not timing_only and max_cycles is None else None)
+
+    def queued_write(key: tuple, lo: int, hi: int) -> bool:
+        """Whether a queued ACT SHAVE invocation writes some of these bytes."""
+        return deferred is not None and any(
+            writes and a < hi and lo < b for a, b, writes in deferred.touched.get(key, ()))
+
+    # recorded when something else is about to write them (kept_values.py)
+    kept_values = KeptValues(network, memory, kept, queued_write) if kept else None
 
     def on_start(u: int, t: float) -> None:
         if online is not None:
             online.check(u)
+        if deferred is not None:
+            deferred.before(u)
         kind = kinds[u] if kinds is not None else None
         try:
             if timing_only:
@@ -162,12 +191,18 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     memory.set_dynamic_dims(dst.root, memory.shape_of(src))
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
+                if kept_values is not None:
+                    kept_values.written_by_dma(dst)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
-                if dst.root.name in kept:
-                    network.keep(dst.root.name)
+                if kept_values is not None:
+                    kept_values.after_dma(dst)
             elif kind == DPU:
-                dpu_engine.run_variant(plan.task[u], plan.variant[u], plan.dpu_regions(u),
-                                       memory)
+                if kept_values is not None:
+                    kept_values.before_write(plan.dpu_regions(u)["out"])
+                dpu.run(u)
+            elif kind == ACT and kept_values is not None:
+                kept_values.before_ranges(("cmx", plan.tile[u]),
+                                          shave.bindings(plan.task[u]).writes)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
@@ -186,6 +221,14 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         known, classes = _act_classes(plan, shave)
 
     def act_cycles(u: int, t: float) -> float:
+        if deferred is not None:
+            try:
+                cycles = shave.deferred_cycles(work[u])
+                if cycles is not None:
+                    deferred.defer(u, cycles)
+                    return cycles
+            except VpucError as exc:            # the task's bindings, as a run reports them
+                raise failed(u, exc) from None
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
         budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:
@@ -201,7 +244,13 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     runtime = Runtime(plan, on_start=hook, on_end=online.end if online is not None else None,
                       act_cycles=act_cycles, act_known=known, max_cycles=max_cycles,
                       progress=progress)
-    timeline = runtime.run()
+    try:
+        timeline = runtime.run()
+        if kept_values is not None:     # before the queue's last writes, as at their DMAs
+            kept_values.finish()
+    finally:        # a queued kernel's failure comes before what stopped the run later
+        if deferred is not None:
+            deferred.flush()
     seconds["run"] = time.perf_counter() - clock
     seconds["kernels"] = shave.seconds   # part of "run": ACT SHAVE kernels in the interpreter
     if detector is not None:

@@ -183,7 +183,11 @@ def variant_boxes(task: DpuTask, index: int,
 
 def run_variant(task: DpuTask, index: int, regions: dict[str, Region], memory: Memory) -> None:
     """Compute one variant from CMX and store its output box in CMX."""
-    box = variant_box(task, index)
+    _run_box(task, variant_box(task, index), regions, memory)
+
+
+def _run_box(task: DpuTask, box: ops.Variant, regions: dict[str, Region],
+             memory: Memory) -> None:
     out = memory.view(regions["out"])
     x = memory.view(regions["in0"])
     weights = memory.view(regions["weights"]) if "weights" in regions else None
@@ -211,3 +215,110 @@ def run_variant(task: DpuTask, index: int, regions: dict[str, Region], memory: M
             pool = ops.maxpool if op is DpuOp.MAXPOOL else ops.avgpool
             part = pool(x, kernel, stride, pad, post_op=post, out_dtype=dtype, variant=box)
     box.store(out, part)
+
+
+# ------------------------------------------------------------------ variants run together
+
+# Ops whose output channels are computed independently, each by the same operations
+# whatever other channels a call computes: elementwise ops, and a depthwise convolution
+# (one GEMM per channel, each of the same shape and strides).  A global pool is left out:
+# its reduction over the whole window is one numpy reduce, whose order numpy chooses.
+_CHANNELWISE = (DpuOp.DWCONV, DpuOp.ADD, DpuOp.MUL, DpuOp.MAXPOOL, DpuOp.AVGPOOL)
+
+
+def channel_groups(task: DpuTask, regions: dict[str, Region], memory: Memory,
+                   recorded: frozenset[str] = frozenset()) -> dict[int, tuple[int, ...]]:
+    """Variant -> the variants computed with it in one call (its group, first variant
+    first), for the variants of ``task`` that differ only in their channels: the same
+    columns and rows, channel ranges that join into one without a gap or overlap.  Each
+    output element is then computed by exactly the operations it gets alone.  None when
+    the task has none, or when running a variant early could change what another sees: a
+    variant with waits of its own (its inputs may not be ready when the first starts), an
+    output sharing bytes with an input (a later variant would read the earlier's output),
+    an output into a buffer of ``recorded`` (recorded as a DMA left it, ``Network.kept``:
+    a DMA writing other bytes of it between two variants must not see the later one's
+    output)."""
+    variants = task.variants
+    if len(variants) < 2 or task.op not in _CHANNELWISE or any(v.waits for v in variants):
+        return {}
+    out = regions["out"]
+    if task.op in (DpuOp.MAXPOOL, DpuOp.AVGPOOL) and out.type.bound_shape[2:] == (1, 1):
+        return {}
+    if task.op is DpuOp.DWCONV:
+        weights = regions.get("weights")
+        # one output channel per input channel, and at least two in every call: a single
+        # group's GEMM is computed in another orientation (``conv._grouped_matmul``)
+        if (weights is None or weights.type.bound_shape[0] != regions["in0"].type.bound_shape[1]
+                or any(v.end[2] == v.start[2] for v in variants)):
+            return {}
+    if out.root.name in recorded:
+        return {}
+    key, lo, hi = memory.span(out)
+    for name, region in regions.items():
+        if name != "out":
+            other, a, b = memory.span(region)
+            if other == key and a < hi and lo < b:
+                return {}
+    boxes: dict[tuple, list[int]] = {}
+    for index, v in enumerate(variants):
+        boxes.setdefault((v.start[0], v.end[0], v.start[1], v.end[1]), []).append(index)
+    groups: dict[int, tuple[int, ...]] = {}
+    for members in boxes.values():
+        if len(members) < 2:
+            continue
+        spans = sorted((variants[i].start[2], variants[i].end[2]) for i in members)
+        if all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:])):
+            group = tuple(members)
+            groups.update((i, group) for i in members)
+    return groups
+
+
+def run_variants(task: DpuTask, group: tuple[int, ...], regions: dict[str, Region],
+                 memory: Memory) -> None:
+    """``run_variant`` of every variant of a ``channel_groups`` group, as one call over the
+    box they tile."""
+    first = task.variants[group[0]]
+    low = min(task.variants[i].start[2] for i in group)
+    high = max(task.variants[i].end[2] for i in group)
+    box = _box((first.start[0], first.start[1], low), (first.end[0], first.end[1], high))
+    _run_box(task, box, regions, memory)
+
+
+class DpuRunner:
+    """Runs a plan's DPU units.  With ``together``, the variants of a task that
+    ``channel_groups`` joins are computed in one call when the first of them starts
+    (the rest then have nothing left to do).  Only for a run whose races are proven
+    absent and which runs to its end: no unit ordered by the barriers alone can then see
+    a later variant's output before that variant starts."""
+
+    def __init__(self, plan, memory: Memory, together: bool,
+                 recorded: frozenset[str] = frozenset()) -> None:
+        self.plan, self.memory, self.together = plan, memory, together
+        self.recorded = recorded         # see ``channel_groups``
+        self.groups: dict[int, dict[int, tuple[int, ...]]] = {}   # id(task) -> its groups
+        self.done: set[int] = set()      # units whose output an earlier call computed
+
+    def run(self, unit: int) -> None:
+        if unit in self.done:
+            self.done.discard(unit)
+            return
+        plan = self.plan
+        task, index, regions = plan.task[unit], plan.variant[unit], plan.dpu_regions(unit)
+        group = None
+        if self.together:
+            groups = self.groups.get(id(task))
+            if groups is None:
+                groups = self.groups[id(task)] = channel_groups(task, regions, self.memory,
+                                                                  self.recorded)
+            group = groups.get(index)
+        if group is None or group[0] != index:
+            run_variant(task, index, regions, self.memory)
+            return
+        try:
+            run_variants(task, group, regions, self.memory)
+        except VpucError:
+            # one of them is wrong: each alone, so the error names the variant at its start
+            self.groups[id(task)] = {}
+            run_variant(task, index, regions, self.memory)
+            return
+        self.done.update(unit - index + i for i in group[1:])

@@ -41,6 +41,7 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
+from runtime_sim.engines.shave_together import RunTogether
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
@@ -106,7 +107,7 @@ def _tile_buffers(memory: Memory, program: Program, cache: dict,
     return spans
 
 
-class ShaveEngine:
+class ShaveEngine(RunTogether):
     def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
         self.program = program
         self.memory = memory
@@ -131,6 +132,11 @@ class ShaveEngine:
         self._tile_spans: dict[int, list] = {}
 
         self._made: dict[int, SwKernelTask] = {}     # timing-only: tasks made one by one
+        # Numerics: the cycles of each class of invocations (``_static_key``) one of them
+        # took in full, which a deferred one is charged (``deferred_cycles``)
+        self._class_cycles: dict[tuple, int] = {}
+        self._static_keys: dict[int, tuple] = {}        # id(invocation) -> (it, its key)
+        self.together = 0           # invocations run with others (``run_together``)
 
     @cached_property
     def _act_tasks(self) -> list:
@@ -238,9 +244,7 @@ class ShaveEngine:
         if self.timing_only:          # the cycles without the vector arithmetic, if it can
             known = None
             if len(key) == 2 and max_cycles is None:      # not a dynamic tensor's invocation
-                known = (self.program.kernels[invocation.kernel].elf, entry, key[1],
-                         bindings.reads, bindings.writes, stack, len(cmx),
-                         tuple(sorted(self.program.arch.window_bases.items())))
+                known = self._cycles_only_key(invocation, key)
                 result = cycles_only_results.get(known)
             if result is None:
                 result = invoke_cycles_only(obj, self._scratch(len(cmx)), invocation.window_e,
@@ -257,15 +261,33 @@ class ShaveEngine:
                                        invocation.args_size, entry=entry,
                                        arch=self.program.arch, stack_bytes=stack,
                                        max_cycles=max_cycles, bindings=bindings)
-        except CycleBudgetExceeded as exc:
-            raise VpucError(f"{self._who(unit_name, invocation)}: still running after "
-                            f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
-                            f"--max-cycles left it; stopped at {exc.where}",
-                            exc.diagnostics[0].loc) from None
         except VpucError as exc:
-            diag = exc.diagnostics[0]
-            raise VpucError(f"{self._who(unit_name, invocation)}: {diag.message}",
-                            diag.loc) from None
+            raise self._failure(unit_name, invocation, exc) from None
+        self._check_status(unit_name, invocation, result)
+        self.seconds += time.perf_counter() - clock
+        self.runs += 1
+        if state is not None:
+            observer.after(invocation, self.memory, state,
+                           unit_name() if callable(unit_name) else unit_name)
+        if key is not None:
+            self._memo[key] = result.cycles
+        elif not self.timing_only:
+            static = self._static_key(invocation)
+            if static is not None:
+                self._class_cycles.setdefault(static, result.cycles)
+        return result.cycles
+
+    def _failure(self, unit_name, invocation: InvocationImage, exc: VpucError) -> VpucError:
+        """A kernel's error, named by its task and kernel."""
+        if isinstance(exc, CycleBudgetExceeded):
+            return VpucError(f"{self._who(unit_name, invocation)}: still running after "
+                             f"{exc.cycles:,} SHAVE cycles, past the {exc.budget:,.0f} that "
+                             f"--max-cycles left it; stopped at {exc.where}",
+                             exc.diagnostics[0].loc)
+        diag = exc.diagnostics[0]
+        return VpucError(f"{self._who(unit_name, invocation)}: {diag.message}", diag.loc)
+
+    def _check_status(self, unit_name, invocation: InvocationImage, result) -> None:
         status = result.scalar_regs[0]
         if status:
             task = self._act_task(invocation.task_index)
@@ -274,14 +296,42 @@ class ShaveEngine:
                        if status == args_addr else status_meaning(status))
             raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
                                     f"status {status} ({meaning})", task.loc)
-        self.seconds += time.perf_counter() - clock
-        self.runs += 1
-        if state is not None:
-            observer.after(invocation, self.memory, state,
-                           unit_name() if callable(unit_name) else unit_name)
-        if key is not None:
-            self._memo[key] = result.cycles
-        return result.cycles
+
+    # --- deferred invocations (numerics) ----------------------------------------------------
+
+    def deferred_cycles(self, invocation: InvocationImage) -> int | None:
+        """The cycles an invocation whose numerics may run later is charged now: those an
+        invocation of its class (the same kernel and WIN_E image but for the memrefs'
+        ``dataAddr``, see the module docstring) took in full; None when it must run now
+        (no such run yet, a dynamic memref, an observer or a profiler watching).  The
+        first of a class is charged the cycles a timing-only run of the process found for
+        the same task, when there is one (``cycles_only_results``: no run is made here)."""
+        if self.timing_only or self.observer is not None or self.profiler is not None:
+            return None
+        key = self._static_key(invocation)
+        if key is None:
+            return None
+        cycles = self._class_cycles.get(key)
+        if cycles is None:
+            known = cycles_only_results.get(self._cycles_only_key(invocation, key))
+            if known is not None and not known.scalar_regs[0]:
+                cycles = self._class_cycles[key] = known.cycles
+        return cycles
+
+    def _cycles_only_key(self, invocation: InvocationImage, key: tuple) -> tuple:
+        """What a cycles-only result is remembered by for the process (``_run``)."""
+        task = self._act_task(invocation.task_index)
+        bindings = self.bindings(task)
+        _, entry = self._object(invocation.kernel)
+        tile = invocation.tile
+        stack = self.stacks[tile] if tile < len(self.stacks) else DEFAULT_STACK_BYTES
+        return (self.program.kernels[invocation.kernel].elf, entry, key[1], bindings.reads,
+                bindings.writes, stack, len(self.memory.cmx(tile)),
+                tuple(sorted(self.program.arch.window_bases.items())))
+
+    def class_of(self, invocation: InvocationImage) -> tuple | None:
+        """What invocations run together share (``_static_key``)."""
+        return self._static_key(invocation)
 
     def _scratch(self, size: int) -> np.ndarray:
         """WIN_F of cycles-only runs: as large as a tile's CMX, contents irrelevant."""
@@ -302,7 +352,16 @@ class ShaveEngine:
         return key
 
     def _static_key(self, invocation: InvocationImage) -> tuple | None:
-        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with."""
+        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with
+        (remembered per invocation: numerics asks it of each twice)."""
+        known = self._static_keys.get(id(invocation))
+        if known is not None and known[0] is invocation:
+            return known[1]
+        key = self._static_key_of(invocation)
+        self._static_keys[id(invocation)] = (invocation, key)
+        return key
+
+    def _static_key_of(self, invocation: InvocationImage) -> tuple | None:
         at = self._address_fields.get(invocation.kernel)
         if at is None:
             at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)

@@ -121,9 +121,17 @@ class TimingProgram:
 
     def _first_run(self, index: int):
         """The runner of step ``index`` until it first runs: it makes the step's own,
-        puts it in ``flat`` for the next time, and runs it."""
-        def run_(R, mem, index=index, timing=self):        # bound: no cells
+        puts it in ``flat`` for the next time, and runs it.  A straight-line block
+        (``straight_blocks``) made before the step ran holds this wrapper for good, so it
+        keeps the runner it made (``made``): made again per call, the encoder's cold run
+        made 2,188 runners for 1,154 steps."""
+        made: list = []
+
+        def run_(R, mem, index=index, timing=self, made=made):      # bound: no cells
+            if made:
+                return made[0](R, mem)
             runner = timing.runner(index)
+            made.append(runner)
             timing.program.flat[index] = flat_step(runner, *timing.program.meta[index])
             return runner(R, mem)
         return run_
@@ -159,6 +167,9 @@ _MASK_WRITES: dict[int, tuple] = {}
 
 def _mask_writes(access) -> tuple[int, ...]:
     """The mask registers an instruction writes (accesses are shared per decoded word)."""
+    writes = access.writes
+    if not writes or max(writes) < _FIRST_MASK:     # most words: nothing to remember
+        return ()
     found = _MASK_WRITES.get(id(access))
     if found is None or found[0] is not access:
         if len(_MASK_WRITES) >= 1 << 16:
@@ -199,7 +210,7 @@ def _scalar_load(inner, dec, access, offset: int, watched: int):
     """A checked load stops the run on bytes not computed; a watched one notes it.
     ``offset``: where in R the load's offset is (its immediate)."""
     (_, base), _ = access.reads
-    size = 8 if dec.info.format == "SLD2" else _memory_shape(dec, dec.info.mnemonic, "load").size
+    size = _access_shape(dec, "load")[0]
     if watched:
         def run_(R, mem, base=base, offset=offset, size=size, watched=watched, inner=inner):
             address = (int(R[base]) + int(R[offset])) & _MASK32
@@ -216,10 +227,7 @@ def _scalar_load(inner, dec, access, offset: int, watched: int):
 def _marking_store(inner, dec, offset: int, sources: int):
     """A store whose value may not be computed (a vector's, or from a watched load that
     read such bytes) marks its bytes so.  ``offset``: where in R its offset is."""
-    sem = SEMANTICS[dec.info.opcode]
-    shape = _memory_shape(dec, sem.mnemonic, "store")
-    size = 8 if dec.info.format == "SST2" else shape.size
-    base, stride, lanes = shape.base, shape.stride, shape.lanes
+    size, base, stride, lanes = _access_shape(dec, "store")
 
     def run_(R, mem, inner=inner, sources=sources, base=base, offset=offset, size=size,
              stride=stride, lanes=lanes):
@@ -234,6 +242,24 @@ def _marking_store(inner, dec, offset: int, sources: int):
             mem.mark_unknown(low + min(0, reach), low + max(0, reach) + size)
         return nxt
     return run_
+
+
+# Per decoded word (shared, never changed): (dec, (bytes, base register, stride register,
+# lanes)) of its access, as ``_memory_shape`` gives them (a MemoryShape per call cost
+# ~2 us, for each of a cold run's ~300 scalar loads and marking stores).
+_SHAPES: dict[int, tuple] = {}
+
+
+def _access_shape(dec, kind: str) -> tuple:
+    found = _SHAPES.get(id(dec))
+    if found is None or found[0] is not dec:
+        shape = _memory_shape(dec, SEMANTICS[dec.info.opcode].mnemonic, kind)
+        pair = dec.info.format == ("SLD2" if kind == "load" else "SST2")
+        if len(_SHAPES) >= 1 << 16:
+            _SHAPES.clear()
+        found = _SHAPES[id(dec)] = (dec, (8 if pair else shape.size, shape.base, shape.stride,
+                                          shape.lanes))
+    return found[1]
 
 
 # A TimingProgram per decoded Program (Programs are cached by load_kernel).

@@ -34,7 +34,10 @@ from typing import NamedTuple
 import numpy as np
 
 # VECTOR, _keys and load_bit are read from here by cycles_only
-from runtime_sim.isa.cycles_slice_flow import VECTOR, _Blocks, _keys, _sources, load_bit  # noqa: F401
+from runtime_sim.isa.cycles_slice_flow import (VECTOR, _Blocks, _keys, _sources,  # noqa: F401
+                                               backward_step, critical_in,
+                                               critical_out_blocks, load_bit,
+                                               source_action)
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
 from vpuc.shave.encoding import FIELDS, WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, REG_ARGS_ADDR, REG_LR, VECTOR_BYTES
@@ -101,29 +104,56 @@ def _shape(dec, access) -> tuple:
     found = _SHAPES.get(id(dec))
     if found is not None and found[0] is dec:
         return found[1]
-    sem = SEMANTICS[dec.info.opcode]
-    reads = [key for where, key in access.reads if where == "reg"]
+    info = dec.info
+    plan = _OPCODE_SHAPES.get(info.opcode)
+    if plan is None:
+        plan = _OPCODE_SHAPES[info.opcode] = _opcode_shape(info)
+    kind, address_fields, mask_from_scalar, extra_uses, extra_defs, scalar_mem = plan
+    fields = dec.fields
     address = 0
-    for op in dec.info.operands:
-        if op.kind == "mem":
-            address |= 1 << dec.fields[op.field]
-        elif address and op.kind == "sa" and sem.kind in ("load", "store") \
-                and dec.info.format.startswith("V"):
-            address |= 1 << dec.fields[op.field]          # a strided access's stride
-    uses, defs = _bits(reads), _bits(access.writes)
-    if dec.info.format == "MS":
+    for name in address_fields:
+        address |= 1 << fields[name]
+    uses = defs = 0
+    vector_in = vector_out = False
+    for where, key in access.reads:
+        if where == "reg":
+            if key < NUM_SREGS:
+                uses |= 1 << key
+            else:
+                vector_in = True
+    for key in access.writes:
+        if key < NUM_SREGS:
+            defs |= 1 << key
+        else:
+            vector_out = True
+    if mask_from_scalar:
         address |= uses         # a mask from a scalar (vmask, mset) says which bytes are accessed
-    if sem.mnemonic == "ret":
-        uses |= 1 << REG_LR
-    if sem.mnemonic == "call":
-        defs |= 1 << REG_LR
-    shape = (sem.kind, uses, defs, address, any(key >= NUM_SREGS for key in reads),
-             any(key >= NUM_SREGS for key in access.writes),
-             dec.info.format.startswith("S") and sem.kind in ("load", "store"))
+    shape = (kind, uses | extra_uses, defs | extra_defs, address, vector_in, vector_out,
+             scalar_mem)
     if len(_SHAPES) >= 1 << 16:
         _SHAPES.clear()
     _SHAPES[id(dec)] = (dec, shape)
     return shape
+
+
+# Per opcode, what ``_shape`` reads off the table row (a word adds its fields): (kind, the
+# fields naming address registers, a mask made from scalars, uses and defs of lr).
+_OPCODE_SHAPES: dict[int, tuple] = {}
+
+
+def _opcode_shape(info) -> tuple:
+    sem = SEMANTICS[info.opcode]
+    address_fields: list[str] = []
+    for op in info.operands:
+        if op.kind == "mem":
+            address_fields.append(op.field)
+        elif address_fields and op.kind == "sa" and sem.kind in ("load", "store") \
+                and info.format.startswith("V"):
+            address_fields.append(op.field)               # a strided access's stride
+    return (sem.kind, tuple(address_fields), info.format == "MS",
+            1 << REG_LR if sem.mnemonic == "ret" else 0,
+            1 << REG_LR if sem.mnemonic == "call" else 0,
+            info.format.startswith("S") and sem.kind in ("load", "store"))
 
 
 def _successors(ins: list[_Ins]) -> list[tuple[int, ...]]:
@@ -182,37 +212,38 @@ MAX_STRUCTURES = 256
 def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
     count = len(decoded)
-    accesses, shapes, targets, words = [], [], [], []
     get = _WORDS.get
-    for i, dec in enumerate(decoded):     # one look-up per instruction: its word's part
-        found = get(id(dec))
-        if found is None or found[0] is not dec:
-            found = _word(dec)
-        accesses.append(found[1])
-        shapes.append(found[2])
-        words.append(found[4])
-        target = found[3]
-        if target is not None:
-            target += i
-            if not 0 <= target < count:
-                target = None
-        targets.append(target)
+    words = [get(id(dec)) for dec in decoded]       # one look-up per instruction
+    for i, found in enumerate(words):
+        if found is None or found[0] is not decoded[i]:
+            dec = decoded[i]                # seen earlier in this .text, maybe
+            found = get(id(dec))
+            words[i] = found if found is not None and found[0] is dec else _word(dec)
+    targets = [None] * count
+    for i, found in enumerate(words):
+        if found[3] is not None and 0 <= found[3] + i < count:
+            targets[i] = found[3] + i
     # The key holds each word's shape (shared per word) and the targets: no per-instruction
     # object is made unless the structure is new.
     targets = tuple(targets)
-    key = (tuple(shapes), targets)
+    shapes = tuple([found[2] for found in words])
+    key = (shapes, targets)
     found = _BY_STRUCTURE.get(key)
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
             _BY_STRUCTURE.clear()
-        ins = [_Ins(*shape[1:], target) for shape, target in zip(shapes, targets)]
-        found = _BY_STRUCTURE[key] = _analyse(decoded, ins)
+        ins = [found[7] if target is None else _Ins(*found[2][1:], target)
+               for found, target in zip(words, targets)]
+        found = _BY_STRUCTURE[key] = _analyse(decoded, ins, words)
     roles, reason, critical_at = found
-    return Slice(roles, reason, critical_at, tuple(accesses), (tuple(words), targets))
+    return Slice(roles, reason, critical_at, tuple([found[1] for found in words]),
+                 (tuple([found[4] for found in words]), targets))
 
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
-# offset in words or None, the word's fields but imm).
+# offset in words or None, the word's fields but imm, its step of ``critical_in``, its
+# role unless it is a scalar load or a scalar store, its ``_Ins`` without a target, its
+# action in ``_sources``).
 _WORDS: dict[int, tuple] = {}
 _BUT_IMM = itemgetter(*(name for name in FIELDS if name != "imm"))
 
@@ -221,61 +252,45 @@ def _word(dec) -> tuple:
     access = operand_access(dec)
     branch = access.branch
     offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
-    found = (dec, access, (dec.info.opcode, *_shape(dec, access)), offset,
-             _BUT_IMM(dec.fields))
+    shape = _shape(dec, access)
+    kind, uses, defs, address, vector_in, vector_out, scalar_mem = shape
+    found = (dec, access, (dec.info.opcode, *shape), offset, _BUT_IMM(dec.fields),
+             backward_step(kind, uses, defs, address, kind in _CONTROL, _STATUS),
+             _role(kind == "op" and (vector_in or (vector_out and not defs)), False, 0, 0,
+                   kind == "store" and not scalar_mem),
+             _Ins(*shape, None),
+             source_action(kind, uses, defs, address, vector_in, scalar_mem))
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
     return found
 
 
-def _analyse(decoded: list, ins: list[_Ins]) -> tuple:
+_STATUS = 1 << REG_ARGS_ADDR          # s0 holds the status at the exit
+
+
+def _analyse(decoded: list, ins: list[_Ins], words: list[tuple]) -> tuple:
     """(roles, reason, critical registers per instruction) of ``analyse``; ``decoded``
-    only names the instruction in the reason."""
+    only names the instruction in the reason, ``words`` are ``_word``'s."""
     succ = _successors(ins)
     blocks = _Blocks(succ)
-    status = 1 << REG_ARGS_ADDR          # s0 holds the status at the exit
-    # Backward to the least fixpoint, a basic block at a time: inside a block each
-    # instruction's only successor is the next one.
-    crit_in = [0] * len(ins)
-    starts, ends, block_preds = blocks.starts, blocks.ends, blocks.preds
-    work = list(range(len(starts)))
-    queued = set(work)
-    while work:
-        b = work.pop()
-        queued.discard(b)
-        start, end = starts[b], ends[b]
-        out = 0
-        for j in succ[end - 1]:
-            out |= crit_in[j]
-        before = crit_in[start]
-        for i in range(end - 1, start - 1, -1):
-            x = ins[i]
-            kind = x.kind
-            if kind in ("ret", "halt"):
-                out |= status
-            needed = (out & ~x.defs) | x.address
-            if kind in _CONTROL or (out & x.defs and kind == "op"):
-                needed |= x.uses
-            crit_in[i] = out = needed
-        if out != before:
-            for p in block_preds[b]:
-                if p not in queued:
-                    queued.add(p)
-                    work.append(p)
-    crit_out, bad = critical_out(ins, succ, crit_in)
-    if bad is not None:
-        return None, (f"{decoded[bad].info.mnemonic} at .text+{bad * WORD_BYTES:#x} "
-                      "makes a scalar that decides control flow or an address"), ()
-    sources = _sources(ins, succ, crit_out, blocks)
-    roles = []
+    steps = [found[5] for found in words]
+    crit_in = critical_in(steps, succ, blocks)
+    crit_out = critical_out_blocks(steps, succ, crit_in, blocks)
     for i, x in enumerate(ins):
-        scalar_load = x.scalar_mem and x.kind == "load"
-        roles.append(_role(
-            x.kind == "op" and (x.vector_in or (x.vector_out and not x.defs)),
-            scalar_load and bool(x.defs & crit_out[i]),
-            load_bit(i) if scalar_load and not x.defs & crit_out[i] else 0,
-            sources[i], x.kind == "store" and not x.scalar_mem))
+        if x.vector_in and x.defs & crit_out[i]:       # ``critical_out``'s first such move
+            return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
+                          "makes a scalar that decides control flow or an address"), ()
+    sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
+    roles = [found[6] for found in words]
+    for i, x in enumerate(ins):
+        if not x.scalar_mem:
+            continue
+        if x.kind == "load":
+            critical = bool(x.defs & crit_out[i])
+            roles[i] = _role(False, critical, 0 if critical else load_bit(i), sources[i], False)
+        elif sources[i]:
+            roles[i] = _role(False, False, 0, sources[i], False)
     return tuple(roles), "", tuple(crit_in)
 
 

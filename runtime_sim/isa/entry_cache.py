@@ -91,7 +91,7 @@ class LoopFacts:
     each of its footprints inside (``hulls``)."""
 
     __slots__ = ("footprints", "exit_at", "declined", "_independent", "groups", "moved",
-                 "_spans", "_hulls")
+                 "_spans", "_hulls", "_hull_groups")
 
     def __init__(self, footprints: list[Footprint] | None, exit_at: int | None,
                  declined: Exception | None = None, groups: tuple | None = None,
@@ -102,6 +102,7 @@ class LoopFacts:
         self.moved = moved          # (origin LoopFacts, each group's move) when relocated
         self._spans: dict[int, tuple] = {}
         self._hulls: list | None = None
+        self._hull_groups: list | None = None
 
     def independent(self, iterations: int) -> bool:
         answer = self._independent.get(iterations)
@@ -183,7 +184,13 @@ class LoopFacts:
         return self._hulls
 
     def hull_groups(self) -> list:
-        """((hull, members), the group they belong to), of this entry's own footprints."""
+        """((hull, members), the group they belong to), of this entry's own footprints
+        (once: every entry relocated from this one moves them)."""
+        if self._hull_groups is None:
+            self._hull_groups = self._make_hull_groups()
+        return self._hull_groups
+
+    def _make_hull_groups(self) -> list:
         fps, out = self.footprints, []
         for members in self.groups or (tuple(range(len(fps))),):
             parts: dict[tuple, list[int]] = {}

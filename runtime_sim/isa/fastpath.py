@@ -76,7 +76,16 @@ class _Decline(Exception):
 
 
 class FastLoops:
-    """The fast path of one run: called by the interpreter on backward branches."""
+    """The fast path of one run: called by the interpreter on backward branches.
+
+    With ``defer``, a proven batch is not run but left in ``pending`` (plan, registers,
+    memory, iterations) for the caller of ``interpreter.run_steps`` to run, alone
+    (``execute_pending``) or with other invocations' batches of the same plan
+    (``loop_chunk_many.execute_together``); its timing and counts are the call's as ever."""
+
+    defer = False
+    pending: tuple | None = None
+    together = 0                        # batches run with other invocations' batches
 
     def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK,
                  min_path_iterations: int = MIN_PATH_ITERATIONS) -> None:
@@ -133,15 +142,9 @@ class FastLoops:
             self._refusals[head, branch] += why.recurs
             return None
         self._refusals[head, branch] = 0
-        # The sanitizer's bounds were proven for the whole batch above: not checked again.
-        bounds, memory.bounds = memory.bounds, None
-        try:
-            self._execute(plan, R, memory, iterations)
-        except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
-            raise VpucError(f"internal error: the fast path faulted in a checked loop: "
-                            f"{fault.diagnostics[0].message}") from None
-        finally:
-            memory.bounds = bounds
+        self.pending = (plan, R, memory, iterations)
+        if not self.defer:
+            self.execute_pending()
         now, stalls = plan.timing.advance(ready, now, iterations, exits)
         for origin in plan.origins:
             counts[head + origin] += iterations
@@ -207,6 +210,20 @@ class FastLoops:
         return iterations, iterations == trip, footprints
 
     # --- the batch ------------------------------------------------------------------------------
+
+    def execute_pending(self) -> None:
+        """Run the batch ``__call__`` proved (``pending``), alone."""
+        plan, R, memory, iterations = self.pending
+        self.pending = None
+        # The sanitizer's bounds were proven for the whole batch: not checked again.
+        bounds, memory.bounds = memory.bounds, None
+        try:
+            self._execute(plan, R, memory, iterations)
+        except AccessFault as fault:     # the bounds exclude this: a fast-path bug
+            raise VpucError(f"internal error: the fast path faulted in a checked loop: "
+                            f"{fault.diagnostics[0].message}") from None
+        finally:
+            memory.bounds = bounds
 
     def _execute(self, plan: LoopPlan, R: list, memory, iterations: int) -> None:
         """Run the body over iterations 0 .. iterations-1 in chunks, in order, and

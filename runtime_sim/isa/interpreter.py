@@ -90,6 +90,21 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
     ``fast=True`` (or a ``fastpath.FastLoops``) lets the fast path run straight-line
     loops as numpy batches; the results, cycles and counts are the same.  Past
     ``max_cycles`` (checked at taken branches) the run stops with ``CycleBudgetExceeded``."""
+    steps = run_steps(program, memory, entry, args_addr, args_size, stack_top, max_steps,
+                      max_cycles, fast)
+    try:
+        while True:
+            next(steps).execute_pending()
+    except StopIteration as done:
+        return done.value
+
+
+def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr: int = 0,
+              args_size: int = 0, stack_top: int | None = None,
+              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False):
+    """``run`` as a generator returning its ``RunResult``; it yields the ``FastLoops``
+    when its fast path holds a proven batch not run yet (``FastLoops.defer``), and goes
+    on once the caller has run ``pending`` (``invoke.invoke_together``)."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
@@ -167,6 +182,8 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                         batch = loops.enter(i, R, ready, now, memory, counts,
                                             max_steps - executed, budget, paths=False)
                         if batch is not None:
+                            if getattr(loops, "pending", None) is not None:
+                                yield loops
                             now, i, ran, stalled = batch
                             executed += ran
                             stalls += stalled
@@ -190,6 +207,8 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
                                              max_steps - executed, budget)
                                  if nxt in loops.entries else None)
                         if batch is not None:
+                            if getattr(loops, "pending", None) is not None:
+                                yield loops
                             now, nxt, ran, stalled = batch
                             executed += ran
                             stalls += stalled

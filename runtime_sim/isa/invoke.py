@@ -14,8 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.arch import Arch, load_arch
+from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
-from runtime_sim.isa.interpreter import RunResult, load_kernel, run
+from runtime_sim.isa.fastpath import FastLoops
+from runtime_sim.isa.interpreter import RunResult, load_kernel, run, run_steps
+from runtime_sim.isa.loop_chunk_many import execute_together
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
 
@@ -76,3 +79,49 @@ def invoke_kernel(obj: KernelObject, cmx: np.ndarray, window_e: bytes, args_offs
     args_addr = memory.base("WIN_E") + args_offset
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
                args_size=args_size, max_steps=max_steps, max_cycles=max_cycles, fast=fast)
+
+
+def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[RunResult]:
+    """``invoke_kernel(**call)`` of each call (keyword arguments only; ``fast`` is
+    implied), run in step: each runs until its fast path holds a proven batch, then the
+    batches of all of them run, those of one loop plan as one (``loop_chunk_many``), and
+    each goes on.  The calls must touch disjoint bytes of any memory they share (the
+    runtime's deferred ACT tasks: no two of them write what the other touches); every
+    result, memory byte and cycle is then what each call alone gives.  An error stops
+    them all, raised as it is with ``together_index``: which call it came from.
+    ``fast_loops`` (a list) receives each call's ``FastLoops`` (``together``: its batches
+    run with others')."""
+    runs = []
+    for call in calls:
+        call = dict(call)
+        obj, cmx, window_e = call.pop("obj"), call.pop("cmx"), call.pop("window_e")
+        args_offset, args_size = call.pop("args_offset"), call.pop("args_size")
+        memory = invocation_memory(obj, cmx, window_e, arch=call.get("arch"),
+                                   stack_bytes=call.get("stack_bytes", DEFAULT_STACK_BYTES),
+                                   bindings=call.get("bindings"))
+        loaded = load_kernel(obj, memory)
+        loops = FastLoops(loaded.program)
+        loops.defer = True
+        if fast_loops is not None:
+            fast_loops.append(loops)
+        runs.append(run_steps(loaded.program, memory, entry=loaded.entry(call.get("entry")),
+                              args_addr=memory.base("WIN_E") + args_offset,
+                              args_size=args_size, max_steps=call.get("max_steps", 50_000_000),
+                              max_cycles=call.get("max_cycles"), fast=loops))
+    results: list[RunResult | None] = [None] * len(runs)
+    active = list(range(len(runs)))
+    with np.errstate(all="ignore"):
+        while active:
+            pending = []
+            for index in active:
+                try:
+                    pending.append(next(runs[index]))
+                except StopIteration as done:
+                    results[index] = done.value
+                except VpucError as exc:
+                    exc.together_index = index
+                    raise
+            execute_together(pending)
+            active = [index for index in active if results[index] is None]
+    return results
+

@@ -40,6 +40,7 @@ from runtime_sim.isa.loop_bounds import MOD, Affine, signed
 from runtime_sim.isa.loop_pipelined import rows_of, shifted
 from runtime_sim.isa.loop_views import MAX_TILED_ROWS  # noqa: F401 -- callers import it here
 from runtime_sim.isa.loop_views import grouped_view as _view
+from runtime_sim.isa.loop_views import loaded
 from runtime_sim.isa.loop_views import progression_view  # noqa: F401 -- callers import it here
 from runtime_sim.isa.loop_views import tiled as _tiled
 from runtime_sim.isa.sem_vector import GENERAL
@@ -318,7 +319,7 @@ class ChunkRunner:
                     _base_rows(v, step[4], affines[step[4]], first, rows)
                     result = step[1](memory, *[v[a] for a in step[2]])
                 else:
-                    result = view.copy()
+                    result = loaded(view)
                 outs = step[3]
             elif code == _VIEW_STORE:
                 view = _view(memory, windows, affines, first, rows, step, group, True)

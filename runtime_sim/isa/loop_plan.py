@@ -137,11 +137,29 @@ def _memory_shape(dec, mnemonic: str, kind: str) -> MemoryShape:
 
 
 def _body_op(position: int, dec) -> BodyOp:
-    sem = SEMANTICS[dec.info.opcode]
-    access = operand_access(dec)
-    memory = (_memory_shape(dec, sem.mnemonic, sem.kind)
-              if sem.kind in ("load", "store") else None)
-    return BodyOp(position, sem.mnemonic, sem.kind, sem.fn, access.reads, access.writes, memory)
+    """The op of ``dec`` at ``position``: its word's fields worked out once per word (an
+    unrolled body repeats its inner loop's words), the op made without the frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field)."""
+    found = _BODY_WORDS.get(id(dec))
+    if found is None or found[0] is not dec:
+        sem = SEMANTICS[dec.info.opcode]
+        access = operand_access(dec)
+        memory = (_memory_shape(dec, sem.mnemonic, sem.kind)
+                  if sem.kind in ("load", "store") else None)
+        if len(_BODY_WORDS) >= 1 << 16:
+            _BODY_WORDS.clear()
+        found = _BODY_WORDS[id(dec)] = (dec, {
+            "position": None, "mnemonic": sem.mnemonic, "kind": sem.kind, "fn": sem.fn, "reads": access.reads,
+            "writes": access.writes, "memory": memory})
+    op = object.__new__(BodyOp)
+    fields = op.__dict__
+    fields.update(found[1])
+    fields["position"] = position
+    return op
+
+
+# Per decoded word (shared, never changed): (dec, a BodyOp's fields but its position).
+_BODY_WORDS: dict[int, tuple] = {}
 
 
 def _induction_step(op: BodyOp, key: int, written: frozenset[int]) -> Step | None:

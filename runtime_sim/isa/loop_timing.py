@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime_sim.isa.cycles import issue
 
 # Give up looking for a period after this many iterations (then keep stepping).
 MAX_TRACE = 4096
@@ -34,9 +33,19 @@ class _Trace:
 
 
 class LoopTiming:
-    def __init__(self, steps: list) -> None:
-        """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last."""
-        self.steps = [(s.sources, s.dests, s.cost) for s in steps]
+    def __init__(self, steps: list, taken: list[bool] | None = None) -> None:
+        """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last;
+        ``taken``: per step, whether a transfer it makes is taken on the path (a path
+        batch's: the refetch penalty after it; a loop body's transfers are none)."""
+        # per step: ``cycles.issue``'s inputs unpacked, as the interpreter's loop has them
+        # (issued inline: a library kernel's row path is ~700 steps per iteration), and
+        # the refetch penalty after it
+        self.steps = [
+            (s.sources, s.dests, s.cost.slots[0],
+             s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
+             s.cost.latency, s.cost.closes_bundle,
+             s.cost.taken_penalty if taken is not None and taken[i] else 0)
+            for i, s in enumerate(steps)]
         self.penalty = steps[-1].cost.taken_penalty
         # registers and the slots the body uses (a slot is "written" when it issues)
         self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests, *s.cost.slots)})
@@ -47,10 +56,27 @@ class LoopTiming:
         self._last: dict[tuple, tuple[int, int, tuple[tuple[int, int], ...]]] = {}
 
     def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
+        """One iteration issued from ``now`` (``cycles.issue`` inline, step by step)."""
         stalls = 0
-        for sources, dests, cost in self.steps:
-            now, stall = issue(ready, now, sources, dests, cost)
-            stalls += stall
+        for sources, dests, slot, other, busy, latency, closes, penalty in self.steps:
+            start = now
+            for key in sources:
+                if ready[key] > start:
+                    start = ready[key]
+            operands = start
+            if other is not None and ready[slot] > start and ready[other] < ready[slot]:
+                slot = other
+            free = ready[slot]
+            if free > start:
+                start = free
+            ready[slot] = start + busy
+            done = start + latency
+            for key in dests:
+                ready[key] = done
+            stall = operands - (now + 1 if now + 1 > free else free)
+            if stall > 0:
+                stalls += stall
+            now = (start + 1 if closes else start) + penalty
         return (now + self.penalty if taken else now), stalls
 
     def _relative(self, ready, now: int) -> tuple[int, ...]:

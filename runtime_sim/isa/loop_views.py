@@ -13,11 +13,14 @@ from runtime_sim.isa.loop_bounds import MOD, Affine, signed
 
 # Invariant vectors repeated to a chunk's rows, by (bytes, rows): read-only, shared by
 # every chunk (a kernel's constants are the same in every invocation).
-# Bounded: at most MAX_TILED of at most MAX_TILED_ROWS rows (8 MiB); a longer batch
-# against one vector takes the general form, whose long rows do as well.
+# Bounded by bytes, not entries: a transformer's generated kernel reloads its layer norm's
+# scale and shift (48 vectors) every row of a 7-row block, which a bound of 32 entries
+# cleared on every chunk.  A longer batch than MAX_TILED_ROWS against one vector takes the
+# general form, whose long rows do as well.
 _TILED: dict[tuple, np.ndarray] = {}
-MAX_TILED = 32
+MAX_TILED_BYTES = 8 << 20
 MAX_TILED_ROWS = 16384
+_tiled_bytes = 0
 
 
 def progression_view(memory, base: Affine, first: int, rows: int, offset,
@@ -77,11 +80,23 @@ def tiled(vector, rows: int):
     if type(vector) is not np.ndarray or vector.shape != (16,) or vector.dtype != np.uint8 \
             or rows > MAX_TILED_ROWS:
         return vector
+    global _tiled_bytes
     key = (vector.tobytes(), rows)
     found = _TILED.get(key)
     if found is None:
-        if len(_TILED) >= MAX_TILED:
+        if _tiled_bytes + rows * 16 > MAX_TILED_BYTES:
             _TILED.clear()
+            _tiled_bytes = 0
         found = _TILED[key] = np.repeat(vector[None], rows, axis=0)
         found.flags.writeable = False
+        _tiled_bytes += rows * 16
     return found
+
+
+def loaded(view: np.ndarray) -> np.ndarray:
+    """The value a batch's load takes from its view: a copy of memory's rows (a later
+    store may change them), but a reloaded constant's shared rows (``tiled``: read-only,
+    holding no memory) as they are, since no batch writes into a value."""
+    if view.base is None and not view.flags.writeable:
+        return view
+    return view.copy()

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_sim.isa.cycles import issue
 from runtime_sim.isa.entry_cache import PathChecks, register_key
 from runtime_sim.isa.loop_bounds import (MOD, Affine, Footprint, first_exit, first_outside,
                                          independent)
 from runtime_sim.isa.loop_timing import LoopTiming
 from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands
-from runtime_sim.isa.loop_views import progression_view
+from runtime_sim.isa.loop_views import loaded, progression_view
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
@@ -160,17 +159,7 @@ class PathTiming(LoopTiming):
     """``LoopTiming`` over a path: the refetch penalty after each transfer it takes."""
 
     def __init__(self, steps: list, taken: list[bool]) -> None:
-        super().__init__(steps)
-        self.steps = [(sources, dests, cost, cost.taken_penalty if hit else 0)
-                      for (sources, dests, cost), hit in zip(self.steps, taken)]
-
-    def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
-        stalls = 0
-        for sources, dests, cost, penalty in self.steps:
-            now, stall = issue(ready, now, sources, dests, cost)
-            now += penalty
-            stalls += stall
-        return (now + self.penalty if taken else now), stalls
+        super().__init__(steps, taken)
 
 
 def path_timing(program, walk: Walk) -> PathTiming:
@@ -365,7 +354,7 @@ def _run_rows(walk: Walk, R: list, memory, k: np.ndarray, env: dict, overlay: di
                 if op.kind == "store":
                     view[...] = read(op.reads[0])    # a batch of rows, or one vector for all
                 else:
-                    env[op.writes[0]] = view.copy()
+                    env[op.writes[0]] = loaded(view)
                 continue
         args = [read(r) for r in op.reads]
         if op.mnemonic in GENERAL and rows > 1:

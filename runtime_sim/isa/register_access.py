@@ -62,11 +62,14 @@ def _operand_access(dec: Decoded) -> Access:
     for step, field, key, pair, read, write in _plan(dec.info.format):
         if step == _REGISTER:
             key += fields[field]
-            keys = (key, key + 1) if pair else (key,)
             if read:
-                reads += [("reg", k) for k in keys]
+                reads.append(("reg", key))
+                if pair:
+                    reads.append(("reg", key + 1))
             if write:
-                writes += keys
+                writes.append(key)
+                if pair:
+                    writes.append(key + 1)
         elif step == _LABEL:
             branch = int(np.int32(np.uint32(dec.imm)))
         else:
@@ -75,7 +78,11 @@ def _operand_access(dec: Decoded) -> Access:
             if imm is None:
                 imm = U32(dec.imm)
             reads.append(("imm", imm))
-    return Access(tuple(reads), tuple(writes), branch)
+    # ``Access(...)`` without the frozen dataclass's ``__init__`` (an ``object.__setattr__``
+    # per field): the same fields, an equal Access, once per word of a cold run
+    found = object.__new__(Access)
+    found.__dict__.update(reads=tuple(reads), writes=tuple(writes), branch=branch)
+    return found
 
 
 # A format's operands as steps, worked out once per format, not per word (932 words of

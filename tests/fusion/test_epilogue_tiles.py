@@ -1,6 +1,6 @@
 """A DPU layer with a fused elementwise epilogue (``fuse_epilogue.Epilogue``) picks its row
 blocks with the epilogue's ACT SHAVE time in each block's compute (``with_epilogue``), and
-its rows go to the tiles as evenly as whole rows allow (``lower_dpu._edges``: the larger
+its rows go to the tiles as evenly as whole rows allow (``lower_dpu_blocks._edges``: the larger
 blocks first).  MobileNetV3-Small's HardSwish epilogues cost several times their DPU task,
 so a count chosen on DPU and DMA time alone (3 blocks on 2 tiles, or 3,4,3,4 rows) left one
 tile's ACT SHAVEs a third more work (issue 13: 785K against 653K busy cycles)."""
@@ -20,7 +20,7 @@ from vpuc.fusion import lower_dpu_nn, lower_dpu_window
 from vpuc.fusion.fuse_epilogue import NHWC, Epilogue, block_body
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.profile import profile_kernel
-from vpuc.fusion.lower_dpu import _edges
+from vpuc.fusion.lower_dpu_blocks import _edges
 from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
 from vpuc.ir.types import TensorType
 from vpuc.vir.parser import parse_text
@@ -125,7 +125,7 @@ def test_cheapest_count_tries_counts_of_the_same_block_height():
     block height, and 14 pay the fixed costs twice.  Trying each block height once never
     reached 8; every count is tried now."""
     from vpuc.cost.blocks import BlockStages, pipeline_cycles
-    from vpuc.fusion.lower_dpu import _cheapest_count
+    from vpuc.fusion.lower_dpu_blocks import _cheapest_count
 
     def cost(rows: int) -> BlockStages:
         return BlockStages(load=100.0 + 100.0 * rows, compute=100.0 + 1000.0 * rows,

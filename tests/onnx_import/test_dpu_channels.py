@@ -100,7 +100,15 @@ def test_padded_conv_does_not_declare_the_graph_weights(tmp_path):
 
 
 
-def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
+def _unpadded(monkeypatch):
+    """Values between layers keep their own channels in CMX, not the DPU's aligned count
+    (``resident.padded_channels``, which would read and write the pads in place): their
+    readers' blocks zero the padded channels, what these tests look at."""
+    from vpuc.fusion import resident
+    monkeypatch.setattr(resident, "padded_channels", lambda *args: None)
+
+
+def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path, monkeypatch):
     """The zeros of an input's padded channels are copied CMX -> CMX from a zero vector
     each tile loads once (``lower_dpu_channels.zero_vector``: no DDR latency per block),
     on the load channel after it; the vector holds one block's zeros, not the whole
@@ -116,6 +124,7 @@ def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
                    pads=[1, 1, 1, 1])
     m.output(m.node("Conv", [first, m.weight((8, 5, 3, 3))], kernel_shape=[3, 3],
                     pads=[1, 1, 1, 1]))
+    _unpadded(monkeypatch)
     program = api.compile(m.save(tmp_path / "m.onnx", "m"), cmx_budget=16384,
                           schedule="default")
     mod = program.module
@@ -139,7 +148,8 @@ def test_channel_zeros_are_copied_from_a_block_sized_vector_in_cmx(tmp_path):
                 and ".zero" in (t.label or "")]                  # no fill reads DDR
 
 
-def test_layers_share_one_zero_vector_per_tile_under_the_default_schedule(tmp_path):
+def test_layers_share_one_zero_vector_per_tile_under_the_default_schedule(tmp_path,
+                                                                         monkeypatch):
     """Under ``--schedule default`` two convolutions whose NHWC inputs have 5 channels
     copy their padded channels' zeros from one vector per tile for the whole program,
     each loaded once from one ``splat 0`` constant (``lower_dpu_channels.zero_vector``);
@@ -160,6 +170,7 @@ def test_layers_share_one_zero_vector_per_tile_under_the_default_schedule(tmp_pa
     out = m.node("Conv", [y, m.weight((8, 5, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     m.output(out)
     path = m.save(tmp_path / "m.onnx", "m")
+    _unpadded(monkeypatch)
     x = np.random.default_rng(1).standard_normal((1, 3, 12, 10)).astype(np.float16)
     got = {}
     for schedule in ("naive", "default"):
@@ -266,3 +277,30 @@ def test_rule_takes_permutes_and_compressed_convolutions():
     assert "13:5: dpu permute variant covers channels 0..1; a permute workload writes all 4" \
         in text
     assert "14:5: dpu permute variant covers channels 2..3;" in text
+
+
+def test_each_channel_chunk_of_a_depthwise_task_runs_in_its_own_cheapest_mode(tmp_path):
+    """MobileNetV3-Small's 240-channel 5x5 depthwise layer on a 14x14 map: its variants are
+    chunks of 64, 64, 64, 32 and 16 channels (``channel_chunks``), each in the mode the cost
+    model finds cheapest for its own box (``lower_dpu.run_cost``), never dearer than the
+    mode of the whole 240 channels (CUBOID_4x16, whose 64-channel grid pads the 32 and 16
+    chunks to 64); the result still matches onnxruntime and the graph reference."""
+    from dataclasses import replace
+
+    from vpuc.cost import DpuWorkload, choose_mode, dpu_cost, load_timing
+    tasks = compile_and_compare(tmp_path, lambda m: m.node(
+        "Conv", [_x(m, (1, 240, 14, 14)), m.weight((240, 1, 5, 5))], kernel_shape=[5, 5],
+        pads=[2, 2, 2, 2], group=240))
+    params = load_timing("NPU37XX").dpu
+    own = 0
+    for task in (t for t in tasks if t.op is DpuOp.DWCONV):
+        assert [v.end[2] - v.start[2] + 1 for v in task.variants[:5]] == [64, 64, 64, 32, 16]
+        for v in task.variants:
+            (x0, y0, z0), (x1, y1, z1) = v.start, v.end
+            box = DpuWorkload(op="dwconv", elem="f16", width=x1 - x0 + 1, height=y1 - y0 + 1,
+                              channels=z1 - z0 + 1, in_channels=z1 - z0 + 1, kernel=(5, 5))
+            whole = choose_mode(replace(box, channels=240, in_channels=240), params)
+            assert v.mode == choose_mode(box, params)
+            assert dpu_cost(box, params, v.mode).cycles <= dpu_cost(box, params, whole).cycles
+            own += v.mode != whole
+    assert own          # the 32- and 16-channel chunks leave the 240 channels' mode

@@ -152,3 +152,30 @@ def test_a_progression_is_the_view_of_its_rows(offset, step, rows, is_write, win
         assert all(np.array_equal(arrays[name], written[name]) for name in arrays)
     else:
         assert np.array_equal(view, expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(instruction, st.booleans()), min_size=1, max_size=8),
+       st.lists(st.integers(0, 30), min_size=9, max_size=9), st.integers(1, 300),
+       st.booleans())
+def test_a_paths_timing_with_taken_transfers_matches_stepping(path, start_ready, iterations,
+                                                              exits):
+    """``LoopTiming`` given the transfers a path takes (the path batch's ``PathTiming``):
+    the refetch penalty after each taken one, as ``cycles.issue`` stepped over every
+    iteration gives it."""
+    body = [step for step, _ in path]
+    taken = [hit for _, hit in path[:-1]] + [False]
+    timing = LoopTiming(body, taken)
+    ready_fast, ready_slow = list(start_ready), list(start_ready)
+    now, stalls = timing.advance(ready_fast, 7, iterations, exits)
+    slow_now, slow_stalls = 7, 0
+    for j in range(iterations):
+        for step, hit in zip(body, taken):
+            slow_now, stall = issue(ready_slow, slow_now, step.sources, step.dests, step.cost)
+            slow_now += step.cost.taken_penalty if hit else 0
+            slow_stalls += stall
+        if j < iterations - 1 or not exits:
+            slow_now += body[-1].cost.taken_penalty
+    assert (now, stalls) == (slow_now, slow_stalls)
+    assert ready_fast[:6] == ready_slow[:6]
+    assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]

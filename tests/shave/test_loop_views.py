@@ -104,3 +104,75 @@ def test_a_window_reaching_past_the_mapping_falls_back_to_the_accesses():
         error, _, _ = run_both(_UNROLLED.format(step=64), [src, WIN_F + 0x100, count],
                                random_fill(3), min_iterations=1)
         assert isinstance(error, str) == bool(extra)
+
+
+def _reloading(constants: int) -> str:
+    """Rows of ``constants`` vectors each times as many constant vectors reloaded every
+    row (a generated kernel's layer norm scale, at a pointer that steps 0 per row)."""
+    body = "".join(f"    vld v1, {16 * j}(s5)\n    vld v2, {16 * j}(s2)\n"
+                   f"    vmul.f16 v3, v2, v1\n    vst v3, {16 * j}(s3)\n"
+                   for j in range(constants))
+    return f"""
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+    lw s5, 12(s0)
+row:
+{body}    addi s2, s2, {16 * constants}
+    addi s3, s3, {16 * constants}
+    addi s5, s5, 16
+    addi s5, s5, -16
+    loop s4, row
+    li s0, 0
+    halt
+"""
+
+
+@pytest.mark.parametrize("rows", [2, 7])
+def test_more_reloaded_constants_than_entries_stay_cached_and_match(rows):
+    """40 constants reloaded every row: the batch matches the interpreter, and each
+    constant's rows are made once and then shared (the cache is bounded by bytes: 40 of
+    them fit), so a second run of the kernel repeats none."""
+    from runtime_sim.isa import loop_views
+    loop_views._TILED.clear()
+    loop_views._tiled_bytes = 0
+    count = 40
+    words = [WIN_F + 0x1000, WIN_F + 0x8000, rows, WIN_F + 0x4000]
+    _, loops, after = run_both(_reloading(count), words, random_fill(rows), min_iterations=1)
+    assert loops.batched_iterations == rows
+    constants = after[0x4000:0x4000 + 16 * count].reshape(count, 16)
+    cached = [loop_views._TILED.get((c.tobytes(), rows)) for c in constants]
+    assert all(c is not None for c in cached)
+    run_both(_reloading(count), words, random_fill(rows), min_iterations=1)
+    assert all(loop_views._TILED.get((c.tobytes(), rows)) is found
+               for c, found in zip(constants, cached))
+
+
+def test_the_tiled_cache_starts_afresh_past_its_byte_bound(monkeypatch):
+    from runtime_sim.isa import loop_views
+    loop_views._TILED.clear()
+    monkeypatch.setattr(loop_views, "_tiled_bytes", 0)
+    monkeypatch.setattr(loop_views, "MAX_TILED_BYTES", 3 * 7 * 16)
+    vectors = [np.full(16, i, np.uint8) for i in range(4)]
+    first = [loop_views.tiled(v, 7) for v in vectors[:3]]
+    assert all(a is b for a, b in zip(first, [loop_views.tiled(v, 7) for v in vectors[:3]]))
+    loop_views.tiled(vectors[3], 7)                 # a fourth: over the bound, cleared
+    assert len(loop_views._TILED) == 1 and loop_views._tiled_bytes == 7 * 16
+    assert loop_views.tiled(vectors[0], 7) is not first[0]
+    loop_views._TILED.clear()
+
+
+def test_a_load_copies_memory_rows_but_shares_a_constants_rows():
+    from runtime_sim.isa.loop_views import loaded, tiled
+    memory, arrays = make_memory()
+    rows = memory.progression(WIN_F, 16, 4, 16, False)
+    copy = loaded(rows)
+    assert copy is not rows and np.array_equal(copy, rows)
+    arrays["WIN_F"][:16] = 99                       # a later store does not reach the copy
+    assert not np.array_equal(copy, rows)
+    constant = tiled(np.arange(16, dtype=np.uint8), 4)
+    assert loaded(constant) is constant and not constant.flags.writeable
+    spread = np.broadcast_to(arrays["WIN_F"][:16], (4, 16))   # memory's row, read-only
+    assert loaded(spread) is not spread

@@ -131,3 +131,33 @@ def test_header_field_corruption_raises_only_vpuc_errors():
             data = bytearray(blob)
             data[offset] = value
             _only_vpuc_errors(bytes(data))
+
+
+_SYMBOL_CASES = {
+    "undefined": (SymbolSpec("ext", 0), "is not defined in .text, .rodata or .data"),
+    "past the end": (SymbolSpec("far", 64, section=".text"), "is past the end of .text"),
+    "bad name": (SymbolSpec("1bad", 0, section=".text"), "is not a valid identifier"),
+    "repeated": (SymbolSpec("k", 0, section=".text"), "or is repeated"),
+    "weak": (SymbolSpec("w", 0, bind=2, section=".text"), "has binding 2, expected STB_LOCAL"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SYMBOL_CASES))
+def test_a_bad_symbol_is_located_at_its_symtab_entry(case):
+    """Each symbol check (checked together, located only on failure) names the symbol and
+    its .symtab entry: index x 16 bytes."""
+    from vpuc.shave.elf_layout import STT_FUNC
+    bad, message = _SYMBOL_CASES[case]
+    text = assemble("    .global k\n    .text\nk:\n    ret\n").text
+    symbols = [SymbolSpec("k", 0, 0, STB_GLOBAL, STT_FUNC, ".text"), bad]
+    blob = write_elf32(machine=EM_VPUC_SHAVE, symbols=symbols, sections=[
+        SectionSpec(".text", SHT_PROGBITS, text, 6, 8), SectionSpec(".rodata", SHT_PROGBITS),
+        SectionSpec(".data", SHT_PROGBITS)])
+    with pytest.raises(VpucError, match=message) as info:
+        KernelObject.from_elf(blob, "bad.o")
+    loc = info.value.diagnostics[0].loc
+    # after the null entry, locals then the others in order (k, then a weak w): a bad
+    # local is entry 1; a repeated name is found at the second k, the global one
+    index = 2 if case in ("repeated", "weak") else 1
+    assert (loc.section, loc.offset) == (".symtab", index * 16)
+    assert f"'{bad.name}'" in info.value.diagnostics[0].message

@@ -307,7 +307,10 @@ def _list_sync(refs, rows: int) -> ListSync | None:
 
 
 def _regroup(flat: list, counts: list[int]) -> list[tuple]:
-    """``flat`` cut back into consecutive tuples of ``counts`` items."""
+    """``flat`` cut back into consecutive tuples of ``counts`` items (all in C when every
+    row has the same count: one binding per task, one variant count)."""
+    if counts and min(counts) == max(counts) > 0:
+        return list(zip(*[iter(flat)] * counts[0]))
     items = iter(flat)
     return [tuple(islice(items, c)) for c in counts]
 
@@ -350,8 +353,17 @@ def _tensors(tensors) -> tuple:
     return tuple(map(_tensor_rec, zip(
         [n or "" for n in c["name"]], c["location"], c["tile"], c["offset"], c["data_offset"],
         [d or () for d in c["dims"]], [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
-        [d or () for d in c["strides"]], c["data_type"], [tuple(d) if d else () for d in c["dims_order"]],
+        [d or () for d in c["strides"]], c["data_type"], _byte_tuples(c["dims_order"]),
         c["base"], _slice_column(c["slices"]), inits)))
+
+
+def _byte_tuples(column) -> list:
+    """A column of [ubyte] vectors (bytes; None: absent) as tuples of ints, each distinct
+    vector made once (tensors share a handful of dims orders)."""
+    made = dict.fromkeys(column)
+    for key in made:
+        made[key] = tuple(key) if key else ()
+    return list(map(made.__getitem__, column))
 
 
 def _slice_column(column) -> list:

@@ -53,6 +53,7 @@ class Value:
     init: ConstInit | None = None
     also_output: bool = False    # a temp that is also a graph output
     tile: int | None = None      # a ddr value held whole in this tile's CMX instead (resident.py)
+    padded: int | None = None    # its CMX buffer's channels, aligned for the DPU (resident.py)
 
     @property
     def in_ddr(self) -> bool:
@@ -129,6 +130,9 @@ class ProgramText:
             elif v.kind == "const":
                 self.buffers.append(f"const %{v.name} : {t} = {v.init}")
             elif v.kind == "ddr" and v.tile is not None:
+                if v.padded:        # channels aligned: its users slice the real ones
+                    n, _, h, w = v.type.dims
+                    t = type_text(TensorType((n, v.padded, h, w), v.type.elem, v.type.order))
                 self.buffers.append(f"cmx %{v.name} : {t} tile {v.tile}")
             elif v.kind == "ddr":
                 self.buffers.append(f"ddr %{v.name} : {t}")

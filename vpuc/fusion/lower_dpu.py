@@ -44,15 +44,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from vpuc.cost import DpuWorkload, Timing, choose_mode, dpu_cost
-from vpuc.cost.blocks import BlockStages, Move, loads_cycles, lower_bound, pipeline_cycles
+from vpuc.fusion.lower_dpu_blocks import choose_blocks, resident_cycles  # noqa: F401 (theirs)
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
-from vpuc.fusion.lower_dpu_channels import variant_boxes
+from vpuc.fusion.lower_dpu_channels import CHANNELWISE_OPS, channel_chunks, variant_boxes
 from vpuc.fusion.lower_dpu_support import (DPU_ACTIVATIONS, const_text, dpu_problem, eltwise_anchor,
                                            post_op_text)
 from vpuc.reference.graph import constant_value
@@ -131,9 +131,9 @@ def vector(size: int, elem: ElemType) -> TensorType:
 def split_rows(rows: int, workload_of: Callable[[int], DpuWorkload],
                timing: Timing) -> list[tuple[int, int, str]]:
     """[(first row, end row, mode)] of a block's variants: the cut into 1, 2 or 4 runs of
-    rows (as even as rows allow), each in its cheapest execution mode, that the cost model
-    says ends first; each variant also pays the runtime's dispatch.  Ties go to fewer
-    variants."""
+    rows (as even as rows allow), each in its cheapest execution mode (a channelwise op's:
+    a mode per channel chunk, ``run_cost``), that the cost model says ends first; each
+    variant also pays the runtime's dispatch.  Ties go to fewer variants."""
     return split_rows_cost(rows, workload_of, timing)[0]
 
 
@@ -147,109 +147,32 @@ def split_rows_cost(rows: int, workload_of: Callable[[int], DpuWorkload],
         edges = [rows * i // parts for i in range(parts + 1)]
         plan, cycles = [], 0.0
         for a, b in zip(edges, edges[1:]):
-            w = workload_of(b - a)
-            mode = choose_mode(w, timing.dpu)
-            cycles += dpu_cost(w, timing.dpu, mode).cycles + timing.dispatch["DPU"]
+            mode, run = run_cost(workload_of(b - a), timing)
+            cycles += run
             plan.append((a, b, mode))
         if cycles < best_cycles - 1e-9:
             best, best_cycles = plan, cycles
     return best, best_cycles
 
 
-def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
-                  budget: int,
-                  live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
-                  resident_cost: tuple[float, float] = (0.0, 0.0), channels: int = 2):
-    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit ``budget``
-    bytes of a tile's CMX: ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
-    has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
-    rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
-    (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
-    ``resident_cost[0]`` cycles, the store channel busy for ``resident_cost[1]`` first
-    (``resident_cycles``), over the target's DMA ``channels``) finds cheapest among the
-    counts that fit, ties to fewer blocks; without it, the fewest blocks that fit."""
-    used = min(tiles, extent)
-    count = used
-    fixed_live = live
-    while True:
-        rows = math.ceil(extent / count)
-        live = fixed_live or (1 if count <= used else 2)
-        need = resident + live * footprint(rows)
-        if need <= budget:
-            break
-        if rows == 1:
-            raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need} bytes with one "
-                            f"{what} per block ({resident} of them weights and bias) over a budget "
-                            f"of {budget}; splitting the output channels is not supported yet",
-                            op.loc)
-        count = min(count + used, extent)
-    if cost is not None:
-        count = _cheapest_count(extent, count, used, cost, resident_cost, channels,
-                                lambda c: resident + (fixed_live or (1 if c <= used else 2))
-                                * footprint(math.ceil(extent / c)) <= budget)
-    return _edges(extent, count)
-
-
-def _edges(extent: int, count: int) -> list[tuple[int, int]]:
-    """The larger blocks first: block k runs on tile ``k % tiles``, so the tiles' rows differ
-    by one at most (``extent * i // count`` interleaved them: 14 rows in 4 blocks as
-    3, 4, 3, 4 gave one tile 8 rows to the other's 6, and its fused epilogue's ACT SHAVEs a
-    third more work), and the pipeline drains on the smaller ones."""
-    size, extra = divmod(extent, count)
-    edges = [i * size + min(i, extra) for i in range(count + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(count)]
-
-
-def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
-                    resident_cost: tuple[float, float], channels: int,
-                    fits: Callable[[int], bool]) -> int:
-    """The block count from ``first`` up whose pipeline the cost model finds fastest; every
-    count is tried (14 rows in 8 blocks are as high as in 7, 2 rows, but give each of two
-    tiles 7 rows where 7 blocks give one tile 8: MobileNetV3's 14x14 epilogues), and the
-    search stops where even the transfers of one-row blocks would take longer than the best
-    so far."""
-    stages: dict[int, BlockStages] = {}
-
-    def of(rows: int) -> BlockStages:
-        if rows not in stages:
-            stages[rows] = cost(rows)
-        return stages[rows]
-
-    best, best_cycles = first, math.inf
-    floor = of(1)
-    count = first
-    while count <= extent and lower_bound(floor, count) < best_cycles:
-        if fits(count):
-            cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
-                                     min(tiles, count), resident_cost[0],
-                                     channels=channels, store_busy=resident_cost[1])
-            if cycles < best_cycles - 1e-9:
-                best, best_cycles = count, cycles
-        count += 1
-    return best
-
-
-def resident_cycles(prog: ProgramText, loads: list[Move], gate: tuple[str, ...],
-                    constant: bool = True) -> tuple[float, float]:
-    """(cycles each tile's resident ``loads``, weights then bias, take on the load channel
-    before its first block; cycles the store channel is busy before the first store), as
-    the block-count estimate should see them.  ``--schedule default`` (``schedule.overlap``)
-    prefetches a segment's constants, up to ``prog.prefetch_bytes`` per tile, on the
-    store channel at the start of the previous segment: they are off this layer's loads,
-    and the next layer's, whose size this layer's weights stand for, hold up its first
-    stores (and so the reuse of its CMX slots).  Counting prefetched weights as loads, once
-    per tile, made ResNet-18's 7-row 1x1 downsample convolution, whose DPU time is its
-    weight fetch, pick 3 blocks on 2 tiles over 2 (one DPU ran two tasks, each re-reading
-    all the weights)."""
-    if not (prog.prefetch_bytes and constant and gate and prog.dma_channels > 1):
-        return loads_cycles(loads, prog.timing), 0.0
-    early, late = 0, []
-    for move in loads:
-        if early + move.nbytes <= prog.prefetch_bytes:
-            early += move.nbytes
-        else:
-            late.append(move)
-    return loads_cycles(late, prog.timing), loads_cycles(loads, prog.timing)
+def run_cost(w: DpuWorkload, timing: Timing) -> tuple[str | tuple[str, ...], float]:
+    """(mode, cycles) of one run of rows: its workload in its cheapest mode, dispatch
+    included.  A channelwise op's run is one variant per channel chunk
+    (``lower_dpu_channels.variant_boxes``): each gets the mode cheapest for its own box (a
+    tuple, chunk by chunk), so no variant costs more than in the run's one mode: 240
+    channels are chunks of 64, 64, 64, 32 and 16, and the mode of 240 (CUBOID_4x16, a
+    64-channel grid) ran the last two padded to 64 each.  The cycles stay the run's as one
+    workload: the block-count and channel-cut choices (``choose_blocks``,
+    ``lower_dpu_nn_cut``) were tuned on it; charging each chunk's setup and dispatch there
+    cut MobileNetV3-Small's 240-channel 5x5 layers over channels instead of rows, 656,763
+    cycles against 619,541 (their HardSwish epilogues, which the estimate does not see,
+    lost more than the variants saved)."""
+    mode = choose_mode(w, timing.dpu)
+    cycles = dpu_cost(w, timing.dpu, mode).cycles + timing.dispatch["DPU"]
+    if w.op not in CHANNELWISE_OPS:
+        return mode, cycles
+    return tuple(choose_mode(replace(w, channels=c1 - c0, in_channels=c1 - c0), timing.dpu)
+                 for c0, c1 in channel_chunks(w.channels)), cycles
 
 
 def layer_timing(prog: ProgramText, op: GraphOp) -> Timing:
@@ -328,7 +251,7 @@ class LayerEmitter:
         self.prog.barriers.append(f"barrier %{self.p}loaded{k}")
         if self._done_waited(k):
             self.prog.barriers.append(f"barrier %{self.p}done{k}")
-        if k + self.reuse < self.blocks:
+        if self._slot_stored(k):
             self.prog.barriers.append(f"barrier %{self.p}stored{k}")
 
     def task(self, k: int, head: str, extent: tuple[int, int, int],
@@ -340,7 +263,7 @@ class LayerEmitter:
         if k in self.reads_in_place and waits[0] not in self.updated:    # nothing loaded
             self.prog.barriers.remove(f"barrier {waits[0]}")
             waits = self._load_waits(k)
-        if k >= self.reuse:
+        if k >= self.reuse and self._slot_stored(k - self.reuse):
             waits.append(f"%{self.p}stored{k - self.reuse}")
         updates = [f"%{self.p}done{k}"] if self._done_waited(k) else []
         if k in self.in_place:      # no store: the task stands for it (``store``'s updates)
@@ -375,8 +298,16 @@ class LayerEmitter:
         """The barriers block ``k``'s store (or in-place task) updates: its slot's
         ``stored`` and, for the ``last`` of its kind, the gate (updated by the last store
         and by the last in-place task: a barrier fires when all its producers have)."""
-        updates = [f"{self.p}stored{k}"] if k + self.reuse < self.blocks else []
+        updates = [f"{self.p}stored{k}"] if self._slot_stored(k) else []
         return updates + ([self.finish] if self.finish and k == last else [])
+
+    def _slot_stored(self, k: int) -> bool:
+        """Whether block ``k`` has a ``stored`` barrier: the output slot the block that takes
+        its slot writes must wait for its store.  A block written in place has no output
+        slot (and the block after it on its tile, in place too, runs after it in the tile's
+        DPU queue): such a barrier would fire with its ``done`` and only take a physical
+        barrier (MobileNetV3-Small at cmx_budget 12288 needed 10 more)."""
+        return k + self.reuse < self.blocks and k not in self.in_place
 
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
         last = max(j for j in range(self.blocks) if j not in self.in_place)

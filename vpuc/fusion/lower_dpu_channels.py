@@ -91,14 +91,21 @@ def reads_weights(op, index: GraphIndex, bias: np.ndarray | None = None) -> bool
     return conv_aligned(index.producer(op.operands[0]).type.dims[1], op.type.dims[1])
 
 
-def variant_boxes(dpu_op: str, rows: list[tuple[int, int, str]], channels: tuple[int, int]):
+def variant_boxes(dpu_op: str, rows: list, channels: tuple[int, int]):
     """(first row, end row, first channel, last channel, mode) of a task's variants: its
-    row runs, each cut into channel chunks when the op is channelwise."""
+    row runs ``(first, end, mode)``, each cut into channel chunks when the op is
+    channelwise; a run's mode may be a tuple, one per chunk (``lower_dpu.run_cost``)."""
     z0, z1 = channels
     if dpu_op not in CHANNELWISE_OPS:
         return [(a, b, z0, z1, mode) for a, b, mode in rows]
-    return [(a, b, z0 + c0, z0 + c1 - 1, mode) for a, b, mode in rows
-            for c0, c1 in channel_chunks(z1 - z0 + 1)]
+    chunks = channel_chunks(z1 - z0 + 1)
+    out = []
+    for a, b, mode in rows:
+        modes = mode if isinstance(mode, tuple) else (mode,) * len(chunks)
+        if len(modes) != len(chunks):
+            raise ValueError(f"internal: {len(modes)} modes for {len(chunks)} channel chunks")
+        out += [(a, b, z0 + c0, z0 + c1 - 1, m) for (c0, c1), m in zip(chunks, modes)]
+    return out
 
 
 def load_padded_weights(e, wv, outs: tuple[int, int], ins: tuple[int, int], wt: str, tag: str,

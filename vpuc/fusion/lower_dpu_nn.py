@@ -71,7 +71,7 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          row_edges)
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.fusion.resident import in_place_blocks, in_place_input
+from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -97,18 +97,19 @@ def emit_nn(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index:
     if op.kind in ELTWISE:
         emit_eltwise(prog, layer, values, tiles, prefix, gate, finish)
         return
-    x = values[op.operands[0]]
+    x, views_from, first_gate = values[op.operands[0]], len(prog.views), gate
     if op.kind in DECONVOLUTIONS:
         x, gate = upsample(prog, op, x, index, prefix, gate)
         dpu_op, kernel, dilations, jobs = deconv_jobs(op, index)
         plan = Plan(dpu_op, kernel, (1, 1), (0, 0), (0, 0), dilations, [Job(*j) for j in jobs])
+        emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
     else:
         plan = plan_layer(layer, index, x.type.dims[1], values[layer.output].type.dims[1])
         by_channels = cuts_channels(prog, layer, values, index, tiles, gate)
         emit_pool(prog, layer, plan, x, values, tiles, prefix, gate, finish,
                   functools.partial(emit_jobs, by_channels=by_channels))
-        return
-    emit_jobs(prog, layer, plan, x, values, tiles, prefix, gate, finish)
+    # a padded output some path stored only the real channels of: its pads zeroed
+    ensure_pads(prog, views_from, values[layer.output], prefix, first_gate, finish)
 
 
 def _fits_whole(layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
@@ -146,6 +147,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     packed = plan.has_weights and all(j.weights is not None for j in plan.jobs) \
         and packs_bias(layer.bias, elem)
     conv = plan.dpu_op == "conv"     # reads across channels: its input's padding zeroed
+    # a resident output of padded channels (resident.padded_channels) gets finite pads: a
+    # channelwise op's input padding is zeroed too, unless its input is padded itself (then
+    # its blocks load the pads with the real channels: finite, resident.py)
+    zeroes = (conv or out.padded is not None) and x.padded is None
     bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
@@ -163,7 +168,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
         zeros = 0           # the tile's zero vector for such a block (an upper bound)
-        if conv and ic > ins:
+        if zeroes and ic > ins:
             zeros = n * (ic - ins) * loaded * cols
         return n * elem.nbytes * (ic * loaded * cols
                                   + aligned(job.outs[1] - job.outs[0]) * rows * width) \
@@ -285,6 +290,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         return rows_in(r0, r1, sh, pt, dh, kh, h), (0, w, pl, pr)
 
     def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
+        if not zeroes:
+            return 0
         j, r0, r1, c0, c1 = work[k]
         (_, rows, _, _), (_, cols, _, _) = geometry(r0, r1, c0, c1)
         return n * (aligned(jobs[j].ins[1] - jobs[j].ins[0]) - (jobs[j].ins[1] - jobs[j].ins[0])) \
@@ -329,7 +336,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
         if xin is None:
             zeros = None
-            if conv and zero_count(k):
+            if zero_count(k):
                 if t not in zv:
                     zv[t] = zero_vector(e, t, max(zero_count(i) for i in range(len(work))),
                                         elem, waits, loaded)
@@ -337,7 +344,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols), waits, loaded,
                                  zeros)
             inputs[key] = xin
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o1}", f"{r0}:{r1}", f"{c0}:{c1}"])
+        # a padded output's last chunk writes its pad channels too (resident.py)
+        o_end = o0 + occ if out.padded and o1 == oc else o1
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o_end}", f"{r0}:{r1}",
+                                             f"{c0}:{c1}"])
         y = dst if k in e.in_place else \
             e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
         head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
@@ -347,7 +357,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                lambda r, cols=c1 - c0: workload_of(job, r, cols))
         if k in e.in_place:                  # written where the value lives: no store
             continue
-        if occ > o1 - o0:                            # only the real channels are stored
+        if occ > o_end - o0:                         # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
                                              f"0:{c1 - c0}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

@@ -21,7 +21,7 @@ from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, pe
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
-from vpuc.fusion.resident import in_place_blocks, in_place_input
+from vpuc.fusion.resident import ensure_pads, held_channels, in_place_blocks, in_place_input
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -88,7 +88,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     packed = own and packs_bias(bias, index.producer(op.operands[1]).type.elem)
 
     def pads() -> bool:     # padded input channels a convolution reads across: zeroed
-        return conv and cp > c and not permuted
+        # (a padded resident input's blocks load its finite pads instead: resident.py)
+        return conv and cp > c and not permuted and x.padded is None
 
     def blocks_of() -> list[tuple[int, int]]:
         """The output row blocks for the input's ``cp`` channels in CMX."""
@@ -119,6 +120,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         cp = cmx_channels(c, conv and constant, permuted)
         blocks = blocks_of()
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    views_from = len(prog.views)
     e.in_place = in_place_blocks(e, out, ocp, [e.tile(k) for k in range(len(blocks))])
     zero_count = {k: n * (cp - c) * rows_in(r0, r1)[1] * w for k, (r0, r1) in enumerate(blocks)}
     table = None
@@ -149,9 +151,12 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
                     zv[t] = zero_vector(e, t, max(zero_count.values()), elem, e.load_waits(t),
                                         [f"%{prefix}loaded{t}"])
                 zeros = zeros_view(e, k, zv[t], zero_count[k])
-            xin = load_block_input(e, k, lo * step[0], x, rows, c, e.load_waits(k),
-                                   [f"%{prefix}loaded{k}"], step=step, zeros=zeros)
-        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{oc}", f"{r0}:{r1}", f"0:{ow}"])
+            xin = load_block_input(e, k, lo * step[0], x, rows, held_channels(x),
+                                   e.load_waits(k), [f"%{prefix}loaded{k}"], step=step,
+                                   zeros=zeros)
+        # a padded output (resident.py) gets its blocks' pad channels too
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{held_channels(out)}", f"{r0}:{r1}",
+                                             f"0:{ow}"])
         y = dst if k in e.in_place else \
             e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
@@ -160,6 +165,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
         if k in e.in_place:                  # written where the value lives: no store
             continue
-        if ocp > oc:                                 # only the real channels are stored
+        if ocp > held_channels(out):                 # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)
+    ensure_pads(prog, views_from, out, prefix, gate, finish)

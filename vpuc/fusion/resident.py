@@ -24,15 +24,35 @@ last load; the resident values live at once on a tile never take more than
 prefetched constants, ``schedule.EARLY_CMX_BYTES``, leave of the tile's CMX), each
 on the tile with more of that room left over its lifetime.
 
+Padded channels.  A DPU task reads and writes channels in multiples of 16
+(``VPU_CHANNEL_ALIGNMENT``, ``src/vpux_compiler/include/vpux/compiler/dialect/VPU/nce_invariant.hpp``
+in ``openvinotoolkit/npu_plugin``, which ``lower_dpu_channels`` cites; the NPU compiler's
+``expand_activation_channels.cpp`` expands a tensor to that multiple), so a value of 72 or 88
+channels (MobileNetV3-Small's expansions) could not be read or written in place: each
+block was copied CMX -> CMX with its padding zeroed.  Such a value, when a convolution
+(``PADS_WRITTEN_BY``) writes it and only DPU layers reading it through views of its
+channels (``PADDED_READERS``: window layers, eltwise joins) read it,
+gets a buffer of the aligned channel count from the start (``Value.padded``,
+``padded_channels``).  Its users' views name the real channels (a strided view) or all of
+them: producers write whole rows (in place, or a block's store of all its channels) and
+consumers read whole rows (in place, or a load with no zero copy after it).  The pad
+channels hold finite values: a convolution's pad outputs are its post-op of 0 (zero
+weights rows and bias, over inputs whose pads are zeroed or finite), and a depthwise
+layer's input pads are zeroed (``lower_dpu_nn.emit_jobs``) unless its input is padded
+itself, finite by the same argument; so 0 x pad is 0 in every reader.  A path that stores
+only the real channels (a convolution cut over its reduction) gets its pads zeroed once
+(``ensure_pads``).
+
 The schedule's other decisions see resident buffers as values between segments:
 ``shared_buffers`` names them (CMX buffers that DMA tasks of more than one segment
 touch), ``resident_use`` adds their bytes to every segment they live across, for
 the CMX fit checks of ``schedule_prefetch.EarlyRoom`` and ``schedule_deps``.
 
 Expects: values as ``lower_segments.graph_values`` names them, laid out by
-``schedule.ddr_layouts``.  Guarantees: a resident value's bytes are the ones its
-DDR buffer would hold (same type and dims order), so the tasks compute the same
-values; no network input, output or constant is resident.
+``schedule.ddr_layouts``.  Guarantees: a resident value's real channels are the bytes its
+DDR buffer would hold (same element type and dims order; a padded one's finite pad
+channels beside them), so the tasks compute the same values; no network input, output or
+constant is resident.
 """
 
 from __future__ import annotations
@@ -40,7 +60,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vpuc.fusion.blocked_program import Value
+from vpuc.fusion.blocked_program import Value, label
+from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder
 from vpuc.ir.symbols import SymbolTable
@@ -51,6 +72,13 @@ if TYPE_CHECKING:
 
 # Segment kinds whose loads and stores of a value are block copies of its (strided) views.
 RESIDENT_KINDS = ("dpu", "act", "matmul")
+# Padded channels: the layers whose DPU blocks write a padded value's pad channels
+# (``lower_dpu_window``, ``lower_dpu_nn``), and the ones that read it through views of
+# their channels, the real ones or all of them, never the whole buffer (an eltwise join's
+# loads, ``lower_dpu_eltwise``, and a fused one's side loads, ``fuse_epilogue``: the real
+# ones, their own pads zeroed).
+PADS_WRITTEN_BY = ("Convolution", "GroupConvolution")
+PADDED_READERS = ("Convolution", "GroupConvolution", "MaxPool", "AvgPool", "Add", "Multiply")
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
@@ -87,15 +115,38 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         if any(segments[s].kind not in RESIDENT_KINDS for s in [first, *users]) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
+        pad = padded_channels(v, segments[first], [segments[s] for s in users])
+        size = v.type.nbytes if pad is None else v.type.nbytes // v.type.dims[1] * pad
         span = range(first, max(users) + 1)
         peak = [max(held[t][s] for s in span) for t in range(tiles)]
         tile = min(range(tiles), key=lambda t: (peak[t], t))
-        if peak[tile] + v.type.nbytes > room:
+        if peak[tile] + size > room:
             continue
         for s in span:
-            held[tile][s] += v.type.nbytes
-        chosen[name] = tile
-    return [replace(v, tile=chosen[v.name]) if v.name in chosen else v for v in values]
+            held[tile][s] += size
+        chosen[name] = tile, pad
+    return [replace(v, tile=chosen[v.name][0], padded=chosen[v.name][1])
+            if v.name in chosen else v for v in values]
+
+
+def padded_channels(v: Value, producer: SegmentValues, readers: list[SegmentValues]
+                    ) -> int | None:
+    """The aligned channel count a resident value's buffer gets (module docstring, "Padded
+    channels"), or None: an NHWC value of channels short of the DPU's multiple that a
+    convolution (``PADS_WRITTEN_BY``) writes and only DPU layers reading it through views
+    of its channels (``PADDED_READERS``) read."""
+    if v.type.rank != 4 or v.type.order != NHWC:
+        return None
+    c = v.type.dims[1]
+    if aligned(c) == c or producer.kind != "dpu" or producer.op not in PADS_WRITTEN_BY \
+            or any(s.kind != "dpu" or s.op not in PADDED_READERS for s in readers):
+        return None
+    return aligned(c)
+
+
+def held_channels(v: Value) -> int:
+    """The channels of ``v``'s buffer: its aligned count when padded, else its own."""
+    return v.padded or v.type.dims[1]
 
 
 def in_place_blocks(e, out: Value, channels: int, tiles_of: list[int],
@@ -107,7 +158,7 @@ def in_place_blocks(e, out: Value, channels: int, tiles_of: list[int],
     runs on the blocks before their store (``fuse_epilogue``).  ``e``: the layer's
     ``lower_dpu.LayerEmitter``."""
     if out.tile is None or out.kind != "ddr" or not whole or e.prog.epilogue is not None \
-            or out.type.order != NHWC or out.type.dims[1] != channels:
+            or out.type.order != NHWC or held_channels(out) != channels:
         return set()
     return {k for k, t in enumerate(tiles_of) if t == out.tile}
 
@@ -120,12 +171,40 @@ def in_place_input(e, k: int, x: Value, channels: int, first_row: int, rows: int
     ``x``'s and ``whole`` rows of them (NHWC: one contiguous run); else None.  ``e``: the
     layer's ``lower_dpu.LayerEmitter``."""
     if x.tile != e.tile(k) or x.kind != "ddr" or not whole or x.type.order != NHWC \
-            or x.type.dims[1] != channels:
+            or held_channels(x) != channels:
         return None
     e.reads_in_place.add(k)
-    n, c, _, w = x.type.dims
-    return e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{c}", f"{first_row}:{first_row + rows}",
-                                       f"0:{w}"])
+    n, _, _, w = x.type.dims
+    return e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{channels}",
+                                       f"{first_row}:{first_row + rows}", f"0:{w}"])
+
+
+def ensure_pads(prog, views_from: int, out: Value, prefix: str, gate: tuple[str, ...],
+                finish: str | None) -> bool:
+    """After a layer wrote the padded value ``out`` (its views from ``prog.views[views_from]``
+    on are its writes): when one of them stops at the real channels (a path that stores
+    only those: a reduction cut into chunks, ``lower_dpu_ksplit_conv``), zeros from a
+    ``splat 0`` constant into the pad channels, one DMA after the gate, so no reader meets
+    garbage there; whether it added that DMA."""
+    if not out.padded or out.tile is None:
+        return False
+    n, c, h, w = out.type.dims
+    head = f"view %{prefix}"
+    ends = [int(line.split("[", 1)[1].split(",")[1].split(":")[-1])
+            for line in prog.views[views_from:]
+            if line.startswith(head) and line.split(" = ", 1)[1].startswith(f"%{out.name}[")]
+    if c not in ends:
+        return False
+    zeros = f"{prefix}padzeros"
+    prog.buffers.append(f"const %{zeros} : {n}x{out.padded - c}x{h}x{w}x{out.type.elem} "
+                        "NHWC = splat 0")
+    prog.views.append(f"view %{prefix}pads.v = %{out.name}[0:{n}, {c}:{out.padded}, "
+                      f"0:{h}, 0:{w}]")
+    waits = f" waits({', '.join(f'%{g}' for g in gate)})" if gate else ""
+    updates = f" updates(%{finish})" if finish else ""
+    prog.dma.append(f"  {label(prefix)}zero_pads: dma %{zeros} -> %{prefix}pads.v "
+                    f"channel 0{waits}{updates}")
+    return True
 
 
 def shared_buffers(module: Module, segment_of) -> dict[str, list[int]]:

@@ -119,11 +119,13 @@ class SegmentValues:
     layer, ``matmul``, ``dma``, ``library``, ``act``), the program names of the values it
     reads and writes, and, for an ACT segment, whether its kernels can be generated for any
     dims order (``layout_free``: fused elementwise ops only, every value 4-D, so one storage
-    order for all its operands computes the same elements)."""
+    order for all its operands computes the same elements); ``op``: a DPU segment's layer
+    op kind (``resident.py`` pads the channels of values only some layers write and read)."""
     kind: str
     reads: list[str]
     writes: list[str]
     layout_free: bool = False
+    op: str = ""
 
 
 def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[list[Value], set[int]]:

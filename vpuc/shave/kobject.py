@@ -207,25 +207,36 @@ def _check_text(text: bytes, file: str) -> None:
 
 def _read_symbols(obj: KernelObject, image: elf.ElfFile, file: str) -> None:
     names: set[str] = set()
+    sizes = {name: len(data) for name, data in obj.sections.items()}
+    skipped = (elf.STT_SECTION, elf.STT_FILE)
+    binds = (elf.STB_LOCAL, elf.STB_GLOBAL)
     for sym in image.symbols[1:]:
-        if sym.type in (elf.STT_SECTION, elf.STT_FILE):
+        if sym.type in skipped:
             continue
-        where = BinLoc(file, ".symtab", sym.index * elf.Elf32_Sym.size)
-        if sym.section not in SECTIONS:
-            raise VpucError(f"symbol '{sym.name}' is not defined in .text, .rodata or .data "
-                            "(kernel objects are self-contained)", where)
-        if sym.value > len(obj.sections[sym.section]):
-            raise VpucError(f"symbol '{sym.name}' value {sym.value:#x} is past the end of "
-                            f"{sym.section}", where)
-        if not _IDENT.fullmatch(sym.name) or sym.name in names:
-            raise VpucError(f"symbol name '{sym.name}' is not a valid identifier or is "
-                            "repeated", where)
-        if sym.bind not in (elf.STB_LOCAL, elf.STB_GLOBAL):
-            raise VpucError(f"symbol '{sym.name}' has binding {sym.bind}, expected STB_LOCAL "
-                            "or STB_GLOBAL", where)
+        # a library kernel has a hundred labels: the checks first, the location on failure
+        size = sizes.get(sym.section)
+        if size is None or sym.value > size or sym.name in names \
+                or not _IDENT.fullmatch(sym.name) or sym.bind not in binds:
+            _bad_symbol(obj, sym, names, file)
         names.add(sym.name)
         obj.symbols.append(Symbol(sym.name, sym.section, sym.value, sym.size,
                                   sym.bind == elf.STB_GLOBAL, sym.type))
+
+
+def _bad_symbol(obj: KernelObject, sym, names: set[str], file: str) -> None:
+    """Raise the located error of the first check ``sym`` fails (``_read_symbols``)."""
+    where = BinLoc(file, ".symtab", sym.index * elf.Elf32_Sym.size)
+    if sym.section not in SECTIONS:
+        raise VpucError(f"symbol '{sym.name}' is not defined in .text, .rodata or .data "
+                        "(kernel objects are self-contained)", where)
+    if sym.value > len(obj.sections[sym.section]):
+        raise VpucError(f"symbol '{sym.name}' value {sym.value:#x} is past the end of "
+                        f"{sym.section}", where)
+    if not _IDENT.fullmatch(sym.name) or sym.name in names:
+        raise VpucError(f"symbol name '{sym.name}' is not a valid identifier or is "
+                        "repeated", where)
+    raise VpucError(f"symbol '{sym.name}' has binding {sym.bind}, expected STB_LOCAL "
+                    "or STB_GLOBAL", where)
 
 
 def _read_relocations(obj: KernelObject, image: elf.ElfFile, file: str) -> None:

@@ -1,0 +1,169 @@
+"""The column decoder's results as rows (``vpuc.blob.fb_columns``).
+
+``Columns`` (a vector of tables, one list per field), ``Grouped`` (a column of
+vectors of tables) and ``Vectors`` (a column of vectors of scalars with its
+numbers) iterate, index and compare as the generic decoder's tuples of records;
+``value_rows`` and ``split_rows`` cut a column's flat values into each row's tuple,
+a block per distinct length in C, each distinct row made once when rows repeat.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from itertools import islice
+
+import numpy as np
+
+MAX_ROW_COUNTS = 32         # distinct vector lengths cut a block each; beyond, row by row
+_SAMPLE_ROWS = 64           # rows that show whether a column's rows repeat
+
+
+class Columns:
+    """A vector of ``record`` tables as one list per field (``columns``, by schema name);
+    iterates, indexes and compares as the tuple of its rows' records."""
+
+    __slots__ = ("record", "columns", "count")
+
+    def __init__(self, record, columns: dict, count: int) -> None:
+        self.record, self.columns, self.count = record, columns, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        if not self.columns:
+            return iter([self.record._make(())] * self.count)
+        return map(partial(tuple.__new__, self.record), zip(*self.columns.values()))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.count)
+            return Columns(self.record, {k: c[index] for k, c in self.columns.items()},
+                           len(range(start, stop, step)))
+        return self.record._make(c[index] for c in self.columns.values())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, list, Columns)):
+            return len(other) == self.count and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class Grouped:
+    """A column of vectors of tables: every row's tables one after another (``flat``,
+    ``Columns``) and each row's ``counts``; iterates as each row's ``Columns``."""
+
+    __slots__ = ("flat", "counts")
+
+    def __init__(self, flat: Columns, counts: list[int]) -> None:
+        self.flat, self.counts = flat, counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __iter__(self):
+        flat, at = self.flat, 0
+        for count in self.counts:
+            yield flat[at:at + count]
+            at += count
+
+    def __getitem__(self, index):
+        counts = self.counts
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(counts))
+            if step != 1:
+                return list(self)[index]
+            first = sum(counts[:start])
+            part = counts[start:stop]
+            return Grouped(self.flat[first:first + sum(part)], part)
+        index = range(len(counts))[index]
+        first = sum(counts[:index])
+        return self.flat[first:first + counts[index]]
+
+
+class Vectors(list):
+    """A column of vectors of scalars: a list of each row's tuple, which also keeps every
+    row's values one after another (``values``, numpy) and each row's ``counts``, for a
+    reader that works on the numbers as columns (``reader_fb``'s barrier indices)."""
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, rows: list, values: np.ndarray, counts: np.ndarray) -> None:
+        super().__init__(rows)
+        self.values, self.counts = values, counts
+
+    def __getitem__(self, index):
+        rows = list.__getitem__(self, index)
+        if not isinstance(index, slice):
+            return rows
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return rows
+        stop = max(start, stop)
+        offsets = np.concatenate(([0], np.cumsum(self.counts)))     # each row's first value
+        return Vectors(rows, self.values[offsets[start]:offsets[stop]], self.counts[start:stop])
+
+    def __reduce__(self):           # pickles as the plain list it equals
+        return (list, (list(self),))
+
+
+def value_rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:
+    """``values`` cut into consecutive tuples of ``count`` items: the rows of one count are
+    cut from one block (few counts: ranks, barriers per task), in C."""
+    rows = len(count)
+    if rows == 0:
+        return []
+    counts = distinct_counts(count)
+    if counts is None:
+        return split_rows(values.tolist(), count.tolist())
+    if len(counts) == 1:
+        return _block(values, counts[0], rows)
+    firsts = np.cumsum(count) - count
+    out = np.empty(rows, object)
+    out.fill(())
+    for c in counts:
+        if c:
+            which = np.flatnonzero(count == c)
+            block = values[firsts[which][:, None] + np.arange(c)].reshape(-1)
+            out[which] = np.fromiter(_block(block, c, len(which)), object, len(which))
+    return out.tolist()
+
+
+def distinct_counts(count: np.ndarray) -> list[int] | None:
+    """The distinct values of ``count`` (not empty), ascending; None when there are more
+    than ``MAX_ROW_COUNTS``."""
+    low, high = int(count.min()), int(count.max())
+    if low == high:
+        return [low]
+    counts = (np.flatnonzero(np.bincount(count - low)) + low).tolist() \
+        if high - low < 4 * MAX_ROW_COUNTS else np.unique(count).tolist()
+    return None if len(counts) > MAX_ROW_COUNTS else counts
+
+
+def _block(values: np.ndarray, c: int, rows: int) -> list[tuple]:
+    """``rows`` rows of ``c`` values each, one after another, as tuples; when the first rows
+    repeat (dims, strides, a kernel's window), each distinct row is made once and shared."""
+    if c == 0:
+        return [()] * rows
+    if rows > _SAMPLE_ROWS:
+        block = np.ascontiguousarray(values.reshape(rows, c))
+        keys = block.view(f"V{c * block.itemsize}").reshape(-1)
+        if len(set(keys[:_SAMPLE_ROWS].tolist())) <= _SAMPLE_ROWS // 8:
+            keys = keys.tolist()
+            made = dict.fromkeys(keys)
+            distinct = np.frombuffer(b"".join(made), block.dtype).tolist()
+            made = dict(zip(made, zip(*[iter(distinct)] * c)))
+            return list(map(made.__getitem__, keys))
+    return list(zip(*[iter(values.tolist())] * c))
+
+
+def split_rows(flat: list, counts: list[int]) -> list[tuple]:
+    """``flat`` cut into consecutive tuples of ``counts`` items."""
+    if counts and min(counts) == max(counts) > 0:      # one rank, one variant count: all in C
+        return list(zip(*[iter(flat)] * counts[0]))
+    items = iter(flat)
+    return [tuple(islice(items, c)) for c in counts]

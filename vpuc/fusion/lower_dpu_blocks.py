@@ -1,0 +1,112 @@
+"""How many blocks of output rows a DPU layer takes (``lower_dpu``'s guarantees): the fewest
+that fit the CMX budget, or the count the cost model's flow-shop estimate of the block
+pipeline (``vpuc.cost.blocks``) finds fastest among those that fit, and what the estimate
+charges for a tile's resident loads (weights, bias) before its first block.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from vpuc.cost.blocks import BlockStages, Move, loads_cycles, lower_bound, pipeline_cycles
+from vpuc.diagnostics import VpucError
+from vpuc.fusion.blocked_program import ProgramText
+from vpuc.ir.graph import GraphOp
+
+
+def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, op: GraphOp,
+                  budget: int,
+                  live: int | None = None, cost: Callable[[int], BlockStages] | None = None,
+                  resident_cost: tuple[float, float] = (0.0, 0.0), channels: int = 2):
+    """Row ranges [start, stop) cutting ``extent`` rows into blocks that fit ``budget``
+    bytes of a tile's CMX: ``resident`` bytes plus ``live`` blocks' ``footprint`` (default: one when every block
+    has a tile of its own, else two, double-buffered).  With ``cost`` (a block of ``rows``
+    rows -> its stages' cycles) the count is the one the cost model's flow-shop estimate
+    (``vpuc.cost.blocks.pipeline_cycles``, each tile's resident loads taking
+    ``resident_cost[0]`` cycles, the store channel busy for ``resident_cost[1]`` first
+    (``resident_cycles``), over the target's DMA ``channels``) finds cheapest among the
+    counts that fit, ties to fewer blocks; without it, the fewest blocks that fit."""
+    used = min(tiles, extent)
+    count = used
+    fixed_live = live
+    while True:
+        rows = math.ceil(extent / count)
+        live = fixed_live or (1 if count <= used else 2)
+        need = resident + live * footprint(rows)
+        if need <= budget:
+            break
+        if rows == 1:
+            from vpuc.fusion.lower_dpu import describe     # (lower_dpu imports this module)
+            raise VpucError(f"{describe(op)} does not fit a tile's CMX: {need} bytes with one "
+                            f"{what} per block ({resident} of them weights and bias) over a budget "
+                            f"of {budget}; splitting the output channels is not supported yet",
+                            op.loc)
+        count = min(count + used, extent)
+    if cost is not None:
+        count = _cheapest_count(extent, count, used, cost, resident_cost, channels,
+                                lambda c: resident + (fixed_live or (1 if c <= used else 2))
+                                * footprint(math.ceil(extent / c)) <= budget)
+    return _edges(extent, count)
+
+
+def _edges(extent: int, count: int) -> list[tuple[int, int]]:
+    """The larger blocks first: block k runs on tile ``k % tiles``, so the tiles' rows differ
+    by one at most (``extent * i // count`` interleaved them: 14 rows in 4 blocks as
+    3, 4, 3, 4 gave one tile 8 rows to the other's 6, and its fused epilogue's ACT SHAVEs a
+    third more work), and the pipeline drains on the smaller ones."""
+    size, extra = divmod(extent, count)
+    edges = [i * size + min(i, extra) for i in range(count + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(count)]
+
+
+def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
+                    resident_cost: tuple[float, float], channels: int,
+                    fits: Callable[[int], bool]) -> int:
+    """The block count from ``first`` up whose pipeline the cost model finds fastest; every
+    count is tried (14 rows in 8 blocks are as high as in 7, 2 rows, but give each of two
+    tiles 7 rows where 7 blocks give one tile 8: MobileNetV3's 14x14 epilogues), and the
+    search stops where even the transfers of one-row blocks would take longer than the best
+    so far."""
+    stages: dict[int, BlockStages] = {}
+
+    def of(rows: int) -> BlockStages:
+        if rows not in stages:
+            stages[rows] = cost(rows)
+        return stages[rows]
+
+    best, best_cycles = first, math.inf
+    floor = of(1)
+    count = first
+    while count <= extent and lower_bound(floor, count) < best_cycles:
+        if fits(count):
+            cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
+                                     min(tiles, count), resident_cost[0],
+                                     channels=channels, store_busy=resident_cost[1])
+            if cycles < best_cycles - 1e-9:
+                best, best_cycles = count, cycles
+        count += 1
+    return best
+
+
+def resident_cycles(prog: ProgramText, loads: list[Move], gate: tuple[str, ...],
+                    constant: bool = True) -> tuple[float, float]:
+    """(cycles each tile's resident ``loads``, weights then bias, take on the load channel
+    before its first block; cycles the store channel is busy before the first store), as
+    the block-count estimate should see them.  ``--schedule default`` (``schedule.overlap``)
+    prefetches a segment's constants, up to ``prog.prefetch_bytes`` per tile, on the
+    store channel at the start of the previous segment: they are off this layer's loads,
+    and the next layer's, whose size this layer's weights stand for, hold up its first
+    stores (and so the reuse of its CMX slots).  Counting prefetched weights as loads, once
+    per tile, made ResNet-18's 7-row 1x1 downsample convolution, whose DPU time is its
+    weight fetch, pick 3 blocks on 2 tiles over 2 (one DPU ran two tasks, each re-reading
+    all the weights)."""
+    if not (prog.prefetch_bytes and constant and gate and prog.dma_channels > 1):
+        return loads_cycles(loads, prog.timing), 0.0
+    early, late = 0, []
+    for move in loads:
+        if early + move.nbytes <= prog.prefetch_bytes:
+            early += move.nbytes
+        else:
+            late.append(move)
+    return loads_cycles(late, prog.timing), loads_cycles(loads, prog.timing)
