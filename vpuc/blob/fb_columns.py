@@ -34,9 +34,9 @@ from functools import partial
 import numpy as np
 
 from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows, value_rows
+from vpuc.blob.fb_schema import FieldType, TableDef
 
 __all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
-from vpuc.blob.fb_schema import FieldType, TableDef
 
 _WIDTH_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 _SHIFTS = {2: 1, 4: 2, 8: 3}
@@ -227,7 +227,8 @@ class ColumnDecoder:
         while width > 1 and (length % width or (starts & (width - 1)).any()):
             width //= 2
         if width > 1:
-            raw = self._words[width][starts[:, None] // width + np.arange(length // width)]
+            raw = self._words[width][(starts >> _SHIFTS[width])[:, None] +
+                                     np.arange(length // width)]
         else:
             raw = self.u8[starts[:, None] + np.arange(length)]
         return raw.view(f"V{length}").reshape(-1).tolist()
