@@ -1,7 +1,7 @@
 """``Network.kept`` recorded lazily (``runtime_sim/kept_values.py``) and DPU variants run
 together (``engines.dpu.DpuRunner``) leave every kept value, memory byte and output as
-recording at every DMA write and one variant at a time did, on a model whose values stay
-resident in CMX."""
+recording after every write (DMA, DPU in place, ACT SHAVE) and one variant at a time did,
+on a model whose values stay resident in CMX."""
 
 from __future__ import annotations
 
@@ -27,11 +27,14 @@ def _bytes(value: np.ndarray) -> np.ndarray:
 
 
 class Eager(kept_values.KeptValues):
-    """The record taken at every DMA write, as before."""
+    """Every kept buffer recorded as soon as the unit that wrote it is done: before the
+    next unit starts (run with ACT SHAVE numerics at their task's start), and at the end."""
 
-    def after_dma(self, dst) -> None:
-        if dst.root.name in self.names:
-            self.network.keep(dst.root.name)
+    def before_write(self, region) -> None:
+        self.finish()
+
+    def before_ranges(self, key, ranges, own) -> None:
+        self.finish()
 
 
 def _run(program, monkeypatch, lazy: bool):
@@ -58,7 +61,7 @@ def _run(program, monkeypatch, lazy: bool):
             patch.setattr(kept_values, "KeptValues", Eager)
             import runtime_sim.simulator as simulator
             patch.setattr(simulator, "KeptValues", Eager)
-        result = simulate(program, seed=5)
+        result = simulate(program, seed=5, defer_act=lazy)
     return result, counts
 
 
