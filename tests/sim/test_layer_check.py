@@ -121,3 +121,36 @@ def test_values_kept_in_cmx_are_checked_as_their_last_writer_left_them(resident,
     padded = {v for v, shape in compared.items() if value_buffer(v) in values
               and network.kept[value_buffer(v)].shape[1] > shape[1]}
     assert len(padded) >= 2, padded
+
+
+def test_the_bound_carries_the_references_rounding_of_large_intermediates():
+    """A convolution channel of outputs near 48 that a batch norm's bias brings back near 0
+    (MobileNetV3's %hardswish_179 at full size): the reference rounds the convolution's
+    output to f16 (half an ulp there: 2^-6) before the add, the DPU rounds once after it.
+    The error is then far more than ulps of the small output; the bound's ``I`` term (the
+    chain's intermediate magnitudes, per element) covers it, and only it."""
+    import runtime_sim.layer_check as layer_check
+    rng = np.random.default_rng(0)
+    conv = rng.uniform(47.5, 48.5, (1, 4, 8, 8)).astype(np.float32)   # f32 accumulations
+    bias = np.float32(-48.0)
+    sim = (conv + bias).astype(np.float16)                  # one rounding, after the add
+    rounded = conv.astype(np.float16)                        # the reference's two
+    ref = {"conv": rounded, "bn": (rounded.astype(np.float32) + bias).astype(np.float16)}
+    # |bn| < 0.5 (ulp <= 2^-12): the two differ by 8 output ulps and more
+    assert np.max(np.abs(sim.astype(np.float64) - ref["bn"])) > 2.0 ** -9
+
+    def check(inter):
+        result = layer_check.LayerResult("bn", "", "")
+        layer_check._compare(result, "bn", sim, ref["bn"], 2, 0, 0.0, inter)
+        return result
+
+    inter = layer_check._intermediates(["conv"], ref, {}, ref["bn"].shape)
+    assert np.shape(inter) == ref["bn"].shape                # per element, elementwise chain
+    assert check(0.0).failures > 0                          # without it: a false failure
+    assert check(inter).failures == 0
+    # the bound stays an ulp-scale one: 0.1 off (6 half-ulps of 48) still fails
+    assert check(inter).worst_fraction < 0.5
+    off = layer_check.LayerResult("bn", "", "")
+    layer_check._compare(off, "bn", (sim.astype(np.float32) + 0.1).astype(np.float16),
+                         ref["bn"], 2, 0, 0.0, inter)
+    assert off.failures > 0
