@@ -92,3 +92,31 @@ def test_a_dpu_writing_a_kept_buffer_runs_its_variants_one_at_a_time(program):
     assert writers          # the model has such tasks, whose variants would join otherwise
     for u in writers:
         assert dpu_engine.channel_groups(plan.task[u], plan.dpu_regions(u), memory, kept) == {}
+
+
+def test_an_act_task_writing_a_kept_buffer_in_place_leaves_it_pending():
+    """The rules on their own (no model here has an ACT SHAVE kernel writing a kept value
+    in place): an ACT task's own outputs are marked pending, not recorded; one writing
+    other bytes over a pending buffer records it first; a DMA or DPU write to the buffer
+    itself records nothing."""
+    from types import SimpleNamespace
+
+    spans = {"x": (("cmx", 0), 0, 64), "y": (("cmx", 0), 32, 96), "z": (("cmx", 1), 0, 64)}
+    regions = {name: SimpleNamespace(root=SimpleNamespace(name=name)) for name in spans}
+    recorded = []
+    network = SimpleNamespace(keep=recorded.append,
+                              symbols=SimpleNamespace(region=regions.__getitem__))
+    memory = SimpleNamespace(span=lambda region: spans[region.root.name])
+    kept = kept_values.KeptValues(network, memory, {"x", "z"})
+    kept.before_ranges(("cmx", 0), [(0, 64)], {"x"})      # x's ACT producer starts
+    kept.written(regions["x"])
+    kept.before_write(regions["x"])                        # a DMA stores more rows of x
+    kept.written(regions["x"])
+    kept.before_ranges(("cmx", 0), [(0, 64)], {"x"})      # another ACT writing x
+    assert recorded == [] and set(kept.pending) == {"x"}
+    kept.written(regions["z"])
+    kept.before_ranges(("cmx", 0), [(48, 80)], {"y"})     # y's ACT over x's last bytes
+    assert recorded == ["x"] and set(kept.pending) == {"z"}
+    kept.before_write(regions["y"])                        # other memory than z's
+    kept.finish()
+    assert recorded == ["x", "z"] and not kept.pending
