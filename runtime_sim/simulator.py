@@ -18,7 +18,7 @@ from runtime_sim.act_defer import CyclesDiffer, DeferredActs
 from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
-from runtime_sim.kept_values import KeptValues
+from runtime_sim.kept_values import KeptValues, kept_names
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
@@ -140,18 +140,19 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         dims_only = {u for u in range(plan.size) if kinds[u] == DMA
                      and plan.dma_regions(u)[0].root.name in memory.dynamic}
 
-    # CMX buffers DMAs write and read (Network.kept), recorded after each DMA write
+    # values kept in CMX between segments (Network.kept, kept_values.py)
     kept: set[str] = set()
     if not timing_only:
         read, written = set(), set()
-        for u in range(plan.size):
-            if kinds[u] == DMA:
-                src, dst = plan.dma_regions(u)
-                if src.kind is BufferKind.CMX:
-                    read.add(src.root.name)
-                if dst.kind is BufferKind.CMX:
-                    written.add(dst.root.name)
-        kept = read & written
+        if program.source_graph is None:
+            for u in range(plan.size):
+                if kinds[u] == DMA:
+                    src, dst = plan.dma_regions(u)
+                    if src.kind is BufferKind.CMX:
+                        read.add(src.root.name)
+                    if dst.kind is BufferKind.CMX:
+                        written.add(dst.root.name)
+        kept = kept_names(program, read, written)
 
     def failed(u: int, failure: VpucError) -> VpucError:
         # A unit that fails in a racy run most likely failed because of the race.
@@ -170,13 +171,20 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     deferred = (DeferredActs(plan, memory, shave, failed)
                 if defer_act and not timing_only and max_cycles is None else None)
 
-    def queued_write(key: tuple, lo: int, hi: int) -> bool:
-        """Whether a queued ACT SHAVE invocation writes some of these bytes."""
-        return deferred is not None and any(
-            writes and a < hi and lo < b for a, b, writes in deferred.touched.get(key, ()))
-
     # recorded when something else is about to write them (kept_values.py)
-    kept_values = KeptValues(network, memory, kept, queued_write) if kept else None
+    kept_values = KeptValues(network, memory, kept) if kept else None
+    act_outputs: dict[int, tuple] = {}     # id(ACT task) -> its output regions
+
+    def act_writes(u: int) -> None:
+        task = plan.task[u]
+        outs = act_outputs.get(id(task))
+        if outs is None:
+            outs = act_outputs[id(task)] = tuple(
+                r for r in (regions(b.buffer) for b in task.outputs) if r is not None)
+        kept_values.before_ranges(("cmx", plan.tile[u]), shave.bindings(task).writes,
+                                  {r.root.name for r in outs})
+        for region in outs:
+            kept_values.written(region)
 
     def on_start(u: int, t: float) -> None:
         if online is not None:
@@ -192,17 +200,20 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
             elif kind == DMA:
                 src, dst = plan.dma_regions(u)
                 if kept_values is not None:
-                    kept_values.written_by_dma(dst)
+                    kept_values.before_write(dst)
                 dma_engine.run_transfer(plan.task[u], src, dst, memory)
                 if kept_values is not None:
-                    kept_values.after_dma(dst)
+                    kept_values.written(dst)
             elif kind == DPU:
                 if kept_values is not None:
-                    kept_values.before_write(plan.dpu_regions(u)["out"])
-                dpu.run(u)
+                    out = plan.dpu_regions(u)["out"]
+                    kept_values.before_write(out)
+                    dpu.run(u)
+                    kept_values.written(out)
+                else:
+                    dpu.run(u)
             elif kind == ACT and kept_values is not None:
-                kept_values.before_ranges(("cmx", plan.tile[u]),
-                                          shave.bindings(plan.task[u]).writes)
+                act_writes(u)
         except VpucError as exc:
             raise failed(u, VpucError(f"{plan.names[u]}: {exc.diagnostics[0].message}",
                                       plan.loc[u])) from None
@@ -246,7 +257,9 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                       progress=progress)
     try:
         timeline = runtime.run()
-        if kept_values is not None:     # before the queue's last writes, as at their DMAs
+        if kept_values is not None:     # after the queue's last writes (to kept values too)
+            if deferred is not None:
+                deferred.flush()
             kept_values.finish()
     finally:        # a queued kernel's failure comes before what stopped the run later
         if deferred is not None:

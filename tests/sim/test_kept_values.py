@@ -1,7 +1,7 @@
 """``Network.kept`` recorded lazily (``runtime_sim/kept_values.py``) and DPU variants run
 together (``engines.dpu.DpuRunner``) leave every kept value, memory byte and output as
-recording at every DMA write and one variant at a time did, on a model whose values stay
-resident in CMX."""
+recording after every write (DMA, DPU in place, ACT SHAVE) and one variant at a time did,
+on a model whose values stay resident in CMX."""
 
 from __future__ import annotations
 
@@ -27,11 +27,14 @@ def _bytes(value: np.ndarray) -> np.ndarray:
 
 
 class Eager(kept_values.KeptValues):
-    """The record taken at every DMA write, as before."""
+    """Every kept buffer recorded as soon as the unit that wrote it is done: before the
+    next unit starts (run with ACT SHAVE numerics at their task's start), and at the end."""
 
-    def after_dma(self, dst) -> None:
-        if dst.root.name in self.names:
-            self.network.keep(dst.root.name)
+    def before_write(self, region) -> None:
+        self.finish()
+
+    def before_ranges(self, key, ranges, own) -> None:
+        self.finish()
 
 
 def _run(program, monkeypatch, lazy: bool):
@@ -58,7 +61,7 @@ def _run(program, monkeypatch, lazy: bool):
             patch.setattr(kept_values, "KeptValues", Eager)
             import runtime_sim.simulator as simulator
             patch.setattr(simulator, "KeptValues", Eager)
-        result = simulate(program, seed=5)
+        result = simulate(program, seed=5, defer_act=lazy)
     return result, counts
 
 
@@ -89,3 +92,31 @@ def test_a_dpu_writing_a_kept_buffer_runs_its_variants_one_at_a_time(program):
     assert writers          # the model has such tasks, whose variants would join otherwise
     for u in writers:
         assert dpu_engine.channel_groups(plan.task[u], plan.dpu_regions(u), memory, kept) == {}
+
+
+def test_an_act_task_writing_a_kept_buffer_in_place_leaves_it_pending():
+    """The rules on their own (no model here has an ACT SHAVE kernel writing a kept value
+    in place): an ACT task's own outputs are marked pending, not recorded; one writing
+    other bytes over a pending buffer records it first; a DMA or DPU write to the buffer
+    itself records nothing."""
+    from types import SimpleNamespace
+
+    spans = {"x": (("cmx", 0), 0, 64), "y": (("cmx", 0), 32, 96), "z": (("cmx", 1), 0, 64)}
+    regions = {name: SimpleNamespace(root=SimpleNamespace(name=name)) for name in spans}
+    recorded = []
+    network = SimpleNamespace(keep=recorded.append,
+                              symbols=SimpleNamespace(region=regions.__getitem__))
+    memory = SimpleNamespace(span=lambda region: spans[region.root.name])
+    kept = kept_values.KeptValues(network, memory, {"x", "z"})
+    kept.before_ranges(("cmx", 0), [(0, 64)], {"x"})      # x's ACT producer starts
+    kept.written(regions["x"])
+    kept.before_write(regions["x"])                        # a DMA stores more rows of x
+    kept.written(regions["x"])
+    kept.before_ranges(("cmx", 0), [(0, 64)], {"x"})      # another ACT writing x
+    assert recorded == [] and set(kept.pending) == {"x"}
+    kept.written(regions["z"])
+    kept.before_ranges(("cmx", 0), [(48, 80)], {"y"})     # y's ACT over x's last bytes
+    assert recorded == ["x"] and set(kept.pending) == {"z"}
+    kept.before_write(regions["y"])                        # other memory than z's
+    kept.finish()
+    assert recorded == ["x", "z"] and not kept.pending
