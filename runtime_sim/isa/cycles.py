@@ -151,6 +151,35 @@ def issue(ready: list[int], now: int, sources: tuple[int, ...], dests: tuple[int
     return (start + 1 if cost.closes_bundle else start), (stall if stall > 0 else 0)
 
 
+def issue_steps(steps, ready, now: int, written: dict) -> tuple[int, int]:
+    """``issue`` over a run of instructions, its inputs unpacked per step as (sources,
+    dests, slot, the pair's other slot or None, issue, latency, closes bundle, penalty
+    after): ``ready`` updated and each written key's ready cycle put in ``written`` too;
+    returns (cycle after, stall cycles).  The interpreter's loop has the same lines inline
+    (it runs each instruction between two issues); loops and straight blocks call this."""
+    stalls = 0
+    for sources, dests, slot, other, busy, latency, closes, penalty in steps:
+        start = now
+        for key in sources:
+            if ready[key] > start:
+                start = ready[key]
+        operands = start
+        if other is not None and ready[slot] > start and ready[other] < ready[slot]:
+            slot = other
+        free = ready[slot]
+        if free > start:
+            start = free
+        ready[slot] = written[slot] = start + busy
+        done = start + latency
+        for key in dests:
+            ready[key] = written[key] = done
+        stall = operands - (now + 1 if now + 1 > free else free)
+        if stall > 0:
+            stalls += stall
+        now = (start + 1 if closes else start) + penalty
+    return now, stalls
+
+
 def finish(ready: list[int], now: int) -> int:
     """Total cycles of a run that stops at ``now``: outstanding results drain."""
     return max(now, max(ready))

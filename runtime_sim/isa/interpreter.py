@@ -150,7 +150,7 @@ def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr:
                                         "counters or raise max_steps",
                                         BinLoc(program.name, ".text", i * WORD_BYTES))
                     counts[i] += 1
-                    # cycles.issue, inline (the fast path's loop_timing calls it: same count)
+                    # cycles.issue_steps, inline: each instruction runs between two issues
                     start = now
                     for key in sources:
                         if ready[key] > start:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime_sim.isa.cycles import issue_steps
+
 
 # Give up looking for a period after this many iterations (then keep stepping).
 MAX_TRACE = 4096
@@ -37,9 +39,8 @@ class LoopTiming:
         """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last;
         ``taken``: per step, whether a transfer it makes is taken on the path (a path
         batch's: the refetch penalty after it; a loop body's transfers are none)."""
-        # per step: ``cycles.issue``'s inputs unpacked, as the interpreter's loop has them
-        # (issued inline: a library kernel's row path is ~700 steps per iteration), and
-        # the refetch penalty after it
+        # per step: ``cycles.issue``'s inputs unpacked for ``issue_steps`` (a library
+        # kernel's row path is ~700 steps per iteration), the refetch penalty after it
         self.steps = [
             (s.sources, s.dests, s.cost.slots[0],
              s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
@@ -47,6 +48,7 @@ class LoopTiming:
              s.cost.taken_penalty if taken is not None and taken[i] else 0)
             for i, s in enumerate(steps)]
         self.penalty = steps[-1].cost.taken_penalty
+        self._written: dict[int, int] = {}      # issue_steps' record, unused here
         # registers and the slots the body uses (a slot is "written" when it issues)
         self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests, *s.cost.slots)})
         self.dests = frozenset(k for s in steps for k in (*s.dests, *s.cost.slots))
@@ -56,27 +58,8 @@ class LoopTiming:
         self._last: dict[tuple, tuple[int, int, tuple[tuple[int, int], ...]]] = {}
 
     def _iteration(self, ready, now: int, taken: bool) -> tuple[int, int]:
-        """One iteration issued from ``now`` (``cycles.issue`` inline, step by step)."""
-        stalls = 0
-        for sources, dests, slot, other, busy, latency, closes, penalty in self.steps:
-            start = now
-            for key in sources:
-                if ready[key] > start:
-                    start = ready[key]
-            operands = start
-            if other is not None and ready[slot] > start and ready[other] < ready[slot]:
-                slot = other
-            free = ready[slot]
-            if free > start:
-                start = free
-            ready[slot] = start + busy
-            done = start + latency
-            for key in dests:
-                ready[key] = done
-            stall = operands - (now + 1 if now + 1 > free else free)
-            if stall > 0:
-                stalls += stall
-            now = (start + 1 if closes else start) + penalty
+        """One iteration issued from ``now``."""
+        now, stalls = issue_steps(self.steps, ready, now, self._written)
         return (now + self.penalty if taken else now), stalls
 
     def _relative(self, ready, now: int) -> tuple[int, ...]:

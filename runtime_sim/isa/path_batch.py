@@ -156,10 +156,8 @@ def _iterations(loops, found: Walk, branch: int, ready: list[int], now: int, mem
 
 
 class PathTiming(LoopTiming):
-    """``LoopTiming`` over a path: the refetch penalty after each transfer it takes."""
-
-    def __init__(self, steps: list, taken: list[bool]) -> None:
-        super().__init__(steps, taken)
+    """``LoopTiming`` over a path: the refetch penalty after each transfer it takes
+    (``taken`` per step)."""
 
 
 def path_timing(program, walk: Walk) -> PathTiming:

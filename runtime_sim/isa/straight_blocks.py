@@ -31,6 +31,7 @@ from __future__ import annotations
 import weakref
 from operator import itemgetter
 
+from runtime_sim.isa.cycles import issue_steps
 from runtime_sim.isa.semantics import SEMANTICS
 
 # Blocks shorter than this are issued one instruction at a time: a block's lookup and
@@ -59,13 +60,13 @@ class Block:
         # the interpreter's (a transfer's target, HALT, ...)
         self.straight = tuple(step[0] for step in flat[:-1])
         self.last, self.penalty = flat[-1][0], flat[-1][8]
-        # (sources, dests, slot, other slot, busy, latency, closes bundle) per instruction
-        self.issues = tuple(step[1:8] for step in flat)
+        # ``issue_steps``' inputs per instruction (no penalty within a straight block)
+        self.issues = tuple((*step[1:8], 0) for step in flat)
         # the timing keys whose value at entry can matter: read (a source, a slot) before
         # the block writes them
         entry: list[int] = []
         written: set[int] = set()
-        for sources, dests, slot, other, _, _, _ in self.issues:
+        for sources, dests, slot, other, *_ in self.issues:
             for key in (*sources, slot) + ((other,) if other is not None else ()):
                 if key not in written and key not in entry:
                     entry.append(key)
@@ -96,30 +97,10 @@ class Block:
         return now + advanced, stalls
 
     def _relative(self, state: tuple) -> tuple[int, int, tuple]:
-        """The block issued from cycle 0 with ``state`` (``cycles.issue`` inline, as in
-        the interpreter's loop): (cycle after, stalls, (key, ready cycle) written)."""
-        ready = dict(zip(self.entry, state))
+        """The block issued from cycle 0 with ``state``: (cycle after, stalls, (key, ready
+        cycle) written)."""
         written: dict[int, int] = {}
-        now = stalls = 0
-        for sources, dests, slot, other, busy, latency, closes in self.issues:
-            start = now
-            for key in sources:
-                if ready[key] > start:
-                    start = ready[key]
-            operands = start
-            if other is not None and ready[slot] > start and ready[other] < ready[slot]:
-                slot = other
-            free = ready[slot]
-            if free > start:
-                start = free
-            ready[slot] = written[slot] = start + busy
-            done = start + latency
-            for key in dests:
-                ready[key] = written[key] = done
-            stall = operands - (now + 1 if now + 1 > free else free)
-            if stall > 0:
-                stalls += stall
-            now = start + 1 if closes else start
+        now, stalls = issue_steps(self.issues, dict(zip(self.entry, state)), 0, written)
         return now, stalls, tuple(written.items())
 
 

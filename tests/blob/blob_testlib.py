@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from vpuc.arch import load_arch
-from vpuc.diagnostics import VpucError
+from vpuc.blob.fb_decode import Decoder
+from vpuc.blob.fb_schema import load_schema
+from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.ir.module import Barrier, Module
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
@@ -73,3 +75,13 @@ def with_task(content, executor: int, index: int, **fields):
     tasks[index] = tasks[index]._replace(**fields)
     lists[at] = lists[at]._replace(tasks=tuple(tasks))
     return content._replace(task_lists=tuple(lists))
+
+
+def decoded(data: bytes, columns: bool):
+    """The root records, or the refusal ('refused', where, offset, message)."""
+    try:
+        return Decoder(load_schema(), data, "x.blob", columns=columns).root()
+    except VpucError as exc:
+        diag = exc.diagnostics[0]
+        assert isinstance(diag.loc, BinLoc), diag
+        return ("refused", diag.loc.section, diag.loc.offset, diag.message)

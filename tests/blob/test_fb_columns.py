@@ -7,24 +7,13 @@ import struct
 import sys
 
 import pytest
-from blob_testlib import IDS, REPO, SOURCES, compiled
+from blob_testlib import IDS, REPO, SOURCES, compiled, decoded
 
 from vpuc.blob import write_blob
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
-from vpuc.diagnostics import BinLoc, VpucError
 
 sys.path.insert(0, str(REPO / "bench"))
-
-
-def decoded(data: bytes, columns: bool):
-    """The root records, or the refusal ('refused', where, offset, message)."""
-    try:
-        return Decoder(load_schema(), data, "x.blob", columns=columns).root()
-    except VpucError as exc:
-        diag = exc.diagnostics[0]
-        assert isinstance(diag.loc, BinLoc), diag
-        return ("refused", diag.loc.section, diag.loc.offset, diag.message)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=IDS)

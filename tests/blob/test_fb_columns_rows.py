@@ -7,26 +7,16 @@ import struct
 import sys
 
 import pytest
-from blob_testlib import REPO
+from blob_testlib import REPO, decoded
 
 from vpuc.blob import write_blob
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
-from vpuc.diagnostics import BinLoc, VpucError
+from vpuc.diagnostics import VpucError
 
 sys.path.insert(0, str(REPO / "bench"))
 
 ROW = 500
-
-
-def decoded(data: bytes, columns: bool):
-    """The root records, or the refusal ('refused', where, offset, message)."""
-    try:
-        return Decoder(load_schema(), data, "x.blob", columns=columns).root()
-    except VpucError as exc:
-        diag = exc.diagnostics[0]
-        assert isinstance(diag.loc, BinLoc), diag
-        return ("refused", diag.loc.section, diag.loc.offset, diag.message)
 
 
 @pytest.fixture(scope="module")

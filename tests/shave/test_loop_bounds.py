@@ -102,6 +102,20 @@ instruction = st.builds(
               st.sampled_from([(6,), (7,), (6, 7), (8,)]), st.booleans()))
 
 
+def _stepped(body, taken, ready, iterations, exits) -> tuple[int, int]:
+    """``iterations`` of ``body`` issued one instruction at a time from cycle 7 (``issue``),
+    the refetch penalty after each taken transfer and on every back edge but an exit."""
+    now, stalls = 7, 0
+    for j in range(iterations):
+        for step, hit in zip(body, taken):
+            now, stall = issue(ready, now, step.sources, step.dests, step.cost)
+            now += step.cost.taken_penalty if hit else 0
+            stalls += stall
+        if j < iterations - 1 or not exits:
+            now += body[-1].cost.taken_penalty
+    return now, stalls
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(instruction, min_size=1, max_size=8), st.lists(st.integers(0, 30), min_size=9,
        max_size=9), st.integers(1, 300), st.booleans())
@@ -109,14 +123,7 @@ def test_loop_timing_extrapolation_matches_stepping(body, start_ready, iteration
     timing = LoopTiming(body)
     ready_fast, ready_slow = list(start_ready), list(start_ready)
     now, stalls = timing.advance(ready_fast, 7, iterations, exits)
-    slow_now, slow_stalls = 7, 0
-    for j in range(iterations):
-        for step in body:
-            slow_now, stall = issue(ready_slow, slow_now, step.sources, step.dests, step.cost)
-            slow_stalls += stall
-        if j < iterations - 1 or not exits:
-            slow_now += body[-1].cost.taken_penalty
-    assert (now, stalls) == (slow_now, slow_stalls)
+    assert (now, stalls) == _stepped(body, [False] * len(body), ready_slow, iterations, exits)
     # registers exactly; a slot only as far as the future sees it (free by ``now`` or not)
     assert ready_fast[:6] == ready_slow[:6]
     assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]
@@ -168,14 +175,6 @@ def test_a_paths_timing_with_taken_transfers_matches_stepping(path, start_ready,
     timing = LoopTiming(body, taken)
     ready_fast, ready_slow = list(start_ready), list(start_ready)
     now, stalls = timing.advance(ready_fast, 7, iterations, exits)
-    slow_now, slow_stalls = 7, 0
-    for j in range(iterations):
-        for step, hit in zip(body, taken):
-            slow_now, stall = issue(ready_slow, slow_now, step.sources, step.dests, step.cost)
-            slow_now += step.cost.taken_penalty if hit else 0
-            slow_stalls += stall
-        if j < iterations - 1 or not exits:
-            slow_now += body[-1].cost.taken_penalty
-    assert (now, stalls) == (slow_now, slow_stalls)
+    assert (now, stalls) == _stepped(body, taken, ready_slow, iterations, exits)
     assert ready_fast[:6] == ready_slow[:6]
     assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]

@@ -13,11 +13,11 @@ from runtime_sim import simulator
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.simulator import simulate
 from simlib import DATA, compile_vir
+from tests.sim.test_sim_cycles_only import SMALL
 from vpuc.api import compile
 from vpuc.diagnostics import VpucError
 from vpuc.onnx_import import zoo
 
-SMALL = {"mobilenet_v3_small": {"size": 32}, "encoder_layer": {"seq": 24, "width": 32, "heads": 2}}
 
 
 @pytest.fixture
