@@ -62,7 +62,7 @@ def compared(monkeypatch):
 @pytest.mark.parametrize("name", ["softmax", "mvn", "log_softmax"])
 def test_library_row_walks_equal_the_walk_one_instruction_at_a_time(compared, name):
     from test_path_batch import test_library_row_loops_batch_along_their_path as rows
-    rows(name, np.float16, 40, 197, False)
+    rows(name, np.float16, 43, 171, False)     # sizes of their own: walks are remembered
     assert compared["walks"] and compared["plain"] > 100      # long plain runs were walked
 
 
