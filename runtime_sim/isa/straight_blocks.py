@@ -29,7 +29,7 @@ stays the one-instruction-at-a-time reference they are tested against.
 from __future__ import annotations
 
 import weakref
-from operator import itemgetter
+from operator import is_, itemgetter
 
 from runtime_sim.isa.cycles import issue_steps
 from runtime_sim.isa.semantics import SEMANTICS
@@ -46,6 +46,9 @@ _STRAIGHT_KINDS = frozenset(("op", "load", "store", "nop"))
 
 # Per Program (Programs are cached by the loader): index -> Block or None.
 _BLOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# A block's timing by its words' issue inputs (ids, the tuples kept): bounded.
+_TIMINGS: dict[tuple, tuple] = {}
+MAX_TIMINGS = 4096
 
 
 class Block:
@@ -54,12 +57,30 @@ class Block:
     __slots__ = ("start", "length", "straight", "last", "penalty", "issues", "entry", "get",
                  "zero", "states")
 
-    def __init__(self, start: int, flat: list[tuple]) -> None:
+    def __init__(self, start: int, flat: list[tuple], tails: list[tuple] | None = None) -> None:
         self.start, self.length = start, len(flat)
         # the runners of all but the last instruction return None; the last's result is
         # the interpreter's (a transfer's target, HALT, ...)
         self.straight = tuple(step[0] for step in flat[:-1])
         self.last, self.penalty = flat[-1][0], flat[-1][8]
+        # The timing depends only on the words' issue inputs (``Program.tails``, shared per
+        # word): blocks of the same words (the library kernels' shared driver) share it,
+        # remembered entry states included
+        key = None
+        if tails is not None:
+            key = tuple(map(id, tails))
+            found = _TIMINGS.get(key)
+            if found is not None and all(map(is_, found[0], tails)):
+                self.issues, self.entry, self.get, self.zero, self.states = found[1:]
+                return
+        self._timing(flat)
+        if key is not None:
+            if len(_TIMINGS) >= MAX_TIMINGS:
+                _TIMINGS.clear()
+            _TIMINGS[key] = (tuple(tails), self.issues, self.entry, self.get, self.zero,
+                             self.states)
+
+    def _timing(self, flat: list[tuple]) -> None:
         # ``issue_steps``' inputs per instruction (no penalty within a straight block)
         self.issues = tuple((*step[1:8], 0) for step in flat)
         # the timing keys whose value at entry can matter: read (a source, a slot) before
@@ -132,5 +153,7 @@ def block(program, blocks: list, index: int) -> Block:
     """The Block starting at ``index`` (``blocks[index]`` is its end or the Block)."""
     found = blocks[index]
     if found.__class__ is not Block:
-        found = blocks[index] = Block(index, program.flat[index:found])
+        tails = getattr(program, "tails", None)
+        found = blocks[index] = Block(index, program.flat[index:found],
+                                      None if tails is None else tails[index:found])
     return found

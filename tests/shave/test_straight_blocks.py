@@ -102,6 +102,7 @@ def test_a_blocks_issue_is_cycles_issue_from_any_state(seed):
     blocks = straight_blocks(program, {})
     blk = block(program, blocks, 0)
     assert blk.length == len(_PROLOGUE) + 3           # up to and including the branch
+    blk.states.clear()          # shared by every block of these words: earlier examples'
     rng = np.random.default_rng(seed)
     now = int(rng.integers(0, 50))
     state = [now + int(rng.integers(-6, 13)) for _ in range(len(new_ready()))]
@@ -114,3 +115,26 @@ def test_a_blocks_issue_is_cycles_issue_from_any_state(seed):
         assert blk.issue(ready, now + shift) == (at, stalls)
         assert ready == expected
     assert len(blk.states) == 1
+
+
+def test_blocks_of_the_same_words_share_their_timing():
+    """Every library kernel's blocks: a block's timing (issue inputs, entry keys, states)
+    is the one worked out from its own steps, and the kernels' shared driver blocks are
+    one timing (so a state one kernel remembered answers the other's)."""
+    from vpuc.kernel_library import library_names, load_library_kernel
+    shared = total = 0
+    timings: dict[int, int] = {}
+    for name in library_names():
+        program = Program(load_library_kernel(name).text, WIN_D, name)
+        blocks = straight_blocks(program, {})
+        for start, end in enumerate(blocks):
+            if end is None or end.__class__ is Block:
+                continue
+            made = block(program, blocks, start)
+            alone = Block(start, program.flat[start:end])          # no tails: its own
+            assert (made.issues, made.entry, made.zero) == (alone.issues, alone.entry, alone.zero)
+            assert made.get(list(range(200))) == alone.get(list(range(200)))
+            total += 1
+            shared += id(made.states) in timings
+            timings[id(made.states)] = start
+    assert total > 50 and shared > 10
