@@ -20,7 +20,8 @@ from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.fusion.blocked_program import ProgramText, sanitize
 from vpuc.fusion.lower_dpu import in_flight_slots
-from vpuc.onnx_import.zoo import fpn_block
+from vpuc.fusion.schedule_anchors import thin_waits
+from vpuc.onnx_import.zoo import ModelBuilder, fpn_block
 
 NPU37XX = load_arch("NPU37XX")
 
@@ -83,3 +84,42 @@ def test_fpn_block_on_fewer_barriers_is_numerically_right(tmp_path):
     cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
     assert cosine >= 0.999
     assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+
+
+def test_thin_waits_keeps_few_anchors_each_at_or_after_the_wait():
+    # one later segment (1) waiting on 40 stores of segment 0 on channel 1, at list places
+    # 0, 2, ..., 78; the later DMAs sit at places 100 + j, the last one before the stores end
+    stores = {p: f"store{p}" for p in range(0, 80, 2)}
+    needs = {1000 + j: {1: (p, stores[p])} for j, p in enumerate(stores)}
+    needs[999] = {1: (10, stores[10])}          # a DMA listed before most stores
+    segment = {t: 1 for t in needs}
+    position = {t: 100 + t - 1000 for t in needs}
+    position[999] = 11
+    thin_waits(needs, segment, position, cap=8)
+    moved = {t: needs[t][1][0] for t in needs}
+    assert len(set(moved.values())) <= 8 + 1     # the anchors, and the one kept in place
+    assert 78 in moved.values()                   # the last store is an anchor
+    for j, p in enumerate(stores):
+        assert p <= moved[1000 + j] < p + 10      # at most ceil(40 / 8) = 5 stores later
+        assert needs[1000 + j][1][1] == stores[moved[1000 + j]]
+    assert moved[999] == 10                       # no anchor before it in the list
+
+
+def test_maxpool_13x13_at_a_small_budget_is_exact(tmp_path):
+    """MaxPool 13x13 (a cascade of 7x7 pools, ``large_kernels``) at ``cmx_budget`` 4096:
+    each level some 70 blocks, the second level's loads waiting block by block on the
+    first's stores: 72 barriers live without ``schedule_anchors``.  A max is exact, so
+    the output equals onnxruntime's on the f16-rounded input."""
+    m = ModelBuilder(0)
+    x = m.input("x", [1, 16, 12, 12])
+    m.output(m.node("MaxPool", [x], kernel_shape=[13, 13], strides=[1, 1], pads=[6, 6, 6, 6]))
+    path = m.save(tmp_path / "mp.onnx")
+    program = api.compile(path, cmx_budget=4096)
+    assert max(_physical_ids(program)) < NPU37XX.barriers
+    feed = np.random.default_rng(3).standard_normal((1, 16, 12, 12)).astype(np.float16)
+    sim = api.simulate(program, {"x": feed})
+    assert not sim.races
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"x": feed.astype(np.float32)})[0]
+    got = sim.outputs[sanitize(m.outputs[0].name)].astype(np.float32)
+    np.testing.assert_array_equal(got, want)
