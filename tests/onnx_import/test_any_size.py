@@ -20,8 +20,9 @@ from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.fusion.blocked_program import ProgramText, sanitize
 from vpuc.fusion.lower_dpu import in_flight_slots
-from vpuc.fusion.schedule_anchors import thin_waits
+from vpuc.fusion.schedule_anchors import drop_queue_implied_waits, thin_waits
 from vpuc.onnx_import.zoo import ModelBuilder, fpn_block
+from vpuc.vir.parser import parse_text
 
 NPU37XX = load_arch("NPU37XX")
 
@@ -154,3 +155,34 @@ def test_values_kept_in_cmx_at_a_small_budget_are_numerically_right(tmp_path):
     cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
     assert cosine >= 0.999
     assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+
+
+CROWDED = """module @crowded arch NPU37XX
+input %x : 64xf16
+output %y : 64xf16
+cmx %a : 64xf16 tile 0
+cmx %b : 64xf16 tile 0
+cmx %c : 64xf16 tile 0
+barrier %ready
+barrier %more
+tasks DMA {
+  first: dma %x -> %a channel 1 updates(%ready)
+  l0: dma %x -> %b channel 0 waits(%ready)
+  l1: dma %x -> %c channel 0 waits(%ready, %more)
+  l2: dma %x -> %b channel 0 waits(%ready)
+  s0: dma %a -> %y channel 1 waits(%ready) updates(%more)
+}
+"""
+
+
+@pytest.mark.parametrize("limit, kept", [
+    (4, {"l0": ("ready",), "l1": ("ready", "more"), "l2": ("ready",), "s0": ("ready",)}),
+    # 4 waiters over 3: channel 0's later two start after l0, which waited
+    (3, {"l0": ("ready",), "l1": ("more",), "l2": (), "s0": ("ready",)}),
+])
+def test_a_crowded_barrier_keeps_one_waiter_per_queue(limit, kept):
+    module = parse_text(CROWDED, "crowded.vir")
+    drop_queue_implied_waits(module, limit)
+    tasks = {t.label: tuple(t.waits) for tl in module.task_lists for t in tl.tasks}
+    assert {k: tasks[k] for k in kept} == kept
+

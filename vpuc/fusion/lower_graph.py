@@ -84,6 +84,7 @@ from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, 
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
 from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, ddr_layouts, early_bytes,
                                   overlap)
+from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
@@ -139,6 +140,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
                                                  resident=False)
     if placement is not None:
         ctx.artifacts[PLACEMENT] = placement
+    drop_queue_implied_waits(lowered, ctx.arch.max_consumers)
     locate_layers(lowered.layers, graph)
     return lowered
 

@@ -16,6 +16,9 @@ the list (else it stays).  A later block then waits at most ``g - 1`` more earli
 The same holds for a tile's DPU queue (a later DMA or DPU task waiting on the in-place
 writes of a value kept in CMX, ``resident``): those anchors are not ordered by the DMA
 list, so ``schedule_deps`` keeps them only when the schedule stays acyclic.
+
+``drop_queue_implied_waits`` bounds a barrier's consumers the same way: of the tasks of
+one queue waiting on it, only the first needs to.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import bisect
 import math
 
 from vpuc.analysis.races import shared_bytes
-from vpuc.ir.tasks import DpuTask
+from vpuc.ir.tasks import DmaTask, DpuTask
 
 
 def queue_counts(segment: dict[int, int], *maps: dict) -> dict[int, int]:
@@ -125,3 +128,38 @@ def in_place_needs(segment: dict[int, int], dma_tasks: list, others: list, acces
                 earlier = latest(per_channel, later, lfp)
                 need(later, earlier, ("DMA", channel), place.get(id(earlier), 0))
     return extra, tasks
+
+
+def drop_queue_implied_waits(module, max_consumers: int) -> None:
+    """For each barrier with more consumers than a barrier may have (``max_consumers``),
+    the waits a queue's order already implies: a queue (a DMA channel, a tile's DPUs or
+    ACT SHAVEs, in ``vpuc.analysis.schedule``'s order) starts its tasks in list order, so
+    once its first task waiting on the barrier has started, the barrier has fired for every
+    later one (the k-split classifier of MobileNetV3-Small at ``cmx_budget`` 8192: 396
+    loads of the activation on one channel, each waiting on the previous segment's gate,
+    against NPU37XX's 256).  Other barriers are left alone: their waits cost nothing."""
+    counts: dict[str, int] = {}
+    for tl in module.task_lists:
+        for task in tl.tasks:
+            for w in set(task.waits):
+                counts[w] = counts.get(w, 0) + 1
+    crowded = {b for b, n in counts.items() if n > max_consumers}
+    if not crowded:
+        return
+    waited: dict[tuple, set[str]] = {}          # queue -> crowded barriers waited so far
+    for tl in module.task_lists:
+        for task in tl.tasks:
+            queue = _queue_of(task)
+            seen = waited.setdefault(queue, set())
+            kept = tuple(w for w in task.waits if w not in crowded or w not in seen)
+            seen.update(w for w in task.waits if w in crowded)
+            task.waits = kept
+
+
+def _queue_of(task) -> tuple:
+    """The FIFO a task runs in, as ``vpuc.analysis.schedule`` keys it."""
+    if isinstance(task, DmaTask):
+        return ("DMA", task.channel)
+    if isinstance(task, DpuTask):
+        return ("DPU", task.tile)
+    return ("ACT_SHAVE", task.tile)
