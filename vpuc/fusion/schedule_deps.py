@@ -15,7 +15,9 @@ that decides every wait (``_Relaxation.apply``):
    write-after-read, write-after-write) waits on the last such DMA on
    each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
    implies the others), through a barrier only that DMA updates (one it has, else
-   ``<label>.written``).  Every DMA does, not only a segment's first ones.  A DPU task
+   ``<label>.written``).  Every DMA does, not only a segment's first ones.  A later
+   segment's waits per channel are thinned to a quarter of the physical barriers
+   (``schedule_anchors``: a later DMA of the same channel implies the earlier ones).  A DPU task
    writing a value kept in CMX in place (``resident.in_place_blocks``) counts as such a
    write: the DMA waits on the latest one per tile (a tile's DPU queue is in order).
 2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
@@ -57,6 +59,7 @@ from __future__ import annotations
 from vpuc.analysis.liveness import unit_operands
 from vpuc.analysis.races import make_footprint, region_box, shared_bytes
 from vpuc.fusion.resident import resident_use, shared_buffers
+from vpuc.fusion.schedule_anchors import thin_waits
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
@@ -65,6 +68,9 @@ from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 _DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
 # Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
 TRIALS = 6
+# A later segment waits on at most this share of the physical barriers per DMA channel of
+# the earlier ones (``schedule_anchors``).
+WAIT_SHARE = 4
 
 
 def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
@@ -78,6 +84,7 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     relax = _Relaxation.of(module, keys, finishes, arch.cmx_bytes, reserve)
     if relax is None:
         return None
+    relax.wait_cap = max(1, arch.barriers // WAIT_SHARE)
     trial = trial and relax.direct_ddr is None
     two_back = [trial and s > 0 for s in range(len(keys))]
     early = list(relax.early)
@@ -132,6 +139,8 @@ class _Relaxation:
         self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
         self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
+        # distinct earlier DMAs a later segment waits on per channel (schedule_anchors)
+        self.wait_cap: int | None = None
 
     @staticmethod
     def of(module: Module, keys, finishes, cmx_bytes: int, reserve: int):
@@ -191,6 +200,9 @@ class _Relaxation:
                         continue
                     if shared_bytes(efp, lfp) is not None:
                         latest[earlier.channel] = (epos, earlier)
+        if self.wait_cap is not None:
+            thin_waits(needs, seg, {id(t): i for i, t in enumerate(self.dma_tasks)},
+                       self.wait_cap)
         own = _OwnBarriers(self.module)
         for task in self.dma_tasks:
             for _, earlier in sorted(needs.get(id(task), {}).values(), key=lambda e: e[0]):
