@@ -14,6 +14,15 @@ other queued one writes (an ACT task that would is itself a conflict), so each
 computes what it would alone.  Conflicts are decided on each access's hull (a
 strided view as its whole span), which may only run the queue early.
 
+DMAs join the queue too (``before`` says when): one that touches bytes the queue
+touches (the store of a queued invocation's result, a load over an input a queued
+one reads) is queued instead of running the queue; its cycles never depend on data.
+The queue runs its invocations first, then its DMAs in start order.  Only the order
+of a DMA and an invocation queued after it changes, and that invocation was queued
+because it touches nothing the DMA writes and writes nothing it reads: the two
+commute.  A DMA of a dynamic tensor (its dims pass on) or whose bytes lie outside
+its memory (its fault is reported at its start) runs at its start, after the queue.
+
 The cycles charged are checked against the ones the run counts; a difference
 (a kernel whose cycles depend on data or on where its buffers lie) raises
 ``CyclesDiffer``, and the simulation is run again without deferring.
@@ -21,12 +30,16 @@ The cycles charged are checked against the ones the run counts; a difference
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable
 
+from runtime_sim.engines.dma import run_transfer
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.memory import Memory
-from runtime_sim.plan import DMA, DPU, Plan
+from runtime_sim.plan import ACT, DMA, DPU, Plan
 from vpuc.diagnostics import VpucError
+
+KIND_NAMES = {DMA: "DMA", DPU: "DPU", ACT: "ACT"}
 
 
 class CyclesDiffer(Exception):
@@ -40,23 +53,28 @@ class DeferredActs:
                  failed: Callable[[int, VpucError], VpucError]) -> None:
         self.plan, self.memory, self.shave, self.failed = plan, memory, shave, failed
         self.queue: list[tuple[int, object, int]] = []    # (unit, class, cycles charged)
-        # what the queue touches, by CMX: [(lo, hi, written)]; a kernel reaches no other
-        # memory but its own WIN_E
+        self.dmas: list[int] = []                          # queued DMAs, in start order
+        # what the queue touches, by memory: [(lo, hi, written)]
         self.touched: dict[object, list[tuple[int, int, bool]]] = {}
-        self._dpu: dict[int, list] = {}             # id(DPU task) -> its operands' hulls
+        # per unit, what it may touch ((memory, lo, hi, writes), ...), made on first use
+        self._unit_hulls: list = [None] * plan.size
+        self._dpu: dict[int, tuple] = {}            # id(DPU task) -> its operands' hulls
         self.flushes = 0
-        self.deferred = 0
+        self.deferred = 0           # ACT invocations queued
+        self.deferred_dmas = 0
         self.groups: list[tuple[int, ...]] = []        # the units of each run_together
+        self.forced: Counter = Counter()   # what ran the queue: "DMA", "DPU", "ACT", "kept"
 
-    def before(self, u: int) -> None:
-        """Unit ``u`` starts: run the queue first if ``u`` touches what it must not."""
-        if not self.queue:
-            return
+    def before(self, u: int) -> bool:
+        """Unit ``u`` starts: run the queue first if ``u`` touches what it must not.  True
+        when ``u`` is a DMA to queue instead (``defer_dma``)."""
+        if not self.queue and not self.dmas:
+            return False
         try:
             hulls = self._hulls(u)
         except VpucError:       # u's own numerics report it, named by u: run the queue first
             self.flush()
-            return
+            return False
         touched = self.touched
         for key, lo, hi, writes in hulls:
             queued = touched.get(key)
@@ -64,44 +82,93 @@ class DeferredActs:
                 continue
             for q_lo, q_hi, q_writes in queued:
                 if lo < q_hi and q_lo < hi and (writes or q_writes):
+                    if self.plan.kind[u] == DMA and self._dma_may_wait(u):
+                        return True
+                    self.forced[KIND_NAMES[self.plan.kind[u]]] += 1
                     self.flush()
-                    return
+                    return False
+        return False
 
-    def _hulls(self, u: int) -> list[tuple]:
+    def _dma_may_wait(self, u: int) -> bool:
+        """Whether DMA ``u`` may be queued: static regions within their memories."""
+        memory = self.memory
+        dynamic = memory.dynamic
+        for region in self.plan.dma_regions(u):
+            if region.root.name in dynamic:
+                return False
+        for key, lo, hi, _ in self._hulls(u):
+            if lo < 0 or hi > len(memory.arrays[key]):
+                return False
+        return True
+
+    def _hulls(self, u: int) -> tuple:
         """(memory, lo, hi, writes) of what ``u`` may touch: a DMA's source and
         destination, a DPU task's whole operands (not each variant's box), an ACT task's
-        bound CMX."""
+        bound CMX; worked out once per unit."""
+        found = self._unit_hulls[u]
+        if found is not None:
+            return found
         plan = self.plan
         kind, task = plan.kind[u], plan.task[u]
+        span = self.memory.span
         if kind == DMA:         # the regions its numerics use next, resolved once
             src, dst = plan.dma_regions(u)
-            span = self.memory.span
-            return [(*span(src), False), (*span(dst), True)]
-        if kind == DPU:
+            found = ((*span(src), False), (*span(dst), True))
+        elif kind == DPU:       # shared by the task's variants
             found = self._dpu.get(id(task))
             if found is None:
-                found = self._dpu[id(task)] = [
-                    (*self.memory.span(region), name == "out")
-                    for name, region in plan.dpu_regions(u).items()]
-            return found
-        bindings = self.shave.bindings(task)
-        cmx = ("cmx", task.tile)
-        return ([(cmx, lo, hi, False) for lo, hi in bindings.reads]
-                + [(cmx, lo, hi, True) for lo, hi in bindings.writes])
+                found = self._dpu[id(task)] = tuple(
+                    (*span(region), name == "out")
+                    for name, region in plan.dpu_regions(u).items())
+        else:
+            bindings = self.shave.bindings(task)
+            cmx = ("cmx", task.tile)
+            found = tuple([(cmx, lo, hi, False) for lo, hi in bindings.reads]
+                          + [(cmx, lo, hi, True) for lo, hi in bindings.writes])
+        self._unit_hulls[u] = found
+        return found
+
+    def _touch(self, u: int) -> None:
+        touched = self.touched
+        for key, lo, hi, writes in self._hulls(u):
+            queued = touched.get(key)
+            if queued is None:
+                touched[key] = [(lo, hi, writes)]
+            else:
+                queued.append((lo, hi, writes))
 
     def defer(self, u: int, cycles: int) -> None:
         """Queue ``u``'s numerics, charged ``cycles`` (``before(u)`` ran the queue if
         ``u`` conflicts with it)."""
         self.queue.append((u, self.shave.class_of(self.plan.work[u]), cycles))
         self.deferred += 1
-        for key, lo, hi, writes in self._hulls(u):
-            self.touched.setdefault(key, []).append((lo, hi, writes))
+        self._touch(u)
+
+    def defer_dma(self, u: int) -> bool:
+        """Queue DMA ``u``'s numerics (``before(u)`` said it may wait) unless the queue has
+        run since: False when it must run now."""
+        if not self.queue and not self.dmas:
+            return False
+        self.dmas.append(u)
+        self.deferred_dmas += 1
+        self._touch(u)
+        return True
+
+    def flush_over(self, key: object, lo: int, hi: int) -> None:
+        """Run the queue if it writes any of bytes [lo, hi) of memory ``key`` (a kept
+        value about to be recorded must hold its queued writes)."""
+        for q_lo, q_hi, q_writes in self.touched.get(key, ()):
+            if q_writes and lo < q_hi and q_lo < hi:
+                self.forced["kept"] += 1
+                self.flush()
+                return
 
     def flush(self) -> None:
-        """Run every queued invocation, those of a class together."""
-        if not self.queue:
+        """Run every queued invocation, those of a class together, then the DMAs."""
+        if not self.queue and not self.dmas:
             return
         queue, self.queue = self.queue, []
+        dmas, self.dmas = self.dmas, []
         self.touched = {}
         self.flushes += 1
         classes: dict[object, list[tuple[int, int]]] = {}
@@ -120,6 +187,15 @@ class DeferredActs:
                 if cycles != charged:
                     raise CyclesDiffer(f"{plan.names[u]}: {cycles} SHAVE cycles, charged "
                                        f"{charged}")
+        memory = self.memory
+        for u in dmas:
+            src, dst = plan.dma_regions(u)
+            try:
+                run_transfer(plan.task[u], src, dst, memory)
+            except VpucError as exc:        # as the run at its start reports it
+                raise self.failed(u, VpucError(f"{plan.names[u]}: "
+                                               f"{exc.diagnostics[0].message}",
+                                               plan.loc[u])) from None
 
 
 def _namer(plan: Plan, u: int) -> Callable[[], str]:
