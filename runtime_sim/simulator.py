@@ -243,6 +243,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     return cycles
             except VpucError as exc:            # the task's bindings, as a run reports them
                 raise failed(u, exc) from None
+            deferred.run_now(u)
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
         budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:

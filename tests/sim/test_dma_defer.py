@@ -1,7 +1,7 @@
 """DMAs queued with the deferred ACT numerics (``runtime_sim.act_defer``): a DMA that
-touches what the queue touches waits in it and runs after its invocations, in start
-order; a task that touches what a queued DMA writes runs the queue first.  Every output
-and memory byte is the run's that computes each task at its start."""
+touches what the queue touches waits in it, a level above what it conflicts with, and
+so does an invocation touching what a queued DMA writes.  Every output and memory byte
+is the run's that computes each task at its start."""
 
 from __future__ import annotations
 
@@ -41,13 +41,13 @@ def test_dmas_wait_behind_the_blocks_and_a_reader_of_their_bytes_runs_the_queue(
                                       err_msg=str(key))
     queue = queues[0]
     names = [{deferred.plan.names[u] for u in group} for group in queue.groups]
-    # both blocks together: the stores of their results, the load over s_a0's input and
+    # both blocks together; the stores of their results, the load over s_a0's input and
     # the refill over s_b0's output waited behind them instead of running the queue;
-    # s_a1 reads the load's bytes: the queue ran before it (and store_b1 read the refill's
-    # bytes after that, at its start)
+    # s_a1 reads the load's bytes and store_b1 the refill's: a level above them.  The
+    # queue ran once, at the end.
     assert names == [{"s_a0", "s_b0"}, {"s_a1"}]
-    assert queue.deferred == 3 and queue.deferred_dmas == 5
-    assert queue.forced == {"ACT": 1} and queue.flushes == 2
+    assert queue.deferred == 3 and queue.deferred_dmas == 6
+    assert not queue.forced and queue.flushes == 1
     # the load and the refill ran after the blocks that read and wrote their slots
     inputs = {name: value.astype(np.float32) for name, value in deferred.inputs.items()}
     out = {name: value.astype(np.float32) for name, value in deferred.outputs.items()}
@@ -77,3 +77,20 @@ def test_a_dma_outside_its_memory_is_not_queued_its_fault_is_its_own(program, qu
         errors.append(str(failure.value))
     assert errors[0] == errors[1] and "store_a0: %ya" in errors[0] and "lies outside" in errors[0]
     assert queues[0].deferred == 2 and queues[0].deferred_dmas == 0
+
+
+def test_invocations_reading_queued_results_wait_a_level_above_them(fresh_memo,  # noqa: F811
+                                                                     queues):  # noqa: F811
+    program = compile_vir(DATA / "act_chain.vir")
+    simulate(program, timing_only=True)
+    deferred = simulate(program)
+    assert_same_run(deferred, simulate(program, defer_act=False))
+    queue = queues[0]
+    names = [{deferred.plan.names[u] for u in group} for group in queue.groups]
+    assert names == [{"s0", "s1", "s2", "s3"}, {"again0", "again1", "again2", "again3"}]
+    assert queue.flushes == 1 and queue.deferred_dmas == 4      # the stores of the results
+    tolerance = 4 * 2.0 ** -11     # f16 results of f32 sums, each in [0, 1]
+    for i in range(4):
+        twice = softmax(softmax(deferred.inputs[f"x{i}"].astype(np.float32)))
+        np.testing.assert_allclose(deferred.outputs[f"z{i}"].astype(np.float32), twice,
+                                   atol=tolerance)
