@@ -36,13 +36,19 @@ from runtime_sim.isa.loop_pipelined import batched, rows_of
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.loop_views import grouped_view, tiled
 from runtime_sim.isa.memory import AccessFault
+from runtime_sim.isa.path_batch import PathPending
+from runtime_sim.isa.path_many import run_paths_together
 from vpuc.diagnostics import VpucError
 
 
 def execute_together(pending: list) -> None:
     """Run the ``pending`` batches of these ``FastLoops`` (one per invocation): those of
     one plan, iteration count and chunk size, with the same invariant registers, as one
-    batch; the others alone."""
+    batch; the others alone.  Path batches go to ``path_many``."""
+    paths = [loops for loops in pending if type(loops.pending) is PathPending]
+    if paths:
+        run_paths_together(paths)
+        pending = [loops for loops in pending if loops.pending is not None]
     groups: dict[tuple, list] = {}
     for loops in pending:
         plan, _, _, iterations = loops.pending
