@@ -140,8 +140,11 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         return []
     kinds = {recs.record} if isinstance(recs, RecordTable) else set(map(type, recs))
     if kinds == {DmaRec}:
-        src, dst, channel, mode = (np.fromiter(column, np.int64, len(recs)) for column in
-                                   columns(recs, "src", "dst", "channel", "mode"))
+        fields = getattr(getattr(recs, "sync", None), "fields", None) or {}
+        names = ("src", "dst", "channel", "mode")
+        src, dst, channel, mode = (fields[name].astype(np.int64) for name in names) \
+            if "src" in fields else (np.fromiter(column, np.int64, len(recs)) for column in
+                                     columns(recs, *names))
         same = (tensors.root[src] == tensors.root[dst]) & \
             (tensors.offset[src] == tensors.offset[dst])
         keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
