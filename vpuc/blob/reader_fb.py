@@ -13,7 +13,7 @@ from itertools import islice, repeat
 import numpy as np
 
 from vpuc.blob.layer_sources import read_fb as read_layers
-from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
+from vpuc.blob.content import (ActTaskRec, ArchRec, BindingRec, BlobContent,
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
                                ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
@@ -21,10 +21,10 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
 from vpuc.blob.fb_columns import Columns, Grouped, Vectors
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
-from vpuc.blob.fb_task_columns import act_columns, dma_fields, dpu_columns
+from vpuc.blob.fb_task_columns import act_columns, dma_fields, dpu_columns, ints
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.blob.record_table import RecordTable
-from vpuc.blob.sync_columns import ListSync, flat_lists
+from vpuc.blob.sync_columns import ListSync, barrier_table, flat_lists
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -33,7 +33,6 @@ _slice_rec = partial(tuple.__new__, SliceRec)
 _binding_rec = partial(tuple.__new__, BindingRec)
 _tensor_rec = partial(tuple.__new__, TensorRec)
 _variant_rec = partial(tuple.__new__, VariantRec)
-_barrier_rec = partial(tuple.__new__, BarrierRec)
 _invocation_rec = partial(tuple.__new__, InvocationRec)
 
 
@@ -360,12 +359,13 @@ def _number(n, where: str, reader: FbReader) -> Number:
 
 
 def _barriers(barriers) -> tuple:
-    """Barrier records built a column at a time (fields by their schema names)."""
+    """Barrier records as columns (fields by their schema names), made when asked."""
     if not barriers:
         return ()
     c = _columns(barriers)
-    return tuple(map(_barrier_rec, zip(c["id"], c["physical_id"], [n or "" for n in c["name"]],
-                                       c["producer_count"], c["consumer_count"])))
+    return barrier_table({"name": [n or "" for n in c["name"]],
+                          **{name: ints(c[name]) for name in
+                             ("id", "physical_id", "producer_count", "consumer_count")}})
 
 
 def _tensors(tensors) -> tuple:
