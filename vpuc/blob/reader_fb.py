@@ -13,7 +13,7 @@ from itertools import islice, repeat
 import numpy as np
 
 from vpuc.blob.layer_sources import read_fb as read_layers
-from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
+from vpuc.blob.content import (ActTaskRec, ArchRec, BindingRec, BlobContent,
                                ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
                                InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
                                ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
@@ -21,9 +21,10 @@ from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, Blob
 from vpuc.blob.fb_columns import Columns, Grouped, Vectors
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
+from vpuc.blob.fb_task_columns import act_columns, dma_fields, dpu_columns, ints
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.blob.record_table import RecordTable
-from vpuc.blob.sync_columns import ListSync, flat_lists
+from vpuc.blob.sync_columns import ListSync, barrier_table, flat_lists
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
@@ -32,7 +33,6 @@ _slice_rec = partial(tuple.__new__, SliceRec)
 _binding_rec = partial(tuple.__new__, BindingRec)
 _tensor_rec = partial(tuple.__new__, TensorRec)
 _variant_rec = partial(tuple.__new__, VariantRec)
-_barrier_rec = partial(tuple.__new__, BarrierRec)
 _invocation_rec = partial(tuple.__new__, InvocationRec)
 
 
@@ -133,16 +133,20 @@ class FbReader:
         tasks = vectors[tl.executor] or ()
         if not tasks:
             return TaskListRec(tl.executor, ())
+        fields = None
         if tl.executor == 0:
             cols = _columns(tasks)
             recs = _table(DmaRec, [cols["label"], cols["src"], cols["dst"], cols["channel"],
                                    cols["mode"], *_barrier_columns(cols["barriers"])])
             sync = _list_sync(cols["barriers"], len(recs))
+            fields = dma_fields(cols)
         elif tl.executor == 1:
             recs, sync = self.dpu_tasks(tasks)
         else:
-            recs = self.act_tasks(tasks, data, kernels)
+            recs, fields = self.act_tasks(tasks, data, kernels)
             sync = _list_sync(_columns(_columns(tasks)["invocation"])["barriers"], len(recs))
+        if sync is not None and fields is not None:
+            sync.fields = fields
         recs.sync = sync        # None: ``sync_columns`` flattens the records
         return TaskListRec(tl.executor, recs)
 
@@ -155,12 +159,13 @@ class FbReader:
             raise self.fail("DPUTask", "DPU task has no invariant")
         flat, counts = _flat(cols["variants"])
         variants: list = []
-        variant_sync = None
+        variant_sync = vc = None
+        starts = ends = []
         if flat:
             vc = _columns(flat)
             variant_sync = _list_sync(vc["barriers"], len(flat))
-            made = list(map(_variant_rec, zip(vc["label"], _corners(vc["start"]),
-                                              _corners(vc["end"]),
+            starts, ends = _corners(vc["start"]), _corners(vc["end"])
+            made = list(map(_variant_rec, zip(vc["label"], starts, ends,
                                               *_barrier_columns(vc["barriers"]), vc["mode"])))
             variants = _regroup(made, counts)
         else:
@@ -168,21 +173,23 @@ class FbReader:
         ic = _columns(invariants)
         posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
                  for p in ic["post_op"]]
+        extra, fields = dpu_columns(ic, vc, starts, ends, posts)
         recs = _table(DpuRec, [
             ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
             ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *_barrier_columns(ic["barriers"]), variants, ic["mode"]])
+            *_barrier_columns(ic["barriers"]), variants, ic["mode"]], extra)
         sync = _list_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None
+        sync.fields = fields
         sync.variant_waits, sync.variant_updates = variant_sync.waits, variant_sync.updates
         sync.variant_count = np.array(counts, np.int64)
         sync.variant_task = np.repeat(np.arange(len(recs), dtype=np.int64), sync.variant_count)
         return recs, sync
 
     def act_tasks(self, tasks, data, kernels) -> tuple:
-        """ACT kernel task records built a column at a time (fields by their schema names);
-        each invocation image is checked and sliced on its own row."""
+        """ACT kernel task records built a column at a time (fields by their schema names),
+        and the list's ``ListSync.fields`` (None: not as columns)."""
         cols = _columns(tasks)
         labels, invocations = cols["label"], cols["invocation"]
         if not isinstance(invocations, Columns) and None in invocations:
@@ -196,10 +203,14 @@ class FbReader:
                 for label, inv in zip(labels, invocations)])
         else:
             scalars = repeat((), len(tasks))
+        run_args = [a or () for a in ic["run_args"]]
+        sides = [_binding_columns(ic["inputs"]), _binding_columns(ic["outputs"])]
+        extra, fields = act_columns(ic, *sides, run_args, bool(_flat(ic["scalars"])[0])) \
+            if None not in sides else ({}, None)
         return _table(ActTaskRec, [
             labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
-            list(scalars), [a or () for a in ic["run_args"]], list(images),
-            *_barrier_columns(ic["barriers"])])
+            list(scalars), run_args, list(images), *_barrier_columns(ic["barriers"])],
+            extra), fields
 
     def images(self, ic: dict, data: list[bytes], kernels) -> list | None:
         """Every invocation's WIN_E image when all are packed and every reference checks
@@ -251,9 +262,23 @@ class FbReader:
                              args.size)
 
 
-def _table(record, columns: list) -> RecordTable:
-    """A task list's records as the decoder's columns (field order), made when asked."""
-    return RecordTable(record, len(columns[0]), dict(zip(record._fields, columns)))
+def _table(record, columns: list, extra: dict | None = None) -> RecordTable:
+    """A task list's records as the decoder's columns (field order), made when asked;
+    ``extra``: the columns ``fb_task_columns`` made for the checks."""
+    return RecordTable(record, len(columns[0]), {**(extra or {}),
+                                                  **dict(zip(record._fields, columns))})
+
+
+def _binding_columns(groups) -> tuple | None:
+    """A column of TensorBinding vectors as (every binding's tensor, alias, each row's
+    count); None for the generic decoder's tuples."""
+    if not isinstance(groups, Grouped):
+        return None
+    flat, counts = _flat(groups)
+    if not flat:
+        return [], [], counts
+    bc = _columns(flat)
+    return bc["tensor"], bc["alias"], counts
 
 
 def _bindings(groups) -> list[tuple]:
@@ -334,12 +359,13 @@ def _number(n, where: str, reader: FbReader) -> Number:
 
 
 def _barriers(barriers) -> tuple:
-    """Barrier records built a column at a time (fields by their schema names)."""
+    """Barrier records as columns (fields by their schema names), made when asked."""
     if not barriers:
         return ()
     c = _columns(barriers)
-    return tuple(map(_barrier_rec, zip(c["id"], c["physical_id"], [n or "" for n in c["name"]],
-                                       c["producer_count"], c["consumer_count"])))
+    return barrier_table({"name": [n or "" for n in c["name"]],
+                          **{name: ints(c[name]) for name in
+                             ("id", "physical_id", "producer_count", "consumer_count")}})
 
 
 def _tensors(tensors) -> tuple:
