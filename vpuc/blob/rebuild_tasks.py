@@ -61,8 +61,10 @@ def tasks(check: Checker, content: BlobContent, module: Module, program: Program
             fast = dpu_ok(tl.tasks, n_tensors)
         else:
             fast = checked and act_ok(check, tl.tasks, n_tensors, kernel_names, program)
-            if fast:
-                program.invocations.extend(act_invocations(tl.tasks, kernel_names))
+            if fast:        # kept as columns (the only ACT list: no image made before)
+                program.invocations = act_invocations(tl.tasks, kernel_names) \
+                    if not program.invocations else \
+                    program.invocations + list(act_invocations(tl.tasks, kernel_names))
         if fast:
             source.add(executor, tl.tasks, None)
             continue
