@@ -136,10 +136,11 @@ class FbReader:
         fields = None
         if tl.executor == 0:
             cols = _columns(tasks)
-            recs = _table(DmaRec, [cols["label"], cols["src"], cols["dst"], cols["channel"],
-                                   cols["mode"], *_barrier_columns(cols["barriers"])])
+            fields = dma_fields(cols)       # numpy; a record's ints made when asked
+            recs = _table(DmaRec, [cols["label"], fields["src"], fields["dst"],
+                                   fields["channel"], fields["mode"],
+                                   *_barrier_columns(cols["barriers"])])
             sync = _list_sync(cols["barriers"], len(recs))
-            fields = dma_fields(cols)
         elif tl.executor == 1:
             recs, sync = self.dpu_tasks(tasks)
         else:
@@ -174,10 +175,11 @@ class FbReader:
         posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
                  for p in ic["post_op"]]
         extra, fields = dpu_columns(ic, vc, starts, ends, posts)
+        n = extra.pop("numbers")        # numpy; a record's ints made when asked
         recs = _table(DpuRec, [
-            ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
-            ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *_barrier_columns(ic["barriers"]), variants, ic["mode"]], extra)
+            ic["label"], n["op"], n["tile"], [i or () for i in ic["inputs"]], n["output"],
+            n["weights"], n["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
+            *_barrier_columns(ic["barriers"]), variants, n["mode"]], extra)
         sync = _list_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None
