@@ -139,7 +139,7 @@ class FbReader:
             fields = dma_fields(cols)       # numpy; a record's ints made when asked
             recs = _table(DmaRec, [cols["label"], fields["src"], fields["dst"],
                                    fields["channel"], fields["mode"],
-                                   *_barrier_columns(cols["barriers"])])
+                                   *_lazy_barriers(cols["barriers"])])
             sync = _list_sync(cols["barriers"], len(recs))
         elif tl.executor == 1:
             recs, sync = self.dpu_tasks(tasks)
@@ -166,9 +166,7 @@ class FbReader:
             vc = _columns(flat)
             variant_sync = _list_sync(vc["barriers"], len(flat))
             starts, ends = _corners(vc["start"]), _corners(vc["end"])
-            made = list(map(_variant_rec, zip(vc["label"], starts, ends,
-                                              *_barrier_columns(vc["barriers"]), vc["mode"])))
-            variants = _regroup(made, counts)
+            variants = _lazy_variants(vc, starts, ends, counts)
         else:
             variants = [()] * len(tasks)
         ic = _columns(invariants)
@@ -179,7 +177,7 @@ class FbReader:
         recs = _table(DpuRec, [
             ic["label"], n["op"], n["tile"], [i or () for i in ic["inputs"]], n["output"],
             n["weights"], n["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *_barrier_columns(ic["barriers"]), variants, n["mode"]], extra)
+            *_lazy_barriers(ic["barriers"]), variants, n["mode"]], extra)
         sync = _list_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None
@@ -210,8 +208,9 @@ class FbReader:
         extra, fields = act_columns(ic, *sides, run_args, bool(_flat(ic["scalars"])[0])) \
             if None not in sides else ({}, None)
         return _table(ActTaskRec, [
-            labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
-            list(scalars), run_args, list(images), *_barrier_columns(ic["barriers"])],
+            labels, ic["kernel"], ic["tile"], _lazy_bindings(ic["inputs"]),
+            _lazy_bindings(ic["outputs"]), list(scalars), run_args, list(images),
+            *_lazy_barriers(ic["barriers"])],
             extra), fields
 
     def images(self, ic: dict, data: list[bytes], kernels) -> list | None:
@@ -307,6 +306,58 @@ def _flat(groups) -> tuple:
     if isinstance(groups, Grouped):
         return groups.flat, groups.counts
     return [t for g in groups if g for t in g], [len(g) if g else 0 for g in groups]
+
+
+def _lazy(whole, row):
+    """A ``RecordTable`` column made when asked: every row by ``whole()``, the rows of a
+    table taken from it (a verifier's representatives) by ``row(i)`` each."""
+    return lambda rows: whole() if rows is None else list(map(row, rows.tolist()))
+
+
+def _lazy_barriers(refs) -> tuple:
+    """``_barrier_columns``, made when asked (the decoder's rows of indices are tuples
+    already; a missing vector reads ())."""
+    if not isinstance(refs, Columns):
+        return _barrier_columns(refs)
+    return tuple(_lazy(lambda c=column: [x or () for x in c], lambda i, c=column: c[i] or ())
+                 for column in (refs.columns["wait_barriers"], refs.columns["update_barriers"]))
+
+
+def _lazy_variants(vc: dict, starts: list, ends: list, counts: list):
+    """Each DPU task's VariantRecs, made when asked."""
+    labels, modes = vc["label"], vc["mode"]
+    if not isinstance(vc["barriers"], Columns):     # the generic decoder's rows: now
+        return _regroup(list(map(_variant_rec, zip(labels, starts, ends,
+                                                   *_barrier_columns(vc["barriers"]), modes))),
+                        counts)
+    waits, updates = _lazy_barriers(vc["barriers"])
+    firsts = (np.cumsum(counts) - np.asarray(counts, np.int64)).tolist()
+
+    def whole() -> list:
+        return _regroup(list(map(_variant_rec, zip(labels, starts, ends, waits(None),
+                                                   updates(None), modes))), counts)
+
+    def row(i: int) -> tuple:
+        at = np.arange(firsts[i], firsts[i] + counts[i])
+        return tuple(map(_variant_rec, zip(labels[firsts[i]:firsts[i] + counts[i]],
+                                           starts[firsts[i]:firsts[i] + counts[i]],
+                                           ends[firsts[i]:firsts[i] + counts[i]], waits(at),
+                                           updates(at), modes[firsts[i]:firsts[i] + counts[i]])))
+    return _lazy(whole, row)
+
+
+def _lazy_bindings(groups):
+    """``_bindings``, made when asked."""
+    found = _binding_columns(groups)
+    if found is None:
+        return _bindings(groups)
+    tensors, aliases, counts = found
+    firsts = (np.cumsum(counts) - np.asarray(counts, np.int64)).tolist() if counts else []
+
+    def row(i: int) -> tuple:
+        at = slice(firsts[i], firsts[i] + counts[i])
+        return tuple(map(_binding_rec, zip(tensors[at], [a or "" for a in aliases[at]])))
+    return _lazy(lambda: _bindings(groups), row)
 
 
 def _barrier_columns(refs) -> tuple[list, list]:
