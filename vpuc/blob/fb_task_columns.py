@@ -33,7 +33,7 @@ def padded(column, *, none_ok: bool = False) -> np.ndarray | None:
     column holds tuples rather than the decoder's numbers."""
     n = len(column)
     if not isinstance(column, Vectors):
-        if any(v is not None for v in column):
+        if list(column).count(None) != n:      # a row with a vector: tuples, no numbers
             return None
         return np.full((n, 1), -1 if none_ok else 0, np.int64)
     counts = np.asarray(column.counts, np.int64)
