@@ -166,9 +166,9 @@ def list_checked(check: Checker, recs, expected, n_barriers: int,
     if recs and kinds != {expected}:
         return False
     labels, = columns(recs, "label")
-    labels = [label for label in labels if label is not None]
+    labels = _present(labels)
     if expected is DpuRec:
-        labels += [label for label in columns(recs, "variants.label")[0] if label is not None]
+        labels = labels + _present(columns(recs, "variants.label")[0])
     if not check.all_names(labels, LABEL):
         return False
     if sync is not None:
@@ -178,6 +178,12 @@ def list_checked(check: Checker, recs, expected, n_barriers: int,
         rows += chain.from_iterable(map(_variants, recs))
     indices = [b for rec in rows for group in (rec.waits, rec.updates) for b in group]
     return not indices or (min(indices) >= 0 and max(indices) < n_barriers)
+
+
+def _present(labels) -> list:
+    """The labels that are there (not None); the column itself when all are (one scan)."""
+    labels = list(labels)
+    return labels if None not in labels else [label for label in labels if label is not None]
 
 
 def _mode(check, where: str, code: int) -> str | None:
