@@ -106,13 +106,13 @@ class TimingProgram:
         flat = _FLATS.get(key)
         if flat is None:
             flat = []
-            roles = found.roles
-            for index, meta in enumerate(program.meta):
-                role = roles[index]
-                if role.skip and not _mask_writes(found.accesses[index]):
-                    flat.append(_skipped_step(meta))
+            accesses, metas, tails, first_run = found.accesses, program.meta, program.tails, \
+                self._first_run
+            for index, role in enumerate(found.roles):
+                if role.skip and not _mask_writes(accesses[index]):
+                    flat.append(_skipped_step(metas[index]))
                 else:
-                    flat.append(flat_step(self._first_run(index), *meta))
+                    flat.append((first_run(index),) + tails[index])
             if len(_FLATS) >= MAX_FLATS:
                 _FLATS.clear()
             _FLATS[key] = flat
@@ -132,7 +132,7 @@ class TimingProgram:
                 return made[0](R, mem)
             runner = timing.runner(index)
             made.append(runner)
-            timing.program.flat[index] = flat_step(runner, *timing.program.meta[index])
+            timing.program.flat[index] = timing.program.flat_entry(runner, index)
             return runner(R, mem)
         return run_
 

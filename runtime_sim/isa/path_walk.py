@@ -29,6 +29,7 @@ Scalars computed from vectors or from loaded data (a row's max, its sum) are
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -175,22 +176,27 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
     written: set[int] = set()
     i = head
     path, made, count = state.path, code._ops, len(program.decoded)
+    runs = _plain_runs(program)
     while True:
         if len(path) >= MAX_PATH:
             raise PathRefused(f"the path is longer than {MAX_PATH} instructions", True)
         op = made[i] or code[i]
-        for key in op.first_reads:
-            if key not in first_use:
-                first_use[key] = "read"
         if op.plain and i != branch:       # vector arithmetic: only its registers matter
-            path.append(PathStep(i, op, "run"))
-            for key in op.writes:
-                first_use.setdefault(key, "write")
-            written.update(op.writes)
-            i += 1
+            run = runs.get((i, branch)) or _plain_run(code, runs, i, branch)
+            steps, uses, run_writes, i = run
+            if len(path) + len(steps) > MAX_PATH:
+                raise PathRefused(f"the path is longer than {MAX_PATH} instructions", True)
+            path += steps
+            for key, use in uses:
+                if key not in first_use:
+                    first_use[key] = use
+            written.update(run_writes)
             if i == count:
                 raise PathRefused("the path leaves .text")
             continue
+        for key in op.first_reads:
+            if key not in first_use:
+                first_use[key] = "read"
         if op.moves_sp:
             raise PathRefused(f"the path moves sp ('{op.mnemonic}')", True)
         args = [payload if kind == 0 else scalars[payload] if kind == 1 else None
@@ -280,6 +286,44 @@ def _walk(program, head: int, branch: int, R: list, memory, steps: dict[int, int
             state.word_end[address] = words[address]
     state.scalars = scalars
     return state
+
+
+# Per Program: the runs of plain instructions (vector arithmetic) a
+# walk passes through, by (first index, back-edge).  A plain step only notes its registers,
+# so a run is worked out once: its steps (shared by every walk through it: a plain step
+# is never changed after its walk), each register's first use in it, what it writes.
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plain_runs(program) -> dict:
+    runs = _RUNS.get(program)
+    if runs is None:
+        runs = _RUNS[program] = {}
+    return runs
+
+
+def _plain_run(code, runs: dict, start: int, branch: int) -> tuple:
+    """(steps, (register, first use) in order, registers written, the index after) of the
+    plain instructions from ``start`` up to the first other one, ``branch`` or .text's end."""
+    steps, uses, seen, writes = [], [], set(), set()
+    i, count = start, len(code)
+    while i < count and i != branch:
+        op = code[i]
+        if not op.plain:
+            break
+        steps.append(PathStep(i, op, "run"))
+        for key in op.first_reads:
+            if key not in seen:
+                seen.add(key)
+                uses.append((key, "read"))
+        for key in op.writes:
+            if key not in seen:
+                seen.add(key)
+                uses.append((key, "write"))
+        writes.update(op.writes)
+        i += 1
+    run = runs[start, branch] = (tuple(steps), tuple(uses), tuple(writes), i)
+    return run
 
 
 def _target(index: int, offset: int | None) -> int:

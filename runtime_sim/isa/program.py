@@ -61,7 +61,8 @@ _WORDS: dict[int, tuple] = {}
 
 
 def _word(dec: Decoded) -> tuple:
-    """(dec, StepTiming, immediates) of one decoded word, remembered by its id."""
+    """(dec, StepTiming, immediates, its flat step but the runner) of one decoded word,
+    remembered by its id."""
     access = operand_access(dec)
     sources, immediates = [], []
     for where, value in access.reads:           # one pass: a cold run meets ~900 words
@@ -73,7 +74,8 @@ def _word(dec: Decoded) -> tuple:
         sources = (REG_LR,)
     elif mnemonic == "call":
         dests += (REG_LR,)
-    found = (dec, StepTiming(tuple(sources), dests, CYCLES[opcode]), tuple(immediates))
+    timing = StepTiming(tuple(sources), dests, CYCLES[opcode])
+    found = (dec, timing, tuple(immediates), flat_step(None, *timing)[1:])
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
@@ -132,6 +134,7 @@ class Program:
         constants: list[np.uint32] = []
         first: list[int] = []
         meta: list[StepTiming] = []
+        tails: list[tuple] = []
         get = _WORDS.get
         for dec in self.decoded:
             found = get(id(dec))
@@ -141,7 +144,10 @@ class Program:
             if found[2]:
                 constants += found[2]
             meta.append(found[1])
+            tails.append(found[3])
         self.constants, self._first_constant, self.meta = constants, first, meta
+        # per instruction: its flat step but the runner (``flat_entry``), shared per word
+        self.tails = tails
 
     @cached_property
     def steps(self) -> list[Step]:
@@ -151,7 +157,11 @@ class Program:
     def flat(self) -> list[tuple]:
         """The run loop's view of each step: the runner and ``cycles.issue``'s inputs
         unpacked, so that issuing is inline (no call, no attribute look-ups)."""
-        return [flat_step(*step) for step in self.steps]
+        return [(step[0],) + tail for step, tail in zip(self.steps, self.tails)]
+
+    def flat_entry(self, runner: Callable, index: int) -> tuple:
+        """``flat_step(runner, *meta[index])``, from the word's remembered issue inputs."""
+        return (runner,) + self.tails[index]
 
     def text(self, index: int) -> str:
         return format_instruction(self.decoded[index], index * WORD_BYTES, self.labels)

@@ -76,11 +76,22 @@ def test_the_slices_shape_of_a_word_is_its_operands(program):
 
 def test_a_programs_timing_and_immediates_of_a_word_are_its_operands(program):
     for dec in _words(program):
-        _, timing, immediates = isa_program._word(dec)
+        _, timing, immediates, tail = isa_program._word(dec)
         found = (timing.sources, timing.dests, timing.cost, immediates)
         expected = _reference_word(dec)
         assert found == expected, dec
         assert [type(v) for v in found[3]] == [type(v) for v in expected[3]]
+        assert tail == isa_program.flat_step(None, *expected[:3])[1:]      # the flat step's
+
+
+def test_a_programs_flat_steps_are_its_steps_unpacked(program):
+    """``Program.flat`` and ``flat_entry`` (the word's remembered issue inputs) are
+    ``flat_step`` of each step, on every library and zoo kernel."""
+    for kernel in _library_and_zoo_programs(program):
+        expected = [isa_program.flat_step(*step) for step in kernel.steps]
+        assert kernel.flat == expected
+        assert [kernel.flat_entry(step.runner, i) for i, step in enumerate(kernel.steps)] \
+            == expected
 
 
 def test_critical_out_by_blocks_is_the_per_instruction_union(program):
