@@ -50,6 +50,9 @@ def _check_columns(content) -> int:
         if not isinstance(recs, RecordTable):
             continue
         rows = tuple(recs)
+        # a row taken on its own (the lazy columns' row builders) is the row of the whole
+        assert [recs[i] for i in range(len(recs))] == list(rows)
+        assert tuple(recs[1:3]) == rows[1:3]
         if recs.has("class_key"):
             keyed += 1
             assert tensors is not None

@@ -224,3 +224,15 @@ def test_a_bad_barrier_in_a_blob_is_refused(generated, edit, fmt, monkeypatch):
     with pytest.raises(VpucError) as read:
         read_blob((write_fb if fmt == "fb" else write_elf)(content), "x.blob")
     assert read.value.diagnostics[0].message == eager.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("waits", [1, 2])
+def test_a_dma_that_waits_on_what_it_updates_is_found(generated, waits):
+    """One wait and one update on a row (compared as columns) or more (as pairs)."""
+    tl = next(tl for tl in generated.task_lists if tl.executor == 0)
+    task = tl.tasks[5]
+    b = task.updates[0]
+    changed = with_task(generated, 0, 5, waits=(b,) if waits == 1 else (b + 1, b))
+    agree(changed)
+    assert not rows_disjoint(sync_columns(changed))
+    assert rows_disjoint(sync_columns(generated))

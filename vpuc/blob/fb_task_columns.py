@@ -33,7 +33,7 @@ def padded(column, *, none_ok: bool = False) -> np.ndarray | None:
     column holds tuples rather than the decoder's numbers."""
     n = len(column)
     if not isinstance(column, Vectors):
-        if any(v is not None for v in column):
+        if list(column).count(None) != n:      # a row with a vector: tuples, no numbers
             return None
         return np.full((n, 1), -1 if none_ok else 0, np.int64)
     counts = np.asarray(column.counts, np.int64)
@@ -91,11 +91,14 @@ def dma_fields(cols: dict) -> dict:
 
 def dpu_columns(ic: dict, vc: dict | None, starts: list, ends: list, posts: list) -> tuple:
     """A DPU list's extra columns and its ``ListSync.fields``: the variants' labels and
-    modes, every input, each task's first input and (no post op) its class key; its tiles
-    and each variant's corners and mode (start x y z, end x y z, mode)."""
+    modes, every input, each task's first input and (no post op) its class key, and
+    "numbers": its integer fields as numpy; its tiles and each variant's corners and mode
+    (start x y z, end x y z, mode)."""
     n = len(ic["op"])
-    fields = {"tile": ints(ic["tile"])}
-    extra: dict = {}
+    numbers = {name: ints(ic[name]) for name in ("op", "tile", "output", "weights", "bias",
+                                                 "mode")}
+    fields = {"tile": numbers["tile"]}
+    extra: dict = {"numbers": numbers}
     modes = ints(vc["mode"]) if vc is not None else np.zeros(0, np.int64)
     if vc is not None:
         extra["variants.label"] = vc["label"]
@@ -118,8 +121,7 @@ def dpu_columns(ic: dict, vc: dict | None, starts: list, ends: list, posts: list
                                       for name in ("kernel", "stride", "pad", "dilation")]
         if not any(v is None for v in vectors):
             extra["class_key"] = np.concatenate(
-                [np.stack([ints(ic[name]) for name in
-                           ("op", "tile", "output", "weights", "bias", "mode")], axis=1)]
+                [np.stack(list(numbers.values()), axis=1)]
                 + vectors, axis=1)
     return extra, fields
 

@@ -185,20 +185,39 @@ def rows_disjoint(lists: list[ListSync]) -> bool:
     waits, updates = [], []
     first = 0
     for sync in lists:          # task rows of every list, then variant rows
-        waits.append(sync.waits.pairs(first))
-        updates.append(sync.updates.pairs(first))
+        waits.append((sync.waits.rows + first, sync.waits.barriers))
+        updates.append((sync.updates.rows + first, sync.updates.barriers))
         first += sync.tasks
     for sync in lists:
         if sync.variant_task is not None:
-            waits.append(sync.variant_waits.pairs(first))
-            updates.append(sync.variant_updates.pairs(first))
+            waits.append((sync.variant_waits.rows + first, sync.variant_waits.barriers))
+            updates.append((sync.variant_updates.rows + first, sync.variant_updates.barriers))
             first += len(sync.variant_task)
-    waits = np.concatenate(waits) if waits else np.zeros(0, np.int64)
-    updates = np.sort(np.concatenate(updates)) if updates else np.zeros(0, np.int64)
-    if not len(waits) or not len(updates):
+    if not waits:
         return True
-    at = np.minimum(np.searchsorted(updates, waits), len(updates) - 1)
-    return not (updates[at] == waits).any()
+    w_rows, w_ids = (np.concatenate(c) for c in zip(*waits))
+    u_rows, u_ids = (np.concatenate(c) for c in zip(*updates))
+    if not len(w_rows) or not len(u_rows):
+        return True
+    # Rows of at most one wait and one update compared as two columns (-1/-2: none); the
+    # rows listing more on a side as sorted (row, barrier) pairs.
+    multi = (np.bincount(w_rows, minlength=first) > 1) | \
+        (np.bincount(u_rows, minlength=first) > 1)
+    wait_of = np.full(first, -1, np.int64)
+    wait_of[w_rows] = w_ids
+    update_of = np.full(first, -2, np.int64)
+    update_of[u_rows] = u_ids
+    if ((wait_of == update_of) & ~multi).any():
+        return False
+    if not multi.any():
+        return True
+    in_w, in_u = multi[w_rows], multi[u_rows]
+    w_pairs = (w_rows[in_w] << 32) | w_ids[in_w]
+    u_pairs = np.sort((u_rows[in_u] << 32) | u_ids[in_u])
+    if not len(w_pairs) or not len(u_pairs):
+        return True
+    at = np.minimum(np.searchsorted(u_pairs, w_pairs), len(u_pairs) - 1)
+    return not (u_pairs[at] == w_pairs).any()
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

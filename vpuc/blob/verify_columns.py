@@ -217,7 +217,8 @@ def _labels_unique(content: BlobContent) -> bool:
     labels = []
     for tl in content.task_lists:
         task_labels, = columns(tl.tasks, "label")
-        labels += [label for label in task_labels if label]
+        labels += task_labels if None not in task_labels and "" not in task_labels else \
+            [label for label in task_labels if label]
         if tl.tasks and (isinstance(tl.tasks, RecordTable) and tl.tasks.record is DpuRec or
                          not isinstance(tl.tasks, RecordTable) and
                          {type(rec) for rec in tl.tasks} == {DpuRec}):
