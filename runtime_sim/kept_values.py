@@ -14,7 +14,8 @@ first.  Copying after every write instead copied MobileNetV3's resident values 2
 ACT SHAVE numerics may run later than their start (``act_defer.py``): the queue runs
 before any task touching bytes a queued invocation writes, so a record taken before such a
 task's write holds every queued write to the value; the pending records are taken after
-the final flush.
+the final flush.  DMAs may be queued with them; a record runs the queue first when it
+writes the buffer's bytes (``before_record``).
 
 The buffers recorded (``kept_names``): with the program's source graph, the CMX buffers
 named after its values (the ones the layer check reads); without one (a blob read back),
@@ -24,6 +25,7 @@ the CMX buffers that DMAs both write and read.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from runtime_sim.memory import Memory
 from vpuc.ir.module import BufferKind
@@ -54,6 +56,9 @@ class KeptValues:
         # pending buffer -> (memory key, first byte, past the last byte)
         self.pending: dict[str, tuple[tuple, int, int]] = {}
         self._spans: dict[str, tuple[tuple, int, int]] = {}
+        # called with a buffer's span before it is recorded: deferred numerics that write
+        # it run first (``act_defer.DeferredActs.flush_over``)
+        self.before_record: Callable[[tuple, int, int], None] | None = None
 
     def before_write(self, region: Region) -> None:
         """Before a DMA or a DPU unit writes ``region``: record the pending buffers it
@@ -93,5 +98,7 @@ class KeptValues:
         return self.network.symbols.region(name)
 
     def _record(self, name: str) -> None:
-        del self.pending[name]
+        span = self.pending.pop(name)
+        if self.before_record is not None:
+            self.before_record(*span)
         self.network.keep(name)

@@ -5,7 +5,7 @@ The lowering keeps every value one segment hands to another in a DDR buffer name
 it (``ddr``, or the network's ``input``/``output``), and never reuses them, so after a
 run the memory holds every such value as simulated; a value kept whole in CMX between
 segments (``vpuc/fusion/resident.py``), whose bytes later buffers may reuse, is read as
-its last DMA write left it (``Network.kept``).  Walking the graph in order, each op
+its last write by any engine left it (``Network.kept``).  Walking the graph in order, each op
 is computed by the reference executor (``vpuc.reference.graph.run_op``: f32 arithmetic,
 each result rounded to f16) from its operands' **simulated** values where the program
 materialized them, and from the reference's own values inside a segment (a fused chain,

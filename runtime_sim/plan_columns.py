@@ -179,10 +179,14 @@ class ColumnBuilder:
 
     def act(self, table: ListTable) -> None:
         plan = self.plan
-        invocations = [None] * table.size
-        for inv in plan.program.invocations:
-            if inv.task_index < table.size:
-                invocations[inv.task_index] = inv
+        invocations = plan.program.invocations
+        if hasattr(invocations, "by_task"):     # read from a blob: rows of its columns
+            invocations = invocations.by_task(table.size)
+        else:
+            invocations = [None] * table.size
+            for inv in plan.program.invocations:
+                if inv.task_index < table.size:
+                    invocations[inv.task_index] = inv
         if None in invocations:
             i = invocations.index(None)
             names = plan.names    # every unit's name (the task lists, made now)

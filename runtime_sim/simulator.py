@@ -186,11 +186,13 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
         for region in outs:
             kept_values.written(region)
 
+    if kept_values is not None and deferred is not None:
+        kept_values.before_record = deferred.flush_over     # a record sees queued writes
+
     def on_start(u: int, t: float) -> None:
         if online is not None:
             online.check(u)
-        if deferred is not None:
-            deferred.before(u)
+        later = deferred is not None and deferred.before(u)     # a DMA that may be queued
         kind = kinds[u] if kinds is not None else None
         try:
             if timing_only:
@@ -201,7 +203,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                 src, dst = plan.dma_regions(u)
                 if kept_values is not None:
                     kept_values.before_write(dst)
-                dma_engine.run_transfer(plan.task[u], src, dst, memory)
+                if not (later and deferred.defer_dma(u)):
+                    dma_engine.run_transfer(plan.task[u], src, dst, memory)
                 if kept_values is not None:
                     kept_values.written(dst)
             elif kind == DPU:
@@ -240,6 +243,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     return cycles
             except VpucError as exc:            # the task's bindings, as a run reports them
                 raise failed(u, exc) from None
+            deferred.run_now(u)
         # A kernel started at t may run for what is left of max_cycles (in SHAVE cycles).
         budget = act_shave_budget(t, max_cycles, shave_cycle, act_fixed)
         try:

@@ -18,8 +18,10 @@ WIN_E image is ``[.data copy][params][dims][strides]``.
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
 
 from vpuc.arch import Arch
 from vpuc.ir.module import Module
@@ -58,6 +60,93 @@ class InvocationImage:
     args_size: int       # sizeof(params): the runtime passes (argsAddr, argsSize)
 
 
+class InvocationRow(NamedTuple):
+    """An ``InvocationImage``'s fields as a tuple (made in C, a row of an
+    ``InvocationTable``): what a simulation's plan reads of each ACT SHAVE task."""
+
+    task_index: int
+    kernel: str
+    tile: int
+    window_e: bytes
+    args_offset: int
+    args_size: int
+
+    def __eq__(self, other) -> bool:        # equal to the image it stands for
+        if isinstance(other, InvocationImage):
+            return tuple(self) == (other.task_index, other.kernel, other.tile, other.window_e,
+                                   other.args_offset, other.args_size)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
+class InvocationTable(MutableSequence):
+    """A program read from a blob: its invocation images kept as columns (one entry per
+    image, ``InvocationImage``'s fields), an ``InvocationImage`` made only when one is
+    asked for (printing, inspect, writing, equality); a simulation's plan reads the rows
+    (``by_task``).  Changed like a list: it becomes one first."""
+
+    def __init__(self, columns: tuple[list, ...]) -> None:
+        self._columns: tuple[list, ...] | None = columns     # InvocationImage field order
+        self._items: list[InvocationImage] | None = None
+
+    def _list(self) -> list[InvocationImage]:
+        if self._items is None:
+            self._items = list(map(InvocationImage, *self._columns))
+            self._columns = None
+        return self._items
+
+    def by_task(self, tasks: int) -> list:
+        """Each of the first ``tasks`` ACT SHAVE tasks' invocation (an ``InvocationRow``
+        while the columns stand, else the image), None for a task without one."""
+        out = [None] * tasks
+        if self._columns is None:
+            rows = [inv for inv in self._items if inv.task_index < tasks]
+        else:
+            rows = map(partial(tuple.__new__, InvocationRow), zip(*self._columns))
+        for row in rows:
+            if row.task_index < tasks:
+                out[row.task_index] = row
+        return out
+
+    def __len__(self) -> int:
+        return len(self._columns[0]) if self._columns is not None else len(self._items)
+
+    def __getitem__(self, index):
+        if self._columns is None:
+            return self._items[index]
+        if isinstance(index, slice):
+            return [InvocationImage(*row) for row in zip(*(c[index] for c in self._columns))]
+        return InvocationImage(*(c[index] for c in self._columns))
+
+    def __iter__(self):
+        if self._columns is None:
+            return iter(self._items)
+        return map(InvocationImage, *self._columns)
+
+    def __setitem__(self, index, value) -> None:
+        self._list()[index] = value
+
+    def __delitem__(self, index) -> None:
+        del self._list()[index]
+
+    def insert(self, index: int, value) -> None:
+        self._list().insert(index, value)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, InvocationTable)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 @dataclass
 class Program:
     """Everything a blob holds.
@@ -72,7 +161,8 @@ class Program:
     module: Module
     arch: Arch
     kernels: dict[str, KernelImage] = field(default_factory=dict)
-    invocations: list[InvocationImage] = field(default_factory=list)
+    # A list; read from a blob, an ``InvocationTable`` (its images made when asked).
+    invocations: list[InvocationImage] | InvocationTable = field(default_factory=list)
     constants: dict[str, bytes] = field(default_factory=dict)
     # Declared kernel → the kernel image it uses (dedupe-kernels merges identical code).
     kernel_aliases: dict[str, str] = field(default_factory=dict)

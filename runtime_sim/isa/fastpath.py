@@ -45,7 +45,8 @@ from runtime_sim.isa.loop_plan import BodyOp, LoopPlan, NotBatchable, plan_loop
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.semantics import SEMANTICS, operand_access
-from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, run_path
+from runtime_sim.isa.path_batch import MIN_PATH_ITERATIONS, PathPending, run_path
+from runtime_sim.isa.path_batch import execute_pending as execute_path
 from vpuc.diagnostics import VpucError
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS
@@ -79,7 +80,7 @@ class FastLoops:
     """The fast path of one run: called by the interpreter on backward branches.
 
     With ``defer``, a proven batch is not run but left in ``pending`` (plan, registers,
-    memory, iterations) for the caller of ``interpreter.run_steps`` to run, alone
+    memory, iterations; a path batch's ``path_batch.PathPending``) for the caller of ``interpreter.run_steps`` to run, alone
     (``execute_pending``) or with other invocations' batches of the same plan
     (``loop_chunk_many.execute_together``); its timing and counts are the call's as ever."""
 
@@ -212,7 +213,12 @@ class FastLoops:
     # --- the batch ------------------------------------------------------------------------------
 
     def execute_pending(self) -> None:
-        """Run the batch ``__call__`` proved (``pending``), alone."""
+        """Run the batch ``__call__`` (or the path batch ``run_path``) proved
+        (``pending``), alone."""
+        if type(self.pending) is PathPending:
+            pending, self.pending = self.pending, None
+            execute_path(pending)
+            return
         plan, R, memory, iterations = self.pending
         self.pending = None
         # The sanitizer's bounds were proven for the whole batch: not checked again.

@@ -17,10 +17,11 @@ rows, stacked invocation after invocation:
   accumulators' captured operands (folded per invocation, in order), the
   registers the batch leaves.
 
-Plans whose body loads or stores other than through views (a gather at computed
-addresses), invocations whose invariant registers differ (one vector could not
-stand for all), and chunks whose rows are not views in every invocation run
-alone, as ``FastLoops.execute_pending`` does.  Every invocation's memory and
+A load or store other than through views (a gather at computed addresses, a scalar
+word) reads and writes each invocation's rows in its own memory
+(``stacked_memory.StackedMemory``).  Invocations whose invariant registers differ
+(one vector could not stand for all), and chunks whose rows are not views in every
+invocation run alone, as ``FastLoops.execute_pending`` does.  Every invocation's memory and
 registers end as its own batch alone leaves them.
 """
 
@@ -36,13 +37,20 @@ from runtime_sim.isa.loop_pipelined import batched, rows_of
 from runtime_sim.isa.loop_scan import fold
 from runtime_sim.isa.loop_views import grouped_view, tiled
 from runtime_sim.isa.memory import AccessFault
+from runtime_sim.isa.path_batch import PathPending
+from runtime_sim.isa.path_many import run_paths_together
+from runtime_sim.isa.stacked_memory import StackedMemory
 from vpuc.diagnostics import VpucError
 
 
 def execute_together(pending: list) -> None:
     """Run the ``pending`` batches of these ``FastLoops`` (one per invocation): those of
     one plan, iteration count and chunk size, with the same invariant registers, as one
-    batch; the others alone."""
+    batch; the others alone.  Path batches go to ``path_many``."""
+    paths = [loops for loops in pending if type(loops.pending) is PathPending]
+    if paths:
+        run_paths_together(paths)
+        pending = [loops for loops in pending if loops.pending is not None]
     groups: dict[tuple, list] = {}
     for loops in pending:
         plan, _, _, iterations = loops.pending
@@ -56,20 +64,14 @@ def execute_together(pending: list) -> None:
 
 
 def _alike(members: list) -> list[list]:
-    """``members`` (batches of one plan) in groups that may run as one: a plan with views
-    only, and the same invariant registers within a group."""
+    """``members`` (batches of one plan) in groups that may run as one: the same invariant
+    registers within a group."""
     plan = members[0].pending[0]
     if len(members) < 2:
         return [members]
     if plan.runner is None:
         plan.runner = ChunkRunner(plan)
     runner = plan.runner
-    views_only = getattr(runner, "views_only", None)
-    if views_only is None:              # once per plan
-        views_only = runner.views_only = not any(step[0] in (_LOAD, _STORE)
-                                                 for step in runner.steps)
-    if not views_only:
-        return [[loops] for loops in members]
     groups: list[list] = []
     for loops in members:
         R = loops.pending[1]
@@ -178,6 +180,7 @@ def run_chunk_many(runner: ChunkRunner, Rs: list, memories: list, first: int, ro
                     return None
                 found.append(view)
             views[id(step)] = found
+    stacked = StackedMemory(memories, [rows] * count)
     R = Rs[0]                           # the invariants are the same in every invocation
     v = runner.template.copy()
     for slot, key in runner.invariants:
@@ -205,6 +208,10 @@ def run_chunk_many(runner: ChunkRunner, Rs: list, memories: list, first: int, ro
         step, dead, outs = step[1], step[2], ()
         if code == _OP:
             result, outs = step[1](*[v[a] for a in step[2]]), step[3]
+        elif code == _LOAD:             # each row from its own invocation's memory
+            result, outs = step[1](stacked, *[v[a] for a in step[2]]), step[3]
+        elif code == _STORE:
+            step[1](stacked, *[v[a] for a in step[2]])
         elif code == _VIEW_LOAD:
             result, outs = np.concatenate(found), step[3]
         elif code == _VIEW_STORE:

@@ -21,6 +21,8 @@ frame) are not run: their values come from the walk.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from runtime_sim.isa.entry_cache import PathChecks, register_key
@@ -89,20 +91,42 @@ def run_path(loops, head: int, branch: int, R: list, ready: list[int], now: int,
         return None
     loops._refusals[key] = 0
     exits = iterations == trip
-    bounds, memory.bounds = memory.bounds, None   # proven for the whole batch above
-    try:
-        execute(found, R, memory, iterations, min(loops.chunk, PATH_CHUNK))
-    except AccessFault as fault:     # the bounds above exclude this: a fast-path bug
-        raise VpucError(f"internal error: the path batch faulted in a checked loop: "
-                        f"{fault.diagnostics[0].message}") from None
-    finally:
-        memory.bounds = bounds
+    pending = PathPending(found, R, memory, iterations, min(loops.chunk, PATH_CHUNK), head)
+    if loops.defer:                  # run by the caller of run_steps, maybe with others
+        loops.pending = pending
+    else:
+        execute_pending(pending)
     now, stalls = timing.advance(ready, now, iterations, exits)
     for step in found.path:
         counts[step.index] += iterations
     loops.batched_iterations += iterations
     loops.batches += 1
     return now, (branch + 1 if exits else head), iterations * len(found.path), stalls
+
+
+class PathPending(NamedTuple):
+    """A proven path batch not run yet (``FastLoops.defer``): ``execute_pending`` runs it
+    alone, ``path_many`` with other invocations' batches of the same path."""
+
+    walk: Walk
+    R: list
+    memory: object
+    iterations: int
+    chunk: int
+    head: int
+
+
+def execute_pending(pending: PathPending) -> None:
+    """Run ``pending`` alone, unchecked (proven inside the bounds)."""
+    found, R, memory = pending.walk, pending.R, pending.memory
+    bounds, memory.bounds = memory.bounds, None
+    try:
+        execute(found, R, memory, pending.iterations, pending.chunk)
+    except AccessFault as fault:     # the proofs exclude this: a fast-path bug
+        raise VpucError(f"internal error: the path batch faulted in a checked loop: "
+                        f"{fault.diagnostics[0].message}") from None
+    finally:
+        memory.bounds = bounds
 
 
 def _walked(loops, head: int, branch: int, R: list, memory, steps: dict) -> Walk:

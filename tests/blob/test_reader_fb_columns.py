@@ -7,7 +7,8 @@ from blob_testlib import IDS, REPO, SOURCES, compiled
 
 from vpuc.blob import write_blob
 from vpuc.blob.content import SliceRec
-from vpuc.blob.reader_fb import FbReader, _columns
+from vpuc.blob.reader_fb import FbReader
+from vpuc.blob.fb_task_records import columns_of as _columns
 from vpuc.diagnostics import VpucError
 from vpuc.ir.tasks import SwKernelTask
 

@@ -170,3 +170,69 @@ def test_a_generated_programs_flatbuffer_sync_is_its_records_flattened(tmp_path)
     content = fb_content(compiled(path))
     assert [same_sync(tl.tasks.sync, list_sync(tuple(tl.tasks)))
             for tl in content.task_lists] == [True] * 3
+
+
+def test_a_barrier_listed_twice_counts_once(generated):
+    """A DMA task updating one barrier twice is one producer unit (only the units listing
+    more than one barrier are sorted for repeats)."""
+    tl = next(tl for tl in generated.task_lists if tl.executor == 0)
+    b = tl.tasks[3].updates[0]
+    changed = with_task(generated, 0, 3, updates=(b, b))
+    agree(changed)
+    assert unit_counts(sync_columns(changed), len(changed.barriers)) == \
+        unit_counts(sync_columns(generated), len(generated.barriers))
+
+
+def _barrier(content, index: int, **fields):
+    barriers = list(content.barriers)
+    barriers[index] = barriers[index]._replace(**fields)
+    return content._replace(barriers=tuple(barriers))
+
+
+# Each breaks one barrier record, among many good ones: the checks read the readers'
+# barrier columns (sync_columns.barrier_table) now.
+BARRIER_EDITS = {
+    "producer count off": lambda c: _barrier(
+        c, 7, producer_count=c.barriers[7].producer_count + 1),
+    "consumer count off": lambda c: _barrier(
+        c, len(c.barriers) - 1, consumer_count=c.barriers[-1].consumer_count + 1),
+    "ids out of order": lambda c: _barrier(_barrier(c, 3, id=4), 4, id=3),
+    "physical id below -1": lambda c: _barrier(c, 5, physical_id=-2),
+    "physical id out of range": lambda c: _barrier(c, len(c.barriers) - 1,
+                                                   physical_id=10 ** 4),
+    "a malformed name": lambda c: _barrier(c, 6, name="9 lives"),
+    "a name taken by a tensor": lambda c: _barrier(c, 6, name=c.tensors[-1].name),
+    "two barriers of one name": lambda c: _barrier(c, 6, name=c.barriers[2].name),
+}
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+@pytest.mark.parametrize("edit", BARRIER_EDITS)
+def test_a_bad_barrier_in_a_blob_is_refused(generated, edit, fmt, monkeypatch):
+    """Read from a blob (barrier columns), refused with the message the records get with
+    the module verifier over the whole program."""
+    import vpuc.blob.rebuild as rebuild_module
+    from vpuc.blob import read_blob
+    from vpuc.blob.writer_elf import write_elf
+    from vpuc.blob.writer_fb import write_fb
+
+    content = BARRIER_EDITS[edit](generated)
+    with monkeypatch.context() as patched:
+        patched.setattr(rebuild_module, "verify_by_columns", lambda *args, **kw: False)
+        with pytest.raises(VpucError) as eager:
+            rebuild(content, "x.blob")
+    with pytest.raises(VpucError) as read:
+        read_blob((write_fb if fmt == "fb" else write_elf)(content), "x.blob")
+    assert read.value.diagnostics[0].message == eager.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("waits", [1, 2])
+def test_a_dma_that_waits_on_what_it_updates_is_found(generated, waits):
+    """One wait and one update on a row (compared as columns) or more (as pairs)."""
+    tl = next(tl for tl in generated.task_lists if tl.executor == 0)
+    task = tl.tasks[5]
+    b = task.updates[0]
+    changed = with_task(generated, 0, 5, waits=(b,) if waits == 1 else (b + 1, b))
+    agree(changed)
+    assert not rows_disjoint(sync_columns(changed))
+    assert rows_disjoint(sync_columns(generated))

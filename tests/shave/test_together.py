@@ -88,12 +88,26 @@ def test_unrolled_windows_and_reloaded_constants(rows):
     assert all(fast.together == (rows > 1) for fast in loops)
 
 
-def test_gathers_run_alone():
-    """A strided load is no view of rows: each invocation's batch runs alone."""
+@pytest.mark.parametrize("count", [2, 3])
+def test_gathers_and_scalar_accesses_run_together(count):
+    """Strided and scalar loads and stores are no views of rows: each invocation's rows
+    go to its own memory (``StackedMemory``), all in one batch."""
     words = [[WIN_F + i * 0x100, WIN_F + 0xA000 + i * 0x1000, 50, 64]
-             for i in range(2)]
+             for i in range(count)]
     loops = together_and_alone(STRIDED, words, seed=2)
-    assert all(fast.batched_iterations == 50 and not fast.together for fast in loops)
+    assert all(fast.batched_iterations == 50 and fast.together == 1 for fast in loops)
+
+
+# a word of the invocation's own WIN_E image, loaded every iteration at one address
+# (s0: the same in every invocation), scales what each row stores
+OWN_WORD = STRIDED.replace("muli s10, s9, 3", "lw s11, 16(s0)\n    mul s10, s9, s11")
+
+
+def test_a_word_at_one_address_is_each_invocations_own():
+    words = [[WIN_F + i * 0x100, WIN_F + 0xA000 + i * 0x1000, 50, 64, 3 + 4 * i]
+             for i in range(3)]
+    loops = together_and_alone(OWN_WORD, words, seed=9)
+    assert all(fast.together == 1 for fast in loops)
 
 
 SCALED = HARDSWISH_LIKE.replace("li.f32 s5, 3.0", "lw s5, 12(s0)")

@@ -84,6 +84,9 @@ def test_models_give_the_run_without_deferring(model, queues):
     (queue,) = queues
     assert queue.deferred and any(len(group) > 1 for group in queue.groups)
     assert queue.shave.together > 0
+    # the stores of queued results waited with them; what ran the queue early were DPU
+    # tasks reading queued results (or writing over queued inputs)
+    assert queue.deferred_dmas and queue.forced["DPU"] and not queue.forced["DMA"]
 
 
 def test_cycles_that_differ_from_the_charged_ones_run_again_without_deferring(queues,

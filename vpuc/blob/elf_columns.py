@@ -21,9 +21,9 @@ from itertools import repeat
 import numpy as np
 
 from vpuc.blob import elf_records as R
-from vpuc.blob.content import (BarrierRec, InvocationRec, Number, ScalarRec, SliceRec,
+from vpuc.blob.content import (InvocationRec, Number, ScalarRec, SliceRec,
                                TensorRec)
-from vpuc.blob.sync_columns import ListSync, flat_lists
+from vpuc.blob.sync_columns import ListSync, barrier_table, flat_lists
 
 _DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
                   "Q": "<u8", "q": "<i8"}
@@ -172,10 +172,11 @@ class ElfColumns:
                                          const_init=whole.const_init)
         return tuple(out)
 
-    def barriers(self, b: np.ndarray) -> tuple:
-        rows = zip(b["id"].tolist(), b["physical_id"].tolist(), self.strings(b["name"]),
-                   b["producer_count"].tolist(), b["consumer_count"].tolist())
-        return tuple(map(_make(BarrierRec), rows))
+    def barriers(self, b: np.ndarray):
+        """The barrier records as columns, made when asked (``sync_columns.barrier_table``)."""
+        return barrier_table({"name": self.strings(b["name"]), **{
+            name: b[name].astype(np.int64) for name in
+            ("id", "physical_id", "producer_count", "consumer_count")}})
 
     def _sync_sides(self, t: np.ndarray) -> tuple:
         """The wait and update barrier indices of a task or variant table, as ``Flat``s."""

@@ -8,31 +8,30 @@ major version is refused before anything else of it is interpreted.
 from __future__ import annotations
 
 from functools import partial
-from itertools import islice, repeat
+from itertools import repeat
 
 import numpy as np
 
 from vpuc.blob.layer_sources import read_fb as read_layers
-from vpuc.blob.content import (ActTaskRec, ArchRec, BarrierRec, BindingRec, BlobContent,
-                               ConstantRec, ConstInitRec, DmaRec, DpuRec, HeaderRec,
-                               InvocationRec, KernelImageRec, KernelRec, KeyValue, Number,
-                               ParamRec, PostOpRec, RuntimeRec, ScalarRec, SliceRec, TaskCounts,
-                               TaskListRec, TensorRec, VariantRec, image_of)
-from vpuc.blob.fb_columns import Columns, Grouped, Vectors
+from vpuc.blob.content import (ActTaskRec, ArchRec, BlobContent, ConstantRec, ConstInitRec,
+                               DmaRec, DpuRec, HeaderRec, InvocationRec, KernelImageRec,
+                               KernelRec, KeyValue, Number, ParamRec, PostOpRec, RuntimeRec,
+                               ScalarRec, SliceRec, TaskCounts, TaskListRec, TensorRec, image_of)
+from vpuc.blob.fb_columns import Columns
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
+from vpuc.blob.fb_task_columns import act_columns, dma_fields, dpu_columns, ints
+from vpuc.blob.fb_task_records import (barrier_sync, binding_columns, columns_of, corners,
+                                       flat_rows, lazy_barriers, lazy_bindings, lazy_variants,
+                                       record_table)
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
-from vpuc.blob.record_table import RecordTable
-from vpuc.blob.sync_columns import ListSync, flat_lists
+from vpuc.blob.sync_columns import ListSync, barrier_table
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
 # Records made from a tuple without the namedtuple's Python __new__ frame.
 _slice_rec = partial(tuple.__new__, SliceRec)
-_binding_rec = partial(tuple.__new__, BindingRec)
 _tensor_rec = partial(tuple.__new__, TensorRec)
-_variant_rec = partial(tuple.__new__, VariantRec)
-_barrier_rec = partial(tuple.__new__, BarrierRec)
 _invocation_rec = partial(tuple.__new__, InvocationRec)
 
 
@@ -133,62 +132,69 @@ class FbReader:
         tasks = vectors[tl.executor] or ()
         if not tasks:
             return TaskListRec(tl.executor, ())
+        fields = None
         if tl.executor == 0:
-            cols = _columns(tasks)
-            recs = _table(DmaRec, [cols["label"], cols["src"], cols["dst"], cols["channel"],
-                                   cols["mode"], *_barrier_columns(cols["barriers"])])
-            sync = _list_sync(cols["barriers"], len(recs))
+            cols = columns_of(tasks)
+            fields = dma_fields(cols)       # numpy; a record's ints made when asked
+            recs = record_table(DmaRec, [cols["label"], fields["src"], fields["dst"],
+                                   fields["channel"], fields["mode"],
+                                   *lazy_barriers(cols["barriers"])])
+            sync = barrier_sync(cols["barriers"], len(recs))
         elif tl.executor == 1:
             recs, sync = self.dpu_tasks(tasks)
         else:
-            recs = self.act_tasks(tasks, data, kernels)
-            sync = _list_sync(_columns(_columns(tasks)["invocation"])["barriers"], len(recs))
+            recs, fields = self.act_tasks(tasks, data, kernels)
+            sync = barrier_sync(columns_of(columns_of(tasks)["invocation"])["barriers"], len(recs))
+        if sync is not None and fields is not None:
+            sync.fields = fields
         recs.sync = sync        # None: ``sync_columns`` flattens the records
         return TaskListRec(tl.executor, recs)
 
     def dpu_tasks(self, tasks) -> tuple[tuple, ListSync | None]:
         """DPU task records built a column at a time (fields by their schema names), and
         their barrier indices as ``sync_columns`` flattens them (None: not as columns)."""
-        cols = _columns(tasks)
+        cols = columns_of(tasks)
         invariants = cols["invariant"]
         if not isinstance(invariants, Columns) and None in invariants:
             raise self.fail("DPUTask", "DPU task has no invariant")
-        flat, counts = _flat(cols["variants"])
+        flat, counts = flat_rows(cols["variants"])
         variants: list = []
-        variant_sync = None
+        variant_sync = vc = None
+        starts = ends = []
         if flat:
-            vc = _columns(flat)
-            variant_sync = _list_sync(vc["barriers"], len(flat))
-            made = list(map(_variant_rec, zip(vc["label"], _corners(vc["start"]),
-                                              _corners(vc["end"]),
-                                              *_barrier_columns(vc["barriers"]), vc["mode"])))
-            variants = _regroup(made, counts)
+            vc = columns_of(flat)
+            variant_sync = barrier_sync(vc["barriers"], len(flat))
+            starts, ends = corners(vc["start"]), corners(vc["end"])
+            variants = lazy_variants(vc, starts, ends, counts)
         else:
             variants = [()] * len(tasks)
-        ic = _columns(invariants)
+        ic = columns_of(invariants)
         posts = [None if p is None else PostOpRec(p.kind, tuple(p.params or ()))
                  for p in ic["post_op"]]
-        recs = _table(DpuRec, [
-            ic["label"], ic["op"], ic["tile"], [i or () for i in ic["inputs"]], ic["output"],
-            ic["weights"], ic["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *_barrier_columns(ic["barriers"]), variants, ic["mode"]])
-        sync = _list_sync(ic["barriers"], len(recs))
+        extra, fields = dpu_columns(ic, vc, starts, ends, posts)
+        n = extra.pop("numbers")        # numpy; a record's ints made when asked
+        recs = record_table(DpuRec, [
+            ic["label"], n["op"], n["tile"], [i or () for i in ic["inputs"]], n["output"],
+            n["weights"], n["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
+            *lazy_barriers(ic["barriers"]), variants, n["mode"]], extra)
+        sync = barrier_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None
+        sync.fields = fields
         sync.variant_waits, sync.variant_updates = variant_sync.waits, variant_sync.updates
         sync.variant_count = np.array(counts, np.int64)
         sync.variant_task = np.repeat(np.arange(len(recs), dtype=np.int64), sync.variant_count)
         return recs, sync
 
     def act_tasks(self, tasks, data, kernels) -> tuple:
-        """ACT kernel task records built a column at a time (fields by their schema names);
-        each invocation image is checked and sliced on its own row."""
-        cols = _columns(tasks)
+        """ACT kernel task records built a column at a time (fields by their schema names),
+        and the list's ``ListSync.fields`` (None: not as columns)."""
+        cols = columns_of(tasks)
         labels, invocations = cols["label"], cols["invocation"]
         if not isinstance(invocations, Columns) and None in invocations:
             raise self.fail("ActKernelTask", "ACT kernel task has no invocation")
-        ic = _columns(invocations)
-        images = None if _flat(ic["scalars"])[0] else self.images(ic, data, kernels)
+        ic = columns_of(invocations)
+        images = None if flat_rows(ic["scalars"])[0] else self.images(ic, data, kernels)
         if images is None:      # row by row, in order, so the first bad task is reported
             images, scalars = zip(*[
                 (None if inv.window is None else self.image(label, inv, data, kernels),
@@ -196,10 +202,15 @@ class FbReader:
                 for label, inv in zip(labels, invocations)])
         else:
             scalars = repeat((), len(tasks))
-        return _table(ActTaskRec, [
-            labels, ic["kernel"], ic["tile"], _bindings(ic["inputs"]), _bindings(ic["outputs"]),
-            list(scalars), [a or () for a in ic["run_args"]], list(images),
-            *_barrier_columns(ic["barriers"])])
+        run_args = [a or () for a in ic["run_args"]]
+        sides = [binding_columns(ic["inputs"]), binding_columns(ic["outputs"])]
+        extra, fields = act_columns(ic, *sides, run_args, bool(flat_rows(ic["scalars"])[0])) \
+            if None not in sides else ({}, None)
+        return record_table(ActTaskRec, [
+            labels, ic["kernel"], ic["tile"], lazy_bindings(ic["inputs"]),
+            lazy_bindings(ic["outputs"]), list(scalars), run_args, list(images),
+            *lazy_barriers(ic["barriers"])],
+            extra), fields
 
     def images(self, ic: dict, data: list[bytes], kernels) -> list | None:
         """Every invocation's WIN_E image when all are packed and every reference checks
@@ -210,7 +221,7 @@ class FbReader:
             return None
         (w_index, w_offset, w_size), (a_index, a_offset, a_size), (d_index, d_offset, d_size) = [
             [np.array(c[field], np.int64) for field in ("data_index", "offset", "size")]
-            for c in map(_columns, refs)]
+            for c in map(columns_of, refs)]
         kernel = np.array(ic["kernel"], np.int64)
         data_size = np.array([-1 if image_of(kernels, k) is None else len(image_of(kernels, k).data)
                               for k in range(len(kernels))] + [-1], np.int64)
@@ -251,82 +262,6 @@ class FbReader:
                              args.size)
 
 
-def _table(record, columns: list) -> RecordTable:
-    """A task list's records as the decoder's columns (field order), made when asked."""
-    return RecordTable(record, len(columns[0]), dict(zip(record._fields, columns)))
-
-
-def _bindings(groups) -> list[tuple]:
-    """A column of TensorBinding vectors as BindingRec tuples (a missing alias reads "")."""
-    flat, counts = _flat(groups)
-    if not flat:
-        return [()] * len(counts)
-    bc = _columns(flat)
-    return _regroup(list(map(_binding_rec, zip(bc["tensor"], [a or "" for a in bc["alias"]]))),
-                    counts)
-
-
-def _columns(records) -> dict[str, tuple]:
-    """A vector of decoded tables (``Columns``, or namedtuples of the schema's fields) as
-    one column per field, by the field's schema name."""
-    if isinstance(records, Columns):
-        return records.columns
-    return dict(zip(records[0]._fields, zip(*records)))
-
-
-def _flat(groups) -> tuple:
-    """A column of vectors of tables (``Grouped``, or one tuple or None per row) as every
-    row's tables one after another and each row's count."""
-    if isinstance(groups, Grouped):
-        return groups.flat, groups.counts
-    return [t for g in groups if g for t in g], [len(g) if g else 0 for g in groups]
-
-
-def _barrier_columns(refs) -> tuple[list, list]:
-    """The wait and update barrier columns of a column of BarrierReferences (None: none)."""
-    if isinstance(refs, Columns):
-        return ([w or () for w in refs.columns["wait_barriers"]],
-                [u or () for u in refs.columns["update_barriers"]])
-    waits = [() if r is None else r.wait_barriers or () for r in refs]
-    updates = [() if r is None else r.update_barriers or () for r in refs]
-    return waits, updates
-
-
-def _list_sync(refs, rows: int) -> ListSync | None:
-    """A column of BarrierReferences as ``sync_columns`` flattens them, from the column
-    decoder's numbers (``Vectors``, a missing vector counting none); None when a row has no
-    BarrierReference table or the decoder kept no numbers (then ``sync_columns`` flattens
-    the records)."""
-    if not isinstance(refs, Columns):
-        return None
-    waits, updates = refs.columns["wait_barriers"], refs.columns["update_barriers"]
-    if not (isinstance(waits, Vectors) and isinstance(updates, Vectors)):
-        return None
-    return ListSync(rows, flat_lists(rows, waits.counts, waits.values),
-                    flat_lists(rows, updates.counts, updates.values))
-
-
-def _regroup(flat: list, counts: list[int]) -> list[tuple]:
-    """``flat`` cut back into consecutive tuples of ``counts`` items (all in C when every
-    row has the same count: one binding per task, one variant count)."""
-    if counts and min(counts) == max(counts) > 0:
-        return list(zip(*[iter(flat)] * counts[0]))
-    items = iter(flat)
-    return [tuple(islice(items, c)) for c in counts]
-
-
-def _coord(c) -> tuple[int, int, int]:
-    return (0, 0, 0) if c is None else (c.x, c.y, c.z)
-
-
-def _corners(column) -> list:
-    """A column of Coord3 structs as (x, y, z) tuples (a missing one is the origin); the
-    column decoder's are plain tuples already (``FbReader``'s struct types)."""
-    if None not in column and (not column or type(column[0]) is tuple):
-        return list(column)
-    return list(map(_coord, column))
-
-
 def _number(n, where: str, reader: FbReader) -> Number:
     if n is None:
         raise reader.fail(where, "missing number")
@@ -334,19 +269,20 @@ def _number(n, where: str, reader: FbReader) -> Number:
 
 
 def _barriers(barriers) -> tuple:
-    """Barrier records built a column at a time (fields by their schema names)."""
+    """Barrier records as columns (fields by their schema names), made when asked."""
     if not barriers:
         return ()
-    c = _columns(barriers)
-    return tuple(map(_barrier_rec, zip(c["id"], c["physical_id"], [n or "" for n in c["name"]],
-                                       c["producer_count"], c["consumer_count"])))
+    c = columns_of(barriers)
+    return barrier_table({"name": [n or "" for n in c["name"]],
+                          **{name: ints(c[name]) for name in
+                             ("id", "physical_id", "producer_count", "consumer_count")}})
 
 
 def _tensors(tensors) -> tuple:
     """Tensor records built a column at a time (fields by their schema names)."""
     if not tensors:
         return ()
-    c = _columns(tensors)        # ([ubyte] vectors decode as bytes: dims_order made a tuple)
+    c = columns_of(tensors)        # ([ubyte] vectors decode as bytes: dims_order made a tuple)
     inits = [None if ci is None else ConstInitRec(
         ci.kind, tuple(Number(1, v.int_value) if v.is_int else Number(0, v.float_value)
                        for v in ci.values or ()), ci.path) for ci in c["const_init"]]

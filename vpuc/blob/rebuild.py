@@ -34,7 +34,8 @@ from vpuc.blob.rebuild_checks import Checker, checked_number, checked_tensor_typ
 from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
 from vpuc.blob.rebuild_tables import task_tables
 from vpuc.blob.rebuild_tasks import tasks
-from vpuc.blob.sync_columns import ListSync, sync_columns, unit_counts
+from vpuc.blob.sync_columns import (ListSync, barrier_columns, sync_columns,
+                                     unit_count_arrays)
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, Slice, View
@@ -72,9 +73,8 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
                              f"{kind} tensors {list(actual)}")
 
     barriers = content.barriers
-    ids, physical, barrier_names = (list(c) for c in list(zip(*barriers))[:3]) if barriers \
-        else ([], [], [])
-    if ids != list(range(len(ids))) or (physical and min(physical) < -1) or \
+    ids, physical, barrier_names, _, _ = barrier_columns(barriers)
+    if (ids != np.arange(len(ids))).any() or (len(physical) and physical.min() < -1) or \
             not check.all_names(barrier_names):        # row by row, for the message
         for i, b in enumerate(barriers):
             where = f"barrier #{i}"
@@ -82,7 +82,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
                 raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
             check.name(where, b.name)
     module.barriers = list(map(Barrier, barrier_names, [None if p == -1 else p
-                                                        for p in physical]))
+                                                        for p in physical.tolist()]))
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
@@ -212,13 +212,11 @@ def _counts(check: Checker, content: BlobContent, sync: list[ListSync] | None = 
     if tuple(content.header.task_counts) != actual:
         raise check.fail("header", f"task counts {list(content.header.task_counts)} do not "
                          f"match the records {list(actual)}")
-    producers, consumers = barrier_counts(content) if sync is None else \
-        unit_counts(sync, len(content.barriers))
-    n = len(content.barriers)
-    if n:
-        _, _, _, recorded_p, recorded_c = zip(*content.barriers)
-        bad = (np.fromiter(recorded_p, np.int64, n) != np.asarray(producers, np.int64)) | \
-            (np.fromiter(recorded_c, np.int64, n) != np.asarray(consumers, np.int64))
+    producers, consumers = map(np.asarray, barrier_counts(content)) if sync is None else \
+        unit_count_arrays(sync, len(content.barriers))
+    if len(content.barriers):
+        _, _, _, recorded_p, recorded_c = barrier_columns(content.barriers)
+        bad = (recorded_p != producers) | (recorded_c != consumers)
         if bad.any():
             b = content.barriers[int(np.argmax(bad))]
             raise check.fail(f"barrier #{b.id} '{b.name}'",

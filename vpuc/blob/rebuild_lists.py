@@ -22,7 +22,7 @@ from vpuc.blob.record_table import RecordTable, columns
 from vpuc.diagnostics import UNKNOWN_LOC
 from vpuc.ir.module import Ref
 from vpuc.ir.tasks import Binding, DmaTask, DpuTask, DpuVariant, PostOp, SwKernelTask
-from vpuc.program import InvocationImage, Program
+from vpuc.program import InvocationTable, Program
 
 # Execution mode codes: a mode's name, or None for UNSET (not pinned).
 _MODE_OF = {**MPE_MODE_OF, MPE_MODE_CODE[None]: None}
@@ -78,15 +78,20 @@ def act_ok(check, recs, n_tensors: int, kernel_names: list[str], program: Progra
     return True
 
 
-def act_invocations(recs, kernel_names: list[str]) -> list[InvocationImage]:
-    """The invocation images of a list ``act_ok`` passed (by task index)."""
+def act_invocations(recs, kernel_names: list[str]) -> InvocationTable:
+    """The invocation images of a list ``act_ok`` passed (by task index), as columns: an
+    ``InvocationImage`` is made only when asked for."""
     if not recs:
-        return []
+        return InvocationTable(([],) * 6)
     kernels, tiles, invocations = columns(recs, "kernel", "tile", "invocation")
-    return [InvocationImage(i, kernel_names[kernel], tile, inv.window, inv.args_offset,
-                            inv.args_size)
-            for i, (kernel, tile, inv) in enumerate(zip(kernels, tiles, invocations))
-            if inv is not None]
+    rows = list(range(len(recs)))
+    if None in invocations:
+        rows = [i for i, inv in enumerate(invocations) if inv is not None]
+        kernels, tiles, invocations = ([column[i] for i in rows]
+                                       for column in (kernels, tiles, invocations))
+    windows, offsets, sizes = zip(*invocations) if rows else ((), (), ())
+    return InvocationTable((rows, list(map(kernel_names.__getitem__, kernels)), list(tiles),
+                            list(windows), list(offsets), list(sizes)))
 
 
 def act_list(check, recs, refs: list[Ref], barrier_names: list[str],

@@ -61,8 +61,10 @@ def tasks(check: Checker, content: BlobContent, module: Module, program: Program
             fast = dpu_ok(tl.tasks, n_tensors)
         else:
             fast = checked and act_ok(check, tl.tasks, n_tensors, kernel_names, program)
-            if fast:
-                program.invocations.extend(act_invocations(tl.tasks, kernel_names))
+            if fast:        # kept as columns (the only ACT list: no image made before)
+                program.invocations = act_invocations(tl.tasks, kernel_names) \
+                    if not program.invocations else \
+                    program.invocations + list(act_invocations(tl.tasks, kernel_names))
         if fast:
             source.add(executor, tl.tasks, None)
             continue
@@ -164,9 +166,9 @@ def list_checked(check: Checker, recs, expected, n_barriers: int,
     if recs and kinds != {expected}:
         return False
     labels, = columns(recs, "label")
-    labels = [label for label in labels if label is not None]
+    labels = _present(labels)
     if expected is DpuRec:
-        labels += [label for label in columns(recs, "variants.label")[0] if label is not None]
+        labels = labels + _present(columns(recs, "variants.label")[0])
     if not check.all_names(labels, LABEL):
         return False
     if sync is not None:
@@ -176,6 +178,12 @@ def list_checked(check: Checker, recs, expected, n_barriers: int,
         rows += chain.from_iterable(map(_variants, recs))
     indices = [b for rec in rows for group in (rec.waits, rec.updates) for b in group]
     return not indices or (min(indices) >= 0 and max(indices) < n_barriers)
+
+
+def _present(labels) -> list:
+    """The labels that are there (not None); the column itself when all are (one scan)."""
+    labels = list(labels)
+    return labels if None not in labels else [label for label in labels if label is not None]
 
 
 def _mode(check, where: str, code: int) -> str | None:

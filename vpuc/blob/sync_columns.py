@@ -20,7 +20,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from vpuc.blob.content import ActTaskRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.content import ActTaskRec, BarrierRec, BlobContent, DmaRec, DpuRec
+from vpuc.blob.record_table import RecordTable
 
 _TASK_KINDS = (DmaRec, DpuRec, ActTaskRec)
 _sync = attrgetter("waits", "updates")
@@ -60,6 +61,29 @@ class ListSync:
         sides = [self.waits, self.updates, self.variant_waits, self.variant_updates]
         return all(not len(s.barriers) or (s.barriers.min() >= 0 and s.barriers.max() < n_barriers)
                    for s in sides if s is not None)
+
+
+_BARRIER_NUMBERS = ("id", "physical_id", "producer_count", "consumer_count")
+
+
+def barrier_table(columns: dict) -> RecordTable:
+    """A reader's barrier records as columns (``BarrierRec`` fields: "name" a list, the
+    rest numpy), made into records only when iterated."""
+    return RecordTable(BarrierRec, len(columns["name"]), columns)
+
+
+def barrier_columns(barriers) -> tuple:
+    """(ids, physical ids, names, producer counts, consumer counts) of the barrier records:
+    a ``barrier_table``'s own columns, else the records zipped apart (int64 arrays, the
+    names a list)."""
+    if isinstance(barriers, RecordTable):
+        ids, physical, producers, consumers = map(barriers.array, _BARRIER_NUMBERS)
+        if not any(a is None for a in (ids, physical, producers, consumers)):
+            return ids, physical, barriers.column("name"), producers, consumers
+    n = len(barriers)
+    ids, physical, names, producers, consumers = zip(*barriers) if n else ((),) * 5
+    return (*(np.fromiter(c, np.int64, n) for c in (ids, physical)), list(names),
+            *(np.fromiter(c, np.int64, n) for c in (producers, consumers)))
 
 
 def flat_lists(rows: int, counts: np.ndarray, barriers: np.ndarray) -> Flat:
@@ -111,12 +135,17 @@ def sync_columns(content: BlobContent) -> list[ListSync] | None:
 def unit_counts(lists: list[ListSync], size: int) -> tuple[list[int], list[int]]:
     """Each barrier's producers and consumers as ``Schedule`` counts its units: a DPU task
     once per variant (its own barriers with the variant's), a barrier listed twice once."""
+    return tuple(side.tolist() for side in unit_count_arrays(lists, size))
+
+
+def unit_count_arrays(lists: list[ListSync], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``unit_counts`` as int64 arrays."""
     updates, waits = [], []
     first = 0
     for sync in lists:
         if sync.variant_task is None:
-            updates.append(sync.updates.pairs(first))
-            waits.append(sync.waits.pairs(first))
+            updates.append((sync.updates.rows + first, sync.updates.barriers))
+            waits.append((sync.waits.rows + first, sync.waits.barriers))
             first += sync.tasks
             continue
         n_units = len(sync.variant_task)
@@ -128,12 +157,27 @@ def unit_counts(lists: list[ListSync], size: int) -> tuple[list[int], list[int]]
             within = np.arange(int(reps.sum()), dtype=np.int64) - \
                 np.repeat(np.cumsum(reps) - reps, reps)
             units = np.repeat(first_unit[task_side.rows], reps) + within
-            out.append(((units + first) << 32) | np.repeat(task_side.barriers, reps))
-            out.append(variant_side.pairs(first))
+            out.append((units + first, np.repeat(task_side.barriers, reps)))
+            out.append((variant_side.rows + first, variant_side.barriers))
         first += n_units
-    return tuple(np.bincount(_distinct(np.concatenate(side)) & 0xFFFFFFFF,
-                             minlength=size).tolist() if side else [0] * size
-                 for side in (updates, waits))
+    return tuple(_units_per_barrier(side, size) for side in (updates, waits))
+
+
+def _units_per_barrier(side: list[tuple[np.ndarray, np.ndarray]], size: int) -> np.ndarray:
+    """Each barrier's number of distinct units among the (units, barriers) pairs: only the
+    units listing more than one barrier can list one twice, so only theirs are sorted."""
+    if not side:
+        return np.zeros(size, np.int64)
+    units = np.concatenate([u for u, _ in side])
+    barriers = np.concatenate([b for _, b in side])
+    if not len(units):
+        return np.zeros(size, np.int64)
+    multi = np.bincount(units)[units] > 1
+    if not multi.any():
+        return np.bincount(barriers, minlength=size).astype(np.int64)
+    pairs = _distinct((units[multi] << 32) | barriers[multi])
+    return (np.bincount(barriers[~multi], minlength=size) +
+            np.bincount(pairs & 0xFFFFFFFF, minlength=size)).astype(np.int64)
 
 
 def rows_disjoint(lists: list[ListSync]) -> bool:
@@ -141,20 +185,39 @@ def rows_disjoint(lists: list[ListSync]) -> bool:
     waits, updates = [], []
     first = 0
     for sync in lists:          # task rows of every list, then variant rows
-        waits.append(sync.waits.pairs(first))
-        updates.append(sync.updates.pairs(first))
+        waits.append((sync.waits.rows + first, sync.waits.barriers))
+        updates.append((sync.updates.rows + first, sync.updates.barriers))
         first += sync.tasks
     for sync in lists:
         if sync.variant_task is not None:
-            waits.append(sync.variant_waits.pairs(first))
-            updates.append(sync.variant_updates.pairs(first))
+            waits.append((sync.variant_waits.rows + first, sync.variant_waits.barriers))
+            updates.append((sync.variant_updates.rows + first, sync.variant_updates.barriers))
             first += len(sync.variant_task)
-    waits = np.concatenate(waits) if waits else np.zeros(0, np.int64)
-    updates = np.sort(np.concatenate(updates)) if updates else np.zeros(0, np.int64)
-    if not len(waits) or not len(updates):
+    if not waits:
         return True
-    at = np.minimum(np.searchsorted(updates, waits), len(updates) - 1)
-    return not (updates[at] == waits).any()
+    w_rows, w_ids = (np.concatenate(c) for c in zip(*waits))
+    u_rows, u_ids = (np.concatenate(c) for c in zip(*updates))
+    if not len(w_rows) or not len(u_rows):
+        return True
+    # Rows of at most one wait and one update compared as two columns (-1/-2: none); the
+    # rows listing more on a side as sorted (row, barrier) pairs.
+    multi = (np.bincount(w_rows, minlength=first) > 1) | \
+        (np.bincount(u_rows, minlength=first) > 1)
+    wait_of = np.full(first, -1, np.int64)
+    wait_of[w_rows] = w_ids
+    update_of = np.full(first, -2, np.int64)
+    update_of[u_rows] = u_ids
+    if ((wait_of == update_of) & ~multi).any():
+        return False
+    if not multi.any():
+        return True
+    in_w, in_u = multi[w_rows], multi[u_rows]
+    w_pairs = (w_rows[in_w] << 32) | w_ids[in_w]
+    u_pairs = np.sort((u_rows[in_u] << 32) | u_ids[in_u])
+    if not len(w_pairs) or not len(u_pairs):
+        return True
+    at = np.minimum(np.searchsorted(u_pairs, w_pairs), len(u_pairs) - 1)
+    return not (u_pairs[at] == w_pairs).any()
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ import numpy as np
 from vpuc.arch import Arch
 from vpuc.blob.content import EXECUTOR_OF, ActTaskRec, BlobContent, DmaRec, DpuRec
 from vpuc.blob.record_table import RecordTable, columns
-from vpuc.blob.sync_columns import ListSync, rows_disjoint
+from vpuc.blob.sync_columns import ListSync, barrier_columns, rows_disjoint
 from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DpuTask, TaskList
@@ -123,14 +123,13 @@ def _views_used(module: Module, tensors: tuple, used: set[int]) -> list:
 
 def _names_unique(content: BlobContent) -> bool:
     """Tensor and barrier names share one namespace: all distinct."""
-    names = [t.name for t in content.tensors] + [b.name for b in content.barriers]
+    names = [t.name for t in content.tensors] + barrier_columns(content.barriers)[2]
     return len(set(names)) == len(names)
 
 
 def _physical_ids(content: BlobContent, arch: Arch) -> bool:
     """Every physical barrier id within the architecture's (-1: virtual)."""
-    ids = np.fromiter((b.physical_id for b in content.barriers), np.int64,
-                      len(content.barriers))
+    ids = barrier_columns(content.barriers)[1]
     return bool(((ids == -1) | ((ids >= 0) & (ids < arch.barriers))).all())
 
 
@@ -140,8 +139,11 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         return []
     kinds = {recs.record} if isinstance(recs, RecordTable) else set(map(type, recs))
     if kinds == {DmaRec}:
-        src, dst, channel, mode = (np.fromiter(column, np.int64, len(recs)) for column in
-                                   columns(recs, "src", "dst", "channel", "mode"))
+        fields = getattr(getattr(recs, "sync", None), "fields", None) or {}
+        names = ("src", "dst", "channel", "mode")
+        src, dst, channel, mode = (fields[name].astype(np.int64) for name in names) \
+            if "src" in fields else (np.fromiter(column, np.int64, len(recs)) for column in
+                                     columns(recs, *names))
         same = (tensors.root[src] == tensors.root[dst]) & \
             (tensors.offset[src] == tensors.offset[dst])
         keys = np.stack([channel, mode, tensors.type_id[src], tensors.type_id[dst],
@@ -215,7 +217,8 @@ def _labels_unique(content: BlobContent) -> bool:
     labels = []
     for tl in content.task_lists:
         task_labels, = columns(tl.tasks, "label")
-        labels += [label for label in task_labels if label]
+        labels += task_labels if None not in task_labels and "" not in task_labels else \
+            [label for label in task_labels if label]
         if tl.tasks and (isinstance(tl.tasks, RecordTable) and tl.tasks.record is DpuRec or
                          not isinstance(tl.tasks, RecordTable) and
                          {type(rec) for rec in tl.tasks} == {DpuRec}):
@@ -277,10 +280,7 @@ def _barrier_use(content: BlobContent, arch: Arch) -> bool:
     a producer (the counts are the records', checked against the tasks by ``rebuild``)."""
     if not content.barriers:
         return True
-    producers = np.fromiter((b.producer_count for b in content.barriers), np.int64,
-                            len(content.barriers))
-    consumers = np.fromiter((b.consumer_count for b in content.barriers), np.int64,
-                            len(content.barriers))
+    _, _, _, producers, consumers = barrier_columns(content.barriers)
     return not ((producers > arch.max_producers).any() or
                 (consumers > arch.max_consumers).any() or
                 ((consumers > 0) & (producers == 0)).any())

@@ -97,6 +97,9 @@ class ProgramText:
     # Bytes of a tile's CMX a segment's constants may load during the previous segment
     # (``--schedule default``: ``schedule.overlap``, ``early_bytes``); 0: no prefetch.
     prefetch_bytes: int = 0
+    # The target's physical barriers: a layer's blocks in flight hold at most a share of
+    # them (``lower_dpu.in_flight_slots``), so the segments running beside it find theirs.
+    physical_barriers: int = 64
     # constants a layer declared again in another layout (``lower_dpu_matmul``)
     redeclared: set = field(default_factory=set)
     # ``--schedule default``: (tile, element type) -> the zero vector every DPU layer of the

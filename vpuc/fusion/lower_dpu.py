@@ -184,6 +184,24 @@ def layer_timing(prog: ProgramText, op: GraphOp) -> Timing:
     return prog.timing
 
 
+# The share of the target's physical barriers one layer's blocks in flight may hold: the
+# segments that overlap it (``schedule_deps``: up to two more) and the prefetch hold theirs.
+LAYER_BARRIER_SHARE = 2
+
+
+def in_flight_slots(prog: ProgramText, blocks: int, used: int) -> int:
+    """CMX slots per tile for ``blocks`` blocks on ``used`` tiles that could each have a slot
+    of its own: that many when their barriers (``loaded`` and ``done`` per block: nothing
+    waits for a store) fit the layer's share of the physical barriers
+    (``prog.physical_barriers // LAYER_BARRIER_SHARE``), else the most slots whose blocks in flight
+    (``slots * used``, each holding ``loaded``, ``done`` and ``stored`` until the block that
+    takes its slot runs) fit it, at least two (double buffering)."""
+    share = prog.physical_barriers // LAYER_BARRIER_SHARE
+    if 2 * blocks <= share:
+        return -(-blocks // used)
+    return max(2, share // (3 * used))
+
+
 class LayerEmitter:
     """Names, barriers and the per-block DMA/DPU pattern shared by every DPU layer."""
 

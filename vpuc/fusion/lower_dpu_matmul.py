@@ -252,12 +252,18 @@ def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int
     """CMX slots per tile: two (double buffering), or under ``--schedule default`` one per
     block when every block of a tile fits the CMX budget at once: no block then waits for
     an earlier one's store to free its slot, which a pipelined layer's stores, queued in
-    the store channel behind the previous segment's (``schedule_deps``), would make late."""
-    per_tile = -(-len(work) // min(tiles, len(work)))
+    the store channel behind the previous segment's (``schedule_deps``), would make late.
+    The slots are also what bounds the blocks in flight, and with them the barriers they
+    hold (``lower_dpu.in_flight_slots``): the FPN block's column MatMul of 32 blocks, a
+    slot each, held 64 barriers at once."""
+    used = min(tiles, len(work))
+    per_tile = -(-len(work) // used)
     if not prog.prefetch_bytes or split or per_tile <= 2:
         return 2
     rows = max(r1 - r0 for _, (r0, r1), _ in work)
-    return per_tile if resident + per_tile * footprint(rows) <= prog.cmx_budget else 2
+    if resident + per_tile * footprint(rows) > prog.cmx_budget:
+        return 2
+    return lower_dpu.in_flight_slots(prog, len(work), used)
 
 
 def constant_array(b: Value) -> np.ndarray:

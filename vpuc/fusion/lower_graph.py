@@ -84,6 +84,7 @@ from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, 
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
 from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, ddr_layouts, early_bytes,
                                   overlap)
+from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
@@ -139,6 +140,7 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
                                                  resident=False)
     if placement is not None:
         ctx.artifacts[PLACEMENT] = placement
+    drop_queue_implied_waits(lowered, ctx.arch.max_consumers)
     locate_layers(lowered.layers, graph)
     return lowered
 
@@ -156,7 +158,7 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
                  cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order,
-                 resident=kept if resident else None)
+                 resident=kept if resident else None, barriers=ctx.arch.barriers)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
@@ -204,7 +206,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           blocks: int | None = None, config=None, timing=None, dma_channels: int = 2,
           schedule: str = "naive", gates: set[str] | None = None,
           cmx_budget: int = 1 << 20, cmx_bytes: int | None = None,
-          order: list | None = None, resident: list | None = None) -> str:
+          order: list | None = None, resident: list | None = None,
+          barriers: int = 64) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
@@ -215,7 +218,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     receives each segment's task-label prefix and gate barrier (None for the last);
     ``resident``: under a schedule other than naive, values between DPU and ACT segments
     stay in CMX when they fit (``resident.py``), and their names are added to it (None:
-    every value between segments in DDR)."""
+    every value between segments in DDR); ``barriers``: the target's physical barriers
+    (``ProgramText.physical_barriers``)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
@@ -240,6 +244,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             resident += [v.name for v in values if v.tile is not None]
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
+                       physical_barriers=barriers,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
     prog.declare(values)

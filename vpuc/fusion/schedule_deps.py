@@ -15,7 +15,9 @@ that decides every wait (``_Relaxation.apply``):
    write-after-read, write-after-write) waits on the last such DMA on
    each DMA channel (a channel's FIFO ends its transfers in list order, so the last one
    implies the others), through a barrier only that DMA updates (one it has, else
-   ``<label>.written``).  Every DMA does, not only a segment's first ones.  A DPU task
+   ``<label>.written``).  Every DMA does, not only a segment's first ones.  A later
+   segment's waits are thinned to 3/8 of the physical barriers
+   (``schedule_anchors``: a later DMA of the same channel implies the earlier ones).  A DPU task
    writing a value kept in CMX in place (``resident.in_place_blocks``) counts as such a
    write: the DMA waits on the latest one per tile (a tile's DPU queue is in order).
 2. **Loads on data alone**: a load into CMX of a value only DMAs write (or a network
@@ -56,7 +58,9 @@ from __future__ import annotations
 
 from vpuc.analysis.liveness import unit_operands
 from vpuc.analysis.races import make_footprint, region_box, shared_bytes
+from vpuc.analysis.schedule import Schedule
 from vpuc.fusion.resident import resident_use, shared_buffers
+from vpuc.fusion.schedule_anchors import in_place_needs, queue_counts, thin_waits
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
@@ -65,6 +69,11 @@ from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 _DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
 # Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
 TRIALS = 6
+# A later segment waits on at most this fraction of the physical barriers for the DMAs and
+# in-place DPU writes of earlier ones (``schedule_anchors``).  3/8 leaves ResNet-18,
+# MobileNetV3-Small and the encoder at full size their cycles (1/4 and 3/16 did not: the
+# encoder's segments of 13 waits, thinned to 12, took 1,002 cycles more).
+WAIT_FRACTION = 3 / 8
 
 
 def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
@@ -78,6 +87,7 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     relax = _Relaxation.of(module, keys, finishes, arch.cmx_bytes, reserve)
     if relax is None:
         return None
+    relax.wait_cap, relax.arch = max(1, int(arch.barriers * WAIT_FRACTION)), arch
     trial = trial and relax.direct_ddr is None
     two_back = [trial and s > 0 for s in range(len(keys))]
     early = list(relax.early)
@@ -132,6 +142,9 @@ class _Relaxation:
         self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
         self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
+        # distinct earlier DMAs a later segment waits on per channel (schedule_anchors)
+        self.wait_cap: int | None = None
+        self.arch = None                      # the target (the thinned waits' cycle check)
 
     @staticmethod
     def of(module: Module, keys, finishes, cmx_bytes: int, reserve: int):
@@ -191,42 +204,45 @@ class _Relaxation:
                         continue
                     if shared_bytes(efp, lfp) is not None:
                         latest[earlier.channel] = (epos, earlier)
+        extra, tasks = in_place_needs(seg, self.dma_tasks, self.others, self.accesses,
+                                      self.dpu_writes, self.dpu_reads)
+        queues = queue_counts(seg, needs, extra)
+        if self.wait_cap is not None:
+            thin_waits(needs, seg, {id(t): i for i, t in enumerate(self.dma_tasks)},
+                       self.wait_cap, queues)
         own = _OwnBarriers(self.module)
         for task in self.dma_tasks:
             for _, earlier in sorted(needs.get(id(task), {}).values(), key=lambda e: e[0]):
                 barrier = own.of(earlier)
                 if barrier not in task.waits:
                     task.waits = tuple(task.waits) + (barrier,)
-        # DPU tasks writing a value kept in CMX in place (resident.in_place_blocks): a DMA
-        # of a later segment touching their bytes waits on the latest such task per tile
-        # (a tile's DPU queue ends its tasks in list order); a DPU task reading one in place
-        # (resident.in_place_input) waits on those and on the latest DMA writing its bytes
-        # per channel
-        def wait(later, earlier) -> None:
-            if earlier is not None:
-                barrier = own.of(earlier)
-                if barrier not in later.waits:
-                    later.waits = tuple(later.waits) + (barrier,)
+        self._wait_on_queues(extra, tasks, own, queues)
 
-        def latest(accesses, later, lfp):
-            return next((a for a, fp in reversed(accesses)
-                         if seg[id(a)] < seg[id(later)] and shared_bytes(fp, lfp) is not None),
-                        None)
+    def _wait_on_queues(self, extra: dict, tasks: dict, own: "_OwnBarriers",
+                        queues: dict[int, int]) -> None:
+        """The in-place waits ``extra`` (id(later) -> queue -> (place, earlier task)),
+        thinned (``schedule_anchors``) unless that would close a cycle: a thinned wait on
+        a later task of a queue than the one needed is not ordered by the DMA list, so the
+        schedule is checked (``vpuc.analysis.schedule``), and the waits kept exact if not."""
+        def apply(needs) -> None:
+            for key, later in tasks.items():
+                for _, earlier in sorted(needs.get(key, {}).values(), key=lambda e: e[0]):
+                    barrier = own.of(earlier)
+                    if barrier not in later.waits:
+                        later.waits = tuple(later.waits) + (barrier,)
 
-        for root, writers in self.dpu_writes.items():
-            readers = [(t, fp) for t, _, fp, _ in self.accesses.get(root, ())]
-            readers += [r for per_tile in self.dpu_reads.get(root, {}).values() for r in per_tile]
-            for later, lfp in readers:
-                for per_tile in writers.values():
-                    wait(later, latest(per_tile, later, lfp))
-        for root, per_tile_readers in self.dpu_reads.items():
-            stores: dict[int, list] = {}
-            for task, _, fp, write in self.accesses.get(root, ()):
-                if write:
-                    stores.setdefault(task.channel, []).append((task, fp))
-            for later, lfp in (r for rs in per_tile_readers.values() for r in rs):
-                for per_channel in stores.values():
-                    wait(later, latest(per_channel, later, lfp))
+        exact = {k: dict(v) for k, v in extra.items()}
+        if self.wait_cap is None or not thin_waits(extra, self.segment, None, self.wait_cap,
+                                                   queues):
+            apply(exact)
+            return
+        saved = {key: later.waits for key, later in tasks.items()}
+        apply(extra)
+        if not Schedule(self.module, self.arch).cycle_nodes:
+            return
+        for key, later in tasks.items():
+            later.waits = saved[key]
+        apply(exact)
 
 
 def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
