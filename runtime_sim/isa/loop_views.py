@@ -74,6 +74,25 @@ def grouped_view(memory, windows: dict, affines: dict, first: int, rows: int, st
     return progression_view(memory, affines[step[4]], first, rows, step[5], is_store)
 
 
+def copies_view(memory, base: Affine, d: int, first: int, rows: int, copies: int, offset,
+                is_store: bool) -> np.ndarray | None:
+    """The (rows, copies, 16) view of a ``vld`` / ``vst`` an inner loop's copies run
+    (``path_inner``): copy j of row k at ``base`` (an Affine in the row number) + j*d +
+    ``offset``, rows first .. first+rows-1, when the copies ascend at least 16 bytes apart
+    and the rows at least their span apart, without wrapping; else None (run the
+    instruction).  Rows and copies in C order are the rows ``read_rows`` would read."""
+    step, d = signed(base.step), signed(d % MOD)
+    span = (copies - 1) * d + 16
+    start = (base.start + first * base.step + int(offset)) % MOD
+    if d < 16 or step < span or start + (rows - 1) * step + span > MOD:
+        return None
+    window = memory.progression(start, step, rows, span, is_store)
+    if window is None:
+        return None
+    return np.lib.stride_tricks.as_strided(window, shape=(rows, copies, 16),
+                                           strides=(window.strides[0], d, 1))
+
+
 def tiled(vector, rows: int):
     """``vector`` (16 bytes) repeated to ``rows`` rows, read-only; anything else (or too
     many rows) as is."""

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint, independent
-from runtime_sim.isa.loop_chunk import batch_operands
+from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands
 from runtime_sim.isa.loop_plan import run_op
 from runtime_sim.isa.loop_scan import SCANS
+from runtime_sim.isa.loop_views import copies_view
 from runtime_sim.isa.sem_vector import GENERAL
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import NUM_SREGS, NUM_VREGS
@@ -330,6 +331,17 @@ def run_inner(loop: InnerLoop, R: list, memory, k: np.ndarray, env: dict,
         if step.capture:
             captured[p] = value(step.sources[1])
             continue
+        if step.op.mnemonic in PROGRESSIONS and step.sources[-2][0] == "affine" \
+                and step.sources[-1][0] == "imm":
+            _, a, d = step.sources[-2]
+            view = copies_view(memory, a, d, int(k[0]), rows, t, step.sources[-1][1],
+                               step.op.kind == "store")
+            if view is not None:        # the copies' rows as one strided view
+                if step.op.kind == "store":
+                    _store_copies(view, value(step.sources[0]))
+                else:
+                    local[step.op.writes[0]] = view.copy().reshape(rows * t, 16)
+                continue
         args = [value(s) for s in step.sources]
         if step.op.mnemonic in GENERAL:
             args = batch_operands(args, rows * t)
@@ -351,6 +363,14 @@ def run_inner(loop: InnerLoop, R: list, memory, k: np.ndarray, env: dict,
         env[key] = _fold(mnemonic, fn, env[key] if key in env else R[key],
                          [captured[p] for p in positions], rows, t)
         affine_now.pop(key, None)
+
+
+def _store_copies(view: np.ndarray, value) -> None:
+    """A batch of rows x copies (or one vector for all) into its (rows, copies, 16) view."""
+    if type(value) is np.ndarray and value.ndim == 2:
+        view[...] = value.reshape(view.shape)
+    else:
+        view[...] = value
 
 
 def _batched(key: int, value) -> bool:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.loop_bounds import MOD, Affine
-from runtime_sim.isa.loop_chunk import batch_operands
+from runtime_sim.isa.loop_chunk import PROGRESSIONS, batch_operands
 from runtime_sim.isa.loop_plan import run_op
-from runtime_sim.isa.path_inner import _batched, _fold
+from runtime_sim.isa.loop_views import copies_view
+from runtime_sim.isa.path_inner import _batched, _fold, _store_copies
 from runtime_sim.isa.sem_vector import GENERAL
 
 
@@ -81,6 +82,20 @@ def run_inner_many(loops: list, outer, memory, rows, env: dict, affine_now: dict
         if step.capture:
             captured[p] = value(p, 1)
             continue
+        if step.op.mnemonic in PROGRESSIONS and step.sources[-2][0] == "affine" \
+                and step.sources[-1][0] == "imm":
+            views = _views(loops, p, memory, rows, t)
+            if views is not None:       # each invocation's copies as one strided view
+                if step.op.kind == "store":
+                    stored = value(p, 0)
+                    for view, lo, n in zip(views, rows.offsets, rows.counts):
+                        _store_copies(view, stored[lo * t:(lo + n) * t]
+                                      if type(stored) is np.ndarray and stored.ndim == 2
+                                      else stored)
+                else:
+                    local[step.op.writes[0]] = np.concatenate(
+                        [view.reshape(-1, 16) for view in views])
+                continue
         args = [value(p, s) for s in range(len(step.sources))]
         if step.op.mnemonic in GENERAL:
             args = batch_operands(args, total * t)
@@ -103,3 +118,17 @@ def run_inner_many(loops: list, outer, memory, rows, env: dict, affine_now: dict
         held = env[key] if key in env else outer(key)
         env[key] = _fold(mnemonic, fn, held, [captured[p] for p in positions], total, t)
         affine_now.pop(key, None)
+
+
+def _views(loops: list, p: int, memory, rows, t: int) -> list | None:
+    """Each invocation's ``loop_views.copies_view`` of step ``p``'s rows x copies, or None
+    when one has none."""
+    step = loops[0].steps[p]
+    views = []
+    for loop, mem, n in zip(loops, memory.memories, rows.counts):
+        _, a, d = loop.steps[p].sources[-2]
+        view = copies_view(mem, a, d, 0, n, t, step.sources[-1][1], step.op.kind == "store")
+        if view is None:
+            return None
+        views.append(view)
+    return views

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from runtime_sim.isa.loop_bounds import MOD, Affine
 from runtime_sim.isa.loop_plan import LoopPlan
-from runtime_sim.isa.loop_views import grouped_view, progression_view, progression_window
+from runtime_sim.isa.loop_views import (copies_view, grouped_view, progression_view,
+                                        progression_window)
 from shave_testlib import WIN_F, make_memory
 from test_fastpath import random_fill, run_both
 
@@ -176,3 +177,35 @@ def test_a_load_copies_memory_rows_but_shares_a_constants_rows():
     assert loaded(constant) is constant and not constant.flags.writeable
     spread = np.broadcast_to(arrays["WIN_F"][:16], (4, 16))   # memory's row, read-only
     assert loaded(spread) is not spread
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-4096, 70000), st.sampled_from([0, 64, 100, 192, 384, 400, -384]),
+       st.sampled_from([0, 8, 16, 32, 64, -64]), st.integers(1, 12), st.integers(1, 7),
+       st.integers(0, 3), st.sampled_from([0, 16, 48]), st.booleans())
+def test_copies_view_is_the_rows_read_rows_reads(start, step, d, rows, copies, first, offset,
+                                                 is_store):
+    """An inner loop's rows x copies as one strided view: the bytes read_rows gives at
+    their addresses (row-major), or None when copies or rows would overlap, wrap or leave
+    the mapping."""
+    memory, arrays = make_memory(4096, 4096, 65536)
+    arrays["WIN_F"][:] = np.random.default_rng(start % 97).integers(0, 256, 65536, np.uint8)
+    base = Affine((WIN_F + start) % MOD, step % MOD)
+    view = copies_view(memory, base, d % MOD, first, rows, copies, offset, is_store)
+    k = np.arange(first, first + rows, dtype=np.int64)[:, None]
+    j = np.arange(copies, dtype=np.int64)[None, :]
+    addresses = (base.start + k * step + j * d + offset).reshape(-1)
+    span = (copies - 1) * d + 16
+    inside = (addresses.min() >= WIN_F) and (addresses.max() + 16 <= WIN_F + 65536)
+    if d < 16 or step < span or not inside:
+        assert view is None
+        return
+    assert view is not None and view.shape == (rows, copies, 16)
+    assert np.array_equal(view.reshape(-1, 16), memory.read_rows(addresses, 16))
+    if is_store:
+        values = np.arange(rows * copies * 16, dtype=np.uint8).reshape(rows, copies, 16)
+        expected = arrays["WIN_F"].copy()
+        for a, row in zip(addresses, values.reshape(-1, 16)):
+            expected[a - WIN_F:a - WIN_F + 16] = row
+        view[...] = values
+        assert np.array_equal(arrays["WIN_F"], expected)
