@@ -9,6 +9,7 @@ from blob_testlib import IDS, REPO, SOURCES, compiled
 
 import vpuc.blob.reader as reader_module
 import vpuc.blob.reader_elf as reader_elf
+from vpuc.blob import elf_records as R
 from vpuc.blob import read_blob, write_blob
 from vpuc.blob.elf_relocations import relocation_columns, relocations_hold
 from vpuc.blob.reader_elf import ElfReader
@@ -73,7 +74,24 @@ def _first_entry_offset(data: bytes) -> int:
     return elf.read_elf32(data, "x").relocations[0].offset
 
 
+def _tensor_data_offset(data: bytes, index: int, delta: int) -> bytes:
+    """``data`` with tensor record ``index``'s data offset moved by ``delta``: the address
+    its relocation patches is no longer the one the records imply."""
+    image = elf.read_elf32(data, "x", relocations=False)
+    sec = next(s for s in image.sections if s.name == R.TENSORS)
+    count = sec.header.sh_size // sec.header.sh_entsize
+    at = sec.header.sh_offset + (index % count) * sec.header.sh_entsize + \
+        R.TensorRecord.offsets["data_offset"]
+    out = bytearray(data)
+    struct.pack_into("<Q", out, at, (struct.unpack_from("<Q", data, at)[0] + delta) % (1 << 64))
+    return bytes(out)
+
+
 CORRUPTIONS = {
+    # The records' side (the addresses they imply, read from the tensor table's columns).
+    "a view's data offset moved": lambda d: _tensor_data_offset(d, -1, 64),
+    "a buffer's data offset moved": lambda d: _tensor_data_offset(d, 0, 4),
+
     "another type": lambda d: _entry(d, -1, type=0),
     "no symbol": lambda d: _entry(d, -1, symbol=0),
     "symbol out of range": lambda d: _entry(d, -1, symbol=1 << 20),
@@ -106,3 +124,11 @@ def test_a_bad_relocation_is_refused_with_its_message(bench_blob, corruption, mo
 def test_relocation_columns_refuse_a_broken_section(bench_blob):
     image = elf.read_elf32(_entry(bench_blob, 0, symbol=1 << 20), "x", relocations=False)
     assert relocation_columns(image) is None
+
+
+@pytest.mark.parametrize("corruption", ["a view's data offset moved",
+                                        "a buffer's data offset moved"])
+def test_a_moved_data_offset_is_refused_by_the_relocation_check(bench_blob, corruption,
+                                                                monkeypatch):
+    message = _message(CORRUPTIONS[corruption](bench_blob), monkeypatch, columns=True)
+    assert message.startswith("relocation gives ") and "section .vpuc.tensors" in message

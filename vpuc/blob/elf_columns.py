@@ -60,12 +60,23 @@ def _split(flat: list, counts: list[int]) -> list[tuple]:
     return out
 
 
+def _slice_records(words: np.ndarray) -> list:
+    """``words`` (int64, three per slice) as SliceRecs, one record per distinct triple
+    (a block's views differ in one dim, the rest are whole), shared."""
+    keys = np.ascontiguousarray(words).view("V24").tolist()
+    made = dict.fromkeys(keys)
+    distinct = np.frombuffer(b"".join(made), np.int64).tolist()
+    made = dict(zip(made, map(_make(SliceRec), zip(*[iter(distinct)] * 3))))
+    return list(map(made.__getitem__, keys))
+
+
 class ElfColumns:
     """Column-wise reading for ``reader`` (its sections, pools, strings and errors)."""
 
     def __init__(self, reader) -> None:
         self.r = reader
         self._known: tuple[np.ndarray, list[str]] | None = None   # string starts, texts
+        self.tensor_table: np.ndarray | None = None     # the tensor records, once read
         self.u32 = np.frombuffer(reader.by_name[R.POOL32].data, dtype="<u4")
         self.i64 = np.frombuffer(reader.by_name[R.POOL64].data, dtype="<i8")
 
@@ -143,6 +154,7 @@ class ElfColumns:
     # --- records -------------------------------------------------------------------
 
     def tensors(self, t: np.ndarray) -> tuple:
+        self.tensor_table = t       # the relocation check reads its columns
         rank = t["rank"].astype(np.int64)
         bad = (t["dynamic_mask"].astype(np.int64) >> rank) != 0
         if bad.any():
@@ -156,9 +168,8 @@ class ElfColumns:
         sliced = np.flatnonzero(t["slices"] != R.LIST_NONE)
         if len(sliced):
             # Every view's (start, stop, step) words at once, as records, then cut per view.
-            words = self.elements(t["slices"][sliced], 3 * rank[sliced], wide=True).tolist()
-            pieces = _split(list(map(_make(SliceRec), zip(*[iter(words)] * 3))),
-                            rank[sliced].tolist())
+            words = self.elements(t["slices"][sliced], 3 * rank[sliced], wide=True)
+            pieces = _split(_slice_records(words), rank[sliced].tolist())
             for row, made in zip(sliced.tolist(), pieces):
                 slices[row] = made
         out = list(map(_make(TensorRec), zip(

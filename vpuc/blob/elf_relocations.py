@@ -127,7 +127,8 @@ def _expected(reader, content, arch, index_of: dict):
     n = len(tensors)
     sections, offsets, values = [], [], []
     if n:
-        base = np.fromiter((t.base for t in tensors), np.int64, n)
+        table = reader.columns.tensor_table      # the records' columns (``ElfColumns.tensors``)
+        base = table["base"].astype(np.int64)
         root = np.where((base >= 0) & (base < n), base, np.arange(n))
         for _ in range(64):
             step = root[root]
@@ -138,25 +139,26 @@ def _expected(reader, content, arch, index_of: dict):
             return None
         stride = reader.by_name[R.TENSORS].header.sh_entsize
         has_data = {c.tensor for c in content.constants}
-        address = {}            # root -> its base address (or None: no relocation)
-        for r in np.unique(root).tolist():
+        roots = np.unique(root)
+        address = np.zeros(len(roots), np.int64)     # each root's base address
+        patched = np.zeros(len(roots), bool)         # False: the root has no relocation
+        for j, r in enumerate(roots.tolist()):
             rt = tensors[r]
             if rt.location == _CMX and rt.offset >= 0:
-                address[r] = arch.win_f_base + rt.offset
+                address[j], patched[j] = arch.win_f_base + rt.offset, True
             elif rt.location in _STORAGE and (rt.location != LOCATION_CODE[BufferKind.CONST]
                                               or r in has_data):
                 sym = symbols.get(rt.name)
                 if sym is None or sym.section != _STORAGE[rt.location]:
                     return None
-                address[r] = sym.value
-            else:
-                address[r] = None
-        rows = [i for i, r in enumerate(root.tolist()) if address[r] is not None]
-        data_offset = np.fromiter((tensors[i].data_offset for i in rows), np.int64, len(rows))
+                address[j], patched[j] = sym.value, True
+        of_root = np.searchsorted(roots, root)
+        rows = np.flatnonzero(patched[of_root])
+        # The low 32 bits of address + data_offset (a u64 wraps alike in int64).
+        data_offset = table["data_offset"][rows].astype(np.int64)
         sections.append(np.full(len(rows), index_of[R.TENSORS], np.int64))
-        offsets.append(np.asarray(rows, np.int64) * stride + R.TensorRecord.offsets["address"])
-        values.append((np.fromiter((address[r] for r in root[rows].tolist()), np.int64,
-                                   len(rows)) + data_offset) & _MASK)
+        offsets.append(rows.astype(np.int64) * stride + R.TensorRecord.offsets["address"])
+        values.append((address[of_root[rows]] + data_offset) & _MASK)
     rec = R.ActKernelRangeRecord
     stride = reader.by_name[R.ACT_RANGES].header.sh_entsize
     for i, k in enumerate(content.kernels):

@@ -18,9 +18,6 @@ import hashlib
 
 import numpy as np
 
-from vpuc.blob import elf_records as R
-from vpuc.shave import elf_layout as elf
-
 BYTES_HASH_SINCE = (1, 3)
 DIGEST_BYTES = 32
 _ZEROS = bytes(DIGEST_BYTES)
@@ -66,6 +63,11 @@ def fb_hash_span(data: bytes | bytearray) -> tuple[int, int]:
 def elf_hash_offset(data: bytes | bytearray, header_index: int) -> int:
     """File offset of the ``content_hash`` field of the ``.vpuc.header`` record, the section
     at ``header_index`` of the section header table (the ELF header says where it is)."""
+    # Imported here: the ELF layout imports the SHAVE toolchain package, which a process
+    # reading only FlatBuffer blobs need not load (vpuc.blob imports this module).
+    from vpuc.blob import elf_records as R
+    from vpuc.shave import elf_layout as elf
+
     ehdr = elf.Elf32_Ehdr.unpack_from(data, 0, "<blob>", "ELF header")
     shdr = elf.Elf32_Shdr.unpack_from(data, ehdr.e_shoff + header_index * ehdr.e_shentsize,
                                       "<blob>", "section headers")
