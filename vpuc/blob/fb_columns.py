@@ -330,9 +330,10 @@ class ColumnDecoder:
     def _elements(pos: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
         """The position of every element of every row's vector, rows one after another."""
         total = int(count.sum())
-        row_of = np.repeat(np.arange(len(pos)), count)
         firsts = np.cumsum(count) - count
-        return pos[row_of] + 4 + width * (np.arange(total, dtype=np.int64) - firsts[row_of])
+        # Each row's first element less its rank in the whole, spread over its elements.
+        return np.repeat(pos + 4 - width * firsts, count) + \
+            width * np.arange(total, dtype=np.int64)
 
 
 def _filled(count: int, default, dtype: np.dtype) -> np.ndarray | None:
