@@ -101,24 +101,28 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
 
 def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr: int = 0,
               args_size: int = 0, stack_top: int | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False):
+              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False,
+              state: tuple | None = None):
     """``run`` as a generator returning its ``RunResult``; it yields the ``FastLoops``
     when its fast path holds a proven batch not run yet (``FastLoops.defer``), and goes
-    on once the caller has run ``pending`` (``invoke.invoke_together``)."""
+    on once the caller has run ``pending`` (``invoke.invoke_together``).  ``state``:
+    (R, ready, now, stalls, executed, counts, index) of a run to go on with from that
+    instruction, not yet issued (``lockstep``'s invocations, each alone again)."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
     loops = fast or None
     heads = loops.entries if loops is not None else {}
-    R = initial_registers(program, args_addr, args_size,
-                          default_stack_top(memory) if stack_top is None else stack_top)
-    ready = new_ready()
     flat = program.flat
     end = len(flat)
-    counts = [0] * end
-    now = stalls = executed = 0
+    if state is None:
+        R = initial_registers(program, args_addr, args_size,
+                              default_stack_top(memory) if stack_top is None else stack_top)
+        ready, counts, now, stalls, executed = new_ready(), [0] * end, 0, 0, 0
+        i = program.index_of(program.base + entry)
+    else:
+        R, ready, now, stalls, executed, counts, i = state
     budget = float("inf") if max_cycles is None else max_cycles
-    i = program.index_of(program.base + entry)
     # Fast mode: straight-line blocks (and the transfer ending one) issued as one step
     # (``straight_blocks``); the blocks run go to ``counts`` when the opcode counts are
     # read (a model's run never does).

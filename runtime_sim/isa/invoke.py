@@ -18,6 +18,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
 from runtime_sim.isa.fastpath import FastLoops
 from runtime_sim.isa.interpreter import RunResult, load_kernel, run, run_steps
+from runtime_sim.isa.lockstep import run_lockstep, worth_lockstep
 from runtime_sim.isa.loop_chunk_many import execute_together
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
@@ -91,7 +92,7 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
     them all, raised as it is with ``together_index``: which call it came from.
     ``fast_loops`` (a list) receives each call's ``FastLoops`` (``together``: its batches
     run with others')."""
-    runs = []
+    starts = []
     for call in calls:
         call = dict(call)
         obj, cmx, window_e = call.pop("obj"), call.pop("cmx"), call.pop("window_e")
@@ -104,11 +105,26 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
         loops.defer = True
         if fast_loops is not None:
             fast_loops.append(loops)
-        runs.append(run_steps(loaded.program, memory, entry=loaded.entry(call.get("entry")),
-                              args_addr=memory.base("WIN_E") + args_offset,
-                              args_size=args_size, max_steps=call.get("max_steps", 50_000_000),
-                              max_cycles=call.get("max_cycles"), fast=loops))
-    results: list[RunResult | None] = [None] * len(runs)
+        starts.append(dict(program=loaded.program, memory=memory,
+                           entry=loaded.entry(call.get("entry")),
+                           args_addr=memory.base("WIN_E") + args_offset, args_size=args_size,
+                           max_steps=call.get("max_steps", 50_000_000),
+                           max_cycles=call.get("max_cycles"), fast=loops))
+    results: list[RunResult | None] = [None] * len(starts)
+    states: list = [None] * len(starts)
+    s0 = starts[0]
+    if len(starts) > 1 and worth_lockstep(s0["program"], s0["fast"].entries) and all(
+            s["program"] is s0["program"] and s["entry"] == s0["entry"]
+            and s["max_cycles"] is None and s["max_steps"] == s0["max_steps"] for s in starts):
+        # the driver code of all of them in lockstep, until they part (``lockstep``)
+        how, outcome = run_lockstep(s0["program"], [s["memory"] for s in starts],
+                                    [s["fast"] for s in starts], s0["entry"],
+                                    [(s["args_addr"], s["args_size"]) for s in starts],
+                                    s0["max_steps"])
+        if how == "done":
+            return outcome
+        states = outcome
+    runs = [run_steps(state=state, **start) for start, state in zip(starts, states)]
     active = list(range(len(runs)))
     with np.errstate(all="ignore"):
         while active:
