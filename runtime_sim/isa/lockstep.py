@@ -57,7 +57,7 @@ def worth_lockstep(program: Program, heads: dict[int, int]) -> bool:
         inside = set()
         for head, branch in heads.items():
             inside.update(range(head, branch + 1))
-        outside = _OUTSIDE[program] = len(program.flat) - len(inside)
+        outside = _OUTSIDE[program] = len(program.decoded) - len(inside)
     return outside >= MIN_SHARED
 
 
