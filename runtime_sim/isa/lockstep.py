@@ -108,8 +108,11 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
         else (their common result, registers, ready) when all took the same batch, or
         (each's state to go on alone from, or None where it declined; registers, ready)."""
         results, regs, readies = [], [], []
+        # the timing state each asks with: one copy of ``ready`` until a batch taken
+        # changes it (a decline leaves it as it is; the callers copy it for each)
+        rj = list(ready)
         for j in range(n):
-            Rj, rj = split(R, j, stacked, parts), list(ready)
+            Rj = split(R, j, stacked, parts)
             if forward:
                 result = loops[j].enter(head, Rj, rj, now, memories[j], own[j],
                                         max_steps - executed, float("inf"), paths=paths)
@@ -119,6 +122,8 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
             results.append(result)
             regs.append(Rj)
             readies.append(rj)
+            if result is not None:
+                rj = list(ready)
         if all(result is None for result in results):
             return None
         pending = [fl for fl in loops if getattr(fl, "pending", None) is not None]
@@ -200,7 +205,7 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
                         result, regs, readies = got
                         if type(result) is list:
                             return alone(i, [s if s is not None else
-                                             (regs[j], readies[j], now, stalls, executed, i)
+                                             (regs[j], list(ready), now, stalls, executed, i)
                                              for j, s in enumerate(result)])
                         now, i, ran, stalled = result
                         R, ready = regs, readies
@@ -229,7 +234,7 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
                     result, regs, readies = got
                     if type(result) is list:
                         return alone(nxt, [s if s is not None else
-                                           (regs[j], readies[j], now, stalls, executed, nxt)
+                                           (regs[j], list(ready), now, stalls, executed, nxt)
                                            for j, s in enumerate(result)])
                     now, nxt, ran, stalled = result
                     R, ready = regs, readies
