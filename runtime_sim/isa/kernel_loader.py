@@ -26,6 +26,7 @@ class LoadedKernel:
     data_addr: int
     symbols: dict[str, int] = field(default_factory=dict)   # name -> absolute address
     entries: dict = field(default_factory=dict)    # the link's: name -> entry offset
+    data_image: bytes = b""                         # the linked .data
 
     def entry(self, name: str | None = None) -> int:
         """Byte offset in .text of the named entry point, or of the only one (remembered
@@ -56,7 +57,15 @@ def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | Non
     if linked.data:
         _copy_in(memory, "WIN_E", data_addr, linked.data, obj.name, ".data")
     return LoadedKernel(obj, linked.program, text_addr, rodata_addr, data_addr,
-                        dict(linked.symbols), linked.entries)
+                        dict(linked.symbols), linked.entries, linked.data)
+
+
+def load_data(loaded: LoadedKernel, memory: WindowMemory) -> None:
+    """``loaded``'s .data copied into another invocation's WIN_E at the same address
+    (its WIN_D shared with the invocation ``loaded`` was loaded for)."""
+    if loaded.data_image:
+        _copy_in(memory, "WIN_E", loaded.data_addr, loaded.data_image, loaded.obj.name,
+                 ".data")
 
 
 class _Linked:

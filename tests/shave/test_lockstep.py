@@ -159,3 +159,47 @@ def test_a_program_with_little_code_outside_its_loops_runs_in_turn(outcomes, mon
     blocks = [(0x100 + i * 0x3000, 0xC000 + i * 0x1000, 5, 64) for i in range(2)]
     library_together_and_alone("mvn", blocks, seed=1)
     assert outcomes == [("done", None)]
+
+
+# .rodata read from the WIN_D the invocations share, .data written in each one's WIN_E
+SECTIONS = """
+    .global k
+    .text
+k:
+    la      s2, counter
+    lw      s3, 0(s2)
+    lw      s4, 0(s0)
+    add     s3, s3, s4
+    sw      s3, 0(s2)
+    la      s5, konst
+    lw      s6, 0(s5)
+    add     s3, s3, s6
+    lw      s2, 0(s2)
+    add     s3, s3, s2
+    lw      s7, 4(s0)
+    sw      s3, 0(s7)
+    halt
+    .rodata
+konst: .word 1000
+    .data
+counter: .word 7
+"""
+
+
+@pytest.mark.parametrize("lock", [0, 1000])            # in lockstep, and in turn
+def test_invocations_share_code_and_keep_their_own_data(lock, monkeypatch):
+    monkeypatch.setattr(lockstep, "MIN_SHARED", lock)
+    obj = assemble(SECTIONS, "k.s")
+    calls = []
+    cmx_alone, cmx_together = np.zeros(CMX, np.uint8), np.zeros(CMX, np.uint8)
+    for i in range(3):
+        image = struct.pack("<4I2I", 7, 0, 0, 0, 10 * (i + 1), WIN_F + 0x40 * i)
+        calls.append(dict(obj=obj, window_e=image, args_offset=16, args_size=8))
+    alone = [invoke_kernel(cmx=cmx_alone, **call) for call in calls]
+    together = invoke_together([dict(call, cmx=cmx_together) for call in calls])
+    for one, other in zip(alone, together):
+        for field in FIELDS:
+            assert getattr(other, field) == getattr(one, field), field
+    assert np.array_equal(cmx_alone, cmx_together)
+    stored = cmx_together.view(np.uint32)[[0, 16, 32]].tolist()
+    assert stored == [7 + 10 * (i + 1) + 1000 + 7 + 10 * (i + 1) for i in range(3)]
