@@ -22,6 +22,7 @@ memory byte, cycle and error is each invocation's alone.
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 
 import numpy as np
 
@@ -80,15 +81,19 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
     blocks_ran: list[Block] = []
     ready = new_ready()
     counts = [0] * end
-    own = [[0] * end for _ in range(n)]      # what each one's fast path counted
+    own = [Counter() for _ in range(n)]      # what each one's fast path counted
     now = stalls = executed = 0
     i = program.index_of(program.base + entry)
 
     def counted(j: int) -> list[int]:
-        mine = [a + b for a, b in zip(counts, own[j])]
-        for blk in blocks_ran:
+        """Invocation ``j``'s count of each instruction run."""
+        for blk in blocks_ran:                 # each of a block's instructions ran once
             for index in range(blk.start, blk.start + blk.length):
-                mine[index] += 1
+                counts[index] += 1
+        blocks_ran.clear()
+        mine = list(counts)
+        for index, count in own[j].items():
+            mine[index] += count
         return mine
 
     def alone(at: int, each=None) -> tuple:
