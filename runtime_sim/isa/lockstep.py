@@ -22,7 +22,7 @@ memory byte, cycle and error is each invocation's alone.
 from __future__ import annotations
 
 import weakref
-from collections import Counter
+from collections import defaultdict
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def run_lockstep(program: Program, memories: list, loops: list, entry: int,
     blocks_ran: list[Block] = []
     ready = new_ready()
     counts = [0] * end
-    own = [Counter() for _ in range(n)]      # what each one's fast path counted
+    own = [defaultdict(int) for _ in range(n)]   # what each one's fast path counted
     now = stalls = executed = 0
     i = program.index_of(program.base + entry)
 
