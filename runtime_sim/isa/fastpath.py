@@ -86,10 +86,6 @@ class FastLoops:
 
     defer = False
     pending: tuple | None = None
-    # With ``defer_blocks``, ``run_steps`` also pauses at each straight-line block, left in
-    # ``pending_block`` (``prologue.BlockPending``) for ``prologue.run_blocks_together``.
-    defer_blocks = False
-    pending_block = None
     together = 0                        # batches run with other invocations' batches
 
     def __init__(self, program, *, min_iterations: int = 2, chunk: int = DEFAULT_CHUNK,

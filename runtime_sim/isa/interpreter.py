@@ -22,7 +22,6 @@ import numpy as np
 
 from runtime_sim.isa.cycles import finish, new_ready
 from runtime_sim.isa.memory import AccessFault, WindowMemory
-from runtime_sim.isa.prologue import BlockPending
 from runtime_sim.isa.program import BAD_TARGET, HALT, BadTarget, Program, StackOverflow
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS
 from runtime_sim.isa.straight_blocks import Block, block, straight_blocks
@@ -124,7 +123,6 @@ def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr:
     # (``straight_blocks``); the blocks run go to ``counts`` when the opcode counts are
     # read (a model's run never does).
     blocks = straight_blocks(program, heads) if loops is not None else None
-    lockstep = getattr(loops, "defer_blocks", False)
     blocks_ran: list[Block] = []
     try:
         with np.errstate(all="ignore"):
@@ -134,16 +132,9 @@ def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr:
                         blk.length if blk.__class__ is Block else blk - i) <= max_steps:
                     # a block: its instructions but the last straight-line, issued as one
                     blk = block(program, blocks, i)
-                    if lockstep:        # run with other invocations' (``prologue``)
-                        loops.pending_block = paused = BlockPending(program, blk, R, memory)
-                        yield loops
-                        loops.pending_block = None
-                    if not (lockstep and paused.done):
-                        for runner in blk.straight:
-                            runner(R, memory)
-                            i += 1
-                    else:
-                        i += len(blk.straight)
+                    for runner in blk.straight:
+                        runner(R, memory)
+                        i += 1
                     executed += blk.length
                     now, stalled = blk.issue(ready, now)
                     stalls += stalled

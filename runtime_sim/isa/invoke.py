@@ -20,7 +20,6 @@ from runtime_sim.isa.fastpath import FastLoops
 from runtime_sim.isa.interpreter import RunResult, load_kernel, run, run_steps
 from runtime_sim.isa.loop_chunk_many import execute_together
 from runtime_sim.isa.memory import WindowMemory
-from runtime_sim.isa.prologue import run_blocks_together
 from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
 
 DEFAULT_STACK_BYTES = 16384
@@ -102,7 +101,7 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
                                    bindings=call.get("bindings"))
         loaded = load_kernel(obj, memory)
         loops = FastLoops(loaded.program)
-        loops.defer = loops.defer_blocks = True
+        loops.defer = True
         if fast_loops is not None:
             fast_loops.append(loops)
         runs.append(run_steps(loaded.program, memory, entry=loaded.entry(call.get("entry")),
@@ -122,10 +121,6 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
                 except VpucError as exc:
                     exc.together_index = index
                     raise
-            paused = [loops for loops in pending if loops.pending_block is not None]
-            if paused:          # straight-line blocks (``prologue``); the others: batches
-                run_blocks_together(paused)
-                pending = [loops for loops in pending if loops.pending_block is None]
             execute_together(pending)
             active = [index for index in active if results[index] is None]
     return results
