@@ -48,6 +48,16 @@ class FbReader:
     def fail(self, where: str, message: str) -> VpucError:
         return VpucError(message, BinLoc(self.file, where, 0))
 
+    def tensor_fail(self, row: int, field: str, element: int | None, message: str):
+        """A tensor record's number refused, located at its bytes: field ``field`` of tensor
+        ``row`` (element ``element`` of a vector field)."""
+        dec, tables = self.decoder, self.schema.tables
+        tensor = tables["TensorReference"]
+        at = dec.follow(dec.locate(tables["Blob"], dec.root_position(), "tensors") + 4 + 4 * row)
+        at = dec.slot(tensor, at, field, 8) if element is None else \
+            dec.locate(tensor, at, field) + 4 + 8 * element
+        return VpucError(message, BinLoc(self.file, f"TensorReference.{field}", at))
+
     def version(self) -> tuple[int, int]:
         dec, tables = self.decoder, self.schema.tables
         if self.data[4:8] != IDENTIFIER:
@@ -75,7 +85,7 @@ class FbReader:
             rt = root.act_kernel_runtime
             runtime = RuntimeRec(rt.kernel, tuple(rt.stack_sizes or ()))
         constants = tuple(ConstantRec(c.tensor, c.data or b"") for c in root.constants or ())
-        content = BlobContent(self.header(root.header), _tensors(root.tensors, self.fail),
+        content = BlobContent(self.header(root.header), _tensors(root.tensors, self.tensor_fail),
                               _barriers(root.barriers),
                               lists, kernels, runtime, constants, read_layers(root))
         return content, bytes(root.header.content_hash or b"")

@@ -133,18 +133,21 @@ def table(names: list, ints: dict, rank: np.ndarray, dims: np.ndarray, strides_c
 
 
 def unsigned_column(values, limit: int, fail) -> np.ndarray:
-    """An unsigned 64-bit column (numpy, or Python ints) as int64; ``fail(i, value)`` raises
-    for the first value not below ``limit`` (its located error)."""
-    array = np.asarray(values)
-    if array.dtype == object:       # Python ints past int64
-        big = np.fromiter((v >= limit for v in values), bool, len(values))
-    elif array.dtype == np.uint64:
-        big = array >= np.uint64(limit)
+    """An unsigned 64-bit column (a numpy array, or a list of Python ints) as int64;
+    ``fail(i, value)`` raises for the first value not below ``limit`` (its located error)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        big = values >= np.uint64(limit) if values.dtype == np.uint64 else None
+        array = values
     else:
-        big = array.astype(np.int64) >= limit
-    if big.any():
+        try:
+            return np.fromiter(values, np.int64, len(values))
+        except OverflowError:       # a Python int past int64
+            array = np.array([not 0 <= v < limit for v in values], bool)
+            big = array
+            values = list(values)
+    if big is not None and big.any():
         i = int(np.argmax(big))
-        raise fail(i, int(array[i]))
+        raise fail(i, int(values[i]))
     return array.astype(np.int64)
 
 
@@ -183,21 +186,26 @@ def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows:
              inits: list, fail) -> TensorTable:
     """The tensor table of a FlatBuffer decoder's columns (``c``, by schema field; the
     string, dynamic flags, dims order, slice and initializer columns as the records hold
-    them).  ``fail(where, message)``: the reader's located error, for an unsigned 64-bit
-    number past int64 (a data offset, a stride)."""
+    them).  ``fail(row, field, element, message)``: the reader's error located at a
+    tensor's field (its element ``element`` of a vector), for an unsigned 64-bit number past
+    int64 (a data offset, a stride)."""
     n = len(names)
     ints = {k: np.array(c[k], np.int64) for k in ("location", "tile", "offset", "data_type",
                                                    "base")}
     ints["data_offset"] = unsigned_column(c["data_offset"], INT64_LIMIT, lambda row, v: fail(
-        "TensorReference.data_offset",
+        row, "data_offset", None,
         f"tensor #{row}: data offset {v} is out of range (0 to {INT64_LIMIT - 1} bytes)"))
     dims, rank = _flat_vectors(c["dims"], n)
     raw_strides, strides_count = _flat_vectors(c["strides"], n)
     firsts = np.cumsum(strides_count) - strides_count
-    strides = unsigned_column(raw_strides, INT64_LIMIT, lambda at, v: fail(
-        "TensorReference.strides",
-        f"tensor #{int(np.searchsorted(firsts, at, 'right')) - 1}: stride {v} is out of range "
-        f"(0 to {INT64_LIMIT - 1} bits)"))
+
+    def bad_stride(at: int, value: int):
+        row = int(np.searchsorted(firsts, at, "right")) - 1
+        while strides_count[row] == 0:      # rows without strides start where the next does
+            row += 1
+        return fail(row, "strides", at - int(firsts[row]), f"tensor #{row}: stride {value} "
+                    f"is out of range (0 to {INT64_LIMIT - 1} bits)")
+    strides = unsigned_column(raw_strides, INT64_LIMIT, bad_stride)
     # A view's slices: the decoder shares one tuple per distinct bytes, so each distinct
     # tuple is flattened once and the rows gathered from them.
     distinct = {id(row): row for row in slice_rows}
