@@ -63,12 +63,72 @@ class ListTable:
 
 
 @dataclass(eq=False)
+class ViewTable:
+    """The program's tensors as read, for its views: per tensor index its base's index (-1:
+    a buffer) and its slices' (start, stop, step) rows (``slice_count`` each, one after
+    another); ``view(i)`` makes tensor i's IR View (equal to the module's) on request."""
+
+    base: np.ndarray
+    slice_count: np.ndarray
+    slices: np.ndarray              # (total, 3) int64
+    names: list[str]
+    view: Callable[[int], object]
+
+    def current(self, module) -> bool:
+        """Whether the columns still describe ``module``'s views: never built, so never
+        changed."""
+        return not module.views_built
+
+
+class ViewsByName:
+    """The views of a ``ViewTable`` by name, as a read-only mapping: each made when asked
+    (the name index made on the first question)."""
+
+    def __init__(self, table: ViewTable) -> None:
+        self.table = table
+        self._index: dict[str, int] | None = None
+        self._made: dict[str, object] = {}
+
+    def get(self, name: str, default=None):
+        made = self._made.get(name)
+        if made is not None:
+            return made
+        if self._index is None:
+            self._index = dict(zip(self.table.names, range(len(self.table.names))))
+        i = self._index.get(name)
+        if i is None or self.table.base[i] < 0:
+            return default
+        made = self._made[name] = self.table.view(i)
+        return made
+
+    def __getitem__(self, name: str):
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+
+def views_by_name(program) -> dict | ViewsByName:
+    """``{view name: View}`` of ``program``'s module: from its view columns while the
+    module's views are unbuilt (a program read from a blob), so none is made unasked."""
+    tables = getattr(program, "tables", None)
+    table = getattr(tables, "views", None)
+    if table is not None and table.current(program.module):
+        return ViewsByName(table)
+    return {v.name: v for v in program.module.views}
+
+
+@dataclass(eq=False)
 class TaskTables:
     lists: list[ListTable]
     tensor_names: list[str]         # by tensor index
     task: Callable[[int, int], object]    # (list index, row) -> its IR task, made on request
     barriers: list                  # the module's barrier list as read (``current``)
     barrier_count: int
+    views: ViewTable | None = None  # the tensors' view columns (None: not read so)
 
     def current(self, module) -> bool:
         """Whether the columns still describe ``module``: its task lists never built (so

@@ -46,6 +46,7 @@ from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, 
 from vpuc.ir.tasks import Executor
 from vpuc.ir.types import TensorType
 from vpuc.program import Program
+from vpuc.task_tables import ViewTable
 
 __all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
 
@@ -94,8 +95,11 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kernels(check, content, module, program)
     sync = sync_columns(content)        # the barrier indices flattened once, for every check
     source = tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
+    views = None if one_view is None else ViewTable(       # the columns rebuild checked
+        *(getattr(tensor_arrays(tensors), k) for k in ("base", "slice_count", "slices")),
+        names, one_view)
     program.tables = task_tables(content, [executor for executor, _, _ in source.lists], sync,
-                                 names, module.barriers, source.task)
+                                 names, module.barriers, source.task, views)
     _counts(check, content, sync)
 
     for c in content.constants:
@@ -163,7 +167,7 @@ def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | N
         return None
     n = len(a)
     if not n:
-        return [], [], [], list, None
+        return {}, [], [], list, _no_view
     if not np.isin(a.location, _LOCATION_CODES).all():
         return None
     # Each distinct type (dims, dynamic flags, element type, order, strides count) checked
@@ -223,6 +227,10 @@ def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | N
 
 
 _LOCATION_CODES = np.array(sorted(LOCATION_OF), np.int64)
+
+
+def _no_view(i: int) -> View:
+    raise IndexError(f"tensor #{i} of none")
 
 
 def _ids(values: list) -> np.ndarray:
