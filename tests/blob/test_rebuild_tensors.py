@@ -28,7 +28,8 @@ def _both(tensors):
 @pytest.mark.parametrize("fmt", ["elf", "fb"])
 @pytest.mark.parametrize("path", SOURCES, ids=IDS)
 def test_columns_make_the_rows_tensors(path, fmt):
-    tensors = decode_blob(write_blob(compiled(path), fmt), "x.blob").content.tensors
+    data = write_blob(compiled(path), fmt)
+    tensors = decode_blob(data, "x.blob").content.tensors
     by_columns, by_rows = _both(tensors)
     assert by_columns == by_rows
     # each view made alone (what verify asks for) is the module's
@@ -38,6 +39,9 @@ def test_columns_make_the_rows_tensors(path, fmt):
     assert [one_view(i) for i in at] == by_rows[3]
     # the records as a plain tuple (a content not read from bytes) make the same
     assert _both(tuple(tensors)) == (by_rows, by_rows)
+    # read_blob's decoder (FlatBuffer: the column decoder, slices as numbers) makes the same
+    fast = decode_blob(data, "x.blob", sizes=False).content.tensors
+    assert fast == tensors and _both(fast) == (by_rows, by_rows)
 
 
 @pytest.mark.parametrize("change, message", [

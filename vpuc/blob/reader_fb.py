@@ -43,6 +43,7 @@ class FbReader:
         self.decoder = Decoder(self.schema, data, file, columns=columns)
         if columns:     # views' slices made as the records, variant corners as plain tuples
             self.decoder.columns.struct_types.update(Slice=SliceRec, Coord3=tuple)
+            self.decoder.columns.struct_arrays.add("Slice")     # numbers for the tensor table
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:
@@ -300,7 +301,8 @@ def _tensors(tensors, fail) -> tuple:
     # kept as int64 columns, a record made when asked (``tensor_table``)
     return fb_table(c, [n or "" for n in c["name"]],
                     [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
-                    _byte_tuples(c["dims_order"]), _slice_column(c["slices"]), inits, fail)
+                    _byte_tuples(c["dims_order"]), c["slices"] if hasattr(c["slices"], "values")
+                    else _slice_column(c["slices"]), inits, fail)
 
 
 def _byte_tuples(column) -> list:

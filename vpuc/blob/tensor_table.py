@@ -185,10 +185,11 @@ def tensor_arrays(tensors) -> TensorArrays:
 def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows: list,
              inits: list, fail) -> TensorTable:
     """The tensor table of a FlatBuffer decoder's columns (``c``, by schema field; the
-    string, dynamic flags, dims order, slice and initializer columns as the records hold
-    them).  ``fail(row, field, element, message)``: the reader's error located at a
-    tensor's field (its element ``element`` of a vector), for an unsigned 64-bit number past
-    int64 (a data offset, a stride)."""
+    string, dynamic flags, dims order and initializer columns as the records hold them; the
+    slices as the records hold them, or as ``fb_columns.StructArrays``).
+    ``fail(row, field, element, message)``: the reader's error located at a tensor's field
+    (its element ``element`` of a vector), for an unsigned 64-bit number past int64 (a data
+    offset, a stride)."""
     n = len(names)
     ints = {k: np.array(c[k], np.int64) for k in ("location", "tile", "offset", "data_type",
                                                    "base")}
@@ -206,6 +207,10 @@ def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows:
         return fail(row, "strides", at - int(firsts[row]), f"tensor #{row}: stride {value} "
                     f"is out of range (0 to {INT64_LIMIT - 1} bits)")
     strides = unsigned_column(raw_strides, INT64_LIMIT, bad_stride)
+    if hasattr(slice_rows, "values"):       # the column decoder's numbers (StructArrays)
+        slice_count = np.asarray(slice_rows.counts, np.int64)
+        return table(names, ints, rank, dims.astype(np.int64), strides_count, strides,
+                     slice_count, slice_rows.values, orders, dynamic_dims, inits)
     # A view's slices: the decoder shares one tuple per distinct bytes, so each distinct
     # tuple is flattened once and the rows gathered from them.
     distinct = {id(row): row for row in slice_rows}
