@@ -234,11 +234,12 @@ def _no_view(i: int) -> View:
 
 
 def _ids(values: list) -> np.ndarray:
-    """A small int per distinct value of ``values`` (hashable), in order of first use."""
-    ids: dict = {}
-    for value in dict.fromkeys(values):
-        ids[value] = len(ids)
-    return np.fromiter(map(ids.__getitem__, values), np.int64, len(values))
+    """A small int per distinct object of ``values``, in order of first use: equal ints,
+    equal values (the readers share one tuple per distinct dims order or dynamic flags; an
+    equal value in another object only gets another int, checked apart)."""
+    keys = list(map(id, values))        # the objects live in ``values`` meanwhile
+    ids = dict(zip(dict.fromkeys(keys), range(len(keys))))
+    return np.fromiter(map(ids.__getitem__, keys), np.int64, len(keys))
 
 
 class Refs:

@@ -18,7 +18,7 @@ read, with the reader's location and the range expected, before any arithmetic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -49,15 +49,19 @@ class TensorArrays:
     slices: np.ndarray              # (total slices, 3): start, stop, step (slice_count each)
     dynamic_dims: list              # each tensor's dynamic flags (() for none: most)
     orders: list                    # each tensor's dims order tuple
+    _padded: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.base)
 
     def padded(self, which: str, fill: int = -1) -> np.ndarray:
-        """``dims`` or ``strides`` as an (n, widest) matrix, short rows filled with ``fill``."""
-        if which == "dims":
-            return padded(self.dims, self.rank, fill)
-        return padded(self.strides, self.strides_count, fill)
+        """``dims`` or ``strides`` as an (n, widest) matrix, short rows filled with ``fill``
+        (made once: rebuild and view_columns both read it; not to be written)."""
+        made = self._padded.get((which, fill))
+        if made is None:
+            made = self._padded[which, fill] = padded(self.dims, self.rank, fill) \
+                if which == "dims" else padded(self.strides, self.strides_count, fill)
+        return made
 
     def slice_rows(self, rows: np.ndarray) -> np.ndarray:
         """The slices of ``rows`` (all of one slice count r) as an (len(rows), r, 3) array."""
