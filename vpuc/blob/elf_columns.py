@@ -21,7 +21,6 @@ import numpy as np
 
 from vpuc.blob import elf_records as R
 from vpuc.blob.content import InvocationRec, Number, ScalarRec
-from vpuc.blob.fb_rows import value_rows
 from vpuc.blob.sync_columns import ListSync, barrier_table, flat_lists
 from vpuc.blob.tensor_table import INT64_LIMIT, TensorTable, unsigned_column
 from vpuc.blob.tensor_table import table as tensor_table
@@ -164,7 +163,7 @@ class ElfColumns:
         names = self.strings(t["name"])
         dims = self.elements(t["dims"], rank)
         strides = self.elements(t["strides"], rank, wide=True)
-        orders = value_rows(self.elements(t["order"], rank), rank)
+        order = self.elements(t["order"], rank)
         sliced = t["slices"] != R.LIST_NONE
         slice_count = np.where(sliced, rank, 0)
         # Every view's (start, stop, step) words at once.
@@ -179,7 +178,7 @@ class ElfColumns:
                                                     "base")}
         ints["data_offset"] = data_offset
         return tensor_table(names, ints, rank, dims, rank, strides, slice_count, slices,
-                            orders, dynamic_dims, inits)
+                            order, rank, dynamic_dims, inits)
 
     def barriers(self, b: np.ndarray):
         """The barrier records as columns, made when asked (``sync_columns.barrier_table``)."""

@@ -301,17 +301,8 @@ def _tensors(tensors, fail) -> tuple:
     # kept as int64 columns, a record made when asked (``tensor_table``)
     return fb_table(c, [n or "" for n in c["name"]],
                     [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
-                    _byte_tuples(c["dims_order"]), c["slices"] if hasattr(c["slices"], "values")
+                    c["slices"] if hasattr(c["slices"], "values")
                     else _slice_column(c["slices"]), inits, fail)
-
-
-def _byte_tuples(column) -> list:
-    """A column of [ubyte] vectors (bytes; None: absent) as tuples of ints, each distinct
-    vector made once (tensors share a handful of dims orders)."""
-    made = dict.fromkeys(column)
-    for key in made:
-        made[key] = tuple(key) if key else ()
-    return list(map(made.__getitem__, column))
 
 
 def _slice_column(column) -> list:

@@ -172,10 +172,14 @@ def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | N
         return None
     # Each distinct type (dims, dynamic flags, element type, order, strides count) checked
     # and built once, on its first record.
-    orders = _ids(a.orders)
-    dynamic = _ids(a.dynamic_dims)
-    keys = np.concatenate([np.stack([a.rank, a.strides_count, a.data_type, orders, dynamic],
-                                    axis=1), a.padded("dims")], axis=1)
+    dynamic = np.zeros(n, np.int64)       # an int per distinct dynamic flags (few have any)
+    flagged = {}
+    for i, flags in enumerate(a.dynamic_dims):
+        if flags:
+            dynamic[i] = flagged.setdefault(flags, len(flagged) + 1)
+    keys = np.concatenate([np.stack([a.rank, a.strides_count, a.order_count, a.data_type,
+                                     dynamic], axis=1), a.padded("dims"), a.padded("order")],
+                          axis=1)
     codes = row_codes(keys)
     _, first, which = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True,
                                 return_inverse=True)
@@ -231,15 +235,6 @@ _LOCATION_CODES = np.array(sorted(LOCATION_OF), np.int64)
 
 def _no_view(i: int) -> View:
     raise IndexError(f"tensor #{i} of none")
-
-
-def _ids(values: list) -> np.ndarray:
-    """A small int per distinct object of ``values``, in order of first use: equal ints,
-    equal values (the readers share one tuple per distinct dims order or dynamic flags; an
-    equal value in another object only gets another int, checked apart)."""
-    keys = list(map(id, values))        # the objects live in ``values`` meanwhile
-    ids = dict(zip(dict.fromkeys(keys), range(len(keys))))
-    return np.fromiter(map(ids.__getitem__, keys), np.int64, len(keys))
 
 
 class Refs:

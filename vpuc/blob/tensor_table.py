@@ -48,19 +48,21 @@ class TensorArrays:
     slice_count: np.ndarray
     slices: np.ndarray              # (total slices, 3): start, stop, step (slice_count each)
     dynamic_dims: list              # each tensor's dynamic flags (() for none: most)
-    orders: list                    # each tensor's dims order tuple
+    order: np.ndarray               # every tensor's dims order, one after another
+    order_count: np.ndarray
     _padded: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.base)
 
     def padded(self, which: str, fill: int = -1) -> np.ndarray:
-        """``dims`` or ``strides`` as an (n, widest) matrix, short rows filled with ``fill``
+        """``dims``, ``order`` or ``strides`` as an (n, widest) matrix, short rows filled with ``fill``
         (made once: rebuild and view_columns both read it; not to be written)."""
         made = self._padded.get((which, fill))
         if made is None:
-            made = self._padded[which, fill] = padded(self.dims, self.rank, fill) \
-                if which == "dims" else padded(self.strides, self.strides_count, fill)
+            flat, count = {"dims": (self.dims, self.rank), "order": (self.order, self.order_count),
+                           "strides": (self.strides, self.strides_count)}[which]
+            made = self._padded[which, fill] = padded(flat, count, fill)
         return made
 
     def slice_rows(self, rows: np.ndarray) -> np.ndarray:
@@ -117,20 +119,21 @@ def _slice_recs(words) -> tuple:
 
 
 def table(names: list, ints: dict, rank: np.ndarray, dims: np.ndarray, strides_count,
-          strides: np.ndarray, slice_count: np.ndarray, slices: np.ndarray, orders: list,
-          dynamic_dims: list, const_init: list) -> TensorTable:
+          strides: np.ndarray, slice_count: np.ndarray, slices: np.ndarray, order: np.ndarray,
+          order_count: np.ndarray, dynamic_dims: list, const_init: list) -> TensorTable:
     """The tensor table of a reader's checked columns: ``ints`` the scalar fields (location,
     tile, offset, data_offset, data_type, base) as int64 arrays; ``dims``/``strides`` flat
     int64 arrays with each row's count; ``slices`` the (total, 3) slice words with each
-    row's count; ``orders`` each row's dims order tuple; ``dynamic_dims`` and
+    row's count; ``order`` the flat dims orders with each row's count; ``dynamic_dims`` and
     ``const_init`` one value per row."""
     arrays = TensorArrays(names, *(ints[k] for k in ("location", "tile", "offset",
                                                         "data_offset", "data_type", "base")),
                           rank, dims, strides_count, strides, slice_count, slices,
-                          dynamic_dims, orders)
+                          dynamic_dims, order, order_count)
     columns = dict(ints)
     columns.update(name=names, dims=_rows_of(dims, rank),
-                   strides=_rows_of(strides, strides_count), dims_order=orders,
+                   strides=_rows_of(strides, strides_count),
+                   dims_order=_rows_of(order, order_count),
                    slices=_rows_of(slices, slice_count, _slice_recs),
                    dynamic_dims=dynamic_dims, const_init=const_init)
     return TensorTable(columns, arrays)
@@ -183,13 +186,13 @@ def tensor_arrays(tensors) -> TensorArrays:
                                                      "data_type", "base")),
                         lengths("dims"), flat("dims"), lengths("strides"), flat("strides"),
                         lengths("slices"), flat("slices", 3).reshape(-1, 3),
-                        list(c["dynamic_dims"]), [tuple(o) for o in c["dims_order"]])
+                        list(c["dynamic_dims"]), flat("dims_order"), lengths("dims_order"))
 
 
-def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows: list,
-             inits: list, fail) -> TensorTable:
+def fb_table(c: dict, names: list, dynamic_dims: list, slice_rows, inits: list,
+             fail) -> TensorTable:
     """The tensor table of a FlatBuffer decoder's columns (``c``, by schema field; the
-    string, dynamic flags, dims order and initializer columns as the records hold them; the
+    string, dynamic flags and initializer columns as the records hold them; the
     slices as the records hold them, or as ``fb_columns.StructArrays``).
     ``fail(row, field, element, message)``: the reader's error located at a tensor's field
     (its element ``element`` of a vector), for an unsigned 64-bit number past int64 (a data
@@ -201,6 +204,7 @@ def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows:
         row, "data_offset", None,
         f"tensor #{row}: data offset {v} is out of range (0 to {INT64_LIMIT - 1} bytes)"))
     dims, rank = _flat_vectors(c["dims"], n)
+    order = _byte_vectors(c["dims_order"], n)
     raw_strides, strides_count = _flat_vectors(c["strides"], n)
     firsts = np.cumsum(strides_count) - strides_count
 
@@ -214,7 +218,7 @@ def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows:
     if hasattr(slice_rows, "values"):       # the column decoder's numbers (StructArrays)
         slice_count = np.asarray(slice_rows.counts, np.int64)
         return table(names, ints, rank, dims.astype(np.int64), strides_count, strides,
-                     slice_count, slice_rows.values, orders, dynamic_dims, inits)
+                     slice_count, slice_rows.values, *order, dynamic_dims, inits)
     # A view's slices: the decoder shares one tuple per distinct bytes, so each distinct
     # tuple is flattened once and the rows gathered from them.
     distinct = {id(row): row for row in slice_rows}
@@ -228,7 +232,7 @@ def fb_table(c: dict, names: list, dynamic_dims: list, orders: list, slice_rows:
     at = np.repeat(starts - (np.cumsum(slice_count) - slice_count), slice_count) + \
         np.arange(int(slice_count.sum()), dtype=np.int64)
     return table(names, ints, rank, dims.astype(np.int64), strides_count, strides, slice_count,
-                 words[at], orders, dynamic_dims, inits)
+                 words[at], *order, dynamic_dims, inits)
 
 
 def _flat_vectors(column, n: int) -> tuple:
@@ -242,3 +246,11 @@ def _flat_vectors(column, n: int) -> tuple:
     counts = np.fromiter(map(len, rows), np.int64, n)
     return np.array(list(chain.from_iterable(rows)), dtype=object if any(
         v >= INT64_LIMIT for v in chain.from_iterable(rows)) else np.int64), counts
+
+
+def _byte_vectors(column, n: int) -> tuple:
+    """A column of [ubyte] vectors (bytes; None: absent) as every row's values one after
+    another (int64) and each row's count."""
+    rows = [b or b"" for b in column]
+    return (np.frombuffer(b"".join(rows), np.uint8).astype(np.int64),
+            np.fromiter(map(len, rows), np.int64, n))
