@@ -301,7 +301,12 @@ def _analyse(decoded: list, ins: list[_Ins], words: list[tuple]) -> tuple:
         if x.vector_in and x.defs & crit_out[i]:       # ``critical_out``'s first such move
             return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
                           "makes a scalar that decides control flow or an address"), ()
-    sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
+    # What a scalar store's value may come from: without scalar stores (a generated
+    # kernel's), nothing to find (every instruction's is 0)
+    if any(x.scalar_mem and x.kind == "store" for x in ins):
+        sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
+    else:
+        sources = [0] * len(ins)
     roles = [found[6] for found in words]
     for i, x in enumerate(ins):
         if not x.scalar_mem:
