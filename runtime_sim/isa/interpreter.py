@@ -102,13 +102,10 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
 
 def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr: int = 0,
               args_size: int = 0, stack_top: int | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False,
-              state: tuple | None = None):
+              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False):
     """``run`` as a generator returning its ``RunResult``; it yields the ``FastLoops``
     when its fast path holds a proven batch not run yet (``FastLoops.defer``), and goes
-    on once the caller has run ``pending`` (``invoke.invoke_together``).  ``state``:
-    (R, ready, now, stalls, executed, counts, index) of a run to go on with from that
-    instruction, not yet issued (``lockstep``'s invocations, each alone again)."""
+    on once the caller has run ``pending`` (``invoke.invoke_together``)."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
@@ -116,13 +113,10 @@ def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr:
     heads = loops.entries if loops is not None else {}
     flat = program.flat
     end = len(flat)
-    if state is None:
-        R = initial_registers(program, args_addr, args_size,
-                              default_stack_top(memory) if stack_top is None else stack_top)
-        ready, counts, now, stalls, executed = new_ready(), [0] * end, 0, 0, 0
-        i = program.index_of(program.base + entry)
-    else:
-        R, ready, now, stalls, executed, counts, i = state
+    R = initial_registers(program, args_addr, args_size,
+                          default_stack_top(memory) if stack_top is None else stack_top)
+    ready, counts, now, stalls, executed = new_ready(), [0] * end, 0, 0, 0
+    i = program.index_of(program.base + entry)
     budget = float("inf") if max_cycles is None else max_cycles
     # Fast mode: straight-line blocks (and the transfer ending one) issued as one step
     # (``straight_blocks``); the blocks run go to ``counts`` when the opcode counts are

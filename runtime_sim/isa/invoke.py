@@ -19,7 +19,6 @@ from vpuc.shave import KernelObject
 from runtime_sim.isa.fastpath import FastLoops
 from runtime_sim.isa.interpreter import RunResult, load_kernel, run, run_steps
 from runtime_sim.isa.kernel_loader import load_data
-from runtime_sim.isa.lockstep import run_lockstep, worth_lockstep
 from runtime_sim.isa.loop_chunk_many import execute_together
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
@@ -125,20 +124,7 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
                            max_steps=call.get("max_steps", 50_000_000),
                            max_cycles=call.get("max_cycles"), fast=loops))
     results: list[RunResult | None] = [None] * len(starts)
-    states: list = [None] * len(starts)
-    s0 = starts[0]
-    if len(starts) > 1 and worth_lockstep(s0["program"], s0["fast"].entries) and all(
-            s["program"] is s0["program"] and s["entry"] == s0["entry"]
-            and s["max_cycles"] is None and s["max_steps"] == s0["max_steps"] for s in starts):
-        # the driver code of all of them in lockstep, until they part (``lockstep``)
-        how, outcome = run_lockstep(s0["program"], [s["memory"] for s in starts],
-                                    [s["fast"] for s in starts], s0["entry"],
-                                    [(s["args_addr"], s["args_size"]) for s in starts],
-                                    s0["max_steps"])
-        if how == "done":
-            return outcome
-        states = outcome
-    runs = [run_steps(state=state, **start) for start, state in zip(starts, states)]
+    runs = [run_steps(**start) for start in starts]
     active = list(range(len(runs)))
     with np.errstate(all="ignore"):
         while active:
