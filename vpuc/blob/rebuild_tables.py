@@ -20,16 +20,18 @@ from vpuc.task_tables import Csr, ListTable, TaskTables
 
 
 def task_tables(content: BlobContent, executors: list[Executor], sync: list[ListSync] | None,
-                names: list[str], barriers: list, task) -> TaskTables | None:
-    """The columns of every task list (``executors``: each list's, as checked); None when a
-    list's barrier indices are not columns (``list_sync`` finds a record of another kind)."""
+                names: list[str], barrier_names: list[str], barrier_physical: list[int],
+                task) -> TaskTables | None:
+    """The columns of every task list (``executors``: each list's, as checked) and of the
+    barriers; None when a list's barrier indices are not columns (``list_sync`` finds a
+    record of another kind)."""
     lists = []
     for li, (executor, tl) in enumerate(zip(executors, content.task_lists)):
         found = sync[li] if sync is not None else list_sync(tl.tasks)
         if found is None:
             return None
         lists.append(_list_table(executor, tl.tasks, found))
-    return TaskTables(lists, names, task, barriers, len(barriers))
+    return TaskTables(lists, names, task, barrier_names, barrier_physical)
 
 
 def _csr(flat: Flat, rows: int) -> Csr:

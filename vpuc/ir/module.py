@@ -258,31 +258,47 @@ class Module:
     # Facts the passes have established (e.g. "cmx-allocated"); printed as a comment.
     attributes: dict[str, str] = field(default_factory=dict, compare=False)
 
-    # A module read from a blob builds its task lists when first asked (``defer_task_lists``):
-    # a timing-only simulation reads the blob's columns instead (vpuc/task_tables.py).
+    # A module read from a blob builds its task lists and barriers when first asked
+    # (``defer_task_lists``, ``defer_barriers``): a timing-only simulation reads the blob's
+    # columns instead (vpuc/task_tables.py).
     def defer_task_lists(self, make) -> None:
         """``task_lists`` made by ``make()`` on first access (equality, printing, copies and
         pickles included); until then ``task_lists_built`` is False."""
         self.__dict__.pop("task_lists", None)
         self.__dict__["_make_task_lists"] = make
 
+    def defer_barriers(self, make) -> None:
+        """``barriers`` made by ``make()`` on first access, as ``defer_task_lists``; until
+        then ``barriers_built`` is False."""
+        self.__dict__.pop("barriers", None)
+        self.__dict__["_make_barriers"] = make
+
     @property
     def task_lists_built(self) -> bool:
         return "task_lists" in self.__dict__
 
+    @property
+    def barriers_built(self) -> bool:
+        return "barriers" in self.__dict__
+
     def __getattr__(self, name: str):
-        # Only reached when ``task_lists`` is not an instance attribute yet (the dataclass
+        # Only reached when a deferred field is not an instance attribute yet (the dataclass
         # keeps no class attribute for a default_factory field).
-        make = self.__dict__.get("_make_task_lists") if name == "task_lists" else None
+        make = self.__dict__.get(_DEFERRED.get(name, "_"))
         if make is None:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        lists = self.__dict__["task_lists"] = make()
-        del self.__dict__["_make_task_lists"]
-        return lists
+        made = self.__dict__[name] = make()
+        del self.__dict__[_DEFERRED[name]]
+        return made
 
     def __getstate__(self) -> dict:
-        self.task_lists             # built: a pickle holds lists, not the closure
-        return {k: v for k, v in self.__dict__.items() if k != "_make_task_lists"}
+        self.task_lists, self.barriers      # built: a pickle holds lists, not the closures
+        return {k: v for k, v in self.__dict__.items() if k not in _DEFERRED_MAKERS}
+
+
+# Each deferrable field and the instance key of the function that makes it.
+_DEFERRED = {"task_lists": "_make_task_lists", "barriers": "_make_barriers"}
+_DEFERRED_MAKERS = frozenset(_DEFERRED.values())
 
 
 def format_number(value: float | int) -> str:
