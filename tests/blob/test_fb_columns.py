@@ -191,3 +191,36 @@ def test_a_vectors_column_slices_with_its_numbers():
             assert part.values.tolist() == [v for r in rows[start:stop] for v in r or ()]
             assert part.counts.tolist() == [len(r or ()) for r in rows[start:stop]]
     assert column[::2] == rows[::2] and column[2] == (2, 3)
+
+
+def test_a_vectors_column_made_from_its_numbers_reads_as_its_rows():
+    """Vectors without rows (the column decoder's): each row cut from the numbers only when
+    asked, a missing vector read as None, equal to the rows in every index and slice; an
+    indexed row is cut alone."""
+    import pickle
+
+    import numpy as np
+    from vpuc.blob.fb_columns import Vectors
+
+    rows = [(1,), (), (2, 3), None, (4,), (5, 6, 7)]
+    counts = np.array([len(r or ()) for r in rows], np.int64)
+    values = np.array([1, 2, 3, 4, 5, 6, 7], np.uint32)
+    missing = np.array([r is None for r in rows])
+
+    def lazy():
+        return Vectors(None, values, counts, missing)
+    for i in range(-len(rows), len(rows)):
+        column = lazy()
+        assert column[i] == rows[i] and column._rows is None
+    for start in range(-7, 8):
+        for stop in (*range(-7, 8), None):
+            part = lazy()[start:stop]
+            assert part == rows[start:stop] and list(part) == rows[start:stop]
+            assert part.values.tolist() == [v for r in rows[start:stop] for v in r or ()]
+    column = lazy()
+    assert column == rows and column.missing_rows().tolist() == missing.tolist()
+    assert column[::2] == rows[::2] and len(column) == len(rows)
+    assert pickle.loads(pickle.dumps(lazy())) == rows
+    assert Vectors(None, values[:0], counts[:0]) == [] and lazy() != rows[:-1]
+    with pytest.raises(IndexError):
+        lazy()[len(rows)]

@@ -33,7 +33,7 @@ from functools import partial
 
 import numpy as np
 
-from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows, value_rows
+from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 __all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
@@ -165,6 +165,10 @@ class ColumnDecoder:
                 values = self.vectors(ftype.element, targets, fwhere)
         if everywhere:
             return values
+        if isinstance(values, Vectors):     # a missing vector holds no numbers
+            counts = np.zeros(count, np.int64)
+            counts[present] = values.counts
+            return Vectors(None, values.values, counts, ~present, default)
         if isinstance(values, list):    # scattered in C (a Columns' rows are records)
             scattered = np.full(count, default, object)
             scattered[present] = np.fromiter(values, object, len(values))
@@ -173,10 +177,6 @@ class ColumnDecoder:
             column = [default] * count
             for row, value in zip(np.flatnonzero(present).tolist(), values):
                 column[row] = value
-        if isinstance(values, Vectors):     # a missing vector holds no numbers
-            counts = np.zeros(count, np.int64)
-            counts[present] = values.counts
-            return Vectors(column, values.values, counts)
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
@@ -311,7 +311,7 @@ class ColumnDecoder:
             dec._spend(int(count.sum()), where, first)
             values = self._scalar_array(element.code, self._elements(pos, count, width),
                                         aligned=width <= 4)     # vectors start on a word
-            return Vectors(value_rows(values, count), values, count)
+            return Vectors(None, values, count)       # each row's tuple made when asked
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")

@@ -43,6 +43,8 @@ def padded(column, *, none_ok: bool = False) -> np.ndarray | None:
 
 def _missing(column: list) -> np.ndarray | None:
     """Rows without a vector (None), or None when every row has one."""
+    if isinstance(column, Vectors):
+        return column.missing_rows()
     if None not in column:
         return None
     return np.fromiter((v is None for v in column), bool, len(column))
