@@ -121,10 +121,17 @@ def _views_used(module: Module, tensors: tuple, used: set[int]) -> list:
     return [module.views[view_of[i]] for i in sorted(wanted)]
 
 
+_name = attrgetter("name")
+
+
 def _names_unique(content: BlobContent) -> bool:
     """Tensor and barrier names share one namespace: all distinct."""
-    names = [t.name for t in content.tensors] + barrier_columns(content.barriers)[2]
-    return len(set(names)) == len(names)
+    tensors, barrier_names = content.tensors, barrier_columns(content.barriers)[2]
+    # A table's own column, else one attribute read per record: no record made, no list joined.
+    names = set(tensors.column("name") if isinstance(tensors, RecordTable) else
+                map(_name, tensors))
+    names.update(barrier_names)
+    return len(names) == len(tensors) + len(barrier_names)
 
 
 def _physical_ids(content: BlobContent, arch: Arch) -> bool:
