@@ -33,7 +33,8 @@ from functools import partial
 
 import numpy as np
 
-from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows
+from vpuc.blob.fb_rows import (Columns, Grouped, Scalars, Vectors, distinct_counts,
+                               split_rows)
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 __all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
@@ -138,8 +139,10 @@ class ColumnDecoder:
         at = pos + rows(voff)
         self._first_bad(rows(present & (voff + size > tsize)), at, fwhere, lambda row, _: (
             f"field runs past its table ({int(of_row(tsize, row))} bytes)"))
-        if not present.any():
-            return [default] * count
+        if not present.any():       # never written (the default everywhere): numbers too
+            full = _filled(count, default, np.dtype("<" + ftype.code)) \
+                if ftype.kind == "scalar" else None
+            return [default] * count if full is None else Scalars(full)
         everywhere = bool(present.all())
         if not everywhere:
             present = rows(present)
@@ -151,7 +154,9 @@ class ColumnDecoder:
             full = None if everywhere else _filled(count, default, array.dtype)
             if full is not None:
                 full[present] = array
-                return full.tolist()
+                return Scalars(full)
+            if everywhere:
+                return Scalars(array)
             values = array.tolist()
         elif ftype.kind == "struct":
             values = self.structs(self.dec.schema.structs[ftype.name], at)

@@ -1,8 +1,8 @@
 """The column decoder's results as rows (``vpuc.blob.fb_columns``).
 
 ``Columns`` (a vector of tables, one list per field), ``Grouped`` (a column of
-vectors of tables) and ``Vectors`` (a column of vectors of scalars with its
-numbers) iterate, index and compare as the generic decoder's tuples of records;
+vectors of tables), ``Scalars`` (a column of scalars with its numpy array) and
+``Vectors`` (a column of vectors of scalars with its numbers) iterate, index and compare as the generic decoder's tuples of records;
 ``value_rows`` and ``split_rows`` cut a column's flat values into each row's tuple,
 a block per distinct length in C, each distinct row made once when rows repeat.
 """
@@ -83,6 +83,25 @@ class Grouped:
         index = range(len(counts))[index]
         first = sum(counts[:index])
         return self.flat[first:first + counts[index]]
+
+
+class Scalars(list):
+    """A column of scalars: the list of its values, which also keeps them as the decoder's
+    numpy array (``array``), for a reader that works on the numbers as columns."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray, values: list | None = None) -> None:
+        super().__init__(array.tolist() if values is None else values)
+        self.array = array
+
+    def __getitem__(self, index):
+        got = list.__getitem__(self, index)
+        # A slice keeps its numbers (a task list's rows of the TaskList vector's tasks).
+        return Scalars(self.array[index], got) if isinstance(index, slice) else got
+
+    def __reduce__(self):           # pickles as the plain list it equals
+        return (list, (list(self),))
 
 
 class Vectors:

@@ -23,7 +23,10 @@ from vpuc.blob.fb_rows import Vectors
 
 
 def ints(column) -> np.ndarray:
-    """A column of ints (a list) as int64."""
+    """A column of ints (a list, or the decoder's ``Scalars``: its array) as int64."""
+    array = getattr(column, "array", None)
+    if array is not None and array.dtype.kind in "iub" and array.dtype != np.uint64:
+        return array.astype(np.int64)       # every value fits: no list read back
     return np.fromiter(column, np.int64, len(column))
 
 
