@@ -107,18 +107,24 @@ def _operands(rec) -> list[int]:
 
 def _views_used(module: Module, tensors: tuple, used: set[int]) -> list:
     """The views among the tensors ``used`` and their bases, in declaration order."""
-    view_of = {}              # tensor index -> position in module.views
-    for i, t in enumerate(tensors):
-        if t.base != -1:
-            view_of[i] = len(view_of)
-    wanted, todo = set(), [i for i in used if i in view_of]
+    if not used:
+        return []
+    base = np.fromiter(tensors.column("base") if isinstance(tensors, RecordTable) else
+                       map(_base, tensors), np.int64, len(tensors))
+    is_view = base != -1
+    view_at = np.cumsum(is_view) - 1          # a view's tensor index -> its place in views
+    wanted, todo = set(), [i for i in used if i >= 0 and is_view[i]]    # -1: no operand
     while todo:
         i = todo.pop()
         if i not in wanted:
             wanted.add(i)
-            if tensors[i].base in view_of:
-                todo.append(tensors[i].base)
-    return [module.views[view_of[i]] for i in sorted(wanted)]
+            b = int(base[i])
+            if is_view[b]:          # a view's base is another tensor (checked on rebuild)
+                todo.append(b)
+    return [module.views[int(view_at[i])] for i in sorted(wanted)]
+
+
+_base = attrgetter("base")
 
 
 _name = attrgetter("name")
@@ -221,11 +227,14 @@ def _without_barriers(task):
 
 def _labels_unique(content: BlobContent) -> bool:
     """Task labels, and "task.variant" for labelled DPU variants, all distinct."""
-    labels = []
+    seen: set[str] = set()
+    total = 0
     for tl in content.task_lists:
         task_labels, = columns(tl.tasks, "label")
-        labels += task_labels if None not in task_labels and "" not in task_labels else \
+        labels = task_labels if None not in task_labels and "" not in task_labels else \
             [label for label in task_labels if label]
+        seen.update(labels)         # no list of every label joined: one set
+        total += len(labels)
         if tl.tasks and (isinstance(tl.tasks, RecordTable) and tl.tasks.record is DpuRec or
                          not isinstance(tl.tasks, RecordTable) and
                          {type(rec) for rec in tl.tasks} == {DpuRec}):
@@ -233,9 +242,11 @@ def _labels_unique(content: BlobContent) -> bool:
             if any(variant_labels):
                 counts = [len(v) for v in columns(tl.tasks, "variants")[0]]
                 owners = chain.from_iterable(map(repeat, task_labels, counts))
-                labels += [f"{task}.{label}" for task, label in zip(owners, variant_labels)
-                           if label]
-    return len(set(labels)) == len(labels)
+                labels = [f"{task}.{label}" for task, label in zip(owners, variant_labels)
+                          if label]
+                seen.update(labels)
+                total += len(labels)
+    return len(seen) == total
 
 
 def _sync_disjoint(content: BlobContent) -> bool:
