@@ -39,7 +39,7 @@ class ColumnBuilder:
         self.plan, self.tables = plan, tables
         program, arch = plan.program, plan.arch
         self.arch = arch
-        self.shapes = OperandShapes(program.module)
+        self.shapes = OperandShapes(program.module, tables.views, program)
         n_barriers = len(plan.barrier_names)
         # One shared tuple per barrier id, and () after them (a row with none).
         self.ones = list(zip(range(n_barriers))) + [()]
@@ -110,6 +110,12 @@ class ColumnBuilder:
         if self._classes is None:
             shapes = self.shapes
             names = self.tables.tensor_names
+            if shapes.class_column is not None:        # found on the view columns
+                found = shapes.class_column.copy()
+                for i in np.flatnonzero(found < 0).tolist():
+                    found[i] = shapes.shape_class(names[i])    # a view of a view
+                self._classes = found
+                return found
             found = list(map(shapes.classes.get, names))
             for i in [i for i, c in enumerate(found) if c is None]:
                 found[i] = shapes.shape_class(names[i])    # a view of a view

@@ -9,19 +9,29 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
+
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.ir.types import TensorType
+from vpuc.task_tables import row_codes, views_by_name
 
 
 class OperandShapes:
     """Per buffer or view name: (dims, element type, dims order, bytes, element bytes,
     in DDR, contiguous run in bytes or None) without offsets or strides, all that timing
     needs; and ``classes``, a small int per name for its (bytes, element bytes, in DDR,
-    run), the key of the transfer cache."""
+    run), the key of the transfer cache.
 
-    def __init__(self, module) -> None:
+    Given the program's view columns (``views``, a ``vpuc.task_tables.ViewTable`` whose
+    module's views are unbuilt), the classes of the views of buffers are found on the
+    columns instead, as ``class_column`` (per tensor index, -1 where a view of a view is
+    resolved on first use), one view made per distinct shape; ``classes`` then holds the
+    buffers and what was asked by name."""
+
+    def __init__(self, module, views=None, program=None) -> None:
         self.module = module
+        self._program = program
         self.cache: dict[str, tuple] = {}
         for b in module.buffers:
             t = b.type
@@ -31,7 +41,11 @@ class OperandShapes:
         self.class_info: list[tuple] = []    # class id -> a name's shape tuple
         self.classes: dict[str, int] = {name: self._class(shape)
                                         for name, shape in self.cache.items()}
-        self._view_classes(module.views)
+        self.class_column: np.ndarray | None = None
+        if views is not None and views.current(module):
+            self._view_classes_by_columns(views)
+        else:
+            self._view_classes(module.views)
         self.tensors: dict[str, TensorType] = {}
 
     def _class(self, shape: tuple) -> int:
@@ -45,33 +59,62 @@ class OperandShapes:
     def _view_classes(self, views) -> None:
         """The class of every view of a buffer, in one tight pass (the 100k-task program
         has 50,000 views, each used once); views of views go through ``__call__``."""
-        cache, classes, class_ids = self.cache, self.classes, self._class_ids
+        cache, classes = self.cache, self.classes
         # A view's class depends on its base and on each slice's length and step, not on
         # where the slice starts (stop -1, "to the end", keeps the start): views that differ
         # only by their offsets (%in[k, :, :, :] for every k) share one lookup.
         by_shape: dict[tuple, int] = {}
         for view in views:
-            base = cache.get(view.base)
-            if base is None:
+            if view.base not in cache:
                 continue           # a view of a view: resolved on first use
             shape_key = (view.base,) + tuple(
                 (p.start, -1, p.step) if p.stop == -1 else (p.stop - p.start, 0, p.step)
                 for p in view.slices)
             found = by_shape.get(shape_key)
             if found is None:
-                dims, elem, order, _, esize, ddr, _ = base
-                count = 1
-                for piece, size in zip(view.slices, dims):
-                    count *= _extent(piece, size)
-                key = (count * esize, esize, ddr, _run(view.slices, dims, order, count, esize))
-                found = class_ids.get(key)
-                if found is None:
-                    found = self._class(self(view.name))
-                by_shape[shape_key] = found
+                found = by_shape[shape_key] = self._view_class(view)
             classes[view.name] = found
 
+    def _view_classes_by_columns(self, table) -> None:
+        """``_view_classes`` on the view columns: the same shape key per view of a buffer
+        (base index; per slice its start, -1 and step to the end, else its length, 0 and
+        step) as one int (``row_codes``), ``_view_class`` on one view per distinct key."""
+        base, count, names = table.base, table.slice_count, table.names
+        column = np.full(len(base), -1, np.int64)
+        buffers = np.flatnonzero(base < 0)
+        column[buffers] = [self.classes.get(names[i], -1) for i in buffers.tolist()]
+        views = np.flatnonzero(base >= 0)
+        views = views[column[base[views]] >= 0]     # views of (known) buffers
+        firsts = np.cumsum(count) - count
+        for r in np.unique(count[views]).tolist():
+            group = views[count[views] == r]
+            start, stop, step = np.moveaxis(table.slices[firsts[group][:, None] +
+                                                         np.arange(r)], 2, 0)
+            whole = stop == -1
+            keys = np.concatenate([base[group][:, None], np.where(whole, start, stop - start),
+                                   np.where(whole, -1, 0), step], axis=1)
+            codes = row_codes(keys)
+            _, first, inverse = np.unique(codes, axis=0 if codes.ndim > 1 else None,
+                                          return_index=True, return_inverse=True)
+            found = np.array([self._view_class(table.view(int(group[f])))
+                              for f in first.tolist()], np.int64)
+            column[group] = found[inverse.reshape(-1)]
+        self.class_column = column
+
+    def _view_class(self, view) -> int:
+        """The class of ``view``, a view of a buffer (``__call__`` when its key is new)."""
+        dims, elem, order, _, esize, ddr, _ = self.cache[view.base]
+        count = 1
+        for piece, size in zip(view.slices, dims):
+            count *= _extent(piece, size)
+        key = (count * esize, esize, ddr, _run(view.slices, dims, order, count, esize))
+        found = self._class_ids.get(key)
+        return found if found is not None else self._class(self._resolve([view]))
+
     @cached_property
-    def views(self) -> dict:
+    def views(self):
+        if self._program is not None:
+            return views_by_name(self._program)
         return {v.name: v for v in self.module.views}
 
     def __call__(self, name: str) -> tuple:
@@ -85,7 +128,12 @@ class OperandShapes:
                 raise VpucError(f"%{name} is not a buffer or view")
             chain_.append(view)
             name = view.base
-        dims, elem, order, _, esize, ddr, run = self.cache[name]
+        return self._resolve(chain_)
+
+    def _resolve(self, chain_: list) -> tuple:
+        """The shapes of a chain of views (each a view of the next; the last's base in the
+        cache), cached; the first's returned."""
+        dims, elem, order, _, esize, ddr, run = self.cache[chain_[-1].base]
         for view in reversed(chain_):
             sizes = []
             count = 1

@@ -18,6 +18,7 @@ from runtime_sim.memory import Memory
 from runtime_sim.plan import Plan
 from vpuc.ir.symbols import Region
 from vpuc.ir.types import TensorType
+from vpuc.task_tables import views_by_name
 
 
 def slice_arithmetic(slices, shape, strides) -> tuple | None:
@@ -47,7 +48,8 @@ class Regions:
         # The plan resolves its operands through this object (``Plan.resolve_with``): a
         # weak reference back, so a finished run's plan and regions go by reference counting
         self._plan, self.memory = weakref.ref(plan), memory
-        self.views = {v.name: v for v in plan.program.module.views}
+        # by name, each made when asked while a read program's views are unbuilt
+        self.views = views_by_name(plan.program)
         self.roots: dict[str, tuple | None] = {}
         self.found: dict[str, Region] = {}
 

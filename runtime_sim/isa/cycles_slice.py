@@ -213,31 +213,38 @@ def analyse(decoded: list) -> Slice:
     """The critical registers of a decoded .text and each instruction's role."""
     count = len(decoded)
     get = _WORDS.get
-    words = [get(id(dec)) for dec in decoded]       # one look-up per instruction
-    for i, found in enumerate(words):
-        if found is None or found[0] is not decoded[i]:
-            dec = decoded[i]                # seen earlier in this .text, maybe
-            found = get(id(dec))
-            words[i] = found if found is not None and found[0] is dec else _word(dec)
+    # An entry holds its word, so an id found is that word's (no id is reused while the
+    # entry lives): one look-up per instruction, a miss only for a word new to the process.
+    words = list(map(get, map(id, decoded)))
+    if None in words:
+        for i, found in enumerate(words):
+            if found is None:
+                dec = decoded[i]            # seen earlier in this .text, maybe
+                words[i] = get(id(dec)) or _word(dec)
+    offsets = list(map(_OFFSET, words))
     targets = [None] * count
-    for i, found in enumerate(words):
-        if found[3] is not None and 0 <= found[3] + i < count:
-            targets[i] = found[3] + i
+    for i, offset in enumerate(offsets):
+        if offset is not None and 0 <= offset + i < count:
+            targets[i] = offset + i
     # The key holds each word's shape (shared per word) and the targets: no per-instruction
     # object is made unless the structure is new.
     targets = tuple(targets)
-    shapes = tuple([found[2] for found in words])
-    key = (shapes, targets)
+    key = (tuple(map(_SHAPE, words)), targets)
     found = _BY_STRUCTURE.get(key)
     if found is None:
         if len(_BY_STRUCTURE) >= MAX_STRUCTURES:
             _BY_STRUCTURE.clear()
-        ins = [found[7] if target is None else _Ins(*found[2][1:], target)
-               for found, target in zip(words, targets)]
+        ins = list(map(_INS, words))
+        for i, target in enumerate(targets):
+            if target is not None:
+                ins[i] = _Ins(*words[i][2][1:], target)
         found = _BY_STRUCTURE[key] = _analyse(decoded, ins, words)
     roles, reason, critical_at = found
-    return Slice(roles, reason, critical_at, tuple([found[1] for found in words]),
-                 (tuple([found[4] for found in words]), targets))
+    return Slice(roles, reason, critical_at, tuple(map(_ACCESS, words)),
+                 (tuple(map(_FIELDS_BUT_IMM, words)), targets))
+
+
+_ACCESS, _SHAPE, _OFFSET, _FIELDS_BUT_IMM, _INS = (itemgetter(i) for i in (1, 2, 3, 4, 7))
 
 
 # Per decoded word (shared, never changed): (dec, access, (opcode, *shape), its branch
@@ -252,18 +259,31 @@ def _word(dec) -> tuple:
     access = operand_access(dec)
     branch = access.branch
     offset = branch // WORD_BYTES if branch is not None and branch % WORD_BYTES == 0 else None
-    shape = _shape(dec, access)
-    kind, uses, defs, address, vector_in, vector_out, scalar_mem = shape
-    found = (dec, access, (dec.info.opcode, *shape), offset, _BUT_IMM(dec.fields),
-             backward_step(kind, uses, defs, address, kind in _CONTROL, _STATUS),
-             _role(kind == "op" and (vector_in or (vector_out and not defs)), False, 0, 0,
-                   kind == "store" and not scalar_mem),
-             _Ins(*shape, None),
-             source_action(kind, uses, defs, address, vector_in, scalar_mem))
+    shape = (dec.info.opcode, *_shape(dec, access))
+    derived = _DERIVED.get(shape)
+    if derived is None:
+        derived = _DERIVED[shape] = _derived(*shape[1:])
+    found = (dec, access, shape, offset, _BUT_IMM(dec.fields), *derived)
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
+        _DERIVED.clear()
     _WORDS[id(dec)] = found
     return found
+
+
+def _derived(kind, uses, defs, address, vector_in, vector_out, scalar_mem) -> tuple:
+    """What ``_word`` keeps of a word's shape alone (its step of ``critical_in``, its role
+    unless a scalar load or store, its ``_Ins`` without a target, its ``_sources`` action):
+    made once per shape, not per word (the encoder's 932 words have 330 shapes)."""
+    return (backward_step(kind, uses, defs, address, kind in _CONTROL, _STATUS),
+            _role(kind == "op" and (vector_in or (vector_out and not defs)), False, 0, 0,
+                  kind == "store" and not scalar_mem),
+            _Ins(kind, uses, defs, address, vector_in, vector_out, scalar_mem, None),
+            source_action(kind, uses, defs, address, vector_in, scalar_mem))
+
+
+# ``_derived`` by (opcode, *shape); cleared with ``_WORDS``.
+_DERIVED: dict[tuple, tuple] = {}
 
 
 _STATUS = 1 << REG_ARGS_ADDR          # s0 holds the status at the exit
@@ -281,7 +301,12 @@ def _analyse(decoded: list, ins: list[_Ins], words: list[tuple]) -> tuple:
         if x.vector_in and x.defs & crit_out[i]:       # ``critical_out``'s first such move
             return None, (f"{decoded[i].info.mnemonic} at .text+{i * WORD_BYTES:#x} "
                           "makes a scalar that decides control flow or an address"), ()
-    sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
+    # What a scalar store's value may come from: without scalar stores (a generated
+    # kernel's), nothing to find (every instruction's is 0)
+    if any(x.scalar_mem and x.kind == "store" for x in ins):
+        sources = _sources(ins, succ, crit_out, blocks, [found[8] for found in words])
+    else:
+        sources = [0] * len(ins)
     roles = [found[6] for found in words]
     for i, x in enumerate(ins):
         if not x.scalar_mem:

@@ -376,13 +376,18 @@ def _last_row(key: int, value):
     return row if key < NUM_SREGS else row.copy()
 
 
+_BRANCHING = frozenset(op for op, sem in SEMANTICS.items() if sem.kind in ("branch", "loop"))
+
+
 def _loop_entries(program) -> dict[int, int]:
     """Loop heads -> their back-edge: the targets of exactly one backward conditional
     branch or ``loop`` of the program."""
     edges: dict[int, list[int]] = {}
     for index, dec in enumerate(program.decoded):
+        # the opcode first: most words branch nowhere, and need no operands worked out
+        if dec.info.opcode not in _BRANCHING:
+            continue
         access = operand_access(dec)
-        if (SEMANTICS[dec.info.opcode].kind in ("branch", "loop") and access.branch is not None
-                and access.branch <= 0 and access.branch % WORD_BYTES == 0):
+        if access.branch is not None and access.branch <= 0 and access.branch % WORD_BYTES == 0:
             edges.setdefault(index + access.branch // WORD_BYTES, []).append(index)
     return {head: back[0] for head, back in edges.items() if len(back) == 1 and head >= 0}

@@ -1,8 +1,8 @@
 """The exact SHAVE interpreter: one instruction at a time, with cycle counting.
 
 A ``Program`` (``program.py``) is linked ``.text`` decoded once into runners;
-``run`` issues them in order, counting cycles, and ``load_kernel`` links a kernel
-object into the windows.
+``run`` issues them in order, counting cycles; ``load_kernel`` (``kernel_loader.py``)
+links a kernel object into the windows.
 
 Kernel entry (the ABI of docs/shave-isa.md): s0 = argsAddr, s1 = argsSize,
 sp (s30) = top of the stack, lr (s31) = 0, the exit address; every other
@@ -16,11 +16,12 @@ branch (a kernel that runs on and on loops or recurses, so it takes branches);
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from runtime_sim.isa.cycles import finish, new_ready
+from runtime_sim.isa.kernel_loader import LoadedKernel, load_kernel  # noqa: F401 (re-export)
 from runtime_sim.isa.memory import AccessFault, WindowMemory
 from runtime_sim.isa.program import BAD_TARGET, HALT, BadTarget, Program, StackOverflow
 from runtime_sim.isa.semantics import NUM_REGISTER_KEYS
@@ -29,7 +30,7 @@ from vpuc.diagnostics import BinLoc, VpucError
 from vpuc.shave.encoding import WORD_BYTES
 from vpuc.shave.isa import (EXIT_ADDRESS, NUM_MREGS, NUM_SREGS, NUM_VREGS, REG_ARGS_ADDR,
                             REG_ARGS_SIZE, REG_LR, REG_SP, VECTOR_BYTES)
-from vpuc.shave.kobject import KernelObject, link_kernel, rodata_address
+from vpuc.shave.kobject import KernelObject
 
 DEFAULT_MAX_STEPS = 10_000_000
 
@@ -101,24 +102,28 @@ def run(program: Program, memory: WindowMemory, *, entry: int = 0, args_addr: in
 
 def run_steps(program: Program, memory: WindowMemory, entry: int = 0, args_addr: int = 0,
               args_size: int = 0, stack_top: int | None = None,
-              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False):
+              max_steps: int = DEFAULT_MAX_STEPS, max_cycles: float | None = None, fast=False,
+              state: tuple | None = None):
     """``run`` as a generator returning its ``RunResult``; it yields the ``FastLoops``
     when its fast path holds a proven batch not run yet (``FastLoops.defer``), and goes
-    on once the caller has run ``pending`` (``invoke.invoke_together``)."""
+    on once the caller has run ``pending`` (``invoke.invoke_together``).  ``state``:
+    (R, ready, now, stalls, executed, counts, index) of a run to go on with from that
+    instruction, not yet issued (``lockstep``'s invocations, each alone again)."""
     if fast is True:
         from runtime_sim.isa.fastpath import FastLoops
         fast = FastLoops(program)
     loops = fast or None
     heads = loops.entries if loops is not None else {}
-    R = initial_registers(program, args_addr, args_size,
-                          default_stack_top(memory) if stack_top is None else stack_top)
-    ready = new_ready()
     flat = program.flat
     end = len(flat)
-    counts = [0] * end
-    now = stalls = executed = 0
+    if state is None:
+        R = initial_registers(program, args_addr, args_size,
+                              default_stack_top(memory) if stack_top is None else stack_top)
+        ready, counts, now, stalls, executed = new_ready(), [0] * end, 0, 0, 0
+        i = program.index_of(program.base + entry)
+    else:
+        R, ready, now, stalls, executed, counts, i = state
     budget = float("inf") if max_cycles is None else max_cycles
-    i = program.index_of(program.base + entry)
     # Fast mode: straight-line blocks (and the transfer ending one) issued as one step
     # (``straight_blocks``); the blocks run go to ``counts`` when the opcode counts are
     # read (a model's run never does).
@@ -288,98 +293,6 @@ def _where(program: Program, index: int) -> str:
             f"'{program.text(index)}'")
 
 
-# --- loading a kernel object -----------------------------------------------------------------
-
-@dataclass
-class LoadedKernel:
-    obj: KernelObject
-    program: Program
-    text_addr: int
-    rodata_addr: int
-    data_addr: int
-    symbols: dict[str, int] = field(default_factory=dict)   # name -> absolute address
-
-    def entry(self, name: str | None = None) -> int:
-        """Byte offset in .text of the named entry point, or of the only one."""
-        return self.obj.entry_offset(name)
-
-
-def load_kernel(obj: KernelObject, memory: WindowMemory, *, text_addr: int | None = None,
-                data_addr: int | None = None) -> LoadedKernel:
-    """Link ``obj`` and copy it into the windows: .text then .rodata in WIN_D,
-    .data in WIN_E (default: the start of each window)."""
-    text_addr = memory.base("WIN_D") if text_addr is None else text_addr
-    rodata_addr = rodata_address(obj, text_addr)
-    if data_addr is None:
-        data_addr = memory.base("WIN_E") if obj.data else 0
-    key = (id(obj), text_addr, rodata_addr, data_addr)
-    linked = _LINKED.get(key)
-    if linked is None or not linked.holds(obj):
-        linked = _link(obj, text_addr, rodata_addr, data_addr)
-        if len(_LINKED) >= MAX_CACHED_LINKS:
-            _LINKED.clear()
-        _LINKED[key] = linked
-    _copy_in(memory, "WIN_D", text_addr, linked.text, obj.name, ".text")
-    _copy_in(memory, "WIN_D", rodata_addr, linked.rodata, obj.name, ".rodata")
-    if linked.data:
-        _copy_in(memory, "WIN_E", data_addr, linked.data, obj.name, ".data")
-    return LoadedKernel(obj, linked.program, text_addr, rodata_addr, data_addr,
-                        dict(linked.symbols))
-
-
-class _Linked:
-    """An object linked at given addresses: its sections, symbols and Program.  Linking is
-    pure, so a kernel loaded again at the same addresses (every invocation of a task's
-    kernel) reuses them while the object still holds what they were linked from (a
-    KernelObject is a plain dataclass: it could be changed in place)."""
-
-    __slots__ = ("obj", "parts", "text", "rodata", "data", "symbols", "program")
-
-    def holds(self, obj: KernelObject) -> bool:
-        return self.obj is obj and self.parts == _parts(obj)
-
-
-def _parts(obj: KernelObject) -> tuple:
-    """What linking reads of ``obj`` (compared by identity first: cheap when unchanged)."""
-    return (tuple(obj.sections.items()), tuple(obj.symbols), tuple(obj.relocations),
-            tuple(obj.alignments.items()))
-
-
-def _link(obj: KernelObject, text_addr: int, rodata_addr: int, data_addr: int) -> _Linked:
-    linked = _Linked()
-    linked.obj, linked.parts = obj, _parts(obj)
-    linked.text, linked.rodata, linked.data = link_kernel(obj, text_addr, rodata_addr, data_addr)
-    bases = {".text": text_addr, ".rodata": rodata_addr, ".data": data_addr}
-    linked.symbols = {s.name: bases[s.section] + s.value for s in obj.symbols}
-    labels: dict[int, str] = {}
-    for sym in obj.symbols:
-        if sym.section == ".text":
-            labels.setdefault(sym.value, sym.name)
-    linked.program = _program(linked.text, text_addr, obj.name, labels)
-    return linked
-
-
-# By (id(object), addresses); an entry holds its object, so no id is reused while it lives.
-_LINKED: dict[tuple, _Linked] = {}
-MAX_CACHED_LINKS = 256
-
-
-# Decoding is pure and a Program is never changed by running it, so a kernel loaded
-# again at the same address (every invoke_kernel) reuses its decoded Program.
-_PROGRAMS: dict[tuple, Program] = {}
-MAX_CACHED_PROGRAMS = 256
-
-
-def _program(text: bytes, base: int, name: str, labels: dict[int, str]) -> Program:
-    key = (bytes(text), base, name, tuple(sorted(labels.items())))
-    program = _PROGRAMS.get(key)
-    if program is None:
-        if len(_PROGRAMS) >= MAX_CACHED_PROGRAMS:
-            _PROGRAMS.clear()
-        program = _PROGRAMS[key] = Program(text, base, name, labels)
-    return program
-
-
 def run_kernel(obj: KernelObject, memory: WindowMemory, *, entry: str | None = None,
                args_addr: int = 0, args_size: int = 0, text_addr: int | None = None,
                data_addr: int | None = None, stack_top: int | None = None,
@@ -390,13 +303,3 @@ def run_kernel(obj: KernelObject, memory: WindowMemory, *, entry: str | None = N
     return run(loaded.program, memory, entry=loaded.entry(entry), args_addr=args_addr,
                args_size=args_size, stack_top=stack_top, max_steps=max_steps,
                max_cycles=max_cycles, fast=fast)
-
-
-def _copy_in(memory: WindowMemory, window: str, address: int, data: bytes, name: str,
-             section: str) -> None:
-    array, base = memory.array(window), memory.base(window)
-    offset = address - base
-    if offset < 0 or offset + len(data) > len(array):
-        raise VpucError(f"{name}: {section} ({len(data)} bytes at {address:#010x}) does not fit "
-                        f"in the {window} mapping ({base:#010x}..{base + len(array) - 1:#010x})")
-    array[offset:offset + len(data)] = np.frombuffer(data, np.uint8)

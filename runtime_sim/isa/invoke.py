@@ -18,6 +18,8 @@ from vpuc.diagnostics import VpucError
 from vpuc.shave import KernelObject
 from runtime_sim.isa.fastpath import FastLoops
 from runtime_sim.isa.interpreter import RunResult, load_kernel, run, run_steps
+from runtime_sim.isa.kernel_loader import load_data
+from runtime_sim.isa.lockstep import run_lockstep, worth_lockstep
 from runtime_sim.isa.loop_chunk_many import execute_together
 from runtime_sim.isa.memory import WindowMemory
 from runtime_sim.isa.sanitizer import CmxBindings, invocation_bounds
@@ -28,14 +30,17 @@ DEFAULT_STACK_BYTES = 16384
 def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
                       arch: Arch | None = None, stack_bytes: int = DEFAULT_STACK_BYTES,
                       bindings: CmxBindings | None = None,
-                      memory_type: type[WindowMemory] = WindowMemory) -> WindowMemory:
+                      memory_type: type[WindowMemory] = WindowMemory,
+                      win_d: np.ndarray | None = None) -> WindowMemory:
     """The windows of one call: WIN_D sized for ``obj``'s code, WIN_E a copy of the
     invocation's image with ``stack_bytes`` of stack above it, WIN_F ``cmx`` itself.
     With ``bindings``, accesses are limited to them (the memory sanitizer).
-    ``memory_type``: a ``WindowMemory`` subclass (the cycles-only run's)."""
+    ``memory_type``: a ``WindowMemory`` subclass (the cycles-only run's); ``win_d``:
+    another call's WIN_D of ``obj``, loaded (read-only to the kernel: shared)."""
     arch = arch or load_arch()
-    code_size = len(obj.text) + 16 + len(obj.rodata)
-    win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
+    if win_d is None:
+        code_size = len(obj.text) + 16 + len(obj.rodata)
+        win_d = np.zeros(code_size + (-code_size % 16), dtype=np.uint8)
     stack_low = len(window_e) + (-len(window_e) % 16)
     win_e = np.zeros(stack_low + stack_bytes, dtype=np.uint8)
     win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
@@ -91,24 +96,49 @@ def invoke_together(calls: list[dict], fast_loops: list | None = None) -> list[R
     them all, raised as it is with ``together_index``: which call it came from.
     ``fast_loops`` (a list) receives each call's ``FastLoops`` (``together``: its batches
     run with others')."""
-    runs = []
+    starts = []
+    # per object and arch: the first call's loaded kernel and WIN_D, which the others
+    # share (the kernel cannot write WIN_D); each still gets its .data in its own WIN_E
+    code: dict[tuple, tuple] = {}
     for call in calls:
         call = dict(call)
         obj, cmx, window_e = call.pop("obj"), call.pop("cmx"), call.pop("window_e")
         args_offset, args_size = call.pop("args_offset"), call.pop("args_size")
+        known = code.get((id(obj), id(call.get("arch"))))
         memory = invocation_memory(obj, cmx, window_e, arch=call.get("arch"),
                                    stack_bytes=call.get("stack_bytes", DEFAULT_STACK_BYTES),
-                                   bindings=call.get("bindings"))
-        loaded = load_kernel(obj, memory)
+                                   bindings=call.get("bindings"),
+                                   win_d=None if known is None else known[1])
+        if known is None:
+            loaded = load_kernel(obj, memory)
+            code[id(obj), id(call.get("arch"))] = (loaded, memory.array("WIN_D"))
+        else:
+            loaded = known[0]
+            load_data(loaded, memory)
         loops = FastLoops(loaded.program)
         loops.defer = True
         if fast_loops is not None:
             fast_loops.append(loops)
-        runs.append(run_steps(loaded.program, memory, entry=loaded.entry(call.get("entry")),
-                              args_addr=memory.base("WIN_E") + args_offset,
-                              args_size=args_size, max_steps=call.get("max_steps", 50_000_000),
-                              max_cycles=call.get("max_cycles"), fast=loops))
-    results: list[RunResult | None] = [None] * len(runs)
+        starts.append(dict(program=loaded.program, memory=memory,
+                           entry=loaded.entry(call.get("entry")),
+                           args_addr=memory.base("WIN_E") + args_offset, args_size=args_size,
+                           max_steps=call.get("max_steps", 50_000_000),
+                           max_cycles=call.get("max_cycles"), fast=loops))
+    results: list[RunResult | None] = [None] * len(starts)
+    states: list = [None] * len(starts)
+    s0 = starts[0]
+    if len(starts) > 1 and worth_lockstep(s0["program"], s0["fast"].entries) and all(
+            s["program"] is s0["program"] and s["entry"] == s0["entry"]
+            and s["max_cycles"] is None and s["max_steps"] == s0["max_steps"] for s in starts):
+        # the driver code of all of them in lockstep, until they part (``lockstep``)
+        how, outcome = run_lockstep(s0["program"], [s["memory"] for s in starts],
+                                    [s["fast"] for s in starts], s0["entry"],
+                                    [(s["args_addr"], s["args_size"]) for s in starts],
+                                    s0["max_steps"])
+        if how == "done":
+            return outcome
+        states = outcome
+    runs = [run_steps(state=state, **start) for start, state in zip(starts, states)]
     active = list(range(len(runs)))
     with np.errstate(all="ignore"):
         while active:

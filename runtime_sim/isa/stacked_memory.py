@@ -106,7 +106,9 @@ class StackedMemory:
     def _each(self, parts: list[np.ndarray]) -> np.ndarray:
         """One unbatched result per invocation: one when all agree, else their rows."""
         p0 = parts[0]
-        if all(np.array_equal(p0, p) for p in parts[1:]):
+        b0 = p0.tobytes()       # the parts: bytes of one shape (same dtype, same size)
+        if all(p.dtype == p0.dtype and p.shape == p0.shape and p.tobytes() == b0
+               for p in parts[1:]):
             return p0
         return np.repeat(np.stack(parts), self.counts, axis=0)
 

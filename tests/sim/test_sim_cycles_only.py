@@ -287,12 +287,12 @@ def test_kernels_differing_in_immediates_share_their_steps_each_with_its_offsets
     gets its own trip count, or gives up where its own vector store hid the count."""
     import weakref
 
-    from runtime_sim.isa import cycles_only, interpreter
+    from runtime_sim.isa import cycles_only, kernel_loader
     from runtime_sim.isa.cycles_only import invoke_cycles_only
     from runtime_sim.isa.invoke import invoke_kernel
     monkeypatch.setattr(cycles_only, "_FLATS", {})        # nothing from the other cases
     monkeypatch.setattr(cycles_only, "_TIMING", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(interpreter, "_PROGRAMS", {})
+    monkeypatch.setattr(kernel_loader, "_PROGRAMS", {})
     args = np.array([3, 11, 0, 0], np.uint32).tobytes()
     objs = [assemble(SHARED_STEPS.format(off=off, voff=voff, loff=loff), f"k{n}.s")
             for n, (off, voff, loff) in enumerate((first, second))]

@@ -303,11 +303,12 @@ def _digest_bytes(value):
 def content_hash(content: BlobContent) -> bytes:
     """SHA-256 of the records (the hash of blobs before 1.3): the same for both formats of
     one program.  A content without a layer table hashes as in format 1.1."""
-    # task lists and barriers a reader keeps as columns (``record_table``) hash as the
+    # task lists, barriers and tensors a reader keeps as columns (``record_table``) hash as the
     # tuples they equal
     content = content._replace(task_lists=tuple(TaskListRec(tl.executor, tuple(tl.tasks))
                                                 for tl in content.task_lists),
-                               barriers=tuple(content.barriers))
+                               barriers=tuple(content.barriers),
+                               tensors=tuple(content.tensors))
     records = tuple(content) if content.layer_sources else tuple(content)[:-1]
     text = json.dumps(records, default=_digest_bytes, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode("utf-8")).digest()

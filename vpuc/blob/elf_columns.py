@@ -16,14 +16,14 @@ are read as tables whose records are made on request (``vpuc.blob.elf_tasks``).
 from __future__ import annotations
 
 from functools import lru_cache, partial
-from itertools import repeat
 
 import numpy as np
 
 from vpuc.blob import elf_records as R
-from vpuc.blob.content import (InvocationRec, Number, ScalarRec, SliceRec,
-                               TensorRec)
+from vpuc.blob.content import InvocationRec, Number, ScalarRec
 from vpuc.blob.sync_columns import ListSync, barrier_table, flat_lists
+from vpuc.blob.tensor_table import INT64_LIMIT, TensorTable, unsigned_column
+from vpuc.blob.tensor_table import table as tensor_table
 
 _DTYPE_OF_CODE = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
                   "Q": "<u8", "q": "<i8"}
@@ -58,16 +58,6 @@ def _split(flat: list, counts: list[int]) -> list[tuple]:
         out.append(tuple(flat[at:at + count]))
         at += count
     return out
-
-
-def _slice_records(words: np.ndarray) -> list:
-    """``words`` (int64, three per slice) as SliceRecs, one record per distinct triple
-    (a block's views differ in one dim, the rest are whole), shared."""
-    keys = np.ascontiguousarray(words).view("V24").tolist()
-    made = dict.fromkeys(keys)
-    distinct = np.frombuffer(b"".join(made), np.int64).tolist()
-    made = dict(zip(made, map(_make(SliceRec), zip(*[iter(distinct)] * 3))))
-    return list(map(made.__getitem__, keys))
 
 
 class ElfColumns:
@@ -153,35 +143,42 @@ class ElfColumns:
 
     # --- records -------------------------------------------------------------------
 
-    def tensors(self, t: np.ndarray) -> tuple:
+    def tensors(self, t: np.ndarray) -> TensorTable:
+        """The tensor records as a ``TensorTable``: every list checked inside its pool, the
+        numbers kept as int64 columns (a data offset past int64 refused at its field), a
+        record made when asked."""
         self.tensor_table = t       # the relocation check reads its columns
         rank = t["rank"].astype(np.int64)
         bad = (t["dynamic_mask"].astype(np.int64) >> rank) != 0
         if bad.any():
             row = int(np.argmax(bad))
             self.r.tensor(row, row_record(t, row, R.TensorRecord))      # raises
+        stride = self.r.by_name[R.TENSORS].header.sh_entsize        # the blob's record size
+
+        def too_big(row: int, value: int):
+            return self.r.fail(R.TENSORS, f"tensor #{row}: data offset {value} is out of range "
+                               f"(0 to {INT64_LIMIT - 1} bytes)",
+                               row * stride + R.TensorRecord.offsets["data_offset"])
+        data_offset = unsigned_column(t["data_offset"], INT64_LIMIT, too_big)
         names = self.strings(t["name"])
-        dims = self.lists(t["dims"], rank)
-        strides = self.lists(t["strides"], rank, wide=True)
-        orders = self.lists(t["order"], rank)
-        slices = [()] * len(t)
-        sliced = np.flatnonzero(t["slices"] != R.LIST_NONE)
-        if len(sliced):
-            # Every view's (start, stop, step) words at once, as records, then cut per view.
-            words = self.elements(t["slices"][sliced], 3 * rank[sliced], wide=True)
-            pieces = _split(_slice_records(words), rank[sliced].tolist())
-            for row, made in zip(sliced.tolist(), pieces):
-                slices[row] = made
-        out = list(map(_make(TensorRec), zip(
-            names, t["location"].tolist(), t["tile"].tolist(), t["offset"].tolist(),
-            t["data_offset"].tolist(), dims, repeat((), len(t)), strides,
-            t["data_type"].tolist(), orders, t["base"].tolist(), slices, repeat(None, len(t)))))
+        dims = self.elements(t["dims"], rank)
+        strides = self.elements(t["strides"], rank, wide=True)
+        order = self.elements(t["order"], rank)
+        sliced = t["slices"] != R.LIST_NONE
+        slice_count = np.where(sliced, rank, 0)
+        # Every view's (start, stop, step) words at once.
+        slices = self.elements(t["slices"][sliced], 3 * rank[sliced], wide=True).reshape(-1, 3)
+        n = len(t)
+        dynamic_dims, inits = [()] * n, [None] * n
         special = np.flatnonzero((t["dynamic_mask"] != 0) | (t["init_kind"] != -1))
         for row in special.tolist():        # dynamic dims and constant initializers: few
             whole = self.r.tensor(row, row_record(t, row, R.TensorRecord))
-            out[row] = out[row]._replace(dynamic_dims=whole.dynamic_dims,
-                                         const_init=whole.const_init)
-        return tuple(out)
+            dynamic_dims[row], inits[row] = whole.dynamic_dims, whole.const_init
+        ints = {k: t[k].astype(np.int64) for k in ("location", "tile", "offset", "data_type",
+                                                    "base")}
+        ints["data_offset"] = data_offset
+        return tensor_table(names, ints, rank, dims, rank, strides, slice_count, slices,
+                            order, rank, dynamic_dims, inits)
 
     def barriers(self, b: np.ndarray):
         """The barrier records as columns, made when asked (``sync_columns.barrier_table``)."""

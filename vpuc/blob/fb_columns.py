@@ -58,6 +58,9 @@ class ColumnDecoder:
         # The tuple type each struct is made as, by struct name (default: the schema's
         # record); a reader names its own record type here, so its structs need no copy.
         self.struct_types: dict[str, type] = {}
+        # Structs of int64 fields only that a reader takes as numbers (``StructArrays``),
+        # by struct name: none made as records (a tensor table's slices).
+        self.struct_arrays: set[str] = set()
 
     # --- gathering ---------------------------------------------------------------
 
@@ -174,6 +177,10 @@ class ColumnDecoder:
             counts = np.zeros(count, np.int64)
             counts[present] = values.counts
             return Vectors(None, values.values, counts, ~present, default)
+        if isinstance(values, StructArrays):    # a missing vector holds no structs
+            counts = np.zeros(count, np.int64)
+            counts[present] = values.counts
+            return StructArrays(values.values, counts)
         if isinstance(values, list):    # scattered in C (a Columns' rows are records)
             scattered = np.full(count, default, object)
             scattered[present] = np.fromiter(values, object, len(values))
@@ -321,6 +328,12 @@ class ColumnDecoder:
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")
             dec._spend(int(count.sum()), where, first)
+            if sdef.name in self.struct_arrays and set(sdef.format.lstrip("<")) == {"q"}:
+                words = len(sdef.format) - 1
+                at = (self._elements(pos, count, sdef.size)[:, None] +
+                      8 * np.arange(words)).reshape(-1)
+                return StructArrays(self.gather(at, "<i8").astype(np.int64).reshape(-1, words),
+                                    count)
             return self._struct_vectors(sdef, pos, count)
         count = self._lengths(pos, 4, where, "vector")
         dec._spend(int(count.sum()), where, first)
@@ -339,6 +352,21 @@ class ColumnDecoder:
         # Each row's first element less its rank in the whole, spread over its elements.
         return np.repeat(pos + 4 - width * firsts, count) + \
             width * np.arange(total, dtype=np.int64)
+
+
+class StructArrays:
+    """A column of vectors of int64-only structs as numbers: every row's structs one after
+    another (``values``, one row of fields each) and each row's ``counts`` (0: none or
+    absent); a reader that asked for it (``ColumnDecoder.struct_arrays``) makes its own
+    records from them."""
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, values: np.ndarray, counts: np.ndarray) -> None:
+        self.values, self.counts = values, counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
 
 
 def _filled(count: int, default, dtype: np.dtype) -> np.ndarray | None:

@@ -16,7 +16,7 @@ from vpuc.blob.layer_sources import read_fb as read_layers
 from vpuc.blob.content import (ActTaskRec, ArchRec, BlobContent, ConstantRec, ConstInitRec,
                                DmaRec, DpuRec, HeaderRec, InvocationRec, KernelImageRec,
                                KernelRec, KeyValue, Number, ParamRec, PostOpRec, RuntimeRec,
-                               ScalarRec, SliceRec, TaskCounts, TaskListRec, TensorRec, image_of)
+                               ScalarRec, SliceRec, TaskCounts, TaskListRec, image_of)
 from vpuc.blob.fb_columns import Columns
 from vpuc.blob.fb_decode import Decoder
 from vpuc.blob.fb_schema import load_schema
@@ -26,12 +26,12 @@ from vpuc.blob.fb_task_records import (barrier_sync, binding_columns, columns_of
                                        record_table)
 from vpuc.blob.sealing import DIGEST_BYTES, fb_hash_span
 from vpuc.blob.sync_columns import ListSync, barrier_table
+from vpuc.blob.tensor_table import fb_table
 from vpuc.diagnostics import BinLoc, VpucError
 
 IDENTIFIER = b"VPUB"
 # Records made from a tuple without the namedtuple's Python __new__ frame.
 _slice_rec = partial(tuple.__new__, SliceRec)
-_tensor_rec = partial(tuple.__new__, TensorRec)
 _invocation_rec = partial(tuple.__new__, InvocationRec)
 
 
@@ -43,10 +43,21 @@ class FbReader:
         self.decoder = Decoder(self.schema, data, file, columns=columns)
         if columns:     # views' slices made as the records, variant corners as plain tuples
             self.decoder.columns.struct_types.update(Slice=SliceRec, Coord3=tuple)
+            self.decoder.columns.struct_arrays.add("Slice")     # numbers for the tensor table
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:
         return VpucError(message, BinLoc(self.file, where, 0))
+
+    def tensor_fail(self, row: int, field: str, element: int | None, message: str):
+        """A tensor record's number refused, located at its bytes: field ``field`` of tensor
+        ``row`` (element ``element`` of a vector field)."""
+        dec, tables = self.decoder, self.schema.tables
+        tensor = tables["TensorReference"]
+        at = dec.follow(dec.locate(tables["Blob"], dec.root_position(), "tensors") + 4 + 4 * row)
+        at = dec.slot(tensor, at, field, 8) if element is None else \
+            dec.locate(tensor, at, field) + 4 + 8 * element
+        return VpucError(message, BinLoc(self.file, f"TensorReference.{field}", at))
 
     def version(self) -> tuple[int, int]:
         dec, tables = self.decoder, self.schema.tables
@@ -75,7 +86,7 @@ class FbReader:
             rt = root.act_kernel_runtime
             runtime = RuntimeRec(rt.kernel, tuple(rt.stack_sizes or ()))
         constants = tuple(ConstantRec(c.tensor, c.data or b"") for c in root.constants or ())
-        content = BlobContent(self.header(root.header), _tensors(root.tensors),
+        content = BlobContent(self.header(root.header), _tensors(root.tensors, self.tensor_fail),
                               _barriers(root.barriers),
                               lists, kernels, runtime, constants, read_layers(root))
         return content, bytes(root.header.content_hash or b"")
@@ -278,28 +289,20 @@ def _barriers(barriers) -> tuple:
                              ("id", "physical_id", "producer_count", "consumer_count")}})
 
 
-def _tensors(tensors) -> tuple:
-    """Tensor records built a column at a time (fields by their schema names)."""
+def _tensors(tensors, fail) -> tuple:
+    """The tensor records as a ``TensorTable`` (fields by their schema names); ``fail``:
+    the reader's located error."""
     if not tensors:
         return ()
     c = columns_of(tensors)        # ([ubyte] vectors decode as bytes: dims_order made a tuple)
     inits = [None if ci is None else ConstInitRec(
         ci.kind, tuple(Number(1, v.int_value) if v.is_int else Number(0, v.float_value)
                        for v in ci.values or ()), ci.path) for ci in c["const_init"]]
-    return tuple(map(_tensor_rec, zip(
-        [n or "" for n in c["name"]], c["location"], c["tile"], c["offset"], c["data_offset"],
-        [d or () for d in c["dims"]], [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
-        [d or () for d in c["strides"]], c["data_type"], _byte_tuples(c["dims_order"]),
-        c["base"], _slice_column(c["slices"]), inits)))
-
-
-def _byte_tuples(column) -> list:
-    """A column of [ubyte] vectors (bytes; None: absent) as tuples of ints, each distinct
-    vector made once (tensors share a handful of dims orders)."""
-    made = dict.fromkeys(column)
-    for key in made:
-        made[key] = tuple(key) if key else ()
-    return list(map(made.__getitem__, column))
+    # kept as int64 columns, a record made when asked (``tensor_table``)
+    return fb_table(c, [n or "" for n in c["name"]],
+                    [tuple(map(int, d)) if d else () for d in c["dynamic_dims"]],
+                    c["slices"] if hasattr(c["slices"], "values")
+                    else _slice_column(c["slices"]), inits, fail)
 
 
 def _slice_column(column) -> list:

@@ -23,26 +23,31 @@ them as numpy columns meanwhile (``rebuild_tables``, ``Program.tables``).
 from __future__ import annotations
 
 from functools import partial
-from itertools import chain, starmap
+from itertools import starmap
 
 import numpy as np
 
 from vpuc.arch import Arch
 from vpuc.blob.content import (EXECUTOR_OF, INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE,
                                LOCATION_OF, BlobContent)
+from vpuc.blob.fb_rows import split_rows
 from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_checks import Checker, checked_number, checked_tensor_type
 from vpuc.blob.rebuild_kernels import MAX_RANK, check_arch, kernels
 from vpuc.blob.rebuild_tables import task_tables
 from vpuc.blob.rebuild_tasks import tasks
+from vpuc.blob.record_table import columns
 from vpuc.blob.sync_columns import (ListSync, barrier_columns, sync_columns,
                                      unit_count_arrays)
+from vpuc.blob.tensor_table import tensor_arrays
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
+from vpuc.blob.view_columns import row_codes
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, Slice, View
 from vpuc.ir.tasks import Executor
 from vpuc.ir.types import TensorType
 from vpuc.program import Program
+from vpuc.task_tables import ViewTable
 
 __all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
 
@@ -56,16 +61,17 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     module.attributes = {kv.key: kv.value for kv in header.attributes}
 
     tensors = content.tensors
-    names = [t.name for t in tensors]
+    names = columns(tensors, "name")[0]
     if not check.all_names(names):
         names = [check.name(f"tensor #{i}", t.name) for i, t in enumerate(tensors)]
     n_tensors = len(names)
-    refs = list(map(Ref, names))    # one Ref per tensor, shared by its uses (never mutated)
+    refs = Refs(names)      # one Ref per tensor, made on first use
     types: dict[tuple, TensorType] = {}
     made = _tensors_by_columns(check, tensors, refs, types)
     if made is None:        # a doubt: row by row, whose message names the first bad tensor
         made = _tensors_by_rows(check, tensors, refs, types)
-    kinds, buffer_at, module.buffers, module.views = made
+    kinds, buffer_at, module.buffers, views, one_view = made
+    module.defer_views(views)       # made on first use (a timing-only run never asks)
     for kind, name in ((BufferKind.INPUT, "network_inputs"),
                        (BufferKind.OUTPUT, "network_outputs")):
         actual = tuple(i for i in buffer_at if kinds[i] is kind)
@@ -89,8 +95,11 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     kernels(check, content, module, program)
     sync = sync_columns(content)        # the barrier indices flattened once, for every check
     source = tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)
+    views = None if one_view is None else ViewTable(       # the columns rebuild checked
+        *(getattr(tensor_arrays(tensors), k) for k in ("base", "slice_count", "slices")),
+        names, one_view)
     program.tables = task_tables(content, [executor for executor, _, _ in source.lists], sync,
-                                 names, barrier_names, physical, source.task)
+                                 names, barrier_names, physical, source.task, views)
     # A Barrier per record only when asked: a timing-only simulation reads the columns.
     module.defer_barriers(partial(_barrier_list, program.tables, barrier_names, physical))
     _counts(check, content, sync)
@@ -98,14 +107,14 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     for c in content.constants:
         where = f"constant for tensor #{c.tensor}"
         check.index(where, c.tensor, n_tensors, "tensor")
-        if kinds[c.tensor] is not BufferKind.CONST or tensors[c.tensor].base != -1 \
+        if kinds.get(c.tensor) is not BufferKind.CONST \
                 or names[c.tensor] in program.constants:
             raise check.fail(where, f"'{names[c.tensor]}' is not a const buffer, or has two "
                              "constants")
         program.constants[names[c.tensor]] = c.data
     module.layers = restore_layers(content.layer_sources, check.fail)
     if verify:
-        verify_program(program, content, file, schedule_rules, sync, source.task)
+        verify_program(program, content, file, schedule_rules, sync, source.task, one_view)
     return program
 
 
@@ -116,8 +125,9 @@ def _barrier_list(tables, names: list[str], physical: list[int]) -> list[Barrier
     return made
 
 
-def _tensors_by_rows(check: Checker, tensors, refs: list[Ref], types: dict) -> tuple:
-    """(kind per tensor, buffer rows, buffers, views), each record checked on its own."""
+def _tensors_by_rows(check: Checker, tensors, refs, types: dict) -> tuple:
+    """(kind per buffer's tensor index, buffer rows, buffers, a function returning the views,
+    None), each record checked on its own."""
     n_tensors = len(tensors)
     kinds: list[BufferKind] = []
     slices: dict[tuple, tuple[Slice, ...]] = {}
@@ -151,48 +161,108 @@ def _tensors_by_rows(check: Checker, tensors, refs: list[Ref], types: dict) -> t
             if pieces is None:      # views of one shape share their (never mutated) slices
                 pieces = slices[t.slices] = tuple(starmap(Slice, t.slices))
             views.append(View(t.name, refs[base], pieces))
-    return kinds, buffer_at, buffers, views
+    return {i: kinds[i] for i in buffer_at}, buffer_at, buffers, lambda: views, None
 
 
-def _tensors_by_columns(check: Checker, tensors, refs: list[Ref], types: dict) -> tuple | None:
-    """``_tensors_by_rows``'s result made a column at a time when every record checks out
-    on the columns (known locations, good types, views with another tensor as base and one
-    slice per dim, buffers without slices); None on any doubt."""
-    if not tensors:
-        return [], [], [], []
-    (names, locations, tiles, offsets, _, dims, dynamic, strides, data_types, orders, bases,
-     all_slices, inits) = zip(*tensors)
-    if not set(locations) <= LOCATION_OF.keys():
+def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | None:
+    """``_tensors_by_rows``'s result made on the records' int64 columns (``tensor_table``)
+    when every record checks out on them (known locations, good types, views with another
+    tensor as base and one slice per dim, buffers without slices), the views as a function
+    making them (the module's, on first use) and one making tensor i's View alone; None on
+    any doubt."""
+    try:
+        a = tensor_arrays(tensors)
+    except OverflowError:       # plain records with a number past int64: the rows say which
         return None
-    keys = list(zip(dims, dynamic, data_types, orders, map(len, strides)))
-    try:        # each distinct type checked and built once, on its first record
-        for i in dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).values():
-            checked_tensor_type(check, f"tensor #{i} '{names[i]}'", tensors[i], types)
+    n = len(a)
+    if not n:
+        return {}, [], [], list, _no_view
+    if not np.isin(a.location, _LOCATION_CODES).all():
+        return None
+    # Each distinct type (dims, dynamic flags, element type, order, strides count) checked
+    # and built once, on its first record.
+    dynamic = np.zeros(n, np.int64)       # an int per distinct dynamic flags (few have any)
+    flagged = {}
+    for i, flags in enumerate(a.dynamic_dims):
+        if flags:
+            dynamic[i] = flagged.setdefault(flags, len(flagged) + 1)
+    keys = np.concatenate([np.stack([a.rank, a.strides_count, a.order_count, a.data_type,
+                                     dynamic], axis=1), a.padded("dims"), a.padded("order")],
+                          axis=1)
+    codes = row_codes(keys)
+    _, first, which = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True,
+                                return_inverse=True)
+    try:
+        made_types = [checked_tensor_type(check, f"tensor #{i} '{a.names[i]}'", tensors[i],
+                                          types) for i in first.tolist()]
     except VpucError:
         return None
-    n = len(tensors)
-    base = np.array(bases, dtype=np.int64)
+    which = which.reshape(-1)
+    base = a.base
     view = base != -1
-    ranks = np.fromiter(map(len, dims), np.int64, n)
-    cuts = np.fromiter(map(len, all_slices), np.int64, n)
-    if (view & ((base < 0) | (base >= n) | (base == np.arange(n)) | (cuts != ranks))).any() \
+    cuts = a.slice_count
+    if (view & ((base < 0) | (base >= n) | (base == np.arange(n)) | (cuts != a.rank))).any() \
             or (~view & (cuts != 0)).any():
         return None
-    kinds = list(map(LOCATION_OF.__getitem__, locations))
+    names = a.names
     buffer_at = np.flatnonzero(~view).tolist()
-    buffers = [Buffer(names[i], kinds[i], types[keys[i]], None if tiles[i] == -1 else tiles[i],
-                      None if offsets[i] == -1 else offsets[i],
-                      _init(check, f"tensor #{i} '{names[i]}'", inits[i])) for i in buffer_at]
-    at = np.flatnonzero(view).tolist()
-    view_slices = list(map(all_slices.__getitem__, at))
-    # Views share their (never mutated) slices: one Slice per distinct record (a block's
-    # views differ in one dim, the rest are whole), a view's tuple made of them.
-    made = {rec: Slice(*rec) for rec in dict.fromkeys(chain.from_iterable(view_slices))}
-    slice_of = made.__getitem__
-    views = list(map(View, map(names.__getitem__, at),
-                     map(refs.__getitem__, map(bases.__getitem__, at)),
-                     [tuple(map(slice_of, recs)) for recs in view_slices]))
-    return kinds, buffer_at, buffers, views
+    kinds = dict(zip(buffer_at, map(LOCATION_OF.__getitem__, a.location[buffer_at].tolist())))
+    inits = columns(tensors, "const_init")[0]
+    buffers = [Buffer(names[i], kinds[i], made_types[which[i]], None if tile == -1 else tile,
+                      None if offset == -1 else offset,
+                      _init(check, f"tensor #{i} '{names[i]}'", inits[i]))
+               for i, tile, offset in zip(buffer_at, a.tile[buffer_at].tolist(),
+                                          a.offset[buffer_at].tolist())]
+    at = np.flatnonzero(view)
+    slice_first = np.cumsum(cuts) - cuts
+
+    def views() -> list[View]:
+        if not len(at):
+            return []
+        # Views share their (never mutated) slices: one Slice per distinct (start, stop,
+        # step) (a block's views differ in one dim, the rest are whole), a view's tuple made
+        # of them.
+        codes = row_codes(a.slices)
+        _, first_use, index = np.unique(codes, axis=0 if codes.ndim > 1 else None,
+                                        return_index=True, return_inverse=True)
+        made = list(starmap(Slice, a.slices[first_use].tolist()))
+        pieces = split_rows(list(map(made.__getitem__, index.reshape(-1).tolist())),
+                            cuts[at].tolist())
+        return list(map(View, map(names.__getitem__, at.tolist()),
+                        map(refs.__getitem__, base[at].tolist()), pieces))
+
+    def one_view(i: int) -> View:
+        """Tensor ``i``'s View (equal to the module's), the others left unmade."""
+        first = int(slice_first[i])
+        return View(names[i], refs[int(base[i])],
+                    tuple(starmap(Slice, a.slices[first:first + int(cuts[i])].tolist())))
+    return kinds, buffer_at, buffers, views, one_view
+
+
+_LOCATION_CODES = np.array(sorted(LOCATION_OF), np.int64)
+
+
+def _no_view(i: int) -> View:
+    raise IndexError(f"tensor #{i} of none")
+
+
+class Refs:
+    """One ``Ref`` per tensor index, made on first use and shared by its uses (never
+    mutated): a blob of 100k tasks names 50,000 tensors a timing-only run never asks for."""
+
+    __slots__ = ("names", "made")
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.made = names, {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> Ref:
+        ref = self.made.get(index)
+        if ref is None:
+            ref = self.made[index] = Ref(self.names[index])
+        return ref
 
 
 def _init(check: Checker, where: str, init) -> ConstInit | None:
@@ -235,7 +305,7 @@ def _counts(check: Checker, content: BlobContent, sync: list[ListSync] | None = 
 
 def verify_program(program: Program, content: BlobContent, file: str,
                    schedule_rules: bool = True, sync: list[ListSync] | None = None,
-                   task=None) -> None:
+                   task=None, view=None) -> None:
     """Run the module verifier, and check each view's recorded region against it."""
     from vpuc.ir.symbols import SymbolTable
     from vpuc.perf import gc_paused
@@ -243,9 +313,10 @@ def verify_program(program: Program, content: BlobContent, file: str,
 
     # Reading (no schedule rules) checks on columns and class representatives; the module
     # verifier runs over the whole program when they find a doubt, for its messages.
-    # ``task(list, row)``: one IR task (the module's task lists may not be built yet).
+    # ``task(list, row)``: one IR task (the module's task lists may not be built yet);
+    # ``view(i)``: tensor i's View (nor its views).
     if not schedule_rules and verify_by_columns(program.module, program.arch, content, sync,
-                                                task=task):
+                                                task=task, view=view):
         return
     symbols = SymbolTable(program.module)
     bag = verify_module(program.module, program.arch, schedule_rules=schedule_rules,

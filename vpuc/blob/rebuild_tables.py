@@ -16,22 +16,22 @@ from vpuc.blob.content import DMA_MODE_OF, BlobContent
 from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import Flat, ListSync, list_sync
 from vpuc.ir.tasks import Executor
-from vpuc.task_tables import Csr, ListTable, TaskTables
+from vpuc.task_tables import Csr, ListTable, TaskTables, ViewTable
 
 
 def task_tables(content: BlobContent, executors: list[Executor], sync: list[ListSync] | None,
                 names: list[str], barrier_names: list[str], barrier_physical: list[int],
-                task) -> TaskTables | None:
-    """The columns of every task list (``executors``: each list's, as checked) and of the
-    barriers; None when a list's barrier indices are not columns (``list_sync`` finds a
-    record of another kind)."""
+                task, views: ViewTable | None = None) -> TaskTables | None:
+    """The columns of every task list (``executors``: each list's, as checked), of the
+    barriers and the tensors' view columns (``views``, when rebuild read them so); None when
+    a list's barrier indices are not columns (``list_sync`` finds a record of another kind)."""
     lists = []
     for li, (executor, tl) in enumerate(zip(executors, content.task_lists)):
         found = sync[li] if sync is not None else list_sync(tl.tasks)
         if found is None:
             return None
         lists.append(_list_table(executor, tl.tasks, found))
-    return TaskTables(lists, names, task, barrier_names, barrier_physical)
+    return TaskTables(lists, names, task, barrier_names, barrier_physical, views)
 
 
 def _csr(flat: Flat, rows: int) -> Csr:

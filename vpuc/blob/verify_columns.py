@@ -45,6 +45,7 @@ from vpuc.arch import Arch
 from vpuc.blob.content import EXECUTOR_OF, ActTaskRec, BlobContent, DmaRec, DpuRec
 from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import ListSync, barrier_columns, rows_disjoint
+from vpuc.blob.tensor_table import tensor_arrays
 from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DpuTask, TaskList
@@ -53,12 +54,12 @@ _waits, _updates = attrgetter("waits"), attrgetter("updates")
 
 
 def verify_by_columns(module: Module, arch: Arch, content: BlobContent,
-                      sync: list[ListSync] | None = None, *, task=None) -> bool:
+                      sync: list[ListSync] | None = None, *, task=None, view=None) -> bool:
     """Whether every per-record rule of the module verifier holds (no errors; reading
     reports no warnings) and every tensor's record holds its resolved region; False: the
     caller must run the module verifier for the messages.  ``task(list, row)`` makes the
     IR task of a record (``rebuild.TaskSource.task``), so only the representatives are
-    made; by default they are the module's."""
+    made; by default they are the module's (``view(i)``: tensor ``i``'s View, likewise)."""
     from vpuc.verifier import verify_module
 
     if module.graphs:
@@ -90,7 +91,8 @@ def verify_by_columns(module: Module, arch: Arch, content: BlobContent,
         reduced.append(TaskList(executor, [_without_barriers(task(li, i)) for i in picks]))
     # The module's other fields as they are (its task lists are never built for this).
     probe = dataclasses.replace(module, task_lists=reduced,
-                                views=_views_used(module, content.tensors, used), barriers=[])
+                                views=_views_used(module, content.tensors, used, view),
+                                barriers=[])
     return not verify_module(probe, arch, schedule_rules=False).has_errors
 
 
@@ -105,39 +107,33 @@ def _operands(rec) -> list[int]:
     return []
 
 
-def _views_used(module: Module, tensors: tuple, used: set[int]) -> list:
-    """The views among the tensors ``used`` and their bases, in declaration order."""
-    if not used:
-        return []
-    base = np.fromiter(tensors.column("base") if isinstance(tensors, RecordTable) else
-                       map(_base, tensors), np.int64, len(tensors))
-    is_view = base != -1
-    view_at = np.cumsum(is_view) - 1          # a view's tensor index -> its place in views
-    wanted, todo = set(), [i for i in used if i >= 0 and is_view[i]]    # -1: no operand
+def _views_used(module: Module, tensors, used: set[int], view=None) -> list:
+    """The views among the tensors ``used`` and their bases, in declaration order
+    (``view(i)``: tensor ``i``'s View, so the module's views need not all be made)."""
+    bases = tensor_arrays(tensors).base      # the reader's columns: no record made
+    n = len(bases)
+    is_view = bases != -1
+    wanted, todo = set(), [i for i in used if 0 <= i < n and is_view[i]]
     while todo:
         i = todo.pop()
         if i not in wanted:
             wanted.add(i)
-            b = int(base[i])
-            if is_view[b]:          # a view's base is another tensor (checked on rebuild)
+            b = int(bases[i])
+            if 0 <= b < n and is_view[b]:
                 todo.append(b)
-    return [module.views[int(view_at[i])] for i in sorted(wanted)]
-
-
-_base = attrgetter("base")
-
-
-_name = attrgetter("name")
+    if view is None:
+        view_of = np.cumsum(is_view) - 1      # tensor index -> position in module.views
+        return [module.views[int(view_of[i])] for i in sorted(wanted)]
+    return [view(i) for i in sorted(wanted)]
 
 
 def _names_unique(content: BlobContent) -> bool:
     """Tensor and barrier names share one namespace: all distinct."""
-    tensors, barrier_names = content.tensors, barrier_columns(content.barriers)[2]
-    # A table's own column, else one attribute read per record: no record made, no list joined.
-    names = set(tensors.column("name") if isinstance(tensors, RecordTable) else
-                map(_name, tensors))
+    tensor_names = columns(content.tensors, "name")[0]
+    barrier_names = barrier_columns(content.barriers)[2]
+    names = set(tensor_names)       # one set filled column by column: no list joined
     names.update(barrier_names)
-    return len(names) == len(tensors) + len(barrier_names)
+    return len(names) == len(tensor_names) + len(barrier_names)
 
 
 def _physical_ids(content: BlobContent, arch: Arch) -> bool:
