@@ -49,8 +49,8 @@ _act_fields = attrgetter("tile", "waits", "updates")
 
 def build(plan: Plan) -> Plan:
     module = plan.program.module
-    _barriers(plan, module)
     tables = plan.program.tables
+    _barriers(plan, module, tables)
     if tables is not None and tables.current(module):
         # Read from a blob and never asked for its task objects: from its columns.
         ColumnBuilder(plan, tables).build()
@@ -278,12 +278,18 @@ def _counts(size: int, per_unit: list[tuple[int, ...]]) -> list[int]:
     return np.bincount(ids, minlength=size).tolist()
 
 
-def _barriers(plan: Plan, module) -> None:
+def _barriers(plan: Plan, module, tables) -> None:
     """Number barriers; group them by physical id in module order (the reuse order).
-    A barrier without a physical id is its own physical barrier."""
-    barriers = module.barriers
-    plan.barrier_names = list(map(_name, barriers))
-    physical = list(map(_physical, barriers))
+    A barrier without a physical id is its own physical barrier.  A module read from a
+    blob whose barriers were never asked for gives the columns read (-1: no physical id)."""
+    if tables is not None and not module.barriers_built and tables.current(module):
+        plan.barrier_names = tables.barrier_names
+        physical = [None if p == -1 else p for p in tables.barrier_physical] \
+            if -1 in tables.barrier_physical else tables.barrier_physical
+    else:
+        barriers = module.barriers
+        plan.barrier_names = list(map(_name, barriers))
+        physical = list(map(_physical, barriers))
     if any(map(is_, physical, repeat(None))):
         physical = [("virtual", b) if p is None else p for b, p in enumerate(physical)]
     slots = dict(zip(dict.fromkeys(physical), range(len(physical))))   # in order of first use

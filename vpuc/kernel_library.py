@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vpuc.diagnostics import VpucError
-from vpuc.shave import KernelObject, assemble_file
+
+if TYPE_CHECKING:       # the assembler is imported when a kernel is assembled, not before
+    from vpuc.shave import KernelObject
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 DEFAULT_BUILD_DIR = KERNEL_DIR / "build"
@@ -41,6 +44,7 @@ def load_library_kernel(name: str) -> KernelObject:
 
 @lru_cache(maxsize=None)
 def _assemble(path: Path) -> KernelObject:
+    from vpuc.shave.assembler import assemble_file
     obj = assemble_file(path)            # .include paths are relative to kernels/
     entries = [sym.name for sym in obj.entry_points]
     if entries != [path.stem]:

@@ -10,8 +10,8 @@ cost class and its variants' corners, modes and barriers.  The simulator's plan
 ``task(list, row)`` makes one IR task when a cost or an engine needs it.
 
 The columns describe the module as read: ``TaskTables.current`` says whether they
-still do (its task lists never built, so never changed, and its barriers the
-same list).
+still do (its task lists never built, so never changed, and its barriers never
+built or the list made from these).
 """
 
 from __future__ import annotations
@@ -126,15 +126,20 @@ class TaskTables:
     lists: list[ListTable]
     tensor_names: list[str]         # by tensor index
     task: Callable[[int, int], object]    # (list index, row) -> its IR task, made on request
-    barriers: list                  # the module's barrier list as read (``current``)
-    barrier_count: int
+    # The barriers read, as columns (physical id -1: virtual): the plan reads these while
+    # the module's barrier list is not built (``Module.defer_barriers``).
+    barrier_names: list[str]
+    barrier_physical: list[int]
     views: ViewTable | None = None  # the tensors' view columns (None: not read so)
+    barriers: list | None = None    # the module's barrier list once made (``current``)
 
     def current(self, module) -> bool:
         """Whether the columns still describe ``module``: its task lists never built (so
-        never changed) and its barriers the list read."""
-        return not module.task_lists_built and module.barriers is self.barriers and \
-            len(module.barriers) == self.barrier_count
+        never changed) and its barriers never built or the list made from these."""
+        if module.task_lists_built:
+            return False
+        return not module.barriers_built or module.barriers is self.barriers and \
+            len(module.barriers) == len(self.barrier_names)
 
 
 def row_codes(rows: np.ndarray) -> np.ndarray:

@@ -40,6 +40,41 @@ def test_a_generated_program_of_many_tasks_decodes_to_the_generic_records():
                for tl in root.task_lists) == 64
 
 
+def test_scalar_columns_keep_numbers_equal_to_their_values():
+    """Every scalar column of the column decoder (``Scalars``), written or never written
+    (the default everywhere), and a slice of one (a task list's rows of its TaskList
+    vector), keeps a numpy array equal to its values; ``ints`` reads it as the values."""
+    import numpy as np
+    from gen_program import generate
+
+    from vpuc.api import compile_text
+    from vpuc.blob.fb_columns import Columns
+    from vpuc.blob.fb_rows import Scalars
+    from vpuc.blob.fb_task_columns import ints
+
+    data = write_blob(compile_text(generate(64), "gen.vir"), "fb")
+    root = decoded(data, columns=True)
+    tables = [root.barriers, root.tensors] + [
+        t for tl in root.task_lists for t in (tl.dma_tasks, tl.dpu_tasks, tl.act_kernel_tasks)
+        if t]
+    seen = set()
+    while tables:
+        table = tables.pop()
+        if not isinstance(table, Columns):
+            continue
+        for name, column in table.columns.items():
+            if isinstance(column, Columns):
+                tables.append(column)
+            if isinstance(column, Scalars):
+                seen.add(name)
+                assert column.array.tolist() == list(column), name
+                assert ints(column).tolist() == np.fromiter(column, np.int64).tolist()
+                part = column[1:-1]
+                assert isinstance(part, Scalars) and part.array.tolist() == list(part)
+    # (the program has columns written everywhere, partly (a default omitted) and never)
+    assert {"src", "dst", "channel", "id", "physical_id", "tile", "op"} <= seen, seen
+
+
 def _mutate(data: bytes, rng: random.Random) -> bytes:
     blob = bytearray(data)
     for _ in range(rng.randint(1, 4)):
@@ -191,3 +226,36 @@ def test_a_vectors_column_slices_with_its_numbers():
             assert part.values.tolist() == [v for r in rows[start:stop] for v in r or ()]
             assert part.counts.tolist() == [len(r or ()) for r in rows[start:stop]]
     assert column[::2] == rows[::2] and column[2] == (2, 3)
+
+
+def test_a_vectors_column_made_from_its_numbers_reads_as_its_rows():
+    """Vectors without rows (the column decoder's): each row cut from the numbers only when
+    asked, a missing vector read as None, equal to the rows in every index and slice; an
+    indexed row is cut alone."""
+    import pickle
+
+    import numpy as np
+    from vpuc.blob.fb_columns import Vectors
+
+    rows = [(1,), (), (2, 3), None, (4,), (5, 6, 7)]
+    counts = np.array([len(r or ()) for r in rows], np.int64)
+    values = np.array([1, 2, 3, 4, 5, 6, 7], np.uint32)
+    missing = np.array([r is None for r in rows])
+
+    def lazy():
+        return Vectors(None, values, counts, missing)
+    for i in range(-len(rows), len(rows)):
+        column = lazy()
+        assert column[i] == rows[i] and column._rows is None
+    for start in range(-7, 8):
+        for stop in (*range(-7, 8), None):
+            part = lazy()[start:stop]
+            assert part == rows[start:stop] and list(part) == rows[start:stop]
+            assert part.values.tolist() == [v for r in rows[start:stop] for v in r or ()]
+    column = lazy()
+    assert column == rows and column.missing_rows().tolist() == missing.tolist()
+    assert column[::2] == rows[::2] and len(column) == len(rows)
+    assert pickle.loads(pickle.dumps(lazy())) == rows
+    assert Vectors(None, values[:0], counts[:0]) == [] and lazy() != rows[:-1]
+    with pytest.raises(IndexError):
+        lazy()[len(rows)]

@@ -105,3 +105,38 @@ def test_lists_built_by_columns_equal_those_built_row_by_row(path, monkeypatch):
     assert by_columns.invocations == row_by_row.invocations
     assert [type(t) for tl in by_columns.module.task_lists for t in tl.tasks] == \
         [type(t) for tl in row_by_row.module.task_lists for t in tl.tasks]
+
+
+def test_act_ok_doubts_a_kernel_without_an_image_or_args_past_the_window():
+    """``act_ok`` on whole columns (each distinct kernel once, args ends against window
+    lengths) doubts what the row-by-row check refuses: a kernel whose image the program
+    lacks, an args block one byte past its WIN_E image, on any row."""
+    from vpuc.blob.rebuild_checks import Checker
+    from vpuc.blob.rebuild_lists import act_ok
+
+    content = flatten(compiled(CONV))
+    at = next(i for i, tl in enumerate(content.task_lists) if tl.executor == 2)
+    act = content.task_lists[at].tasks
+    if not act or act[-1].invocation is None:
+        pytest.skip("no invoked ACT SHAVE task in the example")
+    program = rebuild(content, "x.blob", verify=False)
+    names = [k.name for k in content.kernels]
+
+    def ok(recs, kernels=None) -> bool:
+        if kernels is not None:
+            program.kernels, saved = kernels, program.kernels
+        try:
+            return act_ok(Checker("x.blob"), recs, len(content.tensors), names, program)
+        finally:
+            if kernels is not None:
+                program.kernels = saved
+    assert ok(act)
+    assert not ok(act, kernels={})
+    for row in (0, len(act) - 1):
+        inv = act[row].invocation
+        bad = with_task(content, 2, row, invocation=inv._replace(
+            args_size=len(inv.window) - inv.args_offset + 1)).task_lists[at].tasks
+        assert not ok(bad)
+        fits = with_task(content, 2, row, invocation=inv._replace(
+            args_size=len(inv.window) - inv.args_offset)).task_lists[at].tasks
+        assert ok(fits)

@@ -95,6 +95,9 @@ EDITS = {
         c, LAST_OUT, strides=(1,) + c.tensors[tensor(c, LAST_OUT)].strides[1:]),
     "view on another memory": lambda c: _with_view(c, LAST_OUT, tile=1),
     "a tensor named like a barrier": lambda c: _with_view(c, LAST_OUT, name="l0"),
+    "two tensors of one name": lambda c: _with_view(c, LAST_OUT, name="in0"),
+    "two barriers of one name": lambda c: c._replace(barriers=c.barriers[:-1] + (
+        c.barriers[-1]._replace(name=c.barriers[0].name),)),
     "physical barrier id out of range": lambda c: c._replace(barriers=(
         c.barriers[0]._replace(physical_id=10 ** 4),) + c.barriers[1:]),
 }

@@ -48,6 +48,7 @@ def test_the_plan_from_columns_is_the_plan_from_tasks(name, fmt, tmp_path):
         assert info.value.diagnostics[0].message == exc.diagnostics[0].message
         return
     assert not back.module.task_lists_built and not back.module.views_built
+    assert not back.module.barriers_built
     back.module.task_lists          # built: the plan now comes from the tasks and views
     from_tasks = build_plan(back, arch)
     assert back.module.views_built
@@ -105,6 +106,7 @@ def test_a_timing_only_run_of_a_read_program_makes_no_task_list(name, fmt, tmp_p
     assert not back.module.task_lists_built          # reading verified without them
     assert simulate(back, timing_only=True, races=False).cycles == expected
     assert not back.module.task_lists_built and not back.module.views_built
+    assert not back.module.barriers_built
     assert back.module == program.module             # built on request, equal
     assert simulate(back, timing_only=True, races=False).cycles == expected
 
@@ -117,3 +119,41 @@ def test_changed_task_lists_are_simulated_as_changed(tmp_path):
     dma.tasks[0].channel = 1 - dma.tasks[0].channel
     plan = build_plan(back, sim_arch_for(back.arch))
     assert plan.queue_keys[plan.queue_of[0]] == ("DMA", dma.tasks[0].channel)
+
+
+def test_changed_barriers_are_simulated_as_changed(tmp_path):
+    """Once the barriers are built, the plan reads them: the list made from the columns
+    keeps the columns current; another list does not."""
+    program = _program("examples/conv_2tiles", tmp_path)
+    back = read_blob(write_blob(program, "fb"), "x.blob")
+    arch = sim_arch_for(back.arch)
+    from_columns = build_plan(back, arch)
+    assert back.module.barriers == program.module.barriers and back.tables.current(back.module)
+    assert build_plan(back, arch).phys_labels == from_columns.phys_labels
+    first = back.module.barriers[0]
+    back.module.barriers = [type(first)(first.name, None), *back.module.barriers[1:]]
+    assert not back.tables.current(back.module)
+    plan = build_plan(back, arch)
+    assert plan.phys_labels[plan.barrier_phys[0]] == f"%{first.name}"
+    assert from_columns.phys_labels[from_columns.barrier_phys[0]] != f"%{first.name}"
+
+
+@pytest.mark.parametrize("fmt", ["fb", "elf"])
+def test_virtual_barriers_from_columns_plan_as_from_objects(fmt, tmp_path):
+    """A barrier without a physical id (-1 in the blob) is its own physical barrier in the
+    plan built from the columns, as in the one built from Barrier objects."""
+    program = _program("examples/conv_2tiles", tmp_path)
+    for b in program.module.barriers[::2]:
+        b.physical = None
+    back = _read(program, fmt)
+    arch = sim_arch_for(back.arch)
+    assert -1 in back.tables.barrier_physical
+    from_columns = build_plan(back, arch)
+    assert not back.module.barriers_built
+    back.module.barriers            # built: the plan now comes from the objects
+    back.tables.barriers = None     # (and not from the columns)
+    assert not back.tables.current(back.module)
+    from_objects = build_plan(back, arch)
+    for name_ in ("barrier_names", "barrier_phys", "phys_labels", "phys_lists"):
+        assert getattr(from_columns, name_) == getattr(from_objects, name_), name_
+    assert any(label.startswith("%") for label in from_columns.phys_labels)

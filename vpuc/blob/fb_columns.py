@@ -33,7 +33,8 @@ from functools import partial
 
 import numpy as np
 
-from vpuc.blob.fb_rows import Columns, Grouped, Vectors, distinct_counts, split_rows, value_rows
+from vpuc.blob.fb_rows import (Columns, Grouped, Scalars, Vectors, distinct_counts,
+                               split_rows)
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 __all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
@@ -141,8 +142,10 @@ class ColumnDecoder:
         at = pos + rows(voff)
         self._first_bad(rows(present & (voff + size > tsize)), at, fwhere, lambda row, _: (
             f"field runs past its table ({int(of_row(tsize, row))} bytes)"))
-        if not present.any():
-            return [default] * count
+        if not present.any():       # never written (the default everywhere): numbers too
+            full = _filled(count, default, np.dtype("<" + ftype.code)) \
+                if ftype.kind == "scalar" else None
+            return [default] * count if full is None else Scalars(full)
         everywhere = bool(present.all())
         if not everywhere:
             present = rows(present)
@@ -154,7 +157,9 @@ class ColumnDecoder:
             full = None if everywhere else _filled(count, default, array.dtype)
             if full is not None:
                 full[present] = array
-                return full.tolist()
+                return Scalars(full)
+            if everywhere:
+                return Scalars(array)
             values = array.tolist()
         elif ftype.kind == "struct":
             values = self.structs(self.dec.schema.structs[ftype.name], at)
@@ -168,6 +173,10 @@ class ColumnDecoder:
                 values = self.vectors(ftype.element, targets, fwhere)
         if everywhere:
             return values
+        if isinstance(values, Vectors):     # a missing vector holds no numbers
+            counts = np.zeros(count, np.int64)
+            counts[present] = values.counts
+            return Vectors(None, values.values, counts, ~present, default)
         if isinstance(values, StructArrays):    # a missing vector holds no structs
             counts = np.zeros(count, np.int64)
             counts[present] = values.counts
@@ -180,10 +189,6 @@ class ColumnDecoder:
             column = [default] * count
             for row, value in zip(np.flatnonzero(present).tolist(), values):
                 column[row] = value
-        if isinstance(values, Vectors):     # a missing vector holds no numbers
-            counts = np.zeros(count, np.int64)
-            counts[present] = values.counts
-            return Vectors(column, values.values, counts)
         return column
 
     def structs(self, sdef, at: np.ndarray) -> list:
@@ -318,7 +323,7 @@ class ColumnDecoder:
             dec._spend(int(count.sum()), where, first)
             values = self._scalar_array(element.code, self._elements(pos, count, width),
                                         aligned=width <= 4)     # vectors start on a word
-            return Vectors(value_rows(values, count), values, count)
+            return Vectors(None, values, count)       # each row's tuple made when asked
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
             count = self._lengths(pos, sdef.size, where, "vector")

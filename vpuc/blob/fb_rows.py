@@ -1,8 +1,8 @@
 """The column decoder's results as rows (``vpuc.blob.fb_columns``).
 
 ``Columns`` (a vector of tables, one list per field), ``Grouped`` (a column of
-vectors of tables) and ``Vectors`` (a column of vectors of scalars with its
-numbers) iterate, index and compare as the generic decoder's tuples of records;
+vectors of tables), ``Scalars`` (a column of scalars with its numpy array) and
+``Vectors`` (a column of vectors of scalars with its numbers) iterate, index and compare as the generic decoder's tuples of records;
 ``value_rows`` and ``split_rows`` cut a column's flat values into each row's tuple,
 a block per distinct length in C, each distinct row made once when rows repeat.
 """
@@ -85,30 +85,105 @@ class Grouped:
         return self.flat[first:first + counts[index]]
 
 
-class Vectors(list):
-    """A column of vectors of scalars: a list of each row's tuple, which also keeps every
-    row's values one after another (``values``, numpy) and each row's ``counts``, for a
-    reader that works on the numbers as columns (``reader_fb``'s barrier indices)."""
+class Scalars(list):
+    """A column of scalars: the list of its values, which also keeps them as the decoder's
+    numpy array (``array``), for a reader that works on the numbers as columns."""
 
-    __slots__ = ("values", "counts")
+    __slots__ = ("array",)
 
-    def __init__(self, rows: list, values: np.ndarray, counts: np.ndarray) -> None:
-        super().__init__(rows)
-        self.values, self.counts = values, counts
+    def __init__(self, array: np.ndarray, values: list | None = None) -> None:
+        super().__init__(array.tolist() if values is None else values)
+        self.array = array
 
     def __getitem__(self, index):
-        rows = list.__getitem__(self, index)
-        if not isinstance(index, slice):
-            return rows
-        start, stop, step = index.indices(len(self))
-        if step != 1:
-            return rows
-        stop = max(start, stop)
-        offsets = np.concatenate(([0], np.cumsum(self.counts)))     # each row's first value
-        return Vectors(rows, self.values[offsets[start]:offsets[stop]], self.counts[start:stop])
+        got = list.__getitem__(self, index)
+        # A slice keeps its numbers (a task list's rows of the TaskList vector's tasks).
+        return Scalars(self.array[index], got) if isinstance(index, slice) else got
 
     def __reduce__(self):           # pickles as the plain list it equals
         return (list, (list(self),))
+
+
+class Vectors:
+    """A column of vectors of scalars: every row's values one after another (``values``,
+    numpy) and each row's ``counts``, for a reader that works on the numbers as columns
+    (``reader_fb``'s barrier indices); ``missing`` marks rows without a vector (None when
+    every row has one).  It indexes, iterates and compares as the list of each row's tuple
+    (``default`` for a missing vector), made only when first asked (``rows``: given, or
+    cut from the values then); an indexed row alone is cut without making the others."""
+
+    __slots__ = ("values", "counts", "missing", "default", "_rows", "_firsts")
+
+    def __init__(self, rows: list | None, values: np.ndarray, counts: np.ndarray,
+                 missing: np.ndarray | None = None, default=None) -> None:
+        self.values, self.counts, self.default = values, counts, default
+        if rows is not None and missing is None and None in rows:
+            missing = np.fromiter((r is None for r in rows), bool, len(rows))
+        self.missing = missing if missing is not None and missing.any() else None
+        self._rows, self._firsts = rows, None
+
+    def rows(self) -> list:
+        """Each row's tuple (``default`` for a missing vector), made once."""
+        rows = self._rows
+        if rows is None:
+            if self.missing is None:
+                rows = value_rows(self.values, self.counts)
+            else:
+                present = ~self.missing
+                made = value_rows(self.values, self.counts[present])
+                scattered = np.full(len(self.counts), self.default, object)
+                scattered[present] = np.fromiter(made, object, len(made))
+                rows = scattered.tolist()
+            self._rows = rows
+        return rows
+
+    def missing_rows(self) -> np.ndarray | None:
+        """Rows without a vector, or None when every row has one."""
+        return self.missing
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def _first(self) -> np.ndarray:
+        """Each row's first value's index, and past the last (made once)."""
+        if self._firsts is None:
+            self._firsts = np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64)))
+        return self._firsts
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            if self._rows is not None:
+                return self._rows[index]
+            row = range(len(self.counts))[index]
+            if self.missing is not None and self.missing[row]:
+                return self.default
+            firsts = self._first()
+            return tuple(self.values[firsts[row]:firsts[row + 1]].tolist())
+        start, stop, step = index.indices(len(self.counts))
+        if step != 1:
+            return self.rows()[index]
+        stop = max(start, stop)
+        firsts = self._first()
+        return Vectors(None if self._rows is None else self._rows[start:stop],
+                       self.values[firsts[start]:firsts[stop]], self.counts[start:stop],
+                       None if self.missing is None else self.missing[start:stop],
+                       self.default)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, Vectors)):
+            return len(other) == len(self) and self.rows() == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self.rows())
+
+    def __reduce__(self):           # pickles as the plain list it equals
+        return (list, (self.rows(),))
 
 
 def value_rows(values: np.ndarray, count: np.ndarray) -> list[tuple]:

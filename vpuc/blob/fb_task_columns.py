@@ -23,7 +23,10 @@ from vpuc.blob.fb_rows import Vectors
 
 
 def ints(column) -> np.ndarray:
-    """A column of ints (a list) as int64."""
+    """A column of ints (a list, or the decoder's ``Scalars``: its array) as int64."""
+    array = getattr(column, "array", None)
+    if array is not None and array.dtype.kind in "iub" and array.dtype != np.uint64:
+        return array.astype(np.int64)       # every value fits: no list read back
     return np.fromiter(column, np.int64, len(column))
 
 
@@ -43,6 +46,8 @@ def padded(column, *, none_ok: bool = False) -> np.ndarray | None:
 
 def _missing(column: list) -> np.ndarray | None:
     """Rows without a vector (None), or None when every row has one."""
+    if isinstance(column, Vectors):
+        return column.missing_rows()
     if None not in column:
         return None
     return np.fromiter((v is None for v in column), bool, len(column))

@@ -231,9 +231,9 @@ class FbReader:
                                    for column in refs):
             return None
         (w_index, w_offset, w_size), (a_index, a_offset, a_size), (d_index, d_offset, d_size) = [
-            [np.array(c[field], np.int64) for field in ("data_index", "offset", "size")]
+            [ints(c[field]) for field in ("data_index", "offset", "size")]
             for c in map(columns_of, refs)]
-        kernel = np.array(ic["kernel"], np.int64)
+        kernel = ints(ic["kernel"])
         data_size = np.array([-1 if image_of(kernels, k) is None else len(image_of(kernels, k).data)
                               for k in range(len(kernels))] + [-1], np.int64)
         lengths = np.array([len(d) for d in data] + [-1], np.int64)

@@ -22,6 +22,7 @@ them as numpy columns meanwhile (``rebuild_tables``, ``Program.tables``).
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import starmap
 
 import numpy as np
@@ -87,8 +88,7 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
             if b.id != i or b.physical_id < -1:
                 raise check.fail(where, f"id {b.id} / physical id {b.physical_id} is invalid")
             check.name(where, b.name)
-    module.barriers = list(map(Barrier, barrier_names, [None if p == -1 else p
-                                                        for p in physical.tolist()]))
+    physical = physical.tolist()
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
     program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
@@ -99,7 +99,9 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
         *(getattr(tensor_arrays(tensors), k) for k in ("base", "slice_count", "slices")),
         names, one_view)
     program.tables = task_tables(content, [executor for executor, _, _ in source.lists], sync,
-                                 names, module.barriers, source.task, views)
+                                 names, barrier_names, physical, source.task, views)
+    # A Barrier per record only when asked: a timing-only simulation reads the columns.
+    module.defer_barriers(partial(_barrier_list, program.tables, barrier_names, physical))
     _counts(check, content, sync)
 
     for c in content.constants:
@@ -114,6 +116,13 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     if verify:
         verify_program(program, content, file, schedule_rules, sync, source.task, one_view)
     return program
+
+
+def _barrier_list(tables, names: list[str], physical: list[int]) -> list[Barrier]:
+    made = list(map(Barrier, names, [None if p == -1 else p for p in physical]))
+    if tables is not None:
+        tables.barriers = made      # the list the columns still describe
+    return made
 
 
 def _tensors_by_rows(check: Checker, tensors, refs, types: dict) -> tuple:

@@ -70,6 +70,15 @@ def act_ok(check, recs, n_tensors: int, kernel_names: list[str], program: Progra
             (len(indices) and (indices.min() < 0 or indices.max() >= n_tensors)) or \
             not check.all_names(names):
         return False
+    if None not in invocations:     # every task invoked: each distinct kernel once, args as columns
+        images = program.kernels
+        if any(program.kernel_aliases.get(name, name) not in images
+               for name in map(kernel_names.__getitem__, set(kernels))):
+            return False
+        windows, offsets, sizes = zip(*invocations)
+        ends = np.fromiter(offsets, np.int64, len(offsets)) + np.fromiter(sizes, np.int64,
+                                                                          len(sizes))
+        return bool((ends <= np.fromiter(map(len, windows), np.int64, len(windows))).all())
     for kernel, inv in zip(map(kernel_names.__getitem__, kernels), invocations):
         if inv is not None and (program.kernel_aliases.get(kernel, kernel) not in
                                 program.kernels or

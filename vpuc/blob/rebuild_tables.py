@@ -20,18 +20,18 @@ from vpuc.task_tables import Csr, ListTable, TaskTables, ViewTable
 
 
 def task_tables(content: BlobContent, executors: list[Executor], sync: list[ListSync] | None,
-                names: list[str], barriers: list, task, views: ViewTable | None = None
-                ) -> TaskTables | None:
-    """The columns of every task list (``executors``: each list's, as checked) and the
-    tensors' view columns (``views``, when rebuild read them so); None when a list's barrier
-    indices are not columns (``list_sync`` finds a record of another kind)."""
+                names: list[str], barrier_names: list[str], barrier_physical: list[int],
+                task, views: ViewTable | None = None) -> TaskTables | None:
+    """The columns of every task list (``executors``: each list's, as checked), of the
+    barriers and the tensors' view columns (``views``, when rebuild read them so); None when
+    a list's barrier indices are not columns (``list_sync`` finds a record of another kind)."""
     lists = []
     for li, (executor, tl) in enumerate(zip(executors, content.task_lists)):
         found = sync[li] if sync is not None else list_sync(tl.tasks)
         if found is None:
             return None
         lists.append(_list_table(executor, tl.tasks, found))
-    return TaskTables(lists, names, task, barriers, len(barriers), views)
+    return TaskTables(lists, names, task, barrier_names, barrier_physical, views)
 
 
 def _csr(flat: Flat, rows: int) -> Csr:

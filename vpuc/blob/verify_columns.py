@@ -129,8 +129,11 @@ def _views_used(module: Module, tensors, used: set[int], view=None) -> list:
 
 def _names_unique(content: BlobContent) -> bool:
     """Tensor and barrier names share one namespace: all distinct."""
-    names = list(columns(content.tensors, "name")[0]) + barrier_columns(content.barriers)[2]
-    return len(set(names)) == len(names)
+    tensor_names = columns(content.tensors, "name")[0]
+    barrier_names = barrier_columns(content.barriers)[2]
+    names = set(tensor_names)       # one set filled column by column: no list joined
+    names.update(barrier_names)
+    return len(names) == len(tensor_names) + len(barrier_names)
 
 
 def _physical_ids(content: BlobContent, arch: Arch) -> bool:
@@ -220,11 +223,14 @@ def _without_barriers(task):
 
 def _labels_unique(content: BlobContent) -> bool:
     """Task labels, and "task.variant" for labelled DPU variants, all distinct."""
-    labels = []
+    seen: set[str] = set()
+    total = 0
     for tl in content.task_lists:
         task_labels, = columns(tl.tasks, "label")
-        labels += task_labels if None not in task_labels and "" not in task_labels else \
+        labels = task_labels if None not in task_labels and "" not in task_labels else \
             [label for label in task_labels if label]
+        seen.update(labels)         # no list of every label joined: one set
+        total += len(labels)
         if tl.tasks and (isinstance(tl.tasks, RecordTable) and tl.tasks.record is DpuRec or
                          not isinstance(tl.tasks, RecordTable) and
                          {type(rec) for rec in tl.tasks} == {DpuRec}):
@@ -232,9 +238,11 @@ def _labels_unique(content: BlobContent) -> bool:
             if any(variant_labels):
                 counts = [len(v) for v in columns(tl.tasks, "variants")[0]]
                 owners = chain.from_iterable(map(repeat, task_labels, counts))
-                labels += [f"{task}.{label}" for task, label in zip(owners, variant_labels)
-                           if label]
-    return len(set(labels)) == len(labels)
+                labels = [f"{task}.{label}" for task, label in zip(owners, variant_labels)
+                          if label]
+                seen.update(labels)
+                total += len(labels)
+    return len(seen) == total
 
 
 def _sync_disjoint(content: BlobContent) -> bool:

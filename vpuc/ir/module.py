@@ -258,9 +258,9 @@ class Module:
     # Facts the passes have established (e.g. "cmx-allocated"); printed as a comment.
     attributes: dict[str, str] = field(default_factory=dict, compare=False)
 
-    # A module read from a blob builds its task lists and views when first asked
-    # (``defer_task_lists``, ``defer_views``): a timing-only simulation reads the blob's
-    # columns instead (vpuc/task_tables.py).
+    # A module read from a blob builds its task lists, views and barriers when first asked
+    # (``defer_task_lists``, ``defer_views``, ``defer_barriers``): a timing-only simulation
+    # reads the blob's columns instead (vpuc/task_tables.py).
     def defer_task_lists(self, make) -> None:
         """``task_lists`` made by ``make()`` on first access (equality, printing, copies and
         pickles included); until then ``task_lists_built`` is False."""
@@ -272,6 +272,12 @@ class Module:
         self.__dict__.pop("views", None)
         self.__dict__["_make_views"] = make
 
+    def defer_barriers(self, make) -> None:
+        """``barriers`` made by ``make()`` on first access, as ``defer_task_lists``; until
+        then ``barriers_built`` is False."""
+        self.__dict__.pop("barriers", None)
+        self.__dict__["_make_barriers"] = make
+
     @property
     def task_lists_built(self) -> bool:
         return "task_lists" in self.__dict__
@@ -280,9 +286,13 @@ class Module:
     def views_built(self) -> bool:
         return "views" in self.__dict__
 
+    @property
+    def barriers_built(self) -> bool:
+        return "barriers" in self.__dict__
+
     def __getattr__(self, name: str):
-        # Only reached when ``task_lists`` or ``views`` is not an instance attribute yet (the
-        # dataclass keeps no class attribute for a default_factory field).
+        # Only reached when a deferred field is not an instance attribute yet (the dataclass
+        # keeps no class attribute for a default_factory field).
         make = self.__dict__.get(_DEFERRED.get(name, ""))
         if make is None:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -291,12 +301,13 @@ class Module:
         return made
 
     def __getstate__(self) -> dict:
-        self.task_lists             # built: a pickle holds lists, not the closures
-        self.views
+        self.task_lists, self.views, self.barriers  # built: a pickle holds lists, not closures
         return {k: v for k, v in self.__dict__.items() if k not in _MAKERS}
 
 
-_DEFERRED = {"task_lists": "_make_task_lists", "views": "_make_views"}
+# Each deferrable field and the instance key of the function that makes it.
+_DEFERRED = {"task_lists": "_make_task_lists", "views": "_make_views",
+             "barriers": "_make_barriers"}
 _MAKERS = frozenset(_DEFERRED.values())
 
 

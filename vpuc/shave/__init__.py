@@ -1,17 +1,34 @@
 """The ACT SHAVE vector ISA toolchain: instruction table, assembler, disassembler,
-kernel objects (ELF32 relocatable) and linking.  See docs/shave-isa.md."""
+kernel objects (ELF32 relocatable) and linking.  See docs/shave-isa.md.
 
-from vpuc.shave.assembler import assemble, assemble_file
-from vpuc.shave.disassembler import (disassemble, disassemble_elf, disassemble_object,
-                                     format_instruction)
-from vpuc.shave.encoding import decode_word, encode_fields
-from vpuc.shave.isa import BY_MNEMONIC, BY_OPCODE, INSTRUCTIONS, Instruction
-from vpuc.shave.kobject import (R_SHAVE_ABS32, KernelObject, Relocation, RelocType, Symbol,
-                                link_kernel, rodata_address)
+The names below are imported on first use (PEP 562): a reader that needs one
+submodule (a blob reader: ``kernel_notes``) does not load the assembler."""
 
-__all__ = [
-    "assemble", "assemble_file", "disassemble", "disassemble_elf", "disassemble_object", "format_instruction",
-    "decode_word", "encode_fields", "BY_MNEMONIC", "BY_OPCODE", "INSTRUCTIONS", "Instruction",
-    "KernelObject", "Relocation", "RelocType", "Symbol", "R_SHAVE_ABS32", "link_kernel",
-    "rodata_address",
-]
+from importlib import import_module
+
+# Each exported name and the submodule that defines it.
+_HOME = {
+    "assemble": "assembler", "assemble_file": "assembler",
+    "disassemble": "disassembler", "disassemble_elf": "disassembler",
+    "disassemble_object": "disassembler", "format_instruction": "disassembler",
+    "decode_word": "encoding", "encode_fields": "encoding",
+    "BY_MNEMONIC": "isa", "BY_OPCODE": "isa", "INSTRUCTIONS": "isa", "Instruction": "isa",
+    "KernelObject": "kobject", "Relocation": "kobject", "RelocType": "kobject",
+    "Symbol": "kobject", "R_SHAVE_ABS32": "kobject", "link_kernel": "kobject",
+    "rodata_address": "kobject",
+}
+
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'vpuc.shave' has no attribute '{name}'")
+    value = getattr(import_module(f"vpuc.shave.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
