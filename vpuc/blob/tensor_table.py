@@ -76,6 +76,8 @@ def padded(flat: np.ndarray, count: np.ndarray, fill: int = -1) -> np.ndarray:
     """Rows of ``count`` values one after another (``flat``) as a matrix of the widest row."""
     n = len(count)
     width = int(count.max()) if n else 0
+    if n and int(count.min()) == width:      # one rank: the values are the matrix
+        return flat.astype(np.int64).reshape(n, width)
     out = np.full((n, width), fill, np.int64)
     if len(flat):
         row = np.repeat(np.arange(n, dtype=np.int64), count)

@@ -126,8 +126,11 @@ def _resolve(ready, base, rank, slices, first_slice, shape, stride, offset_bits,
     for r in np.unique(rank[ready]).tolist():
         group = ready[rank[ready] == r]
         of = base[group]
-        start, stop, step = np.moveaxis(slices[first_slice[group][:, None] + np.arange(r)],
-                                        2, 0)
+        if len(group) * r == len(slices):       # every slice is this group's, in order
+            pieces = slices.reshape(len(group), r, 3)
+        else:
+            pieces = slices[first_slice[group][:, None] + np.arange(r)]
+        start, stop, step = np.moveaxis(pieces, 2, 0)
         size = shape[of, :r]
         stop = np.where(stop == -1, size, stop)
         if ((step < 1) | (start < 0) | (start >= stop) | (stop > size)).any() or \
