@@ -61,6 +61,8 @@ class ColumnDecoder:
         # Structs of int64 fields only that a reader takes as numbers (``StructArrays``),
         # by struct name: none made as records (a tensor table's slices).
         self.struct_arrays: set[str] = set()
+        # Vectors of scalars a reader takes as numbers likewise, by "Table.field".
+        self.number_vectors: set[str] = set()
 
     # --- gathering ---------------------------------------------------------------
 
@@ -323,6 +325,8 @@ class ColumnDecoder:
             dec._spend(int(count.sum()), where, first)
             values = self._scalar_array(element.code, self._elements(pos, count, width),
                                         aligned=width <= 4)     # vectors start on a word
+            if where in self.number_vectors:       # no tuple per row
+                return StructArrays(values, count)
             return Vectors(None, values, count)       # each row's tuple made when asked
         if element.kind == "struct":
             sdef = dec.schema.structs[element.name]
@@ -355,10 +359,10 @@ class ColumnDecoder:
 
 
 class StructArrays:
-    """A column of vectors of int64-only structs as numbers: every row's structs one after
-    another (``values``, one row of fields each) and each row's ``counts`` (0: none or
-    absent); a reader that asked for it (``ColumnDecoder.struct_arrays``) makes its own
-    records from them."""
+    """A column of vectors of int64-only structs or of scalars as numbers: every row's
+    items one after another (``values``; a struct's fields a row each) and each row's
+    ``counts`` (0: none or absent); a reader that asked for it (``ColumnDecoder``'s
+    ``struct_arrays``, ``number_vectors``) makes its own records from them."""
 
     __slots__ = ("values", "counts")
 

@@ -43,7 +43,10 @@ class FbReader:
         self.decoder = Decoder(self.schema, data, file, columns=columns)
         if columns:     # views' slices made as the records, variant corners as plain tuples
             self.decoder.columns.struct_types.update(Slice=SliceRec, Coord3=tuple)
-            self.decoder.columns.struct_arrays.add("Slice")     # numbers for the tensor table
+            # numbers for the tensor table (``tensor_table.fb_table``)
+            self.decoder.columns.struct_arrays.add("Slice")
+            self.decoder.columns.number_vectors.update(("TensorReference.dims",
+                                                        "TensorReference.strides"))
         self.root = None
 
     def fail(self, where: str, message: str) -> VpucError:

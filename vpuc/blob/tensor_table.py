@@ -238,7 +238,8 @@ def fb_table(c: dict, names: list, dynamic_dims: list, slice_rows, inits: list,
 
 
 def _flat_vectors(column, n: int) -> tuple:
-    """A column of int vectors (``fb_rows.Vectors``, or a tuple or None per row) as every
+    """A column of int vectors (``fb_rows.Vectors`` or ``fb_columns.StructArrays``: with
+    their numbers; or a tuple or None per row) as every
     row's values one after another (as decoded: unsigned stays unsigned) and each row's
     count."""
     values = getattr(column, "values", None)
