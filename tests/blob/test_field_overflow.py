@@ -113,3 +113,33 @@ def test_field_ranges_are_no_wider_than_the_schema_says():
             assert slo <= lo and hi <= shi, (record.__name__, name, code, codes[name])
             checked += 1
     assert checked >= 20
+
+
+_FOUR_GIB_DDR = """module @huge arch NPU37XX
+input %in : 1x16x32x32xf16 NHWC
+output %out : 1x16x32x32xf16 NHWC
+ddr %small : 1x16x32x32xf16 NHWC
+ddr %big : 1x65536x32768x1xf16 NHWC
+cmx %in_cmx : 1x16x32x32xf16 NHWC tile 0 at 0
+barrier %b0 = physical 0
+tasks DMA {
+  load: dma %in -> %in_cmx channel 0 updates(%b0)
+  store: dma %in_cmx -> %out channel 0 waits(%b0)
+}
+"""
+
+
+def test_a_4_gib_ddr_buffer_is_refused_by_elf_at_its_line_and_written_by_fb(tmp_path):
+    """The verifier allows a tensor of the whole 4 GiB address space; an ELF32 symbol's
+    and section's sizes are 32-bit words, so the ELF writer refuses it (it ends past
+    ``%small``'s 32 KiB) at the buffer's line (not a bare ``struct.error``), and the FlatBuffer (64-bit sizes) writes it."""
+    source = tmp_path / "huge.vir"
+    source.write_text(_FOUR_GIB_DDR)
+    program = vpuc.compile(source)
+    (diag,) = _error(program, "elf").diagnostics
+    assert diag.message == (
+        "cannot serialize the program: %big (4,294,967,296 bytes) would end at byte "
+        "4,295,000,064 of ELF section .bss.DDRScratch; an ELF32 symbol's and section's sizes "
+        "hold at most 4,294,967,295 bytes (the FlatBuffer format, --format fb, holds it)")
+    assert isinstance(diag.loc, Loc) and diag.loc.line == 5 and diag.loc.col == 1
+    assert write_blob(program, "fb")

@@ -62,6 +62,16 @@ FIELDS = {
 }
 
 
+class TensorOverflow(Exception):
+    """A writer's refusal of a tensor its format cannot hold (``index``: the tensor's
+    record), located by ``reported`` at the buffer or view it was made from."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.message = message
+
+
 class Overflow(NamedTuple):
     field: str            # e.g. "DmaRec.channel", "TensorRec.dims[2]"
     value: int
@@ -74,6 +84,14 @@ def reported(content, program: Program) -> Iterator[None]:
     """Turn a writer's range failure into a located ``VpucError`` naming the field."""
     try:
         yield
+    except TensorOverflow as exc:
+        found = first_overflow(content, program)    # a field out of range comes first
+        if found is not None:
+            raise overflow_error(found) from None
+        module = program.module
+        named = list(module.buffers) + list(module.views)
+        loc = _loc(named[exc.index]) if 0 <= exc.index < len(named) else None
+        raise VpucError(f"cannot serialize the program: {exc.message}", loc) from None
     except (struct.error, OverflowError, TypeError) as exc:
         # struct and the flatbuffers builder refuse out-of-range numbers this way
         if isinstance(exc, TypeError) and not str(exc).startswith("bad number"):

@@ -16,12 +16,14 @@ from vpuc.blob import elf_records as R
 from vpuc.blob.layer_sources import encode_elf as encode_layers
 from vpuc.blob.content import (ELEM_OF, EXECUTOR_CODE, FORMAT_VERSION, LOCATION_CODE,
                                ActTaskRec, BlobContent, DmaRec, DpuRec, TensorRec, content_hash)
+from vpuc.blob.field_check import TensorOverflow
 from vpuc.blob.sealing import DIGEST_BYTES, elf_hash_offset, hashes_bytes, seal
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import Executor
 from vpuc.shave import elf_layout as elf
 
 DATA_ALIGN = 64
+ELF32_MAX = (1 << 32) - 1        # Elf32_Word: st_size, sh_size, sh_offset
 _STORAGE = {LOCATION_CODE[BufferKind.INPUT]: R.NETWORK_INPUTS,
             LOCATION_CODE[BufferKind.OUTPUT]: R.NETWORK_OUTPUTS,
             LOCATION_CODE[BufferKind.DDR]: R.DDR_SCRATCH}
@@ -108,6 +110,11 @@ class _ElfWriter:
             section = _STORAGE[t.location]
             size = (_product(t.dims) * ELEM_OF[t.data_type].bits + 7) // 8
             at = _align(self.nobits[section])
+            if at + size > ELF32_MAX:
+                raise TensorOverflow(index, (
+                    f"%{t.name} ({size:,} bytes) would end at byte {at + size:,} of ELF "
+                    f"section {section}; an ELF32 symbol's and section's sizes hold at most "
+                    f"{ELF32_MAX:,} bytes (the FlatBuffer format, --format fb, holds it)"))
             self.nobits[section] = at + size
             kind = t.location
             bind = elf.STB_LOCAL if kind == LOCATION_CODE[BufferKind.DDR] else elf.STB_GLOBAL
