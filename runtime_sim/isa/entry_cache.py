@@ -231,13 +231,17 @@ def entry_facts(cache: EntryCache, plan, loop: tuple, R: list, affine_pass,
     moved = {k: (int(R[k]) - was) % MOD for k, was in zip(pointers, entered) if int(R[k]) != was}
     if not moved or facts.footprints is None:
         return facts
-    shifts = {position: sum(moved.get(k, 0) for k in words) % MOD
-              for position, words in origins.items() if not moved.keys().isdisjoint(words)}
     footprints = list(facts.footprints)
     deltas = [0] * len(footprints)
-    for i, fp in enumerate(footprints):
-        d = shifts.get(fp.position)
-        if d:       # the base moved by d (mod 2^32); the hull's offsets from it stay
+    # A group's bases sum the same pointers (``_groups``), and only pointers move: one
+    # shift per group, not per footprint (a layer norm has ~40 footprints in a few groups).
+    for members in facts.groups:
+        words = origins.get(footprints[members[0]].position, ())
+        d = sum([moved.get(k, 0) for k in words]) % MOD
+        if not d:
+            continue
+        for i in members:   # the base moved by d (mod 2^32); the hull's offsets from it stay
+            fp = footprints[i]
             footprints[i] = Footprint((bases[i] + d) % MOD + fp.low - bases[i], fp.step,
                                       fp.length, fp.is_store, fp.position)
             deltas[i] = footprints[i].low - fp.low
