@@ -1074,3 +1074,35 @@ def test_a_reloaded_constant_is_a_batch_of_rows_however_many():
     for rows in (3, MAX_TILED_ROWS + 1):
         view = progression_view(memory, Affine(WIN_F, 0), 0, rows, 0, False)
         assert view.shape == (rows, 16) and (view == np.arange(16)).all()
+
+
+def test_a_relocated_entrys_footprints_are_a_fresh_affine_passs(monkeypatch):
+    """The footprints entry_facts moves along with the pointers (one shift per group) are
+    the ones the affine pass computes afresh at the moved pointers, and a moved count is
+    never served from the remembered entry (a different key: a fresh pass)."""
+    import runtime_sim.isa.fastpath as fastpath_module
+    from runtime_sim.isa.entry_cache import entry_facts
+    seen = []
+
+    def recording(cache, *args, **kwargs):
+        facts = entry_facts(cache, *args, **kwargs)
+        seen.append((cache.relocated, cache.misses, facts.footprints))
+        return facts
+
+    monkeypatch.setattr(fastpath_module, "entry_facts", recording)
+    n, args = 1003, 0x4600BC00
+    loops = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, n, args], random_fill(19))[1]
+    moved = [WIN_F + 0x40, WIN_F + 0x8400, n, args]
+    seen.clear()
+    run_both(CLAMP, moved, random_fill(19))
+    relocated = [fps for count, _, fps in seen if fps is not None]
+    assert seen and loops.proofs.relocated > 0
+    loops.proofs.clear()
+    seen.clear()
+    run_both(CLAMP, moved, random_fill(19))
+    fresh = [fps for _, _, fps in seen if fps is not None]
+    assert relocated and relocated == fresh
+    # another length: a miss (a fresh pass), never a relocation of the remembered entry
+    before = loops.proofs.relocated, loops.proofs.misses
+    run_both(CLAMP, [WIN_F + 0x40, WIN_F + 0x8400, n - 8, args], random_fill(19))
+    assert loops.proofs.misses > before[1]
