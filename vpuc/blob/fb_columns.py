@@ -33,8 +33,8 @@ from functools import partial
 
 import numpy as np
 
-from vpuc.blob.fb_rows import (Columns, Grouped, Scalars, Vectors, distinct_counts,
-                               split_rows)
+from vpuc.blob.fb_rows import (Columns, Grouped, Scalars, StructArrays, Vectors,
+                               distinct_counts, split_rows)
 from vpuc.blob.fb_schema import FieldType, TableDef
 
 __all__ = ["ColumnDecoder", "Columns", "Grouped", "Vectors"]    # the readers import these
@@ -356,21 +356,6 @@ class ColumnDecoder:
         # Each row's first element less its rank in the whole, spread over its elements.
         return np.repeat(pos + 4 - width * firsts, count) + \
             width * np.arange(total, dtype=np.int64)
-
-
-class StructArrays:
-    """A column of vectors of int64-only structs or of scalars as numbers: every row's
-    items one after another (``values``; a struct's fields a row each) and each row's
-    ``counts`` (0: none or absent); a reader that asked for it (``ColumnDecoder``'s
-    ``struct_arrays``, ``number_vectors``) makes its own records from them."""
-
-    __slots__ = ("values", "counts")
-
-    def __init__(self, values: np.ndarray, counts: np.ndarray) -> None:
-        self.values, self.counts = values, counts
-
-    def __len__(self) -> int:
-        return len(self.counts)
 
 
 def _filled(count: int, default, dtype: np.dtype) -> np.ndarray | None:

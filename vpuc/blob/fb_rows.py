@@ -242,3 +242,18 @@ def split_rows(flat: list, counts: list[int]) -> list[tuple]:
         return list(zip(*[iter(flat)] * counts[0]))
     items = iter(flat)
     return [tuple(islice(items, c)) for c in counts]
+
+
+class StructArrays:
+    """A column of vectors of int64-only structs or of scalars as numbers: every row's
+    items one after another (``values``; a struct's fields a row each) and each row's
+    ``counts`` (0: none or absent); a reader that asked for it (``ColumnDecoder``'s
+    ``struct_arrays``, ``number_vectors`` in ``fb_columns``) makes its own records from them."""
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, values: np.ndarray, counts: np.ndarray) -> None:
+        self.values, self.counts = values, counts
+
+    def __len__(self) -> int:
+        return len(self.counts)

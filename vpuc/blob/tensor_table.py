@@ -195,7 +195,7 @@ def fb_table(c: dict, names: list, dynamic_dims: list, slice_rows, inits: list,
              fail) -> TensorTable:
     """The tensor table of a FlatBuffer decoder's columns (``c``, by schema field; the
     string, dynamic flags and initializer columns as the records hold them; the
-    slices as the records hold them, or as ``fb_columns.StructArrays``).
+    slices as the records hold them, or as ``fb_rows.StructArrays``).
     ``fail(row, field, element, message)``: the reader's error located at a tensor's field
     (its element ``element`` of a vector), for an unsigned 64-bit number past int64 (a data
     offset, a stride)."""
@@ -238,7 +238,7 @@ def fb_table(c: dict, names: list, dynamic_dims: list, slice_rows, inits: list,
 
 
 def _flat_vectors(column, n: int) -> tuple:
-    """A column of int vectors (``fb_rows.Vectors`` or ``fb_columns.StructArrays``: with
+    """A column of int vectors (``fb_rows.Vectors`` or ``fb_rows.StructArrays``: with
     their numbers; or a tuple or None per row) as every
     row's values one after another (as decoded: unsigned stays unsigned) and each row's
     count."""
