@@ -168,7 +168,8 @@ def tensor_arrays(tensors) -> TensorArrays:
     n = len(tensors)
     if not n:
         empty = np.zeros(0, np.int64)
-        return TensorArrays([], *([empty] * 10), np.zeros((0, 3), np.int64), [], [])
+        return TensorArrays([], *([empty] * 11), slices=np.zeros((0, 3), np.int64),
+                            dynamic_dims=[], order=empty, order_count=empty)
     c = dict(zip(_FIELDS, zip(*tensors)))
 
     def ints(name):
