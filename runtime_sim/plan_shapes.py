@@ -14,7 +14,7 @@ import numpy as np
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.ir.types import TensorType
-from vpuc.task_tables import row_codes, views_by_name
+from vpuc.task_tables import distinct_rows, views_by_name
 
 
 class OperandShapes:
@@ -78,7 +78,7 @@ class OperandShapes:
     def _view_classes_by_columns(self, table) -> None:
         """``_view_classes`` on the view columns: the same shape key per view of a buffer
         (base index; per slice its start, -1 and step to the end, else its length, 0 and
-        step) as one int (``row_codes``), ``_view_class`` on one view per distinct key."""
+        step), ``_view_class`` on one view per distinct key."""
         base, count, names = table.base, table.slice_count, table.names
         column = np.full(len(base), -1, np.int64)
         buffers = np.flatnonzero(base < 0)
@@ -93,12 +93,10 @@ class OperandShapes:
             whole = stop == -1
             keys = np.concatenate([base[group][:, None], np.where(whole, start, stop - start),
                                    np.where(whole, -1, 0), step], axis=1)
-            codes = row_codes(keys)
-            _, first, inverse = np.unique(codes, axis=0 if codes.ndim > 1 else None,
-                                          return_index=True, return_inverse=True)
+            first, inverse = distinct_rows(keys)
             found = np.array([self._view_class(table.view(int(group[f])))
                               for f in first.tolist()], np.int64)
-            column[group] = found[inverse.reshape(-1)]
+            column[group] = found[inverse]
         self.class_column = column
 
     def _view_class(self, view) -> int:

@@ -142,6 +142,15 @@ class TaskTables:
             len(module.barriers) == len(self.barrier_names)
 
 
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an int64 matrix (via ``row_codes``): each one's first row
+    index, and each row's index among them (``np.unique``'s order)."""
+    codes = row_codes(rows)
+    _, first, inverse = np.unique(codes, axis=0 if codes.ndim > 1 else None,
+                                  return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)       # numpy 2 keeps the rows' axes on ``inverse``
+
+
 def row_codes(rows: np.ndarray) -> np.ndarray:
     """Each row of an int64 matrix as one int64, equal iff the rows are equal (mixed radix
     over each column's range), so ``np.unique`` sorts ints rather than rows (3x faster on a

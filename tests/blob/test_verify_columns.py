@@ -199,7 +199,7 @@ def test_row_codes_equal_iff_rows_equal(high):
     """Classes of rows (DMA keys, view types) by one int per row: two rows get one code iff
     they are equal, whether the columns' ranges fit one int64 (mixed radix) or not (rows)."""
     import numpy as np
-    from vpuc.blob.view_columns import row_codes
+    from vpuc.task_tables import row_codes
 
     rng = np.random.default_rng(0)
     rows = rng.integers(-3, high, size=(400, 4), dtype=np.int64)

@@ -41,13 +41,12 @@ from vpuc.blob.sync_columns import (ListSync, barrier_columns, sync_columns,
                                      unit_count_arrays)
 from vpuc.blob.tensor_table import tensor_arrays
 from vpuc.blob.verify_columns import barrier_counts, verify_by_columns
-from vpuc.blob.view_columns import row_codes
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Barrier, Buffer, BufferKind, ConstInit, Module, Ref, Slice, View
 from vpuc.ir.tasks import Executor
 from vpuc.ir.types import TensorType
 from vpuc.program import Program
-from vpuc.task_tables import ViewTable
+from vpuc.task_tables import ViewTable, distinct_rows
 
 __all__ = ["MAX_RANK", "check_arch", "rebuild", "verify_program"]
 
@@ -189,15 +188,12 @@ def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | N
     keys = np.concatenate([np.stack([a.rank, a.strides_count, a.order_count, a.data_type,
                                      dynamic], axis=1), a.padded("dims"), a.padded("order")],
                           axis=1)
-    codes = row_codes(keys)
-    _, first, which = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True,
-                                return_inverse=True)
+    first, which = distinct_rows(keys)
     try:
         made_types = [checked_tensor_type(check, f"tensor #{i} '{a.names[i]}'", tensors[i],
                                           types) for i in first.tolist()]
     except VpucError:
         return None
-    which = which.reshape(-1)
     base = a.base
     view = base != -1
     cuts = a.slice_count
@@ -222,11 +218,9 @@ def _tensors_by_columns(check: Checker, tensors, refs, types: dict) -> tuple | N
         # Views share their (never mutated) slices: one Slice per distinct (start, stop,
         # step) (a block's views differ in one dim, the rest are whole), a view's tuple made
         # of them.
-        codes = row_codes(a.slices)
-        _, first_use, index = np.unique(codes, axis=0 if codes.ndim > 1 else None,
-                                        return_index=True, return_inverse=True)
+        first_use, index = distinct_rows(a.slices)
         made = list(starmap(Slice, a.slices[first_use].tolist()))
-        pieces = split_rows(list(map(made.__getitem__, index.reshape(-1).tolist())),
+        pieces = split_rows(list(map(made.__getitem__, index.tolist())),
                             cuts[at].tolist())
         return list(map(View, map(names.__getitem__, at.tolist()),
                         map(refs.__getitem__, base[at].tolist()), pieces))

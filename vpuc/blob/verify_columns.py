@@ -46,9 +46,10 @@ from vpuc.blob.content import EXECUTOR_OF, ActTaskRec, BlobContent, DmaRec, DpuR
 from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import ListSync, barrier_columns, rows_disjoint
 from vpuc.blob.tensor_table import tensor_arrays
-from vpuc.blob.view_columns import TensorColumns, row_codes, tensor_columns
+from vpuc.blob.view_columns import TensorColumns, tensor_columns
 from vpuc.ir.module import Module
 from vpuc.ir.tasks import DpuTask, TaskList
+from vpuc.task_tables import distinct_rows, row_codes
 
 _waits, _updates = attrgetter("waits"), attrgetter("updates")
 
@@ -201,9 +202,7 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
 
 def _firsts(keys: np.ndarray) -> list[int]:
     """The first row of each distinct row of ``keys``, in row order."""
-    codes = row_codes(keys)
-    _, first = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_index=True)
-    return sorted(first.tolist())
+    return sorted(distinct_rows(keys)[0].tolist())
 
 
 def _without_barriers(task):

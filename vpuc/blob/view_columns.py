@@ -25,9 +25,9 @@ import numpy as np
 from vpuc.blob.tensor_table import tensor_arrays
 from vpuc.ir.module import Module
 from vpuc.ir.symbols import SymbolTable
-from vpuc.task_tables import row_codes
+from vpuc.task_tables import distinct_rows
 
-__all__ = ["TensorColumns", "row_codes", "tensor_columns"]
+__all__ = ["TensorColumns", "tensor_columns"]
 
 # Strides in bits and slice starts/steps below these keep every product and sum in int64.
 _STRIDE_LIMIT = 1 << 31
@@ -110,9 +110,7 @@ def tensor_columns(module: Module, tensors) -> TensorColumns | None:
         # root's whole type (equal types may get two ids, never two types one id).
         root_type = type_id[root[views]]
         rows = np.concatenate([shape[views], rank[views, None], root_type[:, None]], axis=1)
-        codes = row_codes(rows)
-        _, ids = np.unique(codes, axis=0 if codes.ndim > 1 else None, return_inverse=True)
-        type_id[views] = len(types) + ids.reshape(-1)
+        type_id[views] = len(types) + distinct_rows(rows)[1]
     return TensorColumns(type_id, root, offset_bits // 8, a.location[root])
 
 
