@@ -17,6 +17,7 @@ from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_wind
                                             padded_vector, reads_weights, zero_vector,
                                             zeros_view)
 from vpuc.fusion.fuse_epilogue import with_epilogue
+from vpuc.fusion.lower_dpu_fold_width import emit_folded
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
@@ -29,6 +30,8 @@ from vpuc.ir.types import ElemType, TensorType
 def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
                 tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
     """A Convolution or MaxPool: blocks of output rows, each with its input rows and halo."""
+    if emit_folded(prog, layer, values, index, tiles, prefix, gate, finish):
+        return              # few channels on an NCHW input, width folded in: lower_dpu_fold_width
     op = layer.op
     x, out = values[op.operands[0]], values[layer.output]
     n, c, h, w = x.type.dims

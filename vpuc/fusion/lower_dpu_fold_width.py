@@ -1,0 +1,330 @@
+"""A convolution of few input channels on the model's NCHW input, with its width folded into
+channels: the DPU at its 16-channel width instead of a compressed convolution's 4.
+
+``lower_dpu_permute`` lays the NCHW input out NHWC with ``C' = 4`` channels (the real ones,
+zeros after) and runs a compressed convolution, which the cost model (fitted to VPUNN:
+``vpuc/cost/dpu.py``, ``modes.py``) still charges as 16 input channels a cycle: 4 of every
+16 MACs do work.  The NPU compiler's ``AdjustConvolutionInputShape`` /
+``AdjustConvolutionShape`` (openvinotoolkit/npu_plugin) reshape such a convolution so its
+channels fill the MPE; this module is that idea for the permuted input.
+
+Index algebra.  ``k = 16 / C'`` input columns make one folded column: the permuted block
+``[R, W, C']`` (NHWC bytes: pixel ``4m + q``'s channel ``c`` at ``(m * k + q) * C' + c``)
+is byte for byte ``[R, W/k, 16]`` whose channel ``q * C' + c`` is pixel ``k m + q``'s
+channel ``c``.  A convolution of kernel ``KH x K``, stride ``(sy, sx)``, left pad ``pl``
+with ``k % sx == 0`` writes ``P = k / sx`` output columns per folded column: output column
+``x = P m + p`` (``0 <= p < P``) reads input columns ``sx x - pl + kx = k m + sx p - pl + kx``
+(``0 <= kx < K``), i.e. folded columns ``m + lo .. m + hi`` with
+``lo = floor(-pl / k)``, ``hi = floor((sx (P - 1) - pl + K - 1) / k)``.  So the layer is one
+convolution on the folded input with kernel ``KH x K'`` (``K' = hi - lo + 1``), stride
+``(sy, 1)``, pads top and bottom as they were, left ``-lo`` and right
+``OW / P + hi - W / k`` folded columns, and ``P * OC`` output channels, channel
+``p * OC + co`` being output column ``P m + p``'s channel ``co``: the folded output
+``[R', OW / P, P * OC]`` NHWC is byte for byte ``[R', OW, OC]`` NHWC (``OC`` a multiple
+of 16, so no padded channel interleaves).  The folded weights
+``W'[p OC + co, q C' + c, ky, j] = W[co, c, ky, kx]`` with
+``kx = k (lo + j) + q - sx p + pl`` when ``0 <= kx < K`` and ``c < C``, else zero,
+built at compile time.  A zero-padded folded column stands for input columns the original
+padding made zero; a real column a tap does not reach meets a zero weight (an inf or NaN
+input there would make NaN where the original did not read it: inputs are finite images).
+
+Movement: the permute's output buffer cannot be retyped in place (a VIR view only slices),
+so each block's permuted rows are copied CMX -> CMX into a ``[R, W/k, 16]`` buffer by a
+plain DMA (bytes in memory order); the NPU compiler's ``ShapeCast`` costs nothing there.
+The layer's chain per block: DMA of the NCHW rows (``raw``) -> ``dpu permute`` (``perm``) ->
+the copy (``loaded``) -> the folded convolution -> the store, a byte copy of the folded
+block into the output's rows.
+
+Taken (``fold``) under these conditions, else ``lower_dpu_window`` lowers the layer as
+before: a Convolution with constant weights, dilation 1, on an NCHW input of at most 4
+channels (the permuted, compressed case) whose width is a multiple of ``k``; ``k % sx == 0``,
+``OW % P == 0``, the folded pads non-negative and under ``K'``; an NHWC output in DDR or a
+CMX-resident value of exactly ``OC`` channels (``OC % 16 == 0``), no fused epilogue
+(``--schedule naive`` keeps values between layers NCHW, so it never folds); and the cost
+model's flow-shop estimate of the layer (``vpuc.cost.blocks.pipeline_cycles``, each
+lowering with its own block count) lower folded than compressed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.cost import DpuWorkload, choose_mode, dma_task_cycles, transfer_cost
+from vpuc.cost.blocks import BlockStages, Move, block_stages, pipeline_cycles
+from vpuc.cost.dpu import permute_workload
+from vpuc.diagnostics import VpucError
+from vpuc.fusion.blocked_program import ProgramText, Value
+from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks, resident_cycles,
+                                   split_rows_cost)
+from vpuc.fusion.lower_dpu_channels import padded_vector
+from vpuc.fusion.lower_dpu_permute import COMPRESSED_CHANNELS, permute_cycles
+from vpuc.fusion.lower_dpu_support import const_text, window
+from vpuc.ir.graph import CONSTANT, GraphIndex
+from vpuc.ir.types import TensorType
+from vpuc.reference.graph import constant_value
+
+MPE_CHANNELS = 16       # input channels the MPE multiplies a cycle (vpuc/cost/dpu.py)
+MAX_KERNEL = 11         # the NCE's window side
+
+
+@dataclass(frozen=True)
+class Fold:
+    """The folded convolution's geometry along the width (module docstring)."""
+    factor: int                 # k: input columns per folded column
+    per: int                    # P: output columns per folded column
+    kernel: int                 # K': folded columns a window spans
+    pads: tuple[int, int]       # folded (left, right)
+    width: int                  # W / k
+    out_width: int              # OW / P
+    lo: int                     # the first folded column an output's window reads, relative
+
+
+def fold_geometry(width: int, out_width: int, kernel: int, stride: int, pad_left: int,
+                  dilation: int, factor: int) -> Fold | str:
+    """The fold of a convolution's width by ``factor``, or why it does not apply."""
+    if dilation != 1:
+        return f"dilation {dilation}"
+    if factor % stride:
+        return f"stride {stride} does not divide the fold factor {factor}"
+    if width % factor:
+        return f"width {width} is not a multiple of the fold factor {factor}"
+    per = factor // stride
+    if out_width % per:
+        return f"output width {out_width} is not a multiple of {per}"
+    lo = -(pad_left // factor) if pad_left % factor == 0 else -(pad_left // factor) - 1
+    hi = (stride * (per - 1) - pad_left + kernel - 1) // factor
+    folded = hi - lo + 1
+    left, right = -lo, out_width // per + hi - width // factor
+    if folded > MAX_KERNEL:
+        return f"folded kernel width {folded} is beyond the NCE's {MAX_KERNEL}"
+    if right < 0 or max(left, right) >= folded:
+        return f"folded pads ({left}, {right}) do not fit the folded kernel width {folded}"
+    return Fold(factor, per, folded, (left, right), width // factor, out_width // per, lo)
+
+
+def folded_weights(weights: np.ndarray, fold: Fold, stride: int, pad_left: int,
+                   pixel_channels: int) -> np.ndarray:
+    """``weights`` (OC, C, KH, K) scattered into the folded convolution's
+    (P * OC, k * pixel_channels, KH, K'): ``W'[p OC + co, q C' + c, ky, j] = W[co, c, ky, kx]``
+    for ``kx = k (lo + j) + q - sx p + pl`` inside the kernel, zero elsewhere."""
+    oc, c, kh, kw = weights.shape
+    k = fold.factor
+    out = np.zeros((fold.per * oc, k * pixel_channels, kh, fold.kernel), weights.dtype)
+    for p in range(fold.per):
+        for j in range(fold.kernel):
+            for q in range(k):
+                kx = k * (fold.lo + j) + q - stride * p + pad_left
+                if 0 <= kx < kw:
+                    out[p * oc:(p + 1) * oc, q * pixel_channels:q * pixel_channels + c, :, j] = \
+                        weights[:, :, :, kx]
+    return out
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """What the lowering and its estimates read of the layer."""
+    n: int
+    c: int
+    h: int
+    w: int
+    oc: int
+    oh: int
+    ow: int
+    kh: int
+    sh: int
+    pt: int
+    fold: Fold
+    elem: object
+
+
+def _candidate(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
+               index: GraphIndex) -> _Layer | None:
+    """The layer's fold when its shape, operands and placement allow one (no cost yet)."""
+    op = layer.op
+    if op.kind != "Convolution" or prog.timing is None or prog.epilogue is not None:
+        return None
+    if index.producer(op.operands[1]).kind != CONSTANT:
+        return None
+    x, out = values[op.operands[0]], values[layer.output]
+    n, c, h, w = x.type.dims
+    _, oc, oh, ow = out.type.dims
+    if x.type.order == NHWC or c > COMPRESSED_CHANNELS or x.type.rank != 4:
+        return None
+    if out.type.order != NHWC or out.padded is not None or oc % MPE_CHANNELS:
+        return None
+    (kh, kw), (sh, sw), (pt, pl), _, (dh, dw) = window(op, index)
+    if dh != 1:
+        return None
+    fold = fold_geometry(w, ow, kw, sw, pl, dw, MPE_CHANNELS // COMPRESSED_CHANNELS)
+    if isinstance(fold, str):
+        return None
+    return _Layer(n, c, h, w, oc, oh, ow, kh, sh, pt, fold, x.type.elem)
+
+
+def _loaded(g: _Layer, rows: int) -> int:
+    return min((rows - 1) * g.sh + g.kh, g.h)
+
+
+def _folded_workload(g: _Layer, rows: int) -> DpuWorkload:
+    nb = g.elem.nbytes
+    return DpuWorkload(op="conv", elem=g.elem.value, width=g.fold.out_width, height=rows,
+                       channels=g.fold.per * g.oc, in_channels=MPE_CHANNELS,
+                       kernel=(g.kh, g.fold.kernel), stride=(g.sh, 1), batch=g.n,
+                       in_bytes=nb, out_bytes=nb, weight_bytes=nb)
+
+
+def _compressed_workload(g: _Layer, kw: int, sw: int, rows: int) -> DpuWorkload:
+    nb = g.elem.nbytes
+    return DpuWorkload(op="conv", elem=g.elem.value, width=g.ow, height=rows, channels=g.oc,
+                       in_channels=COMPRESSED_CHANNELS, kernel=(g.kh, kw), stride=(g.sh, sw),
+                       batch=g.n, in_bytes=nb, out_bytes=nb, weight_bytes=nb)
+
+
+def _copy_cycles(nbytes: int, timing) -> float:
+    """A CMX -> CMX copy's DMA task cycles (the fold's reshape of a permuted block)."""
+    transfer = transfer_cost(False, nbytes, 1, False, nbytes, False, timing.dma)
+    return dma_task_cycles(transfer, timing.dispatch["DMA"], timing.ddr_bytes_per_cycle)
+
+
+def _stages(prog: ProgramText, g: _Layer, folded: bool, kw: int, sw: int):
+    """rows -> a block's stages under either lowering; both load the same NCHW rows, permute
+    them and store the same bytes; the fold adds its copy (counted with the loads: channel 0)
+    and runs its own convolution."""
+    timing, nb = prog.timing, g.elem.nbytes
+
+    def stages(rows: int) -> BlockStages:
+        loaded = _loaded(g, rows)
+        loads = [Move(g.n * g.c * loaded * g.w * nb, nb)]
+        if folded:
+            compute = split_rows_cost(rows, lambda r: _folded_workload(g, r), timing)[1]
+        else:
+            compute = split_rows_cost(rows, lambda r: _compressed_workload(g, kw, sw, r),
+                                      timing)[1]
+        compute += permute_cycles(g.n * loaded * g.w, COMPRESSED_CHANNELS, g.elem, timing)
+        s = block_stages(loads, compute, [Move(g.n * g.oc * rows * g.ow * nb, nb)], timing)
+        if folded:
+            copy = _copy_cycles(g.n * COMPRESSED_CHANNELS * loaded * g.w * nb, timing)
+            s = BlockStages(s.load + copy, s.compute, s.store, s.ddr)
+        return s
+    return stages
+
+
+def _footprint(g: _Layer, rows: int, folded: bool) -> int:
+    """A block's CMX bytes: the NCHW rows, the permuted rows (twice when folded: the copy),
+    the output rows."""
+    loaded = _loaded(g, rows)
+    permuted = g.n * COMPRESSED_CHANNELS * loaded * g.w
+    return (g.n * g.c * loaded * g.w + permuted * (2 if folded else 1)
+            + g.n * g.oc * rows * g.ow) * g.elem.nbytes
+
+
+def _resident_bytes(g: _Layer, folded: bool, kw: int, bias: bool) -> tuple[int, int]:
+    """(weights bytes, bias bytes) each tile holds."""
+    channels = g.fold.per * g.oc if folded else g.oc
+    width = g.fold.kernel if folded else kw
+    in_channels = MPE_CHANNELS if folded else COMPRESSED_CHANNELS
+    return (channels * in_channels * g.kh * width * g.elem.nbytes,
+            4 * channels if bias else 0)
+
+
+def _estimate(prog: ProgramText, layer: DpuLayer, g: _Layer, folded: bool, kw: int, sw: int,
+              tiles: int, gate: tuple[str, ...]) -> tuple[float, list[tuple[int, int]]]:
+    """(the flow-shop estimate of the layer, its row blocks) under one lowering."""
+    weights, bias = _resident_bytes(g, folded, kw, layer.bias is not None)
+    loads = [Move(weights, g.elem.nbytes)] + ([Move(bias, 4)] if bias else [])
+    resident = resident_cycles(prog, loads, gate)
+    cost = _stages(prog, g, folded, kw, sw)
+    blocks = choose_blocks(g.oh, tiles, weights + bias, lambda r: _footprint(g, r, folded),
+                           "output row", layer.op, prog.cmx_budget, cost=cost,
+                           resident_cost=resident, channels=prog.dma_channels)
+    cycles = pipeline_cycles([cost(b - a) for a, b in blocks], min(tiles, len(blocks)),
+                             resident[0], channels=prog.dma_channels, store_busy=resident[1])
+    return cycles, blocks
+
+
+def fold(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], index: GraphIndex,
+         tiles: int, gate: tuple[str, ...]) -> tuple[_Layer, list[tuple[int, int]]] | None:
+    """The layer's fold and row blocks when it applies and the cost model finds it faster
+    than the compressed convolution; None otherwise."""
+    g = _candidate(prog, layer, values, index)
+    if g is None:
+        return None
+    (_, kw), (_, sw), *_ = window(layer.op, index)
+    try:
+        folded, blocks = _estimate(prog, layer, g, True, kw, sw, tiles, gate)
+    except VpucError:           # the fold's extra copy does not fit: the compressed way
+        return None
+    try:
+        compressed, _ = _estimate(prog, layer, g, False, kw, sw, tiles, gate)
+    except VpucError:
+        compressed = math.inf
+    return (g, blocks) if cheaper(folded, compressed) else None
+
+
+def cheaper(folded: float, compressed: float) -> bool:
+    """Whether the fold's estimate wins (the tests force the fold through it)."""
+    return folded < compressed
+
+
+def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
+                index: GraphIndex, tiles: int, prefix: str, gate: tuple[str, ...],
+                finish: str | None) -> bool:
+    """The layer as a folded convolution (module docstring) when ``fold`` takes it; whether
+    it did."""
+    chosen = fold(prog, layer, values, index, tiles, gate)
+    if chosen is None:
+        return False
+    g, blocks = chosen
+    op, f = layer.op, g.fold
+    x, out = values[op.operands[0]], values[layer.output]
+    (kh, _), (sh, sw), (pt, pl), _, _ = window(op, index)
+    n, elem, cp = g.n, g.elem, COMPRESSED_CHANNELS
+    foc = f.per * g.oc
+    weights = folded_weights(constant_value(index.producer(op.operands[1])).astype(np.float32),
+                             f, sw, pl, cp)
+    bias = None if layer.bias is None else padded_vector(np.tile(layer.bias, f.per), foc)
+    e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
+    p = e.p
+    wname = f"%{p}wfold"
+    prog.buffers.append(f"const {wname} : {foc}x{MPE_CHANNELS}x{kh}x{f.kernel}x{elem} NHWC = "
+                        f"{const_text(weights, p + 'wfold')}")
+    operands_of: dict[int, str] = {}
+    for k, (r0, r1) in enumerate(blocks):
+        t = e.tile(k)
+        first, last = r0 * sh - pt, (r1 - 1) * sh - pt + kh - 1
+        lo, hi = max(first, 0), min(last, g.h - 1)
+        rows, top, bottom = hi - lo + 1, lo - first, last - hi
+        e.barriers(k)
+        prog.barriers += [f"barrier %{p}raw{k}", f"barrier %{p}perm{k}"]
+        if k < e.used:              # weights and bias: once per tile, before its first block
+            wt = e.cmx(f"w.t{t}", TensorType((foc, MPE_CHANNELS, kh, f.kernel), elem, NHWC), t)
+            e.dma(f"load_w.t{t}", wname, wt, 0, e.load_waits(t), [f"%{p}loaded{t}"])
+            operands_of[t] = f" weights({wt})" + e.load_bias(t, bias)
+        raw = e.cmx(f"in.n{k}", TensorType((n, g.c, rows, g.w), elem, x.type.order), t)
+        src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{g.c}", f"{lo}:{lo + rows}",
+                                          f"0:{g.w}"])
+        e.dma(f"load{k}", src, raw, 0, e.load_waits(k), [f"%{p}raw{k}"])
+        xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, g.w), elem, NHWC), t)
+        pw = permute_workload(n * rows * g.w, cp, elem.value, elem.nbytes, elem.nbytes)
+        prog.dpu.append(f"  {e.lp}p{k}: dpu permute on tile {t} in({raw}) out({xin}) "
+                        f"mode({choose_mode(pw, prog.timing.dpu)}) waits(%{p}raw{k}) "
+                        f"updates(%{p}perm{k}) {{")
+        prog.dpu.append(f"    variant start(0, 0, 0) end({g.w - 1}, {rows - 1}, {cp - 1})")
+        prog.dpu.append("  }")
+        # the permuted rows as [rows, W/k, 16]: the same bytes, a plain copy
+        xf = e.cmx(f"in.f{k}", TensorType((n, MPE_CHANNELS, rows, f.width), elem, NHWC), t)
+        e.dma(f"fold{k}", xin, xf, 0, f" waits(%{p}perm{k})", [f"%{p}loaded{k}"])
+        y = e.cmx(f"out.c{k}", TensorType((n, foc, r1 - r0, f.out_width), elem, NHWC), t)
+        head = (f"dpu conv on tile {t} in({xf}){operands_of[t]} out({y}) "
+                f"kernel({kh}, {f.kernel}) stride({sh}, 1) "
+                f"pad({top}, {bottom}, {f.pads[0]}, {f.pads[1]}) dilation(1, 1)" + layer.post)
+        e.task(k, head, ((0, f.out_width - 1), r1 - r0, (0, foc - 1)),
+               lambda r: _folded_workload(g, r))
+        # the folded block is the output's rows byte for byte: a plain copy stores it
+        dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{g.oc}", f"{r0}:{r1}",
+                                             f"0:{g.ow}"])
+        e.store(k, y, dst)
+    return True
