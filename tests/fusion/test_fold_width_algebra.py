@@ -91,3 +91,34 @@ def test_shapes_the_fold_cannot_take_say_why(width, out_width, kernel, stride, p
                                              reason):
     got = fold_geometry(width, out_width, kernel, stride, pad, dilation, 4)
     assert isinstance(got, str) and reason in got
+
+
+def _epilogue(*ops):
+    from types import SimpleNamespace
+
+    from vpuc.fusion.fuse_epilogue import Epilogue
+    return Epilogue("main", SimpleNamespace(body=SimpleNamespace(ops=list(ops))), {}, {}, [])
+
+
+def test_only_epilogues_that_read_each_element_alone_run_on_folded_blocks():
+    """A folded block's channels are (column phase, channel): an elementwise epilogue of one
+    input and scalar constants computes the same bytes on it, a per-channel constant or
+    a second input (a squeeze-excite scale) would not line up."""
+    from vpuc.fusion.lower_dpu_fold_width import position_free
+    from vpuc.ir.graph import GraphOp
+    from vpuc.ir.types import DimsOrder, ElemType, TensorType
+
+    def t(*dims):
+        return TensorType(dims, ElemType.F16, DimsOrder.identity(len(dims)))
+    x = GraphOp("Parameter", "x", (), {}, t(1, 16, 8, 8))
+    out = GraphOp("Result", None, ("y",), {}, t(1, 16, 8, 8))
+    hswish = GraphOp("HSwish", "y", ("x",), {}, t(1, 16, 8, 8))
+    assert position_free(_epilogue(x, hswish, out))
+    scalar = GraphOp("Constant", "s", (), {}, t(1, 1, 1, 1))
+    scaled = GraphOp("Multiply", "y", ("x", "s"), {}, t(1, 16, 8, 8))
+    assert position_free(_epilogue(x, scalar, scaled, out))
+    per_channel = GraphOp("Constant", "s", (), {}, t(1, 16, 1, 1))
+    assert not position_free(_epilogue(x, per_channel, scaled, out))
+    e = GraphOp("Parameter", "e", (), {}, t(1, 16, 1, 1))
+    assert not position_free(_epilogue(x, e, scaled, out))
+    assert not position_free(object())          # a DPU eltwise join (EltwiseEpilogue)

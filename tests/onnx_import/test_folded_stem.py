@@ -73,6 +73,23 @@ def test_folded_stem_matches_onnxruntime(case, tmp_path, forced):
     assert all(t.variants[-1].end[2] == fold.per * oc - 1 for t in folded)
 
 
+def test_a_fused_elementwise_epilogue_runs_on_the_folded_blocks(tmp_path, forced):
+    """HardSwish after the stem (MobileNetV3's) runs as ACT SHAVE tasks on each folded
+    output block in CMX (``fuse_epilogue``): element by element, the same bytes."""
+    def build(m):
+        y = m.node("Conv", [m.input("x", (1, 3, 16, 24)), m.weight((16, 3, 3, 3)),
+                            m.weight((16,), 0.1)], kernel_shape=[3, 3], strides=[2, 2],
+                   pads=[1, 1, 1, 1])
+        return m.node("MaxPool", [m.node("HardSwish", [y])], kernel_shape=[1, 1])
+    m = ModelBuilder(seed=5, opset=17)
+    m.output(build(m))
+    program = api.compile(m.save(tmp_path / "e.onnx", "e"))
+    acts = [t for tl in program.module.task_lists if tl.executor.name == "ACT_SHAVE"
+            for t in tl.tasks if ".act" in str(t.label)]
+    assert acts and all(t.kernel == (3, 2) for t in convs(_dpu_tasks(program)))
+    compile_and_compare(tmp_path, build, seed=5)
+
+
 def test_without_bias_or_relu(tmp_path, forced):
     tasks = compile_and_compare(tmp_path, stem((1, 3, 12, 16), 16, 3, 2, (1, 1, 1, 1),
                                                relu=False, bias=False))
