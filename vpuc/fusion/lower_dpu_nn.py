@@ -305,6 +305,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     if layer.bias is not None and not packed \
             and any(aligned(b - a) == b - a for a, b in (j.outs for j in jobs)):
         prog.buffers.append(f"const %{prefix}bias : {oc}xf32 = {const_text(layer.bias, prefix + 'bias')}")
+    # Chunks streaming their weights from DDR (prefetching schedule, a chunk's weights take
+    # the DMA longer than its block the DPU): every second one on the store channel, so one
+    # chunk's DDR latency hides under the other's transfer (ResNet-18's stage 4).  Not
+    # where the DPU is the longer stage: the store channel's FIFO then holds the stores.
+    stream = not single and plan.has_weights and prog.dma_channels > 1 \
+        and bool(prog.prefetch_bytes) and all(
+            block_stages(resident_moves(job), 0.0, [], timing).load
+            >= stages(job, r1 - r0).compute for job in jobs for r0, r1 in blocks)
     declared: set[int] = set()
     resident: dict[int, str] = {}
     inputs: dict[tuple, str] = {}          # (tile, input channels, rows, columns) -> CMX
@@ -320,8 +328,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             else:
                 tag = f"t{t}" if single else f"c{k}"
                 operands = load_job_weights(e, plan, job, j, values, op, layer, tag, t, waits,
-                                         loaded, j not in declared,
-                                         block=None if single else k, table=tables.get(j))
+                                            loaded, j not in declared,
+                                            block=None if single else k, table=tables.get(j),
+                                            beside=stream and k % 2 == 1)
                 declared.add(j)
                 resident[t] = operands
         (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)
