@@ -59,10 +59,20 @@ def dense_strides(shape: tuple[int, ...], perm: tuple[int, ...], nbytes: int) ->
     return tuple(strides)
 
 
-class Memory:
-    """Byte arrays keyed ``("cmx", tile)``, ``("ddr", name)`` or ``("scratch",)``."""
+# What memory holds before any task writes it.  The NPU does not clear CMX or DDR between
+# inferences, so a result must not depend on bytes no task wrote; zeros would make such a
+# result look plausible (a zero-padded channel times a zero weight), 0xFF bytes make it NaN
+# in f16, bf16 and f32 (and -1 in signed integers), which the comparisons then catch.
+UNWRITTEN = 0xFF
 
-    def __init__(self, module: Module, tiles: int) -> None:
+
+class Memory:
+    """Byte arrays keyed ``("cmx", tile)``, ``("ddr", name)`` or ``("scratch",)``.
+
+    ``unwritten`` fills every byte a task (or the host) has to write first: CMX, the DDR
+    scratch area and the outputs; constants and inputs are written whole right away."""
+
+    def __init__(self, module: Module, tiles: int, unwritten: int = UNWRITTEN) -> None:
         self.arrays: dict[tuple, np.ndarray] = {}
         self.placement: dict[str, tuple[tuple, int]] = {}   # root buffer -> (key, byte offset)
         self.actual_dims: dict[str, tuple[int, ...]] = {}   # dynamic DDR roots
@@ -74,8 +84,13 @@ class Memory:
             key, offset = self._key(buffer)
             self.placement[buffer.name] = (key, offset)
             sizes[key] = max(sizes.get(key, 0), offset + footprint(buffer))
+        preset = {("ddr", b.name) for b in module.buffers
+                  if b.kind in (BufferKind.CONST, BufferKind.INPUT)}
         for key, size in sizes.items():
-            self.arrays[key] = np.zeros(size, np.uint8)
+            if key in preset or not unwritten:
+                self.arrays[key] = np.zeros(size, np.uint8)
+            else:
+                self.arrays[key] = np.full(size, unwritten, np.uint8)
 
     @staticmethod
     def _key(buffer: Buffer) -> tuple[tuple, int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime_sim.engines.dma import convert
-from runtime_sim.memory import Memory, numpy_dtype
+from runtime_sim.memory import UNWRITTEN, Memory, numpy_dtype
 from vpuc import const_files
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import Buffer, BufferKind
@@ -29,11 +29,19 @@ from vpuc.program import Program
 
 
 class Network:
-    def __init__(self, program: Program, *, load_constants: bool = True) -> None:
+    def __init__(self, program: Program, *, load_constants: bool = True,
+                 unwritten: int = UNWRITTEN) -> None:
+        """``load_constants``: False for a timing-only run, which reads no data; it also
+        passes ``unwritten=0`` (nothing is read, so nothing need be filled)."""
         self.program = program
         self.load_constants = load_constants
         module = program.module
-        self.memory = Memory(module, program.arch.tiles)
+        if module.graphs:       # its tasks would run without the graphs': a silent wrong answer
+            graph = module.graphs[0]
+            raise VpucError(f"graph block @{graph.name} was not lowered to tasks; a program "
+                            "with graph blocks is simulated after the lower-graph pass (the "
+                            "pipeline that `vpuc compile` and vpuc.api.compile run)", graph.loc)
+        self.memory = Memory(module, program.arch.tiles, unwritten)
         self.inputs = [b for b in module.buffers if b.kind is BufferKind.INPUT]
         self.outputs = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
         for buffer in module.buffers:

@@ -19,7 +19,7 @@ from runtime_sim.engines import dma as dma_engine
 from runtime_sim.engines import dpu as dpu_engine
 from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.kept_values import KeptValues, kept_names
-from runtime_sim.memory import numpy_dtype
+from runtime_sim.memory import UNWRITTEN, numpy_dtype
 from runtime_sim.network import Network
 from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
 # build_plan imports plan_build lazily (an import cycle): loaded with the simulator instead.
@@ -101,7 +101,8 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
               progress: Callable[[int, int], None] | None, kernel_observer=None,
               kernel_profile: bool = False, defer_act: bool = False) -> SimResult:
     clock = time.perf_counter()
-    network = Network(program, load_constants=not timing_only)
+    network = Network(program, load_constants=not timing_only,
+                      unwritten=0 if timing_only else UNWRITTEN)
     given = dict(inputs or {})
     rng = None
     used: dict[str, np.ndarray] = {}

@@ -28,16 +28,10 @@ import runtime_sim.memory
 
 
 @pytest.fixture
-def poisoned_cmx(monkeypatch):
-    """Every tile's CMX starts as 0xFF bytes: a read of a byte no task wrote is NaN."""
-    init = runtime_sim.memory.Memory.__init__
-
-    def poisoned(self, module, tiles):
-        init(self, module, tiles)
-        for key, array in self.arrays.items():
-            if key[0] == "cmx":
-                array.fill(0xFF)
-    monkeypatch.setattr(runtime_sim.memory.Memory, "__init__", poisoned)
+def poisoned_cmx():
+    """Every tile's CMX starts as 0xFF bytes, the simulator's default for a run with
+    numerics (``runtime_sim.memory.UNWRITTEN``): a read of a byte no task wrote is NaN."""
+    assert runtime_sim.memory.UNWRITTEN == 0xFF
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from vpuc.arch import load_arch
 from vpuc.cli import main
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
-from vpuc.passes.registry import parse_pipeline
+from vpuc.passes.registry import compile_pipeline, parse_pipeline
 from vpuc.vir.parser import parse_file
 
 DATA = Path(__file__).parent / "data"
@@ -20,9 +20,12 @@ NO_VERIFY = "assign-windows,pack-kernel-args"
 
 
 def compile_vir(path, pipeline: str = "compile"):
+    """The program ``pipeline`` builds from PATH; "compile" is what ``vpuc compile`` runs
+    (lower-graph first for a module with graph blocks)."""
     module = parse_file(str(path))
     ctx = PassContext(load_arch(module.arch))
-    PassManager(parse_pipeline(pipeline)).run(module, ctx)
+    names = ",".join(compile_pipeline(module)) if pipeline == "compile" else pipeline
+    PassManager(parse_pipeline(names)).run(module, ctx)
     return ctx.artifacts["program"]
 
 

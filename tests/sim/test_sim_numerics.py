@@ -12,13 +12,14 @@ from runtime_sim.inputs import compare, tolerances
 from runtime_sim.memory import Memory
 from runtime_sim.reference import Reference
 from runtime_sim.simulator import simulate
+from vpuc.fusion.generator.kernel_graph import load_graphs
 from tests.sim.simlib import DATA, REPO, compile_vir
 
 EXAMPLES = sorted(p.stem for p in (REPO / "examples").glob("*.vir"))
 
 
 def check_against_reference(program, result, extra=None) -> None:
-    expected = Reference(program, extra).run(result.inputs)
+    expected = Reference(program, extra, graphs=load_graphs(program, "<program>")).run(result.inputs)
     buffers = {b.name: b for b in program.module.buffers}
     assert set(expected) == set(result.outputs)
     for name, value in expected.items():

@@ -62,9 +62,12 @@ def rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
                   loaded: list[str], declare: bool, block: int | None = None,
-                  table: Table | None = None) -> str:
+                  table: Table | None = None, beside: bool = False) -> str:
     """DMA the job's weights and bias into tile ``t``'s CMX, through its ``table`` when it
-    has one (``lower_dpu_table``); the task's operand clauses."""
+    has one (``lower_dpu_table``); the task's operand clauses.  ``beside`` (block ``block``
+    of a layer streaming its weight chunks, ``lower_dpu_nn.emit_jobs``): the weights go on
+    the store channel (``LayerEmitter.dma``'s ``before_store``), so their DDR latency runs
+    while the other channel's chunk streams, not between two chunks of one channel."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
     clauses = ""
@@ -90,12 +93,17 @@ def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict
                 if declare:
                     bias = padded(layer.bias[o0:o1], {0: dims[0]})
                     e.prog.buffers.append(table.declaration(job.weights, bias, elem, src[1:]))
-                return table.load(e, src, elem, tag, t, waits, loaded)
+                return table.load(e, src, elem, tag, t, waits, loaded,
+                                  block if beside else None)
             if declare:
                 t_text = "x".join(map(str, dims)) + f"x{elem} NHWC"
                 e.prog.buffers.append(f"const {src} : {t_text} = {const_text(job.weights, src)}")
         wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
-        e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
+        if beside and block is not None:
+            e.dma(f"load_w.{tag}", src, wt, e.prog.store_channel, waits, loaded,
+                  permute=permute, before_store=block)
+        else:
+            e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
     return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
                                block)

@@ -102,13 +102,15 @@ class Table:
         return f"const %{name} : {dims}x{elem} NHWC = {const_text(table, name)}"
 
     def load(self, e, src: str, elem: ElemType, tag: str, t: int, waits: str,
-             loaded: list[str]) -> str:
-        """DMA the table constant ``src`` into one CMX buffer of tile ``t`` (channel 0);
-        the task's clauses: its weights view and, when packed, its bias view."""
+             loaded: list[str], before_store: int | None = None) -> str:
+        """DMA the table constant ``src`` into one CMX buffer of tile ``t`` (channel 0, or
+        with ``before_store`` the store channel: ``LayerEmitter.dma``); the task's clauses:
+        its weights view and, when packed, its bias view."""
         o, i, kh, kw = self.dims
         nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
         table = e.cmx(f"wb.{tag}", TensorType((self.rows, i, kh, kw), elem, nhwc), t)
-        e.dma(f"load_w.{tag}", src, table, 0, waits, loaded)
+        e.dma(f"load_w.{tag}", src, table, 0 if before_store is None else e.prog.store_channel,
+              waits, loaded, before_store=before_store)
         wt = e.view(f"w.{tag}", table[1:], [f"0:{o}", f"0:{i}", f"0:{kh}", f"0:{kw}"])
         clauses = f" weights({wt})"
         if self.bias_box is not None:

@@ -1,6 +1,7 @@
 """assign-windows: place kernel code in WIN_D, invocation data in WIN_E, buffers in WIN_F.
 
-Expects: a verified module whose CMX buffers all have offsets (allocate-cmx).
+Expects: a verified module whose CMX buffers all have offsets (allocate-cmx) and whose
+graph blocks are lowered (lower-graph; one left is an error at the block).
 Guarantees: every declared kernel used by a task has a ``KernelImage`` in the
 program, linked once for its windows (``.text`` at WIN_D + 0, ``.rodata``
 after it, ``.data`` at WIN_E + 0, as the runtime re-points WIN_D/WIN_E per
@@ -41,8 +42,13 @@ class AssignWindowsPass(ModulePass):
     name = "assign-windows"
 
     def run(self, module: Module, ctx: PassContext) -> None:
-        program = program_of(module, ctx)
         bag = DiagnosticBag()
+        for graph in module.graphs:     # the program would run its tasks without the graph's
+            bag.error(graph.loc, f"graph block @{graph.name} is not lowered to tasks; run "
+                      "lower-graph before assign-windows (the pipeline that `vpuc compile` and "
+                      "vpuc.api.compile run puts it first)")
+        bag.raise_if_errors()
+        program = program_of(module, ctx)
         window = ctx.arch.window_size
         used = {t.kernel for tl in module.task_lists for t in tl.tasks
                 if isinstance(t, SwKernelTask)}
