@@ -47,8 +47,9 @@ channels, becomes a 7x3 stride (2, 1) convolution of 16 -> 128 channels on [224,
 compressed convolution: its HardSwish epilogue on the ACT SHAVEs bounds it, and the fold's
 DPU saving is less than its copies (``fold``).
 
-Taken (``fold``) under these conditions, else ``lower_dpu_window`` lowers the layer as
-before: a Convolution with constant weights, dilation 1, on an NCHW input of at most 4
+Taken (``fold``, called first by ``lower_dpu_window.emit_window``: a layer ``lower_dpu_nn``
+lowers is never folded) under these conditions, else ``lower_dpu_window`` lowers the layer
+as before: a Convolution with constant weights, dilation 1, on an NCHW input of at most 4
 channels (the permuted, compressed case) whose width is a multiple of ``k``; ``k % sx == 0``,
 ``OW % P == 0``, the folded pads non-negative and under ``K'``; an NHWC output in DDR or a
 CMX-resident value of exactly ``OC`` channels (``OC % 16 == 0``), a fused epilogue only

@@ -24,7 +24,10 @@ its NPU37XX networks show (openvinotoolkit/npu_plugin):
   saves is the input's CMX bytes and the activation and weight fetch, and the
   zero channels the DMA wrote before.
 
-Both schedules lower this way (the layout of the model input is the same in both).
+Both schedules lower this way (the layout of the model input is the same in both).  Under
+``--schedule default`` such a compressed convolution may instead run with its width folded
+into 16 channels on the same permuted rows (``lower_dpu_fold_width``), when the cost model
+finds that faster (ResNet-18's stem).
 """
 
 from __future__ import annotations
