@@ -57,6 +57,9 @@ CASES = {
     "k5_s2_4_channels": ((1, 4, 15, 28), 16, 5, 2, (2, 2, 1, 1)),
     "k7_s2_bottom_right_pads": ((1, 2, 17, 24), 32, 7, 2, (2, 3, 3, 2)),
     "batch2_k3_s2": ((2, 3, 10, 16), 16, 3, 2, (1, 1, 1, 1)),
+    # AlexNet's 11x11 stride 4: one output column per folded column, a 4-column kernel
+    "k11_s4": ((1, 1, 9, 64), 16, 11, 4, (5, 5, 5, 5)),
+    "k2_s2_no_pads_one_row_block": ((1, 3, 3, 8), 16, 2, 2, (0, 0, 0, 0)),
 }
 
 
