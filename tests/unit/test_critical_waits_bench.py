@@ -77,3 +77,9 @@ def test_real_run_adds_up(tmp_path: Path) -> None:
     busy = sum(t["end"] - t["start"] for t in path)
     assert charged == pytest.approx(busy, rel=1e-12)
     assert cw.main([str(tmp_path / "r"), "--json"]) == 0
+
+
+def test_barrier_names() -> None:
+    assert cw.barrier_kind("%x.conv.finished") == "barrier: segment gate"
+    assert cw.barrier_kind("%x.conv.stored12") == "barrier: CMX slot reuse"
+    assert cw.barrier_kind("%x.conv.store1.written") == "barrier: data"
