@@ -25,7 +25,8 @@ that decides every wait (``_Relaxation.apply``):
    predecessor's last ones, when the segment's CMX buffers, its predecessor's (and the
    one before, when the predecessor's loads run early too), the values kept in CMX
    across them and ``reserve`` bytes of prefetched constants fit a tile (an estimate;
-   the trial below decides).  Copies out of a value kept in CMX keep their gates.
+   the trial below decides).  Copies out of a value kept in CMX count as such loads
+   (``_loads_data``): rule 1 orders them after the copies or in-place DPU writes into it.
 3. **Gate two back**: every other task that waits on its predecessor's gate waits on the
    gate of the segment two back instead: at most two consecutive segments then run at once.
 
