@@ -15,6 +15,7 @@ ENGINE_COLORS = {"DMA": "#4c78a8", "DPU": "#f58518", "ACT_SHAVE": "#54a24b"}
 CRITICAL_COLOR = "#d62728"
 UTILIZATION_BINS = 200
 HEIGHT = 420
+ROOFLINE_LABELS = 8      # layers named on the roofline plot (the rest on hover)
 
 
 def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
@@ -83,8 +84,16 @@ def layer_cycles(data: ReportData) -> go.Figure:
     return _layout(fig, "Cycles per layer, by engine", barmode="stack")
 
 
+def _most_cycles(data: ReportData, count: int) -> set[str]:
+    """The ``count`` layers of longest span: the ones worth a label."""
+    ranked = sorted(data.compute, key=lambda r: r["cycles"] or 0, reverse=True)
+    return {r["layer"] for r in ranked[:count]}
+
+
 def roofline(data: ReportData) -> go.Figure:
-    """Each layer with MACs: 2*MACs per DDR byte against achieved GOP/s over its span."""
+    """Each layer with MACs: 2*MACs per DDR byte against achieved GOP/s over its span.
+    Only the ``ROOFLINE_LABELS`` longest layers carry their name on the plot (a model's
+    dozens of names would cover each other); every point names its layer on hover."""
     roofs = data.roofs
     ghz = roofs["nce_mhz"] / 1000.0
     peaks = roofs["dpu_peak_macs_per_cycle"]
@@ -110,17 +119,20 @@ def roofline(data: ReportData) -> go.Figure:
     fig.add_scatter(name=f"DPU roof ({dpu_roof:,.0f} GOP/s, f16)", x=[ridge, right],
                     y=[dpu_roof, dpu_roof], mode="lines", line=dict(color=ENGINE_COLORS["DPU"],
                                                                     width=2, dash="dash"))
+    labelled = _most_cycles(data, ROOFLINE_LABELS)
     if points:
         fig.add_scatter(name="layer", x=xs, y=[p[2] for p in points], mode="markers+text",
-                        text=[p[0] for p in points], textposition="top center",
+                        text=[p[0] if p[0] in labelled else "" for p in points],
+                        customdata=[p[0] for p in points], textposition="top center",
                         marker=dict(size=11, color="#2b83ba"),
-                        hovertemplate="%{text}: %{x:.2f} op/B, %{y:.2f} GOP/s<extra></extra>")
+                        hovertemplate="%{customdata}: %{x:.2f} op/B, %{y:.2f} GOP/s<extra></extra>")
     if no_ddr:
         fig.add_scatter(name="layer without DDR traffic (drawn at the right edge)",
                         x=[right] * len(no_ddr), y=[p[2] for p in no_ddr], mode="markers+text",
-                        text=[p[0] for p in no_ddr], textposition="middle left",
+                        text=[p[0] if p[0] in labelled else "" for p in no_ddr],
+                        customdata=[p[0] for p in no_ddr], textposition="middle left",
                         marker=dict(size=12, symbol="triangle-right", color="#7b3294"),
-                        hovertemplate="%{text}: %{y:.2f} GOP/s, no DDR bytes<extra></extra>")
+                        hovertemplate="%{customdata}: %{y:.2f} GOP/s, no DDR bytes<extra></extra>")
     fig.update_xaxes(type="log", title="operational intensity (ops per DDR byte)")
     fig.update_yaxes(type="log", title="achieved GOP/s over the layer's span")
     return _layout(fig, "Roofline: layers against the DPU and DDR roofs")
