@@ -43,7 +43,7 @@ from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
 from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.fusion.lower_dpu_table import MatrixTable, packs_bias
-from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES
+from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES, STREAMING_RATIO
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
@@ -136,7 +136,10 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     if chunks is None:       # not even 16 columns with one row: K is cut too
         emit_matmul_ksplit(prog, layer, values, tiles, prefix, gate, finish)
         return
-    if len(chunks) > 1 and tabled:
+    # a classifier's weights that fit whole still stream (``streams``): cut, their chunks
+    # spread over the tiles, each block computing beside the next chunk's load, not one
+    # tile's DPU fetching them all after the whole load (ResNet-18: 1,914,273 -> 1,903,843)
+    if tabled and (len(chunks) > 1 or streams(weight_bytes(n), len(items) * m * k_dim * eb)):
         # prefetched chunks: each one deep load at most (schedule_prefetch.DEEP_LOAD_BYTES)
         chunks = max(chunks, _column_chunks(n, lambda cols: aligned(cols) * kp * eb,
                                             DEEP_LOAD_BYTES) or chunks, key=len)
@@ -245,6 +248,13 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         if cp != c1 - c0:                            # only the real columns are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{r1 - r0}", f"0:{c1 - c0}"])
         e.store(k, y, dst)
+
+
+def streams(weight_bytes: int, row_bytes: int) -> bool:
+    """Whether a MatMul's constant weights are ``STREAMING_RATIO`` times its rows' bytes or
+    more and more than one deep load (``schedule_prefetch``): a classifier's, read once
+    against one row, which the schedule streams in chunks."""
+    return weight_bytes > DEEP_LOAD_BYTES and weight_bytes >= STREAMING_RATIO * row_bytes
 
 
 def _slots(prog: ProgramText, work: list, tiles: int, split: bool, resident: int,
