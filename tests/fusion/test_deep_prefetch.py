@@ -108,6 +108,20 @@ def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
     assert early[id(tasks[0])] == "S2.finished"
 
 
+def test_without_act_work_the_classifier_loads_during_the_last_segment_that_loads_as_much():
+    # a CNN's tail: S1 (its last convolution) loads 4 chunks' bytes, S2 (a pool) and S3 (a
+    # flatten) little; every chunk goes to S1, behind its last load, whatever S0 loads
+    room = _room(act=[0, 0, 0, 0], values={0: 9 * CHUNK, 1: 4 * CHUNK, 2: 50_000, 3: 1024})
+    tasks, moved, early, per_tile = _loads(4, "S3.finished")
+    assert deepen(moved, early, per_tile, room) == {id(t) for t in tasks}
+    assert all(early[id(t)] == "S1.finished" for t in tasks)
+    # none loads as much: they keep their gate
+    room = _room(act=[0, 0, 0, 0], values={0: CHUNK, 1: CHUNK, 2: 50_000, 3: 1024})
+    tasks, moved, early, per_tile = _loads(4, "S3.finished")
+    assert deepen(moved, early, per_tile, room) == set()
+    assert all(early[id(t)] == "S3.finished" for t in tasks)
+
+
 def _projection(gate: str, nbytes: int = 110 << 10):
     """A projection's weights: a load into tile 0 and its CMX -> CMX copy into tile 1, as
     ``overlap`` records them (``moved``, and the copies of the load)."""

@@ -152,7 +152,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     when the segment just before it has too few ACT SHAVE tasks to hide it (a squeeze-excite
     block's 1x1 weights and its projection's, behind a pool and two one-pixel layers), and
     ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
-    buffer, bytes)) go with it, when their tiles have the room.  Returns the ids of the
+    buffer, bytes)) go with it, when their tiles have the room.
+    A network without ACT SHAVE work (a CNN) has no segment to hide a classifier's weights
+    behind: they all run during the latest segment before theirs that loads at least as
+    many bytes itself (``loader``), after its last load, instead of after the short
+    segments between (a pool, a flatten) while the DDR idles.  Returns the ids of the
     loads (and copies) moved."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
@@ -174,6 +178,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         ahead = sum(n for (g, _), n in early_bytes.items() if g == gate)
         return room.traffic.get(room.order[a], (0, 0))[1] >= ahead
 
+    def loader(a: int, nbytes: int) -> int | None:
+        """The latest segment before ``a`` whose own loads bring ``nbytes`` or more."""
+        return next((j for j in range(a - 1, -1, -1)
+                     if sum(room.traffic.get(room.order[j], (0, 0))) >= nbytes), None)
+
     # segment -> bytes the loads of segments that do not stream (the second kind) load
     # deep during it: together within its ACT SHAVE tasks' share
     spent: dict[int, int] = {}
@@ -188,6 +197,18 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         classifier = room.prefix_of(task.label or "") in streaming \
             and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
         if not classifier and (nbytes < DEEP_MIN_BYTES or hidden(a, gate)):
+            continue
+        if classifier and not any(room.act_tasks.values()):
+            # no ACT SHAVE work anywhere (a CNN): the DDR idles while the short segments
+            # before the classifier (a pool, a flatten) run; its weights load during the
+            # latest segment that loads at least as many bytes itself, after its last load
+            # (ResNet-18's Gemm during its last 3x3 layer: 1,903,843 -> 1,893,640 cycles;
+            # taking turns with its stores on channel 1, 1,894,229); allocate-cmx's trial
+            # decides the room (``schedule._fewer_deep``)
+            j = loader(a, sum(n for (g, _), n in early_bytes.items() if g == gate))
+            if j is not None:
+                early[id(task)] = room.order[j] + "finished"
+                deep.add(id(task))
             continue
         extra = 0 if buffer in counted else nbytes
         along = [(c, t, b, n) for c, t, b, n in copies.get(id(task), ())
