@@ -21,7 +21,9 @@ granule, as ``lower_dpu_nn`` cuts a convolution's output channels): each
 chunk is a series of row blocks that load their slice of the weights and of
 the bias with the block, double-buffered, and store their columns of the
 result.  When not even 16 columns fit with one row, K is cut into chunks too
-(f32 partial sums: ``lower_dpu_ksplit_matmul``).
+(f32 partial sums: ``lower_dpu_ksplit_matmul``).  Under ``--schedule default`` a
+classifier's constant weights (``streams``) are cut into chunks of one deep load even
+when they fit whole: the schedule streams them, both tiles computing as they arrive.
 """
 
 from __future__ import annotations

@@ -29,7 +29,9 @@ on program text:
    (a classifier: 64 times more bytes of constants than of values) loads them further
    back, one load per earlier segment with ACT SHAVE work, on channel 0 after that
    segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
-   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  Other
+   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle; in a
+   network without ACT SHAVE work (ResNet-18) during the latest segment that loads as
+   many bytes itself, after its last load, not after the pool and flatten.  Other
    segments' big loads (at least ``schedule_prefetch.DEEP_MIN_BYTES``) go back the same way,
    still on channel 1, when the segment before theirs moves fewer bytes of values than
    their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's
