@@ -62,6 +62,12 @@ def test_classifier_weights_load_in_chunks_on_both_tiles(head):
     gemm_tiles = {t.tile for tl in program.module.task_lists for t in tl.tasks
                   if isinstance(t, DpuTask) and (t.label or "").startswith("gemm")}
     assert gemm_tiles == {0, 1}
+    # the one row of K: loaded once per tile, not with every chunk's block
+    symbols = SymbolTable(program.module)
+    rows = [symbols.region(t.dst).root.tile for tl in program.module.task_lists
+            for t in tl.tasks if isinstance(t, DmaTask) and (t.label or "").startswith("gemm")
+            and symbols.region(t.dst).type.dims == (1, 512)]
+    assert sorted(rows) == [0, 1]
 
 
 def test_chunked_classifier_is_faster_and_computes_the_same(head, monkeypatch):

@@ -212,6 +212,12 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         # tile's load is a plain copy the schedule prefetches, not a staged permute
         b, b_rows, b_cols = transposed_constant(prog, prefix, b), 0, 1
     bias_of = {}
+    # streamed chunks against the same rows (a classifier's one row): each tile loads the
+    # rows once, with its first block; its later blocks follow that one on the tile's DPU.
+    # ResNet-18: 1,889,789 -> 1,883,645 cycles (a row load per block waited on the block
+    # two back, between the chunks in the DMA FIFO)
+    row_once = table is not None and len({(item, rows) for item, rows, _ in work}) == 1
+    row_of: dict[int, str] = {}
     for k, (item, (r0, r1), (c0, c1)) in enumerate(work):
         t = e.tile(k)
         e.barriers(k)
@@ -221,8 +227,12 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                 load_matrix(e, f"w.t{t}", b, (0,) * (rb - 2), b_rows, (0, n), b_cols, t,
                             e.load_waits(t), [f"%{prefix}loaded{t}"], pad=(aligned(n), kp))
             bias_of[t] = e.load_bias(t, bias_values)
-        x = load_matrix(e, f"a.c{k}", a, _batch_index(a.type.dims, out_batch, item), a_rows,
-                        (r0, r1), a_cols, t, e.load_waits(k), loaded, pad=(r1 - r0, kp))
+        if k < e.used or not row_once:
+            x = load_matrix(e, f"a.t{t}" if row_once else f"a.c{k}", a,
+                            _batch_index(a.type.dims, out_batch, item), a_rows, (r0, r1),
+                            a_cols, t, e.load_waits(k), loaded, pad=(r1 - r0, kp))
+            row_of[t] = x
+        x = row_of[t]
         weights, bias = f"%{prefix}w.t{t}", bias_of.get(t, "")
         if table is not None:
             weights, bias = table.load(e, f"{prefix}wb", (c0, c1), b.type.elem, f"c{k}", t,

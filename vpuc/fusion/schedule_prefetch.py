@@ -154,10 +154,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
     buffer, bytes)) go with it, when their tiles have the room.
     A network without ACT SHAVE work (a CNN) has no segment to hide a classifier's weights
-    behind: they all run during the latest segment before theirs that loads at least as
-    many bytes itself (``loader``), after its last load, instead of after the short
-    segments between (a pool, a flatten) while the DDR idles.  Returns the ids of the
-    loads (and copies) moved."""
+    behind: the first half of them run during the latest segment before theirs that loads
+    at least as many bytes itself (``loader``), after its last load, instead of after the
+    short segments between (a pool, a flatten) while the DDR idles; the other half leave
+    ``early`` and load in the classifier's own order.  Returns the ids of the loads (and
+    copies) moved."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
         return deep
@@ -177,6 +178,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         then take no longer than its own."""
         ahead = sum(n for (g, _), n in early_bytes.items() if g == gate)
         return room.traffic.get(room.order[a], (0, 0))[1] >= ahead
+
+    ahead: dict[str, list[DmaTask]] = {}      # gate -> a CNN classifier's early loads
 
     def loader(a: int, nbytes: int) -> int | None:
         """The latest segment before ``a`` whose own loads bring ``nbytes`` or more."""
@@ -200,15 +203,24 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
             continue
         if classifier and not any(room.act_tasks.values()):
             # no ACT SHAVE work anywhere (a CNN): the DDR idles while the short segments
-            # before the classifier (a pool, a flatten) run; its weights load during the
-            # latest segment that loads at least as many bytes itself, after its last load
-            # (ResNet-18's Gemm during its last 3x3 layer: 1,903,843 -> 1,893,640 cycles;
-            # taking turns with its stores on channel 1, 1,894,229); allocate-cmx's trial
+            # before the classifier (a pool, a flatten) run; the first half of its weights
+            # load during the latest segment that loads at least as many bytes itself,
+            # after its last load, the rest in the classifier's own order, after its rows,
+            # while its DPU computes the first half (a deep load ahead of them would hold
+            # the pool's loads back in the channel's FIFO).  ResNet-18's Gemm, 8 chunks,
+            # during its last 3x3 layer: all deep 1,893,640 cycles (1,894,229 taking turns
+            # with its stores on channel 1), the last 2 in own order 1,883,634, 4 1,883,645,
+            # 5 1,883,819, 6 1,890,214; none moved 1,903,843.  allocate-cmx's trial
             # decides the room (``schedule._fewer_deep``)
             j = loader(a, sum(n for (g, _), n in early_bytes.items() if g == gate))
-            if j is not None:
+            if j is None:
+                continue
+            own = ahead.setdefault(gate, [t for t, g, *_ in moved if g == gate])
+            if own.index(task) < len(own) // 2:
                 early[id(task)] = room.order[j] + "finished"
                 deep.add(id(task))
+            else:
+                early.pop(id(task))      # in the classifier's own order, after its rows
             continue
         extra = 0 if buffer in counted else nbytes
         along = [(c, t, b, n) for c, t, b, n in copies.get(id(task), ())
