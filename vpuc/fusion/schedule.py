@@ -31,7 +31,10 @@ on program text:
    segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
    3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle; in a
    network without ACT SHAVE work (ResNet-18) during the latest segment that loads as
-   many bytes itself, after its last load, not after the pool and flatten.  Other
+   many bytes itself, after its last load, not after the pool and flatten; there a
+   heavy segment's early loads (a DDR-bound layer's weight chunks: ResNet-18's first
+   512-channel 3x3 layer) go one per segment back, into the DPU-bound layers before,
+   whose DDR idles.  Other
    segments' big loads (at least ``schedule_prefetch.DEEP_MIN_BYTES``) go back the same way,
    still on channel 1, when the segment before theirs moves fewer bytes of values than
    their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's

@@ -42,6 +42,17 @@ DEEP_BYTES_PER_ACT_TASK = 64 << 10
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
 DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+# In a network without ACT SHAVE work (a CNN), a segment whose loads bring this many times
+# more bytes of constants than of values is heavy: its weights keep the DDR busier than its
+# blocks keep the DPU (ResNet-18's 512-channel 3x3 layers on 7x7: 23x to 31x; its stage-3
+# layers, DPU-bound, 3x to 8x).  ResNet-18 (schedule_bench cycles): 9 1,863,801 (its
+# stride-2 layer, 9.6x, heavy too), 20 and 30 1,862,045; none heavy 1,883,645.
+HEAVY_RATIO = 20
+# How many segments back ``deepen`` spreads a heavy segment's early loads, one per segment,
+# never across another heavy one.  ResNet-18: 1 1,874,017, 2 and 3 1,862,045 (two early
+# chunks); with all of the first layer's chunks early, 4: 1,858,530, but 2 MB more of CMX
+# held across stage 3.
+HEAVY_BACK = 2
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
 DEEP_MIN_BYTES = 32 << 10
@@ -58,7 +69,8 @@ class EarlyRoom:
     are holes between the running segment's buffers, not free room beside them
     (ResNet-18 at 40x40 to 160x160: two 442 KB weight chunks fit a tile by the sum, not in
     one gap).  So the predecessor's buffers on that tile count as taken too when the
-    running segment loaded early into it."""
+    running segment loaded early into it.  Not for the loads of a heavy segment (``heavy``),
+    which ``deepen`` moves further back anyway: allocate-cmx's trial decides their room."""
 
     def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
         self.cmx_bytes = cmx_bytes
@@ -93,6 +105,7 @@ class EarlyRoom:
                         else:
                             data += dst.type.nbytes
                         self.traffic[prefix] = (weights, data)
+        self.heavy_segments = self.heavy()
 
     def prefix_of(self, name: str) -> str:
         """The longest segment prefix of a buffer's name (value names may hold dots
@@ -118,14 +131,30 @@ class EarlyRoom:
         return {p for p, (weights, data) in self.traffic.items()
                 if weights >= STREAMING_RATIO * max(data, 1)}
 
+    def heavy(self) -> set[str]:
+        """In a network without ACT SHAVE work (a CNN), the segments whose loads bring
+        ``HEAVY_RATIO`` times more bytes of constants than of values: layers whose weights
+        keep the DDR busier than their blocks keep the DPU (``deepen`` loads their first
+        chunks during the segments before, whose DDR idles)."""
+        if any(self.act_tasks.values()):
+            return set()
+        return {p for p, (weights, data) in self.traffic.items()
+                if weights >= HEAVY_RATIO * max(data, 1)}
+
     def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
         """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
         loads into that tile were placed beside."""
         gate, tile = key
         if self.cmx_bytes is None or not gate.endswith("finished"):
             return EARLY_CMX_BYTES
-        taken = self.used.get((gate[:-len("finished")], tile), 0)
+        prefix = gate[:-len("finished")]
+        taken = self.used.get((prefix, tile), 0)
         before = loaded_early.get(key)
+        following = self.order.index(prefix) + 1 if prefix in self.order else len(self.order)
+        if following < len(self.order) and self.order[following] in self.heavy_segments:
+            # a heavy segment's early loads go further back (``deepen``): whether they fit
+            # there is allocate-cmx's trial's to say (``schedule._fewer_deep``)
+            before = None
         if before and before.endswith("finished"):
             taken += self.used.get((before[:-len("finished")], tile), 0)
         return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
@@ -157,8 +186,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     behind: the first half of them run during the latest segment before theirs that loads
     at least as many bytes itself (``loader``), after its last load, instead of after the
     short segments between (a pool, a flatten) while the DDR idles; the other half leave
-    ``early`` and load in the classifier's own order.  Returns the ids of the loads (and
-    copies) moved."""
+    ``early`` and load in the classifier's own order.  There a heavy segment's early loads
+    (``EarlyRoom.heavy``: a DDR-bound layer's weight chunks) go one per segment back from
+    the last, up to ``HEAVY_BACK`` segments, never across another heavy one, so the DDR
+    moves them while the DPU-bound layers before compute.  Returns the ids of the loads
+    (and copies) moved."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
         return deep
@@ -180,6 +212,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         return room.traffic.get(room.order[a], (0, 0))[1] >= ahead
 
     ahead: dict[str, list[DmaTask]] = {}      # gate -> a CNN classifier's early loads
+    heavy = getattr(room, "heavy_segments", set())
+    back: dict[str, int] = {}                 # gate -> the segment its last heavy load went to
 
     def loader(a: int, nbytes: int) -> int | None:
         """The latest segment before ``a`` whose own loads bring ``nbytes`` or more."""
@@ -200,6 +234,17 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         classifier = room.prefix_of(task.label or "") in streaming \
             and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
         if not classifier and (nbytes < DEEP_MIN_BYTES or hidden(a, gate)):
+            continue
+        if not classifier and room.prefix_of(task.label or "") in heavy:
+            # a heavy segment's early loads (from the last), one per segment back, into
+            # segments whose DDR idles while their DPU computes; never across another
+            # heavy segment (its own chunks need that CMX and that DDR)
+            j = back.get(gate, a) - 1
+            if j >= max(a - HEAVY_BACK, 0) and not any(room.order[i] in heavy
+                                                       for i in range(j, a + 1)):
+                back[gate] = j
+                early[id(task)] = room.order[j] + "finished"
+                deep.add(id(task))
             continue
         if classifier and not any(room.act_tasks.values()):
             # no ACT SHAVE work anywhere (a CNN): the DDR idles while the short segments
