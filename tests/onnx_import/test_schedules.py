@@ -317,3 +317,27 @@ def test_a_ddr_bound_layers_first_weights_load_during_the_dpu_bound_layers_befor
     light, labels = run()
     assert not ahead_of_strided(labels)
     assert heavy < light
+
+
+def test_heavy_loads_keep_their_gate_when_allocate_cmx_finds_no_room(tmp_path, monkeypatch):
+    """The room a heavy segment's early loads take beside the segment before theirs
+    (``EarlyRoom.goes_back``) is only allocate-cmx's trial's to grant: when every trial
+    fails, they wait on their gate again and the program still allocates and computes
+    what the naive schedule does."""
+    from vpuc.fusion import schedule
+    from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
+    m = ModelBuilder(seed=2)
+    y = _conv_bn(m, m.input("x", [1, 256, 14, 14]), 256, 256, 3)
+    y = _conv_bn(m, _conv_bn(m, y, 256, 512, 3, stride=2), 512, 512, 3)
+    m.output(y)
+    path = m.save(tmp_path / "heavy.onnx", "heavy")
+    monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
+    program = api.compile(path, schedule="default")
+    loads = [t for tl in program.module.task_lists for t in tl.tasks
+             if isinstance(t, DmaTask) and ".load_w." in t.label]
+    heavy = [t for t in loads if t.label.startswith(loads[-1].label.split(".")[0] + ".")]
+    assert heavy and all(t.waits for t in heavy)       # none prefetched without a trial
+    x = np.random.default_rng(3).standard_normal((1, 256, 14, 14)).astype(np.float16)
+    got = next(iter(api.simulate(program, {"x": x}).outputs.values()))
+    want = next(iter(api.simulate(api.compile(path, schedule="naive"), {"x": x}).outputs.values()))
+    assert_close(got, want, ulps=len(program.module.layers))

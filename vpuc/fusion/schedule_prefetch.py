@@ -106,6 +106,9 @@ class EarlyRoom:
                             data += dst.type.nbytes
                         self.traffic[prefix] = (weights, data)
         self.heavy_segments = self.heavy()
+        # (gate, tile) whose room left out the segment before (``goes_back``): unchecked
+        # until allocate-cmx's trial
+        self.optimistic: set[tuple[str, int]] = set()
 
     def prefix_of(self, name: str) -> str:
         """The longest segment prefix of a buffer's name (value names may hold dots
@@ -141,6 +144,14 @@ class EarlyRoom:
         return {p for p, (weights, data) in self.traffic.items()
                 if weights >= HEAVY_RATIO * max(data, 1)}
 
+    def goes_back(self, prefix: str) -> bool:
+        """Whether the early loads that run during segment ``prefix`` belong to a heavy
+        segment and ``deepen`` can move them back: neither ``prefix`` nor the segment
+        before it is heavy."""
+        a = self.order.index(prefix) if prefix in self.order else -1
+        return 0 < a < len(self.order) - 1 and self.order[a + 1] in self.heavy_segments \
+            and not {self.order[a - 1], prefix} & self.heavy_segments
+
     def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
         """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
         loads into that tile were placed beside."""
@@ -150,10 +161,10 @@ class EarlyRoom:
         prefix = gate[:-len("finished")]
         taken = self.used.get((prefix, tile), 0)
         before = loaded_early.get(key)
-        following = self.order.index(prefix) + 1 if prefix in self.order else len(self.order)
-        if following < len(self.order) and self.order[following] in self.heavy_segments:
+        if self.goes_back(prefix):
             # a heavy segment's early loads go further back (``deepen``): whether they fit
-            # there is allocate-cmx's trial's to say (``schedule._fewer_deep``)
+            # there is allocate-cmx's trial's to say (``schedule.overlap``)
+            self.optimistic.add(key)
             before = None
         if before and before.endswith("finished"):
             taken += self.used.get((before[:-len("finished")], tile), 0)
