@@ -50,8 +50,8 @@ DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
 HEAVY_RATIO = 20
 # How many segments back ``deepen`` spreads a heavy segment's early loads, one per segment,
 # never across another heavy one.  ResNet-18: 1 1,874,017, 2 and 3 1,862,045 (two early
-# chunks); with all of the first layer's chunks early, 4: 1,858,530, but 2 MB more of CMX
-# held across stage 3.
+# chunks); with the room forced to the whole CMX (four early chunks), 4: 1,858,530, but
+# 1.8 MB more of CMX held across stage 3.
 HEAVY_BACK = 2
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
