@@ -13,8 +13,8 @@ import pytest
 
 from vpuc import api
 from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, DEEP_MIN_BYTES,
-                                           EARLY_CMX_BYTES, STREAMING_RATIO, EarlyRoom, deepen,
-                                           prefetch_order)
+                                           EARLY_CMX_BYTES, HEAVY_BACK, HEAVY_RATIO,
+                                           STREAMING_RATIO, EarlyRoom, deepen, prefetch_order)
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
@@ -106,6 +106,50 @@ def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
     tasks, moved, early, per_tile = _loads(1, "S2.finished", nbytes=EARLY_CMX_BYTES)
     assert deepen(moved, early, per_tile, room) == set()
     assert early[id(tasks[0])] == "S2.finished"
+
+
+def test_without_act_work_the_classifier_loads_during_the_last_segment_that_loads_as_much():
+    # a CNN's tail: S1 (its last convolution) loads 4 chunks' bytes, S2 (a pool) and S3 (a
+    # flatten) little; the first half of the chunks go to S1, behind its last load,
+    # whatever S0 loads; the others leave the early loads (the classifier's own order)
+    room = _room(act=[0, 0, 0, 0], values={0: 9 * CHUNK, 1: 4 * CHUNK, 2: 50_000, 3: 1024})
+    tasks, moved, early, per_tile = _loads(4, "S3.finished")
+    assert deepen(moved, early, per_tile, room) == {id(t) for t in tasks[:2]}
+    assert all(early[id(t)] == "S1.finished" for t in tasks[:2])
+    assert not any(id(t) in early for t in tasks[2:])
+    # none loads as much: they keep their gate
+    room = _room(act=[0, 0, 0, 0], values={0: CHUNK, 1: CHUNK, 2: 50_000, 3: 1024})
+    tasks, moved, early, per_tile = _loads(4, "S3.finished")
+    assert deepen(moved, early, per_tile, room) == set()
+    assert all(early[id(t)] == "S3.finished" for t in tasks)
+
+
+def test_a_heavy_segments_loads_go_back_one_segment_each_never_across_a_heavy_one():
+    # a CNN: S3's weights keep the DDR busy (heavy), S0..S2 compute; S3's early loads run
+    # during S2: the last goes to S1, the one before to S0 (HEAVY_BACK segments back
+    # from S2), the first stays
+    room = _room(act=[0, 0, 0, 0], streaming=())
+    room.traffic = {"S0.": (CHUNK, CHUNK), "S1.": (CHUNK, CHUNK), "S2.": (2 * CHUNK, CHUNK),
+                    "S3.": (HEAVY_RATIO * CHUNK, CHUNK)}
+    room.act_tasks = {p: 0 for p in room.order}
+    room.heavy_segments = EarlyRoom.heavy(room)
+    assert room.heavy_segments == {"S3."}
+    assert HEAVY_BACK == 2
+    tasks = [DmaTask(f"S3.w{k}", (), (), f"%S3.w{k}.v", f"%S3.w{k}", 1) for k in range(3)]
+    moved = [(t, "S2.finished", k % 2, f"S3.w{k}", CHUNK) for k, t in enumerate(tasks)]
+    early = {id(t): "S2.finished" for t in tasks}
+    deep = deepen(moved, early, {("S2.finished", 0): 2 * CHUNK, ("S2.finished", 1): CHUNK},
+                  room)
+    assert deep == {id(tasks[1]), id(tasks[2])}
+    assert [early[id(t)] for t in tasks] == ["S2.finished", "S0.finished", "S1.finished"]
+    # S1 heavy too: S3's loads stay where they are (S1's own chunks need that CMX and DDR)
+    room.traffic["S1."] = (HEAVY_RATIO * CHUNK, CHUNK)
+    room.heavy_segments = EarlyRoom.heavy(room)
+    early = {id(t): "S2.finished" for t in tasks}
+    assert deepen(moved, early, {("S2.finished", 0): 2 * CHUNK}, room) == set()
+    # with ACT SHAVE work somewhere, no segment is heavy
+    room.act_tasks["S0."] = 1
+    assert EarlyRoom.heavy(room) == set()
 
 
 def _projection(gate: str, nbytes: int = 110 << 10):

@@ -278,3 +278,66 @@ def test_default_loads_only_the_pixels_a_strided_1x1_convolution_reads(model):
     for src, dst in loads:        # the read pixels only, from a view that skips the others
         assert src.type.dims == dst.type.dims
         assert src.strides_bits != dst.strides_bits
+
+
+def test_a_ddr_bound_layers_first_weights_load_during_the_dpu_bound_layers_before(
+        tmp_path, monkeypatch):
+    """ResNet-18's stage 3 -> 4 at full size: two 256-channel 3x3 layers on 14x14 (DPU-bound),
+    a stride-2 one, then a 512-channel 3x3 layer on 7x7 whose 4.7 MB of weights keep the
+    DDR busier than its blocks keep the DPU (``schedule_prefetch.HEAVY_RATIO``).  Its first
+    weight chunks load during the 256-channel layers (``deepen``), ahead of the stride-2
+    layer's input in the DMA list, not after it; the network ends sooner."""
+    from vpuc.fusion import schedule_prefetch
+    from vpuc.ir.tasks import Executor
+    from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
+    m = ModelBuilder(seed=1)
+    y = _conv_bn(m, _conv_bn(m, m.input("x", [1, 256, 14, 14]), 256, 256, 3), 256, 256, 3)
+    y = _conv_bn(m, _conv_bn(m, y, 256, 512, 3, stride=2), 512, 512, 3)
+    m.output(y)
+    path = m.save(tmp_path / "stage3to4.onnx", "stage3to4")
+
+    def run():
+        program = api.compile(path, schedule="default")
+        labels = [t.label for tl in program.module.task_lists if tl.executor is Executor.DMA
+                  for t in tl.tasks]
+        return api.simulate(program, timing_only=True).cycles, labels
+
+    def ahead_of_strided(labels):
+        """The 512-channel layer's weight loads ahead of the stride-2 layer's first input
+        load (the layers in order of their first input loads, which stay in place)."""
+        layers = list(dict.fromkeys(label.rsplit(".", 1)[0] for label in labels
+                                    if label.endswith(".load0")))
+        assert len(layers) == 4
+        strided = labels.index(f"{layers[2]}.load0")
+        return [label for label in labels[:strided] if label.startswith(f"{layers[3]}.load_w.")]
+
+    heavy, labels = run()
+    assert ahead_of_strided(labels)
+    monkeypatch.setattr(schedule_prefetch, "HEAVY_RATIO", float("inf"))
+    light, labels = run()
+    assert not ahead_of_strided(labels)
+    assert heavy < light
+
+
+def test_heavy_loads_keep_their_gate_when_allocate_cmx_finds_no_room(tmp_path, monkeypatch):
+    """The room a heavy segment's early loads take beside the segment before theirs
+    (``EarlyRoom.goes_back``) is only allocate-cmx's trial's to grant: when every trial
+    fails, they wait on their gate again and the program still allocates and computes
+    what the naive schedule does."""
+    from vpuc.fusion import schedule
+    from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
+    m = ModelBuilder(seed=2)
+    y = _conv_bn(m, m.input("x", [1, 256, 14, 14]), 256, 256, 3)
+    y = _conv_bn(m, _conv_bn(m, y, 256, 512, 3, stride=2), 512, 512, 3)
+    m.output(y)
+    path = m.save(tmp_path / "heavy.onnx", "heavy")
+    monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
+    program = api.compile(path, schedule="default")
+    loads = [t for tl in program.module.task_lists for t in tl.tasks
+             if isinstance(t, DmaTask) and ".load_w." in t.label]
+    heavy = [t for t in loads if t.label.startswith(loads[-1].label.split(".")[0] + ".")]
+    assert heavy and all(t.waits for t in heavy)       # none prefetched without a trial
+    x = np.random.default_rng(3).standard_normal((1, 256, 14, 14)).astype(np.float16)
+    got = next(iter(api.simulate(program, {"x": x}).outputs.values()))
+    want = next(iter(api.simulate(api.compile(path, schedule="naive"), {"x": x}).outputs.values()))
+    assert_close(got, want, ulps=len(program.module.layers))

@@ -29,7 +29,12 @@ on program text:
    (a classifier: 64 times more bytes of constants than of values) loads them further
    back, one load per earlier segment with ACT SHAVE work, on channel 0 after that
    segment's last load (``schedule_prefetch.deepen``): MobileNetV3-Small's two Gemms,
-   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle.  Other
+   3.2 MB, otherwise loaded after everything else while the ACT SHAVEs idle; in a
+   network without ACT SHAVE work (ResNet-18) during the latest segment that loads as
+   many bytes itself, after its last load, not after the pool and flatten; there a
+   heavy segment's early loads (a DDR-bound layer's weight chunks: ResNet-18's first
+   512-channel 3x3 layer) go one per segment back, into the DPU-bound layers before,
+   whose DDR idles.  Other
    segments' big loads (at least ``schedule_prefetch.DEEP_MIN_BYTES``) go back the same way,
    still on channel 1, when the segment before theirs moves fewer bytes of values than
    their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's
@@ -276,12 +281,15 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             # their DDR latencies overlap
             alternate = {id(t) for t, _, _, _, nbytes in moved if nbytes < DEEP_MIN_BYTES}
             task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
-            fits = not (deep or paced or behind) or arch is None or cmx_fits(module, arch)
+            # early loads of a heavy segment placed in an optimistic room are tried too
+            hopeful = any(key in room_of.optimistic for key in early_bytes)
+            fits = not (deep or paced or behind or hopeful) or arch is None \
+                or cmx_fits(module, arch)
             if not fits and behind:
                 # their longer lifetimes leave allocate-cmx no room: back behind their gates
                 early.update(behind)
                 task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
-                fits = not (deep or paced) or cmx_fits(module, arch)
+                fits = not (deep or paced or hopeful) or cmx_fits(module, arch)
             if not fits and not (deep := _fewer_deep(module, arch, tasks, task_list, moved,
                                                      early, gates, deep, spread,
                                                      room_of.order, alternate)):
@@ -290,6 +298,14 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 for task, waits in paced:
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
+                # a heavy segment's loads took the room beside the segment before theirs
+                # only to go further back: without that, they keep their gate
+                # (with their copies; a copy keeps its own waits)
+                for task, gate, tile, *_ in moved:
+                    if (gate, tile) in room_of.optimistic and not task.waits:
+                        task.waits = (gate,)
+                        for t in [task] + [c for c, *_ in copies.get(id(task), ())]:
+                            early.pop(id(t), None)
                 task_list.tasks = prefetch_order(tasks, early, gates, spread=spread,
                                                  alternate=alternate)
                 deep = set()

@@ -42,6 +42,17 @@ DEEP_BYTES_PER_ACT_TASK = 64 << 10
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
 DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+# In a network without ACT SHAVE work (a CNN), a segment whose loads bring this many times
+# more bytes of constants than of values is heavy: its weights keep the DDR busier than its
+# blocks keep the DPU (ResNet-18's 512-channel 3x3 layers on 7x7: 23x to 31x; its stage-3
+# layers, DPU-bound, 3x to 8x).  ResNet-18 (schedule_bench cycles): 9 1,863,801 (its
+# stride-2 layer, 9.6x, heavy too), 20 and 30 1,862,045; none heavy 1,883,645.
+HEAVY_RATIO = 20
+# How many segments back ``deepen`` spreads a heavy segment's early loads, one per segment,
+# never across another heavy one.  ResNet-18: 1 1,874,017, 2 and 3 1,862,045 (two early
+# chunks); with the room forced to the whole CMX (four early chunks), 4: 1,858,530, but
+# 1.8 MB more of CMX held across stage 3.
+HEAVY_BACK = 2
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
 DEEP_MIN_BYTES = 32 << 10
@@ -58,7 +69,8 @@ class EarlyRoom:
     are holes between the running segment's buffers, not free room beside them
     (ResNet-18 at 40x40 to 160x160: two 442 KB weight chunks fit a tile by the sum, not in
     one gap).  So the predecessor's buffers on that tile count as taken too when the
-    running segment loaded early into it."""
+    running segment loaded early into it.  Not for the loads of a heavy segment (``heavy``),
+    which ``deepen`` moves further back anyway: allocate-cmx's trial decides their room."""
 
     def __init__(self, module: Module, gates: set[str], cmx_bytes: int | None) -> None:
         self.cmx_bytes = cmx_bytes
@@ -93,6 +105,10 @@ class EarlyRoom:
                         else:
                             data += dst.type.nbytes
                         self.traffic[prefix] = (weights, data)
+        self.heavy_segments = self.heavy()
+        # (gate, tile) whose room left out the segment before (``goes_back``): unchecked
+        # until allocate-cmx's trial
+        self.optimistic: set[tuple[str, int]] = set()
 
     def prefix_of(self, name: str) -> str:
         """The longest segment prefix of a buffer's name (value names may hold dots
@@ -118,14 +134,38 @@ class EarlyRoom:
         return {p for p, (weights, data) in self.traffic.items()
                 if weights >= STREAMING_RATIO * max(data, 1)}
 
+    def heavy(self) -> set[str]:
+        """In a network without ACT SHAVE work (a CNN), the segments whose loads bring
+        ``HEAVY_RATIO`` times more bytes of constants than of values: layers whose weights
+        keep the DDR busier than their blocks keep the DPU (``deepen`` loads their first
+        chunks during the segments before, whose DDR idles)."""
+        if any(self.act_tasks.values()):
+            return set()
+        return {p for p, (weights, data) in self.traffic.items()
+                if weights >= HEAVY_RATIO * max(data, 1)}
+
+    def goes_back(self, prefix: str) -> bool:
+        """Whether the early loads that run during segment ``prefix`` belong to a heavy
+        segment and ``deepen`` can move them back: neither ``prefix`` nor the segment
+        before it is heavy."""
+        a = self.order.index(prefix) if prefix in self.order else -1
+        return 0 < a < len(self.order) - 1 and self.order[a + 1] in self.heavy_segments \
+            and not {self.order[a - 1], prefix} & self.heavy_segments
+
     def __call__(self, key: tuple[str, int], loaded_early: dict[tuple[str, int], str]) -> int:
         """``loaded_early``: (a segment's gate, tile) -> the gate of the segment its early
         loads into that tile were placed beside."""
         gate, tile = key
         if self.cmx_bytes is None or not gate.endswith("finished"):
             return EARLY_CMX_BYTES
-        taken = self.used.get((gate[:-len("finished")], tile), 0)
+        prefix = gate[:-len("finished")]
+        taken = self.used.get((prefix, tile), 0)
         before = loaded_early.get(key)
+        if self.goes_back(prefix):
+            # a heavy segment's early loads go further back (``deepen``): whether they fit
+            # there is allocate-cmx's trial's to say (``schedule.overlap``)
+            self.optimistic.add(key)
+            before = None
         if before and before.endswith("finished"):
             taken += self.used.get((before[:-len("finished")], tile), 0)
         return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
@@ -152,8 +192,16 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     when the segment just before it has too few ACT SHAVE tasks to hide it (a squeeze-excite
     block's 1x1 weights and its projection's, behind a pool and two one-pixel layers), and
     ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
-    buffer, bytes)) go with it, when their tiles have the room.  Returns the ids of the
-    loads (and copies) moved."""
+    buffer, bytes)) go with it, when their tiles have the room.
+    A network without ACT SHAVE work (a CNN) has no segment to hide a classifier's weights
+    behind: the first half of them run during the latest segment before theirs that loads
+    at least as many bytes itself (``loader``), after its last load, instead of after the
+    short segments between (a pool, a flatten) while the DDR idles; the other half leave
+    ``early`` and load in the classifier's own order.  There a heavy segment's early loads
+    (``EarlyRoom.heavy``: a DDR-bound layer's weight chunks) go one per segment back from
+    the last, up to ``HEAVY_BACK`` segments, never across another heavy one, so the DDR
+    moves them while the DPU-bound layers before compute.  Returns the ids of the loads
+    (and copies) moved."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
         return deep
@@ -174,6 +222,15 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         ahead = sum(n for (g, _), n in early_bytes.items() if g == gate)
         return room.traffic.get(room.order[a], (0, 0))[1] >= ahead
 
+    ahead: dict[str, list[DmaTask]] = {}      # gate -> a CNN classifier's early loads
+    heavy = getattr(room, "heavy_segments", set())
+    back: dict[str, int] = {}                 # gate -> the segment its last heavy load went to
+
+    def loader(a: int, nbytes: int) -> int | None:
+        """The latest segment before ``a`` whose own loads bring ``nbytes`` or more."""
+        return next((j for j in range(a - 1, -1, -1)
+                     if sum(room.traffic.get(room.order[j], (0, 0))) >= nbytes), None)
+
     # segment -> bytes the loads of segments that do not stream (the second kind) load
     # deep during it: together within its ACT SHAVE tasks' share
     spent: dict[int, int] = {}
@@ -188,6 +245,38 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         classifier = room.prefix_of(task.label or "") in streaming \
             and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
         if not classifier and (nbytes < DEEP_MIN_BYTES or hidden(a, gate)):
+            continue
+        if not classifier and room.prefix_of(task.label or "") in heavy:
+            # a heavy segment's early loads (from the last), one per segment back, into
+            # segments whose DDR idles while their DPU computes; never across another
+            # heavy segment (its own chunks need that CMX and that DDR)
+            j = back.get(gate, a) - 1
+            if j >= max(a - HEAVY_BACK, 0) and not any(room.order[i] in heavy
+                                                       for i in range(j, a + 1)):
+                back[gate] = j
+                early[id(task)] = room.order[j] + "finished"
+                deep.add(id(task))
+            continue
+        if classifier and not any(room.act_tasks.values()):
+            # no ACT SHAVE work anywhere (a CNN): the DDR idles while the short segments
+            # before the classifier (a pool, a flatten) run; the first half of its weights
+            # load during the latest segment that loads at least as many bytes itself,
+            # after its last load, the rest in the classifier's own order, after its rows,
+            # while its DPU computes the first half (a deep load ahead of them would hold
+            # the pool's loads back in the channel's FIFO).  ResNet-18's Gemm, 8 chunks,
+            # during its last 3x3 layer: all deep 1,893,640 cycles (1,894,229 taking turns
+            # with its stores on channel 1), the last 2 in own order 1,883,634, 4 1,883,645,
+            # 5 1,883,819, 6 1,890,214; none moved 1,903,843.  allocate-cmx's trial
+            # decides the room (``schedule._fewer_deep``)
+            j = loader(a, sum(n for (g, _), n in early_bytes.items() if g == gate))
+            if j is None:
+                continue
+            own = ahead.setdefault(gate, [t for t, g, *_ in moved if g == gate])
+            if own.index(task) < len(own) // 2:
+                early[id(task)] = room.order[j] + "finished"
+                deep.add(id(task))
+            else:
+                early.pop(id(task))      # in the classifier's own order, after its rows
             continue
         extra = 0 if buffer in counted else nbytes
         along = [(c, t, b, n) for c, t, b, n in copies.get(id(task), ())
