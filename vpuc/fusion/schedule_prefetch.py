@@ -35,6 +35,14 @@ STREAMING_RATIO = 40
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
 # 947,362, 64K 923,986, 96K 932,087.
 DEEP_BYTES_PER_ACT_TASK = 64 << 10
+# ...and per byte its ACT SHAVE tasks write, so a segment of a few tiny tasks (a
+# squeeze-excite block's excitation: 2 tasks, 64 to 2,304 bytes) hides no deep load: one
+# ACT SHAVE takes about 0.65 cycles per byte of a HardSwish block (the stem's 259,019
+# cycles for 401,408 bytes, block 4's 101,056 for 150,528), while the DDR moves 16 B.
+# MobileNetV3-Small (schedule_bench cycles): per task only 617,564 (three 112 KB chunks of
+# the first Gemm behind the 427 cycles of the first excitation), 4 per byte 614,384, 8
+# 610,908, 12 and 16 607,090 (those chunks go to the stem and block 4's expansion).
+DEEP_BYTES_PER_ACT_BYTE = 16
 # The largest chunk of a streaming MatMul's constant weights the lowering cuts under
 # ``--schedule default`` (``lower_dpu_matmul``): each chunk is one deep load, and smaller
 # ones find more segments to run during; the estimate then leaves their loads out of the
@@ -66,6 +74,7 @@ class EarlyRoom:
         # segment prefix -> (bytes of constants, bytes of values) its DMAs load into CMX
         self.traffic: dict[str, tuple[int, int]] = {}
         self.act_tasks: dict[str, int] = {}                 # segment prefix -> ACT SHAVE tasks
+        self.act_bytes: dict[str, int] = {}                 # segment prefix -> bytes they write
         self.prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
         for b in module.buffers:
             if b.kind is BufferKind.CMX:
@@ -84,6 +93,9 @@ class EarlyRoom:
                 prefix = self.prefix_of(t.label or "")
                 if task_list.executor is Executor.ACT_SHAVE:
                     self.act_tasks[prefix] = self.act_tasks.get(prefix, 0) + 1
+                    regions = [symbols.region(b.buffer) for b in t.outputs]
+                    self.act_bytes[prefix] = self.act_bytes.get(prefix, 0) + sum(
+                        r.type.nbytes for r in regions if r is not None)
                 elif isinstance(t, DmaTask):
                     src, dst = symbols.region(t.src), symbols.region(t.dst)
                     if src is not None and dst is not None and dst.kind is BufferKind.CMX:
@@ -131,6 +143,14 @@ class EarlyRoom:
         return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
 
 
+def act_capacity(room: EarlyRoom, prefix: str) -> int:
+    """The bytes of deep loads segment ``prefix``'s ACT SHAVE work hides: the smaller of
+    ``DEEP_BYTES_PER_ACT_TASK`` per task and ``DEEP_BYTES_PER_ACT_BYTE`` per byte they
+    write (a task's count says nothing of its length)."""
+    return min(room.act_tasks.get(prefix, 0) * DEEP_BYTES_PER_ACT_TASK,
+               room.act_bytes.get(prefix, 0) * DEEP_BYTES_PER_ACT_BYTE)
+
+
 def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str],
            early_bytes: dict[tuple[str, int], int], room: EarlyRoom,
            copies: dict[int, list[tuple[DmaTask, int, str, int]]] | None = None) -> set[int]:
@@ -143,8 +163,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     its bytes), in list order.  Loads are taken from the last (the network's end has
     no compute after it to hide them behind), one per segment (loads of at most
     ``DEEP_BYTES_PER_ACT_TASK`` beside the others: they take no segment), each in the latest
-    segment before the next one's with ``DEEP_BYTES_PER_ACT_TASK`` per ACT SHAVE task
-    for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
+    segment before the next one's whose ACT SHAVE work hides it (``act_capacity``: its
+    loads on channel 0 end long before that work), and never so
     far back that a segment it then lives across lacks room on its tile beside that
     segment's buffers, the next one's (which may run beside it, ``schedule_deps``) and
     ``EARLY_CMX_BYTES`` for the usual prefetch.
@@ -198,11 +218,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
                 break
             if not classifier:
                 # the latest segment with ACT SHAVE work left to hide it: no cursor
-                if room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK \
+                if act_capacity(room, room.order[j]) \
                         >= spent.get(j, 0) + nbytes + sum(n for *_, n in along):
                     anchor = j
                     break
-            elif room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK >= nbytes:
+            elif act_capacity(room, room.order[j]) >= nbytes:
                 anchor = j             # the latest that fits, when none before the cursor does
                 if j <= cursor:
                     break
