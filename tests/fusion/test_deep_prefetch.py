@@ -110,10 +110,29 @@ def test_never_across_a_segment_without_room():
     # so it stays in S3 too, the latest segment it fits beside
     assert early[id(tasks[1])] == "S3.finished"
     assert early[id(tasks[0])] == "S3.finished" and id(tasks[0]) in deep
-    room = _room(act=[8, 8, 8, 8, 0], used={(3, 0): full, (4, 0): 0})
+    # not even S3 has the room, not even without EARLY_CMX_BYTES (``_left_over``)
+    room = _room(act=[8, 8, 8, 8, 0], used={(3, 0): full + EARLY_CMX_BYTES, (4, 0): 0})
     tasks, moved, early, per_tile = _loads(1, "S4.finished")
-    assert deepen(moved, early, per_tile, room) == set()      # not even S3 has the room
+    assert deepen(moved, early, per_tile, room) == set()
     assert early[id(tasks[0])] == "S4.finished"
+
+
+def test_a_load_left_without_a_segment_tries_the_room_the_usual_prefetch_takes():
+    """``_left_over``: S1 holds so much that a load beside it leaves less than
+    ``EARLY_CMX_BYTES`` free, so the first pass finds no segment for C.'s load; no early
+    load of the next segments takes that room, so the load goes to S1 after all."""
+    full = 2 * MIB - EARLY_CMX_BYTES - CHUNK + 1
+    room = _room(act=[8, 8, 0], used={(1, 0): full})
+    tasks, moved, early, per_tile = _loads(1, "S2.finished")
+    assert deepen(moved, early, per_tile, room) == {id(tasks[0])}
+    assert early[id(tasks[0])] == "S1.finished"
+    # an early load of S2 (its gate S1's) that does take the room keeps it
+    other = DmaTask("S2.w", (), (), "%S2.w.v", "%S2.w", 1)
+    tasks, moved, early, per_tile = _loads(1, "S2.finished")
+    moved.insert(0, (other, "S1.finished", 0, "S2.w", EARLY_CMX_BYTES))
+    early[id(other)] = "S1.finished"
+    assert deepen(moved, early, per_tile, room) == set()
+    assert early[id(tasks[0])] == "S2.finished"
 
 
 def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
