@@ -33,8 +33,12 @@ STREAMING_RATIO = 40
 # Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
-# 947,362, 64K 923,986, 96K 932,087.
-DEEP_BYTES_PER_ACT_TASK = 64 << 10
+# 947,362, 64K 923,986, 96K 932,087.  Since ``DEEP_BYTES_PER_ACT_BYTE`` and ``_left_over``:
+# 64K and 72K 603,365, 80K to 96K 598,274 (the first Gemm's last chunk, 75 KB, then takes
+# no segment of its own, so the 112 KB one before it joins it in block 4's expansion instead
+# of the stem, whose channel 0 it held 2.6K cycles past the stem's last ACT SHAVE task),
+# 104K 607,822, 112K 644,886; 88K is the middle of that plateau.
+DEEP_BYTES_PER_ACT_TASK = 88 << 10
 # ...and per byte its ACT SHAVE tasks write, so a segment of a few tiny tasks (a
 # squeeze-excite block's excitation: 2 tasks, 64 to 2,304 bytes) hides no deep load: one
 # ACT SHAVE takes about 0.65 cycles per byte of a HardSwish block (the stem's 259,019
@@ -49,7 +53,7 @@ DEEP_BYTES_PER_ACT_BYTE = 16
 # blocks' (``lower_dpu_split``).  MobileNetV3-Small (schedule_bench cycles, its Gemms' chunk
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
-DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+DEEP_LOAD_BYTES = 128 << 10
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
 DEEP_MIN_BYTES = 32 << 10
