@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from vpuc import api
-from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_TASK, DEEP_MIN_BYTES,
-                                           EARLY_CMX_BYTES, HEAVY_BACK, HEAVY_RATIO,
-                                           STREAMING_RATIO, EarlyRoom, deepen, prefetch_order)
+from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_BYTE, DEEP_BYTES_PER_ACT_TASK,
+                                           DEEP_MIN_BYTES, EARLY_CMX_BYTES, HEAVY_BACK,
+                                           HEAVY_RATIO, STREAMING_RATIO, EarlyRoom, act_capacity,
+                                           deepen, prefetch_order)
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
@@ -25,16 +26,21 @@ CHUNK = 360 << 10            # a weight chunk larger than EARLY_CMX_BYTES
 
 
 def _room(act: list[int], used: dict[tuple[int, int], int] | None = None,
-          streaming=("C.",), cmx: int = 2 * MIB, values: dict[int, int] | None = None):
+          streaming=("C.",), cmx: int = 2 * MIB, values: dict[int, int] | None = None,
+          act_bytes: dict[int, int] | None = None):
     """A stand-in for ``EarlyRoom``: segments S0. .. S<n-1>. then C. (the classifier, last),
     ``act[j]`` ACT SHAVE tasks in S<j>, ``used[(j, tile)]`` bytes of S<j>'s buffers,
-    ``values[j]`` bytes of values S<j>'s DMAs load into CMX (none unless given)."""
+    ``values[j]`` bytes of values S<j>'s DMAs load into CMX (none unless given),
+    ``act_bytes[j]`` bytes S<j>'s ACT SHAVE tasks write (unless given, enough that their
+    count alone decides)."""
     order = [f"S{j}." for j in range(len(act))] + ["C."]
+    per_task = -(-DEEP_BYTES_PER_ACT_TASK // DEEP_BYTES_PER_ACT_BYTE)
     return SimpleNamespace(
         cmx_bytes=cmx, order=order,
         used={(order[j], t): n for (j, t), n in (used or {}).items()},
         traffic={order[j]: (0, n) for j, n in (values or {}).items()},
         act_tasks={f"S{j}.": n for j, n in enumerate(act)},
+        act_bytes={f"S{j}.": (act_bytes or {}).get(j, n * per_task) for j, n in enumerate(act)},
         streaming=lambda: set(streaming),
         prefix_of=lambda name: name[:name.index(".") + 1])
 
@@ -81,6 +87,21 @@ def test_an_act_segment_too_short_for_the_load_is_skipped():
     assert early[id(tasks[0])] == "S0.finished"
 
 
+def test_many_act_tasks_that_write_little_hide_no_load():
+    """A squeeze-excite block's excitation: ACT SHAVE tasks enough by their count, but a few
+    hundred bytes of work (``act_capacity``): the load goes to the segment before, whose
+    tasks write enough to hide it."""
+    small = CHUNK // DEEP_BYTES_PER_ACT_BYTE - 1          # bytes written: one short of CHUNK
+    room = _room(act=[8, 0, 8, 0], act_bytes={2: small})
+    tasks, moved, early, per_tile = _loads(1, "S3.finished")
+    assert deepen(moved, early, per_tile, room) == {id(tasks[0])}
+    assert early[id(tasks[0])] == "S0.finished"
+    room = _room(act=[8, 0, 8, 0], act_bytes={2: small + 1})
+    tasks, moved, early, per_tile = _loads(1, "S3.finished")
+    deepen(moved, early, per_tile, room)
+    assert early[id(tasks[0])] == "S2.finished"
+
+
 def test_never_across_a_segment_without_room():
     full = 2 * MIB - EARLY_CMX_BYTES - CHUNK + 1      # S2 and S3 together leave too little
     room = _room(act=[8, 8, 8, 8, 0], used={(2, 0): full // 2, (3, 0): full - full // 2})
@@ -90,10 +111,29 @@ def test_never_across_a_segment_without_room():
     # so it stays in S3 too, the latest segment it fits beside
     assert early[id(tasks[1])] == "S3.finished"
     assert early[id(tasks[0])] == "S3.finished" and id(tasks[0]) in deep
-    room = _room(act=[8, 8, 8, 8, 0], used={(3, 0): full, (4, 0): 0})
+    # not even S3 has the room, not even without EARLY_CMX_BYTES (``_left_over``)
+    room = _room(act=[8, 8, 8, 8, 0], used={(3, 0): full + EARLY_CMX_BYTES, (4, 0): 0})
     tasks, moved, early, per_tile = _loads(1, "S4.finished")
-    assert deepen(moved, early, per_tile, room) == set()      # not even S3 has the room
+    assert deepen(moved, early, per_tile, room) == set()
     assert early[id(tasks[0])] == "S4.finished"
+
+
+def test_a_load_left_without_a_segment_tries_the_room_the_usual_prefetch_takes():
+    """``_left_over``: S1 holds so much that a load beside it leaves less than
+    ``EARLY_CMX_BYTES`` free, so the first pass finds no segment for C.'s load; no early
+    load of the next segments takes that room, so the load goes to S1 after all."""
+    full = 2 * MIB - EARLY_CMX_BYTES - CHUNK + 1
+    room = _room(act=[8, 8, 0], used={(1, 0): full})
+    tasks, moved, early, per_tile = _loads(1, "S2.finished")
+    assert deepen(moved, early, per_tile, room) == {id(tasks[0])}
+    assert early[id(tasks[0])] == "S1.finished"
+    # an early load of S2 (its gate S1's) that does take the room keeps it
+    other = DmaTask("S2.w", (), (), "%S2.w.v", "%S2.w", 1)
+    tasks, moved, early, per_tile = _loads(1, "S2.finished")
+    moved.insert(0, (other, "S1.finished", 0, "S2.w", EARLY_CMX_BYTES))
+    early[id(other)] = "S1.finished"
+    assert deepen(moved, early, per_tile, room) == set()
+    assert early[id(tasks[0])] == "S2.finished"
 
 
 def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
@@ -278,6 +318,7 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
         deep = real(moved, early, early_bytes, room, copies)
         seen.update(room=room, deep={t.label: early[id(t)] for t, *_ in moved
                                      if id(t) in deep},
+                    nbytes={t.label: nbytes for t, _, _, _, nbytes in moved},
                     behind={t.label: (gate, early[id(t)], nbytes)
                             for t, gate, _, _, nbytes in moved
                             if id(t) not in deep and early.get(id(t), gate) != gate})
@@ -291,8 +332,8 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
                          for p in gemms)
     assert deep and all(label.startswith(tuple(gemms)) for label in deep)
     index = {p + "finished": i for i, p in enumerate(room.order)}
-    for label, gate in deep.items():
-        assert room.act_tasks[room.order[index[gate]]] * DEEP_BYTES_PER_ACT_TASK > 0
+    for label, gate in deep.items():     # ACT SHAVE work that hides it
+        assert act_capacity(room, room.order[index[gate]]) >= seen["nbytes"][label]
     # the other segments' big loads moved further back (the squeeze-excite 1x1 weights,
     # the projections'): each to an earlier segment with ACT SHAVE work
     assert seen["behind"]

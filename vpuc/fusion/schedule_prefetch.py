@@ -33,15 +33,27 @@ STREAMING_RATIO = 40
 # Bytes of a deep load (``deepen``) a segment may run per ACT SHAVE task it has: one
 # task is about 4.5K cycles of MobileNetV3-Small's HardSwish blocks, and the DDR moves
 # 24 B a cycle.  MobileNetV3-Small (schedule_bench cycles): 32K per task 956,486, 48K
-# 947,362, 64K 923,986, 96K 932,087.
-DEEP_BYTES_PER_ACT_TASK = 64 << 10
+# 947,362, 64K 923,986, 96K 932,087.  Since ``DEEP_BYTES_PER_ACT_BYTE`` and ``_left_over``:
+# 64K and 72K 603,365, 80K to 96K 598,274 (the first Gemm's last chunk, 75 KB, then takes
+# no segment of its own, so the 112 KB one before it joins it in block 4's expansion instead
+# of the stem, whose channel 0 it held 2.6K cycles past the stem's last ACT SHAVE task),
+# 104K 607,822, 112K 644,886; 88K is the middle of that plateau.
+DEEP_BYTES_PER_ACT_TASK = 88 << 10
+# ...and per byte its ACT SHAVE tasks write, so a segment of a few tiny tasks (a
+# squeeze-excite block's excitation: 2 tasks, 64 to 2,304 bytes) hides no deep load: one
+# ACT SHAVE takes about 0.65 cycles per byte of a HardSwish block (the stem's 259,019
+# cycles for 401,408 bytes, block 4's 101,056 for 150,528), while the DDR moves 16 B.
+# MobileNetV3-Small (schedule_bench cycles): per task only 617,564 (three 112 KB chunks of
+# the first Gemm behind the 427 cycles of the first excitation), 4 per byte 614,384, 8
+# 610,908, 12 and 16 607,090 (those chunks go to the stem and block 4's expansion).
+DEEP_BYTES_PER_ACT_BYTE = 16
 # The largest chunk of a streaming MatMul's constant weights the lowering cuts under
 # ``--schedule default`` (``lower_dpu_matmul``): each chunk is one deep load, and smaller
 # ones find more segments to run during; the estimate then leaves their loads out of the
 # blocks' (``lower_dpu_split``).  MobileNetV3-Small (schedule_bench cycles, its Gemms' chunk
 # counts): 64K 956,658 (22 and 32), 128K 812,951 (11, 16), 192K 822,454 (7, 11), 256K
 # 825,742 (7, 8); the old estimate, each block loading its chunk, took 7 and 6: 860,111.
-DEEP_LOAD_BYTES = 2 * DEEP_BYTES_PER_ACT_TASK
+DEEP_LOAD_BYTES = 128 << 10
 # In a network without ACT SHAVE work (a CNN), a segment whose loads bring this many times
 # more bytes of constants than of values is heavy: its weights keep the DDR busier than its
 # blocks keep the DPU (ResNet-18's 512-channel 3x3 layers on 7x7: 23x to 31x; its stage-3
@@ -78,6 +90,7 @@ class EarlyRoom:
         # segment prefix -> (bytes of constants, bytes of values) its DMAs load into CMX
         self.traffic: dict[str, tuple[int, int]] = {}
         self.act_tasks: dict[str, int] = {}                 # segment prefix -> ACT SHAVE tasks
+        self.act_bytes: dict[str, int] = {}                 # segment prefix -> bytes they write
         self.prefixes = {g[:-len("finished")] for g in gates if g.endswith("finished")}
         for b in module.buffers:
             if b.kind is BufferKind.CMX:
@@ -96,6 +109,9 @@ class EarlyRoom:
                 prefix = self.prefix_of(t.label or "")
                 if task_list.executor is Executor.ACT_SHAVE:
                     self.act_tasks[prefix] = self.act_tasks.get(prefix, 0) + 1
+                    regions = [symbols.region(b.buffer) for b in t.outputs]
+                    self.act_bytes[prefix] = self.act_bytes.get(prefix, 0) + sum(
+                        r.type.nbytes for r in regions if r is not None)
                 elif isinstance(t, DmaTask):
                     src, dst = symbols.region(t.src), symbols.region(t.dst)
                     if src is not None and dst is not None and dst.kind is BufferKind.CMX:
@@ -171,6 +187,14 @@ class EarlyRoom:
         return max(EARLY_CMX_BYTES, self.cmx_bytes - taken)
 
 
+def act_capacity(room: EarlyRoom, prefix: str) -> int:
+    """The bytes of deep loads segment ``prefix``'s ACT SHAVE work hides: the smaller of
+    ``DEEP_BYTES_PER_ACT_TASK`` per task and ``DEEP_BYTES_PER_ACT_BYTE`` per byte they
+    write (a task's count says nothing of its length)."""
+    return min(room.act_tasks.get(prefix, 0) * DEEP_BYTES_PER_ACT_TASK,
+               room.act_bytes.get(prefix, 0) * DEEP_BYTES_PER_ACT_BYTE)
+
+
 def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str],
            early_bytes: dict[tuple[str, int], int], room: EarlyRoom,
            copies: dict[int, list[tuple[DmaTask, int, str, int]]] | None = None) -> set[int]:
@@ -183,8 +207,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     its bytes), in list order.  Loads are taken from the last (the network's end has
     no compute after it to hide them behind), one per segment (loads of at most
     ``DEEP_BYTES_PER_ACT_TASK`` beside the others: they take no segment), each in the latest
-    segment before the next one's with ``DEEP_BYTES_PER_ACT_TASK`` per ACT SHAVE task
-    for it (its loads on channel 0 end long before its ACT SHAVE work), and never so
+    segment before the next one's whose ACT SHAVE work hides it (``act_capacity``: its
+    loads on channel 0 end long before that work), and never so
     far back that a segment it then lives across lacks room on its tile beside that
     segment's buffers, the next one's (which may run beside it, ``schedule_deps``) and
     ``EARLY_CMX_BYTES`` for the usual prefetch.
@@ -287,11 +311,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
                 break
             if not classifier:
                 # the latest segment with ACT SHAVE work left to hide it: no cursor
-                if room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK \
+                if act_capacity(room, room.order[j]) \
                         >= spent.get(j, 0) + nbytes + sum(n for *_, n in along):
                     anchor = j
                     break
-            elif room.act_tasks.get(room.order[j], 0) * DEEP_BYTES_PER_ACT_TASK >= nbytes:
+            elif act_capacity(room, room.order[j]) >= nbytes:
                 anchor = j             # the latest that fits, when none before the cursor does
                 if j <= cursor:
                     break
@@ -310,7 +334,48 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
             early[id(t)] = room.order[anchor] + "finished"
             if classifier:
                 deep.add(id(t))
+    deep |= _left_over(moved, early, early_bytes, room, held, index, streaming)
     return deep
+
+
+def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, int], int],
+               room: EarlyRoom, held: dict[tuple[int, int], int], index: dict[str, int],
+               streaming: set[str]) -> set[int]:
+    """``deepen``'s streaming loads that found no segment, tried again with the room the
+    usual early loads of the segments they would live across actually take instead of
+    ``EARLY_CMX_BYTES``: those loads are known by now, and a classifier's last loads
+    otherwise run after everything else, on the critical path (MobileNetV3-Small's first
+    Gemm: two 112 KB chunks, 9.2K cycles, once the other chunks hold its tile's CMX; with
+    them deep 607,090 -> 603,365 cycles).  Each goes to the latest segment before its own
+    whose ACT SHAVE work hides it (``act_capacity``) and that it lives across with room;
+    returns their ids."""
+    def classifier(task, gate: str, tile: int) -> bool:
+        return room.prefix_of(task.label or "") in streaming \
+            and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
+
+    usual: dict[tuple[str, int], int] = {}     # (gate, tile) -> bytes still loading early
+    for task, gate, tile, _, nbytes in moved:
+        if early.get(id(task)) == gate and not classifier(task, gate, tile):
+            usual[(gate, tile)] = usual.get((gate, tile), 0) + nbytes
+    placed: set[int] = set()
+    for task, gate, tile, _, nbytes in moved:
+        a = index.get(gate)
+        if a is None or task.waits or early.get(id(task)) != gate \
+                or not classifier(task, gate, tile):
+            continue
+        for j in range(a - 1, -1, -1):
+            spans = [k for k in (j, j + 1) if k < len(room.order)]
+            busy = sum(room.used.get((room.order[k], tile), 0) for k in spans)
+            reserve = max(usual.get((room.order[k] + "finished", tile), 0) for k in spans)
+            if busy + held.get((j, tile), 0) + nbytes + reserve > room.cmx_bytes:
+                break
+            if act_capacity(room, room.order[j]) >= nbytes:
+                for k in range(j, a):
+                    held[(k, tile)] = held.get((k, tile), 0) + nbytes
+                early[id(task)] = room.order[j] + "finished"
+                placed.add(id(task))
+                break
+    return placed
 
 
 def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
