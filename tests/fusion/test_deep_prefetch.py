@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from vpuc import api
-from vpuc.fusion.schedule_prefetch import (DEEP_BYTES_PER_ACT_BYTE, DEEP_BYTES_PER_ACT_TASK,
-                                           DEEP_MIN_BYTES, EARLY_CMX_BYTES, HEAVY_BACK,
-                                           HEAVY_RATIO, STREAMING_RATIO, EarlyRoom, act_capacity,
-                                           deepen, prefetch_order)
+from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, HEAVY_BACK, deepen, prefetch_order
+from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_BYTE, DEEP_BYTES_PER_ACT_TASK,
+                                       EARLY_CMX_BYTES, HEAVY_RATIO, STREAMING_RATIO, EarlyRoom,
+                                       act_capacity)
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask

@@ -14,7 +14,8 @@ import pytest
 from vpuc import api
 from vpuc.fusion import lower_dpu_matmul
 from vpuc.fusion.lower_dpu_matmul import streams
-from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES, STREAMING_RATIO
+from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES
+from vpuc.fusion.schedule_room import STREAMING_RATIO
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask

@@ -284,10 +284,10 @@ def test_a_ddr_bound_layers_first_weights_load_during_the_dpu_bound_layers_befor
         tmp_path, monkeypatch):
     """ResNet-18's stage 3 -> 4 at full size: two 256-channel 3x3 layers on 14x14 (DPU-bound),
     a stride-2 one, then a 512-channel 3x3 layer on 7x7 whose 4.7 MB of weights keep the
-    DDR busier than its blocks keep the DPU (``schedule_prefetch.HEAVY_RATIO``).  Its first
+    DDR busier than its blocks keep the DPU (``schedule_room.HEAVY_RATIO``).  Its first
     weight chunks load during the 256-channel layers (``deepen``), ahead of the stride-2
     layer's input in the DMA list, not after it; the network ends sooner."""
-    from vpuc.fusion import schedule_prefetch
+    from vpuc.fusion import schedule_room
     from vpuc.ir.tasks import Executor
     from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
     m = ModelBuilder(seed=1)
@@ -313,7 +313,7 @@ def test_a_ddr_bound_layers_first_weights_load_during_the_dpu_bound_layers_befor
 
     heavy, labels = run()
     assert ahead_of_strided(labels)
-    monkeypatch.setattr(schedule_prefetch, "HEAVY_RATIO", float("inf"))
+    monkeypatch.setattr(schedule_room, "HEAVY_RATIO", float("inf"))
     light, labels = run()
     assert not ahead_of_strided(labels)
     assert heavy < light

@@ -45,7 +45,8 @@ from vpuc.fusion.lower_dpu import DpuLayer, LayerEmitter, const_text, vector
 from vpuc.fusion.lower_dpu_ksplit_matmul import emit_matmul_ksplit
 from vpuc.fusion.lower_dpu_split import MAX_PARTS_FACTOR, cheapest_split, row_edges
 from vpuc.fusion.lower_dpu_table import MatrixTable, packs_bias
-from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES, STREAMING_RATIO
+from vpuc.fusion.schedule_prefetch import DEEP_LOAD_BYTES
+from vpuc.fusion.schedule_room import STREAMING_RATIO
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE

@@ -46,7 +46,7 @@ only the real channels (a convolution cut over its reduction) gets its pads zero
 The schedule's other decisions see resident buffers as values between segments:
 ``shared_buffers`` names them (CMX buffers that DMA tasks of more than one segment
 touch), ``resident_use`` adds their bytes to every segment they live across, for
-the CMX fit checks of ``schedule_prefetch.EarlyRoom`` and ``schedule_deps``.
+the CMX fit checks of ``schedule_room.EarlyRoom`` and ``schedule_deps``.
 
 Expects: values as ``lower_segments.graph_values`` names them, laid out by
 ``schedule.ddr_layouts``.  Guarantees: a resident value's real channels are the bytes its

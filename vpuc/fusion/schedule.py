@@ -89,8 +89,8 @@ from dataclasses import dataclass, replace
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import (DEEP_MIN_BYTES, EARLY_CMX_BYTES, EarlyRoom, deepen,
-                                           prefetch_order)
+from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen, prefetch_order
+from vpuc.fusion.schedule_room import EARLY_CMX_BYTES, EarlyRoom
 from vpuc.fusion.schedule_share import ahead_of_gate, share_barriers
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
@@ -106,7 +106,7 @@ NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
     """The CMX bytes per tile a segment's constants may take before the previous segment
-    ends, when that segment uses its whole ``cmx_budget`` (``schedule_prefetch.EarlyRoom``'s
+    ends, when that segment uses its whole ``cmx_budget`` (``schedule_room.EarlyRoom``'s
     usual room)."""
     return max(EARLY_CMX_BYTES, cmx_bytes - cmx_budget)
 
