@@ -170,3 +170,26 @@ def test_the_block_ends_sooner_and_matches_onnxruntime_as_closely(se_runs):
                        / (np.linalg.norm(got) * np.linalg.norm(want)))
         assert cosine >= 0.999
         assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
+
+
+def test_convs_sharing_weights_keep_their_own_scales(tmp_path):
+    """Two Convs of one weight tensor, each before a HardSigmoid of its own alpha: each
+    gets its own scaled copy (f32 import against onnxruntime, the bound of the first test
+    with a 1x1's 8 terms)."""
+    m = ModelBuilder(seed=4, opset=17)
+    x = m.input("x", [1, 8, 3, 3])
+    w = m.weight((8, 8, 1, 1))
+    a = m.node("HardSigmoid", [m.node("Conv", [x, w], kernel_shape=[1, 1])], alpha=0.25, beta=0.5)
+    b = m.node("HardSigmoid", [m.node("Conv", [x, w], kernel_shape=[1, 1])], alpha=0.125, beta=0.25)
+    m.output(m.node("Add", [a, b]))
+    path = m.save(tmp_path / "m.onnx", "m")
+    imported = import_onnx(path, precision="f32")
+    assert _ops(imported).count("Clamp") == 2 and "Multiply" not in _ops(imported)
+    feed = np.random.default_rng(3).standard_normal((1, 8, 3, 3)).astype(np.float32)
+    write_import(imported, tmp_path / "m.vir")
+    got = run_graph(imported.module.graphs[0], {imported.inputs["x"]: feed}, tmp_path)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": feed})[0]
+    weights = numpy_helper.to_array(m.inits[0]).astype(np.float64).reshape(8, 8)
+    terms = np.abs(weights) @ np.abs(feed[0].reshape(8, -1).astype(np.float64))
+    bound = (8 + 3) * U32 * (0.375 * terms + 0.75) + 2 * U32
+    assert np.all(np.abs(got[0].reshape(8, -1) - want[0].reshape(8, -1)) <= bound)

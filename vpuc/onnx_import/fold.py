@@ -114,7 +114,8 @@ def fold_hard_sigmoids(nodes: list, known: dict[str, np.ndarray], keep: set[str]
             else np.zeros(weights.shape[0])
         # the Conv keeps its output's name (the HardSigmoid alone read it), now the scaled sum
         z, y = conv.output[0], node.output[0]
-        w_name, b_name = f"{conv.input[1]}.hsig", f"{z}.hsig_bias"
+        # named after the Conv's output: two Convs may share weights, not their scales
+        w_name, b_name = f"{z}.hsig_weights", f"{z}.hsig_bias"
         known[w_name] = (weights * alpha).astype(np.float32)
         known[b_name] = (bias * alpha + beta).astype(np.float32)
         scaled = helper.make_node("Conv", [conv.input[0], w_name, b_name], [z],
