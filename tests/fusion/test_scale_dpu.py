@@ -1,5 +1,7 @@
 """``lower_dpu_scale``: a squeeze-excite product ``x * e[c]`` as a DPU depthwise 1x1
-convolution whose weights the excitation's ACT SHAVE task writes into CMX."""
+convolution whose weights the excitation's ACT SHAVE task writes into CMX, or, when the
+import folded the excitation into the 1x1 before it (``onnx_import.fold``: a HardSigmoid
+right after a Conv), a copy of that 1x1's output."""
 
 from __future__ import annotations
 
@@ -20,9 +22,12 @@ from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.zoo import ModelBuilder
 
 
-def _se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4) -> str:
+def _se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4,
+              excite_on_act: bool = True) -> str:
     """A convolution, a squeeze-excite block (MobileNetV3's: GlobalAveragePool, 1x1, ReLU,
-    1x1, HardSigmoid, the product) and a 1x1 projection."""
+    1x1, HardSigmoid, the product) and a 1x1 projection.  ``excite_on_act``: a ReLU between
+    the second 1x1 and the HardSigmoid (the 1x1's post-op), so the import cannot fold the
+    HardSigmoid into the 1x1 and the excitation stays an ACT SHAVE task."""
     m = ModelBuilder(seed)
     x = m.input("x", [1, 16, size, size])
     x = m.node("Relu", [m.node("Conv", [x, m.weight((channels, 16, 3, 3)), m.weight((channels,), 0.1)],
@@ -32,10 +37,12 @@ def _se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4) -> st
                                kernel_shape=[1, 1])])
     s = m.node("Conv", [s, m.weight((channels, 8, 1, 1)), m.weight((channels,), 0.5)],
                kernel_shape=[1, 1])
+    if excite_on_act:
+        s = m.node("Relu", [s])
     y = m.node("Mul", [x, m.node("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)])
     y = m.node("Conv", [y, m.weight((16, channels, 1, 1))], kernel_shape=[1, 1])
     m.output(y)
-    return m.save(tmp_path / f"se{channels}.onnx", "se")
+    return m.save(tmp_path / f"se{channels}{'a' if excite_on_act else 'f'}.onnx", "se")
 
 
 def _products(program) -> list[tuple[DpuTask, SwKernelTask]]:
@@ -59,23 +66,29 @@ def se(tmp_path_factory):
     return _se_model(tmp_path_factory.mktemp("se"))
 
 
+@pytest.mark.parametrize("excite_on_act", [True, False])
 @pytest.mark.parametrize("channels", [32, 24])
-def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, channels):
+def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, channels,
+                                                       excite_on_act):
     """The DPU widens f16 to f32, multiplies (exact: 11 x 11 significant bits), rounds once
     to f16: the ACT SHAVE product's one rounding of the same exact product.  24 channels:
     the blocks and weights padded to 32 in CMX, the padded weights the excitation of the
-    first 8 channels again (finite; their outputs never stored)."""
-    se = _se_model(tmp_path, channels=channels)
+    first 8 channels again (finite; their outputs never stored).  An excitation folded
+    into the 1x1 (``excite_on_act`` False): no ACT SHAVE task, the weights a copy of the
+    1x1's output."""
+    se = _se_model(tmp_path, channels=channels, excite_on_act=excite_on_act)
     x = np.random.default_rng(5).standard_normal((1, 16, 10, 10)).astype(np.float16)
     program = api.compile(se)
     products = _products(program)
-    assert products and all(writer is not None for _, writer in products)
+    assert products and all((writer is not None) == excite_on_act for _, writer in products)
     symbols = SymbolTable(program.module)
     for dpu, writer in products:     # weights in the tile's CMX, written on that tile
         region = symbols.region(dpu.weights)
-        assert region.kind is BufferKind.CMX and region.tile == dpu.tile == writer.tile
+        assert region.kind is BufferKind.CMX and region.tile == dpu.tile
         assert region.type.dims == (32, 1, 1, 1)
-        assert symbols.region(writer.outputs[0].buffer).root is region.root
+        if excite_on_act:
+            assert writer.tile == dpu.tile
+            assert symbols.region(writer.outputs[0].buffer).root is region.root
     # 32 channels, the values between layers kept in CMX: the blocks on the tile holding
     # the input read it in place, those on the output's write it in place (resident.py)
     in_cmx = {b.name for b in program.module.buffers           # not a block's buffer

@@ -13,7 +13,10 @@ a 1x1 kernel is ``C`` consecutive values: the bytes of ``e``.  So:
   bytes), and one ACT SHAVE task runs the excitation's kernel, generated for that
   shape, into the tile's weights buffer ``%KEY.w.tT`` (``[C, 1, 1, 1]``, NHWC);
   its task updates the ``loaded`` barrier of the tile's first block, as a
-  layer's weights load does; a segment whose ``e`` comes from DDR loads it there;
+  layer's weights load does; a segment whose ``e`` another segment computed loads it
+  there (MobileNetV3's: the import folds its ``HardSigmoid`` into the 1x1 before it,
+  ``onnx_import/fold.py``, whose DPU post-op clamps to [0, 1], so ``e`` is that 1x1's
+  output and no ACT SHAVE task sits between the 1x1 and the product);
 - ``x`` is cut into blocks of rows (``lower_dpu.choose_blocks`` with the cost
   model's estimate), each loaded, multiplied by one ``dwconv`` task (channel
   chunks of 64/32/16, ``lower_dpu_channels.variant_boxes``) and stored, as

@@ -1,4 +1,5 @@
-"""Import-time folding: constant subgraphs, Shape of static tensors, BatchNorm into Conv.
+"""Import-time folding: constant subgraphs, Shape of static tensors, BatchNorm and
+HardSigmoid's scale and shift into Conv.
 
 - **Constant subgraphs.** A node whose inputs are all known (initializers,
   Constant nodes, earlier folds) is evaluated at import with ``onnx.reference``
@@ -11,6 +12,18 @@
   the Conv's weights and bias, as OpenVINO's and onnxruntime's graph
   optimizers do: ``w' = w * s``, ``b' = (b - mean) * s + beta`` with
   ``s = gamma / sqrt(var + eps)``.
+- **HardSigmoid after Conv** (one consumer): ``clamp(alpha * y + beta, 0, 1)`` of the
+  Conv's output ``y = w * x + b`` is ``clamp(w' * x + b', 0, 1)`` with ``w' = alpha w``,
+  ``b' = alpha b + beta``, as OpenVINO's ``ConvolutionMultiplyFusion``
+  (src/common/transformations, ``common_optimizations/conv_mul_fusion``) and
+  onnxruntime's ``ConvMulFusion`` and ``ConvAddFusion`` (onnxruntime/core/optimizer) fold a
+  constant scale and shift after a convolution into its weights and bias.  The Conv then ends in a Clip to [0, 1], which the DPU applies as
+  its post-op (``lower_dpu_support.DPU_ACTIVATIONS``), so the excitation of a
+  squeeze-excite block (MobileNetV3's ``HardSigmoid(Conv(...))``) leaves the Conv as the
+  product's per-channel factors with no ACT SHAVE task between them
+  (``lower_dpu_scale``).  Folded in float64 from the f32 initializers and rounded once
+  to the Conv's type, as the BatchNorm fold is: one rounding of the scaled weights where
+  the unfolded graph rounded the Conv's output, the product by alpha and the sum.
 """
 
 from __future__ import annotations
@@ -73,6 +86,50 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
         index = out.index(conv)
         out[index] = merged
         folded.add(id(node))
+    return out
+
+
+def fold_hard_sigmoids(nodes: list, known: dict[str, np.ndarray], keep: set[str],
+                       opset: int, merged_from: dict | None = None) -> list:
+    """Nodes with every Conv → HardSigmoid pair (the Conv's weights and bias known, its
+    output read by the HardSigmoid alone and not a graph output) turned into one Conv of
+    scaled weights and bias and a Clip to [0, 1] (module docstring).  ``known`` gains the
+    new weights, bias and (from opset 11, where Clip takes them as inputs) bounds;
+    ``merged_from`` records the HardSigmoid under the Clip's output (provenance; the Conv
+    keeps its own, a BatchNorm folded into it included)."""
+    from onnx import helper
+    consumers = Counter(name for node in nodes for name in node.input if name)
+    producer = {out: node for node in nodes for out in node.output}
+    out = list(nodes)
+    for node in nodes:
+        conv = producer.get(node.input[0]) if node.op_type == "HardSigmoid" else None
+        if (conv is None or conv.op_type != "Conv" or consumers[conv.output[0]] != 1
+                or conv.output[0] in keep
+                or not all(n in known for n in list(conv.input[1:]) if n)):
+            continue
+        attrs = attributes(node)
+        alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+        weights = known[conv.input[1]].astype(np.float64)
+        bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
+            else np.zeros(weights.shape[0])
+        # the Conv keeps its output's name (the HardSigmoid alone read it), now the scaled sum
+        z, y = conv.output[0], node.output[0]
+        # named after the Conv's output: two Convs may share weights, not their scales
+        w_name, b_name = f"{z}.hsig_weights", f"{z}.hsig_bias"
+        known[w_name] = (weights * alpha).astype(np.float32)
+        known[b_name] = (bias * alpha + beta).astype(np.float32)
+        scaled = helper.make_node("Conv", [conv.input[0], w_name, b_name], [z],
+                                  name=conv.name or node.name)
+        scaled.attribute.extend(conv.attribute)
+        if opset >= 11:
+            known[f"{y}.min"], known[f"{y}.max"] = np.float32(0.0), np.float32(1.0)
+            clip = helper.make_node("Clip", [z, f"{y}.min", f"{y}.max"], [y], name=node.name)
+        else:
+            clip = helper.make_node("Clip", [z], [y], name=node.name, min=0.0, max=1.0)
+        if merged_from is not None:
+            merged_from[y] = (onnx_node(node),)
+        out[out.index(conv)] = scaled
+        out[out.index(node)] = clip
     return out
 
 
