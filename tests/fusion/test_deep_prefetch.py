@@ -424,3 +424,16 @@ def test_when_all_deep_loads_leave_no_room_the_latest_ones_stay_deep(mobilenet, 
         assert not dma[label].waits
         assert index[seen["gate"][label]] > index[every[label]]
     assert all(dma[label].channel == 0 for label in kept)
+
+
+def test_fewer_deep_ranks_by_segment_then_list_place_not_by_address():
+    """``schedule.latest_first``: when deep loads must give way, the ones kept are those of
+    the latest segments, and within one segment the latest in the DMA list: never the
+    order of a set of ids, which follows the objects' addresses (a compile would then keep
+    other loads depending on the memory layout)."""
+    from vpuc.fusion.schedule import latest_first
+    tasks = [SimpleNamespace(label=f"t{k}") for k in range(40)]
+    order = ["S0.", "S1.", "S2."]
+    anchor = {id(t): ("S1.finished" if k < 30 else "S2.finished") for k, t in enumerate(tasks)}
+    ranked = latest_first({id(t) for t in tasks}, anchor, order, tasks)
+    assert ranked == [id(t) for t in reversed(tasks[30:])] + [id(t) for t in reversed(tasks[:30])]

@@ -321,6 +321,18 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
 DEEP_KEPT = (3 / 4, 1 / 2, 1 / 4)
 
 
+def latest_first(deep: set[int], anchor: dict[int, str], order: list[str],
+                 tasks: list) -> list[int]:
+    """The ``deep`` loads and copies (ids) by the segment they run during (``anchor``: its
+    gate), the latest first; those of one segment by their place in ``tasks`` (the DMA
+    list as lowered), the latest first.  Not by the set's order: that follows the ids,
+    the objects' addresses, so which loads a share kept would change with the memory
+    layout."""
+    position = {p + "finished": i for i, p in enumerate(order) if p}
+    place = {id(task): k for k, task in enumerate(tasks)}
+    return sorted(deep, key=lambda i: (-position.get(anchor[i], -1), -place[i]))
+
+
 def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
                 gates: set[str], deep: set[int], spread: set[int], order: list[str],
                 alternate: set[int] = frozenset()) -> set[int]:
@@ -331,9 +343,8 @@ def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early
     ``task_list`` is then in the order of the last try, for the caller to redo).  Giving
     them all up at once made the schedule hinge on the CMX's last bytes (MobileNetV3-Small:
     about 100K cycles between chunkings of its Gemms one apart)."""
-    position = {p + "finished": i for i, p in enumerate(order) if p}
     anchor = {i: early[i] for i in deep}
-    ranked = sorted(deep, key=lambda i: -position.get(anchor[i], -1))
+    ranked = latest_first(deep, anchor, order, tasks)
     for share in DEEP_KEPT:
         kept = set(ranked[:int(len(ranked) * share)])
         if not kept:
