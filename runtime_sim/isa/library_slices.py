@@ -1,0 +1,132 @@
+"""The library kernels' cycles slices, worked out when the library is built, read back by runs.
+
+A cold timing-only run analyses each kernel it meets (``cycles_slice.analyse``:
+the dataflow over every instruction).  A library kernel is 900 to 1,400
+instructions (the shared driver, its rows, its error paths), and its analysis
+with the per-word work it starts was ~8 ms of the ViT encoder's 77 ms cold
+timing-only run (mvn and softmax).  The library changes only when it is
+rebuilt, so ``vpuc kernels build`` works the slices out then, as it assembles
+the objects, and writes one file per kernel into ``slices/`` beside the
+``NAME.o`` files: the kernel's ``.text`` as ``load_kernel`` links it for the
+default architecture's windows, and the slice's roles, reason and critical
+registers (``Slice``).
+
+``recorded_slice`` gives a ``Program`` the recorded slice only when its code is
+that text byte for byte (a file is found by the text's sha256, the text inside
+compared in full: a digest never decides alone) and the file was written by
+the same analysis: the digest of the sources the slice depends on
+(``ANALYSIS_SOURCES``) is in the file, so a changed analysis never reads a
+stale one.  Anything else (a generated kernel, another architecture's windows,
+a kernel edited since the build, an unreadable file) is analysed as before, so
+the recorded slice only ever saves time: the tests compare every library
+kernel's recorded slice with a fresh analysis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from runtime_sim.isa.cycles_slice import Role, Slice, _role, analyse
+from runtime_sim.isa.kernel_loader import _link
+from runtime_sim.isa.semantics import operand_access
+from vpuc.arch import Arch, load_arch
+from vpuc.shave.kobject import KernelObject, rodata_address
+
+SLICES_FOLDER = "slices"
+_ISA = Path(__file__).resolve().parent
+_SHAVE = _ISA.parent.parent / "vpuc" / "shave"
+# What a slice depends on besides the code: the analysis, the operand kinds and
+# instruction kinds it reads, the decoding.
+ANALYSIS_SOURCES = (_ISA / "cycles_slice.py", _ISA / "cycles_slice_flow.py",
+                    _ISA / "semantics.py", _ISA / "register_access.py",
+                    _ISA / "library_slices.py", _SHAVE / "isa.py", _SHAVE / "encoding.py")
+
+
+@lru_cache(maxsize=1)
+def analysis_digest() -> str:
+    """sha256 of ``ANALYSIS_SOURCES``, read once per process."""
+    digest = hashlib.sha256()
+    for path in ANALYSIS_SOURCES:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def linked(obj: KernelObject, arch: Arch):
+    """``obj`` linked as ``interpreter.load_kernel`` links it into ``arch``'s windows: its
+    .text and ``Program``."""
+    text_addr = arch.window_base("WIN_D")
+    data_addr = arch.window_base("WIN_E") if obj.data else 0
+    found = _link(obj, text_addr, rodata_address(obj, text_addr), data_addr)
+    return found.text, found.program
+
+
+def slice_file(folder: Path, text: bytes) -> Path:
+    return folder / SLICES_FOLDER / f"{hashlib.sha256(text).hexdigest()}.json"
+
+
+def write_slices(folder: Path, objects: list[KernelObject], arch: Arch | None = None) -> None:
+    """The slice of each of ``objects``, linked for ``arch`` (default: the default
+    architecture), into ``folder/slices/``; files of an earlier build are removed."""
+    arch = arch or load_arch()
+    out = folder / SLICES_FOLDER
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.json"):
+        old.unlink()
+    for obj in objects:
+        text, program = linked(obj, arch)
+        found = analyse(program.decoded)
+        roles = None if found.roles is None else [
+            [int(r.skip), int(r.checked_load), format(r.watched_load, "x"),
+             format(r.store_sources, "x"), int(r.vector_store)] for r in found.roles]
+        record = {"analysis": analysis_digest(), "kernel": obj.name, "text": text.hex(),
+                  "reason": found.reason, "roles": roles, "critical_at": list(found.critical_at)}
+        slice_file(folder, text).write_text(json.dumps(record, separators=(",", ":")),
+                                            encoding="utf-8")
+
+
+def _default_folder() -> Path:
+    from vpuc.kernel_library import DEFAULT_BUILD_DIR     # a path: nothing assembled
+    return DEFAULT_BUILD_DIR
+
+
+def recorded_slice(program, folder: Path | None = None) -> Slice | None:
+    """The slice recorded for ``program``'s code (a ``Program`` linked from its bytes), or
+    None when there is none that certainly belongs to it (see the module docstring)."""
+    code = getattr(program, "code", None)
+    if code is None:
+        return None
+    folder = _default_folder() if folder is None else folder
+    try:
+        path = slice_file(folder, code)
+        if not os.path.exists(path):
+            return None
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["analysis"] != analysis_digest() or bytes.fromhex(record["text"]) != code:
+            return None
+        decoded = program.decoded
+        critical_at = tuple(record["critical_at"])
+        roles = record["roles"]
+        if roles is not None:
+            roles = tuple(_recorded_role(*role) for role in roles)
+            if len(roles) != len(decoded) or len(critical_at) != len(decoded):
+                return None
+        elif critical_at:
+            return None
+        reason = record["reason"]
+        if not isinstance(reason, str) or (roles is None) == (not reason):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None             # unreadable or not ours: analysed afresh
+    # the same accesses as ``analyse``'s; its code key (kernels equal but for immediates)
+    # is the exact text here, which no analysed kernel's key equals
+    return Slice(roles, reason, critical_at, tuple(map(operand_access, decoded)),
+                 ("recorded", code))
+
+
+def _recorded_role(skip, checked, watched: str, sources: str, vector_store) -> Role:
+    return _role(bool(skip), bool(checked), int(watched, 16), int(sources, 16),
+                 bool(vector_store))
