@@ -30,7 +30,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from runtime_sim.isa.cycles_slice import Role, Slice, _role, analyse
+from runtime_sim.isa.cycles_slice import Role, Slice, _role, analyse, load_bit
 from runtime_sim.isa.kernel_loader import _link
 from runtime_sim.isa.semantics import operand_access
 from vpuc.arch import Arch, load_arch
@@ -79,13 +79,45 @@ def write_slices(folder: Path, objects: list[KernelObject], arch: Arch | None = 
     for obj in objects:
         text, program = linked(obj, arch)
         found = analyse(program.decoded)
-        roles = None if found.roles is None else [
-            [int(r.skip), int(r.checked_load), format(r.watched_load, "x"),
-             format(r.store_sources, "x"), int(r.vector_store)] for r in found.roles]
         record = {"analysis": analysis_digest(), "kernel": obj.name, "text": text.hex(),
-                  "reason": found.reason, "roles": roles, "critical_at": list(found.critical_at)}
+                  "reason": found.reason, "critical_at": list(found.critical_at)}
+        if found.roles is not None:
+            record.update(_roles_record(found.roles))
         slice_file(folder, text).write_text(json.dumps(record, separators=(",", ":")),
                                             encoding="utf-8")
+
+
+# A role as a letter of ``kinds`` (skip, checked load, vector store: most instructions are
+# one of these few), the load bits apart: reading 1,400 roles back one by one cost as much
+# as the analysis saved.
+_KIND_ROLES = {chr(97 + k): _role(bool(k & 1), bool(k & 2), 0, 0, bool(k & 4)) for k in range(8)}
+
+
+def _roles_record(roles: tuple[Role, ...]) -> dict:
+    kinds, watched, sources = [], [], {}
+    for i, role in enumerate(roles):
+        kinds.append(chr(97 + (role.skip | role.checked_load << 1 | role.vector_store << 2)))
+        if role.watched_load:
+            if role.watched_load != load_bit(i):
+                raise ValueError(f"instruction {i}: a watched load's bit is not its own")
+            watched.append(i)
+        if role.store_sources:
+            sources[str(i)] = format(role.store_sources, "x")
+    return {"kinds": "".join(kinds), "watched": watched, "sources": sources}
+
+
+def _roles(record: dict) -> tuple[Role, ...]:
+    """``_roles_record`` read back (raises KeyError, TypeError or ValueError if malformed)."""
+    roles = [_KIND_ROLES[c] for c in record["kinds"]]
+    sources = {int(i): int(bits, 16) for i, bits in record["sources"].items()}
+    watched = set(record["watched"])
+    for i in watched | sources.keys():
+        if not (isinstance(i, int) and 0 <= i < len(roles)):
+            raise ValueError(f"no instruction {i}")
+        role = roles[i]
+        roles[i] = Role(role.skip, role.checked_load, load_bit(i) if i in watched else 0,
+                        sources.get(i, 0), role.vector_store)
+    return tuple(roles)
 
 
 def _default_folder() -> Path:
@@ -109,15 +141,10 @@ def recorded_slice(program, folder: Path | None = None) -> Slice | None:
             return None
         decoded = program.decoded
         critical_at = tuple(record["critical_at"])
-        roles = record["roles"]
-        if roles is not None:
-            roles = tuple(_recorded_role(*role) for role in roles)
-            if len(roles) != len(decoded) or len(critical_at) != len(decoded):
-                return None
-        elif critical_at:
-            return None
         reason = record["reason"]
-        if not isinstance(reason, str) or (roles is None) == (not reason):
+        roles = None if reason else _roles(record)
+        if not isinstance(reason, str) or len(critical_at) != (0 if reason else len(decoded)) \
+                or (roles is not None and len(roles) != len(decoded)):
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None             # unreadable or not ours: analysed afresh
@@ -127,6 +154,3 @@ def recorded_slice(program, folder: Path | None = None) -> Slice | None:
                  ("recorded", code))
 
 
-def _recorded_role(skip, checked, watched: str, sources: str, vector_store) -> Role:
-    return _role(bool(skip), bool(checked), int(watched, 16), int(sources, 16),
-                 bool(vector_store))

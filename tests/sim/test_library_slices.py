@@ -68,8 +68,12 @@ def test_a_slice_is_used_only_for_its_own_code_and_analysis(built, tmp_path):
     assert recorded_slice(program, tmp_path) is None
     # a slice of another length, a broken file, none at all
     write_slices(tmp_path, [load_library_kernel("mvn")])
-    _rewrite(tmp_path, text, lambda r: r.update(roles=r["roles"][:-1]))
+    _rewrite(tmp_path, text, lambda r: r.update(kinds=r["kinds"][:-1]))
     assert recorded_slice(program, tmp_path) is None
+    for bad in ({"kinds": "z"}, {"watched": [-1]}, {"sources": {"99999": "4"}}):
+        write_slices(tmp_path, [load_library_kernel("mvn")])
+        _rewrite(tmp_path, text, lambda r: r.update(bad))
+        assert recorded_slice(program, tmp_path) is None, bad
     slice_file(tmp_path, text).write_text("{not json")
     assert recorded_slice(program, tmp_path) is None
     write_slices(tmp_path, [])              # a rebuild removes the earlier files
