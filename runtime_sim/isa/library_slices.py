@@ -15,8 +15,8 @@ registers (``Slice``).
 that text byte for byte (a file is found by the text's sha256, the text inside
 compared in full: a digest never decides alone) and the file was written by
 the same analysis: the digest of the sources the slice depends on
-(``ANALYSIS_SOURCES``) is in the file, so a changed analysis never reads a
-stale one.  Anything else (a generated kernel, another architecture's windows,
+(``ANALYSIS_SOURCES``) and of the instruction table and opcode kinds it reads is
+in the file, so a changed analysis or ISA never reads a stale one.  Anything else (a generated kernel, another architecture's windows,
 a kernel edited since the build, an unreadable file) is analysed as before, so
 the recorded slice only ever saves time: the tests compare every library
 kernel's recorded slice with a fresh analysis.
@@ -38,18 +38,28 @@ from vpuc.shave.kobject import KernelObject, rodata_address
 
 SLICES_FOLDER = "slices"
 _ISA = Path(__file__).resolve().parent
-_SHAVE = _ISA.parent.parent / "vpuc" / "shave"
-# What a slice depends on besides the code: the analysis, the operand kinds and
-# instruction kinds it reads, the decoding.
+# What a slice depends on besides the code: the analysis and its reading of words (the
+# sources below), and the tables it reads: every instruction's format and operands, and
+# the kind (op, load, store, branch...) the semantics give its opcode (``_tables``).
 ANALYSIS_SOURCES = (_ISA / "cycles_slice.py", _ISA / "cycles_slice_flow.py",
-                    _ISA / "semantics.py", _ISA / "register_access.py",
-                    _ISA / "library_slices.py", _SHAVE / "isa.py", _SHAVE / "encoding.py")
+                    _ISA / "register_access.py", _ISA / "library_slices.py",
+                    _ISA.parent.parent / "vpuc" / "shave" / "encoding.py")
+
+
+def _tables() -> bytes:
+    from runtime_sim.isa.semantics import SEMANTICS
+    from vpuc.shave.isa import FORMAT_OPERANDS, INSTRUCTIONS
+    rows = [(ins.opcode, ins.mnemonic, ins.format, ins.imm_range, SEMANTICS[ins.opcode].kind)
+            for ins in INSTRUCTIONS]
+    formats = [(name, [(op.kind, op.field, op.uses_imm) for op in operands])
+               for name, operands in sorted(FORMAT_OPERANDS.items())]
+    return repr((rows, formats)).encode()
 
 
 @lru_cache(maxsize=1)
 def analysis_digest() -> str:
-    """sha256 of ``ANALYSIS_SOURCES``, read once per process."""
-    digest = hashlib.sha256()
+    """sha256 of ``ANALYSIS_SOURCES`` and the tables the analysis reads, once per process."""
+    digest = hashlib.sha256(_tables())
     for path in ANALYSIS_SOURCES:
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -112,3 +112,19 @@ def test_cycles_only_runs_take_the_recorded_slice(built, monkeypatch):
     monkeypatch.setattr(cycles_only, "_TIMING", weakref.WeakKeyDictionary())
     assert cycles_only.timing_program(program).slice.roles == timing.slice.roles
     assert analysed == [1]
+
+
+def test_a_changed_opcode_kind_changes_the_digest(monkeypatch):
+    """The digest covers the tables the analysis reads, not only its sources: an opcode
+    whose kind changes (say a store becoming an op) invalidates every recorded slice."""
+    from runtime_sim.isa import semantics
+    library_slices.analysis_digest.cache_clear()
+    try:
+        first = library_slices.analysis_digest()
+        opcode, sem = next((op, s) for op, s in semantics.SEMANTICS.items() if s.kind == "store")
+        monkeypatch.setitem(semantics.SEMANTICS, opcode,
+                            semantics.Semantic(sem.mnemonic, "op", sem.fn))
+        library_slices.analysis_digest.cache_clear()
+        assert library_slices.analysis_digest() != first
+    finally:
+        library_slices.analysis_digest.cache_clear()
