@@ -16,10 +16,11 @@ that text byte for byte (a file is found by the text's sha256, the text inside
 compared in full: a digest never decides alone) and the file was written by
 the same analysis: the digest of the sources the slice depends on
 (``ANALYSIS_SOURCES``) and of the instruction table and opcode kinds it reads is
-in the file, so a changed analysis or ISA never reads a stale one.  Anything else (a generated kernel, another architecture's windows,
-a kernel edited since the build, an unreadable file) is analysed as before, so
-the recorded slice only ever saves time: the tests compare every library
-kernel's recorded slice with a fresh analysis.
+in the file, so a changed analysis or ISA never reads a stale one.  Anything
+else (a generated kernel, another architecture's windows, a kernel edited since
+the build, an unreadable file) is analysed as before, so the recorded slice
+only ever saves time: the tests compare every library kernel's recorded slice
+with a fresh analysis.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from runtime_sim.isa.cycles_slice import Role, Slice, _role, analyse, load_bit
 from runtime_sim.isa.kernel_loader import _link
 from runtime_sim.isa.semantics import operand_access
 from vpuc.arch import Arch, load_arch
+from vpuc.fileio import write_atomically
+from vpuc.shave import encoding
 from vpuc.shave.kobject import KernelObject, rodata_address
 
 SLICES_FOLDER = "slices"
@@ -43,7 +46,7 @@ _ISA = Path(__file__).resolve().parent
 # the kind (op, load, store, branch...) the semantics give its opcode (``_tables``).
 ANALYSIS_SOURCES = (_ISA / "cycles_slice.py", _ISA / "cycles_slice_flow.py",
                     _ISA / "register_access.py", _ISA / "library_slices.py",
-                    _ISA.parent.parent / "vpuc" / "shave" / "encoding.py")
+                    Path(encoding.__file__).resolve())
 
 
 def _tables() -> bytes:
@@ -93,8 +96,8 @@ def write_slices(folder: Path, objects: list[KernelObject], arch: Arch | None = 
                   "reason": found.reason, "critical_at": list(found.critical_at)}
         if found.roles is not None:
             record.update(_roles_record(found.roles))
-        slice_file(folder, text).write_text(json.dumps(record, separators=(",", ":")),
-                                            encoding="utf-8")
+        # readers (a simulation running meanwhile) see the old file or the new one
+        write_atomically(slice_file(folder, text), json.dumps(record, separators=(",", ":")))
 
 
 # A role as a letter of ``kinds`` (skip, checked load, vector store: most instructions are
