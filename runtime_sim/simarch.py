@@ -16,8 +16,7 @@ from pathlib import Path
 from vpuc.arch import Arch, load_arch
 from vpuc.cost.dma import DmaParams
 from vpuc.cost.dpu import DpuParams
-from vpuc.cost.timing import (TIMING_DIR, checked_timing, read_timing_file,
-                              resolve_timing_path, structure_ref, timing_path)
+from vpuc.cost.timing import TIMING_DIR, load_timing, structure_ref, timing_path
 from vpuc.diagnostics import VpucError
 
 SIM_ARCH_DIR = TIMING_DIR
@@ -53,10 +52,11 @@ def default_sim_arch_path(structure_name: str) -> Path:
 
 @lru_cache(maxsize=None)
 def load_sim_arch(name_or_path: str = "NPU37XX") -> SimArch:
-    """Load a timing model by structure name (``NPU37XX``) or by the path of a TOML file."""
-    path = resolve_timing_path(name_or_path)
-    data = read_timing_file(path)
-    timing = checked_timing(data, path)
+    """Load a timing model by structure name (``NPU37XX``) or by the path of a TOML file.
+    The numbers are the cost model's own ``load_timing`` (cached for the process: the
+    compiler has usually read the same file, and parsing the TOML again took ~2 ms of a
+    small model's timing-only run)."""
+    timing = load_timing(name_or_path)
     structure = load_arch(structure_ref(timing))
     return SimArch(name=timing.name, version=timing.version, path=timing.path,
                    structure=structure, nce_mhz=timing.nce_mhz, shave_mhz=timing.shave_mhz,

@@ -54,7 +54,9 @@ def _assemble(path: Path) -> KernelObject:
 
 
 def build_library(out_dir: str | Path | None = None) -> list[Path]:
-    """Assemble every kernel and write ``NAME.o`` (ELF32) into ``out_dir``."""
+    """Assemble every kernel and write ``NAME.o`` (ELF32) into ``out_dir``; beside them,
+    in ``slices/``, each kernel's cycles slice for timing-only runs
+    (``runtime_sim.isa.library_slices``).  Returns the objects' paths."""
     out = Path(out_dir) if out_dir is not None else DEFAULT_BUILD_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -69,4 +71,9 @@ def build_library(out_dir: str | Path | None = None) -> list[Path]:
         except OSError as exc:
             raise VpucError(f"cannot write {path}: {exc.strerror}") from None
         written.append(path)
+    from runtime_sim.isa.library_slices import write_slices
+    try:
+        write_slices(out, [load_library_kernel(name) for name in library_names()])
+    except OSError as exc:
+        raise VpucError(f"cannot write the kernels' slices into {out}: {exc.strerror}") from None
     return written

@@ -36,6 +36,7 @@ import numpy as np
 from runtime_sim.isa.cycles_only_loops import TimingLoops
 from runtime_sim.isa.cycles_slice import ALL_LANES, VECTOR, Slice, analyse
 from runtime_sim.isa.interpreter import Program, RunResult, load_kernel, run
+from runtime_sim.isa.library_slices import recorded_slice
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invocation_memory
 from runtime_sim.isa.loop_plan import _memory_shape
 from runtime_sim.isa.memory import WindowMemory
@@ -270,7 +271,7 @@ def timing_program(program: Program) -> TimingProgram | None:
     """The cycles-only form of ``program``; None when its cycles may depend on data."""
     found = _TIMING.get(program)
     if found is None:
-        found = analyse(program.decoded)
+        found = recorded_slice(program) or analyse(program.decoded)
         found = _TIMING[program] = TimingProgram(program, found) if found.roles else found
     return found if isinstance(found, TimingProgram) else None
 

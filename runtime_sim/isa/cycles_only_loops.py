@@ -42,6 +42,9 @@ MIN_ITERATIONS = 2
 # A loop refused this many times in a row (its trip count or an address is not
 # affine) is left to the interpreter for the rest of the run.
 MAX_REFUSALS = 8
+# A loop without calls or inner loops is offered to the path batch from this many taken
+# back-edges on (``TimingLoops._walk_later``).
+WALK_AFTER = 8
 _MASK32 = 0xFFFFFFFF
 
 # Plans per TimingProgram (cycles_only.timing_program caches those per Program).
@@ -140,6 +143,7 @@ class TimingLoops:
         self.batched_iterations = 0
         self.declined: Counter = Counter()
         self._refusals: Counter = Counter()
+        self._taken: Counter = Counter()          # back-edges taken, of ``_walk_later``'s loops
         # The interpreter's forward hook (``enter``) is asked only at these heads: a
         # cycles-only run batches a loop from its back-edge, never on entry.
         self.entries: dict[int, int] = {}
@@ -165,6 +169,8 @@ class TimingLoops:
             return None
         plan = self._plan(head, branch)
         if plan is None:         # calls, branches, inner loops: one proven path, maybe
+            if self._walk_later(head, branch):
+                return None
             return run_path_cycles(self, head, branch, R, ready, now, memory, counts,
                                    budget, max_cycles)
         try:
@@ -209,6 +215,23 @@ class TimingLoops:
             counts[head + origin] += iterations
         self.batched_iterations += iterations
         return now, (branch + 1 if exits else head), iterations * plan.length, stalls
+
+    def _walk_later(self, head: int, branch: int) -> bool:
+        """Whether a loop whose plan is refused waits before its path is walked: a body
+        without calls or inner loops (forward branches in straight code: the library
+        driver's loops over operands and dims) runs at most its own length per iteration,
+        and such loops take their back-edge a few times, fewer than a walk (twice the path
+        in steps, the ops made) costs.  Walked once taken ``WALK_AFTER`` times this run."""
+        key = (head, branch, "plain")
+        plain = self.plans.get(key)
+        if plain is None:
+            plain = self.plans[key] = not any(
+                SEMANTICS[dec.info.opcode].kind in ("call", "loop")
+                for dec in self.program.decoded[head:branch])
+        if not plain:
+            return False
+        self._taken[head, branch] += 1
+        return self._taken[head, branch] < WALK_AFTER
 
     def _decline(self, head: int, branch: int, reason: str) -> None:
         self.declined[reason] += 1

@@ -122,6 +122,7 @@ class Program:
         self.name = name
         self.labels = labels or {}       # .text offset -> label, for messages
         self.size = len(code)
+        self.code = bytes(code)          # what a recorded slice is compared with (library_slices)
         try:
             self.decoded: list[Decoded] = list(decode_text(code))
         except TextDecodeError as exc:

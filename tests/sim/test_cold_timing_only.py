@@ -266,3 +266,35 @@ def test_a_steps_cycles_only_runner_is_made_once(encoder_program, monkeypatch):
     assert len(made) > 300                  # the library kernels' drivers and rows
     assert set(made.values()) == {1}
     assert timing.cycles == simulate(encoder_program).cycles
+
+
+def test_loops_without_calls_wait_before_their_walk(encoder_program, monkeypatch):
+    """A loop whose plan is refused and whose body has no call and no inner loop (the
+    library driver's loops over operands and dims) is not walked before it has taken its
+    back-edge ``WALK_AFTER`` times; the per-row loop, which calls the row, still is.  The
+    cycles are those of walking every loop at once."""
+    from runtime_sim.isa import cycles_only, cycles_only_loops, path_batch
+    from runtime_sim.isa.semantics import SEMANTICS
+    walked = []
+    real = path_batch.walk
+
+    def recording(prog, head, branch, *args, **kwargs):
+        walked.append((prog, head, branch))
+        return real(prog, head, branch, *args, **kwargs)
+    monkeypatch.setattr(path_batch, "walk", recording)
+
+    def cold_run():
+        monkeypatch.setattr(shave, "cycles_only_results", cycles_only.Results())
+        monkeypatch.setattr(cycles_only, "_TIMING", weakref.WeakKeyDictionary())
+        monkeypatch.setattr(cycles_only_loops, "_PLANS", weakref.WeakKeyDictionary())
+        walked.clear()
+        return simulate(encoder_program, timing_only=True).cycles
+
+    def calls_or_loops(prog, head, branch) -> bool:
+        return any(SEMANTICS[d.info.opcode].kind in ("call", "loop")
+                   for d in prog.decoded[head:branch])
+    waiting = cold_run()
+    assert walked and all(calls_or_loops(*w) for w in walked)
+    monkeypatch.setattr(cycles_only_loops, "WALK_AFTER", 0)
+    assert cold_run() == waiting
+    assert any(not calls_or_loops(*w) for w in walked)      # the driver's plain loops
