@@ -29,7 +29,7 @@ def test_import_writes_module_and_constants(tmp_path, capsys):
     code, out, err = _run(capsys, "import", model)
     assert (code, err) == (0, "")
     assert out == f"{tmp_path / 'cnn.vir'}: graph @main with 11 ops, 1 input(s), 1 output(s), 3 constant file(s)\n"
-    assert sorted(p.name for p in (tmp_path / "cnn.consts").iterdir()) == ["w_1.bn.npy", "w_14.npy", "w_30.T.npy"]
+    assert sorted(p.name for p in (tmp_path / "cnn.consts").iterdir()) == ["batchnormalization_8.bn_weights.npy", "w_14.npy", "w_30.T.npy"]
     # the printed module parses back to the same graph
     parsed = parse_file(tmp_path / "cnn.vir")
     imported = import_onnx(model)

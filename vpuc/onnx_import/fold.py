@@ -75,7 +75,9 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
         weights = known[conv.input[1]].astype(np.float64)
         bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
             else np.zeros(weights.shape[0])
-        w_name, b_name = f"{conv.input[1]}.bn", f"{node.output[0]}.bias"
+        # named after the merged output, not the weight tensor: two Convs sharing weights,
+        # each before a BatchNormalization of its own, keep their own scaled copies
+        w_name, b_name = f"{node.output[0]}.bn_weights", f"{node.output[0]}.bias"
         known[w_name] = (weights * scale.reshape(-1, *([1] * (weights.ndim - 1)))).astype(np.float32)
         known[b_name] = ((bias - mean) * scale + beta).astype(np.float32)
         merged = helper.make_node("Conv", [conv.input[0], w_name, b_name], [node.output[0]],
