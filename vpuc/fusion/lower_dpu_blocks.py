@@ -96,7 +96,7 @@ def granule_edges(extent: int, count: int, tiles: int, granule: int
     return list(zip(edges, edges[1:]))
 
 
-def _candidates(extent: int, count: int, tiles: int) -> list[list[tuple[int, int]]]:
+def row_cuts(extent: int, count: int, tiles: int) -> list[list[tuple[int, int]]]:
     """The cuts of ``extent`` rows into ``count`` blocks the estimate weighs: the even one
     (``_edges``), then each distinct ``granule_edges``."""
     cuts = [_edges(extent, count)]
@@ -128,7 +128,7 @@ def _cheapest_cut(extent: int, first: int, tiles: int, cost: Callable[[int], Blo
     floor = of(1)
     count = first
     while count <= extent and lower_bound(floor, count) < best_cycles:
-        for cut in _candidates(extent, count, min(tiles, count)):
+        for cut in row_cuts(extent, count, min(tiles, count)):
             if not fits(count, max(b - a for a, b in cut)):
                 continue
             cycles = pipeline_cycles([of(b - a) for a, b in cut], min(tiles, count),
