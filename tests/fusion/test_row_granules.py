@@ -77,7 +77,7 @@ def test_channel_chunks_keep_their_weights_over_row_blocks(monkeypatch):
     """The same layer cut over its output channels, one chunk per tile, each tile loading its
     chunk's weights once and running its rows in blocks (``lower_dpu_nn_cut.kept_chunks``):
     faster than the split whose every block loads its chunk's weights again (46,173
-    against 47,817 cycles when measured)."""
+    against 46,853 cycles when measured)."""
     text = _conv(64, 64, 28, 56)
     blocks, cycles = _blocks_and_cycles(text)
     assert {t for t, _, _ in blocks} == {0, 1} and all(c == 32 for _, _, c in blocks)
