@@ -36,6 +36,7 @@ of a weight-heavy layer on a small map pays them per half-empty block: ResNet-18
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -87,6 +88,7 @@ def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles:
         moves = [Move(aligned(outs) * per_out * kh * kw * elem.nbytes, elem.nbytes)]
         return moves + ([Move(4 * aligned(outs), 4)] if layer.bias is not None else [])
 
+    @functools.cache         # the row-block search asks each shape many times
     def block(rows: int, outs: int, in_rows: int) -> BlockStages:
         def workload(r: int) -> DpuWorkload:
             return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=ow, height=r,
@@ -204,8 +206,12 @@ def kept_chunks(prog, jobs: list, extent: int, tiles: int, gate: tuple[str, ...]
     weights_ddr = sum(block_stages(resident_moves(job), 0.0, [], prog.timing).ddr
                       for job in jobs)
 
+    @functools.cache
+    def stages_of(j: int, rows: int) -> BlockStages:
+        return stages(jobs[j], rows)
+
     def estimate(blocks: list[tuple[int, int, int]]) -> float:
-        stage_list = [stages(jobs[j], b - a) for j, a, b in blocks]
+        stage_list = [stages_of(j, b - a) for j, a, b in blocks]
         total = pipeline_cycles(stage_list, tiles, first, channels=prog.dma_channels,
                                 store_busy=store_busy)
         return max(total, sum(s.ddr for s in stage_list) + weights_ddr)
