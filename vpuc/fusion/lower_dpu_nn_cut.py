@@ -43,7 +43,7 @@ from collections.abc import Callable
 from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import BlockStages, Move, block_stages, move_cycles, pipeline_cycles
 from vpuc.cost.dma import dma_task_cycles, transfer_cost
-from vpuc.fusion.fuse_epilogue import with_epilogue
+from vpuc.fusion.fuse_epilogue import Epilogue, with_epilogue
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer, resident_cycles, split_rows_cost
 from vpuc.fusion.lower_dpu_blocks import row_cuts
 from vpuc.fusion.lower_dpu_channels import aligned
@@ -163,10 +163,11 @@ def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles:
 def kept_rows(prog, dpu_op: str) -> bool:
     """Whether a channel cut of one chunk per tile may run its rows in blocks
     (``resident_chunk_cut``): a dense convolution's, without an ACT SHAVE epilogue on its
-    blocks.  The estimate sees neither an epilogue's share of chunked row blocks nor how a
+    blocks (a DPU eltwise one, ResNet's residual Add, runs on the DPU beside it).  The
+    estimate sees neither an ACT SHAVE epilogue's share of chunked row blocks nor how a
     depthwise layer's blocks pipeline with its neighbours: MobileNetV3-Small's HardSwish and
     depthwise layers in such blocks simulated 631,848 and 602,692 cycles against 594,893."""
-    return dpu_op == "conv" and prog.epilogue is None
+    return dpu_op == "conv" and not isinstance(getattr(prog, "epilogue", None), Epilogue)
 
 
 def resident_chunk_cut(chunks: int, extent: int, fits: Callable[[int, int], bool],
