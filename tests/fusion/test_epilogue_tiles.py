@@ -125,7 +125,7 @@ def test_cheapest_count_tries_counts_of_the_same_block_height():
     block height, and 14 pay the fixed costs twice.  Trying each block height once never
     reached 8; every count is tried now."""
     from vpuc.cost.blocks import BlockStages, pipeline_cycles
-    from vpuc.fusion.lower_dpu_blocks import _cheapest_count
+    from vpuc.fusion.lower_dpu_blocks import _cheapest_cut
 
     def cost(rows: int) -> BlockStages:
         return BlockStages(load=100.0 + 100.0 * rows, compute=100.0 + 1000.0 * rows,
@@ -134,6 +134,6 @@ def test_cheapest_count_tries_counts_of_the_same_block_height():
     cycles = {c: pipeline_cycles([cost(b - a) for a, b in _edges(14, c)], 2)
               for c in range(2, 15)}
     assert min(cycles, key=cycles.get) == 8 and cycles[8] < cycles[7]
-    assert _cheapest_count(14, 2, 2, cost, (0.0, 0.0), 2, lambda c: True) == 8
+    assert len(_cheapest_cut(14, 2, 2, cost, (0.0, 0.0), 2, lambda c, rows: True)) == 8
     # a count that does not fit is skipped
-    assert _cheapest_count(14, 2, 2, cost, (0.0, 0.0), 2, lambda c: c != 8) != 8
+    assert len(_cheapest_cut(14, 2, 2, cost, (0.0, 0.0), 2, lambda c, rows: c != 8)) != 8

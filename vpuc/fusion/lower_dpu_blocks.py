@@ -43,11 +43,11 @@ def choose_blocks(extent: int, tiles: int, resident: int, footprint, what: str, 
                             f"of {budget}; splitting the output channels is not supported yet",
                             op.loc)
         count = min(count + used, extent)
-    if cost is not None:
-        count = _cheapest_count(extent, count, used, cost, resident_cost, channels,
-                                lambda c: resident + (fixed_live or (1 if c <= used else 2))
-                                * footprint(math.ceil(extent / c)) <= budget)
-    return _edges(extent, count)
+    if cost is None:
+        return _edges(extent, count)
+    return _cheapest_cut(extent, count, used, cost, resident_cost, channels,
+                         lambda c, rows: resident + (fixed_live or (1 if c <= used else 2))
+                         * footprint(rows) <= budget)
 
 
 def _edges(extent: int, count: int) -> list[tuple[int, int]]:
@@ -60,14 +60,63 @@ def _edges(extent: int, count: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1]) for i in range(count)]
 
 
-def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
-                    resident_cost: tuple[float, float], channels: int,
-                    fits: Callable[[int], bool]) -> int:
-    """The block count from ``first`` up whose pipeline the cost model finds fastest; every
-    count is tried (14 rows in 8 blocks are as high as in 7, 2 rows, but give each of two
-    tiles 7 rows where 7 blocks give one tile 8: MobileNetV3's 14x14 epilogues), and the
-    search stops where even the transfers of one-row blocks would take longer than the best
-    so far."""
+# Block heights in multiples of these many rows are tried beside the even cut: the H sides
+# of the DPU's mode grids (CUBOID_8x16: 2, CUBOID_16x16: 4; ``vpuc/cost/modes.py``) and
+# their blocks (8, 16 rows), so a block's rows fill the grid its workload runs on.
+ROW_GRANULES = (2, 4, 8, 16)
+
+
+def granule_edges(extent: int, count: int, tiles: int, granule: int
+                  ) -> list[tuple[int, int]] | None:
+    """``extent`` rows in ``count`` blocks (block k on tile ``k % tiles``) whose heights are
+    multiples of ``granule`` but each tile's last block, which takes its share's remainder:
+    the tiles' shares as even as ``_edges`` makes them, each cut largest block first, the
+    tiles' blocks interleaved.  None when ``count`` is not a multiple of the tiles or a
+    share has fewer granules than blocks.  56 rows in 10 blocks on 2 tiles: 6, 6, 6, 6,
+    6, 6, 6, 6, 4, 4 (every block fills CUBOID_8x16's 2-row grid; the even cut's 5-row
+    blocks cost a DPU as much as 6-row ones: ResNet-18's 56x56 3x3 convolutions)."""
+    if count % tiles:
+        return None
+    per_tile = count // tiles
+    heights: list[list[int]] = []
+    for a, b in _edges(extent, tiles):
+        units, rest = divmod(b - a, granule)
+        if units < per_tile - (1 if rest else 0) or units == 0:
+            return None
+        cut = [granule * (y - x) for x, y in _edges(units, per_tile)] if units >= per_tile \
+            else [granule] * units + [0]
+        cut[-1] += rest
+        if min(cut) <= 0:
+            return None
+        heights.append(cut)
+    order = [heights[t][i] for i in range(per_tile) for t in range(tiles)]
+    edges = [0]
+    for size in order:
+        edges.append(edges[-1] + size)
+    return list(zip(edges, edges[1:]))
+
+
+def row_cuts(extent: int, count: int, tiles: int) -> list[list[tuple[int, int]]]:
+    """The cuts of ``extent`` rows into ``count`` blocks the estimate weighs: the even one
+    (``_edges``), then each distinct ``granule_edges``."""
+    cuts = [_edges(extent, count)]
+    for granule in ROW_GRANULES:
+        cut = granule_edges(extent, count, tiles, granule)
+        if cut is not None and cut not in cuts:
+            cuts.append(cut)
+    return cuts
+
+
+def _cheapest_cut(extent: int, first: int, tiles: int, cost: Callable[[int], BlockStages],
+                  resident_cost: tuple[float, float], channels: int,
+                  fits: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+    """The cut of ``extent`` rows, from ``first`` blocks up, whose pipeline the cost model
+    finds fastest (ties to fewer blocks, then to the even cut; ``fits(blocks, rows)``
+    says whether ``blocks`` blocks of at most ``rows`` rows fit CMX); every count is tried
+    (14 rows in 8 blocks are as high as in 7, 2 rows, but give each of two tiles 7 rows
+    where 7 blocks give one tile 8: MobileNetV3's 14x14 epilogues), each as the even cut
+    and in heights that fill the mode grid (``granule_edges``), and the search stops where
+    even the transfers of one-row blocks would take longer than the best so far."""
     stages: dict[int, BlockStages] = {}
 
     def of(rows: int) -> BlockStages:
@@ -75,16 +124,18 @@ def _cheapest_count(extent: int, first: int, tiles: int, cost: Callable[[int], B
             stages[rows] = cost(rows)
         return stages[rows]
 
-    best, best_cycles = first, math.inf
+    best, best_cycles = _edges(extent, first), math.inf
     floor = of(1)
     count = first
     while count <= extent and lower_bound(floor, count) < best_cycles:
-        if fits(count):
-            cycles = pipeline_cycles([of(b - a) for a, b in _edges(extent, count)],
-                                     min(tiles, count), resident_cost[0],
-                                     channels=channels, store_busy=resident_cost[1])
+        for cut in row_cuts(extent, count, min(tiles, count)):
+            if not fits(count, max(b - a for a, b in cut)):
+                continue
+            cycles = pipeline_cycles([of(b - a) for a, b in cut], min(tiles, count),
+                                     resident_cost[0], channels=channels,
+                                     store_busy=resident_cost[1])
             if cycles < best_cycles - 1e-9:
-                best, best_cycles = count, cycles
+                best, best_cycles = cut, cycles
         count += 1
     return best
 

@@ -64,7 +64,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
                                    split_rows_cost)
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
-from vpuc.fusion.lower_dpu_nn_cut import cuts_channels
+from vpuc.fusion.lower_dpu_nn_cut import cuts_channels, kept_chunks, kept_rows
 from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
@@ -73,7 +73,7 @@ from vpuc.fusion.lower_dpu_global_pool import emit_pool
 from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
                                            split_job)
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
-                                         row_edges)
+                                         row_edges, split_cycles)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
@@ -257,19 +257,34 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     weights_value = values.get(op.operands[1]) \
         if plan.has_weights and len(op.operands) > 1 else None
     constant_weights = weights_value is None or weights_value.kind == "const"
+    kept = None         # row blocks of one chunk per tile that keeps its weights
     if not single:
+        reuse = InputReuse(lambda job: job.ins,
+                           lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing)) \
+            if plan.has_weights else None
         jobs, count = cheapest_split(
             chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
             lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= prog.cmx_budget,
             job_stages, prog.dma_channels, 0.0,
             # chunks of a layer with weights share their input on a tile (the loop below)
-            InputReuse(lambda job: job.ins,
-                       lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing))
-            if plan.has_weights else None)
+            reuse)
+        if by_channels and len(plan.jobs) == 1 and len(chunkings[0]) == tiles \
+                and plan.has_weights and width == ow and kept_rows(prog, plan.dpu_op):
+            kept = kept_chunks(prog, chunkings[0], oh, tiles, gate, constant_weights,
+                                stages, resident_moves,
+                                lambda count, rows: max(weight_bytes(job) + (1 if count == 1 else 2)
+                                                        * io_bytes(job, rows)
+                                                        for job in chunkings[0]) <= prog.cmx_budget,
+                                split_cycles(jobs, oh, count, tiles, job_stages,
+                                             prog.dma_channels, 0.0, reuse))
+            if kept is not None:
+                jobs = chunkings[0]
     jobs = [aligned_job(plan, job) for job in jobs]
 
     work = []
-    for j, job in enumerate(jobs):
+    if kept is not None:        # chunk j's blocks on tile j, interleaved
+        work = [(j, r0, r1, 0, ow) for r0, r1 in kept for j in range(len(jobs))]
+    for j, job in enumerate(jobs if kept is None else []):
         if single:
             blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
                                    "output row", op, prog.cmx_budget,
@@ -313,7 +328,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     # the DMA longer than its block the DPU): every second one on the store channel, so one
     # chunk's DDR latency hides under the other's transfer (ResNet-18's stage 4).  Not
     # where the DPU is the longer stage: the store channel's FIFO then holds the stores.
-    stream = not single and plan.has_weights and prog.dma_channels > 1 \
+    stream = not single and kept is None and plan.has_weights and prog.dma_channels > 1 \
         and bool(prog.prefetch_bytes) and all(
             block_stages(resident_moves(job), 0.0, [], timing).load
             >= stages(job, r1 - r0).compute for job in jobs for r0, r1 in blocks)
@@ -327,13 +342,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         waits, loaded = e.load_waits(k), [f"%{prefix}loaded{k}"]
         operands = ""
         if plan.has_weights or layer.bias is not None:
-            if single and k >= e.used:
+            once = single or kept is not None       # a tile's weights, loaded once
+            if once and k >= e.used:
                 operands = resident[t]
             else:
-                tag = f"t{t}" if single else f"c{k}"
+                tag = f"t{t}" if once else f"c{k}"
                 operands = load_job_weights(e, plan, job, j, values, op, layer, tag, t, waits,
                                             loaded, j not in declared,
-                                            block=None if single else k, table=tables.get(j),
+                                            block=None if once else k, table=tables.get(j),
                                             beside=stream and k % 2 == 1)
                 declared.add(j)
                 resident[t] = operands
@@ -345,7 +361,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
-        if xin is None and single and width == ow and job.ins == (0, c):
+        if xin is None and (single or kept is not None) and width == ow and job.ins == (0, c):
             xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
         if xin is None:
             zeros = None
