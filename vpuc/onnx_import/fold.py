@@ -50,6 +50,44 @@ def attributes(node) -> dict:
     return values
 
 
+def _node_maps(nodes: list) -> tuple[Counter, dict]:
+    """(how many nodes read each value, the node producing each value)."""
+    consumers = Counter(name for node in nodes for name in node.input if name)
+    return consumers, {out: node for node in nodes for out in node.output}
+
+
+def _conv_before(node, op_type: str, maps: tuple[Counter, dict], keep: set[str],
+                 known: dict[str, np.ndarray]):
+    """The Conv ``node`` (an ``op_type``) reads when it can fold into it: the Conv's output
+    read by ``node`` alone and not a graph output, its weights and bias known; else None."""
+    consumers, producer = maps
+    conv = producer.get(node.input[0]) if node.op_type == op_type and node.input else None
+    if (conv is None or conv.op_type != "Conv" or consumers[conv.output[0]] != 1
+            or conv.output[0] in keep or not all(n in known for n in conv.input[1:] if n)):
+        return None
+    return conv
+
+
+def _weights_and_bias(conv, known: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The Conv's weights and bias (zeros when it has none) in float64, to fold exactly."""
+    weights = known[conv.input[1]].astype(np.float64)
+    bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
+        else np.zeros(weights.shape[0])
+    return weights, bias
+
+
+def _folded_conv(conv, known: dict[str, np.ndarray], weights: np.ndarray, bias: np.ndarray,
+                 output: str, names: tuple[str, str], name: str):
+    """A Conv like ``conv``, named ``name``, of the folded ``weights`` and ``bias`` (rounded
+    once to f32, ``known`` under ``names``: named after ``output``, not the weight tensor,
+    since two Convs may share weights but not their folds) into ``output``."""
+    from onnx import helper
+    known[names[0]], known[names[1]] = weights.astype(np.float32), bias.astype(np.float32)
+    folded = helper.make_node("Conv", [conv.input[0], *names], [output], name=name)
+    folded.attribute.extend(conv.attribute)
+    return folded
+
+
 def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
                      merged_from: dict | None = None) -> list:
     """Nodes with every Conv → BatchNormalization pair merged into one Conv.
@@ -57,37 +95,25 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
     ``known`` (the initializers) gains the new weights and biases; ``keep`` are
     values that must stay visible (the graph outputs); ``merged_from`` records both nodes
     under the merged node's output (provenance)."""
-    from onnx import helper
-    consumers = Counter(name for node in nodes for name in node.input if name)
-    producer = {out: node for node in nodes for out in node.output}
+    maps = _node_maps(nodes)
     out = []
-    folded: set[int] = set()
     for node in nodes:
-        conv = producer.get(node.input[0]) if node.op_type == "BatchNormalization" and node.input else None
-        if (conv is None or conv.op_type != "Conv" or consumers[conv.output[0]] != 1
-                or conv.output[0] in keep or len(node.output) > 1 and any(node.output[1:])
-                or not all(n in known for n in list(node.input[1:5]) + list(conv.input[1:]) if n)):
+        conv = _conv_before(node, "BatchNormalization", maps, keep, known)
+        if (conv is None or len(node.output) > 1 and any(node.output[1:])
+                or not all(n in known for n in node.input[1:5] if n)):
             out.append(node)
             continue
         gamma, beta, mean, var = (known[n].astype(np.float64) for n in node.input[1:5])
         eps = attributes(node).get("epsilon", 1e-5)
         scale = gamma / np.sqrt(var + eps)
-        weights = known[conv.input[1]].astype(np.float64)
-        bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
-            else np.zeros(weights.shape[0])
-        # named after the merged output, not the weight tensor: two Convs sharing weights,
-        # each before a BatchNormalization of its own, keep their own scaled copies
-        w_name, b_name = f"{node.output[0]}.bn_weights", f"{node.output[0]}.bias"
-        known[w_name] = (weights * scale.reshape(-1, *([1] * (weights.ndim - 1)))).astype(np.float32)
-        known[b_name] = ((bias - mean) * scale + beta).astype(np.float32)
-        merged = helper.make_node("Conv", [conv.input[0], w_name, b_name], [node.output[0]],
-                                  name=conv.name or node.name)
-        merged.attribute.extend(conv.attribute)
+        weights, bias = _weights_and_bias(conv, known)
+        merged = _folded_conv(conv, known, weights * scale.reshape(-1, *([1] * (weights.ndim - 1))),
+                              (bias - mean) * scale + beta, node.output[0],
+                              (f"{node.output[0]}.bn_weights", f"{node.output[0]}.bias"),
+                              conv.name or node.name)
         if merged_from is not None:
             merged_from[node.output[0]] = (onnx_node(conv), onnx_node(node))
-        index = out.index(conv)
-        out[index] = merged
-        folded.add(id(node))
+        out[out.index(conv)] = merged
     return out
 
 
@@ -100,29 +126,19 @@ def fold_hard_sigmoids(nodes: list, known: dict[str, np.ndarray], keep: set[str]
     ``merged_from`` records the HardSigmoid under the Clip's output (provenance; the Conv
     keeps its own, a BatchNorm folded into it included)."""
     from onnx import helper
-    consumers = Counter(name for node in nodes for name in node.input if name)
-    producer = {out: node for node in nodes for out in node.output}
+    maps = _node_maps(nodes)
     out = list(nodes)
     for node in nodes:
-        conv = producer.get(node.input[0]) if node.op_type == "HardSigmoid" else None
-        if (conv is None or conv.op_type != "Conv" or consumers[conv.output[0]] != 1
-                or conv.output[0] in keep
-                or not all(n in known for n in list(conv.input[1:]) if n)):
+        conv = _conv_before(node, "HardSigmoid", maps, keep, known)
+        if conv is None:
             continue
         attrs = attributes(node)
         alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-        weights = known[conv.input[1]].astype(np.float64)
-        bias = known[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
-            else np.zeros(weights.shape[0])
+        weights, bias = _weights_and_bias(conv, known)
         # the Conv keeps its output's name (the HardSigmoid alone read it), now the scaled sum
         z, y = conv.output[0], node.output[0]
-        # named after the Conv's output: two Convs may share weights, not their scales
-        w_name, b_name = f"{z}.hsig_weights", f"{z}.hsig_bias"
-        known[w_name] = (weights * alpha).astype(np.float32)
-        known[b_name] = (bias * alpha + beta).astype(np.float32)
-        scaled = helper.make_node("Conv", [conv.input[0], w_name, b_name], [z],
-                                  name=conv.name or node.name)
-        scaled.attribute.extend(conv.attribute)
+        scaled = _folded_conv(conv, known, weights * alpha, bias * alpha + beta, z,
+                              (f"{z}.hsig_weights", f"{z}.hsig_bias"), conv.name or node.name)
         if opset >= 11:
             known[f"{y}.min"], known[f"{y}.max"] = np.float32(0.0), np.float32(1.0)
             clip = helper.make_node("Clip", [z, f"{y}.min", f"{y}.max"], [y], name=node.name)
