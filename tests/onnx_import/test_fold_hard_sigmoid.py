@@ -52,6 +52,8 @@ def test_import_folds_the_scale_and_shift_into_the_conv(tmp_path):
     assert (clamp.attrs["min"], clamp.attrs["max"]) == (0.0, 1.0)
     w, b = (numpy_helper.to_array(i).astype(np.float64) for i in m.inits)
     folded = [a for a in imported.arrays.values() if a.shape == w.shape]
+    # bit for bit: an f32 weight times the f32 alpha is exact in float64, so the fold and
+    # this expression both give the correctly rounded f32 product (no BLAS, no reduction)
     assert len(folded) == 1 and np.array_equal(folded[0], (A32 * w).astype(np.float32))
     # f32: the folded weights and bias are the exact ones rounded once (U32 relative), and
     # both sides sum 72 products in f32: the difference is within (72 + 2) U32 of the sum of

@@ -21,9 +21,11 @@ HardSigmoid's scale and shift into Conv.
   its post-op (``lower_dpu_support.DPU_ACTIVATIONS``), so the excitation of a
   squeeze-excite block (MobileNetV3's ``HardSigmoid(Conv(...))``) leaves the Conv as the
   product's per-channel factors with no ACT SHAVE task between them
-  (``lower_dpu_scale``).  Folded in float64 from the f32 initializers and rounded once
+  (``lower_dpu_scale``).  Folded in float64 from the f32 initializers and the f32 attributes and rounded once
   to the Conv's type, as the BatchNorm fold is: one rounding of the scaled weights where
-  the unfolded graph rounded the Conv's output, the product by alpha and the sum.
+  the unfolded graph rounded the Conv's output, the product by alpha and the sum.  (An
+  f32 weight times the f32 alpha is exact in float64, so each folded weight is the
+  correctly rounded f32 product.)
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ def attributes(node) -> dict:
             value = [float(str(np.float32(v))) for v in value]
         values[attr.name] = value
     return values
+
+
+def _f32_attribute(node, name: str, default: float) -> float:
+    """A float attribute as the model holds it, a float32, exactly (``attributes`` gives its
+    shortest decimal spelling, for printing: 1/6 as 0.16666667, 1.6e-9 off the float32 the
+    model and onnxruntime compute with)."""
+    from onnx import helper
+    for attr in node.attribute:
+        if attr.name == name:
+            return float(np.float32(helper.get_attribute_value(attr)))
+    return float(np.float32(default))
 
 
 def _node_maps(nodes: list) -> tuple[Counter, dict]:
@@ -104,7 +117,7 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
             out.append(node)
             continue
         gamma, beta, mean, var = (known[n].astype(np.float64) for n in node.input[1:5])
-        eps = attributes(node).get("epsilon", 1e-5)
+        eps = _f32_attribute(node, "epsilon", 1e-5)
         scale = gamma / np.sqrt(var + eps)
         weights, bias = _weights_and_bias(conv, known)
         merged = _folded_conv(conv, known, weights * scale.reshape(-1, *([1] * (weights.ndim - 1))),
@@ -132,8 +145,7 @@ def fold_hard_sigmoids(nodes: list, known: dict[str, np.ndarray], keep: set[str]
         conv = _conv_before(node, "HardSigmoid", maps, keep, known)
         if conv is None:
             continue
-        attrs = attributes(node)
-        alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+        alpha, beta = _f32_attribute(node, "alpha", 0.2), _f32_attribute(node, "beta", 0.5)
         weights, bias = _weights_and_bias(conv, known)
         # the Conv keeps its output's name (the HardSigmoid alone read it), now the scaled sum
         z, y = conv.output[0], node.output[0]
