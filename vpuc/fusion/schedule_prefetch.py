@@ -71,9 +71,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     counted: set[str] = set()                  # buffers held already (two partial loads)
 
     def fits(j: int, tile: int, nbytes: int) -> bool:
-        busy = sum(room.used.get((room.order[k], tile), 0)
-                   for k in (j, j + 1) if k < len(room.order))
-        return busy + held.get((j, tile), 0) + nbytes + EARLY_CMX_BYTES <= room.cmx_bytes
+        return _busy(room, j, tile) + held.get((j, tile), 0) + nbytes + EARLY_CMX_BYTES \
+            <= room.cmx_bytes
 
     def hidden(a: int, gate: str) -> bool:
         """Whether segment ``a`` (whose end is ``gate``), the one the next segment's early
@@ -102,8 +101,7 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         # a copy of a load waits on it: it stays after it (or moves with it, below)
         if a is None or task.waits:
             continue
-        classifier = room.prefix_of(task.label or "") in streaming \
-            and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
+        classifier = _classifier_load(room, streaming, early_bytes, task, gate, tile)
         if not classifier and (nbytes < DEEP_MIN_BYTES or hidden(a, gate)):
             continue
         if not classifier and room.prefix_of(task.label or "") in heavy:
@@ -174,6 +172,21 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     return deep
 
 
+def _classifier_load(room: EarlyRoom, streaming: set[str],
+                     early_bytes: dict[tuple[str, int], int], task, gate: str, tile: int) -> bool:
+    """Whether an early load is a streaming segment's (a classifier's) that the usual room
+    beside the segment before (``EARLY_CMX_BYTES``) cannot take."""
+    return room.prefix_of(task.label or "") in streaming \
+        and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
+
+
+def _busy(room: EarlyRoom, j: int, tile: int) -> int:
+    """The CMX bytes segment ``j`` and the one after it (which may run beside it,
+    ``schedule_deps``) take on ``tile``: a load held during ``j`` lives beside both."""
+    return sum(room.used.get((room.order[k], tile), 0)
+               for k in (j, j + 1) if k < len(room.order))
+
+
 def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, int], int],
                room: EarlyRoom, held: dict[tuple[int, int], int], index: dict[str, int],
                streaming: set[str]) -> set[int]:
@@ -185,25 +198,22 @@ def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, 
     them deep 607,090 -> 603,365 cycles).  Each goes to the latest segment before its own
     whose ACT SHAVE work hides it (``act_capacity``) and that it lives across with room;
     returns their ids."""
-    def classifier(task, gate: str, tile: int) -> bool:
-        return room.prefix_of(task.label or "") in streaming \
-            and early_bytes.get((gate, tile), 0) > EARLY_CMX_BYTES
-
     usual: dict[tuple[str, int], int] = {}     # (gate, tile) -> bytes still loading early
     for task, gate, tile, _, nbytes in moved:
-        if early.get(id(task)) == gate and not classifier(task, gate, tile):
+        if early.get(id(task)) == gate \
+                and not _classifier_load(room, streaming, early_bytes, task, gate, tile):
             usual[(gate, tile)] = usual.get((gate, tile), 0) + nbytes
     placed: set[int] = set()
     for task, gate, tile, _, nbytes in moved:
         a = index.get(gate)
         if a is None or task.waits or early.get(id(task)) != gate \
-                or not classifier(task, gate, tile):
+                or not _classifier_load(room, streaming, early_bytes, task, gate, tile):
             continue
         for j in range(a - 1, -1, -1):
-            spans = [k for k in (j, j + 1) if k < len(room.order)]
-            busy = sum(room.used.get((room.order[k], tile), 0) for k in spans)
-            reserve = max(usual.get((room.order[k] + "finished", tile), 0) for k in spans)
-            if busy + held.get((j, tile), 0) + nbytes + reserve > room.cmx_bytes:
+            reserve = max(usual.get((room.order[k] + "finished", tile), 0)
+                          for k in (j, j + 1) if k < len(room.order))
+            if _busy(room, j, tile) + held.get((j, tile), 0) + nbytes + reserve \
+                    > room.cmx_bytes:
                 break
             if act_capacity(room, room.order[j]) >= nbytes:
                 for k in range(j, a):
