@@ -85,6 +85,14 @@ def _shape_ops(m):
     return m.node("Transpose", [squeezed], perm=[1, 0])
 
 
+def _shape_ops_negative(m):
+    """Negative axes count from the back; Flatten's may also be the rank (an earlier
+    import took Flatten's -1 as 4 here and made 48x1)."""
+    x = m.input("x", [1, 4, 6, 2])
+    flat = m.node("Flatten", [x], axis=-1)
+    return m.node("Unsqueeze", [flat, m.init(np.asarray([-1], np.int64))])
+
+
 def _batchnorm_alone(m):
     x = m.input("x", [1, 3, 4, 4])
     stats = [m.init(m.rng.uniform(0.5, 1.5, 3).astype(np.float32)) for _ in range(4)]
@@ -193,6 +201,8 @@ CASES = {
     "maxpool_ceil": lambda m: _maxpool(m, ceil_mode=1, pads=[0, 0, 1, 1]),
     "softmax": lambda m: m.node("Softmax", [m.input("x", [2, 3, 7])], axis=1),
     "shape_ops": _shape_ops, "batchnorm": _batchnorm_alone,
+    # named to sort last: a new case must not move the seeds of the others
+    "wrap_negative_axes": _shape_ops_negative,
     "identity_dropout": lambda m: m.node("Dropout", [m.node("Identity", [m.input("x", [3, 4])])]),
 }
 

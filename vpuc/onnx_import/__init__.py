@@ -22,6 +22,7 @@ import numpy as np
 from vpuc.diagnostics import Diagnostic, DiagnosticBag, Severity, VpucError
 from vpuc.ir.module import Module
 from vpuc.ir.types import ElemType
+from vpuc.onnx_import.attribute_use import AttributeUse, unread_attributes
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
@@ -71,14 +72,17 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         if node.domain not in DEFAULT_DOMAINS:
             raise b.error(f"ops of domain '{node.domain}' are not supported; supported are the "
                           f"default-domain ops {', '.join(supported_ops())}")
-        attrs = attributes(node)
-        if fold_node(b, node, attrs):
-            continue
-        convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
-                   or NN_CONVERTERS.get(node.op_type))
-        if convert is None:
-            raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
-        convert(b, node, attrs)
+        attrs = AttributeUse(attributes(node))
+        if not fold_node(b, node, attrs):
+            convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
+                       or NN_CONVERTERS.get(node.op_type))
+            if convert is None:
+                raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
+            convert(b, node, attrs)
+            unread = unread_attributes(node, attrs, model.opset)
+            if unread:
+                raise b.error(f"{node.op_type} " + "; ".join(unread))
+        _check_shapes(b, node, model.value_shapes)
     b.node = None
     for name in model.outputs:
         b.result(name)
@@ -90,6 +94,20 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
                 for name in b.overflows]
     return ImportedModel(module, b.arrays, {n: b.values[n] for n in model.inputs},
                          {n: b.values.get(n, n) for n in model.outputs}, b.origin, warnings)
+
+
+def _check_shapes(b: GraphBuilder, node, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Each output the node made has the shape ONNX's shape inference gives it: a converter
+    that got an attribute wrong fails here, at its node, instead of computing something else."""
+    for name in node.output:
+        want = shapes.get(name)
+        if not name or want is None or not (b.is_known(name) or name in b.values):
+            continue
+        got = b.shape(name)
+        if tuple(got) != want:
+            raise b.error(f"output '{name}' came out {'x'.join(map(str, got)) or 'scalar'} but ONNX "
+                          f"infers {'x'.join(map(str, want)) or 'scalar'}: vpuc converts this "
+                          f"{node.op_type} wrongly (a bug; please report it with the model)")
 
 
 def _verify(module: Module) -> None:

@@ -76,6 +76,15 @@ class GraphBuilder:
         where = describe_node(self.node, self.opset) if self.node is not None else "the model"
         return NodeError(f"{self.source}: {where}: {message}")
 
+    def axis(self, value: int, rank: int, what: str = "axis") -> int:
+        """``value`` as an axis in [0, rank); ONNX allows [-rank, rank), anything else is
+        refused here (a wrapped index would silently pick another axis)."""
+        value = int(value)
+        if not -rank <= value < rank:
+            raise self.error(f"{what} {value} is out of range for rank {rank} "
+                             f"(expected {-rank} to {rank - 1})")
+        return value + rank if value < 0 else value
+
     # ----------------------------------------------------------------- names
 
     def fresh(self, base: str) -> str:

@@ -124,7 +124,7 @@ def _ceil_extra(padded: int, k: int, s: int) -> int:
 def _softmax(b, node, attrs):
     rank = len(b.shape(node.input[0]))
     default = -1 if b.opset >= 13 else 1
-    axis = attrs.get("axis", default) % rank
+    axis = b.axis(attrs.get("axis", default), rank)
     if b.opset < 13 and axis != rank - 1:
         raise b.error(f"opset {b.opset} Softmax flattens from axis {axis}; only the last axis "
                       "matches the per-axis softmax")
@@ -147,7 +147,11 @@ def _reshape(b, node, attrs):
 
 def _flatten(b, node, attrs):
     shape = b.shape(node.input[0])
-    axis = attrs.get("axis", 1) % (len(shape) + 1) if shape else 0
+    rank = len(shape)
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:       # Flatten's axis may be the rank itself: [-r, r]
+        raise b.error(f"axis {axis} is out of range for rank {rank} (expected {-rank} to {rank})")
+    axis = axis + rank if axis < 0 else axis
     _reshape_to(b, node, (int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64))))
 
 
@@ -162,7 +166,7 @@ def _axes(b, node, attrs) -> list[int] | None:
 def _squeeze(b, node, attrs):
     shape = list(b.shape(node.input[0]))
     axes = _axes(b, node, attrs)
-    axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [a % len(shape) for a in axes]
+    axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [b.axis(a, len(shape)) for a in axes]
     _reshape_to(b, node, [d for i, d in enumerate(shape) if i not in axes])
 
 
@@ -170,7 +174,7 @@ def _unsqueeze(b, node, attrs):
     shape = list(b.shape(node.input[0]))
     axes = _axes(b, node, attrs)
     rank = len(shape) + len(axes or [])
-    for axis in sorted(a % rank for a in axes or []):
+    for axis in sorted(b.axis(a, rank) for a in axes or []):
         shape.insert(axis, 1)
     _reshape_to(b, node, shape)
 

@@ -93,7 +93,7 @@ def _reduce(kind: str):
         if not axes:
             b.alias(node.output[0], node.input[0])
             return
-        b.op(kind, [b.value(node.input[0])], {"axes": tuple(a % rank for a in axes),
+        b.op(kind, [b.value(node.input[0])], {"axes": tuple(b.axis(a, rank) for a in axes),
                                               "keep_dims": bool(attrs.get("keepdims", 1))}, out=node.output[0])
     return convert
 
@@ -101,7 +101,7 @@ def _reduce(kind: str):
 def _concat(b, node, attrs):
     values = [b.value(n) for n in node.input if n]
     rank = len(b.shape(node.input[0]))
-    b.op("Concat", values, {"axis": attrs["axis"] % rank}, out=node.output[0])
+    b.op("Concat", values, {"axis": b.axis(attrs["axis"], rank)}, out=node.output[0])
 
 
 def _slice_to(b, node, out_name, source, begins, ends, steps):
@@ -110,7 +110,7 @@ def _slice_to(b, node, out_name, source, begins, ends, steps):
 
 def _split(b, node, attrs):
     shape = b.shape(node.input[0])
-    axis = attrs.get("axis", 0) % len(shape)
+    axis = b.axis(attrs.get("axis", 0), len(shape))
     if "split" in attrs:
         sizes = list(attrs["split"])
     elif len(node.input) > 1 and node.input[1]:
@@ -138,7 +138,7 @@ def _slice(b, node, attrs):
     else:
         get = lambda i: [int(v) for v in b.array(node.input[i])] if len(node.input) > i and node.input[i] else None
         starts, ends, axes, steps = get(1), get(2), get(3), get(4)
-    axes = list(range(len(starts))) if axes is None else [a % len(shape) for a in axes]
+    axes = list(range(len(starts))) if axes is None else [b.axis(a, len(shape)) for a in axes]
     steps = steps or [1] * len(axes)
     begins, finals, strides = [0] * len(shape), list(shape), [1] * len(shape)
     for axis, start, end, step in zip(axes, starts, ends, steps):
@@ -156,10 +156,15 @@ def _slice(b, node, attrs):
 def _gather(b, node, attrs):
     indices = np.asarray(b.array(node.input[1]))
     shape = b.shape(node.input[0])
-    axis = attrs.get("axis", 0) % len(shape)
-    flat = tuple(int(i) % shape[axis] for i in indices.reshape(-1))
+    axis = b.axis(attrs.get("axis", 0), len(shape))
+    size = shape[axis]
     if indices.ndim > 1:
         raise b.error("Gather with indices of rank > 1 is not supported")
+    wrong = [int(i) for i in indices.reshape(-1) if not -size <= i < size]
+    if wrong:       # onnxruntime refuses them too; wrapping would gather another row
+        raise b.error(f"Gather indices {wrong} are out of range for axis {axis} of size {size} "
+                      f"(expected {-size} to {size - 1})")
+    flat = tuple(int(i) % size for i in indices.reshape(-1))
     y = b.op("Gather", [b.value(node.input[0])], {"axis": axis, "indices": flat},
              out=None if indices.ndim == 0 else node.output[0])
     if indices.ndim == 0:                     # a scalar index drops the axis
@@ -176,7 +181,7 @@ def _pad(b, node, attrs):
     if len(node.input) > 2 and node.input[2]:
         value = float(b.array(node.input[2]))
     if len(node.input) > 3 and node.input[3]:
-        axes = [int(a) % rank for a in b.array(node.input[3])]
+        axes = [b.axis(a, rank) for a in b.array(node.input[3])]
         full = [0] * (2 * rank)
         for i, axis in enumerate(axes):
             full[axis], full[rank + axis] = pads[i], pads[len(axes) + i]
@@ -235,7 +240,7 @@ def _space_to_depth(b, node, attrs):
 
 def _log_softmax(b, node, attrs):
     rank = len(b.shape(node.input[0]))
-    axis = attrs.get("axis", -1 if b.opset >= 13 else 1) % rank
+    axis = b.axis(attrs.get("axis", -1 if b.opset >= 13 else 1), rank)
     if b.opset < 13 and axis != rank - 1:
         raise b.error(f"opset {b.opset} LogSoftmax flattens from axis {axis}; only the last axis is supported")
     b.op("LogSoftmax", [b.value(node.input[0])], {"axis": axis}, out=node.output[0])
@@ -253,7 +258,7 @@ def _layer_norm(b, node, attrs):
     if len(node.output) > 1 and any(node.output[1:]):
         raise b.error("LayerNormalization's Mean and InvStdDev outputs are not supported")
     rank = len(b.shape(node.input[0]))
-    axis = attrs.get("axis", -1) % rank
+    axis = b.axis(attrs.get("axis", -1), rank)
     eps = float(attrs.get("epsilon", 1e-5))
     scale = b.array(node.input[1]).astype(np.float32)
     bias = b.array(node.input[2]).astype(np.float32) if len(node.input) > 2 and node.input[2] else None

@@ -113,6 +113,7 @@ def fold_batch_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
     for node in nodes:
         conv = _conv_before(node, "BatchNormalization", maps, keep, known)
         if (conv is None or len(node.output) > 1 and any(node.output[1:])
+                or attributes(node).get("training_mode", 0)     # batch statistics: refused later
                 or not all(n in known for n in node.input[1:5] if n)):
             out.append(node)
             continue
