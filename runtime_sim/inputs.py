@@ -120,17 +120,34 @@ def elem_name(dtype: np.dtype) -> str:
     return str(dtype)
 
 
-def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], option: str) -> None:
+def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], option: str,
+                      declared: dict[str, np.dtype] | None = None) -> None:
     """A value whose element type is not its input's is an error (exit 1): the simulator
     would convert it, and a silently rounded or truncated input is a wrong answer.
-    ``vpuc run --cast-inputs`` skips this check and converts (``network.cast_to``)."""
+    ``vpuc run --cast-inputs`` skips this check and converts (``network.cast_to``).
+
+    ``declared`` are the types the source model gives its inputs (an ONNX model's f32,
+    imported at f16): a value of that type is what the model takes, and is rounded to the
+    program's type as its weights were, unless a value lies beyond the program's range."""
     by_name = {b.name: b for b in buffers}
     for name, value in bound.items():
-        expected = numpy_dtype(by_name[name].type.elem)
-        if value.dtype != expected:
-            raise VpucError(f"{option}: input %{name} is {by_name[name].type.elem}, the value "
-                            f"given is {elem_name(value.dtype)}; give it as "
-                            f"{by_name[name].type.elem}, or pass --cast-inputs to convert it")
+        elem = by_name[name].type.elem
+        expected = numpy_dtype(elem)
+        if value.dtype == expected:
+            continue
+        if declared and value.dtype == declared.get(name):
+            if expected.kind == "f" and value.dtype.kind == "f":
+                limit = float(np.finfo(expected).max)
+                finite = value[np.isfinite(value)]
+                if finite.size and float(np.abs(finite).max()) > limit:
+                    raise VpucError(f"{option}: input %{name} holds values beyond the {elem} range "
+                                    f"(±{limit:g}), which the model, imported as {elem}, cannot hold; "
+                                    "scale it into range (--cast-inputs would make them ±inf)")
+                continue
+        raise VpucError(f"{option}: input %{name} is {elem}, the value given is "
+                        f"{elem_name(value.dtype)}; give it as {elem}"
+                        + (f" or as the model's {elem_name(declared[name])}" if declared and name in declared else "")
+                        + ", or pass --cast-inputs to convert it")
 
 
 # ------------------------------------------------------------------ comparing

@@ -152,6 +152,15 @@ class ProgressBar:
             self.stream.flush()
 
 
+def _declared_input_types(file: str) -> dict:
+    """An .onnx FILE's input types as the model declares them (f32, imported at f16)."""
+    from vpuc.onnx_import.source import is_onnx
+    if not is_onnx(file):
+        return {}
+    from vpuc.onnx_import.model import declared_input_types
+    return declared_input_types(file)
+
+
 def display_path(path: str) -> str:
     """Relative to the working directory when the file is under it (stable in messages)."""
     try:
@@ -205,7 +214,7 @@ def cmd_run(args) -> int:
     given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
                  "input")
     if not args.cast_inputs:
-        check_input_types(given, inputs_decl, "--input")
+        check_input_types(given, inputs_decl, "--input", _declared_input_types(args.file))
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
                     "--expected", "output")
     files = output_files(args.output, [b.name for b in outputs_decl])

@@ -176,3 +176,27 @@ def test_compile_error_quotes_the_imported_op(tmp_path, capsys):
     assert code == 1
     assert err.startswith(f"{model} (imported):6:3: error: ReduceSum %reducesum_4 "), err
     assert not (tmp_path / "perm.blob").exists()
+
+
+def test_run_takes_inputs_in_the_models_own_type(tmp_path, capsys):
+    """An f32 model imported at f16 takes the f32 arrays onnxruntime takes, rounded to f16
+    as its weights are; another type, or values f16 cannot hold, are refused."""
+    x4 = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 2, 8])
+    path = _model_with(tmp_path, helper.make_node("Relu", ["x"], ["y"]), [x4], out_shape=(1, 4, 2, 8))
+    x = np.random.default_rng(0).standard_normal((1, 4, 2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    code, _, err = _run(capsys, "run", path, "--input", f"x=@{tmp_path / 'x.npy'}",
+                        "--output-dir", tmp_path / "out")
+    assert (code, err) == (0, "")
+    # Relu of an f16 value is that value or zero: exact
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), np.maximum(x.astype(np.float16), 0))
+    np.save(tmp_path / "x64.npy", x.astype(np.float64))
+    code, _, err = _run(capsys, "run", path, "--input", f"x=@{tmp_path / 'x64.npy'}")
+    assert (code, err) == (1, "error: --input: input %x is f16, the value given is f64; give it as f16 "
+                              "or as the model's f32, or pass --cast-inputs to convert it\n")
+    x[0, 1, 1, 3] = 7e4
+    np.save(tmp_path / "big.npy", x)
+    code, _, err = _run(capsys, "run", path, "--input", f"x=@{tmp_path / 'big.npy'}")
+    assert (code, err) == (1, "error: --input: input %x holds values beyond the f16 range (±65504), "
+                              "which the model, imported as f16, cannot hold; scale it into range "
+                              "(--cast-inputs would make them ±inf)\n")

@@ -84,6 +84,16 @@ def _read(path: Path):
     return model, data
 
 
+def declared_input_types(path: str | Path) -> dict[str, np.dtype]:
+    """The element type each graph input of the (already loaded and checked) model at
+    ``path`` declares, by its ONNX name: what ``vpuc run --input`` may give it."""
+    onnx = _onnx()
+    model, _ = _read(Path(path))
+    initializers = {init.name for init in model.graph.initializer}
+    return {value.name: np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+            for value in model.graph.input if value.name not in initializers}
+
+
 def _opset(path: Path, model) -> int:
     versions = {imp.domain: imp.version for imp in model.opset_import}
     version = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
