@@ -99,7 +99,11 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
 def _check_shapes(b: GraphBuilder, node, shapes: dict[str, tuple[int, ...]]) -> None:
     """Each output the node made has the shape ONNX's shape inference gives it: a converter
     that got an attribute wrong fails here, at its node, instead of computing something else."""
+    if any(name in b.off_inference for name in node.input):
+        b.off_inference.update(name for name in node.output if name)
     for name in node.output:
+        if name in b.off_inference:
+            continue
         want = shapes.get(name)
         if not name or want is None or not (b.is_known(name) or name in b.values):
             continue

@@ -68,6 +68,9 @@ class GraphBuilder:
         self.merged_from: dict[str, tuple[OnnxNode, ...]] = {}
         self._taken: set[str] = set()
         self.node = None                       # the ONNX node being converted
+        # ONNX values whose shape rightly differs from what ONNX's shape inference says
+        # (``beside_shape_inference``), and every value computed from them
+        self.off_inference: set[str] = set()
         self.overflows: list[str] = []
 
     # ----------------------------------------------------------------- errors
@@ -75,6 +78,12 @@ class GraphBuilder:
     def error(self, message: str) -> NodeError:
         where = describe_node(self.node, self.opset) if self.node is not None else "the model"
         return NodeError(f"{self.source}: {where}: {message}")
+
+    def beside_shape_inference(self, onnx_name: str) -> None:
+        """``onnx_name`` follows the operator's spec where ONNX's shape inference does not
+        (a MaxPool's ceil_mode window in the right padding): its shape is not checked
+        against the inferred one, nor is anything computed from it."""
+        self.off_inference.add(onnx_name)
 
     def axis(self, value: int, rank: int, what: str = "axis") -> int:
         """``value`` as an axis in [0, rank); ONNX allows [-rank, rank), anything else is

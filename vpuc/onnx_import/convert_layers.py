@@ -105,20 +105,28 @@ def _max_pool(b, node, attrs):
         raise b.error(f"MaxPool dilations {list(dilations)} are not supported")
     if attrs.get("ceil_mode", 0):
         # Padding with -inf at the end is what ceil_mode adds: one more window where the
-        # last one would start inside the padded input.
+        # last one would start inside the input or its left padding.
         h, w = b.shape(node.input[0])[2:]
-        end = tuple(e + _ceil_extra(size + bb + e, k, s)
-                    for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides))
+        extra = [_ceil_extra(size, bb, e, k, s) for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides)]
+        if any(x < 0 for x in extra):
+            b.beside_shape_inference(node.output[0])
+        end = tuple(e + max(x, 0) for e, x in zip(end, extra))
     b.op("MaxPool", [b.value(node.input[0])],
          {"kernel": kernel, "strides": strides, "pads_begin": begin, "pads_end": end}, out=node.output[0])
 
 
-def _ceil_extra(padded: int, k: int, s: int) -> int:
+def _ceil_extra(size: int, begin: int, end: int, k: int, s: int) -> int:
+    """The padding ceil_mode adds at the end of an axis; -1 where the spec's rule drops the
+    window ceil_mode adds ("sliding windows that would start in the right padded region
+    are ignored", as onnxruntime and PyTorch do) but ONNX's shape inference counts it."""
+    padded = size + begin + end
     floor_out = (padded - k) // s + 1
     ceil_out = -(-(padded - k) // s) + 1
-    if ceil_out > floor_out and (ceil_out - 1) * s < padded:   # ONNX drops a window starting in the pad
+    if ceil_out == floor_out:
+        return 0
+    if (ceil_out - 1) * s < size + begin:
         return (ceil_out - 1) * s + k - padded
-    return 0
+    return -1
 
 
 def _softmax(b, node, attrs):

@@ -144,12 +144,15 @@ def _slice(b, node, attrs):
     for axis, start, end, step in zip(axes, starts, ends, steps):
         # clamp like ONNX (and numpy slicing): huge sentinels such as INT64_MAX mean "to the end"
         size = shape[axis]
-        clamp = (lambda v: max(-1, min(v, size - 1))) if step < 0 else (lambda v: max(0, min(v, size)))
         start = start + size if start < 0 else start
         end = end + size if end < 0 and end > -(2 ** 62) else end
-        begins[axis], finals[axis], strides[axis] = clamp(start), clamp(end), step
-    if any(s < 0 and f == -1 for s, f in zip(strides, finals)):
-        raise b.error("a negative-step Slice that runs to the start of an axis is not supported")
+        if step < 0:    # the spec: starts to [0, dim - 1], ends to [-1, dim - 1]
+            start, end = max(0, min(start, size - 1)), max(-1, min(end, size - 1))
+            if end == -1:   # through index 0: the graph's Slice counts as Python does
+                end = -size - 1
+        else:           # both to [0, dim]
+            start, end = max(0, min(start, size)), max(0, min(end, size))
+        begins[axis], finals[axis], strides[axis] = start, end, step
     _slice_to(b, node, node.output[0], b.value(node.input[0]), begins, finals, strides)
 
 
