@@ -127,3 +127,17 @@ def test_a_non_last_axis_runs_on_the_tensor_in_place(tmp_path, capsys):
     kernel on them re-typed (N x H x W x C in order NHWC), no transposing copies."""
     _, _, _, _, out = _case(tmp_path, capsys, "Softmax", (1, 16, 4, 8), {"axis": 1})
     assert "DMA          2,048 bytes in 2 transfers" in out
+
+
+@pytest.mark.parametrize("op,attrs", [("Softmax", {"axis": 0}), ("LogSoftmax", {"axis": -1}),
+                                      ("ReduceMax", {"axes": [0], "keepdims": 1}),
+                                      ("ReduceMean", {"axes": [-1], "keepdims": 1}),
+                                      ("ReduceSum", {"axes": [0], "keepdims": 1})])
+def test_the_only_axis_of_a_vector(op, attrs, tmp_path, capsys):
+    """A rank-1 tensor's one axis is the reduced one, so its block pipeline has no axis to
+    cut: one block of whole tensors.  It used to cut along axis 0 at the output's extent,
+    so the kernel saw x[0:1] (ReduceMax of 37 values returned the first; Softmax wrote one
+    value and left the rest unwritten)."""
+    x, got, want, _, _ = _case(tmp_path, capsys, op, (37,), attrs, opset=11)
+    total = np.abs(x).sum() / (37 if op == "ReduceMean" else 1)
+    _within(got, want, U16 * np.abs(want) + 4 * 37 * EPS32 * (1 + total))

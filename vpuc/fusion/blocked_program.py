@@ -170,7 +170,9 @@ def type_text(t: TensorType) -> str:
 
 def block_type(t: TensorType, axis: int, rank: int, size: int) -> TensorType:
     """``t`` with its dim along master axis ``axis`` (right-aligned ranks) set to ``size``
-    when it spans that axis (dims of 1 broadcast and stay)."""
+    when it spans that axis (dims of 1 broadcast and stay); ``axis`` None: whole tensors."""
+    if axis is None:
+        return t
     a = axis - (rank - t.rank)
     if not 0 <= a < t.rank or t.dims[a] == 1:      # rank 0, or not along the axis
         return t
@@ -181,6 +183,8 @@ def block_type(t: TensorType, axis: int, rank: int, size: int) -> TensorType:
 def spans(t: TensorType, axis: int, rank: int) -> bool:
     """Whether ``t`` (right-aligned in a master of ``rank`` dims) has an extent along ``axis``
     that blocks cut, so halves of a block are different bytes."""
+    if axis is None:
+        return False
     a = axis - (rank - t.rank)
     return 0 <= a < t.rank and t.dims[a] != 1
 
@@ -195,7 +199,7 @@ def _slices(t: TensorType, axis: int, rank: int, start: int, stop: int,
             inner: tuple[int, int, int] | None = None) -> str:
     """Slices of ``t`` along master ``axis``; with ``inner`` ``(axis, start, stop)`` along
     that axis too (a box of ``shave_boxes``); dims of 1 broadcast and stay whole."""
-    cuts = {axis - (rank - t.rank): (start, stop)}
+    cuts = {axis - (rank - t.rank): (start, stop)} if axis is not None else {}
     if inner is not None:
         cuts[inner[0] - (rank - t.rank)] = inner[1:]
     parts = []
@@ -214,7 +218,7 @@ def build_program(module: str, kernel_decls: list[str], values: list[Value],
     return prog.render(module, arch, tiles, stacks)
 
 
-def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int,
+def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, axis: int | None,
                 rank: int, extent: int, blocks: int, tiles: int = 2, prefix: str = "",
                 gate: tuple[str, ...] = (), finish: str | None = None, offset: int = 0,
                 first_tile: int = 0, inner: int | None = None,
@@ -222,7 +226,8 @@ def emit_blocks(prog: ProgramText, values: list[Value], stages: list[Stage], *, 
     """Add one block pipeline over ``stages`` to ``prog``; ``values`` are the values the
     stages read or write (declared by the caller when they live in DDR).  The pipeline
     covers ``extent`` elements of the axis from ``offset`` (a tail pipeline after a main one
-    when the axis does not divide evenly), its first block on tile ``first_tile``; a
+    when the axis does not divide evenly), its first block on tile ``first_tile`` (``axis``
+    None: one block of whole tensors, whose dims may differ, as a reduction's do); a
     stage's ``boxes`` cut its block along ``axis`` and ``inner``.  Returns the per-tile
     stages' outputs (``_per_tile``) as ``{tile: (barrier, {value: buffer})}``; a later
     pipeline of the same stages given them as ``shared`` reads them instead of running

@@ -74,8 +74,7 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
                             library, made, nhwc, seg_values, axis, chunk, outermost,
                             boxes, inner)
         last = i == len(runs) - 1
-        shared = emit_blocks(prog, seg_values, stages, axis=axis if axis is not None else 0,
-                             rank=rank,
+        shared = emit_blocks(prog, seg_values, stages, axis=axis, rank=rank,
                              extent=count * chunk if axis is not None else 1, blocks=count,
                              tiles=tiles, prefix=prefix + ("tail." if i else ""), gate=gate,
                              finish=finish if last else None, offset=offset,
