@@ -90,3 +90,17 @@ def test_encoder_attention_has_no_ddr_copies_by_default(tmp_path):
     # may sum in another order; the f16 results agree within the ulps dpu_testlib allows.
     for name in outs["naive"]:
         assert_close(outs["default"][name], outs["naive"][name], ulps=3)
+
+
+def test_one_head_chain_is_folded_on_one_side_only(tmp_path):
+    """With one head, the head split's Reshape/Transpose fits both a projection's store and
+    the QK^T MatMul's load.  Both folded it: the projection stored into the chain's end and
+    QK^T read its start, which nothing wrote (an internal error, KeyError 't2_0', found by a
+    fuzz of transformer blocks).  The first MatMul to fold a chain keeps it."""
+    path = encoder_layer(seq=17, width=16, heads=1).save(tmp_path / "enc1.onnx", "enc1")
+    programs = {s: api.compile(path, schedule=s) for s in ("naive", "default")}
+    assert _ddr_copies(programs["default"]) == []
+    tokens = np.random.default_rng(4).standard_normal((1, 17, 16)).astype(np.float16)
+    outs = {s: api.simulate(p, {"tokens": tokens}).outputs for s, p in programs.items()}
+    for name in outs["naive"]:
+        assert_close(outs["default"][name], outs["naive"][name], ulps=3)

@@ -203,7 +203,8 @@ def fold_views(graph: Graph, segments: list) -> list:
             if op.operands.count(v) != 1:
                 continue
             chain = []
-            while v in dma and single_user(v) is (chain[-1] if chain else op):
+            # (a chain another MatMul already stores through is that MatMul's: read its end)
+            while v in dma and id(dma[v]) not in dropped and single_user(v) is (chain[-1] if chain else op):
                 chain.append(dma[v].dma)
                 v = dma[v].dma.operands[0]
             if not chain:
@@ -223,7 +224,8 @@ def fold_views(graph: Graph, segments: list) -> list:
             dropped.update(id(dma[link.result]) for link in chain)
         out, chain = layer.output, []
         nxt = single_user(out)
-        while nxt is not None and nxt.result in dma and dma[nxt.result].dma is nxt:
+        while (nxt is not None and nxt.result in dma and dma[nxt.result].dma is nxt
+               and id(dma[nxt.result]) not in dropped):
             chain.append(nxt)
             nxt = single_user(nxt.result)
         if not chain:
