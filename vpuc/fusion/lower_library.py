@@ -213,7 +213,11 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
         dims = list(t.dims)
         dims[seg.cut[2]] //= blocks
         return TensorType(tuple(dims), t.elem, t.order)
-    block_in, block_out = block_view(seg.view_in), block_view(seg.view_out)
+    def moved(t: TensorType, axis: int | None) -> TensorType:    # a DDR block's own type
+        return block_view(t) if seg.cut is None or axis is None else TensorType(
+            tuple(d // blocks if i == axis else d for i, d in enumerate(t.dims)), t.elem, t.order)
+    block_in = _unambiguous(block_view(seg.view_in), moved(src.type, seg.cut and seg.cut[0]))
+    block_out = _unambiguous(block_view(seg.view_out), moved(dst.type, seg.cut and seg.cut[1]))
     kept = len(block_in.dims) - 1
     half = next((d for d in range(kept) if block_in.dims[d] % 2 == 0), None)
     parts: dict[tuple[int, int], list[tuple[str, str]]] = {}
@@ -261,6 +265,17 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
                             f"outputs({dst_part} as %r0) waits({', '.join(waits)}) "
                             f"updates(%{p}done{k}) {{")
             prog.act += region + [f"    run({', '.join(args)})", "  }"]
+
+
+def _unambiguous(view: TensorType, moved: TensorType) -> TensorType:
+    """``view`` with a leading dim of 1 when it has the shape of the DDR block it is copied
+    from or to in another dims order: a plain DMA copies bytes in order (a flattening copy)
+    only between different shapes; between equal ones it would be a permute (VIR's rule),
+    so Softmax over C of a 1x16x16 CHW tensor (viewed as 1x16x16 with C last) needs it."""
+    if view.bound_shape != moved.bound_shape or view.order == moved.order:
+        return view
+    return TensorType((1,) + tuple(view.dims), view.elem,
+                      DimsOrder((0,) + tuple(a + 1 for a in view.order.perm)))
 
 
 def _slice(t: TensorType, axis: int, k: int, blocks: int) -> str:
