@@ -1,0 +1,99 @@
+"""One case of the differential fuzz: an ONNX model through ``vpuc.compile`` and the
+simulator with numerics, against onnxruntime on the same f16-valued input.
+
+Outcomes:
+
+- ``ok``: the outputs agree within the whole-model tolerance of docs/onnx-import.md
+  (cosine similarity >= 0.999 and max |diff| <= 1% of the output's range, or of its
+  magnitude when that is larger: an output of one constant has no range), and the
+  simulated cycles are at least the schedule-free lower bound;
+- ``refused``: vpuc says why it cannot take the model (a ``VpucError``): allowed,
+  unless the error is located in the program lower-graph wrote (``<lower-graph ...>``:
+  a lowering that broke the verifier's rules is vpuc's bug, counted as ``crash``);
+- ``wrong``: another shape, a NaN or inf, or outside the tolerance;
+- ``disputed``: outside the tolerance of onnxruntime but within that of ONNX's own
+  reference evaluator (the spec's executable definition).  Nearest Resize at a
+  rounding tie is one: x_original = 3.0 exactly in real arithmetic, and onnxruntime's
+  float32 arithmetic floors it to 2;
+- ``bound``: fewer simulated cycles than the lower bound, which no schedule can do;
+- ``crash``: any other exception (an internal error);
+- ``invalid``: ONNX's checker or onnxruntime refuses the model the generator made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+COSINE = 0.999
+RANGE_SHARE = 0.01
+
+
+@dataclass
+class Outcome:
+    kind: str
+    detail: str = ""
+    cycles: float = 0.0
+
+
+def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
+    import onnxruntime as ort
+    from runtime_sim.bound_input import program_bound
+    from vpuc import api
+    from vpuc.diagnostics import VpucError
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        return Outcome("invalid", str(exc).splitlines()[0][:200])
+    path = workdir / "case.onnx"
+    onnx.save(model, path)
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(seed).standard_normal(dims).astype(np.float16)
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        want = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x.astype(np.float32)})[0]
+    except Exception as exc:
+        return Outcome("invalid", f"onnxruntime: {str(exc).splitlines()[0][:200]}")
+    try:
+        sim = api.simulate(api.compile(path), {"x": x})
+        got = next(iter(sim.outputs.values())).astype(np.float32)
+        bound = program_bound(sim.result.plan, sim.result.timeline).cycles
+    except VpucError as exc:
+        text = str(exc).splitlines()[0]
+        return Outcome("crash" if text.startswith("<lower-graph") else "refused", text)
+    except Exception as exc:                      # noqa: BLE001 - what the fuzz looks for
+        return Outcome("crash", f"{type(exc).__name__}: {exc}"[:300])
+    if got.shape != want.shape:
+        return Outcome("wrong", f"shape {got.shape}, onnxruntime {want.shape}")
+    if not np.isfinite(got).all():
+        return Outcome("wrong", f"{int((~np.isfinite(got)).sum())} values not finite")
+    differ = _differs(got, want)
+    if differ:
+        from onnx.reference import ReferenceEvaluator
+        spec = ReferenceEvaluator(model).run(None, {"x": x.astype(np.float32)})[0]
+        if spec.shape == got.shape and not _differs(got, spec):
+            return Outcome("disputed", f"onnxruntime: {differ}; the ONNX reference agrees")
+        return Outcome("wrong", differ)
+    if bound > sim.cycles * (1 + 1e-9):
+        return Outcome("bound", f"{sim.cycles:,.0f} cycles under the bound {bound:,.0f}", sim.cycles)
+    return Outcome("ok", cycles=sim.cycles)
+
+
+def _differs(got: np.ndarray, want: np.ndarray) -> str:
+    """Why ``got`` is outside the whole-model tolerance of ``want``; "" when it is within."""
+    if not want.size:
+        return ""
+    # the range, or the magnitude of an output that is constant (a softmax over one element)
+    span = float(max(want.max() - want.min(), np.abs(want).max()))
+    error = float(np.abs(got - want).max())
+    norms = float(np.linalg.norm(got) * np.linalg.norm(want))
+    cosine = float(got.ravel() @ want.ravel()) / norms if norms else 1.0
+    if error > RANGE_SHARE * max(span, 1e-3) or (norms and cosine < COSINE):
+        return f"max |diff| {error:.4g} of range {span:.4g}, cosine {cosine:.6f}"
+    return ""

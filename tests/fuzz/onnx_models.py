@@ -1,0 +1,251 @@
+"""Random ONNX models for the differential fuzz against onnxruntime (``bench/onnx_fuzz.py``,
+``tests/fuzz/test_onnx_fuzz.py``).
+
+Three families, each a model made from ``(family, seed, index)`` alone, so any case
+can be remade:
+
+- ``op``: one node of an op vpuc imports, with attributes drawn over their ranges
+  (pads, strides, dilations, groups, ceil_mode, negative axes and steps, coordinate
+  modes), at odd sizes;
+- ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, BatchNorm, activations, pools,
+  squeeze-excite, residual, concat, resize, a classifier head);
+- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms.
+
+Every case has one float input named ``x`` and one output.  Weights are scaled by
+1/sqrt(fan-in), so activations stay of order one through the layers.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FAMILIES = ("op", "cnn", "transformer")
+
+
+class _Model:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.np = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+
+    def init(self, array) -> str:
+        name = f"c{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def ints(self, values) -> str:
+        return self.init(np.asarray(values, np.int64))
+
+    def weight(self, shape, fan_in: int) -> str:
+        return self.init((self.np.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32))
+
+    def node(self, op: str, inputs, n_out: int = 1, **attrs) -> str:
+        outs = [f"t{len(self.nodes)}_{i}" for i in range(n_out)]
+        self.nodes.append(helper.make_node(op, list(inputs), outs, **attrs))
+        return outs[-1]
+
+    def model(self, shape, out: str, opset: int) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 9
+        return model
+
+
+def make(family: str, seed: int, index: int) -> onnx.ModelProto:
+    """The case ``index`` of ``family`` in the campaign ``seed``."""
+    m = _Model(seed * 1_000_003 + index * len(FAMILIES) + FAMILIES.index(family))
+    return {"op": _one_op, "cnn": _cnn, "transformer": _transformer}[family](m)
+
+
+# ------------------------------------------------------------------ one op
+
+def _one_op(m: _Model) -> onnx.ModelProto:
+    r = m.rng
+    kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
+                     "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary"])
+    rank = r.randint(2, 4)
+    shape = [r.randint(1, 6) for _ in range(rank)]
+    if kind == "conv":
+        c = r.choice([1, 3, 4, 8]); g = r.choice([d for d in (1, 2, c) if c % d == 0])
+        k, s, d = r.choice([1, 2, 3, 5]), r.choice([1, 2, 3]), r.choice([1, 2])
+        hw = [r.randint(k * d, 13), r.randint(k * d, 13)]
+        attrs = dict(kernel_shape=[k, k], strides=[s, r.choice([1, s])], group=g)
+        if r.random() < 0.3:
+            attrs["auto_pad"] = r.choice(["SAME_UPPER", "SAME_LOWER", "VALID"])
+        else:
+            attrs.update(pads=[r.randint(0, k - 1) for _ in range(4)], dilations=[d, 1])
+        oc = g * r.choice([1, 2, 5])
+        y = m.node("Conv", ["x", m.weight((oc, c // g, k, k), c // g * k * k), m.weight((oc,), 10)], **attrs)
+        return m.model([1, c] + hw, y, 17)
+    if kind == "pool":
+        op, k, s = r.choice(["MaxPool", "AveragePool"]), r.choice([1, 2, 3]), r.choice([1, 2, 3])
+        attrs = dict(kernel_shape=[k, r.choice([1, k])], strides=[s, r.choice([1, s])],
+                     pads=[r.randint(0, k - 1) for _ in range(4)])
+        if op == "MaxPool":
+            attrs["ceil_mode"] = r.choice([0, 1])
+        else:
+            attrs["count_include_pad"] = r.choice([0, 1])
+        return m.model([1, 3, r.randint(k, 11), r.randint(k, 11)], m.node(op, ["x"], **attrs), 17)
+    if kind == "resize":
+        mode = r.choice(["nearest", "linear"])
+        attrs = dict(mode=mode, coordinate_transformation_mode=r.choice(
+            ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]))
+        if mode == "nearest":
+            attrs["nearest_mode"] = r.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+        sizes = m.ints([1, 2, r.randint(1, 12), r.randint(1, 12)])   # sizes: no tie under inexact scales
+        return m.model([1, 2, r.randint(1, 9), r.randint(1, 9)], m.node("Resize", ["x", "", "", sizes], **attrs), 19)
+    if kind == "slice":
+        axes = r.sample(range(rank), r.randint(1, rank))
+        steps = [r.choice([1, 1, 2, -1, -2]) for _ in axes]
+        starts = [r.randint(-shape[a] - 2, shape[a] + 2) for a in axes]
+        ends = [r.choice([r.randint(-shape[a] - 2, shape[a] + 2), 2 ** 62, -2 ** 62]) for a in axes]
+        axes = [a - rank if r.random() < 0.3 else a for a in axes]
+        ins = ["x", m.ints(starts), m.ints(ends), m.ints(axes), m.ints(steps)]
+        return m.model(shape, m.node("Slice", ins), 17)
+    if kind == "reduce":
+        op = r.choice(["ReduceMean", "ReduceSum", "ReduceMax"])
+        axes = [a - rank if r.random() < 0.3 else a for a in sorted(r.sample(range(rank), r.randint(1, rank)))]
+        return m.model(shape, m.node(op, ["x", m.ints(axes)], keepdims=r.choice([0, 1])), 18)
+    if kind == "softmax":
+        op = r.choice(["Softmax", "LogSoftmax"])
+        return m.model(shape, m.node(op, ["x"], axis=r.randint(-rank, rank - 1)), 17)
+    if kind == "transpose":
+        perm = list(range(rank)); r.shuffle(perm)
+        return m.model(shape, m.node("Transpose", ["x"], perm=perm), 17)
+    if kind == "split":
+        axis = r.randint(-rank, rank - 1)
+        shape[axis] *= 2
+        return m.model(shape, m.node("Split", ["x"], n_out=2, axis=axis, num_outputs=2), 18)
+    if kind == "pad":
+        pads = m.ints([r.randint(0, 2) for _ in range(2 * rank)])
+        return m.model(shape, m.node("Pad", ["x", pads, m.init(np.float32(0.5))], mode="constant"), 19)
+    if kind == "gemm":
+        ta, tb = r.choice([0, 1]), r.choice([0, 1])
+        mm, k, n = r.randint(1, 6), r.randint(1, 40), r.randint(1, 40)
+        b = m.weight((n, k) if tb else (k, n), k)
+        c = m.weight(r.choice([(n,), (mm, n), (1,), (mm, 1)]), 10)
+        y = m.node("Gemm", ["x", b, c], transA=ta, transB=tb, alpha=r.choice([1.0, 0.5]), beta=r.choice([1.0, 2.0]))
+        return m.model([k, mm] if ta else [mm, k], y, 17)
+    if kind == "matmul":
+        n = r.randint(1, 40)
+        return m.model(shape, m.node("MatMul", ["x", m.weight((shape[-1], n), shape[-1])]), 17)
+    if kind == "flatten":
+        return m.model(shape, m.node("Flatten", ["x"], axis=r.randint(-rank, rank)), 17)
+    if kind == "gather":
+        axis = r.randint(-rank, rank - 1)
+        size = shape[axis]
+        idx = [r.randint(-size, size - 1) for _ in range(r.randint(1, 3))]
+        return m.model(shape, m.node("Gather", ["x", m.ints(idx)], axis=axis), 17)
+    if kind == "unary":
+        op = r.choice(["Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu",
+                       "Erf", "Softplus", "Mish", "Abs", "Neg", "Exp", "Floor"])
+        attrs = {"alpha": 0.3} if op in ("LeakyRelu", "Elu", "HardSigmoid") else {}
+        return m.model(shape, m.node(op, ["x"], **attrs), 17)
+    op = r.choice(["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"])
+    other = [d if r.random() < 0.6 else 1 for d in shape][r.randint(0, rank - 1):]
+    b = m.init(m.np.uniform(0.5, 1.5, other).astype(np.float32))
+    x = m.node("Abs", ["x"]) if op == "Pow" else "x"
+    return m.model(shape, m.node(op, [x, b]), 17)
+
+
+# ------------------------------------------------------------------ CNNs
+
+def _conv(m: _Model, x: str, c: int, oc: int, k: int, s: int, group: int = 1) -> str:
+    p = k // 2
+    return m.node("Conv", [x, m.weight((oc, c // group, k, k), c // group * k * k), m.weight((oc,), 10)],
+                  kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, group=group)
+
+
+def _cnn(m: _Model) -> onnx.ModelProto:
+    r = m.rng
+    c = r.choice([3, 8, 16, 24]); h = r.choice([7, 8, 15, 16, 23, 32]); w = r.choice([h, h + 3, 9])
+    shape, cur = [1, c, h, w], "x"
+    for _ in range(r.randint(2, 7)):
+        kind = r.choice(["conv", "conv", "dw", "act", "pool", "se", "res", "concat", "resize", "head"])
+        if kind in ("conv", "dw"):
+            k, s = r.choice([1, 3, 3, 5]), r.choice([1, 1, 2])
+            oc = c if kind == "dw" else r.choice([8, 16, 24, 32, 48])
+            cur = _conv(m, cur, c, oc, k, s, group=c if kind == "dw" else 1)
+            c, h, w = oc, (h - 1) // s + 1, (w - 1) // s + 1
+            if r.random() < 0.3:
+                stats = [m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32)), m.weight((c,), 100),
+                         m.weight((c,), 100), m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32))]
+                cur = m.node("BatchNormalization", [cur] + stats)
+        elif kind == "act":
+            op = r.choice(["Relu", "Sigmoid", "HardSwish", "Tanh", "LeakyRelu", "HardSigmoid", "Erf"])
+            cur = m.node(op, [cur])
+        elif kind == "pool" and min(h, w) >= 3:
+            k, s = r.choice([2, 3]), r.choice([1, 2])
+            cur = m.node(r.choice(["MaxPool", "AveragePool"]), [cur], kernel_shape=[k, k], strides=[s, s])
+            h, w = (h - k) // s + 1, (w - k) // s + 1
+        elif kind == "se":
+            sq = max(4, c // 4)
+            e = m.node("Relu", [_conv(m, m.node("GlobalAveragePool", [cur]), c, sq, 1, 1)])
+            e = m.node("HardSigmoid", [_conv(m, e, sq, c, 1, 1)], alpha=1 / 6, beta=0.5)
+            cur = m.node("Mul", [cur, e])
+        elif kind == "res":
+            cur = m.node("Add", [cur, m.node("Relu", [_conv(m, cur, c, c, 3, 1)])])
+        elif kind == "concat":
+            cur = m.node("Concat", [cur, _conv(m, cur, c, 8, 1, 1)], axis=1)
+            c += 8
+        elif kind == "resize" and h <= 32:
+            cur = m.node("Resize", [cur, "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
+                         mode=r.choice(["nearest", "linear"]))
+            h, w = 2 * h, 2 * w
+        elif kind == "head":
+            n = r.choice([10, 17, 64])
+            cur = m.node("Gemm", [m.node("Flatten", [m.node("GlobalAveragePool", [cur])]),
+                                  m.weight((n, c), c), m.weight((n,), 10)], transB=1)
+            if r.random() < 0.5:
+                cur = m.node("Softmax", [cur], axis=-1)
+            break
+    return m.model(shape, cur, 17)
+
+
+# ------------------------------------------------------------------ transformers
+
+def _transformer(m: _Model) -> onnx.ModelProto:
+    r = m.rng
+    seq, heads, dh = r.choice([5, 16, 17, 33]), r.choice([1, 2, 3, 4]), r.choice([8, 16, 24])
+    d = heads * dh
+
+    def norm(v):
+        return m.node("LayerNormalization", [v, m.init(m.np.uniform(0.5, 1.5, d).astype(np.float32)),
+                                              m.weight((d,), 100)], axis=-1, epsilon=1e-5)
+
+    def linear(v, i, o):
+        return m.node("Add", [m.node("MatMul", [v, m.weight((i, o), i)]), m.weight((o,), 100)])
+
+    def split_heads(v):
+        return m.node("Transpose", [m.node("Reshape", [v, m.ints([1, seq, heads, dh])])], perm=[0, 2, 1, 3])
+
+    cur = "x"
+    for _ in range(r.randint(1, 3)):
+        kind = r.choice(["attention", "mlp", "norm"])
+        if kind == "attention":
+            h = norm(cur)
+            q, k, v = (split_heads(linear(h, d, d)) for _ in range(3))
+            scores = m.node("Mul", [m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                    m.init(np.float32(1 / np.sqrt(dh)))])
+            o = m.node("MatMul", [m.node("Softmax", [scores], axis=-1), v])
+            o = m.node("Reshape", [m.node("Transpose", [o], perm=[0, 2, 1, 3]), m.ints([1, seq, d])])
+            cur = m.node("Add", [cur, linear(o, d, d)])
+        elif kind == "mlp":
+            f = r.choice([2, 4])
+            y = linear(norm(cur), d, d * f)
+            if r.random() < 0.5:      # GELU as exporters before opset 20 write it
+                e = m.node("Erf", [m.node("Div", [y, m.init(np.float32(np.sqrt(2)))])])
+                y = m.node("Mul", [m.node("Mul", [y, m.node("Add", [e, m.init(np.float32(1))])]),
+                                   m.init(np.float32(0.5))])
+            else:
+                y = m.node(r.choice(["Gelu", "Relu", "Sigmoid"]), [y])
+            cur = m.node("Add", [cur, linear(y, d * f, d)])
+        else:
+            cur = norm(cur)
+    return m.model([1, seq, d], cur, 20)
