@@ -153,3 +153,32 @@ def test_square_tensor_over_a_middle_axis(op, shape, tmp_path, capsys):
     x, got, want, _, _ = _case(tmp_path, capsys, op, shape, {"axis": 1})
     n = x.shape[1]
     _within(got, want, U16 * np.abs(want) + 4 * n * EPS32 * (1 + np.abs(want)))
+
+
+def test_a_rule_broken_in_the_lowered_program_is_an_internal_error(tmp_path, capsys, monkeypatch):
+    """With the fix above undone, the verifier's error is located in the program lower-graph
+    wrote, which no user writes: `vpuc run` says it is a bug (exit 3), keeping the rule."""
+    import vpuc.fusion.lower_library as lower_library
+    monkeypatch.setattr(lower_library, "_ambiguous", lambda view, moved: False)
+    m = ModelBuilder(0, opset=17)
+    m.output(m.node("Softmax", [m.input("x", [1, 16, 16])], axis=1))
+    model = m.save(tmp_path / "square.onnx")
+    code = main(["run", str(model)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "<lower-graph @main>:" in err and "reorders the data" in err
+    assert err.rstrip().endswith("vpuc: internal error: the program lower-graph wrote breaks the rule "
+                                 "above; a graph it cannot lower is refused at the graph op, so this is "
+                                 "a bug (please report it with the input)")
+
+
+@pytest.mark.parametrize("op,shape,axes", [("ReduceMax", (2, 2), [-2]), ("ReduceMean", (1, 2, 2), [-2]),
+                                           ("ReduceMax", (1, 1, 2), [0]), ("ReduceSum", (4, 6, 6), [1])])
+def test_square_reduction_over_a_middle_axis(op, shape, axes, tmp_path, capsys):
+    """The leading dim of 1 goes on both sides of the kernel: on the input alone, its halves
+    were cut along another dim than the output's (a view 0:0 of a dim of 1) and the ranks
+    differed, which the kernel's contract refuses (the fuzz's next campaign)."""
+    x, got, want, _, _ = _case(tmp_path, capsys, op, shape, {"axes": axes, "keepdims": 0}, opset=11)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    total = np.abs(x).sum(axis=tuple(axes)) / (n if op == "ReduceMean" else 1)
+    _within(got, want, U16 * np.abs(want) + n * EPS32 * total)

@@ -216,8 +216,10 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
     def moved(t: TensorType, axis: int | None) -> TensorType:    # a DDR block's own type
         return block_view(t) if seg.cut is None or axis is None else TensorType(
             tuple(d // blocks if i == axis else d for i, d in enumerate(t.dims)), t.elem, t.order)
-    block_in = _unambiguous(block_view(seg.view_in), moved(src.type, seg.cut and seg.cut[0]))
-    block_out = _unambiguous(block_view(seg.view_out), moved(dst.type, seg.cut and seg.cut[1]))
+    block_in, block_out = block_view(seg.view_in), block_view(seg.view_out)
+    if _ambiguous(block_in, moved(src.type, seg.cut and seg.cut[0])) or \
+            _ambiguous(block_out, moved(dst.type, seg.cut and seg.cut[1])):
+        block_in, block_out = _leading_one(block_in), _leading_one(block_out)
     kept = len(block_in.dims) - 1
     half = next((d for d in range(kept) if block_in.dims[d] % 2 == 0), None)
     parts: dict[tuple[int, int], list[tuple[str, str]]] = {}
@@ -267,15 +269,18 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
             prog.act += region + [f"    run({', '.join(args)})", "  }"]
 
 
-def _unambiguous(view: TensorType, moved: TensorType) -> TensorType:
-    """``view`` with a leading dim of 1 when it has the shape of the DDR block it is copied
-    from or to in another dims order: a plain DMA copies bytes in order (a flattening copy)
-    only between different shapes; between equal ones it would be a permute (VIR's rule),
-    so Softmax over C of a 1x16x16 CHW tensor (viewed as 1x16x16 with C last) needs it."""
-    if view.bound_shape != moved.bound_shape or view.order == moved.order:
-        return view
-    return TensorType((1,) + tuple(view.dims), view.elem,
-                      DimsOrder((0,) + tuple(a + 1 for a in view.order.perm)))
+def _ambiguous(view: TensorType, moved: TensorType) -> bool:
+    """Whether ``view`` has the shape of the DDR block it is copied from or to in another dims
+    order: a plain DMA copies bytes in order (a flattening copy) only between different
+    shapes; between equal ones it would be a permute (VIR's rule).  Softmax over C of a
+    1x16x16 CHW tensor, seen as 1x16x16 with C last, is one."""
+    return view.bound_shape == moved.bound_shape and view.order != moved.order
+
+
+def _leading_one(t: TensorType) -> TensorType:
+    """``t`` with a leading dim of 1: the same bytes, another shape.  Both sides of a kernel
+    get it, so their dims still correspond and the kernel's ranks agree."""
+    return TensorType((1,) + tuple(t.dims), t.elem, DimsOrder((0,) + tuple(a + 1 for a in t.order.perm)))
 
 
 def _slice(t: TensorType, axis: int, k: int, blocks: int) -> str:
