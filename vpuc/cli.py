@@ -230,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except VpucError as exc:
         print(exc.render(), file=sys.stderr)
+        if _in_lowered_program(exc):
+            print("vpuc: internal error: the program lower-graph wrote breaks the rule above; "
+                  "a graph it cannot lower is refused at the graph op, so this is a bug "
+                  "(please report it with the input)", file=sys.stderr)
+            return EXIT_INTERNAL
         return exc.exit_code
     except KeyboardInterrupt:
         print("vpuc: interrupted", file=sys.stderr)
@@ -243,6 +248,15 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("VPUC_TRACEBACK"):
             raise
         return EXIT_INTERNAL
+
+
+def _in_lowered_program(exc: VpucError) -> bool:
+    """Whether every error is located in the program text lower-graph wrote, which no user
+    writes (``lower_graph``: ``<lower-graph @NAME>``)."""
+    from vpuc.diagnostics import Severity
+    errors = [d for d in exc.diagnostics if d.severity is Severity.ERROR]
+    return bool(errors) and all(getattr(d.loc, "file", "").startswith("<lower-graph")
+                                for d in errors)
 
 
 def entry() -> None:
