@@ -225,17 +225,17 @@ class Epilogue:
 
 def with_epilogue(prog, cost):
     """A DPU layer's block cost ``cost`` (rows -> ``BlockStages``) with the ACT SHAVE time of
-    the epilogue being emitted on its blocks (``prog.epilogue``, an ``Epilogue``) added to
-    each block's compute, so the block count balances the tiles' ACT SHAVEs too; ``cost``
-    as it is without such an epilogue or a timing model."""
+    the epilogue being emitted on its blocks (``prog.epilogue``, an ``Epilogue``) as each
+    block's ``act`` stage (``vpuc.cost.blocks``), so the block count balances the tiles'
+    ACT SHAVEs too; ``cost`` as it is without such an epilogue or a timing model."""
     epilogue, timing = getattr(prog, "epilogue", None), getattr(prog, "timing", None)
     if cost is None or timing is None or not isinstance(epilogue, Epilogue):
         return cost
 
     def with_act(rows: int) -> BlockStages:
         s = cost(rows)
-        return BlockStages(s.load, s.compute + epilogue.block_cycles(rows, timing), s.store,
-                           s.ddr)
+        return BlockStages(s.load, s.compute, s.store, s.ddr,
+                           s.act + epilogue.block_cycles(rows, timing))
     return with_act
 
 

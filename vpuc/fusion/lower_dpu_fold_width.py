@@ -68,7 +68,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.cost import DpuWorkload, choose_mode, dma_task_cycles, transfer_cost
-from vpuc.cost.blocks import SLOTS, BlockStages, Move, block_stages, pipeline_cycles
+from vpuc.cost.blocks import (SLOTS, BlockStages, Move, act_on_dpu, block_stages,
+                              pipeline_cycles)
 from vpuc.cost.dpu import permute_workload
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
@@ -280,7 +281,8 @@ def _estimate(prog: ProgramText, layer: DpuLayer, g: _Layer, folded: bool, kw: i
                            "output row", layer.op, prog.cmx_budget, cost=cost,
                            live=FOLD_SLOTS if folded else None,
                            resident_cost=resident, channels=prog.dma_channels)
-    cycles = pipeline_cycles([cost(b - a) for a, b in blocks], min(tiles, len(blocks)),
+    cycles = pipeline_cycles([act_on_dpu(cost(b - a)) for a, b in blocks],
+                             min(tiles, len(blocks)),
                              resident[0], slots=FOLD_SLOTS if folded else SLOTS,
                              channels=prog.dma_channels, store_busy=resident[1])
     return cycles, blocks

@@ -97,7 +97,7 @@ def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles:
                                in_bytes=elem.nbytes, out_bytes=elem.nbytes,
                                weight_bytes=elem.nbytes)
         compute = split_rows_cost(rows, workload, timing)[1] \
-            + epilogue(rows).compute * outs / oc
+            + epilogue(rows).act * outs / oc
         return block_stages([Move(n * ins(outs) * in_rows * w * elem.nbytes, elem.nbytes)],
                             compute, [Move(n * outs * rows * ow * elem.nbytes, elem.nbytes)],
                             timing)
