@@ -3,7 +3,7 @@ small CNNs, transformer blocks) compiled by vpuc and simulated with numerics, ag
 onnxruntime on the same input (``tests/fuzz/onnx_check.py``).
 
 Each case is made from (family, seed, index) alone, so any can be replayed.  Findings
-(``wrong``, ``crash``, ``bound``) are saved as ``OUT/KIND-FAMILY-INDEX.onnx`` beside a
+(``wrong``, ``crash``, ``bound``, ``blob``) are saved as ``OUT/KIND-FAMILY-INDEX.onnx`` beside a
 ``.txt`` with what was found; the report counts the outcomes per family and lists the
 reasons vpuc refused models (how much of the space the fuzz reaches).
 
@@ -29,7 +29,7 @@ import onnx  # noqa: E402
 from tests.fuzz.onnx_check import check  # noqa: E402
 from tests.fuzz.onnx_models import FAMILIES, make  # noqa: E402
 
-FINDINGS = ("wrong", "crash", "bound")
+FINDINGS = ("wrong", "crash", "bound", "blob")
 
 
 def _reason(detail: str) -> str:

@@ -16,6 +16,8 @@ Outcomes:
   rounding tie is one: x_original = 3.0 exactly in real arithmetic, and onnxruntime's
   float32 arithmetic floors it to 2;
 - ``bound``: fewer simulated cycles than the lower bound, which no schedule can do;
+- ``blob``: the program written as a FlatBuffer or ELF blob and read back does not run
+  to the same outputs (bit for bit: one program, one input) and cycles;
 - ``crash``: any other exception (an internal error);
 - ``invalid``: ONNX's checker or onnxruntime refuses the model the generator made.
 """
@@ -61,9 +63,17 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
     except Exception as exc:
         return Outcome("invalid", f"onnxruntime: {str(exc).splitlines()[0][:200]}")
     try:
-        sim = api.simulate(api.compile(path), {"x": x})
+        program = api.compile(path)
+        sim = api.simulate(program, {"x": x})
         got = next(iter(sim.outputs.values())).astype(np.float32)
         bound = program_bound(sim.result.plan, sim.result.timeline).cycles
+        for fmt in ("fb", "elf"):
+            again = api.simulate(api.read_blob(api.write_blob(program, fmt)), {"x": x})
+            same = all(np.array_equal(a, b, equal_nan=True)
+                       for a, b in zip(sim.outputs.values(), again.outputs.values()))
+            if not same or again.cycles != sim.cycles:
+                return Outcome("blob", f"{fmt}: outputs {'equal' if same else 'differ'}, "
+                                       f"cycles {again.cycles:,.0f} against {sim.cycles:,.0f}")
     except VpucError as exc:
         text = str(exc).splitlines()[0]
         return Outcome("crash" if text.startswith("<lower-graph") else "refused", text)
