@@ -9,7 +9,10 @@ can be remade:
   modes), at odd sizes;
 - ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, BatchNorm, activations, pools,
   squeeze-excite, residual, concat, resize, a classifier head);
-- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms.
+- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
+- ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
+  convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
+  the lowering must split over output channels, rows or K.
 
 Every case has one float input named ``x`` and one output.  Weights are scaled by
 1/sqrt(fan-in), so activations stay of order one through the layers.
@@ -23,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-FAMILIES = ("op", "cnn", "transformer")
+FAMILIES = ("op", "cnn", "transformer", "large")
 
 
 class _Model:
@@ -60,7 +63,7 @@ class _Model:
 def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     """The case ``index`` of ``family`` in the campaign ``seed``."""
     m = _Model(seed * 1_000_003 + index * len(FAMILIES) + FAMILIES.index(family))
-    return {"op": _one_op, "cnn": _cnn, "transformer": _transformer}[family](m)
+    return {"op": _one_op, "cnn": _cnn, "transformer": _transformer, "large": _large}[family](m)
 
 
 # ------------------------------------------------------------------ one op
@@ -144,9 +147,10 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         return m.model(shape, m.node("Gather", ["x", m.ints(idx)], axis=axis), 17)
     if kind == "unary":
         op = r.choice(["Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu",
-                       "Erf", "Softplus", "Mish", "Abs", "Neg", "Exp", "Floor"])
+                       "Erf", "Softplus", "Mish", "Abs", "Neg", "Exp", "Floor", "Log", "Sqrt"])
         attrs = {"alpha": 0.3} if op in ("LeakyRelu", "Elu", "HardSigmoid") else {}
-        return m.model(shape, m.node(op, ["x"], **attrs), 17)
+        x = m.node("Abs", ["x"]) if op in ("Log", "Sqrt") else "x"
+        return m.model(shape, m.node(op, [x], **attrs), 18)          # Mish: opset 18
     op = r.choice(["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"])
     other = [d if r.random() < 0.6 else 1 for d in shape][r.randint(0, rank - 1):]
     b = m.init(m.np.uniform(0.5, 1.5, other).astype(np.float32))
@@ -249,3 +253,31 @@ def _transformer(m: _Model) -> onnx.ModelProto:
         else:
             cur = norm(cur)
     return m.model([1, seq, d], cur, 20)
+
+
+# ------------------------------------------------------------------ large layers
+
+def _large(m: _Model) -> onnx.ModelProto:
+    r = m.rng
+    kind = r.choice(["wide", "tall", "matmul"])
+    if kind == "matmul":
+        rows, k, n = r.choice([1, 7, 64]), r.choice([1024, 2304, 4096]), r.choice([256, 1000])
+        y = m.node("MatMul", ["x", m.weight((k, n), k)])
+        if r.random() < 0.5:
+            y = m.node("Relu", [m.node("Add", [y, m.weight((n,), 100)])])
+        return m.model([1, rows, k], y, 17)
+    if kind == "wide":
+        c, hw = r.choice([128, 256, 384]), r.choice([7, 14, 15])
+        shape, cur = [1, c, hw, hw], "x"
+        for _ in range(r.randint(1, 2)):
+            oc, s = r.choice([256, 512]), r.choice([1, 2])
+            cur = m.node("Relu", [_conv(m, cur, c, oc, 3, s)])
+            c = oc
+        return m.model(shape, cur, 17)
+    c, hw = r.choice([3, 16, 32]), r.choice([96, 112, 127])
+    shape = [1, c, hw, hw]
+    cur = _conv(m, "x", c, r.choice([16, 32, 64]), r.choice([3, 7]), r.choice([1, 2]))
+    cur = m.node(r.choice(["Relu", "HardSwish", "Sigmoid"]), [cur])
+    if r.random() < 0.5:
+        cur = m.node("MaxPool", [cur], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    return m.model(shape, cur, 17)

@@ -12,7 +12,7 @@ from tests.fuzz.onnx_check import check
 from tests.fuzz.onnx_models import make
 
 SEED = 20261129
-COUNTS = {"op": 60, "cnn": 12, "transformer": 8}
+COUNTS = {"op": 60, "cnn": 12, "transformer": 8, "large": 4}
 CASES = [(family, i) for family, n in COUNTS.items() for i in range(n)]
 
 
