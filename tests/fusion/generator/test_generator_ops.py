@@ -3,7 +3,7 @@
 Each op runs alone on random inputs (with a tail: 3x37 elements) in f32, f16 and
 bf16, on the exact interpreter and the fast path (identical bytes and cycles).
 Results are bit-identical to numpy, except the documented approximations (Erf,
-Gelu's erf form, Power), checked against their stated accuracy.
+Gelu's erf form, Power, SoftPlus, Mish), checked against their stated accuracy.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from vpuc.fusion.generator.generate import generate
 from vpuc.ir.types import ElemType
 
 UNARY = ["Abs", "Negative", "Relu", "Exp", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Floor", "Swish",
-         "HSwish", "Erf", "Clamp", "Elu"]
+         "HSwish", "Erf", "Clamp", "Elu", "Log", "SoftPlus", "Mish"]
 BINARY = ["Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power",
           "SquaredDifference"]
 COMPARE = ["Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"]
@@ -174,4 +174,34 @@ def test_power_accuracy_in_f32():
 
 
 def test_approximations_are_the_documented_ones():
-    assert APPROXIMATE == {"Erf", "Power"}
+    assert APPROXIMATE == {"Erf", "Power", "SoftPlus", "Mish"}
+
+
+def _ulps_against(kind, reference, xs):
+    b = Builder()
+    x = b.param(xs.shape)
+    b.result(b.op(kind, x))
+    out = run_both(generate(b.build(), kind.lower()), [xs], [xs.shape]).outputs[0]
+    ref = reference(xs.astype(np.float64)).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny      # below it f32 underflows (Mish at -104: e^-104)
+    normal = np.isfinite(ref) & (np.abs(ref) >= tiny)
+    err = np.abs(out[normal].astype(np.float64) - ref[normal]) / np.spacing(np.abs(ref[normal]))
+    rest = ~normal & np.isfinite(ref)
+    assert (np.abs(out[rest].astype(np.float64) - ref[rest]) <= tiny).all()
+    assert np.array_equal(out[~np.isfinite(ref)], ref[~np.isfinite(ref)], equal_nan=True)
+    return err.max()
+
+
+SOFTPLUS_XS = np.concatenate([np.linspace(-30, 30, 3000), np.geomspace(1e-8, 1e-2, 500),
+                              -np.geomspace(1e-8, 1e-2, 500), [0.0, -0.0, 88.0, -104.0, 200.0,
+                              -200.0, math.inf, -math.inf, math.nan]] + [np.zeros(87)]
+                             ).astype(np.float32)
+
+
+def test_softplus_and_mish_accuracy_in_f32():
+    """max(x, 0) + log1p(exp(-|x|)), log1p by Goldberg's formula: within 4 f32 ulp of
+    log(1 + e^x) computed in float64; Mish adds one tanh and one product (6 ulp)."""
+    softplus = lambda x: np.logaddexp(0, x)                        # noqa: E731
+    with np.errstate(invalid="ignore"):                             # NaN in, NaN out
+        assert _ulps_against("SoftPlus", softplus, SOFTPLUS_XS) <= 4
+        assert _ulps_against("Mish", lambda x: x * np.tanh(softplus(x)), SOFTPLUS_XS) <= 6

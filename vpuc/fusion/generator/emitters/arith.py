@@ -108,7 +108,7 @@ EMITTERS = {
     "Add": binary("vadd"), "Subtract": binary("vsub"), "Multiply": binary("vmul"),
     "Divide": binary("vdiv"), "Maximum": binary("vmax"), "Minimum": binary("vmin"),
     "Abs": unary("vabs"), "Negative": unary("vneg"), "Sqrt": unary("vsqrt"),
-    "Exp": unary("vexp"), "Tanh": unary("vtanh"),
+    "Exp": unary("vexp"), "Tanh": unary("vtanh"), "Log": unary("vlog"),
     "FMA": native_or_chunks(_fma_native, _fma_chunk),
     "Relu": native_or_chunks(_relu_native, _relu_chunk),
     "Clamp": native_or_chunks(_clamp_native, _clamp_chunk),

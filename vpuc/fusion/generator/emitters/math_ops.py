@@ -19,6 +19,10 @@ bit-identical:
   and a non-integer exponent (but ``pow(-inf, b)`` = inf or 0, as IEEE says),
   and ``pow(a, 0) = pow(1, b) = 1``.  Relative error about ``(3 + 2 |b log a|)``
   f32 ulp (the logarithm's error, amplified).
+- SoftPlus as numpy's ``logaddexp(0, x)`` = ``max(x, 0) + log1p(exp(-|x|))`` with
+  ``log1p`` by Goldberg's formula (the ISA has no log1p); Mish ``x tanh(softplus(x))``
+  in f32 where the reference rounds its softplus and tanh to the tensor's type: both
+  within a few f32 ulp, not bit for bit.
 """
 
 from __future__ import annotations
@@ -105,6 +109,30 @@ def _erf(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
     return erf(ctx, x)
 
 
+def log1p(ctx: EmitContext, z: Reg) -> Reg:
+    """``log(1 + z)`` accurate where ``1 + z`` rounds (Goldberg: ``log(u) z / (u - 1)``
+    with ``u = 1 + z``, which cancels the rounding of ``u``; ``z`` itself where ``u`` is 1)."""
+    one = _c(ctx, 1.0)
+    u = _op(ctx, "vadd.f32", z, one)
+    d = _op(ctx, "vsub.f32", u, one)
+    scaled = _op(ctx, "vmul.f32", _op(ctx, "vlog.f32", u), _op(ctx, "vdiv.f32", z, d))
+    return _op(ctx, "vsel", z, scaled, _op(ctx, "vcmpeq.f32", d, _c(ctx, 0.0)))
+
+
+def softplus(ctx: EmitContext, x: Reg) -> Reg:
+    """numpy's ``logaddexp(0, x)``: ``max(x, 0) + log1p(exp(-|x|))``, exp never overflowing."""
+    tail = log1p(ctx, _op(ctx, "vexp.f32", _op(ctx, "vneg.f32", _op(ctx, "vabs.f32", x))))
+    return _op(ctx, "vadd.f32", _op(ctx, "vmax.f32", x, _c(ctx, 0.0)), tail)
+
+
+def _softplus(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
+    return softplus(ctx, x)
+
+
+def _mish(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
+    return _op(ctx, "vmul.f32", x, _op(ctx, "vtanh.f32", softplus(ctx, x)))
+
+
 def _floor(ctx: EmitContext, e: Expression, x: Reg) -> Reg:
     f = _op(ctx, "vcvt.f32.i32", _op(ctx, "vcvt.i32.f32", x))       # trunc(x)
     below = _op(ctx, "vcmplt.f32", x, f)                              # negative non-integers
@@ -179,4 +207,5 @@ EMITTERS = {
     "Elu": compound(_elu), "Gelu": compound(_gelu), "Erf": compound(_erf),
     "Floor": compound(_floor), "Power": compound(_power),
     "PowerStatic": compound(_power_static),
+    "SoftPlus": compound(_softplus), "Mish": compound(_mish),
 }
