@@ -39,8 +39,8 @@ do not wait for the permute and the store channel holds only stores; a tile's la
 no later load, on the store channel right after the store of the block two back on its
 tile, which the permute runs beside) -> the folded convolution -> the store, a byte copy
 of the folded block into the output's rows.  A tile's DPU queue runs in order, so each
-block's permute is listed before the convolution of the tile's previous block, in three
-CMX slots a tile:
+block's permute (but the tile's second) is listed before the convolution of the tile's
+previous block, in three CMX slots a tile:
 the convolutions then run back to back (ResNet-18's stem in two slots, the permute after
 the previous convolution: the copy waited ~10,000 cycles a block and the stem took
 204,210 cycles against 184,755).
@@ -355,14 +355,15 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
         rows = hi - lo + 1
         e.barriers(k)
         prog.barriers.extend([f"barrier %{p}raw{k}", f"barrier %{p}perm{k}"])
-        if k < e.used:              # weights and bias: once per tile, before its first block
-            wt = e.cmx(f"w.t{t}", TensorType((foc, MPE_CHANNELS, kh, f.kernel), elem, NHWC), t)
-            e.dma(f"load_w.t{t}", wname, wt, 0, e.load_waits(t), [f"%{p}loaded{t}"])
-            operands_of[t] = f" weights({wt})" + e.load_bias(t, bias)
         raw = e.cmx(f"in.n{k}", TensorType((n, g.c, rows, g.w), elem, x.type.order), t)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{g.c}", f"{lo}:{lo + rows}",
                                           f"0:{g.w}"])
+        # the rows first: the DPU permutes them while the weights load
         e.dma(f"load{k}", src, raw, 0, e.load_waits(k), [f"%{p}raw{k}"])
+        if k < e.used:              # weights and bias: once per tile, with its first block
+            wt = e.cmx(f"w.t{t}", TensorType((foc, MPE_CHANNELS, kh, f.kernel), elem, NHWC), t)
+            e.dma(f"load_w.t{t}", wname, wt, 0, e.load_waits(t), [f"%{p}loaded{t}"])
+            operands_of[t] = f" weights({wt})" + e.load_bias(t, bias)
         xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, g.w), elem, NHWC), t)
         pw = permute_workload(n * rows * g.w, cp, elem.value, elem.nbytes, elem.nbytes)
         prog.dpu.append(f"  {e.lp}p{k}: dpu permute on tile {t} in({raw}) out({xin}) "
@@ -402,7 +403,10 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
 
     # A tile's DPU queue runs in order: block k's permute goes before the convolution of
     # the tile's previous block, so its copy does not wait for that convolution
-    # (ResNet-18's stem: ~10,000 cycles a block).  Where each copy goes (module
+    # (ResNet-18's stem: ~10,000 cycles a block), except for the tile's first convolution,
+    # which would wait for the next block's load and permute: ResNet-18's first started
+    # at 18,958 cycles, then 11,973 (the network 1,747,051 -> 1,742,567), 7,735 with each
+    # block's rows loaded before the tile's weights (1,738,080).  Where each copy goes (module
     # docstring): ResNet-18's stem with every copy on the store channel, tile 1's
     # convolutions waited ~20,000 cycles for copies queued behind stores and the last one
     # ended at 177,314 cycles; with the copies moved 161,627 (its last store 188,485 ->
@@ -410,12 +414,14 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
     # -> 1,747,051.  The last two at the end of the load channel instead held the
     # MaxPool's loads back: 1,761,697.
     for k in range(len(blocks)):
+        if e.used <= k < 2 * e.used:        # a tile's first convolution: right after its permute
+            convolve(k - e.used)
         load(k)
         if k < e.used:
             copy(k, prog.store_channel)
         elif k >= 2 * e.used:
             copy(k - e.used, 0)
-        if k >= e.used:
+        if k >= 2 * e.used:
             convolve(k - e.used)
     for k in sorted(copies):
         copy(k, prog.store_channel, k - 2 * e.used if k >= 2 * e.used else None)
