@@ -2,7 +2,8 @@
 ``deepen`` and ``prefetch_order``'s ``deep`` loads): a classifier's weights spread over
 the earlier segments with ACT SHAVE work, one load each, from the last, never across a
 segment whose tile lacks the room; on channel 0 right after that segment's last load
-(the ones of one segment sharing a barrier: ``test_schedule_share.py``).
+(the ones of one segment sharing a barrier: ``test_schedule_share.py``); a CNN
+classifier's taking turns between the channels.
 And on a model: MobileNetV3-Small's classifier weights load before its last segments."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from vpuc import api
-from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, HEAVY_BACK, deepen, prefetch_order
+from vpuc.fusion.schedule_prefetch import (CNN_CLASSIFIER_DEEP, DEEP_MIN_BYTES, HEAVY_BACK, deepen,
+                                           prefetch_order)
 from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_BYTE, DEEP_BYTES_PER_ACT_TASK,
                                        EARLY_CMX_BYTES, HEAVY_RATIO, STREAMING_RATIO, EarlyRoom,
                                        act_capacity)
@@ -150,13 +152,18 @@ def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
 
 def test_without_act_work_the_classifier_loads_during_the_last_segment_that_loads_as_much():
     # a CNN's tail: S1 (its last convolution) loads 4 chunks' bytes, S2 (a pool) and S3 (a
-    # flatten) little; the first half of the chunks go to S1, behind its last load,
-    # whatever S0 loads; the others leave the early loads (the classifier's own order)
+    # flatten) little; the first CNN_CLASSIFIER_DEEP of the chunks go to S1, behind its
+    # last load, whatever S0 loads, and take turns between the channels (``turns``); the
+    # others leave the early loads (the classifier's own order)
     room = _room(act=[0, 0, 0, 0], values={0: 9 * CHUNK, 1: 4 * CHUNK, 2: 50_000, 3: 1024})
     tasks, moved, early, per_tile = _loads(4, "S3.finished")
-    assert deepen(moved, early, per_tile, room) == {id(t) for t in tasks[:2]}
-    assert all(early[id(t)] == "S1.finished" for t in tasks[:2])
-    assert not any(id(t) in early for t in tasks[2:])
+    turns: set[int] = set()
+    deep = int(4 * CNN_CLASSIFIER_DEEP)
+    assert deep == 3
+    assert deepen(moved, early, per_tile, room, turns=turns) == {id(t) for t in tasks[:deep]}
+    assert turns == {id(t) for t in tasks[:deep]}
+    assert all(early[id(t)] == "S1.finished" for t in tasks[:deep])
+    assert not any(id(t) in early for t in tasks[deep:])
     # none loads as much: they keep their gate
     room = _room(act=[0, 0, 0, 0], values={0: CHUNK, 1: CHUNK, 2: 50_000, 3: 1024})
     tasks, moved, early, per_tile = _loads(4, "S3.finished")
@@ -277,6 +284,32 @@ def test_a_deep_load_goes_on_channel_0_after_the_segments_last_load():
     assert tasks[-1].channel == 0
 
 
+def test_a_cnn_classifiers_deep_loads_take_turns_between_the_channels():
+    """``turns``: the second, fourth, ... deep load of a segment goes on channel 1 right
+    after the segment's last task there that is not a store (a DMA of a computed block,
+    which waits for its compute): both channels stream them while the segment's last
+    blocks compute, and its stores wait behind no more than the segment's own loads."""
+    def segment():
+        tasks = [_dma("A.store0", 1, updates=["A.finished"]),
+                 _dma("P.load0", 0, ["A.finished"]), _dma("P.load_w1", 1, ["P.done0"]),
+                 _dma("P.store0", 1, ["P.done0"]), _dma("P.load1", 0, ["A.finished"]),
+                 _dma("P.store1", 1, ["P.done1"], ["P.finished"]),
+                 _dma("C.w0", 0), _dma("C.w1", 0), _dma("C.w2", 0)]
+        return tasks, {id(t): "P.finished" for t in tasks[6:]}
+    tasks, early = segment()
+    deep = {id(t) for t in tasks[6:]}
+    stores = {id(tasks[0]), id(tasks[3]), id(tasks[5])}
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"}, deep, turns=deep,
+                         stores=stores)
+    assert [t.label for t in out] == ["A.store0", "P.load0", "P.load_w1", "C.w1", "P.store0",
+                                      "P.load1", "C.w0", "C.w2", "P.store1"]
+    assert [t.channel for t in tasks[6:]] == [0, 1, 0]
+    tasks, early = segment()          # not a CNN classifier's: all on channel 0
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"}, {id(t) for t in tasks[6:]})
+    assert [t.label for t in out][-4:] == ["C.w0", "C.w1", "C.w2", "P.store1"]
+    assert all(t.channel == 0 for t in tasks[6:])
+
+
 def test_small_loads_past_the_stores_alternate_between_the_channels():
     """``alternate``: the early loads that go after a segment's last store (more loads than
     stores) take turns with channel 0, after its last load, so their DDR latencies overlap;
@@ -314,8 +347,8 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
     seen = {}
     real = schedule.deepen
 
-    def recording(moved, early, early_bytes, room, copies=None):
-        deep = real(moved, early, early_bytes, room, copies)
+    def recording(moved, early, early_bytes, room, copies=None, turns=None):
+        deep = real(moved, early, early_bytes, room, copies, turns)
         seen.update(room=room, deep={t.label: early[id(t)] for t, *_ in moved
                                      if id(t) in deep},
                     nbytes={t.label: nbytes for t, _, _, _, nbytes in moved},
@@ -365,10 +398,10 @@ def test_when_allocate_cmx_finds_no_room_the_deep_and_paced_loads_are_given_up(
     real_order = schedule.prefetch_order
 
     def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset(),
-                        alternate=frozenset()):
+                        alternate=frozenset(), **rest):
         calls.append(set(deep))
         turns.update(spread)
-        return real_order(tasks, early, gates, deep, spread, alternate)
+        return real_order(tasks, early, gates, deep, spread, alternate, **rest)
 
     monkeypatch.setattr(schedule, "prefetch_order", recording_order)
     monkeypatch.setattr(schedule, "cmx_fits", lambda module, arch: False)
@@ -394,13 +427,13 @@ def test_when_all_deep_loads_leave_no_room_the_latest_ones_stay_deep(mobilenet, 
     real_order, real_deepen = schedule.prefetch_order, schedule.deepen
 
     def recording_order(tasks, early, gates, deep=frozenset(), spread=frozenset(),
-                        alternate=frozenset()):
+                        alternate=frozenset(), **rest):
         calls.append({t.label: early[id(t)] for t in tasks if id(t) in deep})
         seen.update(gate={t.label: early.get(id(t)) for t in tasks})
-        return real_order(tasks, early, gates, deep, spread, alternate)
+        return real_order(tasks, early, gates, deep, spread, alternate, **rest)
 
-    def recording_deepen(moved, early, early_bytes, room, copies=None):
-        deep = real_deepen(moved, early, early_bytes, room, copies)
+    def recording_deepen(moved, early, early_bytes, room, copies=None, turns=None):
+        deep = real_deepen(moved, early, early_bytes, room, copies, turns)
         seen.update(order=room.order)
         return deep
 

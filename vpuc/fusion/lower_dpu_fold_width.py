@@ -32,10 +32,15 @@ Movement: the permute's output buffer cannot be retyped in place (a VIR view onl
 so each block's permuted rows are copied CMX -> CMX into a ``[R, W/k, 16]`` buffer by a
 plain DMA (bytes in memory order); the NPU compiler's ``ShapeCast`` costs nothing there.
 The layer's chain per block: DMA of the NCHW rows (``raw``) -> ``dpu permute`` (``perm``) ->
-the copy (``loaded``; on the store channel, so the loads behind it in channel 0's FIFO do
-not wait for the permute) -> the folded convolution -> the store, a byte copy of the folded
-block into the output's rows.  A tile's DPU queue runs in order, so each block's permute
-is listed before the convolution of the tile's previous block, in three CMX slots a tile:
+the copy (``loaded``: a tile's first on the store channel, idle until the first
+convolution ends; a later one on the load channel right after the load of its tile's next
+block, which waits for the slot the permute's convolution frees, so the loads behind it
+do not wait for the permute and the store channel holds only stores; a tile's last, with
+no later load, on the store channel right after the store of the block two back on its
+tile, which the permute runs beside) -> the folded convolution -> the store, a byte copy
+of the folded block into the output's rows.  A tile's DPU queue runs in order, so each
+block's permute (but the tile's second) is listed before the convolution of the tile's
+previous block, in three CMX slots a tile:
 the convolutions then run back to back (ResNet-18's stem in two slots, the permute after
 the previous convolution: the copy waited ~10,000 cycles a block and the stem took
 204,210 cycles against 184,755).
@@ -342,6 +347,7 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
                         f"{const_text(weights, p + 'wfold')}")
     operands_of: dict[int, str] = {}
     inputs: dict[int, tuple[str, int, int]] = {}
+    copies: dict[int, tuple[str, str]] = {}     # block -> (permuted rows, folded rows)
 
     def load(k: int) -> None:
         """Block ``k``'s weights (a tile's first), NCHW rows, permute and copy."""
@@ -351,14 +357,15 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
         rows = hi - lo + 1
         e.barriers(k)
         prog.barriers.extend([f"barrier %{p}raw{k}", f"barrier %{p}perm{k}"])
-        if k < e.used:              # weights and bias: once per tile, before its first block
-            wt = e.cmx(f"w.t{t}", TensorType((foc, MPE_CHANNELS, kh, f.kernel), elem, NHWC), t)
-            e.dma(f"load_w.t{t}", wname, wt, 0, e.load_waits(t), [f"%{p}loaded{t}"])
-            operands_of[t] = f" weights({wt})" + e.load_bias(t, bias)
         raw = e.cmx(f"in.n{k}", TensorType((n, g.c, rows, g.w), elem, x.type.order), t)
         src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"0:{g.c}", f"{lo}:{lo + rows}",
                                           f"0:{g.w}"])
+        # the rows first: the DPU permutes them while the weights load
         e.dma(f"load{k}", src, raw, 0, e.load_waits(k), [f"%{p}raw{k}"])
+        if k < e.used:              # weights and bias: once per tile, with its first block
+            wt = e.cmx(f"w.t{t}", TensorType((foc, MPE_CHANNELS, kh, f.kernel), elem, NHWC), t)
+            e.dma(f"load_w.t{t}", wname, wt, 0, e.load_waits(t), [f"%{p}loaded{t}"])
+            operands_of[t] = f" weights({wt})" + e.load_bias(t, bias)
         xin = e.cmx(f"in.c{k}", TensorType((n, cp, rows, g.w), elem, NHWC), t)
         pw = permute_workload(n * rows * g.w, cp, elem.value, elem.nbytes, elem.nbytes)
         prog.dpu.append(f"  {e.lp}p{k}: dpu permute on tile {t} in({raw}) out({xin}) "
@@ -368,10 +375,18 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
         prog.dpu.append("  }")
         # the permuted rows as [rows, W/k, 16]: the same bytes, a plain copy
         xf = e.cmx(f"in.f{k}", TensorType((n, MPE_CHANNELS, rows, f.width), elem, NHWC), t)
-        # on the store channel: a load behind it in channel 0's FIFO would wait for the permute
-        e.dma(f"fold{k}", xin, xf, prog.store_channel, f" waits(%{p}perm{k})",
-              [f"%{p}loaded{k}"])
+        copies[k] = (xin, xf)
         inputs[k] = (xf, lo - first, last - hi)
+
+    def copy(k: int, channel: int, after_store: int | None = None) -> None:
+        """Block ``k``'s copy of its permuted rows (``loaded``) on DMA ``channel``, listed
+        last or right after the store of block ``after_store``."""
+        xin, xf = copies.pop(k)
+        e.dma(f"fold{k}", xin, xf, channel, f" waits(%{p}perm{k})", [f"%{p}loaded{k}"])
+        if after_store is not None:
+            at = e.store_at[after_store] + 1
+            prog.dma.insert(at, prog.dma.pop())
+            e.store_at = {j: i + (i >= at) for j, i in e.store_at.items()}
 
     def convolve(k: int) -> None:
         """Block ``k``'s folded convolution and store."""
@@ -389,12 +404,29 @@ def emit_folded(prog: ProgramText, layer: DpuLayer, values: dict[str, Value],
         e.store(k, y, dst)
 
     # A tile's DPU queue runs in order: block k's permute goes before the convolution of
-    # the tile's previous block, so its copy (which the DMA queue's next loads wait
-    # behind) does not wait for that convolution (ResNet-18's stem: ~10,000 cycles a block)
+    # the tile's previous block, so its copy does not wait for that convolution
+    # (ResNet-18's stem: ~10,000 cycles a block), except for the tile's first convolution,
+    # which would wait for the next block's load and permute: ResNet-18's first started
+    # at 18,958 cycles, then 11,973 (the network 1,747,051 -> 1,742,567), 7,735 with each
+    # block's rows loaded before the tile's weights (1,738,080).  Where each copy goes (module
+    # docstring): ResNet-18's stem with every copy on the store channel, tile 1's
+    # convolutions waited ~20,000 cycles for copies queued behind stores and the last one
+    # ended at 177,314 cycles; with the copies moved 161,627 (its last store 188,485 ->
+    # 186,277: the stores share the DDR with the MaxPool's loads), the network 1,749,259
+    # -> 1,747,051.  The last two at the end of the load channel instead held the
+    # MaxPool's loads back: 1,761,697.
     for k in range(len(blocks)):
-        load(k)
-        if k >= e.used:
+        if e.used <= k < 2 * e.used:        # a tile's first convolution: right after its permute
             convolve(k - e.used)
+        load(k)
+        if k < e.used:
+            copy(k, prog.store_channel)
+        elif k >= 2 * e.used:
+            copy(k - e.used, 0)
+        if k >= 2 * e.used:
+            convolve(k - e.used)
+    for k in sorted(copies):
+        copy(k, prog.store_channel, k - 2 * e.used if k >= 2 * e.used else None)
     for k in range(max(len(blocks) - e.used, 0), len(blocks)):
         convolve(k)
     return True

@@ -54,7 +54,10 @@ NC, CN = DimsOrder(NAMED_ORDERS["NC"]), DimsOrder(NAMED_ORDERS["CN"])
 
 
 def matrix_order(t: TensorType, row_axis: int, col_axis: int) -> DimsOrder:
-    """NC when the rows' dim is outer to the columns' dim in memory, else CN."""
+    """NC when the rows' dim is outer to the columns' dim in memory (or there is one row,
+    a folded view's that moves along no axis: ``fold_views``), else CN."""
+    if row_axis is None:
+        return NC
     perm = t.order.perm
     return NC if perm.index(row_axis) < perm.index(col_axis) else CN
 

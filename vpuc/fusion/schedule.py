@@ -269,7 +269,10 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                         (task, dst.root.tile, dst.root.name, dst.root.type.nbytes))
         if dma_channels > 1:
             tasks = task_list.tasks
-            deep = deepen(moved, early, early_bytes, room_of, copies)
+            turns: set[int] = set()      # a CNN classifier's deep loads: both channels
+            deep = deepen(moved, early, early_bytes, room_of, copies, turns)
+            stores = {id(t) for t in tasks if isinstance(t, DmaTask)
+                      and _of_computed(symbols, computed, t)} if turns else set()
             # big loads deepen moved back on channel 1 (behind a segment too short to hide
             # them): load -> the gate it had
             behind = {id(t): gate for t, gate, *_ in moved
@@ -280,7 +283,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             # small loads past a segment's stores alternate between the channels, so
             # their DDR latencies overlap
             alternate = {id(t) for t, _, _, _, nbytes in moved if nbytes < DEEP_MIN_BYTES}
-            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
+            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate,
+                                             turns=turns, stores=stores)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
             fits = not (deep or paced or behind or hopeful) or arch is None \
@@ -288,7 +292,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             if not fits and behind:
                 # their longer lifetimes leave allocate-cmx no room: back behind their gates
                 early.update(behind)
-                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate)
+                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate,
+                                                 turns=turns, stores=stores)
                 fits = not (deep or paced or hopeful) or cmx_fits(module, arch)
             if not fits and not (deep := _fewer_deep(module, arch, tasks, task_list, moved,
                                                      early, gates, deep, spread,
@@ -359,6 +364,12 @@ def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early
         if id(task) in deep:
             early[id(task)] = gate
     return set()
+
+
+def _of_computed(symbols: SymbolTable, computed: set[str], task: DmaTask) -> bool:
+    """Whether a DMA reads a buffer a DPU or ACT SHAVE task writes (a store)."""
+    region = symbols.region(task.src)
+    return region is not None and region.root.name in computed
 
 
 def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:

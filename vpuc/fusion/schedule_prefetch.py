@@ -26,6 +26,12 @@ DEEP_LOAD_BYTES = 128 << 10
 # chunks); with the room forced to the whole CMX (four early chunks), 4: 1,858,530, but
 # 1.8 MB more of CMX held across stage 3.
 HEAVY_BACK = 2
+# The share of a CNN classifier's weight chunks ``deepen`` loads deep, during the latest
+# segment that loads as many bytes; the rest load in the classifier's own order.  With the
+# deep ones taking turns between the channels (``prefetch_order``), ResNet-18 (schedule_bench
+# cycles): 1/4 1,744,650, 3/8 1,738,254, 1/2 1,735,207, 5/8 1,734,515, 3/4 1,733,414, 7/8
+# 1,737,014, all 1,741,637; all on channel 0, 1/2 (before): 1,738,080.
+CNN_CLASSIFIER_DEEP = 3 / 4
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
 DEEP_MIN_BYTES = 32 << 10
@@ -33,7 +39,8 @@ DEEP_MIN_BYTES = 32 << 10
 
 def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str],
            early_bytes: dict[tuple[str, int], int], room: EarlyRoom,
-           copies: dict[int, list[tuple[DmaTask, int, str, int]]] | None = None) -> set[int]:
+           copies: dict[int, list[tuple[DmaTask, int, str, int]]] | None = None,
+           turns: set[int] | None = None) -> set[int]:
     """Decision 2 further back (``schedule.py``): the early loads of a streaming segment
     (``EarlyRoom.streaming``: a classifier's weights, which neither its own compute nor
     the short segment before it can hide) whose constants on a tile exceed
@@ -61,7 +68,7 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     (``EarlyRoom.heavy``: a DDR-bound layer's weight chunks) go one per segment back from
     the last, up to ``HEAVY_BACK`` segments, never across another heavy one, so the DDR
     moves them while the DPU-bound layers before compute.  Returns the ids of the loads
-    (and copies) moved."""
+    (and copies) moved; ``turns`` gets those of a CNN classifier (``prefetch_order``)."""
     deep: set[int] = set()
     if room.cmx_bytes is None:
         return deep
@@ -124,15 +131,18 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
             # the pool's loads back in the channel's FIFO).  ResNet-18's Gemm, 8 chunks,
             # during its last 3x3 layer: all deep 1,893,640 cycles (1,894,229 taking turns
             # with its stores on channel 1), the last 2 in own order 1,883,634, 4 1,883,645,
-            # 5 1,883,819, 6 1,890,214; none moved 1,903,843.  allocate-cmx's trial
-            # decides the room (``schedule._fewer_deep``)
+            # 5 1,883,819, 6 1,890,214; none moved 1,903,843 (``CNN_CLASSIFIER_DEEP``
+            # since they take turns between the channels).  allocate-cmx's trial decides
+            # the room (``schedule._fewer_deep``)
             j = loader(a, sum(n for (g, _), n in early_bytes.items() if g == gate))
             if j is None:
                 continue
             own = ahead.setdefault(gate, [t for t, g, *_ in moved if g == gate])
-            if own.index(task) < len(own) // 2:
+            if own.index(task) < int(len(own) * CNN_CLASSIFIER_DEEP):
                 early[id(task)] = room.order[j] + "finished"
                 deep.add(id(task))
+                if turns is not None:
+                    turns.add(id(task))
             else:
                 early.pop(id(task))      # in the classifier's own order, after its rows
             continue
@@ -226,7 +236,8 @@ def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, 
 
 def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
                    deep: set[int] = frozenset(), spread: set[int] = frozenset(),
-                   alternate: set[int] = frozenset()) -> list:
+                   alternate: set[int] = frozenset(), turns: set[int] = frozenset(),
+                   stores: set[int] = frozenset()) -> list:
     """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
     so channel 1 runs it while the previous segment loads on channel 0.  The first goes
     right after the task that updates the gate before its own gate (the start of the
@@ -237,7 +248,12 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     three stores).
     The ``deep`` ones (``deepen``) go on channel 0 instead, right after the last load of
     the segment they run during: that channel waits there anyway, for the segment's
-    stores, before the next segment's first loads.
+    stores, before the next segment's first loads.  Those also in ``turns`` (a CNN
+    classifier's) take turns: the second, fourth, ... of a segment on channel 1, right
+    after its last task there that is not one of the ``stores`` (DMAs of computed blocks:
+    a deep load behind one would wait for its block's compute), so both channels stream
+    them while the segment's last blocks compute (ResNet-18's Gemm behind its last 3x3
+    layer, 6 deep chunks: all on channel 0 1,738,069 cycles, taking turns 1,733,414).
     The ``spread`` ones (a streaming segment's early loads no copy reads, ``overlap``) take
     turns between the channels: the first, third, ... of a segment go on channel 0 right
     after the previous segment's last load, as the deep ones, the others on channel 1 as
@@ -256,6 +272,7 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     starts = sorted(updater.values())
     moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
     anchor: dict[int, int] = {}                      # moved index -> insert after this index
+    turned: dict[str, list[int]] = {}                # gate -> its deep loads taking turns
     for i, task in enumerate(tasks):
         gate = early.get(id(task))
         if gate is None:
@@ -265,9 +282,14 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
             continue
         start = max((s for s in starts if s < end), default=-1)
         if id(task) in deep:
-            task.channel = 0
+            taken = turned.setdefault(gate, [])
+            channel = len(taken) % 2 if id(task) in turns else 0
+            if id(task) in turns:
+                taken.append(i)
+            task.channel = channel
             anchor[i] = max([start] + [j for j in range(start + 1, end + 1)
-                                       if tasks[j].channel == 0
+                                       if tasks[j].channel == channel
+                                       and id(tasks[j]) not in stores
                                        and early.get(id(tasks[j])) is None])
             continue
         task.channel = 1
