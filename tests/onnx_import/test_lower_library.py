@@ -182,3 +182,26 @@ def test_square_reduction_over_a_middle_axis(op, shape, axes, tmp_path, capsys):
     n = int(np.prod([x.shape[a] for a in axes]))
     total = np.abs(x).sum(axis=tuple(axes)) / (n if op == "ReduceMean" else 1)
     _within(got, want, U16 * np.abs(want) + n * EPS32 * total)
+
+
+@pytest.mark.parametrize("axes,keep", [([0, 2], 0), ([1, 3], 1), ([0, 3], 0), ([0, 1, 3], 1)])
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax"])
+def test_reductions_over_axes_apart_in_memory(op, axes, keep, tmp_path, capsys):
+    """Axes not adjacent in memory (H and C of NCHW, N and W) were refused ('cannot be
+    fused ... not adjacent'); ``split_reductions`` chains a reduction per adjacent run.
+    Each link rounds to f16 once: u of its result, which is at most the mean or sum of
+    |x| over the axes it reduced (``total``), plus the kernels' f32 sums."""
+    x, got, want, _, _ = _case(tmp_path, capsys, op, (2, 3, 4, 20), {"axes": axes, "keepdims": keep},
+                               opset=11)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    total = np.abs(x).sum(axis=tuple(axes), keepdims=bool(keep)) / (n if op == "ReduceMean" else 1)
+    _within(got, want, 2 * U16 * (np.abs(want) + total) + n * EPS32 * total)
+
+
+def test_memory_runs_group_axes_adjacent_in_memory():
+    from vpuc.fusion.split_reductions import memory_runs
+    assert memory_runs({1, 3}, (0, 1, 2, 3)) == [[1], [3]]
+    assert memory_runs({1, 2, 3}, (0, 1, 2, 3)) == [[1, 2, 3]]
+    assert memory_runs({1, 3}, (0, 2, 3, 1)) == [[3, 1]]          # NHWC: W then C, adjacent
+    assert memory_runs({0, 2}, (0, 2, 3, 1)) == [[0, 2]]          # N then H in NHWC
+    assert memory_runs({0, 1}, (0, 2, 3, 1)) == [[0], [1]]

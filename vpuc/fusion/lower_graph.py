@@ -79,6 +79,7 @@ from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
 from vpuc.fusion.large_kernels import expand_large_kernels
 from vpuc.fusion.lower_resize import expand_linear_resizes
+from vpuc.fusion.split_reductions import split_reductions
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
@@ -223,6 +224,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
+    split_reductions(graph)            # axes not adjacent in memory: a chain of reductions
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = left_out(graph, tok)

@@ -22,7 +22,8 @@ path: 8 rows at once, one per lane, strided loads along R).  Two ways in:
   the SHAVE kernels of the NPU plugin take the axis and stride along it, so a
   Transpose around the op would only add two DMA passes over the tensor
   (each as long as the kernel's own traffic) and a CMX buffer.  Reduced axes
-  must be adjacent in memory (they merge into one dim).
+  must be adjacent in memory (they merge into one dim); ``split_reductions`` turns
+  a reduction over axes apart into a chain of such reductions before tokenizing.
 
 Own segments are cut into blocks along the input's outermost memory dim of
 extent > 1 when it is kept (its slices are contiguous in DDR), block k on tile
