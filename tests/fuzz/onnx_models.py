@@ -90,9 +90,8 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         op, k, s = r.choice(["MaxPool", "AveragePool"]), r.choice([1, 2, 3]), r.choice([1, 2, 3])
         attrs = dict(kernel_shape=[k, r.choice([1, k])], strides=[s, r.choice([1, s])],
                      pads=[r.randint(0, k - 1) for _ in range(4)])
-        if op == "MaxPool":
-            attrs["ceil_mode"] = r.choice([0, 1])
-        else:
+        attrs["ceil_mode"] = r.choice([0, 1])
+        if op == "AveragePool":
             attrs["count_include_pad"] = r.choice([0, 1])
         return m.model([1, 3, r.randint(k, 11), r.randint(k, 11)], m.node(op, ["x"], **attrs), 17)
     if kind == "resize":

@@ -93,3 +93,33 @@ def test_a_flip_compiles_and_runs(tmp_path):
     x = np.random.default_rng(2).standard_normal((1, 3, 4, 6)).astype(np.float16)
     got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values()))
     np.testing.assert_array_equal(got, x[:, :, ::-1, ::-2])       # copies: exact
+
+
+@pytest.mark.parametrize("size, kernel, stride, pad", [(9, 3, 2, 1), (10, 2, 3, 0), (8, 3, 3, 1), (7, 2, 2, 0)])
+def test_average_pool_ceil_mode_counts_the_input_only(tmp_path, size, kernel, stride, pad):
+    """AveragePool with ceil_mode was refused.  Its extra window is padding at the end, as
+    for MaxPool; with count_include_pad=0 (ONNX's default) the divisor counts the input
+    elements only, which excluding that padding gives."""
+    def build(m, x):
+        return m.node("AveragePool", [x], kernel_shape=[kernel, kernel], strides=[stride, stride],
+                      pads=[pad] * 4, ceil_mode=1)
+    path = _model(tmp_path, build, (1, 3, size, size + 1), "avg")
+    x = np.random.default_rng(3).standard_normal((1, 3, size, size + 1)).astype(np.float16)
+    want = _onnxruntime(path, x.astype(np.float32))
+    got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values())).astype(np.float32)
+    assert got.shape == want.shape
+    # a mean of at most 9 f16 values: an f32 sum (9 roundings of at most 2^-24 of a partial
+    # sum, each at most 9 max|x|), an f32 divide, then one rounding to f16 (u of the value)
+    u, eps32 = 2.0 ** -11, 2.0 ** -24
+    bound = (u + eps32) * np.abs(want) + 9 * eps32 * 9 * float(np.abs(x).max()) + eps32
+    assert np.all(np.abs(got - want) <= bound)
+
+
+def test_average_pool_ceil_mode_counting_the_pads_is_refused(tmp_path):
+    def build(m, x):
+        return m.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                      count_include_pad=1)
+    path = _model(tmp_path, build, (1, 3, 9, 9), "avg")
+    with pytest.raises(VpucError, match=r"AveragePool with ceil_mode and count_include_pad=1 is not "
+                                        r"supported where ceil_mode adds a window"):
+        import_onnx(path)

@@ -107,7 +107,7 @@ def _max_pool(b, node, attrs):
         # Padding with -inf at the end is what ceil_mode adds: one more window where the
         # last one would start inside the input or its left padding.
         h, w = b.shape(node.input[0])[2:]
-        extra = [_ceil_extra(size, bb, e, k, s) for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides)]
+        extra = [ceil_extra(size, bb, e, k, s) for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides)]
         if any(x < 0 for x in extra):
             b.beside_shape_inference(node.output[0])
         end = tuple(e + max(x, 0) for e, x in zip(end, extra))
@@ -115,7 +115,7 @@ def _max_pool(b, node, attrs):
          {"kernel": kernel, "strides": strides, "pads_begin": begin, "pads_end": end}, out=node.output[0])
 
 
-def _ceil_extra(size: int, begin: int, end: int, k: int, s: int) -> int:
+def ceil_extra(size: int, begin: int, end: int, k: int, s: int) -> int:
     """The padding ceil_mode adds at the end of an axis; -1 where the spec's rule drops the
     window ceil_mode adds ("sliding windows that would start in the right padded region
     are ignored", as onnxruntime and PyTorch do) but ONNX's shape inference counts it."""

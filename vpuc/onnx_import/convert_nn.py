@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
-from vpuc.onnx_import.convert_layers import _window_attrs
+from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra
 
 
 def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
@@ -66,11 +66,24 @@ def _conv_transpose(b, node, attrs):
 def _average_pool(b, node, attrs):
     kernel = tuple(attrs["kernel_shape"])
     strides, dilations, begin, end = _window_attrs(b, node, attrs, kernel)
-    if attrs.get("ceil_mode", 0) or dilations != (1, 1):
-        raise b.error("AveragePool with ceil_mode or dilations is not supported")
+    if dilations != (1, 1):
+        raise b.error(f"AveragePool dilations {list(dilations)} are not supported")
+    exclude = not attrs.get("count_include_pad", 0)
+    if attrs.get("ceil_mode", 0):
+        # ceil_mode's extra window as padding at the end (MaxPool's way); its divisor
+        # counts the input only, which is what excluding the padding gives
+        h, w = b.shape(node.input[0])[2:]
+        extra = [ceil_extra(size, bb, e, k, s) for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides)]
+        if any(x < 0 for x in extra):
+            b.beside_shape_inference(node.output[0])
+        if any(x > 0 for x in extra) and not exclude:
+            raise b.error("AveragePool with ceil_mode and count_include_pad=1 is not supported "
+                          "where ceil_mode adds a window (its divisor counts the pads but not "
+                          "the extension)")
+        end = tuple(e + max(x, 0) for e, x in zip(end, extra))
     b.op("AvgPool", [b.value(node.input[0])],
          {"kernel": kernel, "strides": strides, "pads_begin": begin, "pads_end": end,
-          "exclude_pad": not attrs.get("count_include_pad", 0)}, out=node.output[0])
+          "exclude_pad": exclude}, out=node.output[0])
 
 
 def _global_pool(kind: str):
