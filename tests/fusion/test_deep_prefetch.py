@@ -303,6 +303,35 @@ def test_small_loads_past_the_stores_alternate_between_the_channels():
     assert all(t.channel == 1 for t in out if t.label.startswith("Q.w"))
 
 
+def test_loads_past_the_store_of_a_segment_without_loads_go_on_channel_0():
+    """A segment with no load of its own (a squeeze-excite block's global pool, reading its
+    input in place) leaves channel 0 idle, while its one store, the next segment's gate,
+    holds channel 1: every early load that would queue behind that store goes on channel
+    0 after the segment's start instead, so it runs while the segment computes.  A
+    segment with a load of its own keeps the loads taking turns."""
+    def segment(own_load: bool):
+        tasks = [_dma("A.store0", 1, updates=["A.finished"])] \
+            + ([_dma("P.load0", 0, ["A.finished"])] if own_load else []) \
+            + [_dma("P.store0", 1, ["P.done0"], ["P.finished"]),
+               _dma("Q.w0", 1), _dma("Q.w1", 1), _dma("Q.w2", 1),
+               _dma("Q.load0", 0, ["P.finished"])]
+        loads = [t for t in tasks if t.label.startswith("Q.w")]
+        return tasks, {id(t): "P.finished" for t in loads}, {id(t) for t in loads}
+    tasks, early, small = segment(own_load=False)
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"}, alternate=small)
+    # w0 after A's store (the pool's start) on channel 1, ahead of the pool's store; the
+    # ones past that store, w1 and w2, on channel 0 right after the pool's start too
+    assert [t.label for t in out] == ["A.store0", "Q.w0", "Q.w1", "Q.w2", "P.store0",
+                                      "Q.load0"]
+    assert [t.channel for t in out if t.label.startswith("Q.w")] == [1, 0, 0]
+    tasks, early, small = segment(own_load=True)
+    out = prefetch_order(tasks, early, {"A.finished", "P.finished"}, alternate=small)
+    # past the store, w1 stays on channel 1 behind it and w2 takes its turn on channel 0
+    assert [t.label for t in out] == ["A.store0", "Q.w0", "P.load0", "Q.w2", "P.store0",
+                                      "Q.w1", "Q.load0"]
+    assert [t.channel for t in out if t.label.startswith("Q.w")] == [1, 0, 1]
+
+
 @pytest.fixture(scope="module")
 def mobilenet(tmp_path_factory):
     return mobilenet_v3_small(size=64, classes=10).save(

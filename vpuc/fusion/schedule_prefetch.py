@@ -249,6 +249,13 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     load, unless a copy waits on it or it is one: their DDR latencies then overlap
     (MobileNetV3-Small's 28 KB split weights; schedule_bench cycles: 654,563 -> 652,217,
     ResNet-18 2,083,644 -> 2,081,332; every load past the stores: ResNet-18 2,102,092).
+    Every one of them goes on channel 0 when the previous segment has no load of its own
+    (a squeeze-excite block's global pool, reading the depthwise layer's output in place):
+    its channel 0 idles while its one store, the gate of the next segment, holds channel
+    1, so a load queued behind that store ran after the gate, on the critical path
+    (MobileNetV3-Small's first 1x1 of two squeeze-excite blocks, 15.8 KB and 3.3 KB a
+    tile: schedule_bench cycles 592,971 -> 590,461, at the test size 277,408 -> 276,656;
+    ResNet-18 and the encoder layer unchanged).
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
@@ -283,13 +290,16 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
             tasks[i].channel = 0
             anchor[i] = last
         copied = {w for i in loads for w in tasks[i].waits}
+        # no load of its own before its last store (a global pool reading its input in
+        # place): channel 0 idles while it runs
+        idle = last == start
         rest = 0
         for n, i in enumerate(i for i in loads if i not in turns):
             anchor[i] = slots[min(n, len(slots) - 1)]
             if n >= len(slots) - 1 and id(tasks[i]) in alternate and not tasks[i].waits \
                     and not copied & set(tasks[i].updates):
                 rest += 1
-                if rest % 2 == 0:
+                if rest % 2 == 0 or idle:
                     tasks[i].channel = 0
                     anchor[i] = last
     out: list = []
