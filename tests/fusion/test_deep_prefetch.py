@@ -310,11 +310,11 @@ def test_a_cnn_classifiers_deep_loads_take_turns_between_the_channels():
     assert all(t.channel == 0 for t in tasks[6:])
 
 
-def test_small_loads_past_the_stores_alternate_between_the_channels():
-    """``alternate``: the early loads that go after a segment's last store (more loads than
-    stores) take turns with channel 0, after its last load, so their DDR latencies overlap;
-    one a copy waits on, or a copy, stays on channel 1, and so do loads not in
-    ``alternate``."""
+def test_small_loads_after_the_first_take_turns_between_the_channels():
+    """``alternate``: a segment's early loads after its first take turns, from channel 0,
+    after the previous segment's last load, so their DDR latencies overlap and fewer
+    queue ahead of its stores; one a copy waits on, or a copy, stays on channel 1, and so
+    do loads not in ``alternate``."""
     def segment():
         tasks = [_dma("A.store0", 1, updates=["A.finished"]),
                  _dma("P.load0", 0, ["A.finished"]),
@@ -326,14 +326,29 @@ def test_small_loads_past_the_stores_alternate_between_the_channels():
     tasks, early = segment()
     out = prefetch_order(tasks, early, {"A.finished", "P.finished"},
                          alternate={id(t) for t in tasks[3:9]})
-    # w0 after A's store (the segment's start), w1 after P's store; past it w1, w2, w3
-    # and w4 (its copy's source) take turns: w2 on channel 0 after P.load0
-    assert [t.label for t in out] == ["A.store0", "Q.w0", "P.load0", "Q.w2", "P.store0",
-                                      "Q.w1", "Q.w3", "Q.w4", "Q.w5", "Q.load0"]
-    assert [t.channel for t in out if t.label.startswith("Q.w")] == [1, 0, 1, 1, 1, 1]
+    # w0 after A's store (the segment's start); w1 and w3 on channel 0 after P.load0,
+    # w2 after P's store, w4 (its copy's source) and w5 (the copy) after it too
+    assert [t.label for t in out] == ["A.store0", "Q.w0", "P.load0", "Q.w1", "Q.w3",
+                                      "P.store0", "Q.w2", "Q.w4", "Q.w5", "Q.load0"]
+    assert [t.channel for t in out if t.label.startswith("Q.w")] == [1, 0, 0, 1, 1, 1]
     tasks, early = segment()
     out = prefetch_order(tasks, early, {"A.finished", "P.finished"})
     assert all(t.channel == 1 for t in out if t.label.startswith("Q.w"))
+
+
+def test_a_second_small_load_does_not_queue_behind_a_pools_only_store():
+    """A squeeze-excite block's global pool reads its input in place (no load of its own)
+    and has one store, the gate of the 1x1 after it: of the 1x1's two weight loads the
+    second goes on channel 0, right after the pool's start beside the first, not on
+    channel 1 behind that store (where it ran after the gate, on the critical path)."""
+    tasks = [_dma("A.store0", 1, updates=["A.finished"]),
+             _dma("P.store0", 1, ["P.done0"], ["P.finished"]),
+             _dma("Q.w0", 1), _dma("Q.w1", 1), _dma("Q.load0", 0, ["P.finished"])]
+    loads = tasks[2:4]
+    out = prefetch_order(tasks, {id(t): "P.finished" for t in loads},
+                         {"A.finished", "P.finished"}, alternate={id(t) for t in loads})
+    assert [t.label for t in out] == ["A.store0", "Q.w0", "Q.w1", "P.store0", "Q.load0"]
+    assert [t.channel for t in loads] == [1, 0]
 
 
 @pytest.fixture(scope="module")

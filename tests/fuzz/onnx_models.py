@@ -71,7 +71,8 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
 def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
-                     "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary"])
+                     "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
+                     "deconv", "space", "norm", "concat", "where", "squeeze", "global"])
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     if kind == "conv":
@@ -144,6 +145,52 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         size = shape[axis]
         idx = [r.randint(-size, size - 1) for _ in range(r.randint(1, 3))]
         return m.model(shape, m.node("Gather", ["x", m.ints(idx)], axis=axis), 17)
+    if kind == "deconv":
+        c, k, st = r.choice([1, 4, 8]), r.choice([1, 2, 3, 4]), r.choice([1, 2, 3])
+        g = r.choice([d for d in (1, 2, c) if c % d == 0])
+        oc = g * r.choice([1, 3])
+        attrs = dict(kernel_shape=[k, k], strides=[st, st], group=g,
+                     pads=[r.randint(0, k - 1) for _ in range(4)])
+        if st > 1 and r.random() < 0.3:
+            attrs["output_padding"] = [r.randint(0, st - 1), 0]
+        y = m.node("ConvTranspose", ["x", m.weight((c, oc // g, k, k), c * k * k), m.weight((oc,), 10)], **attrs)
+        return m.model([1, c, r.randint(1, 9), r.randint(1, 9)], y, 17)
+    if kind == "space":
+        bs = r.choice([2, 3])
+        if r.random() < 0.5:
+            y = m.node("DepthToSpace", ["x"], blocksize=bs, mode=r.choice(["DCR", "CRD"]))
+            return m.model([1, bs * bs * r.randint(1, 3), r.randint(1, 5), r.randint(1, 5)], y, 17)
+        return m.model([1, r.randint(1, 4), bs * r.randint(1, 4), bs * r.randint(1, 4)],
+                       m.node("SpaceToDepth", ["x"], blocksize=bs), 17)
+    if kind == "norm":
+        if r.random() < 0.5:
+            c = shape[1] if rank >= 3 else 3
+            shape = shape if rank >= 3 else [1, 3, 5]
+            y = m.node("InstanceNormalization", ["x", m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32)),
+                                                 m.weight((c,), 10)], epsilon=1e-5)
+            return m.model(shape, y, 17)
+        axis = r.randint(-rank, rank - 1)
+        norm = shape[axis % rank:]
+        y = m.node("LayerNormalization", ["x", m.init(m.np.uniform(0.5, 1.5, norm).astype(np.float32)),
+                                          m.weight(norm, 10)], axis=axis, epsilon=1e-5)
+        return m.model(shape, y, 17)
+    if kind == "concat":
+        axis = r.randint(-rank, rank - 1)
+        other = list(shape); other[axis] = r.randint(1, 4)
+        y = m.node("Concat", [m.node("Relu", ["x"]), m.weight(other, 1), "x"], axis=axis)
+        return m.model(shape, y, 17)
+    if kind == "where":
+        cmp = r.choice(["Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual"])
+        cond = m.node(cmp, ["x", m.init(np.float32(r.choice([0.0, 0.5])))])
+        return m.model(shape, m.node("Where", [cond, "x", m.node("Neg", ["x"])]), 17)
+    if kind == "squeeze":
+        at = r.randint(0, rank)
+        up = m.node("Unsqueeze", ["x", m.ints([at])])
+        y = m.node("Relu", [up])
+        return m.model(shape, m.node("Squeeze", [y, m.ints([at])]), 17)
+    if kind == "global":
+        shape = [1, r.randint(1, 20), r.randint(1, 30), r.randint(1, 30)]
+        return m.model(shape, m.node(r.choice(["GlobalAveragePool", "GlobalMaxPool"]), ["x"]), 17)
     if kind == "unary":
         op = r.choice(["Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu",
                        "Erf", "Softplus", "Mish", "Abs", "Neg", "Exp", "Floor", "Log", "Sqrt"])

@@ -260,11 +260,23 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     above, so their DDR latencies overlap instead of queueing behind each other and the
     stores (MobileNetV3-Small's squeeze-excite weights: 812,951 -> 809,333 cycles;
     every one on channel 0: 824,733; the second, fourth, ...: 810,718).
-    The ``alternate`` ones (small loads, ``schedule.overlap``) that go after the last store
-    (more loads than stores) take turns too, every second one on channel 0 after the last
-    load, unless a copy waits on it or it is one: their DDR latencies then overlap
-    (MobileNetV3-Small's 28 KB split weights; schedule_bench cycles: 654,563 -> 652,217,
-    ResNet-18 2,083,644 -> 2,081,332; every load past the stores: ResNet-18 2,102,092).
+    The ``alternate`` ones (small loads, ``schedule.overlap``) after the segment's first take
+    turns too, unless a copy waits on it or it is one: the first of them on channel 0 right
+    after the previous segment's last load, the next in its place on channel 1, and so on,
+    so their DDR latencies overlap and fewer of them queue ahead of the previous segment's
+    stores (MobileNetV3-Small's 28 KB split weights; schedule_bench cycles: 654,563 ->
+    652,217, ResNet-18 2,083,644 -> 2,081,332, when only those past the last store took
+    turns, the second on channel 0; every load past the stores: ResNet-18 2,102,092).
+    Taking turns from the second load on, not only past the stores, and from channel 0:
+    a squeeze-excite block's global pool reads its input in place and has one store, the
+    next segment's gate, while its channel 0 idles; its second 1x1 weight load queued
+    behind that store, on the critical path, and a 1x1's loads held up its stores
+    (schedule_bench cycles, full size: MobileNetV3-Small 592,971 -> 590,297, ResNet-18
+    1,749,259 -> 1,747,077, encoder layer 903,728 -> 901,828; at the test sizes 277,408 ->
+    261,869, 60,124 -> 58,182, 49,667 -> 46,936.  MobileNetV3-Small with the channel-1
+    ones packed into the first slots instead: 661,002; from the second load on, channel
+    1 first: 593,459; from the first load on, channel 1 first: 591,223, channel 0 first:
+    599,381).
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
@@ -308,10 +320,10 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
         rest = 0
         for n, i in enumerate(i for i in loads if i not in turns):
             anchor[i] = slots[min(n, len(slots) - 1)]
-            if n >= len(slots) - 1 and id(tasks[i]) in alternate and not tasks[i].waits \
+            if n >= 1 and id(tasks[i]) in alternate and not tasks[i].waits \
                     and not copied & set(tasks[i].updates):
                 rest += 1
-                if rest % 2 == 0:
+                if rest % 2 == 1:
                     tasks[i].channel = 0
                     anchor[i] = last
     out: list = []
