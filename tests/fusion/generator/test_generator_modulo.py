@@ -20,7 +20,7 @@ from runtime_sim.isa.invoke import invoke_kernel
 from vpuc.abi.params import layout_window_e
 from vpuc.fusion.generator import run as runmod
 from gen_testlib import run_both, same
-from vpuc.fusion.generator.cleanup import CLEANUP_PIPELINE
+from vpuc.fusion.generator.cleanup import CLEANUP_PIPELINE, modulo_schedule
 from vpuc.fusion.generator.cleanup.modulo_schedule import steady_cycles
 from vpuc.fusion.generator.cleanup.unroll import _is_step
 from vpuc.fusion.generator.generate import generate
@@ -142,3 +142,30 @@ def test_a_loop_too_big_to_unroll_is_renamed_and_overlapped():
     assert same(old.outputs[0], run_both(kernel, [x], [(16, 256)]).outputs[0])
     per_trip = elements_per_trip(loop.body, 2)
     assert slope("Gelu", (16, 32), 256, approximation="erf") == Fraction(ii, per_trip)
+
+
+def test_a_load_read_far_apart_is_loaded_again(monkeypatch):
+    """Gelu as ONNX spells it (x / sqrt 2, Erf, x * 0.5, + 1, product): x is read by the
+    division and by ``x * 0.5``, whose product waits for the whole erf chain.  Held in
+    one register, x would keep II near half that chain; loaded again for its second
+    reader, the loop reaches the slot bound -- in place too (the reload comes before the
+    store of its copy)."""
+    b = Builder()
+    x = b.param((7, 768), ElemType.F16)
+    erf = b.op("Erf", b.op("Divide", x, b.const(1.4140625, elem=ElemType.F16)))
+    half = b.op("Multiply", x, b.const(0.5, elem=ElemType.F16))
+    b.result(b.op("Multiply", half, b.op("Add", erf, b.const(1.0, elem=ElemType.F16))))
+    body = tokenize(b.build(), get_target("shave")).subgraphs[0].body
+    kernel = generate(body, "k")
+    loop = main_loop(kernel)
+    loads = [i for i in loop.body if i.op == "vld"]
+    assert len(loads) == 2 * elements_per_trip(loop.body, 2) // 8
+    ii = loop.info["modulo"]
+    monkeypatch.setattr(modulo_schedule, "_reloaded", lambda body, mir: None)
+    held = main_loop(generate(body, "k")).info["modulo"]
+    assert slot_bound(loop.body) <= ii < held
+    monkeypatch.undo()
+    xs = np.random.default_rng(7).uniform(-6, 6, (7, 768)).astype(np.float16)
+    old = run_kernel(generate(body, "k", cleanups=TWO_STAGE), [xs], [(7, 768)])
+    assert same(old.outputs[0], run_both(kernel, [xs], [(7, 768)]).outputs[0])
+    assert same(old.outputs[0], in_place(kernel, body.parameters[0].type, xs))
