@@ -267,12 +267,15 @@ def _slot_bound(body: list[Inst], target) -> int:
     return max(-(-c // len(slots)) for slots, c in busy.items())
 
 
-def _interval(body: list[Inst], target, limit: int) -> tuple[int, list[int]] | None:
-    """The smallest II below ``limit`` (from the slot bound up) a schedule fits, with it."""
+def _interval(body: list[Inst], target, limit: int, stages: int) -> tuple[int, list[int]] | None:
+    """The smallest II below ``limit`` (from the slot bound up) with a schedule of at most
+    ``stages`` stages whose values fit the registers, with that schedule."""
     preds, readers = _dependences(body, target)
+    budget = _budgets(body)
     for ii in range(max(_slot_bound(body, target), 2), limit):
         sigma = _place(body, target, ii, preds, readers)
-        if sigma is not None:
+        if (sigma is not None and max(sigma) // ii < stages
+                and all(_max_live(body, sigma, readers, ii, f) < budget[f] for f in ("v", "s"))):
             return ii, sigma
     return None
 
@@ -389,24 +392,19 @@ class ModuloSchedulePass(MirPass):
         if len(defined) != len(set(defined)) or any(not r.virtual for r in defined):
             return None
         trips = init.args[1]
-        found = _interval(body, target, self._baseline(init, original, target))
+        stages = min(MAX_STAGES, trips)
+        found = _interval(body, target, self._baseline(init, original, target), stages)
         if found is not None and found[0] > _slot_bound(body, target):
             # values read far apart (Gelu's x, by the erf and by x / 2) hold II back: their
             # register must outlive the longest chain between their readers; a load read
             # twice is loaded again for its later readers instead (the LSUs idle)
             reloaded = _reloaded(body, self.mir)
-            better = None if reloaded is None else _interval(reloaded, target, found[0])
+            better = None if reloaded is None else _interval(reloaded, target, found[0], stages)
             if better is not None:
                 body, found = reloaded, better
         if found is None:
             return None
         ii, sigma = found
-        _, readers = _dependences(body, target)
-        budget = _budgets(body)
-        if max(sigma) // ii + 1 > min(MAX_STAGES, trips):
-            return None
-        if any(_max_live(body, sigma, readers, ii, f) > budget[f] - 1 for f in ("v", "s")):
-            return None
         prologue, kernel, epilogue, stages = _emit(body, sigma, ii, trips, steps, u)
         count = Inst("li", [loop.counter, trips - stages + 1], init.tag,
                      f"trip count - {stages - 1}" if stages > 1 else init.note)
