@@ -45,7 +45,13 @@ bounds II from below: its register must last from the first to the last.
 When II stays above the slot bound, a load read more than once is tried
 loaded again before each later reader (the LSUs are mostly idle), and kept if
 that schedules a smaller II: Gelu's x, read by the erf and by ``x * 0.5``
-at the end, bounded the f16 loop at 48 cycles a vector, 41 after.
+at the end, bounded the f16 loop at 48 cycles a vector, 42 after (VAU: 37).
+
+At most two stages (``MAX_STAGES``): the simulator's fast path batches a loop
+whose carried values come from instructions that read none
+(``runtime_sim/isa/loop_pipelined.py``), which a third stage breaks; so an
+iteration spans at most 2 II cycles (each instruction placed early enough for
+the latency path after it).
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from vpuc.fusion.generator.cleanup.unroll import UnrollPass, _inductions, _is_st
 from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten, walk_bodies
 from vpuc.fusion.generator.regalloc import AllocationError, allocate, liveness
 
-MAX_STAGES = 4          # code size: the prologue and epilogue hold S - 1 partial trips each
+MAX_STAGES = 2          # the simulator batches two-stage loops only (runtime_sim/isa/loop_pipelined.py)
 
 
 def steady_cycles(body: list[Inst], target, trips: int = 4) -> int:
@@ -119,14 +125,17 @@ def _dependences(body: list[Inst], target) -> tuple[list[dict[int, int]], dict[i
     return preds, readers
 
 
-def _place(body: list[Inst], target, ii: int, preds, readers) -> list[int] | None:
+def _place(body: list[Inst], target, ii: int, preds, readers,
+           span: int, order: int = 0) -> list[int] | None:
     """Times ``sigma`` for ``body`` at initiation interval ``ii``, or None: Rau's iterative
     modulo scheduling.  Instructions are taken by height (the longest latency path to the
     end of the iteration), each at the first cycle from its earliest start whose row has
     its slot free; when none within ``ii`` cycles has, it takes its earliest start anyway
     and evicts what holds the slot and what its placement now violates, within a budget
     of placements.  Besides the dependences, a reader must come less than ``ii`` cycles
-    after the writer (the next iteration's write of the register is later)."""
+    after the writer (the next iteration's write of the register is later), and an
+    iteration fits in ``span`` cycles: an instruction starts early enough for the longest
+    latency path after it to end by then."""
     n = len(body)
     edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]   # i -> (j, delay): s_j >= s_i + delay
     into: list[list[tuple[int, int]]] = [[] for _ in range(n)]
@@ -159,13 +168,17 @@ def _place(body: list[Inst], target, ii: int, preds, readers) -> list[int] | Non
         if not pending:         # evictions may have moved it all later: start in stage 0
             first = min(sigma) // ii * ii  # type: ignore[type-var]
             return [t - first for t in sigma]  # type: ignore[operator]
-        op = min(pending, key=lambda i: (-height[i], i))
+        op = min(pending, key=(lambda i: (-height[i], i)) if order == 0 else
+                 (lambda i: (-height[i], -i)) if order == 1 else (lambda i: (i,)))
         pending.discard(op)
         cost = costs[op]
         start = max([0] + [sigma[i] + d for i, d in into[op] if sigma[i] is not None])
+        deadline = span - height[op]
+        if start > deadline:
+            return None
         rows = lambda t: [(t + k) % ii for k in range(cost.issue)]   # noqa: E731
         chosen = None
-        for t in range(start, start + ii):
+        for t in range(start, min(start + ii, deadline + 1)):
             slot = next((sl for sl in cost.slots if all((r, sl) not in holder for r in rows(t))),
                         None)
             if slot is not None:
@@ -173,6 +186,8 @@ def _place(body: list[Inst], target, ii: int, preds, readers) -> list[int] | Non
                 break
         if chosen is None:
             t = start if last[op] is None or start > last[op] else last[op] + 1
+            if t > deadline:        # tried every cycle up to the deadline: round again
+                t = start
             chosen = t, cost.slots[0]
             for r in rows(t):
                 if (r, chosen[1]) in holder:
@@ -273,7 +288,7 @@ def _interval(body: list[Inst], target, limit: int, stages: int) -> tuple[int, l
     preds, readers = _dependences(body, target)
     budget = _budgets(body)
     for ii in range(max(_slot_bound(body, target), 2), limit):
-        sigma = _place(body, target, ii, preds, readers)
+        sigma = _place(body, target, ii, preds, readers, stages * ii)
         if (sigma is not None and max(sigma) // ii < stages
                 and all(_max_live(body, sigma, readers, ii, f) < budget[f] for f in ("v", "s"))):
             return ii, sigma
