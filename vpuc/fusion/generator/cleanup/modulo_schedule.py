@@ -125,8 +125,7 @@ def _dependences(body: list[Inst], target) -> tuple[list[dict[int, int]], dict[i
     return preds, readers
 
 
-def _place(body: list[Inst], target, ii: int, preds, readers,
-           span: int, order: int = 0) -> list[int] | None:
+def _place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list[int] | None:
     """Times ``sigma`` for ``body`` at initiation interval ``ii``, or None: Rau's iterative
     modulo scheduling.  Instructions are taken by height (the longest latency path to the
     end of the iteration), each at the first cycle from its earliest start whose row has
@@ -168,8 +167,7 @@ def _place(body: list[Inst], target, ii: int, preds, readers,
         if not pending:         # evictions may have moved it all later: start in stage 0
             first = min(sigma) // ii * ii  # type: ignore[type-var]
             return [t - first for t in sigma]  # type: ignore[operator]
-        op = min(pending, key=(lambda i: (-height[i], i)) if order == 0 else
-                 (lambda i: (-height[i], -i)) if order == 1 else (lambda i: (i,)))
+        op = min(pending, key=lambda i: (-height[i], i))
         pending.discard(op)
         cost = costs[op]
         start = max([0] + [sigma[i] + d for i, d in into[op] if sigma[i] is not None])
