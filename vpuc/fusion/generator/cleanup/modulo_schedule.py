@@ -163,7 +163,7 @@ def _place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list
         sigma[i] = None
         pending.add(i)
 
-    for _ in range(40 * n):
+    for _ in range(10 * n):
         if not pending:         # evictions may have moved it all later: start in stage 0
             first = min(sigma) // ii * ii  # type: ignore[type-var]
             return [t - first for t in sigma]  # type: ignore[operator]
