@@ -119,7 +119,8 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
         _show(print_after, "emit", mir)
         passes = names
         if attempt.unroll < 2 and not attempt.hoist_vectors:
-            passes = [n for n in names if n not in ("unroll", "pipeline", "schedule")]
+            passes = [n for n in names if n not in ("unroll", "modulo-schedule", "pipeline",
+                                                    "schedule")]
         if attempt.unroll < 0:          # the last resort: the emitters' code, barely cleaned
             passes = [n for n in names if n in ("simplify", "strength-reduction", "peephole")]
         run_cleanups(mir, passes, target, attempt, stage_timings, sizes,

@@ -14,9 +14,12 @@ used, every constant materialized where it is needed); these passes clean it:
 5. peephole: ``addi r, r, 0``, chains of ``addi``, moves into the defining
    instruction, dead instructions;
 6. unroll: innermost counted loops unrolled with renamed temporaries;
-7. pipeline: unrolled loops software-pipelined in two stages (the next
+7. modulo-schedule: unrolled loops with a static trip count modulo-scheduled
+   (one iteration started every II cycles, the stages of several in one trip)
+   when that beats the next two passes;
+8. pipeline: other unrolled loops software-pipelined in two stages (the next
    iteration's loads overlap this one's tail);
-8. schedule: list scheduling of straight-line code by the cycle table and slots.
+9. schedule: list scheduling of straight-line code by the cycle table and slots.
 
 ``CLEANUP_PASSES`` is the registry (file ``strength_reduction.py`` <->
 ``strength-reduction`` <-> ``StrengthReductionPass``), ``CLEANUP_PIPELINE``
@@ -32,6 +35,7 @@ from vpuc.fusion.generator.cleanup.base import CleanupConfig, MirPass
 from vpuc.fusion.generator.cleanup.cse import CsePass
 from vpuc.fusion.generator.cleanup.fold_min_max import FoldMinMaxPass
 from vpuc.fusion.generator.cleanup.licm import LicmPass
+from vpuc.fusion.generator.cleanup.modulo_schedule import ModuloSchedulePass
 from vpuc.fusion.generator.cleanup.peephole import PeepholePass
 from vpuc.fusion.generator.cleanup.pipeline import PipelinePass
 from vpuc.fusion.generator.cleanup.schedule import SchedulePass
@@ -43,13 +47,14 @@ from vpuc.fusion.generator.mir import count
 CLEANUP_PASSES: dict[str, type[MirPass]] = {
     cls.name: cls
     for cls in (FoldMinMaxPass, SimplifyPass, StrengthReductionPass, CsePass, LicmPass,
-                PeepholePass, UnrollPass, PipelinePass, SchedulePass)
+                PeepholePass, UnrollPass, ModuloSchedulePass, PipelinePass, SchedulePass)
 }
 # cse runs again after licm: constants hoisted out of sibling loops (a main body and its
 # tail) meet in the preheader; peephole again after unroll, whose renamed copies are
 # virtual registers written once, so copies between them can go.
 CLEANUP_PIPELINE: list[str] = ["fold-min-max", "simplify", "strength-reduction", "cse", "licm",
-                               "cse", "peephole", "unroll", "peephole", "pipeline", "schedule"]
+                               "cse", "peephole", "unroll", "peephole", "modulo-schedule",
+                               "pipeline", "schedule"]
 
 
 def run_cleanups(mir, names: list[str], target, config: CleanupConfig, timings: list,

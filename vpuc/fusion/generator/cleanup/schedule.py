@@ -143,6 +143,8 @@ class SchedulePass(MirPass):
     def run(self, mir, target, config) -> bool:
         changed = False
         for loop in loops(mir.body):
+            if loop.info.get("modulo"):
+                continue                # already placed cycle by cycle (modulo-schedule)
             if all(isinstance(n, Inst) for n in loop.body):
                 scheduled = schedule_block(loop.body, target)
                 changed |= scheduled != loop.body
