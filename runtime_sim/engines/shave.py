@@ -33,6 +33,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import cached_property
 from operator import attrgetter
 from typing import Callable
@@ -83,12 +84,19 @@ _OBJECTS: dict[tuple[bytes, str], KernelObject] = {}
 MAX_CACHED_OBJECTS = 64
 
 
-def kernel_object(elf: bytes, name: str) -> KernelObject:
+def kernel_object(elf: bytes, name: str, built: tuple | None = None) -> KernelObject:
+    """The object ``elf`` holds, named ``name`` in messages.  ``built``: a program's
+    ``KernelImage.built``, the object this process wrote ``elf`` from, which reading it
+    back gives again: taken as it is (renamed) while ``elf`` is still its bytes."""
     obj = _OBJECTS.get((elf, name))
     if obj is None:
         if len(_OBJECTS) >= MAX_CACHED_OBJECTS:
             _OBJECTS.clear()
-        obj = _OBJECTS[(elf, name)] = KernelObject.from_elf(elf, name)
+        if built is not None and built[0] is elf:
+            obj = replace(built[1], name=name)
+        else:
+            obj = KernelObject.from_elf(elf, name)
+        _OBJECTS[(elf, name)] = obj
     return obj
 
 
@@ -205,7 +213,7 @@ class ShaveEngine(RunTogether):
             image = self.program.kernels.get(name)
             if image is None:
                 raise VpucError(f"kernel @{name} has no image in the program; it cannot run")
-            obj = kernel_object(image.elf, f"@{name}")
+            obj = kernel_object(image.elf, f"@{name}", image.built)
             entry = next((s.name for s in obj.entry_points if s.value == image.entry), None)
             self._objects[name] = (obj, entry)
         return self._objects[name]
