@@ -36,7 +36,8 @@ from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
 from runtime_sim.isa.path_relocate import relocated
 from runtime_sim.isa.path_ops import instructions
-from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, walk
+from runtime_sim.isa.path_records import Guard, PathRefused, Walk
+from runtime_sim.isa.path_walk import walk
 from runtime_sim.isa.sem_vector import GENERAL
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
