@@ -197,7 +197,9 @@ def path_timing(program, walk: Walk) -> PathTiming:
         if len(_TIMINGS) >= MAX_CACHED_TIMINGS:
             _TIMINGS.clear()
         taken = [s.taken for s in walk.path[:-1]] + [False]
-        timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
+        tails = getattr(program, "tails", None)     # the words' issue inputs, unpacked
+        timing = _TIMINGS[key] = PathTiming(None, taken, [tails[s.index] for s in walk.path]) \
+            if tails else PathTiming([program.steps[s.index] for s in walk.path], taken)
     walk.shared["timing"] = timing
     return timing
 
