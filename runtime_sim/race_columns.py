@@ -16,6 +16,7 @@ per rank.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -48,14 +49,16 @@ def _as_is(span):
 
 def _columns(units: list[int], spans: list[tuple], writes: list[bool]) -> Columns:
     """Columns of accesses given as (key, lo, hi, handle) spans; empty spans dropped."""
-    key_ids: dict[tuple, int] = {}
-    keys = [key_ids.setdefault(span[0], len(key_ids)) for span in spans]
-    lo = np.fromiter((span[1] for span in spans), np.int64, len(spans))
-    hi = np.fromiter((span[2] for span in spans), np.int64, len(spans))
+    # memories numbered in the order they first appear (item getters and maps: in C)
+    memories = list(map(itemgetter(0), spans))
+    key_ids = {key: i for i, key in enumerate(dict.fromkeys(memories))}
+    keys = list(map(key_ids.__getitem__, memories))
+    lo = np.fromiter(map(itemgetter(1), spans), np.int64, len(spans))
+    hi = np.fromiter(map(itemgetter(2), spans), np.int64, len(spans))
     unit = np.asarray(units, np.int64)
     keep = np.flatnonzero(hi > lo)              # an empty span touches no byte
     keep = keep[np.argsort(unit[keep], kind="stable")]
-    handles = [spans[i][3] for i in keep.tolist()]
+    handles = list(map(itemgetter(3), map(spans.__getitem__, keep.tolist())))
     return Columns(unit[keep], np.asarray(keys, np.int64)[keep] if keys else unit[keep],
                    lo[keep], hi[keep], np.asarray(writes, bool)[keep], handles, list(key_ids))
 

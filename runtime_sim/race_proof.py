@@ -7,7 +7,7 @@ over columns:
 
 * a topological order of the happens-before graph (a run that starts each
   unit as soon as the graph allows: ``rank``) and every unit's start clock
-  (``HappensBefore``, the clocks the online detector computes);
+  (``HappensBefore``'s clocks, the online detector's, as bit sets of positions);
 * the unordered pairs, read off the clocks: the units of queue q that are not
   ordered before v and rank before it are the positions past what v's start
   clock knows ended in q, up to the last one ranked before v (a queue starts
@@ -31,12 +31,14 @@ detector runs as before and reports exactly what it always did.
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import add, and_, itemgetter, or_, xor
+
 import numpy as np
 
 from runtime_sim.plan import Plan
 from runtime_sim.race_access import strided_rows
 from runtime_sim.race_columns import Columns
-from runtime_sim.race_clock import mark, merge
 from runtime_sim.race_live import bytes_shared
 
 PAIRS_PER_UNIT = 64       # beyond this many unordered pairs per unit, the online check decides
@@ -68,16 +70,20 @@ def footprint_overlap(a: Footprint, b: Footprint) -> tuple[int, int] | None:
     return bytes_shared(a, b)
 
 
-def happens_before_order(plan: Plan) -> tuple[list[bool], list[int], list[list]] | None:
+def happens_before_order(plan: Plan) -> tuple[list[bool], list[int], list[list[int]]] | None:
     """(per queue whether several engines serve it, units in a topological order of
     happens-before, each unit's start clock), or None when the barriers form a cycle.
     Each unit starts once its queue predecessor did and its barriers' producers ended,
-    and ends at once: the clocks depend only on the graph, not on when units end.  The
-    clocks are ``HappensBefore``'s (its ``start`` and ``end`` inline, as one step)."""
+    and ends at once: the clocks depend only on the graph, not on when units end.
+
+    A start clock is ``HappensBefore``'s as sets: per queue, a Python int whose bit ``i``
+    says position ``i`` is known to have ended (a one-engine queue's is always
+    ``0..last``, its clock entry; a multi-engine queue's is its prefix and mask).  The
+    union of two clocks is then the bitwise or of their entries, done in C for every
+    queue at once (``HappensBefore`` merges masks one queue at a time in Python)."""
     waits, updates, queue_units = plan.waits, plan.updates, plan.queue_units
     multi = [engines > 1 for engines in plan.queue_engines]
-    multi_queues = [q for q, m in enumerate(multi) if m]
-    empty = [(-1, 0) if m else -1 for m in multi] + [False]
+    empty = [0] * len(queue_units)
     last: list[list | None] = [None] * len(queue_units)   # the clock a queue's next unit starts from
     barrier: list[list | None] = [None] * len(plan.barrier_names)
     users = list(plan.consumer_count)                      # consumers yet to start
@@ -105,8 +111,8 @@ def happens_before_order(plan: Plan) -> tuple[list[bool], list[int], list[list]]
                 clock = last[q]                 # start: the queue's and the barriers' clocks
                 for b in waits[u]:
                     other = barrier[b]
-                    if other is not None:
-                        clock = other if clock is None else merge(clock, other, multi_queues)
+                    if other is not None and other is not clock:
+                        clock = other if clock is None else list(map(or_, clock, other))
                     users[b] -= 1
                     if not users[b]:
                         barrier[b] = None       # its last consumer has its clock
@@ -114,18 +120,13 @@ def happens_before_order(plan: Plan) -> tuple[list[bool], list[int], list[list]]
                     clock = empty
                 starts[u] = clock
                 ended = list(clock)             # end: the start clock plus u itself
-                if several:
-                    last[q] = clock
-                    ended[q] = entry = mark(ended[q], h)
-                    if entry[1]:
-                        ended[-1] = True
-                else:
-                    if ended[q] < h:
-                        ended[q] = h
-                    last[q] = ended
+                ended[q] |= 1 << h
+                # a multi-engine queue's next unit starts after this one started, a
+                # one-engine queue's after it ended
+                last[q] = clock if several else ended
                 for b in updates[u]:
                     other = barrier[b]
-                    barrier[b] = ended if other is None else merge(other, ended, multi_queues)
+                    barrier[b] = ended if other is None else list(map(or_, other, ended))
                 order.append(u)
                 h += 1
                 for b in updates[u]:
@@ -155,19 +156,28 @@ def race_free(plan: Plan, columns: Columns) -> bool:
 
 
 def _unordered_pairs(plan: Plan, multi: list[bool], order: list[int],
-                     starts: list[list]) -> tuple[np.ndarray, np.ndarray] | None:
+                     starts: list[list[int]]) -> tuple[np.ndarray, np.ndarray] | None:
     """(earlier, later): every pair of units where ``earlier`` ranks before ``later`` and
     does not happen before it; None when there are more than ``PAIRS_PER_UNIT`` per unit."""
     n = plan.size
     if not n or not multi:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rank = np.empty(n, np.int64)
-    rank[np.asarray(order, np.int64)] = np.arange(n, dtype=np.int64)
-    # Start clocks as a matrix of the last position known ended (a multi-engine queue's
-    # prefix: its mask may know more, looked at below).
+    rank[np.fromiter(order, np.int64, n)] = np.arange(n, dtype=np.int64)
+    # Start clocks as a matrix of the last position of each queue's prefix known ended
+    # (one below its trailing ones: a one-engine queue's entry is all prefix); a
+    # multi-engine queue's positions known ended past its prefix are looked at below.
     ended = np.empty((n, len(multi)), np.int64)
+    past_prefix = np.zeros((n, len(multi)), bool)
     for q, m in enumerate(multi):               # a column per queue: no test per entry
-        ended[:, q] = [start[q][0] for start in starts] if m else [start[q] for start in starts]
+        column = list(map(itemgetter(q), starts))
+        if m:       # b ^ (b + 1): the trailing ones and the bit above; b & (b + 1): the rest
+            above = list(map(add, column, repeat(1, n)))
+            ended[:, q] = np.fromiter(map(int.bit_length, map(xor, column, above)),
+                                      np.int64, n) - 2
+            past_prefix[:, q] = np.fromiter(map(and_, column, above), bool, n)
+        else:
+            ended[:, q] = np.fromiter(map(int.bit_length, column), np.int64, n) - 1
     ranked_before = np.empty_like(ended)
     units_of = [np.asarray(units, np.int64) for units in plan.queue_units]
     for q, units in enumerate(units_of):
@@ -183,17 +193,12 @@ def _unordered_pairs(plan: Plan, multi: list[bool], order: list[int],
         np.cumsum(count) - count, count)
     queue_base = np.cumsum([0] + [len(units) for units in units_of])[:-1]
     earlier = np.concatenate(units_of + [np.zeros(0, np.int64)])[queue_base[queue] + position]
-    # A mask bit says a position past the prefix ended: that pair is ordered after all.
-    masks = [(v, q) for q, m in enumerate(multi) if m
-             for v, start in enumerate(starts) if start[q][1]]
-    if masks:
-        has_mask = np.zeros((n, len(multi)), bool)
-        has_mask[tuple(np.asarray(masks, np.int64).T)] = True
+    # A position past the prefix known ended: that pair is ordered after all.
+    check = np.flatnonzero(past_prefix.reshape(-1)[cell])
+    if len(check):
         keep = np.ones(total, bool)
-        for i in np.flatnonzero(has_mask[later, queue]).tolist():
-            v, q = int(later[i]), int(queue[i])
-            prefix, mask = starts[v][q]
-            keep[i] = not (mask >> (int(position[i]) - prefix - 1)) & 1
+        keep[check] = [not (starts[v][q] >> p) & 1 for v, q, p in zip(
+            later[check].tolist(), queue[check].tolist(), position[check].tolist())]
         earlier, later = earlier[keep], later[keep]
     return earlier, later
 

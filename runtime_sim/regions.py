@@ -29,15 +29,17 @@ def slice_arithmetic(slices, shape, strides) -> tuple | None:
         return None
     dims, view_strides, offset, last = [], [], 0, 0
     for piece, size, stride in zip(slices, shape, strides):
-        stop = size if piece.stop == -1 else piece.stop
-        step = piece.step
-        if step < 1 or not 0 <= piece.start < stop <= size:
+        start, stop, step = piece.start, piece.stop, piece.step
+        if stop == -1:
+            stop = size
+        if step < 1 or not 0 <= start < stop <= size:
             return None
-        extent = (stop - piece.start + step - 1) // step
+        extent = (stop - start + step - 1) // step
         dims.append(extent)
-        view_strides.append(stride * step)
-        offset += piece.start * stride
-        last += (extent - 1) * stride * step
+        step *= stride
+        view_strides.append(step)
+        offset += start * stride
+        last += (extent - 1) * step
     return dims, view_strides, offset, last
 
 

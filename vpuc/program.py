@@ -28,6 +28,7 @@ from vpuc.ir.module import Module
 
 if TYPE_CHECKING:
     from vpuc.ir.graph import Graph
+    from vpuc.shave import KernelObject
     from vpuc.shave.kernel_notes import ExprTags
     from vpuc.task_tables import TaskTables
 
@@ -48,6 +49,12 @@ class KernelImage:
     # ... and the LIR expression each .text instruction came from (``ExprTags``, run-length;
     # vpuc.shave.kernel_notes), from the same section; else None.
     tags: ExprTags | None = None
+    # (elf, the KernelObject it was written from) when this process built ``elf`` (the
+    # compiler's assign-windows): reading ``elf`` back gives that object again (a test
+    # checks the library's and the zoo's kernels), so a simulation takes it instead of
+    # parsing the ELF (``runtime_sim.engines.shave``), while ``elf`` is still those bytes.
+    # None for an image read from a blob.  Not part of the image's value.
+    built: tuple[bytes, KernelObject] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -33,6 +33,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import cached_property
 from operator import attrgetter
 from typing import Callable
@@ -41,13 +42,12 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
+from runtime_sim.engines.shave_classes import InvocationClasses
 from runtime_sim.engines.shave_together import RunTogether
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
-from vpuc.abi.contract import contract_slots
-from vpuc.abi.memref import MEMREF_OFFSETS
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
@@ -55,7 +55,6 @@ from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.program import InvocationImage, Program
 from vpuc.shave import KernelObject
 
-_DATA_ADDR, _IS_STATIC = MEMREF_OFFSETS["dataAddr"], MEMREF_OFFSETS["isStatic"]
 # What a binding contributes to a task's bindings key.
 _BUFFER_ALIAS = attrgetter("buffer", "alias")
 
@@ -83,12 +82,19 @@ _OBJECTS: dict[tuple[bytes, str], KernelObject] = {}
 MAX_CACHED_OBJECTS = 64
 
 
-def kernel_object(elf: bytes, name: str) -> KernelObject:
+def kernel_object(elf: bytes, name: str, built: tuple | None = None) -> KernelObject:
+    """The object ``elf`` holds, named ``name`` in messages.  ``built``: a program's
+    ``KernelImage.built``, the object this process wrote ``elf`` from, which reading it
+    back gives again: taken as it is (renamed) while ``elf`` is still its bytes."""
     obj = _OBJECTS.get((elf, name))
     if obj is None:
         if len(_OBJECTS) >= MAX_CACHED_OBJECTS:
             _OBJECTS.clear()
-        obj = _OBJECTS[(elf, name)] = KernelObject.from_elf(elf, name)
+        if built is not None and built[0] is elf:
+            obj = replace(built[1], name=name)
+        else:
+            obj = KernelObject.from_elf(elf, name)
+        _OBJECTS[(elf, name)] = obj
     return obj
 
 
@@ -107,14 +113,13 @@ def _tile_buffers(memory: Memory, program: Program, cache: dict,
     return spans
 
 
-class ShaveEngine(RunTogether):
+class ShaveEngine(RunTogether, InvocationClasses):
     def __init__(self, program: Program, memory: Memory, timing_only: bool = False) -> None:
         self.program = program
         self.memory = memory
         self.timing_only = timing_only
         self._objects: dict[str, tuple[KernelObject, str | None]] = {}
         self._memo: dict[tuple, int] = {}                   # timing-only: cycles by _cycles_key
-        self._address_fields: dict[str, tuple[int, ...]] = {}
         self.seconds = 0.0          # wall time spent running kernels
         self.runs = 0
         self.cycles_only_runs = 0   # timing-only: runs without the vector arithmetic
@@ -135,8 +140,8 @@ class ShaveEngine(RunTogether):
         # Numerics: the cycles of each class of invocations (``_static_key``) one of them
         # took in full, which a deferred one is charged (``deferred_cycles``)
         self._class_cycles: dict[tuple, int] = {}
-        self._static_keys: dict[int, tuple] = {}        # id(invocation) -> (it, its key)
         self.together = 0           # invocations run with others (``run_together``)
+        self._start_classes()
 
     @cached_property
     def _act_tasks(self) -> list:
@@ -205,7 +210,7 @@ class ShaveEngine(RunTogether):
             image = self.program.kernels.get(name)
             if image is None:
                 raise VpucError(f"kernel @{name} has no image in the program; it cannot run")
-            obj = kernel_object(image.elf, f"@{name}")
+            obj = kernel_object(image.elf, f"@{name}", image.built)
             entry = next((s.name for s in obj.entry_points if s.value == image.entry), None)
             self._objects[name] = (obj, entry)
         return self._objects[name]
@@ -329,82 +334,12 @@ class ShaveEngine(RunTogether):
                 bindings.writes, stack, len(self.memory.cmx(tile)),
                 tuple(sorted(self.program.arch.window_bases.items())))
 
-    def class_of(self, invocation: InvocationImage) -> tuple | None:
-        """What invocations run together share (``_static_key``)."""
-        return self._static_key(invocation)
-
     def _scratch(self, size: int) -> np.ndarray:
         """WIN_F of cycles-only runs: as large as a tile's CMX, contents irrelevant."""
         scratch = self._scratches.get(size)
         if scratch is None:
             scratch = self._scratches[size] = np.zeros(size, np.uint8)
         return scratch
-
-    def _cycles_key(self, invocation: InvocationImage, task: SwKernelTask) -> tuple:
-        """What a timing-only invocation's cycles depend on: the kernel and its WIN_E image
-        with every memref's ``dataAddr`` zeroed (see the module docstring).  A dynamic
-        memref's dims are in CMX, written at run time: such an invocation is only the same
-        as itself (its image, tile and bindings)."""
-        key = self._static_key(invocation)
-        if key is None:
-            return (invocation.kernel, invocation.tile, invocation.window_e,
-                    id(self.bindings(task)))
-        return key
-
-    def _static_key(self, invocation: InvocationImage) -> tuple | None:
-        """``_cycles_key`` of an invocation without dynamic memrefs; None for one with
-        (remembered per invocation: numerics asks it of each twice)."""
-        known = self._static_keys.get(id(invocation))
-        if known is not None and known[0] is invocation:
-            return known[1]
-        key = self._static_key_of(invocation)
-        self._static_keys[id(invocation)] = (invocation, key)
-        return key
-
-    def _static_key_of(self, invocation: InvocationImage) -> tuple | None:
-        at = self._address_fields.get(invocation.kernel)
-        if at is None:
-            at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
-        image = invocation.window_e
-        masked = bytearray(image)
-        for offset in at:
-            start = invocation.args_offset + offset
-            if not int.from_bytes(image[start + _IS_STATIC:start + _IS_STATIC + 4], "little"):
-                return None
-            masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
-        return invocation.kernel, bytes(masked)
-
-    def timing_classes(self, invocations: list[InvocationImage]) -> list[int | None]:
-        """Timing-only: a class number per invocation, equal for invocations with the same
-        ``_cycles_key`` (so the same remembered cycles), None for one whose key only the run
-        knows (a dynamic memref).  Each distinct image is masked once: the blocks of a layer
-        repeat a handful of images thousands of times."""
-        by_image: dict[tuple, int | None] = {}
-        by_key: dict[tuple, int] = {}
-        classes: list[int | None] = []
-        for inv in invocations:
-            image = (inv.kernel, inv.args_offset, inv.args_size, bytes(inv.window_e))
-            number = by_image.get(image, -1)
-            if number == -1:
-                key = self._static_key(inv)
-                number = by_image[image] = (None if key is None
-                                            else by_key.setdefault(key, len(by_key)))
-            classes.append(number)
-        return classes
-
-    def _memref_offsets(self, invocation: InvocationImage) -> tuple[int, ...]:
-        """Offsets of the memrefs in the kernel's params struct (empty when its declaration
-        does not lay out ``args_size`` bytes: then the whole image is the key)."""
-        decl = next((k for k in self.program.module.kernels if k.name == invocation.kernel),
-                    None)
-        if decl is None:
-            return ()
-        offsets, offset = [], 0
-        for slot in contract_slots(decl):
-            if slot.memref:
-                offsets.append(offset)
-            offset += slot.size
-        return tuple(offsets) if offset == invocation.args_size else ()
 
     def _who(self, unit_name: str | Callable[[], str], invocation: InvocationImage) -> str:
         origin = self.program.kernels[invocation.kernel].origin

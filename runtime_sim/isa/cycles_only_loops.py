@@ -77,7 +77,9 @@ def plan_timing_loop(program, head: int, branch: int, critical_at_head: int) -> 
     if back.kind == "loop" and back.writes[0] not in induction:
         raise NotBatchable(f"the loop counter {register_name(back.writes[0])} is redefined "
                            "in the body")
-    timing = LoopTiming([program.steps[head + o] for o in origins])
+    tails = getattr(program, "tails", None)             # the words' issue inputs, unpacked
+    timing = (LoopTiming([program.steps[head + o] for o in origins]) if tails is None
+              else LoopTiming(None, tails=[tails[head + o] for o in origins]))
     return LoopPlan(ops, induction, written, timing, None, tuple(origins), {})
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from runtime_sim.isa.cycles_slice import ALL_LANES
 from runtime_sim.isa.loop_bounds import Affine, affine_const
 from runtime_sim.isa.path_batch import _iterations, _walked, path_steps
-from runtime_sim.isa.path_walk import PathRefused
+from runtime_sim.isa.path_records import PathRefused
 from vpuc.shave.isa import NUM_SREGS
 
 _WORD_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}

@@ -316,7 +316,9 @@ def plan_loop(program, head: int, branch: int) -> LoopPlan:
         if any(pos in pipelined.stage2 for steps in induction.values() for pos in steps):
             raise NotBatchable("an induction update depends on a carried value")
 
-    timing = LoopTiming([program.steps[head + o] for o in origins])
+    tails = getattr(program, "tails", None)             # the words' issue inputs, unpacked
+    timing = (LoopTiming([program.steps[head + o] for o in origins]) if tails is None
+              else LoopTiming(None, tails=[tails[head + o] for o in origins]))
     return LoopPlan(ops, induction, written, timing, pipelined, tuple(origins), accumulators)
 
 

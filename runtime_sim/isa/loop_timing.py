@@ -15,6 +15,8 @@ interpreter would give it; registers the body only reads are never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 
 from runtime_sim.isa.cycles import issue_steps
 
@@ -35,23 +37,33 @@ class _Trace:
 
 
 class LoopTiming:
-    def __init__(self, steps: list, taken: list[bool] | None = None) -> None:
+    def __init__(self, steps: list | None, taken: list[bool] | None = None,
+                 tails: list[tuple] | None = None) -> None:
         """``steps``: the interpreter's ``Step`` tuples of the body, back-edge last;
         ``taken``: per step, whether a transfer it makes is taken on the path (a path
-        batch's: the refetch penalty after it; a loop body's transfers are none)."""
+        batch's: the refetch penalty after it; a loop body's transfers are none).
+        ``tails`` instead of ``steps``: the same steps as ``Program.tails`` holds them,
+        ``issue_steps``' inputs with the taken penalty last (a loop's or path's are its
+        program's, unpacked once per word: not again per step here)."""
         # per step: ``cycles.issue``'s inputs unpacked for ``issue_steps`` (a library
         # kernel's row path is ~700 steps per iteration), the refetch penalty after it
-        self.steps = [
-            (s.sources, s.dests, s.cost.slots[0],
-             s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
-             s.cost.latency, s.cost.closes_bundle,
-             s.cost.taken_penalty if taken is not None and taken[i] else 0)
-            for i, s in enumerate(steps)]
-        self.penalty = steps[-1].cost.taken_penalty
+        if tails is None:
+            tails = [(s.sources, s.dests, s.cost.slots[0],
+                      s.cost.slots[1] if len(s.cost.slots) > 1 else None, s.cost.issue,
+                      s.cost.latency, s.cost.closes_bundle, s.cost.taken_penalty)
+                     for s in steps]
+        self.penalty = tails[-1][7]
+        if taken is None:
+            taken = repeat(False)
+        self.steps = [t if is_taken or not t[7] else t[:7] + (0,)
+                      for t, is_taken in zip(tails, taken)]
         self._written: dict[int, int] = {}      # issue_steps' record, unused here
         # registers and the slots the body uses (a slot is "written" when it issues)
-        self.keys = sorted({k for s in steps for k in (*s.sources, *s.dests, *s.cost.slots)})
-        self.dests = frozenset(k for s in steps for k in (*s.dests, *s.cost.slots))
+        slots = {t[2] for t in tails}
+        slots.update(t[3] for t in tails if t[3] is not None)
+        dests = slots.union(*map(itemgetter(1), tails))
+        self.keys = sorted(dests.union(*map(itemgetter(0), tails)))
+        self.dests = frozenset(dests)
         self._traces: dict[tuple[int, ...], _Trace] = {}
         # (relative state, taken) -> the last iteration's (cycles, stalls, dests' ready
         # relative to its start): issue is translation-invariant, as for the traces

@@ -36,7 +36,8 @@ from runtime_sim.isa.memory import AccessFault, accessible_ranges
 from runtime_sim.isa.path_inner import enters_as_proven, find_inner_loops, run_inner
 from runtime_sim.isa.path_relocate import relocated
 from runtime_sim.isa.path_ops import instructions
-from runtime_sim.isa.path_walk import Guard, PathRefused, Walk, walk
+from runtime_sim.isa.path_records import Guard, PathRefused, Walk
+from runtime_sim.isa.path_walk import walk
 from runtime_sim.isa.sem_vector import GENERAL
 from runtime_sim.isa.semantics import BRANCH_CONDITIONS
 from vpuc.diagnostics import VpucError
@@ -196,7 +197,9 @@ def path_timing(program, walk: Walk) -> PathTiming:
         if len(_TIMINGS) >= MAX_CACHED_TIMINGS:
             _TIMINGS.clear()
         taken = [s.taken for s in walk.path[:-1]] + [False]
-        timing = _TIMINGS[key] = PathTiming([program.steps[s.index] for s in walk.path], taken)
+        tails = getattr(program, "tails", None)     # the words' issue inputs, unpacked
+        timing = _TIMINGS[key] = PathTiming(None, taken, [tails[s.index] for s in walk.path]) \
+            if tails else PathTiming([program.steps[s.index] for s in walk.path], taken)
     walk.shared["timing"] = timing
     return timing
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from runtime_sim.isa.loop_bounds import MOD, Affine, Footprint
 from runtime_sim.isa.memory import AccessFault
-from runtime_sim.isa.path_walk import PathStep
+from runtime_sim.isa.path_records import PathStep
 from vpuc.shave.isa import NUM_SREGS, REG_LR
 
 # The scalar operations whose result is an operand plus a value no word moves.

@@ -178,3 +178,27 @@ def test_a_paths_timing_with_taken_transfers_matches_stepping(path, start_ready,
     assert (now, stalls) == _stepped(body, taken, ready_slow, iterations, exits)
     assert ready_fast[:6] == ready_slow[:6]
     assert [max(r, now) for r in ready_fast[6:]] == [max(r, now) for r in ready_slow[6:]]
+
+
+def test_timing_from_a_programs_tails_is_the_timing_from_its_steps():
+    """``LoopTiming(None, taken, tails)`` (a program's words' issue inputs, as loops and
+    path batches build it) equals ``LoopTiming(steps, taken)`` over every run of every
+    library kernel's .text, transfers taken or not."""
+    from runtime_sim.isa.library_slices import linked
+    from vpuc.arch import load_arch
+    from vpuc.kernel_library import library_names, load_library_kernel
+    arch = load_arch()
+    compared = 0
+    for name in library_names():
+        _, program = linked(load_library_kernel(name), arch)
+        steps, tails = program.meta, program.tails
+        for start in range(0, len(steps), 7):
+            end = min(start + 40, len(steps))
+            taken = [program.decoded[i].info.mnemonic.startswith("b") for i in range(start, end)]
+            for given in (None, taken):
+                a = LoopTiming(steps[start:end], given)
+                b = LoopTiming(None, given, tails[start:end])
+                assert (a.steps, a.keys, a.dests, a.penalty) == (b.steps, b.keys, b.dests,
+                                                                 b.penalty)
+                compared += 1
+    assert compared > 500

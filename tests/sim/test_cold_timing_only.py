@@ -150,7 +150,8 @@ def test_walks_step_over_vector_arithmetic_as_they_walk_it(encoder_program, monk
     import dataclasses
 
     from runtime_sim.isa import path_batch, path_ops
-    from runtime_sim.isa.path_walk import PathRefused, walk
+    from runtime_sim.isa.path_records import PathRefused
+    from runtime_sim.isa.path_walk import walk
     calls = []
     real = path_batch.walk
 

@@ -328,4 +328,15 @@ def test_inlined_clocks_match_the_online_clocks(path):
     multi, proof_order, proof_starts = found
     assert sorted(proof_order) == sorted(order) == list(range(plan.size))
     assert multi == [engines > 1 for engines in plan.queue_engines]
-    assert proof_starts == starts
+    assert proof_starts == [_as_sets(clock, multi) for clock in starts]
+
+
+def _as_sets(clock: list, multi: list[bool]) -> list[int]:
+    """A ``HappensBefore`` clock as the proof writes it: per queue the positions known
+    ended as the bits of an int (a one-engine queue's entry: 0..last; a multi-engine
+    queue's: 0..prefix and bit i of the mask for prefix + 1 + i)."""
+    sets = []
+    for entry, several in zip(clock, multi):      # the last item, a flag, has no queue
+        prefix, mask = entry if several else (entry, 0)
+        sets.append((1 << (prefix + 1)) - 1 | mask << (prefix + 1))
+    return sets

@@ -65,9 +65,10 @@ class AssignWindowsPass(ModulePass):
             if size > window:
                 bag.error(kernel.loc, f"kernel @{kernel.name} needs {size} bytes of WIN_D "
                           f"(.text + .rodata); the window has {window}, {size - window} over")
+            elf = obj.to_elf()
             program.kernels[kernel.name] = KernelImage(
-                kernel.name, str(kernel.source), obj.to_elf(), text, rodata, data,
-                _entry(obj, kernel), rodata_at - win_d, obj.graph, obj.tags)
+                kernel.name, str(kernel.source), elf, text, rodata, data,
+                _entry(obj, kernel), rodata_at - win_d, obj.graph, obj.tags, (elf, obj))
         for buffer in module.buffers:
             if buffer.kind is BufferKind.CMX and buffer.offset is not None:
                 end = buffer.offset + buffer_footprint(buffer)
