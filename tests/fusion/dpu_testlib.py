@@ -8,6 +8,9 @@ import numpy as np
 
 from runtime_sim.simulator import simulate
 from vpuc.arch import load_arch
+from vpuc.ir.module import BufferKind
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaTask
 from vpuc.reference.graph import run_graph, storage_dtype
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
@@ -75,3 +78,12 @@ def assert_close(got, expected, ulps: float = 2.0) -> None:
     bad = np.abs(g - e) > tol
     assert not bad.any(), (f"{bad.sum()} of {bad.size} differ; worst {np.abs(g - e).max()} "
                            f"at {np.unravel_index(np.argmax(np.abs(g - e) - tol), g.shape)}")
+
+
+def ddr_copies(program):
+    """The program's DMAs that copy DDR to DDR (neither side in CMX): the copies a layer
+    by layer schedule makes for Reshape, Transpose and flatten chains."""
+    symbols = SymbolTable(program.module)
+    return [t for tl in program.module.task_lists for t in tl.tasks if isinstance(t, DmaTask)
+            and symbols.region(t.src).kind is not BufferKind.CMX
+            and symbols.region(t.dst).kind is not BufferKind.CMX]

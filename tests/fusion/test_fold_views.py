@@ -14,12 +14,10 @@ import pytest
 
 from vpuc import api
 from vpuc.fusion.fold_views import identity, reshaped, transposed
-from vpuc.ir.module import BufferKind
-from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
 from vpuc.onnx_import.zoo import encoder_layer
 
-from tests.fusion.dpu_testlib import assert_close
+from tests.fusion.dpu_testlib import assert_close, ddr_copies
 
 
 def _places(axes, dims, base_dims):
@@ -60,19 +58,13 @@ def test_a_reshape_mixing_transposed_axes_is_not_folded():
     assert reshaped((2, 3, 4), identity((2, 3, 4)), (6, 4)) is None   # two base axes
 
 
-def _ddr_copies(program):
-    symbols = SymbolTable(program.module)
-    return [t for tl in program.module.task_lists for t in tl.tasks if isinstance(t, DmaTask)
-            and symbols.region(t.src).kind is not BufferKind.CMX
-            and symbols.region(t.dst).kind is not BufferKind.CMX]
-
 
 def test_encoder_attention_has_no_ddr_copies_by_default(tmp_path):
     path = encoder_layer(seq=17, width=48, heads=3).save(tmp_path / "enc.onnx", "enc")
     programs = {s: api.compile(path, schedule=s) for s in ("naive", "default")}
     # naive: 3 head splits (Reshape + Transpose), K^T and the merge (Transpose + Reshape)
-    assert len({t.label.split(".")[0] for t in _ddr_copies(programs["naive"])}) == 9
-    assert _ddr_copies(programs["default"]) == []
+    assert len({t.label.split(".")[0] for t in ddr_copies(programs["naive"])}) == 9
+    assert ddr_copies(programs["default"]) == []
     layers = {src.key: {n.name for n in src.nodes} for src in programs["default"].module.layers}
     folded = set().union(*layers.values())
     assert sum(name.startswith(("Reshape", "Transpose")) for name in folded) == 9
@@ -99,7 +91,7 @@ def test_one_head_chain_is_folded_on_one_side_only(tmp_path):
     fuzz of transformer blocks).  The first MatMul to fold a chain keeps it."""
     path = encoder_layer(seq=17, width=16, heads=1).save(tmp_path / "enc1.onnx", "enc1")
     programs = {s: api.compile(path, schedule=s) for s in ("naive", "default")}
-    assert _ddr_copies(programs["default"]) == []
+    assert ddr_copies(programs["default"]) == []
     tokens = np.random.default_rng(4).standard_normal((1, 17, 16)).astype(np.float16)
     outs = {s: api.simulate(p, {"tokens": tokens}).outputs for s, p in programs.items()}
     for name in outs["naive"]:

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fusion.dpu_testlib import assert_close
+from tests.fusion.dpu_testlib import assert_close, ddr_copies
 from tests.onnx_import.test_lower_dpu_nn import compile_and_compare
 from vpuc import api
-from vpuc.ir.module import BufferKind
-from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask
 from vpuc.onnx_import.zoo import ModelBuilder, _classifier_head
 
 
@@ -25,12 +22,6 @@ def head(m):
     return _classifier_head(m, m.node("Relu", [y]), 32, 10)
 
 
-def _ddr_copies(program):
-    symbols = SymbolTable(program.module)
-    return [t for tl in program.module.task_lists for t in tl.tasks if isinstance(t, DmaTask)
-            and symbols.region(t.src).kind is not BufferKind.CMX
-            and symbols.region(t.dst).kind is not BufferKind.CMX]
-
 
 def test_the_flatten_before_a_gemm_of_one_row_is_folded_into_its_load(tmp_path):
     compile_and_compare(tmp_path, head, seed=4)
@@ -38,8 +29,8 @@ def test_the_flatten_before_a_gemm_of_one_row_is_folded_into_its_load(tmp_path):
     m.output(head(m))
     path = m.save(tmp_path / "h.onnx", "h")
     programs = {s: api.compile(path, schedule=s) for s in ("naive", "default")}
-    assert [t.label.split(".")[0] for t in _ddr_copies(programs["naive"])] == ["reshape_20"]
-    assert _ddr_copies(programs["default"]) == []
+    assert [t.label.split(".")[0] for t in ddr_copies(programs["naive"])] == ["reshape_20"]
+    assert ddr_copies(programs["default"]) == []
     folded = {n.name for src in programs["default"].module.layers if "gemm" in src.key
               for n in src.nodes}
     assert any(name.startswith("Reshape") for name in folded)
