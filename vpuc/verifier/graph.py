@@ -61,6 +61,11 @@ def check_graph(graph: Graph, bag: DiagnosticBag, *, declared: bool = True) -> N
                           "its ops in topological order", ((later[operand].loc, "defined here"),))
             else:
                 bag.error(operand.loc, f"undefined value %{operand}")
+        if op.type is not None and any(isinstance(d, int) and d < 1 for d in op.type.dims):
+            # an empty tensor: nothing downstream lowers or runs one
+            bag.error(op.loc, f"{op.kind} %{op.result} has type {op.type.shape_str()}, a dim of "
+                      "size 0; expected sizes >= 1 (empty tensors are not supported)")
+            ok = False
         if op.kind in (CONSTANT, SCALAR):
             ok &= _check_payload(op, bag)
         inferred = None
