@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vpuc import __version__
 from vpuc.arch import DEFAULT_ARCH, load_arch
-from vpuc.diagnostics import UsageError, VpucError
+from vpuc.diagnostics import LOWERED_SOURCE, Severity, UsageError, VpucError
 from vpuc.fileio import write_atomically
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
@@ -253,9 +253,8 @@ def main(argv: list[str] | None = None) -> int:
 def _in_lowered_program(exc: VpucError) -> bool:
     """Whether every error is located in the program text lower-graph wrote, which no user
     writes (``lower_graph``: ``<lower-graph @NAME>``)."""
-    from vpuc.diagnostics import Severity
     errors = [d for d in exc.diagnostics if d.severity is Severity.ERROR]
-    return bool(errors) and all(getattr(d.loc, "file", "").startswith("<lower-graph")
+    return bool(errors) and all(getattr(d.loc, "file", "").startswith(LOWERED_SOURCE)
                                 for d in errors)
 
 

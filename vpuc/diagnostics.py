@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
+# The source name of the program text lower-graph writes (``<lower-graph @NAME>``): no user
+# writes it, so an error located there is a compiler bug (``vpuc.cli``).
+LOWERED_SOURCE = "<lower-graph"
+
 @dataclass(frozen=True, slots=True)
 class Loc:
     """A position in a source text; line and col are 1-based."""

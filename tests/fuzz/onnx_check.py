@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from tests.onnx_import.onnx_testlib import rounded_to_f16
+from vpuc.diagnostics import LOWERED_SOURCE
+
 COSINE = 0.999
 RANGE_SHARE = 0.01
 
@@ -58,8 +61,9 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
     # to f16, as the import does (docs/onnx-import.md, "Precision"), so a small output of
     # large cancelling terms is not charged the weights' rounding (resize scales are sizes
     # or powers of two here, exact in f16)
+    weights16 = rounded_to_f16(_copy(model))
     rounded = workdir / "case.f16.onnx"
-    onnx.save(_weights_to_f16(model), rounded)
+    onnx.save(weights16, rounded)
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(seed).standard_normal(dims).astype(np.float16)
     try:
@@ -74,6 +78,9 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
         sim = api.simulate(program, {"x": x})
         got = next(iter(sim.outputs.values())).astype(np.float32)
         bound = program_bound(sim.result.plan, sim.result.timeline).cycles
+        # bit for bit: the read-back plan is the in-memory one field for field
+        # (runtime_sim/plan_columns.py), so the same numpy calls run in the same order on
+        # one machine with one BLAS thread (vpuc.perf.single_threaded_blas)
         for fmt in ("fb", "elf"):
             again = api.simulate(api.read_blob(api.write_blob(program, fmt)), {"x": x})
             same = all(np.array_equal(a, b, equal_nan=True)
@@ -83,7 +90,7 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
                                        f"cycles {again.cycles:,.0f} against {sim.cycles:,.0f}")
     except VpucError as exc:
         text = str(exc).splitlines()[0]
-        return Outcome("crash" if text.startswith("<lower-graph") else "refused", text)
+        return Outcome("crash" if text.startswith(LOWERED_SOURCE) else "refused", text)
     except Exception as exc:                      # noqa: BLE001 - what the fuzz looks for
         return Outcome("crash", f"{type(exc).__name__}: {exc}"[:300])
     if got.shape != want.shape:
@@ -93,7 +100,7 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
     differ = _differs(got, want)
     if differ:
         from onnx.reference import ReferenceEvaluator
-        spec = ReferenceEvaluator(_weights_to_f16(model)).run(None, {"x": x.astype(np.float32)})[0]
+        spec = ReferenceEvaluator(weights16).run(None, {"x": x.astype(np.float32)})[0]
         if spec.shape == got.shape and not _differs(got, spec):
             return Outcome("disputed", f"onnxruntime: {differ}; the ONNX reference agrees")
         return Outcome("wrong", differ)
@@ -102,15 +109,10 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0) -> Outcome:
     return Outcome("ok", cycles=sim.cycles)
 
 
-def _weights_to_f16(model: onnx.ModelProto) -> onnx.ModelProto:
-    from onnx import numpy_helper
-    rounded = onnx.ModelProto()
-    rounded.CopyFrom(model)
-    for init in rounded.graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32:
-            init.CopyFrom(numpy_helper.from_array(array.astype(np.float16).astype(np.float32), init.name))
-    return rounded
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
 
 
 def _differs(got: np.ndarray, want: np.ndarray) -> str:

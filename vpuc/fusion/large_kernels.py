@@ -37,7 +37,7 @@ left unchanged.
 
 from __future__ import annotations
 
-from vpuc.ir.graph import Graph, GraphOp
+from vpuc.ir.graph import Graph, GraphOp, fresh_in
 from vpuc.verifier.dpu import MAX_KERNEL
 from vpuc.verifier.graph import infer_graph
 
@@ -78,7 +78,7 @@ def _replacement(op: GraphOp, spatial: tuple, taken: set) -> list[GraphOp] | Non
     ops, value = [], op.operands[0]
     for i, attrs in enumerate(levels):
         last = i == len(levels) - 1
-        result = op.result if last else _fresh(f"{op.result}.level{i + 1}", taken)
+        result = op.result if last else fresh_in(f"{op.result}.level{i + 1}", taken)
         ops.append(GraphOp(op.kind, result, (value,), attrs, loc=op.loc, origin=op.origin))
         value = result
     return ops
@@ -87,14 +87,6 @@ def _replacement(op: GraphOp, spatial: tuple, taken: set) -> list[GraphOp] | Non
 def _is_global(op: GraphOp, spatial) -> bool:
     return (tuple(op.attrs["kernel"]) == tuple(spatial)
             and not any(tuple(op.attrs["pads_begin"]) + tuple(op.attrs["pads_end"])))
-
-
-def _fresh(base: str, taken: set) -> str:
-    name, n = base, 1
-    while name in taken:
-        name, n = f"{base}.{n}", n + 1
-    taken.add(name)
-    return name
 
 
 def split_side(k: int) -> list[int]:

@@ -66,7 +66,7 @@ from __future__ import annotations
 import time
 
 from vpuc.abi.dtypes import MAX_DIMS
-from vpuc.diagnostics import DiagnosticBag
+from vpuc.diagnostics import LOWERED_SOURCE, DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
@@ -162,7 +162,7 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
                  resident=kept if resident else None, barriers=ctx.arch.barriers)
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
-    lowered = parse_text(text, f"<lower-graph @{graph.name}>", machine_written=True)
+    lowered = parse_text(text, f"{LOWERED_SOURCE} @{graph.name}>", machine_written=True)
     placement = None
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch)

@@ -214,12 +214,14 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
         dims = list(t.dims)
         dims[seg.cut[2]] //= blocks
         return TensorType(tuple(dims), t.elem, t.order)
-    def moved(t: TensorType, axis: int | None) -> TensorType:    # a DDR block's own type
-        return block_view(t) if seg.cut is None or axis is None else TensorType(
-            tuple(d // blocks if i == axis else d for i, d in enumerate(t.dims)), t.elem, t.order)
+    def moved(t: TensorType, side: int) -> TensorType:   # a DDR block's own type
+        if seg.cut is None:
+            return t
+        axis = seg.cut[side]
+        return TensorType(tuple(d // blocks if i == axis else d for i, d in enumerate(t.dims)),
+                          t.elem, t.order)
     block_in, block_out = block_view(seg.view_in), block_view(seg.view_out)
-    if _ambiguous(block_in, moved(src.type, seg.cut and seg.cut[0])) or \
-            _ambiguous(block_out, moved(dst.type, seg.cut and seg.cut[1])):
+    if _ambiguous(block_in, moved(src.type, 0)) or _ambiguous(block_out, moved(dst.type, 1)):
         block_in, block_out = _leading_one(block_in), _leading_one(block_out)
     kept = len(block_in.dims) - 1
     half = next((d for d in range(kept) if block_in.dims[d] % 2 == 0), None)

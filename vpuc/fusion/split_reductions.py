@@ -19,7 +19,7 @@ the graph is re-typed.
 
 from __future__ import annotations
 
-from vpuc.ir.graph import Graph, GraphOp
+from vpuc.ir.graph import Graph, GraphOp, fresh_in
 from vpuc.verifier.graph import infer_graph
 
 REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax")
@@ -57,7 +57,7 @@ def split_reductions(graph: Graph) -> bool:
         value = op.operands[0]
         for n, run in enumerate(runs):
             last = n == len(runs) - 1
-            result = op.result if last and op.attrs["keep_dims"] else _fresh(f"{op.result}.part{n}", taken)
+            result = op.result if last and op.attrs["keep_dims"] else fresh_in(f"{op.result}.part{n}", taken)
             ops.append(GraphOp(op.kind, result, (value,), {"axes": tuple(sorted(run)), "keep_dims": True},
                                loc=op.loc, origin=op.origin))
             value = result
@@ -69,10 +69,3 @@ def split_reductions(graph: Graph) -> bool:
         infer_graph(graph)
     return changed
 
-
-def _fresh(name: str, taken: set[str]) -> str:
-    candidate, n = name, 1
-    while candidate in taken:
-        candidate, n = f"{name}.{n}", n + 1
-    taken.add(candidate)
-    return candidate

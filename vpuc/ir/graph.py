@@ -127,13 +127,17 @@ class Graph:
 
     def fresh_name(self, base: str) -> str:
         """A value name not used in this graph: ``base``, ``base.1``, ``base.2``, ..."""
-        taken = {op.result for op in self.ops}
-        if base not in taken:
-            return base
-        n = 1
-        while f"{base}.{n}" in taken:
-            n += 1
-        return f"{base}.{n}"
+        return fresh_in(base, {op.result for op in self.ops})
+
+
+def fresh_in(base: str, taken: set) -> str:
+    """``base``, ``base.1``, ``base.2``, ...: the first not in ``taken``, which it joins (a
+    rewrite naming several new values before the graph has them)."""
+    name, n = base, 1
+    while name in taken:
+        name, n = f"{base}.{n}", n + 1
+    taken.add(name)
+    return name
 
 
 class GraphIndex:

@@ -41,7 +41,7 @@ class AttributeUse(dict):
 
 def unread_attributes(node, use: AttributeUse, opset: int) -> list[str]:
     """The attributes of ``node`` set away from their default that its converter never
-    read, each as ``name=value`` with the default vpuc takes it at, if there is one."""
+    read, each as a phrase naming it, its value and the default vpuc implements, if any."""
     from onnx import defs, helper
     try:
         schema = defs.get_schema(node.op_type, opset, node.domain or "")
