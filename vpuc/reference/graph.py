@@ -279,7 +279,8 @@ def check_input(op: GraphOp, array: np.ndarray) -> np.ndarray:
     if not ok:
         raise VpucError(f"input %{op.result} has shape {list(array.shape)}; the Parameter's type is {t}",
                         op.loc)
-    return round_to(array.astype(np.float64), t.elem)
+    with np.errstate(invalid="ignore"):      # a signalling NaN input widens to a quiet one
+        return round_to(array.astype(np.float64), t.elem)
 
 
 def run_graph_values(graph: Graph, inputs: Mapping[str, np.ndarray],

@@ -90,8 +90,9 @@ def prepare(kernel, inputs: list[np.ndarray], output_shapes, *, dynamic_meta: bo
     placed, end = _place(types, shapes, dynamic_meta, skew)
     cmx = np.full(end + 4096, 0xA5, np.uint8)
     for p, x in zip(placed, inputs):
-        data = np.ascontiguousarray(np.transpose(round_to(np.asarray(x, np.float64), p.type.elem),
-                                                 p.type.order.perm))
+        with np.errstate(invalid="ignore"):  # a signalling NaN input widens to a quiet one
+            wide = np.asarray(x, np.float64)
+        data = np.ascontiguousarray(np.transpose(round_to(wide, p.type.elem), p.type.order.perm))
         cmx[p.offset:p.offset + p.nbytes] = np.frombuffer(data.tobytes(), np.uint8)
     for p in placed:
         if p.meta is not None:
