@@ -14,8 +14,10 @@ from vpuc.ir.symbols import SymbolTable
 from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
 
 # (input channels, size, stem channels): 3 channels fold the stem's width
-# (``lower_dpu_fold_width``), 8 run it as a window convolution on the permuted input
-CASES = [(3, 64, 16), (8, 40, 32)]
+# (``lower_dpu_fold_width``), 8 run it as a window convolution on the permuted input, as
+# does a width of 70 (not a multiple of the fold's 4), whose 35 stem rows end in a block
+# the pool pads below
+CASES = [(3, 64, 16), (8, 40, 32), (3, 70, 16)]
 
 
 def _stem_model(tmp_path, channels: int, size: int, width: int) -> tuple[str, dict]:
