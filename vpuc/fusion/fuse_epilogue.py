@@ -62,9 +62,9 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
     body elementwise (every op of the block's shape or a scalar constant); or ``("dpu",
     layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
     another value of its type; or ``("pool", layer)``, a MaxPool DPU layer of the layer's
-    output alone (``fuse_pool.pool_fusable``).  The layer is a window or CNN layer (not a MatMul) and its
-    output has no other reader (nor is it a network output).  ``reads(seg)`` /
-    ``writes(seg)``: a segment's graph values."""
+    output alone (``fuse_pool.pool_fusable``).  The layer is a window or CNN layer (not a
+    MatMul) and its output has no other reader (nor is it a network output).
+    ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
     for s, seg in enumerate(segments):
         for v in reads(seg):

@@ -289,8 +289,8 @@ def _estimate(prog: ProgramText, layer: DpuLayer, g: _Layer, folded: bool, kw: i
     loads = [Move(weights, g.elem.nbytes)] + ([Move(bias, 4)] if bias else [])
     resident = resident_cycles(prog, loads, gate)
     cost = with_epilogue(prog, _stages(prog, g, folded, kw, sw))
-    blocks = choose_blocks(g.oh, tiles, weights + bias, lambda r: _footprint(g, r, folded, prog.epilogue),
-                           "output row", layer.op, prog.cmx_budget, cost=cost,
+    blocks = choose_blocks(g.oh, tiles, weights + bias,
+                           lambda r: _footprint(g, r, folded, prog.epilogue), "output row", layer.op, prog.cmx_budget, cost=cost,
                            live=FOLD_SLOTS if folded else None,
                            resident_cost=resident, channels=prog.dma_channels)
     cycles = pipeline_cycles([act_on_dpu(cost(b - a)) for a, b in blocks],
