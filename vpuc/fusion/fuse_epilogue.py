@@ -39,6 +39,7 @@ from vpuc.cost.blocks import BlockStages
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
+from vpuc.fusion.fuse_pool import pool_fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dpu_channels import SHARED_ZEROS_BYTES, aligned, zero_vector
@@ -60,14 +61,16 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
     whose one input is the layer's output and one output has its type but the order, its
     body elementwise (every op of the block's shape or a scalar constant); or ``("dpu",
     layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
-    another value of its type.  The layer is a window or CNN layer (not a MatMul) and its
-    output has no other reader (nor is it a network output).  ``reads(seg)`` /
-    ``writes(seg)``: a segment's graph values."""
+    another value of its type; or ``("pool", layer)``, a MaxPool DPU layer of the layer's
+    output alone (``fuse_pool.pool_fusable``).  The layer is a window or CNN layer (not a
+    MatMul) and its output has no other reader (nor is it a network output).
+    ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
     for s, seg in enumerate(segments):
         for v in reads(seg):
             readers.setdefault(v, set()).add(s)
     out: dict[int, tuple] = {}
+    index = tok.graph.index()
     for s in range(len(segments) - 1):
         seg, nxt = segments[s], segments[s + 1]
         if seg.layer is None or seg.layer.op.kind == "MatMul":
@@ -83,6 +86,8 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
                 and nxt.layer.bias is None and list(nxt.layer.op.operands).count(x) == 1 \
                 and len(nxt.layer.op.operands) == 2 and _same_types(tok, nxt.layer):
             out[s] = ("dpu", nxt.layer)
+        elif nxt.layer is not None and pool_fusable(seg.layer, nxt.layer, index):
+            out[s] = ("pool", nxt.layer)
     return out
 
 
@@ -345,6 +350,8 @@ def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, 
     prog.epilogue = epilogue
     try:
         emit_layer(prog, layer, values, index, tiles, prefix, gate, finish)
+        if hasattr(epilogue, "flush"):      # tasks it held back (``fuse_pool``)
+            epilogue.flush(prog)
     finally:
         prog.epilogue = None
     into = {f"%{y_name}"} | {m.group(1) for line in prog.views[mark["views"]:]
@@ -354,7 +361,8 @@ def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, 
               if (m := re.match(r"view (%\S+) = (%\S+)\[", line)) and m.group(2) in acted}
     stores = [m for line in prog.dma[mark["dma"]:] if (m := _DMA.search(line))
               and m.group(2) in into]
-    if not epilogue.calls or any(m.group(1) not in acted for m in stores):
+    if not epilogue.calls or getattr(epilogue, "refused", False) \
+            or any(m.group(1) not in acted for m in stores):
         for s, n in mark.items():
             del getattr(prog, s)[n:]
         return False

@@ -333,6 +333,9 @@ class LayerEmitter:
         ready = f"%{self.p}done{k}"
         if self.prog.epilogue is not None:
             src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"
+            # an epilogue whose output is another shape (a fused pool) stores elsewhere
+            retarget = getattr(self.prog.epilogue, "store_target", None)
+            dst = dst if retarget is None else retarget(self, k, dst)
         self.dma(f"store{k}", src, dst, self.prog.store_channel, f" waits({ready})",
                  updates, permute)
         self.store_at[k] = len(self.prog.dma) - 1

@@ -17,6 +17,7 @@ from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_wind
                                             padded_vector, reads_weights, zero_vector,
                                             zeros_view)
 from vpuc.fusion.fuse_epilogue import with_epilogue
+from vpuc.fusion.fuse_pool import PoolEpilogue
 from vpuc.fusion.lower_dpu_fold_width import emit_folded
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
@@ -65,7 +66,11 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         raw = n * c * loaded * w if permuted else 0       # the NCHW rows the permute reads
         # the zeros such a block copies (counted per live block: an upper bound)
         zeros = n * (cp - c) * loaded * w if pads() else 0   # the tile's zero vector
-        return (raw + n * cp * loaded * w + n * ocp * rows * ow + zeros) * elem.nbytes
+        output = n * ocp * rows * ow * elem.nbytes
+        own = (raw + n * cp * loaded * w + zeros) * elem.nbytes + output
+        if isinstance(prog.epilogue, PoolEpilogue):    # copied once the input rows are dead
+            return max(own, output + prog.epilogue.block_bytes(rows))
+        return own
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,

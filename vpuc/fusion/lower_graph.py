@@ -70,6 +70,7 @@ from vpuc.diagnostics import LOWERED_SOURCE, DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
+from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
 from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
@@ -240,9 +241,13 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         seg_values = segment_values(tok, segments, names)
         values, nhwc_acts = ddr_layouts(values, seg_values)
         if resident is not None:
+            room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
+            sizes = {v.name: v.type.nbytes for v in values}
+            fused = {s: f for s, f in fused.items() if f[0] != "pool" or worth_fusing(
+                sizes[names[segments[s].layer.output]], room)}
             values = resident_values(
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
-                resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES))
+                room)
             resident += [v.name for v in values if v.tile is not None]
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
@@ -280,13 +285,18 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     y = tok.subgraphs[sub[1]].outputs[0]
                     epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
                                         prog.kernels, config, timings)
+                elif sub[0] == "pool":
+                    y = sub[1].output
+                    epilogue = PoolEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
                 else:
                     y = sub[1].output
                     ops = list(sub[1].op.operands)
                     other = ops[1 - ops.index(seg.layer.output)]
                     epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
                                                ops[0] == seg.layer.output, timing)
-                if emit_fused(prog, seg.layer, {**renamed, seg.layer.output: by_name[names[y]]},
+                # a fused pool's blocks are the layer's own rows: it retargets their stores
+                into = {} if sub[0] == "pool" else {seg.layer.output: by_name[names[y]]}
+                if emit_fused(prog, seg.layer, {**renamed, **into},
                               graph.index(), tiles, prefix, gate, finish, epilogue,
                               names[seg.layer.output], names[y]):
                     skipped.add(s + 1)
