@@ -92,7 +92,7 @@ def assign_lead(beyond: list, early: dict[int, str], room: EarlyRoom, module: Mo
     long enough to move it (``idle_bytes``, less the chunks given it before): it then waits
     on nothing and ``early[id(load)]`` is that segment's gate.  Returns the loads moved,
     the run's first chunk first (the latest segment)."""
-    if not room.lead_segments or timing is None:
+    if not room.lead_segments or timing is None or room.cmx_bytes is None:
         return []
     first = room.order.index(room.lead_segments[0])
     idle = idle_bytes(module, room, timing)
