@@ -166,7 +166,8 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     lowered = parse_text(text, f"{LOWERED_SOURCE} @{graph.name}>", machine_written=True)
     placement = None
     if plan != "naive":
-        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch)
+        overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch,
+                ctx.timing)
         # A block among others keeps its order against theirs: no trial, no placement.
         keys = [k if rename is None else rename.key(k) for k, _ in order]
         finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]

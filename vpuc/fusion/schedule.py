@@ -34,7 +34,10 @@ on program text:
    many bytes itself, after its last load, not after the pool and flatten; there a
    heavy segment's early loads (a DDR-bound layer's weight chunks: ResNet-18's first
    512-channel 3x3 layer) go one per segment back, into the DPU-bound layers before,
-   whose DDR idles.  Other
+   whose DDR idles; the chunks of the first such layers (the lead run) that find no room
+   beside the segment before theirs load in pieces during earlier DPU-bound segments whose
+   DDR idles, pinned at the top of CMX (``schedule_lead``: ResNet-18's stage 4 weights
+   during stage 2).  Other
    segments' big loads (at least ``schedule_prefetch.DEEP_MIN_BYTES``) go back the same way,
    still on channel 1, when the segment before theirs moves fewer bytes of values than
    their early loads (a squeeze-excite block's one-pixel 1x1 layers and its projection's
@@ -88,6 +91,8 @@ from dataclasses import dataclass, replace
 
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
+from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
+                                       drop_pieces, give_up, lead_order, pin_top, unpin)
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen, prefetch_order
 from vpuc.fusion.schedule_room import EARLY_CMX_BYTES, EarlyRoom
@@ -182,7 +187,7 @@ def nhwc_ports(body: Graph) -> Graph:
 
 
 def overlap(module: Module, gates: set[str], dma_channels: int = 2,
-            cmx_bytes: int | None = None, arch=None) -> None:
+            cmx_bytes: int | None = None, arch=None, timing=None) -> None:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
     channel the early loads keep their place in its FIFO (they only stop waiting).
     ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
@@ -222,6 +227,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
         paced: list[tuple[DmaTask, tuple[str, ...]]] = []     # (load, the waits it dropped)
         # id(a first load) -> the copies of it that load early: (copy, tile, buffer, bytes)
         copies: dict[int, list[tuple[DmaTask, int, str, int]]] = {}
+        # the lead run's loads past the room beside the segment before theirs, as ``moved``
+        beyond: list[tuple[DmaTask, str, int, str, int]] = []
         for task in task_list.tasks:
             if not isinstance(task, DmaTask) or task.mode is DmaMode.CONVERT:
                 continue
@@ -255,6 +262,10 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             # else: CMX the running segment may need: it loads in turn, after its gate
             elif paced and paced[-1][0] is task:
                 paced.pop()                                   # keeps its waits
+            elif room_of.prefix_of(dst.root.name) in room_of.lead_segments and seen is None:
+                # unless a DPU-bound segment further back has the DDR time and the CMX
+                # (``schedule_lead``)
+                beyond.append((task, gate, dst.root.tile, dst.root.name, dst.root.type.nbytes))
             if seen is None:
                 if writes[dst.root.name] == 1 and dst.byte_offset == 0 \
                         and dst.type.nbytes == dst.root.type.nbytes:
@@ -271,6 +282,19 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             tasks = task_list.tasks
             turns: set[int] = set()      # a CNN classifier's deep loads: both channels
             deep = deepen(moved, early, early_bytes, room_of, copies, turns)
+            lead = assign_lead(beyond, early, room_of, module, timing, DEEP_MIN_BYTES)
+            deep |= {id(load.task) for load in lead}
+            # the lead run's chunks (``schedule_lead``): those past the room beside the
+            # segment before theirs during DPU-bound segments further back, in pieces, and
+            # with those loaded early the usual way (above them) pinned at the top of CMX
+            held = [LeadLoad(t, g, b) for t, g, _, b, n in moved if id(t) in early
+                    and n >= DEEP_MIN_BYTES
+                    and room_of.prefix_of(t.label or "") in room_of.lead_segments]
+            if lead:
+                pin_top(module, held + lead, cmx_bytes)
+                cut_pieces(module, lead)
+            lead_tasks, deep, pieces = lead_order(tasks, lead, early, deep)
+            compute_done = compute_barriers(module)
             stores = {id(t) for t in tasks if isinstance(t, DmaTask)
                       and _of_computed(symbols, computed, t)} if turns else set()
             # big loads deepen moved back on channel 1 (behind a segment too short to hide
@@ -283,26 +307,47 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             # small loads past a segment's stores alternate between the channels, so
             # their DDR latencies overlap
             alternate = {id(t) for t, _, _, _, nbytes in moved if nbytes < DEEP_MIN_BYTES}
-            task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate,
-                                             turns=turns, stores=stores)
+            task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread, alternate,
+                                             turns=turns, stores=stores, pieces=pieces,
+                                             computed=compute_done)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
             fits = not (deep or paced or behind or hopeful) or arch is None \
                 or cmx_fits(module, arch)
+            while not fits and lead:
+                # no room: the lead chunk loaded furthest back waits on its gate again
+                load = lead.pop()
+                unpin(module, [load])
+                if not lead:
+                    unpin(module, held)
+                deep -= {id(p) for p in load.pieces or ()}
+                drop_pieces(module, load)
+                give_up(load.task, load.gate, early)
+                lead_tasks, deep, pieces = lead_order(tasks, lead, early, deep)
+                task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread,
+                                                 alternate, turns=turns, stores=stores,
+                                                 pieces=pieces, computed=compute_done)
+                fits = cmx_fits(module, arch)
             if not fits and behind:
                 # their longer lifetimes leave allocate-cmx no room: back behind their gates
                 early.update(behind)
-                task_list.tasks = prefetch_order(tasks, early, gates, deep, spread, alternate,
-                                                 turns=turns, stores=stores)
+                task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread,
+                                                 alternate, turns=turns, stores=stores,
+                                                 pieces=pieces, computed=compute_done)
                 fits = not (deep or paced or hopeful) or cmx_fits(module, arch)
-            if not fits and not (deep := _fewer_deep(module, arch, tasks, task_list, moved,
-                                                     early, gates, deep, spread,
-                                                     room_of.order, alternate)):
+            if not fits and not (deep := _fewer_deep(module, arch, lead_tasks, task_list,
+                                                     moved, early, gates, deep, spread,
+                                                     room_of.order, alternate, pieces,
+                                                     compute_done)):
                 # the longer lifetimes fragment CMX beyond what the room estimates saw even
                 # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:
                     task.waits = tuple(dict.fromkeys(tuple(task.waits) + waits))
                     early.pop(id(task), None)
+                unpin(module, held + lead)
+                for load in lead:
+                    drop_pieces(module, load)
+                    give_up(load.task, load.gate, early)
                 # a heavy segment's loads took the room beside the segment before theirs
                 # only to go further back: without that, they keep their gate
                 # (with their copies; a copy keeps its own waits)
@@ -340,24 +385,29 @@ def latest_first(deep: set[int], anchor: dict[int, str], order: list[str],
 
 def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
                 gates: set[str], deep: set[int], spread: set[int], order: list[str],
-                alternate: set[int] = frozenset()) -> set[int]:
+                alternate: set[int] = frozenset(), pieces: set[int] = frozenset(),
+                compute_done: set[str] = frozenset()) -> set[int]:
     """When the ``deep`` loads' lifetimes leave allocate-cmx no room: keep those that run
     latest (the shortest lifetimes, nearest their classifier), ``DEEP_KEPT`` of them in
     turn, the others loading early into the segment before theirs only, until allocate-cmx
     places every buffer (tried); the deep loads kept (empty when none of the shares fits:
     ``task_list`` is then in the order of the last try, for the caller to redo).  Giving
     them all up at once made the schedule hinge on the CMX's last bytes (MobileNetV3-Small:
-    about 100K cycles between chunkings of its Gemms one apart)."""
+    about 100K cycles between chunkings of its Gemms one apart).  The lead chunks'
+    ``pieces`` (``schedule_lead``: their buffers pinned, what allocate-cmx's trial kept)
+    stay."""
     anchor = {i: early[i] for i in deep}
-    ranked = latest_first(deep, anchor, order, tasks)
+    ranked = latest_first(deep - pieces, anchor, order, tasks)
     for share in DEEP_KEPT:
         kept = set(ranked[:int(len(ranked) * share)])
         if not kept:
             break
+        kept |= pieces
         for task, gate, *_ in moved:
             if id(task) in deep:
                 early[id(task)] = anchor[id(task)] if id(task) in kept else gate
-        task_list.tasks = prefetch_order(tasks, early, gates, kept, spread, alternate)
+        task_list.tasks = prefetch_order(tasks, early, gates, kept, spread, alternate,
+                                         pieces=pieces, computed=compute_done)
         if cmx_fits(module, arch):
             return kept
     for task, gate, *_ in moved:

@@ -237,7 +237,8 @@ def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, 
 def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
                    deep: set[int] = frozenset(), spread: set[int] = frozenset(),
                    alternate: set[int] = frozenset(), turns: set[int] = frozenset(),
-                   stores: set[int] = frozenset()) -> list:
+                   stores: set[int] = frozenset(), pieces: set[int] = frozenset(),
+                   computed: set[str] = frozenset()) -> list:
     """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
     so channel 1 runs it while the previous segment loads on channel 0.  The first goes
     right after the task that updates the gate before its own gate (the start of the
@@ -277,6 +278,10 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     ones packed into the first slots instead: 661,002; from the second load on, channel
     1 first: 593,459; from the first load on, channel 1 first: 591,223, channel 0 first:
     599,381).
+    The ``pieces`` (a lead chunk's, ``schedule_lead``) go each right ahead of one of the
+    segment's own DMAs that wait on a barrier its compute updates (``computed``), spread
+    evenly over them, on that DMA's channel: there the channel idles until the block is
+    computed anyway.
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
@@ -285,6 +290,7 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
     anchor: dict[int, int] = {}                      # moved index -> insert after this index
     turned: dict[str, list[int]] = {}                # gate -> its deep loads taking turns
+    spread_out: dict[tuple[int, int], list[int]] = {}   # (start, end) -> its pieces
     for i, task in enumerate(tasks):
         gate = early.get(id(task))
         if gate is None:
@@ -293,6 +299,9 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
         if end is None:          # the first segment's: already first, in their channel's order
             continue
         start = max((s for s in starts if s < end), default=-1)
+        if id(task) in pieces:
+            spread_out.setdefault((start, end), []).append(i)
+            continue
         if id(task) in deep:
             taken = turned.setdefault(gate, [])
             channel = len(taken) % 2 if id(task) in turns else 0
@@ -326,6 +335,15 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
                 if rest % 2 == 1:
                     tasks[i].channel = 0
                     anchor[i] = last
+    for (start, end), loads in spread_out.items():
+        # right ahead of the segment's DMAs that wait on its compute: the channel would
+        # idle there anyway
+        gaps = [j for j in range(start + 1, end + 1) if early.get(id(tasks[j])) is None
+                and set(tasks[j].waits) & computed] or [end]
+        for n, i in enumerate(loads):
+            g = gaps[n * len(gaps) // len(loads)]
+            anchor[i] = g - 1
+            tasks[i].channel = tasks[g].channel
     out: list = []
     pending: dict[int, list] = {}
     for i, task in enumerate(tasks):

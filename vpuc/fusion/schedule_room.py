@@ -53,6 +53,11 @@ DEEP_BYTES_PER_ACT_BYTE = 16
 # layers, DPU-bound, 3x to 8x).  ResNet-18 (schedule_bench cycles): 9 1,863,801 (its
 # stride-2 layer, 9.6x, heavy too), 20 and 30 1,862,045; none heavy 1,883,645.
 HEAVY_RATIO = 20
+# ...and the run of segments around the first heavy one of a CNN that starts its DDR-bound
+# end (``EarlyRoom.lead``), at this ratio: ResNet-18's stride-2 512-channel 3x3 layer (9.6x)
+# and the one after it (31x), whose first weight chunks ``schedule_lead`` loads during
+# stage 2; the stage-3 layers before them reach 3.9x, the 1x1 downsample after them 4.2x.
+LEAD_RATIO = 8
 
 
 class EarlyRoom:
@@ -109,6 +114,7 @@ class EarlyRoom:
                             data += dst.type.nbytes
                         self.traffic[prefix] = (weights, data)
         self.heavy_segments = self.heavy()
+        self.lead_segments = self.lead()
         # (gate, tile) whose room left out the segment before (``goes_back``): unchecked
         # until allocate-cmx's trial
         self.optimistic: set[tuple[str, int]] = set()
@@ -146,6 +152,26 @@ class EarlyRoom:
             return set()
         return {p for p, (weights, data) in self.traffic.items()
                 if weights >= HEAVY_RATIO * max(data, 1)}
+
+    def lead(self) -> list[str]:
+        """In a network without ACT SHAVE work, the first run of consecutive segments
+        (prefixes, in order) whose loads bring ``LEAD_RATIO`` times more bytes of constants
+        than of values and one of which is heavy: where the DDR-bound end of a CNN starts
+        (ResNet-18's stage 4: its first two 3x3 layers; the 1x1 downsample after them ends
+        the run).  Every weight byte of theirs in CMX when the segment before them ends is
+        one the DDR need not move after it (``schedule_lead``)."""
+        if any(self.act_tasks.values()):
+            return []
+        run: list[str] = []
+        for p in self.order:
+            weights, data = self.traffic.get(p, (0, 0))
+            if p and weights >= LEAD_RATIO * max(data, 1):
+                run.append(p)
+            elif set(run) & self.heavy_segments:
+                break
+            else:
+                run = []
+        return run if set(run) & self.heavy_segments else []
 
     def goes_back(self, prefix: str) -> bool:
         """Whether the early loads that run during segment ``prefix`` belong to a heavy

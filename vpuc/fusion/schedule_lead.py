@@ -1,0 +1,199 @@
+"""The first weight chunks of a CNN's DDR-bound end loaded during the DPU-bound segments
+well before it (``schedule.overlap``, decision 2): ResNet-18's stage 4 reads 17.5 MB of
+weights, more than CMX holds, so the DDR streams them at its peak from stage 3's end to
+the network's end, while before that it idles more than half the time.  Every byte of
+stage 4's weights already in CMX when stage 3 ends is one the DDR need not move after it
+(1 MB is about 43,700 cycles at 24 B a cycle; docs/simulator.md, "Lower bound").
+
+The lead run (``schedule_room.EarlyRoom.lead``: ResNet-18's two 3x3 layers at the start
+of stage 4) has chunks that wait only on a segment gate (each layer's first weight slots)
+but find no room beside the segment before theirs (``EarlyRoom``): those load during the
+latest segments before the run whose DPU work leaves their DDR idle long enough
+(``idle_bytes``), in pieces put where the channel waits for that segment's compute
+anyway (``schedule_prefetch.prefetch_order``).  Their buffers, and those of the run's
+chunks loaded early the usual way, are pinned at the top of their tile's CMX, stacked
+downwards, so the buffers of the segments they live across are placed below them in one
+piece (placed by first fit where they loaded, two 442 KB chunks left holes in which no
+third fitted).  When allocate-cmx's trial finds no room, the chunks loaded furthest back
+are given up first, each waiting on its gate again.
+
+Expects: a lowered module whose segment gates are ``<prefix>finished`` barriers.
+Guarantees: a load given up waits on its gate again, unpinned and whole; a piece reads and
+writes its rows of what its load did and updates what it updated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vpuc.fusion.schedule_room import EarlyRoom
+from vpuc.ir.module import Module, Ref, Slice, View
+from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.tasks import DmaTask, DpuTask, Executor
+from vpuc.passes.allocate_cmx import CMX_ALIGNMENT
+
+# A lead chunk loads in pieces of at most this many bytes (whole rows of output channels),
+# each ahead of one of the segment's DMAs that wait on its compute: one DMA of a 442 KB
+# chunk held the segment's next store or load back 7K to 26K cycles in its channel's FIFO,
+# a piece about 2.7K (64 KB at 24 B a cycle).  ResNet-18 (schedule_bench cycles): whole
+# 1,711,871, 128K 1,711,871, 64K 1,707,839, 32K 1,709,355.
+LEAD_PIECE_BYTES = 64 << 10
+# How many segments back from the lead run a chunk may go.  ResNet-18 (schedule_bench
+# cycles): 8 1,721,900 (stage 4's stride-2 layer's two chunks during stage 2's 3x3
+# layers), 9 to 12 1,707,839 (and one of the next layer's during stage 2's first 3x3).
+LEAD_BACK = 9
+
+
+@dataclass
+class LeadLoad:
+    """A lead chunk's load: the gate it waited on, its destination buffer, its pieces."""
+    task: DmaTask
+    gate: str
+    buffer: str
+    pieces: list[DmaTask] | None = None
+
+
+def idle_bytes(module: Module, room: EarlyRoom, timing) -> dict[int, float]:
+    """Segment (index into ``room.order``) -> the bytes its DDR could move beside its own
+    loads while its DPU computes: its dense convolutions' MACs on its busiest tile at the
+    cost model's rate (``timing.dpu``), times ``timing.ddr_bytes_per_cycle``, less the bytes
+    its loads bring (constants and values, ``EarlyRoom.traffic``).  An estimate from below
+    of its length (no dispatch, no edges, its loads' latencies left out)."""
+    symbols = SymbolTable(module)
+    macs: dict[tuple[str, int], float] = {}        # (segment prefix, tile) -> MACs / rate
+    for task_list in module.task_lists:
+        for t in task_list.tasks:
+            if not isinstance(t, DpuTask) or t.weights is None:
+                continue
+            weights = symbols.region(t.weights)
+            peak = timing.dpu.dense_macs_per_cycle.get(str(weights.type.elem)) \
+                if weights is not None else None
+            if not peak or len(weights.type.dims) != 4:
+                continue
+            per_output = math.prod(weights.type.dims[1:])
+            outputs = sum(math.prod(e - s + 1 for s, e in zip(v.start, v.end))
+                          for v in t.variants)
+            key = (room.prefix_of(t.label or ""), t.tile)
+            macs[key] = macs.get(key, 0.0) + outputs * per_output / (
+                peak * timing.dpu.dense_efficiency)
+    out: dict[int, float] = {}
+    for j, prefix in enumerate(room.order):
+        cycles = max((c for (p, _), c in macs.items() if p == prefix), default=0.0)
+        out[j] = cycles * timing.ddr_bytes_per_cycle - sum(room.traffic.get(prefix, (0, 0)))
+    return out
+
+
+def assign_lead(beyond: list, early: dict[int, str], room: EarlyRoom, module: Module,
+                timing, min_bytes: int) -> list[LeadLoad]:
+    """The lead run's loads of at least ``min_bytes`` that found no room beside the segment
+    before theirs (``beyond``: (load, gate, tile, buffer, bytes), in list order), each to
+    the latest segment before the run, at most ``LEAD_BACK`` back, whose DDR still idles
+    long enough to move it (``idle_bytes``, less the chunks given it before): it then waits
+    on nothing and ``early[id(load)]`` is that segment's gate.  Returns the loads moved,
+    the run's first chunk first (the latest segment)."""
+    if not room.lead_segments or timing is None or room.cmx_bytes is None:
+        return []
+    first = room.order.index(room.lead_segments[0])
+    idle = idle_bytes(module, room, timing)
+    out: list[LeadLoad] = []
+    for task, gate, _, buffer, nbytes in beyond:
+        if nbytes < min_bytes or task.waits != (gate,):
+            continue
+        j = next((j for j in range(first - 1, max(first - 1 - LEAD_BACK, -1), -1)
+                  if room.order[j] and idle[j] >= nbytes), None)
+        if j is None:
+            continue
+        idle[j] -= nbytes
+        task.waits = ()
+        early[id(task)] = room.order[j] + "finished"
+        out.append(LeadLoad(task, gate, buffer))
+    return out
+
+
+def give_up(task: DmaTask, gate: str, early: dict[int, str]) -> None:
+    """A lead load waits on its gate again, no longer early."""
+    task.waits = (gate,) if gate else ()
+    early.pop(id(task), None)
+
+
+def pin_top(module: Module, lead: list[LeadLoad], cmx_bytes: int) -> None:
+    """Each lead load's buffer at the top of its tile's CMX, stacked downwards in ``lead``'s
+    order; other CMX buffers are left for allocate-cmx."""
+    top: dict[int, int] = {}
+    buffers = {b.name: b for b in module.buffers}
+    for load in lead:
+        b = buffers[load.buffer]
+        offset = (top.get(b.tile, cmx_bytes) - b.type.nbytes) // CMX_ALIGNMENT * CMX_ALIGNMENT
+        b.offset = top[b.tile] = offset
+
+
+def unpin(module: Module, lead: list[LeadLoad]) -> None:
+    """The lead loads' buffers left to allocate-cmx again."""
+    names = {load.buffer for load in lead}
+    for b in module.buffers:
+        if b.name in names:
+            b.offset = None
+
+
+def cut_pieces(module: Module, lead: list[LeadLoad]) -> None:
+    """Each lead load's ``pieces``: DMAs of ``LEAD_PIECE_BYTES`` or less over its leading
+    dim (output channels, outermost in both the constant and the CMX buffer), each updating
+    what the load updates, through views added to ``module``."""
+    symbols = SymbolTable(module)
+    for load in lead:
+        src, dst = symbols.region(load.task.src), symbols.region(load.task.dst)
+        dims = dst.type.dims
+        rows = max(1, LEAD_PIECE_BYTES * dims[0] // max(dst.type.nbytes, 1))
+        load.pieces = []
+        for k, a in enumerate(range(0, dims[0], rows)):
+            b = min(a + rows, dims[0])
+            names = []
+            for side, name, region in (("src", load.task.src, src), ("dst", load.task.dst, dst)):
+                view = f"{load.task.label}.{side}{k}"
+                module.views.append(View(view, Ref(name, name.loc), (Slice(a, b),) + tuple(
+                    Slice(0, d) for d in region.type.dims[1:])))
+                names.append(Ref(view, name.loc))
+            load.pieces.append(DmaTask(f"{load.task.label}.p{k}", (), tuple(load.task.updates),
+                                       names[0], names[1], load.task.channel, load.task.mode))
+
+
+def with_pieces(tasks: list, lead: list[LeadLoad]) -> list:
+    """``tasks`` with each lead load that has pieces replaced by them, in its place."""
+    pieces = {id(load.task): load.pieces for load in lead if load.pieces}
+    return [p for t in tasks for p in pieces.get(id(t), [t])]
+
+
+def drop_pieces(module: Module, load: LeadLoad) -> None:
+    """A given-up lead load's pieces and their views gone: it loads whole again."""
+    if load.pieces:
+        names = {p.src for p in load.pieces} | {p.dst for p in load.pieces}
+        module.views = [v for v in module.views if v.name not in names]
+    load.pieces = None
+
+
+def lead_order(tasks: list, lead: list[LeadLoad], early: dict[int, str],
+               deep: set[int]) -> tuple[list, set[int], set[int]]:
+    """``tasks`` with the lead loads' pieces in their places (``with_pieces``), the ``deep``
+    ids with each piece's in its load's stead, and the pieces' ids; each piece loads early
+    during its load's segment."""
+    ids: set[int] = set()
+    for load in lead:
+        for piece in load.pieces or ():
+            early[id(piece)] = early[id(load.task)]
+            ids.add(id(piece))
+    loads = {id(load.task) for load in lead if load.pieces}
+    return with_pieces(tasks, lead), (deep - loads) | ids, ids
+
+
+def compute_barriers(module: Module) -> set[str]:
+    """The barriers DPU or ACT SHAVE tasks (or their variants) update: a DMA waiting on one
+    waits for compute (``prefetch_order`` puts a piece ahead of it)."""
+    out: set[str] = set()
+    for task_list in module.task_lists:
+        if task_list.executor is Executor.DMA:
+            continue
+        for t in task_list.tasks:
+            out.update(t.updates)
+            out.update(u for v in getattr(t, "variants", ()) for u in v.updates)
+    return out
