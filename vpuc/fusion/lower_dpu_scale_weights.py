@@ -51,6 +51,12 @@ from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import TensorType
 
 
+# The label of a scale task after its layer's prefix (``WeightsScale.apply``: ``scale.t<tile>``
+# once per tile, ``scale.c<block>`` for a layer loading weights per block), which
+# ``schedule_room.EarlyRoom`` finds a folded projection by.
+SCALE_LABEL = re.compile(r"scale\.[tc]\d+$")
+
+
 @dataclass
 class ScaleFold:
     """Segment ``product`` (``y = x * e``) folded into the projection segment after it."""
@@ -115,7 +121,13 @@ def scale_workload(outs: int, ins: int, elem) -> callable:
 def choose_fold(prog: ProgramText, fold: ScaleFold, x: TensorType, y: TensorType,
                 outs: int, tiles: int, op) -> bool:
     """Whether the cost model finds the scale of the ``outs`` x C weights on each tile
-    cheaper than the product's DPU blocks on the busiest tile."""
+    cheaper than the product's DPU blocks on the busiest tile.  MobileNetV3-Small
+    (schedule_bench cycles; scale against product, NCE cycles): its 56 x 56 and 14 x 14
+    blocks fold (16 x 16 weights: 238 against 2,038; 240 x 40: 1,075 against 1,962),
+    565,060; the 7 x 7 x 288 block folded too (2,241 against 961), 562,751; the two
+    7 x 7 x 576 ones as well (4,271 against 1,501), 585,990: their 108 KB scaled copies
+    take the CMX room the classifier's early weight loads had.  The product's loads and
+    stores are left out: priced as CMX -> CMX copies they would fold all nine."""
     if prog.timing is None:
         return False
     c = x.dims[1]
