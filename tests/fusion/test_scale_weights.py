@@ -11,7 +11,7 @@ from vpuc import api
 from vpuc.cost.timing import default_timing
 from vpuc.fusion import lower_graph
 from vpuc.fusion.blocked_program import ProgramText
-from vpuc.fusion.lower_dpu_scale_weights import ScaleFold, choose_fold
+from vpuc.fusion.lower_dpu_scale_weights import choose_fold
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DpuOp, DpuTask
@@ -106,7 +106,7 @@ def test_the_cost_model_chooses(c, hw, outs, folds):
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     x = TensorType((1, c, hw, hw), ElemType.F16, nhwc)
     prog = ProgramText(timing=default_timing("NPU37XX"))
-    assert choose_fold(prog, ScaleFold(0, None), x, x, outs, 2, None) is folds
+    assert choose_fold(prog, x, x, outs, 2, None) is folds
 
 
 def test_naive_folds_nothing(tmp_path):

@@ -15,29 +15,34 @@ the weights' view of that table and leaves the bias rows alone).  As a DPU input
 are ``[O, I, 1, 1]``, a batch of O single pixels of I channels, the NHWC bytes of one row
 of O pixels (``runtime_sim/engines/dpu.pixel_batch``, which charges it as that row).  So
 the scale is a depthwise 1x1 whose per-channel weights are ``e`` (the trick
-``lower_dpu_scale`` uses on ``x``): each tile, after its weights load, loads ``e`` into a
-``[I, 1, 1, 1]`` buffer (padded input channels from its first ones: finite, and the
-weights there are zeros) and one ``dwconv`` task writes ``W'`` into a CMX buffer of its
-own, which the projection's tasks on that tile read; they follow it in the tile's DPU
-queue.  An ACT SHAVE kernel of the same multiply (two per tile, each on half of the rows)
-costs more than the DPU task: MobileNetV3's 240 x 48 weights 6,636 NCE cycles against
-1,925, its 576 x 96 ones 8,556 against 5,955.
+``lower_dpu_scale`` uses on ``x``): ``e`` is loaded into a ``[I, 1, 1, 1]`` buffer of every
+tile before the blocks' inputs (padded input channels from its first ones: finite, and the
+weights there are zeros), and after each weights load one ``dwconv`` task writes ``W'``
+into a CMX buffer of its own, which the projection's tasks on that tile read; they follow
+it in the tile's DPU queue.  The scale waits on ``e`` and the weights alone, not on the
+first block's input.  An ACT SHAVE kernel of the same multiply (two per tile, each on half
+of the rows) costs more than the DPU task: MobileNetV3's 240 x 48 weights 6,636 NCE cycles
+against 1,925, its 576 x 96 ones 8,556 against 5,955.  ``schedule_prefetch.deepen`` loads
+such a projection's weights further back whatever their size (the scale needs them as
+soon as ``e`` is there).
 
-``choose_fold`` weighs, with the cost model, the scale's DPU cycles per tile against the
-product's (``lower_dpu_scale.choose_dpu``'s blocks; either way each tile loads ``e``):
-the product also pays its blocks' loads and stores, which the fold does not.
+``chosen_folds`` (called by ``lower_graph`` where ``lower_dpu_scale.choose_dpu`` decides the
+product) keeps the candidates (``fold_candidates``) for which ``choose_fold`` finds, with
+the cost model, the scale's DPU cycles per tile below the product's (its blocks as
+``lower_dpu_scale`` cuts them; either way each tile loads ``e``).
 
 Numerics: the fold rounds ``W * e`` to f16 where the product rounded ``x * e``; each is one
-rounding of an exact product (11 x 11 significant bits fit f32), so each of the
-projection's C terms differs from the graph's by a relative rounding of at most 2^-11
-of its size: the output by at most ``2^-11 * sum_c |W[o, c] x[c] e[c]|`` before the
-output's own rounding, not bit for bit (``tests/fusion/test_scale_weights.py`` derives its
-bound so; the end-to-end tolerance against onnxruntime is unchanged).
+rounding of an exact product (11 x 11 significant bits fit f32) of relative size at most
+u = 2^-11, so each of the projection's C terms differs from the graph's by at most
+2u of its size: the output by at most ``2u * sum_c |W[o, c] x[c] e[c]|`` before the f32
+sums' and the output's own roundings, not bit for bit (``tests/fusion/test_scale_weights.py``
+derives its bound so; the end-to-end tolerance against onnxruntime is unchanged).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vpuc.cost import DpuWorkload
@@ -46,9 +51,10 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, split_rows, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import aligned, variant_boxes
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.fusion.lower_dpu_scale import ScaleProduct, _blocks, dpu_product_cycles, scale_product
+from vpuc.fusion.lower_dpu_scale import (ScaleProduct, dpu_product_cycles, product_blocks,
+                                         scale_product)
 from vpuc.ir.graph import CONSTANT, GraphIndex
-from vpuc.ir.types import TensorType
+from vpuc.ir.types import ElemType, TensorType
 
 
 # The label of a scale task after its layer's prefix (``WeightsScale.apply``: ``scale.t<tile>``
@@ -108,7 +114,7 @@ def _pads_from_first(e: Value) -> bool:
     return e.padded is not None or aligned(c) - c <= c
 
 
-def scale_workload(outs: int, ins: int, elem) -> callable:
+def scale_workload(outs: int, ins: int, elem: ElemType) -> Callable[[int], DpuWorkload]:
     """The scale's workload by rows (always 1): a row of ``outs`` pixels of ``ins``
     channels (``runtime_sim/engines/dpu.pixel_batch``)."""
     def workload_of(rows: int) -> DpuWorkload:
@@ -118,8 +124,8 @@ def scale_workload(outs: int, ins: int, elem) -> callable:
     return workload_of
 
 
-def choose_fold(prog: ProgramText, fold: ScaleFold, x: TensorType, y: TensorType,
-                outs: int, tiles: int, op) -> bool:
+def choose_fold(prog: ProgramText, x: TensorType, y: TensorType, outs: int, tiles: int,
+                op) -> bool:
     """Whether the cost model finds the scale of the ``outs`` x C weights on each tile
     cheaper than the product's DPU blocks on the busiest tile.  MobileNetV3-Small
     (schedule_bench cycles; scale against product, NCE cycles): its 56 x 56 and 14 x 14
@@ -132,7 +138,7 @@ def choose_fold(prog: ProgramText, fold: ScaleFold, x: TensorType, y: TensorType
         return False
     c = x.dims[1]
     scale = split_rows_cost(1, scale_workload(aligned(outs), aligned(c), x.elem), prog.timing)[1]
-    product = dpu_product_cycles(prog, x, _blocks(prog, x, y, tiles, op, 0.0), tiles)
+    product = dpu_product_cycles(prog, x, product_blocks(prog, x, y, tiles, op, 0.0), tiles)
     return scale < product
 
 
@@ -145,8 +151,8 @@ def chosen_folds(prog: ProgramText, graph, tok, segments, names: dict[str, str],
     for s, fold in fold_candidates(graph, tok, segments, names, by_name, fused).items():
         se, layer = fold.se, segments[s].layer
         outs = index.producer(layer.op.operands[1]).type.dims[0]
-        if choose_fold(prog, fold, by_name[names[se.x]].type, by_name[names[se.y]].type,
-                       outs, tiles, index.producer(se.y)):
+        if choose_fold(prog, by_name[names[se.x]].type, by_name[names[se.y]].type, outs,
+                       tiles, index.producer(se.y)):
             out[s] = fold
     return out
 
