@@ -50,6 +50,7 @@ from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import NHWC, split_rows, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import aligned, variant_boxes
+from vpuc.fusion.lower_dpu_permute import COMPRESSED_CHANNELS
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.lower_dpu_scale import (ScaleProduct, dpu_product_cycles, product_blocks,
                                          scale_product)
@@ -73,10 +74,12 @@ class ScaleFold:
 def fold_candidates(graph, tok, segments, names: dict[str, str], by_name: dict[str, Value],
                     fused: dict) -> dict[int, ScaleFold]:
     """The projection segments a product before them may fold into, by index: an ACT
-    segment that is a squeeze-excite product with ``e`` computed by another segment, read by
-    nothing but the next segment, a 1x1 Convolution of stride 1 without padding whose
-    constant weights take ``y`` (graph values ``names`` maps to program values
-    ``by_name``; ``fused``: the DPU segments with an epilogue, whose epilogue stays)."""
+    segment that is a squeeze-excite product of more than 4 channels (4: a compressed
+    convolution, whose weights ``lower_dpu_fold_width`` loads) with ``e`` computed by another
+    segment, ``y`` read by nothing but the next segment, a 1x1 Convolution of stride 1
+    without padding whose weights are a constant (graph values ``names`` maps to program
+    values ``by_name``; ``fused``: the DPU segments with an epilogue, whose epilogue
+    stays)."""
     index = graph.index()
     results = {op.operands[0] for op in graph.results}
     out: dict[int, ScaleFold] = {}
@@ -88,7 +91,8 @@ def fold_candidates(graph, tok, segments, names: dict[str, str], by_name: dict[s
         values = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
         se = scale_product(tok, seg, {g: v.type for g, v in values.items()})
         if se is None or se.excite is not None or se.y in results \
-                or values[se.x].kind == "temp" or values[se.e].kind == "temp":
+                or values[se.x].kind == "temp" or values[se.e].kind == "temp" \
+                or values[se.x].type.dims[1] <= COMPRESSED_CHANNELS:
             continue
         if _projection(nxt.layer, se, index) and _pads_from_first(values[se.e]):
             out[s + 1] = ScaleFold(s, se)
