@@ -11,9 +11,9 @@ Guarantees: nothing here changes the module.
 
 from __future__ import annotations
 
+from vpuc.fusion.lower_dpu_scale_weights import SCALE_LABEL
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
-from vpuc.fusion.lower_dpu_scale_weights import SCALE_LABEL
 from vpuc.ir.tasks import DmaTask, DpuOp, DpuTask, Executor
 
 # CMX bytes per tile a segment's constants may take before the previous segment ends: the
