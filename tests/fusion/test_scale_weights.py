@@ -5,6 +5,7 @@ weights by one depthwise 1x1 over their bytes and the projection reads ``x``."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from vpuc import api
@@ -81,6 +82,13 @@ def test_the_product_folds_into_the_projections_weights(tmp_path, monkeypatch, c
     bound = stored_sum_bound(folded, unfolded, magnitude * (1 + u), channels, np.float32,
                              np.float16) + 2 * u * magnitude
     assert_within_bound(folded, unfolded, bound)
+    # and onnxruntime's f32 result within test_import_models.py's whole-model tolerance
+    want = ort.InferenceSession(se, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.astype(np.float32)})[0]
+    got = folded.astype(np.float32).reshape(want.shape)
+    assert float(np.dot(got.ravel(), want.ravel())
+                 / (np.linalg.norm(got) * np.linalg.norm(want))) >= 0.999
+    assert np.max(np.abs(got - want)) <= 0.01 * (np.max(want) - np.min(want))
 
 
 def test_the_fold_is_faster(tmp_path, monkeypatch):
