@@ -82,9 +82,26 @@ def workload(task: DpuTask, index: int, tensors: dict[str, TensorType]) -> DpuWo
         return permute_workload(x.bound_shape[0] * rows * cols, channels, x.elem.value,
                                 x.elem.nbytes, out.elem.nbytes, common["mode"])
     kernel, stride, _, _ = window(task, weights.bound_shape if weights else None)
-    return DpuWorkload(width=cols, height=rows, batch=x.bound_shape[0],
+    batch = x.bound_shape[0]
+    if batch > 1 and pixel_batch(x, out, kernel, stride):
+        # a batch of single pixels: the NHWC bytes of one row of ``batch`` pixels
+        cols, batch = batch * cols, 1
+    return DpuWorkload(width=cols, height=rows, batch=batch,
                        in_channels=x.bound_shape[1] if task.op in DENSE else channels,
                        kernel=kernel, stride=stride, **common)
+
+
+def pixel_batch(x: TensorType, out: TensorType, kernel, stride) -> bool:
+    """Whether a window op's input and output are ``[N, C, 1, 1]`` under a 1x1 kernel of
+    stride 1: the bytes of the NHWC ``[1, C, 1, N]``, one row of N pixels (N is outermost
+    and H = W = 1, so pixel n's channels are the n-th run of C values in either order).
+    The NCE's workload has no batch (vpunn ``DPUWorkload``: W, H, C; the NPU compiler
+    unrolls a batch or reshapes it into the spatial dims), so such a variant runs, and is
+    charged, as that row: width = N x W, batch 1.  ``lower_dpu_scale_weights`` scales a 1x1 convolution's
+    weights ``[O, I, 1, 1]`` (NHWC: O runs of I values) so, as a depthwise 1x1 over O pixels
+    of I channels."""
+    shape = (x.bound_shape[2:], out.bound_shape[2:])
+    return shape == ((1, 1), (1, 1)) and tuple(kernel) == (1, 1) and tuple(stride) == (1, 1)
 
 
 def variant_cycles(task: DpuTask, index: int, tensors: dict[str, TensorType],

@@ -12,6 +12,7 @@ from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask
 from vpuc.reference.graph import run_graph, storage_dtype
+from vpuc.onnx_import.zoo import ModelBuilder
 from vpuc.passes.base import PassContext
 from vpuc.passes.manager import PassManager
 from vpuc.passes.registry import compile_pipeline, parse_pipeline
@@ -87,3 +88,26 @@ def ddr_copies(program):
     return [t for tl in program.module.task_lists for t in tl.tasks if isinstance(t, DmaTask)
             and symbols.region(t.src).kind is not BufferKind.CMX
             and symbols.region(t.dst).kind is not BufferKind.CMX]
+
+
+def se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4,
+             excite_on_act: bool = True) -> str:
+    """A convolution, a squeeze-excite block (MobileNetV3's: GlobalAveragePool, 1x1, ReLU,
+    1x1, HardSigmoid, the product) and a 1x1 projection.  ``excite_on_act``: a ReLU between
+    the second 1x1 and the HardSigmoid (the 1x1's post-op), so the import cannot fold the
+    HardSigmoid into the 1x1 and the excitation stays an ACT SHAVE task."""
+    m = ModelBuilder(seed)
+    x = m.input("x", [1, 16, size, size])
+    x = m.node("Relu", [m.node("Conv", [x, m.weight((channels, 16, 3, 3)), m.weight((channels,), 0.1)],
+                               kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    s = m.node("GlobalAveragePool", [x])
+    s = m.node("Relu", [m.node("Conv", [s, m.weight((8, channels, 1, 1)), m.weight((8,), 0.1)],
+                               kernel_shape=[1, 1])])
+    s = m.node("Conv", [s, m.weight((channels, 8, 1, 1)), m.weight((channels,), 0.5)],
+               kernel_shape=[1, 1])
+    if excite_on_act:
+        s = m.node("Relu", [s])
+    y = m.node("Mul", [x, m.node("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)])
+    y = m.node("Conv", [y, m.weight((16, channels, 1, 1))], kernel_shape=[1, 1])
+    m.output(y)
+    return m.save(tmp_path / f"se{channels}{'a' if excite_on_act else 'f'}.onnx", "se")

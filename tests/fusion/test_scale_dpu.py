@@ -21,28 +21,7 @@ from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.zoo import ModelBuilder
 
-
-def _se_model(tmp_path, channels: int = 32, size: int = 10, seed: int = 4,
-              excite_on_act: bool = True) -> str:
-    """A convolution, a squeeze-excite block (MobileNetV3's: GlobalAveragePool, 1x1, ReLU,
-    1x1, HardSigmoid, the product) and a 1x1 projection.  ``excite_on_act``: a ReLU between
-    the second 1x1 and the HardSigmoid (the 1x1's post-op), so the import cannot fold the
-    HardSigmoid into the 1x1 and the excitation stays an ACT SHAVE task."""
-    m = ModelBuilder(seed)
-    x = m.input("x", [1, 16, size, size])
-    x = m.node("Relu", [m.node("Conv", [x, m.weight((channels, 16, 3, 3)), m.weight((channels,), 0.1)],
-                               kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
-    s = m.node("GlobalAveragePool", [x])
-    s = m.node("Relu", [m.node("Conv", [s, m.weight((8, channels, 1, 1)), m.weight((8,), 0.1)],
-                               kernel_shape=[1, 1])])
-    s = m.node("Conv", [s, m.weight((channels, 8, 1, 1)), m.weight((channels,), 0.5)],
-               kernel_shape=[1, 1])
-    if excite_on_act:
-        s = m.node("Relu", [s])
-    y = m.node("Mul", [x, m.node("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)])
-    y = m.node("Conv", [y, m.weight((16, channels, 1, 1))], kernel_shape=[1, 1])
-    m.output(y)
-    return m.save(tmp_path / f"se{channels}{'a' if excite_on_act else 'f'}.onnx", "se")
+from tests.fusion.dpu_testlib import se_model
 
 
 def _products(program) -> list[tuple[DpuTask, SwKernelTask]]:
@@ -55,6 +34,13 @@ def _products(program) -> list[tuple[DpuTask, SwKernelTask]]:
             if isinstance(t, DpuTask) and t.op is DpuOp.DWCONV and tuple(t.kernel) == (1, 1)]
 
 
+@pytest.fixture(autouse=True)
+def _products_stay(monkeypatch):
+    """These tests are about the product's own lowering: no product folded into the
+    projection after it (``lower_dpu_scale_weights``, tests/fusion/test_scale_weights.py)."""
+    monkeypatch.setattr(lower_graph, "chosen_folds", lambda *a, **k: {})
+
+
 def _run(program, x: np.ndarray) -> np.ndarray:
     sim = api.simulate(program, {"x": x})
     assert not sim.races
@@ -63,7 +49,7 @@ def _run(program, x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def se(tmp_path_factory):
-    return _se_model(tmp_path_factory.mktemp("se"))
+    return se_model(tmp_path_factory.mktemp("se"))
 
 
 @pytest.mark.parametrize("excite_on_act", [True, False])
@@ -76,7 +62,7 @@ def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, ch
     first 8 channels again (finite; their outputs never stored).  An excitation folded
     into the 1x1 (``excite_on_act`` False): no ACT SHAVE task, the weights a copy of the
     1x1's output."""
-    se = _se_model(tmp_path, channels=channels, excite_on_act=excite_on_act)
+    se = se_model(tmp_path, channels=channels, excite_on_act=excite_on_act)
     x = np.random.default_rng(5).standard_normal((1, 16, 10, 10)).astype(np.float16)
     program = api.compile(se)
     products = _products(program)

@@ -14,6 +14,7 @@ from onnx import numpy_helper
 
 import vpuc.onnx_import as onnx_import
 from vpuc import api
+from vpuc.fusion import lower_graph
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
@@ -105,19 +106,24 @@ def _se_model(tmp_path) -> str:
 
 @pytest.fixture(scope="module")
 def se_runs(tmp_path_factory):
-    """The block compiled and simulated with the fold and with it left out."""
+    """The block compiled and simulated with the fold and with it left out.  The product
+    stays a product (the lowering would fold it into the projection's weights once the
+    excitation is the 1x1's post-op: ``lower_dpu_scale_weights``, tested in
+    tests/fusion/test_scale_weights.py), so both runs have its depthwise tasks."""
     path = _se_model(tmp_path_factory.mktemp("se"))
     x = np.random.default_rng(8).standard_normal((1, 16, 14, 14)).astype(np.float32)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
     runs = {}
-    real = onnx_import.fold_hard_sigmoids
+    real, real_folds = onnx_import.fold_hard_sigmoids, lower_graph.chosen_folds
     for folded in (True, False):
         onnx_import.fold_hard_sigmoids = real if folded else lambda nodes, *a, **k: nodes
+        lower_graph.chosen_folds = lambda *a, **k: {}
         try:
             program = api.compile(path)
         finally:
             onnx_import.fold_hard_sigmoids = real
+            lower_graph.chosen_folds = real_folds
         inputs = {b.name: x.astype(np.float16) for b in program.module.buffers
                   if b.kind is BufferKind.INPUT}
         sim = api.simulate(program, inputs)

@@ -108,6 +108,9 @@ class ProgramText:
     # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
     # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
     epilogue: object = None
+    # ``--schedule default``: the squeeze-excite scale the DPU layer being emitted applies to
+    # its weights after each load (``lower_dpu_scale_weights.WeightsScale``), or None.
+    weights_scale: object = None
 
     @property
     def store_channel(self) -> int:

@@ -347,10 +347,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 operands = resident[t]
             else:
                 tag = f"t{t}" if once else f"c{k}"
+                scale = prog.weights_scale if plan.has_weights else None   # a product folded in
+                ready = scale.ready(e, t, tag) if scale is not None else []
                 operands = load_job_weights(e, plan, job, j, values, op, layer, tag, t, waits,
-                                            loaded, j not in declared,
+                                            loaded + ready[:1], j not in declared,
                                             block=None if once else k, table=tables.get(j),
                                             beside=stream and k % 2 == 1)
+                if scale is not None:
+                    operands = scale.apply(e, t, operands, tag, ready)
                 declared.add(j)
                 resident[t] = operands
         (lo, rows, top, bottom), (first_col, cols, left, right) = geometry(r0, r1, c0, c1)

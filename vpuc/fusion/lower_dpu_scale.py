@@ -227,7 +227,7 @@ def _workload(x: TensorType):
     return workload_of
 
 
-def _blocks(prog: ProgramText, x: TensorType, y: TensorType, tiles: int, op,
+def product_blocks(prog: ProgramText, x: TensorType, y: TensorType, tiles: int, op,
             resident_cycles: float) -> list[tuple[int, int]]:
     """The product's row blocks: the count the cost model's pipeline estimate finds fastest
     among those that fit (``lower_dpu.choose_blocks``), each tile's weights ready after
@@ -275,7 +275,7 @@ def choose_dpu(prog: ProgramText, se: ScaleProduct, x: TensorType, y: TensorType
     keep the product on ACT SHAVE."""
     if prog.timing is None:
         return None
-    blocks = _blocks(prog, x, y, tiles, op, 0.0)
+    blocks = product_blocks(prog, x, y, tiles, op, 0.0)
     dpu = dpu_product_cycles(prog, x, blocks, tiles)
     act = act_product_cycles(se, x, tiles, prog.timing, config)
     return blocks if dpu < act else None

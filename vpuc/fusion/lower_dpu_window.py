@@ -141,9 +141,13 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         lo, rows, top, bottom = rows_in(r0, r1)
         e.barriers(k)
         if k < e.used:              # weights and bias: once per tile, before its first block
+            scale = prog.weights_scale if conv else None    # a product folded in
+            ready = scale.ready(e, t, f"t{t}") if scale is not None else []
             operands_of[t] = load_window_weights(
-                e, op, index, values, t, e.load_waits(t), [f"%{prefix}loaded{t}"],
+                e, op, index, values, t, e.load_waits(t), [f"%{prefix}loaded{t}"] + ready[:1],
                 declare=t == 0, in_channels=cp, bias=bias, table=table) if conv else ""
+            if scale is not None:
+                operands_of[t] = scale.apply(e, t, operands_of[t], f"t{t}", ready)
             if not packed:
                 operands_of[t] += e.load_bias(t, bias)
         if permuted:

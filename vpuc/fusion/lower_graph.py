@@ -76,6 +76,7 @@ from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import emit_layer
 from vpuc.fusion.lower_dpu_scale import choose_dpu, emit_scale, scale_product
+from vpuc.fusion.lower_dpu_scale_weights import WeightsScale, chosen_folds
 from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
 from vpuc.fusion.large_kernels import expand_large_kernels
@@ -261,12 +262,22 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     made: dict[tuple, str] = {}         # generated kernel by body_key
     gate: tuple[str, ...] = ()
     layers = LayerTable()
-    skipped: set[int] = set()
+    # squeeze-excite products folded into the projection's weights (lower_dpu_scale_weights)
+    folds = {} if schedule == "naive" or blocks is not None else chosen_folds(
+        prog, graph, tok, segments, names, by_name, fused, tiles)
+    skipped: set[int] = {fold.product for fold in folds.values()}
     for s, seg in enumerate(segments):
+        if prog.weights_scale is not None:      # the last segment's fold, checked
+            prog.weights_scale.finish(prog)
         if s in skipped:
             continue
         prefix = "" if single and seg.units else segment_prefix(tok, seg)
         layers.add(prefix, segment_ops(graph, tok, seg))
+        fold = folds.get(s)
+        if fold is not None:
+            layers.add(prefix, segment_ops(graph, tok, segments[fold.product]))
+            prog.weights_scale = WeightsScale(by_name[names[fold.se.e]], seg.layer.op,
+                                              len(prog.dpu))
         sub = fused.get(s)
         finish = (None if s + (sub is not None) == len(segments) - 1
                   else f"{prefix}finished")
@@ -281,6 +292,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
                             for g, a in seg.aliases.items()})
+            if fold is not None:           # the projection reads x, its weights scaled
+                renamed[fold.se.y] = by_name[names[fold.se.x]]
             if sub is not None:
                 if sub[0] == "sg":
                     y = tok.subgraphs[sub[1]].outputs[0]
@@ -329,7 +342,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                      blocks, config, prefix, gate, finish, library, made,
                      nhwc=s in nhwc_acts, pipelined=schedule != "naive")
         gate = (finish,) if finish else ()
-    prog.drop_unused(prog.redeclared)
+    if prog.weights_scale is not None:
+        prog.weights_scale.finish(prog)
+    prog.drop_unused(prog.redeclared | {names[f.se.y] for f in folds.values()})
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 

@@ -11,9 +11,10 @@ Guarantees: nothing here changes the module.
 
 from __future__ import annotations
 
+from vpuc.fusion.lower_dpu_scale_weights import SCALE_LABEL
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, Executor
+from vpuc.ir.tasks import DmaTask, DpuOp, DpuTask, Executor
 
 # CMX bytes per tile a segment's constants may take before the previous segment ends: the
 # running segment uses up to the CMX budget (default 1 MiB of 2 MiB), and allocation fragments the rest
@@ -115,6 +116,12 @@ class EarlyRoom:
                         self.traffic[prefix] = (weights, data)
         self.heavy_segments = self.heavy()
         self.lead_segments = self.lead()
+        # segments of a projection a squeeze-excite product folded into: its scale reads
+        # its weights as soon as the excitation is computed (lower_dpu_scale_weights)
+        self.scaled_segments = {prefix for tl in module.task_lists for t in tl.tasks
+                                if isinstance(t, DpuTask) and t.op is DpuOp.DWCONV
+                                and (prefix := self.prefix_of(t.label or ""))
+                                and SCALE_LABEL.fullmatch(t.label[len(prefix):])}
         # (gate, tile) whose room left out the segment before (``goes_back``): unchecked
         # until allocate-cmx's trial
         self.optimistic: set[tuple[str, int]] = set()
