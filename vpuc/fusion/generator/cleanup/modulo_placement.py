@@ -23,6 +23,9 @@ loops qualify, the emitted prologue, kernel and epilogue -- is the pass's
 
 from __future__ import annotations
 
+import heapq
+
+from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
 from vpuc.fusion.generator.cleanup.schedule import MEMORY_UNITS, _budgets, _conflict
 from vpuc.fusion.generator.cleanup.unroll import _is_step
 from vpuc.fusion.generator.mir import Inst
@@ -84,33 +87,38 @@ def place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list[
     costs = [target.cost(x.op) for x in body]
     if any(c.issue > ii for c in costs):
         return None
-    holder: dict[tuple[int, int], int] = {}      # (row, slot) -> instruction
+    # the reservation table: per slot, the instruction holding each row (-1: free), and
+    # per instruction the (slot, row) pairs it holds, so an eviction frees them directly
+    table = {slot: [-1] * ii for c in costs for slot in c.slots}
+    held: list[list[tuple[str, int]]] = [[] for _ in range(n)]
     sigma: list[int | None] = [None] * n
     last: list[int | None] = [None] * n
-    pending = set(range(n))
+    # pending instructions, highest first (each is in the heap once: only placed ones
+    # are evicted)
+    pending = [(-height[i], i) for i in range(n)]
+    heapq.heapify(pending)
 
     def unplace(i: int) -> None:
-        for key in [k for k, v in holder.items() if v == i]:
-            del holder[key]
+        for slot, row in held[i]:
+            table[slot][row] = -1
+        held[i] = []
         sigma[i] = None
-        pending.add(i)
+        heapq.heappush(pending, (-height[i], i))
 
     for _ in range(10 * n):
         if not pending:         # evictions may have moved it all later: start in stage 0
             first = min(sigma) // ii * ii  # type: ignore[type-var]
             return [t - first for t in sigma]  # type: ignore[operator]
-        op = min(pending, key=lambda i: (-height[i], i))
-        pending.discard(op)
+        op = heapq.heappop(pending)[1]
         cost = costs[op]
         start = max([0] + [sigma[i] + d for i, d in into[op] if sigma[i] is not None])
         deadline = span - height[op]
         if start > deadline:
             return None
-        rows = lambda t: [(t + k) % ii for k in range(cost.issue)]   # noqa: E731
         chosen = None
         for t in range(start, min(start + ii, deadline + 1)):
-            slot = next((sl for sl in cost.slots if all((r, sl) not in holder for r in rows(t))),
-                        None)
+            rows = [(t + k) % ii for k in range(cost.issue)]
+            slot = next((sl for sl in cost.slots if all(table[sl][r] < 0 for r in rows)), None)
             if slot is not None:
                 chosen = t, slot
                 break
@@ -119,12 +127,13 @@ def place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list[
             if t > deadline:        # tried every cycle up to the deadline: round again
                 t = start
             chosen = t, cost.slots[0]
-            for r in rows(t):
-                if (r, chosen[1]) in holder:
-                    unplace(holder[(r, chosen[1])])
+            for r in [(t + k) % ii for k in range(cost.issue)]:
+                if table[chosen[1]][r] >= 0:
+                    unplace(table[chosen[1]][r])
         t, slot = chosen
-        for r in rows(t):
-            holder[(r, slot)] = op
+        for r in [(t + k) % ii for k in range(cost.issue)]:
+            table[slot][r] = op
+            held[op].append((slot, r))
         sigma[op] = last[op] = t
         for j, d in edges[op]:
             if sigma[j] is not None and sigma[j] < t + d:
@@ -133,6 +142,30 @@ def place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list[
             if sigma[i] is not None and t < sigma[i] + d:
                 unplace(i)
     return None
+
+
+def recurrence_bound(preds: list[dict[int, int]], readers: dict[int, list[int]]) -> int:
+    """The smallest II a schedule can have by the values alone: a value is read less than
+    II cycles after it is defined, and its readers come at least the longest latency path
+    after its definition, so II exceeds that path (Rau's RecMII for the cycles the
+    register reuse closes).  Every dependence goes forward in the body."""
+    n = len(preds)
+    succs: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for j in range(n):
+        for i, lat in preds[j].items():
+            succs[i].append((j, lat))
+    bound = 0
+    for i, reading in readers.items():
+        far = max(reading)
+        dist = [-1] * n             # the longest path from i (-1: not reached)
+        dist[i] = 0
+        for k in range(i, far):
+            if dist[k] >= 0:
+                for j, lat in succs[k]:
+                    if dist[k] + lat > dist[j]:
+                        dist[j] = dist[k] + lat
+        bound = max(bound, max(dist[j] for j in reading) + 1)
+    return bound
 
 
 def max_live(body: list[Inst], sigma: list[int], readers, ii: int, file: str) -> int:
@@ -155,13 +188,28 @@ def slot_bound(body: list[Inst], target) -> int:
     return max(-(-c // len(slots)) for slots, c in busy.items())
 
 
+_INTERVALS = BlockMemo()        # find_interval's answer, by the body's content
+
+
 def find_interval(body: list[Inst], target, limit: int,
                   stages: int) -> tuple[int, list[int]] | None:
     """The smallest II below ``limit`` (from the slot bound up) with a schedule of at most
     ``stages`` stages whose values fit the registers, with that schedule."""
+    key = block_key(body) + (limit, stages)
+    found = _INTERVALS.get(key, target)
+    if found is None:
+        found = (_search(body, target, limit, stages),)
+        _INTERVALS.put(key, target, found)
+    return None if found[0] is None else (found[0][0], list(found[0][1]))
+
+
+def _search(body: list[Inst], target, limit: int, stages: int) -> tuple[int, list[int]] | None:
+    """``find_interval`` without the memo: each II in turn, placed by ``place``."""
     preds, readers = dependences(body, target)
     budget = _budgets(body)
-    for ii in range(max(slot_bound(body, target), 2), limit):
+    # below the bounds no placement exists (place returns only valid ones): skip them, and
+    # when they reach ``limit`` no II beats the baseline at all
+    for ii in range(max(slot_bound(body, target), recurrence_bound(preds, readers), 2), limit):
         sigma = place(body, target, ii, preds, readers, stages * ii)
         if (sigma is not None and max(sigma) // ii < stages
                 and all(max_live(body, sigma, readers, ii, f) < budget[f] for f in ("v", "s"))):

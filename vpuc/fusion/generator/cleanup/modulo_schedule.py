@@ -44,15 +44,17 @@ the latency path after it).
 
 from __future__ import annotations
 
-import copy
-
+from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.cleanup.modulo_placement import find_interval, slot_bound
 from vpuc.fusion.generator.cleanup.pipeline import PipelinePass
 from vpuc.fusion.generator.cleanup.schedule import schedule_block
 from vpuc.fusion.generator.cleanup.unroll import UnrollPass, _inductions, _is_step
-from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten, walk_bodies
+from vpuc.fusion.generator.mir import (SP, Inst, Loop, Mem, Reg, copy_nodes, flatten,
+                                      walk_bodies)
 from vpuc.fusion.generator.regalloc import AllocationError, allocate, liveness
+
+_TRIP_CYCLES = BlockMemo()      # _baseline's cycles, by the loop's content
 
 MAX_STAGES = 2          # the simulator batches two-stage loops only (runtime_sim/isa/loop_pipelined.py)
 
@@ -206,7 +208,7 @@ class ModuloSchedulePass(MirPass):
     @staticmethod
     def _allocates(mir) -> bool:
         try:
-            allocate(copy.deepcopy(mir.body), copy.deepcopy(mir.tail))
+            allocate(copy_nodes(mir.body), copy_nodes(mir.tail))
         except AllocationError:
             return False
         return True
@@ -275,7 +277,16 @@ class ModuloSchedulePass(MirPass):
 
     @staticmethod
     def _baseline(init, loop: Loop, target) -> int:
-        """A trip's cycles under the two-stage pipeline and list scheduling."""
-        piped = PipelinePass()._pipeline(init, copy.deepcopy(loop), target)
-        body = loop.body if piped is None else next(n for n in piped if isinstance(n, Loop)).body
-        return steady_cycles(schedule_block(list(body), target), target)
+        """A trip's cycles under the two-stage pipeline and list scheduling.  ``init`` is the
+        counter's ``li`` of at least 2 (``_counter_init``), so the pipelined body depends on
+        the loop's body and what ``_pipeline`` reads of the loop, not on the trip count."""
+        key = block_key(loop.body) + (loop.counter, loop.info.get("unrolled"),
+                                      bool(loop.info.get("pipelined")), loop.guard, loop.slot)
+        cycles = _TRIP_CYCLES.get(key, target)
+        if cycles is None:
+            piped = PipelinePass()._pipeline(init, loop, target)     # copies what it reads
+            body = loop.body if piped is None else next(
+                n for n in piped if isinstance(n, Loop)).body
+            cycles = steady_cycles(schedule_block(list(body), target), target)
+            _TRIP_CYCLES.put(key, target, cycles)
+        return cycles
