@@ -200,6 +200,21 @@ def walk_bodies(nodes: list) -> Iterator[list]:
             yield from walk_bodies(n.body)
 
 
+def copy_nodes(nodes: list) -> list:
+    """A copy of structured MIR a pass may rewrite (operands are immutable values, so each
+    instruction's operand list is copied, not the operands)."""
+    out: list = []
+    for n in nodes:
+        if isinstance(n, Inst):
+            out.append(n.copy())
+        elif isinstance(n, Loop):
+            out.append(Loop(n.counter, copy_nodes(n.body), n.guard, n.slot, n.tag, n.name,
+                            dict(n.info)))
+        else:
+            out.append(If(n.reg, copy_nodes(n.body), n.skip_if, n.tag))
+    return out
+
+
 def loops(nodes: list) -> Iterator[Loop]:
     for n in nodes:
         if isinstance(n, (Loop, If)):

@@ -5,29 +5,17 @@ body (``schedule.py``) orders each loop trip as straight-line code: the list
 scheduler does not see that the trip repeats, so the busiest slot idles where
 one trip's dependence chains end and the next trip's have not started (on an
 f16 HSwish, unrolled x4: 30 cycles a trip for 28 CMU instructions).  A modulo
-schedule (Rau, "Iterative Modulo Scheduling", MICRO 1994) places every
-instruction of one iteration at a time ``sigma`` such that, with a new
-iteration starting every ``II`` cycles,
-
-- each dependence holds: ``sigma(use) >= sigma(def) + latency`` (the target's
-  cycle table; memory accesses of one unrolled copy stay in order, those of
-  different copies and iterations never overlap, as for ``schedule``);
-- no slot is taken twice in any cycle modulo ``II`` (the LSU pair counts
-  twice; a unit busy for ``issue`` cycles takes as many rows);
-- no value lives ``II`` cycles or more (``sigma(last use) - sigma(def) < II``):
-  the next iteration's copy of its register is written after it is read, so
-  the body's registers need no renaming.
-
-``II`` starts at the resource bound (the busiest slot's instructions per trip)
-and grows until a schedule fits.  The loop body then holds stage ``s`` =
-``sigma // II`` of iteration ``k - s`` for each instruction, in the order of
-``sigma mod II`` -- on the in-order machine every instruction issues in its
-row, one trip every ``II`` cycles -- with a prologue (the stages the first
-trips start) and an epilogue (the stages the last trips finish) in straight
-line.  Pointer increments are scheduled like the rest, after every access of
-their iteration through the pointer (and last in their row); each access's
-offset is corrected by how many increments of its pointer ran before it,
-counted on the emitted sequence.
+schedule starts one iteration every ``II`` cycles, each instruction at its
+time ``sigma`` in the iteration (``modulo_placement.py`` finds them:
+dependences, slots modulo ``II``, no value living ``II`` cycles or more).
+The loop body then holds stage ``s`` = ``sigma // II`` of iteration ``k - s``
+for each instruction, in the order of ``sigma mod II`` -- on the in-order
+machine every instruction issues in its row, one trip every ``II`` cycles --
+with a prologue (the stages the first trips start) and an epilogue (the
+stages the last trips finish) in straight line.  Pointer increments are
+scheduled like the rest, after every access of their iteration through the
+pointer (and last in their row); each access's offset is corrected by how
+many increments of its pointer ran before it, counted on the emitted sequence.
 
 A loop is taken only when the modulo schedule's trip is shorter than what the
 two-stage pipeline and the list scheduler give it (both estimated with the
@@ -56,15 +44,17 @@ the latency path after it).
 
 from __future__ import annotations
 
-import copy
-
+from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
 from vpuc.fusion.generator.cleanup.base import MirPass
+from vpuc.fusion.generator.cleanup.modulo_placement import find_interval, slot_bound
 from vpuc.fusion.generator.cleanup.pipeline import PipelinePass
-from vpuc.fusion.generator.cleanup.schedule import (MEMORY_UNITS, _budgets, _conflict,
-                                                     schedule_block)
+from vpuc.fusion.generator.cleanup.schedule import schedule_block
 from vpuc.fusion.generator.cleanup.unroll import UnrollPass, _inductions, _is_step
-from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten, walk_bodies
+from vpuc.fusion.generator.mir import (SP, Inst, Loop, Mem, Reg, copy_nodes, flatten,
+                                      walk_bodies)
 from vpuc.fusion.generator.regalloc import AllocationError, allocate, liveness
+
+_TRIP_CYCLES = BlockMemo()      # _baseline's cycles, by the loop's content
 
 MAX_STAGES = 2          # the simulator batches two-stage loops only (runtime_sim/isa/loop_pipelined.py)
 
@@ -94,124 +84,6 @@ def steady_cycles(body: list[Inst], target, trips: int = 4) -> int:
         now = max(now, slot_free.get("loop", 0)) + 1     # ``loop`` closes the bundle
         slot_free["loop"] = now
     return starts[-1] - starts[-2]
-
-
-def _dependences(body: list[Inst], target) -> tuple[list[dict[int, int]], dict[int, list[int]]]:
-    """Per instruction: predecessors -> latency (reads after writes; memory order within a
-    copy; a pointer increment after every access through the pointer), and for each
-    instruction the ones reading what it defines."""
-    preds: list[dict[int, int]] = [dict() for _ in body]
-    readers: dict[int, list[int]] = {}
-    last_def: dict = {}
-    memory: list[int] = []
-    for j, inst in enumerate(body):
-        if _is_step(inst):
-            for i in memory:
-                if body[i].mem.base == inst.args[0]:
-                    preds[j].setdefault(i, 0)
-            continue
-        for r in inst.uses():
-            if r in last_def:
-                i = last_def[r]
-                preds[j][i] = max(preds[j].get(i, 0), target.cost(body[i].op).latency)
-                readers.setdefault(i, []).append(j)
-        if inst.unit in MEMORY_UNITS:
-            for i in memory:
-                if _conflict(body[i], inst):
-                    preds[j].setdefault(i, 0)
-            memory.append(j)
-        for r in inst.defs():
-            last_def[r] = j
-    return preds, readers
-
-
-def _place(body: list[Inst], target, ii: int, preds, readers, span: int) -> list[int] | None:
-    """Times ``sigma`` for ``body`` at initiation interval ``ii``, or None: Rau's iterative
-    modulo scheduling.  Instructions are taken by height (the longest latency path to the
-    end of the iteration), each at the first cycle from its earliest start whose row has
-    its slot free; when none within ``ii`` cycles has, it takes its earliest start anyway
-    and evicts what holds the slot and what its placement now violates, within a budget
-    of placements.  Besides the dependences, a reader must come less than ``ii`` cycles
-    after the writer (the next iteration's write of the register is later), and an
-    iteration fits in ``span`` cycles: an instruction starts early enough for the longest
-    latency path after it to end by then."""
-    n = len(body)
-    edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]   # i -> (j, delay): s_j >= s_i + delay
-    into: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for j in range(n):
-        for i, lat in preds[j].items():
-            edges[i].append((j, lat))
-            into[j].append((i, lat))
-            if j in readers.get(i, ()):
-                edges[j].append((i, 1 - ii))
-                into[i].append((j, 1 - ii))
-    height = [0] * n
-    for i in range(n - 1, -1, -1):
-        height[i] = max([target.cost(body[i].op).latency]
-                        + [lat + height[j] for j, lat in edges[i] if j > i])
-    costs = [target.cost(x.op) for x in body]
-    if any(c.issue > ii for c in costs):
-        return None
-    holder: dict[tuple[int, int], int] = {}      # (row, slot) -> instruction
-    sigma: list[int | None] = [None] * n
-    last: list[int | None] = [None] * n
-    pending = set(range(n))
-
-    def unplace(i: int) -> None:
-        for key in [k for k, v in holder.items() if v == i]:
-            del holder[key]
-        sigma[i] = None
-        pending.add(i)
-
-    for _ in range(10 * n):
-        if not pending:         # evictions may have moved it all later: start in stage 0
-            first = min(sigma) // ii * ii  # type: ignore[type-var]
-            return [t - first for t in sigma]  # type: ignore[operator]
-        op = min(pending, key=lambda i: (-height[i], i))
-        pending.discard(op)
-        cost = costs[op]
-        start = max([0] + [sigma[i] + d for i, d in into[op] if sigma[i] is not None])
-        deadline = span - height[op]
-        if start > deadline:
-            return None
-        rows = lambda t: [(t + k) % ii for k in range(cost.issue)]   # noqa: E731
-        chosen = None
-        for t in range(start, min(start + ii, deadline + 1)):
-            slot = next((sl for sl in cost.slots if all((r, sl) not in holder for r in rows(t))),
-                        None)
-            if slot is not None:
-                chosen = t, slot
-                break
-        if chosen is None:
-            t = start if last[op] is None or start > last[op] else last[op] + 1
-            if t > deadline:        # tried every cycle up to the deadline: round again
-                t = start
-            chosen = t, cost.slots[0]
-            for r in rows(t):
-                if (r, chosen[1]) in holder:
-                    unplace(holder[(r, chosen[1])])
-        t, slot = chosen
-        for r in rows(t):
-            holder[(r, slot)] = op
-        sigma[op] = last[op] = t
-        for j, d in edges[op]:
-            if sigma[j] is not None and sigma[j] < t + d:
-                unplace(j)
-        for i, d in into[op]:
-            if sigma[i] is not None and t < sigma[i] + d:
-                unplace(i)
-    return None
-
-
-def _max_live(body: list[Inst], sigma: list[int], readers, ii: int, file: str) -> int:
-    """Values of a register file live at once in the steady state (each lives < ii cycles)."""
-    rows = [0] * ii
-    for i, inst in enumerate(body):
-        if any(r.file == file for r in inst.defs()):
-            end = max([sigma[j] for j in readers.get(i, ())] + [sigma[i] + 1])
-            for t in range(sigma[i], end):
-                rows[t % ii] += 1
-    return max(rows)
 
 
 def _emit(body: list[Inst], sigma: list[int], ii: int, trips: int, steps: dict, unrolled: int):
@@ -269,28 +141,6 @@ def _addresses_only(body: list[Inst], steps: dict) -> bool:
         if any(p in named or (p in n.uses() and (n.mem is None or n.mem.base != p)) for p in steps):
             return False
     return True
-
-
-def _slot_bound(body: list[Inst], target) -> int:
-    """The busiest slot's issue cycles in one iteration (a pair of slots shares)."""
-    busy: dict = {}
-    for n in body:
-        cost = target.cost(n.op)
-        busy[cost.slots] = busy.get(cost.slots, 0) + cost.issue
-    return max(-(-c // len(slots)) for slots, c in busy.items())
-
-
-def _interval(body: list[Inst], target, limit: int, stages: int) -> tuple[int, list[int]] | None:
-    """The smallest II below ``limit`` (from the slot bound up) with a schedule of at most
-    ``stages`` stages whose values fit the registers, with that schedule."""
-    preds, readers = _dependences(body, target)
-    budget = _budgets(body)
-    for ii in range(max(_slot_bound(body, target), 2), limit):
-        sigma = _place(body, target, ii, preds, readers, stages * ii)
-        if (sigma is not None and max(sigma) // ii < stages
-                and all(_max_live(body, sigma, readers, ii, f) < budget[f] for f in ("v", "s"))):
-            return ii, sigma
-    return None
 
 
 def _reloaded(body: list[Inst], mir) -> list[Inst] | None:
@@ -358,7 +208,7 @@ class ModuloSchedulePass(MirPass):
     @staticmethod
     def _allocates(mir) -> bool:
         try:
-            allocate(copy.deepcopy(mir.body), copy.deepcopy(mir.tail))
+            allocate(copy_nodes(mir.body), copy_nodes(mir.tail))
         except AllocationError:
             return False
         return True
@@ -406,13 +256,13 @@ class ModuloSchedulePass(MirPass):
             return None
         trips = init.args[1]
         stages = min(MAX_STAGES, trips)
-        found = _interval(body, target, self._baseline(init, original, target), stages)
-        if found is not None and found[0] > _slot_bound(body, target):
+        found = find_interval(body, target, self._baseline(init, original, target), stages)
+        if found is not None and found[0] > slot_bound(body, target):
             # values read far apart (Gelu's x, by the erf and by x / 2) hold II back: their
             # register must outlive the longest chain between their readers; a load read
             # twice is loaded again for its later readers instead (the LSUs idle)
             reloaded = _reloaded(body, self.mir)
-            better = None if reloaded is None else _interval(reloaded, target, found[0], stages)
+            better = None if reloaded is None else find_interval(reloaded, target, found[0], stages)
             if better is not None:
                 body, found = reloaded, better
         if found is None:
@@ -427,7 +277,16 @@ class ModuloSchedulePass(MirPass):
 
     @staticmethod
     def _baseline(init, loop: Loop, target) -> int:
-        """A trip's cycles under the two-stage pipeline and list scheduling."""
-        piped = PipelinePass()._pipeline(init, copy.deepcopy(loop), target)
-        body = loop.body if piped is None else next(n for n in piped if isinstance(n, Loop)).body
-        return steady_cycles(schedule_block(list(body), target), target)
+        """A trip's cycles under the two-stage pipeline and list scheduling.  ``init`` is the
+        counter's ``li`` of at least 2 (``_counter_init``), so the pipelined body depends on
+        the loop's body and what ``_pipeline`` reads of the loop, not on the trip count."""
+        key = block_key(loop.body) + (loop.counter, loop.info.get("unrolled"),
+                                      bool(loop.info.get("pipelined")), loop.guard, loop.slot)
+        cycles = _TRIP_CYCLES.get(key, target)
+        if cycles is None:
+            piped = PipelinePass()._pipeline(init, loop, target)     # copies what it reads
+            body = loop.body if piped is None else next(
+                n for n in piped if isinstance(n, Loop)).body
+            cycles = steady_cycles(schedule_block(list(body), target), target)
+            _TRIP_CYCLES.put(key, target, cycles)
+        return cycles

@@ -13,6 +13,7 @@ that accesses of different unrolled copies (``Inst.group``) never overlap.
 
 from __future__ import annotations
 
+from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.mir import Inst, loops
 
@@ -39,10 +40,23 @@ def _budgets(insts: list[Inst]) -> dict[str, int]:
     return {f: POOL[f] - sum(1 for r in outside if r.file == f) for f in POOL}
 
 
+_ORDERS = BlockMemo()      # a block's issue order, by its content (``BlockMemo``)
+
+
 def schedule_block(insts: list[Inst], target) -> list[Inst]:
-    n = len(insts)
-    if n < 3:
+    if len(insts) < 3:
         return insts
+    key = block_key(insts)
+    order = _ORDERS.get(key, target)
+    if order is None:
+        order = _list_order(insts, target)
+        _ORDERS.put(key, target, order)
+    return [insts[i] for i in order]
+
+
+def _list_order(insts: list[Inst], target) -> tuple[int, ...]:
+    """The list scheduler's issue order of ``insts`` (their positions)."""
+    n = len(insts)
     budget = _budgets(insts)
     # uses of each definition (position, register) before the register's next definition
     web_uses: dict[tuple[int, object], int] = {}
@@ -134,7 +148,7 @@ def schedule_block(insts: list[Inst], target) -> list[Inst]:
             if waiting[j] == 0:
                 ready.append(j)
     assert len(order) == n, "schedule: dependence cycle"
-    return [insts[i] for i in order]
+    return tuple(order)
 
 
 class SchedulePass(MirPass):
