@@ -68,18 +68,34 @@ def _word(dec: Decoded) -> tuple:
     for where, value in access.reads:           # one pass: a cold run meets ~900 words
         (sources if where == "reg" else immediates).append(value)
     opcode = dec.info.opcode
-    mnemonic = SEMANTICS[opcode].mnemonic
+    kind = _KINDS[opcode]
     dests = access.writes
-    if mnemonic == "ret":
+    if kind == "ret":
         sources = (REG_LR,)
-    elif mnemonic == "call":
+    elif kind == "call":
         dests += (REG_LR,)
-    timing = StepTiming(tuple(sources), dests, CYCLES[opcode])
-    found = (dec, timing, tuple(immediates), flat_step(None, *timing)[1:])
+    sources = tuple(sources)
+    cost = CYCLES[opcode]
+    # ``StepTiming(...)`` and ``flat_step(None, ...)[1:]`` spelled out: once per word
+    timing = _new_tuple(StepTiming, (sources, dests, cost))
+    found = (dec, timing, tuple(immediates), (sources, dests) + _COST_TAILS[opcode])
     if len(_WORDS) >= 1 << 16:
         _WORDS.clear()
     _WORDS[id(dec)] = found
     return found
+
+
+_new_tuple = tuple.__new__
+
+
+def _cost_tail(cost: Cost) -> tuple:
+    """``flat_step``'s fields after the sources and dests, which depend on the opcode only."""
+    return flat_step(None, (), (), cost)[3:]
+
+
+# Per opcode: its semantic kind, and the flat step's fields its Cost decides.
+_KINDS: dict[int, str] = {opcode: sem.kind for opcode, sem in SEMANTICS.items()}
+_COST_TAILS: dict[int, tuple] = {opcode: _cost_tail(cost) for opcode, cost in CYCLES.items()}
 
 
 def _no_operands(R) -> tuple:
