@@ -61,7 +61,9 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     b.known.update(model.initializers)
     nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
     nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
-    nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from)
+    ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
+    ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
+    nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from, ranks)
     for name, (shape, dtype) in model.inputs.items():
         if not np.issubdtype(dtype, np.floating):
             raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "
