@@ -99,6 +99,8 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         op, k, s = r.choice(["MaxPool", "AveragePool"]), r.choice([1, 2, 3]), r.choice([1, 2, 3])
         attrs = dict(kernel_shape=[k, r.choice([1, k])], strides=[s, r.choice([1, s])],
                      pads=[r.randint(0, k - 1) for _ in range(4)])
+        if m.opset < 19:        # onnxruntime's pools before 19 take pads below the kernel only
+            attrs["pads"] = [min(p, attrs["kernel_shape"][i % 2] - 1) for i, p in enumerate(attrs["pads"])]
         attrs["ceil_mode"] = r.choice([0, 1])
         if op == "AveragePool":
             attrs["count_include_pad"] = r.choice([0, 1])

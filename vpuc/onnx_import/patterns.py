@@ -44,7 +44,7 @@ def _scalar(name, known) -> float | None:
     return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 
-def _constant_nodes(nodes: list) -> dict[str, np.ndarray]:
+def constant_nodes(nodes: list) -> dict[str, np.ndarray]:
     """The values of the Constant nodes among ``nodes`` (exporters' scalars and axes)."""
     from onnx import helper, numpy_helper
     values = {}
@@ -66,7 +66,7 @@ def fuse_layer_norms(nodes: list, known: dict[str, np.ndarray], keep: set[str],
     (its scale and bias added to ``known``); ``keep`` are values that must stay visible;
     ``ranks``: the rank of each value whose shape is known (axes counted from the front)."""
     from onnx import helper
-    constants = {**_constant_nodes(nodes), **known}
+    constants = {**constant_nodes(nodes), **known}
     producer = {out: n for n in nodes for out in n.output}
     readers = Counter(name for n in nodes for name in n.input if name)
     dead: set[int] = set()
