@@ -101,10 +101,11 @@ def pad(m, x: str, pads: list[int], value: float | None, mode: str = "constant")
 def resize(m, x: str, scales=None, sizes=None, roi=None, **attrs) -> str:
     """Resize: up to 12 the roi and scales inputs are required (empty tensors when unused),
     from 13 an absent one is ''."""
-    empty = m.init(np.zeros(0, np.float32))
-    roi_in = m.init(np.asarray(roi, np.float32)) if roi is not None else (empty if m.opset < 13 else "")
+    def empty():
+        return m.init(np.zeros(0, np.float32))
+    roi_in = m.init(np.asarray(roi, np.float32)) if roi is not None else (empty() if m.opset < 13 else "")
     if sizes is not None:
-        scales_in = empty if m.opset < 13 or m.forms.random() < 0.3 else ""
+        scales_in = empty() if m.opset < 13 or m.forms.random() < 0.3 else ""
         return m.node("Resize", [x, roi_in, scales_in, m.ints(sizes)], **attrs)
     return m.node("Resize", [x, roi_in, m.init(np.asarray(scales, np.float32))], **attrs)
 
@@ -184,7 +185,7 @@ def forms_case(m):
     it: the ops whose form or meaning changed between opsets."""
     r = m.rng
     kind = r.choice(["softmax", "clip", "pad", "resize", "upsample", "batchnorm", "layernorm",
-                     "gelu", "hardswish", "reduce", "split", "squeeze"])
+                     "gelu", "hardswish", "reduce", "split", "squeeze", "dropout", "flatten"])
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     if kind == "softmax":
@@ -258,6 +259,20 @@ def forms_case(m):
             shape[axis], equal = sum(sizes), False
         parts = split(m, "x", axis, sizes, equal)
         return m.model(shape, m.node("Concat", [m.node("Relu", [parts[-1]]), parts[0]], axis=axis))
+    if kind == "dropout":             # inference: the identity, whatever the ratio
+        m.opset = draw_opset(m)
+        ratio = r.choice([0.1, 0.5])
+        if m.opset < 12:
+            y = m.node("Dropout", ["x"], ratio=ratio)
+        else:
+            y = m.node("Dropout", ["x", scalar(m, ratio)] if r.random() < 0.5 else ["x"])
+        return m.model(shape, m.node("Relu", [y]))
+    if kind == "flatten":             # PyTorch's x.view(x.size(0), -1): a Shape chain
+        m.opset = draw_opset(m)
+        batch = axes_node(m, "Unsqueeze", m.node("Gather", [m.node("Shape", ["x"]), m.ints(0)], axis=0), [0], 13)
+        target = m.node("Concat", [batch, m.ints([-1])], axis=0)
+        flat = [shape[0], int(np.prod(shape[1:]))]
+        return m.model(shape, m.node("Relu", [m.node("Reshape", ["x", target])]), out_shape=flat)
     m.opset = draw_opset(m)
     at = r.randint(0, rank)
     up = axes_node(m, "Unsqueeze", "x", [at], 13)

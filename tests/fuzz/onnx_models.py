@@ -58,9 +58,11 @@ class _Model:
         self.nodes.append(helper.make_node(op, list(inputs), outs, **attrs))
         return outs[-1]
 
-    def model(self, shape, out: str) -> onnx.ModelProto:
+    def model(self, shape, out: str, out_shape=None) -> onnx.ModelProto:
+        """The model of the nodes so far; ``out_shape`` where shape inference cannot tell it
+        (a Reshape to a computed shape, as exporters write one)."""
         graph = helper.make_graph(self.nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
+                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
         model.ir_version = helper.find_min_ir_version_for(model.opset_import)
         return model

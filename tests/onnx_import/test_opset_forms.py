@@ -174,3 +174,10 @@ def test_channel_scale_of_fewer_channels_than_half_the_dpu_multiple(tmp_path):
     0:13 of 3 in the lowered program); the product stays on ACT SHAVE."""
     scale = np.asarray([0.69, 1.06, 1.08], np.float32).reshape(1, 3, 1, 1)
     _ok(_model([helper.make_node("Mul", ["x", "s"], ["y"])], (1, 3, 2, 5), 11, s=scale), tmp_path)
+
+
+def test_dropout_ratio_attribute_before_opset_12(tmp_path):
+    """Dropout's ratio is an attribute before opset 12 (an input from it); inference is the
+    identity whatever it is (was refused as an unread attribute)."""
+    nodes = [helper.make_node("Dropout", ["x"], ["d"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
+    _ok(_model(nodes, (2, 3, 4), 11), tmp_path)
