@@ -58,8 +58,10 @@ def fuse_hard_swishes(nodes: list, known: dict[str, np.ndarray], keep: set[str],
 
 
 def _scalar(name: str, constants) -> float | None:
+    """A constant of one element and at most one dim (a [1, 1, 1, 1] one would broadcast a
+    lower-rank x to rank 4, which HardSwish(x) does not)."""
     value = constants.get(name)
-    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.ndim <= 1 else None
 
 
 def _factors(node, producer, constants, depth: int = 0):
