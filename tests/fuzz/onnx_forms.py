@@ -202,6 +202,8 @@ def forms_case(m):
         m.opset = draw_opset(m)
         mode = r.choice(["constant", "constant", "constant", "reflect", "edge"])
         value = r.choice([None, 0.5, -1.0]) if mode == "constant" else None
+        if mode == "reflect":         # reflects at most dim - 1 elements
+            shape = [max(d, 3) for d in shape]
         return m.model(shape, pad(m, "x", [r.randint(0, 2) for _ in range(2 * rank)], value, mode))
     if kind == "resize":
         m.opset = draw_opset(m)

@@ -181,3 +181,11 @@ def test_dropout_ratio_attribute_before_opset_12(tmp_path):
     identity whatever it is (was refused as an unread attribute)."""
     nodes = [helper.make_node("Dropout", ["x"], ["d"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
     _ok(_model(nodes, (2, 3, 4), 11), tmp_path)
+
+
+def test_reduce_without_axes_under_noop_with_empty_axes_is_the_identity(tmp_path):
+    """No axes and noop_with_empty_axes: the identity, whatever keepdims says (keepdims=0
+    was refused as an attribute the identity never read)."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, noop_with_empty_axes=1),
+             helper.make_node("Relu", ["m"], ["y"])]
+    _ok(_model(nodes, (2, 3, 4), 18), tmp_path)

@@ -98,6 +98,7 @@ def _reduce(kind: str):
     def convert(b, node, attrs):
         rank = len(b.shape(node.input[0]))
         noop = attrs.get("noop_with_empty_axes", 0)
+        keep_dims = bool(attrs.get("keepdims", 1))      # the identity keeps every dim anyway
         if "axes" in attrs:
             axes = list(attrs["axes"])
         elif len(node.input) > 1 and node.input[1]:
@@ -112,7 +113,7 @@ def _reduce(kind: str):
                 return
             axes = list(range(rank))
         b.op(kind, [b.value(node.input[0])], {"axes": tuple(b.axis(a, rank) for a in axes),
-                                              "keep_dims": bool(attrs.get("keepdims", 1))}, out=node.output[0])
+                                              "keep_dims": keep_dims}, out=node.output[0])
     return convert
 
 
