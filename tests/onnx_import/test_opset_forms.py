@@ -189,3 +189,16 @@ def test_reduce_without_axes_under_noop_with_empty_axes_is_the_identity(tmp_path
     nodes = [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, noop_with_empty_axes=1),
              helper.make_node("Relu", ["m"], ["y"])]
     _ok(_model(nodes, (2, 3, 4), 18), tmp_path)
+
+
+@pytest.mark.parametrize("ctm, nearest_mode", [("tf_half_pixel_for_nn", "round_prefer_ceil"),
+                                               ("half_pixel", "round_prefer_floor"),
+                                               ("asymmetric", "round_prefer_ceil")])
+def test_nearest_resize_at_a_tie_of_real_arithmetic(ctm, nearest_mode, tmp_path):
+    """Sizes 7 -> 9: under tf_half_pixel_for_nn output row 4 samples (4 + 0.5) * 7 / 9 = 3.5
+    exactly, which round_prefer_ceil takes to row 4; dividing by the rounded scale 9/7 gave
+    3.4999... and row 3 (was: wrong).  The other modes at the same sizes, with the
+    coordinates now computed the same way, stay right."""
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                            coordinate_transformation_mode=ctm, nearest_mode=nearest_mode)
+    _ok(_model([node], (1, 2, 7, 6), 13, sizes=np.asarray([1, 2, 9, 11], np.int64)), tmp_path)
