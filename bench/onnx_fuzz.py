@@ -1,14 +1,14 @@
 """Differential fuzz campaigns: random ONNX models (``tests/fuzz/onnx_models.py``: one op,
-small CNNs, transformer blocks) compiled by vpuc and simulated with numerics, against
+small CNNs, transformer blocks, the op forms of opsets 11 to 23) compiled by vpuc and simulated with numerics, against
 onnxruntime on the same input (``tests/fuzz/onnx_check.py``).
 
 Each case is made from (family, seed, index) alone, so any can be replayed.  Findings
-(``wrong``, ``crash``, ``bound``, ``blob``) are saved as ``OUT/KIND-FAMILY-INDEX.onnx`` beside a
+(``wrong``, ``crash``, ``bound``, ``blob``, ``import``) are saved as ``OUT/KIND-FAMILY-INDEX.onnx`` beside a
 ``.txt`` with what was found; the report counts the outcomes per family and lists the
 reasons vpuc refused models (how much of the space the fuzz reaches).
 
-    python bench/onnx_fuzz.py [--op 400] [--cnn 100] [--transformer 50] [--large 20] [--seed 1]
-                              [--out onnx-fuzz]
+    python bench/onnx_fuzz.py [--op 400] [--cnn 100] [--transformer 50] [--large 20] [--forms 200]
+                              [--seed 1] [--out onnx-fuzz]
     python bench/onnx_fuzz.py --replay cnn:12 [--seed 1]       # remake one case and check it
 """
 
@@ -30,7 +30,7 @@ import onnx  # noqa: E402
 from tests.fuzz.onnx_check import check  # noqa: E402
 from tests.fuzz.onnx_models import FAMILIES, make  # noqa: E402
 
-FINDINGS = ("wrong", "crash", "bound", "blob")
+FINDINGS = ("wrong", "crash", "bound", "blob", "import")
 
 
 def _reason(detail: str) -> str:
@@ -69,7 +69,7 @@ def campaign(counts: dict[str, int], seed: int, out: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for family, default in zip(FAMILIES, (400, 100, 50, 20)):
+    for family, default in zip(FAMILIES, (400, 100, 50, 20, 200), strict=True):
         parser.add_argument(f"--{family}", type=int, default=default, metavar="N",
                             help=f"{family} cases (default {default})")
     parser.add_argument("--seed", type=int, default=1)

@@ -26,13 +26,19 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-FAMILIES = ("op", "cnn", "transformer", "large")
+from tests.fuzz import onnx_forms as forms
+
+FAMILIES = ("op", "cnn", "transformer", "large", "forms")
 
 
 class _Model:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.np = np.random.default_rng(seed)
+        # the opset and the exporter's style of each op form: a stream of their own, so
+        # a case's sizes and weights are the same at every opset
+        self.forms = random.Random(seed ^ 0x5EED_0F5E7)
+        self.opset = forms.OLDEST
         self.nodes: list = []
         self.inits: list = []
 
@@ -52,18 +58,21 @@ class _Model:
         self.nodes.append(helper.make_node(op, list(inputs), outs, **attrs))
         return outs[-1]
 
-    def model(self, shape, out: str, opset: int) -> onnx.ModelProto:
+    def model(self, shape, out: str, out_shape=None) -> onnx.ModelProto:
+        """The model of the nodes so far; ``out_shape`` where shape inference cannot tell it
+        (a Reshape to a computed shape, as exporters write one)."""
         graph = helper.make_graph(self.nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        model.ir_version = 9
+                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        model.ir_version = helper.find_min_ir_version_for(model.opset_import)
         return model
 
 
 def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     """The case ``index`` of ``family`` in the campaign ``seed``."""
     m = _Model(seed * 1_000_003 + index * len(FAMILIES) + FAMILIES.index(family))
-    return {"op": _one_op, "cnn": _cnn, "transformer": _transformer, "large": _large}[family](m)
+    return {"op": _one_op, "cnn": _cnn, "transformer": _transformer, "large": _large,
+            "forms": forms.forms_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op
@@ -75,6 +84,7 @@ def _one_op(m: _Model) -> onnx.ModelProto:
                      "deconv", "space", "norm", "concat", "where", "squeeze", "global"])
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
+    m.opset = forms.draw_opset(m)
     if kind == "conv":
         c = r.choice([1, 3, 4, 8]); g = r.choice([d for d in (1, 2, c) if c % d == 0])
         k, s, d = r.choice([1, 2, 3, 5]), r.choice([1, 2, 3]), r.choice([1, 2])
@@ -86,23 +96,25 @@ def _one_op(m: _Model) -> onnx.ModelProto:
             attrs.update(pads=[r.randint(0, k - 1) for _ in range(4)], dilations=[d, 1])
         oc = g * r.choice([1, 2, 5])
         y = m.node("Conv", ["x", m.weight((oc, c // g, k, k), c // g * k * k), m.weight((oc,), 10)], **attrs)
-        return m.model([1, c] + hw, y, 17)
+        return m.model([1, c] + hw, y)
     if kind == "pool":
         op, k, s = r.choice(["MaxPool", "AveragePool"]), r.choice([1, 2, 3]), r.choice([1, 2, 3])
         attrs = dict(kernel_shape=[k, r.choice([1, k])], strides=[s, r.choice([1, s])],
                      pads=[r.randint(0, k - 1) for _ in range(4)])
+        if m.opset < 19:        # onnxruntime's pools before 19 take pads below the kernel only
+            attrs["pads"] = [min(p, attrs["kernel_shape"][i % 2] - 1) for i, p in enumerate(attrs["pads"])]
         attrs["ceil_mode"] = r.choice([0, 1])
         if op == "AveragePool":
             attrs["count_include_pad"] = r.choice([0, 1])
-        return m.model([1, 3, r.randint(k, 11), r.randint(k, 11)], m.node(op, ["x"], **attrs), 17)
+        return m.model([1, 3, r.randint(k, 11), r.randint(k, 11)], m.node(op, ["x"], **attrs))
     if kind == "resize":
         mode = r.choice(["nearest", "linear"])
         attrs = dict(mode=mode, coordinate_transformation_mode=r.choice(
             ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]))
         if mode == "nearest":
             attrs["nearest_mode"] = r.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
-        sizes = m.ints([1, 2, r.randint(1, 12), r.randint(1, 12)])   # sizes: no tie under inexact scales
-        return m.model([1, 2, r.randint(1, 9), r.randint(1, 9)], m.node("Resize", ["x", "", "", sizes], **attrs), 19)
+        sizes = [1, 2, r.randint(1, 12), r.randint(1, 12)]   # sizes: no tie under inexact scales
+        return m.model([1, 2, r.randint(1, 9), r.randint(1, 9)], forms.resize(m, "x", sizes=sizes, **attrs))
     if kind == "slice":
         axes = r.sample(range(rank), r.randint(1, rank))
         steps = [r.choice([1, 1, 2, -1, -2]) for _ in axes]
@@ -110,41 +122,40 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         ends = [r.choice([r.randint(-shape[a] - 2, shape[a] + 2), 2 ** 62, -2 ** 62]) for a in axes]
         axes = [a - rank if r.random() < 0.3 else a for a in axes]
         ins = ["x", m.ints(starts), m.ints(ends), m.ints(axes), m.ints(steps)]
-        return m.model(shape, m.node("Slice", ins), 17)
+        return m.model(shape, m.node("Slice", ins))
     if kind == "reduce":
         op = r.choice(["ReduceMean", "ReduceSum", "ReduceMax"])
         axes = [a - rank if r.random() < 0.3 else a for a in sorted(r.sample(range(rank), r.randint(1, rank)))]
-        return m.model(shape, m.node(op, ["x", m.ints(axes)], keepdims=r.choice([0, 1])), 18)
+        return m.model(shape, forms.reduce(m, op, "x", axes, keepdims=r.choice([0, 1])))
     if kind == "softmax":
         op = r.choice(["Softmax", "LogSoftmax"])
-        return m.model(shape, m.node(op, ["x"], axis=r.randint(-rank, rank - 1)), 17)
+        return m.model(shape, m.node(op, ["x"], axis=r.randint(-rank, rank - 1)))
     if kind == "transpose":
         perm = list(range(rank)); r.shuffle(perm)
-        return m.model(shape, m.node("Transpose", ["x"], perm=perm), 17)
+        return m.model(shape, m.node("Transpose", ["x"], perm=perm))
     if kind == "split":
         axis = r.randint(-rank, rank - 1)
         shape[axis] *= 2
-        return m.model(shape, m.node("Split", ["x"], n_out=2, axis=axis, num_outputs=2), 18)
+        return m.model(shape, forms.split(m, "x", axis, [shape[axis] // 2] * 2, equal=True)[-1])
     if kind == "pad":
-        pads = m.ints([r.randint(0, 2) for _ in range(2 * rank)])
-        return m.model(shape, m.node("Pad", ["x", pads, m.init(np.float32(0.5))], mode="constant"), 19)
+        return m.model(shape, forms.pad(m, "x", [r.randint(0, 2) for _ in range(2 * rank)], 0.5))
     if kind == "gemm":
         ta, tb = r.choice([0, 1]), r.choice([0, 1])
         mm, k, n = r.randint(1, 6), r.randint(1, 40), r.randint(1, 40)
         b = m.weight((n, k) if tb else (k, n), k)
         c = m.weight(r.choice([(n,), (mm, n), (1,), (mm, 1)]), 10)
         y = m.node("Gemm", ["x", b, c], transA=ta, transB=tb, alpha=r.choice([1.0, 0.5]), beta=r.choice([1.0, 2.0]))
-        return m.model([k, mm] if ta else [mm, k], y, 17)
+        return m.model([k, mm] if ta else [mm, k], y)
     if kind == "matmul":
         n = r.randint(1, 40)
-        return m.model(shape, m.node("MatMul", ["x", m.weight((shape[-1], n), shape[-1])]), 17)
+        return m.model(shape, m.node("MatMul", ["x", m.weight((shape[-1], n), shape[-1])]))
     if kind == "flatten":
-        return m.model(shape, m.node("Flatten", ["x"], axis=r.randint(-rank, rank)), 17)
+        return m.model(shape, m.node("Flatten", ["x"], axis=r.randint(-rank, rank)))
     if kind == "gather":
         axis = r.randint(-rank, rank - 1)
         size = shape[axis]
         idx = [r.randint(-size, size - 1) for _ in range(r.randint(1, 3))]
-        return m.model(shape, m.node("Gather", ["x", m.ints(idx)], axis=axis), 17)
+        return m.model(shape, m.node("Gather", ["x", m.ints(idx)], axis=axis))
     if kind == "deconv":
         c, k, st = r.choice([1, 4, 8]), r.choice([1, 2, 3, 4]), r.choice([1, 2, 3])
         g = r.choice([d for d in (1, 2, c) if c % d == 0])
@@ -154,54 +165,55 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         if st > 1 and r.random() < 0.3:
             attrs["output_padding"] = [r.randint(0, st - 1), 0]
         y = m.node("ConvTranspose", ["x", m.weight((c, oc // g, k, k), c * k * k), m.weight((oc,), 10)], **attrs)
-        return m.model([1, c, r.randint(1, 9), r.randint(1, 9)], y, 17)
+        return m.model([1, c, r.randint(1, 9), r.randint(1, 9)], y)
     if kind == "space":
         bs = r.choice([2, 3])
         if r.random() < 0.5:
             y = m.node("DepthToSpace", ["x"], blocksize=bs, mode=r.choice(["DCR", "CRD"]))
-            return m.model([1, bs * bs * r.randint(1, 3), r.randint(1, 5), r.randint(1, 5)], y, 17)
+            return m.model([1, bs * bs * r.randint(1, 3), r.randint(1, 5), r.randint(1, 5)], y)
         return m.model([1, r.randint(1, 4), bs * r.randint(1, 4), bs * r.randint(1, 4)],
-                       m.node("SpaceToDepth", ["x"], blocksize=bs), 17)
+                       m.node("SpaceToDepth", ["x"], blocksize=bs))
     if kind == "norm":
         if r.random() < 0.5:
             c = shape[1] if rank >= 3 else 3
             shape = shape if rank >= 3 else [1, 3, 5]
             y = m.node("InstanceNormalization", ["x", m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32)),
                                                  m.weight((c,), 10)], epsilon=1e-5)
-            return m.model(shape, y, 17)
-        axis = r.randint(-rank, rank - 1)
-        norm = shape[axis % rank:]
-        y = m.node("LayerNormalization", ["x", m.init(m.np.uniform(0.5, 1.5, norm).astype(np.float32)),
-                                          m.weight(norm, 10)], axis=axis, epsilon=1e-5)
-        return m.model(shape, y, 17)
+            return m.model(shape, y)
+        return m.model(shape, forms.layer_norm(m, "x", shape, r.randint(-rank, rank - 1)))
     if kind == "concat":
         axis = r.randint(-rank, rank - 1)
         other = list(shape); other[axis] = r.randint(1, 4)
         y = m.node("Concat", [m.node("Relu", ["x"]), m.weight(other, 1), "x"], axis=axis)
-        return m.model(shape, y, 17)
+        return m.model(shape, y)
     if kind == "where":
         cmp = r.choice(["Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual"])
+        if cmp.endswith("OrEqual"):          # from opset 12
+            m.opset = forms.draw_opset(m, 12)
         cond = m.node(cmp, ["x", m.init(np.float32(r.choice([0.0, 0.5])))])
-        return m.model(shape, m.node("Where", [cond, "x", m.node("Neg", ["x"])]), 17)
+        return m.model(shape, m.node("Where", [cond, "x", m.node("Neg", ["x"])]))
     if kind == "squeeze":
         at = r.randint(0, rank)
-        up = m.node("Unsqueeze", ["x", m.ints([at])])
-        y = m.node("Relu", [up])
-        return m.model(shape, m.node("Squeeze", [y, m.ints([at])]), 17)
+        y = m.node("Relu", [forms.axes_node(m, "Unsqueeze", "x", [at], 13)])
+        return m.model(shape, forms.axes_node(m, "Squeeze", y, [at], 13))
     if kind == "global":
         shape = [1, r.randint(1, 20), r.randint(1, 30), r.randint(1, 30)]
-        return m.model(shape, m.node(r.choice(["GlobalAveragePool", "GlobalMaxPool"]), ["x"]), 17)
+        return m.model(shape, m.node(r.choice(["GlobalAveragePool", "GlobalMaxPool"]), ["x"]))
     if kind == "unary":
         op = r.choice(["Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu",
                        "Erf", "Softplus", "Mish", "Abs", "Neg", "Exp", "Floor", "Log", "Sqrt"])
         attrs = {"alpha": 0.3} if op in ("LeakyRelu", "Elu", "HardSigmoid") else {}
         x = m.node("Abs", ["x"]) if op in ("Log", "Sqrt") else "x"
-        return m.model(shape, m.node(op, [x], **attrs), 18)          # Mish: opset 18
+        if op == "HardSwish":                # the op from opset 14, its patterns before
+            return m.model(shape, forms.hard_swish(m, x))
+        if op == "Mish":
+            m.opset = forms.draw_opset(m, 18)
+        return m.model(shape, m.node(op, [x], **attrs))
     op = r.choice(["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"])
     other = [d if r.random() < 0.6 else 1 for d in shape][r.randint(0, rank - 1):]
     b = m.init(m.np.uniform(0.5, 1.5, other).astype(np.float32))
     x = m.node("Abs", ["x"]) if op == "Pow" else "x"
-    return m.model(shape, m.node(op, [x, b]), 17)
+    return m.model(shape, m.node(op, [x, b]))
 
 
 # ------------------------------------------------------------------ CNNs
@@ -216,6 +228,7 @@ def _cnn(m: _Model) -> onnx.ModelProto:
     r = m.rng
     c = r.choice([3, 8, 16, 24]); h = r.choice([7, 8, 15, 16, 23, 32]); w = r.choice([h, h + 3, 9])
     shape, cur = [1, c, h, w], "x"
+    m.opset = forms.draw_opset(m)
     for _ in range(r.randint(2, 7)):
         kind = r.choice(["conv", "conv", "dw", "act", "pool", "se", "res", "concat", "resize", "head"])
         if kind in ("conv", "dw"):
@@ -224,12 +237,10 @@ def _cnn(m: _Model) -> onnx.ModelProto:
             cur = _conv(m, cur, c, oc, k, s, group=c if kind == "dw" else 1)
             c, h, w = oc, (h - 1) // s + 1, (w - 1) // s + 1
             if r.random() < 0.3:
-                stats = [m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32)), m.weight((c,), 100),
-                         m.weight((c,), 100), m.init(m.np.uniform(0.5, 1.5, c).astype(np.float32))]
-                cur = m.node("BatchNormalization", [cur] + stats)
+                cur = forms.batch_norm(m, cur, c)
         elif kind == "act":
             op = r.choice(["Relu", "Sigmoid", "HardSwish", "Tanh", "LeakyRelu", "HardSigmoid", "Erf"])
-            cur = m.node(op, [cur])
+            cur = forms.hard_swish(m, cur) if op == "HardSwish" else m.node(op, [cur])
         elif kind == "pool" and min(h, w) >= 3:
             k, s = r.choice([2, 3]), r.choice([1, 2])
             cur = m.node(r.choice(["MaxPool", "AveragePool"]), [cur], kernel_shape=[k, k], strides=[s, s])
@@ -245,8 +256,7 @@ def _cnn(m: _Model) -> onnx.ModelProto:
             cur = m.node("Concat", [cur, _conv(m, cur, c, 8, 1, 1)], axis=1)
             c += 8
         elif kind == "resize" and h <= 32:
-            cur = m.node("Resize", [cur, "", m.init(np.asarray([1, 1, 2, 2], np.float32))],
-                         mode=r.choice(["nearest", "linear"]))
+            cur = forms.resize(m, cur, scales=[1, 1, 2, 2], mode=r.choice(["nearest", "linear"]))
             h, w = 2 * h, 2 * w
         elif kind == "head":
             n = r.choice([10, 17, 64])
@@ -255,7 +265,7 @@ def _cnn(m: _Model) -> onnx.ModelProto:
             if r.random() < 0.5:
                 cur = m.node("Softmax", [cur], axis=-1)
             break
-    return m.model(shape, cur, 17)
+    return m.model(shape, cur)
 
 
 # ------------------------------------------------------------------ transformers
@@ -266,8 +276,7 @@ def _transformer(m: _Model) -> onnx.ModelProto:
     d = heads * dh
 
     def norm(v):
-        return m.node("LayerNormalization", [v, m.init(m.np.uniform(0.5, 1.5, d).astype(np.float32)),
-                                              m.weight((d,), 100)], axis=-1, epsilon=1e-5)
+        return forms.layer_norm(m, v, [1, seq, d], -1)
 
     def linear(v, i, o):
         return m.node("Add", [m.node("MatMul", [v, m.weight((i, o), i)]), m.weight((o,), 100)])
@@ -276,6 +285,7 @@ def _transformer(m: _Model) -> onnx.ModelProto:
         return m.node("Transpose", [m.node("Reshape", [v, m.ints([1, seq, heads, dh])])], perm=[0, 2, 1, 3])
 
     cur = "x"
+    m.opset = forms.draw_opset(m)
     for _ in range(r.randint(1, 3)):
         kind = r.choice(["attention", "mlp", "norm"])
         if kind == "attention":
@@ -289,16 +299,15 @@ def _transformer(m: _Model) -> onnx.ModelProto:
         elif kind == "mlp":
             f = r.choice([2, 4])
             y = linear(norm(cur), d, d * f)
-            if r.random() < 0.5:      # GELU as exporters before opset 20 write it
-                e = m.node("Erf", [m.node("Div", [y, m.init(np.float32(np.sqrt(2)))])])
-                y = m.node("Mul", [m.node("Mul", [y, m.node("Add", [e, m.init(np.float32(1))])]),
-                                   m.init(np.float32(0.5))])
+            if r.random() < 0.5:      # GELU: the op from opset 20, the forms exporters write
+                y = forms.gelu(m, y)
             else:
-                y = m.node(r.choice(["Gelu", "Relu", "Sigmoid"]), [y])
+                op = r.choice(["Gelu", "Relu", "Sigmoid"])
+                y = forms.gelu(m, y) if op == "Gelu" else m.node(op, [y])
             cur = m.node("Add", [cur, linear(y, d * f, d)])
         else:
             cur = norm(cur)
-    return m.model([1, seq, d], cur, 20)
+    return m.model([1, seq, d], cur)
 
 
 # ------------------------------------------------------------------ large layers
@@ -306,12 +315,13 @@ def _transformer(m: _Model) -> onnx.ModelProto:
 def _large(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["wide", "tall", "matmul"])
+    m.opset = forms.draw_opset(m)
     if kind == "matmul":
         rows, k, n = r.choice([1, 7, 64]), r.choice([1024, 2304, 4096]), r.choice([256, 1000])
         y = m.node("MatMul", ["x", m.weight((k, n), k)])
         if r.random() < 0.5:
             y = m.node("Relu", [m.node("Add", [y, m.weight((n,), 100)])])
-        return m.model([1, rows, k], y, 17)
+        return m.model([1, rows, k], y)
     if kind == "wide":
         c, hw = r.choice([128, 256, 384]), r.choice([7, 14, 15])
         shape, cur = [1, c, hw, hw], "x"
@@ -319,11 +329,13 @@ def _large(m: _Model) -> onnx.ModelProto:
             oc, s = r.choice([256, 512]), r.choice([1, 2])
             cur = m.node("Relu", [_conv(m, cur, c, oc, 3, s)])
             c = oc
-        return m.model(shape, cur, 17)
+        return m.model(shape, cur)
     c, hw = r.choice([3, 16, 32]), r.choice([96, 112, 127])
     shape = [1, c, hw, hw]
     cur = _conv(m, "x", c, r.choice([16, 32, 64]), r.choice([3, 7]), r.choice([1, 2]))
-    cur = m.node(r.choice(["Relu", "HardSwish", "Sigmoid"]), [cur])
+    m.opset = forms.draw_opset(m)
+    op = r.choice(["Relu", "HardSwish", "Sigmoid"])
+    cur = forms.hard_swish(m, cur) if op == "HardSwish" else m.node(op, [cur])
     if r.random() < 0.5:
         cur = m.node("MaxPool", [cur], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    return m.model(shape, cur, 17)
+    return m.model(shape, cur)

@@ -119,8 +119,10 @@ def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
         ins, outs = [names[v] for v in ins], [names[v] for v in outs]
         # An output that does not span the axis (rank 0, or 1 along it) has no halves: such a
         # stage is one invocation on the whole block (and its kernel is generated for it).
+        # Nor has one that boxes would cut along ``inner`` where it is 1 wide (a per-row
+        # statistic): two boxes of a row would write its same bytes.
         parts = 1 if chunk is None or any(not spans(type_of[v], axis, rank) for v in outs) \
-            else halves
+            or boxes and any(not spans(type_of[v], inner, rank) for v in outs) else halves
         if unit[0] == "op":
             call = library[unit[1]]
             if call.declaration() not in prog.kernels:

@@ -257,7 +257,10 @@ def zero_vector(e, t: int, size: int, elem: ElemType, waits: str, loaded: list[s
                 e.prog.buffers.append(f"const %{name} : {count}x{elem} = splat 0")
             zv = f"%chzeros.t{t}.{elem}"
             e.prog.cmx.append(f"cmx {zv} : {count}x{elem} tile {t}")
-            e.dma(f"load_zeros.t{t}", f"%{name}", zv, 0, waits, loaded)
+            # labelled apart from the layer's own vector's load: a layer whose input loads
+            # its own and whose epilogue's side input is the first to take the shared one
+            # loads both on that tile
+            e.dma(f"load_shared_zeros.t{t}", f"%{name}", zv, 0, waits, loaded)
             e.prog.zeros[key] = zv
         return e.prog.zeros[key]
     name = f"{e.p}chzeros"

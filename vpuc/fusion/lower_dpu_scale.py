@@ -275,6 +275,8 @@ def choose_dpu(prog: ProgramText, se: ScaleProduct, x: TensorType, y: TensorType
     keep the product on ACT SHAVE."""
     if prog.timing is None:
         return None
+    if aligned(x.dims[1]) > 2 * x.dims[1]:
+        return None         # emit_scale pads the weights with one copy of the first channels
     blocks = product_blocks(prog, x, y, tiles, op, 0.0)
     dpu = dpu_product_cycles(prog, x, blocks, tiles)
     act = act_product_cycles(se, x, tiles, prog.timing, config)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 # Attributes that cannot change the result of a node vpuc converts: ``kernel_shape``
 # of a Conv is the weights' shape (ONNX shape inference refuses a mismatch); a
-# Dropout's ``seed`` and a BatchNormalization's ``momentum`` only matter in training
+# Dropout's ``seed`` and ``ratio`` (an attribute before opset 12) and a
+# BatchNormalization's ``momentum`` only matter in training
 # (``training_mode`` is refused); MaxPool's ``storage_order`` only lays out its
 # Indices output and Resize's ``cubic_coeff_a`` only weighs cubic mode, both refused.
 NO_EFFECT = {("Conv", "kernel_shape"), ("ConvTranspose", "kernel_shape"), ("Dropout", "seed"),
-             ("BatchNormalization", "momentum"), ("MaxPool", "storage_order"),
+             ("Dropout", "ratio"), ("BatchNormalization", "momentum"), ("MaxPool", "storage_order"),
              ("Resize", "cubic_coeff_a")}
 
 

@@ -129,14 +129,23 @@ def ceil_extra(size: int, begin: int, end: int, k: int, s: int) -> int:
     return -1
 
 
-def _softmax(b, node, attrs):
-    rank = len(b.shape(node.input[0]))
-    default = -1 if b.opset >= 13 else 1
-    axis = b.axis(attrs.get("axis", default), rank)
-    if b.opset < 13 and axis != rank - 1:
-        raise b.error(f"opset {b.opset} Softmax flattens from axis {axis}; only the last axis "
-                      "matches the per-axis softmax")
-    b.op("Softmax", [b.value(node.input[0])], {"axis": axis}, out=node.output[0])
+def softmax_like(kind: str):
+    """Softmax or LogSoftmax.  Before opset 13 both coerce the input to 2-D at ``axis``
+    (default 1) and normalize over every dim from it on, not over one axis: a Reshape to
+    [outer, inner], the op over the last axis and a Reshape back, as onnxruntime does."""
+    def convert(b, node, attrs):
+        shape = b.shape(node.input[0])
+        rank = len(shape)
+        axis = b.axis(attrs.get("axis", -1 if b.opset >= 13 else 1), rank)
+        x = b.value(node.input[0])
+        if b.opset >= 13 or axis == rank - 1:
+            b.op(kind, [x], {"axis": axis}, out=node.output[0])
+            return
+        outer, inner = (int(np.prod(part, dtype=np.int64)) for part in (shape[:axis], shape[axis:]))
+        flat = b.op("Reshape", [x], {"shape": (outer, inner)})
+        y = b.op(kind, [flat], {"axis": 1})
+        b.op("Reshape", [y], {"shape": tuple(shape)}, out=node.output[0])
+    return convert
 
 
 def _reshape_to(b, node, shape) -> None:
@@ -210,7 +219,7 @@ def _batch_norm(b, node, attrs):
 
 
 LAYER_CONVERTERS = {
-    "Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "MaxPool": _max_pool, "Softmax": _softmax,
+    "Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "MaxPool": _max_pool, "Softmax": softmax_like("Softmax"),
     "Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze,
     "Transpose": _transpose, "BatchNormalization": _batch_norm,
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
-from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra
+from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra, softmax_like
 
 
 def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
@@ -97,17 +97,23 @@ def _global_pool(kind: str):
 def _reduce(kind: str):
     def convert(b, node, attrs):
         rank = len(b.shape(node.input[0]))
+        noop = attrs.get("noop_with_empty_axes", 0)
+        keep_dims = bool(attrs.get("keepdims", 1))      # the identity keeps every dim anyway
         if "axes" in attrs:
             axes = list(attrs["axes"])
         elif len(node.input) > 1 and node.input[1]:
             axes = [int(a) for a in b.array(node.input[1])]
         else:
-            axes = [] if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+            axes = []
+        # no axes, or an empty axes input: every axis, unless noop_with_empty_axes (13 for
+        # ReduceSum, 18 for the others) makes it the identity
         if not axes:
-            b.alias(node.output[0], node.input[0])
-            return
+            if noop:
+                b.alias(node.output[0], node.input[0])
+                return
+            axes = list(range(rank))
         b.op(kind, [b.value(node.input[0])], {"axes": tuple(b.axis(a, rank) for a in axes),
-                                              "keep_dims": bool(attrs.get("keepdims", 1))}, out=node.output[0])
+                                              "keep_dims": keep_dims}, out=node.output[0])
     return convert
 
 
@@ -254,14 +260,6 @@ def _space_to_depth(b, node, attrs):
     b.op("SpaceToDepth", [b.value(node.input[0])], {"block_size": attrs["blocksize"]}, out=node.output[0])
 
 
-def _log_softmax(b, node, attrs):
-    rank = len(b.shape(node.input[0]))
-    axis = b.axis(attrs.get("axis", -1 if b.opset >= 13 else 1), rank)
-    if b.opset < 13 and axis != rank - 1:
-        raise b.error(f"opset {b.opset} LogSoftmax flattens from axis {axis}; only the last axis is supported")
-    b.op("LogSoftmax", [b.value(node.input[0])], {"axis": axis}, out=node.output[0])
-
-
 def _scale_shift(b, node, normalized: str, scale: np.ndarray, bias: np.ndarray | None, shape):
     y = b.op("Multiply", [normalized, b.constant(scale.reshape(shape), node.output[0] + ".scale")],
              out=node.output[0] if bias is None else None)
@@ -302,7 +300,7 @@ NN_CONVERTERS = {
     "ReduceMean": _reduce("ReduceMean"), "ReduceSum": _reduce("ReduceSum"), "ReduceMax": _reduce("ReduceMax"),
     "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather, "Pad": _pad,
     "Resize": _resize, "DepthToSpace": _depth_to_space, "SpaceToDepth": _space_to_depth,
-    "LogSoftmax": _log_softmax, "LayerNormalization": _layer_norm,
+    "LogSoftmax": softmax_like("LogSoftmax"), "LayerNormalization": _layer_norm,
     "InstanceNormalization": _instance_norm,
     "Log": _unary("Log"), "Softplus": _unary("SoftPlus"), "Mish": _unary("Mish"),
 }

@@ -101,8 +101,19 @@ def source_coords(out_size: int, in_size: int, mode: str, scale: float | None = 
     """The input coordinate each output index samples (ONNX Resize's coordinate modes).
     ``scale`` is the resize's own scale when it has one (ONNX computes coordinates from
     the given scale, not from the rounded sizes); else out_size / in_size."""
-    scale = out_size / in_size if scale is None else scale
     i = np.arange(out_size, dtype=np.float64)
+    if scale is None:
+        # the scale is out/in: each coordinate as one division of exact integers, so one
+        # that is a tie in real arithmetic (7 -> 9, output 4: 4.5 * 7 / 9 = 3.5) is exactly
+        # that, as the spec's formula gives it; dividing by the rounded 9/7 gave 3.4999...
+        if mode in ("half_pixel", "pytorch_half_pixel"):
+            coords = ((2 * i + 1) * in_size - out_size) / (2 * out_size)
+            return coords if mode == "half_pixel" or out_size > 1 else np.zeros(out_size)
+        if mode == "tf_half_pixel_for_nn":
+            return (2 * i + 1) * in_size / (2 * out_size)
+        if mode == "asymmetric":
+            return i * in_size / out_size
+    scale = out_size / in_size if scale is None else scale
     if mode == "half_pixel":
         return (i + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
