@@ -11,7 +11,7 @@ from vpuc import api
 from vpuc.fusion import lower_graph
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import resident_room, resident_values
-from vpuc.fusion.schedule import SegmentValues
+from vpuc.fusion.schedule_layouts import SegmentValues
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask

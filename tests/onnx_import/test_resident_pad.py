@@ -18,7 +18,7 @@ from tests.onnx_import.test_eltwise_pad import poisoned_cmx  # noqa: F401 (a fix
 from vpuc import api
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.resident import ensure_pads, padded_channels
-from vpuc.fusion.schedule import SegmentValues
+from vpuc.fusion.schedule_layouts import SegmentValues
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask

@@ -122,7 +122,7 @@ def test_default_transposes_fewer_values_between_layers(model):
         # Only the pooled features entering the classifier's Flatten (a DMA segment, which
         # reads the graph's order) are still transposed: 1x1 pixels, a few bytes.  In
         # MobileNetV3 the HardSwish and squeeze-excite ACT segments between DPU layers run
-        # NHWC (``schedule.ddr_layouts``).
+        # NHWC (``schedule_layouts.ddr_layouts``).
         assert naive and all(t.dims[2:] == (1, 1) for t in default)
 
 

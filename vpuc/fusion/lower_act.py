@@ -14,7 +14,7 @@ from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_library import LibraryCall
 from vpuc.fusion.lower_segments import stage_io
-from vpuc.fusion.schedule import nhwc_ports
+from vpuc.fusion.schedule_layouts import nhwc_ports
 from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.types import Dynamic, TensorType
 from vpuc.verifier.graph import infer_graph
@@ -27,7 +27,7 @@ MAX_BLOCKS = 4096
 def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, tiles, blocks,
              config, prefix, gate, finish, library: dict[int, LibraryCall],
              made: dict[tuple, str], nhwc: bool = False, pipelined: bool = False) -> None:
-    """``nhwc``: the segment's values are NHWC (``schedule.ddr_layouts``), and so are the
+    """``nhwc``: the segment's values are NHWC (``schedule_layouts.ddr_layouts``), and so are the
     ports of its kernels; ``pipelined``: segments overlap (``schedule_deps``), which the cut
     weighs (``act_split.choose_cut``)."""
     master = seg.master

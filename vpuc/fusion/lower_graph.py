@@ -85,10 +85,10 @@ from vpuc.fusion.split_reductions import split_reductions
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
-from vpuc.fusion.schedule import (DEFAULT_SCHEDULE, EARLY_CMX_BYTES, ddr_layouts, early_bytes,
-                                  overlap)
+from vpuc.fusion.schedule import DEFAULT_SCHEDULE, EARLY_CMX_BYTES, early_bytes, overlap
 from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
+from vpuc.fusion.schedule_layouts import ddr_layouts
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import RESULT, Graph
@@ -214,7 +214,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           barriers: int = 64) -> str:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
-    ``schedule`` other than naive lays out values as ``schedule.ddr_layouts`` says; the
+    ``schedule`` other than naive lays out values as ``schedule_layouts.ddr_layouts`` says; the
     segment gate barriers are added to ``gates``; ``cmx_budget`` is the bytes of a tile's
     CMX a layer's or segment's blocks may use (the compile option,
     ``PassContext.cmx_budget``; this default is NPU37XX's); ``cmx_bytes``, a tile's CMX,

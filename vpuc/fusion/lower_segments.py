@@ -19,7 +19,7 @@ from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_ancho
 from vpuc.fusion.lower_dpu_nn_plan import GLOBAL_POOLS
 from vpuc.fusion.lower_library import (LibraryCall, LibrarySegment, library_problem,
                                        library_segment, pipeline_call)
-from vpuc.fusion.schedule import SegmentValues
+from vpuc.fusion.schedule_layouts import SegmentValues
 from vpuc.fusion.subgraph import Tokenization
 from vpuc.fusion.tokenizer import Reason
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, Graph, GraphOp
@@ -240,7 +240,7 @@ def graph_values(graph: Graph, tok: Tokenization,
 def segment_values(tok: Tokenization, segments: list[Segment], names: dict[str, str]
                    ) -> list[SegmentValues]:
     """Each segment's kind and the program names of the values it reads and writes, for
-    ``schedule.ddr_layouts``; an ACT segment of fused subgraphs only (no library kernel,
+    ``schedule_layouts.ddr_layouts``; an ACT segment of fused subgraphs only (no library kernel,
     which has an axis) is layout-free."""
     def kind(seg: Segment) -> str:
         if seg.layer is not None:

@@ -49,7 +49,7 @@ touch), ``resident_use`` adds their bytes to every segment they live across, for
 the CMX fit checks of ``schedule_room.EarlyRoom`` and ``schedule_deps``.
 
 Expects: values as ``lower_segments.graph_values`` names them, laid out by
-``schedule.ddr_layouts``.  Guarantees: a resident value's real channels are the bytes its
+``schedule_layouts.ddr_layouts``.  Guarantees: a resident value's real channels are the bytes its
 DDR buffer would hold (same element type and dims order; a padded one's finite pad
 channels beside them), so the tasks compute the same values; no network input, output or
 constant is resident.
@@ -68,7 +68,7 @@ from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 
 if TYPE_CHECKING:
-    from vpuc.fusion.schedule import SegmentValues
+    from vpuc.fusion.schedule_layouts import SegmentValues
 
 # Segment kinds whose loads and stores of a value are block copies of its (strided) views.
 RESIDENT_KINDS = ("dpu", "act", "matmul")

@@ -8,14 +8,14 @@ loading its own copy of a layer's weights from DDR.
 ``default`` makes three decisions, each on data the lowering already has, not
 on program text:
 
-1. **NHWC between DPU layers** (``ddr_layouts``, before the segments are
+1. **NHWC between DPU layers** (``schedule_layouts.ddr_layouts``, before the segments are
    emitted): a 4-D value a DPU layer produces and only DPU layers read is laid
    out NHWC in DDR, the order the DPU reads and writes CMX, so its stores and
    loads are plain copies instead of transposing DMAs (one element per cycle).
    ACT segments of fused elementwise subgraphs take part (MobileNetV3's
    HardSwish and squeeze-excite scaling between its convolutions): when every
    4-D value such a segment touches can be NHWC, all are, its CMX blocks too,
-   and its kernels are generated with NHWC ports (``nhwc_ports``), so one
+   and its kernels are generated with NHWC ports (``schedule_layouts.nhwc_ports``), so one
    storage order computes the same elements.
 2. **Weights prefetched** (``overlap``, on the lowered module): a DMA from a
    constant that waits only on a segment gate (its first load into a CMX buffer
@@ -86,10 +86,6 @@ every added wait is on a barrier updated by a task earlier in the DMA list.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, replace
-
-from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
                                        drop_pieces, give_up, lead_order, pin_top, unpin)
@@ -97,16 +93,12 @@ from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen, prefetch_order
 from vpuc.fusion.schedule_room import EARLY_CMX_BYTES, EarlyRoom
 from vpuc.fusion.schedule_share import ahead_of_gate, share_barriers
-from vpuc.ir.graph import PARAMETER, RESULT, Graph
 from vpuc.ir.module import Barrier, BufferKind, Module
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuTask, Executor, SwKernelTask
-from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
-from vpuc.verifier.graph import infer_graph
 
 SCHEDULES = SCHEDULE_CHOICES
 DEFAULT_SCHEDULE = "default"
-NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
 
 def early_bytes(cmx_bytes: int, cmx_budget: int) -> int:
@@ -121,69 +113,6 @@ def check_schedule(name: str) -> str:
         from vpuc.diagnostics import UsageError
         raise UsageError(f"unknown schedule '{name}'; expected one of: {', '.join(SCHEDULES)}")
     return name
-
-
-@dataclass
-class SegmentValues:
-    """What ``ddr_layouts`` needs of one segment: its kind (``dpu``: a window or eltwise DPU
-    layer, ``matmul``, ``dma``, ``library``, ``act``), the program names of the values it
-    reads and writes, and, for an ACT segment, whether its kernels can be generated for any
-    dims order (``layout_free``: fused elementwise ops only, every value 4-D, so one storage
-    order for all its operands computes the same elements); ``op``: a DPU segment's layer
-    op kind (``resident.py`` pads the channels of values only some layers write and read)."""
-    kind: str
-    reads: list[str]
-    writes: list[str]
-    layout_free: bool = False
-    op: str = ""
-
-
-def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[list[Value], set[int]]:
-    """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
-    layers or layout-free ACT segments laid out NHWC, and the indices of the ACT segments
-    that run NHWC (every 4-D value they touch, their CMX temporaries too, is then NHWC, so
-    their kernels see one storage order).  An ACT segment runs NHWC only when all its
-    values can: one that also touches a value a DMA, MatMul or library segment (or the
-    network's inputs and outputs) sees in the graph's order keeps that order throughout."""
-    by_name = {v.name: v for v in values}
-    touching: dict[str, list[int]] = {}
-    for i, seg in enumerate(segments):
-        for name in seg.reads + seg.writes:
-            touching.setdefault(name, []).append(i)
-
-    def movable(v: Value) -> bool:
-        return v.type.rank == 4 and v.type.is_static and v.kind in ("ddr", "temp")
-
-    free = {i for i, seg in enumerate(segments) if seg.kind == "act" and seg.layout_free
-            and all(movable(by_name[n]) for n in seg.reads + seg.writes)}
-    while True:
-        # a CMX temporary belongs to its ACT segment: NHWC with it, never alone
-        nhwc = {name for name, users in touching.items()
-                if movable(by_name[name]) and all(segments[i].kind == "dpu" or i in free
-                                                  for i in users)
-                and (by_name[name].kind == "ddr" or all(i in free for i in users))}
-        kept = {i for i in free if all(n in nhwc for n in segments[i].reads + segments[i].writes)}
-        if kept == free:
-            break
-        free = kept
-    out = []
-    for v in values:
-        if v.name in nhwc and v.type.order != NHWC:
-            v = replace(v, type=TensorType(v.type.dims, v.type.elem, NHWC))
-        out.append(v)
-    return out, free
-
-
-def nhwc_ports(body: Graph) -> Graph:
-    """A copy of a fused subgraph's body whose 4-D Parameters and Results are NHWC: its
-    kernel then reads and writes NHWC buffers (canonicalization turns the ports into
-    memory shapes of that order, ``vpuc/fusion/dataflow/canonicalization.py``)."""
-    out = copy.deepcopy(body)
-    for op in out.ops:
-        if op.kind in (PARAMETER, RESULT) and op.type is not None and op.type.rank == 4:
-            op.type = TensorType(op.type.dims, op.type.elem, NHWC)
-    infer_graph(out)
-    return out
 
 
 def overlap(module: Module, gates: set[str], dma_channels: int = 2,
