@@ -193,3 +193,33 @@ def test_report_of_a_corrupt_summary_is_an_error(tmp_path, capsys, monkeypatch):
     (tmp_path / "summary.json").write_text("{not json")
     code, _, err = run_cli(["report", tmp_path], capsys, monkeypatch)
     assert code == 1 and "cannot read the report files" in err and "Traceback" not in err
+
+
+def test_roofline_labels_do_not_overlap_in_chromium(tmp_path, capsys, monkeypatch):
+    """A chain of identical convolutions: their roofline points coincide, and every label
+    plotly draws there must be clear of the others, measured on the rendered page (drawn
+    all at "top center", they overprinted)."""
+    sync_playwright = browser_or_fail()
+    from tests.report.test_roofline_labels import conv_chain
+    from vpuc.report.plots import ROOFLINE_LABELS
+    html = make_report(tmp_path, capsys, monkeypatch,
+                       conv_chain(tmp_path / "chain.onnx", ROOFLINE_LABELS + 4))
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
+            args=FLAGS, viewport=VIEWPORT)
+        try:
+            page = context.new_page()
+            errors, remote = render(page, html)
+            boxes = page.evaluate("""() => [...document.querySelectorAll(
+                '#plot-roofline .scatterlayer .textpoint text')]
+                .filter(t => t.textContent.trim() !== '')
+                .map(t => { const r = t.getBoundingClientRect();
+                            return [r.left, r.top, r.right, r.bottom]; })""")
+        finally:
+            context.close()
+    assert errors == [] and remote == []
+    assert boxes and all(b[2] > b[0] and b[3] > b[1] for b in boxes)
+    overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                   if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert overlapping == []

@@ -10,17 +10,19 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from vpuc.report.data import ReportData
+from vpuc.report.label_placement import axis_range, place_labels
 
 ENGINE_COLORS = {"DMA": "#4c78a8", "DPU": "#f58518", "ACT_SHAVE": "#54a24b"}
 CRITICAL_COLOR = "#d62728"
 UTILIZATION_BINS = 200
 HEIGHT = 420
+MARGIN = dict(l=70, r=20, t=50, b=50)
 ROOFLINE_LABELS = 8      # layers named on the roofline plot (the rest on hover)
 
 
 def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
     fig.update_layout(title=title, height=kwargs.pop("height", HEIGHT), template="plotly_white",
-                      margin=dict(l=70, r=20, t=50, b=50), **kwargs)
+                      margin=MARGIN, **kwargs)
     return fig
 
 
@@ -93,7 +95,8 @@ def _most_cycles(data: ReportData, count: int) -> set[str]:
 def roofline(data: ReportData) -> go.Figure:
     """Each layer with MACs: 2*MACs per DDR byte against achieved GOP/s over its span.
     Only the ``ROOFLINE_LABELS`` longest layers carry their name on the plot (a model's
-    dozens of names would cover each other); every point names its layer on hover."""
+    dozens of names would cover each other), each where it covers no other label and no
+    other point (``label_placement``), or not at all; every point names its layer on hover."""
     roofs = data.roofs
     ghz = roofs["nce_mhz"] / 1000.0
     peaks = roofs["dpu_peak_macs_per_cycle"]
@@ -120,21 +123,28 @@ def roofline(data: ReportData) -> go.Figure:
                     y=[dpu_roof, dpu_roof], mode="lines", line=dict(color=ENGINE_COLORS["DPU"],
                                                                     width=2, dash="dash"))
     labelled = _most_cycles(data, ROOFLINE_LABELS)
+    x_range = axis_range([left, right])
+    y_range = axis_range([left * ddr_gbps, dpu_roof] + [p[2] for p in points + no_ddr])
+    drawn = points + [(name, right, rate) for name, _, rate in no_ddr]
+    cycles = {r["layer"]: r["cycles"] or 0 for r in data.compute}
+    order = sorted(range(len(drawn)), key=lambda i: -cycles.get(drawn[i][0], 0))
+    text, where = place_labels([(p[1], p[2]) for p in drawn],
+                               [p[0] if p[0] in labelled else "" for p in drawn], order,
+                               x_range, y_range, HEIGHT - MARGIN["t"] - MARGIN["b"])
     if points:
         fig.add_scatter(name="layer", x=xs, y=[p[2] for p in points], mode="markers+text",
-                        text=[p[0] if p[0] in labelled else "" for p in points],
-                        customdata=[p[0] for p in points], textposition="top center",
-                        marker=dict(size=11, color="#2b83ba"),
+                        text=text[:len(points)], customdata=[p[0] for p in points],
+                        textposition=where[:len(points)], marker=dict(size=11, color="#2b83ba"),
                         hovertemplate="%{customdata}: %{x:.2f} op/B, %{y:.2f} GOP/s<extra></extra>")
     if no_ddr:
         fig.add_scatter(name="layer without DDR traffic (drawn at the right edge)",
                         x=[right] * len(no_ddr), y=[p[2] for p in no_ddr], mode="markers+text",
-                        text=[p[0] if p[0] in labelled else "" for p in no_ddr],
-                        customdata=[p[0] for p in no_ddr], textposition="middle left",
+                        text=text[len(points):], customdata=[p[0] for p in no_ddr],
+                        textposition=where[len(points):],
                         marker=dict(size=12, symbol="triangle-right", color="#7b3294"),
                         hovertemplate="%{customdata}: %{y:.2f} GOP/s, no DDR bytes<extra></extra>")
-    fig.update_xaxes(type="log", title="operational intensity (ops per DDR byte)")
-    fig.update_yaxes(type="log", title="achieved GOP/s over the layer's span")
+    fig.update_xaxes(type="log", range=x_range, title="operational intensity (ops per DDR byte)")
+    fig.update_yaxes(type="log", range=y_range, title="achieved GOP/s over the layer's span")
     return _layout(fig, "Roofline: layers against the DPU and DDR roofs")
 
 
