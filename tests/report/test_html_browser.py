@@ -12,6 +12,7 @@ import os
 import shutil
 import struct
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,21 @@ def browser_or_fail():
         pytest.fail("playwright is missing: `pip install -e '.[test]'` (its wheel ships the "
                     "driver; no `playwright install` is needed, the test uses /usr/bin/chromium)")
     return sync_playwright
+
+
+@contextmanager
+def chromium(profile: Path):
+    """A headless Debian chromium context (``browser_or_fail`` says how to get one),
+    closed on the way out."""
+    sync_playwright = browser_or_fail()
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
+            viewport=VIEWPORT)
+        try:
+            yield context
+        finally:
+            context.close()
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -116,7 +132,6 @@ def conv_relu_sigmoid(tmp_path) -> str:
 
 @pytest.mark.parametrize("source", ["examples/graph_conv.vir", "onnx:conv_relu_sigmoid"])
 def test_report_renders_in_chromium(source, tmp_path, capsys, monkeypatch):
-    sync_playwright = browser_or_fail()
     from vpuc.report.data import read_report_dir
     from vpuc.report.plots import FIGURES
     if source.startswith("onnx:"):
@@ -124,24 +139,17 @@ def test_report_renders_in_chromium(source, tmp_path, capsys, monkeypatch):
     html = make_report(tmp_path, capsys, monkeypatch, source)
     data = read_report_dir(tmp_path / "dir")
     traces = {key: len(make(data).data) for key, make in FIGURES}
-    profile = tmp_path / "profile"
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
-            viewport=VIEWPORT)
-        try:
-            page = context.new_page()
-            errors, remote = render(page, html)
-            counts = {key: page.locator(f"#plot-{key} g.trace").count() for key in PLOTS}
-            bars = page.locator("#plot-timeline .barlayer g.point").count()
-            points = page.locator("#plot-roofline .scatterlayer path.point").count()
-            shot = page.screenshot(full_page=True)
-            blank = context.new_page()
-            blank.set_viewport_size(VIEWPORT)
-            blank.goto("about:blank")
-            empty = blank.screenshot()
-        finally:
-            context.close()
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        errors, remote = render(page, html)
+        counts = {key: page.locator(f"#plot-{key} g.trace").count() for key in PLOTS}
+        bars = page.locator("#plot-timeline .barlayer g.point").count()
+        points = page.locator("#plot-roofline .scatterlayer path.point").count()
+        shot = page.screenshot(full_page=True)
+        blank = context.new_page()
+        blank.set_viewport_size(VIEWPORT)
+        blank.goto("about:blank")
+        empty = blank.screenshot()
     assert errors == [] and remote == []
     for key in PLOTS:              # every trace drew (the timeline's twice: its range slider)
         assert counts[key] >= traces[key] > 0, (key, counts, traces)
@@ -199,25 +207,18 @@ def test_roofline_labels_do_not_overlap_in_chromium(tmp_path, capsys, monkeypatc
     """A chain of identical convolutions: their roofline points coincide, and every label
     plotly draws there must be clear of the others, measured on the rendered page (drawn
     all at "top center", they overprinted)."""
-    sync_playwright = browser_or_fail()
     from tests.report.test_roofline_labels import conv_chain
     from vpuc.report.plots import ROOFLINE_LABELS
     html = make_report(tmp_path, capsys, monkeypatch,
                        conv_chain(tmp_path / "chain.onnx", ROOFLINE_LABELS + 4))
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
-            args=FLAGS, viewport=VIEWPORT)
-        try:
-            page = context.new_page()
-            errors, remote = render(page, html)
-            boxes = page.evaluate("""() => [...document.querySelectorAll(
-                '#plot-roofline .scatterlayer .textpoint text')]
-                .filter(t => t.textContent.trim() !== '')
-                .map(t => { const r = t.getBoundingClientRect();
-                            return [r.left, r.top, r.right, r.bottom]; })""")
-        finally:
-            context.close()
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        errors, remote = render(page, html)
+        boxes = page.evaluate("""() => [...document.querySelectorAll(
+            '#plot-roofline .scatterlayer .textpoint text')]
+            .filter(t => t.textContent.trim() !== '')
+            .map(t => { const r = t.getBoundingClientRect();
+                        return [r.left, r.top, r.right, r.bottom]; })""")
     assert errors == [] and remote == []
     assert boxes and all(b[2] > b[0] and b[3] > b[1] for b in boxes)
     overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.sweep.cluster import two_model_spec
-from tests.report.test_html_browser import CHROMIUM, FLAGS, VIEWPORT, browser_or_fail, colours
+from tests.report.test_html_browser import chromium, colours
 from vpuc.cli import main
 from vpuc.report.sweep_page import pareto_front
 from vpuc.sweep.engine import run_sweep
@@ -33,36 +33,29 @@ cmx_bytes = [16384, 2097152]
 
 
 def test_sweep_page_renders_in_chromium(result, tmp_path, capsys):
-    sync_playwright = browser_or_fail()
     html = tmp_path / "sweep.html"
     assert main(["report", str(result), "-o", str(html)]) == 0
     assert "HTML page of the sweep" in capsys.readouterr().out
     rows = read_results(result).to_pylist()
     ran = [r for r in rows if r["error"] is None]
     failed = len(rows) - len(ran)
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
-            args=FLAGS, viewport=VIEWPORT)
-        try:
-            page = context.new_page()
-            errors, remote = [], []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
-                       else (remote.append(r.request.url), r.abort()))
-            page.goto(html.as_uri())
-            page.wait_for_function("document.querySelectorAll('#plot-parallel .parcoords').length"
-                                   " >= 1 && document.querySelectorAll('#plot-pareto g.trace')"
-                                   ".length >= 4")
-            pareto_traces = page.locator("#plot-pareto g.trace.scatter").count()
-            markers = page.locator("#plot-pareto path.point").count()
-            axes = page.locator("#plot-parallel text.axis-title").count()
-            best = page.locator("h2:has-text('Best point per model') + table tr").count()
-            failed_rows = page.locator("h2:has-text('failed') + table tr").count()
-            shot = page.screenshot(full_page=True)
-        finally:
-            context.close()
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        errors, remote = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
+                   else (remote.append(r.request.url), r.abort()))
+        page.goto(html.as_uri())
+        page.wait_for_function("document.querySelectorAll('#plot-parallel .parcoords').length"
+                               " >= 1 && document.querySelectorAll('#plot-pareto g.trace')"
+                               ".length >= 4")
+        pareto_traces = page.locator("#plot-pareto g.trace.scatter").count()
+        markers = page.locator("#plot-pareto path.point").count()
+        axes = page.locator("#plot-parallel text.axis-title").count()
+        best = page.locator("h2:has-text('Best point per model') + table tr").count()
+        failed_rows = page.locator("h2:has-text('failed') + table tr").count()
+        shot = page.screenshot(full_page=True)
     assert errors == [] and remote == []
     assert pareto_traces == 4                       # points and front, for each model
     fronts = sum(len(pareto_front([(r["cost"], r["cycles"]) for r in ran if r["model"] == m]))
