@@ -89,3 +89,19 @@ def assert_stored_sums_close(got, want, magnitude, terms: int, accumulate, store
     """Two sums accumulated in ``accumulate`` and stored as ``store`` agree within
     ``stored_sum_bound`` (at most one ``store`` ulp apart in practice)."""
     assert_within_bound(got, want, stored_sum_bound(got, want, magnitude, terms, accumulate, store))
+
+
+def conv_magnitude(w, b, pads, strides, groups=1, op="Conv"):
+    """sum |t_i| of a convolution, as a function of its input x: |x| convolved with |w|
+    (float64, via onnx's reference evaluator), plus |b|."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+    node = helper.make_node(op, ["x", "w", "b"], ["y"], pads=pads, strides=strides,
+                            group=groups, kernel_shape=list(w.shape[2:]))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.DOUBLE,
+                                                                           None)
+                                            for n in ("x", "w", "b")],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+    model = ReferenceEvaluator(helper.make_model(graph))
+    return lambda x: model.run(None, {"x": np.abs(x), "w": np.abs(w).astype(np.float64),
+                                      "b": np.abs(b).astype(np.float64)})[0]

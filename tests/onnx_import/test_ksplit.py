@@ -25,7 +25,7 @@ import pytest
 
 from onnx_testlib import rounded_to_f16
 from tests.fusion.dpu_testlib import assert_close
-from tests.tolerances import assert_within_bound, stored_sum_bound
+from tests.tolerances import assert_within_bound, conv_magnitude, stored_sum_bound
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.diagnostics import VpucError
@@ -115,28 +115,12 @@ def compile_ksplit(tmp_path, case, cmx_budget=BUDGET, seed=0, **sizes):
     return program, sim.cycles
 
 
-def _conv_magnitude(w, b, pads, strides, groups=1, op="Conv"):
-    """sum |t_i| of a convolution: |x| convolved with |w| (float64, via onnx's reference
-    evaluator), plus |b|."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-    node = helper.make_node(op, ["x", "w", "b"], ["y"], pads=pads, strides=strides,
-                            group=groups, kernel_shape=list(w.shape[2:]))
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.DOUBLE,
-                                                                           None)
-                                            for n in ("x", "w", "b")],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
-    model = ReferenceEvaluator(helper.make_model(graph))
-    return lambda x: model.run(None, {"x": np.abs(x), "w": np.abs(w).astype(np.float64),
-                                      "b": np.abs(b).astype(np.float64)})[0]
-
-
 def conv_relu(m, rng, c=200):
     """3x3 Conv over C input channels (weights 24 x C x 3 x 3), bias, Relu."""
     w, b = _f16(rng, (24, c, 3, 3), (9 * c) ** -0.5), _f16(rng, (24,), 0.1)
     y = m.node("Relu", [m.node("Conv", [m.input("x", [1, c, 6, 7]), m.init(w), m.init(b)],
                                kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
-    return y, (1, c, 6, 7), _conv_magnitude(w, b, [1, 1, 1, 1], [1, 1])
+    return y, (1, c, 6, 7), conv_magnitude(w, b, [1, 1, 1, 1], [1, 1])
 
 
 def conv_grouped(m, rng, c=160):
@@ -145,7 +129,7 @@ def conv_grouped(m, rng, c=160):
     w, b = _f16(rng, (8, c // 2, 3, 3), (9 * c / 2) ** -0.5), _f16(rng, (8,), 0.1)
     y = m.node("Conv", [m.input("x", [1, c, 5, 5]), m.init(w), m.init(b)], kernel_shape=[3, 3],
                group=2, strides=[2, 2], pads=[1, 1, 1, 1])
-    return y, (1, c, 5, 5), _conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], groups=2)
+    return y, (1, c, 5, 5), conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], groups=2)
 
 
 def conv_transpose(m, rng, c=200):
@@ -154,7 +138,7 @@ def conv_transpose(m, rng, c=200):
     w, b = _f16(rng, (c, 24, 3, 3), (9 * c) ** -0.5), _f16(rng, (24,), 0.1)
     y = m.node("ConvTranspose", [m.input("x", [1, c, 4, 5]), m.init(w), m.init(b)],
                kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    return y, (1, c, 4, 5), _conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], op="ConvTranspose")
+    return y, (1, c, 4, 5), conv_magnitude(w, b, [1, 1, 1, 1], [2, 2], op="ConvTranspose")
 
 
 CONVS = {"conv_relu": (conv_relu, 20000, 9 * 200), "conv_grouped": (conv_grouped, 16000, 9 * 80),
