@@ -228,3 +228,13 @@ def _rows_of(slices, dims) -> tuple[int, int] | None:
     if spans[0] != (0, n) or spans[1] != (0, c) or spans[3] != (0, w):
         return None
     return spans[2]
+
+
+def block_footprint(epilogue, own: int, output: int, rows: int) -> int:
+    """A convolution block's CMX bytes (``own``: its input rows and ``output`` rows) with
+    ``epilogue``: a fused pool copies the block once its convolution has run, when the
+    input rows are dead, so the block needs the output rows and the pool's buffers if
+    that is more; any other epilogue adds nothing here."""
+    if isinstance(epilogue, PoolEpilogue):
+        return max(own, output + epilogue.block_bytes(rows))
+    return own

@@ -81,7 +81,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks, resident_cycles,
                                    split_rows_cost)
 from vpuc.fusion.fuse_epilogue import Epilogue, with_epilogue
-from vpuc.fusion.fuse_pool import PoolEpilogue
+from vpuc.fusion.fuse_pool import PoolEpilogue, block_footprint
 from vpuc.fusion.lower_dpu_channels import padded_vector
 from vpuc.fusion.lower_dpu_permute import COMPRESSED_CHANNELS, permute_cycles
 from vpuc.fusion.lower_dpu_support import const_text, window
@@ -268,9 +268,7 @@ def _footprint(g: _Layer, rows: int, folded: bool, epilogue=None) -> int:
     permuted = g.n * COMPRESSED_CHANNELS * loaded * g.w
     output = g.n * g.oc * rows * g.ow * g.elem.nbytes
     own = (g.n * g.c * loaded * g.w + permuted * (2 if folded else 1)) * g.elem.nbytes + output
-    if isinstance(epilogue, PoolEpilogue):
-        return max(own, output + epilogue.block_bytes(rows))
-    return own
+    return block_footprint(epilogue, own, output, rows)
 
 
 def _resident_bytes(g: _Layer, folded: bool, kw: int, bias: bool) -> tuple[int, int]:
@@ -290,7 +288,8 @@ def _estimate(prog: ProgramText, layer: DpuLayer, g: _Layer, folded: bool, kw: i
     resident = resident_cycles(prog, loads, gate)
     cost = with_epilogue(prog, _stages(prog, g, folded, kw, sw))
     blocks = choose_blocks(g.oh, tiles, weights + bias,
-                           lambda r: _footprint(g, r, folded, prog.epilogue), "output row", layer.op, prog.cmx_budget, cost=cost,
+                           lambda r: _footprint(g, r, folded, prog.epilogue), "output row",
+                           layer.op, prog.cmx_budget, cost=cost,
                            live=FOLD_SLOTS if folded else None,
                            resident_cost=resident, channels=prog.dma_channels)
     cycles = pipeline_cycles([act_on_dpu(cost(b - a)) for a, b in blocks],

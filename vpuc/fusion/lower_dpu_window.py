@@ -17,7 +17,7 @@ from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_wind
                                             padded_vector, reads_weights, zero_vector,
                                             zeros_view)
 from vpuc.fusion.fuse_epilogue import with_epilogue
-from vpuc.fusion.fuse_pool import PoolEpilogue
+from vpuc.fusion.fuse_pool import block_footprint
 from vpuc.fusion.lower_dpu_fold_width import emit_folded
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
@@ -68,9 +68,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         zeros = n * (cp - c) * loaded * w if pads() else 0   # the tile's zero vector
         output = n * ocp * rows * ow * elem.nbytes
         own = (raw + n * cp * loaded * w + zeros) * elem.nbytes + output
-        if isinstance(prog.epilogue, PoolEpilogue):    # copied once the input rows are dead
-            return max(own, output + prog.epilogue.block_bytes(rows))
-        return own
+        return block_footprint(prog.epilogue, own, output, rows)
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,

@@ -91,7 +91,7 @@ def generate(body: Graph, name: str, target: TargetMachine = SHAVE_TM, *,
     config = config or CleanupConfig()
     kept = print_after is None and lir_config is None
     clock = time.perf_counter()
-    key = generation_key(body, target, cleanups, config, optimized) if kept else None
+    key = generation_key(body, cleanups, config, optimized) if kept else None
     code = GENERATED.get(key, target) if kept else None
     if code is None:
         code = _generate_code(body, target, cleanups, config, optimized, print_after, lir_config)

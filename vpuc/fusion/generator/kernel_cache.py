@@ -54,24 +54,30 @@ class GeneratedCode:
 
 
 @dataclass
-class KernelCache:
+class TargetMemo:
+    """Results of a pure function, kept per process by an exact-content ``key`` and the
+    target: the target is compared by identity and held with its entry, so its id cannot
+    be reused by another object while the entry lives; the least recently used entry goes
+    first beyond ``kept``.  Used for whole kernels (``GENERATED``) and for the clean-ups'
+    per-block answers (``cleanup.analysis.block_key``)."""
     kept: int = KEPT
     entries: OrderedDict = field(default_factory=OrderedDict)
     hits: int = 0
     misses: int = 0
 
-    def get(self, key: tuple, target) -> GeneratedCode | None:
-        entry = self.entries.get(key)
+    def get(self, key: tuple, target):
+        entry = self.entries.get((id(target),) + key)
         if entry is None or entry[0] is not target:
             self.misses += 1
             return None
-        self.entries.move_to_end(key)
+        self.entries.move_to_end((id(target),) + key)
         self.hits += 1
         return entry[1]
 
-    def put(self, key: tuple, target, code: GeneratedCode) -> None:
-        self.entries[key] = (target, code)
-        self.entries.move_to_end(key)
+    def put(self, key: tuple, target, value) -> None:
+        full = (id(target),) + key
+        self.entries[full] = (target, value)
+        self.entries.move_to_end(full)
         while len(self.entries) > self.kept:
             self.entries.popitem(last=False)
 
@@ -80,12 +86,12 @@ class KernelCache:
         self.hits = self.misses = 0
 
 
-GENERATED = KernelCache()
+GENERATED = TargetMemo()
 
 
-def generation_key(body: Graph, target, cleanups: list[str] | None, config,
+def generation_key(body: Graph, cleanups: list[str] | None, config,
                    optimized: bool) -> tuple:
-    """The exact input of the generator's expensive stages (the target by identity: see
-    ``KernelCache.get``)."""
+    """The exact input of the generator's expensive stages but the target, which
+    ``TargetMemo`` compares by identity."""
     text = print_module(Module("k", graphs=[body]))
-    return (text, id(target), None if cleanups is None else tuple(cleanups), config, optimized)
+    return (text, None if cleanups is None else tuple(cleanups), config, optimized)

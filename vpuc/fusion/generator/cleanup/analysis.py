@@ -109,25 +109,3 @@ def block_key(insts: list[Inst]) -> tuple:
     mnemonic, operands (registers, memory operands and immediates compare by value) and
     unrolled copy; not its tag or note, which no scheduling decision reads."""
     return tuple((i.op, tuple(i.args), i.group) for i in insts)
-
-
-class BlockMemo:
-    """Results of a pure function of a block and the target, kept per process by
-    ``block_key`` (and whatever else the function reads): kernels of one model repeat
-    their loop bodies at every shape (MobileNetV3's HSwish), and the two-stage pipeline
-    the modulo scheduler estimates is the one ``pipeline`` and ``schedule`` then build.
-    The target is compared by identity and held, so its id is not reused; the oldest
-    entries go first beyond ``kept``."""
-
-    def __init__(self, kept: int = 1024):
-        self.kept = kept
-        self.entries: dict = {}
-
-    def get(self, key: tuple, target):
-        entry = self.entries.get((id(target),) + key)
-        return None if entry is None or entry[0] is not target else entry[1]
-
-    def put(self, key: tuple, target, value) -> None:
-        if len(self.entries) >= self.kept:
-            self.entries.pop(next(iter(self.entries)))
-        self.entries[(id(target),) + key] = (target, value)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import heapq
 
-from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
+from vpuc.fusion.generator.cleanup.analysis import block_key
 from vpuc.fusion.generator.cleanup.schedule import MEMORY_UNITS, _budgets, _conflict
 from vpuc.fusion.generator.cleanup.unroll import _is_step
+from vpuc.fusion.generator.kernel_cache import TargetMemo
 from vpuc.fusion.generator.mir import Inst
 
 
@@ -188,7 +189,7 @@ def slot_bound(body: list[Inst], target) -> int:
     return max(-(-c // len(slots)) for slots, c in busy.items())
 
 
-_INTERVALS = BlockMemo()        # find_interval's answer, by the body's content
+_INTERVALS = TargetMemo(1024)        # find_interval's answer, by the body's content
 
 
 def find_interval(body: list[Inst], target, limit: int,

@@ -44,17 +44,18 @@ the latency path after it).
 
 from __future__ import annotations
 
-from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
+from vpuc.fusion.generator.cleanup.analysis import block_key
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.cleanup.modulo_placement import find_interval, slot_bound
 from vpuc.fusion.generator.cleanup.pipeline import PipelinePass
 from vpuc.fusion.generator.cleanup.schedule import schedule_block
 from vpuc.fusion.generator.cleanup.unroll import UnrollPass, _inductions, _is_step
+from vpuc.fusion.generator.kernel_cache import TargetMemo
 from vpuc.fusion.generator.mir import (SP, Inst, Loop, Mem, Reg, copy_nodes, flatten,
                                       walk_bodies)
 from vpuc.fusion.generator.regalloc import AllocationError, allocate, liveness
 
-_TRIP_CYCLES = BlockMemo()      # _baseline's cycles, by the loop's content
+_TRIP_CYCLES = TargetMemo(1024)      # _baseline's cycles, by the loop's content
 
 MAX_STAGES = 2          # the simulator batches two-stage loops only (runtime_sim/isa/loop_pipelined.py)
 

@@ -13,8 +13,9 @@ that accesses of different unrolled copies (``Inst.group``) never overlap.
 
 from __future__ import annotations
 
-from vpuc.fusion.generator.cleanup.analysis import BlockMemo, block_key
+from vpuc.fusion.generator.cleanup.analysis import block_key
 from vpuc.fusion.generator.cleanup.base import MirPass
+from vpuc.fusion.generator.kernel_cache import TargetMemo
 from vpuc.fusion.generator.mir import Inst, loops
 
 MEMORY_UNITS = frozenset({"sld", "sst", "vld", "vst", "vlds", "vsts"})
@@ -40,7 +41,7 @@ def _budgets(insts: list[Inst]) -> dict[str, int]:
     return {f: POOL[f] - sum(1 for r in outside if r.file == f) for f in POOL}
 
 
-_ORDERS = BlockMemo()      # a block's issue order, by its content (``BlockMemo``)
+_ORDERS = TargetMemo(1024)      # a block's issue order, by its content (``TargetMemo``)
 
 
 def schedule_block(insts: list[Inst], target) -> list[Inst]:
