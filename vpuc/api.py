@@ -129,11 +129,14 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
     from vpuc.onnx_import.source import is_onnx, onnx_as_vir
+    source_names: dict[str, str] = {}
     if is_onnx(source):
-        source, name = onnx_as_vir(source, input_shapes, precision)
+        source, name, source_names = onnx_as_vir(source, input_shapes, precision)
     text, path = _source(source, name)
-    return compile_text(text, path or name or "<text>", arch, format,
-                        source_name=Path(path).name if path else None, **options)
+    program = compile_text(text, path or name or "<text>", arch, format,
+                           source_name=Path(path).name if path else None, **options)
+    program.source_names = source_names
+    return program
 
 
 def compile_text(text: str, name: str, arch: Arch | str | None = None, format: str = "fb", *,

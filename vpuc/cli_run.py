@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,21 @@ def _declared_input_types(file: str) -> dict:
     return declared_input_types(file)
 
 
+def _renamed(tensor_args: list, names: dict[str, str]) -> list:
+    """``--input``/``--expected`` values named by the ONNX model's own names, renamed to
+    the program's (``Program.source_names``: VIR spells 'gpu_0/data_0' as 'gpu_0_data_0')."""
+    return [replace(arg, name=names[arg.name]) if arg.name in names else arg
+            for arg in tensor_args]
+
+
+def _renamed_spec(spec: str, names: dict[str, str]) -> str:
+    """``--output NAME=@FILE`` with NAME the ONNX model's name, renamed likewise."""
+    head, sep, rest = spec.partition("=")
+    if sep and not spec.startswith("@") and head.lstrip("%") in names:
+        return f"{names[head.lstrip('%')]}={rest}"
+    return spec
+
+
 def display_path(path: str) -> str:
     """Relative to the working directory when the file is under it (stable in messages)."""
     try:
@@ -211,13 +227,16 @@ def cmd_run(args) -> int:
     module = program.module
     inputs_decl = [b for b in module.buffers if b.kind is BufferKind.INPUT]
     outputs_decl = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
-    given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
-                 "input")
+    names = program.source_names
+    given = bind(_renamed([parse_tensor_arg(t, "--input") for t in args.input], names),
+                 inputs_decl, "--input", "input")
     if not args.cast_inputs:
-        check_input_types(given, inputs_decl, "--input", _declared_input_types(args.file))
-    expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
-                    "--expected", "output")
-    files = output_files(args.output, [b.name for b in outputs_decl])
+        declared = {names.get(k, k): v for k, v in _declared_input_types(args.file).items()}
+        check_input_types(given, inputs_decl, "--input", declared)
+    expected = bind(_renamed([parse_tensor_arg(t, "--expected") for t in args.expected], names),
+                    outputs_decl, "--expected", "output")
+    files = output_files([_renamed_spec(spec, names) for spec in args.output],
+                         [b.name for b in outputs_decl])
     directory = make_directory(args.output_dir, "the output directory") if args.output_dir \
         else None                     # before the run: a bad directory stops it early
     report_directory = make_directory(args.report_dir, "the report directory") \

@@ -177,6 +177,10 @@ class Program:
     # The graph the program was lowered from, when compiled in this process (not in the
     # blob): what ``vpuc run --reference`` checks each layer against (runtime_sim/layer_check).
     source_graph: Graph | None = field(default=None, compare=False, repr=False)
+    # Compiled from ONNX in this process: each ONNX input and output name -> the program's
+    # buffer name, which spells it as VIR allows ('gpu_0/data_0' -> 'gpu_0_data_0'), so
+    # ``vpuc run --input``, ``--output`` and ``--expected`` take the model's own names.
+    source_names: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Read from a blob: the task lists as numpy columns (vpuc/task_tables.py), what a
     # timing-only simulation reads while the module's task lists are not built.
     tables: TaskTables | None = field(default=None, compare=False, repr=False)

@@ -202,3 +202,30 @@ def test_run_takes_inputs_in_the_models_own_type(tmp_path, capsys):
     assert (code, err) == (1, "error: --input: input %x holds values beyond the f16 range (±65504), "
                               "which the model, imported as f16, cannot hold; scale it into range "
                               "(--cast-inputs would make them ±inf)\n")
+
+
+def test_run_takes_the_models_own_names_that_vir_spells_otherwise(tmp_path, capsys):
+    """Exported models name values 'gpu_0/data_0'; VIR spells that 'gpu_0_data_0'. `vpuc run`
+    takes the model's names for --input, --expected and --output (and the program's), and
+    checks an f32 input against the model's declared type under either name."""
+    xin = helper.make_tensor_value_info("gpu_0/data_0", onnx.TensorProto.FLOAT, [1, 4, 2, 8])
+    yout = helper.make_tensor_value_info("gpu_0/relu:0", onnx.TensorProto.FLOAT, [1, 4, 2, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["gpu_0/data_0"], ["gpu_0/relu:0"])],
+                              "g", [xin], [yout])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "named.onnx"
+    onnx.save(model, str(path))
+    x = np.random.default_rng(0).standard_normal((1, 4, 2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    want = np.maximum(x.astype(np.float16), 0)
+    np.save(tmp_path / "want.npy", want)
+    for given in ("gpu_0/data_0", "gpu_0_data_0"):
+        out = tmp_path / f"y_{given.replace('/', '_')}.npy"
+        code, _, err = _run(capsys, "run", path, "--input", f"{given}=@{tmp_path / 'x.npy'}",
+                            "--expected", f"gpu_0/relu:0=@{tmp_path / 'want.npy'}",
+                            "--output", f"gpu_0/relu:0=@{out}")
+        assert (code, err) == (0, "")
+        np.testing.assert_array_equal(np.load(out), want)     # Relu of f16 values: exact
+    code, _, err = _run(capsys, "run", path, "--input", f"gpu_0/data=@{tmp_path / 'x.npy'}")
+    assert code == 2 and "the program has no input %gpu_0/data; its inputs are %gpu_0_data_0" in err

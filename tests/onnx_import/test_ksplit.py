@@ -240,7 +240,7 @@ def test_lowering_golden(tmp_path):
     w, b = _f16(rng, (20, 40), 0.2), _f16(rng, (20,), 0.1)
     m.output(m.node("Relu", [m.node("Gemm", [m.input("x", [2, 40]), m.init(w), m.init(b)],
                                     transB=1)]))
-    text, name = onnx_as_vir(m.save(tmp_path / "m.onnx", "m"), None, "f16")
+    text, name, _ = onnx_as_vir(m.save(tmp_path / "m.onnx", "m"), None, "f16")
     mod = parse_text(text, name)
     PassManager(parse_pipeline("lower-graph")).run(
         mod, PassContext(load_arch(mod.arch), cmx_budget=3000))

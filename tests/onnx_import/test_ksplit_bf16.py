@@ -51,7 +51,7 @@ def test_bf16_k_split_matches_onnxruntime(case, tmp_path):
     out, shape, magnitude = BUILDS[case](m, rng)
     m.output(out)
     path = m.save(tmp_path / "m.onnx", "m")
-    text, name = onnx_as_vir(path, None, "f16")
+    text, name, _ = onnx_as_vir(path, None, "f16")
     program = api.compile_text(text.replace("xf16", "xbf16"), name, cmx_budget=budget)
     tasks = _dpu_tasks(program)
     assert {_elem(program, t.output) for t in tasks} == {ElemType.F32}     # partial sums

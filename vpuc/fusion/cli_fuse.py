@@ -76,7 +76,7 @@ def cmd_fuse(args) -> int:
     if onnx:
         from vpuc.onnx_import.source import onnx_as_vir
         from vpuc.vir.parser import parse_text
-        module = parse_text(*onnx_as_vir(args.file, onnx["input_shapes"], onnx["precision"]))
+        module = parse_text(*onnx_as_vir(args.file, onnx["input_shapes"], onnx["precision"])[:2])
     else:
         module = parse_file(args.file)
     bag = DiagnosticBag()

@@ -23,8 +23,9 @@ def is_onnx(source) -> bool:
 
 
 def onnx_as_vir(path: str | os.PathLike, input_shapes: dict | None = None,
-                precision: str = "f16", warn=True) -> tuple[str, str]:
-    """(VIR text, display name) of the imported model; warnings go to stderr."""
+                precision: str = "f16", warn=True) -> tuple[str, str, dict[str, str]]:
+    """(VIR text, display name, ONNX input and output name -> the program's name) of the
+    imported model; warnings go to stderr."""
     from vpuc.onnx_import import import_onnx
     from vpuc.vir.printer import print_module
     imported = import_onnx(path, input_shapes, precision)
@@ -34,4 +35,5 @@ def onnx_as_vir(path: str | os.PathLike, input_shapes: dict | None = None,
     for op in imported.module.graphs[0].ops:
         if op.const is not None and op.const.path is not None and op.result in imported.arrays:
             op.const.path = const_files.hold(imported.arrays[op.result], op.result)
-    return print_module(imported.module), f"{os.fspath(path)} (imported)"
+    names = {**imported.inputs, **imported.outputs}
+    return print_module(imported.module), f"{os.fspath(path)} (imported)", names
