@@ -321,6 +321,8 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
         raise UsageError("timing_only computes no outputs, so there is nothing to check "
                          "against the reference")
     target = arch if isinstance(arch, SimArch) else sim_arch_for(program.arch, arch)
+    if inputs and program.source_names:     # an ONNX model's own names, as `vpuc run` takes
+        inputs = {program.source_names.get(name, name): value for name, value in inputs.items()}
     check = None
     if reference:     # before the run: a recorded graph that does not parse stops it here
         graphs = recorded_graphs(program, source) if graphs is None else graphs

@@ -229,3 +229,17 @@ def test_run_takes_the_models_own_names_that_vir_spells_otherwise(tmp_path, caps
         np.testing.assert_array_equal(np.load(out), want)     # Relu of f16 values: exact
     code, _, err = _run(capsys, "run", path, "--input", f"gpu_0/data=@{tmp_path / 'x.npy'}")
     assert code == 2 and "the program has no input %gpu_0/data; its inputs are %gpu_0_data_0" in err
+
+
+def test_simulate_takes_the_models_own_input_names(tmp_path):
+    from vpuc import api
+    xin = helper.make_tensor_value_info("in/x", onnx.TensorProto.FLOAT, [1, 4, 2, 8])
+    yout = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 2, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["in/x"], ["y"])], "g", [xin], [yout])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    program = api.compile(tmp_path / "m.onnx")
+    x = np.random.default_rng(1).standard_normal((1, 4, 2, 8)).astype(np.float16)
+    got = api.simulate(program, {"in/x": x}).outputs["y"]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))      # a selection: exact
