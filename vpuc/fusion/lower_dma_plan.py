@@ -21,7 +21,10 @@ reshaping copy: both sides then lie in memory in the order of the result).
   period (``strided_runs``: a resize by 2 is 2 runs per axis; a run per index at
   worst: a reversal);
 - Pad (constant): the border from a ``const`` splat of the pad value, slab by
-  slab, and the input into the interior, all in one phase;
+  slab, and the input (cropped by negative pads) into the interior, all in one phase;
+- Pad (edge, reflect, wrap), Tile: strided views like Slice's, each axis's index list
+  from ``graph_ops_copy`` (``pad_sources``, ``tile_sources``): a copy per run, a
+  reflected border one per row it mirrors (a DMA step is positive), never one per element;
 - DepthToSpace, SpaceToDepth: block_size² strided copies, one per position in
   the block.
 """
@@ -34,11 +37,12 @@ from itertools import product
 
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import GraphOp
+from vpuc.ir.graph_ops_copy import cropped, pad_sources, tile_sources
 from vpuc.ir.types import DimsOrder, TensorType
 from vpuc.reference.graph_nn import nearest_indices
 
 DMA_OPS = ("Reshape", "Transpose", "Concat", "Slice", "Gather", "Pad", "DepthToSpace",
-           "SpaceToDepth", "Interpolate")
+           "SpaceToDepth", "Interpolate", "Tile")
 Span = tuple[int, int, int]              # start, stop (exclusive), step >= 1
 
 
@@ -163,8 +167,15 @@ def plan(op: GraphOp, x: str, xt: TensorType, y: str, yt: TensorType,
         per_axis = [list(range(d)) for d in xt.dims]
         per_axis[axis] = [i % xt.dims[axis] for i in a["indices"]]
         return Plan([_gathers(x, xt, y, yt, per_axis)])
-    if kind == "Pad":
+    if kind == "Pad" and a["mode"] == "constant":
         return _pad(x, xt, y, yt, tuple(a["pads_begin"]), tuple(a["pads_end"]), a["value"])
+    if kind == "Pad":
+        per_axis = [pad_sources(size, b, e, a["mode"])
+                    for size, b, e in zip(xt.dims, a["pads_begin"], a["pads_end"])]
+        return Plan([_gathers(x, xt, y, yt, per_axis)])
+    if kind == "Tile":
+        per_axis = [tile_sources(size, r) for size, r in zip(xt.dims, a["repeats"])]
+        return Plan([_gathers(x, xt, y, yt, per_axis)])
     if kind == "Interpolate" and a["mode"] == "nearest":     # every output copies one input
         per_axis = [nearest_indices(a, xt.dims, axis).tolist() for axis in range(xt.rank)]
         return Plan([_gathers(x, xt, y, yt, per_axis)])
@@ -204,14 +215,15 @@ def _transpose(op, x, xt, y, yt, perm) -> Plan:
 
 
 def _pad(x, xt, y, yt, begin, end, value) -> Plan:
-    interior = tuple((b, b + d, 1) for b, d in zip(begin, xt.dims))
+    kept = [cropped(d, b, e) for d, b, e in zip(xt.dims, begin, end)]
+    interior = tuple((max(b, 0), max(b, 0) + stop - start, 1) for b, (start, stop) in zip(begin, kept))
     slabs = []
     for axis in range(yt.rank):       # axes before: interior only; after: everything
-        for lo, hi in ((0, begin[axis]), (yt.dims[axis] - end[axis], yt.dims[axis])):
+        for lo, hi in ((0, max(begin[axis], 0)), (yt.dims[axis] - max(end[axis], 0), yt.dims[axis])):
             if hi > lo:
                 spans = list(interior[:axis]) + [(lo, hi, 1)] + list(full(yt)[axis + 1:])
                 slabs.append(tuple(spans))
-    copies = [Copy(Part(x, xt), Part(y, yt, interior))]
+    copies = [Copy(Part(x, xt, tuple((start, stop, 1) for start, stop in kept)), Part(y, yt, interior))]
     fills = {}
     if slabs:
         dims = tuple(max(len(range(*s[i])) for s in slabs) for i in range(yt.rank))
