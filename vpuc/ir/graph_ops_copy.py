@@ -31,16 +31,15 @@ def cropped(size: int, begin: int, end: int) -> tuple[int, int]:
 
 
 def pad_problem(size: int, begin: int, end: int, mode: str) -> str | None:
-    """Why the pads of one axis cannot be applied, or None."""
+    """Why the pads of one axis cannot be applied (a phrase after "Pad by B and E on axis
+    A"), or None.  What is kept is never empty, so neither is the result."""
     start, stop = cropped(size, begin, end)
     kept = stop - start
     if kept < 1:
-        return f"crop all of its {size} elements"
-    if size + begin + end < 1:
-        return f"leave no element of its {size}"
+        return f"crops all of its {size} elements"
     if mode == "reflect" and max(begin, end) > kept - 1:
-        return (f"reflect {max(begin, end)} elements about the border of {kept}; "
-                f"a reflection reaches at most {kept - 1}")
+        return (f"reflects {max(begin, end)} elements of the {kept} kept; a reflection "
+                f"reaches at most {kept - 1}")
     return None
 
 
@@ -84,7 +83,7 @@ def _pad(op: GraphOp, ins: list[TensorType]) -> TensorType:
     for axis, (size, b, e) in enumerate(zip(x.dims, begin, end)):
         problem = pad_problem(size, b, e, mode)
         if problem:
-            raise InferError(f"Pad ({mode}) pads {b} and {e} of axis {axis} {problem}")
+            raise InferError(f"Pad ({mode}) by {b} and {e} on axis {axis} {problem}")
     return TensorType(tuple(d + b + e for d, b, e in zip(x.dims, begin, end)), x.elem, x.order)
 
 

@@ -79,7 +79,7 @@ def _pad(b, node, attrs):
     for axis, (size, p, q) in enumerate(zip(shape, begin, end)):
         problem = pad_problem(size, p, q, mode)
         if problem:
-            raise b.error(f"Pad ({mode}) pads {p} and {q} of axis {axis} {problem}")
+            raise b.error(f"Pad ({mode}) by {p} and {q} on axis {axis} {problem}")
     if not any(pads):
         b.alias(node.output[0], node.input[0])
         return

@@ -9,8 +9,9 @@ node does with one:
 - Concat leaves its empty operands out (``concat_operands``): they add nothing;
 - any other node reading one alongside run-time values makes empty outputs when ONNX's
   shape inference gives each of them a dim of 0 (an elementwise op broadcasting against
-  the empty value), and is refused, the node named, when it would make data out of
-  nothing (a reduction over the empty axis, a MatMul over an empty K);
+  the empty value); else its converter may read it as a constant array (a Resize's empty
+  roi), and a graph op reading it as an operand is refused, the node named
+  (``refuse_as_operand``: graph ops take no empty tensors);
 - a model output that is empty is refused, the output named: a compiled program's
   outputs are tensors it writes, and the blob has none of size 0.
 """
@@ -40,19 +41,25 @@ def _text(shape) -> str:
 
 
 def empty_through(b: GraphBuilder, node, shapes: dict[str, tuple[int, ...]]) -> bool:
-    """Whether ``node`` (not folded: it reads run-time values) reads an empty value and was
-    handled here, its outputs made empty; a located error when it cannot be."""
-    empty = [n for n in node.input if is_empty(b, n)]
-    if not empty or node.op_type == "Concat":
+    """Whether ``node`` (not folded: it reads run-time values) reads an empty value and
+    ONNX's shape inference makes every output of it empty too: then they are made empty
+    values here, and the node is done."""
+    if node.op_type == "Concat" or not any(is_empty(b, n) for n in node.input):
         return False
     outs = [n for n in node.output if n]
-    if all(n in shapes and 0 in shapes[n] for n in outs):
-        for n in outs:
-            make_empty(b, n, shapes[n])
-        return True
-    raise b.error(f"input '{empty[0]}' is empty ({_text(b.shape(empty[0]))}) and this "
-                  f"{node.op_type} would make data from it; vpuc takes empty tensors only "
-                  "where they vanish (Concat operands) or stay empty")
+    if not all(n in shapes and 0 in shapes[n] for n in outs):
+        return False            # its converter reads the empty input as an array, or refuses
+    for n in outs:
+        make_empty(b, n, shapes[n])
+    return True
+
+
+def refuse_as_operand(b: GraphBuilder, onnx_name: str) -> None:
+    """An empty value a graph op would read: refused at the node reading it."""
+    if is_empty(b, onnx_name):
+        raise b.error(f"input '{onnx_name}' is empty ({_text(b.shape(onnx_name))}) and this "
+                      f"{b.node.op_type} would compute from it; vpuc takes empty tensors only "
+                      "where they vanish (a Concat's operands) or stay empty")
 
 
 def check_outputs(b: GraphBuilder, outputs) -> None:
