@@ -1,12 +1,12 @@
 """The graph dialect's copy ops: Pad (constant, edge, reflect, wrap; negative pads crop)
 and Tile.
 
-Both are separable gathers: output index ``i`` along an axis reads input index
-``f(i)`` along it, the same ``f`` whatever the other indices are, so each lowers to
-strided DMA copies, one per run of ``f`` (``lower_dma_plan``), and never to one copy per
-element.  ``pad_sources`` and ``tile_sources`` give ``f`` per axis; the numpy reference
-(``vpuc/reference/graph_copy.py``) computes the ops with ``np.pad`` and ``np.tile``
-instead, so the two are independent.
+A Pad in any mode is a separable gather: output index ``i`` along an axis reads input
+index ``f(i)`` along it, the same ``f`` whatever the other indices are, so it lowers to
+strided DMA copies, one per run of ``f`` (``lower_dma_plan``), never one per element;
+``pad_sources`` gives ``f`` per axis.  A Tile lowers by doubling what it has copied.  The
+numpy reference (``vpuc/reference/graph_copy.py``) computes both with ``np.pad`` and
+``np.tile`` instead, so it checks the lowering rather than repeating it.
 
 Pad follows ONNX (opset 19) and onnxruntime: negative pads first crop the input, the
 positive ones then pad what is left; ``reflect`` mirrors about the border element
@@ -61,10 +61,6 @@ def pad_sources(size: int, begin: int, end: int, mode: str) -> list[int]:
         else:                                # reflect: mirror about index 0 or kept - 1
             out.append(start + (-j if j < 0 else 2 * (kept - 1) - j))
     return out
-
-
-def tile_sources(size: int, repeats: int) -> list[int]:
-    return [i % size for i in range(size * repeats)]
 
 
 def _static(op: GraphOp, ins: list[TensorType]) -> TensorType:
