@@ -10,6 +10,10 @@ reasons vpuc refused models (how much of the space the fuzz reaches).
     python bench/onnx_fuzz.py [--op 400] [--cnn 100] [--transformer 50] [--large 20] [--forms 200]
                               [--seed 1] [--out onnx-fuzz]
     python bench/onnx_fuzz.py --replay cnn:12 [--seed 1]       # remake one case and check it
+    python bench/onnx_fuzz.py --op 300 --forms 100 --with-ops Pad,Tile,Expand   # those ops' cases
+
+``--with-ops`` checks only the cases with a node of one of the ops named (the counts are then
+of those cases, found among the first ``SCAN`` times as many indices).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from tests.fuzz.onnx_check import check  # noqa: E402
 from tests.fuzz.onnx_models import FAMILIES, make  # noqa: E402
 
 FINDINGS = ("wrong", "crash", "bound", "blob", "import")
+SCAN = 200          # --with-ops: indices looked at per case wanted
 
 
 def _reason(detail: str) -> str:
@@ -39,15 +44,27 @@ def _reason(detail: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?", "N", text)[:140]
 
 
-def campaign(counts: dict[str, int], seed: int, out: Path) -> dict:
+def _cases(family: str, count: int, seed: int, ops: set[str] | None):
+    """(index, model) of the family's first ``count`` cases with a node of ``ops`` (any case
+    when None)."""
+    found = 0
+    for index in range(count if ops is None else count * SCAN):
+        if found == count:
+            return
+        model = make(family, seed, index)
+        if ops is None or ops & {node.op_type for node in model.graph.node}:
+            found += 1
+            yield index, model
+
+
+def campaign(counts: dict[str, int], seed: int, out: Path, ops: set[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"seed": seed, "outcomes": {}, "findings": [], "refusals": Counter()}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for family, count in counts.items():
             outcomes = Counter()
-            for index in range(count):
-                model = make(family, seed, index)
+            for index, model in _cases(family, count, seed, ops):
                 outcome = check(model, Path(tmp), seed=index)
                 outcomes[outcome.kind] += 1
                 if outcome.kind == "refused":
@@ -75,6 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("onnx-fuzz"))
     parser.add_argument("--replay", metavar="FAMILY:INDEX", help="remake one case and check it")
+    parser.add_argument("--with-ops", metavar="OP,OP", help="only the cases with a node of these ONNX ops")
     args = parser.parse_args(argv)
     if args.replay:
         family, _, index = args.replay.partition(":")
@@ -86,7 +104,8 @@ def main(argv=None) -> int:
         onnx.save(model, f"{family}-{index}.onnx")
         print(f"{family}:{index} -> {family}-{index}.onnx: {outcome.kind} {outcome.detail}")
         return 0 if outcome.kind not in FINDINGS else 1
-    report = campaign({f: getattr(args, f) for f in FAMILIES}, args.seed, args.out)
+    ops = set(args.with_ops.split(",")) if args.with_ops else None
+    report = campaign({f: getattr(args, f) for f in FAMILIES}, args.seed, args.out, ops)
     for family, outcomes in report["outcomes"].items():
         print(f"{family:12} " + "  ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
     print(f"{len(report['findings'])} findings in {report['seconds']} s; most common refusals:")

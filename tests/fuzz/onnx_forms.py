@@ -98,6 +98,22 @@ def pad(m, x: str, pads: list[int], value: float | None, mode: str = "constant")
     return m.node("Pad", ins, mode=mode)
 
 
+def draw_pads(r, shape, mode: str) -> list[int]:
+    """Pads from -2 to 3 a side (negative ones crop), keeping an element of every axis; a
+    reflection reaches at most the cropped size - 1 (onnxruntime refuses more)."""
+    begins, ends = [], []
+    for size in shape:
+        b, e = r.randint(-2, 3), r.randint(-2, 3)
+        while size - max(-b, 0) - max(-e, 0) < 1:
+            b, e = b + (b < 0), e + (e < 0)
+        kept = size - max(-b, 0) - max(-e, 0)
+        if mode == "reflect":
+            b, e = min(b, kept - 1), min(e, kept - 1)
+        begins.append(b)
+        ends.append(e)
+    return begins + ends
+
+
 def resize(m, x: str, scales=None, sizes=None, roi=None, **attrs) -> str:
     """Resize: up to 12 the roi and scales inputs are required (empty tensors when unused),
     from 13 an absent one is ''."""
@@ -200,11 +216,9 @@ def forms_case(m):
         return m.model(shape, clip(m, "x", lo, hi))
     if kind == "pad":
         m.opset = draw_opset(m)
-        mode = r.choice(["constant", "constant", "constant", "reflect", "edge"])
+        mode = r.choice(["constant", "constant", "reflect", "edge"] + (["wrap"] if m.opset >= 19 else []))
         value = r.choice([None, 0.5, -1.0]) if mode == "constant" else None
-        if mode == "reflect":         # reflects at most dim - 1 elements
-            shape = [max(d, 3) for d in shape]
-        return m.model(shape, pad(m, "x", [r.randint(0, 2) for _ in range(2 * rank)], value, mode))
+        return m.model(shape, pad(m, "x", draw_pads(r, shape, mode), value, mode))
     if kind == "resize":
         m.opset = draw_opset(m)
         return _resize_case(m)

@@ -81,7 +81,7 @@ def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
-                     "deconv", "space", "norm", "concat", "where", "squeeze", "global"])
+                     "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy"])
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)
@@ -138,7 +138,11 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         shape[axis] *= 2
         return m.model(shape, forms.split(m, "x", axis, [shape[axis] // 2] * 2, equal=True)[-1])
     if kind == "pad":
-        return m.model(shape, forms.pad(m, "x", [r.randint(0, 2) for _ in range(2 * rank)], 0.5))
+        mode = r.choice(["constant", "reflect", "edge"] + (["wrap"] if m.opset >= 19 else []))
+        return m.model(shape, forms.pad(m, "x", forms.draw_pads(r, shape, mode),
+                                        0.5 if mode == "constant" else None, mode))
+    if kind == "copy":
+        return _copy_op(m, shape)
     if kind == "gemm":
         ta, tb = r.choice([0, 1]), r.choice([0, 1])
         mm, k, n = r.randint(1, 6), r.randint(1, 40), r.randint(1, 40)
@@ -217,6 +221,31 @@ def _one_op(m: _Model) -> onnx.ModelProto:
 
 
 # ------------------------------------------------------------------ CNNs
+
+def _copy_op(m: _Model, shape: list[int]) -> onnx.ModelProto:
+    """Tile, Expand (alone, or read by an elementwise op, which broadcasts it itself), and
+    an empty Slice among a Concat's operands (it vanishes from it)."""
+    r, rank = m.rng, len(shape)
+    kind = r.choice(["tile", "expand", "expand_add", "empty_concat"])
+    if kind == "tile":
+        repeats = [r.randint(1, 3) for _ in shape]
+        repeats[r.randrange(rank)] = r.randint(2, 3)        # all 1 would return x itself
+        return m.model(shape, m.node("Tile", ["x", m.ints(repeats)]))
+    if kind in ("expand", "expand_add"):
+        shape = [r.choice([1, d]) for d in shape]
+        target = [r.choice([1, r.randint(1, 4)]) if d == 1 else r.choice([1, d]) for d in shape]
+        target = [r.randint(1, 3) for _ in range(r.randint(0, 1))] + target
+        y = m.node("Expand", ["x", m.ints(target)])
+        if kind == "expand_add":
+            y = m.node("Add", [y, "x"])
+        return m.model(shape, y)
+    axis = r.randint(-rank, rank - 1)
+    start = r.randint(0, shape[axis])
+    nothing = m.node("Slice", ["x", m.ints([start]), m.ints([start]), m.ints([axis])])
+    ins = ["x", nothing, m.node("Relu", ["x"])]
+    r.shuffle(ins)
+    return m.model(shape, m.node("Concat", ins, axis=axis))
+
 
 def _conv(m: _Model, x: str, c: int, oc: int, k: int, s: int, group: int = 1) -> str:
     p = k // 2

@@ -21,7 +21,14 @@ reshaping copy: both sides then lie in memory in the order of the result).
   period (``strided_runs``: a resize by 2 is 2 runs per axis; a run per index at
   worst: a reversal);
 - Pad (constant): the border from a ``const`` splat of the pad value, slab by
-  slab, and the input into the interior, all in one phase;
+  slab, and the input (cropped by negative pads) into the interior, all in one phase;
+- Pad (edge, reflect, wrap): strided views like Slice's, each axis's index list from
+  ``graph_ops_copy.pad_sources``: a copy per run, a reflected border one per row it
+  mirrors (a DMA step is positive), never one per element;
+- Tile: the input into the first block, then per axis the filled part copied after
+  itself, doubling: 1 + sum(ceil(log2 r)) copies, a phase each, where a gather would
+  make prod(r) copies (Tile [1, 1, 8, 8] of 1x16x7x7: 7 copies and 17,589 cycles
+  against 64 and 47,637);
 - DepthToSpace, SpaceToDepth: block_size² strided copies, one per position in
   the block.
 """
@@ -34,11 +41,12 @@ from itertools import product
 
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import GraphOp
+from vpuc.ir.graph_ops_copy import cropped, pad_sources
 from vpuc.ir.types import DimsOrder, TensorType
 from vpuc.reference.graph_nn import nearest_indices
 
 DMA_OPS = ("Reshape", "Transpose", "Concat", "Slice", "Gather", "Pad", "DepthToSpace",
-           "SpaceToDepth", "Interpolate")
+           "SpaceToDepth", "Interpolate", "Tile")
 Span = tuple[int, int, int]              # start, stop (exclusive), step >= 1
 
 
@@ -163,8 +171,14 @@ def plan(op: GraphOp, x: str, xt: TensorType, y: str, yt: TensorType,
         per_axis = [list(range(d)) for d in xt.dims]
         per_axis[axis] = [i % xt.dims[axis] for i in a["indices"]]
         return Plan([_gathers(x, xt, y, yt, per_axis)])
-    if kind == "Pad":
+    if kind == "Pad" and a["mode"] == "constant":
         return _pad(x, xt, y, yt, tuple(a["pads_begin"]), tuple(a["pads_end"]), a["value"])
+    if kind == "Pad":
+        per_axis = [pad_sources(size, b, e, a["mode"])
+                    for size, b, e in zip(xt.dims, a["pads_begin"], a["pads_end"])]
+        return Plan([_gathers(x, xt, y, yt, per_axis)])
+    if kind == "Tile":
+        return _tile(x, xt, y, yt, tuple(a["repeats"]))
     if kind == "Interpolate" and a["mode"] == "nearest":     # every output copies one input
         per_axis = [nearest_indices(a, xt.dims, axis).tolist() for axis in range(xt.rank)]
         return Plan([_gathers(x, xt, y, yt, per_axis)])
@@ -204,14 +218,15 @@ def _transpose(op, x, xt, y, yt, perm) -> Plan:
 
 
 def _pad(x, xt, y, yt, begin, end, value) -> Plan:
-    interior = tuple((b, b + d, 1) for b, d in zip(begin, xt.dims))
+    kept = [cropped(d, b, e) for d, b, e in zip(xt.dims, begin, end)]
+    interior = tuple((max(b, 0), max(b, 0) + stop - start, 1) for b, (start, stop) in zip(begin, kept))
     slabs = []
     for axis in range(yt.rank):       # axes before: interior only; after: everything
-        for lo, hi in ((0, begin[axis]), (yt.dims[axis] - end[axis], yt.dims[axis])):
+        for lo, hi in ((0, max(begin[axis], 0)), (yt.dims[axis] - max(end[axis], 0), yt.dims[axis])):
             if hi > lo:
                 spans = list(interior[:axis]) + [(lo, hi, 1)] + list(full(yt)[axis + 1:])
                 slabs.append(tuple(spans))
-    copies = [Copy(Part(x, xt), Part(y, yt, interior))]
+    copies = [Copy(Part(x, xt, tuple((start, stop, 1) for start, stop in kept)), Part(y, yt, interior))]
     fills = {}
     if slabs:
         dims = tuple(max(len(range(*s[i])) for s in slabs) for i in range(yt.rank))
@@ -221,6 +236,23 @@ def _pad(x, xt, y, yt, begin, end, value) -> Plan:
             src = tuple((0, len(range(*s)), 1) for s in spans)
             copies.append(Copy(Part(f"{y}.fill", ft, src), Part(y, yt, spans)))
     return Plan([copies], fills=fills)
+
+
+def _tile(x, xt, y, yt, repeats) -> Plan:
+    """The input into the result's first block, then axis by axis the part filled so far
+    copied after itself, doubling it (a phase each: the copy reads what the last wrote)."""
+    spans = [(0, d, 1) for d in xt.dims]
+    phases = [[Copy(Part(x, xt), Part(y, yt, tuple(spans)))]]
+    for axis, (d, r) in enumerate(zip(xt.dims, repeats)):
+        filled, total = d, d * r
+        while filled < total:
+            n = min(filled, total - filled)
+            src, dst = list(spans), list(spans)
+            src[axis], dst[axis] = (0, n, 1), (filled, filled + n, 1)
+            phases.append([Copy(Part(y, yt, tuple(src)), Part(y, yt, tuple(dst)))])
+            filled += n
+        spans[axis] = (0, total, 1)
+    return Plan(phases)
 
 
 def _space_depth(kind, x, xt, y, yt, b, mode) -> Plan:

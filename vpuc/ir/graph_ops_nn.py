@@ -1,6 +1,6 @@
 """The graph dialect's ops for imported models: grouped and transposed (also grouped) convolution,
 pools, reductions, normalization, and the data-movement ops (Concat, Slice,
-Gather, Pad, Interpolate, DepthToSpace …).
+Gather, Interpolate, DepthToSpace …; Pad and Tile are in ``graph_ops_copy.py``).
 
 Names and attributes follow OpenVINO's opsets (GroupConvolution,
 ConvolutionBackpropData, AvgPool with ``exclude_pad``, MVN, Interpolate with
@@ -170,15 +170,6 @@ def _gather(op: GraphOp, ins: list[TensorType]) -> TensorType:
     return _like(x, dims)
 
 
-def _pad(op: GraphOp, ins: list[TensorType]) -> TensorType:
-    x = ins[0]
-    _static(op, ins)
-    begin, end = tuple(op.attrs["pads_begin"]), tuple(op.attrs["pads_end"])
-    if len(begin) != x.rank or len(end) != x.rank or min(begin + end) < 0:
-        raise InferError(f"Pad pads_begin/pads_end need {x.rank} values each, all >= 0")
-    return _like(x, [d + b + e for d, b, e in zip(x.dims, begin, end)])
-
-
 def _interpolate(op: GraphOp, ins: list[TensorType]) -> TensorType:
     x = ins[0]
     _static(op, ins)
@@ -249,8 +240,6 @@ NN_SPECS = [
     OpSpec("Slice", 1, "layer", _slice, (AttrSpec("begin", "ints"), AttrSpec("end", "ints"),
                                          AttrSpec("step", "ints"))),
     OpSpec("Gather", 1, "layer", _gather, (AttrSpec("axis", "int"), AttrSpec("indices", "ints"))),
-    OpSpec("Pad", 1, "layer", _pad, (AttrSpec("pads_begin", "ints"), AttrSpec("pads_end", "ints"),
-                                     AttrSpec("value", "float", 0.0))),
     OpSpec("Interpolate", 1, "layer", _interpolate, (
         AttrSpec("shape", "ints"), AttrSpec("mode", "enum:nearest|linear", "nearest"),
         AttrSpec("coordinate_transformation_mode",

@@ -25,8 +25,10 @@ from vpuc.ir.types import ElemType
 from vpuc.onnx_import.attribute_use import AttributeUse, unread_attributes
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
+from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
+from vpuc.onnx_import.empty import check_outputs, empty_through
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
@@ -77,9 +79,9 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
             raise b.error(f"ops of domain '{node.domain}' are not supported; supported are the "
                           f"default-domain ops {', '.join(supported_ops())}")
         attrs = AttributeUse(attributes(node))
-        if not fold_node(b, node, attrs):
+        if not fold_node(b, node, attrs) and not empty_through(b, node, model.value_shapes):
             convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
-                       or NN_CONVERTERS.get(node.op_type))
+                       or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type))
             if convert is None:
                 raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
             convert(b, node, attrs)
@@ -88,6 +90,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
                 raise b.error(f"{node.op_type} " + "; ".join(unread))
         _check_shapes(b, node, model.value_shapes)
     b.node = None
+    check_outputs(b, model.outputs)
     for name in model.outputs:
         b.result(name)
     module = Module(name=_module_name(model.path), arch="NPU37XX", graphs=[b.graph])

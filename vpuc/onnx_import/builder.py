@@ -128,6 +128,8 @@ class GraphBuilder:
         if onnx_name in self.values:
             return self.values[onnx_name]
         if onnx_name in self.known:
+            from vpuc.onnx_import.empty import refuse_as_operand
+            refuse_as_operand(self, onnx_name)
             name = self.constant(self.known[onnx_name], onnx_name)
             self.values[onnx_name] = name       # later readers share the one Constant
             return name

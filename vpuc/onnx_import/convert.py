@@ -131,9 +131,10 @@ def _cast(b, node, attrs):
 
 
 def supported_ops() -> list[str]:
+    from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
     from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
     from vpuc.onnx_import.convert_nn import NN_CONVERTERS
-    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS) | set(NN_CONVERTERS))
+    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS) | set(NN_CONVERTERS) | set(COPY_CONVERTERS))
 
 
 CONVERTERS: dict[str, Converter] = {

@@ -3,8 +3,8 @@
 Grouped/depthwise Conv, ConvTranspose, Average/Global pools, reductions,
 normalizations (LayerNormalization and InstanceNormalization as MVN times scale
 plus bias, as OpenVINO's ONNX front end lowers them), and the data-movement
-ops (Concat, Split, Slice, Gather on constant indices, constant Pad, Resize,
-DepthToSpace, SpaceToDepth).
+ops (Concat, Split, Slice, Gather on constant indices, Resize, DepthToSpace,
+SpaceToDepth; Pad, Expand and Tile are in ``convert_copy.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra, softmax_like
+from vpuc.onnx_import.empty import concat_operands, make_empty
 
 
 def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
@@ -118,12 +119,21 @@ def _reduce(kind: str):
 
 
 def _concat(b, node, attrs):
-    values = [b.value(n) for n in node.input if n]
     rank = len(b.shape(node.input[0]))
-    b.op("Concat", values, {"axis": b.axis(attrs["axis"], rank)}, out=node.output[0])
+    axis = b.axis(attrs["axis"], rank)
+    kept = concat_operands(b, node.input)        # empty operands add nothing
+    if len(kept) == 1:
+        b.alias(node.output[0], kept[0])
+        return
+    b.op("Concat", [b.value(n) for n in kept], {"axis": axis}, out=node.output[0])
 
 
 def _slice_to(b, node, out_name, source, begins, ends, steps):
+    shape = b.types[source].dims
+    counts = [len(range(size)[slice(*s)]) for size, s in zip(shape, zip(begins, ends, steps))]
+    if 0 in counts:                        # selects nothing: an empty value
+        make_empty(b, out_name, counts)
+        return
     b.op("Slice", [source], {"begin": tuple(begins), "end": tuple(ends), "step": tuple(steps)}, out=out_name)
 
 
@@ -191,27 +201,6 @@ def _gather(b, node, attrs):
              out=None if indices.ndim == 0 else node.output[0])
     if indices.ndim == 0:                     # a scalar index drops the axis
         b.op("Reshape", [y], {"shape": tuple(d for i, d in enumerate(shape) if i != axis)}, out=node.output[0])
-
-
-def _pad(b, node, attrs):
-    mode = attrs.get("mode", "constant")
-    if mode != "constant":
-        raise b.error(f"Pad mode '{mode}' is not supported; only constant padding is")
-    rank = len(b.shape(node.input[0]))
-    pads = list(attrs["pads"]) if "pads" in attrs else [int(p) for p in b.array(node.input[1])]
-    value = attrs.get("value", 0.0)
-    if len(node.input) > 2 and node.input[2]:
-        value = float(b.array(node.input[2]))
-    if len(node.input) > 3 and node.input[3]:
-        axes = [b.axis(a, rank) for a in b.array(node.input[3])]
-        full = [0] * (2 * rank)
-        for i, axis in enumerate(axes):
-            full[axis], full[rank + axis] = pads[i], pads[len(axes) + i]
-        pads = full
-    if min(pads) < 0:
-        raise b.error(f"negative pads {pads} (cropping) are not supported")
-    b.op("Pad", [b.value(node.input[0])], {"pads_begin": tuple(pads[:rank]), "pads_end": tuple(pads[rank:]),
-                                           "value": float(value)}, out=node.output[0])
 
 
 _RESIZE_MODES = {"nearest": "nearest", "linear": "linear"}
@@ -298,7 +287,7 @@ NN_CONVERTERS = {
     "ConvTranspose": _conv_transpose, "AveragePool": _average_pool,
     "GlobalAveragePool": _global_pool("ReduceMean"), "GlobalMaxPool": _global_pool("ReduceMax"),
     "ReduceMean": _reduce("ReduceMean"), "ReduceSum": _reduce("ReduceSum"), "ReduceMax": _reduce("ReduceMax"),
-    "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather, "Pad": _pad,
+    "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather,
     "Resize": _resize, "DepthToSpace": _depth_to_space, "SpaceToDepth": _space_to_depth,
     "LogSoftmax": softmax_like("LogSoftmax"), "LayerNormalization": _layer_norm,
     "InstanceNormalization": _instance_norm,

@@ -23,6 +23,7 @@ from vpuc import const_files
 from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.types import Dynamic, ElemType, TensorType
+from vpuc.reference.graph_copy import COPY_LAYERS
 from vpuc.reference.graph_nn import NN_LAYERS, NN_UNARY
 
 STORAGE = {
@@ -235,6 +236,7 @@ LAYERS = {
 # The ops of imported models (vpuc/ir/graph_ops_nn.py) have their semantics in their own module.
 UNARY.update(NN_UNARY)
 LAYERS.update(NN_LAYERS)
+LAYERS.update(COPY_LAYERS)
 
 
 def run_op(op: GraphOp, args: list[np.ndarray], base_dir: str | Path | None = None) -> np.ndarray:

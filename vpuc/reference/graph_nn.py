@@ -93,10 +93,6 @@ def slice_op(x, attrs):
     return x[tuple(slice(b, e, s) for b, e, s in zip(attrs["begin"], attrs["end"], attrs["step"]))]
 
 
-def pad(x, attrs):
-    return np.pad(x, list(zip(attrs["pads_begin"], attrs["pads_end"])), constant_values=attrs["value"])
-
-
 def source_coords(out_size: int, in_size: int, mode: str, scale: float | None = None) -> np.ndarray:
     """The input coordinate each output index samples (ONNX Resize's coordinate modes).
     ``scale`` is the resize's own scale when it has one (ONNX computes coordinates from
@@ -229,7 +225,6 @@ NN_LAYERS = {
     "Concat": lambda args, a: np.concatenate(args, axis=a["axis"]),
     "Slice": lambda args, a: slice_op(args[0], a),
     "Gather": lambda args, a: np.take(args[0], a["indices"], axis=a["axis"]),
-    "Pad": lambda args, a: pad(args[0], a),
     "Interpolate": lambda args, a: interpolate(args[0], a),
     "DepthToSpace": lambda args, a: depth_to_space(args[0], a),
     "SpaceToDepth": lambda args, a: space_to_depth(args[0], a),
