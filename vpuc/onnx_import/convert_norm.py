@@ -1,0 +1,156 @@
+"""GroupNormalization and the reductions without a library kernel, composed from graph ops.
+
+- GroupNormalization (opsets 18 and 21): the channels viewed as ``[N, G, C/G * spatial]``,
+  MVN over the last axis (InstanceNormalization's way, on the reshaped view), the view
+  reshaped back, times the scale plus the bias per channel.  Opset 18 gives the scale and
+  bias per group (each repeated over its group's channels), 21 per channel.  The PyTorch
+  export before opset 18 (Reshape to ``[N, G, -1]``, InstanceNormalization with unit scale,
+  Reshape back, Mul, Add) imports node by node to these same graph ops, so it needs no
+  pattern of its own.
+- The reductions, each exact or within a few roundings of the graph's type (the tests
+  state each bound, tests/onnx_import/test_norm_reduce.py):
+  ReduceMin ``-ReduceMax(-x)`` (exact), ReduceL1 ``ReduceSum(|x|)``, ReduceSumSquare
+  ``ReduceSum(x * x)``, ReduceL2 ``Sqrt(ReduceSum(x * x))``, ReduceLogSum
+  ``Log(ReduceSum(x))``, ReduceLogSumExp ``m + Log(ReduceSum(Exp(x - m)))`` with ``m`` the
+  maximum (never overflowing).  With ``noop_with_empty_axes`` and no axes the reduction
+  is over the empty set, so only the elementwise steps remain (ONNX: ReduceSumSquare is
+  then ``x * x``, ReduceLogSum ``Log(x)``).
+- ReduceProd is refused: there is no product kernel, and ``exp(sum(log|x|))`` carries the
+  logarithms' rounding into the product's relative error, many f16 ulps for long rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.onnx_import.builder import GraphBuilder
+
+
+def _scalar(b: GraphBuilder, value: float, hint: str) -> str:
+    return b.constant(np.asarray(value, np.float32), f"{b.node.output[0]}.{hint}")
+
+
+def _group_norm(b: GraphBuilder, node, attrs) -> None:
+    shape = b.shape(node.input[0])
+    if len(shape) < 2:
+        raise b.error(f"GroupNormalization needs an input of rank >= 2 (N, C, ...); got {list(shape)}")
+    groups, channels = int(attrs["num_groups"]), shape[1]
+    if groups < 1 or channels % groups:
+        raise b.error(f"num_groups = {groups} does not divide the {channels} channels")
+    attrs.get("stash_type", 1)    # the MVN kernel keeps its statistics in f32 whatever the type
+    eps = float(attrs.get("epsilon", 1e-5))
+    per = "channel" if b.opset >= 21 else "group"
+    size = channels if per == "channel" else groups
+    scale, bias = (b.array(name).astype(np.float32).reshape(-1) for name in node.input[1:3])
+    for what, array in (("scale", scale), ("bias", bias)):
+        if array.size != size:
+            raise b.error(f"GroupNormalization's {what} has {array.size} values; opset {b.opset} "
+                          f"takes one per {per} ({size})")
+    if per == "group":
+        scale, bias = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)
+    grouped = b.op("Reshape", [b.value(node.input[0])],
+                   {"shape": (shape[0], groups, int(np.prod(shape[1:])) // groups)})
+    normalized = b.op("MVN", [grouped], {"axes": (2,), "eps": eps})
+    normalized = b.op("Reshape", [normalized], {"shape": tuple(shape)})
+    per_channel = (1, channels) + (1,) * (len(shape) - 2)
+    y = b.op("Multiply", [normalized, b.constant(scale.reshape(per_channel), node.output[0] + ".scale")])
+    b.op("Add", [y, b.constant(bias.reshape(per_channel), node.output[0] + ".bias")], out=node.output[0])
+
+
+def reduction_axes(b: GraphBuilder, node, attrs) -> list[int] | None:
+    """The axes a Reduce* node reduces, in [0, rank); None where ``noop_with_empty_axes``
+    makes the reduction one over the empty set."""
+    rank = len(b.shape(node.input[0]))
+    if "axes" in attrs:                                  # an attribute before opset 18
+        axes = list(attrs["axes"])
+    elif len(node.input) > 1 and node.input[1]:
+        axes = [int(a) for a in np.asarray(b.array(node.input[1])).reshape(-1)]
+    else:
+        axes = []
+    if not axes:
+        return None if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    axes = [b.axis(a, rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise b.error(f"axes {sorted(axes)} name an axis twice")
+    return sorted(axes)
+
+
+class _Reduction:
+    """One Reduce* node's reductions over the same axes; each a no-op over the empty set."""
+
+    def __init__(self, b: GraphBuilder, node, attrs) -> None:
+        self.b, self.node = b, node
+        self.axes = reduction_axes(b, node, attrs)
+        self.keep_dims = bool(attrs.get("keepdims", 1))
+
+    def reduce(self, kind: str, value: str, keep_dims: bool | None = None, out: str | None = None) -> str:
+        if self.axes is None:
+            return value
+        keep = self.keep_dims if keep_dims is None else keep_dims
+        return self.b.op(kind, [value], {"axes": tuple(self.axes), "keep_dims": keep}, out=out)
+
+
+def _reduce_min(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    x = b.value(node.input[0])
+    if r.axes is None:
+        b.alias(node.output[0], node.input[0])
+        return
+    b.op("Negative", [r.reduce("ReduceMax", b.op("Negative", [x]))], out=node.output[0])
+
+
+def _reduce_l1(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    magnitude = b.op("Abs", [b.value(node.input[0])], out=node.output[0] if r.axes is None else None)
+    if r.axes is not None:
+        r.reduce("ReduceSum", magnitude, out=node.output[0])
+
+
+def _reduce_sum_square(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    x = b.value(node.input[0])
+    square = b.op("Multiply", [x, x], out=node.output[0] if r.axes is None else None)
+    if r.axes is not None:
+        r.reduce("ReduceSum", square, out=node.output[0])
+
+
+def _reduce_l2(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    x = b.value(node.input[0])
+    if r.axes is None:                      # sqrt(x * x) over the empty set: |x|, exactly
+        b.op("Abs", [x], out=node.output[0])
+        return
+    b.op("Sqrt", [r.reduce("ReduceSum", b.op("Multiply", [x, x]))], out=node.output[0])
+
+
+def _reduce_log_sum(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    b.op("Log", [r.reduce("ReduceSum", b.value(node.input[0]))], out=node.output[0])
+
+
+def _reduce_log_sum_exp(b, node, attrs):
+    r = _Reduction(b, node, attrs)
+    x = b.value(node.input[0])
+    if r.axes is None:                      # log(exp(x)) over the empty set: x
+        b.alias(node.output[0], node.input[0])
+        return
+    peak = r.reduce("ReduceMax", x, keep_dims=True)
+    shifted = b.op("Exp", [b.op("Subtract", [x, peak])])     # <= 1: no overflow
+    total = b.op("Log", [r.reduce("ReduceSum", shifted)])
+    if not r.keep_dims:
+        peak = b.op("Reshape", [peak], {"shape": b.types[total].dims})
+    b.op("Add", [peak, total], out=node.output[0])
+
+
+def _reduce_prod(b, node, attrs):
+    raise b.error("ReduceProd is not supported: there is no product kernel, and exp(sum(log|x|)) "
+                  "would carry each logarithm's rounding into the product's relative error "
+                  "(many f16 ulps over a long row)")
+
+
+NORM_CONVERTERS = {
+    "GroupNormalization": _group_norm,
+    "ReduceMin": _reduce_min, "ReduceL1": _reduce_l1, "ReduceL2": _reduce_l2,
+    "ReduceSumSquare": _reduce_sum_square, "ReduceLogSum": _reduce_log_sum,
+    "ReduceLogSumExp": _reduce_log_sum_exp, "ReduceProd": _reduce_prod,
+}
