@@ -3,10 +3,8 @@
 - GroupNormalization (opsets 18 and 21): the channels viewed as ``[N, G, C/G * spatial]``,
   MVN over the last axis (InstanceNormalization's way, on the reshaped view), the view
   reshaped back, times the scale plus the bias per channel.  Opset 18 gives the scale and
-  bias per group (each repeated over its group's channels), 21 per channel.  The PyTorch
-  export before opset 18 (Reshape to ``[N, G, -1]``, InstanceNormalization with unit scale,
-  Reshape back, Mul, Add) imports node by node to these same graph ops, so it needs no
-  pattern of its own.
+  bias per group (each repeated over its group's channels), 21 per channel; the node
+  ``group_norm_pattern.py`` makes of PyTorch's written-out form, at any opset, per channel.
 - The reductions, each exact or within a few roundings of the graph's type (the tests
   state each bound, tests/onnx_import/test_norm_reduce.py):
   ReduceMin ``-ReduceMax(-x)`` (exact), ReduceL1 ``ReduceSum(|x|)``, ReduceSumSquare
@@ -26,10 +24,6 @@ import numpy as np
 from vpuc.onnx_import.builder import GraphBuilder
 
 
-def _scalar(b: GraphBuilder, value: float, hint: str) -> str:
-    return b.constant(np.asarray(value, np.float32), f"{b.node.output[0]}.{hint}")
-
-
 def _group_norm(b: GraphBuilder, node, attrs) -> None:
     shape = b.shape(node.input[0])
     if len(shape) < 2:
@@ -39,14 +33,14 @@ def _group_norm(b: GraphBuilder, node, attrs) -> None:
         raise b.error(f"num_groups = {groups} does not divide the {channels} channels")
     attrs.get("stash_type", 1)    # the MVN kernel keeps its statistics in f32 whatever the type
     eps = float(attrs.get("epsilon", 1e-5))
-    per = "channel" if b.opset >= 21 else "group"
-    size = channels if per == "channel" else groups
     scale, bias = (b.array(name).astype(np.float32).reshape(-1) for name in node.input[1:3])
-    for what, array in (("scale", scale), ("bias", bias)):
-        if array.size != size:
-            raise b.error(f"GroupNormalization's {what} has {array.size} values; opset {b.opset} "
-                          f"takes one per {per} ({size})")
-    if per == "group":
+    if scale.size != bias.size or scale.size not in (channels, groups):
+        raise b.error(f"GroupNormalization's scale and bias have {scale.size} and {bias.size} values; "
+                      f"expected one per channel ({channels}) or, before opset 21, one per group ({groups})")
+    if scale.size != channels:       # opset 18's form: per group, over the group's channels
+        if b.opset >= 21:
+            raise b.error(f"GroupNormalization at opset {b.opset} takes one scale per channel "
+                          f"({channels}); got {scale.size}")
         scale, bias = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)
     grouped = b.op("Reshape", [b.value(node.input[0])],
                    {"shape": (shape[0], groups, int(np.prod(shape[1:])) // groups)})
