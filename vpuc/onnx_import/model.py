@@ -149,7 +149,7 @@ def _fix_inputs(path: Path, model, given: dict[str, tuple[int, ...]]) -> None:
 RUN_DEPRECATED = ("GroupNormalization",)
 
 
-def _deprecated_but_run(message: str) -> bool:
+def deprecated_but_run(message: str) -> bool:
     return any(message.startswith(f"Op registered for {op} is deprecated") for op in RUN_DEPRECATED)
 
 
@@ -164,7 +164,7 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
         onnx.checker.check_model(data)        # the bytes read: the weights are not serialized again
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0]
-        if not _deprecated_but_run(first):
+        if not deprecated_but_run(first):
             raise VpucError(f"{path}: the ONNX checker refuses the model: {first}") from None
     _fix_inputs(path, model, input_shapes or {})
     try:
