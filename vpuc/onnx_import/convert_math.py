@@ -54,10 +54,17 @@ def _f32_const(b: GraphBuilder, value: float, hint: str) -> str:
     return name
 
 
-def _to(b: GraphBuilder, value: str, elem: ElemType, out: str | None = None) -> str:
-    if b.types[value].elem is elem:
-        return value if out is None else b.op("Convert", [value], {"to": elem}, out=out)
-    return b.op("Convert", [value], {"to": elem}, out=out)
+def _in_f32(b: GraphBuilder, value: str) -> str:
+    return value if b.types[value].elem is ElemType.F32 else b.op("Convert", [value], {"to": ElemType.F32})
+
+
+def _f32_result(b: GraphBuilder, node, compute) -> None:
+    """``compute(out)`` makes the node's f32 result, named ``out`` when the graph is f32;
+    in an f16 graph it is converted back, rounded once."""
+    elem = b.types[b.value(node.input[0])].elem
+    y = compute(node.output[0] if elem is ElemType.F32 else None)
+    if elem is not ElemType.F32:
+        b.op("Convert", [y], {"to": elem}, out=node.output[0])
 
 
 def _x(b, node) -> str:
@@ -126,29 +133,29 @@ def _round(b, node, attrs):
 
 def _sine_like(cosine: bool):
     def convert(b, node, attrs):
-        elem = b.types[_x(b, node)].elem
-        x = _to(b, _x(b, node), ElemType.F32)
-        c = lambda v, hint: _f32_const(b, v, hint)
-        # k: sin, the nearest integer to x / pi; cos, floor(x / pi), reduced by (k + 1/2) pi
-        k = b.op("Floor", [b.op("Add", [b.op("Multiply", [x, c(1 / math.pi, "inv_pi")]),
-                                        c(0.0 if cosine else 0.5, "offset")])])
-        j = b.op("Add", [k, c(0.5, "half")]) if cosine else k
-        r = x
-        for i, part in enumerate((PI_1, PI_2, PI_3)):
-            r = b.op("Subtract", [r, b.op("Multiply", [j, c(part, f"pi{i + 1}")])])
-        r2 = b.op("Multiply", [r, r])
-        poly = c(SIN_TAYLOR[-1], "s15")
-        for n, coef in reversed(list(enumerate(SIN_TAYLOR[:-1], start=1))):
-            poly = b.op("Add", [b.op("Multiply", [poly, r2]), c(coef, f"s{2 * n + 1}")])
-        sine = b.op("Add", [r, b.op("Multiply", [b.op("Multiply", [r, r2]), poly])])
-        # sin(r + k pi) = (-1)^k sin r; cos(r + (k + 1/2) pi) = -(-1)^k sin r
-        sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [_odd(b, k, c), c(2.0, "two")])])
-        if cosine:
-            sign = b.op("Negative", [sign])
-        y = b.op("Multiply", [sine, sign], out=node.output[0] if elem is ElemType.F32 else None)
-        if elem is not ElemType.F32:
-            _to(b, y, elem, out=node.output[0])
+        _f32_result(b, node, lambda out: _sine(b, _in_f32(b, _x(b, node)), cosine, out))
     return convert
+
+
+def _sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
+    c = lambda v, hint: _f32_const(b, v, hint)
+    # k: sin, the nearest integer to x / pi; cos, floor(x / pi), reduced by (k + 1/2) pi
+    k = b.op("Floor", [b.op("Add", [b.op("Multiply", [x, c(1 / math.pi, "inv_pi")]),
+                                    c(0.0 if cosine else 0.5, "offset")])])
+    j = b.op("Add", [k, c(0.5, "half")]) if cosine else k
+    r = x
+    for i, part in enumerate((PI_1, PI_2, PI_3)):
+        r = b.op("Subtract", [r, b.op("Multiply", [j, c(part, f"pi{i + 1}")])])
+    r2 = b.op("Multiply", [r, r])
+    poly = c(SIN_TAYLOR[-1], "s15")
+    for n, coef in reversed(list(enumerate(SIN_TAYLOR[:-1], start=1))):
+        poly = b.op("Add", [b.op("Multiply", [poly, r2]), c(coef, f"s{2 * n + 1}")])
+    sine = b.op("Add", [r, b.op("Multiply", [b.op("Multiply", [r, r2]), poly])])
+    # sin(r + k pi) = (-1)^k sin r; cos(r + (k + 1/2) pi) = -(-1)^k sin r
+    sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [_odd(b, k, c), c(2.0, "two")])])
+    if cosine:
+        sign = b.op("Negative", [sign])
+    return b.op("Multiply", [sine, sign], out=out)
 
 
 def _mod(b, node, attrs):
@@ -156,11 +163,12 @@ def _mod(b, node, attrs):
         raise b.error("Mod of float tensors needs fmod=1 (ONNX defines fmod=0 for integers only)")
     if len(node.input) != 2:
         raise b.error(f"expected 2 inputs, found {len(node.input)}")
-    a, d = (b.value(n) for n in node.input)
-    elem = b.types[a].elem
-    a, d = _to(b, a, ElemType.F32), _to(b, d, ElemType.F32)
-    c = lambda v, hint: _f32_const(b, v, hint)
-    zero = c(0.0, "zero")
+    a, d = (_in_f32(b, b.value(n)) for n in node.input)
+    _f32_result(b, node, lambda out: _fmod(b, a, d, out))
+
+
+def _fmod(b: GraphBuilder, a: str, d: str, out: str | None) -> str:
+    zero = _f32_const(b, 0.0, "zero")
     q = b.op("Divide", [a, d])
     toward_zero = b.op("Select", [b.op("Less", [q, zero]),
                                   b.op("Negative", [b.op("Floor", [b.op("Negative", [q])])]),
@@ -170,10 +178,7 @@ def _mod(b, node, attrs):
     size = b.op("Abs", [d])
     back = b.op("Select", [b.op("Less", [a, zero]), b.op("Negative", [size]), size])
     wrong = b.op("Less", [b.op("Multiply", [r, a]), zero])
-    y = b.op("Select", [wrong, b.op("Add", [r, back]), r],
-             out=node.output[0] if elem is ElemType.F32 else None)
-    if elem is not ElemType.F32:
-        _to(b, y, elem, out=node.output[0])
+    return b.op("Select", [wrong, b.op("Add", [r, back]), r], out=out)
 
 
 def _hardmax(b, node, attrs):
