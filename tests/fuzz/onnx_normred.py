@@ -16,7 +16,8 @@ from tests.fuzz import onnx_forms as forms
 
 UNARY_SINCE = {"Selu": 11, "Celu": 12, "Softsign": 11, "ThresholdedRelu": 11, "Sign": 11,
                "Ceil": 11, "Round": 11, "Sin": 11, "Cos": 11}
-REDUCTIONS = ("ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+REDUCTIONS = ("ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+              "ReduceProd")
 
 
 def _scaled(m, x: str, power: int) -> str:

@@ -25,7 +25,9 @@ to f16 near zero.  The bounds, per op:
   each) and the 15th-degree polynomial (16 f32 roundings of values below 2): below
   2^-24 (30 + |x| / 1024); the result rounded once: u |want|.
 - ReduceL1, ReduceSumSquare, ReduceL2, ReduceLogSum, ReduceLogSumExp: the f32 sum of n
-  terms, gamma_n sum |t| (Higham), plus the roundings of the steps around it (each case).
+  terms, gamma_n sum |t| (Higham), plus the roundings of the steps around it (each case);
+  ReduceProd: f32 logarithms (within 2 f32 ulps) summed, the exponent's absolute error
+  the product's relative error: ((2^-23 + gamma_n) sum |log |x|| + 2^-23 + u + gamma_n) |want|.
 - GroupNormalization: the MVN kernel's f32 sums relative to the group's spread, and three
   roundings (MVN's output |y| <= sqrt(n), times the scale, plus the bias).
 """
@@ -104,6 +106,10 @@ def _reduce_bound(kind, axes):
             return (2 * u + sums) * squares
         if kind == "l2":            # the sum of squares' relative error (3u + gamma) halved, sqrt rounded
             return (2.5 * u + sums) * np.abs(want)
+        if kind == "prod":          # f32 logs and their sum: (2^-23 + gamma) sum|log|x||, relative,
+            # the exp and the rounding; or (onnxruntime) n products: gamma_n relative
+            logs = np.abs(np.log(np.abs(x))).sum(axis=tuple(axes)).reshape(want.shape)
+            return ((2 * U32 + sums) * logs + 2 * U32 + u + sums) * np.abs(want)
         if kind == "logsum":        # sum (positive terms) off by (u + gamma) relative: log off by that
             return u * np.abs(want) + u + sums
         # logsumexp: x - m rounded moves each term e^d by u |d| e^d <= u / e; the sum's relative
@@ -151,6 +157,10 @@ CASES = {
     "reduce_l1": (18, lambda m, x: m.node("ReduceL1", [x, _axes(m, [-1])]), _normal(1), _reduce_bound("l1", [3])),
     "reduce_l2": (13, lambda m, x: m.node("ReduceL2", [x], axes=[2], keepdims=0), _normal(1),
                   _reduce_bound("l2", [2])),
+    "reduce_prod": (18, lambda m, x: m.node("ReduceProd", [x, _axes(m, [1, 3])], keepdims=0), _normal(1),
+                    _reduce_bound("prod", [1, 3])),
+    "reduce_prod_opset13": (13, lambda m, x: m.node("ReduceProd", [x], axes=[-1]), _normal(1),
+                            _reduce_bound("prod", [3])),
     "reduce_sum_square": (18, lambda m, x: m.node("ReduceSumSquare", [x, _axes(m, [1, 2])]), _normal(1),
                           _reduce_bound("sumsquare", [1, 2])),
     "reduce_sum_square_noop": (18, lambda m, x: m.node("ReduceSumSquare", [x, _axes(m, [])],
@@ -283,8 +293,6 @@ def test_hardmax_picks_the_first_of_tied_maxima(tmp_path):
 
 
 REFUSED = {
-    "ReduceProd": (18, lambda m, x: m.node("ReduceProd", [x, _axes(m, [1])]),
-                   "ReduceProd is not supported: there is no product kernel"),
     "Mod": (13, lambda m, x: m.node("Mod", [x, m.init(np.asarray(0.5, np.float32))]),
             "Mod of float tensors needs fmod=1"),
     "Hardmax": (13, lambda m, x: m.node("Hardmax", [m.node("Reshape", [x, _axes(m, [1, 4 * 6 * 100])])]),

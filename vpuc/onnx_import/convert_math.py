@@ -44,7 +44,7 @@ def _const(b: GraphBuilder, value: float, hint: str) -> str:
     return b.constant(np.asarray(value, np.float32), f"{b.node.output[0]}.{hint}")
 
 
-def _f32_const(b: GraphBuilder, value: float, hint: str) -> str:
+def f32_constant(b: GraphBuilder, value: float, hint: str) -> str:
     """A scalar f32 Constant even in an f16 graph (for the f32 steps of Sin, Cos and Mod)."""
     name = b.fresh(f"{b.node.output[0]}.{hint}")
     ttype = TensorType((), ElemType.F32, DimsOrder.identity(0))
@@ -54,11 +54,11 @@ def _f32_const(b: GraphBuilder, value: float, hint: str) -> str:
     return name
 
 
-def _in_f32(b: GraphBuilder, value: str) -> str:
+def in_f32(b: GraphBuilder, value: str) -> str:
     return value if b.types[value].elem is ElemType.F32 else b.op("Convert", [value], {"to": ElemType.F32})
 
 
-def _f32_result(b: GraphBuilder, node, compute) -> None:
+def f32_result(b: GraphBuilder, node, compute) -> None:
     """``compute(out)`` makes the node's f32 result, named ``out`` when the graph is f32;
     in an f16 graph it is converted back, rounded once."""
     elem = b.types[b.value(node.input[0])].elem
@@ -114,7 +114,7 @@ def _ceil(b, node, attrs):
     b.op("Negative", [b.op("Floor", [b.op("Negative", [_x(b, node)])])], out=node.output[0])
 
 
-def _odd(b: GraphBuilder, whole: str, const) -> str:
+def odd(b: GraphBuilder, whole: str, const) -> str:
     """1 where the integer ``whole`` is odd, else 0: ``whole - 2 floor(whole / 2)``, exact."""
     halved = b.op("Floor", [b.op("Multiply", [whole, const(0.5, "half")])])
     return b.op("Subtract", [whole, b.op("Multiply", [halved, const(2.0, "two")])])
@@ -126,19 +126,19 @@ def _round(b, node, attrs):
     down = b.op("Floor", [x])
     fraction = b.op("Subtract", [x, down])
     half, zero, one = const(0.5, "half"), const(0.0, "zero"), const(1.0, "one")
-    on_tie = b.op("Select", [b.op("Equal", [fraction, half]), _odd(b, down, const), zero])
+    on_tie = b.op("Select", [b.op("Equal", [fraction, half]), odd(b, down, const), zero])
     up = b.op("Select", [b.op("Greater", [fraction, half]), one, on_tie])
     b.op("Add", [down, up], out=node.output[0])
 
 
 def _sine_like(cosine: bool):
     def convert(b, node, attrs):
-        _f32_result(b, node, lambda out: _sine(b, _in_f32(b, _x(b, node)), cosine, out))
+        f32_result(b, node, lambda out: _sine(b, in_f32(b, _x(b, node)), cosine, out))
     return convert
 
 
 def _sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
-    c = lambda v, hint: _f32_const(b, v, hint)
+    c = lambda v, hint: f32_constant(b, v, hint)
     # k: sin, the nearest integer to x / pi; cos, floor(x / pi), reduced by (k + 1/2) pi
     k = b.op("Floor", [b.op("Add", [b.op("Multiply", [x, c(1 / math.pi, "inv_pi")]),
                                     c(0.0 if cosine else 0.5, "offset")])])
@@ -152,7 +152,7 @@ def _sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
         poly = b.op("Add", [b.op("Multiply", [poly, r2]), c(coef, f"s{2 * n + 1}")])
     sine = b.op("Add", [r, b.op("Multiply", [b.op("Multiply", [r, r2]), poly])])
     # sin(r + k pi) = (-1)^k sin r; cos(r + (k + 1/2) pi) = -(-1)^k sin r
-    sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [_odd(b, k, c), c(2.0, "two")])])
+    sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [odd(b, k, c), c(2.0, "two")])])
     if cosine:
         sign = b.op("Negative", [sign])
     return b.op("Multiply", [sine, sign], out=out)
@@ -163,12 +163,12 @@ def _mod(b, node, attrs):
         raise b.error("Mod of float tensors needs fmod=1 (ONNX defines fmod=0 for integers only)")
     if len(node.input) != 2:
         raise b.error(f"expected 2 inputs, found {len(node.input)}")
-    a, d = (_in_f32(b, b.value(n)) for n in node.input)
-    _f32_result(b, node, lambda out: _fmod(b, a, d, out))
+    a, d = (in_f32(b, b.value(n)) for n in node.input)
+    f32_result(b, node, lambda out: _fmod(b, a, d, out))
 
 
 def _fmod(b: GraphBuilder, a: str, d: str, out: str | None) -> str:
-    zero = _f32_const(b, 0.0, "zero")
+    zero = f32_constant(b, 0.0, "zero")
     q = b.op("Divide", [a, d])
     toward_zero = b.op("Select", [b.op("Less", [q, zero]),
                                   b.op("Negative", [b.op("Floor", [b.op("Negative", [q])])]),

@@ -13,8 +13,10 @@
   maximum (never overflowing).  With ``noop_with_empty_axes`` and no axes the reduction
   is over the empty set, so only the elementwise steps remain (ONNX: ReduceSumSquare is
   then ``x * x``, ReduceLogSum ``Log(x)``).
-- ReduceProd is refused: there is no product kernel, and ``exp(sum(log|x|))`` carries the
-  logarithms' rounding into the product's relative error, many f16 ulps for long rows.
+- ReduceProd in f32 (an f16 graph converts in and out): ``exp(sum(log|x|))`` with the sign
+  of the count of negative terms; the logarithms' f32 rounding and the sum's carry into the
+  product's relative error as ``(2^-23 + gamma_n) sum |log |x||``, below an f16 rounding
+  while that sum is below about 2^12.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.convert_math import f32_constant, f32_result, in_f32, odd
 
 
 def _group_norm(b: GraphBuilder, node, attrs) -> None:
@@ -137,9 +140,22 @@ def _reduce_log_sum_exp(b, node, attrs):
 
 
 def _reduce_prod(b, node, attrs):
-    raise b.error("ReduceProd is not supported: there is no product kernel, and exp(sum(log|x|)) "
-                  "would carry each logarithm's rounding into the product's relative error "
-                  "(many f16 ulps over a long row)")
+    """In f32: ``exp(sum(log|x|))``, negative where an odd number of terms is (their count
+    exact below 2^24), 0 where a term is (log 0 = -inf)."""
+    r = _Reduction(b, node, attrs)
+    if r.axes is None:                      # the product over the empty set of each element
+        b.alias(node.output[0], node.input[0])
+        return
+    x = in_f32(b, b.value(node.input[0]))
+    c = lambda v, hint: f32_constant(b, v, hint)
+
+    def product(out):
+        magnitude = b.op("Exp", [r.reduce("ReduceSum", b.op("Log", [b.op("Abs", [x])]))])
+        negative = b.op("Select", [b.op("Less", [x, c(0.0, "zero")]), c(1.0, "one"), c(0.0, "zero")])
+        flips = odd(b, r.reduce("ReduceSum", negative), c)
+        sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [flips, c(2.0, "two")])])
+        return b.op("Multiply", [magnitude, sign], out=out)
+    f32_result(b, node, product)
 
 
 NORM_CONVERTERS = {
