@@ -49,7 +49,6 @@ from tests.tolerances import gamma
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.onnx_import import import_onnx, write_import
-from vpuc.onnx_import.model import load_model
 from vpuc.onnx_import.source import onnx_as_vir
 from vpuc.onnx_import.zoo import ModelBuilder
 from vpuc.passes.base import PassContext
