@@ -10,6 +10,8 @@ can be remade:
 - ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, BatchNorm, activations, pools,
   squeeze-excite, residual, concat, resize, a classifier head);
 - ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
+- ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
+  (``onnx_normred.py``; the ``op`` family draws them too);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
   the lowering must split over output channels, rows or K.
@@ -27,8 +29,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
+from tests.fuzz.onnx_normred import normred_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred")
+# each family's random stream: fixed numbers, so a family added later leaves every other
+# family's cases as they were
+_STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000}
 
 
 class _Model:
@@ -70,9 +76,9 @@ class _Model:
 
 def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     """The case ``index`` of ``family`` in the campaign ``seed``."""
-    m = _Model(seed * 1_000_003 + index * len(FAMILIES) + FAMILIES.index(family))
+    m = _Model(seed * 1_000_003 + index * 5 + _STREAM[family])
     return {"op": _one_op, "cnn": _cnn, "transformer": _transformer, "large": _large,
-            "forms": forms.forms_case}[family](m)
+            "forms": forms.forms_case, "normred": normred_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op
@@ -81,7 +87,10 @@ def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
-                     "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy"])
+                     "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy",
+                     "normred"])
+    if kind == "normred":
+        return normred_case(m)
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)

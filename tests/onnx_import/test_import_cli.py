@@ -90,11 +90,12 @@ X = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
 
 
 def test_unsupported_op_names_the_node(tmp_path, capsys):
-    path = _model_with(tmp_path, helper.make_node("Hardmax", ["x"], ["y"], name="hm"), [X])
+    path = _model_with(tmp_path, helper.make_node("LpNormalization", ["x"], ["y"], name="lp"), [X])
     code, out, err = _run(capsys, "import", path)
     assert code == 1 and out == ""
-    assert err.startswith(f"error: {path}: node 'hm' (Hardmax, domain ai.onnx, opset 17): Hardmax is not "
-                          "supported; supported ops: Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, Conv, ")
+    assert err.startswith(f"error: {path}: node 'lp' (LpNormalization, domain ai.onnx, opset 17): "
+                          "LpNormalization is not supported; supported ops: Abs, Add, AveragePool, "
+                          "BatchNormalization, Cast, Ceil, Celu, Clip, Concat, Conv, ")
     assert not (tmp_path / "m.vir").exists()
 
 

@@ -29,6 +29,7 @@ from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
 from vpuc.onnx_import.empty import check_outputs, empty_through
+from vpuc.onnx_import.group_norm_pattern import fuse_group_norms
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
@@ -68,6 +69,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
     nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from, ranks)
+    shapes = {**model.value_shapes, **{name: shape for name, (shape, _) in model.inputs.items()}}
+    nodes = fuse_group_norms(nodes, b.known, set(model.outputs), b.merged_from, shapes)
     for name, (shape, dtype) in model.inputs.items():
         if not np.issubdtype(dtype, np.floating):
             raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "
