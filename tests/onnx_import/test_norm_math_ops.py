@@ -267,7 +267,7 @@ def test_compiled_against_onnxruntime(case, tmp_path):
 def test_lowering_golden(case, tmp_path):
     """What the lowering makes of them: the library kernels (MVN, ReduceMax, ReduceSum),
     the generated kernels of the elementwise steps and the copies of the reshapes."""
-    text, name = onnx_as_vir(_model(tmp_path, case, [1, 4, 4, 8]), None, "f16")
+    text, name, _ = onnx_as_vir(_model(tmp_path, case, [1, 4, 4, 8]), None, "f16")
     module = parse_text(text, name)
     PassManager(parse_pipeline("lower-graph")).run(module, PassContext(load_arch(module.arch)))
     lowered = print_module(module)
