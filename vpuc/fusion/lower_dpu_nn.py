@@ -373,8 +373,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
         xin = inputs.get(key) if not single and plan.has_weights else None
-        if xin is None and (single or kept is not None) and width == ow and job.ins == (0, c):
-            xin = in_place_input(e, k, x, aligned(c), lo, rows)    # no load: read in place
+        # no load: read in place, also by the chunks of a layer whose DPU is its longer
+        # stage (their copies queued before the other tile's: ResNet-18's stage 3); not
+        # when it streams its weights (stage 4: the copies are off its path, and reading
+        # in place shifted its loads, 1,674,273 -> 1,698,044 cycles)
+        if xin is None and (single or kept is not None or not stream) and width == ow \
+                and job.ins == (0, c):
+            xin = in_place_input(e, k, x, aligned(c), lo, rows)
         if xin is None:
             zeros = None
             if zero_count(k):
