@@ -62,12 +62,15 @@ def rows_in(r0: int, r1: int, sh: int, pt: int, dh: int, kh: int, h: int):
 def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict[str, Value],
                   op: GraphOp, layer: DpuLayer, tag: str, t: int, waits: str,
                   loaded: list[str], declare: bool, block: int | None = None,
-                  table: Table | None = None, beside: bool = False) -> str:
+                  table: Table | None = None, beside: bool = False,
+                  bias: str | None = None) -> str:
     """DMA the job's weights and bias into tile ``t``'s CMX, through its ``table`` when it
     has one (``lower_dpu_table``); the task's operand clauses.  ``beside`` (block ``block``
     of a layer streaming its weight chunks, ``lower_dpu_nn.emit_jobs``): the weights go on
     the store channel (``LayerEmitter.dma``'s ``before_store``), so their DDR latency runs
-    while the other channel's chunk streams, not between two chunks of one channel."""
+    while the other channel's chunk streams, not between two chunks of one channel.
+    ``bias``: the task's bias clause when the layer loads its bias once per tile
+    (``lower_dpu_bias``): no load of its own."""
     p = e.p
     (i0, i1), (o0, o1) = job.ins, job.outs
     clauses = ""
@@ -80,7 +83,9 @@ def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict
         if job.from_ddr and dims[:2] != (o1 - o0, i1 - i0):    # run-time weights, padded
             wt = e.cmx(f"w.{tag}", TensorType(dims, elem, NHWC), t)
             load_padded_weights(e, values[op.operands[1]], (o0, o1), (i0, i1), wt, tag, waits, loaded)
-            bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare, block)
+            if bias is None:
+                bias = load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
+                                 block)
             return clauses + f" weights({wt})" + bias
         if job.from_ddr:
             wv = values[op.operands[1]]
@@ -105,5 +110,7 @@ def load_job_weights(e: LayerEmitter, plan: Plan, job: Job, j: int, values: dict
         else:
             e.dma(f"load_w.{tag}", src, wt, 0, waits, loaded, permute=permute)
         clauses += f" weights({wt})"
+    if bias is not None:
+        return clauses + bias
     return clauses + load_bias(e, layer.bias, j, (o0, o1), tag, t, waits, loaded, declare,
                                block)
