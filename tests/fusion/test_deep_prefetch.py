@@ -138,6 +138,22 @@ def test_a_load_left_without_a_segment_tries_the_room_the_usual_prefetch_takes()
     assert early[id(tasks[0])] == "S2.finished"
 
 
+def test_left_over_loads_share_a_segments_act_work():
+    """``_left_over``: S1's ACT SHAVE work hides one chunk (``act_capacity``); the first
+    pass finds no segment for either of C.'s two chunks (S1 leaves less than
+    ``EARLY_CMX_BYTES`` beside one), so both are tried again with the room the usual
+    prefetch takes: the first goes to S1, the second finds S1's work spent on the first
+    (not each chunk against the whole of it) and goes on to S0."""
+    full = 2 * MIB - EARLY_CMX_BYTES - CHUNK + 1
+    room = _room(act=[9, 8, 0], used={(1, 0): full, (1, 1): full},
+                 act_bytes={1: -(-CHUNK // DEEP_BYTES_PER_ACT_BYTE)})
+    assert act_capacity(room, "S1.") < 2 * CHUNK <= act_capacity(room, "S0.")
+    tasks, moved, early, per_tile = _loads(2, "S2.finished")
+    assert deepen(moved, early, per_tile, room) == {id(tasks[0]), id(tasks[1])}
+    assert early[id(tasks[0])] == "S1.finished"
+    assert early[id(tasks[1])] == "S0.finished"
+
+
 def test_only_streaming_segments_and_only_more_than_the_usual_prefetch():
     # S2 moves as many bytes of values as the loads: it hides them, nothing moves
     room = _room(act=[8, 8, 0], streaming=(), values={2: 2 * CHUNK})

@@ -98,16 +98,19 @@ def _stem_rows(program) -> list[int]:
 
 
 def test_mobilenet_stem_ramps_up(tmp_path, monkeypatch):
-    """MobileNetV3-Small at 96x96: the stem's HardSwish costs its SHAVEs more than the
+    """MobileNetV3-Small at 128x128: the stem's HardSwish costs its SHAVEs more than the
     convolution its DPU, so its first block on each tile is shorter than the rest, and
-    the network runs in fewer cycles than with the count's cut without ramps (16, 16, 8,
-    8 rows: ``granule_edges``).  Its output is onnxruntime's within the whole-model
-    tolerance of ``tests/onnx_import/test_schedules.py``."""
-    builder = mobilenet_v3_small(size=96, classes=10)
+    the network runs in fewer cycles than with the count's cut without ramps
+    (``granule_edges``).  Its output is onnxruntime's within the whole-model tolerance of
+    ``tests/onnx_import/test_schedules.py``.  (At 96x96, since the classifier's weight
+    chunks stopped queueing three deep behind the last expansion, ``schedule_prefetch.
+    _left_over``, the stem's blocks no longer decide the total: both cuts take 287,613
+    cycles; at 128x128 the ramp saves 459, at 224x224 1,303.)"""
+    builder = mobilenet_v3_small(size=128, classes=10)
     path = builder.save(tmp_path / "m.onnx", "m")
     program = api.compile(path, schedule="default")
     rows = _stem_rows(program)
-    assert sum(rows) == 48 and rows[0] == rows[1] < min(rows[2:])
+    assert sum(rows) == 64 and rows[0] == rows[1] < min(rows[2:])
     cycles = api.simulate(program, timing_only=True).cycles
 
     feeds = {v.name: np.random.default_rng(7).standard_normal(

@@ -106,15 +106,37 @@ def test_an_excitation_on_act_keeps_the_product(tmp_path):
 
 
 @pytest.mark.parametrize("c, hw, outs, folds", [(240, 14, 40, True), (16, 56, 16, True),
-                                                (576, 7, 96, False)])
+                                                (288, 7, 96, True), (576, 7, 96, False)])
 def test_the_cost_model_chooses(c, hw, outs, folds):
     """MobileNetV3-Small's blocks: on a 14 x 14 or 56 x 56 map the scale of the O x C
     weights costs a tile's DPU less than its share of the product over H x W x C; on a
-    7 x 7 map of 576 channels with 96 outputs, more."""
+    7 x 7 map of 288 channels more than the product's DPU tasks but less than its segment
+    (loads, tasks, stores); with 576 channels the 110,592-byte scaled copy is past the
+    cap (``DEEP_BYTES_PER_ACT_TASK``) though the scale is cheaper than the segment too."""
     nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
     x = TensorType((1, c, hw, hw), ElemType.F16, nhwc)
     prog = ProgramText(timing=default_timing("NPU37XX"))
     assert choose_fold(prog, x, x, outs, 2, None) is folds
+
+
+def test_the_cap_alone_refuses_the_576_channel_fold():
+    """The 7 x 7 x 576 block's scale (O x C = 96 x 576) costs less than its product's
+    segment: only the scaled copy's size keeps the product."""
+    from vpuc.cost.blocks import pipeline_cycles
+    from vpuc.fusion.lower_dpu import split_rows_cost
+    from vpuc.fusion.lower_dpu_channels import aligned
+    from vpuc.fusion.lower_dpu_scale import product_blocks, product_stages
+    from vpuc.fusion.lower_dpu_scale_weights import scale_workload
+    from vpuc.fusion.schedule_room import DEEP_BYTES_PER_ACT_TASK
+    nhwc = DimsOrder(NAMED_ORDERS["NHWC"])
+    x = TensorType((1, 576, 7, 7), ElemType.F16, nhwc)
+    prog = ProgramText(timing=default_timing("NPU37XX"))
+    scale = split_rows_cost(1, scale_workload(96, 576, x.elem), prog.timing)[1]
+    blocks = product_blocks(prog, x, x, 2, None, 0.0)
+    stages = product_stages(prog, x, x)
+    segment = pipeline_cycles([stages(b - a) for a, b in blocks], 2, channels=2)
+    assert scale < segment
+    assert aligned(96) * aligned(576) * 2 > DEEP_BYTES_PER_ACT_TASK
 
 
 def test_naive_folds_nothing(tmp_path):

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,22 +240,28 @@ def product_blocks(prog: ProgramText, x: TensorType, y: TensorType, tiles: int, 
     (MobileNetV3's nine products as 2 or 3 blocks: 756,666 cycles; 4 blocks each:
     752,717)."""
     n, c, h, w = x.dims
-    workload_of = _workload(x)
-    timing = prog.timing
     most = max(1, -(-h // (MIN_BLOCKS_PER_TILE * min(tiles, h))))      # rows a block holds
-
-    def stages(rows: int) -> BlockStages:
-        size = n * c * rows * w * x.elem.nbytes
-        return block_stages([Move(size, x.elem.nbytes, x.order != NHWC)],
-                            split_rows_cost(rows, workload_of, timing)[1],
-                            [Move(size, x.elem.nbytes, y.order != NHWC)], timing)
-
     cp = aligned(c)
     return choose_blocks(h, tiles, 2 * cp * x.elem.nbytes,
                          lambda rows: 2 * n * cp * rows * w * x.elem.nbytes
                          if rows <= most else prog.cmx_budget + 1, "row", op,
-                         prog.cmx_budget, cost=stages, resident_cost=(resident_cycles, 0.0),
-                         channels=prog.dma_channels)
+                         prog.cmx_budget, cost=product_stages(prog, x, y),
+                         resident_cost=(resident_cycles, 0.0), channels=prog.dma_channels)
+
+
+def product_stages(prog: ProgramText, x: TensorType, y: TensorType
+                   ) -> Callable[[int], BlockStages]:
+    """A product block of ``rows`` rows -> its stages: the load of its rows of ``x``, its
+    DPU task, the store of its rows of ``y`` (the transfers priced as DDR ones)."""
+    n, c, _, w = x.dims
+    workload_of = _workload(x)
+
+    def stages(rows: int) -> BlockStages:
+        size = n * c * rows * w * x.elem.nbytes
+        return block_stages([Move(size, x.elem.nbytes, x.order != NHWC)],
+                            split_rows_cost(rows, workload_of, prog.timing)[1],
+                            [Move(size, x.elem.nbytes, y.order != NHWC)], prog.timing)
+    return stages
 
 
 def dpu_product_cycles(prog: ProgramText, x: TensorType, blocks: list[tuple[int, int]],

@@ -28,8 +28,9 @@ soon as ``e`` is there).
 
 ``chosen_folds`` (called by ``lower_graph`` where ``lower_dpu_scale.choose_dpu`` decides the
 product) keeps the candidates (``fold_candidates``) for which ``choose_fold`` finds, with
-the cost model, the scale's DPU cycles per tile below the product's (its blocks as
-``lower_dpu_scale`` cuts them; either way each tile loads ``e``).
+the cost model, the scale's DPU cycles per tile below the product segment's block pipeline
+(its blocks as ``lower_dpu_scale`` cuts them; either way each tile loads ``e``), and whose
+scaled weights take a tile's CMX no more than a deep load of one ACT SHAVE task's share.
 
 Numerics: the fold rounds ``W * e`` to f16 where the product rounded ``x * e``; each is one
 rounding of an exact product (11 x 11 significant bits fit f32) of relative size at most
@@ -52,7 +53,8 @@ from vpuc.fusion.lower_dpu import NHWC, split_rows, split_rows_cost
 from vpuc.fusion.lower_dpu_channels import aligned, variant_boxes
 from vpuc.fusion.lower_dpu_permute import COMPRESSED_CHANNELS
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.fusion.lower_dpu_scale import (ScaleProduct, dpu_product_cycles, product_blocks,
+from vpuc.cost.blocks import pipeline_cycles
+from vpuc.fusion.lower_dpu_scale import (ScaleProduct, product_blocks, product_stages,
                                          scale_product)
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import ElemType, TensorType
@@ -130,19 +132,35 @@ def scale_workload(outs: int, ins: int, elem: ElemType) -> Callable[[int], DpuWo
 
 def choose_fold(prog: ProgramText, x: TensorType, y: TensorType, outs: int, tiles: int,
                 op) -> bool:
-    """Whether the cost model finds the scale of the ``outs`` x C weights on each tile
-    cheaper than the product's DPU blocks on the busiest tile.  MobileNetV3-Small
-    (schedule_bench cycles; scale against product, NCE cycles): its 56 x 56 and 14 x 14
-    blocks fold (16 x 16 weights: 238 against 2,038; 240 x 40: 1,075 against 1,962),
-    565,060; the 7 x 7 x 288 block folded too (2,241 against 961), 562,751; the two
-    7 x 7 x 576 ones as well (4,271 against 1,501), 585,990: their 108 KB scaled copies
-    take the CMX room the classifier's early weight loads had.  The product's loads and
-    stores are left out: priced as CMX -> CMX copies they would fold all nine."""
+    """Whether to fold: the cost model finds the scale of the ``outs`` x C weights on each
+    tile cheaper than the product's segment, and the scaled copy a tile then holds is at
+    most ``schedule_room.DEEP_BYTES_PER_ACT_TASK``.
+
+    The product's segment is priced as its block pipeline (``product_stages``: each
+    block's load of ``x``, its DPU task, its store of ``y``; ``vpuc.cost.blocks.
+    pipeline_cycles`` over the tiles and DMA channels), since the fold saves all of it,
+    not only the DPU tasks: priced by its DPU tasks alone (2,241 NCE cycles of scale
+    against 961), MobileNetV3-Small's 7 x 7 x 288 block kept a product whose segment
+    takes 5,889.  The cap: a fold loads the projection's weights deep, whatever their
+    size (``schedule_prefetch.deepen``, the scale waits on them once ``e`` is there), and
+    each tile holds the scaled copy beside them; a copy past what the deep loads of one
+    ACT SHAVE task may take takes the CMX room the classifier's early weight loads had.
+    MobileNetV3-Small (schedule_bench cycles; scaled bytes): its 56 x 56 and 14 x 14
+    blocks fold (512 to 23,040 B), 565,060 when they alone did; with the 7 x 7 x 288
+    block (55,296 B) 562,751; the two 7 x 7 x 576 ones as well (110,592 B each; scale
+    4,271 against a 7,671-cycle segment) 585,990."""
+    from vpuc.fusion.schedule_room import DEEP_BYTES_PER_ACT_TASK   # (it imports this module)
     if prog.timing is None:
         return False
     c = x.dims[1]
+    scaled = aligned(outs) * aligned(c) * x.elem.nbytes
+    if scaled > DEEP_BYTES_PER_ACT_TASK:
+        return False
     scale = split_rows_cost(1, scale_workload(aligned(outs), aligned(c), x.elem), prog.timing)[1]
-    product = dpu_product_cycles(prog, x, product_blocks(prog, x, y, tiles, op, 0.0), tiles)
+    blocks = product_blocks(prog, x, y, tiles, op, 0.0)
+    stages = product_stages(prog, x, y)
+    product = pipeline_cycles([stages(b - a) for a, b in blocks], min(tiles, len(blocks)),
+                              channels=prog.dma_channels)
     return scale < product
 
 

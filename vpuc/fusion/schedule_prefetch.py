@@ -213,13 +213,21 @@ def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, 
     otherwise run after everything else, on the critical path (MobileNetV3-Small's first
     Gemm: two 112 KB chunks, 9.2K cycles, once the other chunks hold its tile's CMX; with
     them deep 607,090 -> 603,365 cycles).  Each goes to the latest segment before its own
-    whose ACT SHAVE work hides it (``act_capacity``) and that it lives across with room;
-    returns their ids."""
+    whose ACT SHAVE work hides it beside the deep loads that run during it already
+    (``act_capacity``: ``deepen``'s and those placed here before it; one at a time, the
+    last expansion of MobileNetV3-Small took two of them beside the second Gemm's last
+    chunk, 14K cycles of DDR behind 9.4K of ACT SHAVE work, which held the last pool's
+    loads back in channel 0's FIFO) and that it lives across with room; returns their
+    ids."""
     usual: dict[tuple[str, int], int] = {}     # (gate, tile) -> bytes still loading early
+    hidden: dict[int, int] = {}                # segment -> bytes of deep loads during it
     for task, gate, tile, _, nbytes in moved:
-        if early.get(id(task)) == gate \
+        anchor = early.get(id(task))
+        if anchor == gate \
                 and not _classifier_load(room, streaming, early_bytes, task, gate, tile):
             usual[(gate, tile)] = usual.get((gate, tile), 0) + nbytes
+        elif anchor is not None and anchor != gate and anchor in index:
+            hidden[index[anchor]] = hidden.get(index[anchor], 0) + nbytes
     placed: set[int] = set()
     for task, gate, tile, _, nbytes in moved:
         a = index.get(gate)
@@ -232,9 +240,10 @@ def _left_over(moved: list, early: dict[int, str], early_bytes: dict[tuple[str, 
             if _busy(room, j, tile) + held.get((j, tile), 0) + nbytes + reserve \
                     > room.cmx_bytes:
                 break
-            if act_capacity(room, room.order[j]) >= nbytes:
+            if act_capacity(room, room.order[j]) >= hidden.get(j, 0) + nbytes:
                 for k in range(j, a):
                     held[(k, tile)] = held.get((k, tile), 0) + nbytes
+                hidden[j] = hidden.get(j, 0) + nbytes
                 early[id(task)] = room.order[j] + "finished"
                 placed.add(id(task))
                 break

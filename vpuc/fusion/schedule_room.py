@@ -41,13 +41,18 @@ STREAMING_RATIO = 40
 # 104K 607,822, 112K 644,886; 88K is the middle of that plateau.
 DEEP_BYTES_PER_ACT_TASK = 88 << 10
 # ...and per byte its ACT SHAVE tasks write, so a segment of a few tiny tasks (a
-# squeeze-excite block's excitation: 2 tasks, 64 to 2,304 bytes) hides no deep load: one
+# squeeze-excite block's excitation: 2 tasks, 64 to 2,304 bytes) hides no deep load: an
 # ACT SHAVE takes about 0.65 cycles per byte of a HardSwish block (the stem's 259,019
-# cycles for 401,408 bytes, block 4's 101,056 for 150,528), while the DDR moves 16 B.
-# MobileNetV3-Small (schedule_bench cycles): per task only 617,564 (three 112 KB chunks of
-# the first Gemm behind the 427 cycles of the first excitation), 4 per byte 614,384, 8
-# 610,908, 12 and 16 607,090 (those chunks go to the stem and block 4's expansion).
-DEEP_BYTES_PER_ACT_BYTE = 16
+# cycles for 401,408 bytes, block 4's 101,056 for 150,528), and a segment's blocks run on
+# the 4 ACT SHAVEs of NPU37XX's two tiles at once, so the segment lasts about 0.16 cycles
+# per byte it writes, while the DDR moves 24 B a cycle: 3.9 B.  16 (the cycles of one
+# ACT SHAVE alone) let ``_left_over`` put two 112 KB chunks of the first Gemm and one of
+# the second (335 KB, 14K cycles of DDR) behind the last expansion's 9.4K cycles of ACT
+# SHAVE work, ahead of the last pool's loads.  MobileNetV3-Small (schedule_bench cycles,
+# with ``_left_over`` counting what a segment hides already): 16 562,751, 4 556,461;
+# before that count, 16 562,751 and 4 562,009 (older: per task only 617,564, 4 614,384,
+# 8 610,908, 12 and 16 607,090).
+DEEP_BYTES_PER_ACT_BYTE = 4
 # In a network without ACT SHAVE work (a CNN), a segment whose loads bring this many times
 # more bytes of constants than of values is heavy: its weights keep the DDR busier than its
 # blocks keep the DPU (ResNet-18's 512-channel 3x3 layers on 7x7: 23x to 31x; its stage-3
