@@ -161,6 +161,24 @@ def _declared_input_types(file: str) -> dict:
     return declared_input_types(file)
 
 
+def _onnx_input_names(file: str, given: list) -> list:
+    """An .onnx FILE's ``--input`` values by the model's own input names (``gpu_0/data_0``)
+    as well as the program's (``gpu_0_data_0``); a name of an initializer that IR version 3
+    lists among the graph inputs is refused: vpuc compiled it into the blob as a constant."""
+    from vpuc.onnx_import.source import is_onnx
+    if not is_onnx(file) or all(arg.name is None for arg in given):
+        return given
+    from dataclasses import replace
+    from vpuc.onnx_import.model import input_names
+    inputs, constants = input_names(file)
+    for arg in given:
+        if arg.name in constants:
+            raise UsageError(f"--input {arg.spelled}: '{arg.name}' is an initializer of the model "
+                             "(IR version 3 lists initializers among the graph inputs); vpuc "
+                             "compiles it into the blob as a constant, so a run cannot set it")
+    return [replace(arg, name=inputs.get(arg.name, arg.name)) for arg in given]
+
+
 def display_path(path: str) -> str:
     """Relative to the working directory when the file is under it (stable in messages)."""
     try:
@@ -211,8 +229,8 @@ def cmd_run(args) -> int:
     module = program.module
     inputs_decl = [b for b in module.buffers if b.kind is BufferKind.INPUT]
     outputs_decl = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
-    given = bind([parse_tensor_arg(t, "--input") for t in args.input], inputs_decl, "--input",
-                 "input")
+    given = bind(_onnx_input_names(args.file, [parse_tensor_arg(t, "--input") for t in args.input]),
+                 inputs_decl, "--input", "input")
     if not args.cast_inputs:
         check_input_types(given, inputs_decl, "--input", _declared_input_types(args.file))
     expected = bind([parse_tensor_arg(t, "--expected") for t in args.expected], outputs_decl,
