@@ -157,8 +157,9 @@ def _declared_input_types(file: str) -> dict:
     from vpuc.onnx_import.source import is_onnx
     if not is_onnx(file):
         return {}
-    from vpuc.onnx_import.model import declared_input_types
-    return declared_input_types(file)
+    from vpuc.onnx_import.model import declared_input_types, input_names
+    program_names, _ = input_names(file)          # by the program's spelling of each name
+    return {program_names.get(name, name): dtype for name, dtype in declared_input_types(file).items()}
 
 
 def _onnx_input_names(file: str, given: list) -> list:

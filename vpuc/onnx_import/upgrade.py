@@ -64,7 +64,7 @@ def _first_failing_node(model, opset: int, target: int):
             [value(n) for n in node.output if n],
             initializer=[initializers[n] for n in inputs if n in initializers])
         single = helper.make_model(alone, opset_imports=[helper.make_opsetid("", opset)],
-                                   ir_version=model.ir_version)
+                                   ir_version=max(model.ir_version, 4))   # IR 4: initializers apart
         try:
             version_converter.convert_version(single, target)
         except Exception:
