@@ -1,0 +1,51 @@
+"""Real ONNX-zoo topologies, as the ``onnx`` package ships them, against onnxruntime.
+
+The nine ``light_*.onnx`` models (opset 9, IR version 3, 1x3x224x224) get seeded random
+weights (``zoo_weights.realize``) and are compiled from the file (its opset converted to
+11 at import, its IR-3 initializer inputs compiled as constants), simulated with
+numerics and compared with onnxruntime's f32 run on the same f16-exact input at the
+whole-model tolerance of docs/onnx-import.md: cosine >= 0.999 and max |diff| <= 1% of
+the output's range.
+
+CI runs the models that compile and run at full size in about 20 s or less on the
+2-core CI machine (``IN_CI``; bench/onnx_zoo_bench.py measures all nine:
+docs/onnx-import.md has the table); ``VPUC_ZOO_ALL=1`` runs the rest too.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.onnx_import.zoo_weights import MODELS, data_input, light_path, onnxruntime_output, realize
+from vpuc import api
+from vpuc.onnx_import.model import input_names
+
+IN_CI = ("squeezenet", "bvlc_alexnet")         # measured: see the module's docstring
+ALL = os.environ.get("VPUC_ZOO_ALL") == "1"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_zoo_model_against_onnxruntime(name, tmp_path, capsys):
+    if not light_path(name).exists():
+        pytest.skip(f"this onnx package ships no {light_path(name).name}")
+    if name not in IN_CI and not ALL:
+        pytest.skip("over CI's time budget at full size: bench/onnx_zoo_bench.py, or VPUC_ZOO_ALL=1")
+    model = realize(light_path(name))
+    assert model.opset_import[0].version == 9 and model.ir_version == 3     # as shipped
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(model.SerializeToString())
+    program = api.compile(str(path))
+    assert "converted from opset 9 to 11" in capsys.readouterr().err
+    onnx_name, shape = data_input(model)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float16).astype(np.float32)
+    sim = api.simulate(program, {input_names(path)[0][onnx_name]: x})
+    assert not sim.races
+    want = onnxruntime_output(model, x).astype(np.float64)
+    (got,) = sim.outputs.values()
+    got = got.astype(np.float64).reshape(want.shape)
+    cosine = got.ravel() @ want.ravel() / (np.linalg.norm(got) * np.linalg.norm(want))
+    assert cosine >= 0.999, cosine
+    assert np.abs(got - want).max() <= 0.01 * (want.max() - want.min())
