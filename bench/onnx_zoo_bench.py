@@ -67,10 +67,11 @@ def measure(name: str, workdir: Path) -> dict:
         sim = api.simulate(program, {input_names(path)[0][input_name]: x})
         row["run_s"], row["run_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
     except VpucError as exc:
-        row["error"] = exc.diagnostics[0].message.splitlines()[0]
+        row["error"] = exc.diagnostics[0].message.splitlines()[0][:160]
         return row
     except Exception as exc:                  # an internal error is a finding: report it, go on
-        row["error"] = f"internal: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        row["error"] = f"internal: {type(exc).__name__}: {first}"
         return row
     bound = program_bound(sim.result.plan, sim.result.timeline)
     row.update(cycles=sim.cycles, us=sim.result.arch.us(sim.cycles), bound=bound.cycles, busiest=bound.busiest_engine[0])

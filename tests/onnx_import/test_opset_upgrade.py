@@ -99,3 +99,11 @@ def test_each_old_opset_converts(tmp_path, capsys, opset):
     model = _ir3_model(tmp_path / f"o{opset}.onnx", opset=opset, input_name="x")
     assert main(["compile", model, "-o", str(tmp_path / "o.blob")]) == 0
     assert f"converted from opset {opset} to 11" in capsys.readouterr().err
+
+
+def test_input_shape_of_an_initializer_says_what_it_is(tmp_path, capsys):
+    model = _ir3_model(tmp_path / "ir3.onnx")
+    assert main(["import", model, "--input-shape", "conv_w=16x3x3x3"]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"error: {model}: --input-shape names 'conv_w', an initializer of the model (IR version 3 "
+        "lists initializers among the graph inputs): vpuc compiles it as a constant of its own shape\n")

@@ -153,6 +153,11 @@ def _fix_inputs(path: Path, model, given: dict[str, tuple[int, ...]]) -> None:
     initializer_names = {init.name for init in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in initializer_names]
     unknown = sorted(set(given) - set(names))
+    constants = [name for name in unknown if name in initializer_names]
+    if constants:
+        raise VpucError(f"{path}: --input-shape names '{constants[0]}', an initializer of the model "
+                        "(IR version 3 lists initializers among the graph inputs): vpuc compiles "
+                        "it as a constant of its own shape")
     if unknown:
         raise VpucError(f"{path}: --input-shape names '{unknown[0]}', which is not an input of the "
                         f"model; its inputs are {', '.join(names) or '(none)'}")
