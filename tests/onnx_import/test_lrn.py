@@ -83,14 +83,14 @@ def _lrn_bound(x: np.ndarray, want: np.ndarray, size, alpha, beta, bias) -> np.n
     With t = bias + c s (c = alpha / size, s the window's sum of squares), y = x t^-beta:
     x * x rounds to f16 (u each square) and the DPU's f32 sum of them rounds once to f16
     (u), so s is within 2u + gamma_size(f32) of exact; c, bias and -beta are f16
-    constants (their own rounding, measured); the ACT SHAVE's f32 multiply-add adds
-    2 u32; Power is the generator's documented approximation (APPROXIMATE_TOLERANCE's
-    rtol); the last multiply and the store to f16 add u32 + u.  The tail may be cut into
-    more than one generated kernel (the convolution's epilogue, then the product with x),
-    and a value between two kernels is stored as f16: c s, t and t^-beta each add u at
-    most (c s's scaled by its share of t).  A relative error e of t
-    is a relative error beta * e of t^-beta, and an absolute error d of -beta is a
-    relative error |ln t| d.  onnxruntime's own f32 evaluation is within a few u32."""
+    constants (their own rounding, measured).  The tail computes in the graph's f16: each
+    op rounds its result to f16 once (docs/generator.md: an f16 op computed in f32 and
+    rounded, as the reference does), so c s, t and t^-beta each add u (c s's scaled by its
+    share of t), and the product with x another u; an FMA contraction of c s + bias
+    rounds once instead of twice (2 u32 either way); Power is the generator's documented
+    approximation (APPROXIMATE_TOLERANCE's rtol).  A relative error e of t is a relative
+    error beta * e of t^-beta, and an absolute error d of -beta is a relative error
+    |ln t| d.  onnxruntime's own f32 evaluation is within a few u32."""
     c = alpha / size
     t = bias + c * _window_sum(x, size)
     share = c * _window_sum(x, size) / t                        # of t that is c * s

@@ -12,8 +12,10 @@ of ``x * x`` with a banded 0/1 weight matrix ``W[c, i] = 1`` for ``i`` in ``c``'
 window, which the DPU runs at its MAC rate with f32 accumulation (0 and 1 are exact
 in f16, so the sum is rounded once, to f16).  The rest is elementwise,
 ``y = x * (bias + alpha / size * s) ^ -beta``, which the Snippets pipeline fuses into
-one generated ACT SHAVE kernel (f32 arithmetic; ``Power`` with a constant exponent
-is ``PowerStatic``).  ``x * x`` is one more elementwise op before the convolution.
+generated ACT SHAVE kernels (the convolution's epilogue; ``Power`` with a constant
+exponent is ``PowerStatic``), each op rounded to the graph's f16 as the reference
+does.  ``x * x`` is one more elementwise op before the convolution (AlexNet's runs as a
+DPU eltwise Multiply).
 
 ``alpha / size`` stays out of the weights: at AlexNet's 1e-4 / 5 it is an f16
 subnormal with 3 significant digits, while 0/1 weights are exact.  The square is an
