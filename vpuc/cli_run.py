@@ -154,12 +154,29 @@ class ProgressBar:
 
 
 def _declared_input_types(file: str) -> dict:
-    """An .onnx FILE's input types as the model declares them (f32, imported at f16)."""
+    """An .onnx FILE's input types as the model declares them (f32, imported at f16), by
+    the model's input names."""
     from vpuc.onnx_import.source import is_onnx
     if not is_onnx(file):
         return {}
     from vpuc.onnx_import.model import declared_input_types
     return declared_input_types(file)
+
+
+def _not_constants(file: str, given: list) -> list:
+    """``--input`` values, none naming an initializer that IR version 3 lists among an .onnx
+    FILE's graph inputs: vpuc compiled it into the blob as a constant, so a run cannot set it."""
+    from vpuc.onnx_import.source import is_onnx
+    if not is_onnx(file) or all(arg.name is None for arg in given):
+        return given
+    from vpuc.onnx_import.model import constant_inputs
+    constants = constant_inputs(file)
+    for arg in given:
+        if arg.name in constants:
+            raise UsageError(f"--input {arg.spelled}: '{arg.name}' is an initializer of the model "
+                             "(IR version 3 lists initializers among the graph inputs); vpuc "
+                             "compiles it into the blob as a constant, so a run cannot set it")
+    return given
 
 
 def _renamed(tensor_args: list, names: dict[str, str]) -> list:
@@ -228,7 +245,8 @@ def cmd_run(args) -> int:
     inputs_decl = [b for b in module.buffers if b.kind is BufferKind.INPUT]
     outputs_decl = [b for b in module.buffers if b.kind is BufferKind.OUTPUT]
     names = program.source_names
-    given = bind(_renamed([parse_tensor_arg(t, "--input") for t in args.input], names),
+    given = bind(_renamed(_not_constants(args.file, [parse_tensor_arg(t, "--input")
+                                                     for t in args.input]), names),
                  inputs_decl, "--input", "input")
     if not args.cast_inputs:
         declared = {names.get(k, k): v for k, v in _declared_input_types(args.file).items()}

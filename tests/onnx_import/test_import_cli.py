@@ -128,9 +128,12 @@ def test_dynamic_input_needs_a_shape(tmp_path, capsys):
 
 
 def test_opset_and_domain_limits(tmp_path, capsys):
-    path = _model_with(tmp_path, helper.make_node("Relu", ["x"], ["y"]), [X], opset=9)
+    path = _model_with(tmp_path, helper.make_node("Relu", ["x"], ["y"]), [X], opset=6)
     code, _, err = _run(capsys, "import", path)
-    assert code == 1 and "opset 9 is outside the supported range 11 to" in err
+    assert code == 1 and "opset 6 is outside the supported range 7 to" in err
+    path = _model_with(tmp_path, helper.make_node("Relu", ["x"], ["y"]), [X], opset=9)
+    code, _, err = _run(capsys, "import", path)    # converted to 11 (test_opset_upgrade.py)
+    assert code == 0 and "converted from opset 9 to 11" in err
     node = helper.make_node("Mystery", ["x"], ["y"], name="m0", domain="com.example")
     path = _model_with(tmp_path, node, [X], domain_opsets=[helper.make_opsetid("com.example", 1)])
     code, _, err = _run(capsys, "import", path)

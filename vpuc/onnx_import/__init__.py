@@ -98,7 +98,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         b.result(name)
     module = Module(name=_module_name(model.path), arch="NPU37XX", graphs=[b.graph])
     _verify(module)
-    warnings = [Diagnostic(Severity.WARNING, None,
+    warnings = [Diagnostic(Severity.NOTE, None, note) for note in model.notes]
+    warnings += [Diagnostic(Severity.WARNING, None,
                            f"{model.path}: constant '{name}' has values beyond the f16 range "
                            f"(±{np.finfo(np.float16).max:g}); they become ±inf")
                 for name in b.overflows]

@@ -14,6 +14,7 @@ import numpy as np
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra, softmax_like
 from vpuc.onnx_import.empty import concat_operands, make_empty
+from vpuc.onnx_import.convert_lrn import LRN_CONVERTERS
 
 
 def grouped_conv(b: GraphBuilder, node, attrs, weights: np.ndarray, group: int):
@@ -292,4 +293,5 @@ NN_CONVERTERS = {
     "LogSoftmax": softmax_like("LogSoftmax"), "LayerNormalization": _layer_norm,
     "InstanceNormalization": _instance_norm,
     "Log": _unary("Log"), "Softplus": _unary("SoftPlus"), "Mish": _unary("Mish"),
+    **LRN_CONVERTERS,
 }

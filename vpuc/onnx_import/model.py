@@ -16,10 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from vpuc.diagnostics import VpucError
+from vpuc.onnx_import.upgrade import upgrade_opset
 
-# The oldest default-domain opset we read: opset 11 is where Resize, Pad and
+# The oldest default-domain opset we convert from: opset 11 is where Resize, Pad and
 # Clip took their modern input-based forms, and what most exporters still emit.
 MIN_OPSET = 11
+# Older models (the ONNX zoo's opset 7 to 10 ones) are first converted to MIN_OPSET by
+# onnx's own version converter (``upgrade.py``); older still is refused.
+OLDEST_CONVERTED = 7
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -46,6 +50,7 @@ class LoadedModel:
     outputs: list[str]
     producer: str = ""
     value_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)   # what the import did to the file (stderr)
 
 
 def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -94,15 +99,25 @@ def declared_input_types(path: str | Path) -> dict[str, np.dtype]:
             for value in model.graph.input if value.name not in initializers}
 
 
+def constant_inputs(path: str | Path) -> set[str]:
+    """The names of the model's initializers that IR version 3 also lists as graph inputs:
+    constants vpuc compiles into the blob, which a run cannot override (ONNX lets a runtime
+    feed them; vpuc folds them into the weights)."""
+    model, _ = _read(Path(path))
+    initializers = {init.name for init in model.graph.initializer}
+    return {value.name for value in model.graph.input if value.name in initializers}
+
+
 def _opset(path: Path, model) -> int:
     versions = {imp.domain: imp.version for imp in model.opset_import}
     version = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
     if version is None:
         raise VpucError(f"{path}: the model imports no default-domain (ai.onnx) opset")
     newest = newest_opset()
-    if not MIN_OPSET <= version <= newest:
+    if not OLDEST_CONVERTED <= version <= newest:
         raise VpucError(f"{path}: opset {version} is outside the supported range "
-                        f"{MIN_OPSET} to {newest} (the newest this 'onnx' knows)")
+                        f"{OLDEST_CONVERTED} to {newest} (the newest this 'onnx' knows; opsets "
+                        f"before {MIN_OPSET} are converted to {MIN_OPSET} at import)")
     return version
 
 
@@ -132,6 +147,11 @@ def _fix_inputs(path: Path, model, given: dict[str, tuple[int, ...]]) -> None:
     initializer_names = {init.name for init in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in initializer_names]
     unknown = sorted(set(given) - set(names))
+    constants = [name for name in unknown if name in initializer_names]
+    if constants:
+        raise VpucError(f"{path}: --input-shape names '{constants[0]}', an initializer of the model "
+                        "(IR version 3 lists initializers among the graph inputs): vpuc compiles "
+                        "it as a constant of its own shape")
     if unknown:
         raise VpucError(f"{path}: --input-shape names '{unknown[0]}', which is not an input of the "
                         f"model; its inputs are {', '.join(names) or '(none)'}")
@@ -166,6 +186,12 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
         first = str(exc).strip().splitlines()[0]
         if not deprecated_but_run(first):
             raise VpucError(f"{path}: the ONNX checker refuses the model: {first}") from None
+    notes = []
+    if opset < MIN_OPSET:
+        model = upgrade_opset(path, model, opset, MIN_OPSET)
+        notes.append(f"{path}: converted from opset {opset} to {MIN_OPSET} by "
+                     f"onnx.version_converter {onnx.__version__}")
+        opset = MIN_OPSET
     _fix_inputs(path, model, input_shapes or {})
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
@@ -189,4 +215,4 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
     return LoadedModel(path=str(path), opset=opset, nodes=list(graph.node), initializers=initializers,
                        inputs=inputs, outputs=[o.name for o in graph.output],
                        producer=f"{model.producer_name} {model.producer_version}".strip(),
-                       value_shapes=shapes)
+                       value_shapes=shapes, notes=notes)
