@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vpuc.fusion.lower_dpu_fold_width import Fold, fold_geometry, folded_weights
+from vpuc.fusion.fold_width_geometry import Fold, fold_geometry, folded_weights
 
 
 def conv(x: np.ndarray, w: np.ndarray, stride: tuple[int, int],

@@ -20,7 +20,7 @@ from tests.fusion.dpu_testlib import assert_close
 from tests.onnx_import.test_lower_dpu_nn import compile_and_compare
 from vpuc import api
 from vpuc.fusion import lower_dpu_fold_width
-from vpuc.fusion.lower_dpu_fold_width import fold_geometry
+from vpuc.fusion.fold_width_geometry import fold_geometry
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import DpuOp
 from vpuc.onnx_import.zoo import ModelBuilder, resnet18
