@@ -7,7 +7,9 @@ derived from the arithmetic (``tests/tolerances.py``).
   start off the DPU's channel multiple, reading (or writing) a value held in CMX with its
   channels padded to the multiple (``resident.padded_channels``, 136 held as 144): a
   group's aligned channels ran past the padded buffer (``view ... slice 102:150 of dim 1
-  is out of range``).  Two groups of 20 of 40 (held as 48) do the same: 20:52.
+  is out of range``).  Two groups of 20 of 40 (held as 48) do the same: 20:52.  Three
+  groups of 12 of 36 (held as 48) writing a padded output left its pads 40:48 unwritten
+  (NaN through the next layer's zero weights).
 - VGG-19 (a 3x3 convolution over 56x56x256 with 256 outputs, after another layer): its
   weights cut into chunks of output channels, each tile keeping its row blocks' inputs
   for the later chunks (``lower_dpu_split.InputReuse``) though they did not fit beside
@@ -86,6 +88,8 @@ def _compile_and_compare(tmp_path, size, layers):
     (40, 2, False),      # groups of 20 of 40 held as 48: group 1 read 20:52
     (40, 2, True),       # ...and its output held padded too (a 1x1 reads it): stored 20:52
     (136, 4, False),     # ShuffleNet's stage 2: 4 groups of 34 of 136 held as 144
+    (36, 3, True),       # groups of 12 of 36 held as 48: the last computes 24:40, pads
+                         # 40:48 zeroed apart (they were NaN: the fuzz's cnn:90, seed 1)
 ])
 def test_groups_off_the_channel_multiple_on_padded_values(tmp_path, channels, groups, after):
     layers = [(16, channels, 1, 1), (channels, channels, 3, groups)]

@@ -43,7 +43,8 @@ with several jobs each block loads its job's weights (a slice of the DDR
 weights, or a ``const`` this module declares, laid out NHWC), and its input
 rows only when its tile does not hold them yet from an earlier chunk (chunks of
 output channels read the same input: ResNet-18's last stage read each 7x7
-input eleven times from DDR before).  Under ``--schedule default`` a layer whose
+input eleven times from DDR before), where the inputs a tile holds fit beside
+the chunks' weights (``lower_dpu_split.holds_inputs``: VGG-19's 56x56 ones do not).  Under ``--schedule default`` a layer whose
 chunks' weights take the DMA longer than their blocks take the DPU (it streams its
 weights: ResNet-18's stage 4) loads every second chunk on the store channel, so the
 DDR latency of one chunk's load runs while the other channel's chunk streams instead
