@@ -44,7 +44,8 @@ weights, or a ``const`` this module declares, laid out NHWC), and its input
 rows only when its tile does not hold them yet from an earlier chunk (chunks of
 output channels read the same input: ResNet-18's last stage read each 7x7
 input eleven times from DDR before), where the inputs a tile holds fit beside
-the chunks' weights (``lower_dpu_split.holds_inputs``: VGG-19's 56x56 ones do not).  Under ``--schedule default`` a layer whose
+the chunks' weights (``lower_dpu_split.holds_inputs``: VGG-19's 56x56 ones do
+not).  Under ``--schedule default`` a layer whose
 chunks' weights take the DMA longer than their blocks take the DPU (it streams its
 weights: ResNet-18's stage 4) loads every second chunk on the store channel, so the
 DDR latency of one chunk's load runs while the other channel's chunk streams instead
@@ -156,7 +157,6 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     # a resident output of padded channels (resident.padded_channels) gets finite pads: a
     # channelwise op's input padding is zeroed too, unless the job's blocks load the pads
     # of a padded input with the real channels (finite, resident.py: loads_pads)
-
     def zeroes(job: Job) -> bool:
         return (conv or out.padded is not None) and not loads_pads(x, job)
     bias_bytes = 4 if layer.bias is not None and not packed else 0
