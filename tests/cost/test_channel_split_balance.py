@@ -36,6 +36,29 @@ def test_a_tile_loads_an_input_it_holds_once():
         == pipeline_cycles([whole] * 4, 2)
 
 
+def test_inputs_are_shared_only_where_a_tile_holds_them():
+    """Three chunks of one input, 3 row blocks each, alternating over two tiles: tile 0
+    runs rows 0, 2 (chunk 0), 1 (chunk 1), 0, 2 (chunk 2), so it holds the inputs of
+    rows 0 and 2 from chunk 0 until chunk 2 reads them again, and loads row 1 meanwhile:
+    3 inputs live at once (``holds_inputs``).  Blocks of 100 bytes of input: a room of
+    300 holds them (the repeated rows leave their loads out of the estimate), 299 does
+    not (every block loads, as the lowering then emits them)."""
+    jobs = [Job((0, 64), (16 * i, 16 * (i + 1))) for i in range(3)]
+    whole = BlockStages(load=1000.0, compute=300.0, store=50.0, ddr=900.0)
+    inputs = BlockStages(load=600.0, compute=0.0, store=0.0, ddr=500.0)
+
+    def reuse(room: int) -> InputReuse:
+        return InputReuse(lambda job: job.ins, lambda job, rows: inputs,
+                          lambda job, rows: 100, lambda chunks, rows: room)
+
+    assert lower_dpu_split.holds_inputs(jobs, 6, 3, 2, reuse(300))
+    assert not lower_dpu_split.holds_inputs(jobs, 6, 3, 2, reuse(299))
+    assert split_cycles(jobs, 6, 3, 2, lambda job, rows: whole, 2, 0.0, reuse(299)) \
+        == pipeline_cycles([whole] * 9, 2)
+    assert split_cycles(jobs, 6, 3, 2, lambda job, rows: whole, 2, 0.0, reuse(300)) \
+        < pipeline_cycles([whole] * 9, 2)
+
+
 def _dpu_busy_per_tile(program) -> list[float]:
     sim = api.simulate(program, timing_only=True)
     plan, timeline = sim.result.plan, sim.result.timeline

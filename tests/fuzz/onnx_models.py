@@ -7,14 +7,25 @@ can be remade:
 - ``op``: one node of an op vpuc imports, with attributes drawn over their ranges
   (pads, strides, dilations, groups, ceil_mode, negative axes and steps, coordinate
   modes), at odd sizes;
-- ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, BatchNorm, activations, pools,
-  squeeze-excite, residual, concat, resize, a classifier head);
+- ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, grouped, BatchNorm, activations,
+  pools, squeeze-excite, residual, concat, resize, a classifier head); a grouped layer is
+  ShuffleNet's: 2 to 4 groups of channels off the DPU's multiple of 16, after a dense 1x1
+  (so the value they read is held in CMX with padded channels), then perhaps the channel
+  shuffle (Reshape, Transpose, Reshape);
 - ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
-  the lowering must split over output channels, rows or K.
+  the lowering must split over output channels, rows or K; VGG's 3x3 layers on 28x28 and
+  56x56 maps, whose weights are cut over output channels and maps over rows at once.
+
+Why the families missed two bugs of the zoo's topologies: ``op`` draws groups only on
+its one layer, of at most 8 channels, reading the network's input from DDR, and ``cnn``
+had dense and depthwise layers only, so no grouped layer ever read a value held with
+padded channels (ShuffleNet's groups of 34 of 136 ran past the 144 held); ``large`` drew
+its 3x3 layers on maps of at most 15x15, where a tile's row blocks all fit beside the
+weight chunks (VGG-19's 56x56 ones overflowed CMX).
 
 Every case has one float input named ``x`` and one output.  Weights are scaled by
 1/sqrt(fan-in), so activations stay of order one through the layers.
@@ -268,7 +279,8 @@ def _cnn(m: _Model) -> onnx.ModelProto:
     shape, cur = [1, c, h, w], "x"
     m.opset = forms.draw_opset(m)
     for _ in range(r.randint(2, 7)):
-        kind = r.choice(["conv", "conv", "dw", "act", "pool", "se", "res", "concat", "resize", "head"])
+        kind = r.choice(["conv", "conv", "dw", "group", "act", "pool", "se", "res", "concat",
+                         "resize", "head"])
         if kind in ("conv", "dw"):
             k, s = r.choice([1, 3, 3, 5]), r.choice([1, 1, 2])
             oc = c if kind == "dw" else r.choice([8, 16, 24, 32, 48])
@@ -276,6 +288,8 @@ def _cnn(m: _Model) -> onnx.ModelProto:
             c, h, w = oc, (h - 1) // s + 1, (w - 1) // s + 1
             if r.random() < 0.3:
                 cur = forms.batch_norm(m, cur, c)
+        elif kind == "group":
+            cur, c = _shuffle_unit(m, cur, c, h, w)
         elif kind == "act":
             op = r.choice(["Relu", "Sigmoid", "HardSwish", "Tanh", "LeakyRelu", "HardSigmoid", "Erf"])
             cur = forms.hard_swish(m, cur) if op == "HardSwish" else m.node(op, [cur])
@@ -304,6 +318,23 @@ def _cnn(m: _Model) -> onnx.ModelProto:
                 cur = m.node("Softmax", [cur], axis=-1)
             break
     return m.model(shape, cur)
+
+
+def _shuffle_unit(m: _Model, x: str, c: int, h: int, w: int) -> tuple[str, int]:
+    """ShuffleNet's grouped layer: a dense 1x1 to ``groups`` x ``per`` channels (its
+    output, read only by DPU layers, is held in CMX padded to the multiple of 16), a 1x1
+    or 3x3 convolution of that many groups, per-group channels off the multiple, then
+    perhaps the channel shuffle; the output and its channels."""
+    r = m.rng
+    groups, per = r.choice([2, 3, 4]), r.choice([5, 12, 20, 34])
+    oc = groups * per
+    y = _conv(m, x, c, oc, 1, 1)
+    y = _conv(m, y, oc, oc, r.choice([1, 3]), 1, group=groups)
+    if r.random() < 0.5:
+        y = m.node("Reshape", [y, m.ints([1, groups, per, h, w])])
+        y = m.node("Reshape", [m.node("Transpose", [y], perm=[0, 2, 1, 3, 4]),
+                               m.ints([1, oc, h, w])])
+    return y, oc
 
 
 # ------------------------------------------------------------------ transformers
@@ -352,8 +383,17 @@ def _transformer(m: _Model) -> onnx.ModelProto:
 
 def _large(m: _Model) -> onnx.ModelProto:
     r = m.rng
-    kind = r.choice(["wide", "tall", "matmul"])
+    kind = r.choice(["wide", "tall", "matmul", "vgg"])
     m.opset = forms.draw_opset(m)
+    if kind == "vgg":       # after a 1x1, so the 3x3 layers read a value computed in NHWC
+        hw = r.choice([28, 56])         # VGG's stages 3 (256 channels) and 4 (512)
+        oc = 256 if hw == 56 else 512
+        c = r.choice([oc // 2, oc])
+        cur = m.node("Relu", [_conv(m, "x", 16, c, 1, 1)])
+        for _ in range(r.randint(1, 2)):
+            cur = m.node("Relu", [_conv(m, cur, c, oc, 3, 1)])
+            c = oc
+        return m.model([1, 16, hw, hw], cur)
     if kind == "matmul":
         rows, k, n = r.choice([1, 7, 64]), r.choice([1024, 2304, 4096]), r.choice([256, 1000])
         y = m.node("MatMul", ["x", m.weight((k, n), k)])

@@ -43,7 +43,9 @@ with several jobs each block loads its job's weights (a slice of the DDR
 weights, or a ``const`` this module declares, laid out NHWC), and its input
 rows only when its tile does not hold them yet from an earlier chunk (chunks of
 output channels read the same input: ResNet-18's last stage read each 7x7
-input eleven times from DDR before).  Under ``--schedule default`` a layer whose
+input eleven times from DDR before), where the inputs a tile holds fit beside
+the chunks' weights (``lower_dpu_split.holds_inputs``: VGG-19's 56x56 ones do
+not).  Under ``--schedule default`` a layer whose
 chunks' weights take the DMA longer than their blocks take the DPU (it streams its
 weights: ResNet-18's stage 4) loads every second chunk on the store channel, so the
 DDR latency of one chunk's load runs while the other channel's chunk streams instead
@@ -66,7 +68,8 @@ from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_bias import TileBias, shares_bias
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
 from vpuc.fusion.lower_dpu_nn_cut import cuts_channels, kept_chunks, kept_rows
-from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights, rows_in
+from vpuc.fusion.lower_dpu_nn_load import (aligned_job, load_job_input, load_job_weights,
+                                          loads_pads, rows_in)
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
@@ -74,7 +77,7 @@ from vpuc.fusion.lower_dpu_global_pool import emit_pool
 from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
                                            split_job)
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
-                                         row_edges, split_cycles)
+                                         holds_inputs, row_edges, split_cycles)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
@@ -153,9 +156,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         and packs_bias(layer.bias, elem)
     conv = plan.dpu_op == "conv"     # reads across channels: its input's padding zeroed
     # a resident output of padded channels (resident.padded_channels) gets finite pads: a
-    # channelwise op's input padding is zeroed too, unless its input is padded itself (then
-    # its blocks load the pads with the real channels: finite, resident.py)
-    zeroes = (conv or out.padded is not None) and x.padded is None
+    # channelwise op's input padding is zeroed too, unless the job's blocks load the pads
+    # of a padded input with the real channels (finite, resident.py: loads_pads)
+    def zeroes(job: Job) -> bool:
+        return (conv or out.padded is not None) and not loads_pads(x, job)
     bias_bytes = 4 if layer.bias is not None and not packed else 0
 
     def weight_bytes(job: Job) -> int:
@@ -168,16 +172,26 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
 
     width = ow        # output columns per block: all of them unless a row does not fit
 
+    def input_bytes(job: Job, rows: int) -> int:      # a block's input buffer
+        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
+        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
+        return n * aligned(job.ins[1] - job.ins[0]) * loaded * cols * elem.nbytes
+
     def io_bytes(job: Job, rows: int) -> int:
         loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
         cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
         ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
         zeros = 0           # the tile's zero vector for such a block (an upper bound)
-        if zeroes and ic > ins:
+        if zeroes(job) and ic > ins:
             zeros = n * (ic - ins) * loaded * cols
-        return n * elem.nbytes * (ic * loaded * cols
-                                  + aligned(job.outs[1] - job.outs[0]) * rows * width) \
-            + zeros * elem.nbytes
+        return input_bytes(job, rows) + (n * aligned(job.outs[1] - job.outs[0]) * rows * width
+                                         + zeros) * elem.nbytes
+
+    def input_room(chunks: list[Job], rows: int) -> int:
+        """A tile's CMX for block inputs beside the double-buffered weights, outputs and
+        zeros of blocks of ``rows`` rows (``lower_dpu_split.holds_inputs``)."""
+        return prog.cmx_budget - 2 * max(weight_bytes(j) + io_bytes(j, rows)
+                                         - input_bytes(j, rows) for j in chunks)
 
     def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
         single = len(jobs) == 1
@@ -259,9 +273,11 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if plan.has_weights and len(op.operands) > 1 else None
     constant_weights = weights_value is None or weights_value.kind == "const"
     kept = None         # row blocks of one chunk per tile that keeps its weights
+    shares = False      # blocks read an input their tile loaded for an earlier chunk
     if not single:
         reuse = InputReuse(lambda job: job.ins,
-                           lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing)) \
+                           lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing),
+                           input_bytes, input_room) \
             if plan.has_weights else None
         jobs, count = cheapest_split(
             chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
@@ -280,6 +296,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                                              prog.dma_channels, 0.0, reuse))
             if kept is not None:
                 jobs = chunkings[0]
+        # as the estimate counted them: only where the tiles hold them all (VGG-19)
+        shares = kept is None and holds_inputs(jobs, oh, count, tiles, reuse)
     jobs = [aligned_job(plan, job) for job in jobs]
 
     work = []
@@ -310,9 +328,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         return rows_in(r0, r1, sh, pt, dh, kh, h), (0, w, pl, pr)
 
     def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
-        if not zeroes:
-            return 0
         j, r0, r1, c0, c1 = work[k]
+        if not zeroes(jobs[j]):
+            return 0
         (_, rows, _, _), (_, cols, _, _) = geometry(r0, r1, c0, c1)
         return n * (aligned(jobs[j].ins[1] - jobs[j].ins[0]) - (jobs[j].ins[1] - jobs[j].ins[0])) \
             * rows * cols
@@ -372,7 +390,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         # (loaded for an earlier chunk) reads that buffer again instead of DDR.  Its load ran
         # before that chunk's task, which runs before this one in the tile's DPU queue.
         key = (t, job.ins, lo, rows, first_col, cols)
-        xin = inputs.get(key) if not single and plan.has_weights else None
+        xin = inputs.get(key) if shares else None
         # no load: read in place, also by the chunks of a layer whose DPU is its longer
         # stage (their copies queued before the other tile's: ResNet-18's stage 3); not
         # when it streams its weights (stage 4: the copies are off its path, and reading
@@ -390,8 +408,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
             xin = load_job_input(e, k, x, job, (lo, rows), (first_col, cols), waits, loaded,
                                  zeros)
             inputs[key] = xin
-        # a padded output's last chunk writes its pad channels too (resident.py)
-        o_end = o0 + occ if out.padded and o1 == oc else o1
+        # a padded output's last chunk writes its pad channels too (resident.py), as many
+        # as the value holds (a group starting off the channel multiple computes more)
+        o_end = min(o0 + occ, out.padded) if out.padded and o1 == oc else o1
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o_end}", f"{r0}:{r1}",
                                              f"{c0}:{c1}"])
         y = dst if k in e.in_place else \
@@ -403,7 +422,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                lambda r, cols=c1 - c0: workload_of(job, r, cols))
         if k in e.in_place:                  # written where the value lives: no store
             continue
-        if occ > o_end - o0:                         # only the real channels are stored
-            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o1 - o0}", f"0:{r1 - r0}",
+        if occ > o_end - o0:              # only the real channels (and pads held) are stored
+            y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o_end - o0}", f"0:{r1 - r0}",
                                              f"0:{c1 - c0}"])
         e.store(k, y, dst, permute=out.type.order != NHWC)

@@ -27,7 +27,7 @@ def load_job_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple
     (lo, rows), (first_col, w) = row_range, col_range
     elem, (i0, i1) = x.type.elem, job.ins
     ic = aligned(i1 - i0)
-    if x.padded and i1 == x.type.dims[1]:    # its pads too: finite (resident.py), no zeros
+    if loads_pads(x, job):               # its pads too: finite (resident.py), no zeros
         i1 = i0 + ic
     src = e.view(f"in.v{k}", x.name, [f"0:{n}", f"{i0}:{i1}", f"{lo}:{lo + rows}",
                                       f"{first_col}:{first_col + w}"])
@@ -39,6 +39,16 @@ def load_job_input(e: LayerEmitter, k: int, x: Value, job: Job, row_range: tuple
         e.dma(f"zero{k}", zeros, e.view(f"in.z{k}", xin[1:], [
             f"0:{n}", f"{i1 - i0}:{ic}", f"0:{rows}", f"0:{w}"]), 0, waits, loaded)
     return xin
+
+
+def loads_pads(x: Value, job: Job) -> bool:
+    """Whether a block of ``job`` takes its aligned input channels from a padded ``x``'s own
+    finite pads (``resident.padded_channels``): the job's channels end at ``x``'s real ones
+    and their aligned count ends within the pads.  A group of a grouped convolution that
+    starts off the channel multiple (ShuffleNet's 4 groups of 34 of 136, held as 144) would
+    run past them: such a job loads its real channels and zeroes the rest, as from DDR."""
+    (i0, i1), c = job.ins, x.type.dims[1]
+    return x.padded is not None and i1 == c and i0 + aligned(i1 - i0) <= x.padded
 
 
 def aligned_job(plan: Plan, job: Job) -> Job:

@@ -182,10 +182,12 @@ def in_place_input(e, k: int, x: Value, channels: int, first_row: int, rows: int
 def ensure_pads(prog, views_from: int, out: Value, prefix: str, gate: tuple[str, ...],
                 finish: str | None) -> bool:
     """After a layer wrote the padded value ``out`` (its views from ``prog.views[views_from]``
-    on are its writes): when one of them stops at the real channels (a path that stores
-    only those: a reduction cut into chunks, ``lower_dpu_ksplit_conv``), zeros from a
-    ``splat 0`` constant into the pad channels, one DMA after the gate, so no reader meets
-    garbage there; whether it added that DMA."""
+    on are its writes): when they stop short of its pad channels (a path that stores only
+    the real ones: a reduction cut into chunks, ``lower_dpu_ksplit_conv``; a grouped
+    convolution whose last group starts off the channel multiple, 24:36 of 36 held as 48,
+    computes pads up to 40 only), zeros from a ``splat 0`` constant into the pad channels
+    past the last one written, one DMA after the gate, so no reader meets garbage there;
+    whether it added that DMA."""
     if not out.padded or out.tile is None:
         return False
     n, c, h, w = out.type.dims
@@ -193,12 +195,13 @@ def ensure_pads(prog, views_from: int, out: Value, prefix: str, gate: tuple[str,
     ends = [int(line.split("[", 1)[1].split(",")[1].split(":")[-1])
             for line in prog.views[views_from:]
             if line.startswith(head) and line.split(" = ", 1)[1].startswith(f"%{out.name}[")]
-    if c not in ends:
+    written = min((e for e in ends if e >= c), default=out.padded)   # pads written below
+    if written >= out.padded:
         return False
     zeros = f"{prefix}padzeros"
-    prog.buffers.append(f"const %{zeros} : {n}x{out.padded - c}x{h}x{w}x{out.type.elem} "
+    prog.buffers.append(f"const %{zeros} : {n}x{out.padded - written}x{h}x{w}x{out.type.elem} "
                         "NHWC = splat 0")
-    prog.views.append(f"view %{prefix}pads.v = %{out.name}[0:{n}, {c}:{out.padded}, "
+    prog.views.append(f"view %{prefix}pads.v = %{out.name}[0:{n}, {written}:{out.padded}, "
                       f"0:{h}, 0:{w}]")
     waits = f" waits({', '.join(f'%{g}' for g in gate)})" if gate else ""
     updates = f" updates(%{finish})" if finish else ""
