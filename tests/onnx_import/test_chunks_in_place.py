@@ -20,7 +20,7 @@ from vpuc.ir.tasks import DmaTask, DpuTask
 from vpuc.onnx_import.zoo import ModelBuilder
 
 C, HW = 128, 14            # 295 KB of 3x3 weights, 196 positions: the DPU the longer stage
-BUDGET = 128 * 1024
+BUDGET = 144 * 1024
 LAYER = "conv_9.convolution."
 
 
