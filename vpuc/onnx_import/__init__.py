@@ -28,6 +28,7 @@ from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
+from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
@@ -61,6 +62,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     b = GraphBuilder("main", PRECISIONS[precision], model.path, model.opset)
     b.known.update(model.initializers)
     nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
     nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
