@@ -111,3 +111,38 @@ def test_a_scale_along_another_axis_is_not_folded(tmp_path):
 def test_a_conv_output_read_elsewhere_is_not_folded(tmp_path):
     path, *_ = _model(tmp_path, extra_use=True)
     assert _ops(import_onnx(path, precision="f32")) == ["Convolution", "Add", "Multiply", "Add", "Relu"]
+
+
+def test_a_batch_norm_after_a_concat_takes_the_scale_and_shift(tmp_path):
+    """DenseNet-121's pre-activation: Concat -> BatchNormalization -> Mul -> Add -> Relu
+    becomes one BatchNormalization (a Multiply and an Add of [1, C, 1, 1] constants) of
+    gamma c, beta c + t.  Against onnxruntime in f32: each side rounds at most 8 times
+    (the folded scale and shift, the product and the sum here; onnxruntime's normalization,
+    product and sum), each by at most u32 of a partial result bounded by the magnitude
+    (|x| |s| + |mean s| + |beta|) (1 + |c|) + |t|, so 16 u32 of it bounds the difference."""
+    m = ModelBuilder(seed=8, opset=13)
+    x = m.input("x", [1, C_IN, SIZE, SIZE])
+    cat = m.node("Concat", [x, x], axis=1)
+    rng = np.random.default_rng(2)
+    gamma, beta, mean = rng.standard_normal((3, 2 * C_IN)).astype(np.float32)
+    var = rng.uniform(0.5, 1.5, 2 * C_IN).astype(np.float32)
+    norm = m.node("BatchNormalization", [cat, *(m.init(v, "bn") for v in (gamma, beta, mean, var))])
+    axes = m.init(np.asarray([1, 2], np.int64), "axes")
+    c = rng.uniform(-2, 2, 2 * C_IN).astype(np.float32)
+    t = rng.uniform(-1, 1, 2 * C_IN).astype(np.float32)
+    y = m.node("Add", [m.node("Mul", [norm, m.node("Unsqueeze", [m.init(c, "c"), axes])]),
+                       m.node("Unsqueeze", [m.init(t, "t"), axes])])
+    m.output(m.node("Relu", [y]))
+    path = m.save(tmp_path / "m.onnx", "m")
+    imported = import_onnx(path, precision="f32")
+    assert _ops(imported) == ["Concat", "Multiply", "Add", "Relu"]
+    feed = np.random.default_rng(3).standard_normal((1, C_IN, SIZE, SIZE)).astype(np.float32)
+    write_import(imported, tmp_path / "m.vir")
+    got = run_graph(imported.module.graphs[0], {imported.inputs["x"]: feed}, tmp_path)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": feed})[0]
+    s = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + np.float64(np.float32(1e-5)))
+    xs = np.concatenate([feed, feed], axis=1).astype(np.float64)
+    per_channel = lambda v: v.reshape(1, -1, 1, 1)  # noqa: E731
+    magnitude = ((np.abs(xs) * per_channel(np.abs(s)) + per_channel(np.abs(mean * s) + np.abs(beta)))
+                 * per_channel(1 + np.abs(c)) + per_channel(np.abs(t)))
+    assert_within_bound(got, want, 16 * unit_roundoff(np.float32) * magnitude)

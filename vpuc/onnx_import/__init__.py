@@ -61,12 +61,13 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     model = load_model(path, input_shapes)
     b = GraphBuilder("main", PRECISIONS[precision], model.path, model.opset)
     b.known.update(model.initializers)
-    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
-    nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
-    nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
-    nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
+    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
+                                 ranks)
+    nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from, ranks)
     for name, (shape, dtype) in model.inputs.items():
         if not np.issubdtype(dtype, np.floating):

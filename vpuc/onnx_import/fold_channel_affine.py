@@ -20,6 +20,11 @@ A constant here is an initializer, or the output of a ``Constant``, ``ConstantOf
 ``Unsqueeze``, ``Reshape``, ``Squeeze``, ``Identity``, ``Expand`` or ``Cast`` node over
 constants, evaluated with ``onnx.reference`` (the standard's own definition); the nodes
 that computed it stay in the graph and fold to unused constants.
+
+A BatchNormalization that no Conv precedes (DenseNet's pre-activation blocks, after a
+Concat) takes such a Mul and Add into its gamma and beta the same way, so the block's
+normalization is one per-channel scale and shift of ``[1, C, 1, 1]`` constants, which
+an NHWC ACT segment reads as they are (``vpuc/fusion/schedule_layouts.py``).
 """
 
 from __future__ import annotations
@@ -88,11 +93,15 @@ def per_channel(value: np.ndarray | None, channels: int, rank: int) -> np.ndarra
 
 
 def fold_channel_affines(nodes: list, known: dict[str, np.ndarray], keep: set[str], opset: int,
-                         merged_from: dict | None = None) -> list:
+                         merged_from: dict | None = None, ranks: dict[str, int] | None = None
+                         ) -> list:
     """Nodes with every Conv → Mul or Add of a per-output-channel constant (the Conv's output
     read by it alone, not a graph output; ``keep``) merged into one Conv of scaled weights
-    and bias (module docstring); chains fold in turn.  ``known`` gains the folded weights;
-    ``merged_from`` records every folded node under the merged Conv's output."""
+    and bias (module docstring), and every BatchNormalization → such a Mul or Add (a
+    pre-activation block's, after a Concat) into one BatchNormalization of scaled gamma and
+    beta (``ranks``: the ranks of graph values, the BatchNormalization's output's needed);
+    chains fold in turn.  ``known`` gains the folded parameters; ``merged_from`` records
+    every folded node under the merged node's output."""
     consumers, producer = _node_maps(nodes)
     constants = Constants(known, producer, opset)
     out = list(nodes)
@@ -100,30 +109,74 @@ def fold_channel_affines(nodes: list, known: dict[str, np.ndarray], keep: set[st
         if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
             continue
         for side in (0, 1):
-            conv = producer.get(node.input[side])
-            if conv is None or _conv_before(_as_reader(node, side), node.op_type,
-                                            (consumers, producer), keep, known) is not conv:
+            source = producer.get(node.input[side])
+            if source is None or consumers[source.output[0]] != 1 or source.output[0] in keep:
                 continue
-            weights, bias = _weights_and_bias(conv, known)
-            factors = per_channel(constants.get(node.input[1 - side]), weights.shape[0],
-                                  weights.ndim)
-            if factors is None:
-                continue
-            if node.op_type == "Mul":
-                weights = weights * factors.reshape(-1, *([1] * (weights.ndim - 1)))
-                bias = bias * factors
+            if source.op_type == "Conv":
+                merged = _into_conv(node, side, source, known, constants, consumers, producer, keep)
+            elif source.op_type == "BatchNormalization":
+                merged = _into_batch_norm(node, source, known, constants.get(node.input[1 - side]),
+                                          (ranks or {}).get(source.output[0]))
             else:
-                bias = bias + factors
-            y = node.output[0]
-            merged = _folded_conv(conv, known, weights, bias, y,
-                                  (f"{y}.affine_weights", f"{y}.affine_bias"), conv.name or node.name)
+                merged = None
+            if merged is None:
+                continue
             if merged_from is not None:
-                merged_from[y] = merged_from.pop(conv.output[0], (onnx_node(conv),)) + (onnx_node(node),)
-            out[out.index(conv)] = merged
+                merged_from[node.output[0]] = merged_from.pop(
+                    source.output[0], (onnx_node(source),)) + (onnx_node(node),)
+            out[out.index(source)] = merged
             out.remove(node)
-            producer[y] = merged
+            producer[node.output[0]] = merged
             break
     return out
+
+
+def _into_conv(node, side: int, conv, known, constants: Constants, consumers, producer, keep):
+    """The Conv ``conv`` with ``node`` (a Mul or Add reading it at ``side``) folded in, or
+    None when the other operand is not a per-output-channel constant."""
+    if _conv_before(_as_reader(node, side), node.op_type, (consumers, producer), keep,
+                    known) is not conv:
+        return None
+    weights, bias = _weights_and_bias(conv, known)
+    factors = per_channel(constants.get(node.input[1 - side]), weights.shape[0], weights.ndim)
+    if factors is None:
+        return None
+    if node.op_type == "Mul":
+        weights = weights * factors.reshape(-1, *([1] * (weights.ndim - 1)))
+        bias = bias * factors
+    else:
+        bias = bias + factors
+    y = node.output[0]
+    return _folded_conv(conv, known, weights, bias, y, (f"{y}.affine_weights", f"{y}.affine_bias"),
+                        conv.name or node.name)
+
+
+def _into_batch_norm(node, norm, known, value: np.ndarray | None, rank: int | None):
+    """The inference BatchNormalization ``norm`` with ``node`` (a Mul or Add of ``value``
+    reading it) folded into its gamma and beta: ``BN(x) c = (x - mean) s c + beta c`` with
+    ``s = gamma / sqrt(var + eps)``, so ``gamma' = gamma c``, ``beta' = beta c``; ``+ t``:
+    ``beta' = beta + t``.  None when it cannot."""
+    from onnx import helper
+    from vpuc.onnx_import.fold import attributes
+    if (rank is None or len(norm.input) < 5 or any(norm.output[1:])
+            or attributes(norm).get("training_mode", 0)
+            or not all(n in known for n in norm.input[1:5])):
+        return None
+    gamma, beta = (known[n].astype(np.float64) for n in norm.input[1:3])
+    factors = per_channel(value, gamma.shape[0], rank)
+    if factors is None:
+        return None
+    if node.op_type == "Mul":
+        gamma, beta = gamma * factors, beta * factors
+    else:
+        beta = beta + factors
+    y = node.output[0]
+    known[f"{y}.gamma"], known[f"{y}.beta"] = gamma.astype(np.float32), beta.astype(np.float32)
+    merged = helper.make_node("BatchNormalization",
+                              [norm.input[0], f"{y}.gamma", f"{y}.beta", *norm.input[3:5]], [y],
+                              name=norm.name or node.name)
+    merged.attribute.extend(norm.attribute)
+    return merged
 
 
 def _as_reader(node, side: int):
