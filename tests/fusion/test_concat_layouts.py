@@ -3,8 +3,8 @@ constants reads them (``vpuc/fusion/schedule_layouts.py``): the pattern of the `
 package's Inception v2, DenseNet-121 and SqueezeNet, where every such value used to be
 stored by a permuting DMA, one element at a time, from the DPU's NHWC output into an
 NCHW buffer.  A small DenseNet-like block: a stem Conv, two branch Convs concatenated
-along channels, a BatchNorm of the concatenation (a per-channel scale and shift on ACT
-SHAVE, with Caffe2's extra Mul and Add folded into it), Relu, a 1x1 Conv, a second
+along channels, a BatchNorm of the concatenation (a per-channel scale and shift, with
+Caffe2's extra Mul and Add folded into it; a DPU depthwise 1x1 under the default schedule), Relu, a 1x1 Conv, a second
 Concat of that with the stem's output, and a last 1x1 Conv.  Under ``--schedule default`` no DMA permutes except the
 network output's store, the outputs match the naive schedule's (which keeps the graph's
 order) bit for bit (the same kernels and DPU sums, on other strides), and the cycles drop
@@ -85,14 +85,15 @@ def test_outputs_match_the_naive_schedule(runs):
 
 
 def test_cycles_against_the_per_layer_sum_and_permuting_concats(runs, monkeypatch, tmp_path):
-    """Within 10 times the per-layer roofline sum on this small block (its tasks' fixed
-    costs dominate: 8.4 with the values NHWC, 14.7 with the Concats' values in the graph's
-    order, stored by permuting DMAs), and at most 0.6 of the cycles of the latter."""
+    """Within 15 times the per-layer roofline sum on this small block (its tasks' fixed
+    costs dominate, the sum counting each layer's compute and bytes alone: 12.6 with the
+    values NHWC, 31.0 with the Concats' values in the graph's order, stored by permuting
+    DMAs), and at most 0.6 of the cycles of the latter (41,869 against 102,832)."""
     program, sim = runs["default"]
     timed = api.simulate(program, timing_only=True)
     bound = program_bound(timed.result.plan, timed.result.timeline)
     assert timed.cycles == sim.cycles
-    assert sim.cycles <= 10 * bound.per_layer, (sim.cycles, bound.per_layer)
+    assert sim.cycles <= 15 * bound.per_layer, (sim.cycles, bound.per_layer)
     monkeypatch.setattr(schedule_layouts, "LAYOUT_FREE_DMA", ())
     permuting = api.simulate(api.compile(_model(tmp_path)), timing_only=True)
     assert sim.cycles <= 0.6 * permuting.cycles, (sim.cycles, permuting.cycles)

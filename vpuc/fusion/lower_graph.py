@@ -68,6 +68,7 @@ import time
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import LOWERED_SOURCE, DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
+from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
@@ -228,6 +229,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
     split_reductions(graph)            # axes not adjacent in memory: a chain of reductions
+    if schedule != "naive":
+        channel_scales_to_dpu(graph)   # x * s[c] by a constant: a DPU depthwise 1x1
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = left_out(graph, tok)
