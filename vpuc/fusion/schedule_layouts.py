@@ -53,8 +53,8 @@ def layout_free(seg: SegmentValues) -> bool:
 def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[list[Value], set[int]]:
     """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
     layers, layout-free ACT segments or Concats (``layout_free``) laid out NHWC, and the
-    indices of the ACT segments and Concats that run NHWC (every 4-D value they touch, their CMX temporaries too, is then NHWC, so
-    their kernels see one storage order).  An ACT segment runs NHWC only when all its
+    indices of the ACT segments and Concats that run NHWC (every 4-D value they touch,
+    their CMX temporaries too, is then NHWC, so their kernels see one storage order).  An ACT segment runs NHWC only when all its
     values can: one that also touches a value another DMA, a MatMul or library segment (or
     the network's inputs and outputs) sees in the graph's order keeps that order throughout."""
     by_name = {v.name: v for v in values}
