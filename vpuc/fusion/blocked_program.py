@@ -54,6 +54,9 @@ class Value:
     also_output: bool = False    # a temp that is also a graph output
     tile: int | None = None      # a ddr value held whole in this tile's CMX instead (resident.py)
     padded: int | None = None    # its CMX buffer's channels, aligned for the DPU (resident.py)
+    # a view of another value's slice instead of a buffer: (its name, per-axis (start, stop))
+    # (a Concat operand written in place, concat_in_place.py)
+    alias: tuple[str, tuple[tuple[int, int], ...]] | None = None
 
     @property
     def in_ddr(self) -> bool:
@@ -135,6 +138,10 @@ class ProgramText:
                 self.buffers.append(f"output %{v.name} : {t}")
             elif v.kind == "const":
                 self.buffers.append(f"const %{v.name} : {t} = {v.init}")
+            elif v.alias is not None:
+                base, spans = v.alias
+                slices = ", ".join(f"{a}:{b}" for a, b in spans)
+                self.views.insert(0, f"view %{v.name} = %{base}[{slices}]")
             elif v.kind == "ddr" and v.tile is not None:
                 if v.padded:        # channels aligned: its users slice the real ones
                     n, _, h, w = v.type.dims

@@ -44,11 +44,14 @@ def dma_plan(op: GraphOp, types: dict) -> Plan:
 
 
 def emit_dma(prog: ProgramText, op: GraphOp, renamed: dict[str, Value], prefix: str,
-             gate: tuple[str, ...], finish: str | None) -> None:
+             gate: tuple[str, ...], finish: str | None, in_place: frozenset = frozenset()) -> None:
     """Add the DMA tasks of ``op`` to ``prog``; ``renamed`` maps each graph value it reads
-    or writes to its program value."""
+    or writes to its program value; the copies of the operands in ``in_place`` (graph
+    values already written into their slice of a Concat's result) are left out."""
     types = {v: renamed[v].type for v in (*op.operands, op.result)}
     p = dma_plan(op, types)
+    if in_place:
+        p.phases = [[c for c in phase if c.src.buffer not in in_place] for phase in p.phases]
     names = {v: value.name for v, value in renamed.items()}
     for key, t in p.scratch.items():
         names[key] = f"{prefix}{key.rsplit('.', 1)[-1]}"

@@ -68,6 +68,8 @@ import time
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import LOWERED_SOURCE, DiagnosticBag
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
+from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
+from vpuc.fusion.concat_in_place import concat_aliases
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
@@ -228,6 +230,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
     split_reductions(graph)            # axes not adjacent in memory: a chain of reductions
+    if schedule != "naive":
+        channel_scales_to_dpu(graph)   # x * s[c] by a constant: a DPU depthwise 1x1
     tok = tokenize(graph, get_target("shave"))
     timings.append(("tokenize", time.perf_counter() - clock))
     library, layers, own = left_out(graph, tok)
@@ -236,6 +240,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         segments = fold_views(graph, segments)
     values, names = graph_values(graph, tok, segments)
     nhwc_acts: set[int] = set()
+    in_place: dict[int, set[str]] = {}
     fused = {} if schedule == "naive" else fusable(
         tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
         {op.operands[0] for op in graph.results})
@@ -251,6 +256,10 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
                 room)
             resident += [v.name for v in values if v.tile is not None]
+        # Concat operands a DPU layer writes straight into their slice of the result
+        values, in_place = concat_aliases(values, seg_values, {
+            i: seg.dma.attrs["axis"] % seg.dma.type.rank for i, seg in enumerate(segments)
+            if seg.dma is not None and seg.dma.kind == "Concat"})
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        physical_barriers=barriers,
@@ -269,7 +278,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     for s, seg in enumerate(segments):
         if prog.weights_scale is not None:      # the last segment's fold, checked
             prog.weights_scale.finish(prog)
-        if s in skipped:
+        copied = [g for g in seg.dma.operands if names[g] not in in_place.get(s, ())] \
+            if seg.dma is not None else None
+        if s in skipped or copied == []:       # a Concat all of whose operands are in place
             continue
         prefix = "" if single and seg.units else segment_prefix(tok, seg)
         layers.add(prefix, segment_ops(graph, tok, seg))
@@ -329,7 +340,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None:
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
-            emit_dma(prog, seg.dma, renamed, prefix, gate, finish)
+            emit_dma(prog, seg.dma, renamed, prefix, gate, finish,
+                     frozenset(g for g in seg.dma.operands if names[g] in in_place.get(s, ())))
         elif seg.library is not None:
             op = seg.library.op
             emit_library_segment(prog, seg.library, by_name[names[op.operands[0]]],

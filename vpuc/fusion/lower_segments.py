@@ -249,6 +249,7 @@ def segment_values(tok: Tokenization, segments: list[Segment], names: dict[str, 
     return [SegmentValues(kind(seg), [names[v] for v in seg.reads(tok)],
                           [names[v] for v in seg.writes(tok)],
                           layout_free=bool(seg.units) and all(k == "sg" for k, _ in seg.units),
-                          op=seg.layer.op.kind if seg.layer is not None else "")
+                          op=seg.layer.op.kind if seg.layer is not None
+                          else seg.dma.kind if seg.dma is not None else "")
             for seg in segments]
 

@@ -38,13 +38,25 @@ class SegmentValues:
     op: str = ""
 
 
+# DMA segments whose copies are the same in any one dims order of all their values: a
+# Concat's operands go to slices of its result, so with every side NHWC each copy is a
+# strided copy of whole pixels' channels, not a permuting one element at a time
+LAYOUT_FREE_DMA = ("Concat",)
+
+
+def layout_free(seg: SegmentValues) -> bool:
+    """Whether ``seg`` computes the same elements with all its values in one other order."""
+    return (seg.kind == "act" and seg.layout_free
+            or seg.kind == "dma" and seg.op in LAYOUT_FREE_DMA)
+
+
 def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[list[Value], set[int]]:
     """``values`` with every 4-D ``ddr`` value whose producer and readers are all DPU window
-    layers or layout-free ACT segments laid out NHWC, and the indices of the ACT segments
-    that run NHWC (every 4-D value they touch, their CMX temporaries too, is then NHWC, so
-    their kernels see one storage order).  An ACT segment runs NHWC only when all its
-    values can: one that also touches a value a DMA, MatMul or library segment (or the
-    network's inputs and outputs) sees in the graph's order keeps that order throughout."""
+    layers, layout-free ACT segments or Concats (``layout_free``) laid out NHWC, and the
+    indices of the ACT segments and Concats that run NHWC (every 4-D value they touch,
+    their CMX temporaries too, is then NHWC, so their kernels see one storage order).  An ACT segment runs NHWC only when all its
+    values can: one that also touches a value another DMA, a MatMul or library segment (or
+    the network's inputs and outputs) sees in the graph's order keeps that order throughout."""
     by_name = {v.name: v for v in values}
     touching: dict[str, list[int]] = {}
     for i, seg in enumerate(segments):
@@ -52,12 +64,18 @@ def ddr_layouts(values: list[Value], segments: list[SegmentValues]) -> tuple[lis
             touching.setdefault(name, []).append(i)
 
     def movable(v: Value) -> bool:
-        return v.type.rank == 4 and v.type.is_static and v.kind in ("ddr", "temp")
+        if v.type.rank != 4 or not v.type.is_static:
+            return False
+        # a per-channel constant ([1, C, 1, 1]: a folded-away BatchNorm's) has the same bytes
+        # in NCHW and NHWC, so it follows its segment's order for free
+        return v.kind in ("ddr", "temp") or v.kind == "const" and all(
+            d == 1 for axis, d in enumerate(v.type.dims) if axis != 1)
 
-    free = {i for i, seg in enumerate(segments) if seg.kind == "act" and seg.layout_free
+    free = {i for i, seg in enumerate(segments) if layout_free(seg)
             and all(movable(by_name[n]) for n in seg.reads + seg.writes)}
     while True:
-        # a CMX temporary belongs to its ACT segment: NHWC with it, never alone
+        # a CMX temporary belongs to its ACT segment, a constant to its readers: NHWC with
+        # them, never alone
         nhwc = {name for name, users in touching.items()
                 if movable(by_name[name]) and all(segments[i].kind == "dpu" or i in free
                                                   for i in users)

@@ -31,6 +31,7 @@ from vpuc.onnx_import.convert_nn import NN_CONVERTERS
 from vpuc.onnx_import.empty import check_outputs, empty_through
 from vpuc.onnx_import.group_norm_pattern import fuse_group_norms
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
+from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
@@ -63,11 +64,13 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     model = load_model(path, input_shapes)
     b = GraphBuilder("main", PRECISIONS[precision], model.path, model.opset)
     b.known.update(model.initializers)
-    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
-    nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
-    nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
+    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
+                                 ranks)
+    nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_hard_sigmoids(nodes, b.known, set(model.outputs), model.opset, b.merged_from)
     nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from, ranks)
     shapes = {**model.value_shapes, **{name: shape for name, (shape, _) in model.inputs.items()}}
     nodes = fuse_group_norms(nodes, b.known, set(model.outputs), b.merged_from, shapes)

@@ -1,0 +1,72 @@
+"""``--schedule default``: a Concat operand that a DPU layer or another Concat writes is
+written straight into its slice of the Concat's result.
+
+A Concat is a DMA segment of DDR -> DDR copies (``lower_dma``): each operand read back
+from DDR and written again into its slice of the result, after the layer that produced
+it stored it.  SqueezeNet's fire modules (two expand convolutions, concatenated) and each
+DenseNet-121 layer's new 32 channels pay that copy for every such operand.  The NPU
+compiler's ``OptimizeConcatSlice`` / concat-in-place makes such an operand a view of the
+result: here the operand's value is declared as a ``view`` of its slice (``Value.alias``),
+the layer's stores (or the earlier Concat's copies) write through it, its other readers
+(DPU layers only, whose loads take strided views) read it there, and the Concat copies
+only the other operands (none: its segment has no task and is left out).  A chain of
+Concats (a DenseNet dense block: each layer concatenates the one before with 32 new
+channels) so fills one buffer, its earlier values prefixes of it, with no copy at all.
+
+Expects: the block's values after ``ddr_layouts`` and ``resident_values``, and per
+segment ``SegmentValues``.  Guarantees: an operand is aliased only when it is a DDR value
+(not resident, not an output) of the result's dims order, written by one DPU segment or
+Concat and read otherwise by DPU segments alone, and the result a DDR value or an output;
+every byte of each result is written once, by the operand's writer or the Concat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vpuc.fusion.blocked_program import Value
+from vpuc.fusion.schedule_layouts import SegmentValues
+
+
+def concat_aliases(values: list[Value], segments: list[SegmentValues], axes: dict[int, int]
+                   ) -> tuple[list[Value], dict[int, set[str]]]:
+    """``values`` with each Concat operand that can be written in place declared as a view
+    of its slice of the result, and per Concat segment (``axes``: segment index -> its
+    axis) the program names of the operands it no longer copies."""
+    by_name = {v.name: v for v in values}
+    users: dict[str, list[int]] = {}
+    for i, seg in enumerate(segments):
+        for name in seg.reads + seg.writes:
+            users.setdefault(name, []).append(i)
+    aliases: dict[str, tuple[str, tuple]] = {}
+    in_place: dict[int, set[str]] = {}
+    for i, axis in axes.items():
+        seg = segments[i]
+        result = by_name[seg.writes[0]]
+        if result.kind not in ("ddr", "output") or result.tile is not None or result.alias:
+            continue
+        at = 0
+        for name in seg.reads:
+            v = by_name[name]
+            n = v.type.dims[axis]
+            writers = [u for u in users[name] if name in segments[u].writes]
+            others = [u for u in users[name] if u != i and u not in writers]
+            if (v.kind == "ddr" and v.tile is None and not v.also_output and v.type.is_static
+                    and v.type.order == result.type.order and v.type.elem == result.type.elem
+                    and seg.reads.count(name) == 1 and len(writers) == 1
+                    and _writes_in_place(segments[writers[0]])
+                    and all(segments[u].kind == "dpu" for u in others)
+                    and name not in aliases and result.name not in aliases):
+                spans = tuple((at, at + n) if a == axis else (0, d)
+                              for a, d in enumerate(result.type.dims))
+                aliases[name] = (result.name, spans)
+                in_place.setdefault(i, set()).add(name)
+            at += n
+    out = [replace(v, alias=aliases[v.name]) if v.name in aliases else v for v in values]
+    return out, in_place
+
+
+def _writes_in_place(seg: SegmentValues) -> bool:
+    """Whether ``seg`` can write its value through a view of another: a DPU layer's
+    stores, or a Concat's copies (a chain of Concats, DenseNet's, then fills one buffer)."""
+    return seg.kind == "dpu" or seg.kind == "dma" and seg.op == "Concat"
