@@ -1,8 +1,9 @@
 """Schedules of real ONNX-zoo topologies against their bounds (issue 13 beyond the three
 models ``schedule_bench.py`` measures): Inception v2, DenseNet-121, ResNet-50 and
-SqueezeNet as the ``onnx`` package ships them (``onnx/backend/test/data/light``),
-converted to opset 13 with random weights (``r_NAME.onnx`` in ``--dir``), each compiled
-with ``--schedule naive`` and ``default`` and simulated timing-only, one at a time:
+SqueezeNet as the ``onnx`` package ships them (``onnx/backend/test/data/light``, opset 9,
+converted to 11 at import), with seeded random weights (``tests/onnx_import/zoo_weights.py``,
+as ``onnx_zoo_bench.py`` gives them), each compiled with ``--schedule naive`` and
+``default`` and simulated timing-only, one at a time:
 
 - simulated cycles of each schedule (deterministic: the cost model's, not this
   machine's time), the default program's schedule-free lower bound (the busiest
@@ -14,7 +15,7 @@ with ``--schedule naive`` and ``default`` and simulated timing-only, one at a ti
 
 ``--no-naive`` skips the naive schedule (the slow half on DenseNet-121).
 
-    python bench/zoo_schedule_bench.py [--dir DIR] [--model NAME ...] [--no-naive] [--json]
+    python bench/zoo_schedule_bench.py [--model NAME ...] [--no-naive] [--json]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runtime_sim.bound_input import program_bound  # noqa: E402
 from vpuc import api  # noqa: E402
 from vpuc.ir.tasks import DmaMode, DmaTask  # noqa: E402
+from tests.onnx_import.zoo_weights import MODELS as ZOO, light_path, realize  # noqa: E402
 
 MODELS = ("inception_v2", "densenet121", "resnet50", "squeezenet")
 
@@ -39,8 +42,8 @@ def permute_dmas(program) -> int:
                if isinstance(t, DmaTask) and t.mode is DmaMode.PERMUTE)
 
 
-def measure(path: Path, naive: bool) -> dict:
-    row: dict = {"model": path.stem.removeprefix("r_")}
+def measure(name: str, path: Path, naive: bool) -> dict:
+    row: dict = {"model": name}
     for schedule in ("naive", "default") if naive else ("default",):
         program = api.compile(path, schedule=schedule)
         sim = api.simulate(program, timing_only=True)
@@ -59,19 +62,22 @@ def measure(path: Path, naive: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/lead/light"),
-                        help="where r_NAME.onnx are (default: %(default)s)")
-    parser.add_argument("--model", action="append", choices=MODELS)
+    parser.add_argument("--model", action="append", choices=ZOO,
+                        help=f"any of the nine (default: {', '.join(MODELS)})")
     parser.add_argument("--no-naive", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    import onnx
     rows = []
     for name in args.model or MODELS:
-        path = args.dir / f"r_{name}.onnx"
-        if not path.is_file():
-            print(f"zoo_schedule_bench: {path}: no such file", file=sys.stderr)
+        if not light_path(name).is_file():
+            print(f"zoo_schedule_bench: {light_path(name)}: this onnx {onnx.__version__} does "
+                  "not ship the model", file=sys.stderr)
             return 2
-        rows.append(measure(path, not args.no_naive))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.onnx"
+            onnx.save(realize(light_path(name)), str(path))
+            rows.append(measure(name, path, not args.no_naive))
         if not args.json:
             print(f"... {name} done", file=sys.stderr, flush=True)
     if args.json:
