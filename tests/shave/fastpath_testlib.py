@@ -195,3 +195,113 @@ def special_fill(seed: int):
             halves[where] = rng.choice([0x7E00, 0xFE01, 0x7C01, 0x7C00, 0xFC00, 0x8000, 0x0000,
                                         0x7FFF, 0x3C00], len(where))
     return fill
+
+
+# Kernels other test modules run too (test_together, the split test_fastpath*).
+STRIDED = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # iterations
+    lw s5, 12(s0)           # source row pitch (bytes)
+    li s7, 4                # destination lane stride
+    slli s6, s5, 3          # eight rows per vector
+    li.f16 s12, 0.5
+    vbcast.h v4, s12
+body:
+    vlds.h v1, 0(s2), s5    # one column, eight rows
+    vfma.f16 v2, v1, v4, v1
+    vsts.h v2, 2(s3), s7    # every other half-word
+    lhu s9, 6(s2)
+    muli s10, s9, 3
+    sh s10, 0(s3)
+    vlds.m.w v3, 8(s2), s5, m0
+    vsts.m.w v3, 40(s3), s7, m0
+    add s2, s2, s6
+    addi s3, s3, 64
+    loop s4, body
+    halt
+"""
+
+
+PIPELINED = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s3, 4(s0)
+    lw s4, 8(s0)
+    li.f16 s9, 0.5
+    vbcast.h v7, s9
+    vld v5, 0(s2)               # prologue: stage 1 of iteration 0
+    addi s2, s2, 16
+body:
+    vmul.f16 v6, v5, v7         # stage 2 of the previous iteration (reads the carried v5)
+    vst v6, -16(s3)
+    vld v5, 0(s2)               # stage 1 of this one
+    addi s2, s2, 16
+    addi s3, s3, 16
+    loop s4, body
+    vmul.f16 v6, v5, v7         # epilogue
+    vst v6, -16(s3)
+    halt
+"""
+
+
+HARDSWISH_LIKE = """
+    .global k
+k:
+    lw s2, 0(s0)            # source
+    lw s3, 4(s0)            # destination
+    lw s4, 8(s0)            # iterations
+    li.f32 s5, 3.0
+    vbcast.w v8, s5
+    li.f32 s5, 6.0
+    vbcast.w v9, s5
+    li.f32 s5, 0.1666666
+    vbcast.w v10, s5
+    li s5, 0
+    vbcast.w v11, s5
+body:
+    vld v1, 0(s2)
+    vcvtl.f32.f16 v2, v1
+    vcvth.f32.f16 v3, v1
+    vadd.f32 v4, v2, v8
+    vadd.f32 v5, v3, v8
+    vmax.f32 v4, v4, v11
+    vmax.f32 v5, v5, v11
+    vmin.f32 v4, v4, v9
+    vmin.f32 v5, v5, v9
+    vmul.f32 v4, v4, v2
+    vmul.f32 v5, v5, v3
+    vmul.f32 v4, v4, v10
+    vmul.f32 v5, v10, v5
+    vcvt.f16.f32 v6, v4, v5
+    vst v6, 0(s3)
+    addi s2, s2, 16
+    addi s3, s3, 16
+    loop s4, body
+    halt
+"""
+
+
+ROW_SUM = """
+    .global k
+k:
+    lw s2, 0(s0)
+    lw s4, 8(s0)
+    vxor v3, v3, v3
+    vxor v4, v4, v4
+body:
+    vld v1, 0(s2)
+    vcvtl.f32.f16 v5, v1
+    vcvth.f32.f16 v6, v1
+    vadd.f32 v3, v3, v5
+    vadd.f32 v4, v4, v6
+    vmax.f16 v7, v7, v1
+    addi s2, s2, 16
+    loop s4, body
+    vadd.f32 v3, v3, v4
+    vredsum.f32 s14, v3
+    halt
+"""

@@ -11,7 +11,8 @@ import pytest
 
 from shave_testlib import WIN_F
 from test_shave_assembler import CLAMP
-from fastpath_testlib import BACK_EDGES, RECURRENCE, counted_loop, random_fill, run_both
+from fastpath_testlib import (BACK_EDGES, PIPELINED, RECURRENCE, STRIDED, counted_loop,
+                             random_fill, run_both)
 
 
 # --- kernels it batches -----------------------------------------------------------------------
@@ -29,33 +30,6 @@ def test_chunks_of_any_size_give_the_same_result():
         fast, _, _ = run_both(CLAMP, [WIN_F, WIN_F + 0x8000, 999, 0x4600BC00], random_fill(1),
                               chunk=chunk, min_iterations=1)
         assert fast.batched_iterations == 999 // 8
-
-
-STRIDED = """
-    .global k
-k:
-    lw s2, 0(s0)            # source
-    lw s3, 4(s0)            # destination
-    lw s4, 8(s0)            # iterations
-    lw s5, 12(s0)           # source row pitch (bytes)
-    li s7, 4                # destination lane stride
-    slli s6, s5, 3          # eight rows per vector
-    li.f16 s12, 0.5
-    vbcast.h v4, s12
-body:
-    vlds.h v1, 0(s2), s5    # one column, eight rows
-    vfma.f16 v2, v1, v4, v1
-    vsts.h v2, 2(s3), s7    # every other half-word
-    lhu s9, 6(s2)
-    muli s10, s9, 3
-    sh s10, 0(s3)
-    vlds.m.w v3, 8(s2), s5, m0
-    vsts.m.w v3, 40(s3), s7, m0
-    add s2, s2, s6
-    addi s3, s3, 64
-    loop s4, body
-    halt
-"""
 
 
 @pytest.mark.parametrize("pitch", [64, 34, -64])
@@ -221,29 +195,6 @@ def test_two_stores_to_overlapping_bytes_in_different_iterations_fall_back():
     fast, loops, _ = run_both(source, [WIN_F, WIN_F + 0x8000, 200], random_fill(11))
     assert fast.batched_iterations == 0
     assert "an iteration accesses bytes another iteration stores" in loops.declined
-
-
-PIPELINED = """
-    .global k
-k:
-    lw s2, 0(s0)
-    lw s3, 4(s0)
-    lw s4, 8(s0)
-    li.f16 s9, 0.5
-    vbcast.h v7, s9
-    vld v5, 0(s2)               # prologue: stage 1 of iteration 0
-    addi s2, s2, 16
-body:
-    vmul.f16 v6, v5, v7         # stage 2 of the previous iteration (reads the carried v5)
-    vst v6, -16(s3)
-    vld v5, 0(s2)               # stage 1 of this one
-    addi s2, s2, 16
-    addi s3, s3, 16
-    loop s4, body
-    vmul.f16 v6, v5, v7         # epilogue
-    vst v6, -16(s3)
-    halt
-"""
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 16384])

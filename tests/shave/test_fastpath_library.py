@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from shave_testlib import WIN_F, make_memory
 from test_shave_assembler import CLAMP
-from fastpath_testlib import (DRAWN_BACK_EDGES, random_fill, random_kernel_head, run_both, special_fill, straight_line_body)
+from fastpath_testlib import (DRAWN_BACK_EDGES, HARDSWISH_LIKE, random_fill, random_kernel_head,
+                             run_both, special_fill, straight_line_body)
 
 
 # --- the library kernels: every field of the result, not just memory and cycles ------------------
@@ -137,43 +138,6 @@ def test_random_loops_replay_their_entry_proofs(body, seed, moved, more):
         assert proofs.misses > misses or not entered
     else:   # the count left at a later iteration of an earlier entry, its pointers moved on
         assert proofs.misses > misses or proofs.relocated > relocated or not entered
-
-
-HARDSWISH_LIKE = """
-    .global k
-k:
-    lw s2, 0(s0)            # source
-    lw s3, 4(s0)            # destination
-    lw s4, 8(s0)            # iterations
-    li.f32 s5, 3.0
-    vbcast.w v8, s5
-    li.f32 s5, 6.0
-    vbcast.w v9, s5
-    li.f32 s5, 0.1666666
-    vbcast.w v10, s5
-    li s5, 0
-    vbcast.w v11, s5
-body:
-    vld v1, 0(s2)
-    vcvtl.f32.f16 v2, v1
-    vcvth.f32.f16 v3, v1
-    vadd.f32 v4, v2, v8
-    vadd.f32 v5, v3, v8
-    vmax.f32 v4, v4, v11
-    vmax.f32 v5, v5, v11
-    vmin.f32 v4, v4, v9
-    vmin.f32 v5, v5, v9
-    vmul.f32 v4, v4, v2
-    vmul.f32 v5, v5, v3
-    vmul.f32 v4, v4, v10
-    vmul.f32 v5, v10, v5
-    vcvt.f16.f32 v6, v4, v5
-    vst v6, 0(s3)
-    addi s2, s2, 16
-    addi s3, s3, 16
-    loop s4, body
-    halt
-"""
 
 
 @pytest.mark.parametrize("n,chunk", [(2, 16384), (300, 16384), (1000, 256)])

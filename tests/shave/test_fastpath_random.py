@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shave_testlib import WIN_F
-from fastpath_testlib import (DRAWN_BACK_EDGES, random_fill, random_kernel_head, run_both, special_fill, straight_line_body)
+from fastpath_testlib import (DRAWN_BACK_EDGES, ROW_SUM, random_fill, random_kernel_head,
+                             run_both, special_fill, straight_line_body)
 
 
 # --- random straight-line bodies ----------------------------------------------------------------
@@ -80,28 +81,6 @@ def test_random_accumulating_loops(body, accumulations, scan_ops, pipelined, see
     src = WIN_F + 0x1000 if src_step > 0 else WIN_F + 0x5000
     dst = WIN_F + 0x8000 if dst_step >= 0 else WIN_F + 0xC000
     run_both(source, [src, dst, count], special_fill(seed), chunk=chunk, min_iterations=1)
-
-
-ROW_SUM = """
-    .global k
-k:
-    lw s2, 0(s0)
-    lw s4, 8(s0)
-    vxor v3, v3, v3
-    vxor v4, v4, v4
-body:
-    vld v1, 0(s2)
-    vcvtl.f32.f16 v5, v1
-    vcvth.f32.f16 v6, v1
-    vadd.f32 v3, v3, v5
-    vadd.f32 v4, v4, v6
-    vmax.f16 v7, v7, v1
-    addi s2, s2, 16
-    loop s4, body
-    vadd.f32 v3, v3, v4
-    vredsum.f32 s14, v3
-    halt
-"""
 
 
 @pytest.mark.parametrize("seed", [3, 4])         # without and with NaNs

@@ -14,7 +14,7 @@ from runtime_sim.isa.loop_plan import LoopPlan
 from runtime_sim.isa.loop_views import (copies_view, grouped_view, progression_view,
                                         progression_window)
 from shave_testlib import WIN_F, make_memory
-from test_fastpath import random_fill, run_both
+from fastpath_testlib import random_fill, run_both
 
 
 def _address(view: np.ndarray) -> tuple[int, tuple]:

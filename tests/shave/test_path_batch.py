@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runtime_sim.isa.path_batch as path_batch
-from test_fastpath import random_fill, run_both
+from fastpath_testlib import random_fill, run_both
 from shave_testlib import WIN_F
 
 # Rows of n f16 elements: per row, the max of (x op c), then x - max stored.  The row

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import runtime_sim.isa.path_batch as path_batch
-from test_fastpath import random_fill, run_both, special_fill
+from fastpath_testlib import random_fill, run_both, special_fill
 from test_path_batch import INPUT, OUTPUT, rows_source
 
 

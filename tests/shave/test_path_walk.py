@@ -10,7 +10,7 @@ import pytest
 import runtime_sim.isa.path_batch as path_batch
 import runtime_sim.isa.path_walk as path_walk
 from test_path_batch import INPUT, OUTPUT, rows_source
-from test_fastpath import random_fill, run_both
+from fastpath_testlib import random_fill, run_both
 
 
 def _one_at_a_time(code, runs, start, branch):

@@ -16,7 +16,7 @@ from runtime_sim.isa.fastpath import FastLoops
 from runtime_sim.isa.program import Program
 from runtime_sim.isa.straight_blocks import MIN_BLOCK, Block, block, straight_blocks
 from shave_testlib import WIN_D, WIN_F
-from test_fastpath import _random_kernel_head, random_fill, run_both, straight_line_body
+from fastpath_testlib import random_fill, random_kernel_head, run_both, straight_line_body
 from vpuc.shave import assemble
 
 # scalar and vector work with loads whose latency stalls their users, and a store
@@ -31,7 +31,7 @@ def _kernel(body: list[str], epilogue: list[str], skip: bool) -> str:
     half = len(body) // 2
     middle = (["    andi s12, s4, 1", "    beqz s12, over"] if skip else [])
     return "\n".join([
-        *_random_kernel_head(0), *_PROLOGUE,
+        *random_kernel_head(0), *_PROLOGUE,
         "body:", *[f"    {line}" for line in body[:half]], *middle,
         *[f"    {line}" for line in body[half:]], "over:" if skip else "",
         "    addi s2, s2, 16", "    addi s3, s3, 16", "    loop s4, body",
@@ -71,7 +71,7 @@ def test_blocks_are_run_and_remembered_by_relative_state():
 
 
 def test_a_fault_inside_a_block_names_the_faulting_instruction():
-    source = "\n".join([*_random_kernel_head(0), *_PROLOGUE[:4], "    li s14, 0x100",
+    source = "\n".join([*random_kernel_head(0), *_PROLOGUE[:4], "    li s14, 0x100",
                         "    lw s15, 0(s14)", *_PROLOGUE[4:], "    halt"])
     error, _, _ = run_both(source, [WIN_F + 0x1000, WIN_F + 0x8000, 4], random_fill(1))
     assert isinstance(error, str) and "lw s15, 0(s14)" in error
@@ -86,7 +86,7 @@ def test_max_steps_reached_inside_a_block_stops_at_the_same_instruction(max_step
 
 
 def test_a_block_running_off_the_end_of_text_is_the_same_error():
-    source = "\n".join([*_random_kernel_head(0), *_PROLOGUE])
+    source = "\n".join([*random_kernel_head(0), *_PROLOGUE])
     error, _, _ = run_both(source, [WIN_F + 0x1000, WIN_F + 0x8000, 4], random_fill(1))
     assert isinstance(error, str) and "ran past the end of .text" in error
 

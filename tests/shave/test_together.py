@@ -12,7 +12,7 @@ import pytest
 
 from runtime_sim.isa.invoke import invoke_kernel, invoke_together
 from shave_testlib import WIN_F
-from test_fastpath import HARDSWISH_LIKE, PIPELINED, ROW_SUM, STRIDED, random_fill
+from fastpath_testlib import HARDSWISH_LIKE, PIPELINED, ROW_SUM, STRIDED, random_fill
 from test_loop_views import _UNROLLED, _reloading
 from vpuc.diagnostics import VpucError
 from vpuc.shave.assembler import assemble
