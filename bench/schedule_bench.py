@@ -42,10 +42,13 @@ SMALL = {"resnet18": lambda: resnet18(size=32, width=8, classes=10),
          "encoder_layer": lambda: encoder_layer(seq=17, width=48, heads=3)}
 
 
-def measure(name: str, small: bool, workdir: Path) -> dict:
-    path = (SMALL if small else FULL)[name]().save(workdir / f"{name}.onnx", name)
+def schedules_row(name: str, path: Path, schedules=("naive", "default")) -> tuple[dict, object]:
+    """The model at ``path`` compiled under each schedule and simulated timing-only: its
+    cycles by schedule, and the default program's bound, busiest engine and per-layer
+    roofline sum; with the default program."""
     row: dict = {"model": name}
-    for schedule in ("naive", "default"):
+    default = None
+    for schedule in schedules:
         program = api.compile(path, schedule=schedule)
         sim = api.simulate(program, timing_only=True)
         row[schedule] = sim.cycles
@@ -53,10 +56,17 @@ def measure(name: str, small: bool, workdir: Path) -> dict:
             bound = program_bound(sim.result.plan, sim.result.timeline)
             row["bound"], row["busiest"] = bound.cycles, bound.busiest_engine[0]
             row["per_layer_bound"] = bound.per_layer
-            buffers = program.module.buffers
-            row["resident_values"] = sum(1 for b in buffers
-                                         if b.kind is BufferKind.CMX and "." not in b.name)
-            row["ddr_values"] = sum(1 for b in buffers if b.kind is BufferKind.DDR)
+            default = program
+    return row, default
+
+
+def measure(name: str, small: bool, workdir: Path) -> dict:
+    path = (SMALL if small else FULL)[name]().save(workdir / f"{name}.onnx", name)
+    row, program = schedules_row(name, path)
+    buffers = program.module.buffers
+    row["resident_values"] = sum(1 for b in buffers
+                                 if b.kind is BufferKind.CMX and "." not in b.name)
+    row["ddr_values"] = sum(1 for b in buffers if b.kind is BufferKind.DDR)
     row["default_over_bound"] = row["default"] / row["bound"]
     row["default_over_per_layer"] = row["default"] / row["per_layer_bound"]
     row["naive_over_default"] = row["naive"] / row["default"]

@@ -28,8 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime_sim.bound_input import program_bound  # noqa: E402
-from vpuc import api  # noqa: E402
+from bench.schedule_bench import schedules_row  # noqa: E402
 from vpuc.ir.tasks import DmaMode, DmaTask  # noqa: E402
 from tests.onnx_import.zoo_weights import MODELS as ZOO, light_path, realize  # noqa: E402
 
@@ -43,16 +42,8 @@ def permute_dmas(program) -> int:
 
 
 def measure(name: str, path: Path, naive: bool) -> dict:
-    row: dict = {"model": name}
-    for schedule in ("naive", "default") if naive else ("default",):
-        program = api.compile(path, schedule=schedule)
-        sim = api.simulate(program, timing_only=True)
-        row[schedule] = sim.cycles
-        if schedule == "default":
-            bound = program_bound(sim.result.plan, sim.result.timeline)
-            row["bound"], row["busiest"] = bound.cycles, bound.busiest_engine[0]
-            row["per_layer_bound"] = bound.per_layer
-            row["permute_dmas"] = permute_dmas(program)
+    row, program = schedules_row(name, path, ("naive", "default") if naive else ("default",))
+    row["permute_dmas"] = permute_dmas(program)
     row["default_over_bound"] = row["default"] / row["bound"]
     row["default_over_per_layer"] = row["default"] / row["per_layer_bound"]
     if naive:

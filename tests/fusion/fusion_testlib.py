@@ -152,3 +152,17 @@ def _bcast(a: tuple, b: tuple) -> tuple:
     rank = max(len(a), len(b))
     a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
     return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def both_schedules(path, x: np.ndarray) -> dict:
+    """The model at ``path`` compiled under ``--schedule naive`` and ``default`` and each
+    simulated with ``x`` for its input: schedule -> (program, simulation)."""
+    from vpuc import api
+    from vpuc.ir.module import BufferKind
+    out = {}
+    for schedule in ("naive", "default"):
+        program = api.compile(path, schedule=schedule)
+        inputs = {b.name: x for b in program.module.buffers if b.kind is BufferKind.INPUT}
+        out[schedule] = program, api.simulate(program, inputs)
+    return out
+

@@ -12,8 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from tests.tolerances import assert_within_bound, conv_magnitude, gamma, unit_roundoff
-from vpuc import api
-from vpuc.ir.module import BufferKind
+from fusion_testlib import both_schedules
 from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
 from vpuc.onnx_import.zoo import ModelBuilder
 
@@ -40,11 +39,7 @@ def _model(tmp_path):
 def runs(tmp_path_factory):
     path, (w, b), s, t = _model(tmp_path_factory.mktemp("bn"))
     x = np.random.default_rng(5).standard_normal((1, 16, SIZE, SIZE)).astype(np.float16)
-    out = {}
-    for schedule in ("naive", "default"):
-        program = api.compile(path, schedule=schedule)
-        inputs = {b.name: x for b in program.module.buffers if b.kind is BufferKind.INPUT}
-        out[schedule] = program, api.simulate(program, inputs)
+    out = both_schedules(path, x)
     # the Conv's Relu output in float64, the map both schedules normalize (to f16 round-off)
     x64 = x.astype(np.float64)
     y = np.maximum(_conv(x64, w, b), 0)

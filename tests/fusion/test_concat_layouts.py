@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from runtime_sim.bound_input import program_bound
+from fusion_testlib import both_schedules
 from vpuc import api
 from vpuc.fusion import schedule_layouts
 from vpuc.ir.module import BufferKind
@@ -55,11 +56,7 @@ def _model(tmp_path) -> str:
 def runs(tmp_path_factory):
     path = _model(tmp_path_factory.mktemp("cat"))
     x = np.random.default_rng(5).standard_normal((1, 16, SIZE, SIZE)).astype(np.float16)
-    out = {}
-    for schedule in ("naive", "default"):
-        program = api.compile(path, schedule=schedule)
-        inputs = {b.name: x for b in program.module.buffers if b.kind is BufferKind.INPUT}
-        out[schedule] = program, api.simulate(program, inputs)
+    out = both_schedules(path, x)
     return out
 
 
