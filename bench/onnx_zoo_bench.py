@@ -51,7 +51,6 @@ def measure(name: str, workdir: Path) -> dict:
     from runtime_sim.bound_input import program_bound
     from vpuc import api
     from vpuc.diagnostics import VpucError
-    from vpuc.onnx_import.model import input_names
     model = realize(light_path(name))
     path = workdir / f"{name}.onnx"
     path.write_bytes(model.SerializeToString())
@@ -64,7 +63,7 @@ def measure(name: str, workdir: Path) -> dict:
         row["compile_s"], row["compile_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         row["tasks"] = sum(len(tl.tasks) for tl in program.module.task_lists)
         start, cpu = time.perf_counter(), time.process_time()
-        sim = api.simulate(program, {input_names(path)[0][input_name]: x})
+        sim = api.simulate(program, {input_name: x})     # the model's own name
         row["run_s"], row["run_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
     except VpucError as exc:
         row["error"] = exc.diagnostics[0].message.splitlines()[0][:160]
