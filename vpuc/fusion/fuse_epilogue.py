@@ -39,6 +39,7 @@ from vpuc.cost.blocks import BlockStages
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
+from vpuc.fusion.fuse_conv import conv_fusable
 from vpuc.fusion.fuse_pool import pool_fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -62,7 +63,8 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
     body elementwise (every op of the block's shape or a scalar constant); or ``("dpu",
     layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
     another value of its type; or ``("pool", layer)``, a MaxPool DPU layer of the layer's
-    output alone (``fuse_pool.pool_fusable``).  The layer is a window or CNN layer (not a
+    output alone (``fuse_pool.pool_fusable``); or ``("conv", layer)``, a 1x1 Convolution
+    of a depthwise 1x1's output alone (``fuse_conv.conv_fusable``).  The layer is a window or CNN layer (not a
     MatMul) and its output has no other reader (nor is it a network output).
     ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
@@ -88,6 +90,8 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
             out[s] = ("dpu", nxt.layer)
         elif nxt.layer is not None and pool_fusable(seg.layer, nxt.layer, index):
             out[s] = ("pool", nxt.layer)
+        elif nxt.layer is not None and conv_fusable(seg.layer, nxt.layer, index):
+            out[s] = ("conv", nxt.layer)
     return out
 
 

@@ -67,6 +67,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_bias import TileBias, shares_bias
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
+from vpuc.fusion.fuse_conv import epilogue_bytes
 from vpuc.fusion.lower_dpu_nn_cut import cuts_channels, kept_chunks, kept_rows
 from vpuc.fusion.lower_dpu_nn_load import (aligned_job, load_job_input, load_job_weights,
                                           loads_pads, rows_in)
@@ -185,7 +186,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         if zeroes(job) and ic > ins:
             zeros = n * (ic - ins) * loaded * cols
         return input_bytes(job, rows) + (n * aligned(job.outs[1] - job.outs[0]) * rows * width
-                                         + zeros) * elem.nbytes
+                                         + zeros) * elem.nbytes \
+            + epilogue_bytes(prog.epilogue, n, rows, width)
 
     def input_room(chunks: list[Job], rows: int) -> int:
         """A tile's CMX for block inputs beside the double-buffered weights, outputs and

@@ -72,6 +72,7 @@ from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.concat_in_place import concat_aliases
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
+from vpuc.fusion.fuse_conv import ConvEpilogue, weights_fit
 from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
 from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
@@ -244,14 +245,17 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     fused = {} if schedule == "naive" else fusable(
         tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
         {op.operands[0] for op in graph.results})
+    fused = {s: f for s, f in fused.items() if f[0] != "conv" or weights_fit(
+        f[1], graph.index(), cmx_budget)}
     if schedule != "naive":
         seg_values = segment_values(tok, segments, names)
         values, nhwc_acts = ddr_layouts(values, seg_values)
         if resident is not None:
             room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
             sizes = {v.name: v.type.nbytes for v in values}
-            fused = {s: f for s, f in fused.items() if f[0] != "pool" or worth_fusing(
-                sizes[names[segments[s].layer.output]], room)}
+            # a pool or a 1x1 on blocks only where the value between would not stay in CMX
+            fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv")
+                     or worth_fusing(sizes[names[segments[s].layer.output]], room)}
             values = resident_values(
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
                 room)
@@ -313,14 +317,17 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                 elif sub[0] == "pool":
                     y = sub[1].output
                     epilogue = PoolEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
+                elif sub[0] == "conv":
+                    y = sub[1].output
+                    epilogue = ConvEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
                 else:
                     y = sub[1].output
                     ops = list(sub[1].op.operands)
                     other = ops[1 - ops.index(seg.layer.output)]
                     epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
                                                ops[0] == seg.layer.output, timing)
-                # a fused pool's blocks are the layer's own rows: it retargets their stores
-                into = {} if sub[0] == "pool" else {seg.layer.output: by_name[names[y]]}
+                # a fused pool's or 1x1's blocks are the layer's own rows: it retargets their stores
+                into = {} if sub[0] in ("pool", "conv") else {seg.layer.output: by_name[names[y]]}
                 if emit_fused(prog, seg.layer, {**renamed, **into},
                               graph.index(), tiles, prefix, gate, finish, epilogue,
                               names[seg.layer.output], names[y]):
