@@ -23,20 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vpuc import const_files
 from vpuc.ir.graph import CONSTANT, Graph, GraphOp, fresh_in
 from vpuc.ir.module import ConstInit
 from vpuc.ir.types import DimsOrder, TensorType
+from vpuc.reference.graph import constant_value
 from vpuc.verifier.graph import infer_graph
-
-
-def _values(op: GraphOp) -> np.ndarray:
-    init = op.const
-    if init.path is not None:
-        return np.asarray(const_files.load(init.path)).reshape(op.type.dims)
-    if init.splat is not None:
-        return np.full(op.type.dims, init.splat)
-    return np.asarray(init.values).reshape(op.type.dims)
 
 
 def _scale_operand(op: GraphOp, producer: dict[str, GraphOp]) -> int | None:
@@ -71,7 +62,7 @@ def channel_scales_to_dpu(graph: Graph) -> bool:
         channels = scale.type.dims[1]
         name = fresh_in(f"{op.result}.dw_weights", taken)
         taken.add(name)
-        weights = _values(scale).astype(np.float64).reshape(-1)
+        weights = constant_value(scale).astype(np.float64).reshape(-1)
         ops.append(GraphOp(CONSTANT, name, (), {},
                            TensorType((channels, 1, 1, 1, 1), scale.type.elem, DimsOrder.identity(5)),
                            ConstInit(values=tuple(weights.tolist())), loc=op.loc))

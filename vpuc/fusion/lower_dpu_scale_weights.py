@@ -134,7 +134,10 @@ def choose_fold(prog: ProgramText, x: TensorType, y: TensorType, outs: int, tile
                 op) -> bool:
     """Whether to fold: the cost model finds the scale of the ``outs`` x C weights on each
     tile cheaper than the product's segment, and the scaled copy a tile then holds is at
-    most ``schedule_room.DEEP_BYTES_PER_ACT_TASK``.
+    most ``schedule_room.DEEP_BYTES_PER_ACT_TASK`` and, with the weights it scales, within
+    the layer's CMX budget (a projection whose weights do not fit is cut over its reduction,
+    ``lower_dpu_ksplit``, whose chunks have no scale hook: MobileNetV3-Small's 7 x 7 x 288
+    block at a budget of 16 KB).
 
     The product's segment is priced as its block pipeline (``product_stages``: each
     block's load of ``x``, its DPU task, its store of ``y``; ``vpuc.cost.blocks.
@@ -154,8 +157,8 @@ def choose_fold(prog: ProgramText, x: TensorType, y: TensorType, outs: int, tile
         return False
     c = x.dims[1]
     scaled = aligned(outs) * aligned(c) * x.elem.nbytes
-    if scaled > DEEP_BYTES_PER_ACT_TASK:
-        return False
+    if scaled > DEEP_BYTES_PER_ACT_TASK or 2 * scaled > prog.cmx_budget:
+        return False     # (a tile holds the weights and their scaled copy within its budget)
     scale = split_rows_cost(1, scale_workload(aligned(outs), aligned(c), x.elem), prog.timing)[1]
     blocks = product_blocks(prog, x, y, tiles, op, 0.0)
     stages = product_stages(prog, x, y)
