@@ -32,30 +32,23 @@ def concat_aliases(values: list[Value], segments: list[SegmentValues], axes: dic
                    ) -> tuple[list[Value], dict[int, set[str]]]:
     """``values`` with each Concat operand that can be written in place declared as a view
     of its slice of the result, and per Concat segment (``axes``: segment index -> its
-    axis) the program names of the operands it no longer copies."""
+    axis) the program names of the operands it no longer copies.  A result held in CMX
+    (``resident_concats``) has every operand written in place, by the same test."""
     by_name = {v.name: v for v in values}
-    users: dict[str, list[int]] = {}
-    for i, seg in enumerate(segments):
-        for name in seg.reads + seg.writes:
-            users.setdefault(name, []).append(i)
+    users = value_users(segments)
     aliases: dict[str, tuple[str, tuple]] = {}
     in_place: dict[int, set[str]] = {}
     for i, axis in axes.items():
         seg = segments[i]
         result = by_name[seg.writes[0]]
-        if result.kind not in ("ddr", "output") or result.tile is not None or result.alias:
+        if result.kind not in ("ddr", "output") or result.alias \
+                or result.tile is not None and result.padded:
             continue
         at = 0
         for name in seg.reads:
             v = by_name[name]
             n = v.type.dims[axis]
-            writers = [u for u in users[name] if name in segments[u].writes]
-            others = [u for u in users[name] if u != i and u not in writers]
-            if (v.kind == "ddr" and v.tile is None and not v.also_output and v.type.is_static
-                    and v.type.order == result.type.order and v.type.elem == result.type.elem
-                    and seg.reads.count(name) == 1 and len(writers) == 1
-                    and _writes_in_place(segments[writers[0]])
-                    and all(segments[u].kind == "dpu" for u in others)
+            if (in_place_operand(name, i, by_name, users, segments)
                     and name not in aliases and result.name not in aliases):
                 spans = tuple((at, at + n) if a == axis else (0, d)
                               for a, d in enumerate(result.type.dims))
@@ -64,6 +57,50 @@ def concat_aliases(values: list[Value], segments: list[SegmentValues], axes: dic
             at += n
     out = [replace(v, alias=aliases[v.name]) if v.name in aliases else v for v in values]
     return out, in_place
+
+
+def value_users(segments: list[SegmentValues]) -> dict[str, list[int]]:
+    """Value name -> the segments that read or write it, in program order."""
+    users: dict[str, list[int]] = {}
+    for i, seg in enumerate(segments):
+        for name in seg.reads + seg.writes:
+            users.setdefault(name, []).append(i)
+    return users
+
+
+def in_place_operand(name: str, concat: int, by_name: dict[str, Value],
+                     users: dict[str, list[int]], segments: list[SegmentValues]) -> bool:
+    """Whether operand ``name`` of the Concat segment ``concat`` can be a view of its slice
+    of the result (module docstring, "Guarantees")."""
+    seg, v = segments[concat], by_name[name]
+    result = by_name[seg.writes[0]]
+    writers = [u for u in users[name] if name in segments[u].writes]
+    others = [u for u in users[name] if u != concat and u not in writers]
+    return (v.kind == "ddr" and v.tile is None and not v.also_output and v.type.is_static
+            and v.type.order == result.type.order and v.type.elem == result.type.elem
+            and seg.reads.count(name) == 1 and len(writers) == 1
+            and _writes_in_place(segments[writers[0]])
+            and all(segments[u].kind == "dpu" for u in others))
+
+
+def resident_concats(values: list[Value], segments: list[SegmentValues]
+                     ) -> dict[str, list[int]]:
+    """Concat result -> the DPU segments that write its operands, for each Concat whose
+    operands can all be written in place by DPU layers alone: such a result can be held in
+    CMX like a DPU layer's output (``resident.resident_values``), its operands views of
+    it, so no byte of the fire module's branches (SqueezeNet) crosses DDR."""
+    by_name = {v.name: v for v in values}
+    users = value_users(segments)
+    out: dict[str, list[int]] = {}
+    for i, seg in enumerate(segments):
+        if seg.kind != "dma" or seg.op != "Concat" or len(seg.writes) != 1:
+            continue
+        writers = [u for name in seg.reads for u in users[name]
+                   if name in segments[u].writes]
+        if writers and all(segments[u].kind == "dpu" for u in writers) and all(
+                in_place_operand(name, i, by_name, users, segments) for name in seg.reads):
+            out[seg.writes[0]] = sorted(set(writers))
+    return out
 
 
 def _writes_in_place(seg: SegmentValues) -> bool:

@@ -61,6 +61,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vpuc.fusion.blocked_program import Value, label
+from vpuc.fusion.concat_in_place import resident_concats
 from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder
@@ -103,6 +104,9 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
             producer.setdefault(name, s)
         for name in seg.reads:
             readers.setdefault(name, []).append(s)
+    concats = resident_concats(values, segments)     # results DPU layers fill in place
+    for name, writers in concats.items():
+        producer[name] = writers[0]
     held = [[0] * len(segments) for _ in range(tiles)]      # tile -> segment -> bytes
     chosen: dict[str, int] = {}
     for name in sorted(producer, key=producer.get):
@@ -112,10 +116,12 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
                 or v.type.nbytes > room:
             continue
         first = producer[name]
-        if any(segments[s].kind not in RESIDENT_KINDS for s in [first, *users]) \
+        writers = concats.get(name, [first])
+        if any(segments[s].kind not in RESIDENT_KINDS for s in [*writers, *users]) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
-        pad = padded_channels(v, segments[first], [segments[s] for s in users])
+        pad = None if name in concats else padded_channels(
+            v, segments[first], [segments[s] for s in users])
         size = v.type.nbytes if pad is None else v.type.nbytes // v.type.dims[1] * pad
         span = range(first, max(users) + 1)
         peak = [max(held[t][s] for s in span) for t in range(tiles)]
