@@ -13,10 +13,17 @@ only the other operands (none: its segment has no task and is left out).  A chai
 Concats (a DenseNet dense block: each layer concatenates the one before with 32 new
 channels) so fills one buffer, its earlier values prefixes of it, with no copy at all.
 
+A Concat whose operands DPU layers alone write this way, and which only segments that
+read resident values read (SqueezeNet's fire modules), may have its result held in CMX
+(``resident_concats``, taken by ``resident.resident_values``): the expands' stores are then
+CMX -> CMX copies into its slices and the next squeeze reads it in place, the value never
+crossing DDR (the bound counts it so: a value that fits CMX could stay resident).
+
 Expects: the block's values after ``ddr_layouts`` and ``resident_values``, and per
 segment ``SegmentValues``.  Guarantees: an operand is aliased only when it is a DDR value
 (not resident, not an output) of the result's dims order, written by one DPU segment or
-Concat and read otherwise by DPU segments alone, and the result a DDR value or an output;
+Concat and read otherwise by DPU segments alone, and the result a DDR value, an output or
+a resident value (unpadded) all of whose operands are aliased;
 every byte of each result is written once, by the operand's writer or the Concat.
 """
 

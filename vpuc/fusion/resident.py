@@ -13,9 +13,10 @@ layer (a MatMul too, whose folded views, ``fold_views.py``, are then views of th
 buffer) or an ACT segment produces and only such segments read (no DMA or library
 segment, which address DDR by their own plans: DDR -> DDR copies, re-typed bytes)
 becomes one CMX buffer of the whole tensor on one tile (``Value.tile``,
-declared ``cmx %v : T tile t``).  The emitters' stores and loads address views of
-that buffer instead of a DDR buffer, so each block's store is a CMX -> CMX copy into
-it and each reader's load a copy out of it (also across tiles); a DPU layer's blocks
+declared ``cmx %v : T tile t``); so does a Concat's result whose operands DPU layers all
+write in place (``concat_in_place.resident_concats``: it lives from the first of them).
+The emitters' stores and loads address views of that buffer instead of a DDR buffer,
+so each block's store is a CMX -> CMX copy into it and each reader's load a copy out of it (also across tiles); a DPU layer's blocks
 on the value's own tile write their rows straight into it instead, with no block
 slot and no store (``in_place_blocks``; the loads of such rows wait on those tasks:
 ``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
