@@ -18,8 +18,8 @@ write in place (``concat_in_place.resident_concats``: it lives from the first of
 The emitters' stores and loads address views of that buffer instead of a DDR buffer,
 so each block's store is a CMX -> CMX copy into it and each reader's load a copy out
 of it (also across tiles); a DPU layer's blocks on the value's own tile write their
-rows straight into it instead, with no block slot and no store (``in_place_blocks``; the loads of such rows wait on those tasks:
-``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
+rows straight into it instead, with no block slot and no store (``in_place_blocks``;
+the loads of such rows wait on those tasks: ``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
 last load; the resident values live at once on a tile never take more than
 ``room`` bytes (what the segments' own blocks, ``cmx_budget``, and the schedule's
 prefetched constants, ``schedule.EARLY_CMX_BYTES``, leave of the tile's CMX), each
