@@ -62,7 +62,11 @@ def concat_aliases(values: list[Value], segments: list[SegmentValues], axes: dic
                 aliases[name] = (result.name, spans)
                 in_place.setdefault(i, set()).add(name)
             at += n
-    out = [replace(v, alias=aliases[v.name]) if v.name in aliases else v for v in values]
+    # an operand of a result held in CMX lives on its tile: DPU blocks there write their
+    # channels of its rows in place (``resident.in_place_blocks``), with no store
+    home = {name: by_name[base].tile for name, (base, _) in aliases.items()}
+    out = [replace(v, alias=aliases[v.name], tile=home[v.name]) if v.name in aliases else v
+           for v in values]
     return out, in_place
 
 
