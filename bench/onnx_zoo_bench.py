@@ -51,11 +51,11 @@ def measure(name: str, workdir: Path) -> dict:
     from runtime_sim.bound_input import program_bound
     from vpuc import api
     from vpuc.diagnostics import VpucError
-    from vpuc.ir.module import BufferKind
+    from vpuc.onnx_import.model import input_names
     model = realize(light_path(name))
     path = workdir / f"{name}.onnx"
     path.write_bytes(model.SerializeToString())
-    _, shape = data_input(model)
+    input_name, shape = data_input(model)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float16).astype(np.float32)
     row: dict = {"model": name, "nodes": len(model.graph.node)}
     try:
@@ -64,10 +64,7 @@ def measure(name: str, workdir: Path) -> dict:
         row["compile_s"], row["compile_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         row["tasks"] = sum(len(tl.tasks) for tl in program.module.task_lists)
         start, cpu = time.perf_counter(), time.process_time()
-        # the models take one input: the program's one input buffer (model.input_names,
-        # which mapped ONNX names to program names, is gone)
-        inputs = [b.name for b in program.module.buffers if b.kind is BufferKind.INPUT]
-        sim = api.simulate(program, {inputs[0]: x})
+        sim = api.simulate(program, {input_names(path)[0][input_name]: x})
         row["run_s"], row["run_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
     except VpucError as exc:
         row["error"] = exc.diagnostics[0].message.splitlines()[0][:160]

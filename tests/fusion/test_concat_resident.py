@@ -5,7 +5,8 @@ concatenated along channels, the next 1x1 squeeze).  Under ``--schedule default`
 Concat's result is one CMX buffer, the expands' stores CMX -> CMX copies into its slices,
 no DMA moves its bytes through DDR, the outputs match the naive schedule's bit for bit
 (the same DPU sums, other addresses), no race is seen, and the cycles drop below those of
-the same program with the result in DDR (before this rule)."""
+the same program with the result in DDR (before this rule).  Along channels (the fire
+module's) and along rows, whose operands' writes are strided and contiguous views of it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from vpuc.onnx_import.zoo import ModelBuilder
 SIZE, C, S = 24, 32, 16
 
 
-def _model(tmp_path) -> str:
+def _model(tmp_path, axis: int) -> str:
     m = ModelBuilder(seed=21, opset=13)
     x = m.input("x", [1, 16, SIZE, SIZE])
     stem = m.node("Relu", [m.node("Conv", [x, m.weight((C, 16, 3, 3)), m.weight((C,), 0.1)],
@@ -33,16 +34,17 @@ def _model(tmp_path) -> str:
                                 kernel_shape=[1, 1])])
     e3 = m.node("Relu", [m.node("Conv", [squeeze, m.weight((C, S, 3, 3)), m.weight((C,), 0.1)],
                                 kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
-    cat = m.node("Concat", [e1, e3], axis=1)
-    m.output(m.node("Conv", [cat, m.weight((S, 2 * C, 1, 1))], kernel_shape=[1, 1]))
-    return m.save(tmp_path / "fire.onnx", "fire")
+    cat = m.node("Concat", [e1, e3], axis=axis)
+    channels = 2 * C if axis == 1 else C
+    m.output(m.node("Conv", [cat, m.weight((S, channels, 1, 1))], kernel_shape=[1, 1]))
+    return m.save(tmp_path / f"fire{axis}.onnx", "fire")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    path = _model(tmp_path_factory.mktemp("fire"))
+@pytest.fixture(scope="module", params=[1, 2], ids=["channels", "rows"])
+def runs(request, tmp_path_factory):
+    path = _model(tmp_path_factory.mktemp("fire"), request.param)
     x = np.random.default_rng(8).standard_normal((1, 16, SIZE, SIZE)).astype(np.float16)
-    return both_schedules(path, x)
+    return request.param, both_schedules(path, x)
 
 
 def _root(program, name: str) -> str:
@@ -53,20 +55,22 @@ def _root(program, name: str) -> str:
     return name
 
 
-def _concat_buffer(program):
+def _concat_buffer(program, axis: int):
     """The buffer the Concat's operands are views of (both expands write into it)."""
     roots = {_root(program, v.name) for v in program.module.views
              if _root(program, v.name) != v.name}
     buffers = {b.name: b for b in program.module.buffers}
     cat = [buffers[r] for r in roots if r in buffers
-           and buffers[r].type.dims[1:2] == (2 * C,) and buffers[r].kind is not BufferKind.OUTPUT]
+           and buffers[r].type.dims[axis] == (2 * C if axis == 1 else 2 * SIZE)
+           and buffers[r].kind is not BufferKind.OUTPUT]
     assert len(cat) == 1, [b.name for b in cat]
     return cat[0]
 
 
 def test_concat_result_is_held_in_cmx(runs):
+    axis, runs = runs
     program, sim = runs["default"]
-    cat = _concat_buffer(program)
+    cat = _concat_buffer(program, axis)
     assert cat.kind is BufferKind.CMX, (cat.name, cat.kind)
     ddr = {b.name for b in program.module.buffers if b.kind is BufferKind.DDR}
     through_ddr = [t.label for tl in program.module.task_lists for t in tl.tasks
@@ -78,15 +82,17 @@ def test_concat_result_is_held_in_cmx(runs):
 
 
 def test_outputs_match_the_naive_schedule(runs):
+    _, runs = runs
     (_, naive), (_, default) = runs["naive"], runs["default"]
     for name, got in default.outputs.items():
         assert np.array_equal(got, naive.outputs[name])
 
 
 def test_fewer_cycles_than_with_the_result_in_ddr(runs, monkeypatch, tmp_path):
+    axis, runs = runs
     program, sim = runs["default"]
     monkeypatch.setattr(resident, "resident_concats", lambda values, segments: {})
-    in_ddr = api.compile(_model(tmp_path))
-    assert _concat_buffer(in_ddr).kind is BufferKind.DDR
+    in_ddr = api.compile(_model(tmp_path, axis))
+    assert _concat_buffer(in_ddr, axis).kind is BufferKind.DDR
     before = api.simulate(in_ddr, timing_only=True).cycles
     assert sim.cycles < before, (sim.cycles, before)
