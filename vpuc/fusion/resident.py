@@ -13,12 +13,13 @@ layer (a MatMul too, whose folded views, ``fold_views.py``, are then views of th
 buffer) or an ACT segment produces and only such segments read (no DMA or library
 segment, which address DDR by their own plans: DDR -> DDR copies, re-typed bytes)
 becomes one CMX buffer of the whole tensor on one tile (``Value.tile``,
-declared ``cmx %v : T tile t``).  The emitters' stores and loads address views of
-that buffer instead of a DDR buffer, so each block's store is a CMX -> CMX copy into
-it and each reader's load a copy out of it (also across tiles); a DPU layer's blocks
-on the value's own tile write their rows straight into it instead, with no block
-slot and no store (``in_place_blocks``; the loads of such rows wait on those tasks:
-``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
+declared ``cmx %v : T tile t``); so does a Concat's result whose operands DPU layers all
+write in place (``concat_in_place.resident_concats``: it lives from the first of them).
+The emitters' stores and loads address views of that buffer instead of a DDR buffer,
+so each block's store is a CMX -> CMX copy into it and each reader's load a copy out
+of it (also across tiles); a DPU layer's blocks on the value's own tile write their
+rows straight into it instead, with no block slot and no store (``in_place_blocks``;
+the loads of such rows wait on those tasks: ``schedule_deps`` rule 1).  The value lives from its producer's first store to its last reader's
 last load; the resident values live at once on a tile never take more than
 ``room`` bytes (what the segments' own blocks, ``cmx_budget``, and the schedule's
 prefetched constants, ``schedule.EARLY_CMX_BYTES``, leave of the tile's CMX), each
@@ -61,6 +62,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vpuc.fusion.blocked_program import Value, label
+from vpuc.fusion.concat_in_place import resident_concats
 from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder
@@ -103,6 +105,9 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
             producer.setdefault(name, s)
         for name in seg.reads:
             readers.setdefault(name, []).append(s)
+    concats = resident_concats(values, segments)     # results DPU layers fill in place
+    for name, writers in concats.items():
+        producer[name] = writers[0]
     held = [[0] * len(segments) for _ in range(tiles)]      # tile -> segment -> bytes
     chosen: dict[str, int] = {}
     for name in sorted(producer, key=producer.get):
@@ -112,10 +117,12 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
                 or v.type.nbytes > room:
             continue
         first = producer[name]
-        if any(segments[s].kind not in RESIDENT_KINDS for s in [first, *users]) \
+        writers = concats.get(name, [first])
+        if any(segments[s].kind not in RESIDENT_KINDS for s in [*writers, *users]) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
-        pad = padded_channels(v, segments[first], [segments[s] for s in users])
+        pad = None if name in concats else padded_channels(
+            v, segments[first], [segments[s] for s in users])
         size = v.type.nbytes if pad is None else v.type.nbytes // v.type.dims[1] * pad
         span = range(first, max(users) + 1)
         peak = [max(held[t][s] for s in span) for t in range(tiles)]
