@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vpuc.diagnostics import VpucError
 from vpuc.ir.graph import CONSTANT, SCALAR, Graph, GraphIndex, GraphOp, fresh_in
 from vpuc.ir.module import ConstInit
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
@@ -84,7 +85,10 @@ def _constant_values(op: GraphOp) -> np.ndarray | None:
     from vpuc.reference.graph import constant_value
     if op.kind not in (CONSTANT, SCALAR) or op.const is None:
         return None
-    return np.asarray(constant_value(op), np.float64)
+    try:
+        return np.asarray(constant_value(op), np.float64)
+    except VpucError:              # a file the lowering cannot read proves nothing here
+        return None
 
 
 def sign_clear(index: GraphIndex, value: str, memo: dict[str, bool]) -> bool:
@@ -152,6 +156,7 @@ def rewrite_powers(graph: Graph) -> bool:
     taken = {op.result for op in graph.ops}
     memo: dict[str, bool] = {}
     ops: list[GraphOp] = []
+    exponents: set[str] = set()
     changed = False
     for op in graph.ops:
         exponent = exponent_of(index, op) if op.kind == "Power" else None
@@ -162,8 +167,11 @@ def rewrite_powers(graph: Graph) -> bool:
             ops.append(op)
             continue
         ops.extend(_form_ops(op, exponent, taken))
+        exponents.add(op.operands[1])
         changed = True
     if changed:
-        graph.ops = ops
+        read = {v for op in ops for v in op.operands}
+        graph.ops = [op for op in ops if op.kind not in (CONSTANT, SCALAR) or op.result in read
+                     or op.result not in exponents]      # exponents no other op reads
         infer_graph(graph)
     return changed
