@@ -84,6 +84,7 @@ from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, locate_layers, segment_ops
 from vpuc.fusion.large_kernels import expand_large_kernels
 from vpuc.fusion.lower_resize import expand_linear_resizes
+from vpuc.fusion.power_forms import rewrite_powers
 from vpuc.fusion.split_reductions import split_reductions
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
@@ -231,6 +232,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
     split_reductions(graph)            # axes not adjacent in memory: a chain of reductions
+    rewrite_powers(graph)              # x ** c by square roots and products, where cheaper
     if schedule != "naive":
         channel_scales_to_dpu(graph)   # x * s[c] by a constant: a DPU depthwise 1x1
     tok = tokenize(graph, get_target("shave"))
