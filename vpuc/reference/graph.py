@@ -46,7 +46,7 @@ def round_to(values: np.ndarray, elem: ElemType) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             clean = np.nan_to_num(np.trunc(values.astype(np.float64)), nan=0.0)
         return np.clip(clean, info.min, info.max).astype(dtype)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):    # inf and NaN are the IEEE results
         return np.asarray(values).astype(dtype)
 
 
