@@ -24,6 +24,7 @@ from vpuc.ir.module import Module
 from vpuc.ir.types import ElemType
 from vpuc.onnx_import.attribute_use import AttributeUse, unread_attributes
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
+from vpuc.onnx_import.channel_shuffle import fold_channel_shuffles
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
@@ -74,6 +75,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     nodes = fuse_layer_norms(nodes, b.known, set(model.outputs), b.merged_from, ranks)
     shapes = {**model.value_shapes, **{name: shape for name, (shape, _) in model.inputs.items()}}
     nodes = fuse_group_norms(nodes, b.known, set(model.outputs), b.merged_from, shapes)
+    nodes = fold_channel_shuffles(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
+                                  shapes)
     for name, (shape, dtype) in model.inputs.items():
         if not np.issubdtype(dtype, np.floating):
             raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "
