@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
+from onnx import numpy_helper
 
 import vpuc.onnx_import as onnx_import
 from vpuc import api
@@ -94,3 +95,39 @@ def test_compiled_unit_matches_onnxruntime_without_permutes_and_sooner(tmp_path,
 def test_a_shuffled_value_read_elsewhere_is_left_alone(tmp_path):
     ops = _ops(_unit(tmp_path, extra_reader=True))
     assert "Transpose" in ops, ops
+
+
+def test_a_per_channel_mul_add_and_clip_chain_into_a_dense_conv_is_exact(tmp_path):
+    """shuffle -> Mul(s) -> Add(t) -> Clip(0, 6) -> dense 1x1: imported in f32 with the
+    shuffle folded (s and t permuted, the Conv's columns permuted), against onnxruntime.
+    The elementwise ops round the same operands once each on both sides, so only the
+    two sums of the C products differ, in order: gamma_C of sum |w| |r| each."""
+    from tests.tolerances import assert_within_bound, gamma
+    from vpuc.onnx_import import write_import
+    from vpuc.reference.graph import run_graph
+    m = ModelBuilder(seed=6, opset=13)
+    x = m.input("x", [1, MID, SIZE, SIZE])
+    per_group = MID // GROUPS
+    grouped = m.node("Reshape", [x, m.init(np.asarray([1, GROUPS, per_group, SIZE, SIZE], np.int64), "s")])
+    swapped = m.node("Transpose", [grouped], perm=[0, 2, 1, 3, 4])
+    z = m.node("Reshape", [swapped, m.init(np.asarray([1, MID, SIZE, SIZE], np.int64), "s")])
+    scale = m.rng.uniform(0.5, 2.0, (1, MID, 1, 1)).astype(np.float32)
+    shift = m.rng.uniform(-1.0, 1.0, (MID, 1, 1)).astype(np.float32)
+    bounds = [m.init(np.asarray(v, np.float32), "c") for v in (0.0, 6.0)]
+    r = m.node("Clip", [m.node("Add", [m.init(shift, "t"), m.node("Mul", [z, m.init(scale, "s")])]),
+                        *bounds])
+    w = m.weight((C_OUT, MID, 1, 1))
+    m.output(m.node("Conv", [r, w], kernel_shape=[1, 1]))
+    path = m.save(tmp_path / "chain.onnx", "chain")
+    imported = import_onnx(path, precision="f32")
+    ops = [op.kind for op in imported.module.graphs[0].ops if op.kind not in (PARAMETER, RESULT, CONSTANT)]
+    assert "Transpose" not in ops and "Reshape" not in ops and ops[-1] == "Convolution", ops
+    feed = np.random.default_rng(3).standard_normal((1, MID, SIZE, SIZE)).astype(np.float32)
+    write_import(imported, tmp_path / "chain.vir")
+    got = run_graph(imported.module.graphs[0], {imported.inputs["x"]: feed}, tmp_path)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": feed})[0]
+    shuffled = feed.reshape(1, GROUPS, per_group, SIZE, SIZE).transpose(0, 2, 1, 3, 4).reshape(feed.shape)
+    activations = np.clip(shuffled.astype(np.float64) * scale + shift, 0, 6)
+    weights = np.abs(numpy_helper.to_array(m.inits[-1]).astype(np.float64)).reshape(C_OUT, MID)
+    magnitude = np.einsum("oc,nchw->nohw", weights, activations)
+    assert_within_bound(got, want, 2 * gamma(MID, np.float32) * magnitude)

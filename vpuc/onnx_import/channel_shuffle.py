@@ -117,7 +117,7 @@ def _rewrite_chain(z: str, x: str, order: np.ndarray, known, constants: Constant
             new = helper.make_node(node.op_type, [source, *node.input[1:]], [y], name=node.name)
             new.attribute.extend(node.attribute)
         elif node.op_type in ("Mul", "Add") and len(node.input) == 2:
-            other = node.input[1 - node.input.index(value)]
+            other = node.input[1 - list(node.input).index(value)]
             raw = constants.get(other)
             factors = per_channel(raw, channels, 4)
             if factors is None:
