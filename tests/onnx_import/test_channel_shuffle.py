@@ -3,7 +3,8 @@ import into the depthwise Conv and the grouped 1x1 Conv that read it
 (``vpuc/onnx_import/channel_shuffle.py``): no Transpose is left in the graph, no
 element-by-element PERMUTE DMA in the program but the model's NCHW input load and output
 store, the program takes fewer simulated cycles than with the shuffle kept, and it
-matches onnxruntime within the whole-model tolerance of docs/onnx-import.md; a shuffled value that another op also reads is left alone."""
+matches onnxruntime within the whole-model tolerance of docs/onnx-import.md; a shuffled
+value that another op also reads is left alone."""
 
 from __future__ import annotations
 
