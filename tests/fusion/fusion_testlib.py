@@ -154,15 +154,42 @@ def _bcast(a: tuple, b: tuple) -> tuple:
     return tuple(max(x, y) for x, y in zip(a, b))
 
 
-def both_schedules(path, x: np.ndarray) -> dict:
+def both_schedules(path, x: np.ndarray, reference: bool = False) -> dict:
     """The model at ``path`` compiled under ``--schedule naive`` and ``default`` and each
-    simulated with ``x`` for its input: schedule -> (program, simulation)."""
+    simulated with ``x`` for its input (``reference``: with the per-layer reference check,
+    ``Simulation.layer_check``): schedule -> (program, simulation)."""
     from vpuc import api
     from vpuc.ir.module import BufferKind
     out = {}
     for schedule in ("naive", "default"):
         program = api.compile(path, schedule=schedule)
         inputs = {b.name: x for b in program.module.buffers if b.kind is BufferKind.INPUT}
-        out[schedule] = program, api.simulate(program, inputs)
+        out[schedule] = program, api.simulate(program, inputs, reference=reference)
     return out
+
+
+def layers_within_bounds(runs: dict) -> None:
+    """Each schedule of ``both_schedules(..., reference=True)`` computes every layer within
+    the bound ``runtime_sim/layer_check`` derives from the arithmetic, against vpuc's f16
+    graph reference fed the inputs the simulation gave it.  Two schedules cut the layers
+    into other blocks, so BLAS may sum the same f32 terms in other orders and an f16 store
+    land one ulp apart near a tie: their outputs are not compared bit for bit."""
+    for schedule, (program, sim) in runs.items():
+        check = sim.layer_check
+        assert check is not None, schedule
+        assert not check.failed, (schedule, [(r.layer, r.failures) for r in check.failed])
+        # every value a segment materializes is compared, filed under the layer of its
+        # first writer (a Concat's result held in CMX under its first operand's), so the
+        # layers that only write into another's value have no row; the output's has one
+        checked = [r.layer for r in check.layers]
+        assert checked and set(checked) <= {layer.key for layer in program.module.layers}
+        assert program.module.layers[-1].key in checked, schedule
+
+
+def buffer_roots(program):
+    """``name -> the buffer it lives in`` for a program's buffers and views (the symbol
+    table's resolved region: a chain of views walked to its root)."""
+    from vpuc.ir.symbols import SymbolTable
+    symbols = SymbolTable(program.module)
+    return lambda name: symbols.region(name).root.name
 

@@ -3,8 +3,8 @@ held in CMX (``concat_in_place.resident_concats``, ``resident.resident_values``)
 SqueezeNet fire module (a stem Conv, a 1x1 squeeze, parallel 1x1 and 3x3 expands
 concatenated along channels, the next 1x1 squeeze).  Under ``--schedule default`` the
 Concat's result is one CMX buffer, the expands' stores CMX -> CMX copies into its slices,
-no DMA moves its bytes through DDR, the outputs match the naive schedule's bit for bit
-(the same DPU sums, other addresses), no race is seen, and the cycles drop below those of
+no DMA moves its bytes through DDR, each schedule computes every layer within its derived
+bound (``fusion_testlib.layers_within_bounds``), no race is seen, and the cycles drop below those of
 the same program with the result in DDR (before this rule).  Along channels (the fire
 module's) and along rows, whose operands' writes are strided and contiguous views of it."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusion_testlib import both_schedules
+from fusion_testlib import both_schedules, buffer_roots, layers_within_bounds
 from vpuc import api
 from vpuc.fusion import resident
 from vpuc.ir.module import BufferKind
@@ -44,21 +44,14 @@ def _model(tmp_path, axis: int) -> str:
 def runs(request, tmp_path_factory):
     path = _model(tmp_path_factory.mktemp("fire"), request.param)
     x = np.random.default_rng(8).standard_normal((1, 16, SIZE, SIZE)).astype(np.float16)
-    return request.param, both_schedules(path, x)
-
-
-def _root(program, name: str) -> str:
-    views = {v.name: v for v in program.module.views}
-    name = name.split("[")[0].lstrip("%")
-    while name in views:
-        name = views[name].base
-    return name
+    return request.param, both_schedules(path, x, reference=True)
 
 
 def _concat_buffer(program, axis: int):
     """The buffer the Concat's operands are views of (both expands write into it)."""
-    roots = {_root(program, v.name) for v in program.module.views
-             if _root(program, v.name) != v.name}
+    root = buffer_roots(program)
+    roots = {root(v.name) for v in program.module.views
+             if root(v.name) != v.name}
     buffers = {b.name: b for b in program.module.buffers}
     cat = [buffers[r] for r in roots if r in buffers
            and buffers[r].type.dims[axis] == (2 * C if axis == 1 else 2 * SIZE)
@@ -70,22 +63,21 @@ def _concat_buffer(program, axis: int):
 def test_concat_result_is_held_in_cmx(runs):
     axis, runs = runs
     program, sim = runs["default"]
+    root = buffer_roots(program)
     cat = _concat_buffer(program, axis)
     assert cat.kind is BufferKind.CMX, (cat.name, cat.kind)
     ddr = {b.name for b in program.module.buffers if b.kind is BufferKind.DDR}
     through_ddr = [t.label for tl in program.module.task_lists for t in tl.tasks
-                   if isinstance(t, DmaTask) and cat.name in (_root(program, t.src),
-                                                              _root(program, t.dst))
-                   and (_root(program, t.src) in ddr or _root(program, t.dst) in ddr)]
+                   if isinstance(t, DmaTask) and cat.name in (root(t.src),
+                                                              root(t.dst))
+                   and (root(t.src) in ddr or root(t.dst) in ddr)]
     assert not through_ddr, through_ddr
     assert not sim.races
 
 
-def test_outputs_match_the_naive_schedule(runs):
+def test_each_schedule_computes_every_layer_within_its_bound(runs):
     _, runs = runs
-    (_, naive), (_, default) = runs["naive"], runs["default"]
-    for name, got in default.outputs.items():
-        assert np.array_equal(got, naive.outputs[name])
+    layers_within_bounds(runs)
 
 
 def test_fewer_cycles_than_with_the_result_in_ddr(runs, monkeypatch, tmp_path):
