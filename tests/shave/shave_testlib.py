@@ -5,10 +5,27 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_sim.isa.memory import WindowMemory
+from runtime_sim.isa.sem_values import to_bytes
+from runtime_sim.isa.semantics import SEMANTICS
+from vpuc.shave import BY_MNEMONIC
 from vpuc.shave.isa import INSTRUCTIONS, Instruction
 from vpuc.shave.isa_operands import KINDS
 
 WIN_D, WIN_E, WIN_F = 0x1D000000, 0x1E000000, 0x1F000000
+
+
+def semantics_of(mnemonic: str):
+    """The semantic function of the instruction ``mnemonic`` (runtime_sim.isa.semantics)."""
+    return SEMANTICS[BY_MNEMONIC[mnemonic].opcode].fn
+
+
+def u32(values) -> np.ndarray:
+    return np.array(values, dtype=np.uint32)
+
+
+def vec(values, dtype) -> bytes:
+    """A vector register's bytes holding ``values`` as ``dtype``."""
+    return to_bytes(np.array(values, dtype=dtype), dtype)
 
 
 def random_operand(kind: str, ins: Instruction, rng: np.random.Generator) -> str:
