@@ -32,6 +32,16 @@ HEAVY_BACK = 2
 # cycles): 1/4 1,744,650, 3/8 1,738,254, 1/2 1,735,207, 5/8 1,734,515, 3/4 1,733,414, 7/8
 # 1,737,014, all 1,741,637; all on channel 0, 1/2 (before): 1,738,080.
 CNN_CLASSIFIER_DEEP = 3 / 4
+# A classifier's deep chunks in a network with ACT SHAVE work stay on channel 0 after the
+# last load of the segment they run during (``prefetch_order``): MobileNetV3-Small 556,461
+# schedule_bench cycles.  Measured instead: taking turns between the channels 581,305; on
+# channel 1 after the segment's last store 684,126, or before its first store that waits
+# on compute 630,137 (a store late frees no block slot); in 64 KB or 32 KB pieces ahead of
+# its DMAs that wait on compute 614,232 / 620,031; after the next segment's first load
+# 756,504; also during the DPU-only blocks 1-3, whose DDR idles, 592,569 (CMX then keeps
+# a later chunk out); 2 of the last Gemm's chunks during the first Gemm 561,264.  The
+# simulated DMA is in FIFO order: a chunk costs the path wherever a load that waits on data
+# queues behind it, and only 1% of the run is the channels' shared DDR (bench/dma_headroom.py).
 # The smallest load of a segment that does not stream its weights that ``deepen`` moves
 # further back, when the segment before cannot hide it.
 DEEP_MIN_BYTES = 32 << 10
