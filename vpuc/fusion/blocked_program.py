@@ -114,6 +114,9 @@ class ProgramText:
     # ``--schedule default``: the squeeze-excite scale the DPU layer being emitted applies to
     # its weights after each load (``lower_dpu_scale_weights.WeightsScale``), or None.
     weights_scale: object = None
+    # ``--schedule default``: value name -> when the DPU layer that wrote it stores each
+    # block, by its pipeline estimate (``pool_stream.RowsReady``, ``record_rows``)
+    rows_ready: dict = field(default_factory=dict)
 
     @property
     def store_channel(self) -> int:

@@ -80,6 +80,7 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          holds_inputs, row_edges, split_cycles)
 from vpuc.fusion.lower_dpu_support import window
+from vpuc.fusion.pool_stream import record_rows
 from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
@@ -314,6 +315,10 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                                    resident_cost=resident_cycles(
                                        prog, resident_moves(job), gate, constant_weights),
                                    channels=prog.dma_channels)
+            if len(jobs) == 1 and width == ow:      # a global pool reading it streams (pool_stream)
+                record_rows(prog, out.name, blocks, with_epilogue(prog, lambda r: stages(job, r)),
+                            tiles, resident_cycles(prog, resident_moves(job), gate,
+                                                   constant_weights), prog.dma_channels)
         else:      # each block loads its own weights: cheapest_split chose the count
             blocks = row_edges(oh, count)
         columns = row_edges(ow, math.ceil(ow / width))

@@ -41,6 +41,7 @@ from vpuc.fusion.blocked_program import ProgramText, Value, label
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer, LayerEmitter
 from vpuc.fusion.lower_dpu_channels import aligned, channel_chunks, variant_boxes
 from vpuc.fusion.lower_dpu_nn_load import load_job_input
+from vpuc.fusion.pool_stream import arrival, dpu_free as writer_dpu_free, most_bands
 from vpuc.fusion.resident import in_place_input
 from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, Job, Plan
 from vpuc.ir.types import TensorType
@@ -75,15 +76,16 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, min(n, MAX_KERNEL) + 1) if n % d == 0]
 
 
-def candidates(c: int, h: int, w: int, tiles: int):
-    """Every exact split (module docstring): level 2's window within the limit too."""
+def candidates(c: int, h: int, w: int, tiles: int, streamed: bool = False):
+    """Every exact split (module docstring): level 2's window within the limit too; with
+    ``streamed`` (``pool_stream``) up to one level-1 window's rows a band."""
     windows = [(a, b) for a in _divisors(h) for b in _divisors(w) if a * b > 1
                and h // a <= MAX_KERNEL and w // b <= MAX_KERNEL]
     parts = sorted({len(_chunks(c, p)) for p in range(1, math.ceil(c / CHANNEL_GRANULE) + 1)})
     for count in parts:
         chunks = tuple(_chunks(c, count))
         for a, b in windows:
-            for bands in range(1, min(tiles, MAX_BANDS) + 1):
+            for bands in range(1, most_bands(h, a, tiles, streamed, MAX_BANDS) + 1):
                 if (h // a) % bands == 0:
                     yield Levels(chunks, bands, (a, b))
 
@@ -146,17 +148,19 @@ def reads_in_place(lv: Levels, j: int, x: Value, t: int) -> bool:
 
 
 def estimate(lv: Levels, op: str, x: Value, out: Value, tiles: int, timing,
-             channels: int) -> float:
+             channels: int, rows_stored=None, dpu_start: list[float] | None = None) -> float:
     """The makespan of ``emit_levels``' tasks by the cost model, as the runtime orders them:
     loads in order on channel 0; each tile's DPU list in emission order (chunk by chunk:
     its items' level 1, then its level 2); copies of partials and stores on the store
-    channel, also in order (with one DMA channel, all transfers share one FIFO)."""
+    channel, also in order (with one DMA channel, all transfers share one FIFO).  With
+    ``rows_stored`` (``pool_stream.arrival``) an item starts no sooner than its rows are
+    stored, each tile's DPU tasks no sooner than ``dpu_start`` (``pool_stream.dpu_free``)."""
     n, _, h, w = x.type.dims
     nbytes = x.type.elem.nbytes
     a, b = lv.window
     permute = x.type.order != NHWC
     load_free, store_free = 0.0, 0.0
-    dpu_free = [0.0] * tiles
+    dpu_free = list(dpu_start) if dpu_start is not None else [0.0] * tiles
     l1_end: list[float] = []
     end = 0.0
     items = lv.items(h)
@@ -165,12 +169,14 @@ def estimate(lv: Levels, op: str, x: Value, out: Value, tiles: int, timing,
         ready = 0.0
         home = item_tile(j * lv.bands, x, tiles)
         for k in range(j * lv.bands, (j + 1) * lv.bands):
-            _, _, rows = items[k]
+            _, r0, rows = items[k]
             t = item_tile(k, x, tiles)
+            stored = rows_stored(r0 + rows) if rows_stored is not None else 0.0
             if reads_in_place(lv, j, x, t):
-                begin = dpu_free[t]     # no load: the producer wrote the rows before
+                begin = max(dpu_free[t], stored)    # no load: the producer wrote the rows
             else:
                 start = load_free if k < 2 * tiles else max(load_free, l1_end[k - 2 * tiles])
+                start = max(start, stored)
                 load_free = start + _dma(n * real * rows * w * nbytes, nbytes, permute,
                                          x.tile is None, False, timing)
                 if channels == 1:
@@ -205,10 +211,12 @@ def choose_levels(plan: Plan, x: Value, out: Value, tiles: int,
     if prog.timing is None:
         return None
     best, best_cycles = None, math.inf
-    for lv in candidates(c, h, w, tiles):
+    rows_stored = arrival(prog, x)
+    for lv in candidates(c, h, w, tiles, rows_stored is not None):
         if footprint(lv, x, tiles) > prog.cmx_budget:
             continue
-        cycles = estimate(lv, plan.dpu_op, x, out, tiles, prog.timing, prog.dma_channels)
+        cycles = estimate(lv, plan.dpu_op, x, out, tiles, prog.timing, prog.dma_channels,
+                          rows_stored, writer_dpu_free(prog, x, tiles))
         if cycles < best_cycles - 1e-9:
             best, best_cycles = lv, cycles
     return best
