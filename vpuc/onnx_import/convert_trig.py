@@ -37,6 +37,9 @@ ASIN_P = (4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.
 SINH_TAYLOR = tuple(1 / math.factorial(n) for n in (11, 9, 7, 5, 3))      # highest first
 TAN_3PI_8, TAN_PI_8 = 2.414213562373095, 0.4142135623730950
 LARGE = 2.0 ** 26          # beyond it asinh(a) and acosh(a) are log(2a) to f32's precision
+NAMED = {0.0: "zero", 0.5: "half", 1.0: "one", 2.0: "two", math.pi: "pi", math.pi / 2: "half_pi",
+         math.pi / 4: "quarter_pi", math.log(2.0): "log2", LARGE: "large", TAN_PI_8: "tan_pi_8",
+         TAN_3PI_8: "tan_3pi_8"}
 
 
 class _F32:
@@ -46,7 +49,8 @@ class _F32:
         self.b = b
 
     def c(self, value: float) -> str:
-        return f32_constant(self.b, value, "c")
+        name = "nan" if math.isnan(value) else "inf" if math.isinf(value) else NAMED.get(value, "coef")
+        return f32_constant(self.b, value, name)
 
     def op(self, kind: str, *operands: str, out: str | None = None) -> str:
         return self.b.op(kind, list(operands), out=out)
