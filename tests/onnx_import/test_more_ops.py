@@ -295,3 +295,23 @@ def test_lowering_golden(case, tmp_path):
     if UPDATE:
         golden.write_text(lowered)
     assert lowered == golden.read_text()
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_mvn_default_axes(opset, tmp_path):
+    """MeanVarianceNormalization with ``axes`` left unsaid is over [0, 2, 3] (ONNX's
+    function body fails strict shape inference then from opset 13: the import writes the
+    default out first, model.py)."""
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])
+    shape = [2, 3, 4, 5]
+    graph = helper.make_graph([node], "mvn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = str(tmp_path / "mvn.onnx")
+    onnx.save(model, path)
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float16).astype(np.float32)
+    want = _onnxruntime(path, x)
+    got = next(iter(api.simulate(api.compile(path), {"x": x.astype(np.float16)}).outputs.values()))
+    error = _mvn_error([0, 2, 3])
+    _assert_within(got.astype(np.float64), want, error(U16, x, want) + error(U32, x, want), f"opset {opset}")
