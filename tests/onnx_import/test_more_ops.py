@@ -313,3 +313,48 @@ def test_mvn_default_axes(opset, tmp_path):
     got = next(iter(api.simulate(api.compile(path), {"x": x.astype(np.float16)}).outputs.values()))
     error = _mvn_error([0, 2, 3])
     _assert_within(got.astype(np.float64), want, error(U16, x, want) + error(U32, x, want), f"opset {opset}")
+
+
+def _edges(op: str) -> np.ndarray:
+    """f32 inputs where the textbook forms lose digits: next to +-1 (to f32's last bit), tiny
+    and huge magnitudes."""
+    k = np.arange(1, 24, dtype=np.float64)
+    near_one = 1 - 2.0 ** -k
+    tiny = 2.0 ** -np.arange(10, 120, 7, dtype=np.float64)
+    if op in ("Asin", "Acos", "Atanh"):
+        values = np.concatenate([near_one, -near_one, tiny, -tiny, [0.5, -0.5, 0.75]])
+    elif op == "Acosh":
+        values = np.concatenate([1 + 2.0 ** -k, [2.0, 10.0, 1e4, 1e10, 1e30, 3e38]])
+    elif op == "Tan":
+        values = np.concatenate([tiny, -tiny, [1.5, -1.5, 3.0, 10.0, 100.0]])
+    else:                                   # Atan, Sinh, Cosh, Asinh
+        huge = [1e4, 1e10, 1e30, 3e38] if op in ("Atan", "Asinh") else [20.0, 80.0, 88.0, 89.0]
+        values = np.concatenate([tiny, -tiny, [0.5, 1.0, 1.5, 2.5, 30.0 if op != "Cosh" else 1.25], huge,
+                                 -np.asarray(huge)])
+    return values.astype(np.float32)
+
+
+EXACT_OF = {"Tan": np.tan, "Atan": np.arctan, "Asin": np.arcsin, "Acos": np.arccos, "Sinh": np.sinh,
+            "Cosh": np.cosh, "Asinh": np.arcsinh, "Acosh": np.arccosh, "Atanh": np.arctanh}
+
+
+@pytest.mark.parametrize("op", sorted(EXACT_OF))
+def test_f32_relative_accuracy_at_the_edges(op, tmp_path):
+    """In f32 the compositions keep their relative accuracy next to +-1 and at tiny and huge
+    magnitudes, where ``asin = atan(x / sqrt(1 - x^2))``, ``atanh = log((1 + x) / (1 - x)) / 2``
+    or ``asinh = log(x + sqrt(x^2 + 1))`` would lose every digit: within the bounds of the
+    module docstring (relative, k U) against the float64 value of the same f32 input.  The
+    textbook atanh in f32 is beyond its bound at 31 of Atanh's 81 points, asinh at 35 of 45."""
+    x = _edges(op)
+    m = ModelBuilder(seed=0, opset=22)
+    m.outputs.append(helper.make_tensor_value_info(m.node(op, [m.input("x", [x.size])]), TensorProto.FLOAT, None))
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(m.model(op), str(path))
+    imported = import_onnx(str(path), precision="f32")
+    write_import(imported, tmp_path / "out" / f"{op}.vir")
+    module = parse_file(tmp_path / "out" / f"{op}.vir")
+    with np.errstate(all="ignore"):
+        got = run_graph(module.graphs[0], {imported.inputs["x"]: x}, tmp_path / "out")[0].astype(np.float64)
+        want = EXACT_OF[op](x.astype(np.float64))
+    bound = CASES[op.lower()][3](0.0, x.astype(np.float64), want)      # u = 0: no final rounding
+    _assert_within(got, want, bound, op)
