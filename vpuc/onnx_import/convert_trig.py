@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from vpuc.onnx_import.builder import GraphBuilder
-from vpuc.onnx_import.convert_math import _sine, f32_constant, f32_result, in_f32
+from vpuc.onnx_import.convert_math import f32_constant, f32_result, in_f32, sine
 
 ATAN_P = (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)
 ASIN_P = (4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.6666752422e-1)
@@ -89,8 +89,8 @@ def _in_f32(compute):
 
 
 def _tan(f: _F32, x: str, out):
-    sine, cosine = _sine(f.b, x, False, None), _sine(f.b, x, True, None)
-    return f.op("Divide", sine, cosine, out=out)
+    sin_x, cos_x = sine(f.b, x, False, None), sine(f.b, x, True, None)
+    return f.op("Divide", sin_x, cos_x, out=out)
 
 
 def _atan(f: _F32, x: str, out):
