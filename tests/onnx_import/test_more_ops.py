@@ -358,3 +358,35 @@ def test_f32_relative_accuracy_at_the_edges(op, tmp_path):
         want = EXACT_OF[op](x.astype(np.float64))
     bound = CASES[op.lower()][3](0.0, x.astype(np.float64), want)      # u = 0: no final rounding
     _assert_within(got, want, bound, op)
+
+
+REFUSED = {
+    "LpNormalization": (22, lambda m, x: m.node("LpNormalization", [x], p=3),
+                        "LpNormalization p = 3; ONNX defines p = 1 and p = 2"),
+    "Shrink": (13, lambda m, x: m.node("Shrink", [x], lambd=-0.5), "Shrink lambd -0.5 is negative"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(REFUSED))
+def test_refused_with_the_reason_at_the_node(op, tmp_path, capsys):
+    from vpuc.cli import main
+    opset, build, reason = REFUSED[op]
+    m = ModelBuilder(seed=0, opset=opset)
+    m.output(build(m, m.input("x", [1, 4, 6, 10])))
+    path = m.save(tmp_path / f"{op}.onnx", op)
+    assert main(["import", path]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and f"({op}, domain ai.onnx, opset {opset}): {reason}" in err, err
+
+
+def test_a_cast_to_boolean_and_back(tmp_path):
+    """Cast of a float to bool is ``x != 0`` and Not of it ``== 0``; back to float a Convert:
+    1 where x is 0, else 0, exactly as onnxruntime."""
+    m = ModelBuilder(seed=0, opset=13)
+    flag = m.node("Cast", [m.input("x", [2, 8])], to=TensorProto.BOOL)
+    m.output(m.node("Cast", [m.node("Not", [flag])], to=TensorProto.FLOAT))
+    path = m.save(tmp_path / "cast.onnx", "cast")
+    x = np.asarray([[0, 1, -2, 0.5, 0, -0.0, 3, 0], [1, 0, 0, 7, -1, 0, 2, 0]], np.float16)
+    got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values())).astype(np.float64)
+    want = _onnxruntime(path, x.astype(np.float32))
+    assert (got == want).all() and (want == (x == 0)).all(), got
