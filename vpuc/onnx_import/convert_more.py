@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.ir.graph_ops import BOOL
+from vpuc.ir.types import ElemType
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_math import NUMPY_OF, f32_constant, f32_result, in_f32
 from vpuc.onnx_import.convert_trig import TRIG_CONVERTERS
@@ -172,25 +173,31 @@ def _logical(kind: str):
 
 
 def cast_value(b: GraphBuilder, node, target: np.dtype) -> None:
-    """The node's first input as ``target``: floats in the graph's precision, booleans as
-    the dialect's u8; anything else refused (integer tensors fold at import)."""
+    """The node's first input as ``target``: floats in the graph's precision (a boolean or an
+    index converted), booleans as the dialect's u8 (``x != 0``), an i32 index (ArgMax's) as
+    itself for int32 and int64; anything else refused (integer tensors fold at import)."""
     source = node.input[0]
     if b.is_known(source):
         b.known[node.output[0]] = b.array(source).astype(target)
         return
     x = b.value(source)
-    is_bool = b.types[x].elem is BOOL
+    elem = b.types[x].elem
     if np.issubdtype(target, np.floating):
-        if is_bool:
-            b.op("Convert", [x], {"to": b.elem}, out=node.output[0])
-        else:
+        if elem.is_float:
             b.alias(node.output[0], source)    # every float computes in the graph's precision
+        else:
+            b.op("Convert", [x], {"to": b.elem}, out=node.output[0])
         return
     if target == np.bool_:
-        if is_bool:
+        if elem is BOOL:
             b.alias(node.output[0], source)
         else:
-            b.op("NotEqual", [x, _const(b, 0.0, "zero")], out=node.output[0])
+            zero = _const(b, 0.0, "zero") if elem.is_float else \
+                b.constant(np.zeros((), np.int32), f"{node.output[0]}.zero")
+            b.op("NotEqual", [x, zero], out=node.output[0])
+        return
+    if elem is ElemType.I32 and target in (np.int32, np.int64):
+        b.alias(node.output[0], source)
         return
     raise b.error(f"Cast to {target} of a run-time tensor; the graph computes in "
                   f"{b.elem} only (integer tensors must fold to constants at import)")
