@@ -57,6 +57,17 @@ def reduce(m, op: str, x: str, axes, keepdims: int = 1, noop: bool = False) -> s
     return axes_node(m, op, x, axes, since, **attrs)
 
 
+def rms_norm(m, x: str, scale: str, axis: int, rank: int, eps: float) -> str:
+    """RMSNormalization from opset 23; before it, what exporters write for it: Pow(x, 2),
+    ReduceMean over the axes from ``axis`` on, Add eps, Sqrt, Div, Mul by the scale."""
+    if m.opset >= 23:
+        return m.node("RMSNormalization", [x, scale], axis=axis, epsilon=eps)
+    square = m.node("Pow", [x, scalar(m, 2.0)])
+    mean = reduce(m, "ReduceMean", square, list(range(axis % rank, rank)))
+    root = m.node("Sqrt", [m.node("Add", [mean, scalar(m, eps)])])
+    return m.node("Mul", [m.node("Div", [x, root]), scale])
+
+
 def split(m, x: str, axis: int, sizes: list[int], equal: bool) -> list[str]:
     """Split into ``sizes`` (``equal``: the parts ONNX's default gives, which the form may
     then leave unsaid): 'split' an attribute up to 12, an input from 13, and from 18

@@ -15,6 +15,9 @@ can be remade:
 - ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
+- ``more``: one of the normalizations, elementwise, boolean, trigonometric and hyperbolic
+  ops of convert_more.py and convert_trig.py (``onnx_more.py``; the ``op`` family draws
+  them too);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
   the lowering must split over output channels, rows or K; VGG's 3x3 layers on 28x28 and
@@ -40,12 +43,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
+from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_normred import normred_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more")
 # each family's random stream: fixed numbers, so a family added later leaves every other
 # family's cases as they were
-_STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000}
+_STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000,
+           "more": 0x4D4F_0000}
 
 
 class _Model:
@@ -89,7 +94,7 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     """The case ``index`` of ``family`` in the campaign ``seed``."""
     m = _Model(seed * 1_000_003 + index * 5 + _STREAM[family])
     return {"op": _one_op, "cnn": _cnn, "transformer": _transformer, "large": _large,
-            "forms": forms.forms_case, "normred": normred_case}[family](m)
+            "forms": forms.forms_case, "normred": normred_case, "more": more_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op
@@ -99,9 +104,11 @@ def _one_op(m: _Model) -> onnx.ModelProto:
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
                      "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy",
-                     "normred"])
+                     "normred", "more"])
     if kind == "normred":
         return normred_case(m)
+    if kind == "more":
+        return more_case(m)
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)

@@ -90,12 +90,13 @@ X = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
 
 
 def test_unsupported_op_names_the_node(tmp_path, capsys):
-    path = _model_with(tmp_path, helper.make_node("LpNormalization", ["x"], ["y"], name="lp"), [X])
+    square = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 3])
+    path = _model_with(tmp_path, helper.make_node("Det", ["x"], ["y"], name="det"), [square], out_shape=())
     code, out, err = _run(capsys, "import", path)
     assert code == 1 and out == ""
-    assert err.startswith(f"error: {path}: node 'lp' (LpNormalization, domain ai.onnx, opset 17): "
-                          "LpNormalization is not supported; supported ops: Abs, Add, AveragePool, "
-                          "BatchNormalization, Cast, Ceil, Celu, Clip, Concat, Conv, ")
+    assert err.startswith(f"error: {path}: node 'det' (Det, domain ai.onnx, opset 17): "
+                          "Det is not supported; supported ops: Abs, ")
+    assert all(f" {op}," in err for op in ("AveragePool", "BatchNormalization", "Cast", "Conv", "LpNormalization"))
     assert not (tmp_path / "m.vir").exists()
 
 

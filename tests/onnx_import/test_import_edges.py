@@ -95,14 +95,18 @@ def test_a_flip_compiles_and_runs(tmp_path):
     np.testing.assert_array_equal(got, x[:, :, ::-1, ::-2])       # copies: exact
 
 
+@pytest.mark.parametrize("include_pad", [0, 1])
 @pytest.mark.parametrize("size, kernel, stride, pad", [(9, 3, 2, 1), (10, 2, 3, 0), (8, 3, 3, 1), (7, 2, 2, 0)])
-def test_average_pool_ceil_mode_counts_the_input_only(tmp_path, size, kernel, stride, pad):
+def test_average_pool_ceil_mode_divides_as_onnxruntime(tmp_path, size, kernel, stride, pad, include_pad):
     """AveragePool with ceil_mode was refused.  Its extra window is padding at the end, as
     for MaxPool; with count_include_pad=0 (ONNX's default) the divisor counts the input
-    elements only, which excluding that padding gives."""
+    elements only, which excluding that padding gives.  With count_include_pad=1 it was
+    refused where ceil_mode adds a window: onnxruntime's divisor counts the declared pads
+    but not the extension (a window's end clipped to the input plus the end pads), which
+    the pads made zeros the window reads, and only the extension excluded, gives."""
     def build(m, x):
         return m.node("AveragePool", [x], kernel_shape=[kernel, kernel], strides=[stride, stride],
-                      pads=[pad] * 4, ceil_mode=1)
+                      pads=[pad] * 4, ceil_mode=1, count_include_pad=include_pad)
     path = _model(tmp_path, build, (1, 3, size, size + 1), "avg")
     x = np.random.default_rng(3).standard_normal((1, 3, size, size + 1)).astype(np.float16)
     want = _onnxruntime(path, x.astype(np.float32))
@@ -115,11 +119,18 @@ def test_average_pool_ceil_mode_counts_the_input_only(tmp_path, size, kernel, st
     assert np.all(np.abs(got - want) <= bound)
 
 
-def test_average_pool_ceil_mode_counting_the_pads_is_refused(tmp_path):
-    def build(m, x):
-        return m.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
-                      count_include_pad=1)
-    path = _model(tmp_path, build, (1, 3, 9, 9), "avg")
-    with pytest.raises(VpucError, match=r"AveragePool with ceil_mode and count_include_pad=1 is not "
-                                        r"supported where ceil_mode adds a window"):
-        import_onnx(path)
+def test_average_pool_ceil_mode_counting_the_pads_pads_first(tmp_path):
+    """count_include_pad=1 where ceil_mode adds a window: the declared pads as a Pad of
+    zeros, the pool excluding only the padding ceil_mode adds; without declared pads the
+    pool alone, excluding the extension."""
+    def build(pads):
+        return lambda m, x: m.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                                   count_include_pad=1, pads=pads)
+    ops = import_onnx(_model(tmp_path, build([1, 0, 1, 0]), (1, 3, 8, 9), "padded")).module.graphs[0].ops
+    pool = next(op for op in ops if op.kind == "AvgPool")
+    assert [op.kind for op in ops if op.kind not in ("Parameter", "Result")] == ["Pad", "AvgPool"]
+    assert (pool.attrs["pads_begin"], pool.attrs["pads_end"], pool.attrs["exclude_pad"]) == ((0, 0), (0, 1), True)
+    ops = import_onnx(_model(tmp_path, build([0, 0, 0, 0]), (1, 3, 9, 9), "bare")).module.graphs[0].ops
+    pool = next(op for op in ops if op.kind == "AvgPool")
+    assert [op.kind for op in ops if op.kind not in ("Parameter", "Result")] == ["AvgPool"]
+    assert (pool.attrs["pads_end"], pool.attrs["exclude_pad"]) == ((1, 1), True)

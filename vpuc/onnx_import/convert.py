@@ -18,6 +18,7 @@ import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
+from vpuc.onnx_import.convert_more import MORE_CONVERTERS, cast_value
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
 
 Converter = Callable[[GraphBuilder, object, dict], None]
@@ -124,12 +125,7 @@ def _passthrough(b, node, attrs):
 
 def _cast(b, node, attrs):
     from onnx import helper
-    target = np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
-    if np.issubdtype(target, np.floating):
-        b.alias(node.output[0], node.input[0])   # every float computes in the graph's precision
-        return
-    raise b.error(f"Cast to {target} of a run-time tensor; the graph computes in "
-                  f"{b.elem} only (integer tensors must fold to constants at import)")
+    cast_value(b, node, np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"])))
 
 
 def supported_ops() -> list[str]:
@@ -146,5 +142,5 @@ CONVERTERS: dict[str, Converter] = {
     "Clip": _clip, "LeakyRelu": _leaky_relu, "HardSigmoid": _hard_sigmoid, "PRelu": _prelu,
     "Reciprocal": _reciprocal, "Elu": _elu, "Gelu": _gelu, "Where": _where,
     "Identity": _passthrough, "Dropout": _passthrough, "Cast": _cast,
-    **MATH_CONVERTERS, **NORM_CONVERTERS,
+    **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS,
 }

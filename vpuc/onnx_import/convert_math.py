@@ -133,11 +133,11 @@ def _round(b, node, attrs):
 
 def _sine_like(cosine: bool):
     def convert(b, node, attrs):
-        f32_result(b, node, lambda out: _sine(b, in_f32(b, _x(b, node)), cosine, out))
+        f32_result(b, node, lambda out: sine(b, in_f32(b, _x(b, node)), cosine, out))
     return convert
 
 
-def _sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
+def sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
     c = lambda v, hint: f32_constant(b, v, hint)
     # k: sin, the nearest integer to x / pi; cos, floor(x / pi), reduced by (k + 1/2) pi
     k = b.op("Floor", [b.op("Add", [b.op("Multiply", [x, c(1 / math.pi, "inv_pi")]),
@@ -150,12 +150,12 @@ def _sine(b: GraphBuilder, x: str, cosine: bool, out: str | None) -> str:
     poly = c(SIN_TAYLOR[-1], "s15")
     for n, coef in reversed(list(enumerate(SIN_TAYLOR[:-1], start=1))):
         poly = b.op("Add", [b.op("Multiply", [poly, r2]), c(coef, f"s{2 * n + 1}")])
-    sine = b.op("Add", [r, b.op("Multiply", [b.op("Multiply", [r, r2]), poly])])
+    series = b.op("Add", [r, b.op("Multiply", [b.op("Multiply", [r, r2]), poly])])
     # sin(r + k pi) = (-1)^k sin r; cos(r + (k + 1/2) pi) = -(-1)^k sin r
     sign = b.op("Subtract", [c(1.0, "one"), b.op("Multiply", [odd(b, k, c), c(2.0, "two")])])
     if cosine:
         sign = b.op("Negative", [sign])
-    return b.op("Multiply", [sine, sign], out=out)
+    return b.op("Multiply", [series, sign], out=out)
 
 
 def _mod(b, node, attrs):

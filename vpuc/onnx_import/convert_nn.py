@@ -71,6 +71,7 @@ def _average_pool(b, node, attrs):
     if dilations != (1, 1):
         raise b.error(f"AveragePool dilations {list(dilations)} are not supported")
     exclude = not attrs.get("count_include_pad", 0)
+    source = b.value(node.input[0])
     if attrs.get("ceil_mode", 0):
         # ceil_mode's extra window as padding at the end (MaxPool's way); its divisor
         # counts the input only, which is what excluding the padding gives
@@ -78,12 +79,14 @@ def _average_pool(b, node, attrs):
         extra = [ceil_extra(size, bb, e, k, s) for size, bb, e, k, s in zip((h, w), begin, end, kernel, strides)]
         if any(x < 0 for x in extra):
             b.beside_shape_inference(node.output[0])
-        if any(x > 0 for x in extra) and not exclude:
-            raise b.error("AveragePool with ceil_mode and count_include_pad=1 is not supported "
-                          "where ceil_mode adds a window (its divisor counts the pads but not "
-                          "the extension)")
+        if any(x > 0 for x in extra) and not exclude and any(begin + end):
+            # onnxruntime's divisor counts the pads but not the extension: the pads made
+            # zeros the window reads, so that excluding padding leaves out the extension only
+            source = b.op("Pad", [source], {"pads_begin": (0, 0) + begin, "pads_end": (0, 0) + end})
+            begin, end = (0, 0), (0, 0)
+        exclude = exclude or any(x > 0 for x in extra)
         end = tuple(e + max(x, 0) for e, x in zip(end, extra))
-    b.op("AvgPool", [b.value(node.input[0])],
+    b.op("AvgPool", [source],
          {"kernel": kernel, "strides": strides, "pads_begin": begin, "pads_end": end,
           "exclude_pad": exclude}, out=node.output[0])
 

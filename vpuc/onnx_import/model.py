@@ -173,6 +173,16 @@ def deprecated_but_run(message: str) -> bool:
     return any(message.startswith(f"Op registered for {op} is deprecated") for op in RUN_DEPRECATED)
 
 
+def _default_mvn_axes(model) -> None:
+    """MeanVarianceNormalization's default axes written out: from opset 13 ONNX's function
+    body for the op fails strict shape inference when ``axes`` is left unsaid, though the
+    spec (and onnxruntime) define it as [0, 2, 3]."""
+    for node in model.graph.node:
+        if node.op_type == "MeanVarianceNormalization" and node.domain in ("", "ai.onnx") \
+                and not any(a.name == "axes" for a in node.attribute):
+            node.attribute.append(_onnx().helper.make_attribute("axes", [0, 2, 3]))
+
+
 def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> LoadedModel:
     """Read, check and shape an ONNX model; every failure names the file and what."""
     onnx = _onnx()
@@ -193,6 +203,7 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
                      f"onnx.version_converter {onnx.__version__}")
         opset = MIN_OPSET
     _fix_inputs(path, model, input_shapes or {})
+    _default_mvn_axes(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:                  # InferenceError and friends
