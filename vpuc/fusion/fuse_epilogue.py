@@ -39,7 +39,8 @@ from vpuc.cost.blocks import BlockStages
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
-from vpuc.fusion.fuse_conv import conv_fusable
+from vpuc.fusion.fuse_conv import ConvEpilogue, conv_fusable, epilogue_dpu_cycles
+from vpuc.fusion.fuse_halo_conv import halo_fusable
 from vpuc.fusion.fuse_pool import pool_fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
@@ -64,7 +65,9 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
     layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
     another value of its type; or ``("pool", layer)``, a MaxPool DPU layer of the layer's
     output alone (``fuse_pool.pool_fusable``); or ``("conv", layer)``, a 1x1 Convolution
-    of a depthwise 1x1's output alone (``fuse_conv.conv_fusable``).  The layer is a window or CNN layer (not a
+    of a depthwise 1x1's output alone (``fuse_conv.conv_fusable``); or ``("halo", layer)``,
+    a 3x3 (odd, same-size) Convolution of the layer's output alone
+    (``fuse_halo_conv.halo_fusable``).  The layer is a window or CNN layer (not a
     MatMul) and its output has no other reader (nor is it a network output).
     ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
@@ -92,6 +95,8 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
             out[s] = ("pool", nxt.layer)
         elif nxt.layer is not None and conv_fusable(seg.layer, nxt.layer, index):
             out[s] = ("conv", nxt.layer)
+        elif nxt.layer is not None and halo_fusable(seg.layer, nxt.layer, index):
+            out[s] = ("halo", nxt.layer)
     return out
 
 
@@ -236,9 +241,19 @@ def with_epilogue(prog, cost):
     """A DPU layer's block cost ``cost`` (rows -> ``BlockStages``) with the ACT SHAVE time of
     the epilogue being emitted on its blocks (``prog.epilogue``, an ``Epilogue``) as each
     block's ``act`` stage (``vpuc.cost.blocks``), so the block count balances the tiles'
-    ACT SHAVEs too; ``cost`` as it is without such an epilogue or a timing model."""
+    ACT SHAVEs too; a fused convolution stage's (``fuse_conv``, ``fuse_halo_conv``) DPU
+    cycles in its ``compute`` (the block heights then fill the stage's mode grid too);
+    ``cost`` as it is without such an epilogue or a timing model."""
     epilogue, timing = getattr(prog, "epilogue", None), getattr(prog, "timing", None)
-    if cost is None or timing is None or not isinstance(epilogue, Epilogue):
+    if cost is None or timing is None:
+        return cost
+    if hasattr(epilogue, "dpu_cycles") or isinstance(epilogue, ConvEpilogue):
+        def with_dpu(rows: int) -> BlockStages:    # a convolution stage's task, on the DPU
+            s = cost(rows)
+            return BlockStages(s.load, s.compute + epilogue_dpu_cycles(epilogue, rows, timing),
+                               s.store, s.ddr, s.act)
+        return with_dpu
+    if not isinstance(epilogue, Epilogue):
         return cost
 
     def with_act(rows: int) -> BlockStages:

@@ -74,6 +74,7 @@ from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
 from vpuc.fusion.fuse_conv import ConvEpilogue, weights_fit
 from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
+from vpuc.fusion.fuse_halo_conv import ChainEpilogue, HaloConvEpilogue, cheaper_in_cmx
 from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
@@ -247,7 +248,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     fused = {} if schedule == "naive" else fusable(
         tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
         {op.operands[0] for op in graph.results})
-    fused = {s: f for s, f in fused.items() if f[0] != "conv" or weights_fit(
+    fused = {s: f for s, f in fused.items() if f[0] not in ("conv", "halo") or weights_fit(
         f[1], graph.index(), cmx_budget)}
     if schedule != "naive":
         seg_values = segment_values(tok, segments, names)
@@ -255,9 +256,12 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if resident is not None:
             room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
             sizes = {v.name: v.type.nbytes for v in values}
-            # a pool or a 1x1 on blocks only where the value between would not stay in CMX
-            fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv")
-                     or worth_fusing(sizes[names[segments[s].layer.output]], room)}
+            # a pool or a 1x1 on blocks only where the value between would not stay in CMX;
+            # a 3x3 also where the cost model finds its copies cheaper than DDR's round trip
+            fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv", "halo")
+                     or (worth_fusing(sizes[names[segments[s].layer.output]], room)
+                         and (f[0] != "halo" or _halo_cheaper(f[1], graph, cmx_budget,
+                                                              timing)))}
             values = resident_values(
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
                 room)
@@ -296,7 +300,11 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             prog.weights_scale = WeightsScale(by_name[names[fold.se.e]], seg.layer.op,
                                               len(prog.dpu))
         sub = fused.get(s)
-        finish = (None if s + (sub is not None) == len(segments) - 1
+        # a depthwise's 1x1 whose own 3x3 runs on its blocks: both on the depthwise's
+        chained = sub is not None and sub[0] == "conv" and s + 1 in fused \
+            and fused[s + 1][0] == "halo"
+        span = 0 if sub is None else 1 + chained
+        finish = (None if s + span == len(segments) - 1
                   else f"{prefix}finished")
         if order is not None:
             order.append((label(prefix).removesuffix("."), finish))
@@ -312,29 +320,34 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             if fold is not None:           # the projection reads x, its weights scaled
                 renamed[fold.se.y] = by_name[names[fold.se.x]]
             if sub is not None:
-                if sub[0] == "sg":
-                    y = tok.subgraphs[sub[1]].outputs[0]
-                    epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
-                                        prog.kernels, config, timings)
-                elif sub[0] == "pool":
-                    y = sub[1].output
-                    epilogue = PoolEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
-                elif sub[0] == "conv":
-                    y = sub[1].output
-                    epilogue = ConvEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
+                tries = [(2, fused[s + 1][1])] if chained else []
+                for span, halo in tries + [(1, None)]:
+                    y, epilogue = _epilogue_of(sub, halo, seg, graph, tok, by_name, names,
+                                               made, generated, prog, config, timings, timing)
+                    # a fused pool's or conv's blocks are the layer's own rows: it retargets
+                    # their stores
+                    into = {} if sub[0] in ("pool", "conv", "halo") \
+                        else {seg.layer.output: by_name[names[y]]}
+                    if span == 1 and chained and finish is None:    # the 3x3 after it
+                        finish = f"{prefix}finished"
+                        prog.barriers.append(f"barrier %{finish}")
+                        if order is not None:
+                            order[-1] = (order[-1][0], finish)
+                        if gates is not None:
+                            gates.add(finish)
+                    if emit_fused(prog, seg.layer, {**renamed, **into},
+                                  graph.index(), tiles, prefix, gate, finish, epilogue,
+                                  names[seg.layer.output], names[y]):
+                        break
                 else:
-                    y = sub[1].output
-                    ops = list(sub[1].op.operands)
-                    other = ops[1 - ops.index(seg.layer.output)]
-                    epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
-                                               ops[0] == seg.layer.output, timing)
-                # a fused pool's or 1x1's blocks are the layer's own rows: it retargets their stores
-                into = {} if sub[0] in ("pool", "conv") else {seg.layer.output: by_name[names[y]]}
-                if emit_fused(prog, seg.layer, {**renamed, **into},
-                              graph.index(), tiles, prefix, gate, finish, epilogue,
-                              names[seg.layer.output], names[y]):
-                    skipped.add(s + 1)
-                    layers.add(prefix, segment_ops(graph, tok, segments[s + 1]))
+                    span = 0
+                if span:
+                    for j in range(1, span + 1):
+                        skipped.add(s + j)
+                        layers.add(prefix, segment_ops(graph, tok, segments[s + j]))
+                    if span == 2:         # the 1x1's output never exists either
+                        mid = names[segments[s + 1].layer.output]
+                        prog.buffers = [b for b in prog.buffers if not b.startswith(f"ddr %{mid} :")]
                     timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
                     gate = (finish,) if finish else ()
                     continue
@@ -369,6 +382,42 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
+
+
+def _epilogue_of(sub: tuple, halo, seg, graph, tok, by_name: dict, names: dict, made: dict,
+                 generated: dict, prog, config, timings: list, timing) -> tuple:
+    """(the graph value its stores write, the epilogue) of the fused segment ``sub`` after
+    ``seg``; with ``halo``, the 3x3 DPU layer after a fused 1x1 (``sub``), both on the
+    blocks (``fuse_halo_conv.ChainEpilogue``)."""
+    index = graph.index()
+    if halo is not None:
+        y = halo.output
+        return y, ChainEpilogue(ConvEpilogue(sub[1], None, index, timing),
+                                HaloConvEpilogue(halo, by_name[names[y]], index, timing))
+    if sub[0] == "sg":
+        return tok.subgraphs[sub[1]].outputs[0], Epilogue(
+            graph.name, tok.subgraphs[sub[1]], made, generated, prog.kernels, config, timings)
+    y = sub[1].output
+    if sub[0] == "pool":
+        return y, PoolEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "halo":
+        return y, HaloConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "conv":
+        return y, ConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    ops = list(sub[1].op.operands)
+    other = ops[1 - ops.index(seg.layer.output)]
+    return y, EltwiseEpilogue(sub[1], by_name[names[other]], ops[0] == seg.layer.output,
+                              timing)
+
+
+def _halo_cheaper(layer, graph, cmx_budget: int, timing) -> bool:
+    """Whether the cost model finds the 3x3 ``layer``'s copies on its producer's blocks
+    cheaper than its input's DDR round trip (``fuse_halo_conv.cheaper_in_cmx``), the
+    producer's blocks estimated at a quarter of the budget each (double-buffered beside
+    their outputs)."""
+    x = graph.index().producer(layer.op.operands[0]).type
+    kh = graph.index().producer(layer.op.operands[1]).type.dims[2]
+    return cheaper_in_cmx(x, kh, max(2, -(-x.nbytes // max(cmx_budget // 4, 1))), timing)
 
 
 def _scale_on_dpu(prog, graph, tok, seg, by_name, names, generated, timings, hook, tiles,
