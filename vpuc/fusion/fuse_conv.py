@@ -137,9 +137,11 @@ class ConvEpilogue:
         """The 1x1's input channels: the depthwise layer's output's."""
         return self.index.producer(self.layer.op.operands[0]).type.dims[1]
 
-    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str,
+             into: str | None = None) -> str:
         """After block ``k``'s depthwise task on ``tile``: the convolution's task on it; its
-        output buffer's name (the block's store waits on ``%KEY.actedK``)."""
+        output buffer's name (the block's store waits on ``%KEY.actedK``).  ``into``: a
+        view of a later stage's buffer to write instead (``fuse_halo_conv``)."""
         self.calls += 1
         n, c, rows, w = block_type.dims
         o = self.layer.op.type.dims[1]
@@ -159,7 +161,7 @@ class ConvEpilogue:
         if operands is None:
             operands = self._load(e, k, tile, c, o, elem)
         e.prog.barriers.append(f"barrier %{p}{self.ready}{k}")
-        out = e.cmx(f"conv.c{k}", TensorType((n, o, rows, w), elem, NHWC), tile)
+        out = into or e.cmx(f"conv.c{k}", TensorType((n, o, rows, w), elem, NHWC), tile)
 
         def workload_of(r: int) -> DpuWorkload:
             return DpuWorkload(op="conv", elem=elem.value, width=w, height=r, channels=o,
