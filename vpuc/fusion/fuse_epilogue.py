@@ -40,8 +40,8 @@ from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
 from vpuc.fusion.fuse_conv import ConvEpilogue, conv_fusable, epilogue_dpu_cycles
-from vpuc.fusion.fuse_halo_conv import halo_fusable
-from vpuc.fusion.fuse_pool import pool_fusable
+from vpuc.fusion.fuse_halo_conv import ChainEpilogue, HaloConvEpilogue, halo_fusable
+from vpuc.fusion.fuse_pool import PoolEpilogue, pool_fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dpu_channels import SHARED_ZEROS_BYTES, aligned, zero_vector
@@ -387,3 +387,29 @@ def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, 
         return False
     prog.buffers = [b for b in prog.buffers if not b.startswith(f"ddr %{x_name} :")]
     return True
+
+
+def epilogue_for(sub: tuple, halo, seg, graph, tok, by_name: dict, names: dict, made: dict,
+                 generated: dict, prog, config, timings: list, timing) -> tuple:
+    """(the graph value its stores write, the epilogue) of the fused segment ``sub`` after
+    ``seg``; with ``halo``, the 3x3 DPU layer after a fused 1x1 (``sub``), both on the
+    blocks (``fuse_halo_conv.ChainEpilogue``)."""
+    index = graph.index()
+    if halo is not None:
+        y = halo.output
+        return y, ChainEpilogue(ConvEpilogue(sub[1], None, index, timing),
+                                HaloConvEpilogue(halo, by_name[names[y]], index, timing))
+    if sub[0] == "sg":
+        return tok.subgraphs[sub[1]].outputs[0], Epilogue(
+            graph.name, tok.subgraphs[sub[1]], made, generated, prog.kernels, config, timings)
+    y = sub[1].output
+    if sub[0] == "pool":
+        return y, PoolEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "halo":
+        return y, HaloConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "conv":
+        return y, ConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    ops = list(sub[1].op.operands)
+    other = ops[1 - ops.index(seg.layer.output)]
+    return y, EltwiseEpilogue(sub[1], by_name[names[other]], ops[0] == seg.layer.output,
+                              timing)

@@ -28,10 +28,14 @@ DPU busy 91% of it, the DDR load channel 48%, was 94%).  Each block's DPU work i
 more than the two layers' apart (the 3x3's blocks of 7 output rows fill the DPU's mode
 grid less than the separate layer's 8 and 12).
 
-Chosen where the value would not stay in CMX (``fuse_pool.worth_fusing``) and the cost
-model's DMA cycles of the copies (``cheaper_in_cmx``: each block once and its halo, CMX ->
-CMX) are fewer than those of the DDR round trip they replace (the value stored, then
-loaded with each block's halo), never by model.
+A 3x3 alone on a layer's blocks is chosen where the value would not stay in CMX
+(``fuse_pool.worth_fusing``) and the cost model's DMA cycles of the copies
+(``cheaper_in_cmx``: each block once and its halo, CMX -> CMX) are fewer than those of the
+DDR round trip they replace (the value stored, then loaded with each block's halo).  A
+chain is chosen wherever the cost model finds its halo copies cheaper than the copies of
+its two values kept in CMX apart (``chain_cheaper``), so also in DenseNet-121's later
+blocks, where the values fit: one pipeline per dense layer instead of three segments,
+each with its fill and drain (3,636,028 -> 3,304,139 cycles).  Never by model.
 
 Expects: segments as ``lower_segments.graph_segments`` makes them.  Guarantees: the DPU
 computes each output element from the same f16 inputs as the two layers apart (the
@@ -80,6 +84,19 @@ def halo_fusable(first, second, index) -> bool:
             and aligned(c) == c and aligned(y.dims[1]) == y.dims[1])
 
 
+def _copies(nbytes: int, elem_bytes: int, src_ddr: bool, dst_ddr: bool, count: int,
+             timing) -> float:
+    """The cost model's cycles (``vpuc.cost.dma``) of ``nbytes`` moved in ``count`` DMAs."""
+    per = -(-nbytes // count)
+    transfer = transfer_cost(False, per, elem_bytes, src_ddr, per, not dst_ddr, timing.dma)
+    return count * dma_task_cycles(transfer, timing.dispatch["DMA"], timing.ddr_bytes_per_cycle)
+
+
+def _halo_bytes(x: TensorType, kh: int) -> int:
+    n, c, _, w = x.dims
+    return n * c * (kh - 1) * w * x.elem.nbytes
+
+
 def cheaper_in_cmx(x: TensorType, kh: int, blocks: int, timing) -> bool:
     """Whether the cost model (``vpuc.cost.dma``) finds the copies of the fused stage, the
     value ``x`` CMX -> CMX once and ``kh - 1`` rows of halo per block, cheaper in DMA
@@ -87,19 +104,29 @@ def cheaper_in_cmx(x: TensorType, kh: int, blocks: int, timing) -> bool:
     halo rows per block.  ``blocks``: an estimate of the producer's row blocks."""
     if timing is None:
         return False
-    n, c, h, w = x.dims
-    nb = x.elem.nbytes
-    halo = n * c * (kh - 1) * w * nb
-
-    def cycles(nbytes: int, src_ddr: bool, dst_ddr: bool, count: int) -> float:
-        per = -(-nbytes // count)
-        transfer = transfer_cost(False, per, nb, src_ddr, per, not dst_ddr, timing.dma)
-        return count * dma_task_cycles(transfer, timing.dispatch["DMA"],
-                                       timing.ddr_bytes_per_cycle)
-    in_cmx = cycles(x.nbytes, False, False, blocks) + cycles(halo * blocks, False, False, blocks)
-    through_ddr = cycles(x.nbytes, False, True, blocks) \
-        + cycles(x.nbytes + halo * blocks, True, False, blocks)
+    nb, halo = x.elem.nbytes, _halo_bytes(x, kh) * blocks
+    in_cmx = _copies(x.nbytes, nb, False, False, blocks, timing) \
+        + _copies(halo, nb, False, False, blocks, timing)
+    through_ddr = _copies(x.nbytes, nb, False, True, blocks, timing) \
+        + _copies(x.nbytes + halo, nb, True, False, blocks, timing)
     return in_cmx < through_ddr
+
+
+def chain_cheaper(z: TensorType, u: TensorType, kh: int, blocks: int, timing) -> bool:
+    """Whether the cost model finds a chain (``ChainEpilogue``) cheaper in DMA cycles than
+    its three layers apart with their values ``z`` (the depthwise's) and ``u`` (the 1x1's)
+    kept in CMX (``resident.py``): there each is stored and loaded back CMX -> CMX by the
+    blocks off its tile (half of them: the others write and read it in place), the 3x3's
+    loads with ``kh - 1`` halo rows each; chained, only the 3x3's halo rows are copied.
+    (The chain also runs one pipeline where there were three, each with its fill and
+    drain: DenseNet-121's 28 x 28 and smaller blocks, 3,636,028 -> 3,304,139 cycles.)"""
+    if timing is None:
+        return False
+    halo = _halo_bytes(u, kh) * blocks
+    apart = sum(2 * _copies(v.nbytes // 2, v.elem.nbytes, False, False, max(blocks // 2, 1),
+                            timing) for v in (z, u)) \
+        + _copies(halo // 2, u.elem.nbytes, False, False, max(blocks // 2, 1), timing)
+    return _copies(halo, u.elem.nbytes, False, False, blocks, timing) < apart
 
 
 @dataclass
@@ -251,3 +278,24 @@ class ChainEpilogue:
         """Both stages' DPU cycles on a block of ``rows`` rows."""
         return epilogue_dpu_cycles(self.first, rows, timing) \
             + self.second.dpu_cycles(rows, timing)
+
+
+def _blocks(x: TensorType, budget: int) -> int:
+    """An estimate of a layer's row blocks over ``x``: a block at most a quarter of the
+    ``budget`` (double-buffered beside its output), two at least (one per tile)."""
+    return max(2, -(-x.nbytes // max(budget // 4, 1)))
+
+
+def halo_cheaper(layer, index, budget: int, timing) -> bool:
+    """``cheaper_in_cmx`` for the 3x3 ``layer`` on its producer's blocks."""
+    x = index.producer(layer.op.operands[0]).type
+    kh = index.producer(layer.op.operands[1]).type.dims[2]
+    return cheaper_in_cmx(x, kh, _blocks(x, budget), timing)
+
+
+def chain_worth(depthwise, halo, index, budget: int, timing) -> bool:
+    """``chain_cheaper`` for the chain from the ``depthwise`` layer to the 3x3 ``halo``."""
+    z = index.producer(depthwise.output).type
+    u = index.producer(halo.op.operands[0]).type
+    kh = index.producer(halo.op.operands[1]).type.dims[2]
+    return chain_cheaper(z, u, kh, _blocks(z, budget), timing)

@@ -71,10 +71,10 @@ from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.concat_in_place import concat_aliases
 from vpuc.fusion.fold_views import fold_views, folded_value
-from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
-from vpuc.fusion.fuse_conv import ConvEpilogue, weights_fit
-from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
-from vpuc.fusion.fuse_halo_conv import ChainEpilogue, HaloConvEpilogue, cheaper_in_cmx
+from vpuc.fusion.fuse_epilogue import emit_fused, epilogue_for, fusable
+from vpuc.fusion.fuse_conv import weights_fit
+from vpuc.fusion.fuse_pool import worth_fusing
+from vpuc.fusion.fuse_halo_conv import chain_worth, halo_cheaper
 from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
@@ -256,12 +256,19 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if resident is not None:
             room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
             sizes = {v.name: v.type.nbytes for v in values}
-            # a pool or a 1x1 on blocks only where the value between would not stay in CMX;
-            # a 3x3 also where the cost model finds its copies cheaper than DDR's round trip
+            # a chain (a depthwise, its 1x1, its 3x3: fuse_halo_conv) wherever the cost model
+            # finds it cheaper than the three apart, their values kept in CMX or not; other
+            # pools, 1x1s or 3x3s on blocks only where the value between would not stay in
+            # CMX, a 3x3 where the cost model finds its copies cheaper than DDR's round trip
+            chains = {s for s, f in fused.items() if f[0] == "conv" and s + 1 in fused
+                      and fused[s + 1][0] == "halo" and chain_worth(
+                          segments[s].layer, fused[s + 1][1], graph.index(), cmx_budget,
+                          timing)}
             fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv", "halo")
+                     or s in chains or s - 1 in chains
                      or (worth_fusing(sizes[names[segments[s].layer.output]], room)
-                         and (f[0] != "halo" or _halo_cheaper(f[1], graph, cmx_budget,
-                                                              timing)))}
+                         and (f[0] != "halo" or halo_cheaper(f[1], graph.index(), cmx_budget,
+                                                             timing)))}
             values = resident_values(
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
                 room)
@@ -322,7 +329,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             if sub is not None:
                 tries = [(2, fused[s + 1][1])] if chained else []
                 for span, halo in tries + [(1, None)]:
-                    y, epilogue = _epilogue_of(sub, halo, seg, graph, tok, by_name, names,
+                    y, epilogue = epilogue_for(sub, halo, seg, graph, tok, by_name, names,
                                                made, generated, prog, config, timings, timing)
                     # a fused pool's or conv's blocks are the layer's own rows: it retargets
                     # their stores
@@ -347,7 +354,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                         layers.add(prefix, segment_ops(graph, tok, segments[s + j]))
                     if span == 2:         # the 1x1's output never exists either
                         mid = names[segments[s + 1].layer.output]
-                        prog.buffers = [b for b in prog.buffers if not b.startswith(f"ddr %{mid} :")]
+                        prog.buffers = [b for b in prog.buffers
+                                        if not b.startswith(f"ddr %{mid} :")]
                     timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
                     gate = (finish,) if finish else ()
                     continue
@@ -382,42 +390,6 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
-
-
-def _epilogue_of(sub: tuple, halo, seg, graph, tok, by_name: dict, names: dict, made: dict,
-                 generated: dict, prog, config, timings: list, timing) -> tuple:
-    """(the graph value its stores write, the epilogue) of the fused segment ``sub`` after
-    ``seg``; with ``halo``, the 3x3 DPU layer after a fused 1x1 (``sub``), both on the
-    blocks (``fuse_halo_conv.ChainEpilogue``)."""
-    index = graph.index()
-    if halo is not None:
-        y = halo.output
-        return y, ChainEpilogue(ConvEpilogue(sub[1], None, index, timing),
-                                HaloConvEpilogue(halo, by_name[names[y]], index, timing))
-    if sub[0] == "sg":
-        return tok.subgraphs[sub[1]].outputs[0], Epilogue(
-            graph.name, tok.subgraphs[sub[1]], made, generated, prog.kernels, config, timings)
-    y = sub[1].output
-    if sub[0] == "pool":
-        return y, PoolEpilogue(sub[1], by_name[names[y]], index, timing)
-    if sub[0] == "halo":
-        return y, HaloConvEpilogue(sub[1], by_name[names[y]], index, timing)
-    if sub[0] == "conv":
-        return y, ConvEpilogue(sub[1], by_name[names[y]], index, timing)
-    ops = list(sub[1].op.operands)
-    other = ops[1 - ops.index(seg.layer.output)]
-    return y, EltwiseEpilogue(sub[1], by_name[names[other]], ops[0] == seg.layer.output,
-                              timing)
-
-
-def _halo_cheaper(layer, graph, cmx_budget: int, timing) -> bool:
-    """Whether the cost model finds the 3x3 ``layer``'s copies on its producer's blocks
-    cheaper than its input's DDR round trip (``fuse_halo_conv.cheaper_in_cmx``), the
-    producer's blocks estimated at a quarter of the budget each (double-buffered beside
-    their outputs)."""
-    x = graph.index().producer(layer.op.operands[0]).type
-    kh = graph.index().producer(layer.op.operands[1]).type.dims[2]
-    return cheaper_in_cmx(x, kh, max(2, -(-x.nbytes // max(cmx_budget // 4, 1))), timing)
 
 
 def _scale_on_dpu(prog, graph, tok, seg, by_name, names, generated, timings, hook, tiles,
