@@ -23,10 +23,12 @@ which the 3x3's task and the next block's halo copy wait on); neither value betw
 three layers ever exists whole.
 
 DenseNet-121 (``bench/zoo_schedule_bench.py``, timing-only): 3,743,456 -> 3,636,028
-cycles; its first dense block (56 x 56) 961,317 -> ~872,500 cycles, now DPU-bound (one
-DPU busy 91% of it, the DDR load channel 48%, was 94%).  Each block's DPU work is a little
-more than the two layers' apart (the 3x3's blocks of 7 output rows fill the DPU's mode
-grid less than the separate layer's 8 and 12).
+cycles with the first dense block's (56 x 56) values alone on blocks: that block
+961,317 -> 872,546 cycles, DPU-bound (one DPU busy 91% of it, the DDR load channel 48%,
+was 94%).  Each block's DPU work is a little more than the two layers' apart (the 3x3's
+blocks of 7 output rows fill the DPU's mode grid less than the separate layer's 8 and
+12; cutting them to even rows saved 3.6k DPU cycles a layer but unbalanced the tiles:
+no gain, not kept).
 
 A 3x3 alone on a layer's blocks is chosen where the value would not stay in CMX
 (``fuse_pool.worth_fusing``) and the cost model's DMA cycles of the copies
