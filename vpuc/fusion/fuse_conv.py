@@ -77,13 +77,42 @@ def weights_fit(layer, index, budget: int) -> bool:
 
 def epilogue_bytes(epilogue, n: int, rows: int, width: int) -> int:
     """CMX bytes a ``ConvEpilogue`` adds to a block of ``rows`` rows of ``width`` columns,
-    counted with the block's own (double-buffered with them): its output rows and, as an
-    upper bound, the tile's weights and bias; 0 for any other epilogue."""
+    counted with the block's own (double-buffered with them): its output rows; a stage
+    that counts its own (``fuse_halo_conv``: ``cmx_bytes``) its count; 0 for any other
+    epilogue.  Their weights, once per tile, are ``epilogue_weight_bytes``."""
+    if hasattr(epilogue, "cmx_bytes"):
+        return epilogue.cmx_bytes(n, rows, width)
+    if not isinstance(epilogue, ConvEpilogue):
+        return 0
+    return n * epilogue.layer.op.type.dims[1] * rows * width \
+        * epilogue.layer.op.type.elem.nbytes
+
+
+def epilogue_weight_bytes(epilogue) -> int:
+    """The CMX bytes a tile holds once for a fused convolution stage's weights and bias
+    (loaded with its first block, read by all: not double-buffered with the blocks); 0
+    for an epilogue without weights."""
+    if hasattr(epilogue, "weight_bytes"):
+        return epilogue.weight_bytes()
     if not isinstance(epilogue, ConvEpilogue):
         return 0
     o, c = epilogue.layer.op.type.dims[1], epilogue.input_channels()
-    elem = epilogue.layer.op.type.elem.nbytes
-    return (n * o * rows * width + o * c) * elem + 4 * o
+    return o * c * epilogue.layer.op.type.elem.nbytes + 4 * o
+
+
+def epilogue_dpu_cycles(epilogue, rows: int, timing) -> float:
+    """The cost model's DPU cycles of a fused convolution stage (``ConvEpilogue``, or one
+    with ``dpu_cycles``) on a block of ``rows`` rows; 0 for any other epilogue."""
+    if hasattr(epilogue, "dpu_cycles"):
+        return epilogue.dpu_cycles(rows, timing)
+    if not isinstance(epilogue, ConvEpilogue):
+        return 0.0
+    from vpuc.fusion.lower_dpu import split_rows_cost
+    n, c, _, w = epilogue.index.producer(epilogue.layer.op.operands[0]).type.dims
+    o, elem = epilogue.layer.op.type.dims[1], epilogue.layer.op.type.elem
+    return split_rows_cost(rows, lambda r: DpuWorkload(
+        op="conv", elem=elem.value, width=w, height=r, channels=o, in_channels=c, batch=n,
+        in_bytes=elem.nbytes, out_bytes=elem.nbytes, weight_bytes=elem.nbytes), timing)[1]
 
 
 @dataclass
@@ -100,14 +129,19 @@ class ConvEpilogue:
     outputs: set = field(default_factory=set)
     weights: dict = field(default_factory=dict)     # tile -> the task's operand clauses
     targets: dict = field(default_factory=dict)     # k -> the store's view of the target
+    # the barrier its task updates: the store's ``acted``, or what a later stage waits on
+    # (``fuse_halo_conv.ChainEpilogue``, whose stores write that stage's output: no target)
+    ready: str = "acted"
 
     def input_channels(self) -> int:
         """The 1x1's input channels: the depthwise layer's output's."""
         return self.index.producer(self.layer.op.operands[0]).type.dims[1]
 
-    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str,
+             into: str | None = None) -> str:
         """After block ``k``'s depthwise task on ``tile``: the convolution's task on it; its
-        output buffer's name (the block's store waits on ``%KEY.actedK``)."""
+        output buffer's name (the block's store waits on ``%KEY.actedK``).  ``into``: a
+        view of a later stage's buffer to write instead (``fuse_halo_conv``)."""
         self.calls += 1
         n, c, rows, w = block_type.dims
         o = self.layer.op.type.dims[1]
@@ -118,16 +152,16 @@ class ConvEpilogue:
         # NHWC on both sides: the store writes them as they are
         x = self.index.producer(self.layer.op.operands[0]).type
         if spans is None or spans[1] != (0, c) or c != x.dims[1] or spans[3] != (0, w) \
-                or spans[2][1] - spans[2][0] != rows or self.target.type.order != NHWC \
-                or self.target.padded:
+                or spans[2][1] - spans[2][0] != rows or (self.target is not None and (
+                    self.target.type.order != NHWC or self.target.padded)):
             self.refused = True
             return block
         p, elem = e.p, block_type.elem
         operands = self.weights.get(tile)
         if operands is None:
             operands = self._load(e, k, tile, c, o, elem)
-        e.prog.barriers.append(f"barrier %{p}acted{k}")
-        out = e.cmx(f"conv.c{k}", TensorType((n, o, rows, w), elem, NHWC), tile)
+        e.prog.barriers.append(f"barrier %{p}{self.ready}{k}")
+        out = into or e.cmx(f"conv.c{k}", TensorType((n, o, rows, w), elem, NHWC), tile)
 
         def workload_of(r: int) -> DpuWorkload:
             return DpuWorkload(op="conv", elem=elem.value, width=w, height=r, channels=o,
@@ -137,15 +171,17 @@ class ConvEpilogue:
         e.prog.dpu.append(f"  {e.lp}conv{k}: dpu conv on tile {tile} in({block}){operands} "
                           f"out({out}) kernel(1, 1) stride(1, 1) pad(0, 0, 0, 0) "
                           f"dilation(1, 1){self.layer.post} waits(%{p}done{k}, "
-                          f"%{p}conv.loaded.t{tile}) updates(%{p}acted{k}) {{")
+                          f"%{p}conv.loaded.t{tile}) updates(%{p}{self.ready}{k}) {{")
         for a, b, z0, z1, mode in variant_boxes("conv", split_rows(rows, workload_of,
                                                                    self.timing), (0, o - 1)):
             e.prog.dpu.append(f"    variant start(0, {a}, {z0}) end({w - 1}, {b - 1}, {z1}) "
                               f"mode({mode})")
         e.prog.dpu.append("  }")
+        self.outputs.add(out)
+        if self.target is None:
+            return out
         self.targets[k] = e.view(f"conv.v{k}", self.target.name,
                                  [f"0:{n}", f"0:{o}", f"{spans[2][0]}:{spans[2][1]}", f"0:{w}"])
-        self.outputs.add(out)
         return out
 
     def _load(self, e, k: int, tile: int, c: int, o: int, elem) -> str:

@@ -39,8 +39,9 @@ from vpuc.cost.blocks import BlockStages
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.fusion.act_split import shave_boxes
 from vpuc.fusion.blocked_program import sanitize
-from vpuc.fusion.fuse_conv import conv_fusable
-from vpuc.fusion.fuse_pool import pool_fusable
+from vpuc.fusion.fuse_conv import ConvEpilogue, conv_fusable, epilogue_dpu_cycles
+from vpuc.fusion.fuse_halo_conv import ChainEpilogue, HaloConvEpilogue, halo_fusable
+from vpuc.fusion.fuse_pool import PoolEpilogue, pool_fusable
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.generator.kernel_graph import body_key
 from vpuc.fusion.lower_dpu_channels import SHARED_ZEROS_BYTES, aligned, zero_vector
@@ -64,7 +65,9 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
     layer)``, an eltwise Add or Multiply DPU layer (no bias) of the layer's output and
     another value of its type; or ``("pool", layer)``, a MaxPool DPU layer of the layer's
     output alone (``fuse_pool.pool_fusable``); or ``("conv", layer)``, a 1x1 Convolution
-    of a depthwise 1x1's output alone (``fuse_conv.conv_fusable``).  The layer is a window or CNN layer (not a
+    of a depthwise 1x1's output alone (``fuse_conv.conv_fusable``); or ``("halo", layer)``,
+    a 3x3 (odd, same-size) Convolution of the layer's output alone
+    (``fuse_halo_conv.halo_fusable``).  The layer is a window or CNN layer (not a
     MatMul) and its output has no other reader (nor is it a network output).
     ``reads(seg)`` / ``writes(seg)``: a segment's graph values."""
     readers: dict[str, set[int]] = {}
@@ -92,6 +95,8 @@ def fusable(tok, segments: list, reads, writes, outputs: set[str]) -> dict[int, 
             out[s] = ("pool", nxt.layer)
         elif nxt.layer is not None and conv_fusable(seg.layer, nxt.layer, index):
             out[s] = ("conv", nxt.layer)
+        elif nxt.layer is not None and halo_fusable(seg.layer, nxt.layer, index):
+            out[s] = ("halo", nxt.layer)
     return out
 
 
@@ -236,9 +241,19 @@ def with_epilogue(prog, cost):
     """A DPU layer's block cost ``cost`` (rows -> ``BlockStages``) with the ACT SHAVE time of
     the epilogue being emitted on its blocks (``prog.epilogue``, an ``Epilogue``) as each
     block's ``act`` stage (``vpuc.cost.blocks``), so the block count balances the tiles'
-    ACT SHAVEs too; ``cost`` as it is without such an epilogue or a timing model."""
+    ACT SHAVEs too; a fused convolution stage's (``fuse_conv``, ``fuse_halo_conv``) DPU
+    cycles in its ``compute`` (the block heights then fill the stage's mode grid too);
+    ``cost`` as it is without such an epilogue or a timing model."""
     epilogue, timing = getattr(prog, "epilogue", None), getattr(prog, "timing", None)
-    if cost is None or timing is None or not isinstance(epilogue, Epilogue):
+    if cost is None or timing is None:
+        return cost
+    if hasattr(epilogue, "dpu_cycles") or isinstance(epilogue, ConvEpilogue):
+        def with_dpu(rows: int) -> BlockStages:    # a convolution stage's task, on the DPU
+            s = cost(rows)
+            return BlockStages(s.load, s.compute + epilogue_dpu_cycles(epilogue, rows, timing),
+                               s.store, s.ddr, s.act)
+        return with_dpu
+    if not isinstance(epilogue, Epilogue):
         return cost
 
     def with_act(rows: int) -> BlockStages:
@@ -372,3 +387,29 @@ def emit_fused(prog, layer, values: dict, index, tiles: int, prefix: str, gate, 
         return False
     prog.buffers = [b for b in prog.buffers if not b.startswith(f"ddr %{x_name} :")]
     return True
+
+
+def epilogue_for(sub: tuple, halo, seg, graph, tok, by_name: dict, names: dict, made: dict,
+                 generated: dict, prog, config, timings: list, timing) -> tuple:
+    """(the graph value its stores write, the epilogue) of the fused segment ``sub`` after
+    ``seg``; with ``halo``, the 3x3 DPU layer after a fused 1x1 (``sub``), both on the
+    blocks (``fuse_halo_conv.ChainEpilogue``)."""
+    index = graph.index()
+    if halo is not None:
+        y = halo.output
+        return y, ChainEpilogue(ConvEpilogue(sub[1], None, index, timing),
+                                HaloConvEpilogue(halo, by_name[names[y]], index, timing))
+    if sub[0] == "sg":
+        return tok.subgraphs[sub[1]].outputs[0], Epilogue(
+            graph.name, tok.subgraphs[sub[1]], made, generated, prog.kernels, config, timings)
+    y = sub[1].output
+    if sub[0] == "pool":
+        return y, PoolEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "halo":
+        return y, HaloConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    if sub[0] == "conv":
+        return y, ConvEpilogue(sub[1], by_name[names[y]], index, timing)
+    ops = list(sub[1].op.operands)
+    other = ops[1 - ops.index(seg.layer.output)]
+    return y, EltwiseEpilogue(sub[1], by_name[names[other]], ops[0] == seg.layer.output,
+                              timing)

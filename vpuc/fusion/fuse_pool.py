@@ -84,6 +84,13 @@ class PoolEpilogue:
     blocks: dict = field(default_factory=dict)      # k -> (CMX block, its rows r0, r1)
     targets: dict = field(default_factory=dict)     # k -> the store's pooled rows
     pending: dict = field(default_factory=dict)     # tile -> its last pool task's lines
+    # the barrier a block's input is ready on: the layer's ``done``, or an earlier stage's
+    ready: str = "done"
+    # k -> (its input buffer, the view of its block's rows): an earlier stage writes the
+    # block there itself (``input_buffer``), no copy
+    pins: dict = field(default_factory=dict)
+    placed: set = field(default_factory=set)        # the input buffers so written
+    tag = "pool"          # its buffers' and barriers' names (``fuse_halo_conv``: "halo")
 
     def geometry(self):
         """(input dims, output dims, kernel, strides, pads begin, pads end)."""
@@ -108,21 +115,30 @@ class PoolEpilogue:
         nb = self.layer.op.type.elem.nbytes
         return n * c * ((rows + kh - sh) * w + -(-rows // sh) * ow) * nb
 
-    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str) -> str:
+    def out_channels(self) -> int:
+        """The channels of the stage's output (a pool's are its input's)."""
+        return self.layer.op.type.dims[1]
+
+    def emit(self, e, k: int, block: str, block_type: TensorType, tile: int, dst: str,
+             rows: tuple[int, int] | None = None) -> str:
         """After block ``k``'s DPU task on ``tile``: its copies, the pool task; the pooled
-        buffer's name (the block's store waits on ``%KEY.actedK``)."""
+        buffer's name (the block's store waits on ``%KEY.actedK``).  ``rows``: the block's
+        input rows, when ``dst`` is not a view of them (a stage after another)."""
         self.calls += 1
         (n, c, h, w), (_, _, _, ow), (kh, kw), (sh, sw), (pt, pl), (_, pr) = self.geometry()
         elem = block_type.elem
         base, slices = e.view_of.get(dst, (dst, None))
-        rows = _rows_of(slices, (n, c, w))
+        rows = _rows_of(slices, (n, c, w)) if rows is None else rows
         if rows is None or self.source.type.order != NHWC \
                 or block_type.nbytes != n * c * (rows[1] - rows[0]) * w * elem.nbytes \
                 or (k > 0 and (k - 1 not in self.blocks or self.blocks[k - 1][2] != rows[0])):
             self.refused = True
             return block
         r0, r1 = rows
-        self.blocks[k] = (block, r0, r1)
+        placed = self.pins.pop(k, None)
+        self.blocks[k] = (block, r0, r1) if placed is None else (placed[0], r0, r1)
+        if placed is not None:
+            self.placed.add(placed[0])
         i0, i1 = self.pooled_rows(r0, r1, r1 == h)
         first, end = i0 * sh - pt, (i1 - 1) * sh - pt + kh     # input rows the pool reads
         halo = r0 - max(first, 0)
@@ -132,21 +148,62 @@ class PoolEpilogue:
             self.refused = True
             return block
         held = min(end, r1) - max(first, 0)      # the pool's input rows in CMX
-        p = e.p
-        e.prog.barriers += [f"barrier %{p}pooled.in{k}", f"barrier %{p}acted{k}"]
-        pin = e.cmx(f"pool.in{k}", TensorType((n, c, halo + r1 - r0, w), elem, NHWC), tile)
-        into = e.view(f"pool.rows{k}", pin[1:], [f"0:{n}", f"0:{c}", f"{halo}:{halo + r1 - r0}",
-                                                 f"0:{w}"])
-        e.dma(f"pool.cp{k}", block, into, e.prog.store_channel, f" waits(%{p}done{k})",
-              [f"%{p}pooled.in{k}"])
-        if k > 0:
-            _before_store(e, max(k - e.used, 0))
+        p, t = e.p, self.tag
+        e.prog.barriers.append(f"barrier %{p}acted{k}")
+        if placed is None or halo:
+            e.prog.barriers.append(f"barrier %{p}{t}ed.in{k}")
+        waits = [f"%{p}{t}ed.in{k}"] if halo else []
+        if placed is None:
+            pin = e.cmx(f"{t}.in{k}", TensorType((n, c, halo + r1 - r0, w), elem, NHWC), tile)
+            into = e.view(f"{t}.rows{k}", pin[1:], [f"0:{n}", f"0:{c}",
+                                                    f"{halo}:{halo + r1 - r0}", f"0:{w}"])
+            e.dma(f"{t}.cp{k}", block, into, e.prog.store_channel,
+                  f" waits(%{p}{self.ready}{k})", [f"%{p}{t}ed.in{k}"])
+            if k > 0:
+                _before_store(e, max(k - e.used, 0))
+            waits = [f"%{p}{t}ed.in{k}"]
+        else:           # the earlier stage wrote the rows there: its task is what to wait on
+            pin = placed[0]
+            waits.append(f"%{p}{self.ready}{k}")
         if halo:
             self._halo(e, k, previous, pin, halo, (n, c, w))
         src = pin if held == halo + r1 - r0 else e.view(
-            f"pool.src{k}", pin[1:], [f"0:{n}", f"0:{c}", f"0:{held}", f"0:{w}"])
-        out = e.cmx(f"pool.out{k}", TensorType((n, c, i1 - i0, ow), elem, NHWC), tile)
+            f"{t}.src{k}", pin[1:], [f"0:{n}", f"0:{c}", f"0:{held}", f"0:{w}"])
+        o = self.out_channels()
+        out = e.cmx(f"{t}.out{k}", TensorType((n, o, i1 - i0, ow), elem, NHWC), tile)
         top, bottom = max(-first, 0), max(end - h, 0)
+        # the tile's pool of its previous block runs now, after this block's convolution
+        # (which ran while that block was copied), and this block's after the next one's
+        e.prog.dpu += self.pending.pop(tile, [])
+        self.pending[tile] = self.task(e, k, tile, src, out, (top, bottom, pl, pr), i1 - i0,
+                                       waits)
+        self.targets[k] = e.view(f"{t}.v{k}", self.source.name,
+                                 [f"0:{n}", f"0:{o}", f"{i0}:{i1}", f"0:{ow}"])
+        self.outputs.add(out)
+        return out
+
+    def input_buffer(self, e, k: int, rows: tuple[int, int], tile: int, elem) -> str:
+        """Block ``k``'s input buffer (its ``rows`` of the input after the halo rows) on
+        ``tile``, declared before the stage that writes the block: the view of its rows
+        that stage writes (``fuse_halo_conv.ChainEpilogue``), where ``emit`` then copies
+        nothing.  The halo is as ``emit`` finds it (the rows ``pooled_rows`` reads)."""
+        (n, c, h, w), _, (kh, _), (sh, _), (pt, _), _ = self.geometry()
+        r0, r1 = rows
+        i0, _ = self.pooled_rows(r0, r1, r1 == h)
+        halo = max(r0 - max(i0 * sh - pt, 0), 0)
+        t = self.tag
+        pin = e.cmx(f"{t}.in{k}", TensorType((n, c, halo + r1 - r0, w), elem, NHWC), tile)
+        into = e.view(f"{t}.rows{k}", pin[1:], [f"0:{n}", f"0:{c}", f"{halo}:{halo + r1 - r0}",
+                                                f"0:{w}"])
+        self.pins[k] = (pin, into)
+        return into
+
+    def task(self, e, k: int, tile: int, src: str, out: str, pads: tuple, rows: int,
+             waits: list[str]) -> list:
+        """The lines of block ``k``'s pool task: ``rows`` output rows of ``src`` into ``out``,
+        ``pads`` (top, bottom, left, right), after ``waits``."""
+        (n, c, _, _), (_, _, _, ow), (kh, kw), (sh, sw), *_ = self.geometry()
+        elem = self.layer.op.type.elem
 
         def workload_of(r: int) -> DpuWorkload:
             return DpuWorkload(op="maxpool", elem=elem.value, width=ow, height=r, channels=c,
@@ -154,42 +211,39 @@ class PoolEpilogue:
                                in_bytes=elem.nbytes, out_bytes=elem.nbytes,
                                weight_bytes=elem.nbytes)
         from vpuc.fusion.lower_dpu import split_rows
-        # the tile's pool of its previous block runs now, after this block's convolution
-        # (which ran while that block was copied), and this block's after the next one's
-        e.prog.dpu += self.pending.pop(tile, [])
+        p = e.p
         task = [f"  {e.lp}pool{k}: dpu maxpool on tile {tile} in({src}) out({out}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) "
-                f"pad({top}, {bottom}, {pl}, {pr}){self.layer.post} "
-                f"waits(%{p}pooled.in{k}) updates(%{p}acted{k}) {{"]
-        for a, b, z0, z1, mode in variant_boxes("maxpool", split_rows(i1 - i0, workload_of,
+                f"pad({', '.join(str(v) for v in pads)}){self.layer.post} "
+                f"waits({', '.join(waits)}) updates(%{p}acted{k}) {{"]
+        for a, b, z0, z1, mode in variant_boxes("maxpool", split_rows(rows, workload_of,
                                                                       self.timing), (0, c - 1)):
             task.append(f"    variant start(0, {a}, {z0}) end({ow - 1}, {b - 1}, {z1}) "
                         f"mode({mode})")
-        self.pending[tile] = task + ["  }"]
-        self.targets[k] = e.view(f"pool.v{k}", self.source.name,
-                                 [f"0:{n}", f"0:{c}", f"{i0}:{i1}", f"0:{ow}"])
-        self.outputs.add(out)
-        return out
+        return task + ["  }"]
 
     def _halo(self, e, k: int, previous, pin: str, halo: int, dims) -> None:
         """The previous block's last ``halo`` rows into rows ``0..halo`` of block ``k``'s
         pool input (module docstring)."""
         n, c, w = dims
         block, r0, r1 = previous
-        block_type, _ = e.cmx_of[block]
-        per_row = block_type.nbytes // (r1 - r0)
+        block_type, _ = e.cmx_of[block]      # a placed block: its input buffer's last rows
+        # the rows the buffer holds: the block's, after its own halo when placed there
+        held = r1 - r0 + (block_type.dims[2] - (r1 - r0) if block in self.placed else 0)
+        per_row = block_type.nbytes // held
         # the block's last rows as a view of its own dims (a folded block: its rows too)
         bn, bc, brows, bw = block_type.dims
         if per_row * brows != block_type.nbytes or bn * bc * bw * block_type.elem.nbytes \
                 != per_row:
             self.refused = True
             return
-        src = e.view(f"pool.hsrc{k}", block[1:], [f"0:{bn}", f"0:{bc}",
-                                                 f"{brows - halo}:{brows}", f"0:{bw}"])
-        dst = e.view(f"pool.halo.v{k}", pin[1:], [f"0:{n}", f"0:{c}", f"0:{halo}", f"0:{w}"])
+        t = self.tag
+        src = e.view(f"{t}.hsrc{k}", block[1:], [f"0:{bn}", f"0:{bc}",
+                                                f"{brows - halo}:{brows}", f"0:{bw}"])
+        dst = e.view(f"{t}.halo.v{k}", pin[1:], [f"0:{n}", f"0:{c}", f"0:{halo}", f"0:{w}"])
         p = e.p
-        e.dma(f"pool.halo{k}", src, dst, e.prog.store_channel, f" waits(%{p}done{k - 1})",
-              [f"%{p}pooled.in{k}", f"%{p}acted{k - 1}"])
+        e.dma(f"{t}.halo{k}", src, dst, e.prog.store_channel,
+              f" waits(%{p}{self.ready}{k - 1})", [f"%{p}{t}ed.in{k}", f"%{p}acted{k - 1}"])
         _before_store(e, max(k - e.used, 0))
 
     def flush(self, prog) -> None:

@@ -67,7 +67,7 @@ from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_bias import TileBias, shares_bias
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
-from vpuc.fusion.fuse_conv import epilogue_bytes
+from vpuc.fusion.fuse_conv import epilogue_bytes, epilogue_weight_bytes
 from vpuc.fusion.lower_dpu_nn_cut import cuts_channels, kept_chunks, kept_rows
 from vpuc.fusion.lower_dpu_nn_load import (aligned_job, load_job_input, load_job_weights,
                                           loads_pads, rows_in)
@@ -196,9 +196,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         return prog.cmx_budget - 2 * max(weight_bytes(j) + io_bytes(j, rows)
                                          - input_bytes(j, rows) for j in chunks)
 
+    # a fused convolution stage's weights (fuse_conv, fuse_halo_conv): once per tile
+    stage_weights = epilogue_weight_bytes(prog.epilogue)
+
     def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
         single = len(jobs) == 1
-        return max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs)
+        return max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs) \
+            + stage_weights
 
     jobs = plan.jobs
     # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
@@ -308,7 +312,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work = [(j, r0, r1, 0, ow) for r0, r1 in kept for j in range(len(jobs))]
     for j, job in enumerate(jobs if kept is None else []):
         if single:
-            blocks = choose_blocks(oh, tiles, weight_bytes(job), lambda r: io_bytes(job, r),
+            blocks = choose_blocks(oh, tiles, weight_bytes(job) + stage_weights,
+                                   lambda r: io_bytes(job, r),
                                    "output row", op, prog.cmx_budget,
                                    live=2 if width < ow else None,   # blocks of columns too
                                    cost=with_epilogue(prog, lambda r: stages(job, r)),

@@ -44,6 +44,7 @@ from vpuc.cost import DpuWorkload
 from vpuc.cost.blocks import BlockStages, Move, block_stages, move_cycles, pipeline_cycles
 from vpuc.cost.dma import dma_task_cycles, transfer_cost
 from vpuc.fusion.fuse_conv import ConvEpilogue
+from vpuc.fusion.fuse_halo_conv import ChainEpilogue, HaloConvEpilogue
 from vpuc.fusion.fuse_epilogue import Epilogue, with_epilogue
 from vpuc.fusion.lower_dpu import NHWC, DpuLayer, resident_cycles, split_rows_cost
 from vpuc.fusion.lower_dpu_blocks import row_cuts
@@ -61,8 +62,10 @@ def cuts_channels(prog, layer: DpuLayer, values: dict, index: GraphIndex, tiles:
     (constant weights, an NHWC input, no 1x1 strided load): the others keep the row cut."""
     op, timing = layer.op, prog.timing
     if op.kind not in ("Convolution", "GroupConvolution") or tiles < 2 or timing is None \
-            or isinstance(getattr(prog, "epilogue", None), ConvEpilogue):
-        return False           # a 1x1 on the blocks (fuse_conv) reads every channel of a row
+            or isinstance(getattr(prog, "epilogue", None), (ConvEpilogue, ChainEpilogue,
+                                                             HaloConvEpilogue)):
+        return False           # a conv on the blocks (fuse_conv, fuse_halo_conv) reads
+        #                        every channel of a row
     x, out = values[op.operands[0]].type, values[layer.output].type
     n, c, h, w = x.dims
     _, oc, oh, ow = out.dims

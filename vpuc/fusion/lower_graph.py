@@ -71,9 +71,10 @@ from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.concat_in_place import concat_aliases
 from vpuc.fusion.fold_views import fold_views, folded_value
-from vpuc.fusion.fuse_epilogue import EltwiseEpilogue, Epilogue, emit_fused, fusable
-from vpuc.fusion.fuse_conv import ConvEpilogue, weights_fit
-from vpuc.fusion.fuse_pool import PoolEpilogue, worth_fusing
+from vpuc.fusion.fuse_epilogue import emit_fused, epilogue_for, fusable
+from vpuc.fusion.fuse_conv import weights_fit
+from vpuc.fusion.fuse_pool import worth_fusing
+from vpuc.fusion.fuse_halo_conv import chain_worth, halo_cheaper
 from vpuc.fusion.lower_act import emit_act, generated_kernel
 from vpuc.fusion.lower_blocks import lower_blocks
 from vpuc.fusion.lower_dma import dma_ops, emit_dma
@@ -247,7 +248,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     fused = {} if schedule == "naive" else fusable(
         tok, segments, lambda seg: seg.reads(tok), lambda seg: seg.writes(tok),
         {op.operands[0] for op in graph.results})
-    fused = {s: f for s, f in fused.items() if f[0] != "conv" or weights_fit(
+    fused = {s: f for s, f in fused.items() if f[0] not in ("conv", "halo") or weights_fit(
         f[1], graph.index(), cmx_budget)}
     if schedule != "naive":
         seg_values = segment_values(tok, segments, names)
@@ -255,9 +256,19 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if resident is not None:
             room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
             sizes = {v.name: v.type.nbytes for v in values}
-            # a pool or a 1x1 on blocks only where the value between would not stay in CMX
-            fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv")
-                     or worth_fusing(sizes[names[segments[s].layer.output]], room)}
+            # a chain (a depthwise, its 1x1, its 3x3: fuse_halo_conv) wherever the cost model
+            # finds it cheaper than the three apart, their values kept in CMX or not; other
+            # pools, 1x1s or 3x3s on blocks only where the value between would not stay in
+            # CMX, a 3x3 where the cost model finds its copies cheaper than DDR's round trip
+            chains = {s for s, f in fused.items() if f[0] == "conv" and s + 1 in fused
+                      and fused[s + 1][0] == "halo" and chain_worth(
+                          segments[s].layer, fused[s + 1][1], graph.index(), cmx_budget,
+                          timing)}
+            fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv", "halo")
+                     or s in chains or s - 1 in chains
+                     or (worth_fusing(sizes[names[segments[s].layer.output]], room)
+                         and (f[0] != "halo" or halo_cheaper(f[1], graph.index(), cmx_budget,
+                                                             timing)))}
             values = resident_values(
                 values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
                 room)
@@ -296,7 +307,11 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             prog.weights_scale = WeightsScale(by_name[names[fold.se.e]], seg.layer.op,
                                               len(prog.dpu))
         sub = fused.get(s)
-        finish = (None if s + (sub is not None) == len(segments) - 1
+        # a depthwise's 1x1 whose own 3x3 runs on its blocks: both on the depthwise's
+        chained = sub is not None and sub[0] == "conv" and s + 1 in fused \
+            and fused[s + 1][0] == "halo"
+        span = 0 if sub is None else 1 + chained
+        finish = (None if s + span == len(segments) - 1
                   else f"{prefix}finished")
         if order is not None:
             order.append((label(prefix).removesuffix("."), finish))
@@ -312,29 +327,35 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             if fold is not None:           # the projection reads x, its weights scaled
                 renamed[fold.se.y] = by_name[names[fold.se.x]]
             if sub is not None:
-                if sub[0] == "sg":
-                    y = tok.subgraphs[sub[1]].outputs[0]
-                    epilogue = Epilogue(graph.name, tok.subgraphs[sub[1]], made, generated,
-                                        prog.kernels, config, timings)
-                elif sub[0] == "pool":
-                    y = sub[1].output
-                    epilogue = PoolEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
-                elif sub[0] == "conv":
-                    y = sub[1].output
-                    epilogue = ConvEpilogue(sub[1], by_name[names[y]], graph.index(), timing)
+                tries = [(2, fused[s + 1][1])] if chained else []
+                for span, halo in tries + [(1, None)]:
+                    y, epilogue = epilogue_for(sub, halo, seg, graph, tok, by_name, names,
+                                               made, generated, prog, config, timings, timing)
+                    # a fused pool's or conv's blocks are the layer's own rows: it retargets
+                    # their stores
+                    into = {} if sub[0] in ("pool", "conv", "halo") \
+                        else {seg.layer.output: by_name[names[y]]}
+                    if span == 1 and chained and finish is None:    # the 3x3 after it
+                        finish = f"{prefix}finished"
+                        prog.barriers.append(f"barrier %{finish}")
+                        if order is not None:
+                            order[-1] = (order[-1][0], finish)
+                        if gates is not None:
+                            gates.add(finish)
+                    if emit_fused(prog, seg.layer, {**renamed, **into},
+                                  graph.index(), tiles, prefix, gate, finish, epilogue,
+                                  names[seg.layer.output], names[y]):
+                        break
                 else:
-                    y = sub[1].output
-                    ops = list(sub[1].op.operands)
-                    other = ops[1 - ops.index(seg.layer.output)]
-                    epilogue = EltwiseEpilogue(sub[1], by_name[names[other]],
-                                               ops[0] == seg.layer.output, timing)
-                # a fused pool's or 1x1's blocks are the layer's own rows: it retargets their stores
-                into = {} if sub[0] in ("pool", "conv") else {seg.layer.output: by_name[names[y]]}
-                if emit_fused(prog, seg.layer, {**renamed, **into},
-                              graph.index(), tiles, prefix, gate, finish, epilogue,
-                              names[seg.layer.output], names[y]):
-                    skipped.add(s + 1)
-                    layers.add(prefix, segment_ops(graph, tok, segments[s + 1]))
+                    span = 0
+                if span:
+                    for j in range(1, span + 1):
+                        skipped.add(s + j)
+                        layers.add(prefix, segment_ops(graph, tok, segments[s + j]))
+                    if span == 2:         # the 1x1's output never exists either
+                        mid = names[segments[s + 1].layer.output]
+                        prog.buffers = [b for b in prog.buffers
+                                        if not b.startswith(f"ddr %{mid} :")]
                     timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
                     gate = (finish,) if finish else ()
                     continue

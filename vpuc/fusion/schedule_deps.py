@@ -108,7 +108,7 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
         for task, waits, updates in saved:
             task.waits, task.updates = waits, updates
         module.barriers = list(barriers)
-        s = relax.segment_of(failed)
+        s = relax.owner_of(failed)
         if s is not None and two_back[s]:
             two_back[s] = False
         elif s is not None and s + 1 < len(two_back) and two_back[s + 1]:
@@ -131,6 +131,7 @@ class _Relaxation:
         self.finishes = finishes
         self.gates = {f for f in finishes if f is not None}
         self.dma_tasks = dma_tasks
+        self.symbols = symbols
         self.others = others                  # DPU and ACT SHAVE tasks
         self.segment = {id(t): self.segment_of(t.label) for t in dma_tasks + others}
         # roots of DDR bytes DPU or ACT SHAVE tasks touch (none on lowered programs)
@@ -163,6 +164,22 @@ class _Relaxation:
 
     def segment_of(self, name: str | None) -> int | None:
         return by_dotted_prefix(self.index, name or "")
+
+    def owner_of(self, name: str | None) -> int | None:
+        """The segment a buffer allocate-cmx found no room for is charged to: the one its
+        name is under, else (a value kept in CMX, ``resident.py``, named as the graph's)
+        the first segment of the DMA list that writes it, its producer, whose overlap with
+        the segments before it is what a failed trial gives up first (DenseNet-121 with
+        its dense layers' 3x3s on their blocks, ``fuse_halo_conv``: one 480-channel value
+        of its second block not placed gave up every segment's overlap, 3,942,224 cycles)."""
+        s = self.segment_of(name)
+        if s is not None or not name:
+            return s
+        for task in self.dma_tasks:
+            root = self.symbols.region(task.dst)
+            if root is not None and root.root.name == name:
+                return self.segment[id(task)]
+        return None
 
     def apply(self, two_back: list[bool], early: list[bool]) -> None:
         """Rules 1 to 3 of the module docstring, for the segments ``two_back`` (rule 3)
