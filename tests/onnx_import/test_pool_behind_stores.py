@@ -35,7 +35,8 @@ def _program(tmp_path, budget):
 
 def _pool_load_channels(program) -> set[int]:
     return {t.channel for tl in program.module.task_lists for t in tl.tasks
-            if isinstance(t, DmaTask) and (t.label or "").startswith(POOL) and ".load" in t.label}
+            if isinstance(t, DmaTask) and (t.label or "").startswith(POOL)
+            and ".load" in t.label}
 
 
 def test_pool_loads_on_the_store_channel(tmp_path):

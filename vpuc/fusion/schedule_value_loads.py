@@ -12,16 +12,17 @@ long before: ResNet-18's global pool read the last 3x3 layer's output 17K cycles
 its last store, behind the classifier's weight chunks; on the store channel its loads run
 right behind the stores they wait for.  Unless the prefetch listed a weight chunk among
 them there too: its loads would then take turns with it (a 3x3 layer on a 4x4 map and a
-classifier under a CMX budget of 128 KiB: 58,501 -> 60,373 cycles).  A segment with constants of its own keeps its
-loads on channel 0: its blocks wait for its weights anyway, which the lowering lists on
-channel 0 with its loads.  So does one after a segment that does not stream its weights
-(``schedule_room.EarlyRoom.heavy``: in a CNN, a segment whose loads bring 20 times more
-bytes of constants than of values): behind a segment whose DDR idles, the prefetch has
-moved long before (MobileNetV3-Small's squeeze-excite pools, behind its classifiers'
-chunks deepened over ACT SHAVE segments: on the store channel they queued behind those
-segments' stores, 556,461 -> 587,857 cycles).
+classifier under a CMX budget of 128 KiB: 58,501 -> 60,373 cycles).
 
-Expects: a lowered module after ``relax_gates``, its segments' keys (``keys``, in order).
+A segment with constants of its own keeps its loads on channel 0: its blocks wait for
+its weights anyway, which the lowering lists on channel 0 with its loads.  So does one
+after a segment that does not stream its weights (``schedule_room.EarlyRoom.heavy``: in
+a CNN, a segment whose loads bring 20 times more bytes of constants than of values):
+behind a segment whose DDR idles, the prefetch has moved long before (MobileNetV3-Small's
+squeeze-excite pools, behind its classifiers' chunks deepened over ACT SHAVE segments: on
+the store channel they queued behind those segments' stores, 556,461 -> 587,857 cycles).
+
+Expects: a lowered module after ``relax_gates``, its segments' keys in order and gates.
 Guarantees: a load changes channel only, keeping its place in the list, so the list stays
 one every channel can run without waiting on a later task; every task reads, writes,
 waits on and updates what it did.  The change is kept only when allocate-cmx still
