@@ -224,6 +224,9 @@ class LayerEmitter:
         # blocks whose DPU task reads its input rows in place, no load (resident.in_place_input)
         self.reads_in_place: set[int] = set()
         self.updated: set[str] = set()     # the barriers the DMAs so far update
+        # every block's output in a CMX buffer of its own, no block waiting for the store
+        # of the block whose slot it takes (``lower_dpu_nn``: a layer streaming its weights)
+        self.own_outputs = False
 
     def tile(self, k: int) -> int:
         return k % self.used
@@ -325,7 +328,7 @@ class LayerEmitter:
         slot (and the block after it on its tile, in place too, runs after it in the tile's
         DPU queue): such a barrier would fire with its ``done`` and only take a physical
         barrier (MobileNetV3-Small at cmx_budget 12288 needed 10 more)."""
-        return k + self.reuse < self.blocks and k not in self.in_place
+        return k + self.reuse < self.blocks and k not in self.in_place and not self.own_outputs
 
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
         last = max(j for j in range(self.blocks) if j not in self.in_place)

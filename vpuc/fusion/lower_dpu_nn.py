@@ -363,6 +363,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         and bool(prog.prefetch_bytes) and all(
             block_stages(resident_moves(job), 0.0, [], timing).load
             >= stages(job, r1 - r0).compute for job in jobs for r0, r1 in blocks)
+    # Such a layer's blocks write outputs far smaller than their chunks (ResNet-18's 7x7
+    # maps: 4.7 KB beside 442 KB): each keeps its own, so no chunk's DPU task waits for the
+    # store of the block whose slot it takes, a store the store channel's FIFO holds
+    # behind the next layers' weights (the last 3x3 layer's last chunk: 20K cycles).
+    e.own_outputs = stream and sum(
+        (n * aligned(jobs[j].outs[1] - jobs[j].outs[0]) * (r1 - r0) * (c1 - c0) * elem.nbytes
+         + epilogue_bytes(prog.epilogue, n, r1 - r0, c1 - c0))
+        for j, r0, r1, c0, c1 in work) <= min(weight_bytes(job) for job in jobs)
     declared: set[int] = set()
     # several chunks each loading their weights: the bias once per tile (lower_dpu_bias)
     tile_bias = TileBias(oc) if shares_bias(not single and kept is None, layer.bias, packed,

@@ -93,6 +93,7 @@ from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
 from vpuc.fusion.schedule import DEFAULT_SCHEDULE, EARLY_CMX_BYTES, early_bytes, overlap
 from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
+from vpuc.fusion.schedule_value_loads import behind_stores
 from vpuc.fusion.schedule_layouts import ddr_layouts
 from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
@@ -179,6 +180,8 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
         finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]
         placement = relax_gates(lowered, keys, finishes, ctx.arch, EARLY_CMX_BYTES,
                                 trial=rename is None)
+        if rename is None:
+            placement = behind_stores(lowered, keys, finishes, ctx.arch, placement)
     return lowered, len(kept), placement
 
 
