@@ -1,5 +1,5 @@
 """The room for values kept in CMX measured on a lowered program (``vpuc/fusion/
-resident_measure.py``, ``lower_graph._measured_program``): a bottleneck block's value,
+resident_measure.py``, ``measured_program``): a bottleneck block's value,
 read by the next 1x1 convolution and by the residual Add, just misses the room that counts
 every segment's blocks at the whole CMX budget, yet fits beside what the blocks actually
 hold, so it stays in CMX instead of crossing DDR (ResNet-50's stage 2)."""
@@ -50,7 +50,7 @@ def _ddr_values(program) -> list:
 def test_a_value_that_just_misses_the_budget_room_stays_in_cmx(tmp_path, monkeypatch):
     path = _bottlenecks(tmp_path)
     measured = api.compile(path, cmx_budget=BUDGET)
-    monkeypatch.setattr(lower_graph, "_measured_program", lambda *a, **k: None)
+    monkeypatch.setattr(lower_graph, "measured_program", lambda *a, **k: None)
     budgeted = api.compile(path, cmx_budget=BUDGET)
     # the old room turns the block values away; the measured one keeps them in CMX
     big = [b for b in _ddr_values(budgeted) if b.type.nbytes == VALUE_BYTES]

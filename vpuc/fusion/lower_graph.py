@@ -64,7 +64,6 @@ views, barriers and tasks; every left-out layer DPU tasks; the module verifies.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from vpuc.abi.dtypes import MAX_DIMS
 from vpuc.diagnostics import LOWERED_SOURCE, DiagnosticBag
@@ -90,7 +89,8 @@ from vpuc.fusion.split_reductions import split_reductions
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
-from vpuc.fusion.resident_measure import measured_rooms, prefix_of, segment_peaks, value_spans
+from vpuc.fusion.resident_measure import (Lowering, measured_program, measured_rooms,
+                                           pin_low, value_spans)
 from vpuc.fusion.schedule import DEFAULT_SCHEDULE, EARLY_CMX_BYTES, early_bytes, overlap
 from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
@@ -99,7 +99,7 @@ from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import RESULT, Graph
 from vpuc.ir.module import Module
-from vpuc.passes.allocate_cmx import PLACEMENT, try_allocate
+from vpuc.passes.allocate_cmx import CMX_ALIGNMENT, PLACEMENT
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.limits import INT32
 from vpuc.vir.parser import parse_text
@@ -132,19 +132,13 @@ def has_program(module: Module) -> bool:
     return bool(module.task_lists or module.buffers or module.barriers)
 
 
-# Lowerings with the measured room (``_measured_program``), each keeping in DDR the added
-# values near where allocate-cmx's trial found no room, and how near (segments).
-MEASURED_TRIALS = 3
-MEASURED_REACH = 2
-
-
 def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> Module:
     """The task-level program of one graph block, parsed (with ``--schedule default``'s
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
     before it is parsed.  When the values kept in CMX between segments (``resident.py``)
     leave allocate-cmx no room, the block is lowered again with every value in DDR (a
     block among others keeps every value in DDR); when they fit, it is lowered again with
-    the room measured on that program (``_measured_program``)."""
+    the room measured on that program (``resident_measure.measured_program``)."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     # a block among others shares CMX with their buffers, which its trial cannot see
@@ -156,7 +150,9 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
         lowered, placement = again.module, again.placement
     elif rename is None and plan != "naive" and ctx.arch.cmx_bytes \
             and placement is not None:
-        found = _measured_program(graph, module, ctx, plan, first)
+        found = measured_program(first, ctx.arch, lambda peaks, exclude: _lower_scheduled(
+            graph, module, ctx, None, plan, resident=True, peaks=peaks,
+            baseline=set(first.kept), exclude=exclude))
         if found is not None:
             lowered, placement = found.module, found.placement
     if placement is not None:
@@ -164,57 +160,6 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     drop_queue_implied_waits(lowered, ctx.arch.max_consumers)
     locate_layers(lowered.layers, graph)
     return lowered
-
-
-@dataclass
-class Lowering:
-    """One lowering of a block: the parsed program, the values it keeps in CMX, the CMX
-    placement of ``schedule_deps``' trial (None without one), the segments' (prefix, gate)
-    in order, the trial's ``outcome`` (``relax_gates``) and each value kept in CMX's
-    segment prefixes from its producer to its last reader."""
-    module: Module
-    kept: list[str]
-    placement: dict[str, int] | None
-    order: list[tuple[str, str | None]]
-    outcome: dict
-    spans: dict[str, list[str]]
-
-
-def _measured_program(graph: Graph, module: Module, ctx: PassContext, plan: str,
-                      first: Lowering) -> Lowering | None:
-    """A lowering keeping more values in CMX than ``first`` by the room measured on it
-    (``resident_measure``), or None.  It is taken only when allocate-cmx's trial places it
-    with rule 3 of ``schedule_deps`` kept for as many segments as in ``first`` (a trial that
-    fits only by giving up overlap everywhere costs more cycles than the DDR copies save:
-    ResNet-50 5,027,039 against 4,718,213); else the added values near the buffers its
-    trials found no room for (within ``MEASURED_REACH`` segments of their lifetimes) stay
-    in DDR and it is lowered again, up to ``MEASURED_TRIALS`` times."""
-    prefixes = [f"{key}." for key, _ in first.order if key]
-    position = {p: i for i, p in enumerate(prefixes)}
-    peaks = segment_peaks(first.module, ctx.arch, prefixes)
-    exclude: set[str] = set()
-    for _ in range(MEASURED_TRIALS):
-        again = _lower_scheduled(graph, module, ctx, None, plan, resident=True,
-                                 peaks=peaks, baseline=set(first.kept), exclude=exclude)
-        if again is None:
-            return None
-        if again.placement is not None \
-                and again.outcome.get("two_back", 0) >= first.outcome.get("two_back", 0):
-            return again
-        added = set(again.kept) - set(first.kept)
-        near = {name for name in added for failed in again.outcome["failed"]
-                if name == failed or _reaches(again.spans.get(name, []),
-                                              prefix_of(failed or "", set(position)),
-                                              position)}
-        exclude |= near or added
-    return None
-
-
-def _reaches(span: list[str], prefix: str | None, position: dict[str, int]) -> bool:
-    """Whether segment ``prefix`` lies within ``MEASURED_REACH`` segments of ``span``."""
-    at = [position[p] for p in span if p in position]
-    return prefix in position and bool(at) \
-        and min(at) - MEASURED_REACH <= position[prefix] <= max(at) + MEASURED_REACH
 
 
 def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
@@ -240,6 +185,8 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"{LOWERED_SOURCE} @{graph.name}>", machine_written=True)
+    if baseline is not None:      # the values the measured room adds, below the blocks
+        pin_low(lowered, [v for v in kept if v not in baseline], spans, CMX_ALIGNMENT)
     placement = None
     outcome: dict = {"failed": []}
     if plan != "naive":
