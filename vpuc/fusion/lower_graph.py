@@ -90,7 +90,7 @@ from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, 
                                         segment_values)
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
 from vpuc.fusion.resident_measure import (Lowering, measured_program, measured_rooms,
-                                           pin_low, value_spans)
+                                           pin_low, value_reads, value_spans)
 from vpuc.fusion.schedule import DEFAULT_SCHEDULE, EARLY_CMX_BYTES, early_bytes, overlap
 from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
@@ -175,11 +175,13 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     order: list[tuple[str, str | None]] = []
     kept: list[str] = []
     spans: dict[str, list[str]] = {}
+    reads: dict[str, int] = {}
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
                  cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order,
                  resident=kept if resident else None, barriers=ctx.arch.barriers,
-                 peaks=peaks, baseline=baseline, exclude=exclude, spans=spans)
+                 peaks=peaks, baseline=baseline, exclude=exclude, spans=spans,
+                 reads=reads)
     if text is None:
         return None
     if rename is not None:
@@ -197,7 +199,7 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
         finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]
         placement = relax_gates(lowered, keys, finishes, ctx.arch, EARLY_CMX_BYTES,
                                 trial=rename is None, outcome=outcome)
-    return Lowering(lowered, kept, placement, order, outcome, spans)
+    return Lowering(lowered, kept, placement, order, outcome, spans, reads)
 
 
 def check_sizes(graph: Graph, limit: int) -> None:
@@ -236,7 +238,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           order: list | None = None, resident: list | None = None,
           barriers: int = 64, peaks: dict | None = None,
           baseline: set[str] | None = None, exclude: set[str] = frozenset(),
-          spans: dict | None = None) -> str | None:
+          spans: dict | None = None, reads: dict | None = None) -> str | None:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule_layouts.ddr_layouts`` says; the
@@ -252,7 +254,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     measured on a program lowered before (``resident_measure.segment_peaks``), the room
     values kept in CMX have then, and None returned when that keeps no value beyond
     ``baseline`` (the earlier program's) in CMX; ``exclude``: values kept in DDR anyway;
-    ``spans`` receives each value kept in CMX's segment prefixes."""
+    ``spans`` receives each value kept in CMX's segment prefixes, ``reads`` how many
+    segments read it."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
@@ -293,6 +296,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             resident += [v.name for v in values if v.tile is not None]
             if spans is not None:
                 spans.update(value_spans(seg_values, prefixes, set(resident)))
+            if reads is not None:
+                reads.update(value_reads(seg_values, set(resident)))
             if baseline is not None and set(resident) <= baseline:
                 return None
         # Concat operands a DPU layer writes straight into their slice of the result

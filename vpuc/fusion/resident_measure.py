@@ -23,11 +23,15 @@ sweep over one linear order, not allocate-cmx's first fit, so the trial decides:
 program is taken only when ``schedule_deps.relax_gates``' trial places it keeping rule 3
 for as many segments as before (a trial that fits only by giving overlap up everywhere
 cost ResNet-50 more than the DDR copies saved: 5,027,039 cycles against 4,718,213) and no
-two pinned values share bytes while both live (``pinned_conflicts``); else the added
-values near the buffers its trials found no room for stay in DDR, and it is lowered again.
+two pinned values share bytes while both live (``pinned_conflicts``); else one added
+value near the first buffer its trials found no room for (and ``first``'s did not) stays
+in DDR, the one whose store and loads move the fewest bytes, and it is lowered again
+(``_crowding``).
 
-ResNet-50 (``bench/zoo_schedule_bench.py``): 4,718,213 cycles, 4,613,764 with three of its
-six stage-2 values kept in CMX this way.
+ResNet-50 (``bench/zoo_schedule_bench.py``): 4,718,213 cycles; 4,613,764 with three of its
+six stage-2 values kept in CMX this way when every added value near a failure stayed in
+DDR; 4,576,712 with five of them and the stem's pooled output (only stage 2's first
+block's conv3 output, read by its Add alone, left in DDR).
 
 Expects: lowered, parsed modules whose buffer names start with their segment's prefix.
 Guarantees: a program it returns keeps every value the first one kept, allocate-cmx's
@@ -56,14 +60,15 @@ MEASURED_REACH = 2
 class Lowering:
     """One lowering of a block: the parsed program, the values it keeps in CMX, the CMX
     placement of ``schedule_deps``' trial (None without one), the segments' (prefix, gate)
-    in order, the trial's ``outcome`` (``relax_gates``) and each value kept in CMX's
-    segment prefixes from its producer to its last reader."""
+    in order, the trial's ``outcome`` (``relax_gates``), each value kept in CMX's segment
+    prefixes from its producer to its last reader and how many segments read it."""
     module: Module
     kept: list[str]
     placement: dict[str, int] | None
     order: list[tuple[str, str | None]]
     outcome: dict
     spans: dict[str, list[str]]
+    reads: dict[str, int]
 
 
 def measured_program(first: Lowering, arch, relower: Callable[[dict, set[str]], Lowering | None]
@@ -89,12 +94,29 @@ def measured_program(first: Lowering, arch, relower: Callable[[dict, set[str]], 
                 return again
             exclude |= clash
             continue
-        near = {name for name in added for failed in again.outcome["failed"]
-                if name == failed or _reaches(again.spans.get(name, []),
-                                              prefix_of(failed or "", set(position)),
-                                              position)}
-        exclude |= near or set(added)
+        exclude |= _crowding(again, added, first.outcome["failed"], position)
     return None
+
+
+def _crowding(again: Lowering, added: list[str], usual: list[str],
+              position: dict[str, int]) -> set[str]:
+    """The added values to keep in DDR after ``again``'s trial failed: of those near the
+    first buffer it found no room for that ``first``'s trial did not (``usual``), the one
+    whose DDR transfers save the fewest bytes (its bytes times its store and loads); every
+    added value near any failure when none is near that one."""
+    sizes = {b.name: b.type.nbytes for b in again.module.buffers if b.name in added}
+
+    def near(failed: str) -> list[str]:
+        at = prefix_of(failed or "", set(position))
+        return [name for name in added if name == failed
+                or _reaches(again.spans.get(name, []), at, position)]
+
+    fresh = [f for f in again.outcome["failed"] if f not in usual]
+    if fresh and near(fresh[0]):
+        return {min(near(fresh[0]), key=lambda name: (
+            sizes.get(name, 0) * (1 + again.reads.get(name, 0)), -added.index(name)))}
+    return {name for failed in again.outcome["failed"] for name in near(failed)} \
+        or set(added)
 
 
 def _reaches(span: list[str], prefix: str | None, position: dict[str, int]) -> bool:
@@ -191,6 +213,16 @@ def value_spans(segments, prefixes: list[str], kept: set[str]) -> dict[str, list
                 touch.setdefault(name, []).append(s)
     return {name: list(dict.fromkeys(prefixes[s] for s in range(min(at), max(at) + 1)))
             for name, at in touch.items()}
+
+
+def value_reads(segments, kept: set[str]) -> dict[str, int]:
+    """Value kept in CMX -> how many segments read it: with its one store, the whole-value
+    DDR transfers it saves (``segments``: ``schedule_layouts.SegmentValues``)."""
+    reads: dict[str, int] = {}
+    for seg in segments:
+        for name in set(seg.reads) & kept:
+            reads[name] = reads.get(name, 0) + 1
+    return reads
 
 
 def pin_low(module: Module, names: list[str], spans: dict[str, list[str]],
