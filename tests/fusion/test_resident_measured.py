@@ -11,13 +11,15 @@ import numpy as np
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.fusion import lower_graph
-from vpuc.fusion.resident_measure import measured_rooms, segment_peaks
+from vpuc.fusion.resident_measure import measured_rooms, pin_low, segment_peaks
 from vpuc.fusion.schedule_room import EARLY_CMX_BYTES
-from vpuc.ir.module import BufferKind
+from vpuc.ir.module import Buffer, BufferKind
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.zoo import ModelBuilder, _conv_bn
 
 from tests.fusion.dpu_testlib import assert_close
 
+NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 CMX_BYTES = 2 << 20                          # NPU37XX's tile
 CHANNELS, SIZE = 256, 28                     # the blocks' values: 401,408 bytes in f16
 VALUE_BYTES = CHANNELS * SIZE * SIZE * 2
@@ -88,3 +90,19 @@ def test_segment_peaks_count_the_buffers_live_at_once(tmp_path):
         own = [b.type.nbytes for b in cmx if b.tile == tile and b.name.startswith(prefix)]
         # at least the segment's largest buffer, at most every segment's buffers together
         assert max(own) <= peak <= sum(b.type.nbytes for b in cmx if b.tile == tile)
+
+
+def test_pinned_values_stack_where_their_segments_meet():
+    def buffer(name, nbytes, tile):
+        return Buffer(name, BufferKind.CMX,
+                      TensorType((1, nbytes // 2, 1, 1), ElemType.F16, NHWC), tile=tile)
+
+    class Holder:
+        buffers = [buffer("a", 1000, 0), buffer("b", 500, 0), buffer("c", 700, 0),
+                   buffer("d", 300, 1)]
+
+    spans = {"a": ["s1.", "s2."], "b": ["s2.", "s3."], "c": ["s4."], "d": ["s2."]}
+    pin_low(Holder, ["a", "b", "c", "d"], spans, 64)
+    at = {b.name: b.offset for b in Holder.buffers}
+    # b meets a at s2: above it, aligned; c meets neither: the bottom again; d's own tile
+    assert at == {"a": 0, "b": 1024, "c": 0, "d": 0}
