@@ -248,15 +248,17 @@ def pin_low(module: Module, names: list[str], spans: dict[str, list[str]],
 
 
 def pinned_conflicts(module: Module, arch, names: list[str]) -> set[str]:
-    """The values of ``names`` (pinned by ``pin_low``) that share bytes with another of
-    them while both may be live in ``module``'s schedule as it now stands (two segments
-    apart in order may still overlap in time: ``schedule_deps`` rule 3)."""
+    """The values of ``names`` (pinned by ``pin_low``) that share bytes with another
+    buffer placed before allocate-cmx (another of them, or a lead chunk ``schedule_lead``
+    pins at the top) while both may be live in ``module``'s schedule as it now stands (two
+    segments apart in order may still overlap in time: ``schedule_deps`` rule 3);
+    allocate-cmx places the others around all of them but never checks them together."""
     schedule = Schedule(module, arch)
     users = users_by_root(schedule, SymbolTable(module))
     tiles: dict[int, list] = {}
     for b in module.buffers:
-        if b.name in names and b.kind is BufferKind.CMX and b.offset is not None:
+        if b.kind is BufferKind.CMX and b.offset is not None:
             tiles.setdefault(b.tile, []).append(
                 (b, b.offset, b.offset + buffer_footprint(b), users.get(b.name, [])))
     return {name for placed in tiles.values() for c in overlap_conflicts(schedule, placed)
-            for name in (c.earlier.name, c.later.name)}
+            for name in (c.earlier.name, c.later.name) if name in names}
