@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tests.tolerances import (assert_within_bound, conv_magnitude, stored_sum_bound, sum_bound,
                               unit_roundoff)
 from vpuc import api
+from vpuc.fusion import lower_graph
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import DmaTask, DpuOp, DpuTask
@@ -109,6 +110,9 @@ def test_the_stem_is_pooled_in_cmx_and_computes_the_same(tmp_path, monkeypatch, 
 
     import vpuc.fusion.fuse_epilogue as fuse_epilogue
     monkeypatch.setattr(fuse_epilogue, "pool_fusable", lambda *_: False)
+    # apart, the stem's output crosses DDR: the room measured on the program (which would
+    # keep this small model's stem output in CMX) left out
+    monkeypatch.setattr(lower_graph, "measured_program", lambda *a, **k: None)
     apart, want = _run(path, feeds)
     # both lowerings fold the stem alike, and compute the same sums; only their blocks
     # (and so BLAS's summation order) differ

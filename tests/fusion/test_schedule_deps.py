@@ -45,9 +45,9 @@ def _compile(model, monkeypatch, fail_segment: int | None, failures: int = 1):
     seen = {}
     relax, trial = schedule_deps.relax_gates, schedule_deps._trial_allocation
 
-    def recording(module, keys, finishes, arch, reserve, trial=True):
+    def recording(module, keys, finishes, arch, reserve, trial=True, outcome=None):
         seen.update(keys=keys, finishes=finishes, module=module)
-        return relax(module, keys, finishes, arch, reserve, trial)
+        return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
     def failing(module, arch):
         seen["trials"] = seen.get("trials", 0) + 1

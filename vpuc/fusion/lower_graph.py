@@ -90,6 +90,8 @@ from vpuc.fusion.split_reductions import split_reductions
 from vpuc.fusion.lower_segments import (graph_segments, graph_values, left_out, segment_prefix,
                                         segment_values)
 from vpuc.fusion.resident import cmx_fits, resident_room, resident_values
+from vpuc.fusion.resident_measure import (Lowering, measured_program, measured_rooms,
+                                           pin_low, value_reads, value_spans)
 from vpuc.fusion.schedule import DEFAULT_SCHEDULE, EARLY_CMX_BYTES, early_bytes, overlap
 from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
@@ -99,7 +101,7 @@ from vpuc.fusion.subgraph import tokenize
 from vpuc.fusion.targets import get_target
 from vpuc.ir.graph import RESULT, Graph
 from vpuc.ir.module import Module
-from vpuc.passes.allocate_cmx import PLACEMENT
+from vpuc.passes.allocate_cmx import CMX_ALIGNMENT, PLACEMENT
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.limits import INT32
 from vpuc.vir.parser import parse_text
@@ -137,16 +139,24 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
     before it is parsed.  When the values kept in CMX between segments (``resident.py``)
     leave allocate-cmx no room, the block is lowered again with every value in DDR (a
-    block among others keeps every value in DDR)."""
+    block among others keeps every value in DDR); when they fit, it is lowered again with
+    the room measured on that program (``resident_measure.measured_program``)."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     # a block among others shares CMX with their buffers, which its trial cannot see
-    lowered, kept, placement = _lower_scheduled(graph, module, ctx, rename, plan,
-                                                resident=rename is None)
+    first = _lower_scheduled(graph, module, ctx, rename, plan, resident=rename is None)
+    lowered, placement = first.module, first.placement
     # a placement from schedule_deps' trial is an allocation that fits: no second trial
-    if kept and placement is None and not cmx_fits(lowered, ctx.arch):
-        lowered, _, placement = _lower_scheduled(graph, module, ctx, rename, plan,
-                                                 resident=False)
+    if first.kept and placement is None and not cmx_fits(lowered, ctx.arch):
+        again = _lower_scheduled(graph, module, ctx, rename, plan, resident=False)
+        lowered, placement = again.module, again.placement
+    elif rename is None and plan != "naive" and ctx.arch.cmx_bytes \
+            and placement is not None:
+        found = measured_program(first, ctx.arch, lambda peaks, exclude: _lower_scheduled(
+            graph, module, ctx, None, plan, resident=True, peaks=peaks,
+            baseline=set(first.kept), exclude=exclude))
+        if found is not None:
+            lowered, placement = found.module, found.placement
     if placement is not None:
         ctx.artifacts[PLACEMENT] = placement
     drop_queue_implied_waits(lowered, ctx.arch.max_consumers)
@@ -155,23 +165,34 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
 
 
 def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
-                     resident: bool) -> tuple[Module, int, dict[str, int] | None]:
-    """``lower_block``'s program, how many values it keeps in CMX between segments, and
-    the CMX placement of ``schedule_deps``' trial allocation (None without one)."""
+                     resident: bool, peaks: dict | None = None,
+                     baseline: set[str] | None = None,
+                     exclude: set[str] = frozenset()) -> Lowering | None:
+    """``lower_block``'s lowering; None when ``peaks`` (``lower``'s) keep no value beyond
+    ``baseline`` in CMX."""
     generated = ctx.artifacts.setdefault("generated-kernels", {})
     timings = ctx.artifacts.setdefault("fusion-timings", [])
     hook = ctx.artifacts.get("fusion-print")
     gates: set[str] = set()
     order: list[tuple[str, str | None]] = []
     kept: list[str] = []
+    spans: dict[str, list[str]] = {}
+    reads: dict[str, int] = {}
     text = lower(graph, module, generated, timings, hook, ctx.arch.tiles, timing=ctx.timing,
                  dma_channels=ctx.arch.dma_channels, schedule=plan, gates=gates,
                  cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order,
-                 resident=kept if resident else None, barriers=ctx.arch.barriers)
+                 resident=kept if resident else None, barriers=ctx.arch.barriers,
+                 peaks=peaks, baseline=baseline, exclude=exclude, spans=spans,
+                 reads=reads)
+    if text is None:
+        return None
     if rename is not None:
         text, gates = rename.text(text), {rename.name(g) for g in gates}
     lowered = parse_text(text, f"{LOWERED_SOURCE} @{graph.name}>", machine_written=True)
+    if baseline is not None:      # the values the measured room adds, below the blocks
+        pin_low(lowered, [v for v in kept if v not in baseline], spans, CMX_ALIGNMENT)
     placement = None
+    outcome: dict = {"failed": []}
     if plan != "naive":
         overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch,
                 ctx.timing)
@@ -179,10 +200,10 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
         keys = [k if rename is None else rename.key(k) for k, _ in order]
         finishes = [f if rename is None or f is None else rename.name(f) for _, f in order]
         placement = relax_gates(lowered, keys, finishes, ctx.arch, EARLY_CMX_BYTES,
-                                trial=rename is None)
+                                trial=rename is None, outcome=outcome)
         if rename is None:
             placement = behind_stores(lowered, keys, finishes, ctx.arch, placement)
-    return lowered, len(kept), placement
+    return Lowering(lowered, kept, placement, order, outcome, spans, reads)
 
 
 def check_sizes(graph: Graph, limit: int) -> None:
@@ -219,7 +240,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           schedule: str = "naive", gates: set[str] | None = None,
           cmx_budget: int = 1 << 20, cmx_bytes: int | None = None,
           order: list | None = None, resident: list | None = None,
-          barriers: int = 64) -> str:
+          barriers: int = 64, peaks: dict | None = None,
+          baseline: set[str] | None = None, exclude: set[str] = frozenset(),
+          spans: dict | None = None, reads: dict | None = None) -> str | None:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule_layouts.ddr_layouts`` says; the
@@ -231,7 +254,12 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     ``resident``: under a schedule other than naive, values between DPU and ACT segments
     stay in CMX when they fit (``resident.py``), and their names are added to it (None:
     every value between segments in DDR); ``barriers``: the target's physical barriers
-    (``ProgramText.physical_barriers``)."""
+    (``ProgramText.physical_barriers``); ``peaks``: each segment's CMX peak per tile
+    measured on a program lowered before (``resident_measure.segment_peaks``), the room
+    values kept in CMX have then, and None returned when that keeps no value beyond
+    ``baseline`` (the earlier program's) in CMX; ``exclude``: values kept in DDR anyway;
+    ``spans`` receives each value kept in CMX's segment prefixes, ``reads`` how many
+    segments read it."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
@@ -272,10 +300,20 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                      or (worth_fusing(sizes[names[segments[s].layer.output]], room)
                          and (f[0] != "halo" or halo_cheaper(f[1], graph.index(), cmx_budget,
                                                              timing)))}
+            prefixes = _segment_prefixes(tok, segments, fused)
+            rooms = None if peaks is None else measured_rooms(
+                peaks, prefixes, tiles, cmx_bytes, EARLY_CMX_BYTES, room)
             values = resident_values(
-                values, seg_values, {names[segments[s].layer.output] for s in fused}, tiles,
-                room)
+                values, seg_values,
+                {names[segments[s].layer.output] for s in fused} | set(exclude), tiles,
+                room, rooms)
             resident += [v.name for v in values if v.tile is not None]
+            if spans is not None:
+                spans.update(value_spans(seg_values, prefixes, set(resident)))
+            if reads is not None:
+                reads.update(value_reads(seg_values, set(resident)))
+            if baseline is not None and set(resident) <= baseline:
+                return None
         # Concat operands a DPU layer writes straight into their slice of the result
         values, in_place = concat_aliases(values, seg_values, {
             i: seg.dma.attrs["axis"] % seg.dma.type.rank for i, seg in enumerate(segments)
@@ -393,6 +431,17 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     prog.layers = layers.lines()
     return prog.render(sanitize(module.name), module.arch, tiles)
 
+
+
+def _segment_prefixes(tok, segments, fused) -> list[str]:
+    """Each segment's task-label prefix; a segment fused into the DPU layer before it
+    (``fuse_epilogue``, ``fuse_pool``, ``fuse_conv``) runs on that layer's blocks and so
+    takes its prefix."""
+    prefixes = [segment_prefix(tok, seg) for seg in segments]
+    for s in fused:
+        if s + 1 < len(prefixes):
+            prefixes[s + 1] = prefixes[s]
+    return prefixes
 
 
 def _scale_on_dpu(prog, graph, tok, seg, by_name, names, generated, timings, hook, tiles,

@@ -91,12 +91,17 @@ def resident_room(cmx_bytes: int | None, cmx_budget: int, early: int) -> int:
 
 
 def resident_values(values: list[Value], segments: list[SegmentValues], keep_out: set[str],
-                    tiles: int, room: int) -> list[Value]:
+                    tiles: int, room: int, rooms: list[list[int]] | None = None) -> list[Value]:
     """``values`` with the ones that stay in CMX given a tile (module docstring), in the
     order their producers run; ``keep_out``: values that must not (a layer's output a
-    fused epilogue takes, which never exists whole)."""
-    if room <= 0 or tiles < 1:
+    fused epilogue takes, which never exists whole); ``rooms[s][t]``: the room at segment
+    s on tile t measured on a program lowered before (``resident_measure``), else ``room``
+    at every segment."""
+    if rooms is None:
+        rooms = [[room] * tiles for _ in segments]
+    if tiles < 1 or max((r for per in rooms for r in per), default=0) <= 0:
         return values
+    widest = max(r for per in rooms for r in per)
     by_name = {v.name: v for v in values}
     producer: dict[str, int] = {}
     readers: dict[str, list[int]] = {}
@@ -114,7 +119,7 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         v = by_name[name]
         users = readers.get(name, [])
         if v.kind != "ddr" or name in keep_out or not users or not v.type.is_static \
-                or v.type.nbytes > room:
+                or v.type.nbytes > widest:
             continue
         first = producer[name]
         writers = concats.get(name, [first])
@@ -125,10 +130,13 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
             v, segments[first], [segments[s] for s in users])
         size = v.type.nbytes if pad is None else v.type.nbytes // v.type.dims[1] * pad
         span = range(first, max(users) + 1)
+        # the tile holding the least over the value's lifetime that has room for it
         peak = [max(held[t][s] for s in span) for t in range(tiles)]
-        tile = min(range(tiles), key=lambda t: (peak[t], t))
-        if peak[tile] + size > room:
+        fits = [t for t in sorted(range(tiles), key=lambda t: (peak[t], t))
+                if all(held[t][s] + size <= rooms[s][t] for s in span)]
+        if not fits:
             continue
+        tile = fits[0]
         for s in span:
             held[tile][s] += size
         chosen[name] = tile, pad

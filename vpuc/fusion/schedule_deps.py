@@ -78,11 +78,16 @@ WAIT_FRACTION = 3 / 8
 
 
 def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arch,
-                reserve: int, trial: bool = True) -> dict[str, int] | None:
+                reserve: int, trial: bool = True,
+                outcome: dict | None = None) -> dict[str, int] | None:
     """Apply the module docstring's rules to ``module`` (``arch``: the target, whose CMX
     the trial allocations fill; ``reserve``: CMX bytes per tile kept for prefetched
     constants in rule 2's estimate).  Returns the CMX offsets of the successful trial
-    (buffer name -> offset), or None when there was none."""
+    (buffer name -> offset), or None when there was none; ``outcome`` receives the
+    buffers the failed trials found no room for (``failed``) and how many segments keep
+    rule 3 in the successful one (``two_back``)."""
+    if outcome is not None:
+        outcome.setdefault("failed", [])
     if len(keys) < 2 or len(finishes) != len(keys):
         return None
     relax = _Relaxation.of(module, keys, finishes, arch.cmx_bytes, reserve)
@@ -103,6 +108,11 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
         if not trial or attempt > TRIALS:
             return None
         placed, failed = _trial_allocation(module, arch)
+        if outcome is not None:
+            if placed is not None:
+                outcome["two_back"] = sum(two_back)
+            else:
+                outcome["failed"].append(failed)
         if placed is not None:
             return placed
         for task, waits, updates in saved:
@@ -138,7 +148,9 @@ class _Relaxation:
         touched = {symbols.region(n).root.name for t in others for n in unit_operands(t)
                    if symbols.is_buffer_like(n) and symbols.region(n).kind in _DDR}
         self.direct_ddr = touched or None
-        resident = set(shared_buffers(module, self.segment_of))
+        # values kept in CMX -> the segments whose tasks touch them
+        self.resident = shared_buffers(module, self.segment_of)
+        resident = set(self.resident)
         self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
         self.dpu_writes = _dpu_accesses(others, symbols, resident, write=True)
         self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
