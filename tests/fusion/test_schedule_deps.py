@@ -250,9 +250,9 @@ def test_a_kept_value_that_finds_no_room_costs_its_producer_its_overlap(mobilene
     seen = {}
     relax, trial = schedule_deps.relax_gates, schedule_deps._trial_allocation
 
-    def recording(module, keys, finishes, arch, reserve, trial=True):
+    def recording(module, keys, finishes, arch, reserve, trial=True, outcome=None):
         seen.update(keys=keys, finishes=finishes, module=module)
-        return relax(module, keys, finishes, arch, reserve, trial)
+        return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
     def failing(module, arch):
         seen["trials"] = seen.get("trials", 0) + 1
