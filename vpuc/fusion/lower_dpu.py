@@ -221,9 +221,6 @@ class LayerEmitter:
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
         # blocks whose DPU task writes the output in place, no store (resident.in_place_blocks)
         self.in_place: set[int] = set()
-        # of those, blocks on the other tile writing their slot and the value's rows as its
-        # copy (dpu_cast.no_store_blocks)
-        self.cast: set[int] = set()
         # blocks whose DPU task reads its input rows in place, no load (resident.in_place_input)
         self.reads_in_place: set[int] = set()
         self.updated: set[str] = set()     # the barriers the DMAs so far update

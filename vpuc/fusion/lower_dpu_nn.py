@@ -80,8 +80,7 @@ from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan
 from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
                                          holds_inputs, row_edges, split_cycles)
 from vpuc.fusion.lower_dpu_support import window
-from vpuc.fusion.dpu_cast import no_store_blocks, written
-from vpuc.fusion.resident import ensure_pads, in_place_input
+from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -321,7 +320,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         work += [(j, r0, r1, c0, c1) for r0, r1 in blocks for c0, c1 in columns]
 
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
-    e.in_place = no_store_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
+    e.in_place = in_place_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
                                  whole=len(jobs) == 1 and width == ow)
 
     def geometry(r0: int, r1: int, c0: int, c1: int):
@@ -416,9 +415,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
         o_end = min(o0 + occ, out.padded) if out.padded and o1 == oc else o1
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"{o0}:{o_end}", f"{r0}:{r1}",
                                              f"{c0}:{c1}"])
-        y, outs = written(e, k, lambda: e.cmx(
-            f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t), dst)
-        head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({outs}) kernel({kh}, {kw}) "
+        y = dst if k in e.in_place else \
+            e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
+        head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
         e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),

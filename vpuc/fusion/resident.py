@@ -229,7 +229,7 @@ def shared_buffers(module: Module, segment_of) -> dict[str, list[int]]:
             if isinstance(task, DmaTask):
                 names = (task.src, task.dst)
             elif isinstance(task, DpuTask):
-                names = (*task.inputs, task.output, *task.broadcast_outputs)
+                names = (*task.inputs, task.output)
             else:
                 continue
             s = segment_of(task.label or "")
