@@ -143,7 +143,7 @@ class DeferredActs:
             found = self._dpu.get(id(task))
             if found is None:
                 found = self._dpu[id(task)] = tuple(
-                    (*span(region), name == "out")
+                    (*span(region), name.startswith("out"))
                     for name, region in plan.dpu_regions(u).items())
         else:
             bindings = self.shave.bindings(task)

@@ -114,7 +114,8 @@ def _writers(program) -> dict[str, str]:
             if isinstance(t, DmaTask):
                 wrote(t.dst, label)
             elif isinstance(t, DpuTask):
-                wrote(t.output, label)
+                for name in (t.output, *t.broadcast_outputs):
+                    wrote(name, label)
             elif isinstance(t, SwKernelTask):
                 for b in t.outputs:
                     wrote(b.buffer, label)

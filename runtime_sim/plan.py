@@ -208,11 +208,19 @@ def _users(count: int, per_unit: list[tuple[int, ...]]) -> list[list[int]]:
 def dpu_operands(task: DpuTask, resolve) -> dict:
     operands = {f"in{i}": resolve(name) for i, name in enumerate(task.inputs)}
     operands["out"] = resolve(task.output)
+    # the output's copies on other tiles (``DpuTask.broadcast_outputs``): "out.1", "out.2"...
+    for i, name in enumerate(task.broadcast_outputs, 1):
+        operands[f"out.{i}"] = resolve(name)
     if task.weights:
         operands["weights"] = resolve(task.weights)
     if task.bias:
         operands["bias"] = resolve(task.bias)
     return operands
+
+
+def written_operands(regions: dict) -> list:
+    """The regions a DPU task writes: its output and the output's copies on other tiles."""
+    return [region for name, region in regions.items() if name.startswith("out")]
 
 
 def build_plan(program: Program, arch: SimArch) -> Plan:

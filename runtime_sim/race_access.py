@@ -126,11 +126,15 @@ class Accesses:
                     boxes, out = dpu_engine.variant_boxes(task, v, regions)
                     found = [(self.group(lazy_box_span(memory, b)), False, b[0].name)
                              for b in boxes]
-                    found.append((self.group(lazy_box_span(memory, out)), True, out[0].name))
+                    found += [(self.group(lazy_box_span(memory, box)), True, box[0].name)
+                              for box in (out, *dpu_engine.copy_boxes(out, regions))]
                 else:
-                    reads, written = dpu_engine.variant_accesses(task, v, regions)
+                    boxes, out = dpu_engine.variant_boxes(task, v, regions)
+                    reads = [dpu_engine.sub_region(*b) for b in boxes]
+                    writes = [dpu_engine.sub_region(*b)
+                              for b in (out, *dpu_engine.copy_boxes(out, regions))]
                     found = ([(self.group(self.region_span(r)), False, r.name) for r in reads]
-                             + [(self.group(self.region_span(written)), True, written.name)])
+                             + [(self.group(self.region_span(w)), True, w.name) for w in writes])
                 self.by_variant[key] = found
             return found
         return ([(self.named(b.buffer), False, b.buffer) for b in task.inputs]
@@ -143,7 +147,7 @@ class Accesses:
             if len(self.dpu_tasks) > 64:       # only the tasks running now matter
                 self.dpu_tasks.clear()
             operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
-                (id(task.op), task.inputs, task.output, task.weights, task.bias, task.kernel,
+                (id(task.op), task.inputs, task.output, task.broadcast_outputs, task.weights, task.bias, task.kernel,
                  task.stride, task.pad, task.dilation), len(self.operand_ids))
         return operands
 

@@ -105,9 +105,11 @@ def access_columns(plan: Plan, memory: Memory, regions: Regions | None = None) -
                 spans += [None] * len(written)
                 writes += written
                 continue
-            reads, out = dpu_engine.variant_boxes(task, v, regions(task, operands))
-            first_rows[key] = (len(spans), [False] * len(reads) + [True])
-            for box, write in [(box, False) for box in reads] + [(out, True)]:
+            task_regions = regions(task, operands)
+            reads, out = dpu_engine.variant_boxes(task, v, task_regions)
+            outs = [out, *dpu_engine.copy_boxes(out, task_regions)]   # copies on other tiles
+            first_rows[key] = (len(spans), [False] * len(reads) + [True] * len(outs))
+            for box, write in [(box, False) for box in reads] + [(box, True) for box in outs]:
                 boxes.setdefault(len(box[1]), []).append((len(spans), box))
                 units.append(u)
                 spans.append(None)

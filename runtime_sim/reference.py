@@ -142,6 +142,9 @@ class Reference:
         else:
             box = (slice(None), slice(z0, z1 + 1), slice(y0, y1 + 1), slice(x0, x1 + 1))
         out[box] = convert(result[box], out.dtype)
+        for name in task.broadcast_outputs:     # the same box of each copy on another tile
+            copy = self.array(name)
+            copy[box] = convert(result[box], copy.dtype)
 
     def _kernel(self, task: SwKernelTask, name: str) -> None:
         decl = self.kernels[task.kernel]

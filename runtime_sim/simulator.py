@@ -21,7 +21,7 @@ from runtime_sim.engines.shave import ShaveEngine
 from runtime_sim.kept_values import KeptValues, kept_names
 from runtime_sim.memory import UNWRITTEN, numpy_dtype
 from runtime_sim.network import Network
-from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan
+from runtime_sim.plan import ACT, DMA, DPU, Plan, build_plan, written_operands
 # build_plan imports plan_build lazily (an import cycle): loaded with the simulator instead.
 import runtime_sim.plan_build  # noqa: F401,E402
 from runtime_sim.races import RaceDetector
@@ -210,10 +210,12 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
                     kept_values.written(dst)
             elif kind == DPU:
                 if kept_values is not None:
-                    out = plan.dpu_regions(u)["out"]
-                    kept_values.before_write(out)
+                    outs = written_operands(plan.dpu_regions(u))
+                    for out in outs:
+                        kept_values.before_write(out)
                     dpu.run(u)
-                    kept_values.written(out)
+                    for out in outs:
+                        kept_values.written(out)
                 else:
                     dpu.run(u)
             elif kind == ACT and kept_values is not None:

@@ -196,6 +196,13 @@ def variant_boxes(task: DpuTask, index: int,
     return reads, written
 
 
+def copy_boxes(written: Box, regions: dict[str, Region]) -> list[Box]:
+    """The output box ``written`` in each of the output's copies on other tiles ("out.1"...,
+    ``DpuTask.broadcast_outputs``): the same shape, so the same starts and sizes."""
+    return [(region, written[1], written[2]) for name, region in regions.items()
+            if name.startswith("out.")]
+
+
 # ------------------------------------------------------------------ numerics
 
 def run_variant(task: DpuTask, index: int, regions: dict[str, Region], memory: Memory) -> None:
@@ -232,6 +239,10 @@ def _run_box(task: DpuTask, box: ops.Variant, regions: dict[str, Region],
             pool = ops.maxpool if op is DpuOp.MAXPOOL else ops.avgpool
             part = pool(x, kernel, stride, pad, post_op=post, out_dtype=dtype, variant=box)
     box.store(out, part)
+    # the output stage writes the same values into each copy on another tile
+    for name, region in regions.items():
+        if name.startswith("out."):
+            box.store(memory.view(region), part)
 
 
 # ------------------------------------------------------------------ variants run together
@@ -268,7 +279,7 @@ def channel_groups(task: DpuTask, regions: dict[str, Region], memory: Memory,
         if (weights is None or weights.type.bound_shape[0] != regions["in0"].type.bound_shape[1]
                 or any(v.end[2] == v.start[2] for v in variants)):
             return {}
-    if out.root.name in recorded:
+    if out.root.name in recorded or task.broadcast_outputs:
         return {}
     key, lo, hi = memory.span(out)
     for name, region in regions.items():

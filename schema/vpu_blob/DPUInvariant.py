@@ -230,8 +230,35 @@ class DPUInvariant(object):
             return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
         return 0
 
+    # DPUInvariant
+    def OduCast(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # DPUInvariant
+    def OduCastAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # DPUInvariant
+    def OduCastLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DPUInvariant
+    def OduCastIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        return o == 0
+
 def Start(builder):
-    builder.StartObject(14)
+    builder.StartObject(15)
 
 def AddLabel(builder, label):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(label), 0)
@@ -289,6 +316,12 @@ def AddBarriers(builder, barriers):
 
 def AddMode(builder, mode):
     builder.PrependUint8Slot(13, mode, 0)
+
+def AddOduCast(builder, oduCast):
+    builder.PrependUOffsetTRelativeSlot(14, flatbuffers.number_types.UOffsetTFlags.py_type(oduCast), 0)
+
+def StartOduCastVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
 
 def End(builder):
     return builder.EndObject()

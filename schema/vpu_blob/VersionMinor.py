@@ -3,4 +3,4 @@
 # namespace: vpu_blob
 
 class VersionMinor(object):
-    Current = 4
+    Current = 5

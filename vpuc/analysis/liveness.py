@@ -26,7 +26,7 @@ def unit_operands(unit_task) -> list[str]:
     if isinstance(unit_task, DmaTask):
         return [unit_task.src, unit_task.dst]
     if isinstance(unit_task, DpuTask):
-        names = list(unit_task.inputs) + [unit_task.output]
+        names = [*unit_task.inputs, unit_task.output, *unit_task.broadcast_outputs]
         names += [n for n in (unit_task.weights, unit_task.bias) if n is not None]
         return names
     if isinstance(unit_task, SwKernelTask):

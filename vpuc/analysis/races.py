@@ -78,7 +78,9 @@ def unit_accesses(task, variant: int | None) -> list[tuple[str, bool, tuple | No
     if isinstance(task, DpuTask):
         reads = [(n, False, None) for n in (*task.inputs, task.weights, task.bias) if n is not None]
         v = task.variants[variant]
-        return reads + [(task.output, True, (v.start, v.end))]
+        # each output copy on another tile is written over the same box (same shape)
+        return reads + [(out, True, (v.start, v.end))
+                        for out in (task.output, *task.broadcast_outputs)]
     if isinstance(task, SwKernelTask):
         return ([(b.buffer, False, None) for b in task.inputs]
                 + [(b.buffer, True, None) for b in task.outputs])

@@ -192,6 +192,7 @@ class DpuRec(NamedTuple):
     updates: tuple[int, ...]
     variants: tuple[VariantRec, ...]
     mode: int = 0                  # MpeMode code; 0: unset
+    odu_cast: tuple[int, ...] = ()  # the output's copies on other tiles (format 1.5)
 
 
 class BindingRec(NamedTuple):

@@ -141,6 +141,9 @@ DpuInvariantRecord = Struct("DpuInvariantRecord", (
     ("waits_start", "I"), ("waits_count", "I"), ("updates_start", "I"), ("updates_count", "I"),
     ("variants_start", "I"), ("variants_count", "I"),
     ("op", "B"), ("tile", "B"), ("post_kind", "b"), ("mode", "B"),
+    # format 1.5: the output's copies on other tiles (u32 pool of tensor indices), named
+    # after NPU37XX's ODU_CAST registers (DPUInvariantRegisters.odu_cast); count 0: none
+    ("odu_cast_start", "I"), ("odu_cast_count", "I"),
 ))
 DpuVariantRecord = Struct("DpuVariantRecord", (
     ("label", "I"), ("invariant", "I"), ("start_x", "i"), ("start_y", "i"), ("start_z", "i"),

@@ -113,7 +113,8 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
     columns.update({"post_op": posts,
                     "waits": lazy_lists(c, t["waits_start"], t["waits_count"]),
                     "updates": lazy_lists(c, t["updates_start"], t["updates_count"]),
-                    "variants": groups, "mode": t["mode"]})
+                    "variants": groups, "mode": t["mode"],
+                    "odu_cast": lazy_lists(c, t["odu_cast_start"], t["odu_cast_count"])})
     inputs_count = t["inputs_count"].astype(np.int64)
     flat = c.elements(t["inputs_start"], inputs_count)
     firsts = np.full(len(t), -1, np.int64)
@@ -127,7 +128,7 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
                        ("op", "tile", "output", "weights", "bias", "mode")], axis=1),
              padded(c, t["inputs_start"], t["inputs_count"])] +
             [padded(c, t[f"{name}_start"], t[f"{name}_count"], none_ok=True)
-             for name in ("kernel", "stride", "pad", "dilation")], axis=1)
+             for name in ("kernel", "stride", "pad", "dilation", "odu_cast")], axis=1)
     columns.update({"variants.label": c.strings(variant_rows["label"]),
                     "variants.mode": variant_rows["mode"], "inputs.flat": flat,
                     "first_input": firsts})

@@ -123,7 +123,8 @@ def dpu_columns(ic: dict, vc: dict | None, starts: list, ends: list, posts: list
         extra["inputs.flat"], extra["first_input"] = flat, firsts
     if all(p is None for p in posts):
         vectors = [padded(inputs)] + [padded(ic[name], none_ok=True)
-                                      for name in ("kernel", "stride", "pad", "dilation")]
+                                      for name in ("kernel", "stride", "pad", "dilation",
+                                                   "odu_cast")]
         if not any(v is None for v in vectors):
             extra["class_key"] = np.concatenate(
                 [np.stack(list(numbers.values()), axis=1)]

@@ -217,4 +217,5 @@ def _dpu(task: DpuTask, tensor, barriers, waits, updates, count) -> DpuRec:
                   -1 if task.weights is None else tensor(task.weights),
                   -1 if task.bias is None else tensor(task.bias),
                   opt(task.kernel), opt(task.stride), opt(task.pad), opt(task.dilation), post,
-                  waits, updates, tuple(variants), MPE_MODE_CODE[task.mode])
+                  waits, updates, tuple(variants), MPE_MODE_CODE[task.mode],
+                  tuple(tensor(n) for n in task.broadcast_outputs))

@@ -37,7 +37,8 @@ from vpuc.shave.disassembler import disassemble, disassemble_object
 from vpuc.shave.kobject import KernelObject
 
 # Bump on any change of the JSON shape (a key added, removed, renamed or retyped).
-INSPECT_VERSION = 2     # 2: the blob report's "layers" (the layer table, format 1.2)
+INSPECT_VERSION = 3     # 2: the blob report's "layers" (the layer table, format 1.2)
+# 3: a DPU task's "output_copies" (its output's copies on other tiles, format 1.5)
 
 
 def _type(t: TensorRec) -> str:
@@ -234,7 +235,7 @@ def _task_list(tl, task: str | None, kernel: str | None) -> dict:
             entry.update(src=t.src, dst=t.dst, channel=t.channel, mode=str(t.mode))
         elif kind == "DpuTask":
             entry.update(op=str(t.op), tile=t.tile, inputs=list(t.inputs), output=t.output,
-                         weights=t.weights, bias=t.bias,
+                         output_copies=list(t.broadcast_outputs), weights=t.weights, bias=t.bias,
                          **{p: None if getattr(t, p) is None else list(getattr(t, p))
                             for p in ("kernel", "stride", "pad", "dilation")},
                          post_op=None if t.post is None else

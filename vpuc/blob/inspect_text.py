@@ -107,7 +107,7 @@ def _task_text(t: dict) -> str:
     if "op" in t:
         extra = "".join(f" {k}(%{t[k]})" for k in ("weights", "bias") if t[k])
         return (f"dpu {t['op']} on tile {t['tile']} in({', '.join('%' + i for i in t['inputs'])})"
-                f"{extra} out(%{t['output']})")
+                f"{extra} out({', '.join('%' + o for o in [t['output'], *t['output_copies']])})")
     return (f"sw @{t['kernel']} on tile {t['tile']} inputs({', '.join(t['inputs'])}) "
             f"outputs({', '.join(t['outputs'])})")
 

@@ -190,7 +190,8 @@ class FbReader:
         recs = record_table(DpuRec, [
             ic["label"], n["op"], n["tile"], [i or () for i in ic["inputs"]], n["output"],
             n["weights"], n["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
-            *lazy_barriers(ic["barriers"]), variants, n["mode"]], extra)
+            *lazy_barriers(ic["barriers"]), variants, n["mode"],
+            [o or () for o in ic["odu_cast"]]], extra)
         sync = barrier_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None

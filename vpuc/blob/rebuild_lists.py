@@ -138,7 +138,8 @@ def dpu_ok(recs, n_tensors: int) -> bool:
         all_inputs = recs.array("inputs.flat")
     else:
         all_inputs = np.fromiter(chain.from_iterable(columns(recs, "inputs")[0]), np.int64)
-    used = np.concatenate([weights[weights != -1], biases[biases != -1]])
+    copies = np.fromiter(chain.from_iterable(columns(recs, "odu_cast")[0]), np.int64)
+    used = np.concatenate([weights[weights != -1], biases[biases != -1], copies])
     ends_ = [outputs.min(), outputs.max()] + \
         ([all_inputs.min(), all_inputs.max()] if len(all_inputs) else []) + \
         ([used.min(), used.max()] if len(used) else [])
@@ -162,7 +163,7 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
     if not recs:
         return []
     (labels, ops, tiles, inputs, outputs, weights, biases, kernels, strides, pads, dilations,
-     posts, waits, updates, per_task, modes) = zip(*recs)
+     posts, waits, updates, per_task, modes, odu_casts) = zip(*recs)
     flat = list(chain.from_iterable(per_task))
     v_labels, starts, ends, v_waits, v_updates, v_modes = zip(*flat) if flat else ((),) * 6
     ref, mode = refs.__getitem__, _MODE_OF.__getitem__
@@ -180,7 +181,7 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
         map(_opt, pads), map(_opt, dilations), [None if p is None else _post(p, post_of)
                                                  for p in posts],
         [list(islice(grouped, len(v))) for v in per_task], repeat(UNKNOWN_LOC),
-        map(mode, modes)))
+        map(mode, modes), [tuple(map(ref, c)) for c in odu_casts]))
 
 
 def _barrier_tuples(barrier_names: list[str]):

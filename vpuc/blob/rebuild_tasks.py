@@ -154,7 +154,8 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    None if rec.weights == -1 else tensor(where, rec.weights),
                    None if rec.bias == -1 else tensor(where, rec.bias),
                    opt(rec.kernel), opt(rec.stride), opt(rec.pad), opt(rec.dilation), post,
-                   variants, mode=_mode(check, where, rec.mode))
+                   variants, mode=_mode(check, where, rec.mode),
+                   broadcast_outputs=tuple(tensor(where, i) for i in rec.odu_cast))
 
 
 def list_checked(check: Checker, recs, expected, n_barriers: int,

@@ -102,7 +102,7 @@ def _operands(rec) -> list[int]:
     if type(rec) is DmaRec:
         return [rec.src, rec.dst]
     if type(rec) is DpuRec:
-        return [*rec.inputs, rec.output, rec.weights, rec.bias]
+        return [*rec.inputs, rec.output, *rec.odu_cast, rec.weights, rec.bias]
     if type(rec) is ActTaskRec:
         return [b.tensor for b in chain(rec.inputs, rec.outputs)]
     return []

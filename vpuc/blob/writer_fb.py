@@ -136,6 +136,7 @@ class _Writer(FbWriterBase):
         variants_off = self.offsets(variants)
         label, refs = self.string(t.label), self.barriers(t.waits, t.updates)
         inputs = self.scalars("I", t.inputs)
+        odu_cast = self.scalars("I", t.odu_cast) if t.odu_cast else None   # absent: none
         params = [self.scalars("I", p) for p in (t.kernel, t.stride, t.pad, t.dilation)]
         post = None
         if t.post_op is not None:
@@ -161,6 +162,8 @@ class _Writer(FbWriterBase):
             DPUInvariant.AddPostOp(b, post)
         DPUInvariant.AddBarriers(b, refs)
         DPUInvariant.AddMode(b, t.mode)
+        if odu_cast is not None:
+            DPUInvariant.AddOduCast(b, odu_cast)
         invariant = DPUInvariant.End(b)
         DPUTask.Start(b)
         DPUTask.AddInvariant(b, invariant)

@@ -135,6 +135,12 @@ class DpuTask(Task):
     variants: list[DpuVariant] = field(default_factory=list)
     loc: Loc = _loc()
     mode: str | None = None       # execution mode of variants that do not pin their own
+    # The same output written also into the CMX of other tiles, one buffer or view each
+    # (`out(%y0, %y1)`): the NPU compiler's DUPLICATED|SEGMENTED output of a SplitOverKernel
+    # layer, whose per-cluster NCE task writes its channel segment into every cluster's CMX
+    # (openvinotoolkit/npu_plugin, tests/lit/NPU/dialect/VPUIP/passes/
+    # unroll_cluster_tiling_sok_37XX.mlir, @UnrollNCE: outputs on [@CMX_NN, [0, 1]]).
+    broadcast_outputs: tuple[str, ...] = ()
     # Where each of kernel/stride/pad/dilation was written, for diagnostics.
     param_locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 

@@ -120,6 +120,8 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
             bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU "
                       + ("writes " if role == "dpu output" else "takes ")
                       + ", ".join(map(str, allowed)))
+    if task.broadcast_outputs and tile_ok and regions.get("dpu output") is not None:
+        _check_broadcast_outputs(task, regions["dpu output"], symbols, bag)
     if any(r is None for r in regions.values()) or bag.error_count > errors_before:
         return
     if checked is None:
@@ -130,6 +132,31 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
         _check_shapes(task, regions, bag)
         if bag.error_count == errors_before:
             checked.add(key)
+
+
+def _check_broadcast_outputs(task: DpuTask, output, symbols: SymbolTable,
+                             bag: DiagnosticBag) -> None:
+    """``out(%y, %copy...)``: each copy the output's type and shape in the CMX of another
+    tile, one per tile, which the DPU's output stage writes besides its own."""
+    tiles = {task.tile: task.output}
+    for ref in task.broadcast_outputs:
+        region = symbols.require_region(ref, ref.loc, "dpu output")
+        if region is None:
+            continue
+        if region.kind is not BufferKind.CMX:
+            bag.error(ref.loc, f"dpu output copy %{ref} is in DDR; a DPU writes its output "
+                      "copies into the CMX of other tiles")
+            continue
+        if region.tile in tiles:
+            first = tiles[region.tile]
+            bag.error(ref.loc, f"dpu output copy %{ref} is in the CMX of tile {region.tile}, "
+                      f"where %{first} already is; expected one output per tile",
+                      ((first.loc, f"%{first} on tile {region.tile}"),))
+            continue
+        tiles[region.tile] = ref
+        if region.type.elem is not output.type.elem or region.type.dims != output.type.dims:
+            bag.error(ref.loc, f"dpu output copy %{ref} is {region.type}; expected the "
+                      f"output %{task.output}'s {output.type}")
 
 
 def _shape_key(task: DpuTask, regions) -> tuple:

@@ -187,11 +187,13 @@ class VirTransformer(GraphRules):
                        mode=DmaMode(str(mode)) if mode else DmaMode.COPY,
                        loc=self.loc(label or kw))
 
-    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, output, params, mode, post,
+    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, outputs, params, mode, post,
                  waits, updates, *variants) -> DpuTask:
+        # out(%y) or out(%y, %copy...): the first on the task's tile, the rest on others
+        output, *broadcast = outputs
         task = DpuTask(label=label[:-1] if label else None, waits=waits or (),
                        updates=updates or (), op=DpuOp(str(op)), tile=parse_int(tile),
-                       inputs=tuple(inputs), output=self.ref(output),
+                       inputs=tuple(inputs), output=output, broadcast_outputs=tuple(broadcast),
                        weights=self.ref(weights) if weights else None,
                        bias=self.ref(bias) if bias else None, post=post, mode=mode,
                        variants=list(variants), loc=self.loc(label or kw))

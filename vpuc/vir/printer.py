@@ -94,7 +94,7 @@ def print_dpu(task: DpuTask, indent: str) -> list[str]:
         head += f" weights(%{task.weights})"
     if task.bias is not None:
         head += f" bias(%{task.bias})"
-    head += f" out(%{task.output})"
+    head += f" out({_values((task.output, *task.broadcast_outputs))})"
     for name in ("kernel", "stride", "pad", "dilation"):
         values = getattr(task, name)
         if values is not None:
