@@ -41,6 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
 from tests.fuzz.onnx_normred import normred_case
+from tests.fuzz.onnx_struct import attention_block, struct_case
 
 FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred")
 # each family's random stream: fixed numbers, so a family added later leaves every other
@@ -97,11 +98,14 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
 def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
+                     "struct", "struct",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
                      "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy",
                      "normred"])
     if kind == "normred":
         return normred_case(m)
+    if kind == "struct":
+        return struct_case(m)
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)
@@ -356,8 +360,10 @@ def _transformer(m: _Model) -> onnx.ModelProto:
     cur = "x"
     m.opset = forms.draw_opset(m)
     for _ in range(r.randint(1, 3)):
-        kind = r.choice(["attention", "mlp", "norm"])
-        if kind == "attention":
+        kind = r.choice(["attention", "mlp", "norm", "attention_op"])
+        if kind == "attention_op" and m.opset >= 12:       # Einsum, or the Attention op at 23
+            cur = m.node("Add", [cur, linear(attention_block(m, norm(cur), seq, heads, dh, linear), d, d)])
+        elif kind == "attention":
             h = norm(cur)
             q, k, v = (split_heads(linear(h, d, d)) for _ in range(3))
             scores = m.node("Mul", [m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])]),
