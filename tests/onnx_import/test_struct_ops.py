@@ -178,6 +178,9 @@ CASES = {
     "argmin": (13, [3, 5, 4], lambda m, x: m.node("ArgMin", [m.node("Floor", [x])], axis=0), EXACT),
     "argmin_last": (13, [3, 5, 4], lambda m, x: m.node("ArgMin", [m.node("Floor", [x])], axis=2, keepdims=0,
                                                       select_last_index=1), EXACT),
+    "argmax_as_float": (13, [3, 5, 4], lambda m, x: m.node("Add", [m.node("Cast", [m.node(
+        "ArgMax", [m.node("Floor", [x])], axis=1)], to=TensorProto.FLOAT), m.node("Cast", [m.node(
+            "Greater", [x, m.init(np.float32(0.0), "zero")])], to=TensorProto.FLOAT)]), EXACT),
     "cumsum": (14, [3, 5, 4], lambda m, x: m.node("CumSum", [x, m.init(np.int64(1), "axis")]), _cumsum_error(1)),
     "cumsum_reverse_exclusive": (14, [3, 5, 4], lambda m, x: m.node(
         "CumSum", [x, m.init(np.int32(-1), "axis")], exclusive=1, reverse=1), _cumsum_error(2)),

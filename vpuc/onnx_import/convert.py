@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from vpuc.ir.types import ElemType
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
@@ -126,9 +127,13 @@ def _passthrough(b, node, attrs):
 def _cast(b, node, attrs):
     from onnx import helper
     target = np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
-    if np.issubdtype(target, np.floating):
-        b.alias(node.output[0], node.input[0])   # every float computes in the graph's precision
+    elem = b.types[b.value(node.input[0])].elem
+    if np.issubdtype(target, np.floating) and not elem.is_float:    # a boolean (u8), an index (i32)
+        b.op("Convert", [b.value(node.input[0])], {"to": b.elem}, out=node.output[0])
         return
+    if np.issubdtype(target, np.floating) or (elem is ElemType.I32 and target in (np.int32, np.int64)):
+        b.alias(node.output[0], node.input[0])   # every float computes in the graph's precision;
+        return                                   # an index (ArgMax's) is i32 for int64 too
     raise b.error(f"Cast to {target} of a run-time tensor; the graph computes in "
                   f"{b.elem} only (integer tensors must fold to constants at import)")
 
