@@ -94,7 +94,7 @@ def test_unsupported_op_names_the_node(tmp_path, capsys):
     code, out, err = _run(capsys, "import", path)
     assert code == 1 and out == ""
     assert err.startswith(f"error: {path}: node 'lp' (LpNormalization, domain ai.onnx, opset 17): "
-                          "LpNormalization is not supported; supported ops: Abs, Add, AveragePool, "
+                          "LpNormalization is not supported; supported ops: Abs, Add, ArgMax, ArgMin, Attention, AveragePool, "
                           "BatchNormalization, Cast, Ceil, Celu, Clip, Concat, Conv, ")
     assert not (tmp_path / "m.vir").exists()
 

@@ -106,12 +106,15 @@ class _Operand:
     def size(self, label: str) -> int:
         return self.shape[self.labels.index(label)]
 
-    def summed(self, drop: list[str]) -> _Operand:
+    def summed(self, drop: list[str], order: list[str] | None = None, out: str | None = None) -> _Operand:
+        """The sum over ``drop``; named ``out`` when what is left is in ``order``."""
         if not drop:
             return self
         axes = tuple(self.labels.index(label) for label in drop)
-        value = self.b.op("ReduceSum", [self.value], {"axes": axes, "keep_dims": False})
-        return _Operand(self.b, value, [label for label in self.labels if label not in drop])
+        left = [label for label in self.labels if label not in drop]
+        value = self.b.op("ReduceSum", [self.value], {"axes": axes, "keep_dims": False},
+                          out=out if left == order else None)
+        return _Operand(self.b, value, left)
 
     def arranged(self, order: list[str], out: str | None = None) -> _Operand:
         if order == self.labels:
@@ -119,14 +122,16 @@ class _Operand:
         perm = tuple(self.labels.index(label) for label in order)
         return _Operand(self.b, self.b.op("Transpose", [self.value], {"order": perm}, out=out), order)
 
-    def reshaped(self, dims: list[int], labels: list[str]) -> _Operand:
+    def reshaped(self, dims: list[int], labels: list[str], out: str | None = None) -> _Operand:
         if tuple(dims) == self.shape:
             return _Operand(self.b, self.value, labels)
-        return _Operand(self.b, self.b.op("Reshape", [self.value], {"shape": tuple(dims)}), labels)
+        return _Operand(self.b, self.b.op("Reshape", [self.value], {"shape": tuple(dims)}, out=out), labels)
 
 
-def _contract(b: GraphBuilder, equation: str, a: _Operand, c: _Operand, keep: set[str]) -> _Operand:
-    """The product of ``a`` and ``c`` over the labels both hold that ``keep`` lacks."""
+def _contract(b: GraphBuilder, equation: str, a: _Operand, c: _Operand, keep: set[str],
+              order: list[str] | None = None, out: str | None = None) -> _Operand:
+    """The product of ``a`` and ``c`` over the labels both hold that ``keep`` lacks; named
+    ``out`` when its labels come out in ``order``."""
     batch = [label for label in a.labels if label in c.labels and label in keep]
     summed = [label for label in a.labels if label in c.labels and label not in keep]
     a_free = [label for label in a.labels if label not in c.labels]
@@ -135,13 +140,15 @@ def _contract(b: GraphBuilder, equation: str, a: _Operand, c: _Operand, keep: se
         if a.size(label) != c.size(label):
             raise b.error(f"Einsum '{equation}' sums label '{label}' of sizes {a.size(label)} and "
                           f"{c.size(label)} (a broadcast sum); vpuc does not take it")
+    labels = batch + a_free + c_free
+    out = out if labels == order else None
     a = a.arranged(batch + a_free + summed)
     if not summed:                           # an outer product: broadcast both, multiply
         c = c.arranged(batch + c_free)
         left = a.reshaped(list(a.shape) + [1] * len(c_free), a.labels + c_free)
         right = c.reshaped([c.size(x) for x in batch] + [1] * len(a_free) + [c.size(x) for x in c_free],
                            batch + a_free + c_free)
-        return _Operand(b, b.op("Multiply", [left.value, right.value]), batch + a_free + c_free)
+        return _Operand(b, b.op("Multiply", [left.value, right.value], out=out), labels)
     c = c.arranged(batch + summed + c_free)
     k = math.prod(a.size(x) for x in summed)
     n = math.prod(c.size(x) for x in c_free)
@@ -153,10 +160,10 @@ def _contract(b: GraphBuilder, equation: str, a: _Operand, c: _Operand, keep: se
         left = a.reshaped(free_dims + [k], a.labels)
         merged = free_dims + [n]
     right = c.reshaped([c.size(x) for x in batch] + [k, n], c.labels)
-    product = _Operand(b, b.op("MatMul", [left.value, right.value]), [])
-    labels = batch + a_free + c_free
     dims = [max(a.size(x), c.size(x)) for x in batch] + free_dims + [c.size(x) for x in c_free]
-    return product.reshaped(dims, labels) if tuple(merged) != tuple(dims) else _Operand(b, product.value, labels)
+    last = tuple(merged) == tuple(dims)           # no Reshape after the MatMul
+    product = _Operand(b, b.op("MatMul", [left.value, right.value], out=out if last else None), [])
+    return _Operand(b, product.value, labels) if last else product.reshaped(dims, labels, out)
 
 
 def _einsum(b, node, attrs):
@@ -171,10 +178,11 @@ def _einsum(b, node, attrs):
     for i, operand in enumerate(operands):
         later = {x for o in operands[i + 1:] for x in o.labels} | set(output)
         others = later | (set(acc.labels) if acc is not None else set())
-        operand = operand.summed([x for x in operand.labels if x not in others])
+        final = node.output[0] if i == len(operands) - 1 else None
+        operand = operand.summed([x for x in operand.labels if x not in others], output, final)
         if acc is not None:
             acc = acc.summed([x for x in acc.labels if x not in later | set(operand.labels)])
-        acc = operand if acc is None else _contract(b, equation, acc, operand, later)
+        acc = operand if acc is None else _contract(b, equation, acc, operand, later, output, final)
         acc = acc.summed([x for x in acc.labels if x not in later])
     result = acc.arranged(output, out=node.output[0])
     if result.value != b.values.get(node.output[0]):
