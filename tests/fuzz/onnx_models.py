@@ -6,13 +6,15 @@ can be remade:
 
 - ``op``: one node of an op vpuc imports, with attributes drawn over their ranges
   (pads, strides, dilations, groups, ceil_mode, negative axes and steps, coordinate
-  modes), at odd sizes;
+  modes), at odd sizes; the structural ops (Einsum, Attention, RotaryEmbedding, ArgMax,
+  CumSum, the gathers, outputs that are the input or a constant: ``onnx_struct.py``) among them;
 - ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, grouped, BatchNorm, activations,
   pools, squeeze-excite, residual, concat, resize, a classifier head); a grouped layer is
   ShuffleNet's: 2 to 4 groups of channels off the DPU's multiple of 16, after a dense 1x1
   (so the value they read is held in CMX with padded channels), then perhaps the channel
   shuffle (Reshape, Transpose, Reshape);
-- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
+- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads; also as Einsum, or the opset-23
+  Attention op with RotaryEmbedding: ``onnx_struct.attention_block``), GELU MLPs and layer norms;
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
