@@ -194,7 +194,8 @@ CASES = {
 }
 INT_OUTPUT = {"argmax", "argmax_last", "argmin", "argmin_last"}
 # the cases whose graph the lowering golden records
-LOWERED = ("einsum_scores", "attention_causal", "rotary_interleaved", "argmax_last", "cumsum", "gather_nd")
+LOWERED = ("einsum_scores", "attention_causal", "rotary_interleaved", "argmax_last", "argmin", "cumsum",
+           "gather_nd", "gather_elements")
 
 
 def _rotary(m, x, cache_shape, positions=None, **attrs):
@@ -390,6 +391,19 @@ def test_output_that_is_an_input_or_a_constant_is_copied(constant, tmp_path):
     assert len(outputs) == 2
     for got, expected in zip(outputs, want):
         assert (got.astype(np.float32) == expected.astype(np.float16).astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_output_copy_lowering_golden(constant, tmp_path):
+    """The copy of an input or a constant into its output: one DMA of its own."""
+    text, name, _ = onnx_as_vir(_passthrough(tmp_path, constant), None, "f16")
+    module = parse_text(text, name)
+    PassManager(parse_pipeline("lower-graph")).run(module, PassContext(load_arch(module.arch)))
+    lowered = print_module(module)
+    golden = GOLDEN / f"lowered_output_copy_{'constant' if constant else 'input'}.expected"
+    if UPDATE:
+        golden.write_text(lowered)
+    assert lowered == golden.read_text()
 
 
 def test_model_with_no_nodes_returns_its_input(tmp_path):
