@@ -184,15 +184,18 @@ def _rotary(b, node, attrs):
     def part(begin: int, end: int, step: int) -> str:
         return b.op("Slice", [x], {"begin": (0, 0, 0, begin), "end": (dims[0], dims[1], dims[2], end),
                                    "step": (1, 1, 1, step)})
-    x1, x2 = (part(0, rotary, 2), part(1, rotary, 2)) if interleaved else (part(0, half, 1), part(half, rotary, 1))
+    if interleaved:
+        x1, x2 = part(0, rotary, 2), part(1, rotary, 2)
+    else:
+        x1, x2 = part(0, half, 1), part(half, rotary, 1)
     real = b.op("Subtract", [b.op("Multiply", [x1, cos]), b.op("Multiply", [x2, sin])])
     imag = b.op("Add", [b.op("Multiply", [x1, sin]), b.op("Multiply", [x2, cos])])
     last = len(shape) == 4
     whole = node.output[0] if last and rotary == d else None     # the rotated features are all of it
     if interleaved:
         pairs = [b.op("Reshape", [t], {"shape": tuple(dims[:3]) + (half, 1)}) for t in (real, imag)]
-        rotated = b.op("Reshape", [b.op("Concat", pairs, {"axis": 4})], {"shape": tuple(dims[:3]) + (rotary,)},
-                       out=whole)
+        paired = b.op("Concat", pairs, {"axis": 4})
+        rotated = b.op("Reshape", [paired], {"shape": tuple(dims[:3]) + (rotary,)}, out=whole)
     else:
         rotated = b.op("Concat", [real, imag], {"axis": 3}, out=whole)
     if rotary < d:
