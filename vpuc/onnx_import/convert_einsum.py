@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 import string
 
+import numpy as np
+
 from vpuc.onnx_import.builder import GraphBuilder
 
 ELLIPSIS = "..."
@@ -94,13 +96,24 @@ def _sizes(b: GraphBuilder, equation: str, operands, shapes) -> dict[str, int]:
 
 
 class _Operand:
-    """A graph value and the label of each of its dims."""
+    """A graph value, or a constant operand's array, and the label of each of its dims.
+    A constant is transposed, reshaped and summed at import; it becomes a graph Constant
+    only where an op reads it (a Linear's ``[out, in]`` weights are stored transposed)."""
 
-    def __init__(self, b: GraphBuilder, value: str, labels: list[str]) -> None:
-        self.b, self.value, self.labels = b, value, list(labels)
+    def __init__(self, b: GraphBuilder, value: str | None, labels: list[str],
+                 array: np.ndarray | None = None, hint: str = "") -> None:
+        self.b, self._value, self.labels, self.array, self.hint = b, value, list(labels), array, hint
+
+    @property
+    def value(self) -> str:
+        if self._value is None:
+            self._value = self.b.constant(self.array, self.hint)
+        return self._value
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.array is not None:
+            return tuple(self.array.shape)
         return tuple(self.b.types[self.value].dims)
 
     def size(self, label: str) -> int:
@@ -112,6 +125,9 @@ class _Operand:
             return self
         axes = tuple(self.labels.index(label) for label in drop)
         left = [label for label in self.labels if label not in drop]
+        if self.array is not None:
+            total = self.array.astype(np.float64).sum(axis=axes).astype(self.array.dtype)
+            return _Operand(self.b, None, left, total, self.hint + ".sum")
         value = self.b.op("ReduceSum", [self.value], {"axes": axes, "keep_dims": False},
                           out=out if left == order else None)
         return _Operand(self.b, value, left)
@@ -120,11 +136,16 @@ class _Operand:
         if order == self.labels:
             return self
         perm = tuple(self.labels.index(label) for label in order)
+        if self.array is not None:
+            return _Operand(self.b, None, order, np.ascontiguousarray(self.array.transpose(perm)),
+                            self.hint + ".T")
         return _Operand(self.b, self.b.op("Transpose", [self.value], {"order": perm}, out=out), order)
 
     def reshaped(self, dims: list[int], labels: list[str], out: str | None = None) -> _Operand:
         if tuple(dims) == self.shape:
-            return _Operand(self.b, self.value, labels)
+            return _Operand(self.b, self._value, labels, self.array, self.hint)
+        if self.array is not None:
+            return _Operand(self.b, None, labels, self.array.reshape(dims), self.hint)
         return _Operand(self.b, self.b.op("Reshape", [self.value], {"shape": tuple(dims)}, out=out), labels)
 
 
@@ -173,7 +194,8 @@ def _einsum(b, node, attrs):
     shapes = [b.shape(name) for name in node.input]
     labels, output = _parse(b, equation, [len(s) for s in shapes])
     _sizes(b, equation, labels, shapes)
-    operands = [_Operand(b, b.value(name), ls) for name, ls in zip(node.input, labels)]
+    operands = [_Operand(b, None, ls, np.asarray(b.array(name)), name) if b.is_known(name)
+                else _Operand(b, b.value(name), ls) for name, ls in zip(node.input, labels)]
     acc = None
     for i, operand in enumerate(operands):
         later = {x for o in operands[i + 1:] for x in o.labels} | set(output)
