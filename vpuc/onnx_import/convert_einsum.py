@@ -16,6 +16,9 @@ alphabetical order, after the ellipsis).  The operands are then contracted left 
   contracted label the product is an elementwise ``Multiply`` (an outer product);
 - the result is transposed to the output's order.
 
+A constant operand (a Linear's weights) is transposed, reshaped and summed at import, so
+no DMA rearranges it at run time.
+
 A label twice in one operand (a diagonal or trace, ``ii->i``) is refused naming the
 equation, and so is a contracted label whose sizes differ (broadcast over a sum).
 """
