@@ -201,8 +201,13 @@ def _one_op(m: _Model) -> onnx.ModelProto:
                      pads=[r.randint(0, k - 1) for _ in range(4)])
         if st > 1 and r.random() < 0.3:
             attrs["output_padding"] = [r.randint(0, st - 1), 0]
+        hw = [r.randint(1, 9), r.randint(1, 9)]
+        for i, size in enumerate(hw):       # pads that would leave no output row crop less
+            full = (size - 1) * st + k + attrs.get("output_padding", [0, 0])[i]
+            while attrs["pads"][i] + attrs["pads"][i + 2] >= full:
+                attrs["pads"][i + 2 if attrs["pads"][i + 2] else i] -= 1
         y = m.node("ConvTranspose", ["x", m.weight((c, oc // g, k, k), c * k * k), m.weight((oc,), 10)], **attrs)
-        return m.model([1, c, r.randint(1, 9), r.randint(1, 9)], y)
+        return m.model([1, c] + hw, y)
     if kind == "space":
         bs = r.choice([2, 3])
         if r.random() < 0.5:
