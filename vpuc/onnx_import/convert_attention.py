@@ -15,7 +15,7 @@ Attention:
   (ONNX's ``-inf`` does the same where a row keeps any key); a mask narrower than the keys
   is padded as masked; ``is_causal`` masks key ``j > i`` for query ``i``; a constant mask
   and the causal one become one constant; a row with every key masked (ONNX: zeros) is
-  refused when the mask is a constant;
+  refused when the mask is a constant (a computed one leaves that row a softmax of its masked scores, not zeros);
 - ``softcap`` other than 0, past key/value inputs and the present key/value and
   ``qk_matmul_output`` outputs are refused with the node named.
 
