@@ -6,13 +6,15 @@ can be remade:
 
 - ``op``: one node of an op vpuc imports, with attributes drawn over their ranges
   (pads, strides, dilations, groups, ceil_mode, negative axes and steps, coordinate
-  modes), at odd sizes;
+  modes), at odd sizes; the structural ops (Einsum, Attention, RotaryEmbedding, ArgMax,
+  CumSum, the gathers, outputs that are the input or a constant: ``onnx_struct.py``) among them;
 - ``cnn``: 2 to 7 layers of a CNN (conv, depthwise, grouped, BatchNorm, activations,
   pools, squeeze-excite, residual, concat, resize, a classifier head); a grouped layer is
   ShuffleNet's: 2 to 4 groups of channels off the DPU's multiple of 16, after a dense 1x1
   (so the value they read is held in CMX with padded channels), then perhaps the channel
   shuffle (Reshape, Transpose, Reshape);
-- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads), GELU MLPs and layer norms;
+- ``transformer``: 1 to 3 blocks of attention (1 to 4 heads; also as Einsum, or the opset-23
+  Attention op with RotaryEmbedding: ``onnx_struct.attention_block``), GELU MLPs and layer norms;
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
 - ``more``: one of the normalizations, elementwise, boolean, trigonometric and hyperbolic
@@ -45,6 +47,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.fuzz import onnx_forms as forms
 from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_normred import normred_case
+from tests.fuzz.onnx_struct import attention_block, struct_case
 
 FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more")
 # each family's random stream: fixed numbers, so a family added later leaves every other
@@ -102,6 +105,7 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
 def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
+                     "struct", "struct",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
                      "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy",
                      "normred", "more"])
@@ -109,6 +113,8 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         return normred_case(m)
     if kind == "more":
         return more_case(m)
+    if kind == "struct":
+        return struct_case(m)
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)
@@ -195,8 +201,13 @@ def _one_op(m: _Model) -> onnx.ModelProto:
                      pads=[r.randint(0, k - 1) for _ in range(4)])
         if st > 1 and r.random() < 0.3:
             attrs["output_padding"] = [r.randint(0, st - 1), 0]
+        hw = [r.randint(1, 9), r.randint(1, 9)]
+        for i, size in enumerate(hw):       # pads that would leave no output row crop less
+            full = (size - 1) * st + k + attrs.get("output_padding", [0, 0])[i]
+            while attrs["pads"][i] + attrs["pads"][i + 2] >= full:
+                attrs["pads"][i + 2 if attrs["pads"][i + 2] else i] -= 1
         y = m.node("ConvTranspose", ["x", m.weight((c, oc // g, k, k), c * k * k), m.weight((oc,), 10)], **attrs)
-        return m.model([1, c, r.randint(1, 9), r.randint(1, 9)], y)
+        return m.model([1, c] + hw, y)
     if kind == "space":
         bs = r.choice([2, 3])
         if r.random() < 0.5:
@@ -363,8 +374,10 @@ def _transformer(m: _Model) -> onnx.ModelProto:
     cur = "x"
     m.opset = forms.draw_opset(m)
     for _ in range(r.randint(1, 3)):
-        kind = r.choice(["attention", "mlp", "norm"])
-        if kind == "attention":
+        kind = r.choice(["attention", "mlp", "norm", "attention_op"])
+        if kind == "attention_op" and m.opset >= 12:       # Einsum, or the Attention op at 23
+            cur = m.node("Add", [cur, linear(attention_block(m, norm(cur), seq, heads, dh, linear), d, d)])
+        elif kind == "attention":
             h = norm(cur)
             q, k, v = (split_heads(linear(h, d, d)) for _ in range(3))
             scores = m.node("Mul", [m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])]),

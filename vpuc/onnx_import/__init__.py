@@ -36,6 +36,7 @@ from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
+from vpuc.onnx_import.output_copies import copy_unwritten_outputs
 
 PRECISIONS = {"f16": ElemType.F16, "f32": ElemType.F32}
 
@@ -100,6 +101,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         _check_shapes(b, node, model.value_shapes)
     b.node = None
     check_outputs(b, model.outputs)
+    inputs = {n: b.values[n] for n in model.inputs}    # before an output copy takes an input's name
+    copy_unwritten_outputs(b, model.outputs)
     for name in model.outputs:
         b.result(name)
     module = Module(name=_module_name(model.path), arch="NPU37XX", graphs=[b.graph])
@@ -109,7 +112,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
                            f"{model.path}: constant '{name}' has values beyond the f16 range "
                            f"(±{np.finfo(np.float16).max:g}); they become ±inf")
                 for name in b.overflows]
-    return ImportedModel(module, b.arrays, {n: b.values[n] for n in model.inputs},
+    return ImportedModel(module, b.arrays, inputs,
                          {n: b.values.get(n, n) for n in model.outputs}, b.origin, warnings)
 
 

@@ -84,8 +84,8 @@ def _read(path: Path):
     except Exception as exc:                  # protobuf raises its own DecodeError types
         raise VpucError(f"{path}: not an ONNX model (the protobuf does not decode: "
                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    if not model.HasField("graph") or not model.graph.node:
-        raise VpucError(f"{path}: the ONNX model has no graph nodes")
+    if not model.HasField("graph") or not model.graph.output:
+        raise VpucError(f"{path}: the ONNX model has no graph outputs")
     return model, data
 
 

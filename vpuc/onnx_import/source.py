@@ -35,5 +35,6 @@ def onnx_as_vir(path: str | os.PathLike, input_shapes: dict | None = None,
     for op in imported.module.graphs[0].ops:
         if op.const is not None and op.const.path is not None and op.result in imported.arrays:
             op.const.path = const_files.hold(imported.arrays[op.result], op.result)
-    names = {**imported.inputs, **imported.outputs}
+    # an output that is an input by name (a pass-through) is fed as the input
+    names = {**imported.outputs, **imported.inputs}
     return print_module(imported.module), f"{os.fspath(path)} (imported)", names
