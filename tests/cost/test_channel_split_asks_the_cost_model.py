@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import vpuc.fusion.lower_dpu_matmul as lower_dpu_matmul
-import vpuc.fusion.lower_dpu_nn as lower_dpu_nn
+import vpuc.fusion.lower_dpu_nn_sizing as lower_dpu_nn_sizing
 from vpuc import api
 from vpuc.cost import load_timing
 from vpuc.fusion import lower_dpu_split
@@ -43,7 +43,7 @@ def _matmul_split(m):
     return m.node("MatMul", [_x(m, (48, 64)), m.weight((64, 96))])
 
 
-CASES = {"conv": (_conv, 96 * 1024, lower_dpu_nn),
+CASES = {"conv": (_conv, 96 * 1024, lower_dpu_nn_sizing),
          "matmul": (_matmul, None, lower_dpu_matmul),        # the default budget
          "matmul_split": (_matmul_split, 12000, lower_dpu_matmul)}
 

@@ -11,7 +11,7 @@ from vpuc.cost import DpuWorkload, load_timing
 from vpuc.cost.blocks import BlockStages, pipeline_cycles
 from vpuc.fusion.lower_dpu import split_rows_cost
 from vpuc.fusion.lower_dpu_nn_plan import Job
-from vpuc.fusion import lower_dpu_nn, lower_dpu_split
+from vpuc.fusion import lower_dpu_nn_sizing, lower_dpu_split
 from vpuc.fusion.lower_dpu_split import InputReuse, split_cycles
 from vpuc.onnx_import.zoo import ModelBuilder
 from runtime_sim.plan import DPU
@@ -110,7 +110,7 @@ def test_the_chosen_split_simulates_close_to_the_fastest_candidate(tmp_path, mon
         calls.append(args)
         return forced[0] if forced else lower_dpu_split.cheapest_split(*args)
 
-    monkeypatch.setattr(lower_dpu_nn, "cheapest_split", choose)
+    monkeypatch.setattr(lower_dpu_nn_sizing, "cheapest_split", choose)
     chosen = api.simulate(api.compile(path, schedule="default"), timing_only=True).cycles
     (chunkings, extent, _, _, fits, *_), = calls
     cycles = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tests.fusion.dpu_testlib import constant, module
 from vpuc import api
-from vpuc.fusion import lower_dpu_blocks, lower_dpu_nn
+from vpuc.fusion import lower_dpu_blocks, lower_dpu_nn_sizing
 from vpuc.fusion.lower_dpu_blocks import ROW_GRANULES, granule_edges
 from vpuc.ir.tasks import DpuOp, DpuTask
 
@@ -87,7 +87,7 @@ def test_channel_chunks_keep_their_weights_over_row_blocks(monkeypatch):
     blocks, cycles = _blocks_and_cycles(text)
     assert {t for t, _, _ in blocks} == {0, 1} and all(c == 32 for _, _, c in blocks)
     assert len(blocks) > 2            # rows in blocks, not one block per chunk
-    monkeypatch.setattr(lower_dpu_nn, "kept_chunks", lambda *args: None)
+    monkeypatch.setattr(lower_dpu_nn_sizing, "kept_chunks", lambda *args: None)
     _, reloading = _blocks_and_cycles(text)
     assert cycles < reloading
 

@@ -32,7 +32,9 @@ and any Convolution whose weights do not fit a tile's CMX with one output row:
 - a global pool whose window of 16 channels does not fit even for one output element:
   two levels of pooling (``lower_dpu_global_pool``).
 
-The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; an eltwise Add or
+The op each layer becomes and its jobs are ``lower_dpu_nn_plan``'s; the sizes and
+cost-model stages of its blocks, and the chunks and row blocks it runs in, are
+``lower_dpu_nn_sizing``'s (this module emits their tasks); an eltwise Add or
 Multiply goes to ``lower_dpu_eltwise``.  Every layer is a list of *jobs* (a range of input channels, a range of output
 channels and the weights between them); each job's output rows are cut into
 blocks as in ``lower_dpu_window.emit_window`` (halo rows, padding only at the image
@@ -57,28 +59,23 @@ from __future__ import annotations
 import functools
 import math
 
-from vpuc.cost import DpuWorkload
-from vpuc.cost.blocks import BlockStages, Move, block_stages
-from vpuc.diagnostics import VpucError
+from vpuc.cost.blocks import block_stages
 from vpuc.fusion.blocked_program import ProgramText, Value
 from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, describe, layer_timing, resident_cycles,
-                                   split_rows_cost)
+                                   const_text, resident_cycles)
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_bias import TileBias, shares_bias
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
-from vpuc.fusion.fuse_conv import epilogue_bytes, epilogue_weight_bytes
-from vpuc.fusion.lower_dpu_nn_cut import cuts_channels, kept_chunks, kept_rows
-from vpuc.fusion.lower_dpu_nn_load import (aligned_job, load_job_input, load_job_weights,
-                                          loads_pads, rows_in)
-from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
+from vpuc.fusion.fuse_conv import epilogue_bytes
+from vpuc.fusion.lower_dpu_nn_cut import cuts_channels
+from vpuc.fusion.lower_dpu_nn_load import aligned_job, load_job_input, load_job_weights
+from vpuc.fusion.lower_dpu_nn_sizing import LayerSizing, choose_chunks
+from vpuc.fusion.lower_dpu_table import Table
 from vpuc.fusion.lower_dpu_deconv import DECONVOLUTIONS, deconv_jobs, upsample
 from vpuc.fusion.lower_dpu_eltwise import ELTWISE, emit_eltwise
 from vpuc.fusion.lower_dpu_global_pool import emit_pool
-from vpuc.fusion.lower_dpu_nn_plan import (CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer,
-                                           split_job)
-from vpuc.fusion.lower_dpu_split import (MAX_PARTS_FACTOR, InputReuse, cheapest_split,
-                                         holds_inputs, row_edges, split_cycles)
+from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, NN_LAYERS, Job, Plan, plan_layer
+from vpuc.fusion.lower_dpu_split import row_edges
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.pool_stream import record_rows
 from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
@@ -147,165 +144,22 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     one chunk of output channels per tile (``lower_dpu_nn_cut``)."""
     op = layer.op
     out = out or values[layer.output]
-    n, c, h, w = x.type.dims
+    sizing = LayerSizing(prog, layer, plan, x, out, values)
+    chunks = choose_chunks(sizing, tiles, gate, by_channels)
+    if chunks is None:      # not even 16 output channels fit: f32 partial sums
+        from vpuc.fusion.lower_dpu_ksplit_conv import emit_conv_ksplit
+        emit_conv_ksplit(prog, layer, plan, x, values, tiles, prefix, gate, finish)
+        return
+    n, c, _, _ = x.type.dims
     _, oc, oh, ow = out.type.dims
     elem: ElemType = x.type.elem
-    (kh, kw), (sh, sw), (pt, pl), (_, pr), (dh, dw) = (plan.kernel, plan.strides, plan.begin,
-                                                        plan.end, plan.dilations)
-    # constant weights the lowering declares: a table (lower_dpu_table) with the bias after
-    # them when exact in their type
-    packed = plan.has_weights and all(j.weights is not None for j in plan.jobs) \
-        and packs_bias(layer.bias, elem)
-    conv = plan.dpu_op == "conv"     # reads across channels: its input's padding zeroed
-    # a resident output of padded channels (resident.padded_channels) gets finite pads: a
-    # channelwise op's input padding is zeroed too, unless the job's blocks load the pads
-    # of a padded input with the real channels (finite, resident.py: loads_pads)
-    def zeroes(job: Job) -> bool:
-        return (conv or out.padded is not None) and not loads_pads(x, job)
-    bias_bytes = 4 if layer.bias is not None and not packed else 0
-
-    def weight_bytes(job: Job) -> int:
-        if not plan.has_weights:
-            return 0
-        per_out = aligned(job.ins[1] - job.ins[0]) if plan.dpu_op == "conv" else 1
-        outs = aligned(job.outs[1] - job.outs[0])
-        rows = box_rows(outs, per_out, kh, kw)[0] if packed else 0
-        return (outs + rows) * per_out * kh * kw * elem.nbytes + outs * bias_bytes
-
-    width = ow        # output columns per block: all of them unless a row does not fit
-
-    def input_bytes(job: Job, rows: int) -> int:      # a block's input buffer
-        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        return n * aligned(job.ins[1] - job.ins[0]) * loaded * cols * elem.nbytes
-
-    def io_bytes(job: Job, rows: int) -> int:
-        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        ic, ins = aligned(job.ins[1] - job.ins[0]), job.ins[1] - job.ins[0]
-        zeros = 0           # the tile's zero vector for such a block (an upper bound)
-        if zeroes(job) and ic > ins:
-            zeros = n * (ic - ins) * loaded * cols
-        return input_bytes(job, rows) + (n * aligned(job.outs[1] - job.outs[0]) * rows * width
-                                         + zeros) * elem.nbytes \
-            + epilogue_bytes(prog.epilogue, n, rows, width)
-
-    def input_room(chunks: list[Job], rows: int) -> int:
-        """A tile's CMX for block inputs beside the double-buffered weights, outputs and
-        zeros of blocks of ``rows`` rows (``lower_dpu_split.holds_inputs``)."""
-        return prog.cmx_budget - 2 * max(weight_bytes(j) + io_bytes(j, rows)
-                                         - input_bytes(j, rows) for j in chunks)
-
-    # a fused convolution stage's weights (fuse_conv, fuse_halo_conv): once per tile
-    stage_weights = epilogue_weight_bytes(prog.epilogue)
-
-    def worst_block(jobs: list[Job]) -> int:      # one output row, double-buffered
-        single = len(jobs) == 1
-        return max(weight_bytes(j) * (1 if single else 2) + 2 * io_bytes(j, 1) for j in jobs) \
-            + stage_weights
-
-    jobs = plan.jobs
-    # fewest channel chunks whose one-row blocks fit; one per tile when the rows are too few
-    first = tiles if (oh < tiles or by_channels) and len(jobs) == 1 and oc > CHANNEL_GRANULE \
-        else 1
-    for parts in range(first, oc + 1):
-        jobs = [part for job in plan.jobs for part in split_job(plan, job, parts)]
-        if worst_block(jobs) <= prog.cmx_budget:
-            break
-        if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in jobs):
-            if plan.dpu_op == "conv":      # the input channels cut too: f32 partial sums
-                from vpuc.fusion.lower_dpu_ksplit_conv import emit_conv_ksplit
-                emit_conv_ksplit(prog, layer, plan, x, values, tiles, prefix, gate, finish)
-                return
-            # a channelwise op: the row's columns cut into blocks with their halo columns
-            for count in range(2, ow + 1):
-                width = math.ceil(ow / count)
-                if worst_block(jobs) <= prog.cmx_budget:
-                    break
-            else:
-                raise VpucError(f"{describe(op)} does not fit a tile's CMX: "
-                                f"{worst_block(jobs)} bytes with one output element and at most "
-                                f"{CHANNEL_GRANULE} channels per block over a budget of "
-                                f"{prog.cmx_budget}; the {plan.dpu_op} works within each "
-                                "channel: no reduction over channels to split", op.loc)
-            break
-    chunkings = [jobs]
-    if len(jobs) > 1:        # more chunks: the cost model weighs them (lower_dpu_split)
-        for more in range(parts + 1, parts * MAX_PARTS_FACTOR + 1):
-            if all(j.outs[1] - j.outs[0] <= CHANNEL_GRANULE for j in chunkings[-1]):
-                break
-            cut = [part for job in plan.jobs for part in split_job(plan, job, more)]
-            if [j.outs for j in cut] != [j.outs for j in chunkings[-1]]:
-                chunkings.append(cut)
-    single = len(jobs) == 1
-    timing = layer_timing(prog, op)
-
-    def workload_of(job: Job, rows: int, cols: int | None = None) -> DpuWorkload:
-        return DpuWorkload(op=plan.dpu_op, elem=elem.value, width=cols or width, height=rows,
-                           channels=aligned(job.outs[1] - job.outs[0]),
-                           in_channels=aligned(job.ins[1] - job.ins[0]), kernel=(kh, kw),
-                           stride=(sh, sw), batch=n, in_bytes=elem.nbytes,
-                           out_bytes=elem.nbytes, weight_bytes=elem.nbytes)
-
-    def input_moves(job: Job, rows: int) -> list[Move]:     # a block's input (load_job_input)
-        loaded = min((rows - 1) * sh + dh * (kh - 1) + 1, h)
-        cols = w if width == ow else min((width - 1) * sw + dw * (kw - 1) + 1, w)
-        ins = job.ins[1] - job.ins[0]
-        loads = [Move(n * ins * loaded * cols * elem.nbytes, elem.nbytes, x.type.order != NHWC)]
-        return loads
-
-    def stages(job: Job, rows: int) -> BlockStages:    # the cost model's estimate of a block
-        outs = job.outs[1] - job.outs[0]
-        compute = split_rows_cost(rows, lambda r: workload_of(job, r), timing)[1]
-        store = Move(n * outs * rows * width * elem.nbytes, elem.nbytes, out.type.order != NHWC)
-        return block_stages(input_moves(job, rows), compute, [store], timing)
-
-    def job_stages(job: Job, rows: int) -> BlockStages:     # a block loading its job's weights
-        s = stages(job, rows)
-        own = [Move(weight_bytes(job) - outs_bias(job), elem.nbytes)] if plan.has_weights else []
-        if outs_bias(job):
-            own.append(Move(outs_bias(job), 4))
-        extra = block_stages(own, 0.0, [], timing)
-        return BlockStages(s.load + extra.load, s.compute, s.store, s.ddr + extra.ddr)
-
-    def outs_bias(job: Job) -> int:
-        return aligned(job.outs[1] - job.outs[0]) * bias_bytes if plan.has_weights else 0
-
-    def resident_moves(job: Job) -> list[Move]:                # weights, then bias
-        moves = [Move(weight_bytes(job) - outs_bias(job), elem.nbytes)]
-        return moves + ([Move(outs_bias(job), 4)] if outs_bias(job) else [])
-
-    # a layer whose lowering declares its weights (an avgpool's dwconv) has no operand for them
-    weights_value = values.get(op.operands[1]) \
-        if plan.has_weights and len(op.operands) > 1 else None
-    constant_weights = weights_value is None or weights_value.kind == "const"
-    kept = None         # row blocks of one chunk per tile that keeps its weights
-    shares = False      # blocks read an input their tile loaded for an earlier chunk
-    if not single:
-        reuse = InputReuse(lambda job: job.ins,
-                           lambda job, rows: block_stages(input_moves(job, rows), 0.0, [], timing),
-                           input_bytes, input_room) \
-            if plan.has_weights else None
-        jobs, count = cheapest_split(
-            chunkings, oh, min(tiles if len(jobs) < tiles else 1, oh), tiles,
-            lambda job, rows, _: 2 * (weight_bytes(job) + io_bytes(job, rows)) <= prog.cmx_budget,
-            job_stages, prog.dma_channels, 0.0,
-            # chunks of a layer with weights share their input on a tile (the loop below)
-            reuse)
-        if by_channels and len(plan.jobs) == 1 and len(chunkings[0]) == tiles \
-                and plan.has_weights and width == ow and kept_rows(prog, plan.dpu_op):
-            kept = kept_chunks(prog, chunkings[0], oh, tiles, gate, constant_weights,
-                                stages, resident_moves,
-                                lambda count, rows: max(weight_bytes(job) + (1 if count == 1 else 2)
-                                                        * io_bytes(job, rows)
-                                                        for job in chunkings[0]) <= prog.cmx_budget,
-                                split_cycles(jobs, oh, count, tiles, job_stages,
-                                             prog.dma_channels, 0.0, reuse))
-            if kept is not None:
-                jobs = chunkings[0]
-        # as the estimate counted them: only where the tiles hold them all (VGG-19)
-        shares = kept is None and holds_inputs(jobs, oh, count, tiles, reuse)
-    jobs = [aligned_job(plan, job) for job in jobs]
+    kh, kw, sh, sw, dh, dw = sizing.kh, sizing.kw, sizing.sh, sizing.sw, sizing.dh, sizing.dw
+    width, timing, stage_weights = sizing.width, sizing.timing, sizing.stage_weights
+    packed, conv, constant_weights = sizing.packed, sizing.conv, sizing.constant_weights
+    weight_bytes, io_bytes, stages = sizing.weight_bytes, sizing.io_bytes, sizing.stages
+    resident_moves, geometry = sizing.resident_moves, sizing.geometry
+    single, count, kept, shares = chunks.single, chunks.count, chunks.kept, chunks.shares
+    jobs = [aligned_job(plan, job) for job in chunks.jobs]
 
     work = []
     if kept is not None:        # chunk j's blocks on tile j, interleaved
@@ -333,19 +187,9 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     e.in_place = in_place_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
                                  whole=len(jobs) == 1 and width == ow)
 
-    def geometry(r0: int, r1: int, c0: int, c1: int):
-        """(first row, rows, top, bottom), (first column, columns, left, right) loaded."""
-        if (c0, c1) != (0, ow):       # a block of columns: its halo, padding at the border
-            return rows_in(r0, r1, sh, pt, dh, kh, h), rows_in(c0, c1, sw, pl, dw, kw, w)
-        return rows_in(r0, r1, sh, pt, dh, kh, h), (0, w, pl, pr)
-
     def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
         j, r0, r1, c0, c1 = work[k]
-        if not zeroes(jobs[j]):
-            return 0
-        (_, rows, _, _), (_, cols, _, _) = geometry(r0, r1, c0, c1)
-        return n * (aligned(jobs[j].ins[1] - jobs[j].ins[0]) - (jobs[j].ins[1] - jobs[j].ins[0])) \
-            * rows * cols
+        return sizing.zero_count(jobs[j], r0, r1, c0, c1)
 
     tables: dict[int, Table] = {}
     for j, job in enumerate(jobs):
@@ -439,7 +283,7 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
         e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),
-               lambda r, cols=c1 - c0: workload_of(job, r, cols))
+               lambda r, cols=c1 - c0: sizing.workload_of(job, r, cols))
         if k in e.in_place:                  # written where the value lives: no store
             continue
         if occ > o_end - o0:              # only the real channels (and pads held) are stored

@@ -201,8 +201,9 @@ def resident_chunk_cut(chunks: int, extent: int, fits: Callable[[int, int], bool
 def kept_chunks(prog, jobs: list, extent: int, tiles: int, gate: tuple[str, ...],
                 constant: bool, stages, resident_moves, fits,
                 rival: float) -> list[tuple[int, int]] | None:
-    """The row blocks of ``jobs`` (one chunk of output channels per tile; ``emit_jobs``'s
-    ``stages(job, rows)``, ``resident_moves(job)`` and ``fits(count, rows)``) when each
+    """The row blocks of ``jobs`` (one chunk of output channels per tile; ``stages(job,
+    rows)`` and ``resident_moves(job)`` those of ``lower_dpu_nn_sizing.LayerSizing``,
+    ``fits(count, rows)`` that of ``choose_chunks``) when each
     tile keeping its chunk's weights, loaded once before its first block (as a layer of
     one job keeps them: ``resident_cycles``), over rows in blocks (``resident_chunk_cut``)
     is cheaper under the flow-shop estimate than ``rival`` (``cheapest_split``'s pick,
