@@ -208,6 +208,6 @@ def test_accesses_in_place_wait_on_what_wrote_the_bytes(tmp_path, monkeypatch):
     from vpuc.fusion import schedule_deps
     path = _chain(tmp_path)
     assert all(_in_place(api.compile(path)))
-    monkeypatch.setattr(schedule_deps, "_dpu_accesses", lambda *a, **k: {})
+    monkeypatch.setattr(schedule_deps, "dpu_accesses", lambda *a, **k: {})
     with pytest.raises(VpucError, match=r"race on cmx %\S+, bytes"):
         api.compile(path)

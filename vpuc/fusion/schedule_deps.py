@@ -26,7 +26,7 @@ that decides every wait (``_Relaxation.apply``):
    one before, when the predecessor's loads run early too), the values kept in CMX
    across them and ``reserve`` bytes of prefetched constants fit a tile (an estimate;
    the trial below decides).  Copies out of a value kept in CMX count as such loads
-   (``_loads_data``): rule 1 orders them after the copies or in-place DPU writes into it.
+   (``loads_data``): rule 1 orders them after the copies or in-place DPU writes into it.
 3. **Gate two back**: every other task that waits on its predecessor's gate waits on the
    gate of the segment two back instead: at most two consecutive segments then run at once.
 
@@ -56,18 +56,18 @@ module as returned.
 
 from __future__ import annotations
 
-
 from vpuc.analysis.liveness import unit_operands
-from vpuc.analysis.races import make_footprint, region_box, shared_bytes
+from vpuc.analysis.races import shared_bytes
 from vpuc.analysis.schedule import Schedule
 from vpuc.fusion.resident import resident_use, shared_buffers
+from vpuc.fusion.schedule_accesses import (DDR_KINDS, OwnBarriers, all_waits, ddr_accesses,
+                                           dpu_accesses, loads_data)
 from vpuc.fusion.schedule_anchors import in_place_needs, queue_counts, thin_waits
-from vpuc.ir.module import Barrier, BufferKind, Module
+from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, DpuTask, Executor
+from vpuc.ir.tasks import DmaTask, Executor
 
-_DDR = (BufferKind.DDR, BufferKind.OUTPUT, BufferKind.INPUT)
 # Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
 TRIALS = 6
 # A later segment waits on at most this fraction of the physical barriers for the DMAs and
@@ -146,15 +146,15 @@ class _Relaxation:
         self.segment = {id(t): self.segment_of(t.label) for t in dma_tasks + others}
         # roots of DDR bytes DPU or ACT SHAVE tasks touch (none on lowered programs)
         touched = {symbols.region(n).root.name for t in others for n in unit_operands(t)
-                   if symbols.is_buffer_like(n) and symbols.region(n).kind in _DDR}
+                   if symbols.is_buffer_like(n) and symbols.region(n).kind in DDR_KINDS}
         self.direct_ddr = touched or None
         # values kept in CMX -> the segments whose tasks touch them
         self.resident = shared_buffers(module, self.segment_of)
         resident = set(self.resident)
-        self.accesses = _ddr_accesses(dma_tasks, symbols, resident)
-        self.dpu_writes = _dpu_accesses(others, symbols, resident, write=True)
-        self.dpu_reads = _dpu_accesses(others, symbols, resident, write=False)
-        self.loads = {id(t) for t in dma_tasks if _loads_data(t, symbols, touched, resident)}
+        self.accesses = ddr_accesses(dma_tasks, symbols, resident)
+        self.dpu_writes = dpu_accesses(others, symbols, resident, write=True)
+        self.dpu_reads = dpu_accesses(others, symbols, resident, write=False)
+        self.loads = {id(t) for t in dma_tasks if loads_data(t, symbols, touched, resident)}
         self.early: list[bool] = []
         # distinct earlier DMAs a later segment waits on per channel (schedule_anchors)
         self.wait_cap: int | None = None
@@ -240,7 +240,7 @@ class _Relaxation:
         if self.wait_cap is not None:
             thin_waits(needs, seg, {id(t): i for i, t in enumerate(self.dma_tasks)},
                        self.wait_cap, queues)
-        own = _OwnBarriers(self.module)
+        own = OwnBarriers(self.module)
         for task in self.dma_tasks:
             for _, earlier in sorted(needs.get(id(task), {}).values(), key=lambda e: e[0]):
                 barrier = own.of(earlier)
@@ -248,7 +248,7 @@ class _Relaxation:
                     task.waits = tuple(task.waits) + (barrier,)
         self._wait_on_queues(extra, tasks, own, queues)
 
-    def _wait_on_queues(self, extra: dict, tasks: dict, own: "_OwnBarriers",
+    def _wait_on_queues(self, extra: dict, tasks: dict, own: OwnBarriers,
                         queues: dict[int, int]) -> None:
         """The in-place waits ``extra`` (id(later) -> queue -> (place, earlier task)),
         thinned (``schedule_anchors``) unless that would close a cycle: a thinned wait on
@@ -273,52 +273,6 @@ class _Relaxation:
         for key, later in tasks.items():
             later.waits = saved[key]
         apply(exact)
-
-
-def _ddr_accesses(tasks: list[DmaTask], symbols: SymbolTable,
-                  resident: set[str]) -> dict[str, list]:
-    """Root name -> (task, position in the DMA list, footprint, writes) of every DMA
-    access of DDR bytes or of a ``resident`` CMX buffer, in list order."""
-    by_root: dict[str, list] = {}
-    for position, task in enumerate(tasks):
-        if not isinstance(task, DmaTask):
-            continue
-        for name, write in ((task.src, False), (task.dst, True)):
-            region = symbols.region(name)
-            if region is None or (region.kind not in _DDR
-                                  and region.root.name not in resident):
-                continue
-            footprint = make_footprint(region.root, region_box(region))
-            by_root.setdefault(region.root.name, []).append((task, position, footprint, write))
-    return by_root
-
-
-def _dpu_accesses(tasks: list, symbols: SymbolTable, resident: set[str],
-                  write: bool) -> dict[str, dict[int, list]]:
-    """Root name -> tile -> (task, footprint) of the DPU tasks writing (``write``) or reading
-    a ``resident`` CMX buffer, in each tile's list order."""
-    by_root: dict[str, dict[int, list]] = {}
-    for task in tasks:
-        if not isinstance(task, DpuTask):
-            continue
-        for name in (task.output,) if write else task.inputs:
-            region = symbols.region(name)
-            if region is None or region.root.name not in resident:
-                continue
-            footprint = make_footprint(region.root, region_box(region))
-            by_root.setdefault(region.root.name, {}).setdefault(task.tile, []).append(
-                (task, footprint))
-    return by_root
-
-
-def _loads_data(task, symbols: SymbolTable, touched: set[str], resident: set[str]) -> bool:
-    """Whether ``task`` loads into CMX a DDR value (or network input) only DMAs touch, or
-    copies out of a value kept in CMX (``resident``)."""
-    if not isinstance(task, DmaTask):
-        return False
-    src, dst = symbols.region(task.src), symbols.region(task.dst)
-    return src is not None and dst is not None and dst.kind is BufferKind.CMX \
-        and (src.kind in _DDR or src.root.name in resident) and src.root.name not in touched
 
 
 def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
@@ -349,53 +303,6 @@ def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
     return early
 
 
-class _OwnBarriers:
-    """A barrier that only a given task updates: one of its own, else a new
-    ``<label>.written`` (the module's barriers and the task's updates grow)."""
-
-    def __init__(self, module: Module) -> None:
-        self.module = module
-        self.names = {b.name for b in module.barriers}
-        self.updaters: dict[str, int] = {}
-        for tl in module.task_lists:
-            for t in tl.tasks:
-                for u in _all_updates(t):
-                    self.updaters[u] = self.updaters.get(u, 0) + 1
-        self.made: dict[int, str] = {}
-
-    def of(self, task) -> str:
-        found = self.made.get(id(task))
-        if found is None:
-            found = next((u for u in task.updates if self.updaters.get(u) == 1), None)
-        if found is None:
-            found = base = f"{task.label}.written"
-            n = 1
-            while found in self.names:
-                found, n = f"{base}{n}", n + 1
-            self.names.add(found)
-            self.updaters[found] = 1
-            self.module.barriers.append(Barrier(found))
-            task.updates = tuple(task.updates) + (found,)
-        self.made[id(task)] = found
-        return found
-
-
-def _all_updates(task) -> tuple[str, ...]:
-    """A task's updates, its DPU variants' too."""
-    out = tuple(task.updates)
-    for v in getattr(task, "variants", ()) or ():
-        out += tuple(v.updates)
-    return out
-
-
-def _all_waits(task) -> tuple[str, ...]:
-    """A task's waits, its DPU variants' too."""
-    out = tuple(task.waits)
-    for v in getattr(task, "variants", ()) or ():
-        out += tuple(v.waits)
-    return out
-
-
 def _trial_allocation(module: Module, arch) -> tuple[dict[str, int] | None, str | None]:
     """``allocate_cmx.try_allocate`` (a name of its own here, for the tests to stand in for)."""
     from vpuc.passes.allocate_cmx import try_allocate
@@ -404,7 +311,7 @@ def _trial_allocation(module: Module, arch) -> tuple[dict[str, int] | None, str 
 
 def _drop_unwaited(module: Module, gates: set[str]) -> None:
     """Remove the gates no task waits on any more (a barrier nothing waits on is dead)."""
-    waited = {w for tl in module.task_lists for t in tl.tasks for w in _all_waits(t)}
+    waited = {w for tl in module.task_lists for t in tl.tasks for w in all_waits(t)}
     dead = gates - waited
     if not dead:
         return
