@@ -99,7 +99,7 @@ def test_kept_rows_only_for_dense_layers_without_an_act_epilogue():
     from types import SimpleNamespace
 
     from tests.fusion.test_epilogue_tiles import _epilogue
-    from vpuc.fusion.fuse_epilogue import EltwiseEpilogue
+    from vpuc.fusion.fuse_eltwise import EltwiseEpilogue
     from vpuc.fusion.lower_dpu_nn_cut import kept_rows
     assert kept_rows(SimpleNamespace(epilogue=None), "conv")
     assert not kept_rows(SimpleNamespace(epilogue=None), "dwconv")
