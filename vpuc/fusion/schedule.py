@@ -89,6 +89,7 @@ from __future__ import annotations
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
                                        drop_pieces, give_up, lead_order, pin_top, unpin)
+from vpuc.fusion.schedule_channels import dma_cycles
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen, prefetch_order
 from vpuc.fusion.schedule_room import EARLY_CMX_BYTES, EarlyRoom
@@ -116,16 +117,21 @@ def check_schedule(name: str) -> str:
 
 
 def overlap(module: Module, gates: set[str], dma_channels: int = 2,
-            cmx_bytes: int | None = None, arch=None, timing=None) -> None:
+            cmx_bytes: int | None = None, arch=None, timing=None,
+            copy_channels: bool = True) -> bool:
     """Decisions 2 and 3 of the module docstring, on the lowered ``module``; with one DMA
     channel the early loads keep their place in its FIFO (they only stop waiting).
     ``cmx_bytes``: a tile's CMX, so a segment may prefetch more than ``EARLY_CMX_BYTES``
     into what the running segment's buffers leave free (``EarlyRoom``), and a streaming
     segment's weights further back (``schedule_prefetch.deepen``); ``arch``: the target,
-    on whose CMX those are tried (allocate-cmx) and given up when they do not fit."""
+    on whose CMX those are tried (allocate-cmx) and given up when they do not fit;
+    ``timing``: the cost model, by which ``schedule_channels`` puts weight copies on
+    channel 0 unless ``copy_channels`` is off.  Returns whether it put any there."""
     symbols = SymbolTable(module)
     room_of = EarlyRoom(module, gates, cmx_bytes)
     computed = _task_outputs(module, symbols)
+    to_channel_0: set[int] = set()       # weight copies on channel 0 (``schedule_channels``)
+    any_moved = False
     for task_list in module.task_lists:
         if task_list.executor is not Executor.DMA:
             continue
@@ -153,6 +159,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
         # early loads, in list order: (load, its gate, tile, destination buffer, its bytes)
         moved: list[tuple[DmaTask, str, int, str, int]] = []
         copying: set[int] = set()            # loads turned into copies and their sources
+        weight_copies: set[int] = set()      # the copies alone (``schedule_channels``)
         paced: list[tuple[DmaTask, tuple[str, ...]]] = []     # (load, the waits it dropped)
         # id(a first load) -> the copies of it that load early: (copy, tile, buffer, bytes)
         copies: dict[int, list[tuple[DmaTask, int, str, int]]] = {}
@@ -202,6 +209,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             elif symbols.region(seen[0].dst).type == dst.type:
                 _copy_from(module, seen[0], task)             # 3: read DDR once
                 copying |= {id(seen[0]), id(task)}
+                weight_copies.add(id(task))
                 if id(seen[0]) not in early:     # its source loads in turn: so does the copy
                     early.pop(id(task), None)
                 elif id(task) in early:
@@ -209,6 +217,9 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                         (task, dst.root.tile, dst.root.name, dst.root.type.nbytes))
         if dma_channels > 1:
             tasks = task_list.tasks
+            # each early copy of a weight on the channel the cost model finds it ends first
+            costs = None if timing is None or not copy_channels else \
+                {id(t): dma_cycles(t, symbols, timing) for t in tasks if isinstance(t, DmaTask)}
             turns: set[int] = set()      # a CNN classifier's deep loads: both channels
             deep = deepen(moved, early, early_bytes, room_of, copies, turns)
             lead = assign_lead(beyond, early, room_of, module, timing, DEEP_MIN_BYTES)
@@ -238,7 +249,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             alternate = {id(t) for t, _, _, _, nbytes in moved if nbytes < DEEP_MIN_BYTES}
             task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread, alternate,
                                              turns=turns, stores=stores, pieces=pieces,
-                                             computed=compute_done)
+                                             computed=compute_done, copies=weight_copies,
+                                             costs=costs, to_channel_0=to_channel_0)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
             fits = not (deep or paced or behind or hopeful) or arch is None \
@@ -294,6 +306,9 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 shared = deep | ahead_of_gate(task_list.tasks, early)
                 share_barriers(module, task_list.tasks, shared, early, arch.max_producers,
                                arch.max_consumers)
+            # (a fallback above orders them again without ``schedule_channels``)
+            any_moved |= any(t.channel == 0 for t in task_list.tasks if id(t) in to_channel_0)
+    return any_moved
 
 
 # The shares of the deep loads kept, in turn, when all of them leave allocate-cmx no room.

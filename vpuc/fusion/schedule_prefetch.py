@@ -11,6 +11,7 @@ run without waiting on a later task; nothing here changes what a task reads or w
 
 from __future__ import annotations
 
+from vpuc.fusion.schedule_channels import ChannelBusy, biggest_first, copy_channels
 from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_TASK, EARLY_CMX_BYTES, EarlyRoom,
                                        act_capacity)
 from vpuc.ir.tasks import DmaTask
@@ -264,7 +265,9 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
                    deep: set[int] = frozenset(), spread: set[int] = frozenset(),
                    alternate: set[int] = frozenset(), turns: set[int] = frozenset(),
                    stores: set[int] = frozenset(), pieces: set[int] = frozenset(),
-                   computed: set[str] = frozenset()) -> list:
+                   computed: set[str] = frozenset(), copies: set[int] = frozenset(),
+                   costs: dict[int, float] | None = None,
+                   to_channel_0: set[int] | None = None) -> list:
     """``tasks`` with each early load on channel 1, moved among the previous segment's tasks,
     so channel 1 runs it while the previous segment loads on channel 0.  The first goes
     right after the task that updates the gate before its own gate (the start of the
@@ -308,6 +311,13 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     segment's own DMAs that wait on a barrier its compute updates (``computed``), spread
     evenly over them, on that DMA's channel: there the channel idles until the block is
     computed anyway.
+    The ``copies`` (CMX -> CMX copies of early weight loads, ``schedule.overlap``'s
+    decision 3) of a segment's costliest load each go on the channel
+    ``schedule_channels.copy_channels`` finds it ends first on by the cost model's
+    ``costs`` (a DMA's id -> its cycles): channel 0 right after the previous segment's
+    last load, as the ``alternate`` ones, or channel 1 in their slot; when one goes to
+    channel 0, that load takes the first slot (``schedule_channels.biggest_first``).
+    ``to_channel_0`` gets the ids of those put on channel 0.
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
@@ -341,6 +351,9 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
             continue
         task.channel = 1
         moved.setdefault((start, end), []).append(i)
+    busy = ChannelBusy(costs) if costs is not None and copies else None
+    if to_channel_0 is not None:
+        to_channel_0.clear()
     for (start, end), loads in moved.items():
         stores = [j for j in range(start + 1, end + 1) if tasks[j].channel == 1
                   and early.get(id(tasks[j])) is None]
@@ -352,15 +365,27 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
             tasks[i].channel = 0
             anchor[i] = last
         copied = {w for i in loads for w in tasks[i].waits}
-        rest = 0
-        for n, i in enumerate(i for i in loads if i not in turns):
-            anchor[i] = slots[min(n, len(slots) - 1)]
-            if n >= 1 and id(tasks[i]) in alternate and not tasks[i].waits \
-                    and not copied & set(tasks[i].updates):
-                rest += 1
-                if rest % 2 == 1:
-                    tasks[i].channel = 0
-                    anchor[i] = last
+
+        def place(order: list[int]) -> None:
+            rest = 0
+            for n, i in enumerate(order):
+                anchor[i] = slots[min(n, len(slots) - 1)]
+                if n >= 1 and id(tasks[i]) in alternate and not tasks[i].waits \
+                        and not copied & set(tasks[i].updates):
+                    rest += 1
+                    tasks[i].channel = 1 - rest % 2
+                    if rest % 2 == 1:
+                        anchor[i] = last
+        in_slots = [i for i in loads if i not in turns]
+        chosen = [] if busy is None else \
+            copy_channels(tasks, biggest_first(tasks, in_slots, busy.costs), start, end,
+                          early, copies, busy)
+        # the copies' load on channel 1 starts the chain: the costliest at the segment's start
+        place(biggest_first(tasks, in_slots, busy.costs) if chosen else in_slots)
+        for i in chosen:
+            anchor[i] = last
+            if to_channel_0 is not None:
+                to_channel_0.add(id(tasks[i]))
     for (start, end), loads in spread_out.items():
         # right ahead of the segment's DMAs that wait on its compute: the channel would
         # idle there anyway
