@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from naive_program import LIBRARY, build_naive_program, kernel_decls  # noqa: E402
 from vpuc.arch import load_arch  # noqa: E402
 from vpuc.fusion.blocked_program import Stage, Value, build_program  # noqa: E402
-from vpuc.fusion.lower_graph import lower  # noqa: E402
+from vpuc.fusion.lower_graph_segments import lower  # noqa: E402
 from vpuc.ir.module import ConstInit  # noqa: E402
 from vpuc.ir.types import DimsOrder, ElemType, TensorType  # noqa: E402
 from vpuc.passes.base import PassContext  # noqa: E402

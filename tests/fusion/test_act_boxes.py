@@ -99,12 +99,12 @@ def test_excitation_runs_once_per_tile_and_computes_the_same(tmp_path, monkeypat
     import re
 
     import vpuc.onnx_import
-    from vpuc.fusion import blocked_program, lower_graph
+    from vpuc.fusion import blocked_program, lower_graph_segments
     from vpuc.ir.module import BufferKind
     from vpuc.onnx_import.zoo import mobilenet_v3_small
 
     path = mobilenet_v3_small(size=64, classes=10).save(tmp_path / "m.onnx", "m")
-    monkeypatch.setattr(lower_graph, "choose_dpu", lambda *a, **k: None)
+    monkeypatch.setattr(lower_graph_segments, "choose_dpu", lambda *a, **k: None)
     monkeypatch.setattr(vpuc.onnx_import, "fold_hard_sigmoids", lambda nodes, *a, **k: nodes)
 
     def excitations(program) -> collections.Counter:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vpuc import api
-from vpuc.fusion import lower_graph
+from vpuc.fusion import lower_graph_segments
 from vpuc.fusion.blocked_program import Value
 from vpuc.fusion.resident import resident_room, resident_values
 from vpuc.fusion.schedule_layouts import SegmentValues
@@ -47,7 +47,7 @@ def _ddr_bytes(program) -> int:
 
 
 def _all_in_ddr(monkeypatch):
-    monkeypatch.setattr(lower_graph, "resident_values", lambda values, *a, **k: values)
+    monkeypatch.setattr(lower_graph_segments, "resident_values", lambda values, *a, **k: values)
 
 
 def test_a_chain_of_convolutions_keeps_its_values_in_cmx(tmp_path, monkeypatch):
@@ -90,7 +90,7 @@ def test_values_that_leave_cmx_no_room_go_back_to_ddr(tmp_path, monkeypatch):
     CMX does not allocate: the block is lowered again with every value in DDR, the program
     of the schedule without resident values."""
     path = _chain(tmp_path, size=128, channels=64, convs=2)     # a 2 MiB value
-    monkeypatch.setattr(lower_graph, "resident_room", lambda *a: 1 << 40)
+    monkeypatch.setattr(lower_graph_segments, "resident_room", lambda *a: 1 << 40)
     forced = api.compile(path)
     _all_in_ddr(monkeypatch)
     through_ddr = api.compile(path)

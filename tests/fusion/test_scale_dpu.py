@@ -12,7 +12,7 @@ import pytest
 
 from vpuc import api
 from vpuc.cost.timing import default_timing
-from vpuc.fusion import lower_graph
+from vpuc.fusion import lower_graph_segments
 from vpuc.fusion.blocked_program import ProgramText
 from vpuc.fusion.lower_dpu_scale import dpu_product_cycles
 from vpuc.ir.module import BufferKind
@@ -38,7 +38,7 @@ def _products(program) -> list[tuple[DpuTask, SwKernelTask]]:
 def _products_stay(monkeypatch):
     """These tests are about the product's own lowering: no product folded into the
     projection after it (``lower_dpu_scale_weights``, tests/fusion/test_scale_weights.py)."""
-    monkeypatch.setattr(lower_graph, "chosen_folds", lambda *a, **k: {})
+    monkeypatch.setattr(lower_graph_segments, "chosen_folds", lambda *a, **k: {})
 
 
 def _run(program, x: np.ndarray) -> np.ndarray:
@@ -83,7 +83,7 @@ def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, ch
     written = [d for d, _ in products if symbols.region(d.output).root.name in in_cmx]
     assert channels != 32 or (read and written)
     on_dpu = _run(program, x)
-    monkeypatch.setattr(lower_graph, "choose_dpu", lambda *a, **k: None)
+    monkeypatch.setattr(lower_graph_segments, "choose_dpu", lambda *a, **k: None)
     on_act = api.compile(se)
     assert not _products(on_act)
     want = _run(on_act, x)
@@ -93,7 +93,7 @@ def test_product_runs_on_the_dpu_bit_for_bit_as_on_act(tmp_path, monkeypatch, ch
 
 def test_the_dpu_product_is_faster(se, monkeypatch):
     on_dpu = api.simulate(api.compile(se), timing_only=True).cycles
-    monkeypatch.setattr(lower_graph, "choose_dpu", lambda *a, **k: None)
+    monkeypatch.setattr(lower_graph_segments, "choose_dpu", lambda *a, **k: None)
     on_act = api.simulate(api.compile(se), timing_only=True).cycles
     assert on_dpu < on_act
 

@@ -10,7 +10,7 @@ import pytest
 
 from vpuc import api
 from vpuc.cost.timing import default_timing
-from vpuc.fusion import lower_graph
+from vpuc.fusion import lower_graph_segments
 from vpuc.fusion.blocked_program import ProgramText
 from vpuc.fusion.lower_dpu_scale_weights import choose_fold
 from vpuc.ir.graph import GraphIndex
@@ -66,7 +66,7 @@ def test_the_product_folds_into_the_projections_weights(tmp_path, monkeypatch, c
         assert symbols.region(scale.output).root is weights.root
         assert symbols.region(scale.inputs[0]).type.dims == weights.type.dims == (16, 32, 1, 1)
     folded = _run(program, x)
-    monkeypatch.setattr(lower_graph, "chosen_folds", lambda *a, **k: {})
+    monkeypatch.setattr(lower_graph_segments, "chosen_folds", lambda *a, **k: {})
     unfolded_program = api.compile(se)
     assert _products(unfolded_program)
     unfolded = _run(unfolded_program, x)
@@ -94,7 +94,7 @@ def test_the_product_folds_into_the_projections_weights(tmp_path, monkeypatch, c
 def test_the_fold_is_faster(tmp_path, monkeypatch):
     se = se_model(tmp_path, excite_on_act=False)
     folded = api.simulate(api.compile(se), timing_only=True).cycles
-    monkeypatch.setattr(lower_graph, "chosen_folds", lambda *a, **k: {})
+    monkeypatch.setattr(lower_graph_segments, "chosen_folds", lambda *a, **k: {})
     unfolded = api.simulate(api.compile(se), timing_only=True).cycles
     assert folded < unfolded
 

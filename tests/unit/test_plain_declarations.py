@@ -9,7 +9,7 @@ import pytest
 
 from vpuc.arch import load_arch
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.lower_graph import lower
+from vpuc.fusion.lower_graph_segments import lower
 from vpuc.passes.base import PassContext
 from vpuc.vir.parser import parse_file, parse_text
 from vpuc.vir.plain_declarations import take_declarations

@@ -141,7 +141,7 @@ def block_body(body: Graph, block: TensorType) -> Graph:
 @dataclass
 class Epilogue:
     """The subgraph ``sub`` as a per-block stage of one DPU layer; ``made``, ``generated``,
-    ``kernels``: ``lower_graph.lower``'s kernel cache by body, generated objects and the
+    ``kernels``: ``lower_graph_segments.lower``'s kernel cache by body, generated objects and the
     program's kernel declarations."""
     graph_name: str
     sub: object
