@@ -27,7 +27,8 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only_path import run_path_cycles
 from runtime_sim.isa.entry_cache import EntryCache
-from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
+from runtime_sim.isa.fastpath import (_affine_pass, _Decline, _induction, _loop_entries,
+                                      _step_value)
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
 from runtime_sim.isa.loop_plan import (LoopPlan, NotBatchable, _induction_step, body_ops,
@@ -146,12 +147,29 @@ class TimingLoops:
         self.declined: Counter = Counter()
         self._refusals: Counter = Counter()
         self._taken: Counter = Counter()          # back-edges taken, of ``_walk_later``'s loops
-        # The interpreter's forward hook (``enter``) is asked only at these heads: a
-        # cycles-only run batches a loop from its back-edge, never on entry.
-        self.entries: dict[int, int] = {}
+        # The interpreter's forward hook (``enter``) is asked at these heads (loop head ->
+        # its back-edge): a loop with a plan is batched from its first iteration, so the
+        # interpreter never issues its body nor makes the runners of it (a generated
+        # kernel's main loop: most of its instructions).
+        if "entries" not in self.plans:
+            self.plans["entries"] = _loop_entries(self.program)
+        self.entries: dict[int, int] = self.plans["entries"]
 
-    def enter(self, head: int, *args, **kwargs) -> None:
-        return None
+    def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
+              budget: int, max_cycles: float = float("inf"), paths: bool = True):
+        """Where the interpreter reaches a loop head other than by its back-edge: a loop
+        with a plan as a batch from its first iteration (same returns as a call).  Loops
+        only a path batch can run wait for their back-edge, as before (``_walk_later``)."""
+        branch = self.entries.get(head)
+        if branch is None or self._refusals[head, branch] >= MAX_REFUSALS:
+            return None
+        plan = self.plans.get((head, branch))
+        if plan is None:
+            plan = self.plans[head, branch] = shared_plan(self.program, head, branch,
+                                                          self.critical[head])
+        if isinstance(plan, str):
+            return None
+        return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
 
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         plan = self.plans.get((head, branch))
