@@ -167,9 +167,12 @@ class TimingLoops:
         if plan is None:
             plan = self.plans[head, branch] = shared_plan(self.program, head, branch,
                                                           self.critical[head])
-        if isinstance(plan, str):
+        if not isinstance(plan, str):
+            return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        if not paths or self._plain(head, branch):
             return None
-        return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        return run_path_cycles(self, head, branch, R, ready, now, memory, counts, budget,
+                               max_cycles)
 
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         plan = self.plans.get((head, branch))
@@ -242,16 +245,20 @@ class TimingLoops:
         driver's loops over operands and dims) runs at most its own length per iteration,
         and such loops take their back-edge a few times, fewer than a walk (twice the path
         in steps, the ops made) costs.  Walked once taken ``WALK_AFTER`` times this run."""
+        if not self._plain(head, branch):
+            return False
+        self._taken[head, branch] += 1
+        return self._taken[head, branch] < WALK_AFTER
+
+    def _plain(self, head: int, branch: int) -> bool:
+        """Whether the body has no calls or inner loops (``_walk_later``)."""
         key = (head, branch, "plain")
         plain = self.plans.get(key)
         if plain is None:
             plain = self.plans[key] = not any(
                 SEMANTICS[dec.info.opcode].kind in ("call", "loop")
                 for dec in self.program.decoded[head:branch])
-        if not plain:
-            return False
-        self._taken[head, branch] += 1
-        return self._taken[head, branch] < WALK_AFTER
+        return plain
 
     def _decline(self, head: int, branch: int, reason: str) -> None:
         self.declined[reason] += 1
