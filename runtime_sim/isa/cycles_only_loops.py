@@ -1,7 +1,8 @@
 """Counted loops in a cycles-only run: trips x body, with only the last iteration's scalars.
 
-The interpreter calls ``TimingLoops`` at each taken backward branch, as it calls
-the fast path (``fastpath.FastLoops``) in a full run.  The loop's body (inner
+The interpreter calls ``TimingLoops`` at each taken backward branch, and its
+``enter`` where it reaches a loop head otherwise, as it calls the fast path
+(``fastpath.FastLoops``) in a full run.  The loop's body (inner
 counted loops unrolled, as ``loop_plan.unrolled_body`` does) must be straight
 line, and every scalar register it carries from one iteration to the next
 that the cycles depend on (``cycles_slice``) must be an induction variable;
@@ -158,8 +159,10 @@ class TimingLoops:
     def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
               budget: int, max_cycles: float = float("inf"), paths: bool = True):
         """Where the interpreter reaches a loop head other than by its back-edge: a loop
-        with a plan as a batch from its first iteration (same returns as a call).  Loops
-        only a path batch can run wait for their back-edge, as before (``_walk_later``)."""
+        with a plan as a batch from its first iteration (same returns as a call); reached
+        by a taken forward transfer (``paths``), a loop with calls or inner loops as a path
+        batch from its first row.  Loops without either wait for their back-edge
+        (``_walk_later``), and so does any loop the interpreter falls into."""
         branch = self.entries.get(head)
         if branch is None or self._refusals[head, branch] >= MAX_REFUSALS:
             return None
