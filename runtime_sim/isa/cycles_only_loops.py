@@ -1,7 +1,8 @@
 """Counted loops in a cycles-only run: trips x body, with only the last iteration's scalars.
 
-The interpreter calls ``TimingLoops`` at each taken backward branch, as it calls
-the fast path (``fastpath.FastLoops``) in a full run.  The loop's body (inner
+The interpreter calls ``TimingLoops`` at each taken backward branch, and its
+``enter`` where it reaches a loop head otherwise, as it calls the fast path
+(``fastpath.FastLoops``) in a full run.  The loop's body (inner
 counted loops unrolled, as ``loop_plan.unrolled_body`` does) must be straight
 line, and every scalar register it carries from one iteration to the next
 that the cycles depend on (``cycles_slice``) must be an induction variable;
@@ -27,7 +28,8 @@ import numpy as np
 
 from runtime_sim.isa.cycles_only_path import run_path_cycles
 from runtime_sim.isa.entry_cache import EntryCache
-from runtime_sim.isa.fastpath import _affine_pass, _Decline, _induction, _step_value
+from runtime_sim.isa.fastpath import (_affine_pass, _Decline, _induction, _loop_entries,
+                                      _step_value)
 from runtime_sim.isa.loop_bounds import MOD, Affine, first_outside
 from runtime_sim.isa.loop_pipelined import register_name
 from runtime_sim.isa.loop_plan import (LoopPlan, NotBatchable, _induction_step, body_ops,
@@ -146,12 +148,34 @@ class TimingLoops:
         self.declined: Counter = Counter()
         self._refusals: Counter = Counter()
         self._taken: Counter = Counter()          # back-edges taken, of ``_walk_later``'s loops
-        # The interpreter's forward hook (``enter``) is asked only at these heads: a
-        # cycles-only run batches a loop from its back-edge, never on entry.
-        self.entries: dict[int, int] = {}
+        # The interpreter's forward hook (``enter``) is asked at these heads (loop head ->
+        # its back-edge): a loop with a plan is batched from its first iteration, so the
+        # interpreter never issues its body nor makes the runners of it (a generated
+        # kernel's main loop: most of its instructions).
+        if "entries" not in self.plans:
+            self.plans["entries"] = _loop_entries(self.program)
+        self.entries: dict[int, int] = self.plans["entries"]
 
-    def enter(self, head: int, *args, **kwargs) -> None:
-        return None
+    def enter(self, head: int, R: list, ready: list[int], now: int, memory, counts: list[int],
+              budget: int, max_cycles: float = float("inf"), paths: bool = True):
+        """Where the interpreter reaches a loop head other than by its back-edge: a loop
+        with a plan as a batch from its first iteration (same returns as a call); reached
+        by a taken forward transfer (``paths``), a loop with calls or inner loops as a path
+        batch from its first row.  Loops without either wait for their back-edge
+        (``_walk_later``), and so does any loop the interpreter falls into."""
+        branch = self.entries.get(head)
+        if branch is None or self._refusals[head, branch] >= MAX_REFUSALS:
+            return None
+        plan = self.plans.get((head, branch))
+        if plan is None:
+            plan = self.plans[head, branch] = shared_plan(self.program, head, branch,
+                                                          self.critical[head])
+        if not isinstance(plan, str):
+            return self(head, branch, R, ready, now, memory, counts, budget, max_cycles)
+        if not paths or self._plain(head, branch):
+            return None
+        return run_path_cycles(self, head, branch, R, ready, now, memory, counts, budget,
+                               max_cycles)
 
     def _plan(self, head: int, branch: int) -> LoopPlan | None:
         plan = self.plans.get((head, branch))
@@ -224,16 +248,20 @@ class TimingLoops:
         driver's loops over operands and dims) runs at most its own length per iteration,
         and such loops take their back-edge a few times, fewer than a walk (twice the path
         in steps, the ops made) costs.  Walked once taken ``WALK_AFTER`` times this run."""
+        if not self._plain(head, branch):
+            return False
+        self._taken[head, branch] += 1
+        return self._taken[head, branch] < WALK_AFTER
+
+    def _plain(self, head: int, branch: int) -> bool:
+        """Whether the body has no calls or inner loops (``_walk_later``)."""
         key = (head, branch, "plain")
         plain = self.plans.get(key)
         if plain is None:
             plain = self.plans[key] = not any(
                 SEMANTICS[dec.info.opcode].kind in ("call", "loop")
                 for dec in self.program.decoded[head:branch])
-        if not plain:
-            return False
-        self._taken[head, branch] += 1
-        return self._taken[head, branch] < WALK_AFTER
+        return plain
 
     def _decline(self, head: int, branch: int, reason: str) -> None:
         self.declined[reason] += 1

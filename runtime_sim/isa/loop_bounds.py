@@ -107,7 +107,7 @@ def first_exit(mnemonic: str, a: Affine, b: Affine) -> int | None:
 
 # --- memory footprints ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Footprint:
     """Iteration k touches bytes [low + k*step, low + k*step + length) (or a subset:
     masked and strided accesses are over-approximated by their hull).  ``low`` is
@@ -118,6 +118,13 @@ class Footprint:
     length: int
     is_store: bool
     position: int        # index of the instruction in the body
+
+    def __init__(self, low: int, step: int, length: int, is_store: bool,
+                 position: int) -> None:
+        # the frozen dataclass's fields set at once, not by an ``object.__setattr__``
+        # each: the walks and affine passes make one per access of every loop entry
+        self.__dict__.update(low=low, step=step, length=length, is_store=is_store,
+                             position=position)
 
     def span(self, iterations: int) -> tuple[int, int]:
         last = self.low + (iterations - 1) * self.step

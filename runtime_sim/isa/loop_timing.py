@@ -88,6 +88,8 @@ class LoopTiming:
         while len(trace.rel) <= MAX_TRACE:
             now, stall = self._iteration(ready, now, True)
             stalls += stall
+            if len(trace.rel) == 1:
+                self._remember_last(start, now, stall, ready)
             rel = self._relative(ready, now)
             trace.now.append(now)
             trace.stalls.append(stalls)
@@ -99,6 +101,15 @@ class LoopTiming:
             seen[rel] = len(trace.rel) - 1
         self._traces[start] = trace
         return trace
+
+    def _remember_last(self, start: tuple[int, ...], now: int, stall: int, ready: dict) -> None:
+        """The trace's first iteration, issued from cycle 0 in ``start`` with the back-edge
+        taken, is ``advance``'s last iteration from that state (a loop whose state repeats
+        after one iteration, most of them, ends in it): remembered for both ways out, so
+        the body is not issued again.  Not taken differs only by the refetch penalty."""
+        written = tuple((key, ready[key]) for key in self.keys if key in self.dests)
+        self._last.setdefault((start, False), (now, stall, written))
+        self._last.setdefault((start, True), (now - self.penalty, stall, written))
 
     def _after(self, trace: _Trace, count: int) -> tuple[int, int, tuple[int, ...]]:
         """(cycles, stalls, relative state) after ``count`` taken iterations."""

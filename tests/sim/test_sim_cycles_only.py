@@ -310,3 +310,35 @@ def test_kernels_differing_in_immediates_share_their_steps_each_with_its_offsets
     a, b = (timing_program(load_kernel(obj, invocation_memory(obj, np.zeros(4096, np.uint8),
                                                               args)).program) for obj in objs)
     assert a is not b and a.program.flat is b.program.flat      # one flat for both
+
+
+def test_loops_taken_over_at_their_heads_give_the_cycles_of_loops_taken_at_back_edges(
+        program, monkeypatch):
+    """``TimingLoops.enter`` batches a loop from its first iteration where the run reaches
+    its head: every invocation's cycles, status and instruction count are those of the
+    run that batches loops only from their back-edges (the first iteration interpreted),
+    and more of its iterations are batched."""
+    from runtime_sim.isa.cycles_only_loops import TimingLoops
+    real = shave.invoke_cycles_only
+
+    def runs() -> list[tuple]:
+        found: list[tuple] = []
+
+        def recording(*args, **kwargs):
+            result = real(*args, **kwargs)
+            found.append(None if result is None else (
+                result.cycles, result.scalar_regs[0], result.instructions,
+                result.batched_iterations))
+            return result
+        monkeypatch.setattr(shave, "cycles_only_results",
+                            shave.cycles_only_results.__class__())
+        monkeypatch.setattr(shave, "invoke_cycles_only", recording)
+        simulate(program, timing_only=True)
+        return found
+    at_heads = runs()
+    monkeypatch.setattr(TimingLoops, "enter", lambda self, *args, **kwargs: None)
+    at_back_edges = runs()
+    assert len(at_heads) == len(at_back_edges) > 0
+    assert None not in at_heads and None not in at_back_edges
+    assert [r[:3] for r in at_heads] == [r[:3] for r in at_back_edges]
+    assert sum(r[3] for r in at_heads) > sum(r[3] for r in at_back_edges)
