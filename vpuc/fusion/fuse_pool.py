@@ -28,6 +28,12 @@ ResNet-18 at 224 (``--schedule default``, timing-only): the stem and pool end at
 193,608 cycles instead of 210,087, stage 1 (DPU-bound after it) ends 271,697 ->
 253,342, the network 1,728,259 -> 1,708,404 cycles.
 
+A window convolution's blocks (``lower_dpu_window``, not the folded stem's) write their
+rows straight into the pool's input buffer after the halo (``input_buffer``, as
+``fuse_halo_conv``'s chain does; ``rows_in_place``): no ``pool.cp``.  SqueezeNet's stem
+(7x7/2 on the permuted input, 14 blocks): 66,309 cycles of copies off the store channel,
+the stem 119,391 -> 102,387 cycles, the network 498,835 -> 481,831.
+
 ``pool_fusable`` picks the pairs; anything the blocks do not allow (a block cut over
 channels or columns, an output not NHWC, a block pooling no row, a halo beyond the
 previous block, blocks out of order) sets ``refused`` and ``fuse_epilogue.emit_fused``
