@@ -137,6 +137,7 @@ class HaloConvEpilogue(PoolEpilogue):
     (module docstring); ``source``: its output program value (the stores' target)."""
     weights: dict = field(default_factory=dict)     # tile -> the task's operand clauses
     tag = "halo"
+    rows_in_place = False       # its producer's rows copied in, as measured (DenseNet-121)
 
     def block_bytes(self, rows: int) -> int:
         """CMX bytes the stage adds to a block of ``rows`` input rows: its input (the rows

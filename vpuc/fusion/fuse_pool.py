@@ -28,6 +28,12 @@ ResNet-18 at 224 (``--schedule default``, timing-only): the stem and pool end at
 193,608 cycles instead of 210,087, stage 1 (DPU-bound after it) ends 271,697 ->
 253,342, the network 1,728,259 -> 1,708,404 cycles.
 
+A window convolution's blocks (``lower_dpu_window``, not the folded stem's) write their
+rows straight into the pool's input buffer after the halo (``input_buffer``, as
+``fuse_halo_conv``'s chain does; ``rows_in_place``): no ``pool.cp``.  SqueezeNet's stem
+(7x7/2 on the permuted input, 14 blocks): 66,309 cycles of copies off the store channel,
+the stem 119,391 -> 102,387 cycles, the network 498,835 -> 481,831.
+
 ``pool_fusable`` picks the pairs; anything the blocks do not allow (a block cut over
 channels or columns, an output not NHWC, a block pooling no row, a halo beyond the
 previous block, blocks out of order) sets ``refused`` and ``fuse_epilogue.emit_fused``
@@ -91,6 +97,9 @@ class PoolEpilogue:
     pins: dict = field(default_factory=dict)
     placed: set = field(default_factory=set)        # the input buffers so written
     tag = "pool"          # its buffers' and barriers' names (``fuse_halo_conv``: "halo")
+    # whether a window convolution's blocks (``lower_dpu_window``) write their rows straight
+    # into the pool's input buffers (``input_buffer``), no ``pool.cp`` copy
+    rows_in_place = True
 
     def geometry(self):
         """(input dims, output dims, kernel, strides, pads begin, pads end)."""
@@ -284,11 +293,20 @@ def _rows_of(slices, dims) -> tuple[int, int] | None:
     return spans[2]
 
 
-def block_footprint(epilogue, own: int, output: int, rows: int) -> int:
+def block_footprint(epilogue, own: int, output: int, rows: int, in_place: bool = False) -> int:
     """A convolution block's CMX bytes (``own``: its input rows and ``output`` rows) with
     ``epilogue``: a fused pool copies the block once its convolution has run, when the
     input rows are dead, so the block needs the output rows and the pool's buffers if
-    that is more; any other epilogue adds nothing here."""
+    that is more; with ``in_place`` the convolution writes its rows into the pool's input
+    buffer, which its input rows then share CMX with; any other epilogue adds nothing."""
     if isinstance(epilogue, PoolEpilogue):
+        if in_place:
+            return own - output + epilogue.block_bytes(rows)
         return max(own, output + epilogue.block_bytes(rows))
     return own
+
+
+def writes_pool_rows(epilogue) -> bool:
+    """Whether a window convolution's blocks write straight into ``epilogue``'s input
+    buffers (a fused pool's: ``PoolEpilogue.rows_in_place``)."""
+    return isinstance(epilogue, PoolEpilogue) and epilogue.rows_in_place

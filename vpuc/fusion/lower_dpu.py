@@ -348,6 +348,15 @@ class LayerEmitter:
         """Run ``prog.epilogue`` (``fuse_epilogue.Epilogue``) on the CMX block behind the store
         source ``src`` (the block, or a view of its real channels); the same part of its
         output."""
+        pinned = getattr(self.prog.epilogue, "pins", {}).get(k)
+        if pinned is not None and src == pinned[1]:
+            # the block's rows written into the epilogue's input buffer (a fused pool's)
+            base, slices = self.view_of[src]
+            base_type, tile = self.cmx_of[base]
+            n, c, _, w = base_type.dims
+            r0, r1 = (int(v) for v in slices[2].split(":")[:2])
+            rows = TensorType((n, c, r1 - r0, w), base_type.elem, NHWC)
+            return self.prog.epilogue.emit(self, k, src, rows, tile, dst)
         block, slices = self.view_of.get(src, (src, None))
         if block not in self.cmx_of:
             raise VpucError(f"internal: the store of block {k} of {self.p} reads {src}, "

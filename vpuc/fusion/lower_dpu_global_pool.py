@@ -8,9 +8,13 @@ element of 16 channels still needs its whole window in CMX: 2 x 16 x H x W f16
 bytes, double-buffered (1 MiB at 128 x 128, NPU37XX's default budget).  So the
 window is reduced in two levels, as pooling layers compose:
 
-1. a pool of ``a x b`` windows at stride ``a x b`` (the largest that fit, so the
-   second level is small, each side within the NCE's kernel limit of 11) writes an ``ceil(H/a) x ceil(W/b)`` tensor of partial
-   results, NHWC in DDR;
+1. a pool of ``a x b`` windows at stride ``a x b`` writes an ``ceil(H/a) x ceil(W/b)``
+   tensor of partial results, NHWC in DDR: as few partials as the largest windows that
+   fit make (so the second level is small, each side within the NCE's kernel limit of
+   11), each side then the smallest that makes as many (``ceil(H / ceil(H/a))``), so the
+   zero padding is less than one row (column) a window: the padded cells cost the DPU as
+   much as real ones, and the bands of rows the tiles pool stay even (SqueezeNet's
+   13 x 13 pool: 7 x 7 windows, bands of 7 and 6 rows, not 11 x 11 ones over 11 and 2);
 2. the global pool over that tensor (itself split again if it still does not fit, or
    its window is beyond the kernel limit)
    writes the layer's output with its post-ops.
@@ -80,6 +84,9 @@ def first_level(plan: Plan, x: Value, budget: int) -> tuple[Plan, tuple[int, int
         if b == min(w, MAX_KERNEL) else 1
     if a * b < 2:               # windows of one cell would make no progress
         return None, (0, 0)
+    # as many partials, windows as even as the sides allow: the padded cells cost the DPU as
+    # much as real ones, and a band of few real rows leaves its tile idle
+    a, b = math.ceil(h / math.ceil(h / a)), math.ceil(w / math.ceil(w / b))
     exact = plan.dpu_op == "maxpool" or (h % a == 0 and w % b == 0)
     if plan.dpu_op == "avgpool" and not exact:
         # whole divisors nearly as large keep the exact mean of means

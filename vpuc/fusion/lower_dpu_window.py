@@ -17,7 +17,7 @@ from vpuc.fusion.lower_dpu_channels import (aligned, load_block_input, load_wind
                                             padded_vector, reads_weights, zero_vector,
                                             zeros_view)
 from vpuc.fusion.fuse_epilogue import with_epilogue
-from vpuc.fusion.fuse_pool import block_footprint
+from vpuc.fusion.fuse_pool import block_footprint, writes_pool_rows
 from vpuc.fusion.lower_dpu_fold_width import emit_folded
 from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, permute_cycles,
                                            permutes_input)
@@ -68,7 +68,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         zeros = n * (cp - c) * loaded * w if pads() else 0   # the tile's zero vector
         output = n * ocp * rows * ow * elem.nbytes
         own = (raw + n * cp * loaded * w + zeros) * elem.nbytes + output
-        return block_footprint(prog.epilogue, own, output, rows)
+        return block_footprint(prog.epilogue, own, output, rows, pool_rows)
 
     def workload_of(rows: int) -> DpuWorkload:
         return DpuWorkload(op=dpu_op, elem=elem.value, width=ow, height=rows, channels=ocp,
@@ -86,6 +86,8 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         return block_stages(loads, compute, [store], timing)
 
     dpu_op, timing = ("conv" if conv else "maxpool"), layer_timing(prog, op)
+    # a fused pool's blocks: written after their halo rows in its input buffers, not copied
+    pool_rows = writes_pool_rows(prog.epilogue) and ocp == oc
     bias = None if layer.bias is None else padded_vector(layer.bias, ocp)
     constant = not conv or index.producer(op.operands[1]).kind == CONSTANT
     # the lowering's own constant weights: a table (lower_dpu_table) holds the bias when
@@ -167,8 +169,12 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
         # a padded output (resident.py) gets its blocks' pad channels too
         dst = e.view(f"out.v{k}", out.name, [f"0:{n}", f"0:{held_channels(out)}", f"{r0}:{r1}",
                                              f"0:{ow}"])
-        y = dst if k in e.in_place else \
-            e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
+        if k in e.in_place:
+            y = dst
+        elif pool_rows:
+            y = prog.epilogue.input_buffer(e, k, (r0, r1), t, elem)
+        else:
+            y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
         head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
