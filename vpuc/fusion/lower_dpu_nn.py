@@ -61,8 +61,8 @@ import math
 
 from vpuc.cost.blocks import block_stages
 from vpuc.fusion.blocked_program import ProgramText, Value
-from vpuc.fusion.lower_dpu import (NHWC, DpuLayer, LayerEmitter, choose_blocks,
-                                   const_text, resident_cycles)
+from vpuc.fusion.lower_dpu import (LAYER_BARRIER_SHARE, NHWC, DpuLayer, LayerEmitter,
+                                   choose_blocks, const_text, resident_cycles)
 from vpuc.fusion.fuse_epilogue import with_epilogue
 from vpuc.fusion.lower_dpu_bias import TileBias, shares_bias
 from vpuc.fusion.lower_dpu_channels import aligned, zero_vector, zeros_view
@@ -210,11 +210,14 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     # Such a layer's blocks write outputs far smaller than their chunks (ResNet-18's 7x7
     # maps: 4.7 KB beside 442 KB): each keeps its own, so no chunk's DPU task waits for the
     # store of the block whose slot it takes, a store the store channel's FIFO holds
-    # behind the next layers' weights (the last 3x3 layer's last chunk: 20K cycles).
-    e.own_outputs = stream and sum(
-        (n * aligned(jobs[j].outs[1] - jobs[j].outs[0]) * (r1 - r0) * (c1 - c0) * elem.nbytes
-         + epilogue_bytes(prog.epilogue, n, r1 - r0, c1 - c0))
-        for j, r0, r1, c0, c1 in work) <= min(weight_bytes(job) for job in jobs)
+    # behind the next layers' weights (the last 3x3 layer's last chunk: 20K cycles).  Each
+    # block then holds its ``loaded`` and ``done`` barriers until its store: only where they
+    # fit the layer's share of the physical barriers, as in_flight_slots counts them
+    # (MobileNetV3-Small's 576 -> 1024 classifier at a 12 KB budget: 30 blocks, 40 barriers)
+    e.own_outputs = stream and 2 * len(work) <= prog.physical_barriers // LAYER_BARRIER_SHARE \
+        and sum(n * aligned(jobs[j].outs[1] - jobs[j].outs[0]) * (r1 - r0) * (c1 - c0)
+                * elem.nbytes + epilogue_bytes(prog.epilogue, n, r1 - r0, c1 - c0)
+                for j, r0, r1, c0, c1 in work) <= min(weight_bytes(job) for job in jobs)
     declared: set[int] = set()
     # several chunks each loading their weights: the bias once per tile (lower_dpu_bias)
     tile_bias = TileBias(oc) if shares_bias(not single and kept is None, layer.bias, packed,
