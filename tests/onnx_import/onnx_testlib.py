@@ -63,3 +63,29 @@ def simulated_against_reference(program, feeds: dict, output: str) -> np.ndarray
                                sim.reference[sanitize(output)].astype(np.float32),
                                rtol=4e-3, atol=1e-4)
     return got
+
+
+def assert_within(got, want, bound, what) -> None:
+    """Every element of ``got`` within ``bound`` (broadcast) of ``want``; equal values, NaN
+    beside NaN included, always pass, and a NaN on one side only always fails.  The message
+    names the worst element."""
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore"):
+        excess = np.where(same, -1.0, np.abs(got - want) - np.broadcast_to(bound, want.shape))
+    excess = np.where(np.isnan(excess), np.inf, excess)
+    worst = np.unravel_index(np.argmax(excess), want.shape)
+    assert (excess <= 0).all(), f"{what}: got {got[worst]}, want {want[worst]} at {worst}"
+
+
+def assert_shape_inferred(path, shape) -> None:
+    """The imported graph's output type is the one ONNX's (strict) shape inference gives
+    the model at ``path`` (the input's ``shape`` where inference leaves it open)."""
+    from vpuc.onnx_import import import_onnx
+    imported = import_onnx(path, precision="f16")
+    output = next(iter(imported.outputs.values()))
+    dims = next(op.type.dims for op in imported.module.graphs[0].ops if op.result == output)
+    inferred = onnx.shape_inference.infer_shapes(onnx.load(path), strict_mode=True).graph.output[0]
+    want = tuple(d.dim_value for d in inferred.type.tensor_type.shape.dim)
+    assert tuple(dims) == (want or tuple(shape)), (dims, want)
+

@@ -45,7 +45,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_testlib import rounded_to_f16
+from onnx_testlib import assert_shape_inferred, assert_within, rounded_to_f16
 from tests.tolerances import gamma
 from vpuc import api
 from vpuc.arch import load_arch
@@ -221,16 +221,6 @@ def _bound(case, u, x, want):
         return error(u, x.astype(np.float64), want) + error(U32, x.astype(np.float64), want) + 2.0 ** -25
 
 
-def _assert_within(got, want, bound, what):
-    assert got.shape == want.shape, what
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
-    with np.errstate(invalid="ignore"):
-        excess = np.where(same, -1.0, np.abs(got - want) - np.broadcast_to(bound, want.shape))
-    excess = np.where(np.isnan(excess), np.inf, excess)
-    worst = np.unravel_index(np.argmax(excess), want.shape)
-    assert (excess <= 0).all(), f"{what}: got {got[worst]}, want {want[worst]} at {worst}"
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_import_text(case, tmp_path):
     text = print_module(import_onnx(_model(tmp_path, case), precision="f32").module)
@@ -245,12 +235,7 @@ def test_import_text(case, tmp_path):
 def test_shapes_agree_with_onnx_inference(case, shape, tmp_path):
     """The imported graph's output type is the one ONNX's shape inference gives."""
     path = _model(tmp_path, case, shape)
-    imported = import_onnx(path, precision="f16")
-    output = next(iter(imported.outputs.values()))
-    dims = next(op.type.dims for op in imported.module.graphs[0].ops if op.result == output)
-    inferred = onnx.shape_inference.infer_shapes(onnx.load(path), strict_mode=True).graph.output[0]
-    want = tuple(d.dim_value for d in inferred.type.tensor_type.shape.dim)
-    assert tuple(dims) == (want or tuple(shape)), (dims, want)
+    assert_shape_inferred(path, shape)
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
@@ -267,7 +252,7 @@ def test_graph_reference_against_onnxruntime(case, precision, tmp_path):
     with np.errstate(all="ignore"):
         got = run_graph(module.graphs[0], {imported.inputs["x"]: x}, vir.parent)[0].astype(np.float64)
     u = U16 if precision == "f16" else U32
-    _assert_within(got, want, _bound(case, u, x, want), f"{case} {precision}")
+    assert_within(got, want, _bound(case, u, x, want), f"{case} {precision}")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -278,7 +263,7 @@ def test_compiled_against_onnxruntime(case, tmp_path):
     outputs = api.simulate(api.compile(rounded_to_f16(path, tmp_path / "r16.onnx")),
                            {"x": x.astype(np.float16)}).outputs
     got = next(iter(outputs.values())).astype(np.float64)
-    _assert_within(got, want, _bound(case, U16, x, want), case)
+    assert_within(got, want, _bound(case, U16, x, want), case)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -312,7 +297,7 @@ def test_mvn_default_axes(opset, tmp_path):
     want = _onnxruntime(path, x)
     got = next(iter(api.simulate(api.compile(path), {"x": x.astype(np.float16)}).outputs.values()))
     error = _mvn_error([0, 2, 3])
-    _assert_within(got.astype(np.float64), want, error(U16, x, want) + error(U32, x, want), f"opset {opset}")
+    assert_within(got.astype(np.float64), want, error(U16, x, want) + error(U32, x, want), f"opset {opset}")
 
 
 def _edges(op: str) -> np.ndarray:
@@ -357,7 +342,7 @@ def test_f32_relative_accuracy_at_the_edges(op, tmp_path):
         got = run_graph(module.graphs[0], {imported.inputs["x"]: x}, tmp_path / "out")[0].astype(np.float64)
         want = EXACT_OF[op](x.astype(np.float64))
     bound = CASES[op.lower()][3](0.0, x.astype(np.float64), want)      # u = 0: no final rounding
-    _assert_within(got, want, bound, op)
+    assert_within(got, want, bound, op)
 
 
 REFUSED = {

@@ -44,7 +44,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_testlib import rounded_to_f16
+from onnx_testlib import assert_shape_inferred, assert_within, rounded_to_f16
 from tests.tolerances import gamma
 from vpuc import api
 from vpuc.arch import load_arch
@@ -204,13 +204,6 @@ def _bound(case, u, x, want):
     return error(u, x.astype(np.float64), want) + error(U32, x.astype(np.float64), want) + 2.0 ** -25
 
 
-def _assert_within(got, want, bound, what):
-    assert got.shape == want.shape, what
-    excess = np.abs(got - want) - np.broadcast_to(bound, want.shape)
-    worst = np.unravel_index(np.argmax(excess), want.shape)
-    assert (excess <= 0).all(), f"{what}: got {got[worst]}, want {want[worst]} at {worst}"
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_import_text(case, tmp_path):
     text = print_module(import_onnx(_model(tmp_path, case), precision="f32").module)
@@ -227,12 +220,7 @@ def test_shapes_agree_with_onnx_inference(case, shape, tmp_path):
     if case.startswith("group_norm") or case == "mod":
         shape = shape[:1] + [4] + shape[2:]           # its weights fix 4 channels
     path = _model(tmp_path, case, shape)
-    imported = import_onnx(path, precision="f16")
-    output = next(iter(imported.outputs.values()))
-    dims = next(op.type.dims for op in imported.module.graphs[0].ops if op.result == output)
-    inferred = onnx.shape_inference.infer_shapes(onnx.load(path), strict_mode=True).graph.output[0]
-    want = tuple(d.dim_value for d in inferred.type.tensor_type.shape.dim)
-    assert tuple(dims) == (want or tuple(shape)), (dims, want)
+    assert_shape_inferred(path, shape)
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
@@ -249,7 +237,7 @@ def test_graph_reference_against_onnxruntime(case, precision, tmp_path):
     want = _onnxruntime(reference, x)
     got = run_graph(module.graphs[0], {imported.inputs["x"]: x}, vir.parent)[0].astype(np.float64)
     u = U16 if precision == "f16" else U32
-    _assert_within(got, want, _bound(case, u, x, want), f"{case} {precision}")
+    assert_within(got, want, _bound(case, u, x, want), f"{case} {precision}")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -260,7 +248,7 @@ def test_compiled_against_onnxruntime(case, tmp_path):
     outputs = api.simulate(api.compile(rounded_to_f16(path, tmp_path / "r16.onnx")),
                            {"x": x.astype(np.float16)}).outputs
     got = next(iter(outputs.values())).astype(np.float64)
-    _assert_within(got, want, _bound(case, U16, x, want), case)
+    assert_within(got, want, _bound(case, U16, x, want), case)
 
 
 @pytest.mark.parametrize("case", LOWERED)
@@ -332,7 +320,7 @@ def test_group_norm_as_pytorch_exports_it_before_opset_18(tmp_path):
     want = _onnxruntime(path, x)
     got = next(iter(api.simulate(api.compile(path), {"x": x.astype(np.float16)}).outputs.values()))
     bound = _group_norm_error(2)(U16, x, want) + _group_norm_error(2)(U32, x, want)
-    _assert_within(got.astype(np.float64), want, bound, "PyTorch's group norm")
+    assert_within(got.astype(np.float64), want, bound, "PyTorch's group norm")
 
 
 def test_group_norm_pattern_left_alone_where_it_would_change_the_result(tmp_path):

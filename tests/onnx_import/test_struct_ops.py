@@ -37,7 +37,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_testlib import rounded_to_f16
+from onnx_testlib import assert_within, rounded_to_f16
 from tests.tolerances import gamma
 from vpuc import api
 from vpuc.arch import load_arch
@@ -235,13 +235,6 @@ def _onnxruntime(path, x):
     return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
-def _assert_within(got, want, bound, what):
-    assert got.shape == want.shape, (what, got.shape, want.shape)
-    excess = np.abs(got - want) - np.broadcast_to(bound, want.shape)
-    worst = np.unravel_index(np.argmax(excess), want.shape)
-    assert (excess <= 0).all(), f"{what}: got {got[worst]}, want {want[worst]} at {worst}"
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_import_text(case, tmp_path):
     text = print_module(import_onnx(_model(tmp_path, case), precision="f32").module)
@@ -278,7 +271,7 @@ def test_compiled_against_onnxruntime(case, tmp_path):
     error, weights = CASES[case][3], _weights(path)
     want = want.astype(np.float64)
     bound = error(U16, x.astype(np.float64), want, weights) + error(U32, x.astype(np.float64), want, weights)
-    _assert_within(got.astype(np.float64), want, bound + 2.0 ** -25, case)
+    assert_within(got.astype(np.float64), want, bound + 2.0 ** -25, case)
 
 
 @pytest.mark.parametrize("case", LOWERED)
