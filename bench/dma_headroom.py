@@ -34,19 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.schedule_bench import FULL, SMALL  # noqa: E402
 from runtime_sim.simarch import SimArch, sim_arch_for  # noqa: E402
 from vpuc import api  # noqa: E402
 from vpuc.cost.dma import dma_task_cycles, transfer_cost  # noqa: E402
 from vpuc.ir.module import BufferKind  # noqa: E402
 from vpuc.ir.symbols import SymbolTable  # noqa: E402
 from vpuc.ir.tasks import DmaMode, DmaTask  # noqa: E402
-from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18  # noqa: E402
 
-FULL = {"resnet18": resnet18, "mobilenet_v3_small": mobilenet_v3_small,
-        "encoder_layer": encoder_layer}
-SMALL = {"resnet18": lambda: resnet18(size=32, width=8, classes=10),
-         "mobilenet_v3_small": lambda: mobilenet_v3_small(size=64, classes=10),
-         "encoder_layer": lambda: encoder_layer(seq=17, width=48, heads=3)}
 # How much faster the ``no rate limit`` rows make every rate: enough that a 2 MB transfer
 # costs about 90 cycles, not enough to reach a float's edge.
 UNLIMITED = 1000.0
