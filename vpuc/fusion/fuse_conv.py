@@ -159,7 +159,7 @@ class ConvEpilogue:
         p, elem = e.p, block_type.elem
         operands = self.weights.get(tile)
         if operands is None:
-            operands = self._load(e, k, tile, c, o, elem)
+            operands = load_stage_weights(self, e, k, tile, "conv", (o, c, 1, 1), elem)
         e.prog.barriers.append(f"barrier %{p}{self.ready}{k}")
         out = into or e.cmx(f"conv.c{k}", TensorType((n, o, rows, w), elem, NHWC), tile)
 
@@ -184,31 +184,6 @@ class ConvEpilogue:
                                  [f"0:{n}", f"0:{o}", f"{spans[2][0]}:{spans[2][1]}", f"0:{w}"])
         return out
 
-    def _load(self, e, k: int, tile: int, c: int, o: int, elem) -> str:
-        """The convolution's weights (and bias) into ``tile``'s CMX, with the tile's first
-        block's loads; the task's operand clauses."""
-        p = e.p
-        if not self.weights:          # declared once, with the first tile's load
-            values = constant_value(self.index.producer(self.layer.op.operands[1]))
-            e.prog.buffers.append(f"const %{p}conv.w : {o}x{c}x1x1x{elem} NHWC = "
-                                  f"{const_text(np.asarray(values).reshape(o, c, 1, 1), p + 'conv.w')}")
-            if self.layer.bias is not None:
-                bias = np.asarray(self.layer.bias, np.float32)
-                e.prog.buffers.append(f"const %{p}conv.bias : {o}xf32 = "
-                                      f"{const_text(bias, p + 'conv.bias')}")
-        e.prog.barriers.append(f"barrier %{p}conv.loaded.t{tile}")
-        loaded = [f"%{p}conv.loaded.t{tile}"]
-        wt = e.cmx(f"conv.w.t{tile}", TensorType((o, c, 1, 1), elem, NHWC), tile)
-        e.dma(f"conv.load_w.t{tile}", f"%{p}conv.w", wt, 0, e.load_waits(k), loaded)
-        clauses = f" weights({wt})"
-        if self.layer.bias is not None:
-            b = e.cmx(f"conv.bias.t{tile}", TensorType((o,), ElemType.F32,
-                                                       DimsOrder.identity(1)), tile)
-            e.dma(f"conv.load_bias.t{tile}", f"%{p}conv.bias", b, 0, e.load_waits(k), loaded)
-            clauses += f" bias({b})"
-        self.weights[tile] = clauses
-        return clauses
-
     def store_target(self, e, k: int, dst: str) -> str:
         """Block ``k``'s store goes to the convolution's rows, not the depthwise layer's
         (whose view, now unused, is dropped: that value is never declared)."""
@@ -218,3 +193,32 @@ class ConvEpilogue:
             base, slices = e.view_of.pop(dst)
             e.prog.views.remove(f"view {dst} = {base}[{', '.join(slices)}]")
         return self.targets[k]
+
+
+def load_stage_weights(stage, e, k: int, tile: int, stem: str, dims: tuple, elem) -> str:
+    """A fused convolution stage's weights (``dims``, NHWC) and bias into ``tile``'s CMX,
+    with the tile's first block's loads (``stage``: a ``ConvEpilogue`` or
+    ``fuse_halo_conv.HaloConvEpilogue``; its ``layer``, ``index`` and per-tile
+    ``weights``); the constants are declared with the first tile's load, named
+    ``<prefix><stem>.w`` and ``.bias``.  The task's operand clauses."""
+    p, o = e.p, dims[0]
+    if not stage.weights:
+        values = np.asarray(constant_value(stage.index.producer(stage.layer.op.operands[1])))
+        e.prog.buffers.append(f"const %{p}{stem}.w : {'x'.join(map(str, dims))}x{elem} NHWC "
+                              f"= {const_text(values.reshape(dims), p + stem + '.w')}")
+        if stage.layer.bias is not None:
+            bias = np.asarray(stage.layer.bias, np.float32)
+            e.prog.buffers.append(f"const %{p}{stem}.bias : {o}xf32 = "
+                                  f"{const_text(bias, p + stem + '.bias')}")
+    e.prog.barriers.append(f"barrier %{p}{stem}.loaded.t{tile}")
+    loaded = [f"%{p}{stem}.loaded.t{tile}"]
+    wt = e.cmx(f"{stem}.w.t{tile}", TensorType(dims, elem, NHWC), tile)
+    e.dma(f"{stem}.load_w.t{tile}", f"%{p}{stem}.w", wt, 0, e.load_waits(k), loaded)
+    clauses = f" weights({wt})"
+    if stage.layer.bias is not None:
+        b = e.cmx(f"{stem}.bias.t{tile}", TensorType((o,), ElemType.F32, DimsOrder.identity(1)),
+                  tile)
+        e.dma(f"{stem}.load_bias.t{tile}", f"%{p}{stem}.bias", b, 0, e.load_waits(k), loaded)
+        clauses += f" bias({b})"
+    stage.weights[tile] = clauses
+    return clauses

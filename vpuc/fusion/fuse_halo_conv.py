@@ -49,17 +49,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from vpuc.cost import DpuWorkload
 from vpuc.cost.dma import dma_task_cycles, transfer_cost
-from vpuc.fusion.fuse_conv import ConvEpilogue, epilogue_dpu_cycles, epilogue_weight_bytes
+from vpuc.fusion.fuse_conv import (ConvEpilogue, epilogue_dpu_cycles, epilogue_weight_bytes,
+                                   load_stage_weights)
 from vpuc.fusion.fuse_pool import PoolEpilogue
 from vpuc.fusion.lower_dpu_channels import aligned, variant_boxes
-from vpuc.fusion.lower_dpu_support import const_text, window
+from vpuc.fusion.lower_dpu_support import window
 from vpuc.ir.graph import CONSTANT
-from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
-from vpuc.reference.graph import constant_value
+from vpuc.ir.types import NAMED_ORDERS, DimsOrder, TensorType
 
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
 
@@ -174,7 +172,8 @@ class HaloConvEpilogue(PoolEpilogue):
         """Block ``k``'s convolution task: ``rows`` output rows of ``src`` into ``out``."""
         (n, c, _, _), (_, o, _, ow), (kh, kw), *_ = self.geometry()
         elem = self.layer.op.type.elem
-        operands = self.weights.get(tile) or self._load(e, k, tile, (o, c, kh, kw), elem)
+        operands = self.weights.get(tile) or load_stage_weights(
+            self, e, k, tile, "halo", (o, c, kh, kw), elem)
 
         def workload_of(r: int) -> DpuWorkload:
             return DpuWorkload(op="conv", elem=elem.value, width=ow, height=r, channels=o,
@@ -192,33 +191,6 @@ class HaloConvEpilogue(PoolEpilogue):
             task.append(f"    variant start(0, {a}, {z0}) end({ow - 1}, {b - 1}, {z1}) "
                         f"mode({mode})")
         return task + ["  }"]
-
-    def _load(self, e, k: int, tile: int, dims: tuple, elem) -> str:
-        """The weights (and bias) into ``tile``'s CMX, with the tile's first block's loads;
-        the task's operand clauses."""
-        p = e.p
-        o = dims[0]
-        if not self.weights:          # declared once, with the first tile's load
-            values = np.asarray(constant_value(self.index.producer(self.layer.op.operands[1])))
-            e.prog.buffers.append(f"const %{p}halo.w : {'x'.join(map(str, dims))}x{elem} NHWC "
-                                  f"= {const_text(values.reshape(dims), p + 'halo.w')}")
-            if self.layer.bias is not None:
-                bias = np.asarray(self.layer.bias, np.float32)
-                e.prog.buffers.append(f"const %{p}halo.bias : {o}xf32 = "
-                                      f"{const_text(bias, p + 'halo.bias')}")
-        e.prog.barriers.append(f"barrier %{p}halo.loaded.t{tile}")
-        loaded = [f"%{p}halo.loaded.t{tile}"]
-        wt = e.cmx(f"halo.w.t{tile}", TensorType(dims, elem, NHWC), tile)
-        e.dma(f"halo.load_w.t{tile}", f"%{p}halo.w", wt, 0, e.load_waits(k), loaded)
-        clauses = f" weights({wt})"
-        if self.layer.bias is not None:
-            b = e.cmx(f"halo.bias.t{tile}", TensorType((o,), ElemType.F32,
-                                                       DimsOrder.identity(1)), tile)
-            e.dma(f"halo.load_bias.t{tile}", f"%{p}halo.bias", b, 0, e.load_waits(k), loaded)
-            clauses += f" bias({b})"
-        self.weights[tile] = clauses
-        return clauses
-
 
 @dataclass
 class ChainEpilogue:
