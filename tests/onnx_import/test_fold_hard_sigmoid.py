@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 import vpuc.onnx_import as onnx_import
 from vpuc import api
-from vpuc.fusion import lower_graph
+from vpuc.fusion import lower_graph_segments
 from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT
 from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import DpuOp, DpuTask, SwKernelTask
@@ -115,15 +115,15 @@ def se_runs(tmp_path_factory):
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
     runs = {}
-    real, real_folds = onnx_import.fold_hard_sigmoids, lower_graph.chosen_folds
+    real, real_folds = onnx_import.fold_hard_sigmoids, lower_graph_segments.chosen_folds
     for folded in (True, False):
         onnx_import.fold_hard_sigmoids = real if folded else lambda nodes, *a, **k: nodes
-        lower_graph.chosen_folds = lambda *a, **k: {}
+        lower_graph_segments.chosen_folds = lambda *a, **k: {}
         try:
             program = api.compile(path)
         finally:
             onnx_import.fold_hard_sigmoids = real
-            lower_graph.chosen_folds = real_folds
+            lower_graph_segments.chosen_folds = real_folds
         inputs = {b.name: x.astype(np.float16) for b in program.module.buffers
                   if b.kind is BufferKind.INPUT}
         sim = api.simulate(program, inputs)
