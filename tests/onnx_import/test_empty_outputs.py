@@ -105,9 +105,12 @@ def test_vpuc_run_writes_and_inspect_shows_an_empty_output(tmp_path, capsys):
     want = _onnxruntime(path, _input())
     for name, value in want.items():
         assert np.load(out / f"{name}.npy").shape == value.shape
+    empty = next(name for name, value in want.items() if not value.size)
+    assert main(["run", path, "--input", f"x=@{tmp_path / 'x.npy'}",
+                 "--output", f"{empty}=@{tmp_path / 'e.npy'}"]) == 0
+    assert np.load(tmp_path / "e.npy").shape == want[empty].shape
     capsys.readouterr()
     assert main(["inspect", str(blob)]) == 0
-    empty = next(name for name, value in want.items() if not value.size)
     assert f"empty-output:{empty}=1x2x4x0xf16" in capsys.readouterr().out
 
 
