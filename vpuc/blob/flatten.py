@@ -196,7 +196,8 @@ def flatten(program: Program, options: dict[str, str] | None = None) -> BlobCont
         tuple(i for i, b in enumerate(module.buffers) if b.kind is BufferKind.OUTPUT),
         TaskCounts(counts["dma"], counts["dpu"], counts["dpu_variants"], counts["act_kernel"],
                    len(barrier_recs), len(tensors), len(kernels)),
-        COMPILER_VERSION, _pairs(options or {}), _pairs({**program.provenance, **empty_output_pairs(program.empty_outputs)}),
+        COMPILER_VERSION, _pairs(options or {}),
+        _pairs({**program.provenance, **empty_output_pairs(program.empty_outputs)}),
         _pairs(module.attributes), module.arch)
     return BlobContent(header, tuple(tensors), barrier_recs, tuple(lists), tuple(kernels),
                        runtime, constants, layer_records(module))
