@@ -18,7 +18,6 @@ import onnxruntime as ort
 import pytest
 
 from vpuc import api
-from vpuc.diagnostics import VpucError
 from vpuc.onnx_import import import_onnx, write_import
 from vpuc.onnx_import.zoo import ModelBuilder
 from vpuc.reference.graph import run_graph
