@@ -128,14 +128,16 @@ def compile(source: str | os.PathLike, arch: Arch | str | None = None, format: s
     if passes is not None:
         from vpuc.passes.registry import parse_pipeline
         parse_pipeline(passes)         # a bad pipeline is a usage error, before any reading
-    from vpuc.onnx_import.source import is_onnx, onnx_as_vir
+    from vpuc.onnx_import.source import is_onnx, onnx_source
     source_names: dict[str, str] = {}
+    empty_outputs: dict = {}
     if is_onnx(source):
-        source, name, source_names = onnx_as_vir(source, input_shapes, precision)
+        source, name, source_names, empty_outputs = onnx_source(source, input_shapes, precision)
     text, path = _source(source, name)
     program = compile_text(text, path or name or "<text>", arch, format,
                            source_name=Path(path).name if path else None, **options)
     program.source_names = source_names
+    program.empty_outputs = empty_outputs
     return program
 
 
@@ -334,6 +336,10 @@ def simulate(program: Program, inputs: dict[str, np.ndarray] | None = None, *,
     result = run(program, target, inputs, seed=seed, timing_only=timing_only, races=races,
                  max_cycles=max_cycles, progress=progress, kernel_observer=check,
                  kernel_profile=kernel_profile)
+    if not timing_only:          # the outputs of size 0 no task writes (Program.empty_outputs)
+        from runtime_sim.memory import numpy_dtype
+        result.outputs.update((name, np.zeros(t.dims, numpy_dtype(t.elem)))
+                              for name, t in program.empty_outputs.items())
     expected = layers = None
     if reference:
         from runtime_sim.reference import Reference

@@ -254,7 +254,7 @@ def cmd_run(args) -> int:
     expected = bind(_renamed([parse_tensor_arg(t, "--expected") for t in args.expected], names),
                     outputs_decl, "--expected", "output")
     files = output_files([_renamed_spec(spec, names) for spec in args.output],
-                         [b.name for b in outputs_decl])
+                         [b.name for b in outputs_decl] + list(program.empty_outputs))
     directory = make_directory(args.output_dir, "the output directory") if args.output_dir \
         else None                     # before the run: a bad directory stops it early
     report_directory = make_directory(args.report_dir, "the report directory") \

@@ -28,6 +28,7 @@ from vpuc.ir.module import Module
 
 if TYPE_CHECKING:
     from vpuc.ir.graph import Graph
+    from vpuc.ir.types import TensorType
     from vpuc.shave import KernelObject
     from vpuc.shave.kernel_notes import ExprTags
     from vpuc.task_tables import TaskTables
@@ -181,6 +182,11 @@ class Program:
     # buffer name, which spells it as VIR allows ('gpu_0/data_0' -> 'gpu_0_data_0'), so
     # ``vpuc run --input``, ``--output`` and ``--expected`` take the model's own names.
     source_names: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # Outputs of an ONNX model with a dim of 0 (a Slice that selects nothing): no task
+    # writes them and the blob has no tensor of size 0, so the program records each one's
+    # name and type (the blob's header: vpuc/blob/empty_outputs.py) and a simulation
+    # returns an empty array of it beside the outputs the program writes.
+    empty_outputs: dict[str, TensorType] = field(default_factory=dict)
     # Read from a blob: the task lists as numpy columns (vpuc/task_tables.py), what a
     # timing-only simulation reads while the module's task lists are not built.
     tables: TaskTables | None = field(default=None, compare=False, repr=False)

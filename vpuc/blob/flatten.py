@@ -10,6 +10,7 @@ programs give identical bytes whatever order their dicts were filled in.
 from __future__ import annotations
 
 from vpuc import __version__
+from vpuc.blob.empty_outputs import empty_output_pairs
 from vpuc.blob.layer_sources import records as layer_records
 from vpuc.blob.content import (DMA_MODE_CODE, DPU_OP_CODE, ELEM_CODE, EXECUTOR_CODE,
                                INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE, MPE_MODE_CODE,
@@ -195,7 +196,8 @@ def flatten(program: Program, options: dict[str, str] | None = None) -> BlobCont
         tuple(i for i, b in enumerate(module.buffers) if b.kind is BufferKind.OUTPUT),
         TaskCounts(counts["dma"], counts["dpu"], counts["dpu_variants"], counts["act_kernel"],
                    len(barrier_recs), len(tensors), len(kernels)),
-        COMPILER_VERSION, _pairs(options or {}), _pairs(program.provenance),
+        COMPILER_VERSION, _pairs(options or {}),
+        _pairs({**program.provenance, **empty_output_pairs(program.empty_outputs)}),
         _pairs(module.attributes), module.arch)
     return BlobContent(header, tuple(tensors), barrier_recs, tuple(lists), tuple(kernels),
                        runtime, constants, layer_records(module))

@@ -30,6 +30,7 @@ import numpy as np
 from vpuc.arch import Arch
 from vpuc.blob.content import (EXECUTOR_OF, INIT_FILE, INIT_SPLAT, INIT_VALUES, LOCATION_CODE,
                                LOCATION_OF, BlobContent)
+from vpuc.blob.empty_outputs import split_empty_outputs
 from vpuc.blob.fb_rows import split_rows
 from vpuc.blob.layer_sources import restore as restore_layers
 from vpuc.blob.rebuild_checks import Checker, checked_number, checked_tensor_type
@@ -90,7 +91,8 @@ def rebuild(content: BlobContent, file: str, *, expected_arch: str | Arch | None
     physical = physical.tolist()
 
     kernel_names = [check.name(f"kernel #{i}", k.name) for i, k in enumerate(content.kernels)]
-    program = Program(module, arch, provenance={kv.key: kv.value for kv in header.provenance})
+    provenance, empty = split_empty_outputs(header.provenance, check.fail)
+    program = Program(module, arch, provenance=provenance, empty_outputs=empty)
     kernels(check, content, module, program)
     sync = sync_columns(content)        # the barrier indices flattened once, for every check
     source = tasks(check, content, module, program, refs, barrier_names, kernel_names, sync)

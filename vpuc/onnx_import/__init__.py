@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from vpuc.diagnostics import Diagnostic, DiagnosticBag, Severity, VpucError
-from vpuc.ir.module import Module
-from vpuc.ir.types import ElemType
+from vpuc.ir.graph import PARAMETER
+from vpuc.ir.module import Buffer, BufferKind, Module
+from vpuc.ir.types import ElemType, TensorType
 from vpuc.onnx_import.attribute_use import AttributeUse, unread_attributes
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
 from vpuc.onnx_import.channel_shuffle import fold_channel_shuffles
@@ -29,7 +30,7 @@ from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
-from vpuc.onnx_import.empty import check_outputs, empty_through
+from vpuc.onnx_import.empty import empty_outputs, empty_through
 from vpuc.onnx_import.group_norm_pattern import fuse_group_norms
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
 from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
@@ -51,6 +52,8 @@ class ImportedModel:
     outputs: dict[str, str]                # ONNX output name -> graph value name
     origin: dict[str, str]                 # graph value name -> ONNX node name
     warnings: list[Diagnostic] = field(default_factory=list)
+    # outputs with a dim of 0, which the graph does not compute: program name -> type
+    empty_outputs: dict[str, TensorType] = field(default_factory=dict)
 
 
 def _module_name(path: str) -> str:
@@ -100,20 +103,26 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
                 raise b.error(f"{node.op_type} " + "; ".join(unread))
         _check_shapes(b, node, model.value_shapes)
     b.node = None
-    check_outputs(b, model.outputs)
+    empty = empty_outputs(b, model.outputs, model.output_types)
+    written = [name for name in model.outputs if name not in empty]
     inputs = {n: b.values[n] for n in model.inputs}    # before an output copy takes an input's name
-    copy_unwritten_outputs(b, model.outputs)
-    for name in model.outputs:
+    copy_unwritten_outputs(b, written)
+    for name in written:
         b.result(name)
     module = Module(name=_module_name(model.path), arch="NPU37XX", graphs=[b.graph])
+    if empty and not written:       # nothing to compute: the inputs alone, a program of no tasks
+        module.graphs = []
+        module.buffers = [Buffer(op.result, BufferKind.INPUT, op.type) for op in b.graph.ops
+                          if op.kind == PARAMETER]
     _verify(module)
     warnings = [Diagnostic(Severity.NOTE, None, note) for note in model.notes]
     warnings += [Diagnostic(Severity.WARNING, None,
                            f"{model.path}: constant '{name}' has values beyond the f16 range "
                            f"(±{np.finfo(np.float16).max:g}); they become ±inf")
                 for name in b.overflows]
-    return ImportedModel(module, b.arrays, inputs,
-                         {n: b.values.get(n, n) for n in model.outputs}, b.origin, warnings)
+    outputs = {n: empty[n][0] if n in empty else b.values.get(n, n) for n in model.outputs}
+    return ImportedModel(module, b.arrays, inputs, outputs, b.origin, warnings,
+                         dict(empty.values()))
 
 
 def _check_shapes(b: GraphBuilder, node, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -153,8 +162,7 @@ def write_import(imported: ImportedModel, vir_path: str | Path) -> list[Path]:
     vir_path = Path(vir_path)
     consts_dir = vir_path.with_name(vir_path.stem + ".consts")
     written = []
-    graph = imported.module.graphs[0]
-    for op in graph.ops:
+    for op in (op for graph in imported.module.graphs for op in graph.ops):
         if op.const is not None and op.const.path is not None and op.result in imported.arrays:
             op.const.path = f"{consts_dir.name}/{op.result}.npy"
     for folder in [vir_path.parent] + ([consts_dir] if imported.arrays else []):

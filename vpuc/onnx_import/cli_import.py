@@ -52,9 +52,18 @@ def cmd_import(args) -> int:
         print(warning.render(), file=sys.stderr)
     output = args.output or str(Path(args.file).with_suffix(".vir"))
     written = write_import(imported, output)
-    graph = imported.module.graphs[0]
-    computing = sum(1 for op in graph.ops if not op.is_source and op.kind != "Result")
-    print(f"{output}: graph @{graph.name} with {computing} ops, "
+    from vpuc.diagnostics import Diagnostic, Severity
+    for onnx_name, name in imported.outputs.items():
+        if name in imported.empty_outputs:
+            note = (f"{args.file}: output '{onnx_name}' is empty "
+                    f"({imported.empty_outputs[name].shape_str()}); VIR has no tensor of size 0, "
+                    f"so {output} leaves it out: compile {args.file} itself to keep it")
+            print(Diagnostic(Severity.WARNING, None, note).render(), file=sys.stderr)
+    ops = [op for graph in imported.module.graphs for op in graph.ops]
+    computing = sum(1 for op in ops if not op.is_source and op.kind != "Result")
+    # a model whose outputs are all empty computes nothing: no graph, its inputs alone
+    what = f"graph @{imported.module.graphs[0].name}" if imported.module.graphs else "no graph"
+    print(f"{output}: {what} with {computing} ops, "
           f"{len(imported.inputs)} input(s), {len(imported.outputs)} output(s), "
           f"{len(written) - 1} constant file(s)")
     return EXIT_OK

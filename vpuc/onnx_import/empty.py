@@ -12,15 +12,18 @@ node does with one:
   the empty value); else its converter may read it as a constant array (a Resize's empty
   roi), and a graph op reading it as an operand is refused, the node named
   (``refuse_as_operand``: graph ops take no empty tensors);
-- a model output that is empty is refused, the output named: a compiled program's
-  outputs are tensors it writes, and the blob has none of size 0.
+- a model output that is empty is no graph Result (the blob has no tensor of size 0):
+  ``empty_outputs`` names it and gives its type, which the program records
+  (``Program.empty_outputs``, in the blob's header: ``vpuc/blob/empty_outputs.py``) and
+  the simulation returns as an empty array beside the outputs the program writes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.ir.types import DimsOrder, TensorType
+from vpuc.onnx_import.builder import ELEM_OF_NUMPY, GraphBuilder
 
 
 def make_empty(b: GraphBuilder, onnx_name: str, shape) -> None:
@@ -62,8 +65,21 @@ def refuse_as_operand(b: GraphBuilder, onnx_name: str) -> None:
                       "where they vanish (a Concat's operands) or stay empty")
 
 
-def check_outputs(b: GraphBuilder, outputs) -> None:
-    for name in outputs:
-        if is_empty(b, name):
-            raise b.error(f"model output '{name}' is empty ({_text(b.shape(name))}); a compiled "
-                          "program's outputs are tensors it writes, and vpuc has none of size 0")
+def empty_outputs(b: GraphBuilder, outputs,
+                  declared: dict[str, np.dtype]) -> dict[str, tuple[str, TensorType]]:
+    """The model outputs that are empty: ONNX name -> (the program's name for it, a fresh
+    graph name as a Parameter's; its type: floats in the graph's precision as any
+    computed output, other types as the model declares them)."""
+    found: dict[str, tuple[str, TensorType]] = {}
+    for name in dict.fromkeys(outputs):
+        if not is_empty(b, name):
+            continue
+        dtype = declared.get(name, np.dtype(np.float32))
+        elem = b.elem if np.issubdtype(dtype, np.floating) else ELEM_OF_NUMPY.get(dtype)
+        if elem is None:
+            raise b.error(f"model output '{name}' is empty ({_text(b.shape(name))}) of element "
+                          f"type {dtype}, which vpuc has no tensors of")
+        shape = b.shape(name)
+        found[name] = (b.fresh(name),
+                       TensorType(tuple(shape), elem, DimsOrder.identity(len(shape))))
+    return found

@@ -51,6 +51,7 @@ class LoadedModel:
     producer: str = ""
     value_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)   # what the import did to the file (stderr)
+    output_types: dict[str, np.dtype] = field(default_factory=dict)   # as the model declares
 
 
 def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -226,4 +227,7 @@ def load_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None
     return LoadedModel(path=str(path), opset=opset, nodes=list(graph.node), initializers=initializers,
                        inputs=inputs, outputs=[o.name for o in graph.output],
                        producer=f"{model.producer_name} {model.producer_version}".strip(),
-                       value_shapes=shapes, notes=notes)
+                       value_shapes=shapes, notes=notes,
+                       output_types={o.name: onnx.helper.tensor_dtype_to_np_dtype(
+                           o.type.tensor_type.elem_type) for o in graph.output
+                           if o.type.tensor_type.elem_type})
