@@ -16,8 +16,8 @@ import bisect
 from dataclasses import dataclass
 
 from vpuc.analysis.schedule import Schedule
-from vpuc.ir.module import Buffer
-from vpuc.ir.symbols import SymbolTable
+from vpuc.ir.module import Buffer, BufferKind, Module
+from vpuc.ir.symbols import SymbolTable, buffer_footprint
 from vpuc.ir.tasks import DmaTask, DpuTask, SwKernelTask
 
 
@@ -138,3 +138,15 @@ def overlap_conflicts(schedule: Schedule, placed: list[tuple[Buffer, int, int, l
             if not ordered_before(schedule, other_life, life):
                 conflicts.append(Conflict(other, buffer, max(lo, seg_lo), min(hi, seg_hi)))
     return conflicts
+
+
+def placed_cmx_conflicts(module: Module, schedule: Schedule) -> list[Conflict]:
+    """``overlap_conflicts`` among the CMX buffers of ``module`` that have an offset, tile by
+    tile (allocate-cmx's check of a placement it is offered, and of values pinned before it)."""
+    users = users_by_root(schedule, SymbolTable(module))
+    tiles: dict[int, list] = {}
+    for b in module.buffers:
+        if b.kind is BufferKind.CMX and b.offset is not None:
+            tiles.setdefault(b.tile, []).append(
+                (b, b.offset, b.offset + buffer_footprint(b), users.get(b.name, [])))
+    return [c for placed in tiles.values() for c in overlap_conflicts(schedule, placed)]

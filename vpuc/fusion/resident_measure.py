@@ -44,10 +44,10 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vpuc.analysis.liveness import overlap_conflicts, unit_operands, users_by_root
+from vpuc.analysis.liveness import placed_cmx_conflicts, unit_operands
 from vpuc.analysis.schedule import Schedule
 from vpuc.ir.module import BufferKind, Module
-from vpuc.ir.symbols import SymbolTable, buffer_footprint
+from vpuc.ir.symbols import SymbolTable
 
 # Lowerings with the measured room, each keeping in DDR the added values near where
 # allocate-cmx's trial found no room, and how near (segments: a segment overlaps the two
@@ -253,12 +253,5 @@ def pinned_conflicts(module: Module, arch, names: list[str]) -> set[str]:
     pins at the top) while both may be live in ``module``'s schedule as it now stands (two
     segments apart in order may still overlap in time: ``schedule_deps`` rule 3);
     allocate-cmx places the others around all of them but never checks them together."""
-    schedule = Schedule(module, arch)
-    users = users_by_root(schedule, SymbolTable(module))
-    tiles: dict[int, list] = {}
-    for b in module.buffers:
-        if b.kind is BufferKind.CMX and b.offset is not None:
-            tiles.setdefault(b.tile, []).append(
-                (b, b.offset, b.offset + buffer_footprint(b), users.get(b.name, [])))
-    return {name for placed in tiles.values() for c in overlap_conflicts(schedule, placed)
+    return {name for c in placed_cmx_conflicts(module, Schedule(module, arch))
             for name in (c.earlier.name, c.later.name) if name in names}

@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vpuc.analysis.liveness import Lifetime, ordered_before, overlap_conflicts, users_by_root
+from vpuc.analysis.liveness import (Lifetime, ordered_before, placed_cmx_conflicts,
+                                    users_by_root)
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import Diagnostic, Severity, VpucError
 from vpuc.ir.module import Buffer, BufferKind, Module
@@ -75,13 +76,7 @@ def take_placement(module: Module, arch, offsets: dict[str, int]) -> bool:
     schedule = Schedule(module, arch)
     holds = not schedule.cycle_nodes
     if holds:
-        users = users_by_root(schedule, SymbolTable(module))
-        tiles: dict[int, list] = {}
-        for b in module.buffers:
-            if b.kind is BufferKind.CMX and b.offset is not None:
-                tiles.setdefault(b.tile, []).append(
-                    (b, b.offset, b.offset + buffer_footprint(b), users.get(b.name, [])))
-        holds = not any(overlap_conflicts(schedule, placed) for placed in tiles.values())
+        holds = not placed_cmx_conflicts(module, schedule)
     if not holds:
         for b in unplaced:
             b.offset = None
