@@ -139,6 +139,18 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     folds = {} if schedule == "naive" or blocks is not None else chosen_folds(
         prog, graph, tok, segments, names, by_name, fused, tiles)
     skipped: set[int] = {fold.product for fold in folds.values()}
+    def late_finish(prefix: str) -> str:
+        """A gate barrier for a segment first thought the last (a fused chain's layers
+        turned out to be segments after all): declared, and recorded in ``order``'s last
+        entry and ``gates``."""
+        finish = f"{prefix}finished"
+        prog.barriers.append(f"barrier %{finish}")
+        if order is not None:
+            order[-1] = (order[-1][0], finish)
+        if gates is not None:
+            gates.add(finish)
+        return finish
+
     for s, seg in enumerate(segments):
         if prog.weights_scale is not None:      # the last segment's fold, checked
             prog.weights_scale.finish(prog)
@@ -183,12 +195,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     into = {} if sub[0] in ("pool", "conv", "halo") \
                         else {seg.layer.output: by_name[names[y]]}
                     if span == 1 and chained and finish is None:    # the 3x3 after it
-                        finish = f"{prefix}finished"
-                        prog.barriers.append(f"barrier %{finish}")
-                        if order is not None:
-                            order[-1] = (order[-1][0], finish)
-                        if gates is not None:
-                            gates.add(finish)
+                        finish = late_finish(prefix)
                     if emit_fused(prog, seg.layer, {**renamed, **into},
                                   graph.index(), tiles, prefix, gate, finish, epilogue,
                                   names[seg.layer.output], names[y]):
@@ -207,12 +214,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     gate = (finish,) if finish else ()
                     continue
                 if finish is None:            # the layer after it is a segment after all
-                    finish = f"{prefix}finished"
-                    prog.barriers.append(f"barrier %{finish}")
-                    if order is not None:
-                        order[-1] = (order[-1][0], finish)
-                    if gates is not None:
-                        gates.add(finish)
+                    finish = late_finish(prefix)
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None:
