@@ -83,7 +83,8 @@ class _Activation:
 def _activations(b: GraphBuilder, node, attrs, directions: int) -> list[list[_Activation]]:
     """The activation functions of each direction, in the spec's order (f, g, h)."""
     per = len(DEFAULT_ACTIVATIONS[node.op_type])
-    names = list(attrs.get("activations") or DEFAULT_ACTIVATIONS[node.op_type] * directions)
+    names = [n.decode() if isinstance(n, bytes) else n
+             for n in attrs.get("activations") or DEFAULT_ACTIVATIONS[node.op_type] * directions]
     if len(names) != per * directions:
         raise b.error(f"{node.op_type} has {len(names)} activations; {directions} direction(s) "
                       f"take {per * directions}")
@@ -193,7 +194,7 @@ class _Unroller:
         rows = self.w.shape[1]
         bias = self.bias[d, :rows] + self.bias[d, rows:]
         if self.linear_before_reset:            # the h gate's Rb waits for the reset gate
-            bias[2 * self.hidden:] -= self.bias[d, rows + 2 * self.hidden:]
+            bias[2 * self.hidden:] = self.bias[d, 2 * self.hidden:rows]
         return b.op("Add", [y, self.const(bias, f"B{d}")]) if np.any(bias) else y
 
     def step_rows(self, projected: str, t: int) -> str:
