@@ -24,6 +24,8 @@ consumed in order by the ones that take them (onnxruntime's defaults otherwise).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
@@ -254,13 +256,19 @@ class _Unroller:
 
     # ------------------------------------------------------------- directions
 
-    def direction(self, d: int) -> tuple[list[str], str, str | None]:
-        """Direction ``d``'s ``h`` at each time step (in time order), its last ``h`` and ``c``."""
+    def direction(self, d: int, keep_steps: bool) -> tuple[list[str], str, str | None]:
+        """Direction ``d``: its steps' ``h`` stacked as ``Y`` is (when ``keep_steps``), in groups
+        of about sqrt(T) consecutive times in time order, its last ``h`` and ``c``.  Each group's
+        Concat is emitted as soon as its last step is: a step's ``h`` read only by a Concat
+        after the whole sequence would hold its barrier to the end, and 2 T of them outlast
+        the target's 64 physical barriers."""
         projected = self.projection(d)
         h, c = self.initial(5, d), self.initial(6, d) if self.kind == "LSTM" else None
         backward = self.reverse or d == 1
         order = range(self.steps - 1, -1, -1) if backward else range(self.steps)
-        hs: dict[int, str] = {}
+        size = math.isqrt(self.steps - 1) + 1
+        pending: dict[int, str] = {}
+        groups: dict[int, str] = {}
         r_hint = f"R{d}.T"
         for t in order:
             x_t = self.step_rows(projected, t)
@@ -270,28 +278,38 @@ class _Unroller:
                 h = self.gru(d, x_t, h, self.activations[d], r_hint)
             else:
                 h = self.rnn(d, x_t, h, self.activations[d], r_hint)
-            hs[t] = h
-        return [hs[t] for t in range(self.steps)], h, c
+            if not keep_steps:
+                continue
+            pending[t] = h
+            group = t // size
+            members = range(group * size, min((group + 1) * size, self.steps))
+            if all(m in pending for m in members):
+                groups[group] = self.stacked([pending.pop(m) for m in members])
+        return [groups[g] for g in sorted(groups)], h, c
 
-    def stacked(self, parts: list[str], axis: int, shape: tuple[int, ...], out: str | None) -> str:
-        """``parts`` (each ``[B, H]``) reshaped to ``shape`` and concatenated on ``axis``."""
+    def stacked(self, parts: list[str], axis: int | None = None, shape: tuple[int, ...] | None = None,
+                out: str | None = None) -> str:
+        """``parts`` (each ``[B, H]`` unless ``shape`` is None) reshaped to ``shape`` (by default
+        a step of ``Y``) and concatenated on ``axis`` (by default ``Y``'s time axis)."""
         b = self.b
+        axis = (0 if self.layout == 0 else 1) if axis is None else axis
+        if shape is not None or all(len(b.types[p].dims) == 2 for p in parts):
+            shape = shape or ((1, 1, self.batch, self.hidden) if self.layout == 0 else (self.batch, 1, 1, self.hidden))
+            if len(parts) == 1:
+                return b.op("Reshape", [parts[0]], {"shape": shape}, out=out)
+            parts = [b.op("Reshape", [p], {"shape": shape}) for p in parts]
         if len(parts) == 1:
-            return b.op("Reshape", [parts[0]], {"shape": shape}, out=out)
-        shaped = [b.op("Reshape", [p], {"shape": shape}) for p in parts]
-        return b.op("Concat", shaped, {"axis": axis}, out=out)
+            if out is not None:
+                b.values[out] = parts[0]
+            return parts[0]
+        return b.op("Concat", parts, {"axis": axis}, out=out)
 
     def build(self) -> None:
         node, batch, hid = self.node, self.batch, self.hidden
-        results = [self.direction(d) for d in range(self.directions)]
         y = _output(node, 0)
+        results = [self.direction(d, y is not None) for d in range(self.directions)]
         if y is not None:
-            if self.layout == 0:                        # [T, D, B, H]
-                per_dir = [self.stacked(hs, 0, (1, 1, batch, hid), None if self.directions > 1 else y)
-                           for hs, _, _ in results]
-            else:                                       # [B, T, D, H]
-                per_dir = [self.stacked(hs, 1, (batch, 1, 1, hid), None if self.directions > 1 else y)
-                           for hs, _, _ in results]
+            per_dir = [self.stacked(groups, out=None if self.directions > 1 else y) for groups, _, _ in results]
             if self.directions > 1:
                 self.b.op("Concat", per_dir, {"axis": 1 if self.layout == 0 else 2}, out=y)
         for index, pick in ((1, 1), (2, 2)):

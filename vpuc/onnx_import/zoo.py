@@ -252,8 +252,38 @@ def _gelu_erf(m, v):
     return m.node("Mul", [half, m.node("Add", [inner, m.init(np.asarray(1.0, np.float32), "one")])])
 
 
+def crnn(height: int = 32, width: int = 104, hidden: int = 64, classes: int = 37, seed: int = 0) -> ModelBuilder:
+    """A CRNN text recognizer (Shi et al. 2015, as PyTorch exports it): conv-BN-ReLU layers
+    and max pools taking a grey text line to one row of ``width / 4`` columns, the columns
+    as a sequence (Reshape, Transpose to ``[T, 1, C]``), two bidirectional LSTM layers (zero
+    initial states given, as the exporter writes them; each layer's ``[T, 2, 1, H]`` merged
+    to ``[T, 1, 2H]``), a Linear head and LogSoftmax over the CTC classes."""
+    m = ModelBuilder(seed)
+    y = m.input("image", [1, 1, height, width])
+    cin = 1
+    for cout, pool in ((32, (2, 2)), (64, (2, 2)), (128, (2, 1)), (128, (height // 8, 1))):
+        y = _conv_bn(m, y, cin, cout, 3)
+        y = m.node("MaxPool", [y], kernel_shape=list(pool), strides=list(pool))
+        cin = cout
+    steps = width // 4
+    y = m.node("Reshape", [y, m.init(np.asarray([1, cin, steps], np.int64), "shape")])
+    y = m.node("Transpose", [y], perm=[2, 0, 1])
+    zeros = m.init(np.zeros((2, 1, hidden), np.float32), "h0")
+    for _ in range(2):
+        w = m.weight((2, 4 * hidden, cin), 1.0 / np.sqrt(cin))
+        r = m.weight((2, 4 * hidden, hidden), 1.0 / np.sqrt(hidden))
+        bias = m.weight((2, 8 * hidden), 0.1)
+        seq = m.node("LSTM", [y, w, r, bias, "", zeros, zeros], hidden_size=hidden, direction="bidirectional")
+        y = m.node("Reshape", [m.node("Transpose", [seq], perm=[0, 2, 1, 3]),
+                               m.init(np.asarray([steps, 1, 2 * hidden], np.int64), "shape")])
+        cin = 2 * hidden
+    logits = m.node("Add", [m.node("MatMul", [y, m.weight((cin, classes))]), m.weight((classes,), 0.02, "b")])
+    m.output(m.node("LogSoftmax", [logits], axis=-1))
+    return m
+
+
 ZOO = {"resnet18": resnet18, "mobilenet_v3_small": mobilenet_v3_small, "fpn_block": fpn_block,
-       "encoder_layer": encoder_layer}
+       "encoder_layer": encoder_layer, "crnn": crnn}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = {}
     if args.size is not None:
-        if args.model == "encoder_layer":
-            parser.error("--size: the encoder layer takes no image size")
+        if args.model in ("encoder_layer", "crnn"):
+            parser.error(f"--size: {args.model} takes no square image size")
         extra["size"] = args.size
     ZOO[args.model](seed=args.seed, **extra).save(args.output, args.model)
     print(f"wrote {args.output}")
