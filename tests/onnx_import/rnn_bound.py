@@ -95,9 +95,10 @@ def columns(a: Tracked, begin: int, end: int) -> Tracked:
     return Tracked(a.v[:, begin:end], a.e[:, begin:end])
 
 
-def rnn_bound(r: Rounding, kind: str, x, w, rr, bias, h0, c0, acts, linear_before_reset: bool):
-    """One direction (``x`` in its processing order ``[T, B, I]``): each step's ``h`` and the
-    last ``c`` as Tracked values.  ``acts``: (name, alpha, beta) per activation."""
+def rnn_bound(r: Rounding, kind: str, x, w, rr, bias, h0, c0, acts, linear_before_reset: bool, x_err=0.0):
+    """One direction (``x`` in its processing order ``[T, B, I]``, off by at most ``x_err``):
+    each step's ``h`` and the last ``c`` as Tracked values.  ``acts``: (name, alpha, beta)
+    per activation."""
     hidden = rr.shape[1]
     rows = w.shape[0]
     f = lambda a, k: r.act(acts[k][0], a, acts[k][1], acts[k][2])
@@ -108,8 +109,8 @@ def rnn_bound(r: Rounding, kind: str, x, w, rr, bias, h0, c0, acts, linear_befor
     h = None if h0 is None or not np.any(h0) else Tracked(h0)
     c = None if c0 is None or not np.any(c0) else Tracked(c0)
     hs = []
-    for xt in x:
-        p = r.add(r.matmul(Tracked(xt), w.T), bias_t)
+    for xt, et in zip(x, np.broadcast_to(x_err, np.shape(x))):
+        p = r.add(r.matmul(Tracked(xt, et), w.T), bias_t)
         if kind == "RNN":
             h = f(p if h is None else r.add(p, r.matmul(h, rr.T)), 0)
         elif kind == "LSTM":
