@@ -58,6 +58,8 @@ CASES = {
         "activations": ["Relu", "LeakyRelu"], "activation_alpha": [0.2]}),
     "rnn_elu_softplus": ("RNN", "bidirectional", 0, None, True, {
         "activations": ["Elu", "Softplus"]}),
+    "rnn_affine": ("RNN", "forward", 0, "const", True, {
+        "activations": ["Affine"], "activation_alpha": [0.5], "activation_beta": [0.1]}),
 }
 STEPS, BATCH, INPUTS, HIDDEN = 5, 2, 8, 6
 # the golden import text of the smallest forms

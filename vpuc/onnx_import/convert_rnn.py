@@ -32,12 +32,13 @@ from vpuc.onnx_import.builder import GraphBuilder
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
-# activation -> (its alpha's default, its beta's default), None where it takes none;
-# onnxruntime's defaults (rnn_helpers.cc) where the list gives no value
+# activation -> (its alpha's default, its beta's default), None where it takes none.  The
+# spec gives no defaults; these are onnxruntime's (rnn_helpers.cc: LeakyRelu 0.01,
+# HardSigmoid 0.2 and 0.5, Elu 1, any other 0, so a bare Affine or ScaledTanh is 0)
 ACTIVATION_PARAMS = {"sigmoid": (None, None), "tanh": (None, None), "relu": (None, None),
                      "softsign": (None, None), "softplus": (None, None),
-                     "hardsigmoid": (0.2, 0.5), "leakyrelu": (0.01, None), "affine": (1.0, 0.0),
-                     "scaledtanh": (1.0, 1.0), "elu": (1.0, None)}
+                     "hardsigmoid": (0.2, 0.5), "leakyrelu": (0.01, None), "affine": (0.0, 0.0),
+                     "scaledtanh": (0.0, 0.0), "elu": (1.0, None)}
 
 
 def _input(node, i: int) -> str | None:
