@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from onnx_testlib import assert_within, rounded_to_f16
 from rnn_bound import Rounding, Tracked, rnn_bound

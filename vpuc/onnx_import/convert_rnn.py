@@ -216,9 +216,9 @@ class _Unroller:
 
     # ------------------------------------------------------------- cells
 
-    def lstm(self, d, x_t, h, c, acts, r_t):
+    def lstm(self, d, x_t, h, c, acts, r_hint):
         b, hid = self.b, self.hidden
-        gates = self.plus(x_t, self.recurrent(h, self.r[d], r_t))
+        gates = self.plus(x_t, self.recurrent(h, self.r[d], r_hint))
         f, g, act_h = acts
         sig = f(self.columns(gates, 0, 3 * hid))                  # i, o, f together
         cand = g(self.columns(gates, 3 * hid, 4 * hid))
@@ -228,12 +228,12 @@ class _Unroller:
             new_c = b.op("Add", [b.op("Multiply", [fg, c]), new_c])
         return b.op("Multiply", [o, act_h(new_c)]), new_c
 
-    def gru(self, d, x_t, h, acts, r_t):
+    def gru(self, d, x_t, h, acts, r_hint):
         b, hid = self.b, self.hidden
         f, g = acts
         rows = 3 * hid
         if self.linear_before_reset:
-            q = self.recurrent(h, self.r[d], r_t)
+            q = self.recurrent(h, self.r[d], r_hint)
             if q is not None and np.any(self.bias[d, rows + 2 * hid:]):
                 only_h = np.concatenate([np.zeros(2 * hid, np.float32), self.bias[d, rows + 2 * hid:]])
                 q = b.op("Add", [q, self.const(only_h, f"Rbh{d}")])
@@ -242,18 +242,18 @@ class _Unroller:
             reset = (b.op("Multiply", [r, self.columns(q, 2 * hid, rows)]) if q is not None else
                      b.op("Multiply", [r, self.const(self.bias[d, rows + 2 * hid:][None, :], f"Rbh{d}.first")]))
         else:
-            q = self.recurrent(h, self.r[d, :2 * hid], r_t)
+            q = self.recurrent(h, self.r[d, :2 * hid], r_hint)
             zr = f(self.plus(self.columns(x_t, 0, 2 * hid), q))
             z, r = self.columns(zr, 0, hid), self.columns(zr, hid, 2 * hid)
-            reset = None if h is None else self.recurrent(b.op("Multiply", [r, h]), self.r[d, 2 * hid:], r_t + "h")
+            reset = None if h is None else self.recurrent(b.op("Multiply", [r, h]), self.r[d, 2 * hid:], r_hint + "h")
         cand = g(self.plus(self.columns(x_t, 2 * hid, rows), reset))
         # h' = (1 - z) * cand + z * h  ==  cand + z * (h - cand)
         if h is None:
             return b.op("Subtract", [cand, b.op("Multiply", [z, cand])])
         return b.op("Add", [cand, b.op("Multiply", [z, b.op("Subtract", [h, cand])])])
 
-    def rnn(self, d, x_t, h, acts, r_t):
-        return acts[0](self.plus(x_t, self.recurrent(h, self.r[d], r_t)))
+    def rnn(self, d, x_t, h, acts, r_hint):
+        return acts[0](self.plus(x_t, self.recurrent(h, self.r[d], r_hint)))
 
     # ------------------------------------------------------------- directions
 
