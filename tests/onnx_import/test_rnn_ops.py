@@ -226,6 +226,7 @@ REFUSED = {
     "run_time_lengths": ({}, "input", "'lens'"),
     "short_lengths": ({}, [STEPS, STEPS - 1], "not all the sequence length"),
     "peepholes": ({}, "peepholes", "peephole"),
+    "initial_shape": ({}, "initial", "initial state"),
 }
 
 
@@ -239,6 +240,8 @@ def test_refusals_name_the_node(what, tmp_path):
         ins.append(m.input("lens", [BATCH], onnx.TensorProto.INT32))
     elif lens == "peepholes":
         ins += ["", "", "", m.weight((1, 3 * HIDDEN), 0.1)]
+    elif lens == "initial":                # two directions' states for a forward LSTM
+        ins += ["", m.weight((2, BATCH, HIDDEN), 0.5)]
     elif lens is not None:
         ins.append(m.init(np.asarray(lens, np.int32), "lens"))
     m.nodes.append(helper.make_node("LSTM", ins, ["y"], name="the_lstm", hidden_size=HIDDEN, **attrs))

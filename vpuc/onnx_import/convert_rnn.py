@@ -153,6 +153,9 @@ class _Unroller:
         bias = _input(node, 3)
         self.bias = (np.asarray(b.array(bias), np.float32) if bias is not None
                      else np.zeros((self.directions, 2 * rows), np.float32))
+        if self.bias.shape != (self.directions, 2 * rows):
+            raise b.error(f"{self.kind} B has shape {list(self.bias.shape)}; expected "
+                          f"{[self.directions, 2 * rows]}")
         self.linear_before_reset = bool(attrs.get("linear_before_reset", 0)) if self.kind == "GRU" else False
         _refusals(b, node, attrs, self.steps)
         self.activations = _activations(b, node, attrs, self.directions)
@@ -177,6 +180,10 @@ class _Unroller:
         if name is None:
             return None
         b, batch, hidden = self.b, self.batch, self.hidden
+        want = (self.directions, batch, hidden) if self.layout == 0 else (batch, self.directions, hidden)
+        if b.shape(name) != want:
+            raise b.error(f"{self.kind} initial state '{name}' has shape {list(b.shape(name))}; "
+                          f"expected {list(want)}")
         if b.is_known(name):
             array = np.asarray(b.array(name), np.float32)
             part = array[d] if self.layout == 0 else array[:, d]
