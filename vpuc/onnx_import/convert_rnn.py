@@ -297,20 +297,23 @@ class _Unroller:
 
     def stacked(self, parts: list[str], axis: int | None = None, shape: tuple[int, ...] | None = None,
                 out: str | None = None) -> str:
-        """``parts`` (each ``[B, H]`` unless ``shape`` is None) reshaped to ``shape`` (by default
-        a step of ``Y``) and concatenated on ``axis`` (by default ``Y``'s time axis)."""
+        """``parts`` stacked on ``axis`` (by default ``Y``'s time axis).  Parts ``[B, H]`` (steps'
+        or directions' ``h``) are each of the stacked ``shape`` (by default one step of ``Y``):
+        concatenated on rows in layout 0 and on columns in layout 1, which lays their elements
+        out in that order, then one Reshape of the whole (a copy), not one a part."""
         b = self.b
         axis = (0 if self.layout == 0 else 1) if axis is None else axis
-        if shape is not None or all(len(b.types[p].dims) == 2 for p in parts):
-            shape = shape or ((1, 1, self.batch, self.hidden) if self.layout == 0 else (self.batch, 1, 1, self.hidden))
+        if shape is None and any(len(b.types[p].dims) != 2 for p in parts):      # groups of steps
             if len(parts) == 1:
-                return b.op("Reshape", [parts[0]], {"shape": shape}, out=out)
-            parts = [b.op("Reshape", [p], {"shape": shape}) for p in parts]
-        if len(parts) == 1:
-            if out is not None:
-                b.values[out] = parts[0]
-            return parts[0]
-        return b.op("Concat", parts, {"axis": axis}, out=out)
+                if out is not None:
+                    b.values[out] = parts[0]
+                return parts[0]
+            return b.op("Concat", parts, {"axis": axis}, out=out)
+        shape = list(shape or ((1, 1, self.batch, self.hidden) if self.layout == 0
+                               else (self.batch, 1, 1, self.hidden)))
+        shape[axis] *= len(parts)
+        joined = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": self.layout})
+        return b.op("Reshape", [joined], {"shape": tuple(shape)}, out=out)
 
     def build(self) -> None:
         node, batch, hid = self.node, self.batch, self.hidden
