@@ -18,8 +18,9 @@ conv2_1 (64 -> 128 channels at 112 x 112), and the network ran 120K cycles slowe
   (+12.8%), conv2_1's (6 rows of 128 against 12 of 64) 906,276 -> 968,660 (+6.9%);
 - conv1_1 and conv1_2 apart are DPU-bound (their DPU work 1,171K cycles a DPU, the load
   channel 1,032K): the DMA the fusion saves shortens nothing there, and its DPU work
-  made the pair 169K cycles longer.  pool1 (6.4 MB loaded) and conv2_1 apart are bound
-  by DMA (the load channel 647K cycles, the DPUs 514K): fused, the pair ends 161K sooner.
+  made the pair 169K cycles longer (1,450K cycles against 1,281K).  pool1 (6.4 MB
+  loaded) and conv2_1 apart are bound by DMA (the load channel 647K cycles, the DPUs
+  514K): fused, the pair took 647K cycles against 810K.
 
 So the decision takes each option's busiest engine over the two layers, the pair's
 ``vpuc.cost.bound`` (the busiest resource, which no overlap shortens: under ``--schedule
@@ -38,8 +39,11 @@ apart block; each DMA term the cost model's cycles (``copies``).  ``D_fused``: t
 in blocks of the fused height, ``D_apart``: of the height a block of the layer alone
 holds, over all its output channels or half, whichever the DPU finishes sooner; both at
 the cost model's cycles (``dpu_cost`` per variant, dispatch included); the heights are
-the rows double-buffered blocks fit in the CMX budget (``block_rows``).  With it VGG-19
-keeps pool1 -> conv2_1 fused and conv1_2 apart: 23,230,243 -> 23,012,479 cycles.
+the rows double-buffered blocks fit in the CMX budget (``block_rows``: VGG-19's 4 and 6
+rows fused, as the lowering cuts them).  Estimated, conv1_1 -> conv1_2 takes 1,276K
+cycles fused against 1,162K apart (simulated: 1,450K against 1,281K), pool1 -> conv2_1
+552K against 722K (647K against 810K): VGG-19 keeps the second fused and the first
+apart, 23,230,243 -> 23,012,479 cycles.
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ def row_bytes(t: TensorType, channels: int | None = None) -> int:
 
 def block_rows(per_row: int, held: int, budget: int) -> int:
     """Rows of a block when ``SLOTS`` blocks of ``per_row`` bytes a row, each beside
-    ``held`` bytes more (its halo rows), fit a tile's CMX ``budget``; one at least."""
+    ``held`` bytes more (its halo rows, a fused stage's weights), fit a tile's CMX
+    ``budget``; one at least."""
     return max(1, (budget // SLOTS - held) // max(per_row, 1))
 
 
@@ -122,10 +127,12 @@ def engine_bounds(first, layer, index, budget: int, timing, tiles: int
     kh = index.producer(layer.op.operands[1]).type.dims[2]
     h, o, nb = x.dims[2], y.dims[1], x.elem.nbytes
     halo_rows = (kh - 1) * row_bytes(x)
+    weights = o * x.dims[1] * kh * kh * nb + 4 * o
     # fused, a block holds x's rows twice (the producer's output, the 3x3's input) and
-    # the 3x3's output rows, every channel; apart, its input and output rows, of the
-    # channel chunk (all, or half) the DPU finishes sooner
-    fused_rows = block_rows(2 * row_bytes(x) + row_bytes(y), halo_rows, budget)
+    # the 3x3's output rows, every channel, and as the lowering sizes it the 3x3's weights
+    # (``HaloConvEpilogue.block_bytes``); apart, its input and output rows, of the channel
+    # chunk (all, or half) the DPU finishes sooner
+    fused_rows = block_rows(2 * row_bytes(x) + row_bytes(y), halo_rows + weights, budget)
     fused_blocks = -(-h // fused_rows)
     fused_dpu = window_dpu_cycles("conv", x, y, (kh, kh), (1, 1), fused_rows, o, timing)
     chunks = [o] + ([o // 2] if (o // 2) % 16 == 0 else [])
