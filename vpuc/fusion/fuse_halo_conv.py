@@ -31,9 +31,12 @@ blocks of 7 output rows fill the DPU's mode grid less than the separate layer's 
 no gain, not kept).
 
 A 3x3 alone on a layer's blocks is chosen where the value would not stay in CMX
-(``fuse_pool.worth_fusing``) and the cost model's DMA cycles of the copies
+(``fuse_pool.worth_fusing``), the cost model's DMA cycles of the copies
 (``cheaper_in_cmx``: each block once and its halo, CMX -> CMX) are fewer than those of the
-DDR round trip they replace (the value stored, then loaded with each block's halo).  A
+DDR round trip they replace (the value stored, then loaded with each block's halo), and
+the pair's busiest engine ends sooner fused than apart (``halo_bound``: the fused 3x3's
+blocks are shorter, which costs the DPU more, repaid only where DMA or DDR bounds the
+pair apart; VGG-19 23,230,243 -> 23,012,479 cycles, its 224 x 224 conv1_2 apart).  A
 chain is chosen wherever the cost model finds its halo copies cheaper than the copies of
 its two values kept in CMX apart (``chain_cheaper``), so also in DenseNet-121's later
 blocks, where the values fit: one pipeline per dense layer instead of three segments,
@@ -50,10 +53,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vpuc.cost import DpuWorkload
-from vpuc.cost.dma import dma_task_cycles, transfer_cost
 from vpuc.fusion.fuse_conv import (ConvEpilogue, epilogue_dpu_cycles, epilogue_weight_bytes,
                                    load_stage_weights)
 from vpuc.fusion.fuse_pool import PoolEpilogue
+from vpuc.fusion.halo_bound import copies, engine_bounds
 from vpuc.fusion.lower_dpu_channels import aligned, variant_boxes
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.ir.graph import CONSTANT
@@ -84,14 +87,6 @@ def halo_fusable(first, second, index) -> bool:
             and aligned(c) == c and aligned(y.dims[1]) == y.dims[1])
 
 
-def _copies(nbytes: int, elem_bytes: int, src_ddr: bool, dst_ddr: bool, count: int,
-             timing) -> float:
-    """The cost model's cycles (``vpuc.cost.dma``) of ``nbytes`` moved in ``count`` DMAs."""
-    per = -(-nbytes // count)
-    transfer = transfer_cost(False, per, elem_bytes, src_ddr, per, not dst_ddr, timing.dma)
-    return count * dma_task_cycles(transfer, timing.dispatch["DMA"], timing.ddr_bytes_per_cycle)
-
-
 def _halo_bytes(x: TensorType, kh: int) -> int:
     n, c, _, w = x.dims
     return n * c * (kh - 1) * w * x.elem.nbytes
@@ -105,10 +100,10 @@ def cheaper_in_cmx(x: TensorType, kh: int, blocks: int, timing) -> bool:
     if timing is None:
         return False
     nb, halo = x.elem.nbytes, _halo_bytes(x, kh) * blocks
-    in_cmx = _copies(x.nbytes, nb, False, False, blocks, timing) \
-        + _copies(halo, nb, False, False, blocks, timing)
-    through_ddr = _copies(x.nbytes, nb, False, True, blocks, timing) \
-        + _copies(x.nbytes + halo, nb, True, False, blocks, timing)
+    in_cmx = copies(x.nbytes, nb, False, False, blocks, timing) \
+        + copies(halo, nb, False, False, blocks, timing)
+    through_ddr = copies(x.nbytes, nb, False, True, blocks, timing) \
+        + copies(x.nbytes + halo, nb, True, False, blocks, timing)
     return in_cmx < through_ddr
 
 
@@ -123,10 +118,10 @@ def chain_cheaper(z: TensorType, u: TensorType, kh: int, blocks: int, timing) ->
     if timing is None:
         return False
     halo = _halo_bytes(u, kh) * blocks
-    apart = sum(2 * _copies(v.nbytes // 2, v.elem.nbytes, False, False, max(blocks // 2, 1),
+    apart = sum(2 * copies(v.nbytes // 2, v.elem.nbytes, False, False, max(blocks // 2, 1),
                             timing) for v in (z, u)) \
-        + _copies(halo // 2, u.elem.nbytes, False, False, max(blocks // 2, 1), timing)
-    return _copies(halo, u.elem.nbytes, False, False, blocks, timing) < apart
+        + copies(halo // 2, u.elem.nbytes, False, False, max(blocks // 2, 1), timing)
+    return copies(halo, u.elem.nbytes, False, False, blocks, timing) < apart
 
 
 @dataclass
@@ -261,11 +256,17 @@ def _blocks(x: TensorType, budget: int) -> int:
     return max(2, -(-x.nbytes // max(budget // 4, 1)))
 
 
-def halo_cheaper(layer, index, budget: int, timing) -> bool:
-    """``cheaper_in_cmx`` for the 3x3 ``layer`` on its producer's blocks."""
+def halo_cheaper(first, layer, index, budget: int, timing, tiles: int) -> bool:
+    """Whether the 3x3 ``layer`` on the blocks of the DPU layer ``first`` ends sooner than
+    the two apart: ``cheaper_in_cmx``'s copies against DDR's round trip, and the busiest
+    engine of each (``halo_bound.engine_bounds``: the fused 3x3's shorter blocks cost the
+    DPU more, which only a pair bound by DMA or DDR apart repays)."""
     x = index.producer(layer.op.operands[0]).type
     kh = index.producer(layer.op.operands[1]).type.dims[2]
-    return cheaper_in_cmx(x, kh, _blocks(x, budget), timing)
+    if not cheaper_in_cmx(x, kh, _blocks(x, budget), timing):
+        return False
+    fused, apart = engine_bounds(first, layer, index, budget, timing, tiles)
+    return fused < apart
 
 
 def chain_worth(depthwise, halo, index, budget: int, timing) -> bool:

@@ -97,6 +97,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             # finds it cheaper than the three apart, their values kept in CMX or not; other
             # pools, 1x1s or 3x3s on blocks only where the value between would not stay in
             # CMX, a 3x3 where the cost model finds its copies cheaper than DDR's round trip
+            # and the pair's busiest engine sooner fused (``halo_bound``)
             chains = {s for s, f in fused.items() if f[0] == "conv" and s + 1 in fused
                       and fused[s + 1][0] == "halo" and chain_worth(
                           segments[s].layer, fused[s + 1][1], graph.index(), cmx_budget,
@@ -104,8 +105,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             fused = {s: f for s, f in fused.items() if f[0] not in ("pool", "conv", "halo")
                      or s in chains or s - 1 in chains
                      or (worth_fusing(sizes[names[segments[s].layer.output]], room)
-                         and (f[0] != "halo" or halo_cheaper(f[1], graph.index(), cmx_budget,
-                                                             timing)))}
+                         and (f[0] != "halo" or halo_cheaper(
+                             segments[s].layer, f[1], graph.index(), cmx_budget, timing,
+                             tiles)))}
             prefixes = _segment_prefixes(tok, segments, fused)
             rooms = None if peaks is None else measured_rooms(
                 peaks, prefixes, tiles, cmx_bytes, EARLY_CMX_BYTES, room)
