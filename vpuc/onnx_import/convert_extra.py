@@ -21,7 +21,8 @@
   entries by the constant one-hot mask (when the values are constant too, the whole node
   was folded at import).
 
-Scatters and TopK are in ``convert_scatter.py``.
+``EXTRA_CONVERTERS`` also holds ScatterND, ScatterElements, TopK and CumProd
+(``convert_scatter.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_layers import ceil_extra
+from vpuc.onnx_import.convert_scatter import SCATTER_CONVERTERS
 
 _ROUNDING = {
     "round_prefer_floor": lambda c: np.where(c - np.floor(c) == 0.5, np.floor(c), np.round(c)),
@@ -269,5 +271,5 @@ def _one_hot(b, node, attrs):
 
 EXTRA_CONVERTERS = {
     "Resize": _resize, "Trilu": _trilu, "LpPool": _lp_pool, "GlobalLpPool": _global_lp_pool,
-    "CenterCropPad": _center_crop_pad, "OneHot": _one_hot,
+    "CenterCropPad": _center_crop_pad, "OneHot": _one_hot, **SCATTER_CONVERTERS,
 }
