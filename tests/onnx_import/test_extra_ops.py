@@ -3,6 +3,8 @@ ScatterElements, TopK and CumProd (vpuc/onnx_import/convert_extra.py, convert_sc
 their import (golden text), the shapes they infer against ONNX's shape inference, their
 lowering (golden text) and their numerics against onnxruntime, compiled and simulated in f16.
 
+The rois and scales are exact in f16, as the weights onnxruntime gets are rounded to it.
+
 Tolerance.  Both sides get the same f16-exact input and the same f16-rounded weights, so
 each is off the exact result only by its own roundings: vpuc's stored in f16 (u = 2^-11)
 with f32 steps in the kernels and DPU sums, onnxruntime's in f32 (u = 2^-24).
@@ -108,16 +110,16 @@ def _floor(m, x):
 # case: (opset, x shape, build(m, x), one side's error(u, x, want, weights))
 CASES = {
     "crop_nearest": (13, [1, 2, 6, 7], lambda m, x: m.node(
-        "Resize", [x, m.init(_f([0, 0, 0.2, -0.1, 1, 1, 0.9, 1.2]), "roi"), "", _i(m, [1, 2, 5, 9], "sizes")],
+        "Resize", [x, m.init(_f([0, 0, 0.1875, -0.125, 1, 1, 0.875, 1.1875]), "roi"), "", _i(m, [1, 2, 5, 9], "sizes")],
         mode="nearest", extrapolation_value=-3.0, **CROP), EXACT),
     "crop_nearest_ceil": (13, [1, 2, 6, 7], lambda m, x: m.node(
-        "Resize", [x, m.init(_f([0, 0, 0.1, 0.25, 1, 1, 0.8, 0.75]), "roi"), m.init(_f([1, 1, 1.5, 0.6]), "scales")],
+        "Resize", [x, m.init(_f([0, 0, 0.125, 0.25, 1, 1, 0.8125, 0.75]), "roi"), m.init(_f([1, 1, 1.5, 0.625]), "scales")],
         mode="nearest", nearest_mode="ceil", **CROP), EXACT),
     "crop_linear": (13, [1, 2, 6, 7], lambda m, x: m.node(
-        "Resize", [x, m.init(_f([0, 0, 0.2, -0.1, 1, 1, 0.9, 1.2]), "roi"), "", _i(m, [1, 2, 5, 9], "sizes")],
+        "Resize", [x, m.init(_f([0, 0, 0.1875, -0.125, 1, 1, 0.875, 1.1875]), "roi"), "", _i(m, [1, 2, 5, 9], "sizes")],
         mode="linear", extrapolation_value=2.5, **CROP), _linear_error(2)),
     "crop_linear_scales": (11, [1, 2, 6, 7], lambda m, x: m.node(
-        "Resize", [x, m.init(_f([0, 0, 0.1, 0.3, 1, 1, 0.7, 0.8]), "roi"), m.init(_f([1, 1, 1.5, 0.6]), "scales")],
+        "Resize", [x, m.init(_f([0, 0, 0.125, 0.3125, 1, 1, 0.6875, 0.8125]), "roi"), m.init(_f([1, 1, 1.5, 0.625]), "scales")],
         mode="linear", **CROP), _linear_error(2)),
     "trilu_upper": (14, [2, 5, 6], lambda m, x: m.node("Trilu", [x, m.init(np.int64(1), "k")]), EXACT),
     "trilu_lower": (14, [2, 5, 6], lambda m, x: m.node("Trilu", [x, m.init(np.int64(-1), "k")], upper=0), EXACT),
