@@ -166,8 +166,8 @@ CASES = {
 INT_OUTPUT = {"topk_indices", "topk_smallest"}
 FLOORED = {"topk_values", "topk_indices", "topk_smallest", "topk_smallest_values"}
 # the cases whose graph the lowering golden records
-LOWERED = ("crop_linear", "trilu_upper", "lppool_p2", "scatter_nd_kv_cache", "scatter_nd_add", "topk_values",
-           "cumprod")
+LOWERED = ("crop_linear", "crop_nearest", "trilu_upper", "lppool_p2", "global_lppool_p3", "center_crop_pad",
+           "one_hot", "scatter_nd_kv_cache", "scatter_nd_add", "scatter_elements", "topk_values", "cumprod")
 
 
 def _model(tmp_path, case) -> str:
