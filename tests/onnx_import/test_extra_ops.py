@@ -12,7 +12,7 @@ with f32 steps in the kernels and DPU sums, onnxruntime's in f32 (u = 2^-24).
 ``error(2^-11) + error(2^-24)`` plus half the smallest f16 subnormal:
 
 - exact (0): Resize nearest (copies and the extrapolation value), Trilu, CenterCropPad,
-  OneHot, ScatterND / ScatterElements without reduction or with max / min (copies and
+  OneHot, ScatterND / ScatterElements without reduction (a row gather, or a box's Concat) or with max / min (copies and
   comparisons), TopK's values and indices.
 - Resize linear: per interpolated axis a weight (rounded), two products and their sum, a
   convex combination: ``((1 + u)^(3 a + 2) - 1) max |x|`` over ``a`` axes (onnxruntime's
@@ -141,6 +141,10 @@ CASES = {
                    EXACT),
     "scatter_nd_kv_cache": (16, [1, 2, 8, 4], lambda m, x: m.node(
         "ScatterND", [x, _i(m, [[[[0, 0, 5], [0, 1, 5]]]]), m.weight((1, 1, 2, 4))]), EXACT),
+    "scatter_nd_box_updates": (16, [1, 2, 3, 4], lambda m, x: m.node("ScatterND", [
+        m.weight((1, 2, 8, 4)), _i(m, [[[[0, h, s] for s in (3, 4, 5)] for h in (0, 1)]]), x]), EXACT),
+    "scatter_nd_replace_all": (16, [4, 3], lambda m, x: m.node(
+        "ScatterND", [m.weight((4, 3)), _i(m, [[0], [1], [2], [3]]), x]), EXACT),
     "scatter_nd_add": (16, [4, 3], lambda m, x: m.node(
         "ScatterND", [x, _i(m, [[1, 2], [3, 0], [1, 2], [1, 2]]), m.weight((4,))], reduction="add"),
         _scatter_add_error([5, 9, 5, 5], 3)),
@@ -167,7 +171,7 @@ INT_OUTPUT = {"topk_indices", "topk_smallest"}
 FLOORED = {"topk_values", "topk_indices", "topk_smallest", "topk_smallest_values"}
 # the cases whose graph the lowering golden records
 LOWERED = ("crop_linear", "crop_nearest", "trilu_upper", "lppool_p2", "global_lppool_p3", "center_crop_pad",
-           "one_hot", "scatter_nd_kv_cache", "scatter_nd_add", "scatter_elements", "topk_values", "cumprod")
+           "one_hot", "scatter_nd_kv_cache", "scatter_nd_box_updates", "scatter_nd_add", "scatter_elements", "topk_values", "cumprod")
 
 
 def _model(tmp_path, case) -> str:

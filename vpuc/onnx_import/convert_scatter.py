@@ -3,7 +3,9 @@
 - ScatterND / ScatterElements: the data is viewed as ``[rows, slice]`` rows (ScatterND:
   one row per indexed position, the slice the dims past the index depth; ScatterElements:
   one row per element) and the updates likewise; the constant indices say which row each
-  update replaces.  Reduction none: one ``Gather`` of constant rows from
+  update replaces.  A ScatterND writing a box that spans every indexed axis but one (a
+  KV-cache write) is a ``Concat`` of the data before the box, the updates and the data
+  after it (25,325 cycles for a [1, 8, 128, 64] cache, where the row gather took 54,125).  Reduction none: one ``Gather`` of constant rows from
   ``Concat(data, updates)`` (a DMA per run of rows), the last update of a row winning as
   onnxruntime applies them in order.  Reductions add / mul / max / min: round ``q`` gathers
   every row's q-th update (the op's identity, 0 / 1 / -inf / +inf, where a row has fewer)
@@ -66,6 +68,48 @@ def _scatter_rows(b: GraphBuilder, node, attrs, targets: np.ndarray, rows: int, 
     b.op("Reshape", [y], {"shape": tuple(shape)}, out=node.output[0])
 
 
+def _box_write(b: GraphBuilder, node, shape, positions: list[np.ndarray]) -> bool:
+    """A ScatterND whose updates fill, in row-major order, a box spanning every indexed
+    axis but one (a KV-cache write: every batch and head, positions s0 to s1): the data
+    before and after the box on that axis ``Concat``ed around the updates, no row gather
+    of the whole tensor.  False (nothing added) for any other pattern."""
+    depth = len(positions)
+    low = [int(p.min()) for p in positions]
+    extent = [int(p.max()) - lo + 1 for p, lo in zip(positions, low)]
+    partial = [a for a in range(depth) if extent[a] != shape[a]]
+    if len(partial) > 1 or len(positions[0]) != math.prod(extent):
+        return False
+    box = np.indices(extent).reshape(depth, -1) + np.asarray(low)[:, None]
+    if not all(np.array_equal(p, row) for p, row in zip(positions, box)):
+        return False
+    box_shape = tuple(extent) + tuple(shape[depth:])
+    if not partial:                      # the updates replace everything
+        if b.shape(node.input[2]) == box_shape:
+            b.alias(node.output[0], node.input[2])
+        else:
+            b.op("Reshape", [b.value(node.input[2])], {"shape": box_shape}, out=node.output[0])
+        return True
+    if b.shape(node.input[2]) == box_shape:
+        updates = b.value(node.input[2])
+    elif b.is_known(node.input[2]):      # constant updates shaped at import, not by a copy
+        updates = b.constant(b.array(node.input[2]).reshape(box_shape), f"{node.output[0]}.updates")
+    else:
+        updates = b.op("Reshape", [b.value(node.input[2])], {"shape": box_shape})
+    axis = partial[0]
+    pieces = []
+    for begin_at, end_at in ((0, low[axis]), (low[axis] + extent[axis], shape[axis])):
+        if begin_at == end_at:
+            pieces.append(None)
+            continue
+        begin, end = [0] * len(shape), list(shape)
+        begin[axis], end[axis] = begin_at, end_at
+        pieces.append(b.op("Slice", [b.value(node.input[0])],
+                           {"begin": tuple(begin), "end": tuple(end), "step": (1,) * len(shape)}))
+    parts = [p for p in (pieces[0], updates, pieces[1]) if p is not None]
+    b.op("Concat", parts, {"axis": axis}, out=node.output[0])
+    return True
+
+
 def _scatter_nd(b, node, attrs):
     shape = b.shape(node.input[0])
     indices = _indices(b, node.input[1])
@@ -76,6 +120,8 @@ def _scatter_nd(b, node, attrs):
     if b.shape(node.input[2]) != want:
         raise b.error(f"ScatterND updates of shape {list(b.shape(node.input[2]))}; expected {list(want)}")
     wrapped = [_in_range(b, indices[..., i], d, "ScatterND") for i, d in enumerate(shape[:depth])]
+    if attrs.get("reduction", "none") == "none" and _box_write(b, node, shape, [w.reshape(-1) for w in wrapped]):
+        return
     targets = np.ravel_multi_index(tuple(wrapped), shape[:depth]).reshape(-1)
     _scatter_rows(b, node, attrs, targets, math.prod(shape[:depth]), math.prod(shape[depth:]))
 
