@@ -106,6 +106,17 @@ def _reduction(m) -> str:
     return r.choice(["add", "mul", "max", "min"])
 
 
+def _box(m, dims):
+    """A box spanning every axis of ``dims`` but one, which it covers from ``low`` for
+    ``extent`` (ScatterND's box write)."""
+    r = m.rng
+    axis = r.randrange(len(dims))
+    low, extent = [0] * len(dims), list(dims)
+    extent[axis] = r.randint(1, dims[axis])
+    low[axis] = r.randint(0, dims[axis] - extent[axis])
+    return low, extent
+
+
 def _scatter(m, shape, nd: bool):
     r = m.rng
     rank = len(shape)
@@ -117,6 +128,10 @@ def _scatter(m, shape, nd: bool):
         rows = int(np.prod(shape[:depth]))
         count = r.randint(1, rows if reduction == "none" else 2 * rows)
         picked = m.np.choice(rows, count, replace=reduction != "none")
+        if reduction == "none" and r.random() < 0.4:      # a box, as a KV-cache write
+            low, extent = _box(m, shape[:depth])
+            box = np.indices(extent).reshape(depth, -1) + np.asarray(low)[:, None]
+            picked, count = np.ravel_multi_index(tuple(box), shape[:depth]), box.shape[1]
         index = np.stack(np.unravel_index(picked, shape[:depth]), axis=-1)
         index = np.where(m.np.random(index.shape) < 0.3, index - np.asarray(shape[:depth]), index)
         lead = [count] if r.random() < 0.5 or count % 2 else [2, count // 2]

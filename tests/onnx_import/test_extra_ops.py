@@ -107,6 +107,20 @@ def _floor(m, x):
     return m.node("Floor", [x])
 
 
+# ScatterElements over axis 0 of a [16, 40] input: each column's rows in a permutation
+# (distinct), or drawn with repeats; hundreds of runs of rows, more than one Gather's DMAs
+MANY_DISTINCT = np.stack([np.random.default_rng(5 + c).permutation(16)[:10] for c in range(40)], axis=1)
+MANY_REPEATED = np.random.default_rng(6).integers(0, 16, (24, 40))
+
+
+def _column_targets(indices):
+    return (indices * 40 + np.arange(40)[None, :]).reshape(-1)
+
+
+def _most_per_target(indices):
+    return int(np.bincount(_column_targets(indices)).max())
+
+
 # case: (opset, x shape, build(m, x), one side's error(u, x, want, weights))
 CASES = {
     "crop_nearest": (13, [1, 2, 6, 7], lambda m, x: m.node(
@@ -157,6 +171,11 @@ CASES = {
         lambda u, x, want, w: ((1 + u) ** 2 - 1) * np.abs(want)),
     "scatter_elements_min": (16, [3, 4], lambda m, x: m.node(
         "ScatterElements", [x, _i(m, [[1, 0, 1], [3, 3, -1]]), m.weight((2, 3))], axis=1, reduction="min"), EXACT),
+    "scatter_elements_many_runs": (13, [16, 40], lambda m, x: m.node(
+        "ScatterElements", [x, _i(m, MANY_DISTINCT), m.weight((10, 40))], axis=0), EXACT),
+    "scatter_elements_add_many": (16, [16, 40], lambda m, x: m.node(
+        "ScatterElements", [x, _i(m, MANY_REPEATED), m.weight((24, 40))], axis=0, reduction="add"),
+        _scatter_add_error(_column_targets(MANY_REPEATED), _most_per_target(MANY_REPEATED))),
     "topk_values": (11, [3, 7], lambda m, x: m.node("TopK", [_floor(m, x), _i(m, [3])], n_out=2, axis=1)[0], EXACT),
     "topk_indices": (11, [3, 7], lambda m, x: m.node("TopK", [_floor(m, x), _i(m, [4])], n_out=2)[1], EXACT),
     "topk_smallest": (11, [5, 2, 3], lambda m, x: m.node("TopK", [_floor(m, x), _i(m, [2])], n_out=2, axis=0,

@@ -33,6 +33,8 @@ from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_struct import NUMPY_OF, _in_range, _indices
 
 TOPK_LIMIT = 8
+# DMAs of one Gather; a barrier takes at most 256 producers (NPU37XX)
+RUN_LIMIT = 128
 _IDENTITY = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}
 _COMBINE = {"add": "Add", "mul": "Multiply", "max": "Maximum", "min": "Minimum"}
 
@@ -40,6 +42,20 @@ _COMBINE = {"add": "Add", "mul": "Multiply", "max": "Maximum", "min": "Minimum"}
 def _as_rows(b: GraphBuilder, name: str, rows: int, width: int) -> str:
     value = b.value(name)
     return value if b.shape(name) == (rows, width) else b.op("Reshape", [value], {"shape": (rows, width)})
+
+
+def _gather_runs(b: GraphBuilder, pool: str, source: list[int]) -> str:
+    """Rows ``source`` of ``pool``: one Gather of at most ``RUN_LIMIT`` runs of consecutive
+    rows (a DMA each, each updating the barrier its reader waits on), several
+    ``Concat``ed when there are more."""
+    breaks = [i for i in range(1, len(source)) if source[i] != source[i - 1] + 1]
+    starts = [0] + breaks[RUN_LIMIT - 1::RUN_LIMIT] + [len(source)]
+    if len(starts) - 1 > RUN_LIMIT:
+        raise b.error(f"{b.node.op_type} scatters into {len(breaks) + 1} separate runs of rows; "
+                      f"vpuc's copies take up to {RUN_LIMIT * RUN_LIMIT}")
+    pieces = [b.op("Gather", [pool], {"axis": 0, "indices": tuple(source[lo:hi])})
+              for lo, hi in zip(starts, starts[1:])]
+    return pieces[0] if len(pieces) == 1 else b.op("Concat", pieces, {"axis": 0})
 
 
 def _scatter_rows(b: GraphBuilder, node, attrs, targets: np.ndarray, rows: int, width: int) -> None:
@@ -56,15 +72,17 @@ def _scatter_rows(b: GraphBuilder, node, attrs, targets: np.ndarray, rows: int, 
         per_row[r].append(j)
     if reduction == "none":
         source = [row[-1] + rows if row else r for r, row in enumerate(per_row)]
-        joined = b.op("Concat", [data, updates], {"axis": 0})
-        y = b.op("Gather", [joined], {"axis": 0, "indices": tuple(source)})
+        y = _gather_runs(b, b.op("Concat", [data, updates], {"axis": 0}), source)
     else:
-        identity = b.constant(np.full((1, width), _IDENTITY[reduction], np.float32), f"{node.output[0]}.identity")
+        # a row without a q-th update reads its own row of a block of identities, so
+        # such rows make runs with their neighbours, not one copy each
+        identity = b.constant(np.full((rows, width), _IDENTITY[reduction], np.float32),
+                              f"{node.output[0]}.identity")
         pool = b.op("Concat", [updates, identity], {"axis": 0})
         y = data
         for q in range(max((len(row) for row in per_row), default=0)):
-            picked = tuple(row[q] if len(row) > q else count for row in per_row)
-            y = b.op(_COMBINE[reduction], [y, b.op("Gather", [pool], {"axis": 0, "indices": picked})])
+            picked = [row[q] if len(row) > q else count + r for r, row in enumerate(per_row)]
+            y = b.op(_COMBINE[reduction], [y, _gather_runs(b, pool, picked)])
     b.op("Reshape", [y], {"shape": tuple(shape)}, out=node.output[0])
 
 
