@@ -17,6 +17,9 @@ can be remade:
   Attention op with RotaryEmbedding: ``onnx_struct.attention_block``), GELU MLPs and layer norms;
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
+- ``extra``: one of the ops of convert_extra.py and convert_scatter.py (tf_crop_and_resize,
+  Trilu, LpPool, CenterCropPad, OneHot, the scatters, TopK, CumProd: ``onnx_extra.py``;
+  the ``op`` family draws them too);
 - ``more``: one of the normalizations, elementwise, boolean, trigonometric and hyperbolic
   ops of convert_more.py and convert_trig.py (``onnx_more.py``; the ``op`` family draws
   them too);
@@ -46,17 +49,19 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
+from tests.fuzz.onnx_extra import extra_case
 from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_networks import cnn_case, large_case, transformer_case
 from tests.fuzz.onnx_normred import normred_case
 from tests.fuzz.onnx_rnn import rnn_case
 from tests.fuzz.onnx_struct import struct_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn", "extra")
 # each family's random stream: fixed numbers, so a family added later leaves every other
 # family's cases as they were
 _STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000,
-           "more": 0x4D4F_0000, "rnn": 0x524E_0000}
+           "more": 0x4D4F_0000, "rnn": 0x524E_0000,
+           "extra": 0x4558_0000}
 
 
 class _Model:
@@ -101,7 +106,8 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     m = _Model(seed * 1_000_003 + index * 5 + _STREAM[family])
     return {"op": _one_op, "cnn": cnn_case, "transformer": transformer_case, "large": large_case,
             "forms": forms.forms_case, "normred": normred_case, "more": more_case,
-            "rnn": rnn_case}[family](m)
+            "rnn": rnn_case,
+            "extra": extra_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op
@@ -110,6 +116,7 @@ def _one_op(m: _Model) -> onnx.ModelProto:
     r = m.rng
     kind = r.choice(["conv", "conv", "pool", "resize", "slice", "reduce", "softmax", "transpose",
                      "struct", "struct",
+                     "extra",
                      "split", "pad", "gemm", "matmul", "flatten", "gather", "unary", "binary",
                      "deconv", "space", "norm", "concat", "where", "squeeze", "global", "copy",
                      "normred", "more"])
@@ -119,6 +126,8 @@ def _one_op(m: _Model) -> onnx.ModelProto:
         return more_case(m)
     if kind == "struct":
         return struct_case(m)
+    if kind == "extra":
+        return extra_case(m)
     rank = r.randint(2, 4)
     shape = [r.randint(1, 6) for _ in range(rank)]
     m.opset = forms.draw_opset(m)
