@@ -73,7 +73,9 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     (``EarlyRoom.scaled_segments``) of any size: its scale waits on them as soon as the
     excitation is computed, and behind the one-pixel layer before it they held the
     excitation's stores back in the store channel's FIFO (MobileNetV3-Small: 572,378 ->
-    565,060 cycles; every load from 16 KB instead of 32 KB: 642,781), and
+    565,060 cycles; every load from 16 KB instead of 32 KB: 642,781), as do a squeeze-excite
+    1x1's (streaming, no classifier): behind them its input's loads and stores waited in
+    the FIFOs, ~1.5K cycles a block (MobileNetV3-Small 554,079 -> 550,363), and
     ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
     buffer, bytes)) go with it, when their tiles have the room.
     A network without ACT SHAVE work (a CNN) has no segment to hide a classifier's weights
@@ -126,8 +128,9 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         if a is None or task.waits:
             continue
         classifier = _classifier_load(room, streaming, early_bytes, task, gate, tile)
-        scaled = room.prefix_of(task.label or "") in folded
-        if not classifier and ((nbytes < DEEP_MIN_BYTES and not scaled) or hidden(a, gate)):
+        # any size: a folded projection's, a squeeze-excite 1x1's (one pooled pixel)
+        any_size = room.prefix_of(task.label or "") in folded | streaming
+        if not classifier and ((nbytes < DEEP_MIN_BYTES and not any_size) or hidden(a, gate)):
             continue
         if not classifier and room.prefix_of(task.label or "") in heavy:
             # a heavy segment's early loads (from the last), one per segment back, into
