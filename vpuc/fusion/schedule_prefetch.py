@@ -92,6 +92,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         return deep
     index = {p + "finished": i for i, p in enumerate(room.order) if p}
     streaming = room.streaming()
+    per_tile: dict[tuple[str, int], int] = {}     # (segment, tile) -> its early loads
+    for task, _, tile, _, _ in moved:
+        key = (room.prefix_of(task.label or ""), tile)
+        per_tile[key] = per_tile.get(key, 0) + 1
+    cut = {prefix for (prefix, _), n in per_tile.items() if n > 1}
     held: dict[tuple[int, int], int] = {}      # (segment, tile) -> bytes loaded deep
     counted: set[str] = set()                  # buffers held already (two partial loads)
 
@@ -128,8 +133,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         if a is None or task.waits:
             continue
         classifier = _classifier_load(room, streaming, early_bytes, task, gate, tile)
-        # any size: a folded projection's, a squeeze-excite 1x1's (one pooled pixel)
-        any_size = room.prefix_of(task.label or "") in folded | streaming
+        # any size: a folded projection's, a squeeze-excite 1x1's (one pooled pixel) whose
+        # weights come whole, one load a tile (a small --cmx-budget cuts them into many,
+        # each a barrier held across the segments between)
+        prefix = room.prefix_of(task.label or "")
+        any_size = prefix in folded or (prefix in streaming and prefix not in cut)
         if not classifier and ((nbytes < DEEP_MIN_BYTES and not any_size) or hidden(a, gate)):
             continue
         if not classifier and room.prefix_of(task.label or "") in heavy:
