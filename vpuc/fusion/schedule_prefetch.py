@@ -11,6 +11,8 @@ run without waiting on a later task; nothing here changes what a task reads or w
 
 from __future__ import annotations
 
+from collections import Counter
+
 from vpuc.fusion.schedule_channels import ChannelBusy, biggest_first, copy_channels
 from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_TASK, EARLY_CMX_BYTES, EarlyRoom,
                                        act_capacity)
@@ -92,11 +94,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         return deep
     index = {p + "finished": i for i, p in enumerate(room.order) if p}
     streaming = room.streaming()
-    per_tile: dict[tuple[str, int], int] = {}     # (segment, tile) -> its early loads
-    for task, _, tile, _, _ in moved:
-        key = (room.prefix_of(task.label or ""), tile)
-        per_tile[key] = per_tile.get(key, 0) + 1
-    cut = {prefix for (prefix, _), n in per_tile.items() if n > 1}
+    per_tile = Counter((room.prefix_of(t.label or ""), tile) for t, _, tile, _, _ in moved)
+    cut = {prefix for (prefix, _), n in per_tile.items() if n > 1}     # weights in chunks
     held: dict[tuple[int, int], int] = {}      # (segment, tile) -> bytes loaded deep
     counted: set[str] = set()                  # buffers held already (two partial loads)
 
@@ -133,9 +132,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         if a is None or task.waits:
             continue
         classifier = _classifier_load(room, streaming, early_bytes, task, gate, tile)
-        # any size: a folded projection's, a squeeze-excite 1x1's (one pooled pixel) whose
-        # weights come whole, one load a tile (a small --cmx-budget cuts them into many,
-        # each a barrier held across the segments between)
+        # any size: a folded projection's; a squeeze-excite 1x1's, one load a tile (under a
+        # small --cmx-budget its many chunks' barriers overflowed NPU37XX's 64)
         prefix = room.prefix_of(task.label or "")
         any_size = prefix in folded or (prefix in streaming and prefix not in cut)
         if not classifier and ((nbytes < DEEP_MIN_BYTES and not any_size) or hidden(a, gate)):
