@@ -50,12 +50,17 @@ def test_mobilenet_classifier_weights_load_before_its_last_segments(mobilenet, m
     index = {p + "finished": i for i, p in enumerate(room.order)}
     for label, gate in deep.items():     # ACT SHAVE work that hides it
         assert act_capacity(room, room.order[index[gate]]) >= seen["nbytes"][label]
-    # the other segments' big loads moved further back (the squeeze-excite 1x1 weights,
-    # the projections'; a projection a product folded into, any of its loads:
-    # lower_dpu_scale_weights): each to an earlier segment with ACT SHAVE work
+    # the other segments' big loads moved further back (the projections'; a projection a
+    # product folded into, any of its loads: lower_dpu_scale_weights; a squeeze-excite
+    # 1x1's, which streams its weights, any of its loads): each to an earlier segment with
+    # ACT SHAVE work
     assert seen["behind"]
+    streaming = room.streaming()
+    assert any(room.prefix_of(label) in streaming and nbytes < DEEP_MIN_BYTES
+               for label, (_, _, nbytes) in seen["behind"].items())
     for label, (gate, now, nbytes) in seen["behind"].items():
-        assert nbytes >= DEEP_MIN_BYTES or room.prefix_of(label) in room.scaled_segments
+        assert nbytes >= DEEP_MIN_BYTES or room.prefix_of(label) in room.scaled_segments \
+            or room.prefix_of(label) in streaming
         assert index[now] < index[gate]
         assert room.act_tasks[room.order[index[now]]] > 0
     # in the program: each such load precedes, in the DMA list, the loads of the

@@ -11,6 +11,8 @@ run without waiting on a later task; nothing here changes what a task reads or w
 
 from __future__ import annotations
 
+from collections import Counter
+
 from vpuc.fusion.schedule_channels import ChannelBusy, biggest_first, copy_channels
 from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_TASK, EARLY_CMX_BYTES, EarlyRoom,
                                        act_capacity)
@@ -73,7 +75,9 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
     (``EarlyRoom.scaled_segments``) of any size: its scale waits on them as soon as the
     excitation is computed, and behind the one-pixel layer before it they held the
     excitation's stores back in the store channel's FIFO (MobileNetV3-Small: 572,378 ->
-    565,060 cycles; every load from 16 KB instead of 32 KB: 642,781), and
+    565,060 cycles; every load from 16 KB instead of 32 KB: 642,781), as do a squeeze-excite
+    1x1's (streaming, no classifier): behind them its input's loads and stores waited in
+    the FIFOs, ~1.5K cycles a block (MobileNetV3-Small 554,079 -> 550,363), and
     ``copies`` (a load's id -> the CMX -> CMX copies of it that load early too: (copy, tile,
     buffer, bytes)) go with it, when their tiles have the room.
     A network without ACT SHAVE work (a CNN) has no segment to hide a classifier's weights
@@ -90,6 +94,8 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         return deep
     index = {p + "finished": i for i, p in enumerate(room.order) if p}
     streaming = room.streaming()
+    per_tile = Counter((room.prefix_of(t.label or ""), tile) for t, _, tile, _, _ in moved)
+    cut = {prefix for (prefix, _), n in per_tile.items() if n > 1}     # weights in chunks
     held: dict[tuple[int, int], int] = {}      # (segment, tile) -> bytes loaded deep
     counted: set[str] = set()                  # buffers held already (two partial loads)
 
@@ -126,8 +132,11 @@ def deepen(moved: list[tuple[DmaTask, str, int, str, int]], early: dict[int, str
         if a is None or task.waits:
             continue
         classifier = _classifier_load(room, streaming, early_bytes, task, gate, tile)
-        scaled = room.prefix_of(task.label or "") in folded
-        if not classifier and ((nbytes < DEEP_MIN_BYTES and not scaled) or hidden(a, gate)):
+        # any size: a folded projection's; a squeeze-excite 1x1's, one load a tile (under a
+        # small --cmx-budget its many chunks' barriers overflowed NPU37XX's 64)
+        prefix = room.prefix_of(task.label or "")
+        any_size = prefix in folded or (prefix in streaming and prefix not in cut)
+        if not classifier and ((nbytes < DEEP_MIN_BYTES and not any_size) or hidden(a, gate)):
             continue
         if not classifier and room.prefix_of(task.label or "") in heavy:
             # a heavy segment's early loads (from the last), one per segment back, into
