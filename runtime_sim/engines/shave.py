@@ -65,7 +65,9 @@ KERNEL_STATUS = {
     2: "E_SHAPE: shapes the kernel does not handle (a rank above 15, dims that neither match "
        "nor are 1, a reduction's output not 1 along its axis); nothing written",
     3: "E_ORDER: a dimsOrder naming a dim the tensor does not have; nothing written",
+    4: "E_INDEX: an index outside [-extent, extent) of the gathered axis; nothing written",
 }
+E_INDEX = 4
 
 
 class KernelStatusError(VpucError):
@@ -299,6 +301,9 @@ class ShaveEngine(RunTogether, InvocationClasses):
             args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
             meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
                        if status == args_addr else status_meaning(status))
+            if status == E_INDEX:      # gather leaves the index at fault in s1
+                bad = result.scalar_regs[1]
+                meaning += f"; the index at fault is {bad - (1 << 32) if bad >> 31 else bad}"
             raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
                                     f"status {status} ({meaning})", task.loc)
 
