@@ -1,0 +1,86 @@
+"""ONNX Gather on run-time indices (issue 11): imported as IndexedGather, lowered to the ACT
+SHAVE library kernel ``gather`` (a table larger than the CMX budget streamed in chunks),
+simulated against onnxruntime bit for bit (a gather copies f16 rows: the only rounding is
+the table's to f16, which onnxruntime sees too), any axis, negative indices, indices of
+any rank; an index out of range stops ``vpuc run`` naming the node and the index."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+from onnx_testlib import rounded_to_f16
+from vpuc import api
+from vpuc.cli import main
+from vpuc.onnx_import import import_onnx
+from vpuc.onnx_import.zoo import ModelBuilder
+
+
+def _model(tmp_path, table_shape, index_shape, axis, index_type=TensorProto.INT64):
+    m = ModelBuilder(opset=17, seed=2)
+    ids = m.input("ids", list(index_shape), index_type)
+    m.output(m.node("Gather", [m.weight(list(table_shape), base="table"), ids], axis=axis))
+    return m.save(tmp_path / "gather.onnx", "gather")
+
+
+def _against_onnxruntime(path, ids, cmx_budget=None):
+    import onnxruntime as ort
+    program = api.compile(path, cmx_budget=cmx_budget)
+    sim = api.simulate(program, {program.source_names.get("ids", "ids"): ids.astype(np.int32)},
+                       reference=True)
+    [got] = sim.result.outputs.values()
+    session = ort.InferenceSession(rounded_to_f16(path).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    [want] = session.run(None, {"ids": ids})
+    assert got.shape == want.shape
+    assert np.array_equal(got.astype(np.float32), want)
+    return program, sim
+
+
+def test_imported_as_indexed_gather(tmp_path):
+    module = import_onnx(_model(tmp_path, (50, 8), (1, 4), 0)).module
+    [op] = [op for op in module.graphs[0].ops if op.kind == "IndexedGather"]
+    assert op.attrs["axis"] == 0 and op.type.dims == (1, 4, 8)
+
+
+@pytest.mark.parametrize("table, index_shape, axis", [
+    ((100, 32), (1, 8), 0),          # an embedding lookup: one chunk
+    ((40, 3, 24), (5,), 1),          # a middle axis: A = 40 rows of 24 per index
+    ((6, 7, 5), (2, 3), 2),          # the last axis: rows of one element; rank-2 indices
+    ((30, 16), (), 0),               # a scalar index drops the axis
+])
+def test_against_onnxruntime(tmp_path, table, index_shape, axis):
+    rng = np.random.default_rng(4)
+    size = table[axis]
+    ids = rng.integers(-size, size, index_shape).astype(np.int64)
+    _against_onnxruntime(_model(tmp_path, table, index_shape, axis), ids)
+
+
+def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
+    path = _model(tmp_path, (3000, 64), (1, 16), 0)
+    ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
+    ids[0, :3] = [0, 2999, -3000]                 # the first and last chunks' edges
+    program, _ = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
+    calls = [t for tl in program.module.task_lists for t in tl.tasks
+             if getattr(t, "kernel", None) == "gather_f16"]
+    rows = (64 * 1024 - 2 * 16 * 64 - 4 * 16 - 4 * 64) // (2 * 64 * 2)
+    assert len(calls) == -(-3000 // rows) > 1
+
+
+def test_an_index_out_of_range_names_the_node_and_the_index(tmp_path, capsys):
+    path = _model(tmp_path, (10, 8), (1, 4), 0)
+    np.save(tmp_path / "ids.npy", np.array([[1, -11, 3, 4]], np.int64))
+    assert main(["run", path, "--input", f"ids=@{tmp_path / 'ids.npy'}"]) == 1
+    err = capsys.readouterr().err
+    assert "ONNX node" in err and "Gather: index -11 is out of range for the gathered axis" in err
+    assert "Traceback" not in err and "internal error" not in err
+
+
+def test_float_indices_are_refused_at_the_node(tmp_path, capsys):
+    m = ModelBuilder(opset=17)
+    x = m.input("x", [1, 4])
+    ids = m.node("Cast", [x], to=TensorProto.INT64)
+    m.output(m.node("Gather", [m.weight([10, 8], base="table"), ids], axis=0))
+    path = m.save(tmp_path / "f.onnx", "f")
+    assert main(["compile", path, "-o", str(tmp_path / "f.blob")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error" in err
