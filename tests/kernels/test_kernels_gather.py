@@ -113,3 +113,20 @@ def test_a_strided_row_is_refused():
     run("gather", [strided, Tensor(np.zeros(2, np.int32))], Tensor(np.zeros((1, 2, 4), np.float16)),
         [ScalarArg(ElemType.I32, 0), ScalarArg(ElemType.I32, 3)], expect_status=E_SHAPE,
         reads_scalars=True)
+
+
+@pytest.mark.parametrize("a, row, n, inside", [(1, 64, 8, 8), (1, 64, 16, 16), (1, 64, 16, 0),
+                                              (1, 192, 16, 16), (2, 192, 16, 16), (1, 8, 16, 16),
+                                              (1, 200, 16, 16), (1, 192, 32, 16), (1, 768, 8, 4)])
+def test_the_cost_models_formula_is_the_kernels_count(a, row, n, inside):
+    """vpuc/cost/gather.py against the interpreter: within 10 % (its constants are averages
+    of the byte copy's block, pair and tail paths)."""
+    from vpuc.cost.gather import gather_call_cycles
+    data = np.zeros((a, 10, row), np.float16)
+    indices = np.zeros(n, np.int32)
+    indices[inside:] = 100                       # outside the chunk [0, 10) of 1000 rows
+    got = run("gather", [Tensor(data), Tensor(indices)], Tensor(np.zeros((a, n, row), np.float16)),
+              [ScalarArg(ElemType.I32, 0), ScalarArg(ElemType.I32, 1000)], reads_scalars=True,
+              check_paths=False).cycles
+    estimate = gather_call_cycles(n, inside * a, row * 2)
+    assert abs(estimate - got) <= 0.1 * got, (estimate, got)

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 from math import prod
 
+from vpuc.cost.blocks import Move, block_stages, pipeline_cycles
+from vpuc.cost.gather import gather_call_cycles
+from vpuc.cost.shave import act_invocation_cycles
+from vpuc.cost.timing import Timing
 from vpuc.diagnostics import VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.ir.graph import GraphOp
@@ -31,6 +35,7 @@ from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 GATHER_OP = "IndexedGather"
 SLOTS = 2
+CANDIDATES = 8         # chunk sizes tried: the largest that fits, its half, ..., its eighth
 ALIGN = 64             # bytes each CMX buffer may lose to alignment
 
 
@@ -41,20 +46,40 @@ def gather_shape(op: GraphOp, data: TensorType, indices: TensorType) -> tuple[in
             prod(indices.dims))
 
 
-def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int) -> int:
+def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
+               timing: Timing | None = None) -> int:
     """The table rows per chunk: all of them when they fit beside the output and the
-    indices, else as many as two slots leave room for."""
+    indices; else, among the chunk sizes two slots leave room for (the largest, a half of
+    it, a third ...), the one whose load -> kernel flow shop the cost model finds fastest:
+    larger chunks read every index fewer times, smaller ones expose less of the first
+    load and of the last call."""
     a, k, r, n = gather_shape(op, data, indices)
     row = a * r * data.elem.nbytes                       # one row index's bytes, all of A
     room = budget - a * n * r * data.elem.nbytes - 4 * n - 4 * ALIGN
     if k * row <= room:
         return k
-    rows = room // (SLOTS * row)
-    if rows < 1:
+    largest = min(room // (SLOTS * row), k)
+    if largest < 1:
         raise VpucError(f"{op.kind} {op.label}: its output ({a * n * r * data.elem.nbytes} "
                         f"bytes) and two table rows ({row} bytes each) do not fit the "
                         f"{budget} bytes of CMX a tile has", op.loc)
-    return min(rows, k)
+    if timing is None:
+        return largest
+    out = Move(a * n * r * data.elem.nbytes, data.elem.nbytes)
+    index_load = block_stages([Move(4 * n, 4)], 0.0, [], timing).load
+    def estimate(rows: int) -> float:
+        chunks = -(-k // rows)
+        stages = []
+        for c in range(chunks):
+            size = min(rows, k - c * rows)
+            copies = n * a * size / k              # the indices a chunk takes, if uniform
+            call = act_invocation_cycles(gather_call_cycles(n, round(copies), r * data.elem.nbytes),
+                                         timing.shave_cycle, timing.dispatch["ACT_SHAVE"])
+            stages.append(block_stages([Move(size * row, data.elem.nbytes)], call,
+                                       [out] if c == chunks - 1 else [], timing))
+        return pipeline_cycles(stages, tiles=1, resident_cycles=index_load)
+    candidates = sorted({max(1, largest // j) for j in range(1, CANDIDATES + 1)}, reverse=True)
+    return min(candidates, key=estimate)
 
 
 def _identity(t: TensorType) -> bool:
@@ -71,7 +96,7 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
                         "kernel takes them in their logical order", op.loc)
     a, k, r, n = gather_shape(op, data.type, indices.type)
     elem = data.type.elem
-    rows = chunk_rows(op, data.type, indices.type, budget)
+    rows = chunk_rows(op, data.type, indices.type, budget, prog.timing)
     chunks = -(-k // rows)
     kernel = f"gather_{elem}"
     decl = (f"kernel @{kernel}(data: memref<*x{elem}>, indices: memref<*xi32>, "
