@@ -4,6 +4,9 @@ simulated against onnxruntime bit for bit (a gather copies f16 rows: the only ro
 the table's to f16, which onnxruntime sees too), any axis, negative indices, indices of
 any rank; an index out of range stops ``vpuc run`` naming the node and the index."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto
@@ -13,6 +16,7 @@ from vpuc import api
 from vpuc.cli import main
 from vpuc.onnx_import import import_onnx
 from vpuc.onnx_import.zoo import ModelBuilder
+from vpuc.vir.printer import print_module
 
 
 def _model(tmp_path, table_shape, index_shape, axis, index_type=TensorProto.INT64):
@@ -103,3 +107,34 @@ def test_the_chunk_estimate_is_the_simulated_gather(tmp_path, monkeypatch):
     cycles = api.simulate(program, timing_only=True).cycles
     assert len(estimates) > 1
     assert abs(min(estimates) - cycles) <= 0.2 * cycles, (min(estimates), cycles)
+
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("VPUC_UPDATE_GOLDEN") == "1"
+GOLDEN_CASES = {"embedding": ((30, 8), (1, 4), 0), "middle_axis": ((4, 6, 3), (2, 2), -2)}
+
+
+def _golden(name: str, text: str) -> None:
+    golden = GOLDEN / f"{name}.expected"
+    if UPDATE:
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_import_text(case, tmp_path):
+    """The i32 Parameter of the int64 ids and the IndexedGather reading it."""
+    path = _model(tmp_path, *GOLDEN_CASES[case])
+    _golden(f"gather_rt_{case}", print_module(import_onnx(path, precision="f32").module))
+
+
+def test_lowered_tasks_of_a_chunked_table(tmp_path):
+    """The index load, each chunk's load (a view of the table's rows) and kernel call (its
+    first row and the table's size as scalars), the one store: the barriers' chain."""
+    path = _model(tmp_path, (600, 16), (1, 4), 0)
+    text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip().startswith(("kernel @gather", "view %gather", "cmx %gather"))
+             or "gather_2." in line and (": dma " in line or ": sw " in line)
+             or line.strip().startswith(("%c0 = const", "%c1 = const"))]
+    _golden("gather_rt_lowered_chunks", "\n".join(lines) + "\n")
