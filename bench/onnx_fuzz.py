@@ -9,7 +9,7 @@ reasons vpuc refused models (how much of the space the fuzz reaches).
 
     python bench/onnx_fuzz.py [--op 400] [--cnn 100] [--transformer 50] [--large 20] [--forms 200]
                               [--normred 100] [--more 100] [--rnn 100]
-                              [--extra 100]
+                              [--extra 100] [--gather 100]
                               [--seed 1] [--out onnx-fuzz]
     python bench/onnx_fuzz.py --replay cnn:12 [--seed 1]       # remake one case and check it
     python bench/onnx_fuzz.py --op 300 --forms 100 --with-ops Pad,Tile,Expand   # those ops' cases

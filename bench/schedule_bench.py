@@ -1,6 +1,7 @@
 """Schedules against their lower bound (issue 13, "Done when"): for ResNet-18,
-MobileNetV3-Small (1x3x224x224) and the ViT encoder layer (sequence 197, width 192)
-from ``vpuc.onnx_import.zoo``, each compiled with ``--schedule naive`` and
+MobileNetV3-Small (1x3x224x224), the ViT encoder layer (sequence 197, width 192)
+from ``vpuc.onnx_import.zoo`` and the BERT front end of ``zoo_bert`` (30522-word
+vocabulary, sequence 128, width 192: run-time embedding Gathers, issue 11), each compiled with ``--schedule naive`` and
 ``default`` and simulated timing-only, one model at a time:
 
 - simulated cycles of each schedule (deterministic: the cost model's, not this
@@ -34,12 +35,14 @@ from runtime_sim.bound_input import program_bound  # noqa: E402
 from vpuc import api  # noqa: E402
 from vpuc.ir.module import BufferKind  # noqa: E402
 from vpuc.onnx_import.zoo import encoder_layer, mobilenet_v3_small, resnet18  # noqa: E402
+from vpuc.onnx_import.zoo_bert import bert_base_vocab, bert_embeddings_encoder  # noqa: E402
 
 FULL = {"resnet18": resnet18, "mobilenet_v3_small": mobilenet_v3_small,
-        "encoder_layer": encoder_layer}
+        "encoder_layer": encoder_layer, "bert_front_end": bert_base_vocab}
 SMALL = {"resnet18": lambda: resnet18(size=32, width=8, classes=10),
          "mobilenet_v3_small": lambda: mobilenet_v3_small(size=64, classes=10),
-         "encoder_layer": lambda: encoder_layer(seq=17, width=48, heads=3)}
+         "encoder_layer": lambda: encoder_layer(seq=17, width=48, heads=3),
+         "bert_front_end": bert_embeddings_encoder}
 
 
 def schedules_row(name: str, path: Path, schedules=("naive", "default")) -> tuple[dict, object]:

@@ -136,6 +136,9 @@ def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], optio
         if value.dtype == expected:
             continue
         if declared and value.dtype == declared.get(name):
+            if expected.kind in "iu" and value.dtype.kind in "biu":
+                check_integer_input(option, name, value)     # int64 -> i32, bool -> u8
+                continue
             if expected.kind == "f" and value.dtype.kind == "f":
                 limit = float(np.finfo(expected).max)
                 finite = value[np.isfinite(value)]
@@ -148,6 +151,23 @@ def check_input_types(bound: dict[str, np.ndarray], buffers: list[Buffer], optio
                         f"{elem_name(value.dtype)}; give it as {elem}"
                         + (f" or as the model's {elem_name(declared[name])}" if declared and name in declared else "")
                         + ", or pass --cast-inputs to convert it")
+
+
+I32_RANGE = (int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max))
+
+
+def check_integer_input(option: str, name: str, value: np.ndarray) -> None:
+    """An int64 value for an input the program holds as i32 must fit i32: the boundary's
+    conversion would wrap it into another index."""
+    if value.dtype != np.int64 or value.size == 0:
+        return
+    low, high = int(value.min()), int(value.max())
+    bad = low if low < I32_RANGE[0] else high if high > I32_RANGE[1] else None
+    if bad is not None:
+        where = tuple(int(i) for i in np.argwhere(value == bad)[0])
+        raise VpucError(f"{option}: input %{name} holds {bad} at index {list(where)}, beyond "
+                        f"the i32 range [{I32_RANGE[0]}, {I32_RANGE[1]}] the NPU takes int64 "
+                        "inputs in (converted at the boundary, as Intel's NPU plugin does)")
 
 
 # ------------------------------------------------------------------ comparing

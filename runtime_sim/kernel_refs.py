@@ -79,7 +79,23 @@ REFERENCES = {
     "reduce_max": lambda x, axis: x.max(axis=axis, keepdims=True),
     "log_softmax": lambda x, axis: _log_softmax(x, axis),
     "mvn": lambda x, eps, eps_outside, axis: _mvn(x, eps, eps_outside, axis),
+    "gather": lambda data, indices, out, first, extent, axis: _gather(data, indices, out,
+                                                                      first, extent),
 }
+# kernels that write only part of their output: their reference takes it as it stands, after
+# the inputs
+PARTIAL_OUTPUT = frozenset({"gather"})
+
+
+def _gather(data, indices, out, first, extent) -> np.ndarray:
+    """gather's chunk: the rows whose (wrapped) index lies in [first, first + K) of data
+    [A, K, R] into out [A, N, R], the other rows as they are."""
+    idx = indices.astype(np.int64).reshape(-1)
+    idx = np.where(idx < 0, idx + int(extent), idx) - int(first)
+    mine = (idx >= 0) & (idx < data.shape[1])
+    result = out.copy()
+    result[:, mine] = data[:, idx[mine]]
+    return result
 
 
 def _kinds(params) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from runtime_sim.engines.dma import convert
-from runtime_sim.kernel_refs import REFERENCES, library_reference
+from runtime_sim.kernel_refs import PARTIAL_OUTPUT, REFERENCES, library_reference
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import constant_value
 from runtime_sim.reference_ops import dpu_op
@@ -168,6 +168,8 @@ class Reference:
             else:
                 scalars.append(consts[arg])
         *inputs, output = memrefs
+        if decl.source.kind is KernelSourceKind.LIBRARY and decl.source.ref in PARTIAL_OUTPUT:
+            inputs.append(output)
         values = [self.array(n) for n in inputs]
         wide = _compute_type(*values) if values else np.float32
         # Softmax and the reductions work over the last logical dim, whatever the dims order

@@ -163,6 +163,18 @@ def _declared_input_types(file: str) -> dict:
     return declared_input_types(file)
 
 
+def _declared_outputs(file: str, names: dict[str, str]):
+    """How an .onnx FILE's outputs are written: each in the type the model declares, by the
+    program's names (``boundary_types.as_declared``); other files' as computed."""
+    from vpuc.onnx_import.source import is_onnx
+    if not is_onnx(file):
+        return lambda name, value: value
+    from vpuc.onnx_import.boundary_types import as_declared
+    from vpuc.onnx_import.model import declared_output_types
+    declared = {names.get(k, k): v for k, v in declared_output_types(file).items()}
+    return lambda name, value: as_declared(value, declared.get(name))
+
+
 def _not_constants(file: str, given: list) -> list:
     """``--input`` values, none naming an initializer that IR version 3 lists among an .onnx
     FILE's graph inputs: vpuc compiled it into the blob as a constant, so a run cannot set it."""
@@ -294,12 +306,13 @@ def cmd_run(args) -> int:
         print(diag.render(), file=sys.stderr)
         status = EXIT_USER
     written = []
+    typed = _declared_outputs(args.file, names) if directory is not None or files else None
     if directory is not None:
         for name, value in result.outputs.items():
-            save_npy(directory / f"{name}.npy", value)
+            save_npy(directory / f"{name}.npy", typed(name, value))
             written.append((name, str(directory / f"{name}.npy")))
     for name, path in files.items():
-        save_npy(Path(path), result.outputs[name])
+        save_npy(Path(path), typed(name, result.outputs[name]))
         written.append((name, path))
     lines += [f"output %{name} -> {path}" for name, path in written]
     checks = [(name, value, "the expected tensor") for name, value in expected.items()]

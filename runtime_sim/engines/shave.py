@@ -50,6 +50,7 @@ from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
+from vpuc.ir.provenance import LayerIndex
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.program import InvocationImage, Program
@@ -65,7 +66,9 @@ KERNEL_STATUS = {
     2: "E_SHAPE: shapes the kernel does not handle (a rank above 15, dims that neither match "
        "nor are 1, a reduction's output not 1 along its axis); nothing written",
     3: "E_ORDER: a dimsOrder naming a dim the tensor does not have; nothing written",
+    4: "E_INDEX: an index outside [-extent, extent) of the gathered axis; nothing written",
 }
+E_INDEX = 4
 
 
 class KernelStatusError(VpucError):
@@ -299,8 +302,23 @@ class ShaveEngine(RunTogether, InvocationClasses):
             args_addr = self.program.arch.window_base("WIN_E") + invocation.args_offset
             meaning = ("s0 still holds argsAddr: the kernel never set its status, 0 on success"
                        if status == args_addr else status_meaning(status))
+            if status == E_INDEX:      # the data's fault, not the program's: no location
+                raise KernelStatusError(self._bad_index(unit_name, invocation, result))
             raise KernelStatusError(f"{self._who(unit_name, invocation)}: the kernel failed with "
                                     f"status {status} ({meaning})", task.loc)
+
+    def _bad_index(self, unit_name, invocation: InvocationImage, result) -> str:
+        """gather's E_INDEX: the index at fault (the kernel leaves it in s1) and the ONNX
+        node the task was lowered from (the layer table), for the user's input to blame."""
+        bad = result.scalar_regs[1]
+        bad = bad - (1 << 32) if bad >> 31 else bad
+        name = unit_name() if callable(unit_name) else unit_name
+        layer = LayerIndex(self.program.module.layers).layer(name)
+        node = (f"ONNX node {', '.join(str(n) for n in layer.nodes)}" if layer and layer.nodes
+                else f"task {name}")
+        return (f"{node}: index {bad} is out of range for the gathered axis (E_INDEX: an index "
+                f"outside [-size, size), which ONNX leaves undefined; kernel @{invocation.kernel}"
+                f" on tile {invocation.tile}, task {name}); check the input's indices")
 
     # --- deferred invocations (numerics) ----------------------------------------------------
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from tests.fuzz.onnx_gather import extra_feeds
 from tests.onnx_import.onnx_testlib import rounded_to_f16
 from vpuc.diagnostics import LOWERED_SOURCE
 from vpuc.onnx_import.model import deprecated_but_run
@@ -72,23 +73,25 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0, round_trip: bool
     onnx.save(weights16, rounded)
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(seed).standard_normal(dims).astype(np.float16)
+    extra = extra_feeds(model, seed)        # integer and bool inputs besides x (onnx_gather)
+    feeds = {"x": x, **extra}
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         want = ort.InferenceSession(str(rounded), options, providers=["CPUExecutionProvider"]).run(
-            None, {"x": x.astype(np.float32)})[0]
+            None, {"x": x.astype(np.float32), **extra})[0]
     except Exception as exc:
         return Outcome("invalid", f"onnxruntime: {str(exc).splitlines()[0][:200]}")
     try:
         program = api.compile(path)
-        sim = api.simulate(program, {"x": x})
+        sim = api.simulate(program, feeds)
         got = next(iter(sim.outputs.values())).astype(np.float32)
         bound = program_bound(sim.result.plan, sim.result.timeline).cycles
         # bit for bit: the read-back plan is the in-memory one field for field
         # (runtime_sim/plan_columns.py), so the same numpy calls run in the same order on
         # one machine with one BLAS thread (vpuc.perf.single_threaded_blas)
         for fmt in ("fb", "elf"):
-            again = api.simulate(api.read_blob(api.write_blob(program, fmt)), {"x": x})
+            again = api.simulate(api.read_blob(api.write_blob(program, fmt)), feeds)
             same = all(np.array_equal(a, b, equal_nan=True)
                        for a, b in zip(sim.outputs.values(), again.outputs.values()))
             if not same or again.cycles != sim.cycles:
@@ -107,7 +110,7 @@ def check(model: onnx.ModelProto, workdir: Path, seed: int = 0, round_trip: bool
     if differ:
         from onnx.reference import ReferenceEvaluator
         try:
-            spec = ReferenceEvaluator(weights16).run(None, {"x": x.astype(np.float32)})[0]
+            spec = ReferenceEvaluator(weights16).run(None, {"x": x.astype(np.float32), **extra})[0]
         except Exception as exc:                  # noqa: BLE001 - a mode it does not know
             return Outcome("wrong", f"{differ}; the ONNX reference cannot say "
                                     f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})")

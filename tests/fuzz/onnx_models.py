@@ -24,6 +24,8 @@ can be remade:
   ops of convert_more.py and convert_trig.py (``onnx_more.py``; the ``op`` family draws
   them too);
 - ``rnn``: one LSTM, GRU or RNN node, unrolled at import (``onnx_rnn.py``);
+- ``gather``: Gather on run-time indices, an int64 or int32 input ``ids`` (and a bool mask
+  input) beside ``x`` (``onnx_gather.py``);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
   the lowering must split over output channels, rows or K; VGG's 3x3 layers on 28x28 and
@@ -36,7 +38,8 @@ padded channels (ShuffleNet's groups of 34 of 136 ran past the 144 held); ``larg
 its 3x3 layers on maps of at most 15x15, where a tile's row blocks all fit beside the
 weight chunks (VGG-19's 56x56 ones overflowed CMX).
 
-Every case has one float input named ``x`` and one output.  Weights are scaled by
+Every case has one float input named ``x`` (the ``gather`` family's also integer and bool
+ones, which ``onnx_check`` feeds through ``onnx_gather.extra_feeds``) and one output.  Weights are scaled by
 1/sqrt(fan-in), so activations stay of order one through the layers.
 """
 
@@ -50,18 +53,19 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
 from tests.fuzz.onnx_extra import extra_case
+from tests.fuzz.onnx_gather import gather_case
 from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_networks import cnn_case, large_case, transformer_case
 from tests.fuzz.onnx_normred import normred_case
 from tests.fuzz.onnx_rnn import rnn_case
 from tests.fuzz.onnx_struct import struct_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn", "extra")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn", "extra", "gather")
 # each family's random stream: fixed numbers, so a family added later leaves every other
 # family's cases as they were
 _STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000,
            "more": 0x4D4F_0000, "rnn": 0x524E_0000,
-           "extra": 0x4558_0000}
+           "extra": 0x4558_0000, "gather": 0x4741_0000}
 
 
 class _Model:
@@ -107,7 +111,8 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     return {"op": _one_op, "cnn": cnn_case, "transformer": transformer_case, "large": large_case,
             "forms": forms.forms_case, "normred": normred_case, "more": more_case,
             "rnn": rnn_case,
-            "extra": extra_case}[family](m)
+            "extra": extra_case,
+            "gather": gather_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op

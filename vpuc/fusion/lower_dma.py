@@ -25,6 +25,7 @@ from __future__ import annotations
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dma_plan import DMA_OPS, Copy, Part, Plan, full, plan
+from vpuc.fusion.lower_gather import GATHER_OP
 from vpuc.fusion.subgraph import Tokenization
 from vpuc.fusion.tokenizer import Reason
 from vpuc.ir.graph import Graph, GraphOp
@@ -154,6 +155,9 @@ def dma_ops(graph: Graph, tok: Tokenization) -> dict[int, GraphOp]:
     found = {}
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
+        if op.kind == GATHER_OP and decision.reason is not Reason.DEAD:
+            found[i] = op                         # its indices are data: lower_gather's
+            continue
         if op.kind not in DMA_OPS or decision.reason is Reason.DEAD:
             continue
         types = {v: index.producer(v).type for v in op.operands}

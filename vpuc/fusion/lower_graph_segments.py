@@ -23,6 +23,7 @@ from vpuc.fusion.lower_dma import dma_ops, emit_dma
 from vpuc.fusion.lower_dpu import emit_layer
 from vpuc.fusion.lower_dpu_scale import choose_dpu, emit_scale, scale_product
 from vpuc.fusion.lower_dpu_scale_weights import WeightsScale, chosen_folds
+from vpuc.fusion.lower_gather import GATHER_OP, emit_gather
 from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.large_kernels import expand_large_kernels
@@ -219,6 +220,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     finish = late_finish(prefix)
             emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
+        elif seg.dma is not None and seg.dma.kind == GATHER_OP:
+            emit_gather(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
+                        budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)
         elif seg.dma is not None:
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             emit_dma(prog, seg.dma, renamed, prefix, gate, finish,

@@ -17,7 +17,7 @@ import math
 from vpuc.ir.graph import GraphOp
 from vpuc.ir.graph_ops import (AttrSpec, InferError, OpSpec, _out_size, _pairs,
                                _same_elem, _shape_text)
-from vpuc.ir.types import DimsOrder, TensorType
+from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 VARIADIC = -1     # OpSpec.arity of an op taking one or more operands
 
@@ -170,6 +170,21 @@ def _gather(op: GraphOp, ins: list[TensorType]) -> TensorType:
     return _like(x, dims)
 
 
+def _indexed_gather(op: GraphOp, ins: list[TensorType]) -> TensorType:
+    """Gather on run-time indices (an embedding lookup): the data's dims with the axis
+    replaced by the indices' dims; the indices are i32 (int64 ones are converted at the
+    model's boundary) and are range-checked when the kernel runs."""
+    x, indices = ins
+    _static(op, ins)
+    axis = op.attrs["axis"] + x.rank if op.attrs["axis"] < 0 else op.attrs["axis"]
+    if not 0 <= axis < x.rank:
+        raise InferError(f"IndexedGather axis {op.attrs['axis']} is out of range for rank {x.rank}")
+    if indices.elem is not ElemType.I32:
+        raise InferError(f"IndexedGather indices have element type {indices.elem}; expected i32")
+    dims = x.dims[:axis] + indices.dims + x.dims[axis + 1:]
+    return TensorType(tuple(dims), x.elem, DimsOrder.identity(len(dims)))
+
+
 def _interpolate(op: GraphOp, ins: list[TensorType]) -> TensorType:
     x = ins[0]
     _static(op, ins)
@@ -240,6 +255,7 @@ NN_SPECS = [
     OpSpec("Slice", 1, "layer", _slice, (AttrSpec("begin", "ints"), AttrSpec("end", "ints"),
                                          AttrSpec("step", "ints"))),
     OpSpec("Gather", 1, "layer", _gather, (AttrSpec("axis", "int"), AttrSpec("indices", "ints"))),
+    OpSpec("IndexedGather", 2, "layer", _indexed_gather, (AttrSpec("axis", "int"),)),
     OpSpec("Interpolate", 1, "layer", _interpolate, (
         AttrSpec("shape", "ints"), AttrSpec("mode", "enum:nearest|linear", "nearest"),
         AttrSpec("coordinate_transformation_mode",

@@ -24,6 +24,7 @@ from vpuc.ir.graph import PARAMETER
 from vpuc.ir.module import Buffer, BufferKind, Module
 from vpuc.ir.types import ElemType, TensorType
 from vpuc.onnx_import.attribute_use import AttributeUse, unread_attributes
+from vpuc.onnx_import.boundary_types import input_elem, refused_input
 from vpuc.onnx_import.builder import GraphBuilder, describe_node
 from vpuc.onnx_import.channel_shuffle import fold_channel_shuffles
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
@@ -82,10 +83,10 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     nodes = fold_channel_shuffles(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
                                   shapes)
     for name, (shape, dtype) in model.inputs.items():
-        if not np.issubdtype(dtype, np.floating):
-            raise VpucError(f"{model.path}: input '{name}' has element type {dtype}; "
-                            "only float inputs are supported")
-        b.parameter(name, shape)
+        elem = input_elem(dtype, b.elem)
+        if elem is None:
+            raise refused_input(model.path, name, dtype)
+        b.parameter(name, shape, elem)
     for node in nodes:
         b.node = node
         if node.domain not in DEFAULT_DOMAINS:

@@ -167,9 +167,10 @@ class GraphBuilder:
                 return array.astype(np.float16)
         return array.astype(np.float32)
 
-    def parameter(self, onnx_name: str, shape: tuple[int, ...]) -> None:
+    def parameter(self, onnx_name: str, shape: tuple[int, ...], elem: ElemType | None = None) -> None:
+        """A graph input: floats in the graph's precision, integers and booleans as given."""
         name = self.fresh(onnx_name)
-        ttype = TensorType(tuple(shape), self.elem, DimsOrder.identity(len(shape)))
+        ttype = TensorType(tuple(shape), elem or self.elem, DimsOrder.identity(len(shape)))
         self.graph.ops.append(GraphOp(PARAMETER, name, type=ttype))
         self.values[onnx_name] = name
         self.types[name] = ttype

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.convert_gather import gather_runtime_indices
 from vpuc.onnx_import.convert_layers import _window_attrs, ceil_extra, softmax_like
 from vpuc.onnx_import.empty import concat_operands, make_empty
 from vpuc.onnx_import.convert_lrn import LRN_CONVERTERS
@@ -190,6 +191,9 @@ def _slice(b, node, attrs):
 
 
 def _gather(b, node, attrs):
+    if not b.is_known(node.input[1]):         # run-time indices: an embedding lookup
+        gather_runtime_indices(b, node, attrs)
+        return
     indices = np.asarray(b.array(node.input[1]))
     shape = b.shape(node.input[0])
     axis = b.axis(attrs.get("axis", 0), len(shape))

@@ -100,6 +100,15 @@ def declared_input_types(path: str | Path) -> dict[str, np.dtype]:
             for value in model.graph.input if value.name not in initializers}
 
 
+def declared_output_types(path: str | Path) -> dict[str, np.dtype]:
+    """The element type each graph output of the model at ``path`` declares, by its ONNX
+    name: what ``vpuc run`` writes it as (an i32 result as int64, a u8 boolean as bool)."""
+    onnx = _onnx()
+    model, _ = _read(Path(path))
+    return {value.name: np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+            for value in model.graph.output if value.type.tensor_type.elem_type}
+
+
 def constant_inputs(path: str | Path) -> set[str]:
     """The names of the model's initializers that IR version 3 also lists as graph inputs:
     constants vpuc compiles into the blob, which a run cannot override (ONNX lets a runtime

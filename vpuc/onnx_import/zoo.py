@@ -215,7 +215,14 @@ def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4
     attention (Reshape/Transpose into heads, QK^T, Softmax, ·V), residual, LayerNorm, GELU MLP;
     ``layers`` of them in a chain (bench/model_bench.py --linearity)."""
     m = ModelBuilder(seed)
-    x = m.input("tokens", [1, seq, width])
+    m.output(encoder_blocks(m, m.input("tokens", [1, seq, width]), seq, width, heads, mlp, layers))
+    return m
+
+
+def encoder_blocks(m: ModelBuilder, x: str, seq: int, width: int, heads: int, mlp: int,
+                   layers: int, mask: str | None = None) -> str:
+    """``layers`` encoder layers on ``x`` [1, seq, width]; ``mask`` (broadcasting to the
+    scores [1, heads, seq, seq]) is added to the scores before the Softmax."""
     head = width // heads
 
     def norm(v):
@@ -234,6 +241,8 @@ def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4
         q, k, v = (split_heads(linear(h, width, width)) for _ in range(3))
         scores = m.node("MatMul", [q, m.node("Transpose", [k], perm=[0, 1, 3, 2])])
         scores = m.node("Mul", [scores, m.init(np.asarray(head ** -0.5, np.float32), "scale")])
+        if mask is not None:
+            scores = m.node("Add", [scores, mask])
         attn = m.node("MatMul", [m.node("Softmax", [scores], axis=-1), v])
         attn = m.node("Reshape", [m.node("Transpose", [attn], perm=[0, 2, 1, 3]),
                                   m.init(np.asarray([1, seq, width], np.int64), "shape")])
@@ -241,8 +250,7 @@ def encoder_layer(seq: int = 197, width: int = 192, heads: int = 3, mlp: int = 4
         h = m.node("Gelu", [linear(norm(x), width, mlp * width)]) if m.opset >= 20 else \
             _gelu_erf(m, linear(norm(x), width, mlp * width))
         x = m.node("Add", [x, linear(h, mlp * width, width)])
-    m.output(x)
-    return m
+    return x
 
 
 def _gelu_erf(m, v):

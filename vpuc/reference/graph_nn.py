@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vpuc.diagnostics import VpucError
+
 
 def _window(x, axis, start, stride, count, dilation=1):
     index = [slice(None)] * x.ndim
@@ -225,9 +227,22 @@ NN_LAYERS = {
     "Concat": lambda args, a: np.concatenate(args, axis=a["axis"]),
     "Slice": lambda args, a: slice_op(args[0], a),
     "Gather": lambda args, a: np.take(args[0], a["indices"], axis=a["axis"]),
+    "IndexedGather": lambda args, a: indexed_gather(args[0], args[1], a["axis"]),
     "Interpolate": lambda args, a: interpolate(args[0], a),
     "DepthToSpace": lambda args, a: depth_to_space(args[0], a),
     "SpaceToDepth": lambda args, a: space_to_depth(args[0], a),
     "LogSoftmax": lambda args, a: log_softmax(args[0], a["axis"]),
     "MVN": lambda args, a: mvn(args[0], a),
 }
+
+
+def indexed_gather(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """ONNX Gather on run-time indices: negative ones count from the end; one outside
+    [-size, size) is an error naming it (the kernel's E_INDEX)."""
+    size = data.shape[axis]
+    idx = np.asarray(indices).astype(np.int64)
+    bad = idx[(idx < -size) | (idx >= size)]
+    if bad.size:
+        raise VpucError(f"IndexedGather: index {int(bad.flat[0])} is outside [{-size}, {size}) "
+                        f"of axis {axis % data.ndim}")
+    return np.take(data, np.where(idx < 0, idx + size, idx), axis=axis)

@@ -138,6 +138,9 @@ def shape_problems(rule: str, inputs: list[Operand], out: Operand):
     """Dims that contradict the contract's shape rule, where both sides are known."""
     if out.dims is None:
         return
+    if rule == "gather":
+        yield from _gather_shape_problems(inputs, out)
+        return
     for operand in inputs:
         dims = operand.dims
         if dims is None or rule != "same" and len(dims) == 0:
@@ -158,6 +161,23 @@ def shape_problems(rule: str, inputs: list[Operand], out: Operand):
                                    "expected equal"
     if rule == "reduce" and out.dims and out.dims[-1] not in (None, 1):
         yield out.loc, f"{out.label} has {out.dims[-1]} along the reduced last dim; expected 1"
+
+
+def _gather_shape_problems(inputs: list[Operand], out: Operand):
+    """gather's rule: data [A, K, R], indices [N], output [A, N, R]."""
+    data, indices = inputs
+    for operand, rank in ((data, 3), (indices, 1), (out, 3)):
+        if operand.dims is not None and len(operand.dims) != rank:
+            yield operand.loc, f"{operand.label} has rank {len(operand.dims)}; expected {rank}"
+            return
+    pairs = []
+    if data.dims is not None:
+        pairs += [(data.dims[0], out.dims[0], "dim 0"), (data.dims[2], out.dims[2], "dim 2")]
+    if indices.dims is not None:
+        pairs.append((indices.dims[0], out.dims[1], "the indices' count (dim 1)"))
+    for want, got, what in pairs:
+        if None not in (want, got) and want != got:
+            yield out.loc, f"{out.label}: {what} is {got}; expected {want}"
 
 
 def _declared_shape_problems(kernel: KernelDecl, contract: KernelContract):

@@ -1,0 +1,142 @@
+"""An ``IndexedGather`` (ONNX Gather on run-time indices: an embedding lookup) as the ACT
+SHAVE library kernel ``gather`` (kernels/gather.s, docs/kernels.md).
+
+On the NPU the indices are only known when the model runs, so no DMA can be planned per
+row (the copy ops' ``lower_dma`` plans them from constant indices), and an ACT SHAVE
+reaches CMX only (its windows).  The table is therefore streamed through CMX in chunks of
+rows along the gathered axis, as many rows as two chunk slots leave room for beside the
+output and the indices: chunk k is loaded into slot k % 2 while the kernel runs on chunk
+k - 1, and each kernel call copies the rows whose index falls in its chunk
+``[first, first + K)`` into the one output buffer, which is stored once.  A table that
+fits is one chunk, one load and one call.  The bytes are seen by the kernel as
+
+    data    [A, K, R]   A = the dims before the axis, R = those after it (a row)
+    indices [N]         N = every index (the indices' dims flattened)
+    output  [A, N, R]
+
+re-typed by the plain (flattening) DMA copies that load and store them.  The chunks'
+kernel calls are ordered (each waits for the one before: they write one buffer), the
+chunks' loads overlap them; all on tile 0.  The cost: every byte of the table crosses
+DDR -> CMX once per inference, each call reads every index once (``vpuc/cost/gather.py``).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from vpuc.cost.blocks import Move, block_stages, pipeline_cycles
+from vpuc.cost.gather import gather_call_cycles
+from vpuc.cost.shave import act_invocation_cycles
+from vpuc.cost.timing import Timing
+from vpuc.diagnostics import VpucError
+from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
+from vpuc.ir.graph import GraphOp
+from vpuc.ir.types import DimsOrder, ElemType, TensorType
+
+GATHER_OP = "IndexedGather"
+SLOTS = 2
+CANDIDATES = 8         # chunk sizes tried: the largest that fits, its half, ..., its eighth
+ALIGN = 64             # bytes each CMX buffer may lose to alignment
+
+
+def gather_shape(op: GraphOp, data: TensorType, indices: TensorType) -> tuple[int, int, int, int]:
+    """(A, K, R, N): the data as [A, K, R] around the axis, and the number of indices."""
+    axis = op.attrs["axis"] % data.rank
+    return (prod(data.dims[:axis]), data.dims[axis], prod(data.dims[axis + 1:]),
+            prod(indices.dims))
+
+
+def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
+               timing: Timing | None = None) -> int:
+    """The table rows per chunk: all of them when they fit beside the output and the
+    indices; else, among the chunk sizes two slots leave room for (the largest, a half of
+    it, a third ...), the one whose load -> kernel flow shop the cost model finds fastest:
+    larger chunks read every index fewer times, smaller ones expose less of the first
+    load and of the last call."""
+    a, k, r, n = gather_shape(op, data, indices)
+    row = a * r * data.elem.nbytes                       # one row index's bytes, all of A
+    room = budget - a * n * r * data.elem.nbytes - 4 * n - 4 * ALIGN
+    if k * row <= room:
+        return k
+    largest = min(room // (SLOTS * row), k)
+    if largest < 1:
+        raise VpucError(f"{op.kind} {op.label}: its output ({a * n * r * data.elem.nbytes} "
+                        f"bytes) and two table rows ({row} bytes each) do not fit the "
+                        f"{budget} bytes of CMX a tile has", op.loc)
+    if timing is None:
+        return largest
+    out = Move(a * n * r * data.elem.nbytes, data.elem.nbytes)
+    index_load = block_stages([Move(4 * n, 4)], 0.0, [], timing).load
+    def estimate(rows: int) -> float:
+        chunks = -(-k // rows)
+        stages = []
+        for c in range(chunks):
+            size = min(rows, k - c * rows)
+            copies = n * a * size / k              # the indices a chunk takes, if uniform
+            call = act_invocation_cycles(gather_call_cycles(n, round(copies), r * data.elem.nbytes),
+                                         timing.shave_cycle, timing.dispatch["ACT_SHAVE"])
+            stages.append(block_stages([Move(size * row, data.elem.nbytes)], call,
+                                       [out] if c == chunks - 1 else [], timing))
+        return pipeline_cycles(stages, tiles=1, resident_cycles=index_load)
+    candidates = sorted({max(1, largest // j) for j in range(1, CANDIDATES + 1)}, reverse=True)
+    return min(candidates, key=estimate)
+
+
+def _identity(t: TensorType) -> bool:
+    return t.order == DimsOrder.identity(t.rank)
+
+
+def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out: Value, *,
+                budget: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
+    """Add the gather's loads, kernel calls and store to ``prog`` (the values in DDR)."""
+    p, lp = prefix, label(prefix)
+    if not all(_identity(v.type) for v in (data, indices, out)):
+        raise VpucError(f"{op.kind} {op.label}: its values are laid out "
+                        f"{data.type.order}/{indices.type.order}/{out.type.order}; the gather "
+                        "kernel takes them in their logical order", op.loc)
+    a, k, r, n = gather_shape(op, data.type, indices.type)
+    elem = data.type.elem
+    rows = chunk_rows(op, data.type, indices.type, budget, prog.timing)
+    chunks = -(-k // rows)
+    kernel = f"gather_{elem}"
+    decl = (f"kernel @{kernel}(data: memref<*x{elem}>, indices: memref<*xi32>, "
+            f"output: memref<*x{elem}>, first: i32, extent: i32) from library \"gather\"")
+    if decl not in prog.kernels:
+        prog.kernels.append(decl)
+    idx, res = f"%{p}idx", f"%{p}rows"
+    prog.cmx.append(f"cmx {idx} : {type_text(TensorType((n,), ElemType.I32, DimsOrder.identity(1)))} tile 0")
+    prog.cmx.append(f"cmx {res} : {type_text(TensorType((a, n, r), elem, DimsOrder.identity(3)))} tile 0")
+    for s in range(min(SLOTS, chunks)):
+        prog.cmx.append(f"cmx %{p}table.s{s} : "
+                        f"{type_text(TensorType((a, rows, r), elem, DimsOrder.identity(3)))} tile 0")
+    gate_waits = ", ".join(f"%{g}" for g in gate)
+    waits = f" waits({gate_waits})" if gate else ""
+    prog.barriers.append(f"barrier %{p}indexed")
+    prog.dma.append(f"  {lp}load_idx: dma %{indices.name} -> {idx} channel 0{waits} "
+                    f"updates(%{p}indexed)")
+    axis = op.attrs["axis"] % data.type.rank
+    for c in range(chunks):
+        first, size = c * rows, min(rows, k - c * rows)
+        s = c % SLOTS
+        src, slot = f"%{data.name}", f"%{p}table.s{s}"
+        if chunks > 1:
+            src = f"%{p}chunk{c}"
+            spans = ", ".join(f"{first}:{first + size}" if i == axis else f"0:{d}"
+                              for i, d in enumerate(data.type.dims))
+            prog.views.append(f"view {src} = %{data.name}[{spans}]")
+        if size != rows:                         # the last chunk: the slot's first rows
+            slot = f"%{p}table.s{s}.last"
+            prog.views.append(f"view {slot} = %{p}table.s{s}[0:{a}, 0:{size}, 0:{r}]")
+        prog.barriers += [f"barrier %{p}loaded{c}", f"barrier %{p}done{c}"]
+        before = c - SLOTS
+        load_waits = f" waits(%{p}done{before})" if before >= 0 else waits
+        prog.dma.append(f"  {lp}load{c}: dma {src} -> {slot} channel 0{load_waits} "
+                        f"updates(%{p}loaded{c})")
+        after = [f"%{p}loaded{c}", f"%{p}indexed" if c == 0 else f"%{p}done{c - 1}"]
+        prog.act.append(f"  {lp}g{c}: sw @{kernel} on tile 0 inputs({slot} as %a0, {idx} as %a1) "
+                        f"outputs({res} as %r0) waits({', '.join(after)}) updates(%{p}done{c}) {{")
+        prog.act += [f"    %c0 = const {first} : i32", f"    %c1 = const {k} : i32",
+                     "    run(%a0, %a1, %r0, %c0, %c1)", "  }"]
+    updates = f" updates(%{finish})" if finish else ""
+    prog.dma.append(f"  {lp}store: dma {res} -> %{out.name} channel {prog.store_channel} "
+                    f"waits(%{p}done{chunks - 1}){updates}")
