@@ -88,7 +88,7 @@ def campaign(counts: dict[str, int], seed: int, out: Path, ops: set[str] | None 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for family, default in zip(FAMILIES, (400, 100, 50, 20, 200, 100, 100, 100), strict=True):
+    for family, default in zip(FAMILIES, (400, 100, 50, 20, 200, 100, 100, 100, 100, 100), strict=True):
         parser.add_argument(f"--{family}", type=int, default=default, metavar="N",
                             help=f"{family} cases (default {default})")
     parser.add_argument("--seed", type=int, default=1)
