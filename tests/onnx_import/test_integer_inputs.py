@@ -100,3 +100,26 @@ def test_a_wrong_integer_dtype_is_a_located_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "input %ids is i32, the value given is i16; give it as i32 or as the model's i64" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("n", [8, 37])
+def test_boolean_logic_on_bool_inputs_alone(tmp_path, n):
+    """A body of u8 values alone (no float operand to set its loop width) runs 8 lanes:
+    it was refused as 'u8 values in a loop of 16 elements' (16 u8 lanes)."""
+    import onnxruntime as ort
+    m = ModelBuilder(opset=17)
+    a, b = m.input("a", [1, n], TensorProto.BOOL), m.input("b", [1, n], TensorProto.BOOL)
+    m.output(m.node("Not", [a]), TensorProto.BOOL)
+    m.output(m.node("Xor", [m.node("And", [a, b]), m.node("Or", [m.node("Not", [b]), a])]),
+             TensorProto.BOOL)
+    path = m.save(tmp_path / "logic.onnx", "logic")
+    rng = np.random.default_rng(n)
+    feeds = {k: rng.random((1, n)) < 0.5 for k in ("a", "b")}
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+    args = [x for k in feeds for x in ("--input", f"{k}=@{tmp_path / (k + '.npy')}")]
+    assert main(["run", path, *args, "--output-dir", str(tmp_path / "out")]) == 0
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for value, expected in zip(m.model("logic").graph.output, want):
+        got = np.load(tmp_path / "out" / f"{value.name}.npy")
+        assert got.dtype == np.bool_ and np.array_equal(got, expected), value.name
