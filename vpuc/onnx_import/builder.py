@@ -72,6 +72,8 @@ class GraphBuilder:
         # (``beside_shape_inference``), and every value computed from them
         self.off_inference: set[str] = set()
         self.overflows: list[str] = []
+        # QuantizeLinear outputs only DequantizeLinears read: fake quantizations (convert_quant.py)
+        self.fake_quantized: set[str] = set()
 
     # ----------------------------------------------------------------- errors
 

@@ -20,6 +20,7 @@ from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
 from vpuc.onnx_import.convert_more import MORE_CONVERTERS, cast_value
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
+from vpuc.onnx_import.convert_quant import QUANT_CONVERTERS
 from vpuc.onnx_import.convert_struct import STRUCT_CONVERTERS
 
 Converter = Callable[[GraphBuilder, object, dict], None]
@@ -144,4 +145,5 @@ CONVERTERS: dict[str, Converter] = {
     "Reciprocal": _reciprocal, "Elu": _elu, "Gelu": _gelu, "Where": _where,
     "Identity": _passthrough, "Dropout": _passthrough, "Cast": _cast,
     **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS, **STRUCT_CONVERTERS,
+    **QUANT_CONVERTERS,
 }
