@@ -20,6 +20,8 @@ can be remade:
 - ``more``: one of the normalizations, elementwise, boolean, trigonometric and hyperbolic
   ops of convert_more.py and convert_trig.py (``onnx_more.py``; the ``op`` family draws
   them too);
+- ``quant``: a quantized layer in the QDQ form, fake-quantized input and output and integer
+  weights behind a DequantizeLinear (``onnx_quant.py``);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
   the lowering must split over output channels, rows or K; VGG's 3x3 layers on 28x28 and
@@ -48,13 +50,14 @@ from tests.fuzz import onnx_forms as forms
 from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_networks import cnn_case, large_case, transformer_case
 from tests.fuzz.onnx_normred import normred_case
+from tests.fuzz.onnx_quant import quant_case
 from tests.fuzz.onnx_struct import struct_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "quant")
 # each family's random stream: fixed numbers, so a family added later leaves every other
 # family's cases as they were
 _STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000,
-           "more": 0x4D4F_0000}
+           "more": 0x4D4F_0000, "quant": 0x5144_0000}
 
 
 class _Model:
@@ -98,7 +101,8 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
     """The case ``index`` of ``family`` in the campaign ``seed``."""
     m = _Model(seed * 1_000_003 + index * 5 + _STREAM[family])
     return {"op": _one_op, "cnn": cnn_case, "transformer": transformer_case, "large": large_case,
-            "forms": forms.forms_case, "normred": normred_case, "more": more_case}[family](m)
+            "forms": forms.forms_case, "normred": normred_case, "more": more_case,
+            "quant": quant_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op
