@@ -236,3 +236,44 @@ def test_per_axis_scale_of_wrong_length_refused(tmp_path, capsys):
     path = _qdq_model(tmp_path, "wrong", [1, 4, 8], [0.1, 0.2, 0.3], np.zeros(3, np.int8), axis=1)
     err = _refusal(capsys, path)
     assert "scale of shape [3] does not fit axis 1 of [1, 4, 8]" in err
+
+
+def _matmul_models(tmp_path):
+    """x -> QuantizeLinear -> QLinearMatMul (int8 weights per column) -> DequantizeLinear,
+    and the same in the QDQ form."""
+    w = _ints(np.int8, (12, 6))
+    inits = {"xs": np.float32(0.02), "xz": np.uint8(128), "w": w, "ws": _scales((6,)),
+             "wz": np.zeros(6, np.int8), "ys": np.float32(0.05), "yz": np.uint8(120)}
+    qop = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+           helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["yq"],
+                            name="qmm"),
+           helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    qdq = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+           helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+           helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+           helper.make_node("MatMul", ["xd", "wd"], ["m"]),
+           helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["yq"]),
+           helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    paths = []
+    for name, nodes in (("qop", qop), ("qdq", qdq)):
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 12])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 6])],
+                                  [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        paths.append(str(tmp_path / f"{name}.onnx"))
+        onnx.save(model, paths[-1])
+    return paths
+
+
+def test_qlinear_matmul_is_its_qdq_form(tmp_path):
+    """QLinearMatMul rewritten (qoperator.py): the outputs of its QDQ form bit for bit, and
+    within one output step (plus vpuc's f16 rounding of it) of onnxruntime's integer
+    kernel, which requantizes the exact int32 sum: only vpuc's f16 sum can round across."""
+    qop, qdq = _matmul_models(tmp_path)
+    x = (RNG.standard_normal((5, 12)) * 1.5).astype(np.float16)
+    got = _vpuc(qop, x)
+    assert np.array_equal(got, _vpuc(qdq, x))
+    want = ort.InferenceSession(qop, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.astype(np.float32)})[0].astype(np.float64)
+    assert_within(got.astype(np.float64), want, 0.05 + U16 * np.abs(want), "QLinearMatMul")

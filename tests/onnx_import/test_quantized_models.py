@@ -52,28 +52,33 @@ WEIGHTED = ("Conv", "Gemm", "MatMul")
 
 
 @pytest.fixture(scope="module")
-def quantized_resnet(tmp_path_factory):
+def quantized_resnet(tmp_path_factory) -> dict[str, object]:
+    """The model quantized in the QDQ format and, from the same samples, in onnxruntime's
+    QOperator format (QLinearConv, QLinearAdd, QGemm, ...: vpuc/onnx_import/qoperator.py)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
     folder = tmp_path_factory.mktemp("qdq")
     resnet18(size=SIZE, width=16, classes=10).save(folder / "float.onnx", "resnet")
     # the pre-processing users run before quantizing: BatchNorms folded into the Convs
     quant_pre_process(str(folder / "float.onnx"), str(folder / "pre.onnx"), skip_symbolic_shape=True)
-    rng = np.random.default_rng(0)
-    samples = iter([{"input": rng.standard_normal((1, 3, SIZE, SIZE)).astype(np.float32)}
-                    for _ in range(4)])
+    made = {}
+    for form in ("QDQ", "QOperator"):
+        rng = np.random.default_rng(0)
+        samples = iter([{"input": rng.standard_normal((1, 3, SIZE, SIZE)).astype(np.float32)}
+                        for _ in range(4)])
 
-    class Samples(CalibrationDataReader):
-        def get_next(self):
-            return next(samples, None)
+        class Samples(CalibrationDataReader):
+            def get_next(self):
+                return next(samples, None)
 
-    logging.disable(logging.WARNING)      # its advice to pre-process, which we did
-    try:
-        quantize_static(str(folder / "pre.onnx"), str(folder / "q.onnx"), Samples(),
-                        quant_format=QuantFormat.QDQ, per_channel=True)
-    finally:
-        logging.disable(logging.NOTSET)
-    return folder / "q.onnx"
+        logging.disable(logging.WARNING)      # its advice to pre-process, which we did
+        try:
+            quantize_static(str(folder / "pre.onnx"), str(folder / f"{form}.onnx"), Samples(),
+                            quant_format=getattr(QuantFormat, form), per_channel=True)
+        finally:
+            logging.disable(logging.NOTSET)
+        made[form] = folder / f"{form}.onnx"
+    return made
 
 
 def _fake_quantized(model) -> dict[str, onnx.NodeProto]:
@@ -154,7 +159,7 @@ def _run(model, feeds):
 
 
 def test_quantized_resnet18_segment_by_segment(quantized_resnet, tmp_path):
-    model = onnx.load(quantized_resnet)
+    model = onnx.load(quantized_resnet["QDQ"])
     fake = _fake_quantized(model)
     outputs = [value.name for value in model.graph.output]
     probes = [name for name in fake if name not in outputs]
@@ -189,3 +194,17 @@ def test_quantized_resnet18_segment_by_segment(quantized_resnet, tmp_path):
             bound = bound + (step.reshape([-1 if i == axis else 1 for i in range(want.ndim)])
                              if step.ndim else step)
         assert_within(values[target].astype(np.float64), want, bound, target)
+
+
+def test_qoperator_form_runs_as_its_qdq_form(quantized_resnet):
+    """onnxruntime's QOperator ResNet-18 (QLinearConv, QLinearAdd, QLinearGlobalAveragePool,
+    QGemm, MaxPool and Reshape of the integers) is rewritten into the QDQ form: bit for bit
+    the outputs of the QDQ model quantized from the same samples, whose fake quantizations
+    the test above checks against onnxruntime."""
+    x = np.random.default_rng(3).standard_normal((1, 3, SIZE, SIZE)).astype(np.float16)
+    got = {form: next(iter(api.simulate(api.compile(path), {"input": x}).outputs.values()))
+           for form, path in quantized_resnet.items()}
+    assert np.array_equal(got["QOperator"], got["QDQ"])
+    from collections import Counter
+    ops = Counter(node.op_type for node in onnx.load(quantized_resnet["QOperator"]).graph.node)
+    assert ops["QLinearConv"] == 20 and ops["QLinearAdd"] == 8 and ops["QGemm"] == 1

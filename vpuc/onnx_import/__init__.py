@@ -38,6 +38,7 @@ from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoi
 from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
+from vpuc.onnx_import.qoperator import rewrite_qoperators
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
 from vpuc.onnx_import.output_copies import copy_unwritten_outputs
 
@@ -73,7 +74,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     b.known.update(model.initializers)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
-    nodes = fold_constant_quantizations(b, model.nodes)
+    nodes = fold_constant_quantizations(b, rewrite_qoperators(model.nodes, b.known))
     nodes = fold_batch_norms(nodes, b.known, set(model.outputs), b.merged_from)
     nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
                                  ranks)

@@ -25,8 +25,10 @@ DequantizeLinear pair on each activation.  vpuc computes in floats (f16, f32 sum
   subtracting ``M`` is exact.  The DequantizeLinears are that value.  Anything else
   (an integer model output, a DequantizeLinear of a run-time integer value, blocked or
   float8 activations) is refused, naming the node.
-- **onnxruntime's QOperator form** (QLinearConv, QLinearMatMul, MatMulInteger,
-  ConvInteger, ...) is refused with a pointer to the QDQ form (``qoperator_refusal``).
+- **onnxruntime's QOperator form**: QLinearConv and QLinearMatMul are rewritten into the
+  QDQ form before import (``qoperator.py``); MatMulInteger, ConvInteger,
+  DynamicQuantizeLinear (``quantize_dynamic``'s run-time scales) and the com.microsoft
+  QLinear ops are refused with a pointer to the QDQ form (``qoperator_refusal``).
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ def qoperator_refusal(op_type: str) -> str | None:
     """Why an op of onnxruntime's QOperator (integer operator) form is not taken, or None."""
     if op_type not in QOPERATOR_OPS:
         return None
-    return (f"{op_type} (onnxruntime's QOperator form) is not supported; vpuc takes quantized "
-            "models in the QDQ form, QuantizeLinear -> DequantizeLinear around float ops "
-            "(onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ))")
+    return (f"{op_type} (onnxruntime's QOperator form) is not supported: vpuc takes quantized "
+            "models with constant scales in the QDQ form, QuantizeLinear -> DequantizeLinear "
+            "around float ops (onnxruntime.quantization.quantize_static(..., "
+            "quant_format=QuantFormat.QDQ)), and QLinearConv and QLinearMatMul of constant "
+            "per-tensor input scales, which it rewrites into that form (qoperator.py)")
 
 
 def _inputs(node) -> tuple[str, str, str | None]:
