@@ -3,8 +3,9 @@ input fake-quantized (QuantizeLinear -> DequantizeLinear, per tensor or per chan
 or uint8, a zero point or none), one layer whose weights are integers behind a
 DequantizeLinear (a Conv or a Gemm: int8 or uint8 per tensor or per output channel, from
 opset 21 also int4 / uint4 in blocks along the input channels, the bias int32; or an
-elementwise Relu or Add), and the result fake-quantized again, at an opset from 13 (where
-``axis`` is) drawn for the case.  The ``quant`` family is nothing else
+elementwise Relu or Add), and the result fake-quantized again; or a QLinearConv
+(onnxruntime's QOperator form) between a QuantizeLinear and a DequantizeLinear; at an opset
+from 13 (where ``axis`` is) drawn for the case.  The ``quant`` family is nothing else
 (``bench/onnx_fuzz.py --quant N``).
 
 The scales are drawn so an 8-bit step is about 1/250 of the range of the values quantized
@@ -96,10 +97,30 @@ def _bias(m, x_scale: np.ndarray, w_scale: np.ndarray) -> str:
     return m.node("DequantizeLinear", [_init(m, q), _init(m, scale)], axis=0)
 
 
+def _qlinear_conv(m):
+    """onnxruntime's QOperator form of a quantized Conv: QuantizeLinear, QLinearConv (int8
+    weights per output channel, an int32 bias), DequantizeLinear (vpuc/onnx_import/qoperator.py)."""
+    r = m.rng
+    c, h, w = r.choice([1, 3, 8, 16]), r.randint(3, 10), r.randint(3, 10)
+    cout, k = r.choice([4, 8, 16]), r.choice([1, 3])
+    fan_in = c * k * k
+    xs, ys = _f16_exact(6.0 / 255), _f16_exact(3.0 / 255)
+    ws = _f16_exact(m.np.uniform(0.8, 1.2, cout) * 2 * np.sqrt(3 / fan_in) / 255)
+    x_scale, x_zp, y_scale, y_zp = (_init(m, v) for v in (xs, np.uint8(128), ys, np.uint8(128)))
+    xq = m.node("QuantizeLinear", ["x", x_scale, x_zp])
+    weights = _init(m, m.np.integers(-127, 128, (cout, c, k, k)).astype(np.int8))
+    bias = _init(m, np.round(m.np.uniform(-0.3, 0.3, cout) / (xs * ws)).astype(np.int32))
+    yq = m.node("QLinearConv", [xq, x_scale, x_zp, weights, _init(m, ws), _init(m, np.zeros(cout, np.int8)),
+                                y_scale, y_zp, bias], kernel_shape=[k, k], pads=[k // 2] * 4)
+    return m.model([1, c, h, w], m.node("DequantizeLinear", [yq, y_scale, y_zp]))
+
+
 def quant_case(m):
     r = m.rng
     m.opset = forms.draw_opset(m, 13)
-    kind = r.choice(["conv", "conv", "gemm", "relu", "add"])
+    kind = r.choice(["conv", "conv", "gemm", "relu", "add", "qlinear"])
+    if kind == "qlinear":
+        return _qlinear_conv(m)
     if kind == "gemm":
         rows, cin, cout = r.randint(1, 8), r.randint(3, 40), r.randint(2, 40)
         x, x_scale = _fake_quantize(m, "x", cin, 3.0)
