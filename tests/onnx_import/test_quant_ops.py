@@ -110,15 +110,18 @@ def test_dequantize_fold_at_opset_13_is_the_formula():
     assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
-def _qdq_model(tmp_path, name, shape, scale, zp, opset=13, axis=None):
-    """x -> QuantizeLinear -> DequantizeLinear -> y, the parameters as initializers."""
+def _qdq_model(tmp_path, name, shape, scale, zp, opset=13, axis=None, constant_nodes=False):
+    """x -> QuantizeLinear -> DequantizeLinear -> y, the parameters as initializers (or as
+    Constant nodes, as PyTorch's export writes them)."""
     inits = [numpy_helper.from_array(np.asarray(scale, np.float32), "s")]
     inputs = ["x", "s"]
     if zp is not None:
         inits.append(numpy_helper.from_array(np.asarray(zp), "zp"))
         inputs.append("zp")
     attrs = {} if axis is None else {"axis": axis}
-    nodes = [helper.make_node("QuantizeLinear", inputs, ["q"], name="quant", **attrs),
+    constants = [helper.make_node("Constant", [], [t.name], value=t) for t in inits] if constant_nodes else []
+    inits = [] if constant_nodes else inits
+    nodes = [*constants, helper.make_node("QuantizeLinear", inputs, ["q"], name="quant", **attrs),
              helper.make_node("DequantizeLinear", ["q"] + inputs[1:], ["y"], name="dequant", **attrs)]
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
@@ -151,10 +154,12 @@ def test_ties_round_half_to_even_and_saturate(tmp_path):
     assert np.array_equal(got.astype(np.float32), want)
 
 
+@pytest.mark.parametrize("constant_nodes", [False, True])
 @pytest.mark.parametrize("kind", ["uint8_tensor", "int8_axis", "uint8_axis_zp"])
-def test_fake_quantization_against_onnxruntime(kind, tmp_path):
+def test_fake_quantization_against_onnxruntime(kind, constant_nodes, tmp_path):
     """Random inputs and scales: the same integers on both sides, vpuc's f16 result one
-    rounding of the f32 product (module docstring)."""
+    rounding of the f32 product (module docstring); the scale and zero point initializers
+    or Constant nodes."""
     channels = 5
     if kind == "uint8_tensor":
         scale, zp, axis = np.float32(0.0239), np.uint8(128), None
@@ -162,7 +167,8 @@ def test_fake_quantization_against_onnxruntime(kind, tmp_path):
         scale, zp, axis = _scales((channels,)) * 3, np.zeros(channels, np.int8), 1
     else:
         scale, zp, axis = _scales((channels,)) * 3, _ints(np.uint8, (channels,)), 1
-    path = _qdq_model(tmp_path, kind, [1, channels, 6, 20], scale, zp, axis=axis)
+    path = _qdq_model(tmp_path, kind, [1, channels, 6, 20], scale, zp, axis=axis,
+                      constant_nodes=constant_nodes)
     x = (RNG.standard_normal((1, channels, 6, 20)) * 3).astype(np.float16)
     got, want = _vpuc(path, x).astype(np.float64), _onnxruntime(path, x).astype(np.float64)
     assert_within(got, want, U16 * np.abs(want), kind)
