@@ -283,3 +283,35 @@ def test_qlinear_matmul_is_its_qdq_form(tmp_path):
     want = ort.InferenceSession(qop, providers=["CPUExecutionProvider"]).run(
         None, {"x": x.astype(np.float32)})[0].astype(np.float64)
     assert_within(got.astype(np.float64), want, 0.05 + U16 * np.abs(want), "QLinearMatMul")
+
+
+@pytest.mark.parametrize("case", ["int8_axis", "uint8_tensor", "int4_blocked", "no_zero_point"])
+def test_quantize_fold_is_the_reference_evaluators(case):
+    """A QuantizeLinear of a constant (float weights quantized in the graph) folds bit for bit
+    as onnx.reference computes it, ties and saturation included."""
+    from onnx.reference import ReferenceEvaluator
+    x = np.concatenate([RNG.standard_normal(60) * 2, (np.arange(-20, 20) + 0.5) * 0.0625,
+                        [1e6, -1e6]]).astype(np.float32).reshape(6, 17)
+    scale, zp, attrs = {
+        "int8_axis": (_f32(RNG.uniform(0.01, 0.05, 6)), _ints(np.int8, (6,)), {"axis": 0}),
+        "uint8_tensor": (np.float32(0.0625), np.uint8(100), {}),
+        "int4_blocked": (_f32(RNG.uniform(0.1, 0.5, (6, 3))), _ints(ml_dtypes.int4, (6, 3)),
+                         {"axis": 1, "block_size": 6}),
+        "no_zero_point": (np.float32(0.0625), None, {}),
+    }[case]
+    feeds = {"x": x, "s": scale, **({"zp": zp} if zp is not None else {})}
+    node = helper.make_node("QuantizeLinear", list(feeds), ["y"], **attrs)
+    model = helper.make_model(helper.make_graph(
+        [node], "q", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                      for k, v in feeds.items()],
+        [helper.make_tensor_value_info("y", 0, None)]), opset_imports=[helper.make_opsetid("", 21)])
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    b = GraphBuilder("g", ElemType.F16, "m.onnx", 21)
+    b.known.update(feeds)
+    b.node = node
+    got = fold_quantization(b, node, AttributeUse(attributes(node)))
+    assert got.dtype == want.dtype and np.array_equal(got.astype(np.int64), want.astype(np.int64)), case
+
+
+def _f32(values) -> np.ndarray:
+    return np.asarray(values, np.float32)
