@@ -251,14 +251,18 @@ def fold_constant_quantizations(b: GraphBuilder, nodes: list) -> list:
     """``nodes`` without the QuantizeLinear and DequantizeLinear nodes over initializers
     (and over each other's folds), their outputs in ``b.known``: run before the import-time
     rewrites, so a BatchNormalization after a Conv of quantized weights still folds into it.
-    A Constant node's tensor (PyTorch's export writes scales and zero points so) is known
-    from here on too; the node stays, and folds to the same array later."""
+    A Constant node's tensor that a QuantizeLinear or DequantizeLinear reads (PyTorch's
+    export writes scales and zero points so) is known from here on too; the node stays, and
+    folds to the same array later."""
     from onnx import numpy_helper
     from vpuc.onnx_import.attribute_use import AttributeUse
     from vpuc.onnx_import.fold import attributes
+    quant_inputs = {name for node in nodes if node.op_type in ("QuantizeLinear", "DequantizeLinear")
+                    for name in node.input}
     out = []
     for node in nodes:
-        if node.op_type == "Constant" and [a.name for a in node.attribute] == ["value"]:
+        if node.op_type == "Constant" and node.output[0] in quant_inputs \
+                and [a.name for a in node.attribute] == ["value"]:
             b.known[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") and \
                 all(name in b.known for name in node.input if name):
