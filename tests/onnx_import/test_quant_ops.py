@@ -315,3 +315,22 @@ def test_quantize_fold_is_the_reference_evaluators(case):
 
 def _f32(values) -> np.ndarray:
     return np.asarray(values, np.float32)
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_graph_reference_of_fake_quantization(precision, tmp_path):
+    """vpuc's numpy graph reference (the oracle of ``vpuc run --reference``) computes the
+    imported fake quantization as onnxruntime does: the same integers, in f16 one rounding
+    of the product."""
+    from vpuc.onnx_import import write_import
+    from vpuc.reference.graph import run_graph
+    from vpuc.vir.parser import parse_file
+    path = _qdq_model(tmp_path, "ref", [1, 5, 6, 20], _scales((5,)) * 3, _ints(np.uint8, (5,)), axis=1)
+    imported = import_onnx(path, precision=precision)
+    vir = tmp_path / "out" / "ref.vir"
+    write_import(imported, vir)
+    x = (RNG.standard_normal((1, 5, 6, 20)) * 3).astype(np.float16).astype(np.float32)
+    got = run_graph(parse_file(vir).graphs[0], {imported.inputs["x"]: x}, vir.parent)[0]
+    want = _onnxruntime(path, x).astype(np.float64)
+    u = U16 if precision == "f16" else 0.0
+    assert_within(got.astype(np.float64), want, u * np.abs(want), precision)
