@@ -334,3 +334,38 @@ def test_graph_reference_of_fake_quantization(precision, tmp_path):
     want = _onnxruntime(path, x).astype(np.float64)
     u = U16 if precision == "f16" else 0.0
     assert_within(got.astype(np.float64), want, u * np.abs(want), precision)
+
+
+def _moved_model(tmp_path, second_zero_point, dtype=np.uint8):
+    """x -> fake quantization -> Transpose -> fake quantization (the second of the same
+    scale and ``second_zero_point``) -> y: how quantizers wrap every Transpose."""
+    inits = [numpy_helper.from_array(np.float32(0.0371), "s"),
+             numpy_helper.from_array(np.asarray(7, dtype), "z1"),
+             numpy_helper.from_array(np.asarray(second_zero_point, dtype), "z2")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z1"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z1"], ["d1"]),
+             helper.make_node("Transpose", ["d1"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("QuantizeLinear", ["t", "s", "z2"], ["q2"], name="again"),
+             helper.make_node("DequantizeLinear", ["q2", "s", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "moved", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 40])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 12])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path = str(tmp_path / "moved.onnx")
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("second_zero_point, dtype, pairs", [(7, np.uint8, 1), (9, np.uint8, 2),
+                                                              (7, np.uint16, 2)])
+def test_pair_after_a_move_of_its_grid_is_left_out(second_zero_point, dtype, pairs, tmp_path):
+    """A fake quantization of values a Transpose moved off a fake quantization of the same
+    per-tensor 8-bit parameters is the identity (convert_quant._on_its_grid) and is left
+    out; another zero point, or 16 bits (too many levels for f16 to hold each exactly
+    enough), keeps it.  Either way the result is onnxruntime's within one f16 rounding."""
+    path = _moved_model(tmp_path, second_zero_point, dtype)
+    kinds = [op.kind for op in import_onnx(path).module.graphs[0].ops]
+    assert kinds.count("Divide") == pairs
+    x = (RNG.standard_normal((1, 12, 40)) * 3).astype(np.float16)
+    got, want = _vpuc(path, x).astype(np.float64), _onnxruntime(path, x).astype(np.float64)
+    assert_within(got, want, U16 * np.abs(want), f"zero point {second_zero_point} {dtype.__name__}")

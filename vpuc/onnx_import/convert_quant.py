@@ -22,7 +22,9 @@ DequantizeLinear pair on each activation.  vpuc computes in floats (f16, f32 sum
                                                        # the same as clamping after
   ``M = 1.5 * 2^23``: for ``|v| < 2^22`` the f32 sum ``v + M`` has no fraction bits, so
   the addition rounds ``v`` half to even (the ISA's f32 add rounds to nearest even), and
-  subtracting ``M`` is exact.  The DequantizeLinears are that value.  Anything else
+  subtracting ``M`` is exact.  The DequantizeLinears are that value.  A pair after a
+  Reshape, Transpose, MaxPool (``MOVES``) of a pair of the same per-tensor 8-bit parameters
+  is the identity there (``_on_its_grid``) and is left out.  Anything else
   (an integer model output, a DequantizeLinear of a run-time integer value, blocked or
   float8 activations) is refused, naming the node.
 - **onnxruntime's QOperator form**: QLinearConv and QLinearMatMul are rewritten into the
@@ -46,6 +48,8 @@ QUANT_TYPES = {np.dtype(t): (int(ml_dtypes.iinfo(t).min), int(ml_dtypes.iinfo(t)
                for t in (np.int8, np.uint8, np.int16, np.uint16, ml_dtypes.int4, ml_dtypes.uint4)}
 DEQUANT_ONLY = (np.dtype(np.int32),)           # quantized biases: read, never produced
 ROUNDING_MAGIC = 1.5 * 2.0 ** 23               # (v + M) - M rounds v half to even in f32
+# ops that only move or select values: a value on a quantization grid stays on it
+MOVES = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "MaxPool", "Identity", "Slice")
 QOPERATOR_OPS = ("QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "QLinearAdd",
                  "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
                  "QLinearGlobalAveragePool", "QLinearConcat", "DynamicQuantizeLinear")
@@ -164,22 +168,44 @@ def _same_params(known: dict, q, dq) -> bool:
     return all(q_attrs.get(k, d) == dq_attrs.get(k, d) for k, d in (("axis", 1), ("block_size", 0)))
 
 
-def fake_quantized_outputs(nodes: list, known: dict, keep: set[str]) -> set[str]:
+def fake_quantized_outputs(nodes: list, known: dict, keep: set[str]) -> dict[str, bool]:
     """The QuantizeLinear outputs that are only ever dequantized again, by DequantizeLinears
-    of the same parameters, and are no model output: fake quantizations."""
+    of the same parameters, and are no model output: fake quantizations; each mapped to
+    whether it is the identity (``_on_its_grid``)."""
     readers: dict[str, list] = {}
     for node in nodes:
         for name in node.input:
             readers.setdefault(name, []).append(node)
-    fake = set()
+    producer = {out: node for node in nodes for out in node.output}
+    fake = {}
     for node in nodes:
         if node.op_type != "QuantizeLinear" or node.output[0] in keep:
             continue
         users = readers.get(node.output[0], [])
         if users and all(u.op_type == "DequantizeLinear" and u.input[0] == node.output[0]
                          and _same_params(known, node, u) for u in users):
-            fake.add(node.output[0])
+            fake[node.output[0]] = _on_its_grid(node, known, producer, fake)
     return fake
+
+
+def _on_its_grid(q, known: dict, producer: dict, fake: dict) -> bool:
+    """Whether QuantizeLinear ``q`` reads values already on its grid: a move (``MOVES``) of a
+    fake quantization of the same per-tensor parameters, of at most 256 levels.  Such a
+    value is ``k scale`` rounded to f16 (or f32), within ``|k| 2^-11 <= 1/8`` of a step of
+    ``k scale``, so quantizing it again gives it back: quantizers write these pairs around
+    every Reshape, Transpose and MaxPool, and vpuc leaves them out."""
+    move = producer.get(q.input[0])
+    if move is None or move.op_type not in MOVES or not move.input:
+        return False
+    dq = producer.get(move.input[0])
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in fake:
+        return False
+    scale = known.get(_inputs(q)[1])
+    zero_point = known.get(_inputs(q)[2]) if _inputs(q)[2] else np.zeros((), np.uint8)
+    return (scale is not None and zero_point is not None and np.asarray(scale).size == 1
+            and np.asarray(zero_point).size == 1 and np.dtype(zero_point.dtype) in QUANT_TYPES
+            and np.diff(QUANT_TYPES[np.dtype(zero_point.dtype)])[0] < 256
+            and _same_params(known, q, dq))
 
 
 def _f32_constant(b: GraphBuilder, array: np.ndarray, hint: str) -> str:
@@ -208,6 +234,10 @@ def _quantize(b: GraphBuilder, node, attrs) -> None:
     if attrs.get("block_size", 0):
         raise b.error("blocked quantization (block_size) of a run-time value is not supported; "
                       "per tensor and per axis are")
+    if b.fake_quantized[node.output[0]]:           # on its grid already: the identity
+        attrs.get("axis"), attrs.get("saturate"), attrs.get("output_dtype")
+        b.alias(node.output[0], x_name)
+        return
     x = b.value(x_name)
     dims = b.shape(x_name)
     zero_point = b.array(zp_name) if zp_name else None
