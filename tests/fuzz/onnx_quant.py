@@ -4,7 +4,8 @@ or uint8, a zero point or none), one layer whose weights are integers behind a
 DequantizeLinear (a Conv or a Gemm: int8 or uint8 per tensor or per output channel, from
 opset 21 also int4 / uint4 in blocks along the input channels, the bias int32; or an
 elementwise Relu or Add), and the result fake-quantized again; or a QLinearConv
-(onnxruntime's QOperator form) between a QuantizeLinear and a DequantizeLinear; at an opset
+(onnxruntime's QOperator form) between a QuantizeLinear and a DequantizeLinear; or a
+Transpose, Reshape or MaxPool between two fake quantizations; at an opset
 from 13 (where ``axis`` is) drawn for the case.  The ``quant`` family is nothing else
 (``bench/onnx_fuzz.py --quant N``).
 
@@ -115,12 +116,36 @@ def _qlinear_conv(m):
     return m.model([1, c, h, w], m.node("DequantizeLinear", [yq, y_scale, y_zp]))
 
 
+def _moved(m):
+    """A fake quantization, a Transpose, Reshape or MaxPool, and a fake quantization of the
+    same parameters (which vpuc leaves out: convert_quant._on_its_grid) or of its own."""
+    r = m.rng
+    c, h, w = r.choice([1, 3, 8]), r.randint(2, 9), r.randint(2, 9)
+    x, _ = _fake_quantize(m, "x", c, 3.0)
+    quantize, dequantize = (n for n in m.nodes[-2:])
+    op = r.choice(["Transpose", "Reshape", "MaxPool"])
+    if op == "Transpose":
+        y = m.node("Transpose", [x], perm=[0, 1, 3, 2])
+    elif op == "Reshape":
+        y = m.node("Reshape", [x, m.ints([1, c * h, w])])
+    else:
+        y = m.node("MaxPool", [x], kernel_shape=[2, 2], pads=[0, 0, 1, 1])
+    if r.random() < 0.7:                         # the same parameters, as quantizers write
+        q = m.node("QuantizeLinear", [y, *quantize.input[1:]], **{a.name: a.i for a in quantize.attribute})
+        y = m.node("DequantizeLinear", [q, *dequantize.input[1:]], **{a.name: a.i for a in dequantize.attribute})
+    else:
+        y = _fake_quantize(m, y, c, 2.0)[0]
+    return m.model([1, c, h, w], y)
+
+
 def quant_case(m):
     r = m.rng
     m.opset = forms.draw_opset(m, 13)
-    kind = r.choice(["conv", "conv", "gemm", "relu", "add", "qlinear"])
+    kind = r.choice(["conv", "conv", "gemm", "relu", "add", "qlinear", "move"])
     if kind == "qlinear":
         return _qlinear_conv(m)
+    if kind == "move":
+        return _moved(m)
     if kind == "gemm":
         rows, cin, cout = r.randint(1, 8), r.randint(3, 40), r.randint(2, 40)
         x, x_scale = _fake_quantize(m, "x", cin, 3.0)
