@@ -9,7 +9,7 @@ reasons vpuc refused models (how much of the space the fuzz reaches).
 
     python bench/onnx_fuzz.py [--op 400] [--cnn 100] [--transformer 50] [--large 20] [--forms 200]
                               [--normred 100] [--more 100] [--rnn 100]
-                              [--extra 100] [--gather 100]
+                              [--extra 100] [--gather 100] [--quant 100]
                               [--seed 1] [--out onnx-fuzz]
     python bench/onnx_fuzz.py --replay cnn:12 [--seed 1]       # remake one case and check it
     python bench/onnx_fuzz.py --op 300 --forms 100 --with-ops Pad,Tile,Expand   # those ops' cases
@@ -88,7 +88,7 @@ def campaign(counts: dict[str, int], seed: int, out: Path, ops: set[str] | None 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for family, default in zip(FAMILIES, (400, 100, 50, 20, 200, 100, 100, 100, 100, 100), strict=True):
+    for family, default in zip(FAMILIES, (400, 100, 50, 20, 200, 100, 100, 100, 100, 100, 100), strict=True):
         parser.add_argument(f"--{family}", type=int, default=default, metavar="N",
                             help=f"{family} cases (default {default})")
     parser.add_argument("--seed", type=int, default=1)

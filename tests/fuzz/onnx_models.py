@@ -26,6 +26,8 @@ can be remade:
 - ``rnn``: one LSTM, GRU or RNN node, unrolled at import (``onnx_rnn.py``);
 - ``gather``: Gather on run-time indices, an int64 or int32 input ``ids`` (and a bool mask
   input) beside ``x`` (``onnx_gather.py``);
+- ``quant``: a quantized layer in the QDQ form, fake-quantized input and output and integer
+  weights behind a DequantizeLinear (``onnx_quant.py``);
 - ``large``: 1 to 3 layers whose weights or activations do not fit a tile's CMX (a 3x3
   convolution of up to 512 channels, a 112x112 map, a MatMul of K up to 4096), which
   the lowering must split over output channels, rows or K; VGG's 3x3 layers on 28x28 and
@@ -57,15 +59,18 @@ from tests.fuzz.onnx_gather import gather_case
 from tests.fuzz.onnx_more import more_case
 from tests.fuzz.onnx_networks import cnn_case, large_case, transformer_case
 from tests.fuzz.onnx_normred import normred_case
+from tests.fuzz.onnx_quant import quant_case
 from tests.fuzz.onnx_rnn import rnn_case
 from tests.fuzz.onnx_struct import struct_case
 
-FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn", "extra", "gather")
+FAMILIES = ("op", "cnn", "transformer", "large", "forms", "normred", "more", "rnn", "extra",
+            "gather", "quant")
 # each family's random stream: fixed numbers, so a family added later leaves every other
 # family's cases as they were
 _STREAM = {"op": 0, "cnn": 1, "transformer": 2, "large": 3, "forms": 4, "normred": 0x4E52_0000,
            "more": 0x4D4F_0000, "rnn": 0x524E_0000,
-           "extra": 0x4558_0000, "gather": 0x4741_0000}
+           "extra": 0x4558_0000, "gather": 0x4741_0000,
+           "quant": 0x5144_0000}
 
 
 class _Model:
@@ -112,7 +117,8 @@ def make(family: str, seed: int, index: int) -> onnx.ModelProto:
             "forms": forms.forms_case, "normred": normred_case, "more": more_case,
             "rnn": rnn_case,
             "extra": extra_case,
-            "gather": gather_case}[family](m)
+            "gather": gather_case,
+            "quant": quant_case}[family](m)
 
 
 # ------------------------------------------------------------------ one op

@@ -20,10 +20,11 @@ SEED = 20261129
 COUNTS = {"op": 60, "cnn": 12, "transformer": 8, "large": 4, "forms": 24, "normred": 16, "more": 16,
           "rnn": 8,
           "extra": 16,
-          "gather": 12}
+          "gather": 12,
+          "quant": 12}
 # the families whose cases compile in well under a second also go through `vpuc import`
 # and are compiled again from the VIR it writes (onnx_check's ``import`` outcome)
-ROUND_TRIP = ("op", "forms", "normred", "more", "extra", "gather")
+ROUND_TRIP = ("op", "forms", "normred", "more", "extra", "gather", "quant")
 CASES = [(family, i) for family, n in COUNTS.items() for i in range(n)]
 
 

@@ -31,12 +31,15 @@ from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
+from vpuc.onnx_import.convert_quant import (fake_quantized_outputs, fold_constant_quantizations,
+                                            qoperator_refusal)
 from vpuc.onnx_import.empty import empty_outputs, empty_through
 from vpuc.onnx_import.group_norm_pattern import fuse_group_norms
 from vpuc.onnx_import.fold import attributes, fold_batch_norms, fold_hard_sigmoids, fold_node
 from vpuc.onnx_import.fold_channel_affine import fold_channel_affines
 from vpuc.onnx_import.hard_swish import fuse_hard_swishes
 from vpuc.onnx_import.patterns import fuse_layer_norms
+from vpuc.onnx_import.qoperator import rewrite_qoperators
 from vpuc.onnx_import.model import DEFAULT_DOMAINS, load_model, parse_input_shapes
 from vpuc.onnx_import.output_copies import copy_unwritten_outputs
 
@@ -72,7 +75,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     b.known.update(model.initializers)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
-    nodes = fold_batch_norms(model.nodes, b.known, set(model.outputs), b.merged_from)
+    nodes = fold_constant_quantizations(b, rewrite_qoperators(model.nodes, b.known))
+    nodes = fold_batch_norms(nodes, b.known, set(model.outputs), b.merged_from)
     nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
                                  ranks)
     nodes = fuse_hard_swishes(nodes, b.known, set(model.outputs), b.merged_from)
@@ -82,6 +86,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     nodes = fuse_group_norms(nodes, b.known, set(model.outputs), b.merged_from, shapes)
     nodes = fold_channel_shuffles(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
                                   shapes)
+    b.fake_quantized = fake_quantized_outputs(nodes, b.known, set(model.outputs))
     for name, (shape, dtype) in model.inputs.items():
         elem = input_elem(dtype, b.elem)
         if elem is None:
@@ -97,7 +102,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
             convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
                        or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type))
             if convert is None:
-                raise b.error(f"{node.op_type} is not supported; supported ops: {', '.join(supported_ops())}")
+                raise b.error(qoperator_refusal(node.op_type) or f"{node.op_type} is not supported; "
+                              f"supported ops: {', '.join(supported_ops())}")
             convert(b, node, attrs)
             unread = unread_attributes(node, attrs, model.opset)
             if unread:

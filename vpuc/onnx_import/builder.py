@@ -72,6 +72,9 @@ class GraphBuilder:
         # (``beside_shape_inference``), and every value computed from them
         self.off_inference: set[str] = set()
         self.overflows: list[str] = []
+        # QuantizeLinear outputs only DequantizeLinears read: fake quantizations, each mapped
+        # to whether it is the identity (convert_quant.py)
+        self.fake_quantized: dict[str, bool] = {}
 
     # ----------------------------------------------------------------- errors
 

@@ -21,6 +21,7 @@ from vpuc.onnx_import.convert_extra import EXTRA_CONVERTERS
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
 from vpuc.onnx_import.convert_more import MORE_CONVERTERS, cast_value
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
+from vpuc.onnx_import.convert_quant import QUANT_CONVERTERS
 from vpuc.onnx_import.convert_rnn import RNN_CONVERTERS
 from vpuc.onnx_import.convert_struct import STRUCT_CONVERTERS
 
@@ -148,4 +149,5 @@ CONVERTERS: dict[str, Converter] = {
     **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS, **STRUCT_CONVERTERS,
     **RNN_CONVERTERS,
     **EXTRA_CONVERTERS,
+    **QUANT_CONVERTERS,
 }

@@ -180,7 +180,11 @@ def fold_node(b: GraphBuilder, node, attrs: dict) -> bool:
     inputs = [name for name in node.input if name]
     if not inputs or not all(b.is_known(name) for name in inputs):
         return False
-    results = _evaluate(b, node, inputs)
+    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):    # onnx.reference has them from 19
+        from vpuc.onnx_import.convert_quant import fold_quantization
+        results = [fold_quantization(b, node, attrs)]
+    else:
+        results = _evaluate(b, node, inputs)
     for name, value in zip(node.output, results):
         if name:
             b.known[name] = np.asarray(value)
