@@ -268,3 +268,28 @@ def test_a_kept_value_that_finds_no_room_costs_its_producer_its_overlap(mobilene
     api.compile(mobilenet, schedule="default")
     assert seen["trials"] == 2 and seen["kept"] not in seen["keys"]
     _two_back(seen)          # some segment still waits on the gate two back
+
+
+def test_a_trial_of_waits_already_tried_is_not_run_again(mobilenet, monkeypatch):
+    """A failed trial's choices that lead back to relaxations already tried (a buffer
+    charged to no segment: rule 3 given up everywhere, attempt after attempt) reuse that
+    trial's failure instead of allocating the same program again; the outcome still lists
+    one failure per attempt, as ``resident_measure`` reads it."""
+    calls: list[dict] = []
+    relax = schedule_deps.relax_gates
+
+    def recording(module, keys, finishes, arch, reserve, trial=True, outcome=None):
+        calls.append({"trials": 0, "outcome": outcome})
+        return relax(module, keys, finishes, arch, reserve, trial, outcome)
+
+    def failing(module, arch):
+        calls[-1]["trials"] += 1
+        return None, ""                      # no buffer named: charged to no segment
+
+    monkeypatch.setattr(lower_graph, "relax_gates", recording)
+    monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
+    api.compile(mobilenet, schedule="default")
+    first = calls[0]
+    # rule 3 everywhere, then nowhere; the same again is not tried
+    assert first["trials"] == 2
+    assert first["outcome"]["failed"] == [""] * (schedule_deps.TRIALS + 1)
