@@ -293,3 +293,23 @@ def test_a_trial_of_waits_already_tried_is_not_run_again(mobilenet, monkeypatch)
     # rule 3 everywhere, then nowhere; the same again is not tried
     assert first["trials"] == 2
     assert first["outcome"]["failed"] == [""] * (schedule_deps.TRIALS + 1)
+
+
+def test_the_fallback_schedules_a_copy_that_scheduling_left_as_parsed(mobilenet, monkeypatch):
+    """``copy_program`` (the channel-0 fallback's program, instead of parsing the text
+    again): scheduling the lowered program changes its waits, channels and order, and
+    leaves the copy taken before it as parsed."""
+    from vpuc.ir.module import copy_program
+    from vpuc.vir.printer import print_module
+    taken = []
+
+    def recording(module):
+        twin = copy_program(module)
+        taken.append((module, twin, print_module(module)))
+        return twin
+
+    monkeypatch.setattr(lower_graph, "copy_program", recording)
+    api.compile(mobilenet, schedule="default")
+    module, twin, parsed = taken[0]
+    assert print_module(twin) == parsed
+    assert print_module(module) != parsed
