@@ -49,12 +49,12 @@ def _compile(model, monkeypatch, fail_segment: int | None, failures: int = 1):
         seen.update(keys=keys, finishes=finishes, module=module)
         return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
-    def failing(module, arch):
+    def failing(module, arch, users=None):
         seen["trials"] = seen.get("trials", 0) + 1
         if fail_segment is not None and seen["trials"] <= failures:
             # as if allocate-cmx had named a buffer of that segment
             return None, seen["keys"][fail_segment] + ".t0s0"
-        return trial(module, arch)
+        return trial(module, arch, users)
 
     monkeypatch.setattr(lower_graph, "relax_gates", recording)
     monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
@@ -254,14 +254,14 @@ def test_a_kept_value_that_finds_no_room_costs_its_producer_its_overlap(mobilene
         seen.update(keys=keys, finishes=finishes, module=module)
         return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
-    def failing(module, arch):
+    def failing(module, arch, users=None):
         seen["trials"] = seen.get("trials", 0) + 1
         if seen["trials"] == 1:
             index = {k: s for s, k in enumerate(seen["keys"])}
             kept = shared_buffers(module, lambda label: by_dotted_prefix(index, label))
             seen["kept"] = next(iter(sorted(kept)))
             return None, seen["kept"]
-        return trial(module, arch)
+        return trial(module, arch, users)
 
     monkeypatch.setattr(lower_graph, "relax_gates", recording)
     monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
@@ -282,7 +282,7 @@ def test_a_trial_of_waits_already_tried_is_not_run_again(mobilenet, monkeypatch)
         calls.append({"trials": 0, "outcome": outcome})
         return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
-    def failing(module, arch):
+    def failing(module, arch, users=None):
         calls[-1]["trials"] += 1
         return None, ""                      # no buffer named: charged to no segment
 

@@ -103,6 +103,7 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     # choices lead back to the same ones (MobileNetV3-Small at 224: rule 3 given up
     # everywhere, then tried three times more), and a trial of the same waits fails the same
     failures: dict[tuple, str | None] = {}
+    users: dict = {}       # the trials' buffer users (``allocate_cmx.allocate``): only waits change
     for attempt in range(TRIALS + 2):
         if attempt >= TRIALS:                  # each trial allocates the whole program
             two_back = [False] * len(two_back)
@@ -118,7 +119,7 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
         relax.apply(two_back, early)
         if not trial or attempt > TRIALS:
             return None
-        placed, failed = _trial_allocation(module, arch)
+        placed, failed = _trial_allocation(module, arch, users)
         if outcome is not None:
             if placed is not None:
                 outcome["two_back"] = sum(two_back)
@@ -326,10 +327,11 @@ def _early_segments(module: Module, relax: _Relaxation, cmx_bytes: int,
     return early
 
 
-def _trial_allocation(module: Module, arch) -> tuple[dict[str, int] | None, str | None]:
+def _trial_allocation(module: Module, arch, users: dict | None = None
+                      ) -> tuple[dict[str, int] | None, str | None]:
     """``allocate_cmx.try_allocate`` (a name of its own here, for the tests to stand in for)."""
     from vpuc.passes.allocate_cmx import try_allocate
-    return try_allocate(module, arch)
+    return try_allocate(module, arch, users)
 
 
 def _drop_unwaited(module: Module, gates: set[str]) -> None:
