@@ -49,12 +49,12 @@ def _compile(model, monkeypatch, fail_segment: int | None, failures: int = 1):
         seen.update(keys=keys, finishes=finishes, module=module)
         return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
-    def failing(module, arch):
+    def failing(module, arch, users=None):
         seen["trials"] = seen.get("trials", 0) + 1
         if fail_segment is not None and seen["trials"] <= failures:
             # as if allocate-cmx had named a buffer of that segment
             return None, seen["keys"][fail_segment] + ".t0s0"
-        return trial(module, arch)
+        return trial(module, arch, users)
 
     monkeypatch.setattr(lower_graph, "relax_gates", recording)
     monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
@@ -254,17 +254,62 @@ def test_a_kept_value_that_finds_no_room_costs_its_producer_its_overlap(mobilene
         seen.update(keys=keys, finishes=finishes, module=module)
         return relax(module, keys, finishes, arch, reserve, trial, outcome)
 
-    def failing(module, arch):
+    def failing(module, arch, users=None):
         seen["trials"] = seen.get("trials", 0) + 1
         if seen["trials"] == 1:
             index = {k: s for s, k in enumerate(seen["keys"])}
             kept = shared_buffers(module, lambda label: by_dotted_prefix(index, label))
             seen["kept"] = next(iter(sorted(kept)))
             return None, seen["kept"]
-        return trial(module, arch)
+        return trial(module, arch, users)
 
     monkeypatch.setattr(lower_graph, "relax_gates", recording)
     monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
     api.compile(mobilenet, schedule="default")
     assert seen["trials"] == 2 and seen["kept"] not in seen["keys"]
     _two_back(seen)          # some segment still waits on the gate two back
+
+
+def test_a_trial_of_waits_already_tried_is_not_run_again(mobilenet, monkeypatch):
+    """A failed trial's choices that lead back to relaxations already tried (a buffer
+    charged to no segment: rule 3 given up everywhere, attempt after attempt) reuse that
+    trial's failure instead of allocating the same program again; the outcome still lists
+    one failure per attempt, as ``resident_measure`` reads it."""
+    calls: list[dict] = []
+    relax = schedule_deps.relax_gates
+
+    def recording(module, keys, finishes, arch, reserve, trial=True, outcome=None):
+        calls.append({"trials": 0, "outcome": outcome})
+        return relax(module, keys, finishes, arch, reserve, trial, outcome)
+
+    def failing(module, arch, users=None):
+        calls[-1]["trials"] += 1
+        return None, ""                      # no buffer named: charged to no segment
+
+    monkeypatch.setattr(lower_graph, "relax_gates", recording)
+    monkeypatch.setattr(schedule_deps, "_trial_allocation", failing)
+    api.compile(mobilenet, schedule="default")
+    first = calls[0]
+    # rule 3 everywhere, then nowhere; the same again is not tried
+    assert first["trials"] == 2
+    assert first["outcome"]["failed"] == [""] * (schedule_deps.TRIALS + 1)
+
+
+def test_the_fallback_schedules_a_copy_that_scheduling_left_as_parsed(mobilenet, monkeypatch):
+    """``copy_program`` (the channel-0 fallback's program, instead of parsing the text
+    again): scheduling the lowered program changes its waits, channels and order, and
+    leaves the copy taken before it as parsed."""
+    from vpuc.ir.module import copy_program
+    from vpuc.vir.printer import print_module
+    taken = []
+
+    def recording(module):
+        twin = copy_program(module)
+        taken.append((module, twin, print_module(module)))
+        return twin
+
+    monkeypatch.setattr(lower_graph, "copy_program", recording)
+    api.compile(mobilenet, schedule="default")
+    module, twin, parsed = taken[0]
+    assert print_module(twin) == parsed
+    assert print_module(module) != parsed

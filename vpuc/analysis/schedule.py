@@ -16,8 +16,10 @@ A cycle is a deadlock.  ``u`` happens before ``v`` iff ``end(u)`` reaches
 
 Happens-before is answered in O(1) with vector clocks over the queues (entry
 ``q`` = the longest prefix of queue ``q`` known to have ended), which is exact
-for serial queues.  For multi-engine queues a clock can be conservative, so a
-negative answer is confirmed by a search bounded by the topological order.
+for serial queues (every path from ``end(u)`` carries ``u``'s position in its
+queue's entry, which only grows along it), so a negative answer there is final.  For
+multi-engine queues a clock can be conservative, so a negative answer is confirmed by
+a search bounded by the topological order.
 Everything here is linear in units + barrier edges.
 
 The graph is never stored: a node's successors and predecessors follow from the
@@ -364,7 +366,9 @@ class Schedule:
         if position <= known:
             return True
         s = self._mask_slot[q]
-        if s >= 0 and (self._start_mask[b * self._multi_count + s] >> (position - known - 1)) & 1:
+        if s < 0:
+            return False        # a serial queue's clock entry is exact (module docstring)
+        if (self._start_mask[b * self._multi_count + s] >> (position - known - 1)) & 1:
             return True
         self.fallback_searches += 1
         return self._reaches(2 * a + 1, 2 * b)

@@ -39,7 +39,8 @@ an NCHW input written NHWC by the DPU) is an eltwise ADD of its input with itsel
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from functools import cached_property
+from dataclasses import dataclass, field
 
 from vpuc.cost.modes import MODE_NAMES, ModeGrid
 
@@ -65,6 +66,9 @@ class DpuParams:
     output_bytes_per_cycle: float
     setup: dict[str, float]                    # per op class
     overlap: float                             # the p of the p-norm
+    # (workload, mode) -> its cost, workload -> its cheapest mode: the lowering asks the
+    # same workloads many times (ResNet-50: 505,434 costs of a few thousand workloads)
+    known: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ class DpuCost:
     output: float
     overlap: float
 
-    @property
+    @cached_property          # a cost is asked again (``DpuParams.known``)
     def streaming(self) -> float:
         terms = (self.compute, self.activation, self.weights, self.output)
         p = self.overlap
@@ -125,6 +129,25 @@ def input_window(w: DpuWorkload) -> tuple[int, int]:
 def dpu_cost(w: DpuWorkload, params: DpuParams, mode: str | None = None) -> DpuCost:
     """Every term of one workload's cost in ``mode`` (default: its own, else the arch's)."""
     name = mode or w.mode or params.default_mode
+    return remembered(params, (w, name), lambda: _dpu_cost(w, params, name))
+
+
+# Answers ``DpuParams.known`` holds before it starts afresh (a process compiling and
+# simulating many models; ResNet-50's compile keeps 4,272).
+KNOWN_LIMIT = 1 << 17
+
+
+def remembered(params: DpuParams, key, make):
+    """``params.known[key]``, made by ``make()`` the first time it is asked."""
+    known = params.known.get(key)
+    if known is None:
+        if len(params.known) >= KNOWN_LIMIT:
+            params.known.clear()
+        known = params.known[key] = make()
+    return known
+
+
+def _dpu_cost(w: DpuWorkload, params: DpuParams, name: str) -> DpuCost:
     grid = params.modes[name]
     cls = op_class(w.op)
     kh, kw = w.kernel
@@ -179,9 +202,10 @@ def choose_mode(w: DpuWorkload, params: DpuParams) -> str:
     """The workload's pinned mode, else the cheapest (ties: the arch's default first)."""
     if w.mode is not None:
         return w.mode
-    order = [params.default_mode] + [m for m in MODE_NAMES if m in params.modes
-                                     and m != params.default_mode]
-    return min(order, key=lambda m: dpu_cost(w, params, m).cycles)
+    return remembered(params, w, lambda: min(
+        [params.default_mode] + [m for m in MODE_NAMES if m in params.modes
+                                 and m != params.default_mode],
+        key=lambda m: dpu_cost(w, params, m).cycles))
 
 
 def dpu_variant_cycles(w: DpuWorkload, params: DpuParams, dispatch: float) -> int | float:

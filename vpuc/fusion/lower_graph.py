@@ -75,7 +75,7 @@ from vpuc.fusion.schedule_anchors import drop_queue_implied_waits
 from vpuc.fusion.schedule_deps import relax_gates
 from vpuc.fusion.schedule_value_loads import behind_stores
 from vpuc.ir.graph import RESULT, Graph
-from vpuc.ir.module import Module
+from vpuc.ir.module import Module, copy_program
 from vpuc.passes.allocate_cmx import CMX_ALIGNMENT, PLACEMENT
 from vpuc.passes.base import ModulePass, PassContext
 from vpuc.verifier.limits import INT32
@@ -169,6 +169,8 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
     placement = None
     outcome: dict = {"failed": []}
     if plan != "naive":
+        # the program as parsed, for the fallback below to schedule again
+        pristine = copy_program(lowered) if rename is None else None
         moved = overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch,
                         ctx.timing)
         # A block among others keeps its order against theirs: no trial, no placement.
@@ -181,9 +183,7 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
             # other channel's order freed before: when no trial of relaxed gates then finds
             # room, the block is scheduled again with them on channel 1 (MobileNetV3-Small's
             # classifier chunks: 623,564 cycles otherwise, 554,079 so)
-            lowered = parse_text(text, f"{LOWERED_SOURCE} @{graph.name}>", machine_written=True)
-            if baseline is not None:
-                pin_low(lowered, [v for v in kept if v not in baseline], spans, CMX_ALIGNMENT)
+            lowered = pristine
             overlap(lowered, gates, ctx.arch.dma_channels, ctx.arch.cmx_bytes, ctx.arch,
                     ctx.timing, copy_channels=False)
             outcome = {"failed": []}

@@ -184,7 +184,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         if seg.layer is not None:
             clock = time.perf_counter()
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
-            renamed.update({g: folded_value(a, by_name[names[a.base]], graph.index().producer(g).type)
+            renamed.update({g: folded_value(a, by_name[names[a.base]], tok.graph_index().producer(g).type)
                             for g, a in seg.aliases.items()})
             if fold is not None:           # the projection reads x, its weights scaled
                 renamed[fold.se.y] = by_name[names[fold.se.x]]
@@ -200,7 +200,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     if span == 1 and chained and finish is None:    # the 3x3 after it
                         finish = late_finish(prefix)
                     if emit_fused(prog, seg.layer, {**renamed, **into},
-                                  graph.index(), tiles, prefix, gate, finish, epilogue,
+                                  tok.graph_index(), tiles, prefix, gate, finish, epilogue,
                                   names[seg.layer.output], names[y]):
                         break
                 else:
@@ -218,7 +218,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
                     continue
                 if finish is None:            # the layer after it is a segment after all
                     finish = late_finish(prefix)
-            emit_layer(prog, seg.layer, renamed, graph.index(), tiles, prefix, gate, finish)
+            emit_layer(prog, seg.layer, renamed, tok.graph_index(), tiles, prefix, gate, finish)
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None and seg.dma.kind == GATHER_OP:
             emit_gather(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),

@@ -49,7 +49,7 @@ class Segment:
             op = self.layer.op
             return [self.aliases[v].base if v in self.aliases else v
                     for i, v in enumerate(op.operands)
-                    if i != 1 or reads_weights(op, tok.graph.index(), self.layer.bias)]
+                    if i != 1 or reads_weights(op, tok.graph_index(), self.layer.bias)]
         return [v for u in self.units for v in stage_io(tok, u)[0]]
 
     def writes(self, tok: Tokenization) -> list[str]:

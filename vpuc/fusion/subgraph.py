@@ -69,6 +69,15 @@ class Tokenization:
     left_out: dict[int, Decision]           # ops outside every subgraph (not Parameter/Constant/Result)
     starts: dict[int, Decision]             # every op that ever started a subgraph
     owner: dict[int, int] = field(default_factory=dict)   # op index -> subgraph number
+    _index: GraphIndex | None = field(default=None, repr=False, compare=False)
+
+    def graph_index(self) -> GraphIndex:
+        """The graph's def-use index, built once: the tokenization's op numbers already
+        hold its ops fixed (a lowering asked for it once per segment and value read:
+        ResNet-50, 1,002 indices of 1,356 ops each)."""
+        if self._index is None:
+            self._index = self.graph.index()
+        return self._index
 
     def unit(self, i: int) -> Unit:
         k = self.owner.get(i)

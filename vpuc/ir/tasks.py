@@ -7,6 +7,7 @@ task may also list barriers at task level; they apply to each of its variants.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -185,3 +186,15 @@ class TaskList:
     executor: Executor
     tasks: list[AnyTask] = field(default_factory=list)
     loc: Loc = _loc()
+
+
+def copy_task_list(task_list: TaskList) -> TaskList:
+    """A copy whose tasks (and a DPU task's variants) are new objects, what a scheduling
+    step changes (waits, updates, channels, sources, order); the tuples they hold shared."""
+    tasks = []
+    for task in task_list.tasks:
+        twin = copy(task)
+        if isinstance(task, DpuTask):
+            twin.variants = [copy(v) for v in task.variants]
+        tasks.append(twin)
+    return TaskList(task_list.executor, tasks, task_list.loc)

@@ -83,14 +83,15 @@ def take_placement(module: Module, arch, offsets: dict[str, int]) -> bool:
     return holds
 
 
-def try_allocate(module: Module, arch) -> tuple[dict[str, int] | None, str | None]:
+def try_allocate(module: Module, arch, users: dict | None = None
+                 ) -> tuple[dict[str, int] | None, str | None]:
     """A trial of ``allocate`` (a lowering's, ``vpuc/fusion/schedule_deps.py`` and
     ``resident.py``): (the offsets it gives the CMX buffers without one, None), or (None,
     the buffer it finds no room for: "" when its message names none); the module's
-    offsets are left as they were."""
+    offsets are left as they were.  ``users``: as ``allocate``'s."""
     unplaced = [b for b in module.buffers if b.kind is BufferKind.CMX and b.offset is None]
     try:
-        allocate(module, arch)
+        allocate(module, arch, users)
         return {b.name: b.offset for b in unplaced}, None
     except VpucError as exc:
         found = re.search(r"(?:placing|gap for) %([^\s:(]+)", str(exc))
@@ -100,14 +101,21 @@ def try_allocate(module: Module, arch) -> tuple[dict[str, int] | None, str | Non
             b.offset = None
 
 
-def allocate(module: Module, arch) -> None:
+def allocate(module: Module, arch, users: dict | None = None) -> None:
     """Place every CMX buffer of ``module`` without an offset (the pass's work; also a
-    lowering's trial of a schedule, ``vpuc/fusion/schedule_deps.py``)."""
+    lowering's trial of a schedule, ``vpuc/fusion/schedule_deps.py``).  ``users``: kept
+    across trials of one program whose tasks change only their waits and updates (its
+    units, and so which units touch each buffer, stay the same): ``users["by_root"]``,
+    ``users_by_root``'s answer, found on the first trial and read on the others."""
     schedule = Schedule(module, arch)
     if schedule.cycle_nodes:
         raise VpucError("allocate-cmx needs an acyclic barrier schedule; run verify first")
-    symbols = SymbolTable(module)
-    users = users_by_root(schedule, symbols)
+    by_root = None if users is None else users.get("by_root")
+    if by_root is None:
+        by_root = users_by_root(schedule, SymbolTable(module))
+        if users is not None:
+            users["by_root"] = by_root
+    users = by_root
     for tile in range(arch.tiles):
         buffers = [b for b in module.buffers
                    if b.kind is BufferKind.CMX and b.tile == tile]
