@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vpuc.fusion import schedule_prefetch
+from vpuc.fusion import schedule_prefetch_order
 from vpuc.fusion.schedule_channels import ChannelBusy, biggest_first, copy_channels
 from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
@@ -52,7 +52,7 @@ def _compile(path, balanced: bool, monkeypatch):
     from vpuc import api
     with monkeypatch.context() as patch:
         if not balanced:       # as before: every copy on channel 1, loads in list order
-            patch.setattr(schedule_prefetch, "copy_channels", lambda *args: [])
+            patch.setattr(schedule_prefetch_order, "copy_channels", lambda *args: [])
         return api.compile(path, schedule="default")
 
 

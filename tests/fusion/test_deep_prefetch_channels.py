@@ -5,7 +5,7 @@ channels; a second small load never queued behind a pool's only store."""
 
 from __future__ import annotations
 
-from vpuc.fusion.schedule_prefetch import prefetch_order
+from vpuc.fusion.schedule_prefetch_order import prefetch_order
 from vpuc.ir.tasks import DmaTask
 
 

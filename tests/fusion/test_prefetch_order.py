@@ -6,7 +6,7 @@ for the next layer's weights), and in their own order."""
 
 from __future__ import annotations
 
-from vpuc.fusion.schedule_prefetch import prefetch_order
+from vpuc.fusion.schedule_prefetch_order import prefetch_order
 from vpuc.ir.tasks import DmaTask
 
 

@@ -22,7 +22,7 @@ on program text:
    nothing used before) waits on nothing, so it runs on its channel as soon as
    the previous loads have, during the previous segment's compute (between that
    segment's stores, not all ahead of them, a streaming segment's taking turns with
-   channel 0: ``schedule_prefetch.prefetch_order``), up
+   channel 0: ``schedule_prefetch_order.prefetch_order``), up
    to ``EARLY_CMX_BYTES`` per tile and segment (a segment uses up to the CMX budget,
    ``cmx_budget``, by default half a tile's CMX; allocate-cmx places the early buffers by their longer
    lifetimes); the loads past that keep their gate.  A segment that streams its weights
@@ -91,7 +91,8 @@ from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, 
                                        drop_pieces, give_up, lead_order, pin_top, unpin)
 from vpuc.fusion.schedule_channels import dma_cycles
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
-from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen, prefetch_order
+from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen
+from vpuc.fusion.schedule_prefetch_order import prefetch_order
 from vpuc.fusion.schedule_room import EARLY_CMX_BYTES, EarlyRoom
 from vpuc.fusion.schedule_share import ahead_of_gate, share_barriers
 from vpuc.ir.module import Barrier, BufferKind, Module

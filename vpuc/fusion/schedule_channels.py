@@ -1,6 +1,6 @@
 """Which DMA channel runs each CMX -> CMX copy of an early weight load
 (``schedule.overlap``, decision 3: weights read from DDR once, the other tile's copy made
-from the first tile's buffer; placed by ``schedule_prefetch.prefetch_order``).
+from the first tile's buffer; placed by ``schedule_prefetch_order.prefetch_order``).
 
 ``prefetch_order`` put a segment's early loads and their copies on channel 1, so in a
 weight-bound stretch channel 1 carried every weight twice, once from DDR and once tile to

@@ -10,7 +10,7 @@ of stage 4) has chunks that wait only on a segment gate (each layer's first weig
 but find no room beside the segment before theirs (``EarlyRoom``): those load during the
 latest segments before the run whose DPU work leaves their DDR idle long enough
 (``idle_bytes``), in pieces put where the channel waits for that segment's compute
-anyway (``schedule_prefetch.prefetch_order``).  Their buffers, and those of the run's
+anyway (``schedule_prefetch_order.prefetch_order``).  Their buffers, and those of the run's
 chunks loaded early the usual way, are pinned at the top of their tile's CMX, stacked
 downwards, so the buffers of the segments they live across are placed below them in one
 piece (placed by first fit where they loaded, two 442 KB chunks left holes in which no

@@ -4,7 +4,7 @@ of a segment ahead of its gate (``ahead_of_gate``), update one barrier together
 (``share_barriers``), not one each, so a classifier's or a channel-chunked layer's loads
 stay within NPU37XX's 64 physical barriers.
 
-Expects: a DMA list in ``schedule_prefetch.prefetch_order``'s order.
+Expects: a DMA list in ``schedule_prefetch_order.prefetch_order``'s order.
 Guarantees: ``share_barriers`` only makes tasks wait on more of the loads that ran before
 them; every DMA waiting on a shared barrier comes after all its loads in the list.
 """

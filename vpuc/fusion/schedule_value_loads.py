@@ -5,7 +5,7 @@ channel holds a later segment's weights ahead of them and the segment before is 
 Each DMA channel is a FIFO.  The lowering puts a segment's loads on channel 0 and its
 stores on the store channel, and the prefetch puts a later segment's weights on channel 0
 too, right after the last load of the segment they run during
-(``schedule_prefetch.prefetch_order``: a CNN classifier's deep chunks).  A segment listed
+(``schedule_prefetch_order.prefetch_order``: a CNN classifier's deep chunks).  A segment listed
 next that only reads values the segment before computed (a global pool) then waits for
 those weights to finish moving, although what it reads was stored on the other channel
 long before: ResNet-18's global pool read the last 3x3 layer's output 17K cycles after
