@@ -16,13 +16,16 @@ one DMA channel, the kernels on a tile's ACT SHAVEs, store on the other channel;
 
     T(n) = load(n) + act(n) + store(n) + (n - 1) * max(load(n), act(n) / min(n, tiles), store(n))
     load(n)  = sum over loaded operands of dma_task_cycles(bytes / n)      (vpuc.cost.dma)
-    act(n)   = stages * parts * (dispatch_ACT + INVOCATION_SHAVE_CYCLES * shave_cycle)
+    act(n)   = stages * (dispatch_ACT + INVOCATION_SHAVE_CYCLES * shave_cycle)
                + work / (n * parts)
     work     = elements * (generated ops * OP_SHAVE_CYCLES + library ops * LIBRARY_SHAVE_CYCLES)
                * shave_cycle
 
-(``parts``: 2 when a block's halves go to a tile's two ACT SHAVEs, 1 for one whole
-block).  One block is kept where ``T(1) <= T(n)`` for the even cut's ``n``.  The work
+(``parts``: 2 when a block's halves go to a tile's two ACT SHAVEs, side by side, each
+paying its invocation; 1 for one whole block).  ``n`` is the even cut's count and the
+count ``act_split.choose_cut`` may offer instead with a tail block (two blocks a tile:
+an axis of prime extent, a ViT's 197 rows, divides evenly only into single rows); one
+block is kept where ``T(1)`` is at most both.  The work
 per element is the costliest figure of ``docs/kernels.md`` and the invocation's fixed
 cost its cheapest, so the estimate leans to cutting (the old choice) when unsure.
 """
@@ -33,6 +36,7 @@ import math
 
 from vpuc.cost.dma import dma_task_cycles, transfer_cost
 from vpuc.cost.timing import Timing
+from vpuc.fusion.act_split import MIN_BLOCKS_PER_TILE
 from vpuc.fusion.blocked_program import Value, spans
 
 # SHAVE cycles a generated op costs per element: VPUNN's VPUEM curve for Gelu, the
@@ -62,23 +66,25 @@ def one_block_pays(values: list[Value], reads: set[str], writes: set[str], maste
 
     def makespan(n: int) -> float:
         chunk = master[axis] // n
-        parts = 2 if n > 1 and outermost and chunk % 2 == 0 else 1
+        # a main run and a tail (n does not divide the axis): shared by both SHAVEs
+        parts = 2 if n > 1 and outermost and (chunk % 2 == 0 or master[axis] % n) else 1
         load = store = 0.0
         for v in values:
             if v.name not in reads and v.name not in writes:
                 continue
             cut = n > 1 and spans(v.type, axis, rank)
             moves = n if cut else min(n, SLOTS * tiles)
-            cycles = _move_cycles(v, v.type.nbytes // n if cut else v.type.nbytes,
+            cycles = _move_cycles(v, -(-v.type.nbytes // n) if cut else v.type.nbytes,
                                   v.name in writes, timing) * moves / n
             if v.name in writes:
                 store += cycles
             else:
                 load += cycles
-        act = stages * parts * invocation + work / (n * parts)
+        act = stages * invocation + work / (n * parts)
         return load + act + store + (n - 1) * max(load, act / min(n, tiles), store)
 
-    return makespan(1) <= makespan(blocks)
+    counts = {blocks, min(blocks, MIN_BLOCKS_PER_TILE * tiles)}
+    return makespan(1) <= min(makespan(n) for n in counts)
 
 
 def _move_cycles(v: Value, nbytes: int, store: bool, timing: Timing) -> float:
