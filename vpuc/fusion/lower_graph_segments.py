@@ -13,6 +13,7 @@ import time
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.concat_in_place import concat_aliases
+from vpuc.fusion.slice_in_place import slice_aliases
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import emit_fused, epilogue_for, fusable
 from vpuc.fusion.fuse_conv import weights_fit
@@ -124,6 +125,11 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         values, in_place = concat_aliases(values, seg_values, {
             i: seg.dma.attrs["axis"] % seg.dma.type.rank for i, seg in enumerate(segments)
             if seg.dma is not None and seg.dma.kind == "Concat"})
+        # Slices of unit steps read where they lie in their source, not copied
+        values, sliced = slice_aliases(values, seg_values, {
+            i: tuple(zip(*(seg.dma.attrs[a] for a in ("begin", "end", "step"))))
+            for i, seg in enumerate(segments) if seg.dma is not None and seg.dma.kind == "Slice"})
+        in_place.update(sliced)
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        physical_barriers=barriers,
