@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc import api
+from vpuc.ir.module import BufferKind
 from vpuc.ir.tasks import DmaTask, SwKernelTask
 
 # an LSTM step's shape: a row of the input projection, then each gate's columns of it
@@ -40,18 +41,24 @@ def _run(text: str, schedule: str = "default"):
     # a few f16 ulps of 2 (2^-10 each)
     np.testing.assert_allclose(sim.outputs["r"].astype(np.float32),
                                sim.reference["r"].astype(np.float32), rtol=0, atol=6 * 2.0 ** -10)
-    return [t for tl in program.module.task_lists for t in tl.tasks]
+    return program.module
 
 
-def _slice_copies(tasks) -> list[str]:
-    return sorted(t.label.split(".")[0] for t in tasks
+def _slice_copies(module) -> list[str]:
+    return sorted(t.label.split(".")[0] for tl in module.task_lists for t in tl.tasks
                   if isinstance(t, DmaTask) and ".dma" in t.label)
 
 
 def test_unit_step_slices_are_not_copied():
-    tasks = _run(GRAPH)
-    assert _slice_copies(tasks) == []
-    assert any(isinstance(t, SwKernelTask) for t in tasks)
+    module = _run(GRAPH)
+    assert _slice_copies(module) == []
+    assert any(isinstance(t, SwKernelTask) for tl in module.task_lists for t in tl.tasks)
+    # the gates are boxes of the row, a box of %q: views of %q's buffer, which the
+    # Slices' readers alone read, so %q stays in CMX (resident.resident_values)
+    views = {v.name: v for v in module.views}
+    assert {views[n].base for n in ("row", "i", "f", "g")} == {"q"}
+    assert [(sl.start, sl.stop) for sl in views["g"].slices] == [(2, 3), (192, 256)]
+    assert next(b for b in module.buffers if b.name == "q").kind == BufferKind.CMX
 
 
 def test_naive_schedule_and_stepped_slices_still_copy():
