@@ -1,7 +1,7 @@
 """An ACT segment's blocks when its axis does not divide well: a main run and one tail.
 
 ``lower-graph`` cuts an ACT segment's tensors into blocks of equal size along one
-axis (``lower_act._split``: the fewest blocks, at least four, that divide the
+axis (``lower_act._even_cuts``: the fewest blocks, at least four, that divide the
 axis and fit the CMX budget double-buffered).  An axis of prime extent (a ViT's
 197 tokens) divides only into single rows: 197 blocks of one row, each paying
 its DMA latencies and dispatches, one ACT SHAVE per tile idle (a row has no

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 from vpuc.diagnostics import VpucError
+from vpuc.fusion.act_block_count import one_block_pays
 from vpuc.fusion.act_split import box_runs, choose_cut, shave_boxes
 from vpuc.fusion.blocked_program import Stage, Value, block_type, emit_blocks, sanitize, spans
 from vpuc.fusion.generator.generate import generate
@@ -35,8 +36,11 @@ def emit_act(prog, graph, tok, seg, values, names, generated, timings, hook, til
     used = {names[v] for v in seg.reads(tok) + seg.writes(tok)}
     seg_values = [v for v in values if v.name in used]
     softmax = any(kind == "op" for kind, _ in seg.units)
-    axis, chosen = _split(seg_values, master, {rank - 1} if softmax else set(),
-                          prog.cmx_budget)
+    even = _even_cuts(seg_values, master, {rank - 1} if softmax else set(), prog.cmx_budget)
+    axis, chosen = even[0][:2] if even else (None, 1)
+    if blocks is None and even and _one_block(prog, tok, seg, seg_values, names, even[0],
+                                              tiles):
+        axis, chosen = None, 1
     if blocks is None or axis is None:
         blocks = chosen
     if blocks > MAX_BLOCKS:
@@ -170,12 +174,21 @@ def generated_kernel(prog, base: str, body: Graph, made: dict[tuple, str],
     return name
 
 
-def _split(values: list[Value], master: tuple, forbidden: set[int],
-           budget: int) -> tuple[int | None, int]:
-    """The axis to cut along and the number of blocks (None, 1: the whole tensors): the
-    first of ``_even_cuts``."""
-    cuts = _even_cuts(values, master, forbidden, budget)
-    return cuts[0][:2] if cuts else (None, 1)
+def _one_block(prog, tok, seg, seg_values: list[Value], names,
+               cut: tuple[int, int, bool], tiles: int) -> bool:
+    """Whether the segment runs as one block rather than the even ``cut`` (``(axis, blocks,
+    outermost)``, ``_even_cuts``' first): its tensors fit the CMX budget twice, as a cut's
+    do, and the cost model says the blocks' fixed costs outweigh the work they share
+    (``act_block_count.one_block_pays``)."""
+    if prog.timing is None or 2 * sum(v.type.nbytes for v in seg_values) > prog.cmx_budget:
+        return False
+    axis, blocks, outermost = cut
+    ops = sum(sum(1 for op in tok.subgraphs[i].body.ops if op.kind not in (PARAMETER, RESULT))
+              for kind, i in seg.units if kind != "op")
+    library = sum(1 for kind, _ in seg.units if kind == "op")
+    return one_block_pays(seg_values, {names[v] for v in seg.reads(tok)},
+                          {names[v] for v in seg.writes(tok)}, seg.master, axis, blocks,
+                          outermost, ops, library, len(seg.units), tiles, prog.timing)
 
 
 def _even_cuts(values: list[Value], master: tuple, forbidden: set[int],

@@ -13,6 +13,7 @@ import time
 from vpuc.fusion.blocked_program import ProgramText, label, sanitize
 from vpuc.fusion.channel_scale_dpu import channel_scales_to_dpu
 from vpuc.fusion.concat_in_place import concat_aliases
+from vpuc.fusion.slice_in_place import slice_aliases, viewed_slices
 from vpuc.fusion.fold_views import fold_views, folded_value
 from vpuc.fusion.fuse_epilogue import emit_fused, epilogue_for, fusable
 from vpuc.fusion.fuse_conv import weights_fit
@@ -91,6 +92,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     if schedule != "naive":
         seg_values = segment_values(tok, segments, names)
         values, nhwc_acts = ddr_layouts(values, seg_values)
+        boxes = {i: tuple(zip(*(seg.dma.attrs[a] for a in ("begin", "end", "step"))))
+                 for i, seg in enumerate(segments)
+                 if seg.dma is not None and seg.dma.kind == "Slice"}
         if resident is not None:
             room = resident_room(cmx_bytes, cmx_budget, EARLY_CMX_BYTES)
             sizes = {v.name: v.type.nbytes for v in values}
@@ -115,7 +119,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             values = resident_values(
                 values, seg_values,
                 {names[segments[s].layer.output] for s in fused} | set(exclude), tiles,
-                room, rooms)
+                room, rooms, viewed_slices(values, seg_values, boxes))
             resident += [v.name for v in values if v.tile is not None]
             if spans is not None:
                 spans.update(value_spans(seg_values, prefixes, set(resident)))
@@ -127,6 +131,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         values, in_place = concat_aliases(values, seg_values, {
             i: seg.dma.attrs["axis"] % seg.dma.type.rank for i, seg in enumerate(segments)
             if seg.dma is not None and seg.dma.kind == "Concat"})
+        # Slices of unit steps read where they lie in their source, not copied
+        values, sliced = slice_aliases(values, seg_values, boxes)
+        in_place.update(sliced)
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
                        physical_barriers=barriers,

@@ -91,12 +91,15 @@ def resident_room(cmx_bytes: int | None, cmx_budget: int, early: int) -> int:
 
 
 def resident_values(values: list[Value], segments: list[SegmentValues], keep_out: set[str],
-                    tiles: int, room: int, rooms: list[list[int]] | None = None) -> list[Value]:
+                    tiles: int, room: int, rooms: list[list[int]] | None = None,
+                    viewed: dict[int, str] | None = None) -> list[Value]:
     """``values`` with the ones that stay in CMX given a tile (module docstring), in the
     order their producers run; ``keep_out``: values that must not (a layer's output a
     fused epilogue takes, which never exists whole); ``rooms[s][t]``: the room at segment
     s on tile t measured on a program lowered before (``resident_measure``), else ``room``
-    at every segment."""
+    at every segment; ``viewed``: Slice segments whose results are views of their source
+    (``slice_in_place.viewed_slices``), whose readers read the source in their place."""
+    viewed = viewed or {}
     if rooms is None:
         rooms = [[room] * tiles for _ in segments]
     if tiles < 1 or max((r for per in rooms for r in per), default=0) <= 0:
@@ -115,9 +118,13 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         producer[name] = writers[0]
     held = [[0] * len(segments) for _ in range(tiles)]      # tile -> segment -> bytes
     chosen: dict[str, int] = {}
+    def through(users: list[int]) -> list[int]:       # a viewed Slice's readers instead
+        return [r for s in users for r in (through(readers.get(viewed[s], []))
+                                           if s in viewed else [s])]
+
     for name in sorted(producer, key=producer.get):
         v = by_name[name]
-        users = readers.get(name, [])
+        users = through(readers.get(name, []))
         if v.kind != "ddr" or name in keep_out or not users or not v.type.is_static \
                 or v.type.nbytes > widest:
             continue
@@ -126,7 +133,7 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         if any(segments[s].kind not in RESIDENT_KINDS for s in [*writers, *users]) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
-        pad = None if name in concats else padded_channels(
+        pad = None if name in concats or users != readers[name] else padded_channels(
             v, segments[first], [segments[s] for s in users])
         size = v.type.nbytes if pad is None else v.type.nbytes // v.type.dims[1] * pad
         span = range(first, max(users) + 1)
