@@ -69,7 +69,6 @@ def slice_aliases(values: list[Value], segments: list[SegmentValues],
     end, step)`` per axis, as the op's attributes) the program name of the source it no
     longer copies."""
     by_name = {v.name: v for v in values}
-    users = value_users(segments)
     aliases: dict[str, tuple[str, tuple]] = {}
     in_place: dict[int, set[str]] = {}
     for i in viewed_slices(values, segments, boxes):
