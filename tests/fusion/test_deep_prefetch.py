@@ -10,8 +10,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
-from vpuc.fusion.schedule_prefetch import (CNN_CLASSIFIER_DEEP, DEEP_MIN_BYTES, HEAVY_BACK, deepen,
-                                           prefetch_order)
+from vpuc.fusion.schedule_prefetch import CNN_CLASSIFIER_DEEP, DEEP_MIN_BYTES, HEAVY_BACK, deepen
+from vpuc.fusion.schedule_prefetch_order import prefetch_order
 from vpuc.fusion.schedule_room import (DEEP_BYTES_PER_ACT_BYTE, DEEP_BYTES_PER_ACT_TASK,
                                        EARLY_CMX_BYTES, HEAVY_RATIO, EarlyRoom, act_capacity)
 from vpuc.ir.tasks import DmaTask
