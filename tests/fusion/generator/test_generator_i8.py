@@ -14,10 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from gen_testlib import Builder, check_graph
+from gen_testlib import SHAVE, Builder, check_graph
 from vpuc.fusion.generator.generate import generate
 from vpuc.fusion.subgraph import tokenize
-from gen_testlib import SHAVE
 from vpuc.ir.types import ElemType
 
 I8, U8, F16, F32 = ElemType.I8, ElemType.U8, ElemType.F16, ElemType.F32
