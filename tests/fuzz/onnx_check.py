@@ -166,6 +166,7 @@ def _differs(got: np.ndarray, want: np.ndarray) -> str:
     """Why ``got`` is outside the whole-model tolerance of ``want``; "" when it is within."""
     if not want.size:
         return ""
+    want = want.astype(np.float64)       # an int8 output's range overflows int8
     # the range, or the magnitude of an output that is constant (a softmax over one element)
     span = float(max(want.max() - want.min(), np.abs(want).max()))
     error = float(np.abs(got - want).max())

@@ -60,7 +60,8 @@ def _model(m, shape, out, extra, ranges):
 
 def extra_feeds(model, seed: int) -> dict[str, np.ndarray]:
     """Values for the model's inputs other than ``x``: indices within their axis (both
-    signs), booleans at random; as ONNX types them (int64, int32, bool)."""
+    signs), booleans and int8/uint8 codes at random; as ONNX types them (int64, int32,
+    bool, int8, uint8)."""
     rng = np.random.default_rng(seed + 1)
     ranges = {p.key[len(RANGE_KEY):]: int(p.value) for p in model.metadata_props
               if p.key.startswith(RANGE_KEY)}
@@ -70,6 +71,11 @@ def extra_feeds(model, seed: int) -> dict[str, np.ndarray]:
         elem = value.type.tensor_type.elem_type
         if elem == TensorProto.BOOL:
             feeds[value.name] = rng.random(dims) < 0.7
+            continue
+        if elem in (TensorProto.INT8, TensorProto.UINT8):      # quantized codes (onnx_quant)
+            dtype = np.int8 if elem == TensorProto.INT8 else np.uint8
+            info = np.iinfo(dtype)
+            feeds[value.name] = rng.integers(info.min, info.max + 1, dims).astype(dtype)
             continue
         size = ranges[value.name]
         dtype = np.int64 if elem == TensorProto.INT64 else np.int32

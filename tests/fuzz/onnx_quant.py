@@ -5,7 +5,9 @@ DequantizeLinear (a Conv or a Gemm: int8 or uint8 per tensor or per output chann
 opset 21 also int4 / uint4 in blocks along the input channels, the bias int32; or an
 elementwise Relu or Add), and the result fake-quantized again; or a QLinearConv
 (onnxruntime's QOperator form) between a QuantizeLinear and a DequantizeLinear; or a
-Transpose, Reshape or MaxPool between two fake quantizations; at an opset
+Transpose, Reshape or MaxPool between two fake quantizations; or integers at the
+boundary: an int8/uint8 model input dequantized (per tensor or per channel), added to x,
+maybe a Conv of integer weights, quantized to an int8/uint8 model output; at an opset
 from 13 (where ``axis`` is) drawn for the case.  The ``quant`` family is nothing else
 (``bench/onnx_fuzz.py --quant N``).
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from tests.fuzz import onnx_forms as forms
 
@@ -138,10 +140,47 @@ def _moved(m):
     return m.model([1, c, h, w], y)
 
 
+def _integer_io(m):
+    """An int8/uint8 input ``q`` dequantized (per tensor or per channel: its codes over about
+    [-3, 3]) added to x, maybe a Conv of integer weights, and quantized to an int8/uint8
+    output over about [-4, 4] (an output step is about 1/250 of its range, as above)."""
+    r = m.rng
+    c, h, w = r.choice([1, 3, 8, 16]), r.randint(3, 12), r.randint(3, 12)
+    in_kind = r.choice(sorted(INT8))
+    dtype, lo, hi = INT8[in_kind]
+    shape = (c,) if r.random() < 0.5 else ()
+    scale = _f16_exact(m.np.uniform(0.8, 1.2, shape) * 6.0 / (hi - lo))
+    centre = (lo + hi + 1) // 2 if lo == 0 else 0
+    zp = (centre + m.np.integers(-4, 5, shape)).astype(dtype)
+    attrs = {"axis": 1} if shape else {}
+    y = m.node("Add", ["x", m.node("DequantizeLinear", ["q", _init(m, scale), _init(m, zp)],
+                                   **attrs)])
+    channels, conv = c, r.random() < 0.6
+    if conv:
+        channels, k = r.choice([4, 8, 16]), r.choice([1, 3])
+        weights, _ = _weights(m, [channels, c, k, k])
+        y = m.node("Conv", [y, weights], kernel_shape=[k, k], pads=[k // 2] * 4)
+    out_kind = r.choice(sorted(INT8))
+    out_dtype, lo, hi = INT8[out_kind]
+    # per channel only where no Conv writes it (onnxruntime's QLinearConv: per tensor)
+    out_shape = (channels,) if not conv and r.random() < 0.5 else ()
+    out_scale = _f16_exact(m.np.uniform(0.8, 1.2, out_shape) * 8.0 / (hi - lo))
+    out_zp = ((lo + hi + 1) // 2 if lo == 0 else 0) + m.np.integers(-4, 5, out_shape)
+    out = m.node("QuantizeLinear", [y, _init(m, out_scale), _init(m, out_zp.astype(out_dtype))],
+                 **({"axis": 1} if out_shape else {}))
+    model = m.model([1, c, h, w], out)
+    onnx_type = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
+    model.graph.input.append(helper.make_tensor_value_info("q", onnx_type[in_kind], [1, c, h, w]))
+    model.graph.output[0].type.tensor_type.elem_type = onnx_type[out_kind]
+    return model
+
+
 def quant_case(m):
     r = m.rng
     m.opset = forms.draw_opset(m, 13)
-    kind = r.choice(["conv", "conv", "gemm", "relu", "add", "qlinear", "move"])
+    kind = r.choice(["conv", "conv", "gemm", "relu", "add", "qlinear", "move", "integer_io"])
+    if kind == "integer_io":
+        return _integer_io(m)
     if kind == "qlinear":
         return _qlinear_conv(m)
     if kind == "move":

@@ -123,3 +123,24 @@ def test_boolean_logic_on_bool_inputs_alone(tmp_path, n):
     for value, expected in zip(m.model("logic").graph.output, want):
         got = np.load(tmp_path / "out" / f"{value.name}.npy")
         assert got.dtype == np.bool_ and np.array_equal(got, expected), value.name
+
+
+@pytest.mark.parametrize("n", [8, 37])
+def test_int8_input_cast_to_float(tmp_path, n):
+    """An int8 input used: Cast to float was refused at lowering (the ACT SHAVE kernels had
+    no i8: 'unsupported-type: %q is i8'); now the Convert sign-extends it exactly."""
+    import onnxruntime as ort
+    m = ModelBuilder(opset=17)
+    q = m.input("q", [1, n], TensorProto.INT8)
+    as_float = m.node("Cast", [q], to=TensorProto.FLOAT)
+    m.output(m.node("Mul", [as_float, m.init(np.full((), 0.5, np.float32), "half")]))
+    path = m.save(tmp_path / "i8.onnx", "i8")
+    codes = np.random.default_rng(n).integers(-128, 128, (1, n)).astype(np.int8)
+    codes[0, :3] = [-128, 127, -1]
+    np.save(tmp_path / "q.npy", codes)
+    assert main(["run", path, "--input", f"q=@{tmp_path / 'q.npy'}",
+                 "--output-dir", str(tmp_path / "out")]) == 0
+    [want] = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"q": codes})
+    [value] = m.model("i8").graph.output
+    got = np.load(tmp_path / "out" / f"{value.name}.npy")
+    assert np.array_equal(got.astype(np.float32), want)     # q / 2 is exact in f16

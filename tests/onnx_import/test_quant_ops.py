@@ -204,15 +204,20 @@ def _refusal(capsys, path):
     return capsys.readouterr().err
 
 
-def test_lone_quantize_output_refused(tmp_path, capsys):
+def test_lone_quantize_to_int16_output_refused(tmp_path, capsys):
+    """An int8/uint8 result may leave the float graph (test_quant_integer_io.py); an int16
+    one cannot: vpuc computes no i16 values."""
     s = numpy_helper.from_array(np.float32(0.1), "s")
-    graph = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "s"], ["q"], name="quant")],
+    zp = numpy_helper.from_array(np.int16(0), "zp")
+    graph = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"],
+                                                name="quant")],
                               "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 4])], [s])
+                              [helper.make_tensor_value_info("q", TensorProto.INT16, [1, 4])],
+                              [s, zp])
     path = tmp_path / "q.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
     err = _refusal(capsys, path)
-    assert "node 'quant' (QuantizeLinear" in err and "model outputs of integer type" in err
+    assert "node 'quant' (QuantizeLinear" in err and "its int16 output would leave" in err
 
 
 def test_blocked_activation_refused(tmp_path, capsys):

@@ -24,8 +24,13 @@ DequantizeLinear pair on each activation.  vpuc computes in floats (f16, f32 sum
   the addition rounds ``v`` half to even (the ISA's f32 add rounds to nearest even), and
   subtracting ``M`` is exact.  The DequantizeLinears are that value.  A pair after a
   Reshape, Transpose, MaxPool (``MOVES``) of a pair of the same per-tensor 8-bit parameters
-  is the identity there (``_on_its_grid``) and is left out.  Anything else
-  (an integer model output, a DequantizeLinear of a run-time integer value, blocked or
+  is the identity there (``_on_its_grid``) and is left out.
+- **Integer values at the boundary** (int8/uint8 model inputs and outputs): a
+  DequantizeLinear of a run-time int8/uint8 value is ``(Convert(x, f32) - zero_point) *
+  scale`` (per tensor or per axis), ONNX's formula; a QuantizeLinear to int8/uint8 whose
+  result is not only dequantized again (a model output) is the fake quantization's
+  integer half, ``(v + M) - M + zero_point``, an exact integer in range, converted to the
+  integer type.  Anything else (another integer type leaving the float graph, blocked or
   float8 activations) is refused, naming the node.
 - **onnxruntime's QOperator form**: QLinearConv and QLinearMatMul are rewritten into the
   QDQ form before import (``qoperator.py``); MatMulInteger, ConvInteger,
@@ -47,6 +52,8 @@ from vpuc.onnx_import.builder import INLINE_LIMIT, GraphBuilder
 QUANT_TYPES = {np.dtype(t): (int(ml_dtypes.iinfo(t).min), int(ml_dtypes.iinfo(t).max))
                for t in (np.int8, np.uint8, np.int16, np.uint16, ml_dtypes.int4, ml_dtypes.uint4)}
 DEQUANT_ONLY = (np.dtype(np.int32),)           # quantized biases: read, never produced
+# the integer types a run-time value can have (model inputs and outputs: boundary_types.py)
+INTEGER_RESULTS = {np.dtype(np.int8): ElemType.I8, np.dtype(np.uint8): ElemType.U8}
 ROUNDING_MAGIC = 1.5 * 2.0 ** 23               # (v + M) - M rounds v half to even in f32
 # ops that only move or select values: a value on a quantization grid stays on it
 MOVES = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "MaxPool", "Identity", "Slice")
@@ -225,23 +232,25 @@ def _f32_constant(b: GraphBuilder, array: np.ndarray, hint: str) -> str:
 
 def _quantize(b: GraphBuilder, node, attrs) -> None:
     x_name, scale_name, zp_name = _inputs(node)
-    if node.output[0] not in b.fake_quantized:
-        raise b.error("its integer output would leave the float graph (a model output, or read "
-                      "by something other than a DequantizeLinear of the same scale and zero "
-                      "point); vpuc runs QuantizeLinear -> DequantizeLinear pairs (the QDQ "
-                      "form) as fake quantization in floats, and model outputs of integer "
-                      "type are not supported")
+    fake = node.output[0] in b.fake_quantized
     if attrs.get("block_size", 0):
         raise b.error("blocked quantization (block_size) of a run-time value is not supported; "
                       "per tensor and per axis are")
-    if b.fake_quantized[node.output[0]]:           # on its grid already: the identity
+    if fake and b.fake_quantized[node.output[0]]:   # on its grid already: the identity
         attrs.get("axis"), attrs.get("saturate"), attrs.get("output_dtype")
         b.alias(node.output[0], x_name)
         return
     x = b.value(x_name)
     dims = b.shape(x_name)
     zero_point = b.array(zp_name) if zp_name else None
-    qmin, qmax = QUANT_TYPES[_quant_type(b, node, attrs, zero_point)]
+    dtype = _quant_type(b, node, attrs, zero_point)
+    if not fake and dtype not in INTEGER_RESULTS:
+        raise b.error(f"its {dtype} output would leave the float graph (a model output, or read "
+                      "by something other than a DequantizeLinear of the same scale and zero "
+                      "point); vpuc computes integer values of type "
+                      f"{', '.join(str(t) for t in INTEGER_RESULTS)} only, and runs other "
+                      "QuantizeLinear -> DequantizeLinear pairs as fake quantization in floats")
+    qmin, qmax = QUANT_TYPES[dtype]
     scale = _broadcast(b, b.array(scale_name), len(dims), dims, attrs, "scale").astype(np.float32)
     zp = np.zeros((), np.float64) if zero_point is None else \
         _broadcast(b, zero_point, len(dims), dims, attrs, "zero point").astype(np.float64)
@@ -259,6 +268,13 @@ def _quantize(b: GraphBuilder, node, attrs) -> None:
     magic = _f32_constant(b, np.float32(ROUNDING_MAGIC), "round")
     steps = b.op("Subtract", [b.op("Add", [v, magic]), magic])
     out = node.output[0]
+    if not fake:
+        # the integer half: steps + zp is an integer in [qmin, qmax], exact in f32, so the
+        # Convert's truncation keeps it
+        if np.any(zp != 0):
+            steps = b.op("Add", [steps, _f32_constant(b, zp, "zero_point")])
+        b.op("Convert", [steps], {"to": INTEGER_RESULTS[dtype]}, out=out)
+        return
     y = b.op("Multiply", [steps, scale_const], out=out if elem is ElemType.F32 else None)
     if elem is not ElemType.F32:
         b.op("Convert", [y], {"to": elem}, out=out)
@@ -266,12 +282,32 @@ def _quantize(b: GraphBuilder, node, attrs) -> None:
 
 def _dequantize_value(b: GraphBuilder, node, attrs) -> None:
     source = node.input[0]
-    if source not in b.fake_quantized:
-        raise b.error(f"'{source}' is an integer value computed at run time; vpuc dequantizes "
-                      "constants (weights) and the output of a QuantizeLinear of the same scale "
-                      "and zero point (the QDQ form), not integer model inputs")
-    attrs.get("axis"), attrs.get("block_size")      # equal to the QuantizeLinear's (checked)
-    b.alias(node.output[0], source)
+    if source in b.fake_quantized:
+        attrs.get("axis"), attrs.get("block_size")   # equal to the QuantizeLinear's (checked)
+        b.alias(node.output[0], source)
+        return
+    x = b.value(source)
+    elem = b.types[x].elem
+    if elem not in INTEGER_RESULTS.values():
+        raise b.error(f"'{source}' is a run-time {elem} value; vpuc dequantizes constants, "
+                      "the output of a QuantizeLinear of the same scale and zero point (the "
+                      "QDQ form), and run-time int8 and uint8 values")
+    _, scale_name, zp_name = _inputs(node)
+    dims = b.shape(source)
+    zero_point = b.array(zp_name) if zp_name else None
+    if zero_point is not None and INTEGER_RESULTS.get(np.dtype(zero_point.dtype)) is not elem:
+        raise b.error(f"zero point of type {zero_point.dtype} for input '{source}' of type {elem}")
+    scale = _broadcast(b, b.array(scale_name), len(dims), dims, attrs, "scale").astype(np.float32)
+    # ONNX: y = (x - zero_point) * scale, both converted to f32 first; x - zp is exact in f32
+    v = b.op("Convert", [x], {"to": ElemType.F32})
+    if zero_point is not None and np.any(zero_point != 0):
+        zp = _broadcast(b, zero_point, len(dims), dims, attrs, "zero point")
+        v = b.op("Subtract", [v, _f32_constant(b, zp.astype(np.float32), "zero_point")])
+    out = node.output[0]
+    y = b.op("Multiply", [v, _f32_constant(b, scale, "scale")],
+             out=out if b.elem is ElemType.F32 else None)
+    if b.elem is not ElemType.F32:
+        b.op("Convert", [y], {"to": b.elem}, out=out)
 
 
 QUANT_CONVERTERS = {"QuantizeLinear": _quantize, "DequantizeLinear": _dequantize_value}

@@ -18,6 +18,9 @@ element slot (the widest element type of the body):
   i16 or i32 lane holding 0..255), so comparisons, masks and selects work
   lane by lane at the width of the other operands.  Loads and stores of u8
   memory pack and unpack through a small stack scratch area.
+- i8 (int8 model inputs and outputs, quantized values): expanded like u8,
+  sign-extended to the whole slot (an i16 or i32 lane holding -128..127),
+  so the slot's integer instructions and ``vcvt.f32.i32`` read it directly.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from vpuc.ir.types import ElemType
 SCRATCH_BYTES = 64           # the u8 pack/unpack area, above the LIR's frame
 
 F16, F32, BF16, I32, U8 = ElemType.F16, ElemType.F32, ElemType.BF16, ElemType.I32, ElemType.U8
-SUPPORTED = frozenset({F16, F32, BF16, I32, U8})
+I8 = ElemType.I8
+SUPPORTED = frozenset({F16, F32, BF16, I32, U8, I8})
+EXPANDED = frozenset({U8, I8})     # byte types held one per L-byte slot
 
 
 class NotSupported(VpucError):
@@ -131,6 +136,10 @@ class EmitContext:
             return self.splat_int(_saturate(value, -(1 << 31), (1 << 31) - 1), 4)
         if elem is U8:
             return self.splat_int(_saturate(value, 0, 255), self.slot)
+        if elem is I8:
+            # sign-extended to the slot: the low slot bytes of the two's complement
+            return self.splat_int(_saturate(value, -128, 127) & ((1 << 8 * self.slot) - 1),
+                                  self.slot)
         raise NotSupported(f"@{self.lir.name}: constants of type {elem}")
 
     # ------------------------------------------------------------ arguments
@@ -161,5 +170,5 @@ def float_bits_of(value: float, elem: ElemType) -> int:
     return bf16_bits(value)
 
 
-__all__ = ["EmitContext", "NotSupported", "SUPPORTED", "FBits", "SCRATCH_BYTES",
+__all__ = ["EmitContext", "NotSupported", "SUPPORTED", "EXPANDED", "FBits", "SCRATCH_BYTES",
            "f16_bits", "bf16_bits", "f32_of"]

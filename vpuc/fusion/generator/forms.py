@@ -11,11 +11,13 @@ truncation, saturation and NaN -> 0 for integers, like ``vcvt.i32.f32``).
 
 from __future__ import annotations
 
-from vpuc.fusion.generator.context import BF16, F16, F32, I32, U8, EmitContext, NotSupported
+from vpuc.fusion.generator.context import (BF16, EXPANDED, F16, F32, I8, I32, U8, EmitContext,
+                                           NotSupported)
 from vpuc.fusion.generator.mir import Reg
 from vpuc.ir.types import ElemType
 
 HALF_BIAS = 0x6400           # f16 bits of 1024.0: OR-ing a byte into it gives 1024 + byte
+I8_BIAS = 128                # i8 + 128 is a byte (0..255): the u8 conversions then apply
 
 
 def chunks(ctx: EmitContext) -> int:
@@ -43,15 +45,21 @@ def to_f32(ctx: EmitContext, x: Reg, elem: ElemType) -> list[Reg]:
             ctx.emit(("vcvtl" if k == 0 else "vcvth") + f".f32.{kind}", r, x)
             out.append(r)
         return out
-    if elem is I32 or (elem is U8 and ctx.slot == 4):
+    if elem is I32 or (elem in EXPANDED and ctx.slot == 4):
         r = ctx.new("v")
-        ctx.emit("vcvt.f32.i32", r, x)
+        ctx.emit("vcvt.f32.i32", r, x)             # u8 and i8 slots are i32 lanes
         return [r]
-    if elem is U8 and ctx.slot == 2:
-        # i16 lanes 0..255 -> f16 (1024 + v) - 1024, exact -> f32
+    if elem in EXPANDED and ctx.slot == 2:
+        # i16 lanes 0..255 -> f16 (1024 + v) - 1024, exact -> f32; i8 is biased to a byte
+        # first and the bias taken off in the same subtraction (1024..1279 are exact in f16)
+        byte, offset = x, 1024.0
+        if elem is I8:
+            byte = ctx.new("v")
+            ctx.emit("vadd.i16", byte, x, ctx.splat_int(I8_BIAS, 2))
+            offset += I8_BIAS
         half = ctx.new("v")
-        ctx.emit("vor", half, x, ctx.splat_int(HALF_BIAS, 2))
-        ctx.emit("vsub.f16", half, half, ctx.splat_f16(1024.0))
+        ctx.emit("vor", half, byte, ctx.splat_int(HALF_BIAS, 2))
+        ctx.emit("vsub.f16", half, half, ctx.splat_f16(offset))
         return to_f32(ctx, half, F16)
     raise NotSupported(f"@{ctx.lir.name}: {elem} values in a loop of {ctx.n} elements")
 
@@ -68,27 +76,36 @@ def from_f32(ctx: EmitContext, parts: list[Reg], elem: ElemType, dst: Reg) -> No
     if elem is I32:
         ctx.emit("vcvt.i32.f32", dst, parts[0])
         return
-    if elem is U8:
+    if elem in EXPANDED:
+        # saturate, truncate (NaN -> 0): the reference's round_to for integer types
+        lo, hi = (0.0, 255.0) if elem is U8 else (-128.0, 127.0)
         clamped = []
         for p in parts:
             t = ctx.new("v")
-            ctx.emit("vmax.f32", t, p, ctx.splat_f32(0.0))
-            ctx.emit("vmin.f32", t, t, ctx.splat_f32(255.0))
+            ctx.emit("vmax.f32", t, p, ctx.splat_f32(lo))
+            ctx.emit("vmin.f32", t, t, ctx.splat_f32(hi))
             clamped.append(t)
         if ctx.slot == 4:
-            ctx.emit("vcvt.i32.f32", dst, clamped[0])
+            ctx.emit("vcvt.i32.f32", dst, clamped[0])    # i8 comes out sign-extended
             return
         if ctx.slot == 2:
+            # 1024 + byte as f16 has the byte in its low bits; an i8 is biased to a byte
+            bias = 1024.0 if elem is U8 else 1024.0 + I8_BIAS
             biased = []
             for t in clamped:
                 i = ctx.new("v")
                 ctx.emit("vcvt.i32.f32", i, t)             # truncate (NaN -> 0)
                 ctx.emit("vcvt.f32.i32", i, i)
-                ctx.emit("vadd.f32", i, i, ctx.splat_f32(1024.0))
+                ctx.emit("vadd.f32", i, i, ctx.splat_f32(bias))
                 biased.append(i)
             half = ctx.new("v")
             ctx.emit("vcvt.f16.f32", half, biased[0], biased[-1])
-            ctx.emit("vxor", dst, half, ctx.splat_int(HALF_BIAS, 2))
+            if elem is U8:
+                ctx.emit("vxor", dst, half, ctx.splat_int(HALF_BIAS, 2))
+                return
+            byte = ctx.new("v")
+            ctx.emit("vxor", byte, half, ctx.splat_int(HALF_BIAS, 2))
+            ctx.emit("vsub.i16", dst, byte, ctx.splat_int(I8_BIAS, 2))
             return
     raise NotSupported(f"@{ctx.lir.name}: {elem} results in a loop of {ctx.n} elements")
 
@@ -135,5 +152,5 @@ def bool_zero_mask(ctx: EmitContext, cond: Reg) -> Reg:
 
 
 def elem_width(ctx: EmitContext, elem: ElemType) -> int:
-    """Bytes per element in the register form (u8 is expanded to the slot)."""
-    return ctx.slot if elem is U8 else elem.nbytes
+    """Bytes per element in the register form (u8 and i8 are expanded to the slot)."""
+    return ctx.slot if elem in EXPANDED else elem.nbytes

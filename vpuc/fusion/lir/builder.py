@@ -55,9 +55,10 @@ def build_lir(body: Graph, config: LoweringConfig) -> LinearIR:
             master.append(Value(d))
     elems = {t.elem for t in typed}
     increment = min((vector_lanes(config.target, e) for e in elems), default=1)
-    if elems == {ElemType.U8}:
-        # booleans are computed expanded, one per 2-byte slot or wider (generator/forms.py):
-        # a body of u8 values alone (Not of a bool model input) runs as many as f16 would
+    if elems and elems <= {ElemType.U8, ElemType.I8}:
+        # bytes are computed expanded, one per 2-byte slot or wider (generator/forms.py):
+        # a body of u8/i8 values alone (Not of a bool model input, an i8 -> u8 Convert)
+        # runs as many as f16 would
         increment = min(increment, vector_lanes(config.target, ElemType.F16))
     lir = LinearIR(body.name, config, tuple(master), bounds, increment)
 

@@ -10,7 +10,7 @@ return address ``lr`` = s31) and 3 temporaries (a scalar to ``vbcast`` from,
 the tail count for ``vmask``, address arithmetic): 32 - 8 = 24.  ARM64 gets 23
 because it also loses its platform register (x18); SHAVE has none.
 
-Vectors: 32 registers of 128 bits: 8 f16/bf16 lanes, 4 f32/i32 lanes, 16 u8.
+Vectors: 32 registers of 128 bits: 8 f16/bf16 lanes, 4 f32/i32 lanes, 16 u8/i8.
 
 Post-ops: the DPU applies a bias and one activation (relu, clamp, sigmoid,
 tanh: ``PostOpKind``) to a convolution or matmul result before it leaves the
@@ -62,8 +62,10 @@ SHAVE = TargetMachine(
     summary="ACT SHAVE (NPU37XX): 32 scalar and 32 vector registers of 128 bits",
     data_pointers=DATA_POINTERS,
     vector_registers=NUM_VREGS,
-    lanes={ElemType.F16: 8, ElemType.BF16: 8, ElemType.F32: 4, ElemType.I32: 4, ElemType.U8: 16},
-    elem_types=frozenset({ElemType.F16, ElemType.BF16, ElemType.F32, ElemType.I32, ElemType.U8}),
+    lanes={ElemType.F16: 8, ElemType.BF16: 8, ElemType.F32: 4, ElemType.I32: 4, ElemType.U8: 16,
+           ElemType.I8: 16},
+    elem_types=frozenset({ElemType.F16, ElemType.BF16, ElemType.F32, ElemType.I32, ElemType.U8,
+                          ElemType.I8}),
     tokenizable=frozenset(n for n, s in OPS.items() if s.elementwise),
     mark_skipped=mark_dpu_post_ops,
     positioned_passes=(("after:convert-power-to-power-static", "mul-add-to-fma"),),

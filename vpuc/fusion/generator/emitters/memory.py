@@ -4,15 +4,16 @@ Parameter, Result and Buffer emit nothing: they *are* the pointer registers the
 kernel emitter's prologue sets.  A Load or Store moving fewer elements than a
 register holds has a mask input (insert-specific-iterations) and becomes
 ``vld.m``/``vst.m``; inactive lanes are not accessed, so a tail never touches
-memory past its tensor.  u8 values live expanded to L-byte slots (context.py):
-their loads unpack through the stack scratch with one strided load, their
-stores pack with another.
+memory past its tensor.  u8 and i8 values live expanded to L-byte slots
+(context.py): their loads unpack through the stack scratch with one strided
+load (an i8 then sign-extended by a shift pair), their stores pack with
+another (the low byte of a sign-extended slot is the i8's two's complement).
 """
 
 from __future__ import annotations
 
 from vpuc.diagnostics import VpucError
-from vpuc.fusion.generator.context import U8, EmitContext, NotSupported
+from vpuc.fusion.generator.context import EXPANDED, I8, EmitContext, NotSupported
 from vpuc.fusion.generator.forms import elem_width
 from vpuc.fusion.generator.mir import SP, Mem
 from vpuc.fusion.generator.values import materialize
@@ -50,13 +51,16 @@ def emit_load(ctx: EmitContext, e: Expression) -> None:
     mem = Mem(ctx.inp(e, 0), int(e.attrs["offset"]))
     masked, mask = _access(ctx, e, elem)
     dst = ctx.out(e)
-    if elem is U8 and ctx.slot > 1:
+    if elem in EXPANDED and ctx.slot > 1:
         packed = ctx.new("v")
         if masked:
             ctx.emit("vld.m", packed, mem, mask)
         else:
             ctx.emit("vld", packed, mem)
-        unpack_bytes(ctx, packed, dst)
+        if elem is I8:
+            sign_extend_bytes(ctx, packed, dst)
+        else:
+            unpack_bytes(ctx, packed, dst)
         return
     if masked:
         ctx.emit("vld.m", dst, mem, mask)
@@ -71,13 +75,23 @@ def unpack_bytes(ctx: EmitContext, packed, dst) -> None:
     ctx.emit("vand", dst, dst, ctx.splat_int(0xFF, ctx.slot))
 
 
+def sign_extend_bytes(ctx: EmitContext, packed, dst) -> None:
+    """Bytes 0.. of ``packed``, sign-extended, into each L-byte slot of ``dst``."""
+    ctx.emit("vst", packed, ctx.scratch())
+    ctx.emit(f"vlds.{SUFFIX[ctx.slot]}", dst, ctx.scratch(), ctx.int_reg(1))
+    bits = 8 * ctx.slot - 8                  # the byte to the slot's top, then back signed
+    lane = f"i{8 * ctx.slot}"
+    ctx.emit(f"vslli.{lane}", dst, dst, bits)
+    ctx.emit(f"vsrai.{lane}", dst, dst, bits)
+
+
 def emit_broadcast_load(ctx: EmitContext, e: Expression) -> None:
     elem = e.in_descs[0].elem
     mem = Mem(ctx.inp(e, 0), int(e.attrs["offset"]))
     dst = ctx.out(e)
-    if elem is U8 and ctx.slot > 1:
+    if elem in EXPANDED and ctx.slot > 1:
         s = ctx.new("s")
-        ctx.emit("lbu", s, mem)
+        ctx.emit("lb" if elem is I8 else "lbu", s, mem)
         ctx.emit(f"vbcast.{SUFFIX[ctx.slot]}", dst, s)
         return
     ctx.emit(f"vldb.{SUFFIX[elem.nbytes]}", dst, mem)
@@ -88,7 +102,7 @@ def emit_store(ctx: EmitContext, e: Expression) -> None:
     mem = Mem(ctx.out(e), int(e.attrs["offset"]))
     masked, mask = _access(ctx, e, elem)
     value = ctx.inp(e, 0)
-    if elem is U8 and ctx.slot > 1:
+    if elem in EXPANDED and ctx.slot > 1:
         ctx.emit("vst", value, ctx.scratch())
         packed = ctx.new("v")
         ctx.emit("vlds.b", packed, ctx.scratch(), ctx.int_reg(ctx.slot))
