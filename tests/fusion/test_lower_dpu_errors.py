@@ -71,10 +71,6 @@ graph @g {
   Result(%m)
 }
 """, """\
-net.vir:7:3: error: Convert %i cannot be fused into an ACT SHAVE kernel (unsupported-type: %i is \
-i8; shave kernels handle bf16, f16, f32, i32, u8) and has no other lowering; not supported yet
-      %i = Convert{to = i8}(%r)
-      ^
 net.vir:9:3: error: MatMul{transpose_a = false, transpose_b = true} %m cannot run on the DPU: it \
 is i8; the DPU lowering takes MatMul on f16 or bf16 (an integer layer needs quantization scales \
 the graph does not carry)
