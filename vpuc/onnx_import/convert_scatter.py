@@ -30,7 +30,7 @@ import numpy as np
 
 from vpuc.ir.types import ElemType
 from vpuc.onnx_import.builder import GraphBuilder
-from vpuc.onnx_import.convert_struct import NUMPY_OF, _in_range, _indices
+from vpuc.onnx_import.convert_struct import NUMPY_OF, _in_range, _indices, scan_attributes
 
 TOPK_LIMIT = 8
 # DMAs of one Gather; a barrier takes at most 256 producers (NPU37XX)
@@ -222,15 +222,9 @@ def _topk(b, node, attrs):
 
 
 def _cumprod(b, node, attrs):
+    axis, n, exclusive, reverse = scan_attributes(b, node, attrs)
     shape = b.shape(node.input[0])
     rank = len(shape)
-    axes = np.asarray(b.array(node.input[1])).reshape(-1)
-    if axes.size != 1 or not np.issubdtype(axes.dtype, np.integer):
-        raise b.error(f"CumProd axis '{node.input[1]}' must be one integer; got {axes.dtype} "
-                      f"of {axes.size} values")
-    axis = b.axis(int(axes[0]), rank, "CumProd axis")
-    exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
-    n = shape[axis]
 
     def shifted(value: str, by: int) -> str:
         """``value`` moved ``by`` along the axis (towards the end; the start if reverse),

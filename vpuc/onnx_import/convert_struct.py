@@ -64,16 +64,21 @@ def _arg_extreme(minimum: bool):
     return convert
 
 
-def _cumsum(b, node, attrs):
+def scan_attributes(b, node, attrs) -> tuple[int, int, bool, bool]:
+    """A CumSum's or CumProd's axis (a constant input), its length, ``exclusive``, ``reverse``."""
     shape = b.shape(node.input[0])
-    rank = len(shape)
     axes = np.asarray(b.array(node.input[1])).reshape(-1)
     if axes.size != 1 or not np.issubdtype(axes.dtype, np.integer):
-        raise b.error(f"CumSum axis '{node.input[1]}' must be one integer; got {axes.dtype} "
-                      f"of {axes.size} values")
-    axis = b.axis(int(axes[0]), rank, "CumSum axis")
-    exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
-    n = shape[axis]
+        raise b.error(f"{node.op_type} axis '{node.input[1]}' must be one integer; got "
+                      f"{axes.dtype} of {axes.size} values")
+    axis = b.axis(int(axes[0]), len(shape), f"{node.op_type} axis")
+    return axis, shape[axis], bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+
+
+def _cumsum(b, node, attrs):
+    axis, n, exclusive, reverse = scan_attributes(b, node, attrs)
+    shape = b.shape(node.input[0])
+    rank = len(shape)
     k, j = np.arange(n)[:, None], np.arange(n)[None, :]
     # y[..., j] = sum_k x[..., k] T[k, j]
     take = {(False, False): k <= j, (True, False): k < j, (False, True): k >= j, (True, True): k > j}
