@@ -79,6 +79,8 @@ RESIDENT_KINDS = ("dpu", "act", "matmul")
 # their channels, the real ones or all of them, never the whole buffer (an eltwise join's
 # loads, ``lower_dpu_eltwise``, and a fused one's side loads, ``fuse_epilogue``: the real
 # ones, their own pads zeroed).
+# DMA segments whose copies may read a resident value's CMX buffer (their plan's views of it)
+CMX_READING_DMA = ("Concat",)
 PADS_WRITTEN_BY = ("Convolution", "GroupConvolution")
 PADDED_READERS = ("Convolution", "GroupConvolution", "MaxPool", "AvgPool", "Add", "Multiply")
 NHWC = DimsOrder(NAMED_ORDERS["NHWC"])
@@ -130,7 +132,8 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
             continue
         first = producer[name]
         writers = concats.get(name, [first])
-        if any(segments[s].kind not in RESIDENT_KINDS for s in [*writers, *users]) \
+        if any(segments[s].kind not in RESIDENT_KINDS for s in writers) \
+                or not all(_reads_resident(segments[s]) for s in users) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
         pad = None if name in concats or users != readers[name] else padded_channels(
@@ -149,6 +152,13 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         chosen[name] = tile, pad
     return [replace(v, tile=chosen[v.name][0], padded=chosen[v.name][1])
             if v.name in chosen else v for v in values]
+
+
+def _reads_resident(seg: SegmentValues) -> bool:
+    """Whether ``seg`` may read a value held in CMX: block copies of its views, or a
+    Concat's copies (CMX -> DDR: an unrolled LSTM's ``h``, which the next step's MatMul
+    loads and the Concat stacking ``Y`` copies)."""
+    return seg.kind in RESIDENT_KINDS or seg.kind == "dma" and seg.op in CMX_READING_DMA
 
 
 def padded_channels(v: Value, producer: SegmentValues, readers: list[SegmentValues]
