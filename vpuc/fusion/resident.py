@@ -65,7 +65,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vpuc.fusion.blocked_program import Value, label
-from vpuc.fusion.concat_in_place import resident_concats
+from vpuc.fusion.concat_in_place import in_place_operand, resident_concats, value_users
 from vpuc.fusion.lower_dpu_channels import aligned
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder
@@ -119,6 +119,13 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         for name in seg.reads:
             readers.setdefault(name, []).append(s)
     concats = resident_concats(values, segments)     # results DPU layers fill in place
+    users_of = value_users(segments)
+
+    def aliased(name: str) -> bool:     # written into its slice of a Concat's result instead
+        return any(segments[s].kind == "dma" and segments[s].op == "Concat"
+                   and in_place_operand(name, s, by_name, users_of, segments)
+                   for s in readers.get(name, []))
+
     for name, writers in concats.items():
         producer[name] = writers[0]
     held = [[0] * len(segments) for _ in range(tiles)]      # tile -> segment -> bytes
@@ -136,7 +143,7 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
         first = producer[name]
         writers = concats.get(name, [first])
         if any(segments[s].kind not in RESIDENT_KINDS for s in writers) \
-                or not all(_reads_resident(segments[s]) for s in users) \
+                or not all(_reads_resident(segments[s]) for s in users) or aliased(name) \
                 or any(name in segments[s].writes for s in users if s != first):
             continue
         pad = None if name in concats or users != readers[name] else padded_channels(
@@ -160,7 +167,8 @@ def resident_values(values: list[Value], segments: list[SegmentValues], keep_out
 def _reads_resident(seg: SegmentValues) -> bool:
     """Whether ``seg`` may read a value held in CMX: block copies of its views, or a
     Concat's copies (CMX -> DDR: an unrolled LSTM's ``h``, which the next step's MatMul
-    loads and the Concat stacking ``Y`` copies)."""
+    loads and the Concat stacking ``Y`` copies).  A Concat operand its writer can write
+    into its slice of the result (``concat_in_place``) is left to that instead."""
     return seg.kind in RESIDENT_KINDS or seg.kind == "dma" and seg.op in CMX_READING_DMA
 
 
