@@ -66,6 +66,9 @@ def test_concat_result_is_held_in_cmx(runs):
     root = buffer_roots(program)
     cat = _concat_buffer(program, axis)
     assert cat.kind is BufferKind.CMX, (cat.name, cat.kind)
+    # both expands write into it: their values are views of it, not CMX buffers of their
+    # own that a Concat may read too (``resident.aliased``)
+    assert sum(v.base == cat.name and "." not in v.name for v in program.module.views) == 2
     ddr = {b.name for b in program.module.buffers if b.kind is BufferKind.DDR}
     through_ddr = [t.label for tl in program.module.task_lists for t in tl.tasks
                    if isinstance(t, DmaTask) and cat.name in (root(t.src),

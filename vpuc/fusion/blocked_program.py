@@ -108,6 +108,9 @@ class ProgramText:
     # ``--schedule default``: (tile, element type) -> the zero vector every DPU layer of the
     # program copies its input's padded channels from (``lower_dpu_channels.zero_vector``)
     zeros: dict = field(default_factory=dict)
+    # ``--schedule default``: (constant, tile) -> the CMX buffer holding a MatMul's whole
+    # constant weights, which later MatMuls of the same constant read (``lower_dpu_matmul``)
+    held_weights: dict = field(default_factory=dict)
     # ``--schedule default``: the elementwise subgraph the DPU layer being emitted runs on
     # its output blocks in CMX (``fuse_epilogue.Epilogue``, called by ``LayerEmitter.store``).
     epilogue: object = None

@@ -24,6 +24,12 @@ result.  When not even 16 columns fit with one row, K is cut into chunks too
 (f32 partial sums: ``lower_dpu_ksplit_matmul``).  Under ``--schedule default`` a
 classifier's constant weights (``streams``) are cut into chunks of one deep load even
 when they fit whole: the schedule streams them, both tiles computing as they arrive.
+Also under ``--schedule default``, whole constant weights stay in the CMX buffer of the
+first MatMul that loads them on a tile, and later MatMuls of the same constant read that
+buffer with no load (``ProgramText.held_weights``; ``schedule_deps`` orders their DPU tasks
+after the load, allocate-cmx keeps the buffer to its last reader): an unrolled RNN's
+recurrent weights, the same for every step (a CRNN's 26-step bidirectional LSTM: 102 CMX
+-> CMX copies of 32 KB on DMA1, 586,094 -> 522,787 cycles).
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ from vpuc.fusion.schedule_room import STREAMING_RATIO
 from vpuc.ir.types import NAMED_ORDERS, DimsOrder, ElemType, TensorType
 
 GRANULE = 16     # the DPU's output channel alignment, as lower_dpu_nn.CHANNEL_GRANULE
+# --schedule default: the most bytes of constant weights a MatMul leaves in CMX for later
+# MatMuls of the same constant (``ProgramText.held_weights``); they stay out of the room of
+# every segment in between, so at most one deep load's (``schedule_prefetch``)
+HELD_WEIGHT_BYTES = DEEP_LOAD_BYTES
 NC, CN = DimsOrder(NAMED_ORDERS["NC"]), DimsOrder(NAMED_ORDERS["CN"])
 
 
@@ -210,8 +220,15 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
     separate_bias = split and layer.bias is not None and not (table is not None and packed)
     if separate_bias:
         prog.buffers.append(f"const %{prefix}bias : {aligned(n)}xf32 = {const_text(bias_values, prefix + 'bias')}")
+    # --schedule default: whole constant weights another MatMul of this block loaded stay
+    # in its CMX buffer (an unrolled RNN's recurrent weights, one constant for every step)
+    held_key = (b.name, tb) if not split and not batched_b and prog.prefetch_bytes \
+        and b.kind == "const" and b.init is not None and prog.weights_scale is None \
+        and weight_bytes(n) <= HELD_WEIGHT_BYTES else None
+    all_held = held_key is not None and all((held_key, e.tile(k)) in prog.held_weights
+                                            for k in range(e.used))
     if not split and not batched_b and prog.prefetch_bytes and rb == 2 and b_rows == 1 \
-            and n == k_dim and b.kind == "const" and b.init is not None:
+            and n == k_dim and b.kind == "const" and b.init is not None and not all_held:
         # --schedule default: square constant weights transposed at compile time, so each
         # tile's load is a plain copy the schedule prefetches, not a staged permute
         b, b_rows, b_cols = transposed_constant(prog, prefix, b), 0, 1
@@ -226,10 +243,14 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
         t = e.tile(k)
         e.barriers(k)
         loaded = [f"%{prefix}loaded{k}"]
+        held = prog.held_weights.get((held_key, t)) if held_key else None
         if k < e.used and not split:    # weights and bias: once per tile, before its first block
-            if not batched_b:
-                load_matrix(e, f"w.t{t}", b, (0,) * (rb - 2), b_rows, (0, n), b_cols, t,
-                            e.load_waits(t), [f"%{prefix}loaded{t}"], pad=(aligned(n), kp))
+            if not batched_b and held is None:
+                held = load_matrix(e, f"w.t{t}", b, (0,) * (rb - 2), b_rows, (0, n), b_cols,
+                                   t, e.load_waits(t), [f"%{prefix}loaded{t}"],
+                                   pad=(aligned(n), kp))
+                if held_key:
+                    prog.held_weights[(held_key, t)] = held
             bias_of[t] = e.load_bias(t, bias_values)
         if k < e.used or not row_once:
             x = load_matrix(e, f"a.t{t}" if row_once else f"a.c{k}", a,
@@ -237,7 +258,7 @@ def emit_matmul(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ti
                             a_cols, t, e.load_waits(k), loaded, pad=(r1 - r0, kp))
             row_of[t] = x
         x = row_of[t]
-        weights, bias = f"%{prefix}w.t{t}", bias_of.get(t, "")
+        weights, bias = held or f"%{prefix}w.t{t}", bias_of.get(t, "")
         if table is not None:
             weights, bias = table.load(e, f"{prefix}wb", (c0, c1), b.type.elem, f"c{k}", t,
                                        e.load_waits(k), loaded)
