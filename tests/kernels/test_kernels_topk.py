@@ -10,6 +10,7 @@ import pytest
 
 from kernel_harness import Tensor, run
 from vpuc.abi.params import ScalarArg
+from vpuc.cost.topk import topk_call_cycles
 from vpuc.ir.types import ElemType
 from vpuc.kernel_contracts import library_contracts
 from vpuc.verifier.wiring import Operand, shape_problems
@@ -124,3 +125,13 @@ def test_shape_rule_in_the_verifier():
     assert problems((4, 10), (4, 3), (5, 3))
     assert problems((4, 10), (4, 3), (4, 2))
     assert problems((4, 10), (4, 3), (4, 3, 1))
+
+
+@pytest.mark.parametrize("rows, n, k", [(1, 64, 4), (2, 100, 5), (2, 100, 100), (1, 300, 10),
+                                        (2, 1000, 1), (1, 1000, 100), (1, 1000, 1000), (1, 2000, 500)])
+def test_cost_formula_within_10_percent(rows, n, k):
+    """vpuc/cost/topk.py against the interpreter on random rows (its sift count assumes
+    them: the i-th value beats the root with probability K / i)."""
+    x = np.random.default_rng(n + k).standard_normal((rows, n)).astype(np.float32)
+    cycles = _topk(x, k)[2].cycles
+    assert abs(topk_call_cycles(rows, n, k) - cycles) <= 0.1 * cycles, cycles
