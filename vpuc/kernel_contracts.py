@@ -28,6 +28,7 @@ SHAPE_RULES = {
     "same": "input and output of one shape",
     "reduce": "inputs broadcast to the output but along the last dim, where the output is 1",
     "gather": "data [A, K, R], indices [N], output [A, N, R]",
+    "topk": "input [R, N], values [R, K], indices [R, K]",
 }
 
 

@@ -7,7 +7,9 @@ opset drawn where the op has them.  The ``op`` family draws them as one of its k
 Constants both sides must read alike are exact in f16 (the check rounds every float
 initializer to f16 for onnxruntime): a roi in 1/16ths.  Scatter indices are distinct
 without a reduction (the spec leaves duplicates undefined there) and may repeat with one.
-TopK reads ``Floor(2x)``, small integers, so ties are common and the lower index must win.
+TopK reads ``Floor(2x)``, small integers, so ties are common and the lower index must win;
+its axis is sometimes long (9 to 300) and K anywhere up to it, so both the topk kernel
+and ArgMax's rounds are drawn.
 """
 
 from __future__ import annotations
@@ -163,13 +165,16 @@ def _topk(m, shape):
     rank = len(shape)
     m.opset = forms.draw_opset(m, 11)
     axis = r.randint(-rank, rank - 1)
-    k = r.randint(1, min(shape[axis], 8))
-    x = m.node("Floor", [m.node("Mul", ["x", m.init(np.float32(2.0))])])
     attrs = {"largest": r.choice([0, 1])} if r.random() < 0.7 else {}
     if r.random() < 0.8:
         attrs["axis"] = axis
     else:
-        axis, k = -1, r.randint(1, min(shape[-1], 8))
+        axis = -1
+    if r.random() < 0.4:                # a long axis: K past ArgMax's rounds, the topk kernel
+        shape = list(shape)
+        shape[axis] = r.randint(9, 300)
+    k = r.randint(1, shape[axis])
+    x = m.node("Floor", [m.node("Mul", ["x", m.init(np.float32(2.0))])])
     m.node("TopK", [x, m.ints([k])], n_out=2, **attrs)
     values, indices = m.nodes[-1].output
     if r.random() < 0.5:

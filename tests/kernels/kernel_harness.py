@@ -138,19 +138,21 @@ def place(tensors: list[Tensor], rng: np.random.Generator | None = None) -> None
 def run(name: str, inputs: list[Tensor], output: Tensor, scalars: list[ScalarArg] = (),
         rng: np.random.Generator | None = None, expect_status: int = 0,
         check_paths: bool = True, patch: dict[int, bytes] | None = None,
-        reads_scalars: bool = False) -> Result:
+        reads_scalars: bool = False, first_outputs: list[Tensor] = ()) -> Result:
     """Run library kernel ``name``; ``output.values`` only gives its shape and type.
     ``patch`` overwrites bytes of the packed params struct (offset -> bytes).
     ``reads_scalars``: the kernel branches on scalars it loads from CMX (gather's
-    indices), so its cycles-only run may leave it to the full run."""
+    indices), so its cycles-only run may leave it to the full run.  ``first_outputs``: outputs
+    passed before ``output`` (topk's values before its indices), read back into their
+    ``values``."""
     obj = load_library_kernel(name)
-    place(inputs + [output], rng)
+    place(inputs + list(first_outputs) + [output], rng)
     cmx = np.full(CMX_BYTES, SENTINEL, np.uint8)
     for tensor in inputs:
         tensor.view(cmx)[...] = tensor.values
         if tensor.dynamic:
             _write_meta(cmx, tensor)
-    args = [t.memref() for t in inputs] + [output.memref()] + list(scalars)
+    args = [t.memref() for t in inputs + list(first_outputs) + [output]] + list(scalars)
     image = layout_window_e(obj.data, args, WIN_E)
     window_e = bytearray(image.image)
     for offset, data in (patch or {}).items():
@@ -171,11 +173,16 @@ def run(name: str, inputs: list[Tensor], output: Tensor, scalars: list[ScalarArg
     check_cycles_only(obj, before, bytes(window_e), image.args_offset, image.args_size, first,
                       dims_in_cmx=reads_scalars or any(t.dynamic for t in inputs + [output]))
     changed = np.flatnonzero(cmx != before)
-    allowed = set(output.byte_positions().tolist()) if status == 0 else set()
+    allowed = set()
+    if status == 0:
+        for written in list(first_outputs) + [output]:
+            allowed |= set(written.byte_positions().tolist())
     if output.dynamic:
         allowed |= set(range(output.meta, output.meta + 16 * 12 + 16))
     stray = [int(i) for i in changed if int(i) not in allowed]
     assert not stray, f"kernel wrote outside its output: CMX offsets {stray[:8]}..."
+    for written in first_outputs:
+        written.values = written.view(cmx).copy()
     return Result(output.view(cmx).copy(), first.cycles, first.instructions, status, cmx,
                   first.opcode_counts)
 

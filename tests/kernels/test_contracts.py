@@ -24,7 +24,7 @@ E_TYPE = 1
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "kernels.md").read_text()
 # element types the harness can place: floats and a 2- and a 4-byte integer
 CANDIDATES = {"f16": np.float16, "f32": np.float32, "i16": np.int16, "i32": np.int32}
-EQU = re.compile(r"^\s*\.equ\s+(NUM_IN|AXIS_KIND|SCALARS),\s*(\d+)", re.MULTILINE)
+EQU = re.compile(r"^\s*\.equ\s+(NUM_IN|NUM_OUT|AXIS_KIND|SCALARS),\s*(\d+)", re.MULTILINE)
 HEADER_BYTES = re.compile(r"^//\s+params:.*?(\d+) bytes", re.MULTILINE)
 HEADER_CONTRACT = re.compile(r"^//\s+contract:\s+([a-z_]+)\(([^)]*)\)", re.MULTILINE)
 SCALAR_LOAD = re.compile(r"^\s*(lhu|lh|lw|lbu|lb)\s+s\d+,\s*SCALARS(?:\s*\+\s*(\d+))?\(s17\)",
@@ -49,9 +49,9 @@ def test_contract_matches_the_assembly(name):
         assert contract.args == ()
         return
     equ = {key: int(value) for key, value in EQU.findall(source)}
-    # the driver reads NUM_IN input MemRefData, then the output's
+    # the driver reads NUM_IN input MemRefData, then the output's (NUM_OUT of them: topk)
     directions = [a.direction for a in contract.memrefs]
-    assert directions == [Direction.IN] * equ["NUM_IN"] + [Direction.OUT]
+    assert directions == [Direction.IN] * equ["NUM_IN"] + [Direction.OUT] * equ.get("NUM_OUT", 1)
     assert equ["AXIS_KIND"] == contract.axis
     assert int(HEADER_BYTES.search(source).group(1)) == contract.params_bytes
     # scalars: the kernel's loads cover exactly the contract's packed scalars
@@ -93,7 +93,8 @@ def _allowed(contract, elems) -> bool:
 
 def _cases():
     for name, contract in sorted(library_contracts().items()):
-        if contract.memrefs and contract.shapes != "gather":     # gather's: test_kernels_gather
+        # gather's and topk's: test_kernels_gather, test_kernels_topk
+        if contract.memrefs and contract.shapes not in ("gather", "topk"):
             for elems in itertools.product(CANDIDATES, repeat=len(contract.memrefs)):
                 yield name, elems
 
@@ -137,7 +138,7 @@ E_SHAPE = 2
 
 
 @pytest.mark.parametrize("name", [n for n, c in sorted(library_contracts().items())
-                                  if c.args and c.shapes != "gather"])
+                                  if c.args and c.shapes not in ("gather", "topk")])
 def test_shape_rule_matches_the_kernel(name):
     """Where the contract's shape rule allows a case the kernel runs it; where it does not,
     the kernel rejects it too, except softmax, whose contract is stricter (see contracts.toml)."""

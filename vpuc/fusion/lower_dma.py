@@ -26,6 +26,7 @@ from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.fusion.blocked_program import ProgramText, Value, label, type_text
 from vpuc.fusion.lower_dma_plan import DMA_OPS, Copy, Part, Plan, full, plan
 from vpuc.fusion.lower_gather import GATHER_OP
+from vpuc.fusion.lower_topk import TOPK_OP
 from vpuc.fusion.subgraph import Tokenization
 from vpuc.fusion.tokenizer import Reason
 from vpuc.ir.graph import Graph, GraphOp
@@ -155,8 +156,8 @@ def dma_ops(graph: Graph, tok: Tokenization) -> dict[int, GraphOp]:
     found = {}
     for i, decision in tok.left_out.items():
         op = graph.ops[i]
-        if op.kind == GATHER_OP and decision.reason is not Reason.DEAD:
-            found[i] = op                         # its indices are data: lower_gather's
+        if op.kind in (GATHER_OP, TOPK_OP) and decision.reason is not Reason.DEAD:
+            found[i] = op                         # data decides: lower_gather's, lower_topk's
             continue
         if op.kind not in DMA_OPS or decision.reason is Reason.DEAD:
             continue

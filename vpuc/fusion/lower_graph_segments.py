@@ -25,6 +25,7 @@ from vpuc.fusion.lower_dpu import emit_layer
 from vpuc.fusion.lower_dpu_scale import choose_dpu, emit_scale, scale_product
 from vpuc.fusion.lower_dpu_scale_weights import WeightsScale, chosen_folds
 from vpuc.fusion.lower_gather import GATHER_OP, emit_gather
+from vpuc.fusion.lower_topk import TOPK_OP, emit_topk
 from vpuc.fusion.lower_library import emit_library_segment
 from vpuc.fusion.lower_provenance import LayerTable, segment_ops
 from vpuc.fusion.large_kernels import expand_large_kernels
@@ -230,6 +231,9 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         elif seg.dma is not None and seg.dma.kind == GATHER_OP:
             emit_gather(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
                         budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)
+        elif seg.dma is not None and seg.dma.kind == TOPK_OP:
+            emit_topk(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
+                      budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)
         elif seg.dma is not None:
             renamed = {g: by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)}
             emit_dma(prog, seg.dma, renamed, prefix, gate, finish,

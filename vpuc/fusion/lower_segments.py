@@ -14,6 +14,7 @@ from vpuc.fusion.blocked_program import Value, sanitize
 from vpuc.fusion.fold_views import Alias
 from vpuc.fusion.lower_dma import DMA_OPS
 from vpuc.fusion.lower_gather import GATHER_OP
+from vpuc.fusion.lower_topk import TOPK_OP
 from vpuc.fusion.lower_dpu import DpuLayer, dpu_layer
 from vpuc.fusion.lower_dpu_channels import reads_weights
 from vpuc.fusion.lower_dpu_support import DPU_LAYERS, dpu_problem, eltwise_anchor
@@ -88,7 +89,7 @@ def left_out(graph: Graph, tok: Tokenization) -> tuple[dict[int, LibraryCall],
             library[i] = call
         elif segment is not None:
             own[i] = segment
-        elif op.kind in DMA_OPS or op.kind == GATHER_OP:
+        elif op.kind in DMA_OPS or op.kind in (GATHER_OP, TOPK_OP):
             continue                              # lower_dma.dma_ops takes them
         elif (op.kind in DPU_LAYERS and (dpu_first or op.kind not in GLOBAL_POOLS)) \
                 or eltwise_anchor(op):

@@ -185,6 +185,21 @@ def _indexed_gather(op: GraphOp, ins: list[TensorType]) -> TensorType:
     return TensorType(tuple(dims), x.elem, DimsOrder.identity(len(dims)))
 
 
+def _topk(op: GraphOp, ins: list[TensorType]) -> TensorType:
+    """TopK along the last axis: ``part`` values (the input's type) or indices (i32)."""
+    x = ins[0]
+    _static(op, ins)
+    k = op.attrs["k"]
+    if x.elem not in (ElemType.F16, ElemType.F32):
+        raise InferError(f"TopK takes f16 or f32 values; got {x.elem}")
+    if x.rank < 1 or not 1 <= k <= x.dims[-1]:
+        raise InferError(f"TopK k = {k} needs a last axis of at least k values; got {x}")
+    dims = x.dims[:-1] + (k,)
+    if op.attrs["part"] == "indices":
+        return TensorType(dims, ElemType.I32, DimsOrder.identity(len(dims)))
+    return TensorType(dims, x.elem, DimsOrder.identity(len(dims)))
+
+
 def _interpolate(op: GraphOp, ins: list[TensorType]) -> TensorType:
     x = ins[0]
     _static(op, ins)
@@ -256,6 +271,8 @@ NN_SPECS = [
                                          AttrSpec("step", "ints"))),
     OpSpec("Gather", 1, "layer", _gather, (AttrSpec("axis", "int"), AttrSpec("indices", "ints"))),
     OpSpec("IndexedGather", 2, "layer", _indexed_gather, (AttrSpec("axis", "int"),)),
+    OpSpec("TopK", 1, "layer", _topk, (AttrSpec("k", "int"), AttrSpec("largest", "bool", True),
+                                       AttrSpec("part", "enum:values|indices"))),
     OpSpec("Interpolate", 1, "layer", _interpolate, (
         AttrSpec("shape", "ints"), AttrSpec("mode", "enum:nearest|linear", "nearest"),
         AttrSpec("coordinate_transformation_mode",

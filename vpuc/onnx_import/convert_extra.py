@@ -21,8 +21,8 @@
   entries by the constant one-hot mask (when the values are constant too, the whole node
   was folded at import).
 
-``EXTRA_CONVERTERS`` also holds ScatterND, ScatterElements, TopK and CumProd
-(``convert_scatter.py``).
+``EXTRA_CONVERTERS`` also holds ScatterND, ScatterElements and CumProd
+(``convert_scatter.py``) and TopK (``convert_topk.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_layers import ceil_extra
 from vpuc.onnx_import.convert_scatter import SCATTER_CONVERTERS
+from vpuc.onnx_import.convert_topk import TOPK_CONVERTERS
 
 _ROUNDING = {
     "round_prefer_floor": lambda c: np.where(c - np.floor(c) == 0.5, np.floor(c), np.round(c)),
@@ -271,5 +272,5 @@ def _one_hot(b, node, attrs):
 
 EXTRA_CONVERTERS = {
     "Resize": _resize, "Trilu": _trilu, "LpPool": _lp_pool, "GlobalLpPool": _global_lp_pool,
-    "CenterCropPad": _center_crop_pad, "OneHot": _one_hot, **SCATTER_CONVERTERS,
+    "CenterCropPad": _center_crop_pad, "OneHot": _one_hot, **SCATTER_CONVERTERS, **TOPK_CONVERTERS,
 }

@@ -1,4 +1,4 @@
-"""Scatters on constant indices, TopK of a constant K and CumProd, composed from graph ops.
+"""Scatters on constant indices, TopK's ArgMax rounds and CumProd, composed from graph ops.
 
 - ScatterND / ScatterElements: the data is viewed as ``[rows, slice]`` rows (ScatterND:
   one row per indexed position, the slice the dims past the index depth; ScatterElements:
@@ -11,7 +11,8 @@
   every row's q-th update (the op's identity, 0 / 1 / -inf / +inf, where a row has fewer)
   and combines it into the running result, so a row updated ``m`` times sees its updates
   in index order, as onnxruntime's loop does.
-- TopK of a constant K <= 8: K rounds of ArgMax's search (``convert_struct.py``): the
+- TopK's K rounds of ArgMax's search, where ``convert_topk.py`` finds them cheaper than the
+  library kernel (``convert_struct.py``): the
   greatest remaining value (``ReduceMax``), the least index holding it, that position set
   to -inf for the next round; smallest is the same on ``-x``.  A taken position's search
   key is moved past every untaken one, so inputs holding -inf cannot pick an index twice.
@@ -32,7 +33,6 @@ from vpuc.ir.types import ElemType
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_struct import NUMPY_OF, _in_range, _indices, scan_attributes
 
-TOPK_LIMIT = 8
 # DMAs of one Gather; a barrier takes at most 256 producers (NPU37XX)
 RUN_LIMIT = 128
 _IDENTITY = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}
@@ -160,7 +160,7 @@ def _scatter_elements(b, node, attrs):
     _scatter_rows(b, node, attrs, targets, math.prod(shape), 1)
 
 
-def _topk_count(b: GraphBuilder, node, attrs, size: int) -> int:
+def topk_count(b: GraphBuilder, node, attrs, size: int) -> int:
     if len(node.input) > 1 and node.input[1]:
         ks = _indices(b, node.input[1]).reshape(-1)
         if ks.size != 1:
@@ -170,23 +170,19 @@ def _topk_count(b: GraphBuilder, node, attrs, size: int) -> int:
         k = int(attrs["k"])          # opset 1 to 9: an attribute
     if not 1 <= k <= size:
         raise b.error(f"TopK K = {k} is outside [1, {size}], the size of the axis")
-    if k > TOPK_LIMIT:
-        raise b.error(f"TopK K = {k}: vpuc composes TopK from one search per value, up to "
-                      f"K = {TOPK_LIMIT}")
     return k
 
 
-def _topk(b, node, attrs):
+def rounds_exact(b: GraphBuilder, size: int) -> bool:
+    """ArgMax's search keys (indices up to ``2 * size``) are exact in the graph's type."""
+    return 2 * size <= 2 ** (np.finfo(NUMPY_OF[b.elem]).nmant + 1)
+
+
+def topk_rounds(b, node, axis: int, k: int, largest: bool) -> None:
+    """TopK as K rounds of ArgMax's search (the caller checked ``rounds_exact``)."""
     shape = b.shape(node.input[0])
     rank = len(shape)
-    axis = b.axis(attrs.get("axis", -1), rank)
     size = shape[axis]
-    k = _topk_count(b, node, attrs, size)
-    exact = 2 ** (np.finfo(NUMPY_OF[b.elem]).nmant + 1)
-    if 2 * size > exact:
-        raise b.error(f"TopK over {size} values: its search keys up to {2 * size} are not exact in {b.elem}")
-    largest = bool(attrs.get("largest", 1))
-    attrs.get("sorted", 1)           # any order is allowed unsorted: the sorted one is given
     x = b.value(node.input[0])
     if not largest:
         x = b.op("Negative", [x])
@@ -256,5 +252,5 @@ def _cumprod(b, node, attrs):
 
 
 SCATTER_CONVERTERS = {
-    "ScatterND": _scatter_nd, "ScatterElements": _scatter_elements, "TopK": _topk, "CumProd": _cumprod,
+    "ScatterND": _scatter_nd, "ScatterElements": _scatter_elements, "CumProd": _cumprod,
 }

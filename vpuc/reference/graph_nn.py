@@ -228,12 +228,29 @@ NN_LAYERS = {
     "Slice": lambda args, a: slice_op(args[0], a),
     "Gather": lambda args, a: np.take(args[0], a["indices"], axis=a["axis"]),
     "IndexedGather": lambda args, a: indexed_gather(args[0], args[1], a["axis"]),
+    "TopK": lambda args, a: topk(args[0], a),
     "Interpolate": lambda args, a: interpolate(args[0], a),
     "DepthToSpace": lambda args, a: depth_to_space(args[0], a),
     "SpaceToDepth": lambda args, a: space_to_depth(args[0], a),
     "LogSoftmax": lambda args, a: log_softmax(args[0], a["axis"]),
     "MVN": lambda args, a: mvn(args[0], a),
 }
+
+
+def topk(x: np.ndarray, attrs) -> np.ndarray:
+    """TopK along the last axis, as onnxruntime orders it: sorted best first, ties to the
+    lower index, every NaN above +inf (first for largest, last for smallest), -0 tying
+    +0; ``part`` says whether the values or the (i32) indices are the result."""
+    k, largest = attrs["k"], attrs["largest"]
+    nan = np.isnan(x)
+    key = np.where(nan, 0.0, x.astype(np.float64)) + 0.0
+    key = np.where(nan, np.inf, key if largest else -key)
+    rank = np.where(nan, 1 if largest else -1, 0)
+    position = np.broadcast_to(np.arange(x.shape[-1]), x.shape)
+    order = np.lexsort((position, -key, -rank), axis=-1)[..., :k]
+    if attrs["part"] == "indices":
+        return order.astype(np.int32)
+    return np.take_along_axis(x, order, axis=-1)
 
 
 def indexed_gather(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:

@@ -141,6 +141,9 @@ def shape_problems(rule: str, inputs: list[Operand], out: Operand):
     if rule == "gather":
         yield from _gather_shape_problems(inputs, out)
         return
+    if rule == "topk":
+        yield from _topk_shape_problems(inputs, out)
+        return
     for operand in inputs:
         dims = operand.dims
         if dims is None or rule != "same" and len(dims) == 0:
@@ -180,13 +183,30 @@ def _gather_shape_problems(inputs: list[Operand], out: Operand):
             yield out.loc, f"{out.label}: {what} is {got}; expected {want}"
 
 
+def _topk_shape_problems(inputs: list[Operand], out: Operand):
+    """topk's rule: input [R, N], values [R, K], indices [R, K] (the indices are ``out``)."""
+    data, values = inputs
+    for operand in (data, values, out):
+        if operand.dims is not None and len(operand.dims) != 2:
+            yield operand.loc, f"{operand.label} has rank {len(operand.dims)}; expected 2"
+            return
+    pairs = []
+    if data.dims is not None:
+        pairs.append((data.dims[0], out.dims[0], "dim 0 (the rows)"))
+    if values.dims is not None:
+        pairs.append((values.dims[1], out.dims[1], "dim 1 (K)"))
+    for want, got, what in pairs:
+        if None not in (want, got) and want != got:
+            yield out.loc, f"{out.label}: {what} is {got}; expected {want}"
+
+
 def _declared_shape_problems(kernel: KernelDecl, contract: KernelContract):
     memrefs = [(p, a) for p, a in zip(kernel.params, contract.args) if a.memref]
     operands = [Operand(p.loc, f"argument '{p.name}' of @{kernel.name} ({p.memref})",
                          p.memref.dims) for p, _ in memrefs]
     written = [i for i, (_, a) in enumerate(memrefs) if a.direction.writes]
-    if len(written) == 1:
-        out = operands.pop(written[0])
+    if written:                     # the last one written is the rule's output (topk: indices)
+        out = operands.pop(written[-1])
         out.label = "output" + out.label[len("argument"):]
         yield from shape_problems(contract.shapes, operands, out)
 
@@ -259,6 +279,8 @@ def _bound_shape_problems(task: SwKernelTask, kernel: KernelDecl, wiring: _Kerne
         dims = tuple(None if isinstance(d, Dynamic) else d for d in tensor.dims)
         shape = tensor.shape_str()
         if slot.direction.writes:
+            if out is not None:     # an earlier output (topk's values): an operand of the rule
+                inputs.append(out)
             out = Operand(arg.loc, f"output %{arg} of @{kernel.name} ({shape})", dims)
         else:
             inputs.append(Operand(arg.loc, f"argument '{param.name}' of @{kernel.name}, "
