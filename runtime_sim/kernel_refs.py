@@ -2,8 +2,8 @@
 
 Each function takes the kernel's memref arguments but the last (the output) as
 float32 arrays of their logical shapes, then its scalar arguments, and
-returns the output values in float32; the caller rounds them to the output
-type.  Softmax and the reductions work along the last logical dim, passed as
+returns the output values in float32 (a tuple, one per output, for a kernel of
+several: topk); the caller rounds them to each output's type.  Softmax and the reductions work along the last logical dim, passed as
 ``axis`` (None for a scalar): the kernels' contract (docs/kernels.md, "reduce
 row"), whatever the dims order -- for NHWC that is W, not the innermost C.
 gelu is the tanh approximation the kernel implements, not the exact erf form.
@@ -81,10 +81,24 @@ REFERENCES = {
     "mvn": lambda x, eps, eps_outside, axis: _mvn(x, eps, eps_outside, axis),
     "gather": lambda data, indices, out, first, extent, axis: _gather(data, indices, out,
                                                                       first, extent),
+    "topk": lambda x, k, largest, axis: _topk(x, int(k), bool(largest)),
 }
 # kernels that write only part of their output: their reference takes it as it stands, after
 # the inputs
 PARTIAL_OUTPUT = frozenset({"gather"})
+
+
+def _topk(x, k, largest) -> tuple[np.ndarray, np.ndarray]:
+    """topk's rows of x [R, N]: the values [R, K] and their indices, best first, in
+    onnxruntime's order: every NaN above +inf, -0 tying +0, ties to the lower index."""
+    nan = np.isnan(x)
+    key = np.where(nan, 0.0, x).astype(np.float64) + 0.0         # -0 -> +0
+    key = key if largest else -key
+    rank = nan if largest else ~nan
+    order = np.stack([np.lexsort((np.arange(x.shape[1]), -row_key, -row_rank))[:k]
+                      for row_key, row_rank in zip(key, rank.astype(np.int64))])
+    indices = order.astype(np.int32).reshape(x.shape[0], k)
+    return np.take_along_axis(x, indices, axis=1), indices
 
 
 def _gather(data, indices, out, first, extent) -> np.ndarray:

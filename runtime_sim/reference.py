@@ -29,6 +29,7 @@ from vpuc.reference.graph import run_graph
 from vpuc.ir.graph import Graph
 from vpuc.ir.module import BufferKind, KernelSourceKind
 from vpuc.ir.tasks import DmaMode, DmaTask, DpuOp, DpuTask, SwKernelTask
+from vpuc.kernel_contracts import library_contract
 from vpuc.program import Program
 
 
@@ -167,9 +168,12 @@ class Reference:
                 memrefs.append(bound[arg])
             else:
                 scalars.append(consts[arg])
-        *inputs, output = memrefs
-        if decl.source.kind is KernelSourceKind.LIBRARY and decl.source.ref in PARTIAL_OUTPUT:
-            inputs.append(output)
+        contract = library_contract(decl.source.ref) \
+            if decl.source.kind is KernelSourceKind.LIBRARY else None
+        n_out = len(contract.memrefs) - len(contract.inputs) if contract is not None else 1
+        inputs, outputs = memrefs[:-n_out], memrefs[-n_out:]
+        if contract is not None and decl.source.ref in PARTIAL_OUTPUT:
+            inputs += outputs
         values = [self.array(n) for n in inputs]
         wide = _compute_type(*values) if values else np.float32
         # Softmax and the reductions work over the last logical dim, whatever the dims order
@@ -177,14 +181,16 @@ class Reference:
         # in memory.
         rank = values[0].ndim if values else 0
         axis = rank - 1 if rank else None
-        result = np.asarray(fn(*[v.astype(wide) for v in values], *scalars, axis=axis))
-        target = self._set_dynamic(output, result.shape)
-        try:
-            target[...] = convert(np.broadcast_to(result, target.shape), target.dtype)
-        except ValueError:
-            raise VpucError(f"--reference: {name}: the reference of @{decl.name} gives shape "
-                            f"{result.shape}, but its output %{output} has shape {target.shape}",
-                            task.loc) from None
+        results = fn(*[v.astype(wide) for v in values], *scalars, axis=axis)
+        for output, result in zip(outputs, results if n_out > 1 else (results,)):
+            result = np.asarray(result)
+            target = self._set_dynamic(output, result.shape)
+            try:
+                target[...] = convert(np.broadcast_to(result, target.shape), target.dtype)
+            except ValueError:
+                raise VpucError(f"--reference: {name}: the reference of @{decl.name} gives shape "
+                                f"{result.shape}, but its output %{output} has shape "
+                                f"{target.shape}", task.loc) from None
 
     def _generated(self, task: SwKernelTask, name: str, graph: Graph, bound: dict) -> None:
         """A generated kernel: its recorded body on the arguments, inputs then outputs."""

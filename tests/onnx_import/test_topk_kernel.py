@@ -107,3 +107,14 @@ def test_a_row_too_long_for_cmx_is_refused_naming_the_node(tmp_path):
     path = _model(tmp_path, (1, 1000000), 1000)
     with pytest.raises(VpucError, match=r"TopK .*does not fit the \d+ bytes of CMX"):
         api.compile(path)
+
+
+def test_reference_checks_both_outputs(tmp_path, capsys):
+    """``vpuc run --reference`` has a numpy reference for the kernel's two outputs (values
+    and i32 indices, onnxruntime's order), so a TopK program is checked, not refused."""
+    from vpuc.cli import main
+    path = _model(tmp_path, [2, 1000], 100)
+    assert main(["run", path, "--reference"]) == 0
+    out = capsys.readouterr().out
+    assert "output %v: matches the numpy reference" in out
+    assert "output %i: matches the numpy reference" in out
