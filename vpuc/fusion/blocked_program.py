@@ -125,6 +125,11 @@ class ProgramText:
     def store_channel(self) -> int:
         return min(1, self.dma_channels - 1)
 
+    def declare_kernel(self, declaration: str) -> None:
+        """Declare a kernel once, however many segments call it."""
+        if declaration not in self.kernels:
+            self.kernels.append(declaration)
+
     def drop_unused(self, names: set[str]) -> None:
         """Remove the declarations of the DDR buffers ``names`` that no task or view names
         (a constant a layer declared again in another layout)."""

@@ -129,8 +129,7 @@ def act_stages(prog, graph, tok, seg, names, generated, timings, hook, config,
             or boxes and any(not spans(type_of[v], inner, rank) for v in outs) else halves
         if unit[0] == "op":
             call = library[unit[1]]
-            if call.declaration() not in prog.kernels:
-                prog.kernels.append(call.declaration())
+            prog.declare_kernel(call.declaration())
             stages.append(Stage(call.kernel, ins, outs, scalars=list(call.scalars), parts=parts))
             continue
         sub = tok.subgraphs[unit[1]]

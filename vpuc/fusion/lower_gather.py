@@ -101,8 +101,7 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
     kernel = f"gather_{elem}"
     decl = (f"kernel @{kernel}(data: memref<*x{elem}>, indices: memref<*xi32>, "
             f"output: memref<*x{elem}>, first: i32, extent: i32) from library \"gather\"")
-    if decl not in prog.kernels:
-        prog.kernels.append(decl)
+    prog.declare_kernel(decl)
     idx, res = f"%{p}idx", f"%{p}rows"
     prog.cmx.append(f"cmx {idx} : {type_text(TensorType((n,), ElemType.I32, DimsOrder.identity(1)))} tile 0")
     prog.cmx.append(f"cmx {res} : {type_text(TensorType((a, n, r), elem, DimsOrder.identity(3)))} tile 0")

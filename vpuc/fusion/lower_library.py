@@ -203,8 +203,7 @@ def emit_library_segment(prog: ProgramText, seg: LibrarySegment, src: Value, dst
     """Add ``seg``'s loads, kernel runs and stores to ``prog`` (``src``, ``dst`` declared
     in DDR by the caller)."""
     call, p, lp = seg.call, prefix, label(prefix)
-    if call.declaration() not in prog.kernels:
-        prog.kernels.append(call.declaration())
+    prog.declare_kernel(call.declaration())
     blocks = _blocks(seg, tiles, budget)
     used = min(tiles, blocks)
     reuse = used * SLOTS

@@ -55,8 +55,7 @@ def emit_topk(prog: ProgramText, op: GraphOp, x: Value, out: Value, *, budget: i
     kernel = f"topk_{elem}"
     decl = (f"kernel @{kernel}(input: memref<*x{elem}>, values: memref<*x{elem}>, "
             f"indices: memref<*xi32>, k: i32, largest: i32) from library \"topk\"")
-    if decl not in prog.kernels:
-        prog.kernels.append(decl)
+    prog.declare_kernel(decl)
     rows = per * inner
     buffers = {"in": TensorType((rows, n), elem, DimsOrder.identity(2)),
                "values": TensorType((rows, k), elem, DimsOrder.identity(2)),
