@@ -52,7 +52,7 @@ def check_quant(task: DpuTask, regions: dict, bag: DiagnosticBag) -> None:
                   "point folded in)")
     if out not in OUTPUTS:
         bag.error(task.output.loc, f"dpu output %{task.output} of an integer {task.op} is "
-                  f"{out}; expected {_names(OUTPUTS)} (requantized) or f16 (dequantized)")
+                  f"{out}; expected {_names(INTEGER_OUTPUTS)} (requantized) or f16 (dequantized)")
         return
     if x in ELEM_RANGE:
         _zero_point(quant.in_zero_point, x, "input", quant, bag)
@@ -83,9 +83,10 @@ def _check_scale(task: DpuTask, regions: dict, out: ElemType, bag: DiagnosticBag
         want, elem = (channels,), ElemType.F32
         what = "one dequantization scale per output channel"
     if scale.elem is not elem or tuple(scale.bound_shape) != want:
-        shape = "x".join(map(str, want))
-        bag.error(ref.loc, f"dpu scale %{ref} is {scale}; expected {shape}x{elem}, {what} "
-                  f"of the {out} output")
+        got = "x".join(map(str, (*scale.bound_shape, scale.elem)))
+        expected = "x".join(map(str, (*want, elem)))
+        bag.error(ref.loc, f"dpu scale %{ref} is {got}; expected {expected}, {what} of the "
+                  f"{out} output")
 
 
 def _check_post(task: DpuTask, out: ElemType, bag: DiagnosticBag) -> None:
