@@ -167,7 +167,8 @@ tasks DMA {{
   dma %cy -> %y channel 0 waits(%done)
 }}
 tasks DPU {{
-  layer: dpu {op} on tile 0 in(%cx) weights(%cw) bias(%cb) out(%cy){params} quant scale(%cs) zero_point({q["zx"]}, {q["zy"]}) waits(%loaded) updates(%done) {{
+  layer: dpu {op} on tile 0 in(%cx) weights(%cw) bias(%cb) out(%cy){params}
+         quant scale(%cs) zero_point({q["zx"]}, {q["zy"]}) waits(%loaded) updates(%done) {{
     variant start(0, 0, 0) {end}
   }}
 }}
