@@ -23,7 +23,7 @@ charged on top of the interpreter's cycles:
 
 What a library kernel reads of a DDR operand follows from its contract's shape rule:
 ``gather``'s table is read one row per index (``A * N`` runs of ``R`` elements, only the
-gathered rows cross DDR); any other operand is read whole, one run of its bytes.  The
+gathered rows cross DDR; ``A`` is 1 for a table ``[K, R]``); any other operand is read whole, one run of its bytes.  The
 simulator (``runtime_sim/engines/shave.py``) charges this per invocation, the bound
 (``vpuc/cost/bound.py``) counts the DDR bytes, and the gather lowering
 (``vpuc/fusion/lower_gather.py``) weighs it against streaming the table through CMX.
@@ -67,7 +67,7 @@ def library_ddr_read(shape_rule: str | None, operand: str, dims: dict[str, tuple
     ``operand`` (in DDR): ``dims`` holds every memref argument's logical dims by name,
     ``elem_bytes`` the operand's element size."""
     shape = dims[operand]
-    if shape_rule == "gather" and operand == "data" and len(shape) == 3:
-        a, n, r = dims["output"]
-        return DdrRead(a * n, r * elem_bytes)
+    if shape_rule == "gather" and operand == "data" and len(dims["output"]) in (2, 3):
+        *a, n, r = dims["output"]
+        return DdrRead(prod(a) * n, r * elem_bytes)
     return DdrRead(1, prod(shape) * elem_bytes)

@@ -2,9 +2,13 @@
 SHAVE library kernel ``gather`` (kernels/gather.s, docs/kernels.md).
 
 On the NPU the indices are only known when the model runs, so no DMA can be planned per
-row (the copy ops' ``lower_dma`` plans them from constant indices), and an ACT SHAVE
-reaches CMX only (its windows).  The table is therefore streamed through CMX in chunks of
-rows along the gathered axis, as many rows as two chunk slots leave room for beside the
+row (the copy ops' ``lower_dma`` plans them from constant indices).  A table that does
+not fit CMX is either left in DDR, where the kernel reads the rows its indices pick
+(``TABLE_IN_DDR``: an ACT SHAVE reads DDR through its caches, ``vpuc/abi/ddr_aperture.py``;
+only the gathered rows cross DDR, each paying the DDR read latency,
+``vpuc/cost/shave_ddr.py``), or streamed through CMX in chunks of rows along the
+gathered axis, whichever the cost model finds cheaper (``table_in_ddr``: few indices over
+a large table read from DDR, many indices over a smaller one stream).  Streamed, it goes as many rows as two chunk slots leave room for beside the
 output and the indices: chunk k is loaded into slot k % 2 while the kernel runs on chunk
 k - 1, and each kernel call copies the rows whose index falls in its chunk
 ``[first, first + K)`` into the one output buffer, which is stored once.  A table that
@@ -26,6 +30,7 @@ from math import prod
 
 from vpuc.cost.blocks import Move, block_stages, pipeline_cycles
 from vpuc.cost.gather import gather_call_cycles
+from vpuc.cost.shave_ddr import DdrRead, ddr_read_cycles
 from vpuc.cost.shave import act_invocation_cycles
 from vpuc.cost.timing import Timing
 from vpuc.diagnostics import VpucError
@@ -48,6 +53,11 @@ def gather_shape(op: GraphOp, data: TensorType, indices: TensorType) -> tuple[in
 
 def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
                timing: Timing | None = None) -> int:
+    return streamed(op, data, indices, budget, timing)[0]
+
+
+def streamed(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
+             timing: Timing | None = None) -> tuple[int, float | None]:
     """The table rows per chunk: all of them when they fit beside the output and the
     indices; else, among the chunk sizes two slots leave room for (the largest, a half of
     it, a third ...), the one whose load -> kernel flow shop the cost model finds fastest:
@@ -57,14 +67,14 @@ def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
     row = a * r * data.elem.nbytes                       # one row index's bytes, all of A
     room = budget - a * n * r * data.elem.nbytes - 4 * n - 4 * ALIGN
     if k * row <= room:
-        return k
+        return k, None
     largest = min(room // (SLOTS * row), k)
     if largest < 1:
         raise VpucError(f"{op.kind} {op.label}: its output ({a * n * r * data.elem.nbytes} "
                         f"bytes) and two table rows ({row} bytes each) do not fit the "
                         f"{budget} bytes of CMX a tile has", op.loc)
     if timing is None:
-        return largest
+        return largest, None
     out = Move(a * n * r * data.elem.nbytes, data.elem.nbytes)
     index_load = block_stages([Move(4 * n, 4)], 0.0, [], timing).load
     def estimate(rows: int) -> float:
@@ -79,7 +89,40 @@ def chunk_rows(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
                                        [out] if c == chunks - 1 else [], timing))
         return pipeline_cycles(stages, tiles=1, resident_cycles=index_load)
     candidates = sorted({max(1, largest // j) for j in range(1, CANDIDATES + 1)}, reverse=True)
-    return min(candidates, key=estimate)
+    best = min(candidates, key=estimate)
+    return best, estimate(best)
+
+
+def kernel_table_shape(op: GraphOp, data: TensorType) -> bool:
+    """Whether the kernel takes ``data`` bound as it is declared: [K, R] gathered along 0
+    (A = 1), or [A, K, R] along 1 (a table in DDR is bound whole, not re-typed by a DMA)."""
+    axis = op.attrs["axis"] % data.rank
+    return (data.rank, axis) in ((2, 0), (3, 1))
+
+
+def table_in_ddr_cycles(op: GraphOp, data: TensorType, indices: TensorType,
+                        timing: Timing) -> float:
+    """The cost model's cycles of the gather with its table left in DDR: the indices' load,
+    one call copying every row (its SHAVE cycles and its DDR reads, run by run) and the
+    output's store, one after another."""
+    a, k, r, n = gather_shape(op, data, indices)
+    elem = data.elem.nbytes
+    shave = act_invocation_cycles(gather_call_cycles(n, n * a, r * elem), timing.shave_cycle,
+                                  timing.dispatch["ACT_SHAVE"])
+    reads = ddr_read_cycles(DdrRead(a * n, r * elem), timing.dma.ddr_read_latency,
+                            timing.ddr_bytes_per_cycle)
+    moves = block_stages([Move(4 * n, 4)], 0.0, [Move(a * n * r * elem, elem)], timing)
+    return moves.load + shave + reads + moves.store
+
+
+def table_in_ddr(op: GraphOp, data: TensorType, indices: TensorType, budget: int,
+                 timing: Timing | None) -> bool:
+    """Leave the table in DDR: when it does not fit CMX, the kernel can take it as declared,
+    and the cost model finds reading the gathered rows from DDR cheaper than streaming it."""
+    if timing is None or not kernel_table_shape(op, data):
+        return False
+    rows, stream = streamed(op, data, indices, budget, timing)
+    return stream is not None and table_in_ddr_cycles(op, data, indices, timing) < stream
 
 
 def _identity(t: TensorType) -> bool:
@@ -96,7 +139,8 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
                         "kernel takes them in their logical order", op.loc)
     a, k, r, n = gather_shape(op, data.type, indices.type)
     elem = data.type.elem
-    rows = chunk_rows(op, data.type, indices.type, budget, prog.timing)
+    in_ddr = table_in_ddr(op, data.type, indices.type, budget, prog.timing)
+    rows = k if in_ddr else chunk_rows(op, data.type, indices.type, budget, prog.timing)
     chunks = -(-k // rows)
     kernel = f"gather_{elem}"
     decl = (f"kernel @{kernel}(data: memref<*x{elem}>, indices: memref<*xi32>, "
@@ -104,8 +148,9 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
     prog.declare_kernel(decl)
     idx, res = f"%{p}idx", f"%{p}rows"
     prog.cmx.append(f"cmx {idx} : {type_text(TensorType((n,), ElemType.I32, DimsOrder.identity(1)))} tile 0")
-    prog.cmx.append(f"cmx {res} : {type_text(TensorType((a, n, r), elem, DimsOrder.identity(3)))} tile 0")
-    for s in range(min(SLOTS, chunks)):
+    res_dims = (n, r) if in_ddr and data.type.rank == 2 else (a, n, r)
+    prog.cmx.append(f"cmx {res} : {type_text(TensorType(res_dims, elem, DimsOrder.identity(len(res_dims))))} tile 0")
+    for s in range(0 if in_ddr else min(SLOTS, chunks)):
         prog.cmx.append(f"cmx %{p}table.s{s} : "
                         f"{type_text(TensorType((a, rows, r), elem, DimsOrder.identity(3)))} tile 0")
     gate_waits = ", ".join(f"%{g}" for g in gate)
@@ -113,8 +158,14 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
     prog.barriers.append(f"barrier %{p}indexed")
     prog.dma.append(f"  {lp}load_idx: dma %{indices.name} -> {idx} channel 0{waits} "
                     f"updates(%{p}indexed)")
+    if in_ddr:          # one call reading the rows from the table in DDR
+        prog.act.append(f"  {lp}g0: sw @{kernel} on tile 0 inputs(%{data.name} as %a0, {idx} as "
+                        f"%a1) outputs({res} as %r0) waits(%{p}indexed) updates(%{p}done0) {{")
+        prog.act += ["    %c0 = const 0 : i32", f"    %c1 = const {k} : i32",
+                     "    run(%a0, %a1, %r0, %c0, %c1)", "  }"]
+        prog.barriers.append(f"barrier %{p}done0")
     axis = op.attrs["axis"] % data.type.rank
-    for c in range(chunks):
+    for c in range(0 if in_ddr else chunks):
         first, size = c * rows, min(rows, k - c * rows)
         s = c % SLOTS
         src, slot = f"%{data.name}", f"%{p}table.s{s}"
