@@ -59,15 +59,60 @@ def test_against_onnxruntime(tmp_path, table, index_shape, axis):
     _against_onnxruntime(_model(tmp_path, table, index_shape, axis), ids)
 
 
+def _gather_tasks(program):
+    return [t for tl in program.module.task_lists for t in tl.tasks
+            if getattr(t, "kernel", None) == "gather_f16"]
+
+
+def _decision(path, cmx_budget):
+    """What lower_gather's cost model decides for the model's one IndexedGather."""
+    from vpuc.cost.timing import load_timing
+    from vpuc.fusion.lower_gather import table_in_ddr
+    module = import_onnx(path).module
+    graph = module.graphs[0]
+    [op] = [op for op in graph.ops if op.kind == "IndexedGather"]
+    data, indices = (graph.value_type(x) for x in op.operands)
+    return table_in_ddr(op, data, indices, cmx_budget, load_timing("NPU37XX"))
+
+
 def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
-    path = _model(tmp_path, (3000, 64), (1, 16), 0)
-    ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
+    """Many indices over a table twice the budget: streaming it costs less than 256 rows'
+    DDR read latencies, so the cost model streams it."""
+    path = _model(tmp_path, (3000, 64), (1, 256), 0)
+    ids = np.random.default_rng(5).integers(-3000, 3000, (1, 256)).astype(np.int64)
     ids[0, :3] = [0, 2999, -3000]                 # the first and last chunks' edges
     program, _ = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
     calls = [t for tl in program.module.task_lists for t in tl.tasks
              if getattr(t, "kernel", None) == "gather_f16"]
-    rows = (64 * 1024 - 2 * 16 * 64 - 4 * 16 - 4 * 64) // (2 * 64 * 2)
-    assert len(calls) == -(-3000 // rows) > 1
+    assert len(calls) > 1 and not _decision(path, 64 * 1024)
+
+
+def test_a_table_beyond_the_budget_with_few_indices_is_read_in_ddr(tmp_path):
+    """16 indices over a table that does not fit: one call reads the 16 rows straight from
+    the table in DDR (bound as the kernel's data), exactly onnxruntime's; the table is never
+    loaded, so only the indices and the gathered rows cross DDR by DMA."""
+    path = _model(tmp_path, (3000, 64), (1, 16), 0)
+    ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
+    ids[0, :3] = [0, 2999, -3000]                 # the table's first and last rows
+    program, sim = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
+    [call] = _gather_tasks(program)
+    buffers = {b.name: b for b in program.module.buffers}
+    data = buffers[call.inputs[0].buffer]
+    assert data.kind.value != "cmx" and data.type.dims == (3000, 64)
+    assert _decision(path, 64 * 1024)
+    loaded = [t for tl in program.module.task_lists for t in tl.tasks
+              if getattr(t, "src", None) == data.name]
+    assert loaded == []
+
+
+def test_an_index_out_of_range_of_a_table_in_ddr_names_the_node(tmp_path, capsys):
+    path = _model(tmp_path, (3000, 64), (1, 4), 0)
+    np.save(tmp_path / "ids.npy", np.array([[1, 3000, 3, 4]], np.int64))
+    assert main(["run", path, "--cmx-budget", str(64 * 1024),
+                 "--input", f"ids=@{tmp_path / 'ids.npy'}"]) == 1
+    err = capsys.readouterr().err
+    assert "ONNX node" in err and "Gather: index 3000 is out of range for the gathered axis" in err
+    assert "Traceback" not in err and "internal error" not in err
 
 
 def test_an_index_out_of_range_names_the_node_and_the_index(tmp_path, capsys):
