@@ -76,28 +76,30 @@ def _decision(path, cmx_budget):
 
 
 def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
-    """Many indices over a table twice the budget: streaming it costs less than 256 rows'
-    DDR read latencies, so the cost model streams it."""
-    path = _model(tmp_path, (3000, 64), (1, 256), 0)
-    ids = np.random.default_rng(5).integers(-3000, 3000, (1, 256)).astype(np.int64)
-    ids[0, :3] = [0, 2999, -3000]                 # the first and last chunks' edges
+    """64 indices over a table not twice the budget: its 4 chunks stream in less time than
+    64 rows' DDR read latencies take, so the cost model streams it."""
+    path = _model(tmp_path, (800, 64), (1, 64), 0)
+    ids = np.random.default_rng(5).integers(-800, 800, (1, 64)).astype(np.int64)
+    ids[0, :3] = [0, 799, -800]                   # the first and last chunks' edges
     program, _ = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
-    calls = [t for tl in program.module.task_lists for t in tl.tasks
-             if getattr(t, "kernel", None) == "gather_f16"]
-    assert len(calls) > 1 and not _decision(path, 64 * 1024)
+    calls = _gather_tasks(program)
+    assert len(calls) == 4 and not _decision(path, 64 * 1024)
+    assert all(".table.s" in c.inputs[0].buffer for c in calls)      # the CMX chunk slots
 
 
 def test_a_table_beyond_the_budget_with_few_indices_is_read_in_ddr(tmp_path):
-    """16 indices over a table that does not fit: one call reads the 16 rows straight from
-    the table in DDR (bound as the kernel's data), exactly onnxruntime's; the table is never
-    loaded, so only the indices and the gathered rows cross DDR by DMA."""
+    """16 indices over a table that does not fit: two calls, one per ACT SHAVE of the tile,
+    read 8 rows each straight from the table in DDR (bound as the kernel's data), exactly
+    onnxruntime's; the table is never loaded, so only the indices and the gathered rows
+    cross DDR by DMA."""
     path = _model(tmp_path, (3000, 64), (1, 16), 0)
     ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
     ids[0, :3] = [0, 2999, -3000]                 # the table's first and last rows
     program, sim = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
-    [call] = _gather_tasks(program)
+    calls = _gather_tasks(program)
     buffers = {b.name: b for b in program.module.buffers}
-    data = buffers[call.inputs[0].buffer]
+    assert len(calls) == 2 and len({c.inputs[0].buffer for c in calls}) == 1
+    data = buffers[calls[0].inputs[0].buffer]
     assert data.kind.value != "cmx" and data.type.dims == (3000, 64)
     assert _decision(path, 64 * 1024)
     loaded = [t for tl in program.module.task_lists for t in tl.tasks
@@ -147,7 +149,7 @@ def test_the_chunk_estimate_is_the_simulated_gather(tmp_path, monkeypatch):
     monkeypatch.setattr(lower_gather, "pipeline_cycles",
                         lambda stages, tiles, **kw: estimates.append(real(stages, tiles, **kw))
                         or estimates[-1])
-    path = _model(tmp_path, (4000, 96), (1, 32), 0)
+    path = _model(tmp_path, (1500, 96), (1, 64), 0)
     program = api.compile(path, cmx_budget=128 * 1024)
     cycles = api.simulate(program, timing_only=True).cycles
     assert len(estimates) > 1
@@ -176,10 +178,23 @@ def test_import_text(case, tmp_path):
 def test_lowered_tasks_of_a_chunked_table(tmp_path):
     """The index load, each chunk's load (a view of the table's rows) and kernel call (its
     first row and the table's size as scalars), the one store: the barriers' chain."""
-    path = _model(tmp_path, (600, 16), (1, 4), 0)
+    path = _model(tmp_path, (600, 16), (1, 16), 0)
     text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
     lines = [line.strip() for line in text.splitlines()
              if line.strip().startswith(("kernel @gather", "view %gather", "cmx %gather"))
              or "gather_2." in line and (": dma " in line or ": sw " in line)
              or line.strip().startswith(("%c0 = const", "%c1 = const"))]
     _golden("gather_rt_lowered_chunks", "\n".join(lines) + "\n")
+
+
+def test_lowered_tasks_of_a_table_in_ddr(tmp_path):
+    """The same table with 4 indices is read in DDR: the index load, two calls (one per ACT
+    SHAVE of tile 0) binding the table in DDR with half of the indices and the rows each
+    (views), both updating one barrier, the one store; no table load."""
+    path = _model(tmp_path, (600, 16), (1, 4), 0)
+    text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip().startswith(("kernel @gather", "view %gather", "cmx %gather"))
+             or "gather_2." in line and (": dma " in line or ": sw " in line)
+             or line.strip().startswith(("%c0 = const", "%c1 = const"))]
+    _golden("gather_rt_lowered_ddr", "\n".join(lines) + "\n")

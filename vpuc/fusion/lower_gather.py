@@ -40,6 +40,7 @@ from vpuc.ir.types import DimsOrder, ElemType, TensorType
 
 GATHER_OP = "IndexedGather"
 SLOTS = 2
+SHAVES_PER_TILE = 2    # NPU37XX's ACT SHAVEs per tile (vpuc/archs/npu37xx.toml), as act_split.py
 CANDIDATES = 8         # chunk sizes tried: the largest that fits, its half, ..., its eighth
 ALIGN = 64             # bytes each CMX buffer may lose to alignment
 
@@ -100,16 +101,26 @@ def kernel_table_shape(op: GraphOp, data: TensorType) -> bool:
     return (data.rank, axis) in ((2, 0), (3, 1))
 
 
+def ddr_parts(n: int) -> list[tuple[int, int]]:
+    """The indices' share of each call of a gather from a table in DDR: [lo, hi) of the
+    indices, one part per ACT SHAVE of the tile (each call waits out its rows' DDR
+    latencies, so calls on both SHAVEs overlap them)."""
+    parts = max(1, min(SHAVES_PER_TILE, n))
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return list(zip(bounds, bounds[1:]))
+
+
 def table_in_ddr_cycles(op: GraphOp, data: TensorType, indices: TensorType,
                         timing: Timing) -> float:
     """The cost model's cycles of the gather with its table left in DDR: the indices' load,
-    one call copying every row (its SHAVE cycles and its DDR reads, run by run) and the
-    output's store, one after another."""
+    the calls on the tile's ACT SHAVEs side by side (the largest share's SHAVE cycles and
+    DDR reads, run by run) and the output's store, one after another."""
     a, k, r, n = gather_shape(op, data, indices)
     elem = data.elem.nbytes
-    shave = act_invocation_cycles(gather_call_cycles(n, n * a, r * elem), timing.shave_cycle,
-                                  timing.dispatch["ACT_SHAVE"])
-    reads = ddr_read_cycles(DdrRead(a * n, r * elem), timing.dma.ddr_read_latency,
+    share = max(hi - lo for lo, hi in ddr_parts(n)) if n else 0
+    shave = act_invocation_cycles(gather_call_cycles(share, share * a, r * elem),
+                                  timing.shave_cycle, timing.dispatch["ACT_SHAVE"])
+    reads = ddr_read_cycles(DdrRead(a * share, r * elem), timing.dma.ddr_read_latency,
                             timing.ddr_bytes_per_cycle)
     moves = block_stages([Move(4 * n, 4)], 0.0, [Move(a * n * r * elem, elem)], timing)
     return moves.load + shave + reads + moves.store
@@ -158,11 +169,21 @@ def emit_gather(prog: ProgramText, op: GraphOp, data: Value, indices: Value, out
     prog.barriers.append(f"barrier %{p}indexed")
     prog.dma.append(f"  {lp}load_idx: dma %{indices.name} -> {idx} channel 0{waits} "
                     f"updates(%{p}indexed)")
-    if in_ddr:          # one call reading the rows from the table in DDR
-        prog.act.append(f"  {lp}g0: sw @{kernel} on tile 0 inputs(%{data.name} as %a0, {idx} as "
-                        f"%a1) outputs({res} as %r0) waits(%{p}indexed) updates(%{p}done0) {{")
-        prog.act += ["    %c0 = const 0 : i32", f"    %c1 = const {k} : i32",
-                     "    run(%a0, %a1, %r0, %c0, %c1)", "  }"]
+    if in_ddr:          # calls reading the rows from the table in DDR, a share of the indices each
+        parts = ddr_parts(n)
+        for i, (lo, hi) in enumerate(parts):
+            idx_i, res_i = idx, res
+            if len(parts) > 1:
+                idx_i, res_i = f"%{p}idx.p{i}", f"%{p}rows.p{i}"
+                spans = [f"{lo}:{hi}", f"0:{r}"] if len(res_dims) == 2 else \
+                    [f"0:{a}", f"{lo}:{hi}", f"0:{r}"]
+                prog.views += [f"view {idx_i} = {idx}[{lo}:{hi}]",
+                               f"view {res_i} = {res}[{', '.join(spans)}]"]
+            prog.act.append(f"  {lp}g{i}: sw @{kernel} on tile 0 inputs(%{data.name} as %a0, "
+                            f"{idx_i} as %a1) outputs({res_i} as %r0) waits(%{p}indexed) "
+                            f"updates(%{p}done0) {{")
+            prog.act += ["    %c0 = const 0 : i32", f"    %c1 = const {k} : i32",
+                         "    run(%a0, %a1, %r0, %c0, %c1)", "  }"]
         prog.barriers.append(f"barrier %{p}done0")
     axis = op.attrs["axis"] % data.type.rank
     for c in range(0 if in_ddr else chunks):
