@@ -263,9 +263,11 @@ class ShaveEngine(RunTogether, InvocationClasses):
         interpreter counts as L1 hits (``vpuc/cost/shave_ddr.py``; 0 without
         ``ddr_timing``: (DDR read latency, DDR bytes per cycle, NCE cycles per SHAVE
         cycle), which the simulator sets from its timing model)."""
-        if self.ddr_timing is None or not self.ddr_addresses:
+        if self.ddr_timing is None:
             return 0
         known = self._ddr_cycles.get(invocation.task_index)
+        if known is None and not self.reads_ddr(invocation):
+            known = self._ddr_cycles[invocation.task_index] = 0
         if known is None:
             task = self._act_task(invocation.task_index)
             latency, bandwidth, shave_cycle = self.ddr_timing

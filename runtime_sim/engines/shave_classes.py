@@ -69,6 +69,19 @@ class InvocationClasses:
             masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
         return invocation.kernel, bytes(masked)
 
+    def reads_ddr(self, invocation: InvocationImage) -> bool:
+        """Whether a memref of the invocation points into the DDR aperture (an input left in
+        DDR, ``vpuc/abi/ddr_aperture.py``): read off its image, no task made."""
+        at = self._address_fields.get(invocation.kernel)
+        if at is None:
+            at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
+        image, aperture = invocation.window_e, self.program.arch.ddr_aperture
+        for offset in at:
+            start = invocation.args_offset + offset + _DATA_ADDR
+            if int.from_bytes(image[start:start + 4], "little") >= aperture:
+                return True
+        return False
+
     def timing_classes(self, invocations: list[InvocationImage]) -> list[int | None]:
         """Timing-only: a class number per invocation, equal for invocations with the same
         ``_cycles_key`` (so the same remembered cycles), None for one whose key only the run

@@ -109,3 +109,25 @@ def test_a_generated_or_elf_kernel_may_not_read_ddr():
     with pytest.raises(VpucError) as caught:
         api.compile_text(text, "asm_ddr.vir")
     assert "only library kernels read DDR operands" in str(caught.value)
+
+
+def test_ddr_operands_past_the_32_bit_space_are_refused_at_the_buffer():
+    """Two 1.5 GiB tables from the aperture at 0x80000000: the second ends past 2^32."""
+    text = EXAMPLE.replace("input %table : 1000x64xf16",
+                           "input %table : 12582912x64xf16\ninput %table2 : 12582912x64xf16")
+    text = text.replace("barrier %gathered", "barrier %gathered\nbarrier %first_half")
+    first = "waits(%loaded) updates(%gathered) {"
+    text = text.replace(first, "waits(%loaded) updates(%first_half) {")
+    text = text.replace("    run(%data, %idx, %out, %first, %extent)\n  }\n",
+                        "    run(%data, %idx, %out, %first, %extent)\n  }\n"
+                        "  gather2: sw @gather_f16 on tile 0 inputs(%table2 as %data, %ids_cmx as "
+                        "%idx) outputs(%rows_cmx as %out) waits(%first_half) updates(%gathered) {\n"
+                        "    %first = const 0 : i32\n    %extent = const 1000 : i32\n"
+                        "    run(%data, %idx, %out, %first, %extent)\n  }\n")
+    with pytest.raises(VpucError) as caught:
+        api.compile_text(text, "big.vir")
+    diag = caught.value.diagnostics[0]
+    assert "%table2, read from DDR by an ACT SHAVE kernel" in diag.message, diag.message
+    assert "past the 32-bit address space" in diag.message
+    assert diag.loc.line == next(i for i, t in enumerate(text.splitlines(), 1)
+                                 if t.startswith("input %table2"))

@@ -50,11 +50,3 @@ def ddr_aperture(module: Module, base: int, region=None) -> dict[str, int]:
         at += buffer_footprint(buffers[name])
     return addresses
 
-
-def aperture_end(module: Module, base: int, region=None) -> int:
-    """The first address past the aperture's last operand (``base`` when it is empty)."""
-    buffers = {b.name: b for b in module.buffers}
-    end = base
-    for name, address in ddr_aperture(module, base, region).items():
-        end = address + buffer_footprint(buffers[name])
-    return end

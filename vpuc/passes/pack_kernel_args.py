@@ -15,11 +15,11 @@ whose image plus the SHAVE stack overflows WIN_E is an error.
 from __future__ import annotations
 
 from vpuc.abi.contract import contract_slots
-from vpuc.abi.ddr_aperture import aperture_end, ddr_aperture
+from vpuc.abi.ddr_aperture import ddr_aperture
 from vpuc.abi.params import MemRefArg, ScalarArg, decode_params, layout_window_e
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.ir.module import Module
-from vpuc.ir.symbols import Region, SymbolTable, shape_meta_offset
+from vpuc.ir.symbols import Region, SymbolTable, buffer_footprint, shape_meta_offset
 from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.passes.assign_windows import program_of
 from vpuc.passes.base import ModulePass, PassContext
@@ -53,12 +53,15 @@ class PackKernelArgsPass(ModulePass):
         win_e, win_f = ctx.arch.window_base("WIN_E"), ctx.arch.window_base("WIN_F")
         bag = DiagnosticBag()
         ddr = ddr_aperture(module, ctx.arch.ddr_aperture, symbols.region)
-        end = aperture_end(module, ctx.arch.ddr_aperture, symbols.region)
-        if end > 1 << 32:
-            raise VpucError(f"the DDR operands of ACT SHAVE kernels ({', '.join('%' + n for n in ddr)}) "
-                            f"need {end - ctx.arch.ddr_aperture} bytes from the aperture at "
-                            f"{ctx.arch.ddr_aperture:#x}, past the 32-bit address space "
-                            f"MemRefData.dataAddr holds")
+        buffers = {b.name: b for b in module.buffers}
+        for name, address in ddr.items():
+            end = address + buffer_footprint(buffers[name])
+            if end > 1 << 32:
+                raise VpucError(f"%{name}, read from DDR by an ACT SHAVE kernel, would end at "
+                                f"{end:#x} of the SHAVE's DDR aperture (from "
+                                f"{ctx.arch.ddr_aperture:#x}, the DDR operands of all kernels "
+                                "one after another), past the 32-bit address space "
+                                "MemRefData.dataAddr holds", buffers[name].loc)
         program.invocations.clear()
         act = [tl for tl in module.task_lists if tl.executor is Executor.ACT_SHAVE]
         for task_index, task in enumerate(act[0].tasks if act else []):
