@@ -66,13 +66,15 @@ def _gather_tasks(program):
 
 def _decision(path, cmx_budget):
     """What lower_gather's cost model decides for the model's one IndexedGather."""
+    from vpuc.arch import load_arch
     from vpuc.cost.timing import load_timing
     from vpuc.fusion.lower_gather import table_in_ddr
     module = import_onnx(path).module
     graph = module.graphs[0]
     [op] = [op for op in graph.ops if op.kind == "IndexedGather"]
     data, indices = (graph.value_type(x) for x in op.operands)
-    return table_in_ddr(op, data, indices, cmx_budget, load_timing("NPU37XX"))
+    return table_in_ddr(op, data, indices, cmx_budget, load_timing("NPU37XX"),
+                        load_arch("NPU37XX").tiles)
 
 
 def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
@@ -88,23 +90,38 @@ def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
 
 
 def test_a_table_beyond_the_budget_with_few_indices_is_read_in_ddr(tmp_path):
-    """16 indices over a table that does not fit: two calls, one per ACT SHAVE of the tile,
-    read 8 rows each straight from the table in DDR (bound as the kernel's data), exactly
-    onnxruntime's; the table is never loaded, so only the indices and the gathered rows
-    cross DDR by DMA."""
+    """16 indices over a table that does not fit: four calls, one per ACT SHAVE of both
+    tiles, read 4 rows each straight from the table in DDR (bound as the kernel's data),
+    exactly onnxruntime's; the table is never loaded, so only the indices and the gathered
+    rows cross DDR by DMA."""
     path = _model(tmp_path, (3000, 64), (1, 16), 0)
     ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
     ids[0, :3] = [0, 2999, -3000]                 # the table's first and last rows
     program, sim = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
     calls = _gather_tasks(program)
     buffers = {b.name: b for b in program.module.buffers}
-    assert len(calls) == 2 and len({c.inputs[0].buffer for c in calls}) == 1
+    assert len(calls) == 4 and len({c.inputs[0].buffer for c in calls}) == 1
+    assert sorted(c.tile for c in calls) == [0, 0, 1, 1]
     data = buffers[calls[0].inputs[0].buffer]
     assert data.kind.value != "cmx" and data.type.dims == (3000, 64)
     assert _decision(path, 64 * 1024)
     loaded = [t for tl in program.module.task_lists for t in tl.tasks
               if getattr(t, "src", None) == data.name]
     assert loaded == []
+
+
+@pytest.mark.parametrize("table, index_shape, axis", [
+    ((40, 600, 16), (3,), 1),        # [A, K, R] along K: 3 calls, A = 40 runs per index
+    ((600, 16), (1, 1), 0),          # one index: one call
+])
+def test_other_tables_in_ddr_against_onnxruntime(tmp_path, table, index_shape, axis):
+    rng = np.random.default_rng(6)
+    ids = rng.integers(-table[axis], table[axis], index_shape).astype(np.int64)
+    path = _model(tmp_path, table, index_shape, axis)
+    program, _ = _against_onnxruntime(path, ids, cmx_budget=16 * 1024)
+    calls = _gather_tasks(program)
+    assert len(calls) == min(4, ids.size) and _decision(path, 16 * 1024)
+    assert {c.inputs[0].buffer for c in calls} == {calls[0].inputs[0].buffer}
 
 
 def test_an_index_out_of_range_of_a_table_in_ddr_names_the_node(tmp_path, capsys):
@@ -188,9 +205,10 @@ def test_lowered_tasks_of_a_chunked_table(tmp_path):
 
 
 def test_lowered_tasks_of_a_table_in_ddr(tmp_path):
-    """The same table with 4 indices is read in DDR: the index load, two calls (one per ACT
-    SHAVE of tile 0) binding the table in DDR with half of the indices and the rows each
-    (views), both updating one barrier, the one store; no table load."""
+    """The same table with 4 indices is read in DDR: the index loads (one per tile), four
+    calls (one per ACT SHAVE of both tiles) binding the table in DDR with a quarter of the
+    indices and of the rows each (views), tile 1's rows copied into tile 0's, the one store;
+    no table load."""
     path = _model(tmp_path, (600, 16), (1, 4), 0)
     text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
     lines = [line.strip() for line in text.splitlines()
