@@ -372,7 +372,7 @@ def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:
     out: set[str] = set()
     for task_list in module.task_lists:
         for t in task_list.tasks:
-            names = [t.output] if isinstance(t, DpuTask) else \
+            names = [t.output, *t.broadcast_outputs] if isinstance(t, DpuTask) else \
                 [b.buffer for b in t.outputs] if isinstance(t, SwKernelTask) else []
             for name in names:
                 region = symbols.region(name)

@@ -73,7 +73,7 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
     Moved loads wait on nothing but copies of loads moved before them and keep their
     order, so the list stays in an order every channel can run without waiting on a later
     task."""
-    updater = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
+    updater = segment_ends(tasks, early, gates)
     starts = sorted(updater.values())
     moved: dict[tuple[int, int], list[int]] = {}      # (start, end) of a segment -> loads
     anchor: dict[int, int] = {}                      # moved index -> insert after this index
@@ -158,3 +158,24 @@ def prefetch_order(tasks: list, early: dict[int, str], gates: set[str],
             out.append(task)
         out += pending.get(i, [])
     return out
+
+
+def segment_ends(tasks: list, early: dict[int, str], gates: set[str]) -> dict[str, int]:
+    """Gate -> the index in ``tasks`` where its segment ends for the DMA list: the DMA that
+    updates it, else (a segment whose DPU tasks write its output themselves, in place or as
+    copies on the value's tile, ``resident.cast_blocks``: no store updates its gate) its
+    last DMA that is not an early load, by the ``<prefix>finished`` naming.  Without that
+    the early loads such a segment runs were left behind the next segment's own loads
+    (MobileNetV3-Small's 576-channel 1x1 chunks behind a classifier chunk: 14K cycles)."""
+    ends = {g: i for i, t in enumerate(tasks) for g in t.updates if g in gates}
+    suffix = "finished"
+    prefixes = {g[:-len(suffix)]: g for g in gates if g not in ends and g.endswith(suffix)}
+    if prefixes:
+        for i, t in enumerate(tasks):
+            if early.get(id(t)) is not None or not t.label:
+                continue
+            dots = [j + 1 for j, ch in enumerate(t.label) if ch == "."]
+            gate = next((prefixes[t.label[:j]] for j in dots if t.label[:j] in prefixes), None)
+            if gate is not None:
+                ends[gate] = i
+    return ends
