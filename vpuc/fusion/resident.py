@@ -211,8 +211,10 @@ def cast_blocks(e, out: Value, channels: int, tiles_of: list[int],
     the resident value ``out`` as an output copy on ``out``'s tile (``out(%slot, %rows)``,
     the output stage's ``odu_cast``, docs/vir.md "Output copies on other tiles"), so no
     CMX -> CMX store copies them there: under ``in_place_blocks``' conditions, the blocks
-    it leaves out.  Their own output slot is written and never read."""
-    if not _writes_rows(e, out, channels, whole):
+    it leaves out, unless the program is lowered without output copies
+    (``ProgramText.output_copies``: ``lower_graph`` found no room for them).  Their own
+    output slot is written and never read."""
+    if not _writes_rows(e, out, channels, whole) or not e.prog.output_copies:
         return set()
     return {k for k, t in enumerate(tiles_of) if t != out.tile}
 
