@@ -213,12 +213,11 @@ def cast_blocks(e, out: Value, channels: int, tiles_of: list[int],
     CMX -> CMX store copies them there: under ``in_place_blocks``' conditions, the blocks
     it leaves out, unless the program is lowered without output copies
     (``ProgramText.output_copies``: ``lower_graph`` found no room for them).  Their own
-    output slot is written and never read.  Not a layer of one block off ``out``'s tile
-    (a short layer: DenseNet-121's last BatchNormalization of block 3, 3,120,310 ->
-    3,287,841 cycles, its one store gone; MobileNetV3-Small's squeeze-excite projections,
-    549,507 with such copies too, 546,787 but only with the early loads of segments
-    without a store placed as ``schedule_prefetch_order.segment_ends`` does for those
-    whose stores became copies)."""
+    output slot is written and never read.  Not a layer of one block off ``out``'s tile:
+    its one store is often its segment's last DMA, behind which
+    ``schedule_prefetch_order`` places the next segments' early loads; with its copy
+    instead DenseNet-121's last BatchNormalization of block 3 took 3,120,310 -> 3,287,841
+    cycles (MobileNetV3-Small 549,507 -> 546,787)."""
     if not _writes_rows(e, out, channels, whole) or not e.prog.output_copies:
         return set()
     cast = {k for k, t in enumerate(tiles_of) if t != out.tile}
