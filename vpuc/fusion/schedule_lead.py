@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from vpuc.fusion.schedule_room import EarlyRoom
-from vpuc.ir.module import Module, Ref, Slice, View
+from vpuc.ir.module import BufferKind, Module, Ref, Slice, View
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 from vpuc.passes.allocate_cmx import CMX_ALIGNMENT
@@ -196,4 +196,89 @@ def compute_barriers(module: Module) -> set[str]:
         for t in task_list.tasks:
             out.update(t.updates)
             out.update(u for v in getattr(t, "variants", ()) for u in v.updates)
+    return out
+
+
+def free_slots(module: Module, pinned: list[LeadLoad], lead_segments: list[str],
+               prefix_of) -> list[tuple[DmaTask, tuple[str, ...]]]:
+    """The first chunk per tile after the pinned ones of the lead run's first segment, when
+    its CMX slot is a pinned chunk's: a load of a constant that waits only on the ``done``
+    barrier of the block whose slot it takes, when that block's weights are one of the
+    ``pinned`` buffers, waits on that block's load's gate instead.  Its slot was never
+    shared (the pinned chunk lives at the top of CMX), so the wait only held it until that
+    block's compute: ResNet-18's stage 4 started with the DDR idle 12K cycles while its
+    first blocks loaded their input and computed.  One per tile, in the first segment
+    only: each such chunk lives beside the pinned ones from the run's start, and more of
+    them left allocate-cmx no room (ResNet-18, schedule_bench cycles: none 1,667,511; one
+    per tile 1,656,262; all four of stage 4's first layer 1,656,924; any of its second
+    layer's: no room).  Returns each changed load with the waits it had, for
+    ``restore_slots``."""
+    symbols = SymbolTable(module)
+    buffers = {load.buffer: load for load in pinned}
+    slot_owner: dict[str, LeadLoad] = {}    # done barrier -> the pinned load its block reads
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DPU:
+            continue
+        for t in task_list.tasks:
+            weights = symbols.region(t.weights) if t.weights else None
+            load = buffers.get(weights.root.name) if weights is not None else None
+            if load is None:
+                continue
+            for b in tuple(t.updates) + tuple(u for v in t.variants for u in v.updates):
+                slot_owner[b] = load
+    freed: list[tuple[DmaTask, tuple[str, ...]]] = []
+    tiles: set[int] = set()
+    pinned_tasks = {id(load.task) for load in pinned}
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DMA:
+            continue
+        for t in task_list.tasks:
+            if not isinstance(t, DmaTask) or len(t.waits) != 1 or id(t) in pinned_tasks \
+                    or prefix_of(t.label or "") != lead_segments[0]:
+                continue
+            owner = slot_owner.get(t.waits[0])
+            src = symbols.region(t.src)
+            if owner is None or not owner.gate or src is None \
+                    or src.kind is not BufferKind.CONST:
+                continue
+            tile = symbols.region(t.dst).root.tile
+            if tile in tiles:
+                continue
+            tiles.add(tile)
+            freed.append((t, tuple(t.waits)))
+            t.waits = (owner.gate,)
+    return freed
+
+
+def restore_slots(freed: list[tuple[DmaTask, tuple[str, ...]]]) -> None:
+    """``free_slots`` undone: each load waits on its slot again."""
+    for task, waits in freed:
+        task.waits = waits
+
+
+def ahead_of_compute(tasks: list, freed: list[tuple[DmaTask, tuple[str, ...]]],
+                     computed: set[str], prefix_of) -> list:
+    """``tasks`` with each ``free_slots`` load moved ahead of the first DMA of its segment on
+    its channel that waits on compute (``computed``: ``compute_barriers``), when it is listed
+    after one: the lowering put it behind the store of the block whose slot it took, so
+    its channel's FIFO held it there until that block's compute.  Its wait (a gate) is on
+    DMAs listed before its segment's, so each channel still runs its list in order."""
+    moving = {id(t) for t, _ in freed}
+    first_compute: dict[tuple, int] = {}      # (segment, channel) -> id of that DMA
+    for t in tasks:
+        if isinstance(t, DmaTask) and id(t) not in moving and computed & set(t.waits):
+            first_compute.setdefault((prefix_of(t.label or ""), t.channel), id(t))
+    ahead: dict[int, list] = {}
+    for t, _ in freed:
+        anchor = first_compute.get((prefix_of(t.label or ""), t.channel))
+        if anchor is not None and tasks.index(t) > next(
+                i for i, u in enumerate(tasks) if id(u) == anchor):
+            ahead.setdefault(anchor, []).append(t)
+    moved = {id(t) for group in ahead.values() for t in group}
+    out = []
+    for t in tasks:
+        if id(t) in moved:
+            continue
+        out.extend(ahead.get(id(t), ()))
+        out.append(t)
     return out
