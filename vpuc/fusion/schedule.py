@@ -86,11 +86,10 @@ every added wait is on a barrier updated by a task earlier in the DMA list.
 
 from __future__ import annotations
 
-from vpuc.fusion.resident import cmx_fits
+from vpuc.fusion.resident import cmx_failure, cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
-                                       ahead_of_compute, drop_pieces, free_slots, give_up,
-                                       lead_order, pin_top,
-                                       restore_slots, unpin)
+                                       drop_pieces, free_slots, give_up, lead_order,
+                                       lead_starts, pin_top, restore_slots, unpin)
 from vpuc.fusion.schedule_channels import dma_cycles
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen
@@ -258,17 +257,30 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                              computed=compute_done, copies=weight_copies,
                                              costs=costs, to_channel_0=to_channel_0)
             listed = task_list.tasks
-            if freed:
-                task_list.tasks = ahead_of_compute(listed, freed, compute_done,
-                                                   room_of.prefix_of)
+            if lead:
+                task_list.tasks = lead_starts(listed, freed, compute_done,
+                                              room_of.lead_segments, symbols,
+                                              room_of.prefix_of)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
             fits = not (deep or paced or behind or hopeful) or arch is None \
                 or cmx_fits(module, arch)
-            if not fits and freed:
-                # their longer lifetimes leave no room: back to waiting on their slots
-                restore_slots(freed)
-                task_list.tasks = listed
+            while not fits and freed:
+                # a longer lifetime leaves no room: the load allocate-cmx found none for
+                # waits on its slot again (all of them when it named another buffer)
+                failed = cmx_failure(module, arch)
+                if failed is None:
+                    break
+                back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] \
+                    or freed
+                restore_slots(back)
+                freed = [f for f in freed if f not in back]
+                task_list.tasks = lead_starts(listed, freed, compute_done,
+                                              room_of.lead_segments, symbols,
+                                              room_of.prefix_of)
+                fits = cmx_fits(module, arch)
+            if not fits and lead:
+                task_list.tasks = listed      # the loads' places as prefetch_order left them
                 fits = cmx_fits(module, arch)
             while not fits and lead:
                 # no room: the lead chunk loaded furthest back waits on its gate again
