@@ -263,14 +263,12 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                               room_of.prefix_of)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
-            fits = not (deep or paced or behind or hopeful) or arch is None \
-                or cmx_fits(module, arch)
-            while not fits and freed:
+            # the buffer allocate-cmx finds no room for, when tried (None: it places all)
+            failed = cmx_failure(module, arch) if (deep or paced or behind or hopeful) \
+                and arch is not None else None
+            while failed is not None and freed:
                 # a longer lifetime leaves no room: the load allocate-cmx found none for
                 # waits on its slot again (all of them when it named another buffer)
-                failed = cmx_failure(module, arch)
-                if failed is None:
-                    break
                 back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] \
                     or freed
                 restore_slots(back)
@@ -278,7 +276,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 task_list.tasks = lead_starts(listed, freed, compute_done,
                                               room_of.lead_segments, symbols,
                                               room_of.prefix_of)
-                fits = cmx_fits(module, arch)
+                failed = cmx_failure(module, arch)
+            fits = failed is None
             if not fits and lead:
                 task_list.tasks = listed      # the loads' places as prefetch_order left them
                 fits = cmx_fits(module, arch)
