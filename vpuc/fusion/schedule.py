@@ -88,8 +88,8 @@ from __future__ import annotations
 
 from vpuc.fusion.resident import cmx_failure, cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
-                                       drop_pieces, free_slots, give_up, lead_order,
-                                       lead_starts, pin_top, restore_slots, unpin)
+                                       drop_pieces, fit_freed, free_slots, give_up,
+                                       lead_order, pin_top, unpin)
 from vpuc.fusion.schedule_channels import dma_cycles
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen
@@ -256,31 +256,15 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                              turns=turns, stores=stores, pieces=pieces,
                                              computed=compute_done, copies=weight_copies,
                                              costs=costs, to_channel_0=to_channel_0)
-            listed = task_list.tasks
-            if lead:
-                task_list.tasks = lead_starts(listed, freed, compute_done,
-                                              room_of.lead_segments, symbols,
-                                              room_of.prefix_of)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
-            # the buffer allocate-cmx finds no room for, when tried (None: it places all)
-            failed = cmx_failure(module, arch) if (deep or paced or behind or hopeful) \
-                and arch is not None else None
-            while failed is not None and freed:
-                # a longer lifetime leaves no room: the load allocate-cmx found none for
-                # waits on its slot again (all of them when it named another buffer)
-                back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] \
-                    or freed
-                restore_slots(back)
-                freed = [f for f in freed if f not in back]
-                task_list.tasks = lead_starts(listed, freed, compute_done,
-                                              room_of.lead_segments, symbols,
-                                              room_of.prefix_of)
+            failed = None        # the buffer allocate-cmx finds no room for, when tried
+            if lead:
+                failed = fit_freed(module, arch, task_list, freed, compute_done, room_of,
+                                   symbols)
+            elif (deep or paced or behind or hopeful) and arch is not None:
                 failed = cmx_failure(module, arch)
             fits = failed is None
-            if not fits and lead:
-                task_list.tasks = listed      # the loads' places as prefetch_order left them
-                fits = cmx_fits(module, arch)
             while not fits and lead:
                 # no room: the lead chunk loaded furthest back waits on its gate again
                 load = lead.pop()
