@@ -13,7 +13,7 @@ The cycles above the floor are exactly (a) + (b) + (c):
     mode padding, the p-norm overlap of the fetch terms with compute, setup and dispatch)
     and the DPUs' idle gaps before the layer's variants, by what ended last before them
     (``Timeline.cause``: a DMA of weights, another DMA, a DPU or ACT SHAVE task), or after
-    a DPU's last head variant until the boundary;
+    a DPU's last head variant until the boundary, or a DPU's tail variants before it;
 (b) the tail's weights (read from constants) already in CMX at the boundary, against all
     of CMX (the bytes short of it over the DDR's rate), and what each tile holds then (CMX buffers live from their first user's
     start to their last user's end);
@@ -47,7 +47,7 @@ from vpuc.ir.module import BufferKind  # noqa: E402
 from vpuc.ir.tasks import DpuOp  # noqa: E402
 
 LOSSES = ("padding", "fetch overlap", "setup+dispatch", "idle: weights DMA", "idle: other DMA",
-          "idle: DPU", "idle: ACT SHAVE", "idle: start", "idle: end")
+          "idle: DPU", "idle: ACT SHAVE", "idle: start", "idle: end", "tail work")
 
 
 def split_layers(plan, timeline) -> tuple[list[str], list[str], dict]:
@@ -70,8 +70,9 @@ def split_layers(plan, timeline) -> tuple[list[str], list[str], dict]:
     return order[:cut], order[cut:], work
 
 
-def dpu_losses(plan, timeline, head: set[str], boundary: float) -> dict[str, dict[str, float]]:
+def dpu_losses(plan, timeline, head: list[str], boundary: float) -> dict[str, dict[str, float]]:
     """Head layer -> loss kind -> DPU cycles (summed over DPUs) up to ``boundary``."""
+    order, head = head, set(head)
     params = plan.arch.dpu
     out: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(LOSSES, 0.0))
     by_engine: dict[tuple, list[int]] = defaultdict(list)
@@ -84,6 +85,13 @@ def dpu_losses(plan, timeline, head: set[str], boundary: float) -> dict[str, dic
         for u in units:
             layer = layer_of(plan.names[u])
             if layer not in head:
+                # a tail variant before the boundary: this DPU's time, charged to the head
+                # layer before it (none yet: the first head layer's)
+                row = last if last is not None else out[min(head, key=order.index)]
+                row["tail work"] += min(timeline.end[u], boundary) - max(
+                    timeline.start[u], previous_end)
+                row[_idle_kind(plan, timeline.cause[u])] += max(
+                    0.0, timeline.start[u] - previous_end)
                 previous_end = timeline.end[u]
                 continue
             row = last = out[layer]
@@ -187,7 +195,7 @@ def measure(name: str, path: Path) -> dict:
     weights, resident = tail_weights(plan, timeline, set(tail), boundary)
     cmx = structure.tiles * structure.cmx_bytes
     floor = head_ideal + max(0.0, weights - cmx) / rate
-    losses = dpu_losses(plan, timeline, set(head), boundary)
+    losses = dpu_losses(plan, timeline, head, boundary)
     tiles = cmx_at(plan, timeline, boundary)
     return {
         "model": name, "cycles": sim.cycles, "head": head, "tail": tail,
