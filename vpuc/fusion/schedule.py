@@ -86,7 +86,7 @@ every added wait is on a barrier updated by a task earlier in the DMA list.
 
 from __future__ import annotations
 
-from vpuc.fusion.resident import cmx_failure, cmx_fits
+from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
                                        drop_pieces, fit_freed, free_slots, give_up,
                                        lead_order, pin_top, unpin)
@@ -258,13 +258,12 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                              costs=costs, to_channel_0=to_channel_0)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
-            failed = None        # the buffer allocate-cmx finds no room for, when tried
-            if lead:
-                failed = fit_freed(module, arch, task_list, freed, compute_done, room_of,
-                                   symbols)
-            elif (deep or paced or behind or hopeful) and arch is not None:
-                failed = cmx_failure(module, arch)
-            fits = failed is None
+            if lead:        # (the buffer allocate-cmx finds no room for: None when it fits)
+                fits = fit_freed(module, arch, task_list, freed, compute_done, room_of,
+                                 symbols) is None
+            else:
+                fits = not (deep or paced or behind or hopeful) or arch is None \
+                    or cmx_fits(module, arch)
             while not fits and lead:
                 # no room: the lead chunk loaded furthest back waits on its gate again
                 load = lead.pop()
