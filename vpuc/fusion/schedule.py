@@ -258,9 +258,9 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                              costs=costs, to_channel_0=to_channel_0)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
-            if lead:        # (the buffer allocate-cmx finds no room for: None when it fits)
+            if lead:
                 fits = fit_freed(module, arch, task_list, freed, compute_done, room_of,
-                                 symbols) is None
+                                 symbols, cmx_fits)
             else:
                 fits = not (deep or paced or behind or hopeful) or arch is None \
                     or cmx_fits(module, arch)

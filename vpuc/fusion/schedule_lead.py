@@ -314,28 +314,29 @@ def lead_starts(tasks: list, freed: list[tuple[DmaTask, tuple[str, ...]]],
 
 
 def fit_freed(module: Module, arch, task_list, freed: list, computed: set[str],
-              room: EarlyRoom, symbols: SymbolTable) -> str | None:
-    """``task_list``'s DMAs in ``lead_starts``' order, tried on ``arch`` (allocate-cmx): while
-    it finds no room for a ``free_slots`` load's buffer, that load waits on its slot again
-    (every one left when it names another buffer) and the order is made again.  Returns the
-    buffer the last try found no room for (None: every buffer placed); when that is not
-    None, the list is back in the order it had (``task_list.tasks`` on entry)."""
+              room: EarlyRoom, symbols: SymbolTable, fits) -> bool:
+    """``task_list``'s DMAs in ``lead_starts``' order, tried on ``arch`` (``fits``: allocate-cmx's
+    trial, ``resident.cmx_fits``): while it finds no room, the ``free_slots`` load whose
+    buffer it found none for waits on its slot again (every one left when it names another
+    buffer) and the order is made again.  Returns whether the last try placed every buffer;
+    when not, the list is back in the order it had (``task_list.tasks`` on entry)."""
     from vpuc.fusion.resident import cmx_failure
     listed = task_list.tasks
     task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
                                   room.prefix_of)
-    failed = cmx_failure(module, arch) if arch is not None else None
-    while failed is not None and freed:
+    placed = arch is None or fits(module, arch)
+    while not placed and freed:
+        failed = cmx_failure(module, arch) or ""
         back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] or freed
         restore_slots(back)
         freed = [f for f in freed if f not in back]
         task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
                                       room.prefix_of)
-        failed = cmx_failure(module, arch)
-    if failed is not None:
+        placed = fits(module, arch)
+    if not placed:
         task_list.tasks = listed
-        failed = cmx_failure(module, arch)
-    return failed
+        placed = fits(module, arch)
+    return placed
 
 
 def _loads_constant(symbols: SymbolTable, task: DmaTask) -> bool:
