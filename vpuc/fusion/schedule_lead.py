@@ -324,15 +324,19 @@ def fit_freed(module: Module, arch, task_list, freed: list, computed: set[str],
     listed = task_list.tasks
     task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
                                   room.prefix_of)
-    placed = arch is None or fits(module, arch)
-    while not placed and freed:
-        failed = cmx_failure(module, arch) or ""
+    if arch is None:
+        return True
+    # while slots are freed, the trial names the buffer it finds no room for
+    failed = cmx_failure(module, arch) if freed else None
+    while failed is not None and freed:
         back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] or freed
         restore_slots(back)
         freed = [f for f in freed if f not in back]
         task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
                                       room.prefix_of)
-        placed = fits(module, arch)
+        failed = cmx_failure(module, arch) if freed else None
+    # a trial that placed every buffer with slots freed decides; else ``fits`` does
+    placed = bool(freed) or fits(module, arch)
     if not placed:
         task_list.tasks = listed
         placed = fits(module, arch)
