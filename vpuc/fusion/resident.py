@@ -338,3 +338,11 @@ def cmx_fits(module: Module, arch) -> bool:
     offsets are left as they were)."""
     from vpuc.passes.allocate_cmx import try_allocate
     return try_allocate(module, arch)[0] is not None
+
+
+def cmx_failure(module: Module, arch) -> str | None:
+    """The CMX buffer allocate-cmx finds no room for on ``arch`` ("" when its message names
+    none), None when it places every one (tried; the offsets are left as they were)."""
+    from vpuc.passes.allocate_cmx import try_allocate
+    placed, failed = try_allocate(module, arch)
+    return None if placed is not None else failed

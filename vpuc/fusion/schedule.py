@@ -88,7 +88,8 @@ from __future__ import annotations
 
 from vpuc.fusion.resident import cmx_fits
 from vpuc.fusion.schedule_lead import (LeadLoad, assign_lead, compute_barriers, cut_pieces,
-                                       drop_pieces, give_up, lead_order, pin_top, unpin)
+                                       drop_pieces, fit_freed, free_slots, give_up,
+                                       lead_order, pin_top, unpin)
 from vpuc.fusion.schedule_channels import dma_cycles
 from vpuc.fusion.schedule_option import SCHEDULE_CHOICES
 from vpuc.fusion.schedule_prefetch import DEEP_MIN_BYTES, deepen
@@ -231,9 +232,12 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             held = [LeadLoad(t, g, b) for t, g, _, b, n in moved if id(t) in early
                     and n >= DEEP_MIN_BYTES
                     and room_of.prefix_of(t.label or "") in room_of.lead_segments]
+            freed = []           # later chunks whose slot a pinned chunk never shared
             if lead:
                 pin_top(module, held + lead, cmx_bytes)
                 cut_pieces(module, lead)
+                freed = free_slots(module, held + lead, room_of.lead_segments,
+                                   room_of.prefix_of)
             lead_tasks, deep, pieces = lead_order(tasks, lead, early, deep)
             compute_done = compute_barriers(module)
             copied = copy_gates(module, gates)       # segments whose stores became copies
@@ -256,8 +260,12 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                                              copied=copied)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
-            fits = not (deep or paced or behind or hopeful) or arch is None \
-                or cmx_fits(module, arch)
+            if lead:
+                fits = fit_freed(module, arch, task_list, freed, compute_done, room_of,
+                                 symbols, cmx_fits)
+            else:
+                fits = not (deep or paced or behind or hopeful) or arch is None \
+                    or cmx_fits(module, arch)
             while not fits and lead:
                 # no room: the lead chunk loaded furthest back waits on its gate again
                 load = lead.pop()

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from vpuc.fusion.schedule_room import EarlyRoom
-from vpuc.ir.module import Module, Ref, Slice, View
+from vpuc.ir.module import BufferKind, Module, Ref, Slice, View
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 from vpuc.passes.allocate_cmx import CMX_ALIGNMENT
@@ -197,3 +197,153 @@ def compute_barriers(module: Module) -> set[str]:
             out.update(t.updates)
             out.update(u for v in getattr(t, "variants", ()) for u in v.updates)
     return out
+
+
+
+def free_slots(module: Module, pinned: list[LeadLoad], lead_segments: list[str],
+               prefix_of) -> list[tuple[DmaTask, tuple[str, ...]]]:
+    """Per lead segment and tile, its first chunk after the pinned ones, when its CMX slot
+    is a pinned chunk's: a load of a constant that waits only on the ``done`` barrier of the
+    block whose slot it takes, when that block's weights are one of the ``pinned`` buffers,
+    waits on that block's load's gate instead.  Its slot was never shared (the pinned chunk
+    lives at the top of CMX), so the wait only held it until that block's compute:
+    ResNet-18's stage 4 started with the DDR idle 12K cycles while its first blocks loaded
+    their input and computed, and its second layer 11K.  One per tile and segment: each
+    lives beside the pinned chunks from its segment's start (ResNet-18, schedule_bench
+    cycles, stage 4's first layer alone: none 1,667,511, one per tile 1,656,262, all four
+    1,656,924).  Returns each changed load with the waits it had, in list order, for
+    ``restore_slots``."""
+    symbols = SymbolTable(module)
+    buffers = {load.buffer: load for load in pinned}
+    slot_owner: dict[str, LeadLoad] = {}    # done barrier -> the pinned load its block reads
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DPU:
+            continue
+        for t in task_list.tasks:
+            weights = symbols.region(t.weights) if t.weights else None
+            load = buffers.get(weights.root.name) if weights is not None else None
+            if load is None:
+                continue
+            for b in tuple(t.updates) + tuple(u for v in t.variants for u in v.updates):
+                slot_owner[b] = load
+    freed: list[tuple[DmaTask, tuple[str, ...]]] = []
+    taken: set[tuple[str, int]] = set()     # (segment, tile) that has one
+    pinned_tasks = {id(load.task) for load in pinned}
+    for task_list in module.task_lists:
+        if task_list.executor is not Executor.DMA:
+            continue
+        for t in task_list.tasks:
+            segment = prefix_of(t.label or "")
+            if not isinstance(t, DmaTask) or len(t.waits) != 1 or id(t) in pinned_tasks \
+                    or segment not in lead_segments:
+                continue
+            owner = slot_owner.get(t.waits[0])
+            src, dst = symbols.region(t.src), symbols.region(t.dst)
+            if owner is None or not owner.gate or src is None or dst is None \
+                    or src.kind is not BufferKind.CONST \
+                    or (segment, dst.root.tile) in taken:
+                continue
+            taken.add((segment, dst.root.tile))
+            freed.append((t, tuple(t.waits)))
+            t.waits = (owner.gate,)
+    return freed
+
+
+def restore_slots(freed: list[tuple[DmaTask, tuple[str, ...]]]) -> None:
+    """``free_slots`` undone: each load waits on its slot again."""
+    for task, waits in freed:
+        task.waits = waits
+
+
+def lead_starts(tasks: list, freed: list[tuple[DmaTask, tuple[str, ...]]],
+                computed: set[str], lead_segments: list[str], symbols: SymbolTable,
+                prefix_of) -> list:
+    """``tasks`` with the DMAs that load a lead segment's weights as soon as its gate
+    allows moved to its start on their channel: each ``free_slots`` load ahead of the first
+    DMA of its segment there that waits on compute (``computed``: ``compute_barriers``),
+    when it is listed after one (the lowering put it behind the store of the block whose
+    slot it took); and, in every lead segment but the first, each load of a constant that
+    waits on the segment's gate alone ahead of the loads of the segment's input (the
+    lowering lists those first): ``relax_gates`` then lets that chunk wait on the gate two
+    back, so it streams while the previous layer's last blocks compute and store, where the
+    DDR idled (ResNet-18's second 512-channel layer: its one chunk not pinned loaded after
+    its input, 11K cycles after the first layer's last chunk).  Every moved load waits on
+    what the DMAs it now precedes wait on, or on less, so each channel still runs its list
+    in order."""
+    moving = {id(t) for t, _ in freed}
+    anchors: dict[tuple, int] = {}      # (segment, channel, kind) -> id of the DMA to precede
+    for t in tasks:
+        if not isinstance(t, DmaTask) or id(t) in moving:
+            continue
+        segment = prefix_of(t.label or "")
+        if segment not in lead_segments:
+            continue
+        if computed & set(t.waits):
+            anchors.setdefault((segment, t.channel, "compute"), id(t))
+        src = symbols.region(t.src)
+        if src is not None and src.kind is not BufferKind.CONST:
+            anchors.setdefault((segment, t.channel, "input"), id(t))
+    place = {id(t): i for i, t in enumerate(tasks)}
+    ahead: dict[int, list] = {}
+    for t in tasks:
+        if not isinstance(t, DmaTask):
+            continue
+        segment = prefix_of(t.label or "")
+        if id(t) in moving:
+            anchor = anchors.get((segment, t.channel, "compute"))
+        elif segment in lead_segments[1:] and len(t.waits) == 1 \
+                and t.waits[0].endswith("finished") and _loads_constant(symbols, t):
+            anchor = anchors.get((segment, t.channel, "input"))
+            inputs = [u for u in tasks[place.get(anchor, 0):place[id(t)]]
+                      if isinstance(u, DmaTask) and u.channel == t.channel
+                      and not set(u.waits) >= set(t.waits)]
+            if inputs:          # something between waits on less: not moved past it
+                anchor = None
+        else:
+            continue
+        if anchor is not None and place[id(t)] > place[anchor]:
+            ahead.setdefault(anchor, []).append(t)
+    moved = {id(t) for group in ahead.values() for t in group}
+    out = []
+    for t in tasks:
+        if id(t) in moved:
+            continue
+        out.extend(ahead.get(id(t), ()))
+        out.append(t)
+    return out
+
+
+def fit_freed(module: Module, arch, task_list, freed: list, computed: set[str],
+              room: EarlyRoom, symbols: SymbolTable, fits) -> bool:
+    """``task_list``'s DMAs in ``lead_starts``' order, tried on ``arch`` (``fits``: allocate-cmx's
+    trial, ``resident.cmx_fits``): while it finds no room, the ``free_slots`` load whose
+    buffer it found none for waits on its slot again (every one left when it names another
+    buffer) and the order is made again.  Returns whether the last try placed every buffer;
+    when not, the list is back in the order it had (``task_list.tasks`` on entry)."""
+    from vpuc.fusion.resident import cmx_failure
+    listed = task_list.tasks
+    task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
+                                  room.prefix_of)
+    if arch is None:
+        return True
+    # while slots are freed, the trial names the buffer it finds no room for
+    failed = cmx_failure(module, arch) if freed else None
+    while failed is not None and freed:
+        back = [f for f in freed if symbols.region(f[0].dst).root.name == failed] or freed
+        restore_slots(back)
+        freed = [f for f in freed if f not in back]
+        task_list.tasks = lead_starts(listed, freed, computed, room.lead_segments, symbols,
+                                      room.prefix_of)
+        failed = cmx_failure(module, arch) if freed else None
+    # a trial that placed every buffer with slots freed decides; else ``fits`` does
+    placed = bool(freed) or fits(module, arch)
+    if not placed:
+        task_list.tasks = listed
+        placed = fits(module, arch)
+    return placed
+
+
+def _loads_constant(symbols: SymbolTable, task: DmaTask) -> bool:
+    src, dst = symbols.region(task.src), symbols.region(task.dst)
+    return src is not None and dst is not None and src.kind is BufferKind.CONST \
+        and dst.kind is BufferKind.CMX
