@@ -19,6 +19,7 @@ import numpy as np
 from vpuc.onnx_import.builder import GraphBuilder
 from vpuc.onnx_import.convert_extra import EXTRA_CONVERTERS
 from vpuc.onnx_import.convert_grid_sample import GRID_SAMPLE_CONVERTERS
+from vpuc.onnx_import.convert_roi_align import ROI_ALIGN_CONVERTERS
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
 from vpuc.onnx_import.convert_more import MORE_CONVERTERS, cast_value
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
@@ -149,6 +150,6 @@ CONVERTERS: dict[str, Converter] = {
     "Identity": _passthrough, "Dropout": _passthrough, "Cast": _cast,
     **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS, **STRUCT_CONVERTERS,
     **RNN_CONVERTERS,
-    **EXTRA_CONVERTERS, **GRID_SAMPLE_CONVERTERS,
+    **EXTRA_CONVERTERS, **GRID_SAMPLE_CONVERTERS, **ROI_ALIGN_CONVERTERS,
     **QUANT_CONVERTERS,
 }
