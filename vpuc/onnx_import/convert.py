@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.convert_bitwise import BITWISE_CONVERTERS
 from vpuc.onnx_import.convert_extra import EXTRA_CONVERTERS
 from vpuc.onnx_import.convert_grid_sample import GRID_SAMPLE_CONVERTERS
 from vpuc.onnx_import.convert_roi_align import ROI_ALIGN_CONVERTERS
@@ -154,6 +155,6 @@ CONVERTERS: dict[str, Converter] = {
     **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS, **STRUCT_CONVERTERS,
     **RNN_CONVERTERS,
     **EXTRA_CONVERTERS, **GRID_SAMPLE_CONVERTERS, **ROI_ALIGN_CONVERTERS,
-    **STATIC_CONVERTERS,
+    **STATIC_CONVERTERS, **BITWISE_CONVERTERS,
     **QUANT_CONVERTERS,
 }
