@@ -1,7 +1,7 @@
 """Fuzz cases of the ops of vpuc/onnx_import/convert_extra.py and convert_scatter.py: Resize
 with tf_crop_and_resize, Trilu, LpPool, GlobalLpPool, CenterCropPad, OneHot, ScatterND,
-ScatterElements, TopK and CumProd, and of convert_grid_sample.py and convert_roi_align.py: GridSample and RoiAlign, one op
-each, attributes drawn over their ranges at an
+ScatterElements, TopK and CumProd, and of convert_grid_sample.py, convert_roi_align.py and convert_static.py: GridSample, RoiAlign,
+ReverseSequence and Compress, one op each, attributes drawn over their ranges at an
 opset drawn where the op has them.  The ``op`` family draws them as one of its kinds; the
 ``extra`` family is nothing else (``bench/onnx_fuzz.py --extra N``).
 
@@ -22,7 +22,7 @@ from tests.fuzz import onnx_forms as forms
 
 KINDS = ("crop", "crop", "trilu", "lppool", "global_lppool", "center_crop_pad", "one_hot",
          "scatter_nd", "scatter_nd", "scatter_elements", "scatter_elements", "topk", "topk", "cumprod",
-         "grid_sample", "grid_sample", "roi_align", "roi_align")
+         "grid_sample", "grid_sample", "roi_align", "roi_align", "reverse_sequence", "compress")
 
 
 def extra_case(m):
@@ -63,6 +63,20 @@ def extra_case(m):
         return _grid_sample(m)
     if kind == "roi_align":
         return _roi_align(m)
+    if kind == "reverse_sequence":
+        m.opset = forms.draw_opset(m, 10)
+        time_axis = r.choice([0, 1])
+        shape = [r.randint(1, 6), r.randint(1, 4)] + shape[2:]
+        lens = m.np.integers(0, shape[time_axis] + 1, shape[1 - time_axis])
+        return m.model(shape, m.node("ReverseSequence", ["x", m.ints(lens)], time_axis=time_axis,
+                                     batch_axis=1 - time_axis))
+    if kind == "compress":
+        m.opset = forms.draw_opset(m, 11)
+        attrs = {"axis": r.randint(-rank, rank - 1)} if r.random() < 0.7 else {}
+        length = shape[attrs["axis"]] if attrs else int(np.prod(shape))
+        keep = m.np.random(r.randint(1, length)) < 0.6
+        keep[r.randrange(keep.size)] = True                  # something selected
+        return m.model(shape, m.node("Compress", ["x", m.init(keep)], **attrs))
     m.opset = 26                                          # CumProd's first opset
     axis = m.init(np.asarray(r.randint(-rank, rank - 1), r.choice([np.int64, np.int32])))
     x = m.node("Add", [m.node("Mul", ["x", m.init(np.float32(0.25))]), m.init(np.float32(1.0))])
