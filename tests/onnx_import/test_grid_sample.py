@@ -152,16 +152,17 @@ def test_shapes_agree_with_onnx_inference(case, tmp_path):
     assert tuple(otype.dims) == tuple(d.dim_value for d in inferred.type.tensor_type.shape.dim) == (2, 3, 6, 7)
 
 
-def test_lowering_golden(tmp_path):
-    """One gather (the library kernel ``gather``) of the NHWC rows, the index arithmetic
-    and the weighting as generated ACT SHAVE kernels, the Transposes as DMAs."""
-    path = _model(tmp_path, (1, 2, 3, 4), (1, 2, 2, 2), name="nearest", mode="nearest",
-                  padding_mode="border")
+@pytest.mark.parametrize("mode, padding", [("nearest", "border"), ("bilinear", "zeros")])
+def test_lowering_golden(mode, padding, tmp_path):
+    """One gather (the library kernel ``gather``) of the NHWC rows (nearest) or of the
+    padded image's 2x2 patches (bilinear), the index arithmetic and the weighting as
+    generated ACT SHAVE kernels, the Transposes, Pads, Slices and Concats as DMAs."""
+    path = _model(tmp_path, (1, 2, 3, 4), (1, 2, 2, 2), name=mode, mode=mode, padding_mode=padding)
     text, name, _ = onnx_as_vir(path, None, "f16")
     module = parse_text(text, name)
     PassManager(parse_pipeline("lower-graph")).run(module, PassContext(load_arch(module.arch)))
     lowered = print_module(module)
-    golden = GOLDEN / "lowered_grid_sample_nearest_border.expected"
+    golden = GOLDEN / f"lowered_grid_sample_{mode}_{padding}.expected"
     if UPDATE:
         golden.write_text(lowered)
     assert lowered == golden.read_text()
@@ -185,3 +186,20 @@ def test_refusals_name_the_node(x_shape, grid_shape, attrs, opset, message, tmp_
     with pytest.raises(VpucError, match=message) as caught:
         import_onnx(str(path))
     assert "node 'sample' (GridSample" in str(caught.value)
+
+
+def test_a_large_output_is_gathered_in_bands(tmp_path):
+    """2304 output pixels of 2x2 patches of 16 channels (295 KB in f16) pass the 256 KiB one
+    gather writes: two bands of indices, Concatenated; the result as onnxruntime's."""
+    from vpuc.onnx_import.convert_grid_sample import GATHER_OUTPUT_BYTES
+    x_shape, grid_shape = (1, 16, 20, 20), (1, 48, 48, 2)
+    path = _model(tmp_path, x_shape, grid_shape, name="bands", mode="bilinear")
+    gathers = [op for op in import_onnx(path).module.graphs[0].ops if op.kind == "IndexedGather"]
+    assert 48 * 48 * 4 * 16 * 2 > GATHER_OUTPUT_BYTES and len(gathers) == 2
+    x, grid = _feeds(x_shape, grid_shape, seed=9)
+    program = api.compile(path)
+    sim = api.simulate(program, {program.source_names.get("x", "x"): x.astype(np.float16),
+                                 program.source_names.get("grid", "grid"): grid.astype(np.float16)})
+    got = next(iter(sim.outputs.values())).astype(np.float64)
+    want = _onnxruntime(path, x, grid)
+    assert_within(got, want, U16 * np.abs(want) + _f32_bound(x), "bands")

@@ -2,8 +2,6 @@
 coordinates computed at run time in f32 from the grid, its neighbours fetched by the ACT
 SHAVE library kernel ``gather`` (the graph op ``IndexedGather``), weighted and summed.
 
-The sampled image ``X [N, C, H, W]`` is seen as a table of ``N·H·W`` rows of ``C`` values
-(a Transpose to NHWC, a Reshape); a neighbour ``(n, y, x)`` is row ``n·H·W + y·W + x``.
 Per output pixel, as onnxruntime's CPU kernel computes it (``grid_sample.cc``):
 
 - the grid's normalized ``g`` denormalized along each axis of size ``L``:
@@ -13,19 +11,29 @@ Per output pixel, as onnxruntime's CPU kernel computes it (``grid_sample.cc``):
   ``(i + 1) − c`` and ``c − i``; cubic ``floor(c) − 1 + k`` for ``k`` in 0..3, Keys'
   coefficients (``A = −0.75``) of ``t = (c − (floor(c) − 1)) − 1``;
 - each neighbour's index padded on its own, as onnxruntime pads them (not the
-  coordinate): ``zeros`` an index outside ``[0, L)`` reads 0 (the row of a clamped index
-  gathered, then a Select), ``border`` the index clamped to ``[0, L − 1]``,
-  ``reflection`` the index reflected at the borders until inside: with
+  coordinate): ``zeros`` an index outside ``[0, L)`` reads 0, ``border`` the index clamped
+  to ``[0, L − 1]``, ``reflection`` the index reflected at the borders until inside: with
   ``align_corners`` about 0 and ``L − 1`` (period ``2(L − 1)``), else about −1/2 and
   ``L − 1/2`` (period ``2L``, the edge pixel repeated);
 - the result ``Σ_y w_y Σ_x w_x p(y, x)`` in f32 (x first, as onnxruntime sums), rounded
   once to the graph's type.
 
+Two ways to fetch the neighbours:
+
+- linear with zeros or border padding (optical flow's warp, PyTorch's default): one gather
+  of 2x2 patches (``_bilinear_patches``), a table row holding a patch's four pixels
+  (``4C`` values) of the image padded by one pixel, so one index fetches what four
+  gathers of single pixels would (a gather's cost is mostly per index:
+  ``vpuc/cost/gather.py``);
+- the rest (``_by_neighbour``): the image as ``N·H·W`` NHWC rows of ``C`` values, row
+  ``n·H·W + y·W + x``, one gather per neighbour (1, 4 or 16), a padded-away one read as 0
+  by a Select on its clamped row.
+
 Every index is an integer held exactly in f32 while ``N·H·W <= 2^24`` (refused beyond);
 the reflection's ``floor(i / period)`` is corrected by one period where its quotient
-rounded across an integer.  A gather reads every row of the table once per neighbour
-(4 for linear, 16 for cubic; ``vpuc/cost/gather.py``); the elementwise steps are
-generated ACT SHAVE kernels.
+rounded across an integer.  A gather whose output would pass ``GATHER_OUTPUT_BYTES`` is
+cut into bands of indices (``gathered``).  The elementwise steps are generated ACT SHAVE
+kernels.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubi
 PADDINGS = ("zeros", "border", "reflection")
 CUBIC_A = -0.75                  # Keys' coefficient, as onnxruntime and PyTorch take it
 EXACT_INDICES = 2 ** 24          # integers an f32 holds exactly
+# The bytes one gather writes: its output stays in CMX while the table streams through in
+# chunks (lower_gather.py), so a larger one is cut into bands of indices, Concatenated: a
+# quarter of an NPU37XX tile's 1 MiB leaves the table's chunks room.
+GATHER_OUTPUT_BYTES = 256 * 1024
 
 
 class Axis:
@@ -151,17 +163,33 @@ def grid_sample(b: GraphBuilder, node, attrs) -> None:
                       "beyond which f32 holds integers exactly")
     elem = b.types[b.value(node.input[0])].elem
     _, out_h, out_w, _ = grid_shape
-    rows = b.op("Reshape", [b.op("Transpose", [b.value(node.input[0])], {"order": (0, 2, 3, 1)})],
-                {"shape": (n * height * width, channels)})
     grid = in_f32(b, b.value(node.input[1]))
-    axes, consts = [], {}
+    consts: dict[float, str] = {}
+    coordinates = []
     for component, size in enumerate((width, height)):
         g = b.op("Slice", [grid], {"begin": (0, 0, 0, component), "end": (n, out_h, out_w, component + 1),
                                    "step": (1, 1, 1, 1)})
         axis = Axis(b, size, align, consts)
-        axes.append([axis.padded(i, padding) + (w,) for i, w in
-                     axis.neighbours(axis.denormalized(g), mode)])
-    width_const = Axis(b, width, align, consts).const(float(width))
+        coordinates.append((axis, axis.denormalized(g)))
+    if mode == "linear" and padding != "reflection":
+        total = _bilinear_patches(b, node, shape, (out_h, out_w), coordinates, padding == "zeros")
+    else:
+        total = _by_neighbour(b, node, shape, (out_h, out_w), coordinates, mode, padding)
+    if elem is not ElemType.F32:
+        total = b.op("Convert", [total], {"to": elem})
+    b.op("Transpose", [total], {"order": (0, 3, 1, 2)}, out=node.output[0])
+
+
+def _by_neighbour(b: GraphBuilder, node, shape, out_hw, coordinates, mode: str, padding: str) -> str:
+    """One gather of the image's NHWC rows per neighbour (1, 4 or 16), each padded on its
+    own; the f32 weighted sum, x first."""
+    n, channels, height, width = shape
+    out_h, out_w = out_hw
+    rows = b.op("Reshape", [b.op("Transpose", [b.value(node.input[0])], {"order": (0, 2, 3, 1)})],
+                {"shape": (n * height * width, channels)})
+    axes = [[axis.padded(i, padding) + (w,) for i, w in axis.neighbours(c, mode)]
+            for axis, c in coordinates]
+    width_const = coordinates[0][0].const(float(width))
     batch_rows = batch_offsets(b, n, height * width) if n > 1 else None
     zero = b.constant(np.zeros((), np.float32), f"{node.output[0]}.zero")
     total = None
@@ -173,7 +201,7 @@ def grid_sample(b: GraphBuilder, node, attrs) -> None:
         for x_index, x_inside, x_weight in axes[0]:
             flat = b.op("Reshape", [b.op("Convert", [b.op("Add", [row_base, x_index])], {"to": ElemType.I32})],
                         {"shape": (n, out_h, out_w)})
-            pixel = b.op("IndexedGather", [rows, flat], {"axis": 0})
+            pixel = gathered(b, rows, flat)
             if x_inside is not None:
                 inside = b.op("Minimum", [x_inside, y_inside])
                 pixel = b.op("Select", [inside, pixel, zero])
@@ -184,9 +212,75 @@ def grid_sample(b: GraphBuilder, node, attrs) -> None:
         if y_weight is not None:
             line = b.op("Multiply", [y_weight, line])
         total = line if total is None else b.op("Add", [total, line])
-    if elem is not ElemType.F32:
-        total = b.op("Convert", [total], {"to": elem})
-    b.op("Transpose", [total], {"order": (0, 3, 1, 2)}, out=node.output[0])
+    return total
+
+
+def _bilinear_patches(b: GraphBuilder, node, shape, out_hw, coordinates, zeros: bool) -> str:
+    """Linear mode with zeros or border padding: one gather of 2x2 patches, each table row
+    the four neighbours' ``4C`` values, from the image padded by one pixel (zeros: on every
+    side, a patch starting at -1 reading the zero border; border: after the last row and
+    column, repeating them).  Border clamps the coordinate to ``[0, L - 1]`` first, which
+    gives each output the value onnxruntime's clamped neighbour indices give (a weight of
+    0 on a repeated neighbour); zeros gives 0 where a patch start is outside ``[-1, L - 1]``
+    (every neighbour outside), by a Select.  The weighted sum as onnxruntime's,
+    ``wy0 (wx0 p00 + wx1 p01) + wy1 (wx0 p10 + wx1 p11)``."""
+    n, channels, height, width = shape
+    out_h, out_w = out_hw
+    starts, weights, insides = [], [], []
+    for axis, c in coordinates:
+        if not zeros:
+            c = axis.op("Clamp", c, min=0.0, max=float(axis.size - 1))
+        down = axis.op("Floor", c)
+        up = axis.op("Add", down, axis.const(1.0))
+        weights.append((axis.op("Subtract", up, c), axis.op("Subtract", c, down)))
+        if zeros:            # padded coordinates: the patch of neighbours down, down + 1 starts at up
+            clamped = axis.op("Clamp", down, min=-1.0, max=float(axis.size - 1))
+            insides.append(axis.op("Equal", clamped, down))
+            starts.append(axis.op("Add", clamped, axis.const(1.0)))
+        else:
+            starts.append(down)
+    padded = b.op("Transpose", [b.value(node.input[0])], {"order": (0, 2, 3, 1)})
+    before = (0, 1, 1, 0) if zeros else (0, 0, 0, 0)
+    padded = b.op("Pad", [padded], {"pads_begin": before, "pads_end": (0, 1, 1, 0),
+                                     "mode": "constant" if zeros else "edge"})
+    plane_h, plane_w = (height + 1, width + 1) if zeros else (height, width)
+    corners = [b.op("Slice", [padded], {"begin": (0, dy, dx, 0), "end": (n, dy + plane_h, dx + plane_w, channels),
+                                        "step": (1, 1, 1, 1)}) for dy in (0, 1) for dx in (0, 1)]
+    table = b.op("Reshape", [b.op("Concat", corners, {"axis": 3})],
+                 {"shape": (n * plane_h * plane_w, 4 * channels)})
+    x_axis = coordinates[0][0]
+    flat = b.op("Add", [b.op("Multiply", [starts[1], x_axis.const(float(plane_w))]), starts[0]])
+    if n > 1:
+        flat = b.op("Add", [flat, batch_offsets(b, n, plane_h * plane_w)])
+    flat = b.op("Reshape", [b.op("Convert", [flat], {"to": ElemType.I32})], {"shape": (n, out_h, out_w)})
+    patches = gathered(b, table, flat)
+    p = [in_f32(b, b.op("Slice", [patches], {"begin": (0, 0, 0, k * channels),
+                                             "end": (n, out_h, out_w, (k + 1) * channels), "step": (1, 1, 1, 1)}))
+         for k in range(4)]
+    (wx0, wx1), (wy0, wy1) = weights
+    rows = [b.op("Add", [b.op("Multiply", [wx0, p[2 * r]]), b.op("Multiply", [wx1, p[2 * r + 1]])])
+            for r in (0, 1)]
+    total = b.op("Add", [b.op("Multiply", [wy0, rows[0]]), b.op("Multiply", [wy1, rows[1]])])
+    if zeros:
+        zero = x_axis.const(0.0)
+        total = b.op("Select", [b.op("Minimum", insides), total, zero])
+    return total
+
+
+def gathered(b: GraphBuilder, table: str, flat: str) -> str:
+    """``IndexedGather`` of the ``table`` rows ``flat`` (i32, any shape) picks: one op, or
+    bands of the flattened indices of at most ``GATHER_OUTPUT_BYTES`` of output each,
+    Concatenated and reshaped back."""
+    index_shape = b.types[flat].dims
+    count, row = int(np.prod(index_shape)), b.types[table].dims[1] * b.types[table].elem.nbytes
+    per_band = max(GATHER_OUTPUT_BYTES // row, 1)
+    if count <= per_band:
+        return b.op("IndexedGather", [table, flat], {"axis": 0})
+    line = b.op("Reshape", [flat], {"shape": (count,)})
+    bands = [b.op("IndexedGather", [table, b.op("Slice", [line], {"begin": (start,), "end": (min(start + per_band, count),),
+                                                                  "step": (1,)})], {"axis": 0})
+             for start in range(0, count, per_band)]
+    return b.op("Reshape", [b.op("Concat", bands, {"axis": 0})], {"shape": tuple(index_shape) + (b.types[table].dims[1],)})
 
 
 def batch_offsets(b: GraphBuilder, n: int, plane: int) -> str:

@@ -37,7 +37,7 @@ from vpuc.ir.graph import CONSTANT, GraphOp
 from vpuc.ir.module import ConstInit
 from vpuc.ir.types import DimsOrder, ElemType, TensorType
 from vpuc.onnx_import.builder import GraphBuilder
-from vpuc.onnx_import.convert_grid_sample import EXACT_INDICES
+from vpuc.onnx_import.convert_grid_sample import EXACT_INDICES, gathered
 from vpuc.onnx_import.convert_math import in_f32
 
 
@@ -193,7 +193,7 @@ def roi_align(b: GraphBuilder, node, attrs) -> None:
             flat = b.op("Reshape", [flat], {"shape": samples})
             weight = b.op("Select", [valid, b.op("Multiply", [y_weight, x_weight]), zero])
             weight = b.op("Reshape", [weight], {"shape": samples + (1,)})
-            pixel = in_f32(b, b.op("IndexedGather", [rows, flat], {"axis": 0}))
+            pixel = in_f32(b, gathered(b, rows, flat))
             terms.append(b.op("Multiply", [weight, pixel]))
     if mode == "avg":
         total = terms[0]
