@@ -20,14 +20,15 @@ Per output pixel, as onnxruntime's CPU kernel computes it (``grid_sample.cc``):
 
 Two ways to fetch the neighbours:
 
-- linear with zeros or border padding (optical flow's warp, PyTorch's default): one gather
-  of 2x2 patches (``_bilinear_patches``), a table row holding a patch's four pixels
-  (``4C`` values) of the image padded by one pixel, so one index fetches what four
-  gathers of single pixels would (a gather's cost is mostly per index:
-  ``vpuc/cost/gather.py``);
-- the rest (``_by_neighbour``): the image as ``N·H·W`` NHWC rows of ``C`` values, row
-  ``n·H·W + y·W + x``, one gather per neighbour (1, 4 or 16), a padded-away one read as 0
-  by a Select on its clamped row.
+- linear or cubic with zeros or border padding (optical flow's warp, PyTorch's default):
+  one gather of 2x2 or 4x4 patches (``_patches``), a table row holding a patch's pixels
+  (``4C`` or ``16C`` values) of the image padded by ``k - 1`` pixels, so one index
+  fetches what 4 or 16 gathers of single pixels would (a gather's cost is mostly per
+  index: ``vpuc/cost/gather.py``; and 16 gathers' index arithmetic made ACT segments of
+  more outputs than the schedule's 64 barriers hold);
+- nearest, and reflection padding (``_by_neighbour``): the image as ``N·H·W`` NHWC rows of
+  ``C`` values, row ``n·H·W + y·W + x``, one gather per neighbour (1, 4 or 16), a
+  padded-away one read as 0 by a Select on its clamped row.
 
 Every index is an integer held exactly in f32 while ``N·H·W <= 2^24`` (refused beyond);
 the reflection's ``floor(i / period)`` is corrected by one period where its quotient
@@ -171,8 +172,8 @@ def grid_sample(b: GraphBuilder, node, attrs) -> None:
                                    "step": (1, 1, 1, 1)})
         axis = Axis(b, size, align, consts)
         coordinates.append((axis, axis.denormalized(g)))
-    if mode == "linear" and padding != "reflection":
-        total = _bilinear_patches(b, node, shape, (out_h, out_w), coordinates, padding == "zeros")
+    if mode != "nearest" and padding != "reflection":
+        total = _patches(b, node, shape, (out_h, out_w), coordinates, mode, padding == "zeros")
     else:
         total = _by_neighbour(b, node, shape, (out_h, out_w), coordinates, mode, padding)
     if elem is not ElemType.F32:
@@ -215,55 +216,55 @@ def _by_neighbour(b: GraphBuilder, node, shape, out_hw, coordinates, mode: str, 
     return total
 
 
-def _bilinear_patches(b: GraphBuilder, node, shape, out_hw, coordinates, zeros: bool) -> str:
-    """Linear mode with zeros or border padding: one gather of 2x2 patches, each table row
-    the four neighbours' ``4C`` values, from the image padded by one pixel (zeros: on every
-    side, a patch starting at -1 reading the zero border; border: after the last row and
-    column, repeating them).  Border clamps the coordinate to ``[0, L - 1]`` first, which
-    gives each output the value onnxruntime's clamped neighbour indices give (a weight of
-    0 on a repeated neighbour); zeros gives 0 where a patch start is outside ``[-1, L - 1]``
-    (every neighbour outside), by a Select.  The weighted sum as onnxruntime's,
-    ``wy0 (wx0 p00 + wx1 p01) + wy1 (wx0 p10 + wx1 p11)``."""
+def _patches(b: GraphBuilder, node, shape, out_hw, coordinates, mode: str, zeros: bool) -> str:
+    """Linear or cubic mode with zeros or border padding: one gather of k x k patches (k =
+    2 or 4), each table row the ``k²·C`` values of the neighbours one output pixel reads,
+    from the image padded by ``k - 1`` pixels on every side (zeros: zeros; border: the edge
+    repeated).  A patch's first index ``s`` (``floor(c)``, cubic ``floor(c) - 1``) is
+    clamped to ``[-(k - 1), L - 1]``: beyond, every neighbour along the axis lies outside,
+    where border reads the edge pixel all the same and zeros reads 0 (a Select on the
+    result).  So each neighbour is padded on its own, as onnxruntime pads it.  The weighted
+    sum as onnxruntime's: per row ``Σ_x w_x p``, then ``Σ_y w_y row``."""
     n, channels, height, width = shape
     out_h, out_w = out_hw
+    k = 2 if mode == "linear" else 4
     starts, weights, insides = [], [], []
     for axis, c in coordinates:
-        if not zeros:
-            c = axis.op("Clamp", c, min=0.0, max=float(axis.size - 1))
-        down = axis.op("Floor", c)
-        up = axis.op("Add", down, axis.const(1.0))
-        weights.append((axis.op("Subtract", up, c), axis.op("Subtract", c, down)))
-        if zeros:            # padded coordinates: the patch of neighbours down, down + 1 starts at up
-            clamped = axis.op("Clamp", down, min=-1.0, max=float(axis.size - 1))
-            insides.append(axis.op("Equal", clamped, down))
-            starts.append(axis.op("Add", clamped, axis.const(1.0)))
-        else:
-            starts.append(down)
+        neighbours = axis.neighbours(c, mode)
+        first = neighbours[0][0]
+        weights.append([w for _, w in neighbours])
+        clamped = axis.op("Clamp", first, min=float(1 - k), max=float(axis.size - 1))
+        if zeros:
+            insides.append(axis.op("Equal", clamped, first))
+        starts.append(axis.op("Add", clamped, axis.const(float(k - 1))))
     padded = b.op("Transpose", [b.value(node.input[0])], {"order": (0, 2, 3, 1)})
-    before = (0, 1, 1, 0) if zeros else (0, 0, 0, 0)
-    padded = b.op("Pad", [padded], {"pads_begin": before, "pads_end": (0, 1, 1, 0),
-                                     "mode": "constant" if zeros else "edge"})
-    plane_h, plane_w = (height + 1, width + 1) if zeros else (height, width)
+    pads = (0, k - 1, k - 1, 0)
+    padded = b.op("Pad", [padded], {"pads_begin": pads, "pads_end": pads, "mode": "constant" if zeros else "edge"})
+    plane_h, plane_w = height + k - 1, width + k - 1
     corners = [b.op("Slice", [padded], {"begin": (0, dy, dx, 0), "end": (n, dy + plane_h, dx + plane_w, channels),
-                                        "step": (1, 1, 1, 1)}) for dy in (0, 1) for dx in (0, 1)]
+                                        "step": (1, 1, 1, 1)}) for dy in range(k) for dx in range(k)]
     table = b.op("Reshape", [b.op("Concat", corners, {"axis": 3})],
-                 {"shape": (n * plane_h * plane_w, 4 * channels)})
+                 {"shape": (n * plane_h * plane_w, k * k * channels)})
     x_axis = coordinates[0][0]
     flat = b.op("Add", [b.op("Multiply", [starts[1], x_axis.const(float(plane_w))]), starts[0]])
     if n > 1:
         flat = b.op("Add", [flat, batch_offsets(b, n, plane_h * plane_w)])
     flat = b.op("Reshape", [b.op("Convert", [flat], {"to": ElemType.I32})], {"shape": (n, out_h, out_w)})
     patches = gathered(b, table, flat)
-    p = [in_f32(b, b.op("Slice", [patches], {"begin": (0, 0, 0, k * channels),
-                                             "end": (n, out_h, out_w, (k + 1) * channels), "step": (1, 1, 1, 1)}))
-         for k in range(4)]
-    (wx0, wx1), (wy0, wy1) = weights
-    rows = [b.op("Add", [b.op("Multiply", [wx0, p[2 * r]]), b.op("Multiply", [wx1, p[2 * r + 1]])])
-            for r in (0, 1)]
-    total = b.op("Add", [b.op("Multiply", [wy0, rows[0]]), b.op("Multiply", [wy1, rows[1]])])
+    p = [in_f32(b, b.op("Slice", [patches], {"begin": (0, 0, 0, q * channels),
+                                             "end": (n, out_h, out_w, (q + 1) * channels), "step": (1, 1, 1, 1)}))
+         for q in range(k * k)]
+    x_weights, y_weights = weights
+    total = None
+    for r, y_weight in enumerate(y_weights):
+        line = None
+        for j, x_weight in enumerate(x_weights):
+            term = b.op("Multiply", [x_weight, p[r * k + j]])
+            line = term if line is None else b.op("Add", [line, term])
+        term = b.op("Multiply", [y_weight, line])
+        total = term if total is None else b.op("Add", [total, term])
     if zeros:
-        zero = x_axis.const(0.0)
-        total = b.op("Select", [b.op("Minimum", insides), total, zero])
+        total = b.op("Select", [b.op("Minimum", insides), total, x_axis.const(0.0)])
     return total
 
 
