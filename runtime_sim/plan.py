@@ -215,6 +215,8 @@ def dpu_operands(task: DpuTask, resolve) -> dict:
         operands["weights"] = resolve(task.weights)
     if task.bias:
         operands["bias"] = resolve(task.bias)
+    if task.quant is not None:     # the integer mode's requantization table
+        operands["scale"] = resolve(task.quant.scale)
     return operands
 
 

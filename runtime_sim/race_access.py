@@ -148,7 +148,8 @@ class Accesses:
                 self.dpu_tasks.clear()
             operands = self.dpu_tasks[id(task)] = self.operand_ids.setdefault(
                 (id(task.op), task.inputs, task.output, task.broadcast_outputs, task.weights, task.bias, task.kernel,
-                 task.stride, task.pad, task.dilation), len(self.operand_ids))
+                 task.stride, task.pad, task.dilation,
+                 task.quant and task.quant.scale), len(self.operand_ids))
         return operands
 
     def operand_regions(self, task, operands: int | None = None) -> dict[str, Region]:

@@ -22,7 +22,7 @@ from runtime_sim.engines.dma import convert
 from runtime_sim.kernel_refs import PARTIAL_OUTPUT, REFERENCES, library_reference
 from runtime_sim.memory import numpy_dtype
 from runtime_sim.network import constant_value
-from runtime_sim.reference_ops import dpu_op
+from runtime_sim.reference_ops import dpu_op, integer_dpu_op
 from vpuc.analysis.schedule import Schedule
 from vpuc.diagnostics import VpucError
 from vpuc.reference.graph import run_graph
@@ -132,8 +132,12 @@ class Reference:
                                  weights.ndim == 4 else (1, 1))
         window = (tuple(kernel), tuple(task.stride or (1, 1)), tuple(task.pad or (0, 0, 0, 0)),
                   tuple(task.dilation or (1, 1)))
-        result = dpu_op(task.op, operands, w, b, window, task.post)
         out = self.array(task.output)
+        if task.quant is not None:      # the integer mode: its stored values, exact
+            result = integer_dpu_op(task.op, inputs[0], weights, bias, window, task.quant,
+                                    self.array(task.quant.scale), task.post, out.dtype)
+        else:
+            result = dpu_op(task.op, operands, w, b, window, task.post)
         if task.op is DpuOp.PERMUTE and out.shape[1] > result.shape[1]:   # zero channels
             result = np.pad(result, [(0, 0), (0, out.shape[1] - result.shape[1]), (0, 0), (0, 0)])
         v = task.variants[variant]

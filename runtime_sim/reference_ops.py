@@ -24,17 +24,17 @@ def _taps(x: np.ndarray, kernel, stride, pad, dilation, fill: float):
                                j * dw:j * dw + sw * (ow - 1) + 1:sw]
 
 
-def conv(x, w, kernel, stride, pad, dilation):
+def conv(x, w, kernel, stride, pad, dilation, fill=0.0):
     out = None
-    for i, j, tap in _taps(x, kernel, stride, pad, dilation, 0.0):
+    for i, j, tap in _taps(x, kernel, stride, pad, dilation, fill):
         part = np.einsum("nchw,oc->nohw", tap, w[:, :, i, j])
         out = part if out is None else out + part
     return out
 
 
-def dwconv(x, w, kernel, stride, pad, dilation):
+def dwconv(x, w, kernel, stride, pad, dilation, fill=0.0):
     out = None
-    for i, j, tap in _taps(x, kernel, stride, pad, dilation, 0.0):
+    for i, j, tap in _taps(x, kernel, stride, pad, dilation, fill):
         part = tap * w[:, 0, i, j].reshape(1, -1, 1, 1)
         out = part if out is None else out + part
     return out
@@ -99,3 +99,44 @@ def dpu_op(op: DpuOp, inputs: list[np.ndarray], weights, bias, window, post: Pos
         shape[1] = -1
         out = out + bias.reshape(shape)
     return post_op(out, post)
+
+
+def integer_dpu_op(op: DpuOp, x, weights, bias, window, quant, scale, post: PostOp | None,
+                   out_dtype: np.dtype) -> np.ndarray:
+    """The integer mode's whole output, stored values: int64 sums over the input padded
+    with its zero point plus the bias, then ``round_half_even(sum * mult / 2^shift)`` by
+    exact floor division (or the f32 scale, to f16), the zero point, relu/clamp,
+    saturation."""
+    kernel, stride, pad, dilation = window
+    x, w = x.astype(np.int64), weights.astype(np.int64)
+    zp = quant.in_zero_point
+    if op is DpuOp.CONV:
+        sums = conv(x, w, kernel, stride, pad, dilation, fill=zp)
+    elif op is DpuOp.DWCONV:
+        sums = dwconv(x, w, kernel, stride, pad, dilation, fill=zp)
+    else:
+        sums = x @ w.T
+    shape = [1] * sums.ndim
+    shape[1] = -1
+    if bias is not None:
+        sums = sums + bias.astype(np.int64).reshape(shape)
+    info32 = np.iinfo(np.int32)
+    sums = np.clip(sums, info32.min, info32.max)
+    if out_dtype == np.float16:
+        values = sums.astype(np.float32) * scale.astype(np.float32).reshape(shape)
+        return post_op(values, post).astype(np.float16)
+    mult = scale[:, 0].astype(np.int64).reshape(shape)
+    divisor = np.left_shift(np.int64(1), np.minimum(scale[:, 1], 48).astype(np.int64))
+    divisor = divisor.reshape(shape)
+    product = sums * mult
+    quotient, remainder = np.divmod(product, divisor)
+    twice = 2 * remainder
+    quotient = quotient + ((twice > divisor) | ((twice == divisor) & (quotient % 2 == 1)))
+    values = quotient + quant.out_zero_point
+    info = np.iinfo(out_dtype)
+    low, high = info.min, info.max
+    if post is not None and post.kind is PostOpKind.RELU:
+        low = max(low, quant.out_zero_point)
+    elif post is not None and post.kind is PostOpKind.CLAMP:
+        low, high = max(low, int(post.params[0])), min(high, int(post.params[1]))
+    return np.clip(values, low, high).astype(out_dtype)

@@ -1,8 +1,9 @@
 """DPU numerics: layouts, views and generalized convolution as GEMM, plus the op set.
 
 See conv.py for the GEMM formulation (after the GPU conv kernel generator seed),
-view.py for index expressions and padding masks, layout.py for blocked formats
-and ops.py for what the simulator calls per DPU variant.
+view.py for index expressions and padding masks, layout.py for blocked formats,
+ops.py for what the simulator calls per DPU variant and integer.py for the integer mode
+(exact int32 sums, the PPE's requantization).
 """
 
 from .conv import ConvProblem, OutputRegion, conv_forward, make_problem

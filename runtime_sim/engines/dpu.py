@@ -13,6 +13,7 @@ import functools
 import math
 
 from runtime_sim import dpu as ops
+from runtime_sim.dpu.integer import dequantize, integer_sums, requantize
 from runtime_sim.dpu.numerics import PostOp
 from runtime_sim.memory import Memory
 from runtime_sim.simarch import SimArch
@@ -184,6 +185,11 @@ def variant_boxes(task: DpuTask, index: int,
         if weights is not None:
             shape = weights.type.bound_shape
             reads.append((weights, (box.z_start, 0, 0, 0), (c,) + tuple(shape[1:])))
+    scale = regions.get("scale")           # the integer mode's rows of the box's channels
+    if scale is not None:
+        starts, sizes = [0] * scale.type.rank, list(scale.type.bound_shape)
+        starts[0], sizes[0] = box.z_start, box.z_end - box.z_start + 1
+        reads.append((scale, tuple(starts), tuple(sizes)))
     bias = regions.get("bias")
     if bias is not None:
         axis = 0 if bias.type.rank == 1 else 1
@@ -218,7 +224,10 @@ def _run_box(task: DpuTask, box: ops.Variant, regions: dict[str, Region],
     bias = memory.view(regions["bias"]).reshape(-1) if "bias" in regions else None
     post, dtype = post_op(task), out.dtype
     op = task.op
-    if op is DpuOp.MATMUL:
+    if task.quant is not None:
+        part = _integer_box(task, box, x, weights, bias, memory.view(regions["scale"]), post,
+                            dtype)
+    elif op is DpuOp.MATMUL:
         part = ops.matmul(x, weights, bias, transpose_b=True, post_op=post, out_dtype=dtype,
                           variant=box)
     elif op is DpuOp.PERMUTE:
@@ -243,6 +252,19 @@ def _run_box(task: DpuTask, box: ops.Variant, regions: dict[str, Region],
     for name, region in regions.items():
         if name.startswith("out."):
             box.store(memory.view(region), part)
+
+
+def _integer_box(task: DpuTask, box: ops.Variant, x, weights, bias, scale, post, dtype):
+    """One box of a task in the integer mode (``runtime_sim.dpu.integer``): exact sums,
+    then requantized to u8/i8 or dequantized to f16 by its channels' rows of ``scale``."""
+    quant = task.quant
+    _, stride, pad, dilation = window(task, weights.shape)
+    sums = integer_sums(task.op.value, x, weights, bias, quant.in_zero_point, stride=stride,
+                        padding=pad, dilation=dilation, variant=box)
+    rows = scale[box.z_start:box.z_end + 1]
+    if dtype.kind in "iu":
+        return requantize(sums, rows[:, 0], rows[:, 1], quant.out_zero_point, post, dtype)
+    return dequantize(sums, rows, post)
 
 
 # ------------------------------------------------------------------ variants run together

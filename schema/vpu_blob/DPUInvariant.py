@@ -257,8 +257,29 @@ class DPUInvariant(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
         return o == 0
 
+    # DPUInvariant
+    def QuantScale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # DPUInvariant
+    def InZeroPoint(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(36))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DPUInvariant
+    def OutZeroPoint(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def Start(builder):
-    builder.StartObject(15)
+    builder.StartObject(18)
 
 def AddLabel(builder, label):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(label), 0)
@@ -322,6 +343,15 @@ def AddOduCast(builder, oduCast):
 
 def StartOduCastVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
+
+def AddQuantScale(builder, quantScale):
+    builder.PrependInt32Slot(15, quantScale, -1)
+
+def AddInZeroPoint(builder, inZeroPoint):
+    builder.PrependInt32Slot(16, inZeroPoint, 0)
+
+def AddOutZeroPoint(builder, outZeroPoint):
+    builder.PrependInt32Slot(17, outZeroPoint, 0)
 
 def End(builder):
     return builder.EndObject()

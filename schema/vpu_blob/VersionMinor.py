@@ -3,4 +3,4 @@
 # namespace: vpu_blob
 
 class VersionMinor(object):
-    Current = 5
+    Current = 6

@@ -121,7 +121,7 @@ def test_content_mutations_are_refused_or_consistent():
 @pytest.mark.parametrize("fmt,module", [("fb", writer_fb), ("elf", writer_elf)])
 @pytest.mark.parametrize("version,message", [
     ((2, 0), "blob format 2.0 is not supported by this reader (1.x)"),
-    ((1, 6), "blob format 1.6 is not supported by this reader (1.x)"),
+    ((1, 7), "blob format 1.7 is not supported by this reader (1.x)"),
     ((0, 9), "blob format 0.9 is not supported by this reader (1.x)"),
 ])
 def test_other_versions_are_refused(fmt, module, version, message, monkeypatch):

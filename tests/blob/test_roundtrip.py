@@ -69,7 +69,7 @@ def test_both_formats_hold_the_same_content(source):
     elf = decode_blob(write_blob(program, "elf", OPTIONS), "x.elf")
     assert fb.content == elf.content
     assert len(fb.digest) == len(elf.digest) == 32    # each the hash of its own bytes
-    assert (fb.format, elf.format, fb.version, elf.version) == ("fb", "elf", (1, 5), (1, 5))
+    assert (fb.format, elf.format, fb.version, elf.version) == ("fb", "elf", (1, 6), (1, 6))
 
 
 def test_flatc_decodes_every_flatbuffer_blob(source, tmp_path):
@@ -81,7 +81,7 @@ def test_flatc_decodes_every_flatbuffer_blob(source, tmp_path):
                            str(SCHEMA_PATH), "--", str(blob)], capture_output=True, text=True)
     assert done.returncode == 0 and not done.stderr, done.stderr
     decoded = json.loads((tmp_path / "x.json").read_text())
-    assert decoded["header"]["version"] == {"major": 1, "minor": 5}
+    assert decoded["header"]["version"] == {"major": 1, "minor": 6}
     assert decoded["header"]["architecture"]["name"] == "NPU37XX"
 
 

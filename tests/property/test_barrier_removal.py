@@ -98,7 +98,8 @@ def units_of(module, arch, runs):
                 units.append((task, ("DMA", task.channel), True, task.waits, task.updates,
                               [touch(task.src, False), touch(task.dst, True)]))
             elif isinstance(task, DpuTask):
-                reads = [touch(n, False) for n in (*task.inputs, task.weights, task.bias)
+                scale = task.quant.scale if task.quant is not None else None  # integer mode
+                reads = [touch(n, False) for n in (*task.inputs, task.weights, task.bias, scale)
                          if n is not None]
                 for v in task.variants:
                     units.append((task, ("DPU", task.tile), arch.dpus_per_tile == 1,

@@ -28,6 +28,8 @@ def unit_operands(unit_task) -> list[str]:
     if isinstance(unit_task, DpuTask):
         names = [*unit_task.inputs, unit_task.output, *unit_task.broadcast_outputs]
         names += [n for n in (unit_task.weights, unit_task.bias) if n is not None]
+        if unit_task.quant is not None:
+            names.append(unit_task.quant.scale)
         return names
     if isinstance(unit_task, SwKernelTask):
         return [b.buffer for b in unit_task.inputs + unit_task.outputs]

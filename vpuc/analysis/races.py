@@ -76,7 +76,9 @@ def unit_accesses(task, variant: int | None) -> list[tuple[str, bool, tuple | No
     if isinstance(task, DmaTask):
         return [(task.src, False, None), (task.dst, True, None)]
     if isinstance(task, DpuTask):
-        reads = [(n, False, None) for n in (*task.inputs, task.weights, task.bias) if n is not None]
+        scale = task.quant.scale if task.quant is not None else None
+        reads = [(n, False, None) for n in (*task.inputs, task.weights, task.bias, scale)
+                 if n is not None]
         v = task.variants[variant]
         # each output copy on another tile is written over the same box (same shape)
         return reads + [(out, True, (v.start, v.end))

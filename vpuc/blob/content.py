@@ -193,6 +193,9 @@ class DpuRec(NamedTuple):
     variants: tuple[VariantRec, ...]
     mode: int = 0                  # MpeMode code; 0: unset
     odu_cast: tuple[int, ...] = ()  # the output's copies on other tiles (format 1.5)
+    quant_scale: int = -1          # the integer mode's scale table (format 1.6); -1: none
+    in_zero_point: int = 0
+    out_zero_point: int = 0
 
 
 class BindingRec(NamedTuple):

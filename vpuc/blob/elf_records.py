@@ -144,6 +144,9 @@ DpuInvariantRecord = Struct("DpuInvariantRecord", (
     # format 1.5: the output's copies on other tiles (u32 pool of tensor indices), named
     # after NPU37XX's ODU_CAST registers (DPUInvariantRegisters.odu_cast); count 0: none
     ("odu_cast_start", "I"), ("odu_cast_count", "I"),
+    # format 1.6: the integer mode: the scale table's tensor index plus one (0: none, so a
+    # 1.5 record's missing words read as the float datapath) and the zero points
+    ("quant_scale_plus_one", "I"), ("in_zero_point", "i"), ("out_zero_point", "i"),
 ))
 DpuVariantRecord = Struct("DpuVariantRecord", (
     ("label", "I"), ("invariant", "I"), ("start_x", "i"), ("start_y", "i"), ("start_z", "i"),

@@ -114,7 +114,9 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
                     "waits": lazy_lists(c, t["waits_start"], t["waits_count"]),
                     "updates": lazy_lists(c, t["updates_start"], t["updates_count"]),
                     "variants": groups, "mode": t["mode"],
-                    "odu_cast": lazy_lists(c, t["odu_cast_start"], t["odu_cast_count"])})
+                    "odu_cast": lazy_lists(c, t["odu_cast_start"], t["odu_cast_count"]),
+                    "quant_scale": t["quant_scale_plus_one"].astype(np.int64) - 1,
+                    "in_zero_point": t["in_zero_point"], "out_zero_point": t["out_zero_point"]})
     inputs_count = t["inputs_count"].astype(np.int64)
     flat = c.elements(t["inputs_start"], inputs_count)
     firsts = np.full(len(t), -1, np.int64)
@@ -125,7 +127,8 @@ def dpu(c, t: np.ndarray, v: np.ndarray, vname: str) -> RecordTable:
     if not (t["post_kind"] != -1).any():
         columns["class_key"] = np.concatenate(
             [np.stack([t[name].astype(np.int64) for name in
-                       ("op", "tile", "output", "weights", "bias", "mode")], axis=1),
+                       ("op", "tile", "output", "weights", "bias", "mode",
+                        "quant_scale_plus_one", "in_zero_point", "out_zero_point")], axis=1),
              padded(c, t["inputs_start"], t["inputs_count"])] +
             [padded(c, t[f"{name}_start"], t[f"{name}_count"], none_ok=True)
              for name in ("kernel", "stride", "pad", "dilation", "odu_cast")], axis=1)

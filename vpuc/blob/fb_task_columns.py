@@ -101,7 +101,8 @@ def dpu_columns(ic: dict, vc: dict | None, starts: list, ends: list, posts: list
     (start x y z, end x y z, mode)."""
     n = len(ic["op"])
     numbers = {name: ints(ic[name]) for name in ("op", "tile", "output", "weights", "bias",
-                                                 "mode")}
+                                                 "mode", "quant_scale", "in_zero_point",
+                                                 "out_zero_point")}
     fields = {"tile": numbers["tile"]}
     extra: dict = {"numbers": numbers}
     modes = ints(vc["mode"]) if vc is not None else np.zeros(0, np.int64)

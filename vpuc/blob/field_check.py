@@ -42,7 +42,7 @@ FIELDS = {
     "DmaRec": {"src": "I", "dst": "I", "channel": "B", "waits": "I", "updates": "I"},
     "DpuRec": {"tile": "B", "inputs": "I", "output": "I", "weights": "i", "bias": "i",
                "kernel": "I", "stride": "I", "pad": "I", "dilation": "I", "waits": "I",
-               "updates": "I"},
+               "updates": "I", "quant_scale": "i", "in_zero_point": "i", "out_zero_point": "i"},
     "VariantRec": {"start": "i", "end": "i", "waits": "I", "updates": "I"},
     "ActTaskRec": {"kernel": "I", "tile": "B", "waits": "I", "updates": "I"},
     "BindingRec": {"tensor": "I"},

@@ -220,4 +220,13 @@ def _dpu(task: DpuTask, tensor, barriers, waits, updates, count) -> DpuRec:
                   -1 if task.bias is None else tensor(task.bias),
                   opt(task.kernel), opt(task.stride), opt(task.pad), opt(task.dilation), post,
                   waits, updates, tuple(variants), MPE_MODE_CODE[task.mode],
-                  tuple(tensor(n) for n in task.broadcast_outputs))
+                  tuple(tensor(n) for n in task.broadcast_outputs),
+                  *_quant(task.quant, tensor))
+
+
+def _quant(quant, tensor) -> tuple[int, int, int]:
+    """(scale table's tensor index, input zero point, output zero point); -1: no integer
+    mode."""
+    if quant is None:
+        return -1, 0, 0
+    return tensor(quant.scale), quant.in_zero_point, quant.out_zero_point

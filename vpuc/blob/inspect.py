@@ -37,8 +37,9 @@ from vpuc.shave.disassembler import disassemble, disassemble_object
 from vpuc.shave.kobject import KernelObject
 
 # Bump on any change of the JSON shape (a key added, removed, renamed or retyped).
-INSPECT_VERSION = 3     # 2: the blob report's "layers" (the layer table, format 1.2)
+INSPECT_VERSION = 4     # 2: the blob report's "layers" (the layer table, format 1.2)
 # 3: a DPU task's "output_copies" (its output's copies on other tiles, format 1.5)
+# 4: a DPU task's "quant" (the integer mode's scale table and zero points, format 1.6)
 
 
 def _type(t: TensorRec) -> str:
@@ -236,6 +237,9 @@ def _task_list(tl, task: str | None, kernel: str | None) -> dict:
         elif kind == "DpuTask":
             entry.update(op=str(t.op), tile=t.tile, inputs=list(t.inputs), output=t.output,
                          output_copies=list(t.broadcast_outputs), weights=t.weights, bias=t.bias,
+                         quant=None if t.quant is None else {
+                             "scale": t.quant.scale, "in_zero_point": t.quant.in_zero_point,
+                             "out_zero_point": t.quant.out_zero_point},
                          **{p: None if getattr(t, p) is None else list(getattr(t, p))
                             for p in ("kernel", "stride", "pad", "dilation")},
                          post_op=None if t.post is None else

@@ -106,8 +106,12 @@ def _task_text(t: dict) -> str:
         return f"dma {t['mode']} %{t['src']} -> %{t['dst']} channel {t['channel']}"
     if "op" in t:
         extra = "".join(f" {k}(%{t[k]})" for k in ("weights", "bias") if t[k])
+        quant = t["quant"]
+        integer = "" if quant is None else (f" quant scale(%{quant['scale']}) zero_point("
+                                            f"{quant['in_zero_point']}, {quant['out_zero_point']})")
         return (f"dpu {t['op']} on tile {t['tile']} in({', '.join('%' + i for i in t['inputs'])})"
-                f"{extra} out({', '.join('%' + o for o in [t['output'], *t['output_copies']])})")
+                f"{extra} out({', '.join('%' + o for o in [t['output'], *t['output_copies']])})"
+                f"{integer}")
     return (f"sw @{t['kernel']} on tile {t['tile']} inputs({', '.join(t['inputs'])}) "
             f"outputs({', '.join(t['outputs'])})")
 

@@ -191,7 +191,8 @@ class FbReader:
             ic["label"], n["op"], n["tile"], [i or () for i in ic["inputs"]], n["output"],
             n["weights"], n["bias"], ic["kernel"], ic["stride"], ic["pad"], ic["dilation"], posts,
             *lazy_barriers(ic["barriers"]), variants, n["mode"],
-            [o or () for o in ic["odu_cast"]]], extra)
+            [o or () for o in ic["odu_cast"]], n["quant_scale"], n["in_zero_point"],
+            n["out_zero_point"]], extra)
         sync = barrier_sync(ic["barriers"], len(recs))
         if sync is None or variant_sync is None:
             return recs, None

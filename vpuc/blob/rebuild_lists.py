@@ -21,7 +21,8 @@ from vpuc.blob.content import DMA_MODE_OF, DPU_OP_OF, MPE_MODE_CODE, MPE_MODE_OF
 from vpuc.blob.record_table import RecordTable, columns
 from vpuc.diagnostics import UNKNOWN_LOC
 from vpuc.ir.module import Ref
-from vpuc.ir.tasks import Binding, DmaTask, DpuTask, DpuVariant, PostOp, SwKernelTask
+from vpuc.ir.tasks import (Binding, DmaTask, DpuQuant, DpuTask, DpuVariant, PostOp,
+                           SwKernelTask)
 from vpuc.program import InvocationTable, Program
 
 # Execution mode codes: a mode's name, or None for UNSET (not pinned).
@@ -139,7 +140,9 @@ def dpu_ok(recs, n_tensors: int) -> bool:
     else:
         all_inputs = np.fromiter(chain.from_iterable(columns(recs, "inputs")[0]), np.int64)
     copies = np.fromiter(chain.from_iterable(columns(recs, "odu_cast")[0]), np.int64)
-    used = np.concatenate([weights[weights != -1], biases[biases != -1], copies])
+    scales, = _arrays(recs, "quant_scale")
+    used = np.concatenate([weights[weights != -1], biases[biases != -1], copies,
+                           scales[scales != -1]])
     ends_ = [outputs.min(), outputs.max()] + \
         ([all_inputs.min(), all_inputs.max()] if len(all_inputs) else []) + \
         ([used.min(), used.max()] if len(used) else [])
@@ -163,7 +166,7 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
     if not recs:
         return []
     (labels, ops, tiles, inputs, outputs, weights, biases, kernels, strides, pads, dilations,
-     posts, waits, updates, per_task, modes, odu_casts) = zip(*recs)
+     posts, waits, updates, per_task, modes, odu_casts, scales, in_zps, out_zps) = zip(*recs)
     flat = list(chain.from_iterable(per_task))
     v_labels, starts, ends, v_waits, v_updates, v_modes = zip(*flat) if flat else ((),) * 6
     ref, mode = refs.__getitem__, _MODE_OF.__getitem__
@@ -181,7 +184,9 @@ def dpu_list(recs, refs: list[Ref], barrier_names: list[str]) -> list[DpuTask]:
         map(_opt, pads), map(_opt, dilations), [None if p is None else _post(p, post_of)
                                                  for p in posts],
         [list(islice(grouped, len(v))) for v in per_task], repeat(UNKNOWN_LOC),
-        map(mode, modes), [tuple(map(ref, c)) for c in odu_casts]))
+        map(mode, modes), [tuple(map(ref, c)) for c in odu_casts],
+        [None if s == -1 else DpuQuant(refs[s], int(i), int(o))
+         for s, i, o in zip(scales, in_zps, out_zps)]))
 
 
 def _barrier_tuples(barrier_names: list[str]):

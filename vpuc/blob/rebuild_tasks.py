@@ -22,7 +22,7 @@ from vpuc.blob.rebuild_lists import (act_invocations, act_list, act_ok, dma_list
 from vpuc.blob.record_table import RecordTable, columns
 from vpuc.blob.sync_columns import ListSync
 from vpuc.ir.module import Module, Ref
-from vpuc.ir.tasks import (Binding, DmaTask, DpuTask, DpuVariant, Executor, PostOp,
+from vpuc.ir.tasks import (Binding, DmaTask, DpuQuant, DpuTask, DpuVariant, Executor, PostOp,
                            ScalarConst, SwKernelTask, TaskList)
 from vpuc.program import InvocationImage, Program
 
@@ -155,7 +155,10 @@ def _dpu(check, where, rec: DpuRec, label, waits, updates, tensor, barrier_names
                    None if rec.bias == -1 else tensor(where, rec.bias),
                    opt(rec.kernel), opt(rec.stride), opt(rec.pad), opt(rec.dilation), post,
                    variants, mode=_mode(check, where, rec.mode),
-                   broadcast_outputs=tuple(tensor(where, i) for i in rec.odu_cast))
+                   broadcast_outputs=tuple(tensor(where, i) for i in rec.odu_cast),
+                   quant=None if rec.quant_scale == -1 else DpuQuant(
+                       tensor(where, rec.quant_scale), int(rec.in_zero_point),
+                       int(rec.out_zero_point)))
 
 
 def list_checked(check: Checker, recs, expected, n_barriers: int,

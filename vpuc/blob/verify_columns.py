@@ -102,7 +102,7 @@ def _operands(rec) -> list[int]:
     if type(rec) is DmaRec:
         return [rec.src, rec.dst]
     if type(rec) is DpuRec:
-        return [*rec.inputs, rec.output, *rec.odu_cast, rec.weights, rec.bias]
+        return [*rec.inputs, rec.output, *rec.odu_cast, rec.weights, rec.bias, rec.quant_scale]
     if type(rec) is ActTaskRec:
         return [b.tensor for b in chain(rec.inputs, rec.outputs)]
     return []
@@ -173,7 +173,8 @@ def _representatives(recs, tensors: TensorColumns, prefixes) -> list[int]:
         return _firsts(np.concatenate([recs.array("class_key"), shapes], axis=1))
     if kinds == {DpuRec}:
         fields = columns(recs, "op", "tile", "inputs", "output", "weights", "bias", "kernel",
-                         "stride", "pad", "dilation", "post_op", "mode")
+                         "stride", "pad", "dilation", "post_op", "mode", "odu_cast",
+                         "quant_scale", "in_zero_point", "out_zero_point")
         corners = getattr(getattr(recs, "sync", None), "fields", None) or {}
         if "corners" in corners:        # each variant's corners and mode as one small int
             codes = row_codes(corners["corners"])

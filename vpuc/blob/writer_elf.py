@@ -155,7 +155,8 @@ class _ElfWriter:
                 s.add(t.label), *u32.add(t.inputs), t.output, t.weights, t.bias,
                 *u32.add(t.kernel), *u32.add(t.stride), *u32.add(t.pad), *u32.add(t.dilation),
                 *post_params, *u32.add(t.waits), *u32.add(t.updates), first, len(t.variants),
-                t.op, t.tile, -1 if post is None else post.kind, t.mode, *u32.add(t.odu_cast))
+                t.op, t.tile, -1 if post is None else post.kind, t.mode, *u32.add(t.odu_cast),
+                t.quant_scale + 1, t.in_zero_point, t.out_zero_point)
         return bytes(out)
 
     def act(self, tasks, scalars_out: bytearray, params: _Blobs, section: str) -> bytes:

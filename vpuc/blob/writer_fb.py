@@ -164,6 +164,10 @@ class _Writer(FbWriterBase):
         DPUInvariant.AddMode(b, t.mode)
         if odu_cast is not None:
             DPUInvariant.AddOduCast(b, odu_cast)
+        if t.quant_scale != -1:                 # absent: the float datapath
+            DPUInvariant.AddQuantScale(b, t.quant_scale)
+            DPUInvariant.AddInZeroPoint(b, t.in_zero_point)
+            DPUInvariant.AddOutZeroPoint(b, t.out_zero_point)
         invariant = DPUInvariant.End(b)
         DPUTask.Start(b)
         DPUTask.AddInvariant(b, invariant)

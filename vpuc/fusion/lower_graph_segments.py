@@ -230,7 +230,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None and seg.dma.kind == GATHER_OP:
             emit_gather(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
-                        budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)
+                        budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish,
+                        tiles=tiles)
         elif seg.dma is not None and seg.dma.kind == TOPK_OP:
             emit_topk(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
                       budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)

@@ -90,6 +90,20 @@ class PostOp:
 
 
 @dataclass(slots=True)
+class DpuQuant:
+    """The DPU's integer mode (``quant scale(%s) zero_point(zx, zy)``, docs/vir.md): u8/i8
+    activations times i8 weights summed exactly in int32, the input's zero point as the
+    value of padded cells, the i32 bias (the input zero point already folded into it), then
+    the PPE's per-output-channel requantization by ``scale``: i32 ``[C, 2]`` rows (mult,
+    shift) to a u8/i8 output with ``out_zero_point``, or f32 ``[C]`` to an f16 output."""
+
+    scale: str
+    in_zero_point: int
+    out_zero_point: int
+    loc: Loc = _loc()
+
+
+@dataclass(slots=True)
 class Task:
     """Common scheduling information (``VPURT.Task``)."""
 
@@ -142,6 +156,7 @@ class DpuTask(Task):
     # (openvinotoolkit/npu_plugin, tests/lit/NPU/dialect/VPUIP/passes/
     # unroll_cluster_tiling_sok_37XX.mlir, @UnrollNCE: outputs on [@CMX_NN, [0, 1]]).
     broadcast_outputs: tuple[str, ...] = ()
+    quant: DpuQuant | None = None   # the integer mode; None: the float datapath
     # Where each of kernel/stride/pad/dilation was written, for diagnostics.
     param_locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 

@@ -16,6 +16,7 @@ from vpuc.ir.module import BufferKind
 from vpuc.ir.symbols import SymbolTable
 from vpuc.ir.tasks import POST_OP_ARITY, DpuOp, DpuTask
 from vpuc.ir.types import ElemType
+from vpuc.verifier.dpu_quant import check_quant
 
 DPU_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 # The output stage also writes f32 (partial sums): the NPU compiler's NPU37XX ODU rewriter
@@ -104,7 +105,8 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
                   "end(...)'")
     regions = {}
     operands = [(r, "dpu input") for r in task.inputs] + [(task.output, "dpu output")]
-    operands += [(r, role) for r, role in ((task.weights, "dpu weights"), (task.bias, "dpu bias"))
+    operands += [(r, role) for r, role in ((task.weights, "dpu weights"), (task.bias, "dpu bias"),
+                                           (task.quant and task.quant.scale, "dpu scale"))
                  if r is not None]
     for ref, role in operands:
         region = symbols.require_region(ref, ref.loc, role)
@@ -116,7 +118,7 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
             bag.error(ref.loc, f"{role} %{ref} is in {where}; expected the CMX of tile "
                       f"{task.tile}, where the DPU runs")
         allowed = DPU_OUTPUT_ELEMS if role == "dpu output" else DPU_ELEMS
-        if role != "dpu bias" and region.type.elem not in allowed:
+        if role not in ("dpu bias", "dpu scale") and region.type.elem not in allowed:
             bag.error(ref.loc, f"{role} %{ref} is {region.type.elem}; the DPU "
                       + ("writes " if role == "dpu output" else "takes ")
                       + ", ".join(map(str, allowed)))
@@ -124,6 +126,10 @@ def check_dpu_task(task: DpuTask, arch: Arch, symbols: SymbolTable, bag: Diagnos
         _check_broadcast_outputs(task, regions["dpu output"], symbols, bag)
     if any(r is None for r in regions.values()) or bag.error_count > errors_before:
         return
+    if task.quant is not None:
+        check_quant(task, regions, bag)
+        if bag.error_count > errors_before:
+            return
     if checked is None:
         _check_shapes(task, regions, bag)
         return

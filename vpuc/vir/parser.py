@@ -25,8 +25,9 @@ from vpuc.ir.provenance import LayerSource
 from vpuc.ir.module import (Barrier, Buffer, BufferKind, ConstInit, Direction, KernelDecl,
                             KernelParam, KernelSource, KernelSourceKind, Module, Ref, RuntimeDecl,
                             Slice, View)
-from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuTask, DpuVariant, Executor,
-                           PostOp, PostOpKind, ScalarConst, SwKernelTask, TaskList)
+from vpuc.ir.tasks import (Binding, DmaMode, DmaTask, DpuOp, DpuQuant, DpuTask, DpuVariant,
+                           Executor, PostOp, PostOpKind, ScalarConst, SwKernelTask,
+                           TaskList)
 from vpuc.ir.types import ELEM_BY_NAME, NAMED_ORDERS, DimsOrder
 from vpuc.vir.atoms import MAX_DECIMAL_DIGITS, LiteralTooLong, parse_int, parse_number
 from vpuc.vir.grammar_cache import cached_lark
@@ -187,8 +188,8 @@ class VirTransformer(GraphRules):
                        mode=DmaMode(str(mode)) if mode else DmaMode.COPY,
                        loc=self.loc(label or kw))
 
-    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, outputs, params, mode, post,
-                 waits, updates, *variants) -> DpuTask:
+    def dpu_task(self, label, kw, op, tile, inputs, weights, bias, outputs, params, quant, mode,
+                 post, waits, updates, *variants) -> DpuTask:
         # out(%y) or out(%y, %copy...): the first on the task's tile, the rest on others
         output, *broadcast = outputs
         task = DpuTask(label=label[:-1] if label else None, waits=waits or (),
@@ -196,7 +197,7 @@ class VirTransformer(GraphRules):
                        inputs=tuple(inputs), output=output, broadcast_outputs=tuple(broadcast),
                        weights=self.ref(weights) if weights else None,
                        bias=self.ref(bias) if bias else None, post=post, mode=mode,
-                       variants=list(variants), loc=self.loc(label or kw))
+                       variants=list(variants), loc=self.loc(label or kw), quant=quant)
         for name, values, loc in params:
             if getattr(task, name) is not None:
                 self.bag.error(loc, f"duplicate '{name}(...)' on a dpu task; expected each "
@@ -212,6 +213,10 @@ class VirTransformer(GraphRules):
 
     def dpu_param(self, name, values) -> tuple[str, tuple[int, ...], Loc]:
         return (str(name), self.shared(tuple(values)), self.loc(name))
+
+    def dpu_quant(self, kw, scale, in_zero_point, out_zero_point) -> DpuQuant:
+        return DpuQuant(self.ref(scale), parse_int(in_zero_point), parse_int(out_zero_point),
+                        loc=self.loc(kw))
 
     def post_op(self, kw, kind, *params) -> PostOp:
         return PostOp(PostOpKind(str(kind)), tuple(number_as_float(p) for p in params if p is not None),

@@ -99,6 +99,9 @@ def print_dpu(task: DpuTask, indent: str) -> list[str]:
         values = getattr(task, name)
         if values is not None:
             head += f" {name}({_ints(values)})"
+    if task.quant is not None:
+        q = task.quant
+        head += f" quant scale(%{q.scale}) zero_point({q.in_zero_point}, {q.out_zero_point})"
     head += _mode(task.mode)
     if task.post is not None:
         head += f" post {task.post.kind}"
