@@ -1,6 +1,7 @@
 """Fuzz cases of the ops of vpuc/onnx_import/convert_extra.py and convert_scatter.py: Resize
 with tf_crop_and_resize, Trilu, LpPool, GlobalLpPool, CenterCropPad, OneHot, ScatterND,
-ScatterElements, TopK and CumProd, one op each, attributes drawn over their ranges at an
+ScatterElements, TopK and CumProd, and of convert_grid_sample.py, convert_roi_align.py and convert_static.py: GridSample, RoiAlign,
+ReverseSequence and Compress, one op each, attributes drawn over their ranges at an
 opset drawn where the op has them.  The ``op`` family draws them as one of its kinds; the
 ``extra`` family is nothing else (``bench/onnx_fuzz.py --extra N``).
 
@@ -20,7 +21,8 @@ from onnx import TensorProto
 from tests.fuzz import onnx_forms as forms
 
 KINDS = ("crop", "crop", "trilu", "lppool", "global_lppool", "center_crop_pad", "one_hot",
-         "scatter_nd", "scatter_nd", "scatter_elements", "scatter_elements", "topk", "topk", "cumprod")
+         "scatter_nd", "scatter_nd", "scatter_elements", "scatter_elements", "topk", "topk", "cumprod",
+         "grid_sample", "grid_sample", "roi_align", "roi_align", "reverse_sequence", "compress")
 
 
 def extra_case(m):
@@ -57,6 +59,24 @@ def extra_case(m):
         return _scatter(m, shape, nd=False)
     if kind == "topk":
         return _topk(m, shape)
+    if kind == "grid_sample":
+        return _grid_sample(m)
+    if kind == "roi_align":
+        return _roi_align(m)
+    if kind == "reverse_sequence":
+        m.opset = forms.draw_opset(m, 10)
+        time_axis = r.choice([0, 1])
+        shape = [r.randint(1, 6), r.randint(1, 4)] + shape[2:]
+        lens = m.np.integers(0, shape[time_axis] + 1, shape[1 - time_axis])
+        return m.model(shape, m.node("ReverseSequence", ["x", m.ints(lens)], time_axis=time_axis,
+                                     batch_axis=1 - time_axis))
+    if kind == "compress":
+        m.opset = forms.draw_opset(m, 11)
+        attrs = {"axis": r.randint(-rank, rank - 1)} if r.random() < 0.7 else {}
+        length = shape[attrs["axis"]] if attrs else int(np.prod(shape))
+        keep = m.np.random(r.randint(1, length)) < 0.6
+        keep[r.randrange(keep.size)] = True                  # something selected
+        return m.model(shape, m.node("Compress", ["x", m.init(keep)], **attrs))
     m.opset = 26                                          # CumProd's first opset
     axis = m.init(np.asarray(r.randint(-rank, rank - 1), r.choice([np.int64, np.int32])))
     x = m.node("Add", [m.node("Mul", ["x", m.init(np.float32(0.25))]), m.init(np.float32(1.0))])
@@ -182,3 +202,51 @@ def _topk(m, shape):
     model = m.model(shape, indices)
     model.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
     return model
+
+
+def _grid_sample(m):
+    """GridSample of every mode, padding and alignment at an opset from 16 (the mode names
+    of opset 20 from there): the run-time input is the grid (an image of weights sampled)
+    or the image (a constant grid in 1/16ths, exact in f16), the grid reaching past the
+    borders.  Reflection with align_corners on an axis of 1 pixel is left out: onnxruntime
+    divides by the axis' zero span there."""
+    r = m.rng
+    m.opset = forms.draw_opset(m, 16)
+    names = ("linear", "nearest", "cubic") if m.opset >= 20 else ("bilinear", "nearest", "bicubic")
+    attrs = {"mode": r.choice(names), "padding_mode": r.choice(["zeros", "border", "reflection"]),
+             "align_corners": r.choice([0, 1])}
+    for name, default in (("mode", names[0]), ("padding_mode", "zeros"), ("align_corners", 0)):
+        if attrs[name] == default and r.random() < 0.5:
+            del attrs[name]
+    low = 2 if attrs.get("padding_mode") == "reflection" and attrs.get("align_corners") else 1
+    n = r.randint(1, 2)
+    image = [n, r.randint(1, 3), r.randint(low, 6), r.randint(low, 6)]
+    grid = [n, r.randint(1, 5), r.randint(1, 5), 2]
+    if r.random() < 0.5:
+        return m.model(grid, m.node("GridSample", [m.weight(image, 1), "x"], **attrs))
+    values = m.np.integers(-28, 29, grid) / 16
+    return m.model(image, m.node("GridSample", ["x", m.init(values.astype(np.float32))], **attrs))
+
+
+def _roi_align(m):
+    """RoiAlign at opset 10 to 21 (onnxruntime 1.32 has no RoiAlign-22): the run-time input
+    is the rois (scaled by ``spatial_scale``, a power of two) over a constant image with a
+    fixed sample count, or the image with constant rois in 1/16ths, the count fixed or
+    adaptive; constant batch indices."""
+    r = m.rng
+    m.opset = min(forms.draw_opset(m, 10), 21)
+    n = r.randint(1, 2)
+    image = [n, r.randint(1, 3), r.randint(1, 6), r.randint(1, 6)]
+    count = r.randint(1, 4)
+    attrs = {"output_height": r.randint(1, 3), "output_width": r.randint(1, 3),
+             "mode": r.choice(["avg", "max"]), "spatial_scale": r.choice([0.5, 1.0, 2.0])}
+    if m.opset >= 16 and r.random() < 0.7:
+        attrs["coordinate_transformation_mode"] = r.choice(["half_pixel", "output_half_pixel"])
+    batch = m.ints(m.np.integers(0, n, count))
+    if r.random() < 0.5:
+        attrs["sampling_ratio"] = r.randint(1, 3)
+        return m.model([count, 4], m.node("RoiAlign", [m.weight(image, 1), "x", batch], **attrs))
+    attrs["sampling_ratio"] = r.randint(0, 3)
+    low = m.np.integers(-32, 96, (count, 2))
+    boxes = np.concatenate([low, low + m.np.integers(0, 64, (count, 2))], axis=1) / 16
+    return m.model(image, m.node("RoiAlign", ["x", m.init(boxes.astype(np.float32)), batch], **attrs))

@@ -18,7 +18,7 @@ can be remade:
 - ``normred``: one of the normalizations, reductions and elementwise ops vpuc composes
   (``onnx_normred.py``; the ``op`` family draws them too);
 - ``extra``: one of the ops of convert_extra.py and convert_scatter.py (tf_crop_and_resize,
-  Trilu, LpPool, CenterCropPad, OneHot, the scatters, TopK, CumProd: ``onnx_extra.py``;
+  Trilu, LpPool, CenterCropPad, OneHot, the scatters, TopK, CumProd, GridSample: ``onnx_extra.py``;
   the ``op`` family draws them too);
 - ``more``: one of the normalizations, elementwise, boolean, trigonometric and hyperbolic
   ops of convert_more.py and convert_trig.py (``onnx_more.py``; the ``op`` family draws

@@ -375,3 +375,24 @@ def test_a_cast_to_boolean_and_back(tmp_path):
     got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values())).astype(np.float64)
     want = _onnxruntime(path, x.astype(np.float32))
     assert (got == want).all() and (want == (x == 0)).all(), got
+
+
+def test_swiglu_against_onnx_reference(tmp_path):
+    """SwiGLU (opset 28, which onnxruntime 1.32 does not run) against ONNX's reference: the
+    Swish of the gate within the Swish case's bound (the reference's sigmoid in numpy f32,
+    within a few U), times the f16-exact value input, then the product rounded once more."""
+    from onnx.reference import ReferenceEvaluator
+    m = ModelBuilder(seed=3, opset=28)
+    x = m.input("x", [2, 4, 6])
+    value = m.init(np.linspace(-3, 3, 48, dtype=np.float32).reshape(2, 4, 6), "value")
+    m.output(m.node("SwiGLU", [x, value], alpha=1.5))
+    path = m.save(tmp_path / "swiglu.onnx", "swiglu")
+    xv = (np.random.default_rng(4).standard_normal((2, 4, 6)) * 3).astype(np.float16)
+    got = next(iter(api.simulate(api.compile(path), {"x": xv}).outputs.values())).astype(np.float64)
+    want = ReferenceEvaluator(path).run(None, {"x": xv.astype(np.float32)})[0].astype(np.float64)
+    b = np.abs(np.linspace(-3, 3, 48).reshape(2, 4, 6))
+    swish = want / np.where(b == 0, 1, np.linspace(-3, 3, 48).reshape(2, 4, 6))
+    x64 = xv.astype(np.float64)
+    bound = _swish_error(1.5)(U16, x64, swish) * b + _swish_error(1.5)(U32, x64, swish) * b \
+        + U16 * np.abs(want) + 2.0 ** -25
+    assert_within(got, want, bound, "swiglu")

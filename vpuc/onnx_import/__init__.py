@@ -30,6 +30,7 @@ from vpuc.onnx_import.channel_shuffle import fold_channel_shuffles
 from vpuc.onnx_import.convert import CONVERTERS, supported_ops
 from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
+from vpuc.onnx_import.convert_if import inline_if
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
 from vpuc.onnx_import.convert_quant import (fake_quantized_outputs, fold_constant_quantizations,
                                             qoperator_refusal)
@@ -93,22 +94,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
             raise refused_input(model.path, name, dtype)
         b.parameter(name, shape, elem)
     for node in nodes:
-        b.node = node
-        if node.domain not in DEFAULT_DOMAINS:
-            raise b.error(f"ops of domain '{node.domain}' are not supported; supported are the "
-                          f"default-domain ops {', '.join(supported_ops())}")
-        attrs = AttributeUse(attributes(node))
-        if not fold_node(b, node, attrs) and not empty_through(b, node, model.value_shapes):
-            convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
-                       or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type))
-            if convert is None:
-                raise b.error(qoperator_refusal(node.op_type) or f"{node.op_type} is not supported; "
-                              f"supported ops: {', '.join(supported_ops())}")
-            convert(b, node, attrs)
-            unread = unread_attributes(node, attrs, model.opset)
-            if unread:
-                raise b.error(f"{node.op_type} " + "; ".join(unread))
-        _check_shapes(b, node, model.value_shapes)
+        _convert_node(b, node, model)
     b.node = None
     empty = empty_outputs(b, model.outputs, model.output_types)
     written = [name for name in model.outputs if name not in empty]
@@ -130,6 +116,30 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     outputs = {n: empty[n][0] if n in empty else b.values.get(n, n) for n in model.outputs}
     return ImportedModel(module, b.arrays, inputs, outputs, b.origin, warnings,
                          dict(empty.values()))
+
+
+def _convert_node(b: GraphBuilder, node, model) -> None:
+    """Fold or convert one node (an If of a constant condition: its taken branch's nodes,
+    each in turn), then check its outputs' shapes."""
+    b.node = node
+    if node.domain not in DEFAULT_DOMAINS:
+        raise b.error(f"ops of domain '{node.domain}' are not supported; supported are the "
+                      f"default-domain ops {', '.join(supported_ops())}")
+    attrs = AttributeUse(attributes(node))
+    if node.op_type == "If":
+        inline_if(b, node, lambda inner: _convert_node(b, inner, model))
+        b.node = node
+    elif not fold_node(b, node, attrs) and not empty_through(b, node, model.value_shapes):
+        convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
+                   or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type))
+        if convert is None:
+            raise b.error(qoperator_refusal(node.op_type) or f"{node.op_type} is not supported; "
+                          f"supported ops: {', '.join(supported_ops())}")
+        convert(b, node, attrs)
+        unread = unread_attributes(node, attrs, model.opset)
+        if unread:
+            raise b.error(f"{node.op_type} " + "; ".join(unread))
+    _check_shapes(b, node, model.value_shapes)
 
 
 def _check_shapes(b: GraphBuilder, node, shapes: dict[str, tuple[int, ...]]) -> None:

@@ -17,7 +17,11 @@ from typing import Callable
 import numpy as np
 
 from vpuc.onnx_import.builder import GraphBuilder
+from vpuc.onnx_import.convert_bitwise import BITWISE_CONVERTERS
 from vpuc.onnx_import.convert_extra import EXTRA_CONVERTERS
+from vpuc.onnx_import.convert_grid_sample import GRID_SAMPLE_CONVERTERS
+from vpuc.onnx_import.convert_roi_align import ROI_ALIGN_CONVERTERS
+from vpuc.onnx_import.convert_static import STATIC_CONVERTERS
 from vpuc.onnx_import.convert_math import MATH_CONVERTERS
 from vpuc.onnx_import.convert_more import MORE_CONVERTERS, cast_value
 from vpuc.onnx_import.convert_norm import NORM_CONVERTERS
@@ -136,7 +140,9 @@ def supported_ops() -> list[str]:
     from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
     from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
     from vpuc.onnx_import.convert_nn import NN_CONVERTERS
-    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS) | set(NN_CONVERTERS) | set(COPY_CONVERTERS))
+    # If is no converter: the import inlines the branch a constant condition takes (convert_if.py)
+    return sorted(set(CONVERTERS) | set(LAYER_CONVERTERS) | set(NN_CONVERTERS) | set(COPY_CONVERTERS)
+                  | {"If"})
 
 
 CONVERTERS: dict[str, Converter] = {
@@ -148,6 +154,7 @@ CONVERTERS: dict[str, Converter] = {
     "Identity": _passthrough, "Dropout": _passthrough, "Cast": _cast,
     **MATH_CONVERTERS, **NORM_CONVERTERS, **MORE_CONVERTERS, **STRUCT_CONVERTERS,
     **RNN_CONVERTERS,
-    **EXTRA_CONVERTERS,
+    **EXTRA_CONVERTERS, **GRID_SAMPLE_CONVERTERS, **ROI_ALIGN_CONVERTERS,
+    **STATIC_CONVERTERS, **BITWISE_CONVERTERS,
     **QUANT_CONVERTERS,
 }

@@ -11,7 +11,7 @@ Each is exact, or within a few roundings the tests state (tests/onnx_import/test
 - RMSNormalization (opset 23) in f32 whatever ``stash_type`` says (the most precise of the
   types it names): ``x / sqrt(mean(x * x) + eps) * scale`` over the axes from ``axis`` on.
 - Mean: the inputs' sum (a left fold of Add) divided by their count.  Swish (opset 24):
-  the graph's Swish with ``beta = alpha``.  Shrink: ``x < -lambd ? x + bias : x > lambd ?
+  the graph's Swish with ``beta = alpha``; SwiGLU (opset 28) it times the value input.  Shrink: ``x < -lambd ? x + bias : x > lambd ?
   x - bias : 0`` against lambd rounded *down* to the graph's type (ThresholdedRelu's way).
 - IsNaN ``x != x``; IsInf ``|x| > max`` (or ``x > max``, ``x < -max``) with ``max`` the
   graph type's largest finite value; Not, And, Or, Xor on the dialect's booleans (u8 0 or 1,
@@ -111,6 +111,16 @@ def _swish(b, node, attrs):
     b.op("Swish", [_x(b, node)], {"beta": float(attrs.get("alpha", 1.0))}, out=node.output[0])
 
 
+def _swiglu(b, node, attrs):
+    """SwiGLU (opset 28): ``Swish_alpha(A) * B``, A and B of one shape, as ONNX's function
+    body defines it."""
+    if b.shape(node.input[0]) != b.shape(node.input[1]):
+        raise b.error(f"SwiGLU gate {b.shape(node.input[0])} and value {b.shape(node.input[1])} "
+                      "differ in shape; ONNX applies no broadcasting")
+    gate = b.op("Swish", [_x(b, node)], {"beta": float(attrs.get("alpha", 1.0))})
+    b.op("Multiply", [gate, b.value(node.input[1])], out=node.output[0])
+
+
 def rounded_down(b: GraphBuilder, value: float) -> np.ndarray:
     """The largest value of the graph's type <= ``value``: ``x > value`` iff ``x > it``
     for every ``x`` of that type (and ``x < -value`` iff ``x < -it``)."""
@@ -175,7 +185,8 @@ def _logical(kind: str):
 def cast_value(b: GraphBuilder, node, target: np.dtype) -> None:
     """The node's first input as ``target``: floats in the graph's precision (a boolean or an
     index converted), booleans as the dialect's u8 (``x != 0``), an i32 index (ArgMax's) as
-    itself for int32 and int64; anything else refused (integer tensors fold at import)."""
+    itself for int32 and int64, a float as int8 or uint8 (truncated, saturated, NaN to 0);
+    anything else refused (integer tensors fold at import)."""
     source = node.input[0]
     if b.is_known(source):
         b.known[node.output[0]] = b.array(source).astype(target)
@@ -199,6 +210,14 @@ def cast_value(b: GraphBuilder, node, target: np.dtype) -> None:
     if elem is ElemType.I32 and target in (np.int32, np.int64):
         b.alias(node.output[0], source)
         return
+    if elem.is_float and target in (np.int8, np.uint8):
+        # truncated toward zero (C's cast, as onnxruntime does in range); beyond the range
+        # ONNX leaves the result undefined and the NPU's store saturates; NaN becomes 0
+        zero = _const(b, 0.0, "zero")
+        clean = b.op("Select", [b.op("NotEqual", [x, x]), zero, x])
+        b.op("Convert", [clean], {"to": ElemType.I8 if target == np.int8 else ElemType.U8},
+             out=node.output[0])
+        return
     raise b.error(f"Cast to {target} of a run-time tensor; the graph computes in "
                   f"{b.elem} only (integer tensors must fold to constants at import)")
 
@@ -214,7 +233,8 @@ def _cast_like(b, node, attrs):
 
 MORE_CONVERTERS = {
     "LpNormalization": _lp_norm, "MeanVarianceNormalization": _mean_variance_norm,
-    "RMSNormalization": _rms_norm, "Mean": _mean, "Swish": _swish, "Shrink": _shrink,
+    "RMSNormalization": _rms_norm, "Mean": _mean, "Swish": _swish, "SwiGLU": _swiglu,
+    "Shrink": _shrink,
     "IsNaN": _is_nan, "IsInf": _is_inf, "Not": _not, "And": _logical("Minimum"),
     "Or": _logical("Maximum"), "Xor": _logical("NotEqual"), "CastLike": _cast_like,
     **TRIG_CONVERTERS,
