@@ -80,3 +80,42 @@ def quantize(model: onnx.ModelProto, folder, shape, activations="QUInt8"):
     finally:
         logging.disable(logging.NOTSET)
     return folder / "qdq.onnx"
+
+
+def hand_qdq_conv(channels=16, out_channels=16, size=8, relu=True, shared_outputs=1):
+    """A QDQ Conv written by hand (as exporters other than onnxruntime write them): Q(x) ->
+    DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Relu -> Q (``shared_outputs``
+    QuantizeLinears of the same parameters) -> DQ -> y (summed when several)."""
+    rng = np.random.default_rng(9)
+    sx, sy = np.float32(0.02), np.float32(0.05)
+    sw = rng.uniform(0.004, 0.01, out_channels).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array(sx, np.float32), "sx"),
+             numpy_helper.from_array(np.array(128, np.uint8), "zx"),
+             numpy_helper.from_array(np.array(sy, np.float32), "sy"),
+             numpy_helper.from_array(np.array(3, np.uint8), "zy"),
+             numpy_helper.from_array(rng.integers(-127, 128, (out_channels, channels, 3, 3))
+                                     .astype(np.int8), "wq"),
+             numpy_helper.from_array(sw, "sw"),
+             numpy_helper.from_array(np.zeros(out_channels, np.int8), "zw"),
+             numpy_helper.from_array(rng.integers(-3000, 3000, out_channels).astype(np.int32),
+                                     "bq"),
+             numpy_helper.from_array(sx * sw, "sb")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["w"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "sb"], ["b"], axis=0),
+             helper.make_node("Conv", ["xd", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv")]
+    out = "c"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        out = "r"
+    ys = []
+    for i in range(shared_outputs):
+        nodes += [helper.make_node("QuantizeLinear", [out, "sy", "zy"], [f"yq{i}"]),
+                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"yd{i}"])]
+        ys.append(f"yd{i}")
+    if len(ys) > 1:
+        nodes.append(helper.make_node("Sum", ys, ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ys, ["y"]))
+    return _model(nodes, inits, [1, channels, size, size], [1, out_channels, size, size])

@@ -181,7 +181,8 @@ def integer_convolutions(nodes: list, known: dict, outputs: set, merged_from: di
         if found is None:
             continue
         new, gone, identities = found
-        replaced[id(gone[-1])] = [new] + identities
+        first_quantize = gone[len(gone) - len(identities) - 1]   # before any reader of its output
+        replaced[id(first_quantize)] = [new] + identities
         removed.update(id(n) for n in gone)
         merged_from[new.output[0]] = tuple(onnx_node(n) for n in gone[:len(gone) - len(identities)])
         producer[new.output[0]] = new

@@ -1,0 +1,176 @@
+"""QDQ convolutions as integer DPU layers (``vpuc/onnx_import/quant_layers.py``,
+``QConvolution``, ``vpuc/fusion/lower_dpu_quant.py``) against onnxruntime.
+
+onnxruntime runs the QDQ model as ONNX defines it (graph optimizations off: its Q/DQ ops
+compute the standard's float formulas).  The input is f16-exact, so vpuc's QuantizeLinear
+of it (``x / s_x`` in f32, rounded half to even) gives onnxruntime's integers.  The
+integer layer's sum is exact, so its requantized value differs from onnxruntime's only in
+the scale: the PPE's ``mult * 2^-shift`` is within 2^-14 relative of ``s_x s_w / s_y``,
+and onnxruntime's f32 sum of ``n`` products and its two f32 scalings are within
+``gamma_(n+2)`` relative of ``sum |x w|``.  Both are within a fraction of a step of the
+exact value ``v`` (``|v| (2^-14 + gamma) < 0.5`` for every ``|v| <= 255``: beyond the
+range both saturate), so the rounded integers differ by at most one, and only where ``v``
+lies near a half-way point.  The dequantized output, ``(q - z_y) s_y`` in f32 stored in
+f16, is then within ``s_y (1 + u16) + u16 |y|`` of onnxruntime's (its f32 result).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from onnx_testlib import assert_within
+from qdq_models import hand_qdq_conv, quantize, single_conv, small_cnn
+from vpuc import api
+from vpuc.arch import load_arch
+from vpuc.onnx_import import import_onnx
+from vpuc.onnx_import.source import onnx_as_vir
+from vpuc.passes.base import PassContext
+from vpuc.passes.manager import PassManager
+from vpuc.passes.registry import parse_pipeline
+from vpuc.vir.parser import parse_text
+from vpuc.vir.printer import print_module
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("VPUC_UPDATE_GOLDEN") == "1"
+U16 = 2.0 ** -11
+
+
+def _ort(path, feeds):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return [v.astype(np.float64) for v in session.run(None, feeds)]
+
+
+def _ops(path) -> list:
+    return import_onnx(path).module.graphs[0].ops
+
+
+def _output_scale(path, output: str) -> float:
+    """The scale of the DequantizeLinear writing (or feeding the Identity of) ``output``."""
+    model = onnx.load(path)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    node = producer[output]
+    while node.op_type != "DequantizeLinear":
+        node = producer[node.input[0]]
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    return float(inits[node.input[1]])
+
+
+def _compare(path, shape, what, seed=1):
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
+    sim = api.simulate(api.compile(path), {"x": x}, reference=True)
+    got = next(iter(sim.outputs.values())).astype(np.float64)
+    want = _ort(path, {"x": x.astype(np.float32)})[0]
+    step = _output_scale(path, "y")
+    assert_within(got, want, step * (1 + U16) + U16 * np.abs(want), what)
+    # the graph oracle computes the integer layer as the DPU does: bit for bit
+    assert np.array_equal(next(iter(sim.reference.values())).astype(np.float64), got)
+    return got, want, step
+
+
+@pytest.mark.parametrize("kind, kwargs", [
+    ("padded", {}),
+    ("strided", {"stride": 2, "size": 13}),
+    ("pointwise", {"kernel": 1, "pad": 0, "out_channels": 48}),
+    ("5x5", {"kernel": 5, "pad": 2, "channels": 32, "size": 9}),
+])
+def test_single_conv_within_one_step_of_onnxruntime(kind, kwargs, tmp_path):
+    model = single_conv(**kwargs)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    path = quantize(model, tmp_path, shape)
+    assert [op.kind for op in _ops(path)].count("QConvolution") == 1
+    got, want, step = _compare(path, shape, kind)
+    assert np.mean(np.abs(got - want) > step / 2) < 0.05       # ties only: a few at most
+
+
+@pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
+def test_activation_types(activations, tmp_path):
+    path = quantize(single_conv(), tmp_path, (1, 16, 12, 12), activations)
+    (layer,) = [op for op in _ops(path) if op.kind == "QConvolution"]
+    assert layer.type.elem.value == ("u8" if activations == "QUInt8" else "i8")
+    _compare(path, (1, 16, 12, 12), activations)
+
+
+def test_relu_and_shared_quantizations(tmp_path):
+    """A Relu between the Conv and its QuantizeLinear is the layer's relu (clamped at the
+    output zero point); two QuantizeLinears of the same parameters read one integer value.
+    The output sums the two dequantized copies: each within one step, the f16 sum one more
+    rounding."""
+    path = tmp_path / "hand.onnx"
+    onnx.save(hand_qdq_conv(shared_outputs=2), path)
+    ops = _ops(path)
+    (layer,) = [op for op in ops if op.kind == "QConvolution"]
+    assert layer.attrs["relu"] and layer.attrs["out_zero_point"] == 3
+    assert "Relu" not in [op.kind for op in ops]
+    x = np.random.default_rng(2).standard_normal((1, 16, 8, 8)).astype(np.float16)
+    got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values()))
+    want = _ort(path, {"x": x.astype(np.float32)})[0]
+    assert_within(got.astype(np.float64), want, 2 * (0.05 + U16 * np.abs(want)), "relu")
+    assert got.min() >= 0
+
+
+def test_unmatched_layers_stay_in_f16(tmp_path):
+    """3 input channels (not a multiple of 16) and a grouped Conv: fake quantization as
+    before, no integer layer."""
+    path = quantize(single_conv(channels=3), tmp_path, (1, 3, 12, 12))
+    kinds = [op.kind for op in _ops(path)]
+    assert "QConvolution" not in kinds and "Convolution" in kinds
+
+
+def test_two_integer_layers_in_a_row(tmp_path):
+    """conv-relu-conv-relu-maxpool-gemm: the second layer reads the first one's u8 integers
+    (no Convert between), each layer within one step of onnxruntime run on vpuc's input to
+    it (probes: the DequantizeLinears after each layer as extra model outputs)."""
+    path = quantize(small_cnn(), tmp_path, (1, 16, 16, 16))
+    model = onnx.load(path)
+    dqs = [n for n in model.graph.node if n.op_type == "DequantizeLinear"
+           and n.input[0] in ("conv1.r_QuantizeLinear_Output", "conv2.r_QuantizeLinear_Output")]
+    probes = [n.output[0] for n in dqs]
+    assert len(probes) == 2
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    model.graph.output.extend(inferred[name] for name in probes)
+    probed = tmp_path / "probed.onnx"
+    onnx.save(model, probed)
+    ops = _ops(probed)
+    layers = [op for op in ops if op.kind == "QConvolution"]
+    assert len(layers) == 2 and layers[1].operands[0] == layers[0].result
+
+    x = np.random.default_rng(4).standard_normal((1, 16, 16, 16)).astype(np.float16)
+    names = import_onnx(probed).outputs
+    sim = api.simulate(api.compile(probed), {"x": x}, reference=True)
+    values = {p: sim.outputs[names[p]].astype(np.float32) for p in probes}
+    for i, probe in enumerate(probes):
+        source = ("x", x.astype(np.float32)) if i == 0 else (probes[i - 1], values[probes[i - 1]])
+        part = tmp_path / f"segment{i}.onnx"
+        onnx.utils.extract_model(str(probed), str(part), [source[0]], [probe])
+        want = _ort(part, {source[0]: source[1]})[0]
+        step = float(onnx.numpy_helper.to_array(next(
+            init for init in model.graph.initializer if init.name == dqs[i].input[1])))
+        assert_within(values[probe].astype(np.float64), want,
+                      step * (1 + U16) + U16 * np.abs(want), probe)
+    for name, value in sim.reference.items():
+        assert np.array_equal(value, sim.outputs[name]), name
+
+
+def test_import_and_lowering_golden(tmp_path):
+    """The imported graph of the hand-written QDQ Conv + Relu, and its lowered program before
+    allocation: the weights, i32 bias (input zero point folded in) and scale table loaded per
+    tile, the row blocks' ``quant`` clauses."""
+    path = tmp_path / "hand.onnx"
+    onnx.save(hand_qdq_conv(), path)
+    text, name, _ = onnx_as_vir(path, None, "f16")
+    mod = parse_text(text, name)
+    assert print_module(parse_text(print_module(mod), name)) == print_module(mod)  # round trip
+    PassManager(parse_pipeline("lower-graph")).run(mod, PassContext(load_arch(mod.arch)))
+    for golden, content in (("qconv_import.expected", text),
+                            ("qconv_lowered.expected", print_module(mod))):
+        if UPDATE:
+            (GOLDEN / golden).write_text(content)
+        assert content == (GOLDEN / golden).read_text(), golden
