@@ -174,3 +174,29 @@ def test_import_and_lowering_golden(tmp_path):
         if UPDATE:
             (GOLDEN / golden).write_text(content)
         assert content == (GOLDEN / golden).read_text(), golden
+
+
+QCONV_VIR = """module @q arch NPU37XX
+
+graph @main {{
+  %x = Parameter() : 1x16x8x8x{x} NCHW
+  %w = Constant(file "w.npy") : 16x16x3x3xi8 NCHW
+  %b = Constant(file "b.npy") : {bias}xi32
+  %s = Constant(file "s.npy") : 16xf32
+  %y = QConvolution{{pads_begin = [1, 1], pads_end = [1, 1], in_zero_point = {zx}, out_zero_point = 0, out = u8}}(%x, %w, %b, %s) : 1x16x8x8xu8 NCHW
+  Result(%y)
+}}
+"""
+
+
+@pytest.mark.parametrize("x, bias, zx, message", [
+    ("f16", 16, 0, "QConvolution takes u8 or i8 data and i8 weights; got f16 and i8"),
+    ("u8", 8, 0, "QConvolution bias must be 16xi32 (one per output channel); got 8xi32"),
+    ("u8", 16, 300, "QConvolution in_zero_point 300 is outside u8's [0, 255]"),
+    ("i8", 16, 200, "QConvolution in_zero_point 200 is outside i8's [-128, 127]"),
+])
+def test_graph_op_rules(x, bias, zx, message):
+    from vpuc.diagnostics import VpucError
+    with pytest.raises(VpucError) as info:
+        parse_text(QCONV_VIR.format(x=x, bias=bias, zx=zx), "q.vir")
+    assert message in str(info.value) and "q.vir:8:" in str(info.value)
