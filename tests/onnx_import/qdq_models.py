@@ -36,6 +36,18 @@ def single_conv(channels=16, out_channels=32, size=12, stride=1, pad=1, kernel=3
     return _model(nodes, inits, [1, channels, size, size], [1, out_channels, out, out])
 
 
+def conv_pair(channels=16, out_channels=32, size=12, stride=1, pad=1, kernel=3):
+    """One Conv + Relu of the given window, then a 1x1 Conv: two integer layers in a row
+    (an integer layer alone between float ops stays f16: ``quant_layers._in_chains``)."""
+    rng = np.random.default_rng(5)
+    nodes, inits = [], []
+    a = _conv(nodes, inits, rng, "conv1", "x", channels, out_channels, kernel, stride, pad, True)
+    y = _conv(nodes, inits, rng, "conv2", a, out_channels, 16, 1, 1, 0)
+    nodes.append(helper.make_node("Identity", [y], ["y"]))
+    out = (size + 2 * pad - kernel) // stride + 1
+    return _model(nodes, inits, [1, channels, size, size], [1, 16, out, out])
+
+
 def small_cnn(size=16) -> onnx.ModelProto:
     """conv-relu-conv-relu-maxpool-flatten-gemm: two integer layers in a row."""
     rng = np.random.default_rng(6)
@@ -82,40 +94,50 @@ def quantize(model: onnx.ModelProto, folder, shape, activations="QUInt8"):
     return folder / "qdq.onnx"
 
 
-def hand_qdq_conv(channels=16, out_channels=16, size=8, relu=True, shared_outputs=1):
-    """A QDQ Conv written by hand (as exporters other than onnxruntime write them): Q(x) ->
+def hand_qdq_conv(channels=16, size=8, relu=True, shared_outputs=1):
+    """QDQ Convs written by hand (as exporters other than onnxruntime write them): Q(x) ->
     DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Relu -> Q (``shared_outputs``
-    QuantizeLinears of the same parameters) -> DQ -> y (summed when several)."""
+    QuantizeLinears of the same parameters) -> DQ -> a 1x1 Conv the same way -> Q -> DQ ->
+    y (plus the other shared outputs' DequantizeLinears, summed)."""
     rng = np.random.default_rng(9)
     sx, sy = np.float32(0.02), np.float32(0.05)
-    sw = rng.uniform(0.004, 0.01, out_channels).astype(np.float32)
     inits = [numpy_helper.from_array(np.array(sx, np.float32), "sx"),
              numpy_helper.from_array(np.array(128, np.uint8), "zx"),
              numpy_helper.from_array(np.array(sy, np.float32), "sy"),
              numpy_helper.from_array(np.array(3, np.uint8), "zy"),
-             numpy_helper.from_array(rng.integers(-127, 128, (out_channels, channels, 3, 3))
-                                     .astype(np.int8), "wq"),
-             numpy_helper.from_array(sw, "sw"),
-             numpy_helper.from_array(np.zeros(out_channels, np.int8), "zw"),
-             numpy_helper.from_array(rng.integers(-3000, 3000, out_channels).astype(np.int32),
-                                     "bq"),
-             numpy_helper.from_array(sx * sw, "sb")]
+             numpy_helper.from_array(np.zeros(channels, np.int8), "zw")]
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["w"], axis=0),
-             helper.make_node("DequantizeLinear", ["bq", "sb"], ["b"], axis=0),
-             helper.make_node("Conv", ["xd", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv")]
-    out = "c"
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])]
+
+    def conv(name, x, s_in, kernel, pad):
+        sw = rng.uniform(0.004, 0.01, channels).astype(np.float32)
+        inits.extend([numpy_helper.from_array(rng.integers(
+            -127, 128, (channels, channels, kernel, kernel)).astype(np.int8), f"{name}.wq"),
+            numpy_helper.from_array(sw, f"{name}.sw"),
+            numpy_helper.from_array(rng.integers(-3000, 3000, channels).astype(np.int32),
+                                    f"{name}.bq"),
+            numpy_helper.from_array(s_in * sw, f"{name}.sb")])
+        nodes.extend([
+            helper.make_node("DequantizeLinear", [f"{name}.wq", f"{name}.sw", "zw"],
+                             [f"{name}.w"], axis=0),
+            helper.make_node("DequantizeLinear", [f"{name}.bq", f"{name}.sb"], [f"{name}.b"],
+                             axis=0),
+            helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [f"{name}.c"],
+                             pads=[pad] * 4, name=name)])
+        return f"{name}.c"
+
+    out = conv("conv", "xd", sx, 3, 1)
     if relu:
-        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        nodes.append(helper.make_node("Relu", [out], ["r"]))
         out = "r"
-    ys = []
+    shared = []
     for i in range(shared_outputs):
         nodes += [helper.make_node("QuantizeLinear", [out, "sy", "zy"], [f"yq{i}"]),
                   helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"yd{i}"])]
-        ys.append(f"yd{i}")
-    if len(ys) > 1:
-        nodes.append(helper.make_node("Sum", ys, ["y"]))
-    else:
-        nodes.append(helper.make_node("Identity", ys, ["y"]))
-    return _model(nodes, inits, [1, channels, size, size], [1, out_channels, size, size])
+        shared.append(f"yd{i}")
+    second = conv("conv2", shared[0], sy, 1, 0)
+    nodes += [helper.make_node("QuantizeLinear", [second, "sy", "zy"], ["zq"]),
+              helper.make_node("DequantizeLinear", ["zq", "sy", "zy"], ["zd"])]
+    ys = ["zd"] + shared[1:]
+    nodes.append(helper.make_node("Sum" if len(ys) > 1 else "Identity", ys, ["y"]))
+    return _model(nodes, inits, [1, channels, size, size], [1, channels, size, size])

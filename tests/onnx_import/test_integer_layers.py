@@ -25,7 +25,7 @@ import onnxruntime as ort
 import pytest
 
 from onnx_testlib import assert_within
-from qdq_models import hand_qdq_conv, quantize, single_conv, small_cnn
+from qdq_models import conv_pair, hand_qdq_conv, quantize, single_conv, small_cnn
 from vpuc import api
 from vpuc.arch import load_arch
 from vpuc.onnx_import import import_onnx
@@ -52,27 +52,72 @@ def _ops(path) -> list:
     return import_onnx(path).module.graphs[0].ops
 
 
-def _output_scale(path, output: str) -> float:
-    """The scale of the DequantizeLinear writing (or feeding the Identity of) ``output``."""
-    model = onnx.load(path)
+def _probes(model) -> list:
+    """The DequantizeLinears of each QuantizeLinear of a Conv's (or its Relu's) output: the
+    integer layers' outputs, dequantized, in node order."""
     producer = {o: n for n in model.graph.node for o in n.output}
-    node = producer[output]
-    while node.op_type != "DequantizeLinear":
-        node = producer[node.input[0]]
-    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
-    return float(inits[node.input[1]])
+    return [n for n in model.graph.node if n.op_type == "DequantizeLinear"
+            and n.input[0] in producer and producer[n.input[0]].op_type == "QuantizeLinear"
+            and producer[n.input[0]].input[0] in producer
+            and producer[producer[n.input[0]].input[0]].op_type in ("Conv", "Relu")]
 
 
-def _compare(path, shape, what, seed=1):
+def _segment_source(model, target: str, probes: set) -> str:
+    """The one probe or graph input the ops making ``target`` read (the models here are
+    chains)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    initializers = {i.name for i in model.graph.initializer}
+    found, stack, seen = set(), list(producer[target].input), set()
+    while stack:
+        name = stack.pop()
+        if not name or name in initializers or name in seen:
+            continue
+        seen.add(name)
+        if name in probes or name not in producer:
+            found.add(name)
+        else:
+            stack.extend(producer[name].input)
+    (source,) = found
+    return source
+
+
+def _check_layers(path, shape, tmp_path, seed=1) -> list:
+    """Each integer layer's dequantized output within one step of onnxruntime run on vpuc's
+    input to it (the probes' segments), and every output bit for bit the graph oracle's
+    (which computes the integer layers as the DPU does).  [(got, want, step)] per probe."""
+    model = onnx.load(path)
+    dqs = _probes(model)
+    names = [n.output[0] for n in dqs]
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    graph_outputs = {v.name for v in model.graph.output}
+    # a probe a model output is an Identity of: read there (a value is one Result)
+    shown = {n.input[0]: n.output[0] for n in model.graph.node
+             if n.op_type == "Identity" and n.output[0] in graph_outputs}
+    model.graph.output.extend(inferred[name] for name in names if name not in shown)
+    probed = tmp_path / "probed.onnx"
+    onnx.save(model, probed)
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
-    sim = api.simulate(api.compile(path), {"x": x}, reference=True)
-    got = next(iter(sim.outputs.values())).astype(np.float64)
-    want = _ort(path, {"x": x.astype(np.float32)})[0]
-    step = _output_scale(path, "y")
-    assert_within(got, want, step * (1 + U16) + U16 * np.abs(want), what)
-    # the graph oracle computes the integer layer as the DPU does: bit for bit
-    assert np.array_equal(next(iter(sim.reference.values())).astype(np.float64), got)
-    return got, want, step
+    outputs = import_onnx(probed).outputs
+    sim = api.simulate(api.compile(probed), {"x": x}, reference=True)
+    for name, value in sim.reference.items():
+        assert np.array_equal(value, sim.outputs[name]), name
+    values = {p: sim.outputs[outputs[shown.get(p, p)]].astype(np.float32) for p in names}
+    values["x"] = x.astype(np.float32)
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    checked = []
+    for dq, probe in zip(dqs, names):
+        source = _segment_source(model, probe, set(names))
+        part = tmp_path / f"segment.{probe}.onnx"
+        onnx.utils.extract_model(str(probed), str(part), [source], [probe])
+        want = _ort(part, {source: values[source]})[0]
+        got, step = values[probe].astype(np.float64), float(inits[dq.input[1]])
+        assert_within(got, want, step * (1 + U16) + U16 * np.abs(want), probe)
+        checked.append((got, want, step))
+    return checked
+
+
+def _shape(model) -> list:
+    return [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
 
 
 @pytest.mark.parametrize("kind, kwargs", [
@@ -81,88 +126,62 @@ def _compare(path, shape, what, seed=1):
     ("pointwise", {"kernel": 1, "pad": 0, "out_channels": 48}),
     ("5x5", {"kernel": 5, "pad": 2, "channels": 32, "size": 9}),
 ])
-def test_single_conv_within_one_step_of_onnxruntime(kind, kwargs, tmp_path):
-    model = single_conv(**kwargs)
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    path = quantize(model, tmp_path, shape)
-    assert [op.kind for op in _ops(path)].count("QConvolution") == 1
-    got, want, step = _compare(path, shape, kind)
-    assert np.mean(np.abs(got - want) > step / 2) < 0.05       # ties only: a few at most
+def test_conv_within_one_step_of_onnxruntime(kind, kwargs, tmp_path):
+    model = conv_pair(**kwargs)
+    path = quantize(model, tmp_path, _shape(model))
+    assert [op.kind for op in _ops(path)].count("QConvolution") == 2
+    for got, want, step in _check_layers(path, _shape(model), tmp_path):
+        assert np.mean(np.abs(got - want) > step / 2) < 0.05     # ties only: a few at most
 
 
 @pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
 def test_activation_types(activations, tmp_path):
-    path = quantize(single_conv(), tmp_path, (1, 16, 12, 12), activations)
-    (layer,) = [op for op in _ops(path) if op.kind == "QConvolution"]
-    assert layer.type.elem.value == ("u8" if activations == "QUInt8" else "i8")
-    _compare(path, (1, 16, 12, 12), activations)
+    path = quantize(conv_pair(), tmp_path, (1, 16, 12, 12), activations)
+    layers = [op for op in _ops(path) if op.kind == "QConvolution"]
+    assert {op.type.elem.value for op in layers} == {"u8" if activations == "QUInt8" else "i8"}
+    _check_layers(path, (1, 16, 12, 12), tmp_path)
 
 
 def test_relu_and_shared_quantizations(tmp_path):
     """A Relu between the Conv and its QuantizeLinear is the layer's relu (clamped at the
-    output zero point); two QuantizeLinears of the same parameters read one integer value.
-    The output sums the two dequantized copies: each within one step, the f16 sum one more
-    rounding."""
+    output zero point); two QuantizeLinears of the same parameters read one integer value,
+    the second layer reads it directly."""
     path = tmp_path / "hand.onnx"
     onnx.save(hand_qdq_conv(shared_outputs=2), path)
     ops = _ops(path)
-    (layer,) = [op for op in ops if op.kind == "QConvolution"]
-    assert layer.attrs["relu"] and layer.attrs["out_zero_point"] == 3
+    first, second = [op for op in ops if op.kind == "QConvolution"]
+    assert first.attrs["relu"] and first.attrs["out_zero_point"] == 3
+    assert not second.attrs["relu"] and second.operands[0] == first.result
     assert "Relu" not in [op.kind for op in ops]
-    x = np.random.default_rng(2).standard_normal((1, 16, 8, 8)).astype(np.float16)
-    got = next(iter(api.simulate(api.compile(path), {"x": x}).outputs.values()))
-    want = _ort(path, {"x": x.astype(np.float32)})[0]
-    assert_within(got.astype(np.float64), want, 2 * (0.05 + U16 * np.abs(want)), "relu")
-    assert got.min() >= 0
+    checked = _check_layers(path, (1, 16, 8, 8), tmp_path, seed=2)
+    assert len(checked) == 3 and checked[0][0].min() >= 0
 
 
-def test_unmatched_layers_stay_in_f16(tmp_path):
-    """3 input channels (not a multiple of 16) and a grouped Conv: fake quantization as
-    before, no integer layer."""
-    path = quantize(single_conv(channels=3), tmp_path, (1, 3, 12, 12))
-    kinds = [op.kind for op in _ops(path)]
-    assert "QConvolution" not in kinds and "Convolution" in kinds
+def test_unmatched_and_isolated_layers_stay_in_f16(tmp_path):
+    """A Conv of 3 input channels (not a multiple of 16) is no integer layer, and so the
+    1x1 Conv after it is one alone between float ops, as is a single Conv: fake
+    quantization as before."""
+    for model, shape in ((conv_pair(channels=3), (1, 3, 12, 12)),
+                         (single_conv(), (1, 16, 12, 12))):
+        kinds = [op.kind for op in _ops(quantize(model, tmp_path, shape))]
+        assert "QConvolution" not in kinds and "Convolution" in kinds
 
 
 def test_two_integer_layers_in_a_row(tmp_path):
     """conv-relu-conv-relu-maxpool-gemm: the second layer reads the first one's u8 integers
     (no Convert between), each layer within one step of onnxruntime run on vpuc's input to
-    it (probes: the DequantizeLinears after each layer as extra model outputs)."""
+    it."""
     path = quantize(small_cnn(), tmp_path, (1, 16, 16, 16))
-    model = onnx.load(path)
-    dqs = [n for n in model.graph.node if n.op_type == "DequantizeLinear"
-           and n.input[0] in ("conv1.r_QuantizeLinear_Output", "conv2.r_QuantizeLinear_Output")]
-    probes = [n.output[0] for n in dqs]
-    assert len(probes) == 2
-    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
-    model.graph.output.extend(inferred[name] for name in probes)
-    probed = tmp_path / "probed.onnx"
-    onnx.save(model, probed)
-    ops = _ops(probed)
-    layers = [op for op in ops if op.kind == "QConvolution"]
+    layers = [op for op in _ops(path) if op.kind == "QConvolution"]
     assert len(layers) == 2 and layers[1].operands[0] == layers[0].result
-
-    x = np.random.default_rng(4).standard_normal((1, 16, 16, 16)).astype(np.float16)
-    names = import_onnx(probed).outputs
-    sim = api.simulate(api.compile(probed), {"x": x}, reference=True)
-    values = {p: sim.outputs[names[p]].astype(np.float32) for p in probes}
-    for i, probe in enumerate(probes):
-        source = ("x", x.astype(np.float32)) if i == 0 else (probes[i - 1], values[probes[i - 1]])
-        part = tmp_path / f"segment{i}.onnx"
-        onnx.utils.extract_model(str(probed), str(part), [source[0]], [probe])
-        want = _ort(part, {source[0]: source[1]})[0]
-        step = float(onnx.numpy_helper.to_array(next(
-            init for init in model.graph.initializer if init.name == dqs[i].input[1])))
-        assert_within(values[probe].astype(np.float64), want,
-                      step * (1 + U16) + U16 * np.abs(want), probe)
-    for name, value in sim.reference.items():
-        assert np.array_equal(value, sim.outputs[name]), name
+    assert len(_check_layers(path, (1, 16, 16, 16), tmp_path, seed=4)) == 2
 
 
 def test_import_and_lowering_golden(tmp_path):
-    """The imported graph of the hand-written QDQ Conv + Relu, and its lowered program before
-    allocation: the weights, i32 bias (input zero point folded in) and scale table loaded per
-    tile, the row blocks' ``quant`` clauses."""
+    """The imported graph of the hand-written QDQ Conv + Relu and 1x1 Conv, and its lowered
+    program before allocation: the weights, i32 bias (input zero point folded in) and scale
+    table loaded per tile, the row blocks' ``quant`` clauses, the second layer reading the
+    first one's u8 output."""
     path = tmp_path / "hand.onnx"
     onnx.save(hand_qdq_conv(), path)
     text, name, _ = onnx_as_vir(path, None, "f16")
