@@ -175,6 +175,15 @@ def test_two_integer_layers_in_a_row(tmp_path):
     layers = [op for op in _ops(path) if op.kind == "QConvolution"]
     assert len(layers) == 2 and layers[1].operands[0] == layers[0].result
     assert len(_check_layers(path, (1, 16, 16, 16), tmp_path, seed=4)) == 2
+    # the integer tasks' quant fields through both blob formats: the same outputs and cycles
+    program = api.compile(path)
+    x = {"x": np.random.default_rng(5).standard_normal((1, 16, 16, 16)).astype(np.float16)}
+    direct = api.simulate(program, x)
+    for form in ("fb", "elf"):
+        again = api.simulate(api.read_blob(api.write_blob(program, form)), x)
+        assert again.cycles == direct.cycles
+        for name, value in direct.outputs.items():
+            assert np.array_equal(again.outputs[name], value), (form, name)
 
 
 def test_import_and_lowering_golden(tmp_path):
