@@ -7,7 +7,8 @@
 //             T any 1-, 2- or 4-byte type, the same for data and output; I = i32
 //   params:   struct { MemRefData data, indices, output; i32 first; i32 extent; } 104 bytes
 // Shapes: data [A, K, R], indices [N], output [A, N, R] (rank 3, 1, 3, identity
-// orders), rows dense.  Every index is checked before anything is written:
+// orders), or data [K, R] and output [N, R] (rank 2, 1, 2: A = 1, a table in DDR
+// bound as it is declared), rows dense.  Every index is checked before anything is written:
 // one outside [-extent, extent) ends the call with E_INDEX and the index in s1.
 // Each row is one scalar load of its index and a dense byte copy (the byte copy
 // block: 128 bytes an iteration, then 32, then a masked tail).
@@ -44,13 +45,15 @@ gather:
     lw       s2, M_TYPE + 32(s17)
     li       s3, DT_I32
     bne      s2, s3, g_exit
-    # ranks 3, 1, 3
+    # ranks: data and output both 3, or both 2 (A = 1; s16 set); indices 1
     li       s0, E_SHAPE
-    lw       s2, M_NDIMS(s17)
-    li       s3, 3
-    bne      s2, s3, g_exit
+    lw       s7, M_NDIMS(s17)         # the data's rank
+    seqi     s16, s7, 2
+    seqi     s3, s7, 3
+    or       s3, s3, s16
+    beqz     s3, g_exit
     lw       s2, M_NDIMS + 64(s17)
-    bne      s2, s3, g_exit
+    bne      s2, s7, g_exit
     lw       s2, M_NDIMS + 32(s17)
     li       s3, 1
     bne      s2, s3, g_exit
@@ -58,6 +61,9 @@ gather:
     li       s0, E_ORDER
     ld       s2, M_ORDER(s17)
     li       s4, 0x123
+    beqz     s16, g_order
+    li       s4, 0x12
+g_order:
     seqi     s5, s2, 0
     seq      s6, s2, s4
     or       s5, s5, s6
@@ -75,12 +81,16 @@ gather:
     lw       s4, M_DIMS(s17)
     lw       s19, 0(s4)               # R
     lw       s20, 4(s4)               # K: the chunk's rows
-    lw       s21, 8(s4)               # A
+    lw       s21, 8(s4)               # A (rank 2: past the dims, replaced by 1)
     lw       s4, M_DIMS + 64(s17)
     lw       s5, 0(s4)
     bne      s5, s19, g_exit
     lw       s22, 4(s4)               # N
     lw       s5, 8(s4)
+    beqz     s16, g_dims
+    li       s21, 1
+    li       s5, 1
+g_dims:
     bne      s5, s21, g_exit
     lw       s4, M_DIMS + 32(s17)
     lw       s5, 0(s4)

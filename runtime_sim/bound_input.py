@@ -9,7 +9,8 @@ per-layer reports):
   layers never needs (and a DMA could do for the model's input), as the transposing
   DMAs they replace counted nothing either;
 - ACT SHAVE: the cycles each invocation took (its instructions, which no
-  schedule changes);
+  schedule changes), but for the DDR reads of a library kernel's inputs left in DDR
+  (``vpuc/cost/shave_ddr.py``): those are counted as DDR bytes, whole cache lines;
 - DDR: per DDR buffer the DMA units touch, the bytes read from and written to
   it, each capped at the buffer's size (read once, written once), counting a
   ``ddr`` scratch buffer only when it is larger than every tile's CMX together
@@ -22,6 +23,7 @@ per-layer reports):
 from __future__ import annotations
 
 from runtime_sim.engines.dpu import workload
+from runtime_sim.engines.shave_ddr import task_ddr_cycles, task_ddr_reads
 from runtime_sim.layer_report import layer_of
 from runtime_sim.plan import ACT, DMA, DPU, Plan
 from runtime_sim.runtime import Timeline
@@ -37,6 +39,7 @@ def layer_work(plan: Plan, timeline: Timeline) -> list[LayerWork]:
     layers: dict[str, LayerWork] = {}
     charged: dict[tuple[str, str], int] = {}       # (buffer, read|write) -> bytes so far
     names, kinds, variants = plan.names, plan.kind, plan.variant
+    kernels = {k.name: k for k in plan.program.module.kernels}
     for u in range(plan.size):
         name = layer_of(names[u])
         work = layers.get(name)
@@ -50,7 +53,13 @@ def layer_work(plan: Plan, timeline: Timeline) -> list[LayerWork]:
             w = workload(plan.task[u], variants[u], tensors)
             work.dpu_cycles += ideal_dpu_cycles(w, plan.arch.dpu)
         elif kind == ACT:
-            work.act_cycles += timeline.end[u] - timeline.start[u]
+            took = timeline.end[u] - timeline.start[u]
+            reads = task_ddr_reads(plan.task[u], kernels.get(plan.task[u].kernel), plan.region)
+            if reads:           # the DDR reads' stalls are the DDR's work, not the SHAVE's
+                took -= task_ddr_cycles(reads, plan.arch.dma.ddr_read_latency,
+                                        plan.arch.ddr_bytes_per_cycle)
+                work.ddr_bytes += sum(r.bytes for r in reads)
+            work.act_cycles += max(took, 0.0)
         elif kind == DMA:
             src, dst = plan.dma_regions(u)
             for region, way in ((src, "read"), (dst, "write")):

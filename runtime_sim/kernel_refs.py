@@ -104,6 +104,8 @@ def _topk(x, k, largest) -> tuple[np.ndarray, np.ndarray]:
 def _gather(data, indices, out, first, extent) -> np.ndarray:
     """gather's chunk: the rows whose (wrapped) index lies in [first, first + K) of data
     [A, K, R] into out [A, N, R], the other rows as they are."""
+    if data.ndim == 2:                  # [K, R] and [N, R]: A = 1
+        return _gather(data[None], indices, out[None], first, extent)[0]
     idx = indices.astype(np.int64).reshape(-1)
     idx = np.where(idx < 0, idx + int(extent), idx) - int(first)
     mine = (idx >= 0) & (idx < data.shape[1])

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime_sim.engines.shave_ddr import task_ddr_reads
 from runtime_sim.node_report import label_layer, unit_layers
 from runtime_sim.plan import ACT, DMA, DPU, Plan
 from runtime_sim.report import KIND_NAMES, _rounded, num, tasks_csv, track_names
@@ -58,6 +59,7 @@ class Layer:
     macs: int = 0
     dpu_peak: float = 0.0          # MACs per cycle of one DPU at the layer's input type
     ddr_read: int = 0
+    shave_ddr_read: int = 0          # read from DDR by ACT SHAVE kernels, not by DMA
     ddr_write: int = 0
     dma_bytes: int = 0
     cmx_bytes: int = 0
@@ -130,6 +132,7 @@ def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], li
     start, end, stall = timeline.start, timeline.end, timeline.stall
     tasks = plan.task
     prefetch = prefetch_units(plan)
+    kernels = {k.name: k for k in plan.program.module.kernels}
     for u, (name, source) in enumerate(unit_layers(plan)):
         layer = layers.get(name)
         if layer is None:
@@ -152,6 +155,10 @@ def layers_and_accesses(plan: Plan, timeline: Timeline) -> tuple[list[Layer], li
             if plan.macs[u] and not layer.dpu_peak:
                 elem = str(regions["in0"].type.elem)
                 layer.dpu_peak = peaks.get(elem, peaks.get(DEFAULT_ELEM, max(peaks.values())))
+        elif kind == ACT:
+            # a library kernel reading an input left in DDR (its rows, by its contract)
+            reads = task_ddr_reads(tasks[u], kernels.get(tasks[u].kernel), plan.region)
+            layer.shave_ddr_read += sum(r.bytes for r in reads)
         elif kind == DMA:
             src, dst = plan.dma_regions(u)
             read = src.type.nbytes if _ddr(src.kind) else 0
@@ -204,11 +211,11 @@ def bandwidth_csv(plan: Plan, layers: list[Layer]) -> str:
     rows = []
     for l in layers:
         ddr = l.ddr_read + l.ddr_write
-        gbps = arch.gbps(ddr / l.span) if l.span else 0.0
+        gbps = arch.gbps((ddr + l.shave_ddr_read) / l.span) if l.span else 0.0
         rows.append([l.name, l.ddr_read, l.ddr_write, ddr, num(_rounded(gbps, 3)), l.dma_bytes,
-                     l.cmx_bytes])
+                     l.cmx_bytes, l.shave_ddr_read])
     return _csv(["layer", "ddr_read_bytes", "ddr_write_bytes", "ddr_bytes", "achieved_gbps",
-                 "dma_bytes", "cmx_bytes"], rows)
+                 "dma_bytes", "cmx_bytes", "shave_ddr_read_bytes"], rows)
 
 
 def access_csv(accesses: list[Access]) -> str:

@@ -127,6 +127,7 @@ def _simulate(program: Program, arch: SimArch, inputs: dict[str, np.ndarray] | N
     plan.resolve_with(regions)      # the engines' operands too: the same Region per name
     detector = RaceDetector(plan, network.memory, regions=regions) if races else None
     shave = ShaveEngine(program, network.memory, timing_only)
+    shave.ddr_timing = (arch.dma.ddr_read_latency, arch.ddr_bytes_per_cycle, arch.shave_cycle)
     shave.observer = kernel_observer
     if kernel_profile:
         from runtime_sim.kernel_profile import KernelProfiler

@@ -38,6 +38,7 @@ class Arch:
     window_size: int
     window_bases: dict[str, int]
     ddr_address_bits: int = 32
+    ddr_aperture: int = 0x80000000    # where an ACT SHAVE addresses DDR operands
 
     @property
     def max_tensor_bytes(self) -> int:
@@ -110,6 +111,7 @@ def load_arch(name_or_path: str = DEFAULT_ARCH) -> Arch:
             window_size=int(data["windows"]["size"]),
             window_bases={w: int(data["windows"][w]) for w in WINDOW_NAMES},
             ddr_address_bits=int(data.get("ddr", {}).get("address_bits", 32)),
+            ddr_aperture=int(data.get("ddr", {}).get("shave_aperture", 0x80000000)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise VpucError(f"{path}: architecture file lacks or mistypes {exc}") from None
@@ -133,6 +135,7 @@ NUMBER_LIMITS = (
     ("barriers", "max_consumers", "max_consumers", 1, UINT32_MAX, "a uint32"),
     ("ddr", "address_bits", "ddr_address_bits", 1, 32, "MemRefData.dataAddr is a uint32"),
     ("windows", "size", "window_size", 1, UINT32_MAX, "a uint32 in the blob"),
+    ("ddr", "shave_aperture", "ddr_aperture", 0, UINT32_MAX, "MemRefData.dataAddr is a uint32"),
 )
 
 
@@ -147,6 +150,11 @@ def check_numbers(arch: Arch, path: Path, text: str) -> None:
         if not lo <= value <= hi:
             raise VpucError(f"{key} = {value} is out of range; expected {lo}..{hi} ({why})",
                             _key_loc(path, text, table, key))
+    windows_end = max(arch.window_bases.values()) + arch.window_size
+    if arch.ddr_aperture < windows_end:
+        raise VpucError(f"shave_aperture = {arch.ddr_aperture:#x} overlaps the windows; "
+                        f"expected {windows_end:#x} or above",
+                        _key_loc(path, text, "ddr", "shave_aperture"))
 
 
 def _key_loc(path: Path, text: str, table: str, key: str) -> Loc:

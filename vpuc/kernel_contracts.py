@@ -27,7 +27,7 @@ SHAPE_RULES = {
     "broadcast": "inputs broadcast to the output (each dim 1 or the output's, or rank 0)",
     "same": "input and output of one shape",
     "reduce": "inputs broadcast to the output but along the last dim, where the output is 1",
-    "gather": "data [A, K, R], indices [N], output [A, N, R]",
+    "gather": "data [A, K, R], indices [N], output [A, N, R] (or data [K, R], output [N, R])",
     "topk": "input [R, N], values [R, K], indices [R, K]",
 }
 

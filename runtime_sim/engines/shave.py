@@ -3,7 +3,9 @@
 As the Software Layers HLD's runtime does, WIN_D maps the kernel's code, WIN_E the
 invocation's image (``.data`` copy, params, dims/strides) with the SHAVE's
 stack above it, and WIN_F the tile's CMX, used in place; the kernel is called
-with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count.
+with ``(argsAddr, argsSize)``.  Cycles are the interpreter's count, plus, for a library
+kernel reading an input left in DDR (mapped at its address in the DDR aperture), the
+cost model's charge for those reads (``ddr_cycles``, ``vpuc/cost/shave_ddr.py``).
 
 With ``timing_only`` the numerics are not wanted, but a kernel's cycles depend
 on its arguments (loop counts), so each distinct invocation is run once and its
@@ -32,6 +34,7 @@ into its outputs, its ``.data`` and its stack.  A kernel ends with its status in
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from functools import cached_property
@@ -43,11 +46,13 @@ import numpy as np
 from runtime_sim.isa.cycles_only import invoke_cycles_only, results as cycles_only_results
 from runtime_sim.isa.interpreter import CycleBudgetExceeded
 from runtime_sim.engines.shave_classes import InvocationClasses
+from runtime_sim.engines.shave_ddr import task_ddr_cycles, task_ddr_reads
 from runtime_sim.engines.shave_together import RunTogether
 from runtime_sim.isa.invoke import DEFAULT_STACK_BYTES, invoke_kernel
 from runtime_sim.isa.sanitizer import CmxBindings
 from runtime_sim.memory import Memory, footprint
 from runtime_sim.race_access import region_span
+from vpuc.abi.ddr_aperture import ddr_aperture
 from vpuc.diagnostics import VpucError
 from vpuc.ir.module import BufferKind
 from vpuc.ir.provenance import LayerIndex
@@ -138,6 +143,8 @@ class ShaveEngine(RunTogether, InvocationClasses):
         self._bindings: dict[tuple, CmxBindings] = {}      # by what the task binds
         self._by_task: dict[int, CmxBindings] = {}          # by task (they outlive the engine)
         self._tile_spans: dict[int, list] = {}
+        self.ddr_timing: tuple[float, float, float] | None = None
+        self._ddr_cycles: dict[int, int] = {}         # ACT task index -> its DDR reads' cycles
 
         self._made: dict[int, SwKernelTask] = {}     # timing-only: tasks made one by one
         # Numerics: the cycles of each class of invocations (``_static_key``) one of them
@@ -181,6 +188,7 @@ class ShaveEngine(RunTogether, InvocationClasses):
             self.region = SymbolTable(self.program.module).region
         memory, cmx = self.memory, ("cmx", task.tile)
         reads, writes, bound, names = [], [], [], set()
+        ddr_reads, ddr_bound, ddr_maps = [], [], []
         for binding, written in ([(b, False) for b in task.inputs]
                                  + [(b, True) for b in task.outputs]):
             region = self.region(binding.buffer)
@@ -188,7 +196,19 @@ class ShaveEngine(RunTogether, InvocationClasses):
                 continue
             key, lo, hi, rows = region_span(memory, region)
             if key != cmx:
-                continue                # not in WIN_F: the kernel cannot reach it anyway
+                address = self.ddr_addresses.get(region.root.name)
+                if address is None or written:
+                    continue            # in no window and no aperture: out of the kernel's reach
+                # an input left in DDR: its root's bytes at its aperture address
+                root_key, root_at = memory.placement[region.root.name]
+                size = footprint(region.root)
+                ddr_maps.append((address, memory.arrays[root_key][root_at:root_at + size]))
+                shift = address - root_at
+                ranges = [(lo, hi)] if rows is None else [(int(a), int(b)) for a, b in rows]
+                ddr_reads += [(a + shift, b + shift) for a, b in ranges]
+                ddr_bound.append((lo + shift, hi + shift, f"%{binding.buffer} (bound under "
+                                  f"inputs() as %{binding.alias}, in DDR: read-only)"))
+                continue
             ranges = [(lo, hi)] if rows is None else [(int(a), int(b)) for a, b in rows]
             reads += ranges
             role = (f"bound under outputs() as %{binding.alias}" if written else
@@ -206,7 +226,14 @@ class ShaveEngine(RunTogether, InvocationClasses):
         def others() -> tuple:          # only a fault's message lists them: not made per task
             return tuple(span for name, span in _tile_buffers(memory, program, spans, tile)
                          if name not in names)
-        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others)
+        return CmxBindings(tuple(reads), tuple(writes), tuple(bound), others,
+                           tuple(ddr_reads), tuple(ddr_bound), tuple(ddr_maps))
+
+    @cached_property
+    def ddr_addresses(self) -> dict[str, int]:
+        """Each DDR root a sw task binds -> its address in the SHAVE's DDR aperture (the
+        layout pack-kernel-args wrote into the MemRefData, ``vpuc.abi.ddr_aperture``)."""
+        return ddr_aperture(self.program.module, self.program.arch.ddr_aperture, self.region)
 
     def _object(self, name: str) -> tuple[KernelObject, str | None]:
         if name not in self._objects:
@@ -225,11 +252,30 @@ class ShaveEngine(RunTogether, InvocationClasses):
         past ``max_cycles`` SHAVE cycles the kernel is stopped (an error)."""
         profiler = self.profiler
         if profiler is None:
-            return self._run(unit_name, invocation, max_cycles)
+            return self._run(unit_name, invocation, max_cycles) + self.ddr_cycles(invocation)
         state = profiler.before(invocation, self.memory)
-        cycles = self._run(unit_name, invocation, max_cycles)
+        cycles = self._run(unit_name, invocation, max_cycles) + self.ddr_cycles(invocation)
         profiler.charge(state, cycles, unit_name)
         return cycles
+
+    def ddr_cycles(self, invocation: InvocationImage) -> int:
+        """SHAVE cycles of the invocation's reads of inputs left in DDR, which the
+        interpreter counts as L1 hits (``vpuc/cost/shave_ddr.py``; 0 without
+        ``ddr_timing``: (DDR read latency, DDR bytes per cycle, NCE cycles per SHAVE
+        cycle), which the simulator sets from its timing model)."""
+        if self.ddr_timing is None:
+            return 0
+        known = self._ddr_cycles.get(invocation.task_index)
+        if known is None and not self.reads_ddr(invocation):
+            known = self._ddr_cycles[invocation.task_index] = 0
+        if known is None:
+            task = self._act_task(invocation.task_index)
+            latency, bandwidth, shave_cycle = self.ddr_timing
+            kernel = next((k for k in self.program.module.kernels if k.name == task.kernel), None)
+            reads = task_ddr_reads(task, kernel, self.region or SymbolTable(self.program.module).region)
+            known = self._ddr_cycles[invocation.task_index] = \
+                math.ceil(task_ddr_cycles(reads, latency, bandwidth) / shave_cycle)
+        return known
 
     def _run(self, unit_name: str | Callable[[], str], invocation: InvocationImage,
              max_cycles: float | None) -> int:

@@ -6,7 +6,8 @@ says why): an invocation's static key is its kernel and its image with those fie
 zeroed, found from the params struct the kernel's declaration lays out.  A timing-only
 run charges a class the cycles of its first run (``timing_classes``, ``_cycles_key``);
 a run with numerics queues a class's invocations to run together (``class_of``).  An
-invocation with a dynamic memref (its dims written at run time) has no static key.
+invocation with a dynamic memref (its dims written at run time) has no static key, nor
+has one reading a memref in DDR (its DDR reads are charged per invocation).
 """
 
 from __future__ import annotations
@@ -56,13 +57,30 @@ class InvocationClasses:
         if at is None:
             at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
         image = invocation.window_e
+        aperture = self.program.arch.ddr_aperture
         masked = bytearray(image)
         for offset in at:
             start = invocation.args_offset + offset
             if not int.from_bytes(image[start + _IS_STATIC:start + _IS_STATIC + 4], "little"):
                 return None
+            address = int.from_bytes(image[start + _DATA_ADDR:start + _DATA_ADDR + 4], "little")
+            if address >= aperture:
+                return None         # reads DDR: charged by what it reads (ShaveEngine.run)
             masked[start + _DATA_ADDR:start + _DATA_ADDR + 4] = bytes(4)
         return invocation.kernel, bytes(masked)
+
+    def reads_ddr(self, invocation: InvocationImage) -> bool:
+        """Whether a memref of the invocation points into the DDR aperture (an input left in
+        DDR, ``vpuc/abi/ddr_aperture.py``): read off its image, no task made."""
+        at = self._address_fields.get(invocation.kernel)
+        if at is None:
+            at = self._address_fields[invocation.kernel] = self._memref_offsets(invocation)
+        image, aperture = invocation.window_e, self.program.arch.ddr_aperture
+        for offset in at:
+            start = invocation.args_offset + offset + _DATA_ADDR
+            if int.from_bytes(image[start:start + 4], "little") >= aperture:
+                return True
+        return False
 
     def timing_classes(self, invocations: list[InvocationImage]) -> list[int | None]:
         """Timing-only: a class number per invocation, equal for invocations with the same

@@ -3,7 +3,8 @@
 The runtime points WIN_D at the kernel's code (``.text`` then ``.rodata``),
 WIN_E at the invocation's image (``.data`` copy, params, dims/strides) with the
 SHAVE's stack above it, and WIN_F at the tile's CMX, then calls the entry with
-``s0 = argsAddr`` and ``s1 = argsSize``.  The CMX array is used in place.
+``s0 = argsAddr`` and ``s1 = argsSize``.  The CMX array is used in place, and so are
+the DDR inputs the bindings map at their aperture addresses.
 
 ``bindings`` (what the task binds in CMX) turns the memory sanitizer on
 (``sanitizer.py``); the stack is always checked (``sp`` must stay in it).
@@ -44,6 +45,8 @@ def invocation_memory(obj: KernelObject, cmx: np.ndarray, window_e: bytes, *,
     win_e = np.zeros(stack_low + stack_bytes, dtype=np.uint8)
     win_e[:len(window_e)] = np.frombuffer(window_e, dtype=np.uint8)
     memory = memory_type({"WIN_D": win_d, "WIN_E": win_e, "WIN_F": cmx}, arch)
+    for address, array in (bindings.ddr_maps if bindings is not None else ()):
+        memory.map_ddr(address, array)
     e_base = memory.base("WIN_E")
     memory.stack = (e_base + stack_low, e_base + len(win_e))
     if bindings is not None:

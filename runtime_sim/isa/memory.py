@@ -73,6 +73,11 @@ class WindowMemory:
                                 f"{arch.window_size}-byte window")
             self._maps.append((name, arch.window_base(name), array))
 
+    def map_ddr(self, address: int, array: np.ndarray, name: str = "DDR") -> None:
+        """Map ``array`` (a contiguous uint8 view of a DDR buffer's bytes, used in place) at
+        ``address`` of the SHAVE's DDR aperture: an input a library kernel reads from DDR."""
+        self._maps.append((name, address, array))
+
     def array(self, name: str) -> np.ndarray:
         for window, _, array in self._maps:
             if window == name:
@@ -90,7 +95,8 @@ class WindowMemory:
     def _fault(self, address: int, size: int, is_write: bool) -> AccessFault:
         bounds = self.bounds
         for name, base, array in self._maps:
-            if base <= address < base + self.window_size:
+            if base <= address < base + (self.window_size if name in WINDOW_NAMES
+                                         else len(array)):
                 if is_write and name in READ_ONLY_WINDOWS and address + size <= base + len(array):
                     return AccessFault(address, size, True, name, f"{name} is read-only")
                 if bounds is not None and address + size <= base + len(array):

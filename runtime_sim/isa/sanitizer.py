@@ -6,7 +6,8 @@ memory silently.  The sanitizer narrows what an invocation may touch to what
 its task binds (docs/simulator.md, "Memory sanitizer"):
 
 * loads: the buffers bound under ``inputs()`` and ``outputs()`` (for a dynamic
-  CMX buffer, its dims and strides beside the data), all of WIN_E (the kernel's
+  CMX buffer, its dims and strides beside the data; an input left in DDR at its
+  address in the SHAVE's DDR aperture), all of WIN_E (the kernel's
   ``.data``, its arguments, its stack) and all of WIN_D (code, ``.rodata``);
 * stores: the buffers bound under ``outputs()``, the kernel's ``.data`` and its
   stack -- never its own argument image.
@@ -44,6 +45,11 @@ class CmxBindings:
     # not compared: equal bindings are equal whichever engine made the function).
     bound: tuple[tuple[int, int, str], ...]
     others: Callable[[], tuple[tuple[int, int, str], ...]] = field(compare=False)
+    # Inputs left in DDR (vpuc/abi/ddr_aperture.py): absolute aperture ranges the kernel
+    # may load, with their labels, and the bytes mapped there: (address, uint8 array)
+    ddr_reads: tuple[Range, ...] = ()
+    ddr_bound: tuple[tuple[int, int, str], ...] = ()
+    ddr_maps: tuple = field(default=(), compare=False)
 
 
 def merge(ranges) -> list[Range]:
@@ -137,13 +143,14 @@ def invocation_bounds(cmx_base: int, bindings: CmxBindings, win_d: Range, win_e:
     def absolute(ranges):
         return [(cmx_base + lo, cmx_base + hi) for lo, hi in ranges]
 
-    loads = absolute(bindings.reads) + [win_d, win_e]
+    loads = absolute(bindings.reads) + list(bindings.ddr_reads) + [win_d, win_e]
     stores = absolute(bindings.writes) + [data, stack]
     windows = [(win_d[0], win_d[1], "the kernel's code (WIN_D)"),
                (data[0], data[1], "the kernel's .data"),
                (data[1], stack[0], "the invocation's arguments (read-only)"),
                (stack[0], stack[1], "the task's stack")]
-    return Bounds(loads, stores, lambda: [absolute_labels(cmx_base, bindings.bound),
+    return Bounds(loads, stores, lambda: [absolute_labels(cmx_base, bindings.bound)
+                                          + list(bindings.ddr_bound),
                                           absolute_labels(cmx_base, bindings.others()), windows])
 
 

@@ -59,15 +59,79 @@ def test_against_onnxruntime(tmp_path, table, index_shape, axis):
     _against_onnxruntime(_model(tmp_path, table, index_shape, axis), ids)
 
 
+def _gather_tasks(program):
+    return [t for tl in program.module.task_lists for t in tl.tasks
+            if getattr(t, "kernel", None) == "gather_f16"]
+
+
+def _decision(path, cmx_budget):
+    """What lower_gather's cost model decides for the model's one IndexedGather."""
+    from vpuc.arch import load_arch
+    from vpuc.cost.timing import load_timing
+    from vpuc.fusion.lower_gather import table_in_ddr
+    module = import_onnx(path).module
+    graph = module.graphs[0]
+    [op] = [op for op in graph.ops if op.kind == "IndexedGather"]
+    data, indices = (graph.value_type(x) for x in op.operands)
+    return table_in_ddr(op, data, indices, cmx_budget, load_timing("NPU37XX"),
+                        load_arch("NPU37XX").tiles)
+
+
 def test_a_table_beyond_the_budget_streams_in_chunks(tmp_path):
+    """64 indices over a table not twice the budget: its 4 chunks stream in less time than
+    64 rows' DDR read latencies take, so the cost model streams it."""
+    path = _model(tmp_path, (800, 64), (1, 64), 0)
+    ids = np.random.default_rng(5).integers(-800, 800, (1, 64)).astype(np.int64)
+    ids[0, :3] = [0, 799, -800]                   # the first and last chunks' edges
+    program, _ = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
+    calls = _gather_tasks(program)
+    assert len(calls) == 4 and not _decision(path, 64 * 1024)
+    assert all(".table.s" in c.inputs[0].buffer for c in calls)      # the CMX chunk slots
+
+
+def test_a_table_beyond_the_budget_with_few_indices_is_read_in_ddr(tmp_path):
+    """16 indices over a table that does not fit: four calls, one per ACT SHAVE of both
+    tiles, read 4 rows each straight from the table in DDR (bound as the kernel's data),
+    exactly onnxruntime's; the table is never loaded, so only the indices and the gathered
+    rows cross DDR by DMA."""
     path = _model(tmp_path, (3000, 64), (1, 16), 0)
     ids = np.random.default_rng(5).integers(-3000, 3000, (1, 16)).astype(np.int64)
-    ids[0, :3] = [0, 2999, -3000]                 # the first and last chunks' edges
-    program, _ = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
-    calls = [t for tl in program.module.task_lists for t in tl.tasks
-             if getattr(t, "kernel", None) == "gather_f16"]
-    rows = (64 * 1024 - 2 * 16 * 64 - 4 * 16 - 4 * 64) // (2 * 64 * 2)
-    assert len(calls) == -(-3000 // rows) > 1
+    ids[0, :3] = [0, 2999, -3000]                 # the table's first and last rows
+    program, sim = _against_onnxruntime(path, ids, cmx_budget=64 * 1024)
+    calls = _gather_tasks(program)
+    buffers = {b.name: b for b in program.module.buffers}
+    assert len(calls) == 4 and len({c.inputs[0].buffer for c in calls}) == 1
+    assert sorted(c.tile for c in calls) == [0, 0, 1, 1]
+    data = buffers[calls[0].inputs[0].buffer]
+    assert data.kind.value != "cmx" and data.type.dims == (3000, 64)
+    assert _decision(path, 64 * 1024)
+    loaded = [t for tl in program.module.task_lists for t in tl.tasks
+              if getattr(t, "src", None) == data.name]
+    assert loaded == []
+
+
+@pytest.mark.parametrize("table, index_shape, axis", [
+    ((40, 600, 16), (3,), 1),        # [A, K, R] along K: 3 calls, A = 40 runs per index
+    ((600, 16), (1, 1), 0),          # one index: one call
+])
+def test_other_tables_in_ddr_against_onnxruntime(tmp_path, table, index_shape, axis):
+    rng = np.random.default_rng(6)
+    ids = rng.integers(-table[axis], table[axis], index_shape).astype(np.int64)
+    path = _model(tmp_path, table, index_shape, axis)
+    program, _ = _against_onnxruntime(path, ids, cmx_budget=16 * 1024)
+    calls = _gather_tasks(program)
+    assert len(calls) == min(4, ids.size) and _decision(path, 16 * 1024)
+    assert {c.inputs[0].buffer for c in calls} == {calls[0].inputs[0].buffer}
+
+
+def test_an_index_out_of_range_of_a_table_in_ddr_names_the_node(tmp_path, capsys):
+    path = _model(tmp_path, (3000, 64), (1, 4), 0)
+    np.save(tmp_path / "ids.npy", np.array([[1, 3000, 3, 4]], np.int64))
+    assert main(["run", path, "--cmx-budget", str(64 * 1024),
+                 "--input", f"ids=@{tmp_path / 'ids.npy'}"]) == 1
+    err = capsys.readouterr().err
+    assert "ONNX node" in err and "Gather: index 3000 is out of range for the gathered axis" in err
+    assert "Traceback" not in err and "internal error" not in err
 
 
 def test_an_index_out_of_range_names_the_node_and_the_index(tmp_path, capsys):
@@ -102,7 +166,7 @@ def test_the_chunk_estimate_is_the_simulated_gather(tmp_path, monkeypatch):
     monkeypatch.setattr(lower_gather, "pipeline_cycles",
                         lambda stages, tiles, **kw: estimates.append(real(stages, tiles, **kw))
                         or estimates[-1])
-    path = _model(tmp_path, (4000, 96), (1, 32), 0)
+    path = _model(tmp_path, (1500, 96), (1, 64), 0)
     program = api.compile(path, cmx_budget=128 * 1024)
     cycles = api.simulate(program, timing_only=True).cycles
     assert len(estimates) > 1
@@ -131,10 +195,24 @@ def test_import_text(case, tmp_path):
 def test_lowered_tasks_of_a_chunked_table(tmp_path):
     """The index load, each chunk's load (a view of the table's rows) and kernel call (its
     first row and the table's size as scalars), the one store: the barriers' chain."""
-    path = _model(tmp_path, (600, 16), (1, 4), 0)
+    path = _model(tmp_path, (600, 16), (1, 16), 0)
     text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
     lines = [line.strip() for line in text.splitlines()
              if line.strip().startswith(("kernel @gather", "view %gather", "cmx %gather"))
              or "gather_2." in line and (": dma " in line or ": sw " in line)
              or line.strip().startswith(("%c0 = const", "%c1 = const"))]
     _golden("gather_rt_lowered_chunks", "\n".join(lines) + "\n")
+
+
+def test_lowered_tasks_of_a_table_in_ddr(tmp_path):
+    """The same table with 4 indices is read in DDR: the index loads (one per tile), four
+    calls (one per ACT SHAVE of both tiles) binding the table in DDR with a quarter of the
+    indices and of the rows each (views), tile 1's rows copied into tile 0's, the one store;
+    no table load."""
+    path = _model(tmp_path, (600, 16), (1, 4), 0)
+    text = print_module(api.compile(path, cmx_budget=16 * 1024).module)
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip().startswith(("kernel @gather", "view %gather", "cmx %gather"))
+             or "gather_2." in line and (": dma " in line or ": sw " in line)
+             or line.strip().startswith(("%c0 = const", "%c1 = const"))]
+    _golden("gather_rt_lowered_ddr", "\n".join(lines) + "\n")

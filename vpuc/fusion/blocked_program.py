@@ -120,6 +120,10 @@ class ProgramText:
     # ``--schedule default``: value name -> when the DPU layer that wrote it stores each
     # block, by its pipeline estimate (``pool_stream.RowsReady``, ``record_rows``)
     rows_ready: dict = field(default_factory=dict)
+    # ``--schedule default``: whether DPU layers write a value kept in CMX on another tile as
+    # an output copy (``resident.cast_blocks``), not by a store; off when ``lower_graph``
+    # found no room for the values kept in CMX with them
+    output_copies: bool = True
 
     @property
     def store_channel(self) -> int:

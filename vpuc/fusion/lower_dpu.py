@@ -228,6 +228,9 @@ class LayerEmitter:
         self.view_of: dict[str, tuple[str, list[str]]] = {}     # view -> its base, slices
         # blocks whose DPU task writes the output in place, no store (resident.in_place_blocks)
         self.in_place: set[int] = set()
+        # blocks on other tiles whose DPU task writes a copy of its output there, no store
+        # (resident.cast_blocks)
+        self.cast: set[int] = set()
         # blocks whose DPU task reads its input rows in place, no load (resident.in_place_input)
         self.reads_in_place: set[int] = set()
         self.updated: set[str] = set()     # the barriers the DMAs so far update
@@ -293,9 +296,22 @@ class LayerEmitter:
             waits = self._load_waits(k)
         if k >= self.reuse and self._slot_stored(k - self.reuse):
             waits.append(f"%{self.p}stored{k - self.reuse}")
+        if k in self.cast and k == min(j for j in self.cast if self.tile(j) == self.tile(k)):
+            # a tile's first task writing the value on another tile starts after the gate,
+            # as the stores it replaces did behind the previous segment's in their FIFO:
+            # the value's bytes may be what a value read on that tile before left
+            # (allocate-cmx found no room otherwise: SqueezeNet's fire modules, their
+            # values kept in DDR, 481,831 -> 700,378 cycles); relax_gates moves it back
+            # when the trial allows.  Waiting instead for the first task writing the value
+            # in place: SqueezeNet 468,793, but MobileNetV3-Small 546,787 -> 553,356 (a
+            # layer's first two blocks one after the other)
+            waits += [f"%{g}" for g in self.gate if f"%{g}" not in waits]
         updates = [f"%{self.p}done{k}"] if self._done_waited(k) else []
-        if k in self.in_place:      # no store: the task stands for it (``store``'s updates)
-            updates += [f"%{b}" for b in self._stored_updates(k, max(self.in_place))]
+        if k in self.no_store:      # no store: the task stands for it (``store``'s updates)
+            # the last such task of each tile: a tile's DPU queue runs its tasks in order
+            lasts = {max(j for j in self.no_store if self.tile(j) == t)
+                     for t in {self.tile(j) for j in self.no_store}}
+            updates += [f"%{b}" for b in self._stored_updates(k, lasts)]
         upd = f" updates({', '.join(updates)})" if updates else ""
         wait = f" waits({', '.join(waits)})" if waits else ""
         self.prog.dpu.append(f"  {self.lp}c{k}: {head}{wait}{upd} {{")
@@ -320,26 +336,33 @@ class LayerEmitter:
     def _done_waited(self, k: int) -> bool:
         """Whether anything waits on block ``k``'s ``done``: its store, or the load taking
         its slot."""
-        return k not in self.in_place or k + self.reuse < self.blocks
+        return k not in self.no_store or k + self.reuse < self.blocks
 
-    def _stored_updates(self, k: int, last: int) -> list[str]:
+    @property
+    def no_store(self) -> set[int]:
+        """The blocks whose DPU task writes the output value itself: in place or as a copy."""
+        return self.in_place | self.cast
+
+    def _stored_updates(self, k: int, lasts: set[int]) -> list[str]:
         """The barriers block ``k``'s store (or in-place task) updates: its slot's
-        ``stored`` and, for the ``last`` of its kind, the gate (updated by the last store
-        and by the last in-place task: a barrier fires when all its producers have)."""
+        ``stored`` and, for the ``lasts`` of its kind, the gate (updated by the last store
+        and by the last task per tile writing the output itself, in place or as a copy: a
+        barrier fires when all its producers have)."""
         updates = [f"{self.p}stored{k}"] if self._slot_stored(k) else []
-        return updates + ([self.finish] if self.finish and k == last else [])
+        return updates + ([self.finish] if self.finish and k in lasts else [])
 
     def _slot_stored(self, k: int) -> bool:
         """Whether block ``k`` has a ``stored`` barrier: the output slot the block that takes
         its slot writes must wait for its store.  A block written in place has no output
         slot (and the block after it on its tile, in place too, runs after it in the tile's
         DPU queue): such a barrier would fire with its ``done`` and only take a physical
-        barrier (MobileNetV3-Small at cmx_budget 12288 needed 10 more)."""
-        return k + self.reuse < self.blocks and k not in self.in_place and not self.own_outputs
+        barrier (MobileNetV3-Small at cmx_budget 12288 needed 10 more).  A block writing a
+        copy on the value's tile (``cast``) has a slot that nothing reads."""
+        return k + self.reuse < self.blocks and k not in self.no_store and not self.own_outputs
 
     def store(self, k: int, src: str, dst: str, permute: bool = False) -> None:
-        last = max(j for j in range(self.blocks) if j not in self.in_place)
-        updates = [f"%{b}" for b in self._stored_updates(k, last)]
+        last = max(j for j in range(self.blocks) if j not in self.no_store)
+        updates = [f"%{b}" for b in self._stored_updates(k, {last})]
         ready = f"%{self.p}done{k}"
         if self.prog.epilogue is not None:
             src, ready = self._epilogue(k, src, dst), f"%{self.p}acted{k}"

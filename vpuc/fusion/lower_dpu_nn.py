@@ -78,7 +78,7 @@ from vpuc.fusion.lower_dpu_nn_plan import CHANNEL_GRANULE, NN_LAYERS, Job, Plan,
 from vpuc.fusion.lower_dpu_split import row_edges
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.pool_stream import record_rows
-from vpuc.fusion.resident import ensure_pads, in_place_blocks, in_place_input
+from vpuc.fusion.resident import cast_blocks, ensure_pads, in_place_blocks, in_place_input
 from vpuc.ir.graph import GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -186,6 +186,8 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(work))
     e.in_place = in_place_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
                                  whole=len(jobs) == 1 and width == ow)
+    e.cast = cast_blocks(e, out, aligned(oc), [e.tile(k) for k in range(len(work))],
+                         whole=len(jobs) == 1 and width == ow)
 
     def zero_count(k: int) -> int:    # the zeros block k's padded input channels take
         j, r0, r1, c0, c1 = work[k]
@@ -282,12 +284,13 @@ def emit_jobs(prog: ProgramText, layer: DpuLayer, plan: Plan, x: Value,
                                              f"{c0}:{c1}"])
         y = dst if k in e.in_place else \
             e.cmx(f"out.c{k}", TensorType((n, occ, r1 - r0, c1 - c0), elem, NHWC), t)
-        head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({y}) kernel({kh}, {kw}) "
+        outs = f"{y}, {dst}" if k in e.cast else y      # a copy on the value's tile
+        head = (f"dpu {plan.dpu_op} on tile {t} in({xin}){operands} out({outs}) kernel({kh}, {kw}) "
                 f"stride({sh}, {sw}) pad({top}, {bottom}, {left}, {right})"
                 + (f" dilation({dh}, {dw})" if plan.has_weights else "") + layer.post)
         e.task(k, head, ((0, c1 - c0 - 1), r1 - r0, (0, occ - 1)),
                lambda r, cols=c1 - c0: sizing.workload_of(job, r, cols))
-        if k in e.in_place:                  # written where the value lives: no store
+        if k in e.no_store:                  # written where the value lives: no store
             continue
         if occ > o_end - o0:              # only the real channels (and pads held) are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{o_end - o0}", f"0:{r1 - r0}",

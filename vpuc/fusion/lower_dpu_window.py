@@ -23,7 +23,8 @@ from vpuc.fusion.lower_dpu_permute import (cmx_channels, load_permuted_input, pe
                                            permutes_input)
 from vpuc.fusion.lower_dpu_support import window
 from vpuc.fusion.lower_dpu_table import Table, box_rows, packs_bias
-from vpuc.fusion.resident import ensure_pads, held_channels, in_place_blocks, in_place_input
+from vpuc.fusion.resident import (cast_blocks, ensure_pads, held_channels, in_place_blocks,
+                                  in_place_input)
 from vpuc.ir.graph import CONSTANT, GraphIndex
 from vpuc.ir.types import ElemType, TensorType
 
@@ -130,6 +131,7 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
     e = LayerEmitter(prog, prefix, tiles, gate, finish, len(blocks))
     views_from = len(prog.views)
     e.in_place = in_place_blocks(e, out, ocp, [e.tile(k) for k in range(len(blocks))])
+    e.cast = cast_blocks(e, out, ocp, [e.tile(k) for k in range(len(blocks))])
     zero_count = {k: n * (cp - c) * rows_in(r0, r1)[1] * w for k, (r0, r1) in enumerate(blocks)}
     table = None
     if packed:
@@ -175,11 +177,12 @@ def emit_window(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], in
             y = prog.epilogue.input_buffer(e, k, (r0, r1), t, elem)
         else:
             y = e.cmx(f"out.c{k}", TensorType((n, ocp, r1 - r0, ow), elem, NHWC), t)
-        head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({y}) "
+        outs = f"{y}, {dst}" if k in e.cast else y      # a copy on the value's tile
+        head = (f"dpu {dpu_op} on tile {t} in({xin}){operands_of[t]} out({outs}) "
                 f"kernel({kh}, {kw}) stride({sh}, {sw}) pad({top}, {bottom}, {pl}, {pr})"
                 + (f" dilation({dh}, {dw})" if conv else "") + layer.post)
         e.task(k, head, ((0, ow - 1), r1 - r0, (0, ocp - 1)), workload_of)
-        if k in e.in_place:                  # written where the value lives: no store
+        if k in e.no_store:                  # written where the value lives: no store
             continue
         if ocp > held_channels(out):                 # only the real channels are stored
             y = e.view(f"out.r{k}", y[1:], [f"0:{n}", f"0:{oc}", f"0:{r1 - r0}", f"0:{ow}"])

@@ -113,23 +113,33 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
     """The task-level program of one graph block, parsed (with ``--schedule default``'s
     overlap applied); ``rename`` (``block_names.Namespace``) renames the program's names
     before it is parsed.  When the values kept in CMX between segments (``resident.py``)
-    leave allocate-cmx no room, the block is lowered again with every value in DDR (a
-    block among others keeps every value in DDR); when they fit, it is lowered again with
-    the room measured on that program (``resident_measure.measured_program``)."""
+    leave allocate-cmx no room, the block is lowered again without the DPU layers' output
+    copies of them on other tiles (``resident.cast_blocks``: writes no FIFO orders behind
+    the earlier readers of their bytes, ResNet-50's stage 1), then with every value in DDR
+    (a block among others keeps every value in DDR); when they fit, it is lowered again
+    with the room measured on that program (``resident_measure.measured_program``)."""
     check_sizes(graph, ctx.arch.max_tensor_bytes)
     plan = ctx.artifacts.get("schedule", DEFAULT_SCHEDULE)
     # a block among others shares CMX with their buffers, which its trial cannot see
     first = _lower_scheduled(graph, module, ctx, rename, plan, resident=rename is None)
-    lowered, placement = first.module, first.placement
     # a placement from schedule_deps' trial is an allocation that fits: no second trial
-    if first.kept and placement is None and not cmx_fits(lowered, ctx.arch):
+    fits = not first.kept or first.placement is not None or cmx_fits(first.module, ctx.arch)
+    copies = True
+    if not fits:
+        plain = _lower_scheduled(graph, module, ctx, rename, plan, resident=True,
+                                 output_copies=False)
+        fits = plain.placement is not None or cmx_fits(plain.module, ctx.arch)
+        if fits:
+            first, copies = plain, False
+    lowered, placement = first.module, first.placement
+    if not fits:
         again = _lower_scheduled(graph, module, ctx, rename, plan, resident=False)
         lowered, placement = again.module, again.placement
     elif rename is None and plan != "naive" and ctx.arch.cmx_bytes \
             and placement is not None:
         found = measured_program(first, ctx.arch, lambda peaks, exclude: _lower_scheduled(
             graph, module, ctx, None, plan, resident=True, peaks=peaks,
-            baseline=set(first.kept), exclude=exclude))
+            baseline=set(first.kept), exclude=exclude, output_copies=copies))
         if found is not None:
             lowered, placement = found.module, found.placement
     if placement is not None:
@@ -142,7 +152,8 @@ def lower_block(graph: Graph, module: Module, ctx: PassContext, rename=None) -> 
 def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, plan: str,
                      resident: bool, peaks: dict | None = None,
                      baseline: set[str] | None = None,
-                     exclude: set[str] = frozenset()) -> Lowering | None:
+                     exclude: set[str] = frozenset(),
+                     output_copies: bool = True) -> Lowering | None:
     """``lower_block``'s lowering; None when ``peaks`` (``lower``'s) keep no value beyond
     ``baseline`` in CMX."""
     generated = ctx.artifacts.setdefault("generated-kernels", {})
@@ -158,7 +169,7 @@ def _lower_scheduled(graph: Graph, module: Module, ctx: PassContext, rename, pla
                  cmx_budget=ctx.cmx_budget, cmx_bytes=ctx.arch.cmx_bytes, order=order,
                  resident=kept if resident else None, barriers=ctx.arch.barriers,
                  peaks=peaks, baseline=baseline, exclude=exclude, spans=spans,
-                 reads=reads)
+                 reads=reads, output_copies=output_copies)
     if text is None:
         return None
     if rename is not None:

@@ -51,7 +51,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
           order: list | None = None, resident: list | None = None,
           barriers: int = 64, peaks: dict | None = None,
           baseline: set[str] | None = None, exclude: set[str] = frozenset(),
-          spans: dict | None = None, reads: dict | None = None) -> str | None:
+          spans: dict | None = None, reads: dict | None = None,
+          output_copies: bool = True) -> str | None:
     """The VIR text of the program for ``graph`` (see the module docstring); ``blocks``
     overrides the number of blocks of ACT segments (it must divide the chosen axis);
     ``schedule`` other than naive lays out values as ``schedule_layouts.ddr_layouts`` says; the
@@ -68,7 +69,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
     values kept in CMX have then, and None returned when that keeps no value beyond
     ``baseline`` (the earlier program's) in CMX; ``exclude``: values kept in DDR anyway;
     ``spans`` receives each value kept in CMX's segment prefixes, ``reads`` how many
-    segments read it."""
+    segments read it; ``output_copies``: DPU layers may write such a value from another
+    tile as an output copy (``resident.cast_blocks``)."""
     clock = time.perf_counter()
     expand_linear_resizes(graph)
     expand_large_kernels(graph)        # pools beyond the NCE's 11 x 11 window, in levels
@@ -137,7 +139,7 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
         in_place.update(sliced)
     # the cost model's numbers (vpuc.cost.Timing) and the DMA channels the target has
     prog = ProgramText(timing=timing, dma_channels=dma_channels, cmx_budget=cmx_budget,
-                       physical_barriers=barriers,
+                       physical_barriers=barriers, output_copies=output_copies,
                        prefetch_bytes=0 if schedule == "naive" or cmx_bytes is None
                        else early_bytes(cmx_bytes, cmx_budget))
     prog.declare(values)
@@ -230,7 +232,8 @@ def lower(graph: Graph, module: Module, generated: dict, timings: list, hook, ti
             timings.append((f"dpu {seg.layer.op.label}", time.perf_counter() - clock))
         elif seg.dma is not None and seg.dma.kind == GATHER_OP:
             emit_gather(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
-                        budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)
+                        budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish,
+                        tiles=tiles)
         elif seg.dma is not None and seg.dma.kind == TOPK_OP:
             emit_topk(prog, seg.dma, *(by_name[names[g]] for g in seg.reads(tok) + seg.writes(tok)),
                       budget=prog.cmx_budget, prefix=prefix, gate=gate, finish=finish)

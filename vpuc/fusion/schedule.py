@@ -236,6 +236,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 cut_pieces(module, lead)
             lead_tasks, deep, pieces = lead_order(tasks, lead, early, deep)
             compute_done = compute_barriers(module)
+            copied = copy_gates(module, gates)       # segments whose stores became copies
             stores = {id(t) for t in tasks if isinstance(t, DmaTask)
                       and _of_computed(symbols, computed, t)} if turns else set()
             # big loads deepen moved back on channel 1 (behind a segment too short to hide
@@ -251,7 +252,8 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
             task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread, alternate,
                                              turns=turns, stores=stores, pieces=pieces,
                                              computed=compute_done, copies=weight_copies,
-                                             costs=costs, to_channel_0=to_channel_0)
+                                             costs=costs, to_channel_0=to_channel_0,
+                                             copied=copied)
             # early loads of a heavy segment placed in an optimistic room are tried too
             hopeful = any(key in room_of.optimistic for key in early_bytes)
             fits = not (deep or paced or behind or hopeful) or arch is None \
@@ -268,19 +270,21 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                 lead_tasks, deep, pieces = lead_order(tasks, lead, early, deep)
                 task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread,
                                                  alternate, turns=turns, stores=stores,
-                                                 pieces=pieces, computed=compute_done)
+                                                 pieces=pieces, computed=compute_done,
+                                                 copied=copied)
                 fits = cmx_fits(module, arch)
             if not fits and behind:
                 # their longer lifetimes leave allocate-cmx no room: back behind their gates
                 early.update(behind)
                 task_list.tasks = prefetch_order(lead_tasks, early, gates, deep, spread,
                                                  alternate, turns=turns, stores=stores,
-                                                 pieces=pieces, computed=compute_done)
+                                                 pieces=pieces, computed=compute_done,
+                                                 copied=copied)
                 fits = not (deep or paced or hopeful) or cmx_fits(module, arch)
             if not fits and not (deep := _fewer_deep(module, arch, lead_tasks, task_list,
                                                      moved, early, gates, deep, spread,
                                                      room_of.order, alternate, pieces,
-                                                     compute_done)):
+                                                     compute_done, copied)):
                 # the longer lifetimes fragment CMX beyond what the room estimates saw even
                 # with fewer deep loads: back to loading early into the segment before only
                 for task, waits in paced:
@@ -299,7 +303,7 @@ def overlap(module: Module, gates: set[str], dma_channels: int = 2,
                         for t in [task] + [c for c, *_ in copies.get(id(task), ())]:
                             early.pop(id(t), None)
                 task_list.tasks = prefetch_order(tasks, early, gates, spread=spread,
-                                                 alternate=alternate)
+                                                 alternate=alternate, copied=copied)
                 deep = set()
             if arch is not None:
                 # one barrier per segment the deep loads (or many early ones) run during,
@@ -331,7 +335,8 @@ def latest_first(deep: set[int], anchor: dict[int, str], order: list[str],
 def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early: dict[int, str],
                 gates: set[str], deep: set[int], spread: set[int], order: list[str],
                 alternate: set[int] = frozenset(), pieces: set[int] = frozenset(),
-                compute_done: set[str] = frozenset()) -> set[int]:
+                compute_done: set[str] = frozenset(),
+                copied: set[str] = frozenset()) -> set[int]:
     """When the ``deep`` loads' lifetimes leave allocate-cmx no room: keep those that run
     latest (the shortest lifetimes, nearest their classifier), ``DEEP_KEPT`` of them in
     turn, the others loading early into the segment before theirs only, until allocate-cmx
@@ -352,7 +357,8 @@ def _fewer_deep(module: Module, arch, tasks: list, task_list, moved: list, early
             if id(task) in deep:
                 early[id(task)] = anchor[id(task)] if id(task) in kept else gate
         task_list.tasks = prefetch_order(tasks, early, gates, kept, spread, alternate,
-                                         pieces=pieces, computed=compute_done)
+                                         pieces=pieces, computed=compute_done,
+                                         copied=copied)
         if cmx_fits(module, arch):
             return kept
     for task, gate, *_ in moved:
@@ -367,12 +373,19 @@ def _of_computed(symbols: SymbolTable, computed: set[str], task: DmaTask) -> boo
     return region is not None and region.root.name in computed
 
 
+def copy_gates(module: Module, gates: set[str]) -> set[str]:
+    """The ``gates`` a DPU task writing its output as copies on other tiles updates
+    (``resident.cast_blocks``)."""
+    return {u for tl in module.task_lists for t in tl.tasks
+            if isinstance(t, DpuTask) and t.broadcast_outputs for u in t.updates if u in gates}
+
+
 def _task_outputs(module: Module, symbols: SymbolTable) -> set[str]:
     """Roots of the buffers a DPU or ACT SHAVE task writes."""
     out: set[str] = set()
     for task_list in module.task_lists:
         for t in task_list.tasks:
-            names = [t.output] if isinstance(t, DpuTask) else \
+            names = [t.output, *t.broadcast_outputs] if isinstance(t, DpuTask) else \
                 [b.buffer for b in t.outputs] if isinstance(t, SwKernelTask) else []
             for name in names:
                 region = symbols.region(name)

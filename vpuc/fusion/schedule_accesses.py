@@ -40,7 +40,8 @@ def dpu_accesses(tasks: list, symbols: SymbolTable, resident: set[str],
     for task in tasks:
         if not isinstance(task, DpuTask):
             continue
-        for name in (task.output,) if write else task.inputs:
+        # an output copy on another tile (``resident.cast_blocks``) is written by this tile's DPU
+        for name in (task.output, *task.broadcast_outputs) if write else task.inputs:
             region = symbols.region(name)
             if region is None or region.root.name not in resident:
                 continue

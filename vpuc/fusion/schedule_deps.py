@@ -66,7 +66,7 @@ from vpuc.fusion.schedule_anchors import in_place_needs, queue_counts, thin_wait
 from vpuc.ir.module import BufferKind, Module
 from vpuc.ir.provenance import by_dotted_prefix
 from vpuc.ir.symbols import SymbolTable
-from vpuc.ir.tasks import DmaTask, Executor
+from vpuc.ir.tasks import DmaTask, DpuTask, Executor
 
 # Trial allocations before rule 3 is dropped (each costs about what allocate-cmx does).
 TRIALS = 6
@@ -211,11 +211,19 @@ class _Relaxation:
         s = self.segment_of(name)
         if s is not None or not name:
             return s
-        for task in self.dma_tasks:
-            root = self.symbols.region(task.dst)
-            if root is not None and root.root.name == name:
-                return self.segment[id(task)]
-        return None
+        first = next((t for t in self.dma_tasks if self._writes(t.dst, name)), None)
+        writers = [] if first is None else [self.segment[id(first)]]
+        # or the DPU tasks writing it themselves, in place or as output copies on its tile
+        # (``resident.cast_blocks``): a value no store writes (SqueezeNet's fire modules'
+        # Concats) was charged to no segment, and every segment's overlap given up:
+        # 486,803 cycles, charged to its writers' 462,161
+        writers += [self.segment[id(t)] for t in self.others if isinstance(t, DpuTask)
+                    and any(self._writes(n, name) for n in (t.output, *t.broadcast_outputs))]
+        return min(writers, default=None)
+
+    def _writes(self, operand: str, name: str) -> bool:
+        region = self.symbols.region(operand)
+        return region is not None and region.root.name == name
 
     def apply(self, two_back: list[bool], early: list[bool]) -> None:
         """Rules 1 to 3 of the module docstring, for the segments ``two_back`` (rule 3)

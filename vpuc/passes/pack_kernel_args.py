@@ -5,7 +5,9 @@ Guarantees: every sw task has an ``InvocationImage`` whose WIN_E bytes are
 ``[.data copy][params][dims/strides]``; the params struct follows the kernel's
 declared contract byte for byte (MemRefData for memrefs, packed scalars, in
 contract order; checked by decoding it back against the contract); memref
-addresses are WIN_F addresses in the task's tile CMX; dynamic memrefs point
+addresses are WIN_F addresses in the task's tile CMX, or, for an input left in DDR,
+its address in the SHAVE's DDR aperture (``vpuc.abi.ddr_aperture``, which must end
+within the 32-bit address space); dynamic memrefs point
 their dims/strides at the tensor's shape metadata in WIN_F.  An invocation
 whose image plus the SHAVE stack overflows WIN_E is an error.
 """
@@ -13,10 +15,11 @@ whose image plus the SHAVE stack overflows WIN_E is an error.
 from __future__ import annotations
 
 from vpuc.abi.contract import contract_slots
+from vpuc.abi.ddr_aperture import ddr_aperture
 from vpuc.abi.params import MemRefArg, ScalarArg, decode_params, layout_window_e
 from vpuc.diagnostics import DiagnosticBag, VpucError
 from vpuc.ir.module import Module
-from vpuc.ir.symbols import Region, SymbolTable, shape_meta_offset
+from vpuc.ir.symbols import Region, SymbolTable, buffer_footprint, shape_meta_offset
 from vpuc.ir.tasks import Executor, SwKernelTask
 from vpuc.passes.assign_windows import program_of
 from vpuc.passes.base import ModulePass, PassContext
@@ -25,7 +28,13 @@ from vpuc.program import InvocationImage
 DEFAULT_STACK_BYTES = 16384  # per SHAVE, when the module declares no runtime
 
 
-def memref_arg(region: Region, win_f: int) -> MemRefArg:
+def memref_arg(region: Region, win_f: int, ddr: dict[str, int] | None = None) -> MemRefArg:
+    """The MemRefData of ``region``: in the tile's CMX at WIN_F, or at its root's address
+    in the DDR aperture (``ddr``)."""
+    if ddr is not None and region.root.name in ddr:
+        return MemRefArg(ddr[region.root.name] + region.byte_offset, region.type.elem,
+                         region.type.bound_shape, region.type.order.perm, region.strides_bits,
+                         None)
     base = win_f + region.root.offset
     meta = None
     if not region.root.type.is_static:
@@ -43,6 +52,16 @@ class PackKernelArgsPass(ModulePass):
         kernels = {k.name: k for k in module.kernels}
         win_e, win_f = ctx.arch.window_base("WIN_E"), ctx.arch.window_base("WIN_F")
         bag = DiagnosticBag()
+        ddr = ddr_aperture(module, ctx.arch.ddr_aperture, symbols.region)
+        buffers = {b.name: b for b in module.buffers}
+        for name, address in ddr.items():
+            end = address + buffer_footprint(buffers[name])
+            if end > 1 << 32:
+                raise VpucError(f"%{name}, read from DDR by an ACT SHAVE kernel, would end at "
+                                f"{end:#x} of the SHAVE's DDR aperture (from "
+                                f"{ctx.arch.ddr_aperture:#x}, the DDR operands of all kernels "
+                                "one after another), past the 32-bit address space "
+                                "MemRefData.dataAddr holds", buffers[name].loc)
         program.invocations.clear()
         act = [tl for tl in module.task_lists if tl.executor is Executor.ACT_SHAVE]
         for task_index, task in enumerate(act[0].tasks if act else []):
@@ -58,7 +77,7 @@ class PackKernelArgsPass(ModulePass):
             args: list[MemRefArg | ScalarArg] = []
             for arg, param in zip(task.run_args, kernel.params):
                 if param.is_memref:
-                    args.append(memref_arg(symbols.region(bound[arg]), win_f))
+                    args.append(memref_arg(symbols.region(bound[arg]), win_f, ddr))
                 else:
                     args.append(ScalarArg(param.scalar, consts[arg].value))
             try:

@@ -105,6 +105,22 @@ def _check_on_tile(region: Region, tile: int, ref, what: str, bag: DiagnosticBag
                   f"in the CMX of tile {tile}, where the task runs")
 
 
+def _check_ddr_input(task: SwKernelTask, region: Region, ref, symbols: SymbolTable,
+                     bag: DiagnosticBag) -> None:
+    """A library kernel may read an input in DDR (through the ACT SHAVE's caches, at its
+    address in the DDR aperture: vpuc/abi/ddr_aperture.py); its shape must be static
+    (a dynamic DDR tensor's dims are not in memory for the kernel to read)."""
+    kernel = symbols.kernels.get(task.kernel)
+    if kernel is not None and kernel.source.kind.value != "library":
+        bag.error(getattr(ref, "loc", None), f"kernel input %{ref} is in DDR; only library "
+                  f"kernels read DDR operands (@{task.kernel} is from {kernel.source.kind.value}); "
+                  f"expected a buffer in the CMX of tile {task.tile}")
+    elif not region.root.type.is_static:
+        bag.error(getattr(ref, "loc", None), f"kernel input %{ref} is a dynamic tensor in DDR; "
+                  "a kernel reads a DDR operand only with static dims; expected a static "
+                  f"buffer, or one in the CMX of tile {task.tile}")
+
+
 def check_sw(task: SwKernelTask, arch: Arch, symbols: SymbolTable, bag: DiagnosticBag) -> None:
     if not 0 <= task.tile < arch.tiles:
         bag.error(task.loc, f"sw task on tile {task.tile}; {arch.name} has tiles "
@@ -122,7 +138,9 @@ def check_sw(task: SwKernelTask, arch: Arch, symbols: SymbolTable, bag: Diagnost
             bag.error(binding.buffer.loc, f"kernel output %{binding.buffer} is {what}; expected "
                       f"a writable buffer in the CMX of tile {task.tile}")
             continue
-        if 0 <= task.tile < arch.tiles:
+        if role == "input" and region.kind is not BufferKind.CMX:
+            _check_ddr_input(task, region, binding.buffer, symbols, bag)
+        elif 0 <= task.tile < arch.tiles:
             _check_on_tile(region, task.tile, binding.buffer, f"kernel {role}", bag)
     consts = {}
     for const in task.consts:

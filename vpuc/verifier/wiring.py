@@ -167,12 +167,18 @@ def shape_problems(rule: str, inputs: list[Operand], out: Operand):
 
 
 def _gather_shape_problems(inputs: list[Operand], out: Operand):
-    """gather's rule: data [A, K, R], indices [N], output [A, N, R]."""
+    """gather's rule: data [A, K, R], indices [N], output [A, N, R]; or data [K, R] and
+    output [N, R] (A = 1: a table bound as it is declared, in DDR)."""
     data, indices = inputs
-    for operand, rank in ((data, 3), (indices, 1), (out, 3)):
-        if operand.dims is not None and len(operand.dims) != rank:
-            yield operand.loc, f"{operand.label} has rank {len(operand.dims)}; expected {rank}"
+    rank = 2 if data.dims is not None and len(data.dims) == 2 else 3
+    for operand, want in ((data, rank), (indices, 1), (out, rank)):
+        if operand.dims is not None and len(operand.dims) != want:
+            expected = "2 or 3" if operand is data else str(want)
+            yield operand.loc, f"{operand.label} has rank {len(operand.dims)}; expected {expected}"
             return
+    if rank == 2:
+        data = Operand(data.loc, data.label, (1,) + tuple(data.dims))
+        out = Operand(out.loc, out.label, (1,) + tuple(out.dims))
     pairs = []
     if data.dims is not None:
         pairs += [(data.dims[0], out.dims[0], "dim 0"), (data.dims[2], out.dims[2], "dim 2")]
