@@ -24,6 +24,10 @@ start from the same numbers, and for a segment's pre-quantization value ``z``:
 - A fake quantization is 1-Lipschitz up to its rounding: ``|FQ(a) - FQ(b)| <= |a - b| +
   step``, and vpuc stores it in f16: ``u16 |want|``.
 
+Every Conv but the stem is an integer layer (``QConvolution``, the DPU's integer mode): its
+sum is exact and its requantization within a fraction of a step of onnxruntime's
+(``test_integer_layers.py``), so its probe too is within one step of it.
+
 So each probe is within ``step + delta + u16 |want|`` (a model output that is not
 quantized: ``delta + u16 |want|``).  The whole model's output is reported, not bounded:
 measured once (another input), vpuc's logits were within 0.88 of onnxruntime's, of magnitude up to 29;
@@ -169,7 +173,10 @@ def test_quantized_resnet18_segment_by_segment(quantized_resnet, tmp_path):
     onnx.save(model, probed)
 
     x = np.random.default_rng(7).standard_normal((1, 3, SIZE, SIZE)).astype(np.float16)
-    names = import_onnx(probed).outputs
+    imported = import_onnx(probed)
+    names = imported.outputs
+    # every Conv but the stem (3 input channels) runs on the DPU's integer mode
+    assert [op.kind for op in imported.module.graphs[0].ops].count("QConvolution") == 19
     simulated = api.simulate(api.compile(probed), {"input": x}).outputs
     values = {name: simulated[names[name]].astype(np.float32) for name in probes + outputs}
     values["input"] = x.astype(np.float32)

@@ -400,7 +400,10 @@ def emit_layer(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
                tiles: int, prefix: str, gate: tuple[str, ...], finish: str | None) -> None:
     from vpuc.fusion import lower_dpu_nn
     layer_timing(prog, layer.op)
-    if layer.op.kind == "MatMul":
+    if layer.op.kind == "QConvolution":
+        from vpuc.fusion.lower_dpu_quant import emit_qconv
+        emit_qconv(prog, layer, values, index, tiles, prefix, gate, finish)
+    elif layer.op.kind == "MatMul":
         from vpuc.fusion.lower_dpu_matmul import emit_matmul
         emit_matmul(prog, layer, values, tiles, prefix, gate, finish)
     elif lower_dpu_nn.takes(prog, layer, values, index, tiles, gate):

@@ -37,7 +37,8 @@ from vpuc.ir.tasks import PostOpKind
 from vpuc.ir.types import ElemType
 
 DPU_LAYERS = ("Convolution", "MatMul", "MaxPool", "GroupConvolution", "AvgPool", "ReduceMean",
-              "ReduceMax", "ConvolutionBackpropData", "GroupConvolutionBackpropData")
+              "ReduceMax", "ConvolutionBackpropData", "GroupConvolutionBackpropData",
+              "QConvolution")
 DPU_FLOATS = (ElemType.F16, ElemType.BF16)
 POOL_ELEMS = (ElemType.F16, ElemType.BF16, ElemType.U8, ElemType.I8)
 
@@ -97,6 +98,9 @@ def dpu_problem(op: GraphOp, index: GraphIndex) -> str | None:
         return "it has run-time dims, and DPU tasks have static shapes"
     if op.kind in ("Add", "Multiply"):
         return None if eltwise_anchor(op) else "it is not marked as a DPU eltwise layer"
+    if op.kind == "QConvolution":
+        from vpuc.fusion.lower_dpu_quant import qconv_problem
+        return qconv_problem(op, index)
     if op.kind not in ("Convolution", "MatMul", "MaxPool"):
         from vpuc.fusion.lower_dpu_nn_plan import nn_problem
         return nn_problem(op, index)

@@ -350,7 +350,8 @@ _SPECS = [
 # The ops of imported models live in their own module; it builds on the helpers above.
 from vpuc.ir.graph_ops_nn import NN_SPECS  # noqa: E402
 from vpuc.ir.graph_ops_copy import COPY_SPECS  # noqa: E402
+from vpuc.ir.graph_ops_quant import QUANT_SPECS  # noqa: E402
 
-_SPECS += NN_SPECS + COPY_SPECS
+_SPECS += NN_SPECS + COPY_SPECS + QUANT_SPECS
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
 ELEMENTWISE = frozenset(n for n, s in OPS.items() if s.group == "eltwise")

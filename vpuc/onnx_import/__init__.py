@@ -32,6 +32,7 @@ from vpuc.onnx_import.convert_copy import COPY_CONVERTERS
 from vpuc.onnx_import.convert_layers import LAYER_CONVERTERS
 from vpuc.onnx_import.convert_if import inline_if
 from vpuc.onnx_import.convert_nn import NN_CONVERTERS
+from vpuc.onnx_import.quant_layers import QUANT_LAYER_CONVERTERS, integer_convolutions
 from vpuc.onnx_import.convert_quant import (fake_quantized_outputs, fold_constant_quantizations,
                                             qoperator_refusal)
 from vpuc.onnx_import.empty import empty_outputs, empty_through
@@ -76,7 +77,9 @@ def import_onnx(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     b.known.update(model.initializers)
     ranks = {name: len(shape) for name, shape in model.value_shapes.items()}
     ranks.update((name, len(shape)) for name, (shape, _) in model.inputs.items())
-    nodes = fold_constant_quantizations(b, rewrite_qoperators(model.nodes, b.known))
+    nodes = integer_convolutions(rewrite_qoperators(model.nodes, b.known), b.known,
+                                 set(model.outputs), b.merged_from)
+    nodes = fold_constant_quantizations(b, nodes)
     nodes = fold_batch_norms(nodes, b.known, set(model.outputs), b.merged_from)
     nodes = fold_channel_affines(nodes, b.known, set(model.outputs), model.opset, b.merged_from,
                                  ranks)
@@ -131,7 +134,8 @@ def _convert_node(b: GraphBuilder, node, model) -> None:
         b.node = node
     elif not fold_node(b, node, attrs) and not empty_through(b, node, model.value_shapes):
         convert = (CONVERTERS.get(node.op_type) or LAYER_CONVERTERS.get(node.op_type)
-                   or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type))
+                   or NN_CONVERTERS.get(node.op_type) or COPY_CONVERTERS.get(node.op_type)
+                   or QUANT_LAYER_CONVERTERS.get(node.op_type))
         if convert is None:
             raise b.error(qoperator_refusal(node.op_type) or f"{node.op_type} is not supported; "
                           f"supported ops: {', '.join(supported_ops())}")

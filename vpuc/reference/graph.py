@@ -25,6 +25,7 @@ from vpuc.ir.graph import CONSTANT, PARAMETER, RESULT, SCALAR, Graph, GraphOp
 from vpuc.ir.types import Dynamic, ElemType, TensorType
 from vpuc.reference.graph_copy import COPY_LAYERS
 from vpuc.reference.graph_nn import NN_LAYERS, NN_UNARY
+from vpuc.reference.graph_quant import QUANT_LAYERS
 
 STORAGE = {
     ElemType.F16: np.float16, ElemType.BF16: ml_dtypes.bfloat16, ElemType.F32: np.float32,
@@ -252,6 +253,8 @@ def run_op(op: GraphOp, args: list[np.ndarray], base_dir: str | Path | None = No
         return np.broadcast_to(args[0], runtime_dims(attrs["shape"], args[0].shape)).copy()
     if kind == "MoveBroadcast":
         return np.broadcast_to(args[0], args[0].shape[:-1] + (attrs["dim"],)).copy()
+    if kind in QUANT_LAYERS:          # exact integers: never through the float path below
+        return QUANT_LAYERS[kind](args, attrs)
     if kind == "FMA":
         a, b, c = (x.astype(np.float64) for x in args)
         return round_to(a * b + c, out.elem)

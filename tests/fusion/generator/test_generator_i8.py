@@ -101,3 +101,31 @@ def test_i8_tails(n):
     b.result(b.op("Convert", x, to=F32))
     g = b.build()
     check_graph(g, {g.parameters[0].result: _i8((n,), seed=n)})
+
+
+def test_u8_quantization_unrolls_with_a_scratch_area_per_copy():
+    """A QuantizeLinear's integer half (f16 -> f32, divide, clamp, round, zero point, u8) and
+    a DequantizeLinear of u8 pack and unpack through the stack scratch: their loops are
+    unrolled (up to ``SCRATCH_COPIES`` copies, each packing in its own 64-byte area, so
+    the copies interleave) and compute what the reference does bit for bit."""
+    from vpuc.fusion.generator.kernel_emitter import SCRATCH_BYTES, SCRATCH_COPIES
+    from vpuc.fusion.generator.mir import SP, Loop, Mem, walk_bodies
+    b = Builder()
+    x = b.param((4, 64), F16)
+    v = b.op("Divide", b.op("Convert", x, to=F32), b.const(0.05))
+    v = b.op("Clamp", v, min=-128.0, max=127.0)
+    magic = b.const(1.5 * 2 ** 23)
+    v = b.op("Subtract", b.op("Add", v, magic), magic)
+    q = b.op("Convert", b.op("Add", v, b.const(128.0)), to=U8)
+    b.result(q)
+    g = b.build()
+    kernels = check_graph(g, {g.parameters[0].result: np.random.default_rng(3).uniform(
+        -8, 8, (4, 64)).astype(np.float16)})
+    loops = [n for k in kernels for body in walk_bodies(k.mir.body) for n in body
+             if isinstance(n, Loop) and n.info.get("unrolled", 1) > 1]
+    assert loops
+    offsets = {a.offset for loop in loops for n in loop.body for a in n.args
+               if isinstance(a, Mem) and a.base == SP}
+    copies = max(loop.info["unrolled"] for loop in loops)
+    assert 1 < copies <= SCRATCH_COPIES
+    assert len({o // SCRATCH_BYTES for o in offsets}) == copies       # an area per copy

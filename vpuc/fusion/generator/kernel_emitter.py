@@ -45,11 +45,20 @@ class MirKernel:
     tail: list[Inst] = field(default_factory=list)   # the epilogue
     frame_size: int = 0
     counters: dict = field(default_factory=lambda: {"s": 0, "v": 0, "m": 0})
+    # sp + this: the u8 scratch area, SCRATCH_COPIES areas of SCRATCH_BYTES (None: unused)
+    scratch_offset: int | None = None
 
     def fresh(self, file: str) -> Reg:
         """A new virtual register (clean-ups that need temporaries)."""
         self.counters[file] += 1
         return Reg(file, self.counters[file], virtual=True)
+
+
+# The u8 pack and unpack scratch (``emitters/memory.py``): a pack's strided byte load reads
+# 16 lanes 4 bytes apart, 64 bytes.  One area per copy of an unrolled loop body
+# (``cleanup/unroll.py``), so the copies' packs do not share memory and interleave.
+SCRATCH_BYTES = 64
+SCRATCH_COPIES = 4
 
 
 def _reg(lir_reg) -> Reg:
@@ -76,7 +85,8 @@ def emit_kernel(lir: LinearIR, target, output_ranks: list[int]) -> MirKernel:
     prologue = _prologue(ctx, lir, output_ranks)
     ctx.tag = "epilogue"
     tail = [Inst("li", [ARGS, 0], "epilogue", "status: ok"), Inst("halt", [], "epilogue")]
-    return MirKernel(lir.name, prologue + body, tail, ctx.frame_size, ctx._next)
+    return MirKernel(lir.name, prologue + body, tail, ctx.frame_size, ctx._next,
+                     ctx.scratch_offset if ctx.uses_scratch else None)
 
 
 def _open_loop(ctx: EmitContext, lir: LinearIR, begin) -> tuple:
@@ -128,7 +138,8 @@ def _prologue(ctx: EmitContext, lir: LinearIR, output_ranks: list[int]) -> list:
     ctx.body = prologue = []
     ctx.tag = "prologue"
     if ctx.uses_scratch or lir.frame.size:
-        ctx.frame_size = -(-(lir.frame.size + (64 if ctx.uses_scratch else 0)) // 16) * 16
+        scratch = SCRATCH_BYTES * SCRATCH_COPIES if ctx.uses_scratch else 0
+        ctx.frame_size = -(-(lir.frame.size + scratch) // 16) * 16
         ctx.emit("addi", SP, SP, -ctx.frame_size, note="frame")
     else:
         ctx.frame_size = 0

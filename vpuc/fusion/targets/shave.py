@@ -21,6 +21,10 @@ they stay for the tokenizer.  An Add or Multiply of two activations of one
 4-D shape, one of them from the DPU (ResNet's residual Add), is itself left
 to the DPU as an eltwise layer, with its activation.  The activations are exactly the keys of
 ``DPU_ACTIVATIONS``, so every marked op has a task-level ``post`` spelling.
+
+An imported QDQ convolution, ``QConvolution``, is a DPU layer too (``DPU_LAYERS``): a
+``layer`` op the tokenizer leaves out, with its relu an attribute (the integer mode
+requantizes before any post-op could see a float), so no chain is marked after it.
 """
 
 from __future__ import annotations

@@ -243,9 +243,11 @@ class ModuloSchedulePass(MirPass):
         if steps is None or not _addresses_only(body, steps):
             return None
         original = loop
+        # the stack (an unrolled body's u8 scratch areas too): the same bytes every
+        # iteration, which overlapped iterations would share
+        if any(isinstance(a, Mem) and a.base == SP for n in body for a in n.args):
+            return None
         if not u:
-            if any(isinstance(a, Mem) and a.base == SP for n in body for a in n.args):
-                return None
             body = self._renamed(loop, steps)
             if body is None:
                 return None

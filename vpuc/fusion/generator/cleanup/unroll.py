@@ -6,7 +6,8 @@ dependence.  Unrolling puts U independent copies of the body in one
 iteration for the scheduler to interleave.  A loop qualifies when its body is
 straight-line, every register it reads before writing is either loop
 invariant or a data pointer advanced once by ``addi p, p, k`` after its last
-use, and it does not touch the stack.  Then:
+use, and it touches the stack only in the u8 pack/unpack scratch (each copy then gets a
+scratch area of its own, at most ``SCRATCH_COPIES`` copies).  Then:
 
 - copy *k* of the body gets a fresh virtual register for every definition of
   what the body computes (registers dead at the loop's exit), so copies share
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from vpuc.fusion.generator.cleanup.base import MirPass
 from vpuc.fusion.generator.mir import SP, Inst, Loop, Mem, Reg, flatten
+from vpuc.fusion.generator.kernel_emitter import SCRATCH_BYTES, SCRATCH_COPIES
 from vpuc.fusion.generator.regalloc import liveness
 from vpuc.shave.isa_operands import KINDS
 
@@ -59,6 +61,18 @@ def _inductions(body: list[Inst]) -> dict[Reg, int] | None:
 
 
 VECTOR_REGISTERS = 32
+
+
+def _scratch_only(body: list[Inst], scratch_offset: int | None) -> bool | None:
+    """Whether ``body`` touches the stack (the u8 pack/unpack scratch only: True), not at all
+    (False), or elsewhere too (None: spill slots, which copies cannot have apart)."""
+    offsets = [a.offset for n in body for a in n.args if isinstance(a, Mem) and a.base == SP]
+    if not offsets:
+        return False
+    if scratch_offset is None or any(not scratch_offset <= o < scratch_offset + SCRATCH_BYTES
+                                     for o in offsets):
+        return None
+    return True
 
 
 def _fit_registers(core: list[Inst], local: set, u: int) -> int:
@@ -130,6 +144,8 @@ class UnrollPass(MirPass):
                 if kind == "mem":
                     base = current.get(a.base, a.base)
                     offset = a.offset + k * steps[a.base] if a.base in steps else a.offset
+                    if a.base == SP:                  # the u8 scratch: this copy's area
+                        offset = a.offset + k * SCRATCH_BYTES
                     args.append(Mem(base, offset))
                 elif access == "w" and a in local:
                     renamed[a] = self.mir.fresh(a.file)
@@ -157,8 +173,9 @@ class UnrollPass(MirPass):
                 or loop.counter in init.uses()):
             return None
         body: list[Inst] = loop.body
-        if any(isinstance(a, Mem) and a.base == SP for n in body for a in n.args):
-            return None
+        scratch = _scratch_only(body, getattr(self.mir, "scratch_offset", None))
+        if scratch is None:
+            return None              # the stack beyond the u8 scratch (spill slots)
         steps = _inductions(body)
         if steps is None or loop.counter in {r for n in body for r in n.defs() + n.uses()}:
             return None
@@ -175,6 +192,8 @@ class UnrollPass(MirPass):
             return None
         core = [n for n in body if not (_is_step(n) and n.args[0] in steps)]
         u = _fit_registers(core, local, u)
+        if scratch:
+            u = min(u, SCRATCH_COPIES)        # each copy packs in a scratch area of its own
         if u < 2:
             return None
         if any(kind in ("sd2", "sa2") and (a in local or Reg(a.file, a.index + 1) in local)
