@@ -20,8 +20,6 @@ range: saturation is the relu.)
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -30,6 +28,7 @@ from onnx import helper, numpy_helper
 
 from vpuc import api
 from vpuc.ir.fixed_point import fixed_point_scale
+from tests.onnx_import.qdq_models import quantize
 
 TIE_WINDOW = 2.0 ** -14 + 2.0 ** -22
 
@@ -59,28 +58,6 @@ def _float_model(kind: str, channels: int, out_channels: int, size: int) -> onnx
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
     graph = helper.make_graph(nodes, "layer", [x], [y], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _quantize(model: onnx.ModelProto, tmp_path, shape, activations: str) -> onnx.ModelProto:
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-    onnx.save(model, tmp_path / "float.onnx")
-    rng = np.random.default_rng(0)
-    samples = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
-
-    class Samples(CalibrationDataReader):
-        def get_next(self):
-            return next(samples, None)
-
-    logging.disable(logging.WARNING)
-    try:
-        quantize_static(str(tmp_path / "float.onnx"), str(tmp_path / "qdq.onnx"), Samples(),
-                        quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=getattr(QuantType, activations),
-                        weight_type=QuantType.QInt8)
-    finally:
-        logging.disable(logging.NOTSET)
-    return onnx.load(tmp_path / "qdq.onnx")
 
 
 def _integers(qdq: onnx.ModelProto) -> dict:
@@ -203,7 +180,7 @@ def test_integer_layer_matches_onnxruntime_within_one_step_at_ties(kind, channel
     model = _float_model(kind, channels, out_channels, size)
     x_shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
     y_shape = tuple(d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim)
-    qdq = _quantize(model, tmp_path, x_shape, activations)
+    qdq = onnx.load(quantize(model, tmp_path, x_shape, activations))
     q = _integers(qdq)
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32) * 1.5
     x_q, y_ort = _ort_integers(qdq, q, x)
