@@ -39,14 +39,15 @@ fit, rule 2 goes too (the module keeps its gates, with rule 1's waits, and is le
 allocate-cmx to report).  The successful trial's placement is returned, for allocate-cmx
 to take when it still holds (``allocate_cmx.PLACEMENT``); the module itself is left
 unplaced.  A block among others (``trial=False``) keeps its order against theirs: rules
-1 and 2 only, without trial.
+1 and 2 only, without trial; one whose DPU or ACT SHAVE tasks touch DDR has rule 3 off
+and its trial checks rule 2 alone.
 
 Expects: a module of one lowered graph block after ``schedule.overlap``, ``keys`` the
 segments' task-label prefixes in program order, ``finishes[s]`` the gate segment ``s``'s
 last store updates (``None`` for the last).  When a task's segment cannot be told from its
 label, or the module has several DMA lists, it is left unchanged; when a DPU or ACT SHAVE
-task touches DDR, rule 3 and the trial are off and loads of what such tasks touch keep
-their gates.
+task touches DDR, rule 3 is off, the trial decides rule 2 alone, and loads of what such
+tasks touch keep their gates.
 Guarantees: every added wait is on a barrier that only a DMA earlier in the DMA list, of
 an earlier segment, updates (so the channels' FIFOs cannot deadlock on it); each pair of
 DDR accesses by DMAs of different segments, one a write, is ordered by barriers; the
@@ -94,8 +95,12 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     if relax is None:
         return None
     relax.wait_cap, relax.arch = max(1, int(arch.barriers * WAIT_FRACTION)), arch
-    trial = trial and relax.direct_ddr is None
-    two_back = [trial and s > 0 for s in range(len(keys))]
+    # rule 3 only when no DPU or ACT SHAVE task touches DDR (rule 1 orders DMAs alone); the
+    # trial still checks rule 2: a segment whose loads are its only entry (a gather from a
+    # table in DDR: the calls wait on the index load alone) runs whole beside every segment
+    # before it, whose buffers the estimate counts two back only ([1,32,64,64] bicubic
+    # GridSample: 16 gathers of 256 KiB rows each, 8 at once on tile 0, overflowed by 9 KB)
+    two_back = [trial and relax.direct_ddr is None and s > 0 for s in range(len(keys))]
     early = list(relax.early)
     saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
     barriers = list(module.barriers)
