@@ -203,3 +203,52 @@ def test_a_large_output_is_gathered_in_bands(tmp_path):
     got = next(iter(sim.outputs.values())).astype(np.float64)
     want = _onnxruntime(path, x, grid)
     assert_within(got, want, U16 * np.abs(want) + _f32_bound(x), "bands")
+
+
+def test_gathers_from_a_table_in_ddr_share_cmx(tmp_path):
+    """Bicubic over a [1,16,64,64] image: its 4x4 patch table (2.3 MB) stays in DDR, and 8
+    bands of 256 KiB of gathered rows read the same indices' producer.  Each band's calls
+    wait on its index load alone, so with every band's loads early all 8 ran at once and
+    overflowed tile 0 (schedule_deps' rule 2 was not tried when ACT SHAVE tasks read DDR);
+    the default schedule now compiles it, and the result is onnxruntime's."""
+    x_shape, grid_shape = (1, 16, 64, 64), (1, 64, 64, 2)
+    path = _model(tmp_path, x_shape, grid_shape, name="ddr_bands", mode="bicubic")
+    x, grid = _feeds(x_shape, grid_shape, seed=11)
+    program = api.compile(path)
+    sim = api.simulate(program, {program.source_names.get("x", "x"): x.astype(np.float16),
+                                 program.source_names.get("grid", "grid"): grid.astype(np.float16)})
+    got = next(iter(sim.outputs.values())).astype(np.float64)
+    want = _onnxruntime(path, x, grid)
+    assert_within(got, want, U16 * np.abs(want) + _f32_bound(x), "ddr bands")
+
+
+def test_early_gathers_stay_within_the_physical_barriers(tmp_path):
+    """Bicubic zeros, [1,8,32,32] image sampled at 64x64: with every gather band's loads
+    early, the stores they wait on held more than the 64 physical barriers live (failed at
+    assign-physical-barriers); schedule_deps' trial now checks the barriers too."""
+    x_shape, grid_shape = (1, 8, 32, 32), (1, 64, 64, 2)
+    path = _model(tmp_path, x_shape, grid_shape, name="barriers", mode="bicubic")
+    x, grid = _feeds(x_shape, grid_shape, seed=12)
+    program = api.compile(path)
+    sim = api.simulate(program, {program.source_names.get("x", "x"): x.astype(np.float16),
+                                 program.source_names.get("grid", "grid"): grid.astype(np.float16)})
+    got = next(iter(sim.outputs.values())).astype(np.float64)
+    want = _onnxruntime(path, x, grid)
+    assert_within(got, want, U16 * np.abs(want) + _f32_bound(x), "barriers")
+
+
+def test_sixteen_gathers_stay_within_the_physical_barriers(tmp_path):
+    """Bicubic reflection, [1,1,32,32] at 32x32: 16 gathers of single pixels (reflection
+    has no patch table), each reading indices stored by the segments before; rule 1's waits
+    on those stores held more than the 64 physical barriers live, even with every gate
+    kept.  schedule_deps now keeps the lowered gates alone when that is so."""
+    x_shape, grid_shape = (1, 1, 32, 32), (1, 32, 32, 2)
+    path = _model(tmp_path, x_shape, grid_shape, name="reflect", mode="bicubic",
+                  padding_mode="reflection")
+    x, grid = _feeds(x_shape, grid_shape, seed=13)
+    program = api.compile(path)
+    sim = api.simulate(program, {program.source_names.get("x", "x"): x.astype(np.float16),
+                                 program.source_names.get("grid", "grid"): grid.astype(np.float16)})
+    got = next(iter(sim.outputs.values())).astype(np.float64)
+    want = _onnxruntime(path, x, grid)
+    assert_within(got, want, U16 * np.abs(want) + _f32_bound(x), "reflection")

@@ -36,17 +36,21 @@ finds no room keeps its own gate for rule 3 (or, when it already does, the segme
 it; when that does too, its loads keep their gates: no rule 2), and after the last trial
 no segment is relaxed by rule 3; when even that does not
 fit, rule 2 goes too (the module keeps its gates, with rule 1's waits, and is left to
-allocate-cmx to report).  The successful trial's placement is returned, for allocate-cmx
+allocate-cmx to report; when its barriers then outnumber the target's, rule 1's waits go
+too: the gates order every access already).  A trial also gives every barrier a physical
+one (assign-physical-barriers): segments running at once whose barriers outnumber the
+target's fail it as a buffer without room does, charged to the segment of the barrier.  The successful trial's placement is returned, for allocate-cmx
 to take when it still holds (``allocate_cmx.PLACEMENT``); the module itself is left
 unplaced.  A block among others (``trial=False``) keeps its order against theirs: rules
-1 and 2 only, without trial.
+1 and 2 only, without trial; one whose DPU or ACT SHAVE tasks touch DDR has rule 3 off
+and its trial checks rule 2 alone.
 
 Expects: a module of one lowered graph block after ``schedule.overlap``, ``keys`` the
 segments' task-label prefixes in program order, ``finishes[s]`` the gate segment ``s``'s
 last store updates (``None`` for the last).  When a task's segment cannot be told from its
 label, or the module has several DMA lists, it is left unchanged; when a DPU or ACT SHAVE
-task touches DDR, rule 3 and the trial are off and loads of what such tasks touch keep
-their gates.
+task touches DDR, rule 3 is off, the trial decides rule 2 alone, and loads of what such
+tasks touch keep their gates.
 Guarantees: every added wait is on a barrier that only a DMA earlier in the DMA list, of
 an earlier segment, updates (so the channels' FIFOs cannot deadlock on it); each pair of
 DDR accesses by DMAs of different segments, one a write, is ordered by barriers; the
@@ -55,6 +59,8 @@ module as returned.
 """
 
 from __future__ import annotations
+
+import re
 
 from vpuc.analysis.liveness import unit_operands
 from vpuc.analysis.races import shared_bytes
@@ -94,8 +100,12 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
     if relax is None:
         return None
     relax.wait_cap, relax.arch = max(1, int(arch.barriers * WAIT_FRACTION)), arch
-    trial = trial and relax.direct_ddr is None
-    two_back = [trial and s > 0 for s in range(len(keys))]
+    # rule 3 only when no DPU or ACT SHAVE task touches DDR (rule 1 orders DMAs alone); the
+    # trial still checks rule 2: a segment whose loads are its only entry (a gather from a
+    # table in DDR: the calls wait on the index load alone) runs whole beside every segment
+    # before it, whose buffers the estimate counts two back only ([1,32,64,64] bicubic
+    # GridSample: 16 gathers of 256 KiB rows each, 8 at once on tile 0, overflowed by 9 KB)
+    two_back = [trial and relax.direct_ddr is None and s > 0 for s in range(len(keys))]
     early = list(relax.early)
     saved = [(t, t.waits, t.updates) for tl in module.task_lists for t in tl.tasks]
     barriers = list(module.barriers)
@@ -117,9 +127,20 @@ def relax_gates(module: Module, keys: list[str], finishes: list[str | None], arc
             two_back, early = _narrowed(relax, failed, two_back, early)
             continue
         relax.apply(two_back, early)
-        if not trial or attempt > TRIALS:
+        if not trial:
+            return None
+        if attempt > TRIALS:
+            if _barriers_exceeded(module, arch) is not None:
+                # rule 1's waits on stores of long-lived values hold their barriers live
+                # across the segments between (the gates order those accesses already)
+                for task, waits, updates in saved:
+                    task.waits, task.updates = waits, updates
+                module.barriers = list(barriers)
             return None
         placed, failed = _trial_allocation(module, arch, users)
+        if placed is not None:
+            failed = _barriers_exceeded(module, arch)
+            placed = placed if failed is None else None
         if outcome is not None:
             if placed is not None:
                 outcome["two_back"] = sum(two_back)
@@ -340,6 +361,30 @@ def _trial_allocation(module: Module, arch, users: dict | None = None
     """``allocate_cmx.try_allocate`` (a name of its own here, for the tests to stand in for)."""
     from vpuc.passes.allocate_cmx import try_allocate
     return try_allocate(module, arch, users)
+
+
+def _barriers_exceeded(module: Module, arch) -> str | None:
+    """None when assign-physical-barriers finds the trial's barriers a physical id each; else
+    the barrier it found none for (the segments running at once hold more barriers live than
+    the target has: [1,32,64,64] bicubic reflection GridSample's 16 gathers, each waiting
+    on stores of its own indices, all early).  The module is left as it was."""
+    from vpuc.passes.assign_physical_barriers import AssignPhysicalBarriersPass
+    from vpuc.passes.base import PassContext
+    from vpuc.diagnostics import VpucError
+    saved = [(b, b.physical) for b in module.barriers]
+    order, attributes = list(module.barriers), dict(module.attributes)
+    try:
+        AssignPhysicalBarriersPass().run(module, PassContext(arch=arch))
+        return None
+    except VpucError as exc:
+        found = re.search(r"%([^\s:(]+) \(first used by", str(exc))
+        return found.group(1) if found else ""
+    finally:
+        for b, physical in saved:
+            b.physical = physical
+        module.barriers[:] = order
+        module.attributes.clear()
+        module.attributes.update(attributes)
 
 
 def _drop_unwaited(module: Module, gates: set[str]) -> None:
