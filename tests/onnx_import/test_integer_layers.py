@@ -83,7 +83,7 @@ def _segment_source(model, target: str, probes: set) -> str:
 
 def _check_layers(path, shape, tmp_path, seed=1) -> list:
     """Each integer layer's dequantized output within one step of onnxruntime run on vpuc's
-    input to it (the probes' segments), and every output bit for bit the graph oracle's
+    input to it (the probes' segments), and each probe bit for bit the graph oracle's
     (which computes the integer layers as the DPU does).  [(got, want, step)] per probe."""
     model = onnx.load(path)
     dqs = _probes(model)
@@ -99,8 +99,11 @@ def _check_layers(path, shape, tmp_path, seed=1) -> list:
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
     outputs = import_onnx(probed).outputs
     sim = api.simulate(api.compile(probed), {"x": x}, reference=True)
-    for name, value in sim.reference.items():
-        assert np.array_equal(value, sim.outputs[name]), name
+    # bit for bit where exact by construction: the integer layers' sums are exact and their
+    # Q / DQ are single IEEE roundings on both sides; a float layer's f32 sums (the Gemm
+    # after them) may round in another order than the oracle's, so they are not compared here
+    for name in {outputs[shown.get(p, p)] for p in names}:
+        assert np.array_equal(sim.reference[name], sim.outputs[name]), name
     values = {p: sim.outputs[outputs[shown.get(p, p)]].astype(np.float32) for p in names}
     values["x"] = x.astype(np.float32)
     inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
