@@ -191,7 +191,10 @@ def _topk(m, shape):
     else:
         axis = -1
     if r.random() < 0.4:                # a long axis: K past ArgMax's rounds, the topk kernel
-        shape = list(shape)
+        # the other dims cut to 2 (no draw: the stream stays), so at most 8 rows: the kernel's
+        # data-dependent loops run in the ISA interpreter (125 rows of K = 103 over 174 took
+        # 310 s with numerics)
+        shape = [min(d, 2) for d in shape]
         shape[axis] = r.randint(9, 300)
     k = r.randint(1, shape[axis])
     x = m.node("Floor", [m.node("Mul", ["x", m.init(np.float32(2.0))])])
