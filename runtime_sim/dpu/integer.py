@@ -26,13 +26,12 @@ import numpy as np
 from runtime_sim.dpu import ops
 from runtime_sim.dpu.numerics import PostOp, apply_post_op, round_to
 from vpuc.diagnostics import VpucError
+from vpuc.ir.fixed_point import MAX_SHIFT, round_shift
 
 _F64 = np.dtype(np.float64)
 _I32 = np.iinfo(np.int32)
 MULT_RANGE = (-(1 << 15), (1 << 15) - 1)     # ppe_scale_mult: a signed 16-bit field
-SHIFT_RANGE = (0, 63)                        # ppe_scale_shift: 6 bits
-# |sum * mult| < 2^31 * 2^15: any shift from 47 on rounds every value to 0 (below one half)
-_SHIFT_CAP = 48
+SHIFT_RANGE = (0, MAX_SHIFT)                 # ppe_scale_shift: 6 bits
 
 
 def integer_sums(op: str, x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None,
@@ -81,13 +80,8 @@ def requantize(sums: np.ndarray, mult: np.ndarray, shift: np.ndarray, out_zero_p
             bad = values[(values < low) | (values > high)][0]
             raise VpucError(f"DPU integer mode: a requantization {name} of {bad} is outside "
                             f"the PPE's [{low}, {high}]")
-    product = sums * _along(mult, axis, sums.ndim)
-    s = _along(np.minimum(shift, _SHIFT_CAP), axis, sums.ndim)
-    floor = product >> s
-    rest = product - (floor << s)
-    half = np.where(s > 0, np.left_shift(1, np.maximum(s - 1, 0)), 0)
-    up = (s > 0) & ((rest > half) | ((rest == half) & (floor & 1 == 1)))
-    values = floor + up + out_zero_point
+    values = round_shift(sums * _along(mult, axis, sums.ndim),
+                         _along(shift, axis, sums.ndim)) + out_zero_point
     info = np.iinfo(out_dtype)
     low, high = info.min, info.max
     if post_op is not None and post_op.kind == "relu":

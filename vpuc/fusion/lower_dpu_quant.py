@@ -125,8 +125,8 @@ def emit_qconv(prog: ProgramText, layer: DpuLayer, values: dict[str, Value], ind
                                    resident_cost=resident_cycles(prog, resident, gate),
                                    channels=prog.dma_channels)
             chunks, own_weights = [(0, oc)], False
-        except VpucError:
-            pass
+        except VpucError:       # no row blocks fit beside all the weights: chunks below
+            blocks = None
     if blocks is None:
         # weight-heavy (small maps) or too large: chunks of output channels over the
         # tiles, each loading its weights once, its rows in as few blocks as fit

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from vpuc.diagnostics import VpucError
 
 MULT_BITS = 15
@@ -31,3 +33,19 @@ def fixed_point_scale(scale: float) -> tuple[int, int]:
         raise VpucError(f"requantization scale {scale!r} needs a PPE shift of {shift}; "
                         f"NPU37XX's is 0..{MAX_SHIFT} (no post-shift)")
     return mult, shift
+
+
+# A shift past 48 rounds every product of a 32-bit sum and a 16-bit mult (below 2^47) as
+# 48 does (to 0), and keeps ``floor << shift`` inside int64
+SHIFT_CAP = 48
+
+
+def round_shift(product: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``product / 2^shift`` rounded half to even, in int64 (``shift`` broadcast against
+    ``product``): the PPE's ``round_mode(RNE)`` after its scale multiply."""
+    s = np.minimum(shift, SHIFT_CAP)
+    floor = product >> s
+    rest = product - (floor << s)
+    half = np.where(s > 0, np.left_shift(1, np.maximum(s - 1, 0)), 0)
+    up = (s > 0) & ((rest > half) | ((rest == half) & (floor & 1 == 1)))
+    return floor + up

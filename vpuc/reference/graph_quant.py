@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vpuc.ir.fixed_point import fixed_point_scale
+from vpuc.ir.fixed_point import fixed_point_scale, round_shift
 
 
 def fixed_point_table(scale: np.ndarray) -> np.ndarray:
@@ -28,14 +28,10 @@ def requantize(acc: np.ndarray, table: np.ndarray, zero_point: int, relu: bool,
     shape = (1, -1) + (1,) * (acc.ndim - 2)
     mult = table[:, 0].astype(np.int64).reshape(shape)
     shift = table[:, 1].astype(np.int64).reshape(shape)
-    product = acc * mult
-    floor = product >> shift
-    rest = product - (floor << shift)
-    half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
-    up = (shift > 0) & ((rest > half) | ((rest == half) & (floor & 1 == 1)))
     info = np.iinfo(dtype)
     low = max(int(info.min), zero_point) if relu else int(info.min)
-    return np.clip(floor + up + zero_point, low, int(info.max)).astype(dtype)
+    return np.clip(round_shift(acc * mult, shift) + zero_point, low,
+                   int(info.max)).astype(dtype)
 
 
 def qconvolution(args: list[np.ndarray], attrs) -> np.ndarray:
